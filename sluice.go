@@ -1,0 +1,199 @@
+// Package sluice is the vocabulary shared by every part of sluice: the
+// measurements a controller sees once per control period, the decision it
+// returns, and the Controller interface with its single step function.
+//
+// Controllers, gates and monitors are deterministic state machines driven
+// from outside: every method that depends on time takes now as an argument,
+// nothing reads the wall clock, sleeps or starts a goroutine. The live
+// runtime (the proxy and the middleware) drives them with real measurements
+// on a ticker; the simulator drives the same objects in virtual time.
+//
+// This package has no third-party imports.
+package sluice
+
+import (
+	"errors"
+	"math"
+	"time"
+)
+
+// ErrRejected is returned (or wrapped) when admission control refuses a
+// request. Callers answer it with an explicit, cheap rejection: HTTP 503
+// with Retry-After, or a TCP reset for early discard.
+var ErrRejected = errors.New("sluice: request rejected by admission control")
+
+// Measurements is what a controller sees at one step: what happened since
+// the previous call to Update. The zero value means "nothing observed".
+//
+// Every quantity is a float64 so that a missing or corrupt reading can be
+// expressed as NaN; controllers treat NaN, ±Inf and out-of-range values as
+// unavailable and hold their setting rather than act on them.
+type Measurements struct {
+	// Elapsed is the length of the interval these measurements cover: the
+	// control period h for periodic controllers, or the time since the
+	// previous run for SEDA's nreq/timeout trigger.
+	Elapsed time.Duration
+
+	// Class is the index of the request class these measurements belong to
+	// (0 is the highest priority). Single-class controllers ignore it.
+	Class int
+
+	// Arrivals is the number of requests offered to the gate in the
+	// interval (admitted + rejected). For a Voigt filter rule it is the
+	// rule's "hits".
+	Arrivals float64
+	// Admitted is the number of requests the gate let through.
+	Admitted float64
+	// Rejected is the number of requests the gate refused.
+	Rejected float64
+	// Completed is the number of admitted requests that finished (any
+	// status) in the interval.
+	Completed float64
+
+	// Samples is the number of response-time samples behind MeanRT and
+	// P90RT. Timed-out and rejected requests are never samples.
+	Samples float64
+	// MeanRT is the mean response time of the samples, in seconds.
+	MeanRT float64
+	// P90RT is the exact 90th percentile (nearest rank) of the samples, in
+	// seconds.
+	P90RT float64
+
+	// Utilization is the busy fraction of the guarded resource over the
+	// interval, in [0, 1] (1 − idle fraction). NaN when no sensor is bound.
+	Utilization float64
+
+	// Queue is the length of the queue the controller watches, in the
+	// queue's own unit: requests waiting for a backend slot (the papers'
+	// listen queue) or the outgoing byte queue normalised to its capacity.
+	Queue float64
+}
+
+// Throughput returns Completed per second over Elapsed, or 0 when Elapsed
+// is not positive.
+func (m Measurements) Throughput() float64 {
+	if m.Elapsed <= 0 {
+		return 0
+	}
+	return m.Completed / m.Elapsed.Seconds()
+}
+
+// Kind says what a decision's setting means and in which unit it is
+// expressed.
+type Kind uint8
+
+const (
+	// KindNone: no admission control; the gate admits every request.
+	KindNone Kind = iota
+	// KindRate: a token rate in admissions per second for a token bucket.
+	KindRate
+	// KindDropProbability: the probability in [0, 1] that a request is
+	// dropped on arrival.
+	KindDropProbability
+	// KindConcurrency: the maximum number of requests in flight.
+	KindConcurrency
+	// KindQuality: a service quality level in [q_min, 1] handed to the
+	// backend (SEDA service degradation).
+	KindQuality
+)
+
+// String returns the snake_case name of the kind, as used in metrics and
+// JSON.
+func (k Kind) String() string {
+	switch k {
+	case KindNone:
+		return "none"
+	case KindRate:
+		return "rate"
+	case KindDropProbability:
+		return "drop_probability"
+	case KindConcurrency:
+		return "concurrency"
+	case KindQuality:
+		return "quality"
+	}
+	return "unknown"
+}
+
+// Unit returns the unit of a setting of this kind.
+func (k Kind) Unit() string {
+	switch k {
+	case KindRate:
+		return "req/s"
+	case KindDropProbability:
+		return "probability"
+	case KindConcurrency:
+		return "requests"
+	case KindQuality:
+		return "level"
+	}
+	return ""
+}
+
+// Decision is the outcome of one controller step: the new setting, the old
+// one, the inputs it was computed from and a short human-readable reason.
+// A runner applies New to its gate; the admin API and the reports show the
+// rest.
+type Decision struct {
+	// At is the time the step ran (the now passed to Update).
+	At time.Time
+	// Controller is the registry name of the controller ("seda", "kihl", …).
+	Controller string
+	// Kind says what Old and New mean.
+	Kind Kind
+	// Class is the class whose measurements triggered the step.
+	Class int
+	// Old and New are the setting before and after the step, in Kind's
+	// unit. Both are always finite.
+	Old, New float64
+	// ClassRates holds, for multi-class controllers, the new rate of every
+	// class in priority order (index 0 is the highest priority); nil for
+	// single-class controllers. A step for one class may change the rates
+	// of lower classes.
+	ClassRates []float64
+	// Quality is the service quality level in [q_min, 1] that a degrading
+	// stage hands to its backend; 0 when the controller does not degrade.
+	Quality float64
+	// GateOff is true when admission control is switched off and the gate
+	// must admit everything (a degradation controller above its lowest
+	// quality, or the none baseline).
+	GateOff bool
+	// Acted is false when a guard held the setting (not enough samples,
+	// unusable input, a hits or queue guard); Reason then says which.
+	Acted bool
+	// Inputs are the measurements the step saw.
+	Inputs Measurements
+	// Reason explains the step in one short line, with the numbers used.
+	Reason string
+}
+
+// Controller is one admission-control law. Implementations are
+// deterministic state machines: the same sequence of Update calls yields
+// the same sequence of decisions. They are not safe for concurrent use; a
+// runner serialises calls.
+type Controller interface {
+	// Update runs one step of the control law at time now with the
+	// measurements of the interval that just ended, and returns the new
+	// setting. The returned setting is always finite and within the
+	// controller's configured bounds.
+	Update(now time.Time, m Measurements) Decision
+	// Current returns the setting in force: the last decision, or the
+	// initial setting before the first Update.
+	Current() Decision
+	// Period returns the control period h: the interval at which a runner
+	// calls Update (for SEDA, the timeout after which it runs even without
+	// nreq completions).
+	Period() time.Duration
+}
+
+// SampleTriggered is implemented by controllers that also run after a
+// number of completions, not only on their period (SEDA's nreq). A runner
+// calls Update as soon as TriggerSamples completions have been recorded
+// since the previous Update, or Period has elapsed, whichever comes first.
+// A value ≤ 0 means the controller runs on its period only.
+type SampleTriggered interface {
+	TriggerSamples() int
+}
+
+// Finite reports whether x is neither NaN nor ±Inf.
+func Finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
