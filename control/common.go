@@ -1,0 +1,121 @@
+package control
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// fieldError is a validation error naming the configuration field (its
+// YAML name) and the offending value.
+type fieldError struct {
+	Field string
+	Value any
+	Want  string
+}
+
+func (e *fieldError) Error() string {
+	return fmt.Sprintf("%s: %v is invalid: %s", e.Field, e.Value, e.Want)
+}
+
+// badField returns a validation error for field with value v; want says
+// what a valid value looks like.
+func badField(field string, v any, want string) error {
+	return &fieldError{Field: field, Value: v, Want: want}
+}
+
+// FieldOf returns the name of the configuration field a validation error
+// names, or "" if err is not a field error.
+func FieldOf(err error) string {
+	if fe, ok := err.(*fieldError); ok {
+		return fe.Field
+	}
+	return ""
+}
+
+// checkPositive reports an error unless x is finite and > 0.
+func checkPositive(field string, x float64) error {
+	if !sluice.Finite(x) || x <= 0 {
+		return badField(field, x, "must be a finite number > 0")
+	}
+	return nil
+}
+
+// checkNonNegative reports an error unless x is finite and ≥ 0.
+func checkNonNegative(field string, x float64) error {
+	if !sluice.Finite(x) || x < 0 {
+		return badField(field, x, "must be a finite number ≥ 0")
+	}
+	return nil
+}
+
+// checkPeriod reports an error unless d > 0.
+func checkPeriod(field string, d time.Duration) error {
+	if d <= 0 {
+		return badField(field, d, "must be a positive duration such as 1s")
+	}
+	return nil
+}
+
+// checkRange reports an error unless lo ≤ x ≤ hi (x finite).
+func checkRange(field string, x, lo, hi float64) error {
+	if !sluice.Finite(x) || x < lo || x > hi {
+		return badField(field, x, fmt.Sprintf("must be within [%g, %g]", lo, hi))
+	}
+	return nil
+}
+
+// checkRateBounds validates a [min, max] rate pair and an initial rate
+// inside it.
+func checkRateBounds(minField string, lo float64, maxField string, hi float64, initField string, init float64) error {
+	if err := checkPositive(minField, lo); err != nil {
+		return err
+	}
+	if err := checkPositive(maxField, hi); err != nil {
+		return err
+	}
+	if hi < lo {
+		return badField(maxField, hi, fmt.Sprintf("must be ≥ %s (%g)", minField, lo))
+	}
+	if initField != "" {
+		if err := checkRange(initField, init, lo, hi); err != nil {
+			return badField(initField, init, fmt.Sprintf("must be within [%s, %s] = [%g, %g]", minField, maxField, lo, hi))
+		}
+	}
+	return nil
+}
+
+// clamp returns x limited to [lo, hi].
+func clamp(x, lo, hi float64) float64 {
+	return math.Max(lo, math.Min(hi, x))
+}
+
+// usable reports whether a measured quantity is finite and not negative.
+func usable(x float64) bool { return sluice.Finite(x) && x >= 0 }
+
+// perSecond converts a count over m.Elapsed (or h when Elapsed is not
+// positive) into a rate per second.
+func perSecond(count float64, elapsed, h time.Duration) float64 {
+	if elapsed <= 0 {
+		elapsed = h
+	}
+	return count / elapsed.Seconds()
+}
+
+// fmtRate formats a rate for reasons.
+func fmtRate(r float64) string { return fmt.Sprintf("%.4g req/s", r) }
+
+// fmtSec formats seconds for reasons.
+func fmtSec(s float64) string {
+	return time.Duration(s * float64(time.Second)).Round(time.Microsecond).String()
+}
+
+// decision fills the fields every decision carries.
+func decision(now time.Time, name string, kind sluice.Kind, m sluice.Measurements, old, new float64, acted bool, reason string) sluice.Decision {
+	return sluice.Decision{
+		At: now, Controller: name, Kind: kind, Class: m.Class,
+		Old: old, New: new, Acted: acted, Inputs: m, Reason: reason,
+	}
+}

@@ -1,0 +1,56 @@
+package control
+
+import (
+	"math"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// at returns t0 + k seconds.
+func at(k int) time.Time { return t0.Add(time.Duration(k) * time.Second) }
+
+// near fails the test unless got is within 1e-6 (relative to 1) of want.
+func near(t *testing.T, step string, got, want float64) {
+	t.Helper()
+	if math.Abs(got-want) > 1e-6*math.Max(1, math.Abs(want)) {
+		t.Fatalf("%s: got %.9g, want %.9g", step, got, want)
+	}
+}
+
+// step describes one Update call of a timeline and the setting expected.
+type step struct {
+	m     sluice.Measurements
+	want  float64
+	acted bool
+}
+
+// runTimeline feeds steps to c one second apart and checks New and Acted.
+func runTimeline(t *testing.T, c sluice.Controller, steps []step) []sluice.Decision {
+	t.Helper()
+	var out []sluice.Decision
+	for i, s := range steps {
+		if s.m.Elapsed == 0 {
+			s.m.Elapsed = time.Second
+		}
+		d := c.Update(at(i+1), s.m)
+		near(t, "step "+strconv.Itoa(i+1)+" ("+d.Reason+")", d.New, s.want)
+		if d.Acted != s.acted {
+			t.Fatalf("step %d: acted = %v, want %v (%s)", i+1, d.Acted, s.acted, d.Reason)
+		}
+		if d.Reason == "" {
+			t.Fatalf("step %d: empty reason", i+1)
+		}
+		if c.Current().New != d.New {
+			t.Fatalf("step %d: Current().New %v != decision %v", i+1, c.Current().New, d.New)
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+func nan() float64 { return math.NaN() }

@@ -1,0 +1,345 @@
+package control
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// SEDAConfig configures the SEDA controller. Start from DefaultSEDAConfig;
+// Target has no default and must be set.
+type SEDAConfig struct {
+	// Target is the 90th-percentile response-time target of every class
+	// without its own entry in ClassTargets (required unless ClassTargets
+	// covers every class).
+	Target time.Duration `yaml:"target" json:"target"`
+	// Classes is the number of request classes, in priority order (class 0
+	// is the highest). Default 1, or len(ClassTargets) when those are set.
+	Classes int `yaml:"classes" json:"classes"`
+	// ClassTargets optionally gives each class its own p90 target, highest
+	// priority first; a zero entry means Target.
+	ClassTargets []time.Duration `yaml:"class_targets" json:"class_targets"`
+	// NReq is the number of completions after which the controller runs
+	// (default 100).
+	NReq int `yaml:"nreq" json:"nreq"`
+	// Timeout is the time after which it runs even with fewer completions
+	// (default 1s).
+	Timeout time.Duration `yaml:"timeout" json:"timeout"`
+	// Alpha is the EWMA weight of the previous smoothed p90 (default 0.7).
+	Alpha float64 `yaml:"alpha" json:"alpha"`
+	// ErrI is the error below which the rate increases (default −0.5).
+	ErrI float64 `yaml:"err_i" json:"err_i"`
+	// ErrD is the error above which the rate decreases (default 0).
+	ErrD float64 `yaml:"err_d" json:"err_d"`
+	// AdjI scales the additive increase (default 2).
+	AdjI float64 `yaml:"adj_i" json:"adj_i"`
+	// AdjD is the multiplicative decrease factor (default 1.2).
+	AdjD float64 `yaml:"adj_d" json:"adj_d"`
+	// CI is the error at which the increase would be 0 (default −0.1).
+	CI float64 `yaml:"c_i" json:"c_i"`
+	// RateMin and RateMax bound every class rate, in req/s (defaults 0.05
+	// and 5000).
+	RateMin float64 `yaml:"rate_min" json:"rate_min"`
+	RateMax float64 `yaml:"rate_max" json:"rate_max"`
+	// InitialRate is every class's starting rate, in req/s (default
+	// 5000 = rate_max: start open and cut on evidence of overload).
+	InitialRate float64 `yaml:"initial_rate" json:"initial_rate"`
+	// AdjLoD divides the rates of lower classes when a class is over its
+	// target (default 10).
+	AdjLoD float64 `yaml:"adjlo_d" json:"adjlo_d"`
+	// LCThresh is the number of over-target runs, with every lower class
+	// already at rate_min, after which a class cuts its own rate (default
+	// 20).
+	LCThresh int `yaml:"lc_thresh" json:"lc_thresh"`
+	// Degrade configures service degradation (single class only).
+	Degrade DegradeConfig `yaml:"degrade" json:"degrade"`
+}
+
+// DefaultSEDAConfig returns the parameters of Welsh & Culler's Figure 4 and
+// §3.3, one class, degradation off.
+func DefaultSEDAConfig() SEDAConfig {
+	return SEDAConfig{Classes: 1, NReq: 100, Timeout: time.Second, Alpha: 0.7, ErrI: -0.5, ErrD: 0,
+		AdjI: 2, AdjD: 1.2, CI: -0.1, RateMin: 0.05, RateMax: 5000, InitialRate: 5000,
+		AdjLoD: 10, LCThresh: 20, Degrade: DefaultDegradeConfig()}
+}
+
+// classCount returns the effective number of classes.
+func (c *SEDAConfig) classCount() int {
+	if len(c.ClassTargets) > c.Classes {
+		return len(c.ClassTargets)
+	}
+	return c.Classes
+}
+
+// targetOf returns class i's target in seconds.
+func (c *SEDAConfig) targetOf(i int) float64 {
+	if i < len(c.ClassTargets) && c.ClassTargets[i] > 0 {
+		return c.ClassTargets[i].Seconds()
+	}
+	return c.Target.Seconds()
+}
+
+// Validate reports the first invalid field.
+func (c *SEDAConfig) Validate() error {
+	if c.Classes < 1 {
+		return badField("classes", c.Classes, "must be ≥ 1")
+	}
+	if len(c.ClassTargets) > 0 && c.Classes > 1 && len(c.ClassTargets) != c.Classes {
+		return badField("class_targets", fmt.Sprint(c.ClassTargets), fmt.Sprintf("must have one entry per class (%d)", c.Classes))
+	}
+	for i, t := range c.ClassTargets {
+		if t < 0 {
+			return badField(fmt.Sprintf("class_targets[%d]", i), t, "must be a positive duration (or 0 for target)")
+		}
+	}
+	if c.Target < 0 {
+		return badField("target", c.Target, "must be a positive duration such as 500ms")
+	}
+	for i := 0; i < c.classCount(); i++ {
+		if c.targetOf(i) <= 0 {
+			return badField("target", c.Target, "must be set to a positive duration such as 500ms")
+		}
+	}
+	if c.NReq < 1 {
+		return badField("nreq", c.NReq, "must be ≥ 1")
+	}
+	if err := checkPeriod("timeout", c.Timeout); err != nil {
+		return err
+	}
+	if err := checkRange("alpha", c.Alpha, 0, 0.999999); err != nil {
+		return badField("alpha", c.Alpha, "must be within [0, 1)")
+	}
+	if !sluice.Finite(c.ErrI) {
+		return badField("err_i", c.ErrI, "must be finite")
+	}
+	if !sluice.Finite(c.ErrD) || c.ErrD < c.ErrI {
+		return badField("err_d", c.ErrD, fmt.Sprintf("must be finite and ≥ err_i (%g)", c.ErrI))
+	}
+	if !sluice.Finite(c.CI) || c.CI <= c.ErrI {
+		return badField("c_i", c.CI, fmt.Sprintf("must be finite and > err_i (%g) so that increases are positive", c.ErrI))
+	}
+	if err := checkPositive("adj_i", c.AdjI); err != nil {
+		return err
+	}
+	if !sluice.Finite(c.AdjD) || c.AdjD <= 1 {
+		return badField("adj_d", c.AdjD, "must be a finite factor > 1")
+	}
+	if err := checkRateBounds("rate_min", c.RateMin, "rate_max", c.RateMax, "initial_rate", c.InitialRate); err != nil {
+		return err
+	}
+	if !sluice.Finite(c.AdjLoD) || c.AdjLoD <= 1 {
+		return badField("adjlo_d", c.AdjLoD, "must be a finite factor > 1")
+	}
+	if c.LCThresh < 1 {
+		return badField("lc_thresh", c.LCThresh, "must be ≥ 1")
+	}
+	if c.Degrade.Enabled {
+		if c.classCount() > 1 {
+			return badField("degrade.enabled", true, "degradation supports a single class only")
+		}
+		if err := c.Degrade.validate(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// New validates the configuration and returns a *SEDA, or a *Degrader when
+// degradation is enabled.
+func (c *SEDAConfig) New() (sluice.Controller, error) {
+	if c.Degrade.Enabled {
+		return NewDegrader(*c)
+	}
+	return NewSEDA(*c)
+}
+
+// SEDA is the adaptive overload controller of Welsh and Culler, "Adaptive
+// Overload Control for Busy Internet Servers" (USITS 2003; docs/algorithms.md
+// §5): AIMD control of the 90th-percentile response time of a stage through
+// one token bucket per request class.
+//
+// A run for class c happens after NReq completions or Timeout. With samp
+// the p90 of the class's samples since the previous run (seconds):
+//
+//	cur = α·cur + (1−α)·samp        (the first run takes cur = samp)
+//	err = (cur − target_c)/target_c
+//	err > err_d: rate = rate/adj_d
+//	err < err_i: rate = rate + (−(err − c_i)·adj_i)
+//
+// rates clamped to [rate_min, rate_max]. With several classes (0 is the
+// highest priority), class c over target (err > err_d) divides the rate of
+// every lower class by adjlo_d; if all lower classes are already at
+// rate_min it increments lc_c, and once lc_c ≥ lc_thresh it divides its own
+// rate by adj_d; lc_c resets when class c is not over target. The lowest
+// class has no lower class to cut, so it divides its own rate at once (a
+// single class is the basic controller). A class over target also flags
+// every lower class so that its next run does not increase.
+type SEDA struct {
+	cfg   SEDAConfig
+	n     int
+	rates []float64
+	cur   []float64 // smoothed p90 per class, seconds
+	have  []bool
+	lc    []int
+	noInc []bool
+	last  sluice.Decision
+}
+
+var _ sluice.Controller = (*SEDA)(nil)
+var _ sluice.SampleTriggered = (*SEDA)(nil)
+
+// NewSEDA returns a SEDA controller for a validated copy of cfg.
+func NewSEDA(cfg SEDAConfig) (*SEDA, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.ClassTargets = append([]time.Duration(nil), cfg.ClassTargets...)
+	n := cfg.classCount()
+	s := &SEDA{cfg: cfg, n: n, rates: make([]float64, n), cur: make([]float64, n),
+		have: make([]bool, n), lc: make([]int, n), noInc: make([]bool, n)}
+	for i := range s.rates {
+		s.rates[i] = cfg.InitialRate
+	}
+	s.last = sluice.Decision{Controller: "seda", Kind: sluice.KindRate, Old: cfg.InitialRate, New: cfg.InitialRate,
+		ClassRates: s.ratesCopy(), Reason: fmt.Sprintf("initial: rate %s", fmtRate(cfg.InitialRate))}
+	return s, nil
+}
+
+func (s *SEDA) ratesCopy() []float64 {
+	if s.n == 1 {
+		return nil
+	}
+	return append([]float64(nil), s.rates...)
+}
+
+// Period returns the timeout after which the controller runs without NReq
+// completions.
+func (s *SEDA) Period() time.Duration { return s.cfg.Timeout }
+
+// TriggerSamples returns NReq.
+func (s *SEDA) TriggerSamples() int { return s.cfg.NReq }
+
+// Current returns the last decision (or the initial setting).
+func (s *SEDA) Current() sluice.Decision { return s.last }
+
+// Rates returns a copy of the current per-class rates, highest priority
+// first.
+func (s *SEDA) Rates() []float64 { return append([]float64(nil), s.rates...) }
+
+// Smoothed returns the smoothed p90 of class c in seconds, and whether it
+// has been measured.
+func (s *SEDA) Smoothed(c int) (float64, bool) { return s.cur[c], s.have[c] }
+
+// observe smooths a new p90 sample of class c and returns cur and err.
+func (s *SEDA) observe(c int, samp float64) (cur, err float64) {
+	if s.have[c] {
+		s.cur[c] = s.cfg.Alpha*s.cur[c] + (1-s.cfg.Alpha)*samp
+	} else {
+		s.cur[c], s.have[c] = samp, true
+	}
+	t := s.cfg.targetOf(c)
+	return s.cur[c], (s.cur[c] - t) / t
+}
+
+// Update runs the controller for class m.Class with the p90 m.P90RT of its
+// samples. Decision.New is that class's new rate; ClassRates holds every
+// class's rate when there are several.
+func (s *SEDA) Update(now time.Time, m sluice.Measurements) sluice.Decision {
+	c := m.Class
+	if c < 0 || c >= s.n {
+		s.last = s.decide(now, m, 0, false, fmt.Sprintf("hold: class %d out of range [0, %d)", c, s.n))
+		return s.last
+	}
+	old := s.rates[c]
+	if !usable(m.Samples) || m.Samples < 1 {
+		s.last = s.decide(now, m, old, false, fmt.Sprintf("hold at %s: no completions since the last run", fmtRate(old)))
+		return s.last
+	}
+	if !usable(m.P90RT) {
+		s.last = s.decide(now, m, old, false, fmt.Sprintf("hold at %s: unusable p90 %v", fmtRate(old), m.P90RT))
+		return s.last
+	}
+	cur, e := s.observe(c, m.P90RT)
+	why := s.trigger(m)
+	obs := fmt.Sprintf("p90 %s (cur %s, target %s, err %+.2f) %s", fmtSec(m.P90RT), fmtSec(cur), fmtSec(s.cfg.targetOf(c)), e, why)
+	reason := s.adjust(c, e)
+	s.last = s.decide(now, m, old, true, obs+": "+reason)
+	return s.last
+}
+
+// trigger describes why the run happened, for reasons.
+func (s *SEDA) trigger(m sluice.Measurements) string {
+	if m.Samples >= float64(s.cfg.NReq) {
+		return fmt.Sprintf("after %.0f samples", m.Samples)
+	}
+	return fmt.Sprintf("after %v with %.0f samples", m.Elapsed.Round(time.Millisecond), m.Samples)
+}
+
+// adjust applies the AIMD law for class c with error e and returns the
+// reason.
+func (s *SEDA) adjust(c int, e float64) string {
+	lo, hi := s.cfg.RateMin, s.cfg.RateMax
+	if e > s.cfg.ErrD {
+		s.markLower(c)
+		if c == s.n-1 {
+			old := s.rates[c]
+			s.rates[c] = clamp(old/s.cfg.AdjD, lo, hi)
+			return fmt.Sprintf("over target: rate %s → %s (÷%g)", fmtRate(old), fmtRate(s.rates[c]), s.cfg.AdjD)
+		}
+		allMin := true
+		for l := c + 1; l < s.n; l++ {
+			if s.rates[l] > lo {
+				allMin = false
+			}
+		}
+		if !allMin {
+			var b strings.Builder
+			for l := c + 1; l < s.n; l++ {
+				s.rates[l] = clamp(s.rates[l]/s.cfg.AdjLoD, lo, hi)
+				fmt.Fprintf(&b, " %d:%.4g", l, s.rates[l])
+			}
+			return fmt.Sprintf("over target: lower classes ÷%g →%s req/s", s.cfg.AdjLoD, b.String())
+		}
+		s.lc[c]++
+		if s.lc[c] < s.cfg.LCThresh {
+			return fmt.Sprintf("over target, lower classes at rate_min: lc %d/%d, rate kept at %s", s.lc[c], s.cfg.LCThresh, fmtRate(s.rates[c]))
+		}
+		old := s.rates[c]
+		s.rates[c] = clamp(old/s.cfg.AdjD, lo, hi)
+		return fmt.Sprintf("over target, lower classes at rate_min, lc %d ≥ %d: rate %s → %s (÷%g)",
+			s.lc[c], s.cfg.LCThresh, fmtRate(old), fmtRate(s.rates[c]), s.cfg.AdjD)
+	}
+	s.lc[c] = 0
+	if s.noInc[c] {
+		s.noInc[c] = false
+		if e < s.cfg.ErrI {
+			return fmt.Sprintf("no increase this run (a higher class was over target): rate kept at %s", fmtRate(s.rates[c]))
+		}
+	}
+	if e < s.cfg.ErrI {
+		old := s.rates[c]
+		s.rates[c] = clamp(old-(e-s.cfg.CI)*s.cfg.AdjI, lo, hi)
+		return fmt.Sprintf("below err_i %g: rate %s → %s (+%.4g)", s.cfg.ErrI, fmtRate(old), fmtRate(s.rates[c]), s.rates[c]-old)
+	}
+	return fmt.Sprintf("within band: rate kept at %s", fmtRate(s.rates[c]))
+}
+
+// markLower flags every class below c so its next run does not increase.
+func (s *SEDA) markLower(c int) {
+	for l := c + 1; l < s.n; l++ {
+		s.noInc[l] = true
+	}
+}
+
+func (s *SEDA) decide(now time.Time, m sluice.Measurements, old float64, acted bool, reason string) sluice.Decision {
+	c := m.Class
+	if c < 0 || c >= s.n {
+		c = s.n - 1
+	}
+	d := decision(now, "seda", sluice.KindRate, m, old, s.rates[c], acted, reason)
+	d.Class = c
+	d.ClassRates = s.ratesCopy()
+	return d
+}

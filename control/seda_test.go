@@ -1,0 +1,183 @@
+package control
+
+import (
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+func p90(class int, p float64) sluice.Measurements {
+	return sluice.Measurements{Class: class, Samples: 100, P90RT: p, Completed: 100}
+}
+
+func sedaCfg(target time.Duration, initial float64) SEDAConfig {
+	c := DefaultSEDAConfig()
+	c.Target, c.InitialRate = target, initial
+	return c
+}
+
+// Target 1 s, α = 0.7, initial rate 100 req/s.
+func TestSEDATimeline(t *testing.T) {
+	s, err := NewSEDA(sedaCfg(time.Second, 100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.TriggerSamples() != 100 || s.Period() != time.Second {
+		t.Fatal("trigger")
+	}
+	runTimeline(t, s, []step{
+		// cur = 2.0 (first sample); err = 1.0 > 0 → 100/1.2 = 83.333333333
+		{p90(0, 2.0), 83.333333333, true},
+		// cur = 0.7·2 + 0.3·0.2 = 1.46; err 0.46 → 69.444444444
+		{p90(0, 0.2), 69.444444444, true},
+		// cur = 1.082; err 0.082 → 57.870370370
+		{p90(0, 0.2), 57.870370370, true},
+		// cur = 0.8174, 0.63218, 0.502526: err in [−0.5, 0] → hold
+		{p90(0, 0.2), 57.870370370, true},
+		{p90(0, 0.2), 57.870370370, true},
+		{p90(0, 0.2), 57.870370370, true},
+		// cur = 0.4117682; err = −0.5882318 < −0.5 →
+		// + −(−0.5882318 − (−0.1))·2 = +0.9764636 → 58.846833970
+		{p90(0, 0.2), 58.846833970, true},
+		// no completions: hold
+		{sluice.Measurements{}, 58.846833970, false},
+	})
+}
+
+func TestSEDARateBounds(t *testing.T) {
+	s, _ := NewSEDA(sedaCfg(time.Second, 0.06))
+	// 0.06/1.2 = 0.05 = rate_min; once more stays at rate_min.
+	runTimeline(t, s, []step{{p90(0, 5), 0.05, true}, {p90(0, 5), 0.05, true}})
+	s, _ = NewSEDA(sedaCfg(time.Second, 4999.5))
+	// cur = 0: err = −1 → +(1 − 0.1)·2 = 1.8 → 5001.3 → clamped to 5000.
+	runTimeline(t, s, []step{{p90(0, 0), 5000, true}})
+}
+
+// Two classes (0 high, 1 low), target 1 s, initial 100, lc_thresh 3.
+func TestSEDAClassesTimeline(t *testing.T) {
+	cfg := sedaCfg(time.Second, 100)
+	cfg.Classes, cfg.LCThresh = 2, 3
+	s, err := NewSEDA(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(step string, d sluice.Decision, r0, r1 float64) {
+		t.Helper()
+		if len(d.ClassRates) != 2 {
+			t.Fatalf("%s: ClassRates %v", step, d.ClassRates)
+		}
+		near(t, step+" class 0", d.ClassRates[0], r0)
+		near(t, step+" class 1", d.ClassRates[1], r1)
+	}
+	// High class over target (cur 2 s): low class ÷ adjlo_d 10 → 10; high keeps 100.
+	check("1", s.Update(at(1), p90(0, 2)), 100, 10)
+	// Low class well under target (err −0.9) but flagged: no increase this run.
+	d := s.Update(at(2), p90(1, 0.1))
+	check("2", d, 100, 10)
+	if d.Class != 1 || d.New != 10 {
+		t.Fatalf("decision for class 1: %+v", d)
+	}
+	// Flag consumed: cur = 0.1, err −0.9 → +(0.9 − 0.1)·2 = 1.6 → 11.6.
+	check("3", s.Update(at(3), p90(1, 0.1)), 100, 11.6)
+	// High class stays over target (cur 2): low ÷10 → 1.16 → 0.116 → 0.05 (rate_min).
+	check("4", s.Update(at(4), p90(0, 2)), 100, 1.16)
+	check("5", s.Update(at(5), p90(0, 2)), 100, 0.116)
+	check("6", s.Update(at(6), p90(0, 2)), 100, 0.05)
+	// All lower classes at rate_min: lc 1, 2 keep the high rate; lc 3 ≥ 3 → 100/1.2.
+	check("7", s.Update(at(7), p90(0, 2)), 100, 0.05)
+	check("8", s.Update(at(8), p90(0, 2)), 100, 0.05)
+	check("9", s.Update(at(9), p90(0, 2)), 83.333333333, 0.05)
+	// Still over: lc 4 ≥ 3 → ÷1.2 again.
+	check("10", s.Update(at(10), p90(0, 2)), 69.444444444, 0.05)
+	// High class back under target (cur = 0.7·2 + 0.3·0 = 1.4 is still over;
+	// feed zeros until under): cur 1.4 → ÷1.2; cur 0.98 → within band, lc reset.
+	check("11", s.Update(at(11), p90(0, 0)), 57.870370370, 0.05)
+	check("12", s.Update(at(12), p90(0, 0)), 57.870370370, 0.05)
+	// Over again (cur = 0.686 + 0.3·5 = 2.186): lower at min, lc restarted at 1 → no cut.
+	check("13", s.Update(at(13), p90(0, 5)), 57.870370370, 0.05)
+}
+
+// Per-class targets: class 1 has target 4 s, so a p90 of 2 s is under
+// target for it (err −0.5, within band) but over for class 0 (target 1 s).
+func TestSEDAClassTargets(t *testing.T) {
+	cfg := sedaCfg(time.Second, 100)
+	cfg.ClassTargets = []time.Duration{time.Second, 4 * time.Second}
+	s, err := NewSEDA(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := s.Update(at(1), p90(1, 2))
+	if d.New != 100 {
+		t.Fatalf("class 1 at half its target should hold, got %v (%s)", d.New, d.Reason)
+	}
+	d = s.Update(at(2), p90(0, 2))
+	near(t, "class 1 cut", d.ClassRates[1], 10)
+}
+
+// Degradation: target 1 s, α = 0 (cur = samp), q_min 0.1, quality ÷1.2 per
+// run over target: 1 → 0.8333 → … → 1/1.2^12 = 0.1122 → 0.1 after 13 runs.
+func TestDegraderTimeline(t *testing.T) {
+	cfg := sedaCfg(time.Second, 100)
+	cfg.Alpha = 0
+	cfg.Degrade.Enabled = true
+	c, err := cfg.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := c.(*Degrader)
+	if !g.Current().GateOff || g.Current().Quality != 1 {
+		t.Fatalf("initial: %+v", g.Current())
+	}
+	over := sluice.Measurements{Elapsed: time.Second, Samples: 100, P90RT: 2, Completed: 50}
+	var d sluice.Decision
+	q := 1.0
+	for i := 1; i <= 13; i++ {
+		d = g.Update(at(i), over)
+		q = max(q/1.2, 0.1)
+		near(t, "quality run "+d.Reason, d.Quality, q)
+		if !d.GateOff {
+			t.Fatalf("run %d: gate on before q_min", i)
+		}
+	}
+	near(t, "q_min reached", d.Quality, 0.1)
+	// At q_min, still over target: admission on at throughput 50/s ÷ 1.2.
+	d = g.Update(at(14), over)
+	if d.GateOff {
+		t.Fatalf("admission not re-enabled: %s", d.Reason)
+	}
+	near(t, "rate on", d.New, 41.666666667)
+	// Over again: SEDA decrease 41.666666667/1.2 = 34.722222222.
+	d = g.Update(at(15), over)
+	near(t, "rate cut", d.New, 34.722222222)
+	// Well under target but still rejecting: SEDA increase
+	// −(−0.8 + 0.1)·2 = +1.4 → 36.122222222; quality stays at q_min.
+	d = g.Update(at(16), sluice.Measurements{Elapsed: time.Second, Samples: 100, P90RT: 0.2, Rejected: 5})
+	near(t, "rate up", d.New, 36.122222222)
+	near(t, "quality held", d.Quality, 0.1)
+	// Well under target, nothing rejected: admission off.
+	d = g.Update(at(17), sluice.Measurements{Elapsed: time.Second, Samples: 100, P90RT: 0.2})
+	if !d.GateOff {
+		t.Fatalf("admission should be off: %s", d.Reason)
+	}
+	// Under target (err −0.5 < 0): quality rises slowly, +0.02.
+	d = g.Update(at(18), sluice.Measurements{Elapsed: time.Second, Samples: 100, P90RT: 0.5})
+	near(t, "quality up", d.Quality, 0.12)
+}
+
+// Degradation alone (admission: false) never turns the gate on.
+func TestDegraderAlone(t *testing.T) {
+	cfg := sedaCfg(time.Second, 100)
+	cfg.Degrade.Enabled, cfg.Degrade.Admission = true, false
+	g, err := NewDegrader(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 40; i++ {
+		d := g.Update(at(i), sluice.Measurements{Samples: 100, P90RT: 3, Completed: 10})
+		if !d.GateOff {
+			t.Fatalf("run %d: gate on with admission disabled", i)
+		}
+	}
+	near(t, "q", g.Quality(), 0.1)
+}
