@@ -52,7 +52,13 @@ func YakshaFromKg(kg float64, h time.Duration, pole float64) (YakshaGains, error
 	kp := 1 / (math.Sqrt2 * kg)
 	ki := -pole * (kp + 1/kg)
 	hs := h.Seconds()
-	return YakshaGains{Kg: kg, Kp: kp, Ki: ki, A: kp + ki*hs/2, B: kp - ki*hs/2}, nil
+	g := YakshaGains{Kg: kg, Kp: kp, Ki: ki, A: kp + ki*hs/2, B: kp - ki*hs/2}
+	for _, x := range []float64{g.Kp, g.Ki, g.A, g.B} {
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return YakshaGains{}, fmt.Errorf("design: kg = %v s with h = %v gives non-finite gains; use a larger kg", kg, h)
+		}
+	}
+	return g, nil
 }
 
 // Yaksha computes the gains from the design inputs: the response-time
