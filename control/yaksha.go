@@ -126,7 +126,7 @@ func NewYaksha(cfg YakshaConfig) (*Yaksha, error) {
 	y := &Yaksha{cfg: cfg, alpha: math.Exp(-cfg.Period.Seconds() / cfg.TuneWindow.Seconds()),
 		lambda0: cfg.Lambda0, paAvg: 1, tOld: cfg.Tref.Seconds()}
 	if cfg.Lambda0 > 0 {
-		g, err := design.Yaksha(cfg.Tref, cfg.Lambda0, cfg.Period)
+		g, err := designYaksha(cfg.Tref, cfg.Lambda0, cfg.Period)
 		if err != nil {
 			return nil, err
 		}
@@ -134,6 +134,11 @@ func NewYaksha(cfg YakshaConfig) (*Yaksha, error) {
 	}
 	y.cur = sluice.Decision{Controller: "yaksha", Kind: sluice.KindDropProbability, Reason: "initial: pd = 0"}
 	return y, nil
+}
+
+// designYaksha is the static design at the default pole.
+func designYaksha(tref time.Duration, lambda0 float64, h time.Duration) (design.YakshaGains, error) {
+	return design.Yaksha(tref, lambda0, h)
 }
 
 // Period returns h.

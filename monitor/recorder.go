@@ -110,6 +110,13 @@ func (r *Recorder) Samples() int { return r.window.Len() }
 // The next period starts at now. Collect is safe for concurrent use with
 // the hot-path methods and with itself (calls are serialised).
 func (r *Recorder) Collect(now time.Time) sluice.Measurements {
+	m, _ := r.CollectStats(now)
+	return m
+}
+
+// CollectStats is Collect that also returns the window statistics of the
+// period (p50, p99, min, max) for metrics and the admin API.
+func (r *Recorder) CollectStats(now time.Time) (sluice.Measurements, WindowStats) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 
@@ -138,5 +145,5 @@ func (r *Recorder) Collect(now time.Time) sluice.Measurements {
 		m.MeanRT = math.NaN()
 		m.P90RT = math.NaN()
 	}
-	return m
+	return m, st
 }

@@ -1,0 +1,456 @@
+package stage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/control"
+	"github.com/sluicehq/sluice/gate"
+	"github.com/sluicehq/sluice/monitor"
+)
+
+// Defaults of Options.
+const (
+	DefaultWindow       = 4096
+	DefaultHistory      = 100
+	DefaultMaxQueue     = 128
+	DefaultQueueTimeout = time.Second
+	// MaxPoll bounds how often a sample-triggered controller (SEDA) is
+	// checked for nreq completions by Run.
+	MaxPoll = 10 * time.Millisecond
+)
+
+// Options configure a Stage. The zero value of every field but Controller
+// has a documented default.
+type Options struct {
+	// Name labels the stage in errors, metrics and the admin API.
+	Name string
+	// Controller is the decoded controller configuration; nil means
+	// control.NoneConfig (no admission control).
+	Controller control.Config
+	// ClassNames names the request classes in priority order (index 0 is
+	// the highest). Empty means one class named "default".
+	ClassNames []string
+	// Burst is the token-bucket size (default DefaultBurst = 5).
+	Burst int
+	// Window is the number of response-time samples kept per period and
+	// class (default 4096; must be ≥ a SEDA controller's nreq).
+	Window int
+	// History is the number of decisions kept for the admin API (default
+	// 100).
+	History int
+	// Shadow makes the stage decide and record as usual but admit every
+	// request (for a safe rollout); would-be rejections are counted.
+	Shadow bool
+	// Rand drives a dropper; nil uses the concurrency-safe global source.
+	Rand *rand.Rand
+	// Utilization, when set, fills Measurements.Utilization every step.
+	Utilization monitor.UtilizationSource
+	// Queue, when set, fills Measurements.Queue every step.
+	Queue func() float64
+	// MaxQueue and QueueTimeout size the wait queue of a concurrency
+	// limit (static-concurrency): defaults 128 and 1s.
+	MaxQueue     int
+	QueueTimeout time.Duration
+}
+
+// classState is the live state of one class.
+type classState struct {
+	name string
+	rec  *monitor.Recorder
+	// totals accumulated at each collection (counters for metrics).
+	offered, admitted, rejected, completed atomic.Uint64
+	errors, shadowRejected                 atomic.Uint64
+	last                                   atomic.Pointer[Period]
+}
+
+// Period is what a class measured over its last collected interval.
+type Period struct {
+	End          time.Time     `json:"end"`
+	Elapsed      time.Duration `json:"elapsed_ns"`
+	Offered      float64       `json:"offered"`
+	Admitted     float64       `json:"admitted"`
+	Rejected     float64       `json:"rejected"`
+	Completed    float64       `json:"completed"`
+	Samples      int           `json:"samples"`
+	MeanMS       float64       `json:"mean_ms"`
+	P50MS        float64       `json:"p50_ms"`
+	P90MS        float64       `json:"p90_ms"`
+	P99MS        float64       `json:"p99_ms"`
+	Utilization  *float64      `json:"utilization,omitempty"`
+	Queue        float64       `json:"queue"`
+	SensorError  string        `json:"sensor_error,omitempty"`
+	ThroughputPS float64       `json:"throughput_rps"`
+}
+
+// Stage is a live admission stage: requests enter through Enter (or
+// Admit) and leave through Ticket.Done; a runner (Run, or a caller of Step)
+// feeds the controller with the measurements of each interval and puts its
+// decisions into force. All methods are safe for concurrent use.
+type Stage struct {
+	name       string
+	ctrl       *control.Logged
+	gates      *Gates
+	limiter    *gate.Limiter
+	classes    []*classState
+	agg        *monitor.Recorder // the controller's input when it is not class-aware
+	classAware bool
+	trigger    int64
+	period     time.Duration
+	shadow     bool
+	util       monitor.UtilizationSource
+	queue      func() float64
+	errReject  error
+
+	mu      sync.Mutex // serialises Step and SetTarget
+	lastRun []time.Time
+	created time.Time
+}
+
+// New builds a stage at time now.
+func New(opts Options, now time.Time) (*Stage, error) {
+	if opts.Controller == nil {
+		opts.Controller = &control.NoneConfig{Period: time.Second}
+	}
+	if len(opts.ClassNames) == 0 {
+		opts.ClassNames = []string{"default"}
+	}
+	if opts.Burst == 0 {
+		opts.Burst = DefaultBurst
+	}
+	if opts.Window == 0 {
+		opts.Window = DefaultWindow
+	}
+	if opts.History == 0 {
+		opts.History = DefaultHistory
+	}
+	if opts.MaxQueue == 0 {
+		opts.MaxQueue = DefaultMaxQueue
+	}
+	if opts.QueueTimeout == 0 {
+		opts.QueueTimeout = DefaultQueueTimeout
+	}
+	c, err := opts.Controller.New()
+	if err != nil {
+		return nil, fmt.Errorf("stage %q: controller: %w", opts.Name, err)
+	}
+	logged, err := control.WithHistory(c, opts.History)
+	if err != nil {
+		return nil, fmt.Errorf("stage %q: %w", opts.Name, err)
+	}
+	n := len(opts.ClassNames)
+	g, err := NewGates(c.Current(), n, opts.Burst, opts.Rand)
+	if err != nil {
+		return nil, fmt.Errorf("stage %q: %w", opts.Name, err)
+	}
+	s := &Stage{name: opts.Name, ctrl: logged, gates: g, period: c.Period(), shadow: opts.Shadow,
+		util: opts.Utilization, queue: opts.Queue, created: now,
+		classAware: len(c.Current().ClassRates) > 0,
+		errReject:  fmt.Errorf("stage %q: %w", opts.Name, sluice.ErrRejected)}
+	if t, ok := c.(sluice.SampleTriggered); ok && t.TriggerSamples() > 0 {
+		s.trigger = int64(t.TriggerSamples())
+		if opts.Window < t.TriggerSamples() {
+			return nil, fmt.Errorf("stage %q: window %d is smaller than the controller's nreq %d", opts.Name, opts.Window, t.TriggerSamples())
+		}
+	}
+	if g.Kind() == sluice.KindConcurrency {
+		if s.limiter, err = gate.NewLimiter(g.Limit(), opts.MaxQueue, opts.QueueTimeout); err != nil {
+			return nil, fmt.Errorf("stage %q: %w", opts.Name, err)
+		}
+	}
+	for _, name := range opts.ClassNames {
+		rec, err := monitor.NewRecorder(opts.Window, now)
+		if err != nil {
+			return nil, fmt.Errorf("stage %q: %w", opts.Name, err)
+		}
+		s.classes = append(s.classes, &classState{name: name, rec: rec})
+	}
+	inputs := 1
+	if s.classAware {
+		inputs = n
+	} else if n > 1 {
+		if s.agg, err = monitor.NewRecorder(opts.Window, now); err != nil {
+			return nil, err
+		}
+	}
+	s.lastRun = make([]time.Time, inputs)
+	for i := range s.lastRun {
+		s.lastRun[i] = now
+	}
+	return s, nil
+}
+
+// Name returns the stage's name.
+func (s *Stage) Name() string { return s.name }
+
+// Classes returns the class names in priority order.
+func (s *Stage) Classes() []string {
+	out := make([]string, len(s.classes))
+	for i, c := range s.classes {
+		out[i] = c.name
+	}
+	return out
+}
+
+// Ticket is an admitted request. Call Done exactly once when its response
+// is complete. The zero Ticket's Done does nothing.
+type Ticket struct {
+	s     *Stage
+	class int
+	start time.Time
+	held  bool
+}
+
+// Enter decides one request of the given class (an out-of-range class is
+// treated as the lowest). It returns an error wrapping sluice.ErrRejected
+// when the gate refuses it, or ctx's error if ctx ends while it waits for a
+// concurrency slot. It does not allocate.
+func (s *Stage) Enter(ctx context.Context, class int) (Ticket, error) {
+	if class < 0 || class >= len(s.classes) {
+		class = len(s.classes) - 1
+	}
+	cs := s.classes[class]
+	now := time.Now()
+	cs.rec.Arrive()
+	if s.agg != nil {
+		s.agg.Arrive()
+	}
+	if !s.gates.AdmitAt(now, class) {
+		if !s.shadow {
+			s.reject(cs)
+			return Ticket{}, s.errReject
+		}
+		cs.shadowRejected.Add(1)
+	}
+	held := false
+	if s.limiter != nil && !s.gates.Off() {
+		if err := s.limiter.Acquire(ctx, 0); err != nil {
+			if !errors.Is(err, sluice.ErrRejected) {
+				s.reject(cs) // the client gave up while queued
+				return Ticket{}, err
+			}
+			if !s.shadow {
+				s.reject(cs)
+				return Ticket{}, err
+			}
+			cs.shadowRejected.Add(1)
+		} else {
+			held = true
+		}
+	}
+	cs.rec.Admit()
+	if s.agg != nil {
+		s.agg.Admit()
+	}
+	return Ticket{s: s, class: class, start: now, held: held}, nil
+}
+
+func (s *Stage) reject(cs *classState) {
+	cs.rec.Reject()
+	if s.agg != nil {
+		s.agg.Reject()
+	}
+}
+
+// Done records the end of the request. ok is false for a failed request
+// (an error status or a transport failure), which counts as an error and
+// is not a response-time sample; sample is false for responses that must
+// not feed the response-time windows (long-lived streams, upgrades).
+func (t Ticket) Done(ok, sample bool) {
+	t.DoneAfter(time.Since(t.start), ok, sample)
+}
+
+// DoneAfter is Done with the response time measured by the caller (the
+// proxy measures from the request's arrival to its last byte).
+func (t Ticket) DoneAfter(rt time.Duration, ok, sample bool) {
+	if t.s == nil {
+		return
+	}
+	cs := t.s.classes[t.class]
+	smp := ok && sample
+	cs.rec.Complete(rt, smp)
+	if t.s.agg != nil {
+		t.s.agg.Complete(rt, smp)
+	}
+	if !ok {
+		cs.errors.Add(1)
+	}
+	if t.held {
+		t.s.limiter.Release()
+	}
+}
+
+// Start returns the time the request entered the stage.
+func (t Ticket) Start() time.Time { return t.start }
+
+// Admit is the stage API of the middleware: Enter plus a done function
+// that ends the request (successfully, as a response-time sample). Calling
+// done more than once has no further effect.
+func (s *Stage) Admit(ctx context.Context, class int) (done func(), err error) {
+	t, err := s.Enter(ctx, class)
+	if err != nil {
+		return func() {}, err
+	}
+	var once atomic.Bool
+	return func() {
+		if once.CompareAndSwap(false, true) {
+			t.Done(true, true)
+		}
+	}, nil
+}
+
+// Quality returns the quality level in (0, 1] the backend should serve at
+// (1 unless the controller degrades).
+func (s *Stage) Quality() float64 { return s.gates.Quality() }
+
+// Degrading reports whether the stage's controller sets a quality level.
+func (s *Stage) Degrading() bool { return s.gates.Degrading() }
+
+// Period returns the controller's period.
+func (s *Stage) Period() time.Duration { return s.period }
+
+// Controller returns the stage's controller (wrapped with its history).
+func (s *Stage) Controller() *control.Logged { return s.ctrl }
+
+// Step runs every control step that is due at now: the controller's
+// period has elapsed since its last run, or (SEDA) nreq completions have
+// been recorded. It collects the interval's measurements, reads the
+// sensors, calls Update and applies the decision. It returns the decisions
+// taken.
+func (s *Stage) Step(now time.Time) []sluice.Decision {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []sluice.Decision
+	if s.classAware {
+		for c, cs := range s.classes {
+			if !s.due(c, cs.rec, now) {
+				continue
+			}
+			m := s.collect(cs, now)
+			m.Class = c
+			out = append(out, s.decide(now, c, m))
+		}
+		return out
+	}
+	input := s.classes[0].rec
+	if s.agg != nil {
+		input = s.agg
+	}
+	if !s.due(0, input, now) {
+		return nil
+	}
+	var m sluice.Measurements
+	if s.agg != nil {
+		for _, cs := range s.classes {
+			s.collect(cs, now)
+		}
+		m = s.sense(now, s.agg.Collect(now), nil)
+	} else {
+		m = s.collect(s.classes[0], now)
+	}
+	return append(out, s.decide(now, 0, m))
+}
+
+func (s *Stage) due(i int, rec *monitor.Recorder, now time.Time) bool {
+	if now.Sub(s.lastRun[i]) >= s.period {
+		return true
+	}
+	return s.trigger > 0 && rec.Completed() >= s.trigger
+}
+
+// collect ends a class's period: totals, last-period view, sensors.
+func (s *Stage) collect(cs *classState, now time.Time) sluice.Measurements {
+	m, st := cs.rec.CollectStats(now)
+	cs.offered.Add(uint64(m.Arrivals))
+	cs.admitted.Add(uint64(m.Admitted))
+	cs.rejected.Add(uint64(m.Rejected))
+	cs.completed.Add(uint64(m.Completed))
+	p := &Period{End: now, Elapsed: m.Elapsed, Offered: m.Arrivals, Admitted: m.Admitted, Rejected: m.Rejected,
+		Completed: m.Completed, Samples: st.Count, MeanMS: ms(st.Mean), P50MS: ms(st.P50), P90MS: ms(st.P90),
+		P99MS: ms(st.P99), ThroughputPS: m.Throughput()}
+	m = s.sense(now, m, p)
+	cs.last.Store(p)
+	return m
+}
+
+// sense fills the sensor readings at now into m (and p when given).
+func (s *Stage) sense(now time.Time, m sluice.Measurements, p *Period) sluice.Measurements {
+	if s.util != nil {
+		u, err := s.util.Utilization(now)
+		if err != nil {
+			u = math.NaN()
+			if p != nil {
+				p.SensorError = err.Error()
+			}
+		} else if p != nil {
+			p.Utilization = &u
+		}
+		m.Utilization = u
+	}
+	if s.queue != nil {
+		m.Queue = s.queue()
+		if p != nil {
+			p.Queue = m.Queue
+		}
+	} else if s.limiter != nil {
+		m.Queue = float64(s.limiter.QueueLen())
+		if p != nil {
+			p.Queue = m.Queue
+		}
+	}
+	return m
+}
+
+func (s *Stage) decide(now time.Time, input int, m sluice.Measurements) sluice.Decision {
+	d := s.ctrl.Update(now, m)
+	s.lastRun[input] = now
+	if err := s.gates.Apply(now, d); err != nil {
+		// Controllers return finite bounded settings of their own kind, so
+		// this is a programming error; keep the previous setting.
+		d.Reason += " (not applied: " + err.Error() + ")"
+	}
+	if s.limiter != nil && d.Kind == sluice.KindConcurrency && d.New >= 1 {
+		_ = s.limiter.SetLimit(int(d.New))
+	}
+	return d
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// SetTarget changes the response-time target of the stage's controller
+// (SEDA, degradation, Yaksha); other controllers have no such target.
+func (s *Stage) SetTarget(target time.Duration) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.ctrl.Unwrap().(control.Targeted)
+	if !ok {
+		return fmt.Errorf("stage %q: controller %s has no response-time target", s.name, s.ctrl.Current().Controller)
+	}
+	return t.SetTarget(target)
+}
+
+// Run drives the stage with the wall clock until ctx ends: every period,
+// or every MaxPoll for a sample-triggered controller, it calls Step.
+func (s *Stage) Run(ctx context.Context) {
+	poll := s.period
+	if s.trigger > 0 && poll > MaxPoll {
+		poll = MaxPoll
+	}
+	tick := time.NewTicker(poll)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-tick.C:
+			s.Step(now)
+		}
+	}
+}

@@ -1,0 +1,249 @@
+package stage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/control"
+)
+
+func sedaStage(t *testing.T, classes []string, shadow bool) *Stage {
+	t.Helper()
+	cfg := control.DefaultSEDAConfig()
+	cfg.Target, cfg.InitialRate, cfg.NReq = 100*time.Millisecond, 100, 20
+	if len(classes) > 1 {
+		cfg.Classes = len(classes)
+	}
+	s, err := New(Options{Name: "api", Controller: &cfg, ClassNames: classes, Shadow: shadow, Burst: 1}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// A SEDA stage whose requests take 1 s (10× the 100 ms target) cuts its
+// rate after nreq = 20 completions; the runner's decisions are in force
+// and in the history.
+func TestStageSEDACutsRateUnderSlowResponses(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := sedaStage(t, nil, false)
+		ctx, cancel := context.WithCancel(t.Context())
+		go s.Run(ctx)
+		var wg sync.WaitGroup
+		for i := 0; i < 20; i++ {
+			tk, err := s.Enter(ctx, 0)
+			if err != nil {
+				t.Fatalf("request %d rejected at the initial rate: %v", i, err)
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				time.Sleep(time.Second)
+				tk.Done(true, true)
+			}()
+			time.Sleep(11 * time.Millisecond) // under 100/s with burst 1
+		}
+		wg.Wait()
+		// Totals are accumulated at each collection: wait one period.
+		time.Sleep(1100 * time.Millisecond)
+		cancel()
+		st := s.State(10)
+		if st.Setting >= 100 || len(st.Decisions) == 0 {
+			t.Fatalf("rate not cut: %+v", st)
+		}
+		last := st.Decisions[len(st.Decisions)-1]
+		if !last.Acted || last.New != st.Setting {
+			t.Fatalf("last decision %+v vs setting %v", last, st.Setting)
+		}
+		if got := s.gates.Rates()[0]; got != st.Setting {
+			t.Fatalf("gate rate %v, decision %v", got, st.Setting)
+		}
+		tot := s.Totals(0)
+		if tot.Completed != 20 || tot.Admitted != 20 || tot.Offered != 20 {
+			t.Fatalf("totals %+v", tot)
+		}
+	})
+}
+
+// At 10/s with burst 1, back-to-back requests are rejected with an error
+// wrapping ErrRejected and counted; shadow mode admits them and counts them
+// as would-be rejections.
+func TestStageRejectAndShadow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		for _, shadow := range []bool{false, true} {
+			cfg := control.StaticRateConfig{Rate: 10, Period: time.Second}
+			s, err := New(Options{Name: "x", Controller: &cfg, Burst: 1, Shadow: shadow}, time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var rejected int
+			for i := 0; i < 5; i++ {
+				tk, err := s.Enter(t.Context(), 0)
+				if errors.Is(err, sluice.ErrRejected) {
+					rejected++
+					continue
+				}
+				tk.Done(true, true)
+			}
+			time.Sleep(time.Second)
+			s.Step(time.Now())
+			tot := s.Totals(0)
+			if !shadow && (rejected != 4 || tot.Rejected != 4 || tot.Admitted != 1) {
+				t.Fatalf("rejected %d, totals %+v", rejected, tot)
+			}
+			if shadow && (rejected != 0 || tot.ShadowRejected != 4 || tot.Admitted != 5) {
+				t.Fatalf("shadow: rejected %d, totals %+v", rejected, tot)
+			}
+		}
+	})
+}
+
+// A concurrency cap of 2 with a queue: the third request waits FIFO, a
+// cancelled waiter leaves, and no slot leaks.
+func TestStageConcurrency(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := control.StaticConcurrencyConfig{Limit: 2, Period: time.Second}
+		s, err := New(Options{Name: "c", Controller: &cfg, MaxQueue: 4, QueueTimeout: 500 * time.Millisecond}, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, _ := s.Enter(t.Context(), 0)
+		b, _ := s.Enter(t.Context(), 0)
+		ctx, cancel := context.WithCancel(t.Context())
+		errc := make(chan error, 1)
+		go func() { _, err := s.Enter(ctx, 0); errc <- err }()
+		synctest.Wait()
+		if q := s.State(0).InFlightLimited.Queued; q != 1 {
+			t.Fatalf("queued %d", q)
+		}
+		cancel()
+		if err := <-errc; !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled waiter: %v", err)
+		}
+		// Queue timeout: 500 ms without a free slot → rejected.
+		_, err = s.Enter(t.Context(), 0)
+		if !errors.Is(err, sluice.ErrRejected) {
+			t.Fatalf("queue timeout: %v", err)
+		}
+		a.Done(true, true)
+		b.Done(false, true)
+		st := s.State(0)
+		if st.InFlightLimited.InFlight != 0 || st.InFlightLimited.Queued != 0 {
+			t.Fatalf("leaked: %+v", st.InFlightLimited)
+		}
+		time.Sleep(time.Second)
+		s.Step(time.Now())
+		if tot := s.Totals(0); tot.Errors != 1 || tot.Completed != 2 || tot.Rejected != 2 {
+			t.Fatalf("totals %+v", tot)
+		}
+	})
+}
+
+// Multi-class SEDA: the high class's slow responses cut the low class's
+// rate (÷ adjlo_d) while the high class keeps its own.
+func TestStageClassAware(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := sedaStage(t, []string{"gold", "bronze"}, false)
+		var wg sync.WaitGroup
+		for i := 0; i < 20; i++ {
+			tk, err := s.Enter(t.Context(), 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wg.Add(1)
+			go func() { defer wg.Done(); time.Sleep(time.Second); tk.Done(true, true) }()
+			time.Sleep(11 * time.Millisecond)
+		}
+		wg.Wait()
+		ds := s.Step(time.Now())
+		if len(ds) != 2 { // both classes are due: gold by nreq... and bronze by its timeout
+			t.Fatalf("decisions %d: %+v", len(ds), ds)
+		}
+		r := s.gates.Rates()
+		if r[0] != 100 || r[1] != 10 {
+			t.Fatalf("class rates %v", r)
+		}
+		// An unknown class index is the lowest class.
+		if _, err := s.Enter(t.Context(), 7); err != nil && !errors.Is(err, sluice.ErrRejected) {
+			t.Fatal(err)
+		}
+		if s.Totals(1).Offered != 0 { // not collected yet
+			t.Fatal("totals before collection")
+		}
+	})
+}
+
+// A utilization sensor error reaches the controller as NaN (it holds) and
+// the admin view names it.
+func TestStageSensorError(t *testing.T) {
+	cfg := control.DefaultKihlConfig()
+	now := time.Now()
+	s, err := New(Options{Name: "k", Controller: &cfg, Utilization: failing{}}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds := s.Step(now.Add(time.Second))
+	if len(ds) != 1 || ds[0].Acted || !math.IsNaN(ds[0].Inputs.Utilization) {
+		t.Fatalf("decision %+v", ds)
+	}
+	if p := s.Totals(0).Last; p == nil || p.SensorError == "" {
+		t.Fatalf("sensor error not shown: %+v", p)
+	}
+}
+
+type failing struct{}
+
+func (failing) Utilization(time.Time) (float64, error) {
+	return 0, fmt.Errorf("read /proc/stat: no such file")
+}
+func (failing) Describe() string { return "failing" }
+
+func TestStageAdmitDoneOnceAndTarget(t *testing.T) {
+	s := sedaStage(t, nil, false)
+	done, err := s.Admit(t.Context(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done()
+	done()
+	s.Step(time.Now().Add(2 * time.Second))
+	if c := s.Totals(0).Completed; c != 1 {
+		t.Fatalf("completed %d", c)
+	}
+	if err := s.SetTarget(2 * time.Second); err != nil || s.State(0).Target != "2s" {
+		t.Fatalf("SetTarget: %v %q", err, s.State(0).Target)
+	}
+	k, _ := New(Options{Name: "k", Controller: &control.KihlConfig{Period: time.Second, RhoRef: 0.8, K: 20, Ti: time.Second, MaxRate: 10}}, time.Now())
+	if err := k.SetTarget(time.Second); err == nil {
+		t.Fatal("kihl has no response-time target")
+	}
+	if _, err := New(Options{Name: "bad", Controller: &control.SEDAConfig{}}, time.Now()); err == nil {
+		t.Fatal("invalid controller accepted")
+	}
+}
+
+func BenchmarkAdmissionStage(b *testing.B) {
+	cfg := control.DefaultSEDAConfig()
+	cfg.Target = time.Second
+	s, err := New(Options{Name: "b", Controller: &cfg}, time.Now())
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			tk, err := s.Enter(ctx, 0)
+			if err == nil {
+				tk.Done(true, true)
+			}
+		}
+	})
+}

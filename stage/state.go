@@ -1,0 +1,93 @@
+package stage
+
+import (
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// State is a stage as the admin API shows it.
+type State struct {
+	Name            string          `json:"name"`
+	Controller      string          `json:"controller"`
+	Kind            string          `json:"kind"`
+	Unit            string          `json:"unit"`
+	Setting         float64         `json:"setting"`
+	ClassRates      []float64       `json:"class_rates,omitempty"`
+	Quality         float64         `json:"quality"`
+	GateOff         bool            `json:"gate_off"`
+	Shadow          bool            `json:"shadow"`
+	Target          string          `json:"target,omitempty"`
+	InFlightLimited *LimiterState   `json:"concurrency,omitempty"`
+	Classes         []ClassState    `json:"classes"`
+	Decisions       []DecisionState `json:"decisions"`
+}
+
+// LimiterState is a concurrency limit's occupancy.
+type LimiterState struct {
+	Limit    int `json:"limit"`
+	InFlight int `json:"in_flight"`
+	Queued   int `json:"queued"`
+}
+
+// ClassState holds one class's totals since start and its last period.
+type ClassState struct {
+	Name           string  `json:"name"`
+	Offered        uint64  `json:"offered"`
+	Admitted       uint64  `json:"admitted"`
+	Rejected       uint64  `json:"rejected"`
+	ShadowRejected uint64  `json:"shadow_rejected"`
+	Completed      uint64  `json:"completed"`
+	Errors         uint64  `json:"errors"`
+	Last           *Period `json:"last_period,omitempty"`
+}
+
+// DecisionState is one decision as the admin API shows it.
+type DecisionState struct {
+	At         time.Time `json:"at"`
+	Class      int       `json:"class"`
+	Old        float64   `json:"old"`
+	New        float64   `json:"new"`
+	ClassRates []float64 `json:"class_rates,omitempty"`
+	Quality    float64   `json:"quality,omitempty"`
+	GateOff    bool      `json:"gate_off,omitempty"`
+	Acted      bool      `json:"acted"`
+	Reason     string    `json:"reason"`
+}
+
+// Totals returns the counters of class c (totals up to the last collected
+// period), for metrics.
+func (s *Stage) Totals(c int) ClassState {
+	cs := s.classes[c]
+	return ClassState{Name: cs.name, Offered: cs.offered.Load(), Admitted: cs.admitted.Load(),
+		Rejected: cs.rejected.Load(), ShadowRejected: cs.shadowRejected.Load(),
+		Completed: cs.completed.Load(), Errors: cs.errors.Load(), Last: cs.last.Load()}
+}
+
+// State returns the stage's current state with its last n decisions.
+func (s *Stage) State(n int) State {
+	s.mu.Lock() // the controller is only read between steps
+	defer s.mu.Unlock()
+	cur := s.ctrl.Current()
+	st := State{Name: s.name, Controller: cur.Controller, Kind: cur.Kind.String(), Unit: cur.Kind.Unit(),
+		Setting: cur.New, ClassRates: cur.ClassRates, Quality: s.gates.Quality(), GateOff: s.gates.Off(),
+		Shadow: s.shadow}
+	if t, ok := s.ctrl.Unwrap().(interface{ Target() time.Duration }); ok {
+		st.Target = t.Target().String()
+	}
+	if s.limiter != nil {
+		st.InFlightLimited = &LimiterState{Limit: s.limiter.Limit(), InFlight: s.limiter.InFlight(), Queued: s.limiter.QueueLen()}
+	}
+	for c := range s.classes {
+		st.Classes = append(st.Classes, s.Totals(c))
+	}
+	for _, d := range s.ctrl.History.Last(n) {
+		st.Decisions = append(st.Decisions, decisionState(d))
+	}
+	return st
+}
+
+func decisionState(d sluice.Decision) DecisionState {
+	return DecisionState{At: d.At, Class: d.Class, Old: d.Old, New: d.New, ClassRates: d.ClassRates,
+		Quality: d.Quality, GateOff: d.GateOff, Acted: d.Acted, Reason: d.Reason}
+}
