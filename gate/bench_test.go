@@ -1,0 +1,165 @@
+package gate
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// The Admission benchmarks measure the per-request cost of each gate on the
+// hot path. Budget: ≤ 100 ns/op and 0 allocs/op under b.RunParallel.
+
+// BenchmarkAdmissionTokenBucket is the token bucket under overload, the
+// regime where its per-request cost matters: 1000 admissions per second
+// offered millions of requests per second, so nearly every call is a
+// refusal. Each op reads the clock, as the proxy does.
+func BenchmarkAdmissionTokenBucket(b *testing.B) {
+	tb, err := NewTokenBucket(1000, 100)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			tb.AllowAt(time.Now())
+		}
+	})
+}
+
+// BenchmarkAdmissionTokenBucketAdmitAll is the worst case: a rate that
+// never binds, so every call is an admission through rate.Limiter's mutex.
+func BenchmarkAdmissionTokenBucketAdmitAll(b *testing.B) {
+	tb, err := NewTokenBucket(1e12, 1000)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			tb.AllowAt(time.Now())
+		}
+	})
+}
+
+func BenchmarkAdmissionTokenBucketSerial(b *testing.B) {
+	tb, err := NewTokenBucket(1000, 100)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		tb.AllowAt(time.Now())
+	}
+}
+
+func BenchmarkAdmissionTokenBucketAdmitAllSerial(b *testing.B) {
+	tb, err := NewTokenBucket(1e12, 1000)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		tb.AllowAt(time.Now())
+	}
+}
+
+// BenchmarkClockNow is the floor of the token-bucket figures: the cost of
+// the time.Now call each of them makes per op.
+func BenchmarkClockNow(b *testing.B) {
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			_ = time.Now()
+		}
+	})
+}
+
+func BenchmarkAdmissionDropper(b *testing.B) {
+	d := NewDropper(nil)
+	if err := d.SetProbability(0.3); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			d.Admit()
+		}
+	})
+}
+
+func BenchmarkAdmissionDropperSerial(b *testing.B) {
+	d := NewDropper(nil)
+	if err := d.SetProbability(0.3); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		d.Admit()
+	}
+}
+
+func BenchmarkAdmissionConcurrency(b *testing.B) {
+	l, err := NewLimiter(1<<20, 100, time.Second)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if !l.TryAcquire() {
+				b.Error("TryAcquire failed with free slots")
+				return
+			}
+			l.Release()
+		}
+	})
+}
+
+func BenchmarkAdmissionConcurrencyAcquire(b *testing.B) {
+	l, err := NewLimiter(1<<20, 100, time.Second)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if err := l.Acquire(ctx, 0); err != nil {
+				b.Error(err)
+				return
+			}
+			l.Release()
+		}
+	})
+}
+
+func BenchmarkAdmissionConcurrencySerial(b *testing.B) {
+	l, err := NewLimiter(8, 100, time.Second)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		l.TryAcquire()
+		l.Release()
+	}
+}
+
+func BenchmarkSlotsArriveRelease(b *testing.B) {
+	// Steady state of a saturated Slots: one arrival queues, one release
+	// admits it. No allocation once the ring has grown.
+	s, err := NewSlots[int](4, 64)
+	if err != nil {
+		b.Fatal(err)
+	}
+	t0 := time.Unix(0, 0)
+	for i := range 4 {
+		s.Arrive(t0, i, time.Time{})
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		i++
+		s.Arrive(t0, i, t0.Add(time.Hour))
+		s.Release(t0)
+	}
+}

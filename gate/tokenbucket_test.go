@@ -1,0 +1,271 @@
+package gate
+
+import (
+	"math"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+var t0 = time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func ms(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+
+// bucketStep is one scripted call on a TokenBucket at t0 + at.
+type bucketStep struct {
+	at    int     // milliseconds after t0
+	op    string  // "allow", "rate", "burst"
+	arg   float64 // new rate or burst
+	n     int     // for "allow": number of calls
+	admit int     // for "allow": how many of the n must be admitted
+}
+
+func TestTokenBucketScripts(t *testing.T) {
+	inf := math.Inf(1)
+	tests := []struct {
+		name  string
+		rate  float64
+		burst int
+		steps []bucketStep
+	}{
+		{"burst 5 at 10/s: 5 at t0, one more after 100ms", 10, 5, []bucketStep{
+			{at: 0, op: "allow", n: 8, admit: 5},
+			{at: 99, op: "allow", n: 1, admit: 0}, // 0.99 tokens
+			{at: 100, op: "allow", n: 3, admit: 1},
+			{at: 350, op: "allow", n: 5, admit: 2}, // 2.5 tokens
+			{at: 850, op: "allow", n: 9, admit: 5}, // 0.5 + 5 capped at 5
+		}},
+		{"rate raised mid-stream", 10, 1, []bucketStep{
+			{at: 0, op: "allow", n: 2, admit: 1},
+			{at: 50, op: "rate", arg: 20},          // 0.5 tokens accrued at 10/s
+			{at: 70, op: "allow", n: 1, admit: 0},  // 0.5 + 0.02 s·20 = 0.9
+			{at: 80, op: "allow", n: 2, admit: 1},  // 0.5 + 0.6 ≥ 1
+			{at: 130, op: "allow", n: 1, admit: 1}, // 0.1 + 1.0
+		}},
+		{"rate lowered mid-stream", 10, 1, []bucketStep{
+			{at: 0, op: "allow", n: 1, admit: 1},
+			{at: 50, op: "rate", arg: 1},           // 0.5 tokens accrued at 10/s
+			{at: 100, op: "allow", n: 1, admit: 0}, // 0.5 + 0.05
+			{at: 549, op: "allow", n: 1, admit: 0}, // 0.5 + 0.499
+			{at: 550, op: "allow", n: 2, admit: 1},
+		}},
+		{"rate 0 admits the bucket, then nothing", 0, 3, []bucketStep{
+			{at: 0, op: "allow", n: 5, admit: 3},
+			{at: 3_600_000, op: "allow", n: 2, admit: 0},
+			{at: 3_600_000, op: "rate", arg: 1000},
+			{at: 3_600_001, op: "allow", n: 2, admit: 1},
+		}},
+		{"+Inf admits everything", inf, 1, []bucketStep{
+			{at: 0, op: "allow", n: 10000, admit: 10000},
+			{at: 0, op: "rate", arg: 10}, // leaves +Inf at the same instant: full bucket
+			{at: 0, op: "allow", n: 3, admit: 1},
+			{at: 100, op: "allow", n: 2, admit: 1},
+			{at: 100, op: "rate", arg: inf},
+			{at: 100, op: "allow", n: 500, admit: 500},
+			{at: 200, op: "burst", arg: 4},
+			{at: 200, op: "rate", arg: 10},
+			{at: 200, op: "allow", n: 6, admit: 4},
+		}},
+		{"burst lowered discards tokens", 10, 10, []bucketStep{
+			{at: 0, op: "burst", arg: 2},
+			{at: 0, op: "allow", n: 5, admit: 2},
+			{at: 1000, op: "allow", n: 5, admit: 2}, // 10 accrued, capped at 2
+			{at: 1000, op: "burst", arg: 5},
+			{at: 1100, op: "allow", n: 5, admit: 1}, // raising adds no tokens
+		}},
+		{"time going backwards refills nothing", 10, 1, []bucketStep{
+			{at: 1000, op: "allow", n: 1, admit: 1},
+			{at: 500, op: "allow", n: 1, admit: 0},
+			{at: 1050, op: "allow", n: 1, admit: 0},
+			{at: 1100, op: "allow", n: 1, admit: 1},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b, err := NewTokenBucket(tt.rate, tt.burst)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, s := range tt.steps {
+				now := ms(s.at)
+				switch s.op {
+				case "allow":
+					got := 0
+					for range s.n {
+						if b.AllowAt(now) {
+							got++
+						}
+					}
+					if got != s.admit {
+						t.Fatalf("step %d at %dms: admitted %d of %d, want %d", i, s.at, got, s.n, s.admit)
+					}
+				case "rate":
+					if err := b.SetRateAt(now, s.arg); err != nil {
+						t.Fatalf("step %d: %v", i, err)
+					}
+					if b.Rate() != s.arg {
+						t.Fatalf("step %d: Rate() = %v, want %v", i, b.Rate(), s.arg)
+					}
+				case "burst":
+					if err := b.SetBurstAt(now, int(s.arg)); err != nil {
+						t.Fatalf("step %d: %v", i, err)
+					}
+					if b.Burst() != int(s.arg) {
+						t.Fatalf("step %d: Burst() = %d, want %v", i, b.Burst(), s.arg)
+					}
+				default:
+					t.Fatalf("bad op %q", s.op)
+				}
+			}
+		})
+	}
+}
+
+func TestTokenBucketTokensAt(t *testing.T) {
+	b, err := NewTokenBucket(10, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		b.AllowAt(t0)
+	}
+	for _, c := range []struct {
+		at   int
+		want float64
+	}{{0, 0}, {250, 2.5}, {1000, 5}, {9000, 5}} {
+		if got := b.TokensAt(ms(c.at)); math.Abs(got-c.want) > 1e-9 {
+			t.Errorf("TokensAt(+%dms) = %v, want %v", c.at, got, c.want)
+		}
+	}
+	if err := b.SetRateAt(t0, math.Inf(1)); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.TokensAt(t0); !math.IsInf(got, 1) {
+		t.Errorf("TokensAt with rate +Inf = %v, want +Inf", got)
+	}
+	var zero TokenBucket
+	if zero.AllowAt(t0) || zero.TokensAt(t0) != 0 || zero.Rate() != 0 || zero.Burst() != 0 {
+		t.Errorf("zero TokenBucket: want refusal, 0 tokens, rate 0, burst 0")
+	}
+}
+
+func TestTokenBucketInvalid(t *testing.T) {
+	tests := []struct {
+		name      string
+		rate      float64
+		burst     int
+		wantField string
+		wantValue string
+	}{
+		{"negative rate", -1, 5, "rate", "-1"},
+		{"NaN rate", math.NaN(), 5, "rate", "NaN"},
+		{"-Inf rate", math.Inf(-1), 5, "rate", "-Inf"},
+		{"zero burst", 10, 0, "burst", "0"},
+		{"negative burst", 10, -3, "burst", "-3"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := NewTokenBucket(tt.rate, tt.burst); err == nil {
+				t.Fatalf("NewTokenBucket(%v, %d): no error", tt.rate, tt.burst)
+			} else {
+				checkErr(t, err, tt.wantField, tt.wantValue)
+			}
+			b, err := NewTokenBucket(7, 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.wantField == "rate" {
+				err = b.SetRateAt(t0, tt.rate)
+			} else {
+				err = b.SetBurstAt(t0, tt.burst)
+			}
+			if err == nil {
+				t.Fatal("setter: no error")
+			}
+			checkErr(t, err, tt.wantField, tt.wantValue)
+			if b.Rate() != 7 || b.Burst() != 3 {
+				t.Errorf("after a rejected setter: rate %v burst %d, want 7 and 3", b.Rate(), b.Burst())
+			}
+		})
+	}
+}
+
+func checkErr(t *testing.T, err error, field, value string) {
+	t.Helper()
+	msg := err.Error()
+	if !strings.Contains(msg, field) || !strings.Contains(msg, value) {
+		t.Errorf("error %q should name %q and value %q", msg, field, value)
+	}
+}
+
+// TestTokenBucketMatchesRateLimiter checks that the lock-free refusal path
+// never changes a decision: a TokenBucket and a bare rate.Limiter driven by
+// the same random script with non-decreasing times decide identically.
+func TestTokenBucketMatchesRateLimiter(t *testing.T) {
+	for seed := range uint64(20) {
+		rng := rand.New(rand.NewPCG(seed, 42))
+		r0 := float64(1 + rng.IntN(200))
+		b, err := NewTokenBucket(r0, 1+rng.IntN(5))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref := rate.NewLimiter(rate.Limit(r0), b.Burst())
+		now := t0
+		for i := range 20000 {
+			now = now.Add(time.Duration(rng.IntN(3_000_000))) // 0 to 3 ms
+			switch rng.IntN(400) {
+			case 0:
+				r := float64(rng.IntN(300)) // 0 included
+				if err := b.SetRateAt(now, r); err != nil {
+					t.Fatal(err)
+				}
+				ref.SetLimitAt(now, rate.Limit(r))
+			case 1:
+				n := 1 + rng.IntN(6)
+				if err := b.SetBurstAt(now, n); err != nil {
+					t.Fatal(err)
+				}
+				ref.SetBurstAt(now, n)
+			}
+			if got, want := b.AllowAt(now), ref.AllowN(now, 1); got != want {
+				t.Fatalf("seed %d step %d at %v: AllowAt = %v, rate.Limiter says %v (rate %v burst %d)",
+					seed, i, now.Sub(t0), got, want, b.Rate(), b.Burst())
+			}
+		}
+	}
+}
+
+func TestTokenBucketConcurrent(t *testing.T) {
+	// All goroutines ask at the same instant: exactly burst are admitted.
+	b, err := NewTokenBucket(1, 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	admitted := 0
+	for g := range 8 {
+		wg.Go(func() {
+			n := 0
+			for i := range 100 {
+				if g == 0 && i == 50 {
+					_ = b.SetBurstAt(t0, 50) // a setter racing the readers
+				}
+				if b.AllowAt(t0) {
+					n++
+				}
+			}
+			mu.Lock()
+			admitted += n
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if admitted != 50 {
+		t.Fatalf("admitted %d, want exactly 50", admitted)
+	}
+}
