@@ -1,0 +1,119 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestTestbedUsageErrors(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"testbed"}, "KIND required"},
+		{[]string{"testbed", "mainframe"}, `unknown command "mainframe"`},
+		{[]string{"testbed", "queue", "--workers", "0"}, "--workers=0"},
+		{[]string{"testbed", "queue", "--discipline", "lifo"}, `--discipline="lifo"`},
+		{[]string{"testbed", "queue", "--service", "gauss:3"}, "--service="},
+		{[]string{"testbed", "queue", "--queue-limit", "-1"}, "--queue-limit=-1"},
+		{[]string{"testbed", "queue", "--listen", "0.0.0.0:8081"}, "--allow-public"},
+		{[]string{"testbed", "queue", "--listen", ":8081"}, "not a loopback address"},
+		{[]string{"testbed", "cgi", "--work", "/x=0"}, "--work"},
+		{[]string{"testbed", "static", "--files", "0"}, "--files=0"},
+		{[]string{"testbed", "static", "--dynamic-fraction", "1.5"}, "--dynamic-fraction=1.5"},
+		{[]string{"testbed", "bookstore", "--scale", "0"}, "--scale=0"},
+		{[]string{"testbed", "bookstore", "--db", "mysql://x"}, `--db="mysql://x"`},
+		{[]string{"testbed", "queue", "--workers", "many"}, "invalid argument"},
+	}
+	for _, tt := range tests {
+		var out, errOut bytes.Buffer
+		code := run(tt.args, &out, &errOut)
+		if code != 2 || !strings.Contains(errOut.String(), tt.want) {
+			t.Errorf("%q: exit %d, stderr %q; want exit 2 mentioning %q", tt.args, code, errOut.String(), tt.want)
+		}
+	}
+}
+
+// TestTestbedServes starts each cheap kind on a free loopback port, asks it
+// for /_meta and a page, stops it like Ctrl-C would, and checks the summary.
+func TestTestbedServes(t *testing.T) {
+	tests := []struct {
+		args []string
+		kind string
+		path string
+	}{
+		{[]string{"queue", "--workers", "2", "--service", "det:1ms"}, "queue", "/anything"},
+		{[]string{"cgi", "--work", "/=1000"}, "cgi", "/x"},
+		{[]string{"static", "--files", "30", "--max-size", "262144"}, "static", ""},
+		{[]string{"bookstore", "--data", ""}, "bookstore", "/home"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.kind, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			pr, pw := io.Pipe()
+			var errOut bytes.Buffer
+			root := newRootCmd(pw, &errOut)
+			root.SetArgs(append([]string{"testbed", "--listen", "127.0.0.1:0"}, tt.args...))
+			done := make(chan error, 1)
+			go func() {
+				err := root.ExecuteContext(ctx)
+				pw.Close()
+				done <- err
+			}()
+			lines := bufio.NewScanner(pr)
+			if !lines.Scan() {
+				t.Fatalf("no output; stderr %q, err %v", errOut.String(), <-done)
+			}
+			m := regexp.MustCompile(`^testbed (\w+) listening on (http://127\.0\.0\.1:\d+) `).FindStringSubmatch(lines.Text())
+			if m == nil || m[1] != tt.kind {
+				t.Fatalf("first line %q", lines.Text())
+			}
+			base := m[2]
+			var meta struct {
+				Kind  string `json:"kind"`
+				Files []struct {
+					Path string `json:"path"`
+				} `json:"files"`
+			}
+			resp, err := http.Get(base + "/_meta")
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = json.NewDecoder(resp.Body).Decode(&meta)
+			resp.Body.Close()
+			if err != nil || meta.Kind != tt.kind {
+				t.Fatalf("/_meta kind %q, %v", meta.Kind, err)
+			}
+			path := tt.path
+			if path == "" {
+				path = meta.Files[0].Path
+			}
+			resp, err = http.Get(base + path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 || resp.Header.Get("X-Sluice-Utilization") == "" {
+				t.Fatalf("GET %s: %s, utilization %q", path, resp.Status, resp.Header.Get("X-Sluice-Utilization"))
+			}
+			cancel()
+			if !lines.Scan() || !strings.HasPrefix(lines.Text(), "testbed "+tt.kind+": served 1 requests (0 rejected, 0 errors)") {
+				t.Errorf("summary line %q", lines.Text())
+			}
+			io.Copy(io.Discard, pr)
+			if err := <-done; err != nil {
+				t.Errorf("exit error %v, stderr %q", err, errOut.String())
+			}
+		})
+	}
+}

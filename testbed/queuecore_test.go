@@ -1,0 +1,179 @@
+package testbed
+
+import (
+	"math"
+	"slices"
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func ms(n float64) time.Duration { return time.Duration(n * float64(time.Millisecond)) }
+
+// coreEvent is one step of a scripted queueCore timeline: at At, either a
+// job arrives with Demand (Arrive true) or the core is advanced.
+type coreEvent struct {
+	at     time.Duration
+	arrive bool
+	id     uint64
+	demand time.Duration
+}
+
+func TestQueueCoreCompletionTimes(t *testing.T) {
+	tests := []struct {
+		name    string
+		servers int
+		ps      bool
+		events  []coreEvent
+		until   time.Duration
+		want    map[uint64]time.Duration // completion times
+	}{
+		{
+			name: "fifo one server serves in order", servers: 1,
+			events: []coreEvent{{0, true, 1, ms(10)}, {0, true, 2, ms(10)}, {ms(5), true, 3, ms(4)}},
+			until:  ms(100),
+			want:   map[uint64]time.Duration{1: ms(10), 2: ms(20), 3: ms(24)},
+		},
+		{
+			name: "fifo two servers", servers: 2,
+			events: []coreEvent{{0, true, 1, ms(10)}, {0, true, 2, ms(30)}, {0, true, 3, ms(10)}, {0, true, 4, ms(10)}},
+			until:  ms(100),
+			want:   map[uint64]time.Duration{1: ms(10), 3: ms(20), 4: ms(30), 2: ms(30)},
+		},
+		{
+			name: "fifo late observer loses no capacity", servers: 1,
+			// Nothing observes the core between 0 and 95 ms: the schedule is
+			// still exact.
+			events: []coreEvent{{0, true, 1, ms(10)}, {0, true, 2, ms(10)}, {0, true, 3, ms(10)}},
+			until:  ms(95),
+			want:   map[uint64]time.Duration{1: ms(10), 2: ms(20), 3: ms(30)},
+		},
+		{
+			name: "ps one cpu two equal jobs finish together", servers: 1, ps: true,
+			events: []coreEvent{{0, true, 1, ms(10)}, {0, true, 2, ms(10)}},
+			until:  ms(100),
+			want:   map[uint64]time.Duration{1: ms(20), 2: ms(20)},
+		},
+		{
+			name: "ps one cpu short job leaves first", servers: 1, ps: true,
+			// Both at rate 1/2 until 20 ms (job 1 done: 10 ms of work), then
+			// job 2 alone with 20 ms left at rate 1: done at 40 ms.
+			events: []coreEvent{{0, true, 1, ms(10)}, {0, true, 2, ms(30)}},
+			until:  ms(100),
+			want:   map[uint64]time.Duration{1: ms(20), 2: ms(40)},
+		},
+		{
+			name: "ps late arrival", servers: 1, ps: true,
+			// Job 1 alone for 5 ms (5 left), then both at 1/2: job 1 done at
+			// 15 ms; job 2 has 10−5 = 5 left, alone: done at 20 ms.
+			events: []coreEvent{{0, true, 1, ms(10)}, {ms(5), true, 2, ms(10)}},
+			until:  ms(100),
+			want:   map[uint64]time.Duration{1: ms(15), 2: ms(20)},
+		},
+		{
+			name: "ps fewer jobs than cpus run at full speed", servers: 4, ps: true,
+			events: []coreEvent{{0, true, 1, ms(10)}, {0, true, 2, ms(20)}},
+			until:  ms(100),
+			want:   map[uint64]time.Duration{1: ms(10), 2: ms(20)},
+		},
+		{
+			name: "ps two cpus three jobs", servers: 2, ps: true,
+			// Rate 2/3 each: 9 ms of work takes 13.5 ms; all three finish together.
+			events: []coreEvent{{0, true, 1, ms(9)}, {0, true, 2, ms(9)}, {0, true, 3, ms(9)}},
+			until:  ms(100),
+			want:   map[uint64]time.Duration{1: ms(13.5), 2: ms(13.5), 3: ms(13.5)},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newQueueCore(tt.servers, tt.ps, 0, time.Second)
+			got := map[uint64]time.Duration{}
+			record := func(done []completion) {
+				for _, d := range done {
+					if _, dup := got[d.id]; dup {
+						t.Fatalf("job %d completed twice", d.id)
+					}
+					got[d.id] = d.at.Sub(t0)
+				}
+			}
+			for _, e := range tt.events {
+				done, ok := c.arrive(t0.Add(e.at), e.id, e.demand.Seconds(), nil)
+				if !ok {
+					t.Fatalf("job %d refused without a limit", e.id)
+				}
+				record(done)
+			}
+			record(c.advance(t0.Add(tt.until), nil))
+			if len(got) != len(tt.want) {
+				t.Fatalf("completions %v, want %v", got, tt.want)
+			}
+			for id, w := range tt.want {
+				if d := got[id] - w; d < -time.Microsecond || d > time.Microsecond {
+					t.Errorf("job %d completed at %v, want %v", id, got[id], w)
+				}
+			}
+			if _, ok := c.nextEvent(); ok {
+				t.Errorf("nextEvent reports work left after all jobs completed")
+			}
+		})
+	}
+}
+
+func TestQueueCoreNextEvent(t *testing.T) {
+	c := newQueueCore(1, true, 0, time.Second)
+	c.arrive(t0, 1, 0.010, nil)
+	c.arrive(t0, 2, 0.030, nil)
+	next, ok := c.nextEvent()
+	if !ok || next.Sub(t0) != ms(20) {
+		t.Fatalf("nextEvent = %v, %v; want 20ms", next.Sub(t0), ok)
+	}
+	// Observing half-way changes nothing about the schedule.
+	if done := c.advance(t0.Add(ms(7)), nil); len(done) != 0 {
+		t.Fatalf("completions at 7ms: %v", done)
+	}
+	next, _ = c.nextEvent()
+	if d := next.Sub(t0) - ms(20); d < -time.Microsecond || d > time.Microsecond {
+		t.Fatalf("nextEvent after partial advance = %v, want 20ms", next.Sub(t0))
+	}
+}
+
+func TestQueueCoreLimit(t *testing.T) {
+	for _, ps := range []bool{false, true} {
+		c := newQueueCore(2, ps, 3, time.Second)
+		var accepted []uint64
+		for id := uint64(1); id <= 5; id++ {
+			if _, ok := c.arrive(t0, id, 0.010, nil); ok {
+				accepted = append(accepted, id)
+			}
+		}
+		if !slices.Equal(accepted, []uint64{1, 2, 3}) {
+			t.Errorf("ps=%v: accepted %v, want [1 2 3]", ps, accepted)
+		}
+		c.advance(t0.Add(time.Second), nil)
+		if _, ok := c.arrive(t0.Add(time.Second), 6, 0.010, nil); !ok {
+			t.Errorf("ps=%v: refused after the system emptied", ps)
+		}
+	}
+}
+
+func TestQueueCoreUtilization(t *testing.T) {
+	// Two servers, one job of 500 ms at t=0: level 1/2 for 0.5 s, then 0.
+	c := newQueueCore(2, false, 0, time.Second)
+	c.arrive(t0, 1, 0.5, nil)
+	done, u := c.utilization(t0.Add(500*time.Millisecond), nil)
+	if len(done) != 1 || math.Abs(done[0].utilization-0.5) > 1e-9 {
+		t.Fatalf("completion %+v, want utilization 0.5", done)
+	}
+	if math.Abs(u-0.5) > 1e-9 {
+		t.Fatalf("utilization at 0.5s = %v, want 0.5", u)
+	}
+	// At 1 s: 0.25 s of busy-server time over 1 s, normalised by 2 servers.
+	if _, u = c.utilization(t0.Add(time.Second), nil); math.Abs(u-0.25) > 1e-9 {
+		t.Fatalf("utilization at 1s = %v, want 0.25", u)
+	}
+	// Long after, the window has slid past the busy period.
+	if _, u = c.utilization(t0.Add(10*time.Second), nil); u != 0 {
+		t.Fatalf("utilization at 10s = %v, want 0", u)
+	}
+}
