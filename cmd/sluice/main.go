@@ -46,6 +46,7 @@ and tools to design, simulate and run them.`,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(newDesignCmd())
 	root.AddCommand(newTestbedCmd())
+	root.AddCommand(newLoadCmd())
 	return root
 }
 
