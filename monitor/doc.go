@@ -12,10 +12,15 @@
 //   - utilization sources (UtilizationSource): host CPU from /proc/stat
 //     (ProcStat), a cgroup v2 group (Cgroup), one process (Process),
 //     busy time of in-process servers (Busy) and a value reported by the
-//     backend itself (Reported).
+//     backend itself (Reported);
+//   - network sensors: the outgoing byte queue of client sockets (OutQueue,
+//     SocketQueue: Linux SIOCOUTQNSD/SIOCOUTQ, sampled many times per period
+//     and averaged) and outgoing bytes/s against a link capacity
+//     (Bandwidth).
 //
 // Like the rest of sluice, everything that depends on time takes now as an
 // argument; nothing here reads the wall clock, sleeps or starts a
-// goroutine. The hot-path methods (Window.Record, Recorder.Arrive, Admit,
+// goroutine, except RunOutQueueSampler, the one ticker loop that drives an
+// OutQueue's sampling live. The hot-path methods (Window.Record, Recorder.Arrive, Admit,
 // Reject, Complete) are safe for concurrent use and do not allocate.
 package monitor

@@ -1,0 +1,25 @@
+package monitor
+
+import (
+	"context"
+	"time"
+)
+
+// RunOutQueueSampler is the outgoing-queue sensor's sampling loop: it calls
+// q.Sample every q.Config().SampleInterval() with the tick's time until ctx
+// is done, then returns context.Cause(ctx). Sampling errors are recorded in
+// the period (OutQueueReading.Failed, and Collect's error when no sample
+// succeeded), not returned. Run it in its own goroutine; it is the only
+// part of the sensor that uses timers.
+func RunOutQueueSampler(ctx context.Context, q *OutQueue) error {
+	t := time.NewTicker(q.cfg.SampleInterval())
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case now := <-t.C:
+			_ = q.Sample(now)
+		}
+	}
+}
