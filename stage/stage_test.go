@@ -58,9 +58,14 @@ func TestStageSEDACutsRateUnderSlowResponses(t *testing.T) {
 		if st.Setting >= 100 || len(st.Decisions) == 0 {
 			t.Fatalf("rate not cut: %+v", st)
 		}
-		last := st.Decisions[len(st.Decisions)-1]
-		if !last.Acted || last.New != st.Setting {
-			t.Fatalf("last decision %+v vs setting %v", last, st.Setting)
+		var cut *DecisionState
+		for i := range st.Decisions {
+			if d := &st.Decisions[i]; d.Acted && d.New < d.Old {
+				cut = d
+			}
+		}
+		if cut == nil || cut.New != st.Setting {
+			t.Fatalf("no acted cut matching the setting %v in %+v", st.Setting, st.Decisions)
 		}
 		if got := s.gates.Rates()[0]; got != st.Setting {
 			t.Fatalf("gate rate %v, decision %v", got, st.Setting)

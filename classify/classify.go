@@ -1,0 +1,491 @@
+// Package classify assigns HTTP requests to a stage and a request class
+// with compiled rules: stages by path prefix, path regular expression,
+// method and host; classes by header, cookie and client address.
+//
+// Client addresses and class headers are only believed from trusted
+// proxies. The direct peer (the request's RemoteAddr) is the client unless
+// it is a trusted proxy; then X-Forwarded-For is read right to left,
+// skipping trusted hops, and the first untrusted address is the client. A
+// class header or cookie whose rule requires trust is ignored (the request
+// is classified as if it did not carry it) unless the direct peer is a
+// trusted proxy; such proxies must remove or overwrite those headers when
+// they come from their own clients.
+//
+// A compiled Classifier is immutable and safe for concurrent use; its
+// request methods do not allocate.
+package classify
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"regexp"
+	"strings"
+)
+
+// MaxForwardedHops is the number of X-Forwarded-For entries read at most;
+// the walk stops there as it does at a malformed entry.
+const MaxForwardedHops = 32
+
+// StageRule selects the requests of one stage; every condition that is set
+// must hold, and a rule with no condition matches every request.
+type StageRule struct {
+	// PathPrefix matches request paths (r.URL.Path) that start with it.
+	PathPrefix string
+	// PathRegex, when non-nil, must match r.URL.Path (unanchored unless the
+	// expression anchors itself).
+	PathRegex *regexp.Regexp
+	// Methods lists the accepted methods, compared case-sensitively
+	// ("GET"); empty accepts every method.
+	Methods []string
+	// Host is compared case-insensitively with the request's host, without
+	// its port; empty accepts every host.
+	Host string
+}
+
+// Match matches a header or a cookie.
+type Match struct {
+	// Name is the header name (any case) or the cookie name (exact).
+	Name string
+	// Value is the exact value; empty matches any non-empty value.
+	Value string
+	// Trusted makes the condition hold only when the direct peer is a
+	// trusted proxy; from any other peer the header or cookie is treated as
+	// absent.
+	Trusted bool
+}
+
+// ClassRule gives requests that meet every set condition the class Class.
+type ClassRule struct {
+	// Class is the class index (0 is the highest priority).
+	Class int
+	// Header, when set, must match a request header.
+	Header *Match
+	// Cookie, when set, must match a request cookie.
+	Cookie *Match
+	// CIDRs, when non-empty, must contain the client address (ClientIP).
+	CIDRs []netip.Prefix
+}
+
+// Config is the input of New.
+type Config struct {
+	// Stages are tried in order; the first match wins.
+	Stages []StageRule
+	// Rules are tried in order; the first match gives the class.
+	Rules []ClassRule
+	// DefaultClass is the class of requests no rule matches.
+	DefaultClass int
+	// TrustedProxies are the peers whose X-Forwarded-For and trusted class
+	// headers and cookies are believed.
+	TrustedProxies []netip.Prefix
+}
+
+// Classifier is a compiled Config. It is immutable and safe for concurrent
+// use.
+type Classifier struct {
+	stages  []StageRule
+	rules   []rule
+	def     int
+	trusted []netip.Prefix
+}
+
+type rule struct {
+	class  int
+	header *Match
+	cookie *Match
+	cidrs  []netip.Prefix
+}
+
+// New compiles cfg. It copies the slices it keeps. A rule without any
+// condition, a negative class, an empty header or cookie name or an invalid
+// prefix is an error naming the rule.
+func New(cfg Config) (*Classifier, error) {
+	if cfg.DefaultClass < 0 {
+		return nil, fmt.Errorf("classify: default class %d must be ≥ 0", cfg.DefaultClass)
+	}
+	c := &Classifier{def: cfg.DefaultClass}
+	for _, s := range cfg.Stages {
+		s.Methods = append([]string(nil), s.Methods...)
+		s.Host = strings.ToLower(s.Host)
+		if strings.HasPrefix(s.Host, "[") && strings.HasSuffix(s.Host, "]") {
+			s.Host = s.Host[1 : len(s.Host)-1]
+		}
+		c.stages = append(c.stages, s)
+	}
+	for i, r := range cfg.Rules {
+		if r.Class < 0 {
+			return nil, fmt.Errorf("classify: rule %d: class %d must be ≥ 0", i, r.Class)
+		}
+		if r.Header == nil && r.Cookie == nil && len(r.CIDRs) == 0 {
+			return nil, fmt.Errorf("classify: rule %d has no condition (header, cookie or cidrs)", i)
+		}
+		cr := rule{class: r.Class}
+		if r.Header != nil {
+			if r.Header.Name == "" {
+				return nil, fmt.Errorf("classify: rule %d: empty header name", i)
+			}
+			m := *r.Header
+			m.Name = http.CanonicalHeaderKey(m.Name)
+			cr.header = &m
+		}
+		if r.Cookie != nil {
+			if r.Cookie.Name == "" {
+				return nil, fmt.Errorf("classify: rule %d: empty cookie name", i)
+			}
+			m := *r.Cookie
+			cr.cookie = &m
+		}
+		for j, p := range r.CIDRs {
+			if !p.IsValid() {
+				return nil, fmt.Errorf("classify: rule %d: cidr %d is not a valid prefix", i, j)
+			}
+			cr.cidrs = append(cr.cidrs, unmapPrefix(p))
+		}
+		c.rules = append(c.rules, cr)
+	}
+	for i, p := range cfg.TrustedProxies {
+		if !p.IsValid() {
+			return nil, fmt.Errorf("classify: trusted proxy %d is not a valid prefix", i)
+		}
+		c.trusted = append(c.trusted, unmapPrefix(p))
+	}
+	return c, nil
+}
+
+// unmapPrefix turns an IPv4-mapped IPv6 prefix (::ffff:10.0.0.0/104) into
+// its IPv4 form so that it matches unmapped addresses.
+func unmapPrefix(p netip.Prefix) netip.Prefix {
+	if a := p.Addr(); a.Is4In6() && p.Bits() >= 96 {
+		return netip.PrefixFrom(a.Unmap(), p.Bits()-96)
+	}
+	return p
+}
+
+// ParsePrefix parses a CIDR ("10.0.0.0/8", "2001:db8::/32") or a single
+// address ("10.1.2.3", a /32 or /128).
+func ParsePrefix(s string) (netip.Prefix, error) {
+	if strings.Contains(s, "/") {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			msg := err.Error()
+			if i := strings.Index(msg, "): "); strings.HasPrefix(msg, "netip.ParsePrefix(") && i > 0 {
+				msg = msg[i+3:]
+			}
+			return netip.Prefix{}, errors.New(msg)
+		}
+		return p, nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("%q is neither an address nor a CIDR", s)
+	}
+	if a.Zone() != "" {
+		return netip.Prefix{}, fmt.Errorf("%q: zones are not allowed", s)
+	}
+	return netip.PrefixFrom(a, a.BitLen()), nil
+}
+
+// Classify returns the index of the first stage whose rule matches r (-1
+// when none does) and r's class. It does not allocate.
+func (c *Classifier) Classify(r *http.Request) (stage, class int) {
+	return c.Stage(r), c.Class(r)
+}
+
+// Stage returns the index of the first stage whose rule matches r, or -1.
+func (c *Classifier) Stage(r *http.Request) int {
+	for i := range c.stages {
+		if c.stages[i].matches(r) {
+			return i
+		}
+	}
+	return -1
+}
+
+func (s *StageRule) matches(r *http.Request) bool {
+	path := r.URL.Path
+	if s.PathPrefix != "" && !strings.HasPrefix(path, s.PathPrefix) {
+		return false
+	}
+	if len(s.Methods) > 0 {
+		found := false
+		for _, m := range s.Methods {
+			if m == r.Method {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	if s.Host != "" && !strings.EqualFold(HostName(r.Host), s.Host) {
+		return false
+	}
+	if s.PathRegex != nil && !s.PathRegex.MatchString(path) {
+		return false
+	}
+	return true
+}
+
+// HostName returns host without its port and without the brackets of an
+// IPv6 literal ("[::1]:80" → "::1", "example.com:8080" → "example.com").
+func HostName(host string) string {
+	if strings.HasPrefix(host, "[") {
+		if i := strings.IndexByte(host, ']'); i > 0 {
+			return host[1:i]
+		}
+		return host
+	}
+	if i := strings.LastIndexByte(host, ':'); i >= 0 && strings.IndexByte(host, ':') == i {
+		return host[:i]
+	}
+	return host
+}
+
+// peerInfo caches what Class needs about the peer across rules.
+type peerInfo struct {
+	done    bool
+	trusted bool
+	peer    netip.Addr
+	client  netip.Addr
+	haveCl  bool
+}
+
+// Class returns r's class: that of the first rule that matches, or the
+// default class. It does not allocate.
+func (c *Classifier) Class(r *http.Request) int {
+	if len(c.rules) == 0 {
+		return c.def
+	}
+	var pi peerInfo
+	for i := range c.rules {
+		if c.matchRule(&c.rules[i], r, &pi) {
+			return c.rules[i].class
+		}
+	}
+	return c.def
+}
+
+func (c *Classifier) peer(r *http.Request, pi *peerInfo) {
+	if !pi.done {
+		pi.done = true
+		pi.peer, _ = ParseRemoteAddr(r.RemoteAddr)
+		pi.trusted = c.Trusted(pi.peer)
+	}
+}
+
+func (c *Classifier) matchRule(cr *rule, r *http.Request, pi *peerInfo) bool {
+	if m := cr.header; m != nil {
+		if m.Trusted {
+			if c.peer(r, pi); !pi.trusted {
+				return false
+			}
+		}
+		if !headerMatches(r.Header[m.Name], m.Value) {
+			return false
+		}
+	}
+	if m := cr.cookie; m != nil {
+		if m.Trusted {
+			if c.peer(r, pi); !pi.trusted {
+				return false
+			}
+		}
+		v, ok := CookieValue(r.Header, m.Name)
+		if !ok || (m.Value == "" && v == "") || (m.Value != "" && v != m.Value) {
+			return false
+		}
+	}
+	if len(cr.cidrs) > 0 {
+		if !pi.haveCl {
+			c.peer(r, pi)
+			pi.client = c.clientFrom(pi.peer, pi.trusted, r.Header)
+			pi.haveCl = true
+		}
+		if !pi.client.IsValid() {
+			return false
+		}
+		in := false
+		for _, p := range cr.cidrs {
+			if p.Contains(pi.client) {
+				in = true
+				break
+			}
+		}
+		if !in {
+			return false
+		}
+	}
+	return true
+}
+
+func headerMatches(values []string, want string) bool {
+	for _, v := range values {
+		if (want == "" && v != "") || (want != "" && v == want) {
+			return true
+		}
+	}
+	return false
+}
+
+// Trusted reports whether a is within a trusted proxy prefix. The zero
+// Addr is never trusted.
+func (c *Classifier) Trusted(a netip.Addr) bool {
+	if !a.IsValid() {
+		return false
+	}
+	for _, p := range c.trusted {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// ClientIP returns r's client address: the direct peer, or, when the peer
+// is a trusted proxy, the first untrusted address of X-Forwarded-For read
+// right to left (see ClientFrom). It returns the zero Addr when RemoteAddr
+// holds no IP address (a Unix socket, a test request without one). It does
+// not allocate for IPv4 and zone-less IPv6 addresses.
+func (c *Classifier) ClientIP(r *http.Request) netip.Addr {
+	peer, _ := ParseRemoteAddr(r.RemoteAddr)
+	return c.clientFrom(peer, c.Trusted(peer), r.Header)
+}
+
+// PeerTrusted reports whether r's direct peer is a trusted proxy.
+func (c *Classifier) PeerTrusted(r *http.Request) bool {
+	peer, _ := ParseRemoteAddr(r.RemoteAddr)
+	return c.Trusted(peer)
+}
+
+func (c *Classifier) clientFrom(peer netip.Addr, trusted bool, h http.Header) netip.Addr {
+	if !trusted {
+		return peer
+	}
+	return ClientFrom(peer, h["X-Forwarded-For"], c.Trusted)
+}
+
+// ClientFrom walks the X-Forwarded-For header values xff (in the order
+// received; several header lines are one list) right to left from the
+// direct peer: while the current address is trusted, the next entry to
+// the left is the address that sent the request to it. The first
+// untrusted address is the client. If every address is trusted, the
+// leftmost one is the client.
+//
+// The walk stops at the first malformed entry (not an IPv4 or IPv6
+// address, optionally with a port or in brackets), or after
+// MaxForwardedHops entries, and then returns the last address reached,
+// which is trusted: nothing to the left of an entry a trusted proxy could
+// not have written is believed. Empty list elements are skipped. Addresses
+// are returned unmapped (::ffff:1.2.3.4 → 1.2.3.4) and without zone.
+func ClientFrom(peer netip.Addr, xff []string, trusted func(netip.Addr) bool) netip.Addr {
+	if !trusted(peer) {
+		return peer
+	}
+	client := peer
+	hops := 0
+	for i := len(xff) - 1; i >= 0; i-- {
+		v := xff[i]
+		for end := len(v); end >= 0; {
+			comma := strings.LastIndexByte(v[:end], ',')
+			entry := trimOWS(v[comma+1 : end])
+			end = comma
+			if entry == "" {
+				continue
+			}
+			hops++
+			a, ok := ParseForwarded(entry)
+			if !ok || hops > MaxForwardedHops {
+				return client
+			}
+			if !trusted(a) {
+				return a
+			}
+			client = a
+		}
+	}
+	return client
+}
+
+func trimOWS(s string) string {
+	for len(s) > 0 && (s[0] == ' ' || s[0] == '\t') {
+		s = s[1:]
+	}
+	for len(s) > 0 && (s[len(s)-1] == ' ' || s[len(s)-1] == '\t') {
+		s = s[:len(s)-1]
+	}
+	return s
+}
+
+// ParseForwarded parses one X-Forwarded-For entry: an IPv4 or IPv6
+// address, optionally with a port ("1.2.3.4:5678", "[2001:db8::1]:443")
+// or in brackets ("[2001:db8::1]"). The address is returned unmapped and
+// without zone.
+func ParseForwarded(s string) (netip.Addr, bool) {
+	var a netip.Addr
+	var err error
+	switch {
+	case strings.HasPrefix(s, "["):
+		if strings.HasSuffix(s, "]") {
+			a, err = netip.ParseAddr(s[1 : len(s)-1])
+			if err == nil && !a.Is6() {
+				return netip.Addr{}, false
+			}
+		} else {
+			var ap netip.AddrPort
+			ap, err = netip.ParseAddrPort(s)
+			a = ap.Addr()
+		}
+	case strings.Count(s, ":") == 1:
+		var ap netip.AddrPort
+		ap, err = netip.ParseAddrPort(s)
+		a = ap.Addr()
+	default:
+		a, err = netip.ParseAddr(s)
+	}
+	if err != nil || !a.IsValid() {
+		return netip.Addr{}, false
+	}
+	return a.Unmap().WithZone(""), true
+}
+
+// ParseRemoteAddr parses an http.Request's RemoteAddr ("ip:port", or a
+// bare IP) into an unmapped, zone-less address.
+func ParseRemoteAddr(s string) (netip.Addr, bool) {
+	if ap, err := netip.ParseAddrPort(s); err == nil {
+		return ap.Addr().Unmap().WithZone(""), true
+	}
+	if a, err := netip.ParseAddr(s); err == nil {
+		return a.Unmap().WithZone(""), true
+	}
+	return netip.Addr{}, false
+}
+
+// CookieValue returns the value of the first cookie called name in h's
+// Cookie lines, without surrounding double quotes. Unlike
+// http.Request.Cookie it does not allocate and does not validate other
+// cookies.
+func CookieValue(h http.Header, name string) (string, bool) {
+	for _, line := range h["Cookie"] {
+		for line != "" {
+			var part string
+			if i := strings.IndexByte(line, ';'); i >= 0 {
+				part, line = line[:i], line[i+1:]
+			} else {
+				part, line = line, ""
+			}
+			part = trimOWS(part)
+			eq := strings.IndexByte(part, '=')
+			if eq < 0 || part[:eq] != name {
+				continue
+			}
+			v := part[eq+1:]
+			if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
+				v = v[1 : len(v)-1]
+			}
+			return v, true
+		}
+	}
+	return "", false
+}

@@ -1,0 +1,288 @@
+package sluice
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Policy decides admission for the HTTP middleware. The policy package
+// implements it from a configuration of stages and classes; any other
+// implementation works too.
+type Policy interface {
+	// Admit classifies r and decides it. A rejection is an error wrapping
+	// ErrRejected; if r's context ends while the request waits for a
+	// concurrency slot, the context's error is returned as is. A nil error
+	// comes with a non-nil Admission that the caller must finish with Done.
+	Admit(r *http.Request) (Admission, error)
+	// Reject writes the explicit rejection answer for err (the error Admit
+	// returned): a status such as 503, Retry-After and a short body.
+	Reject(w http.ResponseWriter, r *http.Request, err error)
+}
+
+// Admission is one admitted request. Its methods are called by the
+// goroutine serving the request; none of them may be called after Done.
+type Admission interface {
+	// Quality returns the service quality level in (0, 1] the response
+	// should be produced at; 1 is full service.
+	Quality() float64
+	// Stream says the response became long-lived (a protocol upgrade, an
+	// event stream, or a response still being written after the stage's
+	// long-lived limit): the request stops holding any concurrency slot and
+	// will not be a response-time sample. Calls after the first have no
+	// effect.
+	Stream()
+	// Done ends the request. ok is false for a 5xx status, a transport
+	// failure (a failed write, a client that went away) or a panic. It must
+	// be called exactly once.
+	Done(ok bool)
+}
+
+// StreamDeadline is implemented by an Admission whose response becomes a
+// stream when it is still being written some time after admission. The
+// middleware calls Stream on the first Write or Flush after the returned
+// time; the zero time means never.
+type StreamDeadline interface {
+	StreamDeadline() time.Time
+}
+
+// qualityKey is the context key of the quality level.
+type qualityKey struct{}
+
+// qualityCtx carries a quality level. It is one allocation, and QualityFrom
+// reads it without boxing the float.
+type qualityCtx struct {
+	context.Context
+	q float64
+}
+
+func (c *qualityCtx) Value(key any) any {
+	if _, ok := key.(qualityKey); ok {
+		return c
+	}
+	return c.Context.Value(key)
+}
+
+// WithQuality returns a copy of ctx carrying the quality level q, which
+// should be in (0, 1].
+func WithQuality(ctx context.Context, q float64) context.Context {
+	return &qualityCtx{Context: ctx, q: q}
+}
+
+// QualityFrom returns the quality level carried by ctx, or 1 (full
+// service) when there is none. Handlers behind Middleware call
+// QualityFrom(r.Context()) to degrade their work: a handler at quality 0.5
+// might return half the search results or skip an expensive rendering.
+func QualityFrom(ctx context.Context) float64 {
+	if c, ok := ctx.Value(qualityKey{}).(*qualityCtx); ok && c.q > 0 {
+		return c.q
+	}
+	return 1
+}
+
+// Middleware returns net/http middleware that puts every request through
+// p: a rejected request is answered by p.Reject and never reaches the
+// handler; an admitted one is served by the handler and then finished with
+// Done, exactly once, even if the handler panics (Done(false), then the
+// panic continues).
+//
+// A quality level below 1 is put in the request context (read it with
+// QualityFrom). The handler's ResponseWriter is wrapped to see the status
+// (a 5xx is Done(false)), failed writes and long-lived responses: a
+// hijacked connection, a 101 status, a text/event-stream Content-Type or a
+// response still being written after the admission's StreamDeadline (seen
+// at a Flush, or every 32 KiB written) call Admission.Stream. The wrapper implements http.Flusher, http.Hijacker,
+// io.ReaderFrom and Unwrap, so http.ResponseController reaches the
+// underlying writer for deadlines and full duplex. A request whose client
+// went away before the handler returned is Done(false).
+//
+// The wrapper is pooled: handlers must not use the ResponseWriter after
+// they return, as net/http already requires.
+func Middleware(p Policy) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return &middleware{p: p, next: next}
+	}
+}
+
+type middleware struct {
+	p    Policy
+	next http.Handler
+}
+
+var writerPool = sync.Pool{New: func() any { return new(responseWriter) }}
+
+func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	a, err := m.p.Admit(r)
+	if err != nil {
+		m.p.Reject(w, r, err)
+		return
+	}
+	if a == nil { // a policy without accounting for this request
+		m.next.ServeHTTP(w, r)
+		return
+	}
+	rw := writerPool.Get().(*responseWriter)
+	rw.reset(w, a)
+	if q := a.Quality(); q < 1 {
+		r = r.WithContext(WithQuality(r.Context(), q))
+	}
+	finished := false
+	defer func() {
+		if !finished { // the handler panicked or called runtime.Goexit
+			a.Done(false)
+		}
+	}()
+	m.next.ServeHTTP(rw, r)
+	ok := rw.status < 500 && !rw.failed && r.Context().Err() == nil
+	finished = true
+	a.Done(ok)
+	rw.reset(nil, nil)
+	writerPool.Put(rw)
+}
+
+// responseWriter observes a handler's response for the middleware.
+type responseWriter struct {
+	rw          http.ResponseWriter
+	a           Admission
+	deadline    time.Time
+	status      int
+	wroteHeader bool
+	streamed    bool
+	failed      bool
+	unchecked   int // bytes written since the last stream-deadline check
+}
+
+func (w *responseWriter) reset(rw http.ResponseWriter, a Admission) {
+	*w = responseWriter{rw: rw, a: a, status: http.StatusOK}
+	if d, ok := a.(StreamDeadline); ok {
+		w.deadline = d.StreamDeadline()
+	}
+}
+
+func (w *responseWriter) stream() {
+	if !w.streamed {
+		w.streamed = true
+		w.a.Stream()
+	}
+}
+
+// checkLong turns the response into a stream once it is past the deadline.
+func (w *responseWriter) checkLong() {
+	if !w.streamed && !w.deadline.IsZero() && time.Now().After(w.deadline) {
+		w.stream()
+	}
+}
+
+// Header returns the underlying writer's header map.
+func (w *responseWriter) Header() http.Header { return w.rw.Header() }
+
+// WriteHeader records the final status and passes code on. Informational
+// statuses other than 101 are passed on without being recorded.
+func (w *responseWriter) WriteHeader(code int) {
+	if !w.wroteHeader {
+		if code >= 100 && code < 200 && code != http.StatusSwitchingProtocols {
+			w.rw.WriteHeader(code)
+			return
+		}
+		w.headerDone(code)
+	}
+	w.rw.WriteHeader(code)
+}
+
+// headerDone records the final status and detects long-lived responses.
+func (w *responseWriter) headerDone(code int) {
+	w.wroteHeader = true
+	w.status = code
+	if code == http.StatusSwitchingProtocols || isEventStream(w.rw.Header()) {
+		w.stream()
+	}
+}
+
+func isEventStream(h http.Header) bool {
+	v := h["Content-Type"]
+	return len(v) > 0 && len(v[0]) >= 17 && strings.EqualFold(v[0][:17], "text/event-stream")
+}
+
+// Write writes to the underlying writer and records a failure.
+func (w *responseWriter) Write(b []byte) (int, error) {
+	if !w.wroteHeader {
+		w.headerDone(http.StatusOK)
+	}
+	// Reading the clock costs as much as the rest of a small write: check
+	// the stream deadline every longCheckBytes written (and at every
+	// Flush), so short responses never pay for it.
+	if w.unchecked += len(b); w.unchecked >= longCheckBytes {
+		w.unchecked = 0
+		w.checkLong()
+	}
+	n, err := w.rw.Write(b)
+	if err != nil {
+		w.failed = true
+	}
+	return n, err
+}
+
+// longCheckBytes is how many bytes Write passes on between two checks of
+// the stream deadline.
+const longCheckBytes = 32 << 10
+
+// ReadFrom copies src to the response, through the underlying writer's
+// io.ReaderFrom (sendfile) when it has one.
+func (w *responseWriter) ReadFrom(src io.Reader) (int64, error) {
+	if !w.wroteHeader {
+		w.headerDone(http.StatusOK)
+	}
+	w.checkLong()
+	var n int64
+	var err error
+	if rf, ok := w.rw.(io.ReaderFrom); ok {
+		n, err = rf.ReadFrom(src)
+	} else {
+		n, err = io.Copy(writerOnly{w.rw}, src)
+	}
+	if err != nil {
+		w.failed = true
+	}
+	return n, err
+}
+
+type writerOnly struct{ io.Writer }
+
+// Flush flushes the underlying writer, if it can.
+func (w *responseWriter) Flush() { _ = w.FlushError() }
+
+// FlushError flushes the underlying writer and returns its error
+// (http.ErrNotSupported when it cannot flush); http.ResponseController
+// calls it.
+func (w *responseWriter) FlushError() error {
+	if !w.wroteHeader {
+		w.headerDone(http.StatusOK)
+	}
+	w.checkLong()
+	err := http.NewResponseController(w.rw).Flush()
+	if err != nil && !errors.Is(err, http.ErrNotSupported) {
+		w.failed = true
+	}
+	return err
+}
+
+// Hijack takes over the connection (http.ErrNotSupported when the
+// underlying writer cannot). A hijacked request is a stream.
+func (w *responseWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	c, brw, err := http.NewResponseController(w.rw).Hijack()
+	if err == nil {
+		w.wroteHeader = true
+		w.stream()
+	}
+	return c, brw, err
+}
+
+// Unwrap returns the underlying ResponseWriter, for
+// http.ResponseController.
+func (w *responseWriter) Unwrap() http.ResponseWriter { return w.rw }

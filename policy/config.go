@@ -1,0 +1,173 @@
+package policy
+
+import (
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Config is the admission policy shared by the proxy and the middleware:
+// request classes, stages with their controllers, the rejection response,
+// shadow mode and the degradation header. It is the part of the proxy's
+// YAML file below the top level (the proxy adds listeners, admin and
+// backends). The zero value of every field means its documented default
+// (SetDefaults fills them); decode it with unknown keys as errors
+// (yaml.Decoder.KnownFields(true)) and call Validate.
+//
+// Changing shadow or classes.order changes every stage, so a reload with
+// such a change starts every controller afresh.
+type Config struct {
+	// Classes defines request classes and how requests are classified.
+	Classes ClassesConfig `yaml:"classes"`
+	// Stages are matched in order; the first match decides. A request that
+	// matches no stage goes to an implicit stage "default" with no
+	// admission control.
+	Stages []StageConfig `yaml:"stages"`
+	// Reject is the explicit rejection response.
+	Reject RejectConfig `yaml:"reject"`
+	// Shadow decides and records everything but admits every request
+	// (safe rollout): would-be rejections are counted as shadow_rejected.
+	// Default false.
+	Shadow bool `yaml:"shadow"`
+	// Degrade configures how a degrading stage tells the backend its
+	// quality level.
+	Degrade DegradeConfig `yaml:"degrade"`
+}
+
+// ClassesConfig defines request classes in priority order and the rules
+// that assign them.
+type ClassesConfig struct {
+	// Order lists the class names, highest priority first (letters,
+	// digits, '_', '.', '-'). Default ["default"]. The last class is the
+	// one unmatched requests get unless Default says otherwise.
+	Order []string `yaml:"order"`
+	// Default is the class of requests no rule matches (default: the last
+	// class of Order).
+	Default string `yaml:"default"`
+	// Rules are tried in order; the first match gives the class.
+	Rules []ClassRule `yaml:"rules"`
+	// TrustedProxies are the CIDRs (or single addresses) of peers whose
+	// X-Forwarded-For and class headers are believed. X-Forwarded-For is
+	// read right to left, skipping trusted addresses; the first untrusted
+	// one is the client. A malformed entry stops the walk at the last
+	// trusted address reached. A request from an untrusted peer carrying a
+	// class header (or a cookie of a rule with trust: trusted) is
+	// classified as if it had none. Trusted proxies must strip or
+	// overwrite class headers sent by their own clients. Default: none.
+	TrustedProxies []string `yaml:"trusted_proxies"`
+}
+
+// ClassRule assigns Class to requests that match every given condition;
+// a rule needs at least one.
+type ClassRule struct {
+	// Class is a name of ClassesConfig.Order.
+	Class string `yaml:"class"`
+	// Header matches a request header (believed only from trusted peers,
+	// unless the rule says trust: any).
+	Header *HeaderMatch `yaml:"header"`
+	// Cookie matches a cookie value (same trust rule as Header).
+	Cookie *HeaderMatch `yaml:"cookie"`
+	// CIDRs match the client address (after trusted X-Forwarded-For);
+	// single addresses are allowed.
+	CIDRs []string `yaml:"cidrs"`
+}
+
+// HeaderMatch matches a header or cookie by name and (optionally) value.
+type HeaderMatch struct {
+	// Name is the header name (any case) or the cookie name (exact).
+	Name string `yaml:"name"`
+	// Value is the exact value; empty matches any non-empty value.
+	Value string `yaml:"value"`
+	// Trust is "trusted" (default: only from trusted proxies) or "any".
+	Trust string `yaml:"trust"`
+}
+
+// StageConfig is one stage: which requests it takes and its controller.
+type StageConfig struct {
+	// Name is unique (letters, digits, '_', '.', '-'; "default" is
+	// reserved for the implicit stage); it labels metrics and the admin
+	// API.
+	Name string `yaml:"name"`
+	// Match selects the stage's requests.
+	Match MatchConfig `yaml:"match"`
+	// Controller is a registry name: seda, yaksha, kihl, voigt-cpu,
+	// voigt-queue, static-rate, static-concurrency, none (default none).
+	Controller string `yaml:"controller"`
+	// Params are the controller's parameters (the fields of its
+	// control.XConfig, by YAML name); unknown keys are errors.
+	Params yaml.Node `yaml:"params"`
+	// ClassTargets gives per-class p90 targets for a seda controller, by
+	// class name; classes not listed use params.target. It needs
+	// Differentiate when there is more than one class.
+	ClassTargets map[string]time.Duration `yaml:"class_targets"`
+	// Differentiate runs one SEDA controller and token bucket per class
+	// (Welsh & Culler §3.3), with the class order as priority. Default
+	// true (it matters only for seda with more than one class); false
+	// shares one controller among all classes, which degradation
+	// (params.degrade.enabled) requires.
+	Differentiate *bool `yaml:"differentiate"`
+	// Burst is the token-bucket size (default 5).
+	Burst int `yaml:"burst"`
+	// Window is the number of response-time samples kept per period
+	// (default 4096).
+	Window int `yaml:"window"`
+	// Queue sizes the wait queue of a stage whose controller limits
+	// concurrency (static-concurrency); other stages ignore it.
+	Queue QueueConfig `yaml:"queue"`
+	// LongLived is the response duration beyond which a response is a
+	// stream: it leaves the response-time window and releases any
+	// concurrency slot (default 30s). WebSocket upgrades and
+	// text/event-stream responses are streams from the start.
+	LongLived time.Duration `yaml:"long_lived"`
+}
+
+// MatchConfig selects requests; every given condition must hold, and an
+// empty match takes every request.
+type MatchConfig struct {
+	// PathPrefix matches paths starting with it (it must start with '/';
+	// "/api" also matches "/apis", write "/api/" for a directory).
+	PathPrefix string `yaml:"path_prefix"`
+	// PathRegex is a Go regular expression matched against the path
+	// (unanchored unless it anchors itself with ^ and $).
+	PathRegex string `yaml:"path_regex"`
+	// Methods are compared case-sensitively (GET, POST, …); empty: any.
+	Methods []string `yaml:"methods"`
+	// Host is compared case-insensitively with the request's host without
+	// its port; write it without port.
+	Host string `yaml:"host"`
+}
+
+// QueueConfig sizes a wait queue.
+type QueueConfig struct {
+	// Max is the number of requests allowed to wait (default 128).
+	Max int `yaml:"max"`
+	// Timeout is the longest wait before rejection (default 1s).
+	Timeout time.Duration `yaml:"timeout"`
+}
+
+// RejectConfig is the explicit, cheap rejection answer.
+type RejectConfig struct {
+	// Status is the HTTP status, within 400–599 (default 503).
+	Status int `yaml:"status"`
+	// RetryAfter is the Retry-After value (default 1s; sent in whole
+	// seconds, rounded up; must be > 0).
+	RetryAfter time.Duration `yaml:"retry_after"`
+	// RetryJitter adds a uniformly random 0..jitter to Retry-After so that
+	// rejected clients do not retry in step (default 0).
+	RetryJitter time.Duration `yaml:"retry_jitter"`
+	// Body is a Go template for the text or HTML body (html/template when
+	// ContentType is text/html); .Stage, .Class and .RetryAfter (seconds)
+	// are available. Default: a one-line text message. Bodies are
+	// rendered once per stage, class and Retry-After value.
+	Body string `yaml:"body"`
+	// ContentType of Body (default text/plain; charset=utf-8). Clients
+	// that accept application/json get a JSON body instead.
+	ContentType string `yaml:"content_type"`
+}
+
+// DegradeConfig configures the quality header.
+type DegradeConfig struct {
+	// Header carries a degrading stage's quality level in (0, 1] to the
+	// backend (default X-Sluice-Quality).
+	Header string `yaml:"header"`
+}

@@ -1,0 +1,118 @@
+package policy
+
+import (
+	"math"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metric descriptors. Counters are totals up to the last collected control
+// period (a stage collects at every step), response times describe the
+// last period.
+var (
+	descRequests = prometheus.NewDesc("sluice_requests_total",
+		"Requests per stage, class and outcome: offered, admitted, rejected, shadow_rejected (would have been rejected; shadow mode admitted them), completed, error.",
+		[]string{"stage", "class", "outcome"}, nil)
+	descRT = prometheus.NewDesc("sluice_response_time_seconds",
+		"Response-time quantiles of the last control period (NaN without samples).",
+		[]string{"stage", "class", "quantile"}, nil)
+	descRTMean = prometheus.NewDesc("sluice_response_time_mean_seconds",
+		"Mean response time of the last control period (NaN without samples).",
+		[]string{"stage", "class"}, nil)
+	descGate = prometheus.NewDesc("sluice_gate_setting",
+		"The gate setting in force for the class, in the unit of its kind (rate: req/s, drop_probability, concurrency: requests, quality: level, none: 0).",
+		[]string{"stage", "class", "kind"}, nil)
+	descQuality = prometheus.NewDesc("sluice_quality",
+		"Quality level in (0, 1] a degrading stage hands to its backend (1 = full service).",
+		[]string{"stage"}, nil)
+	descGateOff = prometheus.NewDesc("sluice_gate_off",
+		"1 when the stage's admission control is switched off (every request admitted), 0 otherwise.",
+		[]string{"stage"}, nil)
+	descDecisions = prometheus.NewDesc("sluice_controller_decisions_total",
+		"Controller steps taken by the stage.",
+		[]string{"stage"}, nil)
+	descInFlight = prometheus.NewDesc("sluice_in_flight",
+		"Requests holding a concurrency slot of the stage (stages with a concurrency limit only).",
+		[]string{"stage"}, nil)
+	descQueued = prometheus.NewDesc("sluice_queue_length",
+		"Requests waiting for a concurrency slot of the stage (stages with a concurrency limit only).",
+		[]string{"stage"}, nil)
+)
+
+var allDescs = []*prometheus.Desc{descRequests, descRT, descRTMean, descGate, descQuality, descGateOff,
+	descDecisions, descInFlight, descQueued}
+
+// collector reports the metrics of the policy current() returns.
+type collector struct {
+	current func() *Policy
+}
+
+// Collector returns a prometheus.Collector of p's per-stage and per-class
+// metrics (sluice_requests_total, sluice_response_time_seconds,
+// sluice_response_time_mean_seconds, sluice_gate_setting, sluice_quality,
+// sluice_gate_off, sluice_controller_decisions_total, sluice_in_flight,
+// sluice_queue_length). Nothing is registered: pass it to a registry. Two
+// policies' collectors describe the same metrics, so register only one at
+// a time; a proxy that reloads should register CollectorFor once instead.
+func (p *Policy) Collector() prometheus.Collector {
+	return &collector{current: func() *Policy { return p }}
+}
+
+// CollectorFor returns a collector of the policy current returns at each
+// scrape (nil: no metrics), for callers that swap policies on reload.
+func CollectorFor(current func() *Policy) prometheus.Collector {
+	return &collector{current: current}
+}
+
+// Describe sends the descriptors of every metric.
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range allDescs {
+		ch <- d
+	}
+}
+
+// Collect sends the current values.
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	p := c.current()
+	if p == nil {
+		return
+	}
+	for _, e := range p.entries {
+		st := e.st.State(0)
+		name := e.name
+		for ci, cs := range st.Classes {
+			class := cs.Name
+			for _, o := range []struct {
+				outcome string
+				v       uint64
+			}{{"offered", cs.Offered}, {"admitted", cs.Admitted}, {"rejected", cs.Rejected},
+				{"shadow_rejected", cs.ShadowRejected}, {"completed", cs.Completed}, {"error", cs.Errors}} {
+				ch <- prometheus.MustNewConstMetric(descRequests, prometheus.CounterValue, float64(o.v), name, class, o.outcome)
+			}
+			p50, p90, p99, mean := math.NaN(), math.NaN(), math.NaN(), math.NaN()
+			if l := cs.Last; l != nil && l.Samples > 0 {
+				p50, p90, p99, mean = l.P50MS/1e3, l.P90MS/1e3, l.P99MS/1e3, l.MeanMS/1e3
+			}
+			ch <- prometheus.MustNewConstMetric(descRT, prometheus.GaugeValue, p50, name, class, "0.5")
+			ch <- prometheus.MustNewConstMetric(descRT, prometheus.GaugeValue, p90, name, class, "0.9")
+			ch <- prometheus.MustNewConstMetric(descRT, prometheus.GaugeValue, p99, name, class, "0.99")
+			ch <- prometheus.MustNewConstMetric(descRTMean, prometheus.GaugeValue, mean, name, class)
+			setting := st.Setting
+			if ci < len(st.ClassRates) {
+				setting = st.ClassRates[ci]
+			}
+			ch <- prometheus.MustNewConstMetric(descGate, prometheus.GaugeValue, setting, name, class, st.Kind)
+		}
+		ch <- prometheus.MustNewConstMetric(descQuality, prometheus.GaugeValue, st.Quality, name)
+		off := 0.0
+		if st.GateOff {
+			off = 1
+		}
+		ch <- prometheus.MustNewConstMetric(descGateOff, prometheus.GaugeValue, off, name)
+		ch <- prometheus.MustNewConstMetric(descDecisions, prometheus.CounterValue, float64(e.decisions.Load()), name)
+		if l := st.InFlightLimited; l != nil {
+			ch <- prometheus.MustNewConstMetric(descInFlight, prometheus.GaugeValue, float64(l.InFlight), name)
+			ch <- prometheus.MustNewConstMetric(descQueued, prometheus.GaugeValue, float64(l.Queued), name)
+		}
+	}
+}

@@ -1,0 +1,399 @@
+// Package policy turns a Config (classes, stages, rejection, shadow mode,
+// degradation) into a live admission policy: a request classifier, one
+// stage.Stage per configured stage plus an implicit "default" stage for
+// requests no stage matches, the rejection answer and Prometheus metrics.
+// The proxy and the root package's Middleware both drive a *Policy.
+//
+// Lifecycle: decode the YAML strictly, SetDefaults, Validate (a
+// *FieldError names the YAML path), New, then Run in a goroutine. On
+// reload, build the new policy with Options.Previous: stages whose
+// configuration did not change are carried over with their controller
+// state and counters.
+package policy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/classify"
+	"github.com/sluicehq/sluice/control"
+	"github.com/sluicehq/sluice/monitor"
+	"github.com/sluicehq/sluice/stage"
+)
+
+// Options are the run-time inputs of New that are not configuration.
+type Options struct {
+	// Now is the creation time of new stages (zero: time.Now()).
+	Now time.Time
+	// Rand seeds the sources of droppers and of the Retry-After jitter
+	// (each stage gets its own source derived from it, and New draws from
+	// it only while it runs); nil uses the concurrency-safe global source.
+	// A seeded source makes decisions reproducible but serialises draws
+	// with a mutex: use it in tests and simulations.
+	Rand *rand.Rand
+	// Previous is the policy being replaced, or nil. A stage of Previous
+	// with the same name and the same configuration (controller and its
+	// parameters, class order, burst, window, queue, shadow) is reused as
+	// is: its controller state, gate settings, counters and decision count
+	// carry over. The caller then cancels Previous's Run.
+	Previous *Policy
+	// Logger receives stage decisions (debug level) and warnings; nil
+	// discards them.
+	Logger *slog.Logger
+	// Utilization binds a utilization source to a stage by name (the kihl
+	// and voigt-cpu controllers need one; without it they hold their
+	// setting). A reused stage keeps the source it was built with.
+	Utilization map[string]monitor.UtilizationSource
+	// Queue binds a queue-length sensor to a stage by name (the
+	// voigt-queue controller's input). Without it a stage with a
+	// concurrency limit reports its wait queue, others 0.
+	Queue map[string]func() float64
+}
+
+// Policy is a live admission policy. All methods are safe for concurrent
+// use; a Policy is immutable apart from the state of its stages.
+type Policy struct {
+	cfg     Config
+	cls     *classify.Classifier
+	entries []*entry // configured stages in order, then the implicit one
+	byName  map[string]*entry
+	classes []string
+	reject  *rejecter
+	log     *slog.Logger
+}
+
+// entry is one stage of the policy.
+type entry struct {
+	idx       int
+	name      string
+	st        *stage.Stage
+	longLived time.Duration
+	fp        fingerprint
+	decisions *atomic.Uint64 // shared with the successor that reuses st
+}
+
+// New builds a policy from cfg: a copy of cfg is given its defaults and
+// validated (the first problem is returned as a *FieldError), then every
+// stage is built, or reused from opts.Previous. cfg itself is not
+// modified.
+func New(cfg Config, opts Options) (*Policy, error) {
+	c := cfg.clone()
+	c.SetDefaults()
+	comp, err := compile(&c)
+	if err != nil {
+		return nil, err
+	}
+	cls, err := classify.New(comp.cls)
+	if err != nil {
+		return nil, fmt.Errorf("policy: %w", err)
+	}
+	now := opts.Now
+	if now.IsZero() {
+		now = time.Now()
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	p := &Policy{cfg: c, cls: cls, byName: map[string]*entry{}, classes: c.Classes.Order, reject: comp.reject, log: log}
+	build := func(name string, ctrl control.Config, fp fingerprint, sc *StageConfig) (*entry, error) {
+		e := &entry{idx: len(p.entries), name: name, fp: fp, longLived: DefaultLongLived}
+		if sc != nil {
+			e.longLived = sc.LongLived
+		}
+		if prev := opts.Previous; prev != nil {
+			if old, ok := prev.byName[name]; ok && old.fp.equal(&fp) {
+				e.st, e.decisions = old.st, old.decisions
+				return e, nil
+			}
+		}
+		so := stage.Options{Name: name, Controller: ctrl, ClassNames: c.Classes.Order, Shadow: c.Shadow, Rand: derive(opts.Rand),
+			Utilization: opts.Utilization[name], Queue: opts.Queue[name]}
+		if sc != nil {
+			so.Burst, so.Window, so.MaxQueue, so.QueueTimeout = sc.Burst, sc.Window, sc.Queue.Max, sc.Queue.Timeout
+		}
+		st, err := stage.New(so, now)
+		if err != nil {
+			return nil, err
+		}
+		e.st, e.decisions = st, new(atomic.Uint64)
+		if (sc != nil) && (sc.Controller == "kihl" || sc.Controller == "voigt-cpu") && so.Utilization == nil {
+			log.Warn("stage has no utilization source: its controller will hold its setting", "stage", name, "controller", sc.Controller)
+		}
+		return e, nil
+	}
+	for i := range comp.stages {
+		cs := &comp.stages[i]
+		e, err := build(cs.cfg.Name, cs.ctrl, cs.fp, &cs.cfg)
+		if err != nil {
+			return nil, &FieldError{Path: fmt.Sprintf("stages[%d]", i), Msg: err.Error()}
+		}
+		p.entries = append(p.entries, e)
+		p.byName[e.name] = e
+	}
+	none := control.DefaultNoneConfig()
+	dfp := fingerprint{ctrl: &none, classes: c.Classes.Order, burst: DefaultBurst, window: DefaultWindow,
+		maxQueue: DefaultQueueMax, queueTimeout: DefaultQueueTimeout, shadow: c.Shadow}
+	e, err := build(ImplicitStage, &none, dfp, nil)
+	if err != nil {
+		return nil, fmt.Errorf("policy: implicit stage: %w", err)
+	}
+	p.entries = append(p.entries, e)
+	p.byName[e.name] = e
+	p.reject.bind(len(p.entries), len(p.classes), derive(opts.Rand))
+	return p, nil
+}
+
+// derive returns a new source seeded from rng, or nil for nil: each stage
+// and the rejecter get their own source, since a *rand.Rand is not safe
+// for concurrent use, and the whole policy stays reproducible from one
+// seed.
+func derive(rng *rand.Rand) *rand.Rand {
+	if rng == nil {
+		return nil
+	}
+	return rand.New(rand.NewPCG(rng.Uint64(), rng.Uint64()))
+}
+
+// Config returns the policy's configuration with its defaults filled in.
+// The caller must not modify it.
+func (p *Policy) Config() Config { return p.cfg }
+
+// ClassNames returns the class names in priority order (index 0 is the
+// highest), the class indexes of Classify.
+func (p *Policy) ClassNames() []string { return append([]string(nil), p.classes...) }
+
+func (p *Policy) classify(r *http.Request) (*entry, int) {
+	i, class := p.cls.Classify(r)
+	if i < 0 {
+		return p.entries[len(p.entries)-1], class
+	}
+	return p.entries[i], class
+}
+
+// Classify returns r's stage (the implicit "default" stage when no stage
+// matches) and class index. It does not allocate.
+func (p *Policy) Classify(r *http.Request) (st *stage.Stage, class int) {
+	e, class := p.classify(r)
+	return e.st, class
+}
+
+// ClientIP returns r's client address: the peer, or the first untrusted
+// X-Forwarded-For entry from the right when the peer is a trusted proxy
+// (see classify.ClientFrom). It is the zero Addr when RemoteAddr holds no
+// IP address.
+func (p *Policy) ClientIP(r *http.Request) netip.Addr { return p.cls.ClientIP(r) }
+
+// PeerTrusted reports whether r's direct peer is one of
+// classes.trusted_proxies.
+func (p *Policy) PeerTrusted(r *http.Request) bool { return p.cls.PeerTrusted(r) }
+
+// Stages returns the stages in configuration order, the implicit
+// "default" stage last.
+func (p *Policy) Stages() []*stage.Stage {
+	out := make([]*stage.Stage, len(p.entries))
+	for i, e := range p.entries {
+		out[i] = e.st
+	}
+	return out
+}
+
+// Stage returns the stage called name, or nil.
+func (p *Policy) Stage(name string) *stage.Stage {
+	if e, ok := p.byName[name]; ok {
+		return e.st
+	}
+	return nil
+}
+
+// DegradeHeader returns the name of the request header that carries a
+// degrading stage's quality level to the backend.
+func (p *Policy) DegradeHeader() string { return p.cfg.Degrade.Header }
+
+// Shadow reports whether the policy admits everything and only records
+// would-be rejections.
+func (p *Policy) Shadow() bool { return p.cfg.Shadow }
+
+// LongLived returns the response duration beyond which a response of st
+// is a stream (the stage's long_lived), or 0 when st is not a stage of p.
+func (p *Policy) LongLived(st *stage.Stage) time.Duration {
+	for _, e := range p.entries {
+		if e.st == st {
+			return e.longLived
+		}
+	}
+	return 0
+}
+
+// State returns every stage's state with its last n decisions, in the
+// order of Stages.
+func (p *Policy) State(n int) []stage.State {
+	out := make([]stage.State, len(p.entries))
+	for i, e := range p.entries {
+		out[i] = e.st.State(n)
+	}
+	return out
+}
+
+// Decisions returns the number of controller steps st has taken under
+// Run or Step (carried over on reuse), or 0 when st is not a stage of p.
+func (p *Policy) Decisions(st *stage.Stage) uint64 {
+	for _, e := range p.entries {
+		if e.st == st {
+			return e.decisions.Load()
+		}
+	}
+	return 0
+}
+
+// Step runs every stage's due control steps at now (see stage.Step) and
+// returns their decisions. Run calls it per stage on a ticker; tests and
+// simulations call it directly.
+func (p *Policy) Step(now time.Time) []sluice.Decision {
+	var out []sluice.Decision
+	for _, e := range p.entries {
+		out = append(out, p.step(e, now)...)
+	}
+	return out
+}
+
+func (p *Policy) step(e *entry, now time.Time) []sluice.Decision {
+	ds := e.st.Step(now)
+	e.decisions.Add(uint64(len(ds)))
+	for _, d := range ds {
+		p.log.Debug("decision", "stage", e.name, "controller", d.Controller, "class", d.Class,
+			"old", d.Old, "new", d.New, "acted", d.Acted, "reason", d.Reason)
+	}
+	return ds
+}
+
+// Run drives every stage with the wall clock until ctx ends, one goroutine
+// per stage: each steps at its controller's period, or every
+// stage.MaxPoll for a sample-triggered controller (SEDA's nreq). It
+// returns when all of them have stopped.
+func (p *Policy) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, e := range p.entries {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.run(ctx, e)
+		}()
+	}
+	wg.Wait()
+}
+
+func (p *Policy) run(ctx context.Context, e *entry) {
+	poll := e.st.Period()
+	if e.st.Controller().TriggerSamples() > 0 && poll > stage.MaxPoll {
+		poll = stage.MaxPoll
+	}
+	tick := time.NewTicker(poll)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-tick.C:
+			p.step(e, now)
+		}
+	}
+}
+
+// Admit classifies r and puts it through its stage's gate (Policy
+// implements sluice.Policy). A rejection is an error wrapping
+// sluice.ErrRejected; if r's context ends while the request waits for a
+// concurrency slot, the context's error. The Admission is pooled: it must
+// not be used after Done. Admit does not allocate in the steady state.
+func (p *Policy) Admit(r *http.Request) (sluice.Admission, error) {
+	e, class := p.classify(r)
+	t, err := e.st.Enter(r.Context(), class)
+	if err != nil {
+		return nil, err
+	}
+	a := admissionPool.Get().(*admission)
+	a.t, a.e, a.q = t, e, e.st.Quality()
+	a.state.Store(stateActive)
+	return a, nil
+}
+
+// Reject writes the rejection answer for r: the configured status (503 by
+// default), Retry-After in whole seconds (retry_after plus a uniform
+// jitter in [0, retry_jitter], rounded up), Cache-Control: no-store and
+// the body: JSON {"error":"overloaded","stage":…,"class":…,"retry_after_s":…}
+// when the client's Accept prefers application/json, the configured
+// template otherwise, nothing for HEAD. Bodies are rendered once per stage,
+// class and Retry-After value. err is the error of Admit; any error gets
+// the same answer (a client that went away does not read it).
+func (p *Policy) Reject(w http.ResponseWriter, r *http.Request, err error) {
+	e, class := p.classify(r)
+	cn := DefaultClass
+	if class >= 0 && class < len(p.classes) {
+		cn = p.classes[class]
+	}
+	p.reject.write(w, r, e.idx, e.name, class, cn)
+}
+
+// Is reports whether err is a rejection by admission control (as opposed
+// to a client that gave up while queued).
+func Is(err error) bool { return errors.Is(err, sluice.ErrRejected) }
+
+var _ sluice.Policy = (*Policy)(nil)
+
+const (
+	stateActive uint32 = iota
+	stateStreamed
+	stateDone
+)
+
+// admission implements sluice.Admission for a stage ticket.
+type admission struct {
+	t     stage.Ticket
+	e     *entry
+	q     float64
+	state atomic.Uint32
+}
+
+var admissionPool = sync.Pool{New: func() any { return new(admission) }}
+
+var (
+	_ sluice.Admission      = (*admission)(nil)
+	_ sluice.StreamDeadline = (*admission)(nil)
+)
+
+// Quality returns the stage's quality level at admission.
+func (a *admission) Quality() float64 { return a.q }
+
+// StreamDeadline returns admission time + the stage's long_lived.
+func (a *admission) StreamDeadline() time.Time { return a.t.Start().Add(a.e.longLived) }
+
+// Stream releases the request's concurrency slot and makes it a
+// non-sample. Later calls have no effect.
+func (a *admission) Stream() {
+	if a.state.CompareAndSwap(stateActive, stateStreamed) {
+		a.t.Stream()
+	}
+}
+
+// Done records the request's end and recycles the admission.
+func (a *admission) Done(ok bool) {
+	switch {
+	case a.state.CompareAndSwap(stateActive, stateDone):
+		a.t.Done(ok, true)
+	case a.state.CompareAndSwap(stateStreamed, stateDone):
+		a.t.DoneStream(ok)
+	default:
+		return
+	}
+	a.t, a.e = stage.Ticket{}, nil
+	admissionPool.Put(a)
+}

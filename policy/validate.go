@@ -1,0 +1,621 @@
+package policy
+
+import (
+	"fmt"
+	"io"
+	"mime"
+	"net/netip"
+	"reflect"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/classify"
+	"github.com/sluicehq/sluice/control"
+	"github.com/sluicehq/sluice/stage"
+	"gopkg.in/yaml.v3"
+)
+
+// Defaults of Config, filled by SetDefaults.
+const (
+	DefaultClass         = "default"
+	DefaultController    = "none"
+	DefaultBurst         = stage.DefaultBurst
+	DefaultWindow        = stage.DefaultWindow
+	DefaultQueueMax      = stage.DefaultMaxQueue
+	DefaultQueueTimeout  = stage.DefaultQueueTimeout
+	DefaultLongLived     = 30 * time.Second
+	DefaultRejectStatus  = 503
+	DefaultRetryAfter    = time.Second
+	DefaultContentType   = "text/plain; charset=utf-8"
+	DefaultRejectBody    = "503 overloaded: stage {{.Stage}} is shedding load; retry after {{.RetryAfter}} s\n"
+	DefaultDegradeHeader = "X-Sluice-Quality"
+	// ImplicitStage is the name of the stage of requests that match no
+	// configured stage; it has no admission control and the name is
+	// reserved.
+	ImplicitStage = "default"
+	// TrustTrusted and TrustAny are the values of HeaderMatch.Trust.
+	TrustTrusted = "trusted"
+	TrustAny     = "any"
+)
+
+// FieldError is a validation error that names the offending setting by its
+// YAML path ("stages[1].params.target", "classes.rules[0].cidrs[2]") so
+// that a caller can map it to a line of its file.
+type FieldError struct {
+	// Path is the YAML path of the setting, from the policy's top level.
+	Path string
+	// Msg says what is wrong, quoting the bad value.
+	Msg string
+	// Line is the 1-based line of the setting in the YAML source when the
+	// policy knows it (inside stage params), 0 otherwise.
+	Line int
+}
+
+// Error returns "path: message".
+func (e *FieldError) Error() string { return e.Path + ": " + e.Msg }
+
+func fieldErr(path, format string, a ...any) error {
+	return &FieldError{Path: path, Msg: fmt.Sprintf(format, a...)}
+}
+
+// SetDefaults fills every unset field with its documented default, in
+// place: one class "default", the last class as the default class, trust
+// "trusted" for header and cookie rules, controller "none", burst 5,
+// window 4096, queue 128 × 1s, long_lived 30s and differentiate true for
+// stages, status 503, retry_after 1s, a one-line text body, and the
+// X-Sluice-Quality header. Controller parameters are defaulted by their
+// controller when decoded.
+func (c *Config) SetDefaults() {
+	if len(c.Classes.Order) == 0 {
+		c.Classes.Order = []string{DefaultClass}
+	}
+	if c.Classes.Default == "" {
+		c.Classes.Default = c.Classes.Order[len(c.Classes.Order)-1]
+	}
+	for i := range c.Classes.Rules {
+		r := &c.Classes.Rules[i]
+		if r.Header != nil && r.Header.Trust == "" {
+			r.Header.Trust = TrustTrusted
+		}
+		if r.Cookie != nil && r.Cookie.Trust == "" {
+			r.Cookie.Trust = TrustTrusted
+		}
+	}
+	for i := range c.Stages {
+		s := &c.Stages[i]
+		if s.Controller == "" {
+			s.Controller = DefaultController
+		}
+		if s.Burst == 0 {
+			s.Burst = DefaultBurst
+		}
+		if s.Window == 0 {
+			s.Window = DefaultWindow
+		}
+		if s.Queue.Max == 0 {
+			s.Queue.Max = DefaultQueueMax
+		}
+		if s.Queue.Timeout == 0 {
+			s.Queue.Timeout = DefaultQueueTimeout
+		}
+		if s.LongLived == 0 {
+			s.LongLived = DefaultLongLived
+		}
+		if s.Differentiate == nil {
+			t := true
+			s.Differentiate = &t
+		}
+	}
+	if c.Reject.Status == 0 {
+		c.Reject.Status = DefaultRejectStatus
+	}
+	if c.Reject.RetryAfter == 0 {
+		c.Reject.RetryAfter = DefaultRetryAfter
+	}
+	if c.Reject.ContentType == "" {
+		c.Reject.ContentType = DefaultContentType
+	}
+	if c.Reject.Body == "" {
+		c.Reject.Body = DefaultRejectBody
+	}
+	if c.Degrade.Header == "" {
+		c.Degrade.Header = DefaultDegradeHeader
+	}
+}
+
+// Validate reports the first invalid setting as a *FieldError naming its
+// path and value. Call it after SetDefaults: an unset field that has a
+// default is invalid here (status 0 is not an HTTP status). Validate
+// decodes every stage's params strictly (an unknown key is an error that
+// lists the valid ones) and validates the resulting controller
+// configuration.
+func (c *Config) Validate() error {
+	_, err := compile(c)
+	return err
+}
+
+// clone returns a deep copy of the parts of c that SetDefaults and New
+// modify or keep.
+func (c *Config) clone() Config {
+	out := *c
+	out.Classes.Order = slices.Clone(c.Classes.Order)
+	out.Classes.TrustedProxies = slices.Clone(c.Classes.TrustedProxies)
+	out.Classes.Rules = slices.Clone(c.Classes.Rules)
+	for i := range out.Classes.Rules {
+		r := &out.Classes.Rules[i]
+		if r.Header != nil {
+			h := *r.Header
+			r.Header = &h
+		}
+		if r.Cookie != nil {
+			h := *r.Cookie
+			r.Cookie = &h
+		}
+		r.CIDRs = slices.Clone(r.CIDRs)
+	}
+	out.Stages = slices.Clone(c.Stages)
+	for i := range out.Stages {
+		s := &out.Stages[i]
+		s.Match.Methods = slices.Clone(s.Match.Methods)
+		if s.ClassTargets != nil {
+			m := make(map[string]time.Duration, len(s.ClassTargets))
+			for k, v := range s.ClassTargets {
+				m[k] = v
+			}
+			s.ClassTargets = m
+		}
+		if s.Differentiate != nil {
+			d := *s.Differentiate
+			s.Differentiate = &d
+		}
+	}
+	return out
+}
+
+// compiled is a validated configuration ready to be instantiated.
+type compiled struct {
+	cfg     Config
+	classes map[string]int
+	cls     classify.Config
+	stages  []compiledStage
+	reject  *rejecter
+}
+
+// compiledStage is one validated stage.
+type compiledStage struct {
+	cfg  StageConfig
+	ctrl control.Config
+	// fp identifies the stage's live state: a previous stage with an equal
+	// fingerprint and name is reused on reload.
+	fp fingerprint
+}
+
+// fingerprint is everything a stage.Stage is built from.
+type fingerprint struct {
+	ctrl         control.Config
+	classes      []string
+	burst        int
+	window       int
+	maxQueue     int
+	queueTimeout time.Duration
+	shadow       bool
+}
+
+func (f *fingerprint) equal(g *fingerprint) bool { return reflect.DeepEqual(f, g) }
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
+
+func compile(c *Config) (*compiled, error) {
+	out := &compiled{cfg: *c, classes: map[string]int{}}
+	if err := compileClasses(c, out); err != nil {
+		return nil, err
+	}
+	seen := map[string]int{}
+	for i := range c.Stages {
+		cs, rule, err := compileStage(c, i, out.classes)
+		if err != nil {
+			return nil, err
+		}
+		if j, dup := seen[cs.cfg.Name]; dup {
+			return nil, fieldErr(fmt.Sprintf("stages[%d].name", i), "%q is already the name of stages[%d]", cs.cfg.Name, j)
+		}
+		seen[cs.cfg.Name] = i
+		out.stages = append(out.stages, cs)
+		out.cls.Stages = append(out.cls.Stages, rule)
+	}
+	rej, err := compileReject(&c.Reject)
+	if err != nil {
+		return nil, err
+	}
+	out.reject = rej
+	if !validToken(c.Degrade.Header) {
+		return nil, fieldErr("degrade.header", "%q is not a valid header name", c.Degrade.Header)
+	}
+	return out, nil
+}
+
+func compileClasses(c *Config, out *compiled) error {
+	cc := &c.Classes
+	if len(cc.Order) == 0 {
+		return fieldErr("classes.order", "must list at least one class (SetDefaults gives [%s])", DefaultClass)
+	}
+	for i, n := range cc.Order {
+		p := fmt.Sprintf("classes.order[%d]", i)
+		if !nameRE.MatchString(n) {
+			return fieldErr(p, "%q is not a valid class name (letters, digits, '_', '.', '-')", n)
+		}
+		if j, dup := out.classes[n]; dup {
+			return fieldErr(p, "%q is listed twice (also classes.order[%d])", n, j)
+		}
+		out.classes[n] = i
+	}
+	valid := strings.Join(cc.Order, ", ")
+	def, ok := out.classes[cc.Default]
+	if !ok {
+		return fieldErr("classes.default", "%q is not a class of classes.order (%s)", cc.Default, valid)
+	}
+	out.cls.DefaultClass = def
+	for i, r := range cc.Rules {
+		p := fmt.Sprintf("classes.rules[%d]", i)
+		ci, ok := out.classes[r.Class]
+		if !ok {
+			return fieldErr(p+".class", "%q is not a class of classes.order (%s)", r.Class, valid)
+		}
+		if r.Header == nil && r.Cookie == nil && len(r.CIDRs) == 0 {
+			return fieldErr(p, "a rule needs at least one condition: header, cookie or cidrs")
+		}
+		rule := classify.ClassRule{Class: ci}
+		var err error
+		if rule.Header, err = compileMatch(p+".header", r.Header, validToken); err != nil {
+			return err
+		}
+		if rule.Cookie, err = compileMatch(p+".cookie", r.Cookie, validCookieName); err != nil {
+			return err
+		}
+		for j, s := range r.CIDRs {
+			pf, err := classify.ParsePrefix(s)
+			if err != nil {
+				return fieldErr(fmt.Sprintf("%s.cidrs[%d]", p, j), "%q is not a CIDR or address: %v", s, err)
+			}
+			rule.CIDRs = append(rule.CIDRs, pf)
+		}
+		out.cls.Rules = append(out.cls.Rules, rule)
+	}
+	for i, s := range cc.TrustedProxies {
+		pf, err := classify.ParsePrefix(s)
+		if err != nil {
+			return fieldErr(fmt.Sprintf("classes.trusted_proxies[%d]", i), "%q is not a CIDR or address: %v", s, err)
+		}
+		out.cls.TrustedProxies = append(out.cls.TrustedProxies, pf)
+	}
+	return nil
+}
+
+func compileMatch(p string, m *HeaderMatch, valid func(string) bool) (*classify.Match, error) {
+	if m == nil {
+		return nil, nil
+	}
+	if !valid(m.Name) {
+		return nil, fieldErr(p+".name", "%q is not a valid name", m.Name)
+	}
+	out := &classify.Match{Name: m.Name, Value: m.Value}
+	switch m.Trust {
+	case "", TrustTrusted:
+		out.Trusted = true
+	case TrustAny:
+	default:
+		return nil, fieldErr(p+".trust", "%q is not %q or %q", m.Trust, TrustTrusted, TrustAny)
+	}
+	return out, nil
+}
+
+func compileStage(c *Config, i int, classes map[string]int) (compiledStage, classify.StageRule, error) {
+	s := c.Stages[i]
+	p := fmt.Sprintf("stages[%d]", i)
+	var rule classify.StageRule
+	switch {
+	case s.Name == "":
+		return compiledStage{}, rule, fieldErr(p+".name", "must be set")
+	case s.Name == ImplicitStage:
+		return compiledStage{}, rule, fieldErr(p+".name", "%q is reserved for the implicit stage of requests no stage matches", s.Name)
+	case !nameRE.MatchString(s.Name):
+		return compiledStage{}, rule, fieldErr(p+".name", "%q is not a valid stage name (letters, digits, '_', '.', '-')", s.Name)
+	}
+	m := s.Match
+	if m.PathPrefix != "" && !strings.HasPrefix(m.PathPrefix, "/") {
+		return compiledStage{}, rule, fieldErr(p+".match.path_prefix", "%q must start with '/'", m.PathPrefix)
+	}
+	rule.PathPrefix = m.PathPrefix
+	if m.PathRegex != "" {
+		re, err := regexp.Compile(m.PathRegex)
+		if err != nil {
+			return compiledStage{}, rule, fieldErr(p+".match.path_regex", "%q is not a valid regular expression: %v", m.PathRegex, err)
+		}
+		rule.PathRegex = re
+	}
+	for j, meth := range m.Methods {
+		if !validToken(meth) {
+			return compiledStage{}, rule, fieldErr(fmt.Sprintf("%s.match.methods[%d]", p, j), "%q is not a valid method", meth)
+		}
+		if up := strings.ToUpper(meth); up != meth && isStandardMethod(up) {
+			return compiledStage{}, rule, fieldErr(fmt.Sprintf("%s.match.methods[%d]", p, j), "%q: methods are case-sensitive; write %q", meth, up)
+		}
+		rule.Methods = append(rule.Methods, meth)
+	}
+	if m.Host != "" {
+		h := m.Host
+		if strings.HasPrefix(h, "[") && strings.HasSuffix(h, "]") {
+			if _, err := netip.ParseAddr(h[1 : len(h)-1]); err != nil {
+				return compiledStage{}, rule, fieldErr(p+".match.host", "%q is not a valid IPv6 literal", h)
+			}
+		} else if strings.ContainsAny(h, ":/ \t") {
+			return compiledStage{}, rule, fieldErr(p+".match.host", "%q must be a host name without port or scheme", h)
+		}
+		rule.Host = h
+	}
+	n := len(c.Classes.Order)
+	if s.Burst < 1 {
+		return compiledStage{}, rule, fieldErr(p+".burst", "%d must be ≥ 1", s.Burst)
+	}
+	if s.Window < 1 {
+		return compiledStage{}, rule, fieldErr(p+".window", "%d must be ≥ 1", s.Window)
+	}
+	if s.Queue.Max < 1 {
+		return compiledStage{}, rule, fieldErr(p+".queue.max", "%d must be ≥ 1", s.Queue.Max)
+	}
+	if s.Queue.Timeout <= 0 {
+		return compiledStage{}, rule, fieldErr(p+".queue.timeout", "%v must be > 0", s.Queue.Timeout)
+	}
+	if s.LongLived <= 0 {
+		return compiledStage{}, rule, fieldErr(p+".long_lived", "%v must be > 0", s.LongLived)
+	}
+	ctrl, err := control.NewConfig(s.Controller)
+	if err != nil {
+		return compiledStage{}, rule, fieldErr(p+".controller", "unknown controller %q (valid: %s)", s.Controller, strings.Join(control.Names(), ", "))
+	}
+	if err := decodeParams(p+".params", &s.Params, ctrl); err != nil {
+		return compiledStage{}, rule, err
+	}
+	differentiate := s.Differentiate == nil || *s.Differentiate
+	sortedTargets := make([]string, 0, len(s.ClassTargets))
+	for name := range s.ClassTargets {
+		sortedTargets = append(sortedTargets, name)
+	}
+	sort.Strings(sortedTargets)
+	for _, name := range sortedTargets {
+		tp := p + ".class_targets." + name
+		if _, ok := classes[name]; !ok {
+			return compiledStage{}, rule, fieldErr(tp, "%q is not a class of classes.order (%s)", name, strings.Join(c.Classes.Order, ", "))
+		}
+		if d := s.ClassTargets[name]; d <= 0 {
+			return compiledStage{}, rule, fieldErr(tp, "%v must be a positive duration such as 500ms", d)
+		}
+	}
+	if seda, ok := ctrl.(*control.SEDAConfig); ok {
+		if seda.Degrade.Enabled && n > 1 && differentiate {
+			return compiledStage{}, rule, fieldErr(p+".params.degrade.enabled",
+				"degradation needs one controller shared by all %d classes: set %s.differentiate: false", n, p)
+		}
+		if len(s.ClassTargets) > 0 && n > 1 && !differentiate {
+			return compiledStage{}, rule, fieldErr(p+".class_targets", "per-class targets need %s.differentiate: true (one controller per class)", p)
+		}
+		if n > 1 && differentiate {
+			seda.Classes = n
+		}
+		if len(s.ClassTargets) > 0 {
+			seda.ClassTargets = make([]time.Duration, seda.Classes)
+			for name, d := range s.ClassTargets {
+				seda.ClassTargets[classes[name]] = d
+			}
+		}
+		if s.Window < seda.NReq {
+			return compiledStage{}, rule, fieldErr(p+".window", "%d is smaller than params.nreq (%d): the window must hold nreq samples", s.Window, seda.NReq)
+		}
+	} else if len(s.ClassTargets) > 0 {
+		return compiledStage{}, rule, fieldErr(p+".class_targets", "per-class targets are only for the seda controller, not %s", s.Controller)
+	}
+	if err := ctrl.Validate(); err != nil {
+		return compiledStage{}, rule, controlErr(p, err, c.Classes.Order)
+	}
+	if _, err := ctrl.New(); err != nil {
+		return compiledStage{}, rule, controlErr(p, err, c.Classes.Order)
+	}
+	cs := compiledStage{cfg: s, ctrl: ctrl, fp: fingerprint{ctrl: ctrl, classes: slices.Clone(c.Classes.Order),
+		burst: s.Burst, window: s.Window, maxQueue: s.Queue.Max, queueTimeout: s.Queue.Timeout, shadow: c.Shadow}}
+	return cs, rule, nil
+}
+
+// controlErr maps a controller validation error to the stage's path.
+func controlErr(p string, err error, order []string) error {
+	field := control.FieldOf(err)
+	if field == "" {
+		return &FieldError{Path: p + ".params", Msg: err.Error()}
+	}
+	msg := strings.TrimPrefix(err.Error(), field+": ")
+	var idx int
+	if _, scanErr := fmt.Sscanf(field, "class_targets[%d]", &idx); scanErr == nil && idx >= 0 && idx < len(order) {
+		return &FieldError{Path: p + ".class_targets." + order[idx], Msg: msg}
+	}
+	return &FieldError{Path: p + ".params." + field, Msg: msg}
+}
+
+// reservedParams are controller fields the policy sets itself.
+var reservedParams = map[string]string{
+	"classes":       "is set from classes.order",
+	"class_targets": "is set from the stage's class_targets (by class name)",
+}
+
+// decodeParams decodes a stage's params strictly into dst (a pointer to a
+// control.XConfig holding its defaults): every key must be a field of the
+// struct (by YAML name), recursively, and each value is decoded on its own
+// so that an error names its key and line.
+func decodeParams(p string, n *yaml.Node, dst control.Config) error {
+	if n == nil || n.Kind == 0 {
+		return nil
+	}
+	if n.Kind == yaml.DocumentNode && len(n.Content) == 1 {
+		n = n.Content[0]
+	}
+	if n = resolve(n); n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+		return nil
+	}
+	_, isSEDA := dst.(*control.SEDAConfig)
+	return decodeStruct(p, n, reflect.ValueOf(dst).Elem(), isSEDA)
+}
+
+func decodeStruct(p string, n *yaml.Node, v reflect.Value, top bool) error {
+	n = resolve(n)
+	if n.Kind != yaml.MappingNode {
+		return &FieldError{Path: p, Msg: fmt.Sprintf("must be a mapping of parameter names to values, not %s", nodeKind(n)), Line: n.Line}
+	}
+	t := v.Type()
+	fields := map[string]int{}
+	var names []string
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if name == "-" {
+			continue
+		}
+		if name == "" {
+			name = strings.ToLower(f.Name)
+		}
+		if top {
+			if _, res := reservedParams[name]; res {
+				continue
+			}
+		}
+		fields[name] = i
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	// Merge keys (<<: *base) first: the mapping's own keys override them.
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if k, val := n.Content[i], resolve(n.Content[i+1]); k.Tag == "!!merge" {
+			srcs := []*yaml.Node{val}
+			if val.Kind == yaml.SequenceNode {
+				srcs = val.Content
+			}
+			for _, m := range srcs {
+				if err := decodeStruct(p, m, v, top); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, val := n.Content[i], resolve(n.Content[i+1])
+		if k.Tag == "!!merge" {
+			continue
+		}
+		kp := p + "." + k.Value
+		if why, res := reservedParams[k.Value]; res && top {
+			return &FieldError{Path: kp, Msg: "must not be set in params: it " + why, Line: k.Line}
+		}
+		fi, ok := fields[k.Value]
+		if !ok {
+			return &FieldError{Path: kp, Msg: fmt.Sprintf("unknown key %q (valid: %s)", k.Value, strings.Join(names, ", ")), Line: k.Line}
+		}
+		fv := v.Field(fi)
+		if fv.Kind() == reflect.Struct && fv.Type() != reflect.TypeFor[time.Time]() {
+			if err := decodeStruct(kp, val, fv, false); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := val.Decode(fv.Addr().Interface()); err != nil {
+			return &FieldError{Path: kp, Msg: fmt.Sprintf("%q: %s", val.Value, yamlMsg(err)), Line: val.Line}
+		}
+	}
+	return nil
+}
+
+// resolve follows aliases (params: *common) to the node they name.
+func resolve(n *yaml.Node) *yaml.Node {
+	for i := 0; n.Kind == yaml.AliasNode && n.Alias != nil && i < 100; i++ {
+		n = n.Alias
+	}
+	return n
+}
+
+// yamlMsg shortens a yaml.v3 decoding error to its reason.
+func yamlMsg(err error) string {
+	s := err.Error()
+	s = strings.TrimPrefix(s, "yaml: unmarshal errors:\n")
+	s = strings.TrimSpace(s)
+	if i := strings.Index(s, ": "); strings.HasPrefix(s, "line ") && i > 0 {
+		s = s[i+2:]
+	}
+	return s
+}
+
+func nodeKind(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.SequenceNode:
+		return "a sequence"
+	case yaml.ScalarNode:
+		return fmt.Sprintf("the scalar %q", n.Value)
+	case yaml.AliasNode:
+		return "an alias"
+	}
+	return "this node"
+}
+
+func compileReject(r *RejectConfig) (*rejecter, error) {
+	if r.Status < 400 || r.Status > 599 {
+		return nil, fieldErr("reject.status", "%d must be an HTTP error status within 400–599", r.Status)
+	}
+	if r.RetryAfter <= 0 {
+		return nil, fieldErr("reject.retry_after", "%v must be > 0 (clients need a Retry-After)", r.RetryAfter)
+	}
+	if r.RetryJitter < 0 {
+		return nil, fieldErr("reject.retry_jitter", "%v must be ≥ 0", r.RetryJitter)
+	}
+	mt, _, err := mime.ParseMediaType(r.ContentType)
+	if err != nil {
+		return nil, fieldErr("reject.content_type", "%q is not a media type: %v", r.ContentType, err)
+	}
+	rej, err := newRejecter(r, mt)
+	if err != nil {
+		return nil, fieldErr("reject.body", "%v", err)
+	}
+	if err := rej.tmpl.Execute(io.Discard, bodyData{Stage: "api", Class: "default", RetryAfter: 1}); err != nil {
+		return nil, fieldErr("reject.body", "template fails on sample data: %v", err)
+	}
+	return rej, nil
+}
+
+// validToken reports whether s is a non-empty RFC 9110 token (header
+// names, methods).
+func validToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// validCookieName: a cookie name is a token.
+func validCookieName(s string) bool { return validToken(s) }
+
+func isStandardMethod(m string) bool {
+	switch m {
+	case "GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "CONNECT", "OPTIONS", "TRACE":
+		return true
+	}
+	return false
+}
