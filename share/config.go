@@ -1,0 +1,403 @@
+package share
+
+import (
+	"fmt"
+	"math"
+	"net/netip"
+	"strings"
+	"time"
+)
+
+// Defaults and bounds of a Config (docs/algorithms.md §3).
+const (
+	// DefaultAlpha is the default EWMA weight α of a new bandwidth sample.
+	// Li & Jamin report that values in [0.05, 0.30] work well; 0.2 sits in
+	// the middle of that range and lets a client's average follow a change
+	// in about five replies (1 − 0.8⁵ ≈ 67 %).
+	DefaultAlpha = 0.2
+	// MinAlpha and MaxAlpha bound Config.Alpha (the paper's range).
+	MinAlpha, MaxAlpha = 0.05, 0.30
+
+	// DefaultPeriod is the default manager period (the paper: every half
+	// to one second).
+	DefaultPeriod = time.Second
+	// MinPeriod and MaxPeriod bound Config.Period (the paper's range).
+	MinPeriod, MaxPeriod = 500 * time.Millisecond, time.Second
+
+	// DefaultStandbyLimit is the default number of requests of one client
+	// allowed to wait in the share mechanism at once.
+	DefaultStandbyLimit = 10
+	// MaxStandbyLimit is the largest accepted Config.StandbyLimit.
+	MaxStandbyLimit = 1_000_000
+
+	// DefaultMaxDelay is the default longest delay injected before a
+	// reply; a longer computed delay rejects the request instead.
+	DefaultMaxDelay = 10 * time.Second
+	// MaxMaxDelay is the largest accepted Config.MaxDelay.
+	MaxMaxDelay = time.Hour
+
+	// DefaultCacheSize is the default cap on the address→client cache of
+	// the Matcher. A full cache under churn (entries evicted and replaced)
+	// takes about 120 bytes per entry, 7.4 MB at this cap, measured by
+	// TestMillionDistinctAddressesStayBounded, whose bound is 12 MB.
+	DefaultCacheSize = 65536
+	// MaxCacheSize is the largest accepted Config.CacheSize.
+	MaxCacheSize = 1 << 24
+
+	// DefaultClientHeader is the default header naming the client when the
+	// peer is trusted.
+	DefaultClientHeader = "X-Sluice-Client"
+	// DefaultAPIKeyHeader is the default header carrying an API key.
+	DefaultAPIKeyHeader = "X-Api-Key"
+
+	// DefaultReplyBuffer is the default bound, in bytes, on a reply the
+	// middleware buffers to learn its size when the handler sets no
+	// Content-Length.
+	DefaultReplyBuffer = 1 << 20
+	// MaxReplyBuffer is the largest accepted Config.ReplyBuffer.
+	MaxReplyBuffer = 1 << 30
+
+	// OthersName is the name of the implicit client that receives every
+	// unmatched request and the share the configured clients leave.
+	OthersName = "others"
+
+	// maxTotalBandwidth keeps the arithmetic far from overflow (1 PB/s).
+	maxTotalBandwidth = 1e15
+	// maxNameLen bounds a client name (it becomes a metric label value).
+	maxNameLen = 64
+	// shareEpsilon absorbs rounding in a sum of percentages such as
+	// 33.3 + 33.3 + 33.4.
+	shareEpsilon = 1e-9
+)
+
+// Config configures a Shares and its Matcher. Start from DefaultConfig,
+// decode YAML over it (unknown fields are errors), set TotalBandwidth and
+// Clients, then call Validate (New does).
+//
+// Example (the setup of the paper's Table II):
+//
+//	total_bandwidth: 100KB/s
+//	clients:
+//	  - {name: a, share: 10, cidrs: [10.0.0.1]}
+//	  - {name: b, share: 20, cidrs: [10.0.0.2]}
+//	  - {name: c, share: 30, cidrs: [10.0.1.0/24]}
+//	  - {name: d, share: 40, api_keys: [k-d-1]}
+type Config struct {
+	// TotalBandwidth is B, the total the clients share, in bytes per
+	// second. It has no default and must be > 0.
+	TotalBandwidth Bandwidth `yaml:"total_bandwidth" json:"total_bandwidth"`
+	// InitialMaxBandwidth is the starting value of Â, the maximum measured
+	// bandwidth, in bytes per second. 0 (the default) starts Â at
+	// TotalBandwidth, as §3 prescribes; otherwise it must be ≥
+	// TotalBandwidth. Â only grows afterwards (Â = max(Â, Σ avg_j)). An
+	// operator who knows the maximum a running server has measured may
+	// start there to skip the warm-up during which the shares overshoot
+	// (see the package documentation, "Accuracy").
+	InitialMaxBandwidth Bandwidth `yaml:"initial_max_bandwidth" json:"initial_max_bandwidth"`
+	// Alpha is the EWMA weight α of a new per-reply bandwidth sample, in
+	// [0.05, 0.30] (default 0.2). The manager uses the same α to decay the
+	// average of an idle client toward zero.
+	Alpha float64 `yaml:"alpha" json:"alpha"`
+	// Period is the manager period, in [0.5s, 1s] (default 1s).
+	Period time.Duration `yaml:"period" json:"period"`
+	// StandbyLimit is the number of requests of one client allowed to wait
+	// in the mechanism at once (default 10, at least 1): a request holds a
+	// standby slot from Begin until its delay is over. A request that
+	// finds all of its client's slots taken is rejected at once.
+	StandbyLimit int `yaml:"standby_limit" json:"standby_limit"`
+	// MaxDelay is the longest delay injected before a reply (default 10s,
+	// in (0, 1h]). A request whose computed delay is longer is rejected at
+	// once instead of being held, so a client never waits longer than
+	// MaxDelay for the mechanism.
+	MaxDelay time.Duration `yaml:"max_delay" json:"max_delay"`
+	// CacheSize caps the Matcher's address→client cache (default 65536,
+	// at most 2^24; 0 disables the cache). The least recently used entry
+	// is evicted when the cache is full.
+	CacheSize int `yaml:"cache_size" json:"cache_size"`
+	// ClientHeader is the header whose value names a client's
+	// header_values entry when the peer is trusted (default
+	// X-Sluice-Client). The header is ignored from untrusted peers.
+	ClientHeader string `yaml:"client_header" json:"client_header"`
+	// APIKeyHeader is the header carrying an API key (default X-Api-Key).
+	APIKeyHeader string `yaml:"api_key_header" json:"api_key_header"`
+	// ReplyBuffer is the most bytes of a reply the middleware buffers to
+	// learn its size when the handler sets no Content-Length (default
+	// 1 MiB, in [0, 1 GiB]). See Middleware.
+	ReplyBuffer int `yaml:"reply_buffer" json:"reply_buffer"`
+	// Clients are the configured clients. Their shares sum to at most 100;
+	// the rest goes to the implicit client "others".
+	Clients []ClientConfig `yaml:"clients" json:"clients"`
+}
+
+// ClientConfig is one configured client: a name, a share of B, and the
+// identities that select it. A request is matched by API key first, then by
+// the client header (trusted peers only), then by the peer address (the
+// longest matching prefix wins); a request that matches nothing belongs to
+// others.
+type ClientConfig struct {
+	// Name identifies the client in metrics and /state: 1 to 64 letters,
+	// digits, '_', '-', '.' or ':', starting with a letter or digit. It
+	// must be unique and must not be "others".
+	Name string `yaml:"name" json:"name"`
+	// Share is the client's allocation b_i in percent of TotalBandwidth,
+	// in (0, 100].
+	Share float64 `yaml:"share" json:"share"`
+	// CIDRs are addresses ("192.0.2.7") and prefixes ("10.0.0.0/8",
+	// "2001:db8::/32") of the client. Host bits must be zero; a prefix may
+	// appear in one client only. IPv4-mapped IPv6 peers (::ffff:a.b.c.d)
+	// match as the IPv4 address they carry.
+	CIDRs []string `yaml:"cidrs" json:"cidrs"`
+	// HeaderValues are values of ClientHeader that name this client when
+	// the peer is trusted. Each value may appear in one client only.
+	HeaderValues []string `yaml:"header_values" json:"header_values"`
+	// APIKeys are values of APIKeyHeader that name this client, compared
+	// exactly as written here. Each key may appear in one client only.
+	APIKeys []string `yaml:"api_keys" json:"api_keys"`
+}
+
+// DefaultConfig returns the defaults of every optional field: α = 0.2, a
+// 1 s manager period, 10 standby slots per client, a 10 s maximum delay,
+// a 65536-entry cache, the X-Sluice-Client and X-Api-Key headers and a
+// 1 MiB reply buffer. TotalBandwidth and Clients have no default.
+func DefaultConfig() Config {
+	return Config{
+		Alpha:        DefaultAlpha,
+		Period:       DefaultPeriod,
+		StandbyLimit: DefaultStandbyLimit,
+		MaxDelay:     DefaultMaxDelay,
+		CacheSize:    DefaultCacheSize,
+		ClientHeader: DefaultClientHeader,
+		APIKeyHeader: DefaultAPIKeyHeader,
+		ReplyBuffer:  DefaultReplyBuffer,
+	}
+}
+
+// ConfigError is a validation error naming the configuration field (its
+// YAML path, such as "clients[2].share") and the offending value.
+type ConfigError struct {
+	Field string
+	Value any
+	Want  string
+}
+
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("share: %s: %v is invalid: %s", e.Field, e.Value, e.Want)
+}
+
+func badField(field string, v any, want string) error {
+	return &ConfigError{Field: field, Value: v, Want: want}
+}
+
+// Validate reports the first invalid field, naming its YAML path and value.
+// It never changes c.
+func (c *Config) Validate() error {
+	_, err := c.compile()
+	return err
+}
+
+// OthersShare returns the share of others in percent: 100 minus the sum of
+// the configured shares (0 when they sum to 100; tiny negative rounding is
+// reported as 0).
+func (c *Config) OthersShare() float64 {
+	sum := 0.0
+	for _, cl := range c.Clients {
+		sum += cl.Share
+	}
+	return math.Max(0, 100-sum)
+}
+
+// compiled is a validated configuration in the form the hot path uses.
+type compiled struct {
+	names    []string  // client names; others is last
+	shares   []float64 // percent; others last
+	prefixes map[netip.Prefix]ClientID
+	lengths4 []int // distinct IPv4 prefix lengths, longest first
+	lengths6 []int // distinct IPv6 prefix lengths, longest first
+	headers  map[string]ClientID
+	apiKeys  map[string]ClientID
+	clientH  string // canonical header names
+	apiKeyH  string
+}
+
+func (c *Config) compile() (*compiled, error) {
+	tb := float64(c.TotalBandwidth)
+	if math.IsNaN(tb) || tb <= 0 || tb > maxTotalBandwidth {
+		return nil, badField("total_bandwidth", c.TotalBandwidth, fmt.Sprintf("must be > 0 and at most %g bytes per second (for example 100KB/s)", maxTotalBandwidth))
+	}
+	if im := float64(c.InitialMaxBandwidth); im != 0 && (math.IsNaN(im) || im < tb || im > maxTotalBandwidth) {
+		return nil, badField("initial_max_bandwidth", c.InitialMaxBandwidth, fmt.Sprintf("must be 0 (start at total_bandwidth) or in [total_bandwidth = %g, %g] bytes per second", tb, maxTotalBandwidth))
+	}
+	if math.IsNaN(c.Alpha) || c.Alpha < MinAlpha || c.Alpha > MaxAlpha {
+		return nil, badField("alpha", c.Alpha, fmt.Sprintf("must be in [%g, %g]", MinAlpha, MaxAlpha))
+	}
+	if c.Period < MinPeriod || c.Period > MaxPeriod {
+		return nil, badField("period", c.Period, fmt.Sprintf("must be in [%v, %v]", MinPeriod, MaxPeriod))
+	}
+	if c.StandbyLimit < 1 || c.StandbyLimit > MaxStandbyLimit {
+		return nil, badField("standby_limit", c.StandbyLimit, fmt.Sprintf("must be in [1, %d] (requests)", MaxStandbyLimit))
+	}
+	if c.MaxDelay <= 0 || c.MaxDelay > MaxMaxDelay {
+		return nil, badField("max_delay", c.MaxDelay, fmt.Sprintf("must be in (0, %v]", MaxMaxDelay))
+	}
+	if c.CacheSize < 0 || c.CacheSize > MaxCacheSize {
+		return nil, badField("cache_size", c.CacheSize, fmt.Sprintf("must be in [0, %d] (entries; 0 disables the cache)", MaxCacheSize))
+	}
+	if c.ReplyBuffer < 0 || c.ReplyBuffer > MaxReplyBuffer {
+		return nil, badField("reply_buffer", c.ReplyBuffer, fmt.Sprintf("must be in [0, %d] (bytes)", MaxReplyBuffer))
+	}
+	if !validHeaderName(c.ClientHeader) {
+		return nil, badField("client_header", fmt.Sprintf("%q", c.ClientHeader), "must be a non-empty HTTP header name (letters, digits and !#$%&'*+-.^_`|~)")
+	}
+	if !validHeaderName(c.APIKeyHeader) {
+		return nil, badField("api_key_header", fmt.Sprintf("%q", c.APIKeyHeader), "must be a non-empty HTTP header name (letters, digits and !#$%&'*+-.^_`|~)")
+	}
+	if canonicalHeader(c.ClientHeader) == canonicalHeader(c.APIKeyHeader) {
+		return nil, badField("api_key_header", fmt.Sprintf("%q", c.APIKeyHeader), "must differ from client_header")
+	}
+
+	n := len(c.Clients)
+	cc := &compiled{
+		names:    make([]string, n+1),
+		shares:   make([]float64, n+1),
+		prefixes: make(map[netip.Prefix]ClientID),
+		headers:  make(map[string]ClientID),
+		apiKeys:  make(map[string]ClientID),
+		clientH:  canonicalHeader(c.ClientHeader),
+		apiKeyH:  canonicalHeader(c.APIKeyHeader),
+	}
+	byName := make(map[string]int, n)
+	prefixOwner := make(map[netip.Prefix]int)
+	sum := 0.0
+	var len4, len6 [129]bool
+	for i, cl := range c.Clients {
+		field := fmt.Sprintf("clients[%d]", i)
+		if !validName(cl.Name) {
+			return nil, badField(field+".name", fmt.Sprintf("%q", cl.Name), "must be 1 to 64 letters, digits, '_', '-', '.' or ':', starting with a letter or digit")
+		}
+		if cl.Name == OthersName {
+			return nil, badField(field+".name", fmt.Sprintf("%q", cl.Name), "is reserved for the implicit client of unmatched requests")
+		}
+		if j, dup := byName[cl.Name]; dup {
+			return nil, badField(field+".name", fmt.Sprintf("%q", cl.Name), fmt.Sprintf("the same name as clients[%d]", j))
+		}
+		byName[cl.Name] = i
+		if math.IsNaN(cl.Share) || cl.Share <= 0 || cl.Share > 100 {
+			return nil, badField(field+".share", cl.Share, "must be in (0, 100] (percent of total_bandwidth)")
+		}
+		sum += cl.Share
+		if sum > 100+shareEpsilon {
+			return nil, badField(field+".share", cl.Share, fmt.Sprintf("brings the sum of the shares to %g; they must sum to at most 100 (the rest goes to %q)", sum, OthersName))
+		}
+		cc.names[i], cc.shares[i] = cl.Name, cl.Share
+		for k, s := range cl.CIDRs {
+			p, err := parsePrefix(s)
+			if err != nil {
+				return nil, badField(fmt.Sprintf("%s.cidrs[%d]", field, k), fmt.Sprintf("%q", s), err.Error())
+			}
+			if j, dup := prefixOwner[p]; dup {
+				return nil, badField(fmt.Sprintf("%s.cidrs[%d]", field, k), fmt.Sprintf("%q", s), fmt.Sprintf("the same prefix is already listed for clients[%d]", j))
+			}
+			prefixOwner[p] = i
+			cc.prefixes[p] = ClientID(i)
+			if p.Addr().Is4() {
+				len4[p.Bits()] = true
+			} else {
+				len6[p.Bits()] = true
+			}
+		}
+		for k, v := range cl.HeaderValues {
+			f := fmt.Sprintf("%s.header_values[%d]", field, k)
+			if v == "" {
+				return nil, badField(f, `""`, "must not be empty")
+			}
+			if j, dup := cc.headers[v]; dup {
+				return nil, badField(f, fmt.Sprintf("%q", v), fmt.Sprintf("the same value is already listed for clients[%d]", j))
+			}
+			cc.headers[v] = ClientID(i)
+		}
+		for k, v := range cl.APIKeys {
+			f := fmt.Sprintf("%s.api_keys[%d]", field, k)
+			if v == "" {
+				return nil, badField(f, `""`, "must not be empty")
+			}
+			if j, dup := cc.apiKeys[v]; dup {
+				// Never echo a key in an error message.
+				return nil, badField(f, "(key withheld)", fmt.Sprintf("the same key is already listed for clients[%d]", j))
+			}
+			cc.apiKeys[v] = ClientID(i)
+		}
+	}
+	cc.names[n], cc.shares[n] = OthersName, c.OthersShare()
+	for l := 32; l >= 0; l-- {
+		if len4[l] {
+			cc.lengths4 = append(cc.lengths4, l)
+		}
+	}
+	for l := 128; l >= 0; l-- {
+		if len6[l] {
+			cc.lengths6 = append(cc.lengths6, l)
+		}
+	}
+	return cc, nil
+}
+
+// parsePrefix parses a CIDR prefix or a single address, rejecting host bits
+// and zones; an IPv4-mapped IPv6 prefix is turned into its IPv4 form.
+func parsePrefix(s string) (netip.Prefix, error) {
+	if strings.Contains(s, "/") {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return netip.Prefix{}, fmt.Errorf("not an address or CIDR prefix: %v", err)
+		}
+		if p.Masked() != p {
+			return netip.Prefix{}, fmt.Errorf("host bits are set; did you mean %s?", p.Masked())
+		}
+		if a := p.Addr(); a.Is4In6() && p.Bits() >= 96 {
+			p = netip.PrefixFrom(a.Unmap(), p.Bits()-96)
+		}
+		return p, nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("not an address or CIDR prefix: %v", err)
+	}
+	if a.Zone() != "" {
+		return netip.Prefix{}, fmt.Errorf("zones are not accepted")
+	}
+	a = a.Unmap()
+	return netip.PrefixFrom(a, a.BitLen()), nil
+}
+
+func validName(s string) bool {
+	if s == "" || len(s) > maxNameLen {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		alnum := (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')
+		if i == 0 && !alnum {
+			return false
+		}
+		if !alnum && c != '_' && c != '-' && c != '.' && c != ':' {
+			return false
+		}
+	}
+	return true
+}
+
+// validHeaderName reports whether s is an RFC 9110 token.
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') {
+			continue
+		}
+		if !strings.ContainsRune("!#$%&'*+-.^_`|~", rune(c)) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,286 @@
+package share
+
+import (
+	"context"
+	"io"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// delayFor returns (1/d − 1/Â)·size for the tests' client a, whose d_a is
+// 150 B/s after setAvg(a, 50) (unsatisfied: 2·100 − 50), with Â = 1000.
+func delayFor(size int) time.Duration {
+	return time.Duration(math.Round((1.0/150 - 1.0/1000) * float64(size) * 1e9))
+}
+
+// bodyHandler writes n bytes in chunks of chunk bytes, setting
+// Content-Length first when setCL.
+func bodyHandler(n, chunk int, setCL bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if setCL {
+			w.Header().Set("Content-Length", strconv.Itoa(n))
+		}
+		w.Header().Set("X-Handler", "1")
+		buf := make([]byte, chunk)
+		for sent := 0; sent < n; sent += chunk {
+			if _, err := w.Write(buf[:min(chunk, n-sent)]); err != nil {
+				return
+			}
+		}
+	})
+}
+
+// middlewareFixture returns a Shares where client a has d_a = 150 B/s and
+// a middleware that sends every request to a.
+func middlewareFixture(t *testing.T, mod func(*Config)) (*Shares, ClientID, func(http.Handler) http.Handler) {
+	cfg := testConfig()
+	if mod != nil {
+		mod(&cfg)
+	}
+	s := mustNew(t, cfg)
+	setAvg(t, s, "a", 50)
+	a := id(t, s, "a")
+	return s, a, Middleware(s, func(*http.Request) ClientID { return a })
+}
+
+func TestMiddlewareDelaysBufferedReply(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, a, mw := middlewareFixture(t, nil)
+		rec := httptest.NewRecorder()
+		start := time.Now()
+		mw(bodyHandler(1000, 300, false)).ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+		elapsed := time.Since(start)
+		// d_a = 150, Â = 1000: delay = (1/150 − 1/1000)·1000 = 5.6667 s.
+		if elapsed != delayFor(1000) {
+			t.Fatalf("reply took %v, want the delay %v", elapsed, delayFor(1000))
+		}
+		if rec.Code != 200 || rec.Body.Len() != 1000 || rec.Header().Get("Content-Length") != "1000" || !rec.Flushed {
+			t.Fatalf("reply: %d, %d bytes, Content-Length %q, flushed %v", rec.Code, rec.Body.Len(), rec.Header().Get("Content-Length"), rec.Flushed)
+		}
+		// The response time includes the delay: new_bw = 1000/5.6667 =
+		// 176.47 B/s; avg_a = 0.2·176.47 + 0.8·50 = 75.294.
+		want := 0.2*1000/elapsed.Seconds() + 0.8*50
+		if got := s.Average(a); math.Abs(got-want) > 1e-9 {
+			t.Fatalf("avg_a = %g, want %g", got, want)
+		}
+		if s.Standby(a) != 0 {
+			t.Fatalf("standby = %d after the reply", s.Standby(a))
+		}
+	})
+}
+
+func TestMiddlewareContentLengthIsNotBuffered(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, a, mw := middlewareFixture(t, func(c *Config) { c.ReplyBuffer = 10 })
+		rec := httptest.NewRecorder()
+		start := time.Now()
+		mw(bodyHandler(1200, 100, true)).ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+		if got := time.Since(start); got != delayFor(1200) {
+			t.Fatalf("reply took %v, want the delay for Content-Length 1200: %v", got, delayFor(1200))
+		}
+		// setAvg recorded 250 bytes before.
+		if rec.Body.Len() != 1200 || s.Snapshot().Clients[a].Bytes != 250+1200 {
+			t.Fatalf("body %d, recorded %d bytes", rec.Body.Len(), s.Snapshot().Clients[a].Bytes-250)
+		}
+	})
+}
+
+func TestMiddlewareOverflowStreamsAfterDelay(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, a, mw := middlewareFixture(t, func(c *Config) { c.ReplyBuffer = 100 })
+		rec := httptest.NewRecorder()
+		start := time.Now()
+		mw(bodyHandler(1000, 100, false)).ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+		// The first 100 bytes fit; the second write overflows: the delay is
+		// computed for the 200 bytes known then, the rest streams.
+		if got := time.Since(start); got != delayFor(200) {
+			t.Fatalf("reply took %v, want %v", got, delayFor(200))
+		}
+		snap := s.Snapshot().Clients[a]
+		if rec.Body.Len() != 1000 || snap.Bytes != 250+1000 || snap.Replies != 2 { // setAvg: 250 bytes, 1 reply
+			t.Fatalf("body %d, recorded %d bytes in %d replies", rec.Body.Len(), snap.Bytes-250, snap.Replies)
+		}
+	})
+}
+
+func TestMiddlewareFlushSendsAfterDelay(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, _, mw := middlewareFixture(t, nil)
+		rec := httptest.NewRecorder()
+		var afterFlush time.Duration
+		start := time.Now()
+		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if u, ok := w.(interface{ Unwrap() http.ResponseWriter }); !ok || u.Unwrap() != rec {
+				t.Error("the writer does not unwrap to the underlying one")
+			}
+			w.Write(make([]byte, 300))
+			if err := http.NewResponseController(w).Flush(); err != nil {
+				t.Errorf("Flush: %v", err)
+			}
+			afterFlush = time.Since(start)
+			w.Write(make([]byte, 200))
+		})
+		mw(h).ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+		if afterFlush != delayFor(300) || time.Since(start) != delayFor(300) || rec.Body.Len() != 500 || !rec.Flushed {
+			t.Fatalf("flush after %v (want %v), total %v, body %d", afterFlush, delayFor(300), time.Since(start), rec.Body.Len())
+		}
+	})
+}
+
+func TestMiddlewareCancelDuringDelayReleasesAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, a, mw := middlewareFixture(t, nil)
+		h := mw(bodyHandler(1000, 1000, false))
+		const n = 10 // the standby limit
+		recs := make([]*httptest.ResponseRecorder, n)
+		cancels := make([]context.CancelFunc, n)
+		done := make(chan struct{}, n)
+		for i := range n {
+			ctx, cancel := context.WithCancel(context.Background())
+			cancels[i], recs[i] = cancel, httptest.NewRecorder()
+			go func() {
+				h.ServeHTTP(recs[i], httptest.NewRequest("GET", "/", nil).WithContext(ctx))
+				done <- struct{}{}
+			}()
+		}
+		synctest.Wait() // every request is asleep in its delay
+		if got := s.Standby(a); got != n {
+			t.Fatalf("standby = %d, want %d", got, n)
+		}
+		// The 11th request is rejected at once, without running the handler.
+		var ran atomic.Bool
+		rec := httptest.NewRecorder()
+		mw(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { ran.Store(true) })).ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+		if rec.Code != 503 || rec.Header().Get("Retry-After") == "" || ran.Load() {
+			t.Fatalf("request over the standby limit: %d, Retry-After %q, handler ran %v", rec.Code, rec.Header().Get("Retry-After"), ran.Load())
+		}
+		start := time.Now()
+		for _, c := range cancels {
+			c()
+		}
+		synctest.Wait()
+		if len(done) != n {
+			t.Fatalf("%d of %d handlers returned after their clients left", len(done), n)
+		}
+		if time.Since(start) != 0 {
+			t.Fatalf("release took %v of (virtual) time, want none", time.Since(start))
+		}
+		snap := s.Snapshot().Clients[a]
+		if snap.Standby != 0 || snap.Cancellations != n || snap.Rejections["standby"] != 1 {
+			t.Fatalf("after cancels: standby %d, cancellations %d, standby rejections %d", snap.Standby, snap.Cancellations, snap.Rejections["standby"])
+		}
+		if snap.Replies != 1 { // only setAvg's reply: cancelled requests are not samples
+			t.Fatalf("replies = %d, want 1", snap.Replies)
+		}
+		for i, r := range recs {
+			if r.Body.Len() != 0 || r.Flushed {
+				t.Fatalf("request %d: %d bytes sent to a client that left", i, r.Body.Len())
+			}
+		}
+		// synctest.Test fails if any goroutine (or timer wait) is left.
+	})
+}
+
+func TestMiddlewareMaxDelayRejects(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, a, mw := middlewareFixture(t, func(c *Config) { c.MaxDelay = time.Second })
+		rec := httptest.NewRecorder()
+		mw(bodyHandler(1000, 1000, false)).ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+		// delay 5.67 s > max_delay 1 s: 503, the handler's headers dropped.
+		if rec.Code != 503 || rec.Header().Get("X-Handler") != "" || rec.Header().Get("Retry-After") != "1" {
+			t.Fatalf("got %d, X-Handler %q, Retry-After %q", rec.Code, rec.Header().Get("X-Handler"), rec.Header().Get("Retry-After"))
+		}
+		snap := s.Snapshot().Clients[a]
+		if snap.Rejections["max_delay"] != 1 || snap.Standby != 0 {
+			t.Fatalf("max_delay rejections %d, standby %d", snap.Rejections["max_delay"], snap.Standby)
+		}
+	})
+}
+
+func TestMiddlewarePanicReleasesSlot(t *testing.T) {
+	s, a, mw := middlewareFixture(t, nil)
+	func() {
+		defer func() { _ = recover() }()
+		mw(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("boom") })).ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil))
+	}()
+	if s.Standby(a) != 0 {
+		t.Fatalf("standby = %d after a panic", s.Standby(a))
+	}
+}
+
+func TestWaitHelper(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		if err := Wait(context.Background(), 3*time.Second); err != nil || time.Since(start) != 3*time.Second {
+			t.Fatalf("Wait: %v after %v", err, time.Since(start))
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		start = time.Now()
+		if err := Wait(ctx, time.Hour); err != context.DeadlineExceeded || time.Since(start) != time.Second {
+			t.Fatalf("Wait with a 1 s context: %v after %v", err, time.Since(start))
+		}
+		if err := Wait(ctx, 0); err == nil {
+			t.Fatal("Wait on a done context returned nil")
+		}
+	})
+}
+
+func TestRunTicksEveryPeriod(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := testConfig()
+		cfg.Period = 500 * time.Millisecond
+		s := mustNew(t, cfg)
+		ctx, cancel := context.WithCancel(context.Background())
+		errc := make(chan error, 1)
+		go func() { errc <- s.Run(ctx) }()
+		time.Sleep(1750 * time.Millisecond)
+		synctest.Wait()
+		if got := s.Snapshot().Ticks; got != 3 {
+			t.Fatalf("%d ticks after 1.75 s with a 0.5 s period, want 3", got)
+		}
+		cancel()
+		if err := <-errc; err != context.Canceled {
+			t.Fatalf("Run returned %v", err)
+		}
+	})
+}
+
+func TestMiddlewareHijackIsReleased(t *testing.T) {
+	s, a, mw := middlewareFixture(t, nil)
+	h := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		conn, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			t.Errorf("Hijack: %v", err)
+			return
+		}
+		defer conn.Close()
+		if _, err := w.Write([]byte("x")); err != http.ErrHijacked {
+			t.Errorf("Write after Hijack: %v", err)
+		}
+		brw.WriteString("HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nhi")
+		brw.Flush()
+	}))
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	resp, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	srv.Close()
+	if string(body) != "hi" {
+		t.Fatalf("body %q", body)
+	}
+	snap := s.Snapshot().Clients[a]
+	if snap.Standby != 0 || snap.Replies != 1 { // 1: setAvg's reply only
+		t.Fatalf("after a hijack: standby %d, replies %d", snap.Standby, snap.Replies)
+	}
+}
