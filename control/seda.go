@@ -2,6 +2,7 @@ package control
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -53,6 +54,17 @@ type SEDAConfig struct {
 	// already at rate_min, after which a class cuts its own rate (default
 	// 20).
 	LCThresh int `yaml:"lc_thresh" json:"lc_thresh"`
+	// TrackDemand keeps the rate tied to the demand while the token
+	// bucket is not limiting anything (default true): an over-target run
+	// cuts from the admitted rate of the last interval when that is below
+	// the rate, and an under-target run does not raise a rate the
+	// admissions stay below 90% of (Voigt & Gunningberg's hits guard). Both
+	// only change the rate's value while it admits everything, so admission
+	// decisions at that moment are unchanged; they remove the paper's cold
+	// start (÷adj_d from rate_max takes dozens of runs to bite) and the
+	// slow climb to rate_max during light load. false is the paper's law
+	// exactly.
+	TrackDemand bool `yaml:"track_demand" json:"track_demand"`
 	// Degrade configures service degradation (single class only).
 	Degrade DegradeConfig `yaml:"degrade" json:"degrade"`
 }
@@ -62,7 +74,7 @@ type SEDAConfig struct {
 func DefaultSEDAConfig() SEDAConfig {
 	return SEDAConfig{Classes: 1, NReq: 100, Timeout: time.Second, Alpha: 0.7, ErrI: -0.5, ErrD: 0,
 		AdjI: 2, AdjD: 1.2, CI: -0.1, RateMin: 0.05, RateMax: 5000, InitialRate: 5000,
-		AdjLoD: 10, LCThresh: 20, Degrade: DefaultDegradeConfig()}
+		AdjLoD: 10, LCThresh: 20, TrackDemand: true, Degrade: DefaultDegradeConfig()}
 }
 
 // classCount returns the effective number of classes.
@@ -176,6 +188,11 @@ func (c *SEDAConfig) New() (sluice.Controller, error) {
 // class has no lower class to cut, so it divides its own rate at once (a
 // single class is the basic controller). A class over target also flags
 // every lower class so that its next run does not increase.
+//
+// With track_demand (the default), d_c is the admitted rate of class c over
+// its last interval (Measurements.Admitted/Elapsed): a cut of class c's rate
+// starts from min(rate_c, d_c), and an increase is skipped while
+// d_c < 0.9·rate_c.
 type SEDA struct {
 	cfg   SEDAConfig
 	n     int
@@ -184,7 +201,10 @@ type SEDA struct {
 	have  []bool
 	lc    []int
 	noInc []bool
-	last  sluice.Decision
+	// demand is each class's admitted rate over its last interval, req/s
+	// (NaN until measured).
+	demand []float64
+	last   sluice.Decision
 }
 
 var _ sluice.Controller = (*SEDA)(nil)
@@ -198,9 +218,10 @@ func NewSEDA(cfg SEDAConfig) (*SEDA, error) {
 	cfg.ClassTargets = append([]time.Duration(nil), cfg.ClassTargets...)
 	n := cfg.classCount()
 	s := &SEDA{cfg: cfg, n: n, rates: make([]float64, n), cur: make([]float64, n),
-		have: make([]bool, n), lc: make([]int, n), noInc: make([]bool, n)}
+		have: make([]bool, n), lc: make([]int, n), noInc: make([]bool, n), demand: make([]float64, n)}
 	for i := range s.rates {
 		s.rates[i] = cfg.InitialRate
+		s.demand[i] = math.NaN()
 	}
 	s.last = sluice.Decision{Controller: "seda", Kind: sluice.KindRate, Old: cfg.InitialRate, New: cfg.InitialRate,
 		ClassRates: s.ratesCopy(), Reason: fmt.Sprintf("initial: rate %s", fmtRate(cfg.InitialRate))}
@@ -261,6 +282,7 @@ func (s *SEDA) Update(now time.Time, m sluice.Measurements) sluice.Decision {
 		s.last = s.decide(now, m, old, false, fmt.Sprintf("hold at %s: unusable p90 %v", fmtRate(old), m.P90RT))
 		return s.last
 	}
+	s.noteDemand(c, m)
 	cur, e := s.observe(c, m.P90RT)
 	why := s.trigger(m)
 	obs := fmt.Sprintf("p90 %s (cur %s, target %s, err %+.2f) %s", fmtSec(m.P90RT), fmtSec(cur), fmtSec(s.cfg.targetOf(c)), e, why)
@@ -277,6 +299,23 @@ func (s *SEDA) trigger(m sluice.Measurements) string {
 	return fmt.Sprintf("after %v with %.0f samples", m.Elapsed.Round(time.Millisecond), m.Samples)
 }
 
+// noteDemand records class c's admitted rate over the interval of m, when
+// at least one request was admitted in it.
+func (s *SEDA) noteDemand(c int, m sluice.Measurements) {
+	if usable(m.Admitted) && m.Admitted >= 1 && m.Elapsed > 0 {
+		s.demand[c] = m.Admitted / m.Elapsed.Seconds()
+	}
+}
+
+// base returns the rate a cut of class c starts from, and a note for the
+// reason when it is the measured demand.
+func (s *SEDA) base(c int) (float64, string) {
+	if s.cfg.TrackDemand && s.demand[c] < s.rates[c] { // false for NaN
+		return s.demand[c], fmt.Sprintf(" from admitted %s", fmtRate(s.demand[c]))
+	}
+	return s.rates[c], ""
+}
+
 // adjust applies the AIMD law for class c with error e and returns the
 // reason.
 func (s *SEDA) adjust(c int, e float64) string {
@@ -285,8 +324,9 @@ func (s *SEDA) adjust(c int, e float64) string {
 		s.markLower(c)
 		if c == s.n-1 {
 			old := s.rates[c]
-			s.rates[c] = clamp(old/s.cfg.AdjD, lo, hi)
-			return fmt.Sprintf("over target: rate %s → %s (÷%g)", fmtRate(old), fmtRate(s.rates[c]), s.cfg.AdjD)
+			b, from := s.base(c)
+			s.rates[c] = clamp(b/s.cfg.AdjD, lo, hi)
+			return fmt.Sprintf("over target: rate %s → %s (÷%g%s)", fmtRate(old), fmtRate(s.rates[c]), s.cfg.AdjD, from)
 		}
 		allMin := true
 		for l := c + 1; l < s.n; l++ {
@@ -297,7 +337,8 @@ func (s *SEDA) adjust(c int, e float64) string {
 		if !allMin {
 			var b strings.Builder
 			for l := c + 1; l < s.n; l++ {
-				s.rates[l] = clamp(s.rates[l]/s.cfg.AdjLoD, lo, hi)
+				from, _ := s.base(l)
+				s.rates[l] = clamp(from/s.cfg.AdjLoD, lo, hi)
 				fmt.Fprintf(&b, " %d:%.4g", l, s.rates[l])
 			}
 			return fmt.Sprintf("over target: lower classes ÷%g →%s req/s", s.cfg.AdjLoD, b.String())
@@ -307,9 +348,10 @@ func (s *SEDA) adjust(c int, e float64) string {
 			return fmt.Sprintf("over target, lower classes at rate_min: lc %d/%d, rate kept at %s", s.lc[c], s.cfg.LCThresh, fmtRate(s.rates[c]))
 		}
 		old := s.rates[c]
-		s.rates[c] = clamp(old/s.cfg.AdjD, lo, hi)
-		return fmt.Sprintf("over target, lower classes at rate_min, lc %d ≥ %d: rate %s → %s (÷%g)",
-			s.lc[c], s.cfg.LCThresh, fmtRate(old), fmtRate(s.rates[c]), s.cfg.AdjD)
+		b, from := s.base(c)
+		s.rates[c] = clamp(b/s.cfg.AdjD, lo, hi)
+		return fmt.Sprintf("over target, lower classes at rate_min, lc %d ≥ %d: rate %s → %s (÷%g%s)",
+			s.lc[c], s.cfg.LCThresh, fmtRate(old), fmtRate(s.rates[c]), s.cfg.AdjD, from)
 	}
 	s.lc[c] = 0
 	if s.noInc[c] {
@@ -317,6 +359,9 @@ func (s *SEDA) adjust(c int, e float64) string {
 		if e < s.cfg.ErrI {
 			return fmt.Sprintf("no increase this run (a higher class was over target): rate kept at %s", fmtRate(s.rates[c]))
 		}
+	}
+	if e < s.cfg.ErrI && s.cfg.TrackDemand && s.demand[c] < 0.9*s.rates[c] {
+		return fmt.Sprintf("below err_i but admitted %s < 0.9 × rate: rate kept at %s (not in use)", fmtRate(s.demand[c]), fmtRate(s.rates[c]))
 	}
 	if e < s.cfg.ErrI {
 		old := s.rates[c]

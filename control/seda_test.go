@@ -181,3 +181,47 @@ func TestDegraderAlone(t *testing.T) {
 	}
 	near(t, "q", g.Quality(), 0.1)
 }
+
+func admittedP90(class int, p float64, admitted float64) sluice.Measurements {
+	return sluice.Measurements{Class: class, Elapsed: time.Second, Samples: 100, P90RT: p, Completed: 100, Admitted: admitted}
+}
+
+// track_demand (default): a cut starts from the admitted rate when the
+// bucket was not binding; the paper's exact law (track_demand: false)
+// divides the idle rate instead.
+func TestSEDATrackDemandCut(t *testing.T) {
+	// Initial 5000 req/s, 60 admitted in 1 s, p90 2 s over a 1 s target:
+	// 60/1.2 = 50; paper-exact: 5000/1.2 = 4166.666666667.
+	s, _ := NewSEDA(sedaCfg(time.Second, 5000))
+	runTimeline(t, s, []step{{admittedP90(0, 2, 60), 50, true}})
+	cfg := sedaCfg(time.Second, 5000)
+	cfg.TrackDemand = false
+	p, _ := NewSEDA(cfg)
+	runTimeline(t, p, []step{{admittedP90(0, 2, 60), 4166.666666667, true}})
+	// A binding bucket (admitted ≥ rate) is cut from the rate as the paper says.
+	s, _ = NewSEDA(sedaCfg(time.Second, 100))
+	runTimeline(t, s, []step{{admittedP90(0, 2, 120), 83.333333333, true}})
+}
+
+// track_demand: no increase while admissions stay below 90% of the rate.
+func TestSEDATrackDemandIncreaseGuard(t *testing.T) {
+	s, _ := NewSEDA(sedaCfg(time.Second, 100))
+	runTimeline(t, s, []step{
+		// cur = 0.1: err −0.9 < err_i, but 50 < 90 admitted: kept
+		{admittedP90(0, 0.1, 50), 100, true},
+		// 95 ≥ 90: cur 0.1, +(0.9 − 0.1)·2 = 1.6 → 101.6
+		{admittedP90(0, 0.1, 95), 101.6, true},
+	})
+}
+
+// Lower classes are cut from their own last admitted rate: class 1 admitted
+// 40/s at a rate of 100, so the high class's overload sets it to 40/10 = 4.
+func TestSEDATrackDemandClasses(t *testing.T) {
+	cfg := sedaCfg(time.Second, 100)
+	cfg.Classes = 2
+	s, _ := NewSEDA(cfg)
+	s.Update(at(1), admittedP90(1, 0.5, 40)) // within band: hold, demand 40
+	d := s.Update(at(2), admittedP90(0, 2, 100))
+	near(t, "class 1", d.ClassRates[1], 4)
+	near(t, "class 0", d.ClassRates[0], 100)
+}
