@@ -1,0 +1,219 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/proxy"
+)
+
+// proxyFlags are the flags of `sluice proxy`.
+type proxyFlags struct {
+	config     string
+	listen     string
+	backends   []string
+	controller string
+	targetP90  time.Duration
+	targetMean time.Duration
+	admin      string
+	shadow     bool
+	logLevel   string
+}
+
+func newProxyCmd() *cobra.Command {
+	var f proxyFlags
+	cmd := &cobra.Command{
+		Use:   "proxy (--config FILE | --listen ADDR --backend URL ...)",
+		Short: "Run the reverse proxy with admission control in front of a service",
+		Long: `proxy puts sluice in front of an HTTP service: it measures every
+response from its arrival to its last byte, and its controllers admit,
+degrade or reject requests early (503 with Retry-After) to keep response
+times at their target.
+
+With --config FILE it runs the configuration file (docs/config.md;
+check it first with 'sluice validate FILE'). Without a file, the quick
+start proxies --listen to --backend with one stage for every request:
+
+  --controller seda     keep the 90th percentile at --target-p90 (default)
+  --controller yaksha   keep the mean response time at --target-mean
+  --controller none     measure only
+
+The admin API (metrics, state, reload, targets) listens on --admin
+(default 127.0.0.1:9901). SIGHUP reloads the file (an invalid file keeps
+the running configuration); SIGTERM or SIGINT stops accepting, lets
+in-flight requests finish for up to drain_timeout, and exits 0.`,
+		Example: `  sluice proxy --listen 127.0.0.1:8080 --backend http://127.0.0.1:8081 --target-p90 500ms
+  sluice proxy --listen 127.0.0.1:8080 --backend http://127.0.0.1:8081 --controller yaksha --target-mean 200ms
+  sluice proxy --config examples/seda.yaml`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			logger, err := newLogger(cmd, f.logLevel)
+			if err != nil {
+				return err
+			}
+			var cfg *proxy.Config
+			if f.config != "" {
+				if err := f.onlyConfig(cmd); err != nil {
+					return err
+				}
+				if cfg, err = proxy.LoadFile(f.config); err != nil {
+					return usageError{err}
+				}
+			} else if cfg, err = f.quickStart(cmd); err != nil {
+				return err
+			}
+			srv, err := proxy.New(cfg, proxy.Options{ConfigFile: f.config, Logger: logger})
+			if err != nil {
+				return usageError{fmt.Errorf("%s: %w", configName(f.config), err)}
+			}
+			if err := srv.Listen(); err != nil {
+				return err
+			}
+			return serveProxy(cmd.Context(), srv, logger)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.config, "config", "", "configuration file (YAML; see docs/config.md)")
+	fl.StringVar(&f.listen, "listen", "", "quick start: address to listen on (host:port)")
+	fl.StringArrayVar(&f.backends, "backend", nil, "quick start: backend URL, e.g. http://127.0.0.1:8081 (repeat for several)")
+	fl.StringVar(&f.controller, "controller", "seda", "quick start: seda, yaksha or none")
+	fl.DurationVar(&f.targetP90, "target-p90", 0, "quick start, seda: 90th-percentile response-time target, e.g. 500ms")
+	fl.DurationVar(&f.targetMean, "target-mean", 0, "quick start, yaksha: mean response-time target, e.g. 200ms")
+	fl.StringVar(&f.admin, "admin", proxy.DefaultAdminAddr, "quick start: admin API address (loopback only)")
+	fl.BoolVar(&f.shadow, "shadow", false, "quick start: decide and record, but admit every request")
+	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	return cmd
+}
+
+// onlyConfig refuses quick-start flags next to --config.
+func (f *proxyFlags) onlyConfig(cmd *cobra.Command) error {
+	for _, name := range []string{"listen", "backend", "controller", "target-p90", "target-mean", "admin", "shadow"} {
+		if cmd.Flags().Changed(name) {
+			return usagef("--%s is a quick-start flag: set it in %s instead, or drop --config", name, f.config)
+		}
+	}
+	return nil
+}
+
+// quickStart builds the configuration of the no-file quick start.
+func (f *proxyFlags) quickStart(cmd *cobra.Command) (*proxy.Config, error) {
+	if f.listen == "" || len(f.backends) == 0 {
+		return nil, usagef("give --config FILE, or --listen ADDR and --backend URL for the quick start (see sluice proxy --help)")
+	}
+	params := map[string]string{}
+	switch f.controller {
+	case "seda":
+		if f.targetP90 == 0 {
+			return nil, usagef("--controller seda needs --target-p90, e.g. --target-p90 500ms")
+		}
+		if cmd.Flags().Changed("target-mean") {
+			return nil, usagef("--target-mean is for --controller yaksha; seda uses --target-p90")
+		}
+		params["target"] = f.targetP90.String()
+	case "yaksha":
+		if f.targetMean == 0 {
+			return nil, usagef("--controller yaksha needs --target-mean, e.g. --target-mean 200ms")
+		}
+		if cmd.Flags().Changed("target-p90") {
+			return nil, usagef("--target-p90 is for --controller seda; yaksha uses --target-mean")
+		}
+		params["tref"] = f.targetMean.String()
+	case "none":
+		if cmd.Flags().Changed("target-p90") || cmd.Flags().Changed("target-mean") {
+			return nil, usagef("--controller none takes no target")
+		}
+	default:
+		return nil, usagef("--controller %q is invalid: the quick start offers seda, yaksha or none (use --config for the others)", f.controller)
+	}
+	cfg := &proxy.Config{
+		Listeners: []proxy.ListenerConfig{{Addr: f.listen}},
+		Admin:     proxy.AdminConfig{Addr: f.admin},
+	}
+	for _, b := range f.backends {
+		cfg.Backends.Servers = append(cfg.Backends.Servers, proxy.ServerConfig{URL: b})
+	}
+	st := policy.StageConfig{Name: "all", Match: policy.MatchConfig{PathPrefix: "/"}, Controller: f.controller}
+	if len(params) > 0 {
+		if err := st.Params.Encode(params); err != nil {
+			return nil, err
+		}
+	}
+	cfg.Stages = []policy.StageConfig{st}
+	cfg.Shadow = f.shadow
+	cfg.SetDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, usageError{quickStartError(err)}
+	}
+	return cfg, nil
+}
+
+// quickStartError names the flag behind a validation error of the quick
+// start configuration.
+func quickStartError(err error) error {
+	msg := err.Error()
+	for _, m := range []struct{ path, flag string }{
+		{"listeners[0].addr", "--listen"}, {"admin.addr", "--admin"}, {"backends.servers", "--backend"},
+		{"stages[0].params.target", "--target-p90"}, {"stages[0].params.tref", "--target-mean"},
+		{"stages[0]", "--controller"},
+	} {
+		if strings.HasPrefix(msg, m.path) {
+			return fmt.Errorf("%s: %s", m.flag, msg)
+		}
+	}
+	return err
+}
+
+func configName(file string) string {
+	if file == "" {
+		return "quick start"
+	}
+	return file
+}
+
+// newLogger returns a text logger on stderr at the named level.
+func newLogger(cmd *cobra.Command, level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, usagef("--log-level %q is invalid: must be debug, info, warn or error", level)
+	}
+	return slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: l})), nil
+}
+
+// serveProxy runs srv until SIGTERM or SIGINT, reloading on SIGHUP.
+func serveProxy(parent context.Context, srv *proxy.Server, logger *slog.Logger) error {
+	if parent == nil {
+		parent = context.Background()
+	}
+	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				if err := srv.Reload(); err != nil {
+					logger.Error("reload refused; the running configuration stays", "err", err)
+				}
+			}
+		}
+	}()
+	err := srv.Serve(ctx)
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestProxyUsageErrors(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("listeners:\n  - addr: 127.0.0.1:8080\nbackends:\n  servers:\n    - url: http://127.0.0.1:8081\n      max_conc: 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"proxy"}, "give --config FILE"},
+		{[]string{"proxy", "--listen", "127.0.0.1:0"}, "give --config FILE"},
+		{[]string{"proxy", "--listen", "127.0.0.1:0", "--backend", "http://127.0.0.1:1"}, "needs --target-p90"},
+		{[]string{"proxy", "--listen", "127.0.0.1:0", "--backend", "http://127.0.0.1:1", "--controller", "yaksha"}, "needs --target-mean"},
+		{[]string{"proxy", "--listen", "127.0.0.1:0", "--backend", "http://127.0.0.1:1", "--controller", "kihl"}, `--controller "kihl" is invalid`},
+		{[]string{"proxy", "--listen", "127.0.0.1:0", "--backend", "http://127.0.0.1:1", "--target-p90", "-1s"}, "--target-p90: stages[0].params.target"},
+		{[]string{"proxy", "--listen", "nowhere", "--backend", "http://127.0.0.1:1", "--target-p90", "1s"}, "--listen: listeners[0].addr"},
+		{[]string{"proxy", "--listen", "127.0.0.1:0", "--backend", "ftp://x", "--target-p90", "1s"}, "--backend: backends.servers[0].url"},
+		{[]string{"proxy", "--listen", "127.0.0.1:0", "--backend", "http://127.0.0.1:1", "--target-p90", "1s", "--admin", "0.0.0.0:9901"}, "--admin: admin.addr"},
+		{[]string{"proxy", "--listen", "127.0.0.1:0", "--backend", "http://127.0.0.1:1", "--target-p90", "1s", "--target-mean", "1s"}, "--target-mean is for"},
+		{[]string{"proxy", "--config", bad, "--listen", "127.0.0.1:0"}, "--listen is a quick-start flag"},
+		{[]string{"proxy", "--config", bad}, "bad.yaml:6: backends.servers[0].max_conc: unknown field"},
+		{[]string{"proxy", "--config", filepath.Join(t.TempDir(), "missing.yaml")}, "missing.yaml: open"},
+		{[]string{"proxy", "--log-level", "loud", "--config", bad}, "--log-level"},
+	}
+	for _, c := range cases {
+		code, _, errOut := runCLI(t, c.args...)
+		if code != 2 || !strings.Contains(errOut, c.want) {
+			t.Errorf("%q: exit %d, stderr %q; want 2 with %q", c.args, code, errOut, c.want)
+		}
+	}
+}
+
+// freeAddr returns a loopback address with a port that was free a moment
+// ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func TestProxyQuickStartServesAndStops(t *testing.T) {
+	be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "hello from the backend")
+	}))
+	defer be.Close()
+	listen, admin := freeAddr(t), freeAddr(t)
+	var out, errOut bytes.Buffer
+	root := newRootCmd(&out, &errOut)
+	root.SetArgs([]string{"proxy", "--listen", listen, "--backend", be.URL, "--target-p90", "500ms", "--admin", admin})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- root.ExecuteContext(ctx) }()
+	c := &http.Client{Timeout: 10 * time.Second}
+	var body string
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := c.Get("http://" + listen + "/")
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			body = string(b)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("proxy did not come up: %v\n%s", err, errOut.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if body != "hello from the backend" {
+		t.Errorf("body %q", body)
+	}
+	resp, err := c.Get("http://" + admin + "/state")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(b), `"controller": "seda"`) || !strings.Contains(string(b), `"target": "500ms"`) {
+		t.Errorf("state: %s", b)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("proxy returned %v, want nil after a clean stop", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("proxy did not stop")
+	}
+}

@@ -1,0 +1,162 @@
+package proxy
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/pprof"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"gopkg.in/yaml.v3"
+
+	"github.com/sluicehq/sluice/stage"
+)
+
+// DefaultStateDecisions is how many recent decisions per stage GET /state
+// shows unless ?decisions=N says otherwise (at most 1000).
+const DefaultStateDecisions = 10
+
+// adminHandler serves the admin API:
+//
+//	GET  /metrics                 Prometheus metrics (sluice_* and proxy_*)
+//	GET  /state                   JSON: stages, classes, decisions, backends, queue
+//	GET  /config                  the running configuration (YAML; JSON with ?format=json
+//	                              or Accept: application/json)
+//	POST /reload                  re-read the configuration file (400 with the error if invalid)
+//	PUT  /stages/{name}/target    body {"target":"300ms"}: set a stage's response-time target
+//	     /debug/pprof/            only with admin.pprof: true
+func (s *Server) adminHandler(withPprof bool) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{ErrorLog: serverLog(s.log)}))
+	mux.HandleFunc("GET /state", s.handleState)
+	mux.HandleFunc("GET /config", s.handleConfig)
+	mux.HandleFunc("POST /reload", s.handleReload)
+	mux.HandleFunc("PUT /stages/{name}/target", s.handleTarget)
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = io.WriteString(w, "sluice admin\n\nGET  /metrics\nGET  /state[?decisions=N]\nGET  /config[?format=json]\nPOST /reload\nPUT  /stages/{name}/target  {\"target\":\"300ms\"}\n")
+		if withPprof {
+			_, _ = io.WriteString(w, "GET  /debug/pprof/\n")
+		}
+	})
+	if withPprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
+	return mux
+}
+
+// StateDoc is the JSON document of GET /state.
+type StateDoc struct {
+	ConfigVersion uint64        `json:"config_version"`
+	LoadedAt      time.Time     `json:"loaded_at"`
+	ConfigFile    string        `json:"config_file,omitempty"`
+	Shadow        bool          `json:"shadow"`
+	InFlight      int64         `json:"requests_in_flight"`
+	Streams       int64         `json:"streams_in_flight"`
+	Stages        []stage.State `json:"stages"`
+	Backends      PoolState     `json:"backends"`
+}
+
+// State returns the proxy's state with the last n decisions per stage.
+func (s *Server) State(n int) StateDoc {
+	g := s.h.gen.Load()
+	return StateDoc{ConfigVersion: g.version, LoadedAt: g.loaded, ConfigFile: s.file, Shadow: g.cfg.Shadow,
+		InFlight: s.h.active.Load(), Streams: s.h.streams.Load(), Stages: g.pol.State(n), Backends: g.pool.State()}
+}
+
+func (s *Server) handleState(w http.ResponseWriter, r *http.Request) {
+	n := DefaultStateDecisions
+	if v := r.URL.Query().Get("decisions"); v != "" {
+		k, err := strconv.Atoi(v)
+		if err != nil || k < 0 || k > 1000 {
+			adminError(w, http.StatusBadRequest, fmt.Sprintf("decisions=%q is invalid: must be an integer in [0, 1000]", v))
+			return
+		}
+		n = k
+	}
+	writeJSON(w, http.StatusOK, s.State(n))
+}
+
+func (s *Server) handleConfig(w http.ResponseWriter, r *http.Request) {
+	cfg := s.h.gen.Load().cfg
+	out, err := yaml.Marshal(cfg)
+	if err != nil {
+		adminError(w, http.StatusInternalServerError, "encoding the configuration: "+err.Error())
+		return
+	}
+	if r.URL.Query().Get("format") == "json" || strings.Contains(r.Header.Get("Accept"), "application/json") {
+		var v any
+		if err := yaml.Unmarshal(out, &v); err != nil {
+			adminError(w, http.StatusInternalServerError, "encoding the configuration: "+err.Error())
+			return
+		}
+		writeJSON(w, http.StatusOK, v)
+		return
+	}
+	w.Header().Set("Content-Type", "application/yaml; charset=utf-8")
+	_, _ = w.Write(out)
+}
+
+func (s *Server) handleReload(w http.ResponseWriter, r *http.Request) {
+	if err := s.Reload(); err != nil {
+		s.log.Warn("reload refused; the running configuration stays", "err", err, "from", r.RemoteAddr)
+		adminError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"status": "reloaded", "config_version": s.h.gen.Load().version})
+}
+
+func (s *Server) handleTarget(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	var body struct {
+		Target *string `json:"target"`
+	}
+	dec := json.NewDecoder(io.LimitReader(r.Body, 4096))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&body); err != nil {
+		adminError(w, http.StatusBadRequest, `body must be JSON like {"target":"300ms"}: `+err.Error())
+		return
+	}
+	if body.Target == nil {
+		adminError(w, http.StatusBadRequest, `target is required: {"target":"300ms"}`)
+		return
+	}
+	d, err := time.ParseDuration(*body.Target)
+	if err != nil || d <= 0 {
+		adminError(w, http.StatusBadRequest, fmt.Sprintf("target: %q is invalid: must be a positive duration such as \"300ms\"", *body.Target))
+		return
+	}
+	st := s.h.gen.Load().pol.Stage(name)
+	if st == nil {
+		adminError(w, http.StatusNotFound, fmt.Sprintf("no stage %q", name))
+		return
+	}
+	old := st.State(0).Target
+	if err := st.SetTarget(d); err != nil {
+		adminError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	s.m.targetChanges.WithLabelValues(name).Inc()
+	s.log.Info("stage target changed", "stage", name, "old", old, "new", d.String(), "from", r.RemoteAddr)
+	writeJSON(w, http.StatusOK, map[string]string{"stage": name, "old": old, "target": d.String()})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+func adminError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, map[string]string{"error": msg})
+}

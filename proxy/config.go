@@ -1,0 +1,499 @@
+package proxy
+
+import (
+	"crypto/tls"
+	"fmt"
+	"net"
+	"net/netip"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/monitor"
+	"github.com/sluicehq/sluice/policy"
+)
+
+// Defaults of Config. Durations are wall-clock time.
+const (
+	DefaultAdminAddr         = "127.0.0.1:9901"
+	DefaultReadHeaderTimeout = 10 * time.Second
+	DefaultIdleTimeout       = 120 * time.Second
+	DefaultMaxHeaderBytes    = 1 << 20
+	DefaultMaxConcurrency    = 256
+	DefaultQueueMax          = 1024
+	DefaultQueueTimeout      = time.Second
+	DefaultDialTimeout       = 5 * time.Second
+	DefaultResponseHeader    = 30 * time.Second
+	DefaultIdleConnTimeout   = 90 * time.Second
+	DefaultDrainTimeout      = 30 * time.Second
+	// BalanceRoundRobin and BalanceLeastInFlight are the values of
+	// BackendsConfig.Balance.
+	BalanceRoundRobin    = "round-robin"
+	BalanceLeastInFlight = "least-in-flight"
+)
+
+// Config is the proxy's YAML configuration file: where to listen, the
+// admin listener, the backend pool, and, inline at the top level, the
+// admission policy (classes, stages, reject, shadow, degrade) of package
+// policy.
+//
+// Lifecycle: decode (Parse/LoadFile, strict), SetDefaults, Validate. A
+// Config is not modified by the proxy once running; reloads build a new
+// one.
+type Config struct {
+	// Listeners are the addresses the proxy serves clients on (at least
+	// one).
+	Listeners []ListenerConfig `yaml:"listeners"`
+	// Admin is the separate listener of the admin API and metrics.
+	Admin AdminConfig `yaml:"admin"`
+	// Backends is the pool of upstream servers.
+	Backends BackendsConfig `yaml:"backends"`
+	// Utilization is the utilization sensor of the stages whose
+	// controller needs one (kihl, voigt-cpu, voigt-queue). Changing it
+	// needs a restart.
+	Utilization UtilizationConfig `yaml:"utilization"`
+	// DrainTimeout bounds how long a shutdown (SIGTERM, SIGINT) waits for
+	// in-flight requests to complete before closing their connections
+	// (default 30s).
+	DrainTimeout time.Duration `yaml:"drain_timeout"`
+	// Config is the admission policy, inline: classes, stages, reject,
+	// shadow, degrade.
+	policy.Config `yaml:",inline"`
+}
+
+// ListenerConfig is one client-facing listener.
+type ListenerConfig struct {
+	// Addr is host:port, e.g. "0.0.0.0:8080" or "127.0.0.1:8080"
+	// (required).
+	Addr string `yaml:"addr"`
+	// TLS, when set, serves HTTPS with this certificate; it enables
+	// HTTP/2 (negotiated by ALPN).
+	TLS *TLSConfig `yaml:"tls,omitempty"`
+	// ReadHeaderTimeout bounds the time to read a request's headers
+	// (default 10s).
+	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"`
+	// ReadTimeout bounds the time to read a whole request including its
+	// body (default 0: no limit, so that uploads can stream).
+	ReadTimeout time.Duration `yaml:"read_timeout"`
+	// WriteTimeout bounds the time to write a response (default 0: no
+	// limit, so that streams and server-sent events work).
+	WriteTimeout time.Duration `yaml:"write_timeout"`
+	// IdleTimeout bounds how long an idle keep-alive connection is kept
+	// (default 120s).
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
+	// MaxHeaderBytes bounds the size of a request's headers in bytes
+	// (default 1 MiB).
+	MaxHeaderBytes int `yaml:"max_header_bytes"`
+}
+
+// TLSConfig names a PEM certificate chain and its private key.
+type TLSConfig struct {
+	Cert string `yaml:"cert"`
+	Key  string `yaml:"key"`
+}
+
+// AdminConfig is the admin listener: /metrics, /state, /config, /reload,
+// /stages/{name}/target and optionally /debug/pprof.
+type AdminConfig struct {
+	// Addr is host:port (default 127.0.0.1:9901). A non-loopback address
+	// is refused unless AllowPublic is true.
+	Addr string `yaml:"addr"`
+	// AllowPublic permits a non-loopback admin address (default false).
+	// The admin API can change targets and reload the configuration and
+	// has no authentication.
+	AllowPublic bool `yaml:"allow_public"`
+	// Pprof serves net/http/pprof under /debug/pprof/ (default false).
+	Pprof bool `yaml:"pprof"`
+}
+
+// BackendsConfig is the upstream pool: servers, balancing, the bounded
+// wait queue in front of them and the upstream transport.
+type BackendsConfig struct {
+	// Servers are the upstream servers (at least one).
+	Servers []ServerConfig `yaml:"servers"`
+	// Balance chooses a server for each request: "round-robin" (default)
+	// or "least-in-flight" (fewest requests in flight, ties in rotation).
+	// Servers at their max_concurrency are skipped by both.
+	Balance string `yaml:"balance"`
+	// Queue is the bounded FIFO of admitted requests waiting for a server
+	// slot when every server is at its max_concurrency: the papers'
+	// listen queue. Its length is exported and fed to controllers.
+	Queue PoolQueueConfig `yaml:"queue"`
+	// Timeouts bound the upstream exchange.
+	Timeouts TimeoutsConfig `yaml:"timeouts"`
+	// PreserveHost sends the client's Host header upstream (default true);
+	// false sends the server URL's host.
+	PreserveHost *bool `yaml:"preserve_host"`
+	// MaxIdleConnsPerHost is the number of idle keep-alive connections
+	// kept per server (default: the largest max_concurrency).
+	MaxIdleConnsPerHost int `yaml:"max_idle_conns_per_host"`
+	// IdleConnTimeout closes idle upstream connections after this long
+	// (default 90s).
+	IdleConnTimeout time.Duration `yaml:"idle_conn_timeout"`
+}
+
+// ServerConfig is one upstream server.
+type ServerConfig struct {
+	// URL is http:// or https://host[:port][/base/path] (required). A
+	// base path is prefixed to every request path.
+	URL string `yaml:"url"`
+	// MaxConcurrency is the most requests in flight to this server
+	// (default 256).
+	MaxConcurrency int `yaml:"max_concurrency"`
+}
+
+// PoolQueueConfig sizes the pool's wait queue.
+type PoolQueueConfig struct {
+	// Max is the most requests waiting for a server slot (default 1024;
+	// 0 answers 503 at once when every server is at its
+	// max_concurrency).
+	Max *int `yaml:"max"`
+	// Timeout is the longest a request waits in the queue before it gets
+	// a 503 (default 1s).
+	Timeout time.Duration `yaml:"timeout"`
+}
+
+// TimeoutsConfig bounds the upstream exchange. A timeout answers 504.
+type TimeoutsConfig struct {
+	// Dial bounds connecting (and the TLS handshake) to a server
+	// (default 5s).
+	Dial time.Duration `yaml:"dial"`
+	// ResponseHeader bounds the wait for the response headers after the
+	// request was sent (default 30s).
+	ResponseHeader time.Duration `yaml:"response_header"`
+	// Overall bounds the whole exchange, from choosing a server to the
+	// last byte of the response (default 0: no limit). It does not apply
+	// to long-lived responses (upgrades, event streams, responses longer
+	// than the stage's long_lived), and a cut-off body aborts the client
+	// connection.
+	Overall time.Duration `yaml:"overall"`
+}
+
+// Utilization sources (UtilizationConfig.Source).
+const (
+	UtilizationNone          = "none"
+	UtilizationHost          = "host"
+	UtilizationCgroup        = "cgroup"
+	UtilizationBackendHeader = "backend-header"
+	// DefaultUtilizationHeader is the response header a backend reports
+	// its utilization in (what sluice's testbed backends send).
+	DefaultUtilizationHeader = "X-Sluice-Utilization"
+)
+
+// UtilizationConfig chooses where the utilization ρ in [0, 1] of the
+// protected service comes from.
+type UtilizationConfig struct {
+	// Source is "none" (default: kihl and voigt-cpu hold their setting),
+	// "host" (busy fraction of the host's CPUs from /proc/stat), "cgroup"
+	// (CPU use of a cgroup v2 against its quota) or "backend-header" (the
+	// mean of the values the servers report in a response header).
+	Source string `yaml:"source"`
+	// CPUs restricts "host" to a CPU list such as "0-3,8" (default: all).
+	CPUs string `yaml:"cpus,omitempty"`
+	// Cgroup is the cgroup v2 directory for "cgroup", e.g.
+	// /sys/fs/cgroup/system.slice/app.service.
+	Cgroup string `yaml:"cgroup,omitempty"`
+	// Header is the response header for "backend-header" (default
+	// X-Sluice-Utilization); the proxy removes it from responses.
+	Header string `yaml:"header,omitempty"`
+}
+
+// FieldError is a configuration error at a YAML path such as
+// "backends.servers[1].url".
+type FieldError struct {
+	Path string
+	Msg  string
+}
+
+func (e *FieldError) Error() string { return e.Path + ": " + e.Msg }
+
+func fieldErr(path, format string, args ...any) error {
+	return &FieldError{Path: path, Msg: fmt.Sprintf(format, args...)}
+}
+
+// SetDefaults fills the documented defaults of every unset field,
+// including the policy's.
+func (c *Config) SetDefaults() {
+	for i := range c.Listeners {
+		l := &c.Listeners[i]
+		if l.ReadHeaderTimeout == 0 {
+			l.ReadHeaderTimeout = DefaultReadHeaderTimeout
+		}
+		if l.IdleTimeout == 0 {
+			l.IdleTimeout = DefaultIdleTimeout
+		}
+		if l.MaxHeaderBytes == 0 {
+			l.MaxHeaderBytes = DefaultMaxHeaderBytes
+		}
+	}
+	if c.Admin.Addr == "" {
+		c.Admin.Addr = DefaultAdminAddr
+	}
+	b := &c.Backends
+	maxConc := 0
+	for i := range b.Servers {
+		if b.Servers[i].MaxConcurrency == 0 {
+			b.Servers[i].MaxConcurrency = DefaultMaxConcurrency
+		}
+		maxConc = max(maxConc, b.Servers[i].MaxConcurrency)
+	}
+	if b.Balance == "" {
+		b.Balance = BalanceRoundRobin
+	}
+	if b.Queue.Max == nil {
+		n := DefaultQueueMax
+		b.Queue.Max = &n
+	}
+	if b.Queue.Timeout == 0 {
+		b.Queue.Timeout = DefaultQueueTimeout
+	}
+	if b.Timeouts.Dial == 0 {
+		b.Timeouts.Dial = DefaultDialTimeout
+	}
+	if b.Timeouts.ResponseHeader == 0 {
+		b.Timeouts.ResponseHeader = DefaultResponseHeader
+	}
+	if b.PreserveHost == nil {
+		t := true
+		b.PreserveHost = &t
+	}
+	if b.MaxIdleConnsPerHost == 0 {
+		b.MaxIdleConnsPerHost = max(maxConc, 1)
+	}
+	if b.IdleConnTimeout == 0 {
+		b.IdleConnTimeout = DefaultIdleConnTimeout
+	}
+	if c.DrainTimeout == 0 {
+		c.DrainTimeout = DefaultDrainTimeout
+	}
+	if c.Utilization.Source == "" {
+		c.Utilization.Source = UtilizationNone
+	}
+	if c.Utilization.Source == UtilizationBackendHeader && c.Utilization.Header == "" {
+		c.Utilization.Header = DefaultUtilizationHeader
+	}
+	policySetDefaults(&c.Config)
+}
+
+// Validate reports the first invalid field as a *FieldError naming its
+// path and value. It checks the policy part too, and that TLS files load.
+// Call SetDefaults first.
+func (c *Config) Validate() error {
+	if len(c.Listeners) == 0 {
+		return fieldErr("listeners", "at least one listener is required")
+	}
+	seen := map[string]string{}
+	for i, l := range c.Listeners {
+		p := fmt.Sprintf("listeners[%d]", i)
+		if err := checkHostPort(l.Addr); err != nil {
+			return fieldErr(p+".addr", "%q is invalid: %v", l.Addr, err)
+		}
+		if prev, dup := seen[l.Addr]; dup && !anyPort(l.Addr) {
+			return fieldErr(p+".addr", "%q is already used by %s", l.Addr, prev)
+		}
+		seen[l.Addr] = p + ".addr"
+		if l.TLS != nil {
+			if l.TLS.Cert == "" {
+				return fieldErr(p+".tls.cert", "is required with tls")
+			}
+			if l.TLS.Key == "" {
+				return fieldErr(p+".tls.key", "is required with tls")
+			}
+			if _, err := tls.LoadX509KeyPair(l.TLS.Cert, l.TLS.Key); err != nil {
+				return fieldErr(p+".tls.cert", "cannot load certificate %q with key %q: %v", l.TLS.Cert, l.TLS.Key, err)
+			}
+		}
+		for _, d := range []struct {
+			name string
+			v    time.Duration
+		}{{"read_header_timeout", l.ReadHeaderTimeout}, {"read_timeout", l.ReadTimeout},
+			{"write_timeout", l.WriteTimeout}, {"idle_timeout", l.IdleTimeout}} {
+			if d.v < 0 {
+				return fieldErr(p+"."+d.name, "%v is invalid: must be a positive duration or 0", d.v)
+			}
+		}
+		if l.MaxHeaderBytes < 0 {
+			return fieldErr(p+".max_header_bytes", "%d is invalid: must be > 0", l.MaxHeaderBytes)
+		}
+	}
+	if err := checkHostPort(c.Admin.Addr); err != nil {
+		return fieldErr("admin.addr", "%q is invalid: %v", c.Admin.Addr, err)
+	}
+	if prev, dup := seen[c.Admin.Addr]; dup && !anyPort(c.Admin.Addr) {
+		return fieldErr("admin.addr", "%q is already used by %s", c.Admin.Addr, prev)
+	}
+	if !c.Admin.AllowPublic && !isLoopbackAddr(c.Admin.Addr) {
+		return fieldErr("admin.addr", "%q is not a loopback address: the admin API has no authentication; set admin.allow_public: true to serve it there anyway", c.Admin.Addr)
+	}
+	if err := c.Backends.validate(); err != nil {
+		return err
+	}
+	if c.DrainTimeout < 0 {
+		return fieldErr("drain_timeout", "%v is invalid: must be a positive duration", c.DrainTimeout)
+	}
+	if err := c.Utilization.validate(); err != nil {
+		return err
+	}
+	if err := policyValidate(&c.Config); err != nil {
+		return err
+	}
+	return nil
+}
+
+func (b *BackendsConfig) validate() error {
+	if len(b.Servers) == 0 {
+		return fieldErr("backends.servers", "at least one server is required")
+	}
+	seen := map[string]int{}
+	for i, s := range b.Servers {
+		p := fmt.Sprintf("backends.servers[%d]", i)
+		if _, err := parseBackendURL(s.URL); err != nil {
+			return fieldErr(p+".url", "%q is invalid: %v", s.URL, err)
+		}
+		if j, dup := seen[s.URL]; dup {
+			return fieldErr(p+".url", "%q is already backends.servers[%d]", s.URL, j)
+		}
+		seen[s.URL] = i
+		if s.MaxConcurrency < 1 {
+			return fieldErr(p+".max_concurrency", "%d is invalid: must be ≥ 1", s.MaxConcurrency)
+		}
+	}
+	switch b.Balance {
+	case BalanceRoundRobin, BalanceLeastInFlight:
+	default:
+		return fieldErr("backends.balance", "%q is invalid: must be %s or %s", b.Balance, BalanceRoundRobin, BalanceLeastInFlight)
+	}
+	if b.Queue.Max == nil || *b.Queue.Max < 0 {
+		v := "unset"
+		if b.Queue.Max != nil {
+			v = fmt.Sprint(*b.Queue.Max)
+		}
+		return fieldErr("backends.queue.max", "%s is invalid: must be ≥ 0", v)
+	}
+	if b.Queue.Timeout <= 0 {
+		return fieldErr("backends.queue.timeout", "%v is invalid: must be a positive duration", b.Queue.Timeout)
+	}
+	if b.Timeouts.Dial <= 0 {
+		return fieldErr("backends.timeouts.dial", "%v is invalid: must be a positive duration", b.Timeouts.Dial)
+	}
+	if b.Timeouts.ResponseHeader <= 0 {
+		return fieldErr("backends.timeouts.response_header", "%v is invalid: must be a positive duration", b.Timeouts.ResponseHeader)
+	}
+	if b.Timeouts.Overall < 0 {
+		return fieldErr("backends.timeouts.overall", "%v is invalid: must be a positive duration or 0 (no limit)", b.Timeouts.Overall)
+	}
+	if b.MaxIdleConnsPerHost < 1 {
+		return fieldErr("backends.max_idle_conns_per_host", "%d is invalid: must be ≥ 1", b.MaxIdleConnsPerHost)
+	}
+	if b.IdleConnTimeout <= 0 {
+		return fieldErr("backends.idle_conn_timeout", "%v is invalid: must be a positive duration", b.IdleConnTimeout)
+	}
+	return nil
+}
+
+func (u *UtilizationConfig) validate() error {
+	switch u.Source {
+	case UtilizationNone:
+	case UtilizationHost:
+		if u.CPUs != "" {
+			if _, err := monitor.ParseCPUList(u.CPUs); err != nil {
+				return fieldErr("utilization.cpus", "%q is invalid: %v", u.CPUs, err)
+			}
+		}
+	case UtilizationCgroup:
+		if u.Cgroup == "" {
+			return fieldErr("utilization.cgroup", "a cgroup v2 directory is required with source: cgroup")
+		}
+	case UtilizationBackendHeader:
+		if u.Header == "" || strings.ContainsAny(u.Header, " :\t\r\n") {
+			return fieldErr("utilization.header", "%q is not a header name", u.Header)
+		}
+	default:
+		return fieldErr("utilization.source", "%q is invalid: must be none, host, cgroup or backend-header", u.Source)
+	}
+	if u.Source != UtilizationHost && u.CPUs != "" {
+		return fieldErr("utilization.cpus", "is only used with source: host")
+	}
+	if u.Source != UtilizationCgroup && u.Cgroup != "" {
+		return fieldErr("utilization.cgroup", "is only used with source: cgroup")
+	}
+	if u.Source != UtilizationBackendHeader && u.Header != "" {
+		return fieldErr("utilization.header", "is only used with source: backend-header")
+	}
+	return nil
+}
+
+// parseBackendURL parses an upstream server URL: http or https, a host,
+// no query, fragment or user info.
+func parseBackendURL(s string) (*url.URL, error) {
+	if s == "" {
+		return nil, fmt.Errorf("a URL such as http://127.0.0.1:8081 is required")
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return nil, err
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, fmt.Errorf("scheme must be http or https")
+	}
+	if u.Host == "" {
+		return nil, fmt.Errorf("a host is required")
+	}
+	if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return nil, fmt.Errorf("must not carry a query, fragment or user info")
+	}
+	return u, nil
+}
+
+func checkHostPort(addr string) error {
+	if addr == "" {
+		return fmt.Errorf("an address host:port is required")
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	if port == "" {
+		return fmt.Errorf("a port is required")
+	}
+	return nil
+}
+
+// anyPort reports whether addr asks for any free port (port 0).
+func anyPort(addr string) bool {
+	_, port, err := net.SplitHostPort(addr)
+	return err == nil && port == "0"
+}
+
+// isLoopbackAddr reports whether host:port names only loopback
+// interfaces ("localhost", 127.0.0.0/8, ::1).
+func isLoopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
+
+// sameListeners reports whether two configs have the same client and
+// admin listeners and utilization sensor (those cannot change on reload).
+func sameListeners(a, b *Config) bool {
+	if len(a.Listeners) != len(b.Listeners) || a.Admin != b.Admin || a.Utilization != b.Utilization {
+		return false
+	}
+	for i := range a.Listeners {
+		x, y := a.Listeners[i], b.Listeners[i]
+		if (x.TLS == nil) != (y.TLS == nil) || (x.TLS != nil && *x.TLS != *y.TLS) {
+			return false
+		}
+		x.TLS, y.TLS = nil, nil
+		if x != y {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,234 @@
+package proxy
+
+import (
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+const goodHead = `listeners:
+  - addr: 127.0.0.1:8080
+backends:
+  servers:
+    - url: http://127.0.0.1:8081
+`
+
+func TestParseErrorsNameFileLineAndField(t *testing.T) {
+	cases := []struct {
+		name string
+		text string
+		line int
+		path string
+		msg  string
+	}{
+		{"negative stage target", goodHead + `stages:
+  - name: a
+    controller: seda
+    params:
+      target: 500ms
+  - name: b
+    controller: seda
+    params:
+      target: -1s
+`, 14, "stages[1].params.target", "-1s is invalid"},
+		{"unknown top-level key", goodHead + "listners: []\n", 6, "listners", "unknown field"},
+		{"unknown nested key", `listeners:
+  - addr: 127.0.0.1:8080
+backends:
+  servers:
+    - url: http://127.0.0.1:8081
+      max_conc: 3
+`, 6, "backends.servers[0].max_conc", "valid here: max_concurrency, url"},
+		{"unknown controller param", goodHead + `stages:
+  - name: a
+    controller: seda
+    params:
+      target: 1s
+      bogus: 2
+`, 11, "stages[0].params.bogus", "bogus"},
+		{"duration without unit", goodHead + "  queue:\n    timeout: 5\n", 7, "backends.queue.timeout", "has no unit"},
+		{"wrong type", goodHead + "      max_concurrency: lots\n", 6, "backends.servers[0].max_concurrency", "cannot unmarshal"},
+		{"bad duration", goodHead + "drain_timeout: soon\n", 6, "drain_timeout", "soon"},
+		{"no listeners", "backends:\n  servers:\n    - url: http://127.0.0.1:8081\n", 1, "listeners", "at least one listener"},
+		{"no servers", "listeners:\n  - addr: 127.0.0.1:8080\nbackends:\n  balance: round-robin\n", 3, "backends.servers", "at least one server"},
+		{"bad url scheme", "listeners:\n  - addr: 127.0.0.1:8080\nbackends:\n  servers:\n    - url: ftp://x\n", 5, "backends.servers[0].url", "scheme must be http or https"},
+		{"duplicate url", goodHead + "    - url: http://127.0.0.1:8081\n", 6, "backends.servers[1].url", "already"},
+		{"bad balance", goodHead + "  balance: random\n", 6, "backends.balance", `"random" is invalid`},
+		{"negative queue", goodHead + "  queue:\n    max: -1\n", 7, "backends.queue.max", "-1 is invalid"},
+		{"public admin", goodHead + "admin:\n  addr: 0.0.0.0:9901\n", 7, "admin.addr", "not a loopback address"},
+		{"admin same as listener", goodHead + "admin:\n  addr: 127.0.0.1:8080\n", 7, "admin.addr", "already used"},
+		{"listener without port", "listeners:\n  - addr: localhost\nbackends:\n  servers:\n    - url: http://127.0.0.1:8081\n", 2, "listeners[0].addr", "invalid"},
+		{"tls without key", "listeners:\n  - addr: 127.0.0.1:8443\n    tls:\n      cert: a.pem\nbackends:\n  servers:\n    - url: http://127.0.0.1:8081\n", 3, "listeners[0].tls.key", "required"},
+		{"bad trusted proxy", goodHead + "classes:\n  trusted_proxies: [10.0.0.0/8, nonsense]\n", 7, "classes.trusted_proxies[1]", "nonsense"},
+		{"unknown controller", goodHead + "stages:\n  - name: a\n    controller: pid\n", 8, "stages[0].controller", "pid"},
+		{"bad utilization source", goodHead + "utilization:\n  source: magic\n", 7, "utilization.source", "magic"},
+		{"cgroup without dir", goodHead + "utilization:\n  source: cgroup\n", 6, "utilization.cgroup", "directory is required"},
+		{"bad cpu list", goodHead + "utilization:\n  source: host\n  cpus: 3-1\n", 8, "utilization.cpus", "3-1"},
+		{"header without backend-header", goodHead + "utilization:\n  header: X-U\n", 7, "utilization.header", "only used"},
+		{"top level not a mapping", "- a\n- b\n", 1, "", "mapping"},
+		{"empty", "", 0, "", "empty"},
+		{"syntax", "listeners: [\n", 0, "", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Parse("proxy.yaml", []byte(c.text))
+			var ce *ConfigError
+			if !errors.As(err, &ce) {
+				t.Fatalf("error %v (%T), want *ConfigError", err, err)
+			}
+			if c.line > 0 && ce.Line != c.line {
+				t.Errorf("line %d, want %d: %v", ce.Line, c.line, err)
+			}
+			if ce.Path != c.path {
+				t.Errorf("path %q, want %q: %v", ce.Path, c.path, err)
+			}
+			if !strings.Contains(ce.Msg, c.msg) {
+				t.Errorf("message %q does not contain %q", ce.Msg, c.msg)
+			}
+			if !strings.HasPrefix(err.Error(), "proxy.yaml") {
+				t.Errorf("error %q does not start with the file name", err)
+			}
+		})
+	}
+}
+
+func TestConfigErrorFormat(t *testing.T) {
+	_, err := Parse("proxy.yaml", []byte(goodHead+`stages:
+  - name: a
+    controller: seda
+    params:
+      target: 500ms
+  - name: b
+    controller: seda
+    params:
+      target: -1s
+`))
+	want := "proxy.yaml:14: stages[1].params.target: -1s is invalid"
+	if err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Fatalf("error %v, want prefix %q", err, want)
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	cfg, err := Parse("d.yaml", []byte(goodHead))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := cfg.Listeners[0]
+	b := cfg.Backends
+	checks := []struct {
+		name      string
+		got, want any
+	}{
+		{"read_header_timeout", l.ReadHeaderTimeout, DefaultReadHeaderTimeout},
+		{"idle_timeout", l.IdleTimeout, DefaultIdleTimeout},
+		{"read_timeout", l.ReadTimeout, time.Duration(0)},
+		{"max_header_bytes", l.MaxHeaderBytes, DefaultMaxHeaderBytes},
+		{"admin.addr", cfg.Admin.Addr, DefaultAdminAddr},
+		{"admin.pprof", cfg.Admin.Pprof, false},
+		{"max_concurrency", b.Servers[0].MaxConcurrency, DefaultMaxConcurrency},
+		{"balance", b.Balance, BalanceRoundRobin},
+		{"queue.max", *b.Queue.Max, DefaultQueueMax},
+		{"queue.timeout", b.Queue.Timeout, DefaultQueueTimeout},
+		{"dial", b.Timeouts.Dial, DefaultDialTimeout},
+		{"response_header", b.Timeouts.ResponseHeader, DefaultResponseHeader},
+		{"overall", b.Timeouts.Overall, time.Duration(0)},
+		{"preserve_host", *b.PreserveHost, true},
+		{"max_idle_conns_per_host", b.MaxIdleConnsPerHost, DefaultMaxConcurrency},
+		{"drain_timeout", cfg.DrainTimeout, DefaultDrainTimeout},
+		{"reject.status", cfg.Reject.Status, 503},
+		{"degrade.header", cfg.Degrade.Header, "X-Sluice-Quality"},
+	}
+	for _, c := range checks {
+		if c.got != c.want {
+			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
+		}
+	}
+}
+
+func TestQueueMaxZeroIsAllowed(t *testing.T) {
+	cfg, err := Parse("q.yaml", []byte(goodHead+"  queue:\n    max: 0\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *cfg.Backends.Queue.Max != 0 {
+		t.Fatalf("queue.max = %d, want 0", *cfg.Backends.Queue.Max)
+	}
+}
+
+func TestAllowPublicAdmin(t *testing.T) {
+	_, err := Parse("p.yaml", []byte(goodHead+"admin:\n  addr: 0.0.0.0:9901\n  allow_public: true\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestExamplesValidate(t *testing.T) {
+	files, err := filepath.Glob("../examples/*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) < 4 {
+		t.Fatalf("found %d example configs, want at least 4: %v", len(files), files)
+	}
+	for _, f := range files {
+		cfg, err := LoadFile(f)
+		if err != nil {
+			t.Errorf("%v", err)
+			continue
+		}
+		if err := Check(cfg); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+}
+
+func TestSplitPathAndLineOf(t *testing.T) {
+	got := splitPath("stages[1].params.target")
+	want := []pathSeg{{key: "stages"}, {index: 1}, {key: "params"}, {key: "target"}}
+	if len(got) != len(want) {
+		t.Fatalf("splitPath = %+v", got)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("splitPath = %+v, want %+v", got, want)
+		}
+	}
+}
+
+func TestSameListeners(t *testing.T) {
+	a, err := Parse("a.yaml", []byte(goodHead))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := Parse("b.yaml", []byte(goodHead+"stages:\n  - name: x\n"))
+	if !sameListeners(a, b) {
+		t.Error("same listeners reported as different")
+	}
+	c, _ := Parse("c.yaml", []byte(strings.Replace(goodHead, "8080", "8090", 1)))
+	if sameListeners(a, c) {
+		t.Error("different listener address reported as the same")
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(goodHead))
+	f.Add([]byte(goodHead + "stages:\n  - name: a\n    controller: seda\n    params: {target: 1s}\n"))
+	f.Add([]byte("listeners: [{addr: ':0'}]\nbackends: {servers: [{url: 'http://x'}], queue: {max: 1}}\n"))
+	f.Add([]byte("a: &x {b: *x}\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cfg, err := Parse("fuzz.yaml", data)
+		if err != nil {
+			var ce *ConfigError
+			if !errors.As(err, &ce) {
+				t.Fatalf("error %v is not a *ConfigError", err)
+			}
+			return
+		}
+		if len(cfg.Listeners) == 0 || len(cfg.Backends.Servers) == 0 {
+			t.Fatal("a valid config without listeners or servers")
+		}
+	})
+}

@@ -1,0 +1,209 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// testTimeout bounds every wait in these tests; it is generous on
+// purpose (machines are noisy) and only reached when something hangs.
+const testTimeout = 20 * time.Second
+
+// running is a proxy started for a test.
+type running struct {
+	srv    *Server
+	url    string // http://addr of the first listener
+	addr   string
+	admin  string // http://admin addr
+	file   string
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// backend starts an httptest server on 127.0.0.1.
+func backend(t *testing.T, h http.HandlerFunc) *httptest.Server {
+	t.Helper()
+	s := httptest.NewServer(h)
+	t.Cleanup(s.Close)
+	return s
+}
+
+// withBackend replaces the BACKEND placeholder of a config text.
+func withBackend(cfg, url string) string { return strings.ReplaceAll(cfg, "BACKEND", url) }
+
+// baseConfig is a minimal config on free ports with the given extra text.
+func baseConfig(backendURL, extra string) string {
+	return withBackend(`listeners:
+  - addr: 127.0.0.1:0
+admin:
+  addr: 127.0.0.1:0
+backends:
+  servers:
+    - url: BACKEND
+`, backendURL) + extra
+}
+
+// startProxy writes cfg to a file, loads it and serves it until the test
+// ends.
+func startProxy(t *testing.T, cfg string) *running {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "proxy.yaml")
+	if err := os.WriteFile(file, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := LoadFile(file)
+	if err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	srv, err := New(c, Options{ConfigFile: file, Logger: testLogger(t), Registry: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{srv: srv, addr: srv.Addrs()[0].String(), admin: "http://" + srv.AdminAddr().String(),
+		file: file, cancel: cancel, done: make(chan error, 1)}
+	r.url = "http://" + r.addr
+	go func() { r.done <- srv.Serve(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-r.done:
+		case <-time.After(testTimeout):
+			t.Error("Serve did not return after cancel")
+		}
+	})
+	return r
+}
+
+// testLogger logs to the test output at debug level.
+func testLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// client is an HTTP client with a bound on every request.
+var client = &http.Client{Timeout: testTimeout, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+
+// get fetches url and returns the status and body.
+func get(t *testing.T, url string, hdr map[string]string) (int, http.Header, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("GET %s: body: %v", url, err)
+	}
+	return resp.StatusCode, resp.Header, string(b)
+}
+
+// state fetches GET /state.
+func (r *running) state(t *testing.T) StateDoc {
+	t.Helper()
+	code, _, body := get(t, r.admin+"/state?decisions=5", nil)
+	if code != 200 {
+		t.Fatalf("/state: %d %s", code, body)
+	}
+	var st StateDoc
+	if err := json.Unmarshal([]byte(body), &st); err != nil {
+		t.Fatalf("/state: %v\n%s", err, body)
+	}
+	return st
+}
+
+// eventually polls cond until it holds or testTimeout passes.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(testTimeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// rawConn opens a TCP connection to addr with a deadline.
+func rawConn(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	_ = c.SetDeadline(time.Now().Add(testTimeout))
+	return c, bufio.NewReader(c)
+}
+
+// rawRoundTrip writes req on a new connection and reads one response.
+func rawRoundTrip(t *testing.T, addr, req string) (*http.Response, string) {
+	t.Helper()
+	c, br := rawConn(t, addr)
+	if _, err := io.WriteString(c, req); err != nil {
+		t.Fatal(err)
+	}
+	return readResponse(t, br)
+}
+
+func readResponse(t *testing.T, br *bufio.Reader) (*http.Response, string) {
+	t.Helper()
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("reading response: %v", err)
+	}
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatalf("reading body: %v", err)
+	}
+	return resp, string(b)
+}
+
+// metricsText fetches /metrics.
+func (r *running) metricsText(t *testing.T) string {
+	t.Helper()
+	code, _, body := get(t, r.admin+"/metrics", nil)
+	if code != 200 {
+		t.Fatalf("/metrics: %d", code)
+	}
+	return body
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,75 @@
+// Command benchproxy is the baseline of the proxy's wrk comparison: a
+// plain net/http/httputil.ReverseProxy with the same upstream transport
+// settings as sluice's backend pool (proxy.NewTransport with the default
+// backends configuration), and no admission control. With -trivial it is
+// instead the trivial backend of the comparison (a 128-byte 200 reply).
+// It is not shipped.
+//
+//	go run ./proxy/internal/benchproxy -trivial 127.0.0.1:28081
+//	go run ./proxy/internal/benchproxy -listen 127.0.0.1:28090 -backend http://127.0.0.1:28081
+package main
+
+import (
+	"flag"
+	"log"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync"
+
+	"github.com/sluicehq/sluice/proxy"
+)
+
+func main() {
+	listen := flag.String("listen", "127.0.0.1:28090", "address to listen on")
+	backend := flag.String("backend", "http://127.0.0.1:28081", "backend URL")
+	pooled := flag.Bool("bufferpool", false, "recycle the 32 KiB copy buffers (as sluice does) instead of allocating one per response")
+	trivial := flag.String("trivial", "", "serve the trivial backend on this address instead")
+	flag.Parse()
+	if *trivial != "" {
+		body := []byte(strings.Repeat("x", 127) + "\n")
+		h := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "text/plain")
+			_, _ = w.Write(body)
+		})
+		log.Fatal((&http.Server{Addr: *trivial, Handler: h, ReadHeaderTimeout: proxy.DefaultReadHeaderTimeout}).ListenAndServe())
+	}
+	u, err := url.Parse(*backend)
+	if err != nil {
+		log.Fatal(err)
+	}
+	cfg := proxy.Config{Backends: proxy.BackendsConfig{Servers: []proxy.ServerConfig{{URL: *backend}}}}
+	cfg.SetDefaults()
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(u)
+			pr.Out.Host = pr.In.Host
+			pr.SetXForwarded()
+		},
+		Transport:     proxy.NewTransport(cfg.Backends),
+		FlushInterval: -1,
+	}
+	if *pooled {
+		rp.BufferPool = &bufferPool{}
+	}
+	srv := &http.Server{Addr: *listen, Handler: rp, ReadHeaderTimeout: proxy.DefaultReadHeaderTimeout,
+		IdleTimeout: proxy.DefaultIdleTimeout}
+	log.Fatal(srv.ListenAndServe())
+}
+
+// bufferPool recycles 32 KiB copy buffers.
+type bufferPool struct{ p sync.Pool }
+
+func (b *bufferPool) Get() []byte {
+	if x, ok := b.p.Get().(*[32 << 10]byte); ok {
+		return x[:]
+	}
+	return make([]byte, 32<<10)
+}
+
+func (b *bufferPool) Put(x []byte) {
+	if len(x) == 32<<10 {
+		b.p.Put((*[32 << 10]byte)(x))
+	}
+}

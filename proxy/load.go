@@ -1,0 +1,309 @@
+package proxy
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"reflect"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// ConfigError is an error in a configuration file, located by line and
+// field path: "proxy.yaml:14: stages[1].params.target: -1s is invalid:
+// must be a positive duration".
+type ConfigError struct {
+	// File is the file name as given.
+	File string
+	// Line is the 1-based line of the offending field (0 if unknown).
+	Line int
+	// Path is the field path, e.g. "backends.servers[0].url" ("" if
+	// unknown).
+	Path string
+	// Msg says what is wrong, with the bad value.
+	Msg string
+}
+
+func (e *ConfigError) Error() string {
+	var b strings.Builder
+	b.WriteString(e.File)
+	if e.Line > 0 {
+		b.WriteString(":")
+		b.WriteString(strconv.Itoa(e.Line))
+	}
+	b.WriteString(": ")
+	if e.Path != "" {
+		b.WriteString(e.Path)
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+// LoadFile reads, decodes, defaults and validates the configuration file
+// at path. Every error is a *ConfigError naming the file, line and field.
+func LoadFile(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, &ConfigError{File: path, Msg: err.Error()}
+	}
+	return Parse(path, data)
+}
+
+// Parse decodes data (the contents of the file called name) strictly:
+// unknown keys and durations without a unit are errors. It then sets the
+// defaults and validates. Every error is a *ConfigError.
+func Parse(name string, data []byte) (*Config, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, yamlError(name, err, nil)
+	}
+	if doc.Kind == 0 || len(doc.Content) == 0 {
+		return nil, &ConfigError{File: name, Msg: "the file is empty: listeners and backends are required"}
+	}
+	root := doc.Content[0]
+	if root.Kind != yaml.MappingNode {
+		return nil, &ConfigError{File: name, Line: root.Line, Msg: "the top level must be a mapping (listeners:, backends:, stages: ...)"}
+	}
+	lines := map[int]string{}
+	if err := checkKnown(root, reflect.TypeOf(Config{}), "", lines); err != nil {
+		var fe *FieldError
+		if errors.As(err, &fe) {
+			return nil, &ConfigError{File: name, Line: lineOf(root, fe.Path), Path: fe.Path, Msg: fe.Msg}
+		}
+		return nil, &ConfigError{File: name, Msg: err.Error()}
+	}
+	var cfg Config
+	if err := root.Decode(&cfg); err != nil {
+		return nil, yamlError(name, err, lines)
+	}
+	cfg.SetDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, locate(name, root, err)
+	}
+	return &cfg, nil
+}
+
+// locate turns a validation error into a *ConfigError with the line of
+// its path in root (root may be nil for configs built without a file).
+func locate(name string, root *yaml.Node, err error) error {
+	path, msg, line, ok := fieldPath(err)
+	if !ok {
+		return &ConfigError{File: name, Msg: err.Error()}
+	}
+	if line == 0 && root != nil {
+		line = lineOf(root, path)
+	}
+	return &ConfigError{File: name, Line: line, Path: path, Msg: msg}
+}
+
+var yamlLine = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
+
+// yamlError converts a yaml.v3 syntax or type error into a *ConfigError
+// (the first error, with its line and, when known, the field path).
+func yamlError(name string, err error, lines map[int]string) error {
+	msg := err.Error()
+	var te *yaml.TypeError
+	if errors.As(err, &te) && len(te.Errors) > 0 {
+		msg = te.Errors[0]
+	}
+	if m := yamlLine.FindStringSubmatch(strings.TrimSpace(msg)); m != nil {
+		line, _ := strconv.Atoi(m[1])
+		return &ConfigError{File: name, Line: line, Path: lines[line], Msg: m[2]}
+	}
+	return &ConfigError{File: name, Msg: strings.TrimPrefix(msg, "yaml: ")}
+}
+
+var (
+	yamlNodeType = reflect.TypeOf(yaml.Node{})
+	durationType = reflect.TypeOf(time.Duration(0))
+)
+
+// checkKnown walks n along the Go type t and reports the first mapping key
+// that t does not have, and the first integer given for a duration (yaml
+// would read "timeout: 5" as 5ns). It records the deepest path of each
+// line in lines. yaml.Node fields (controller params) are left to the
+// policy's validation.
+func checkKnown(n *yaml.Node, t reflect.Type, path string, lines map[int]string) error {
+	for n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if path != "" {
+		lines[n.Line] = path
+	}
+	if t == yamlNodeType {
+		return nil
+	}
+	if t == durationType {
+		if n.Kind == yaml.ScalarNode && n.Tag == "!!int" && n.Value != "0" {
+			return fieldErr(path, "%s has no unit: write a duration such as \"%ss\" or \"250ms\"", n.Value, n.Value)
+		}
+		return nil
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		if n.Kind != yaml.MappingNode {
+			return nil // the decoder reports the type mismatch
+		}
+		fields := yamlFields(t)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			if k.Value == "<<" {
+				continue
+			}
+			f, ok := fields[k.Value]
+			p := join(path, k.Value)
+			if !ok {
+				names := make([]string, 0, len(fields))
+				for name := range fields {
+					names = append(names, name)
+				}
+				sort.Strings(names)
+				return fieldErr(p, "unknown field (valid here: %s)", strings.Join(names, ", "))
+			}
+			lines[k.Line] = p
+			if err := checkKnown(v, f, p, lines); err != nil {
+				return err
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		if n.Kind != yaml.SequenceNode {
+			return nil
+		}
+		for i, e := range n.Content {
+			if err := checkKnown(e, t.Elem(), fmt.Sprintf("%s[%d]", path, i), lines); err != nil {
+				return err
+			}
+		}
+	case reflect.Map:
+		if n.Kind != yaml.MappingNode {
+			return nil
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			p := join(path, k.Value)
+			lines[k.Line] = p
+			if err := checkKnown(v, t.Elem(), p, lines); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// yamlFields maps the YAML key of each field of struct type t (inline
+// structs flattened) to the field's type.
+func yamlFields(t reflect.Type) map[string]reflect.Type {
+	out := map[string]reflect.Type{}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		tag := f.Tag.Get("yaml")
+		if tag == "-" || (!f.IsExported() && !f.Anonymous) {
+			continue
+		}
+		name, opts, _ := strings.Cut(tag, ",")
+		if strings.Contains(","+opts+",", ",inline,") {
+			ft := f.Type
+			for ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			for k, v := range yamlFields(ft) {
+				out[k] = v
+			}
+			continue
+		}
+		if name == "" {
+			name = strings.ToLower(f.Name)
+		}
+		out[name] = f.Type
+	}
+	return out
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// lineOf returns the line of the deepest node of root on path ("a.b[2].c");
+// a path that leaves the document (a default value) gets the line of the
+// last node it reached.
+func lineOf(root *yaml.Node, path string) int {
+	n := root
+	line := root.Line
+	for _, seg := range splitPath(path) {
+		for n.Kind == yaml.AliasNode && n.Alias != nil {
+			n = n.Alias
+		}
+		if seg.key != "" {
+			if n.Kind != yaml.MappingNode {
+				return line
+			}
+			var next *yaml.Node
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				if n.Content[i].Value == seg.key {
+					line = n.Content[i].Line
+					next = n.Content[i+1]
+					break
+				}
+			}
+			if next == nil {
+				return line
+			}
+			n = next
+			continue
+		}
+		if n.Kind != yaml.SequenceNode || seg.index >= len(n.Content) {
+			return line
+		}
+		n = n.Content[seg.index]
+		line = n.Line
+	}
+	return line
+}
+
+type pathSeg struct {
+	key   string
+	index int
+}
+
+// splitPath splits "stages[1].params.target" into stages, [1], params,
+// target.
+func splitPath(path string) []pathSeg {
+	var out []pathSeg
+	for _, part := range strings.Split(path, ".") {
+		for part != "" {
+			i := strings.IndexByte(part, '[')
+			if i < 0 {
+				out = append(out, pathSeg{key: part})
+				break
+			}
+			if i > 0 {
+				out = append(out, pathSeg{key: part[:i]})
+			}
+			j := strings.IndexByte(part[i:], ']')
+			if j < 0 {
+				out = append(out, pathSeg{key: part[i:]})
+				break
+			}
+			idx, err := strconv.Atoi(part[i+1 : i+j])
+			if err != nil {
+				out = append(out, pathSeg{key: part[i : i+j+1]})
+			} else {
+				out = append(out, pathSeg{index: idx})
+			}
+			part = part[i+j+1:]
+		}
+	}
+	return out
+}

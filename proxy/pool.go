@@ -1,0 +1,233 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice/gate"
+)
+
+// Backend is one upstream server of a Pool. Its counters are safe for
+// concurrent use.
+type Backend struct {
+	// URL is the server's parsed URL.
+	URL *url.URL
+	// Name is the URL as configured; it labels metrics.
+	Name     string
+	max      int64
+	inFlight atomic.Int64
+	served   atomic.Uint64
+}
+
+// InFlight returns the number of requests this server is handling.
+func (b *Backend) InFlight() int { return int(b.inFlight.Load()) }
+
+// MaxConcurrency returns the server's concurrency limit.
+func (b *Backend) MaxConcurrency() int { return int(b.max) }
+
+// Pool is the upstream pool: servers with a per-server concurrency limit
+// behind one bounded FIFO wait queue, and the HTTP transport shared by the
+// servers.
+//
+// The queue is a gate.Limiter whose limit is the sum of the servers'
+// max_concurrency: a request holding one of its slots is guaranteed a
+// server below its limit, which Acquire then picks (round-robin or least
+// in flight). The queue's length is the proxy's "listen queue" signal.
+// A Pool is safe for concurrent use.
+type Pool struct {
+	backends  []*Backend
+	lim       *gate.Limiter
+	leastIF   bool
+	rr        atomic.Uint64
+	maxQueue  int
+	timeout   time.Duration
+	capacity  int
+	transport *http.Transport
+	rt        http.RoundTripper // transport, or a stand-in in benchmarks
+	cfg       BackendsConfig
+
+	queueFull, queueTimeout atomic.Uint64
+}
+
+// Pool errors (both are answered 503).
+var (
+	ErrPoolQueueFull    = errors.New("backend pool saturated: wait queue full")
+	ErrPoolQueueTimeout = errors.New("backend pool saturated: queue timeout")
+)
+
+// NewPool builds a pool from a validated BackendsConfig (with defaults).
+func NewPool(cfg BackendsConfig) (*Pool, error) {
+	p := &Pool{leastIF: cfg.Balance == BalanceLeastInFlight, timeout: cfg.Queue.Timeout, cfg: cfg}
+	for i, s := range cfg.Servers {
+		u, err := parseBackendURL(s.URL)
+		if err != nil {
+			return nil, fieldErr(fmt.Sprintf("backends.servers[%d].url", i), "%q is invalid: %v", s.URL, err)
+		}
+		if s.MaxConcurrency < 1 {
+			return nil, fieldErr(fmt.Sprintf("backends.servers[%d].max_concurrency", i), "%d is invalid: must be ≥ 1", s.MaxConcurrency)
+		}
+		p.backends = append(p.backends, &Backend{URL: u, Name: s.URL, max: int64(s.MaxConcurrency)})
+		p.capacity += s.MaxConcurrency
+	}
+	if len(p.backends) == 0 {
+		return nil, fieldErr("backends.servers", "at least one server is required")
+	}
+	if cfg.Queue.Max == nil {
+		return nil, fieldErr("backends.queue.max", "unset: call SetDefaults")
+	}
+	p.maxQueue = *cfg.Queue.Max
+	lim, err := gate.NewLimiter(p.capacity, p.maxQueue, cfg.Queue.Timeout)
+	if err != nil {
+		return nil, fieldErr("backends.queue", "%v", err)
+	}
+	p.lim = lim
+	p.transport = NewTransport(cfg)
+	p.rt = p.transport
+	return p, nil
+}
+
+// NewTransport returns the upstream transport for cfg (with defaults):
+// no environment proxy, the dial and response-header timeouts, keep-alive
+// pools sized by MaxIdleConnsPerHost, no transparent compression (bodies
+// pass through as the server sent them), HTTP/2 attempted with https
+// servers.
+func NewTransport(cfg BackendsConfig) *http.Transport {
+	d := &net.Dialer{Timeout: cfg.Timeouts.Dial, KeepAlive: 30 * time.Second}
+	return &http.Transport{
+		Proxy:                 nil,
+		DialContext:           d.DialContext,
+		MaxIdleConns:          0,
+		MaxIdleConnsPerHost:   cfg.MaxIdleConnsPerHost,
+		IdleConnTimeout:       cfg.IdleConnTimeout,
+		TLSHandshakeTimeout:   cfg.Timeouts.Dial,
+		ResponseHeaderTimeout: cfg.Timeouts.ResponseHeader,
+		ExpectContinueTimeout: time.Second,
+		DisableCompression:    true,
+		ForceAttemptHTTP2:     true,
+	}
+}
+
+// Acquire waits for a server slot (FIFO, at most the queue timeout) and
+// returns the chosen server, which the caller must give back with
+// Release. It returns ErrPoolQueueFull or ErrPoolQueueTimeout when the
+// pool is saturated, or ctx's error if the client left while waiting.
+func (p *Pool) Acquire(ctx context.Context) (*Backend, error) {
+	if err := p.lim.Acquire(ctx, 0); err != nil {
+		switch {
+		case errors.Is(err, gate.ErrQueueFull):
+			p.queueFull.Add(1)
+			return nil, ErrPoolQueueFull
+		case errors.Is(err, gate.ErrQueueTimeout):
+			p.queueTimeout.Add(1)
+			return nil, ErrPoolQueueTimeout
+		}
+		return nil, err
+	}
+	b := p.pick()
+	b.served.Add(1)
+	return b, nil
+}
+
+// pick chooses a server below its limit and counts the request on it. The
+// caller holds a limiter slot, and every holder counts on at most one
+// server, so the servers' in-flight counts sum to less than their limits
+// and a free server exists: the loop ends.
+func (p *Pool) pick() *Backend {
+	bs := p.backends
+	n := len(bs)
+	if n == 1 {
+		bs[0].inFlight.Add(1)
+		return bs[0]
+	}
+	start := int(p.rr.Add(1) % uint64(n))
+	for {
+		if p.leastIF {
+			var best *Backend
+			var bestN int64
+			for i := range n {
+				b := bs[(start+i)%n]
+				c := b.inFlight.Load()
+				if c < b.max && (best == nil || c < bestN) {
+					best, bestN = b, c
+				}
+			}
+			if best != nil && best.inFlight.CompareAndSwap(bestN, bestN+1) {
+				return best
+			}
+			continue
+		}
+		for i := range n {
+			b := bs[(start+i)%n]
+			c := b.inFlight.Load()
+			if c < b.max && b.inFlight.CompareAndSwap(c, c+1) {
+				return b
+			}
+		}
+	}
+}
+
+// Release gives back a slot taken by Acquire. The server's count drops
+// before the slot is freed, so the next holder always finds a server.
+func (p *Pool) Release(b *Backend) {
+	b.inFlight.Add(-1)
+	p.lim.Release()
+}
+
+// Backends returns the servers in configuration order.
+func (p *Pool) Backends() []*Backend { return p.backends }
+
+// QueueLen returns the number of requests waiting for a server slot.
+func (p *Pool) QueueLen() int { return p.lim.QueueLen() }
+
+// InFlight returns the number of requests holding a server slot.
+func (p *Pool) InFlight() int { return p.lim.InFlight() }
+
+// Capacity returns the sum of the servers' max_concurrency.
+func (p *Pool) Capacity() int { return p.capacity }
+
+// Transport returns the upstream transport.
+func (p *Pool) Transport() *http.Transport { return p.transport }
+
+// PoolState is the pool as GET /state shows it.
+type PoolState struct {
+	Balance  string         `json:"balance"`
+	Capacity int            `json:"capacity"`
+	InFlight int            `json:"in_flight"`
+	Queue    QueueState     `json:"queue"`
+	Servers  []BackendState `json:"servers"`
+}
+
+// QueueState is the pool's wait queue.
+type QueueState struct {
+	Length   int    `json:"length"`
+	Max      int    `json:"max"`
+	Timeout  string `json:"timeout"`
+	Full     uint64 `json:"rejected_full"`
+	TimedOut uint64 `json:"rejected_timeout"`
+}
+
+// BackendState is one server.
+type BackendState struct {
+	URL            string `json:"url"`
+	InFlight       int    `json:"in_flight"`
+	MaxConcurrency int    `json:"max_concurrency"`
+	Served         uint64 `json:"served"`
+}
+
+// State returns a snapshot of the pool.
+func (p *Pool) State() PoolState {
+	st := PoolState{Balance: p.cfg.Balance, Capacity: p.capacity, InFlight: p.lim.InFlight(),
+		Queue: QueueState{Length: p.lim.QueueLen(), Max: p.maxQueue, Timeout: p.timeout.String(),
+			Full: p.queueFull.Load(), TimedOut: p.queueTimeout.Load()}}
+	for _, b := range p.backends {
+		st.Servers = append(st.Servers, BackendState{URL: b.Name, InFlight: b.InFlight(),
+			MaxConcurrency: int(b.max), Served: b.served.Load()})
+	}
+	return st
+}

@@ -1,0 +1,437 @@
+package proxy
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/monitor"
+	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/stage"
+)
+
+// generation is one running configuration: the config, its admission
+// policy and its backend pool. Requests keep the generation they started
+// with; a reload publishes a new one atomically.
+type generation struct {
+	cfg           *Config
+	pol           *policy.Policy
+	pool          *Pool
+	degradeHeader string // canonical header name
+	overall       time.Duration
+	preserveHost  bool
+	retryAfter    string
+	reported      *monitor.Reported // backend-reported utilization, or nil
+	utilHeader    string            // its canonical header name
+	version       uint64
+	loaded        time.Time
+	stop          context.CancelFunc // stops the policy's runners; nil until started
+}
+
+// Handler is the proxy's request path: smuggling guard, classification,
+// the stage's admission gate, the backend pool, and the reverse proxy
+// (net/http/httputil.ReverseProxy) with measurement of each response from
+// its arrival to its last byte. It is safe for concurrent use; the
+// configuration it serves is swapped atomically by Server.Apply.
+type Handler struct {
+	gen     atomic.Pointer[generation]
+	rp      *httputil.ReverseProxy
+	m       *metrics
+	log     *slog.Logger
+	warn    rate.Sometimes // rate-limits upstream error logs
+	streams atomic.Int64   // long-lived responses in progress
+	active  atomic.Int64   // requests in progress
+}
+
+// stateKey finds a request's *reqState in its context.
+type stateKey struct{}
+
+// connKey finds the request's *scanConn in its context.
+type connKey struct{}
+
+var errOverallTimeout = errors.New("sluice: upstream overall timeout")
+
+func newHandler(m *metrics, log *slog.Logger) *Handler {
+	h := &Handler{m: m, log: log, warn: rate.Sometimes{Interval: time.Second}}
+	h.rp = &httputil.ReverseProxy{
+		Rewrite:        h.rewrite,
+		Transport:      genTransport{},
+		FlushInterval:  -1,
+		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+		BufferPool:     newBufferPool(),
+		ModifyResponse: h.modifyResponse,
+		ErrorHandler:   h.errorHandler,
+	}
+	return h
+}
+
+// reqState is one admitted request. It is also the request's context, so
+// that the ReverseProxy hooks find it without an extra allocation.
+type reqState struct {
+	context.Context
+	h       *Handler
+	gen     *generation
+	ticket  stage.Ticket
+	backend *Backend
+	sc      *scanConn
+	arrival time.Time
+	quality float64 // 0 when the stage does not degrade
+
+	// state: 0 active, 1 released early as a stream, 2 finished.
+	state      atomic.Int32
+	failed     atomic.Bool // 5xx from upstream or a transport failure
+	clientGone atomic.Bool
+	longTimer  *time.Timer
+	overTimer  *time.Timer
+	cancel     context.CancelCauseFunc
+}
+
+// Value returns the reqState itself for stateKey.
+func (rs *reqState) Value(key any) any {
+	if key == (stateKey{}) {
+		return rs
+	}
+	return rs.Context.Value(key)
+}
+
+func stateOf(ctx context.Context) *reqState {
+	rs, _ := ctx.Value(stateKey{}).(*reqState)
+	return rs
+}
+
+// stream releases the request's stage and pool slots early: its response
+// is long-lived (an upgrade, an event stream, or longer than the stage's
+// long_lived). It is counted as completed without a response-time sample.
+func (rs *reqState) stream() {
+	if !rs.state.CompareAndSwap(0, 1) {
+		return
+	}
+	if rs.overTimer != nil {
+		rs.overTimer.Stop()
+	}
+	rs.ticket.DoneAfter(time.Since(rs.arrival), true, false)
+	rs.gen.pool.Release(rs.backend)
+	rs.h.streams.Add(1)
+}
+
+// finish ends the request (its last byte was written, or it was aborted).
+func (rs *reqState) finish(aborted bool) {
+	if rs.longTimer != nil {
+		rs.longTimer.Stop()
+	}
+	if rs.overTimer != nil {
+		rs.overTimer.Stop()
+		rs.cancel(nil)
+	}
+	if aborted && rs.Context.Err() != nil {
+		rs.clientGone.Store(true)
+	}
+	if rs.state.CompareAndSwap(0, 2) {
+		ok := !rs.failed.Load() && !(aborted && !rs.clientGone.Load())
+		sample := ok && !aborted && !rs.clientGone.Load()
+		rs.ticket.DoneAfter(time.Since(rs.arrival), ok, sample)
+		rs.gen.pool.Release(rs.backend)
+		return
+	}
+	rs.h.streams.Add(-1)
+}
+
+// ServeHTTP proxies one request.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	arrival := time.Now()
+	h.active.Add(1)
+	defer h.active.Add(-1)
+	sc, _ := r.Context().Value(connKey{}).(*scanConn)
+	if sc != nil {
+		if reason := sc.next(); reason != "" {
+			h.m.badRequests.Inc()
+			w.Header().Set("Connection", "close")
+			http.Error(w, "sluice: bad request: "+reason, http.StatusBadRequest)
+			return
+		}
+	}
+	if r.Method == http.MethodOptions && r.RequestURI == "*" {
+		// "OPTIONS *" asks about the proxy itself (RFC 9110 §9.3.7).
+		w.Header().Set("Content-Length", "0")
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	g := h.gen.Load()
+	st, class := g.pol.Classify(r)
+	t, err := st.Enter(r.Context(), class)
+	if err != nil {
+		if errors.Is(err, sluice.ErrRejected) {
+			g.pol.Reject(w, r, err)
+		}
+		// Otherwise the client left while queued: nobody to answer.
+		return
+	}
+	b, err := g.pool.Acquire(r.Context())
+	if err != nil {
+		saturated := errors.Is(err, ErrPoolQueueFull) || errors.Is(err, ErrPoolQueueTimeout)
+		// A saturated pool fails the request; a client that left while
+		// queued is neither an error nor a sample.
+		t.DoneAfter(time.Since(arrival), !saturated, false)
+		if saturated {
+			h.poolRejected(w, g, err)
+		}
+		return
+	}
+	rs := &reqState{Context: r.Context(), h: h, gen: g, ticket: t, backend: b, sc: sc, arrival: arrival}
+	if st.Degrading() {
+		rs.quality = st.Quality()
+	}
+	var ctx context.Context = rs
+	if g.overall > 0 {
+		ctx, rs.cancel = context.WithCancelCause(rs)
+		rs.overTimer = time.AfterFunc(g.overall, func() { rs.cancel(errOverallTimeout) })
+	}
+	if ll := g.pol.LongLived(st); ll > 0 {
+		rs.longTimer = time.AfterFunc(ll, rs.stream)
+	}
+	completed := false
+	defer func() {
+		if !completed { // ReverseProxy aborted the response (panic)
+			rs.finish(true)
+		}
+	}()
+	h.rp.ServeHTTP(w, r.WithContext(ctx))
+	completed = true
+	rs.finish(false)
+}
+
+// poolRejected answers a request the stage admitted but the backend pool
+// could not take in time: 503 with Retry-After.
+func (h *Handler) poolRejected(w http.ResponseWriter, g *generation, err error) {
+	cause := "queue_full"
+	msg := "sluice: backend pool saturated: wait queue full\n"
+	if errors.Is(err, ErrPoolQueueTimeout) {
+		cause = "queue_timeout"
+		msg = "sluice: backend pool saturated: no server slot within " + g.pool.timeout.String() + "\n"
+	}
+	h.m.poolRejected.WithLabelValues(cause).Inc()
+	hd := w.Header()
+	hd.Set("Retry-After", g.retryAfter)
+	hd.Set("Content-Type", "text/plain; charset=utf-8")
+	hd.Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusServiceUnavailable)
+	_, _ = io.WriteString(w, msg)
+}
+
+// rewrite builds the outbound request: the chosen server, the Host,
+// X-Forwarded-For/Proto/Host, and the quality header. ReverseProxy has
+// already removed hop-by-hop headers (RFC 9110 §7.6.1, including those
+// named in Connection) and any incoming Forwarded/X-Forwarded-* headers
+// from pr.Out.
+func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
+	rs := stateOf(pr.In.Context())
+	g := rs.gen
+	pr.SetURL(rs.backend.URL)
+	if g.preserveHost {
+		pr.Out.Host = pr.In.Host
+	}
+	in, out := pr.In.Header, pr.Out.Header
+	peer := peerAddr(pr.In.RemoteAddr)
+	trusted := peer.IsValid() && g.pol.PeerTrusted(pr.In)
+	ip := peer.Unmap().String()
+	if !peer.IsValid() {
+		ip = pr.In.RemoteAddr
+	}
+	vals := make([]string, 3) // one allocation for the three headers
+	vals[0] = ip
+	if prior, ok := in["X-Forwarded-For"]; ok && trusted && len(prior) > 0 {
+		vals[0] = strings.Join(prior, ", ") + ", " + ip
+	}
+	vals[1] = pr.In.Host
+	if v, ok := in["X-Forwarded-Host"]; ok && trusted && len(v) > 0 {
+		vals[1] = v[0]
+	}
+	switch v, ok := in["X-Forwarded-Proto"]; {
+	case ok && trusted && len(v) > 0:
+		vals[2] = v[0]
+	case pr.In.TLS != nil:
+		vals[2] = "https"
+	default:
+		vals[2] = "http"
+	}
+	out["X-Forwarded-For"] = vals[0:1:1]
+	out["X-Forwarded-Host"] = vals[1:2:2]
+	out["X-Forwarded-Proto"] = vals[2:3:3]
+	if g.degradeHeader != "" {
+		delete(out, g.degradeHeader)
+		if rs.quality > 0 {
+			out[g.degradeHeader] = []string{strconv.FormatFloat(rs.quality, 'f', 3, 64)}
+		}
+	}
+}
+
+func peerAddr(remote string) netip.Addr {
+	ap, err := netip.ParseAddrPort(remote)
+	if err == nil {
+		return ap.Addr()
+	}
+	host, _, err := net.SplitHostPort(remote)
+	if err != nil {
+		return netip.Addr{}
+	}
+	a, _ := netip.ParseAddr(host)
+	return a
+}
+
+// modifyResponse notes upstream 5xx responses and long-lived responses.
+func (h *Handler) modifyResponse(res *http.Response) error {
+	rs := stateOf(res.Request.Context())
+	if rs == nil {
+		return nil
+	}
+	if g := rs.gen; g.reported != nil {
+		if v, ok := res.Header[g.utilHeader]; ok && len(v) > 0 {
+			delete(res.Header, g.utilHeader)
+			if u, err := strconv.ParseFloat(strings.TrimSpace(v[0]), 64); err == nil {
+				_ = g.reported.Report(u) // values outside [0, 1] are ignored
+			}
+		}
+	}
+	switch {
+	case res.StatusCode >= 500:
+		rs.failed.Store(true)
+	case res.StatusCode == http.StatusSwitchingProtocols:
+		if rs.sc != nil {
+			rs.sc.stop()
+		}
+		rs.stream()
+	case isEventStream(res.Header.Get("Content-Type")):
+		rs.stream()
+	}
+	return nil
+}
+
+// isEventStream reports whether a Content-Type is text/event-stream
+// (parameters and case ignored). It does not allocate.
+func isEventStream(ct string) bool {
+	if i := strings.IndexByte(ct, ';'); i >= 0 {
+		ct = ct[:i]
+	}
+	return strings.EqualFold(strings.TrimSpace(ct), "text/event-stream")
+}
+
+// upstreamError classifies a transport error: the status to answer, a
+// metric label and a short message naming the cause.
+func upstreamError(err error, rs *reqState, req *http.Request) (status int, cause, msg string) {
+	g := rs.gen
+	name := rs.backend.Name
+	if errors.Is(context.Cause(req.Context()), errOverallTimeout) {
+		return http.StatusGatewayTimeout, "overall_timeout",
+			fmt.Sprintf("upstream timeout: no complete response from %s within %v", name, g.overall)
+	}
+	if rs.Context.Err() != nil {
+		return 0, "client_canceled", "the client canceled the request"
+	}
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		if op.Timeout() {
+			return http.StatusGatewayTimeout, "connect_timeout",
+				fmt.Sprintf("upstream connect timeout: %s did not accept a connection within %v", name, g.cfg.Backends.Timeouts.Dial)
+		}
+		return http.StatusBadGateway, "connect", fmt.Sprintf("backend unreachable: %s: %v", name, op.Err)
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		if strings.Contains(err.Error(), "TLS handshake") {
+			return http.StatusGatewayTimeout, "connect_timeout",
+				fmt.Sprintf("upstream connect timeout: TLS handshake with %s took more than %v", name, g.cfg.Backends.Timeouts.Dial)
+		}
+		return http.StatusGatewayTimeout, "response_header_timeout",
+			fmt.Sprintf("upstream timeout: no response headers from %s within %v", name, g.cfg.Backends.Timeouts.ResponseHeader)
+	}
+	var certErr *tls.CertificateVerificationError
+	if errors.As(err, &certErr) || strings.Contains(err.Error(), "tls:") {
+		return http.StatusBadGateway, "tls", fmt.Sprintf("upstream TLS error with %s: %v", name, err)
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) ||
+		strings.Contains(err.Error(), "server closed") {
+		return http.StatusBadGateway, "upstream_closed", fmt.Sprintf("upstream %s closed the connection before a response", name)
+	}
+	return http.StatusBadGateway, "other", fmt.Sprintf("upstream error from %s: %v", name, err)
+}
+
+// errorHandler answers a failed upstream exchange: 502 (unreachable,
+// closed, protocol error) or 504 (timeout), with a short body naming the
+// cause.
+func (h *Handler) errorHandler(w http.ResponseWriter, req *http.Request, err error) {
+	rs := stateOf(req.Context())
+	if rs == nil {
+		w.WriteHeader(http.StatusBadGateway)
+		return
+	}
+	status, cause, msg := upstreamError(err, rs, req)
+	if status == 0 {
+		rs.clientGone.Store(true)
+		return
+	}
+	rs.failed.Store(true)
+	h.m.upstreamErrors.WithLabelValues(rs.backend.Name, cause).Inc()
+	h.m.gatewayErrors.WithLabelValues(strconv.Itoa(status)).Inc()
+	h.warn.Do(func() {
+		h.log.Warn("upstream error", "backend", rs.backend.Name, "cause", cause, "status", status, "err", err)
+	})
+	hd := w.Header()
+	hd.Set("Content-Type", "text/plain; charset=utf-8")
+	hd.Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = io.WriteString(w, "sluice: "+msg+"\n")
+}
+
+// genTransport sends each request with the transport of its generation's
+// pool.
+type genTransport struct{}
+
+func (genTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	rs := stateOf(req.Context())
+	if rs == nil {
+		return nil, errors.New("sluice: request without proxy state")
+	}
+	return rs.gen.pool.rt.RoundTrip(req)
+}
+
+const copyBufferSize = 32 << 10
+
+// bufferPool recycles the 32 KiB copy buffers of ReverseProxy without
+// allocating.
+type bufferPool struct{ p sync.Pool }
+
+func newBufferPool() *bufferPool {
+	return &bufferPool{p: sync.Pool{New: func() any { return new([copyBufferSize]byte) }}}
+}
+
+func (b *bufferPool) Get() []byte { return b.p.Get().(*[copyBufferSize]byte)[:] }
+
+func (b *bufferPool) Put(x []byte) {
+	if cap(x) >= copyBufferSize {
+		b.p.Put((*[copyBufferSize]byte)(x[:copyBufferSize]))
+	}
+}
+
+// policy returns the running policy (for metrics that follow reloads).
+func (h *Handler) policy() *policy.Policy {
+	if g := h.gen.Load(); g != nil {
+		return g.pol
+	}
+	return nil
+}

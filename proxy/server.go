@@ -1,0 +1,438 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log"
+	"log/slog"
+	"math"
+	"net"
+	"net/http"
+	"net/textproto"
+	"reflect"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/sluicehq/sluice/monitor"
+	"github.com/sluicehq/sluice/policy"
+)
+
+// Options configure a Server. The zero value is usable.
+type Options struct {
+	// ConfigFile is the file the configuration was loaded from; Reload
+	// (SIGHUP, POST /reload) reads it again. Empty disables reloading.
+	ConfigFile string
+	// Logger receives the proxy's logs (nil: slog.Default()).
+	Logger *slog.Logger
+	// Registry receives the metrics (nil: a new registry with the Go and
+	// process collectors). Nothing is registered globally.
+	Registry *prometheus.Registry
+}
+
+// Server is a running proxy: its client listeners, the admin listener,
+// and the configuration generations it swaps on reload.
+//
+// Lifecycle: New (builds the first generation), Listen (binds every
+// address), Serve (serves until its context ends, then drains). Apply and
+// Reload may be called at any time and are serialised. A Server is safe
+// for concurrent use.
+type Server struct {
+	h    *Handler
+	m    *metrics
+	reg  *prometheus.Registry
+	log  *slog.Logger
+	file string
+
+	util     monitor.UtilizationSource // nil for source: none
+	reported *monitor.Reported         // set for source: backend-header
+
+	mu       sync.Mutex // serialises Apply and the runner lifecycle
+	runCtx   context.Context
+	running  bool
+	version  uint64
+	servers  []*http.Server
+	lns      []net.Listener
+	admin    *http.Server
+	adminLn  net.Listener
+	closed   bool
+	stopRuns context.CancelFunc
+}
+
+// New builds a server for a validated config (with defaults set). It does
+// not listen yet.
+func New(cfg *Config, opts Options) (*Server, error) {
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	reg := opts.Registry
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	m := newMetrics()
+	s := &Server{h: newHandler(m, logger), m: m, reg: reg, log: logger, file: opts.ConfigFile}
+	if err := s.setUtilization(cfg.Utilization); err != nil {
+		return nil, err
+	}
+	g, err := s.newGeneration(cfg, nil)
+	if err != nil {
+		return nil, err
+	}
+	s.h.gen.Store(g)
+	if err := m.register(reg, s.h); err != nil {
+		return nil, fmt.Errorf("proxy: metrics: %w", err)
+	}
+	return s, nil
+}
+
+// Handler returns the proxy's request handler (for embedding and
+// benchmarks). It serves whatever generation is running.
+func (s *Server) Handler() http.Handler { return s.h }
+
+// Registry returns the metrics registry.
+func (s *Server) Registry() *prometheus.Registry { return s.reg }
+
+// Config returns the running configuration. It must not be modified.
+func (s *Server) Config() *Config { return s.h.gen.Load().cfg }
+
+// newGeneration builds the policy and pool of cfg. With prev, an
+// unchanged backends section keeps its pool (queue, in-flight counts,
+// connections), and unchanged stages keep their controller state.
+func (s *Server) newGeneration(cfg *Config, prev *generation) (*generation, error) {
+	var pool *Pool
+	var err error
+	if prev != nil && reflect.DeepEqual(prev.cfg.Backends, cfg.Backends) {
+		pool = prev.pool
+	} else if pool, err = NewPool(cfg.Backends); err != nil {
+		return nil, err
+	}
+	var prevPol *policy.Policy
+	if prev != nil {
+		prevPol = prev.pol
+	}
+	h := s.h
+	queue := func() float64 {
+		if g := h.gen.Load(); g != nil {
+			return float64(g.pool.QueueLen())
+		}
+		return 0
+	}
+	pol, err := buildPolicy(cfg.Config, prevPol, s.log, queue, s.util)
+	if err != nil {
+		return nil, err
+	}
+	s.version++
+	secs := int(math.Ceil(cfg.Reject.RetryAfter.Seconds()))
+	g := &generation{cfg: cfg, pol: pol, pool: pool, overall: cfg.Backends.Timeouts.Overall,
+		preserveHost: cfg.Backends.PreserveHost == nil || *cfg.Backends.PreserveHost,
+		retryAfter:   strconv.Itoa(max(secs, 1)), version: s.version, loaded: time.Now()}
+	if cfg.Degrade.Header != "" {
+		g.degradeHeader = textproto.CanonicalMIMEHeaderKey(cfg.Degrade.Header)
+	}
+	if s.reported != nil {
+		g.reported = s.reported
+		g.utilHeader = textproto.CanonicalMIMEHeaderKey(cfg.Utilization.Header)
+	}
+	return g, nil
+}
+
+// setUtilization builds the utilization sensor of u (once per server: it
+// cannot change on reload).
+func (s *Server) setUtilization(u UtilizationConfig) error {
+	switch u.Source {
+	case UtilizationHost:
+		var cpus []int
+		if u.CPUs != "" {
+			var err error
+			if cpus, err = monitor.ParseCPUList(u.CPUs); err != nil {
+				return fieldErr("utilization.cpus", "%q is invalid: %v", u.CPUs, err)
+			}
+		}
+		src, err := monitor.NewProcStat("/proc", cpus)
+		if err != nil {
+			return fieldErr("utilization.source", "host: %v", err)
+		}
+		s.util = src
+	case UtilizationCgroup:
+		src, err := monitor.NewCgroup(u.Cgroup, time.Now())
+		if err != nil {
+			return fieldErr("utilization.cgroup", "%q: %v", u.Cgroup, err)
+		}
+		s.util = src
+	case UtilizationBackendHeader:
+		s.reported = monitor.NewReported("the backends' " + u.Header + " header")
+		s.util = s.reported
+	}
+	return nil
+}
+
+// Apply validates cfg against the running configuration and swaps it in
+// atomically: requests in flight finish with the configuration they
+// started with; new requests use cfg. Stages whose configuration is
+// unchanged keep their controller state; an unchanged backends section
+// keeps its pool. Listeners and the admin listener cannot change without
+// a restart: such a cfg is refused. On error the running configuration
+// stays.
+func (s *Server) Apply(cfg *Config) error {
+	err := s.apply(cfg)
+	if err != nil {
+		s.m.reloads.WithLabelValues("error").Inc()
+		return err
+	}
+	s.m.reloads.WithLabelValues("ok").Inc()
+	return nil
+}
+
+func (s *Server) apply(cfg *Config) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old := s.h.gen.Load()
+	if !sameListeners(old.cfg, cfg) {
+		return errors.New("listeners, admin or utilization changed: restart sluice to apply them (a reload applies backends, classes, stages, reject, shadow, degrade and drain_timeout)")
+	}
+	g, err := s.newGeneration(cfg, old)
+	if err != nil {
+		return err
+	}
+	if s.running {
+		s.startRunners(g)
+	}
+	s.h.gen.Store(g)
+	if old.stop != nil {
+		old.stop()
+	}
+	if old.pool != g.pool {
+		old.pool.transport.CloseIdleConnections()
+	}
+	names := make([]string, 0, len(g.pol.Stages()))
+	for _, st := range g.pol.Stages() {
+		names = append(names, st.Name())
+	}
+	s.log.Info("configuration applied", "version", g.version, "stages", names, "pool_kept", old.pool == g.pool)
+	return nil
+}
+
+// Reload reads the configuration file again and applies it. An invalid
+// file (a *ConfigError) or a refused change leaves the running
+// configuration in place.
+func (s *Server) Reload() error {
+	if s.file == "" {
+		s.m.reloads.WithLabelValues("error").Inc()
+		return errors.New("no configuration file to reload (started without --config)")
+	}
+	cfg, err := LoadFile(s.file)
+	if err != nil {
+		s.m.reloads.WithLabelValues("error").Inc()
+		return err
+	}
+	return s.Apply(cfg)
+}
+
+// startRunners starts g's control loops under the server's run context.
+// Called with s.mu held.
+func (s *Server) startRunners(g *generation) {
+	ctx, cancel := context.WithCancel(s.runCtx)
+	g.stop = cancel
+	go g.pol.Run(ctx)
+}
+
+// Listen binds the client and admin listeners of the running
+// configuration.
+func (s *Server) Listen() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.lns) > 0 {
+		return errors.New("proxy: already listening")
+	}
+	cfg := s.h.gen.Load().cfg
+	var lns []net.Listener
+	fail := func(err error) error {
+		for _, l := range lns {
+			l.Close()
+		}
+		return err
+	}
+	for i, lc := range cfg.Listeners {
+		ln, err := net.Listen("tcp", lc.Addr)
+		if err != nil {
+			return fail(fmt.Errorf("listeners[%d].addr: %w", i, err))
+		}
+		lns = append(lns, ln)
+		srv := &http.Server{
+			Handler:                      s.h,
+			ReadHeaderTimeout:            lc.ReadHeaderTimeout,
+			ReadTimeout:                  lc.ReadTimeout,
+			WriteTimeout:                 lc.WriteTimeout,
+			IdleTimeout:                  lc.IdleTimeout,
+			MaxHeaderBytes:               lc.MaxHeaderBytes,
+			DisableGeneralOptionsHandler: true, // OPTIONS * reaches the handler: one handler call per request
+			ErrorLog:                     serverLog(s.log),
+			ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+				if sc, ok := c.(*scanConn); ok {
+					return context.WithValue(ctx, connKey{}, sc)
+				}
+				return ctx
+			},
+		}
+		if lc.TLS != nil {
+			cert, err := tls.LoadX509KeyPair(lc.TLS.Cert, lc.TLS.Key)
+			if err != nil {
+				return fail(fmt.Errorf("listeners[%d].tls: %w", i, err))
+			}
+			srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		}
+		s.servers = append(s.servers, srv)
+	}
+	aln, err := net.Listen("tcp", cfg.Admin.Addr)
+	if err != nil {
+		return fail(fmt.Errorf("admin.addr: %w", err))
+	}
+	s.lns, s.adminLn = lns, aln
+	s.admin = &http.Server{Handler: s.adminHandler(cfg.Admin.Pprof), ReadHeaderTimeout: DefaultReadHeaderTimeout,
+		IdleTimeout: DefaultIdleTimeout, ErrorLog: serverLog(s.log)}
+	return nil
+}
+
+// Addrs returns the bound client addresses (after Listen).
+func (s *Server) Addrs() []net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]net.Addr, len(s.lns))
+	for i, l := range s.lns {
+		out[i] = l.Addr()
+	}
+	return out
+}
+
+// AdminAddr returns the bound admin address (after Listen).
+func (s *Server) AdminAddr() net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.adminLn == nil {
+		return nil
+	}
+	return s.adminLn.Addr()
+}
+
+// Serve starts the control loops and serves every listener until ctx
+// ends; then it stops accepting, lets in-flight requests finish for up to
+// drain_timeout (closing what is left after that), and returns nil. It
+// returns an error if a listener fails. Call Listen first (Serve calls it
+// if needed).
+func (s *Server) Serve(ctx context.Context) error {
+	if s.AdminAddr() == nil {
+		if err := s.Listen(); err != nil {
+			return err
+		}
+	}
+	s.mu.Lock()
+	if s.running || s.closed {
+		s.mu.Unlock()
+		return errors.New("proxy: Serve called twice")
+	}
+	runCtx, stopRuns := context.WithCancel(context.Background())
+	s.runCtx, s.stopRuns, s.running = runCtx, stopRuns, true
+	g := s.h.gen.Load()
+	s.startRunners(g)
+	cfg := g.cfg
+	s.mu.Unlock()
+
+	errc := make(chan error, len(s.servers)+1)
+	for i, srv := range s.servers {
+		var ln net.Listener = s.lns[i]
+		go func() {
+			var err error
+			if srv.TLSConfig != nil {
+				err = srv.ServeTLS(ln, "", "")
+			} else {
+				err = srv.Serve(scanListener{ln})
+			}
+			errc <- err
+		}()
+	}
+	go func() { errc <- s.admin.Serve(s.adminLn) }()
+	addrs := make([]string, len(s.lns))
+	for i, l := range s.lns {
+		addrs[i] = l.Addr().String()
+	}
+	s.log.Info("sluice proxy serving", "listen", addrs, "admin", s.adminLn.Addr().String(),
+		"backends", len(cfg.Backends.Servers), "stages", len(cfg.Stages), "shadow", cfg.Shadow)
+
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case err := <-errc:
+		if !errors.Is(err, http.ErrServerClosed) {
+			serveErr = err
+		}
+	}
+	s.shutdown(s.h.gen.Load().cfg.DrainTimeout)
+	return serveErr
+}
+
+// shutdown stops accepting, drains in-flight requests for up to timeout,
+// then closes everything.
+func (s *Server) shutdown(timeout time.Duration) {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.log.Info("draining", "in_flight", s.h.active.Load(), "timeout", timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, srv := range s.servers {
+		wg.Go(func() {
+			if err := srv.Shutdown(ctx); err != nil {
+				s.log.Warn("drain timeout: closing remaining connections", "in_flight", s.h.active.Load())
+				srv.Close()
+			}
+		})
+	}
+	wg.Wait()
+	_ = s.admin.Close()
+	s.mu.Lock()
+	s.running = false
+	if s.stopRuns != nil {
+		s.stopRuns()
+	}
+	s.mu.Unlock()
+	s.h.gen.Load().pool.transport.CloseIdleConnections()
+	s.log.Info("stopped")
+}
+
+// serverLog adapts http.Server's error log to slog: accept errors (such
+// as EMFILE, which the server retries with a back-off of 5 ms doubling to
+// 1 s) are warnings, the rest (TLS handshake noise) debug.
+func serverLog(l *slog.Logger) *log.Logger { return log.New(&logAdapter{l: l}, "", 0) }
+
+type logAdapter struct{ l *slog.Logger }
+
+func (a *logAdapter) Write(p []byte) (int, error) {
+	msg := string(bytes.TrimSpace(p))
+	if bytes.Contains(p, []byte("Accept error")) {
+		a.l.Warn(msg)
+	} else {
+		a.l.Debug(msg)
+	}
+	return len(p), nil
+}
+
+// Check builds what cfg (validated, with defaults) describes — the
+// admission policy and the backend pool — without listening or running,
+// to catch what Validate cannot see.
+func Check(cfg *Config) error {
+	s := &Server{h: newHandler(newMetrics(), slog.New(slog.DiscardHandler)), log: slog.New(slog.DiscardHandler)}
+	if err := s.setUtilization(cfg.Utilization); err != nil {
+		return err
+	}
+	_, err := s.newGeneration(cfg, nil)
+	return err
+}
