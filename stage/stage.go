@@ -109,6 +109,10 @@ type Stage struct {
 	queue      func() float64
 	errReject  error
 
+	// censorAt is the elapsed time from which a failed request counts as
+	// a (censored) sample: the controller's target, or never.
+	censorAt atomic.Int64
+
 	mu      sync.Mutex // serialises Step and SetTarget
 	lastRun []time.Time
 	created time.Time
@@ -154,6 +158,7 @@ func New(opts Options, now time.Time) (*Stage, error) {
 		util: opts.Utilization, queue: opts.Queue, created: now,
 		classAware: len(c.Current().ClassRates) > 0,
 		errReject:  fmt.Errorf("stage %q: %w", opts.Name, sluice.ErrRejected)}
+	s.setCensor(c)
 	if t, ok := c.(sluice.SampleTriggered); ok && t.TriggerSamples() > 0 {
 		s.trigger = int64(t.TriggerSamples())
 		if opts.Window < t.TriggerSamples() {
@@ -260,9 +265,20 @@ func (s *Stage) reject(cs *classState) {
 }
 
 // Done records the end of the request. ok is false for a failed request
-// (an error status or a transport failure), which counts as an error and
-// is not a response-time sample; sample is false for responses that must
-// not feed the response-time windows (long-lived streams, upgrades).
+// (an error status, a transport failure, a timeout, a client that gave
+// up), which counts as an error; sample is false for responses that must
+// not feed the response-time windows at all (long-lived streams,
+// upgrades).
+//
+// A failed request is a response-time sample only when its elapsed time
+// has already reached the controller's response-time target: it is then
+// certainly over target, a censored observation whose true response time
+// is at least rt. Without it a jammed backend, where every request times
+// out and nothing completes, would leave SEDA and Yaksha with no samples
+// and holding their setting. Faster failures say nothing about response
+// time and are left out, so a timeout or an error never enters the window
+// as a fast sample. Controllers without a response-time target never take
+// failed requests as samples.
 func (t Ticket) Done(ok, sample bool) {
 	t.DoneAfter(time.Since(t.start), ok, sample)
 }
@@ -274,7 +290,7 @@ func (t Ticket) DoneAfter(rt time.Duration, ok, sample bool) {
 		return
 	}
 	cs := t.s.classes[t.class]
-	smp := ok && sample
+	smp := sample && (ok || rt >= time.Duration(t.s.censorAt.Load()))
 	cs.rec.Complete(rt, smp)
 	if t.s.agg != nil {
 		t.s.agg.Complete(rt, smp)
@@ -433,7 +449,20 @@ func (s *Stage) SetTarget(target time.Duration) error {
 	if !ok {
 		return fmt.Errorf("stage %q: controller %s has no response-time target", s.name, s.ctrl.Current().Controller)
 	}
-	return t.SetTarget(target)
+	if err := t.SetTarget(target); err != nil {
+		return err
+	}
+	s.setCensor(s.ctrl.Unwrap())
+	return nil
+}
+
+// setCensor sets censorAt from the controller's response-time target.
+func (s *Stage) setCensor(c sluice.Controller) {
+	if t, ok := c.(control.Targeted); ok {
+		s.censorAt.Store(int64(t.Target()))
+		return
+	}
+	s.censorAt.Store(math.MaxInt64)
 }
 
 // Run drives the stage with the wall clock until ctx ends: every period,

@@ -1,0 +1,60 @@
+package stage
+
+import (
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/control"
+)
+
+// A failed request that already waited longer than the target is a
+// (censored) sample; a fast failure is not; a controller without a
+// response-time target never samples failures.
+func TestCensoredSamples(t *testing.T) {
+	cfg := control.DefaultSEDAConfig()
+	cfg.Target = 100 * time.Millisecond
+	s, err := New(Options{Name: "api", Controller: &cfg}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		rt     time.Duration
+		ok     bool
+		sample bool
+	}{
+		{5 * time.Second, false, true},       // timed out after 5 s: sample
+		{20 * time.Millisecond, false, true}, // fast 502: not a sample
+		{30 * time.Millisecond, true, true},  // success: sample
+		{9 * time.Second, true, false},       // a stream: never
+	} {
+		tk, err := s.Enter(t.Context(), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tk.DoneAfter(c.rt, c.ok, c.sample)
+	}
+	m := s.classes[0].rec.Collect(time.Now())
+	if m.Samples != 2 || m.Completed != 4 {
+		t.Fatalf("samples %v completed %v, want 2 and 4", m.Samples, m.Completed)
+	}
+	// mean of 5 s and 30 ms
+	if m.MeanRT < 2.5 || m.MeanRT > 2.52 {
+		t.Fatalf("mean %v", m.MeanRT)
+	}
+	// SetTarget moves the threshold: at 10 s the 5 s failure is no sample.
+	if err := s.SetTarget(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	tk, _ := s.Enter(t.Context(), 0)
+	tk.DoneAfter(5*time.Second, false, true)
+	if m := s.classes[0].rec.Collect(time.Now()); m.Samples != 0 {
+		t.Fatalf("5 s failure under a 10 s target sampled")
+	}
+
+	k, _ := New(Options{Name: "k", Controller: &control.StaticRateConfig{Rate: 1e6, Period: time.Second}}, time.Now())
+	tk, _ = k.Enter(t.Context(), 0)
+	tk.DoneAfter(time.Hour, false, true)
+	if m := k.classes[0].rec.Collect(time.Now()); m.Samples != 0 {
+		t.Fatal("failure sampled without a target")
+	}
+}
