@@ -124,6 +124,15 @@ type Config struct {
 	// learn its size when the handler sets no Content-Length (default
 	// 1 MiB, in [0, 1 GiB]). See Middleware.
 	ReplyBuffer int `yaml:"reply_buffer" json:"reply_buffer"`
+	// Parallel delays every request of a client independently, as the
+	// paper's Apache children did (default false). Shares are then shares
+	// of per-reply bandwidth: a client with k requests in flight gets about
+	// k times its share of the aggregate. By default a client's replies
+	// take turns through their delay and send (waiting for the turn counts
+	// against the standby limit), and each reply's bandwidth is measured
+	// from the start of its turn, so the client's aggregate bandwidth
+	// tracks its available bandwidth d_i however many requests it opens.
+	Parallel bool `yaml:"parallel" json:"parallel"`
 	// Clients are the configured clients. Their shares sum to at most 100;
 	// the rest goes to the implicit client "others".
 	Clients []ClientConfig `yaml:"clients" json:"clients"`

@@ -33,8 +33,10 @@ import (
 //     delayed for the bytes known at that moment and the rest streams
 //     without further delay; every byte still counts in the measurement,
 //     so the client's next replies pay for it;
-//  3. waits the computed delay (1/d_i − 1/Â)·size before sending the first
-//     byte. If the client disconnects during the delay, the standby slot
+//  3. waits for the client's turn (unless Config.Parallel: the client's
+//     earlier replies finish their delay and send first), then waits the
+//     computed delay (1/d_i − 1/Â)·size before sending the first byte. If
+//     the client disconnects while waiting, the standby slot
 //     is freed at once, the request is counted as cancelled and nothing is
 //     sent. A delay above Config.MaxDelay answers 503 instead (the
 //     handler's work is then lost; its headers are discarded);
@@ -201,6 +203,11 @@ func (rw *replyWriter) contentLength() (int64, bool) {
 // status line, headers and buffered bytes. On rejection it answers 503; if
 // the client goes away it abandons the reply.
 func (rw *replyWriter) release(size int64) error {
+	if err := rw.res.Turn(rw.ctx); err != nil {
+		rw.state = aborted
+		rw.buf = nil
+		return errAborted
+	}
 	d, err := rw.res.Delay(time.Now(), size)
 	if err != nil {
 		rw.state = aborted

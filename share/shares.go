@@ -92,6 +92,10 @@ type clientState struct {
 	bytes     uint64
 	rejects   [4]uint64 // indexed by Reason
 	cancelled uint64
+
+	// turn serialises the client's delay-and-send phases (capacity 1;
+	// unused when Config.Parallel).
+	turn chan struct{}
 }
 
 // Shares is the measurement-based per-client bandwidth allocation of Li &
@@ -178,6 +182,7 @@ func New(cfg Config) (*Shares, error) {
 	}
 	for i := range s.clients {
 		s.clients[i].b = cc.shares[i] / 100 * s.total
+		s.clients[i].turn = make(chan struct{}, 1)
 	}
 	return s, nil
 }
@@ -262,6 +267,11 @@ type Reservation struct {
 	client ClientID
 	start  time.Time
 	held   bool
+	// turn is true while the reservation holds its client's turn;
+	// turnStart is when it got it (the start of its measured response
+	// time in serialised mode).
+	turn      bool
+	turnStart time.Time
 }
 
 // Begin admits a request of client c at now: it takes one of the client's
@@ -475,11 +485,45 @@ func (r *Reservation) Delay(now time.Time, size int64) (time.Duration, error) {
 	return r.s.Delay(now, r.client, size)
 }
 
-// Release frees the standby slot if it is still held. It is idempotent.
+// Release frees the standby slot and the client's turn if they are still
+// held. It is idempotent.
 func (r *Reservation) Release() {
+	r.releaseStandby()
+	r.releaseTurn()
+}
+
+func (r *Reservation) releaseStandby() {
 	if r.held {
 		r.held = false
 		r.s.release(int(r.client))
+	}
+}
+
+func (r *Reservation) releaseTurn() {
+	if r.turn {
+		r.turn = false
+		<-r.s.clients[r.client].turn
+	}
+}
+
+// Turn waits until the reservation's client has no other reply in its
+// delay-and-send phase, and takes the client's turn (held until Done or
+// Release). With Config.Parallel it returns at once. If ctx is done first
+// (the client disconnected), the standby slot is freed at once, the
+// request is counted as cancelled and ctx.Err() is returned. Turn starts
+// no goroutine.
+func (r *Reservation) Turn(ctx context.Context) error {
+	if r.s == nil || r.s.cfg.Parallel || r.turn {
+		return nil
+	}
+	select {
+	case r.s.clients[r.client].turn <- struct{}{}:
+		r.turn, r.turnStart = true, time.Now()
+		return nil
+	case <-ctx.Done():
+		r.s.cancelled(int(r.client))
+		r.releaseStandby()
+		return ctx.Err()
 	}
 }
 
@@ -493,19 +537,27 @@ func (r *Reservation) Wait(ctx context.Context, d time.Duration) error {
 	err := Wait(ctx, d)
 	if err != nil && r.s != nil {
 		r.s.cancelled(int(r.client))
+		r.releaseTurn()
 	}
-	r.Release()
+	r.releaseStandby()
 	return err
 }
 
-// Done records the reply (bytes sent, response time now − Start()) with
-// Shares.Done and frees the standby slot if it is still held.
+// Done records the reply with Shares.Done and frees the standby slot and
+// the turn if they are still held. The response time is now − Start(), or
+// now − the start of the turn when the reply took one (serialised mode:
+// the time spent waiting behind the client's own earlier replies is not
+// part of this reply's bandwidth).
 func (r *Reservation) Done(now time.Time, bytes int64) {
 	if r.s == nil {
 		return
 	}
+	start := r.start
+	if r.turn {
+		start = r.turnStart
+	}
 	r.Release()
-	r.s.Done(now, r.client, bytes, now.Sub(r.start))
+	r.s.Done(now, r.client, bytes, now.Sub(start))
 }
 
 // Wait blocks for d or until ctx is done, whichever comes first. It
