@@ -10,4 +10,8 @@ var registry = []func() Scenario{
 	sedaSpike,
 	sedaClasses,
 	sedaDegradation,
+	voigtSweep,
+	voigtStep,
+	voigtBandwidth,
+	lijaminEpochs,
 }
