@@ -57,6 +57,13 @@ type Options struct {
 	// voigt-queue controller's input). Without it a stage with a
 	// concurrency limit reports its wait queue, others 0.
 	Queue map[string]func() float64
+	// Controllers replaces, by stage name, the controller configuration
+	// compiled from a configured stage's params with one the caller built
+	// (the proxy resolves kihl's auto-tuning this way). It must set the
+	// same kind of setting. Reuse on reload still compares the compiled
+	// configuration, and a reused stage keeps the controller it was built
+	// with. nil replaces nothing.
+	Controllers map[string]control.Config
 }
 
 // Policy is a live admission policy. All methods are safe for concurrent
@@ -118,6 +125,9 @@ func New(cfg Config, opts Options) (*Policy, error) {
 		}
 		so := stage.Options{Name: name, Controller: ctrl, ClassNames: c.Classes.Order, Shadow: c.Shadow, Rand: derive(opts.Rand),
 			Utilization: opts.Utilization[name], Queue: opts.Queue[name]}
+		if rc, ok := opts.Controllers[name]; ok && sc != nil && rc != nil {
+			so.Controller = rc
+		}
 		if sc != nil {
 			so.Burst, so.Window, so.MaxQueue, so.QueueTimeout = sc.Burst, sc.Window, sc.Queue.Max, sc.Queue.Timeout
 		}

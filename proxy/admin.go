@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"gopkg.in/yaml.v3"
 
+	"github.com/sluicehq/sluice/share"
 	"github.com/sluicehq/sluice/stage"
 )
 
@@ -63,13 +64,35 @@ type StateDoc struct {
 	Streams       int64         `json:"streams_in_flight"`
 	Stages        []stage.State `json:"stages"`
 	Backends      PoolState     `json:"backends"`
+	// Policer is the connection policer (absent without one).
+	Policer *PolicerState `json:"policer,omitempty"`
+	// Resources are the resource rules, Sensors every sensor.
+	Resources []ResourceState `json:"resources,omitempty"`
+	Sensors   []SensorState   `json:"sensors,omitempty"`
+	// Shares are the client bandwidth shares (absent without them).
+	Shares *share.Snapshot `json:"shares,omitempty"`
 }
 
-// State returns the proxy's state with the last n decisions per stage.
+// State returns the proxy's state with the last n decisions per stage,
+// rule and policer.
 func (s *Server) State(n int) StateDoc {
 	g := s.h.gen.Load()
-	return StateDoc{ConfigVersion: g.version, LoadedAt: g.loaded, ConfigFile: s.file, Shadow: g.cfg.Shadow,
-		InFlight: s.h.active.Load(), Streams: s.h.streams.Load(), Stages: g.pol.State(n), Backends: g.pool.State()}
+	doc := StateDoc{ConfigVersion: g.version, LoadedAt: g.loaded, ConfigFile: s.file, Shadow: g.cfg.Shadow,
+		InFlight: s.h.active.Load(), Streams: s.h.streams.Load(), Stages: g.pol.State(n), Backends: g.pool.State(),
+		Resources: s.ov.resourceStates(g, n)}
+	sanitizeStages(doc.Stages)
+	if s.ov.pol != nil {
+		ps := s.ov.pol.state(n, s.ov.registry)
+		doc.Policer = &ps
+	}
+	for _, sn := range s.ov.sensors {
+		doc.Sensors = append(doc.Sensors, sn.state())
+	}
+	if g.shares != nil {
+		snap := g.shares.Snapshot()
+		doc.Shares = &snap
+	}
+	return doc
 }
 
 func (s *Server) handleState(w http.ResponseWriter, r *http.Request) {

@@ -6,11 +6,12 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
+	"reflect"
 	"strings"
 	"time"
 
-	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/share"
 )
 
 // Defaults of Config. Durations are wall-clock time.
@@ -49,9 +50,21 @@ type Config struct {
 	// Backends is the pool of upstream servers.
 	Backends BackendsConfig `yaml:"backends"`
 	// Utilization is the utilization sensor of the stages whose
-	// controller needs one (kihl, voigt-cpu, voigt-queue). Changing it
-	// needs a restart.
+	// controller needs one (kihl, voigt-cpu, voigt-queue) and have no
+	// resource rule of their own, and of the policer's CPU guard when no
+	// CPU rule names another. Changing it needs a restart.
 	Utilization UtilizationConfig `yaml:"utilization"`
+	// Resources bind stages to the critical resource they use (CPU,
+	// outgoing bandwidth) and its sensor: Voigt & Gunningberg's resource
+	// rules. Changing them needs a restart.
+	Resources []ResourceConfig `yaml:"resources,omitempty"`
+	// Policer is the connection policer (early discard at accept time) on
+	// every client listener; nil (the default) has none. Changing it
+	// needs a restart.
+	Policer *PolicerConfig `yaml:"policer,omitempty"`
+	// Shares are per-client bandwidth shares enforced by delaying replies
+	// (Li & Jamin); nil (the default) has none. A reload applies changes.
+	Shares *share.Config `yaml:"shares,omitempty"`
 	// DrainTimeout bounds how long a shutdown (SIGTERM, SIGINT) waits for
 	// in-flight requests to complete before closing their connections
 	// (default 30s).
@@ -181,18 +194,28 @@ const (
 )
 
 // UtilizationConfig chooses where the utilization ρ in [0, 1] of the
-// protected service comes from.
+// protected service comes from. A sensor that cannot work on this host
+// fails validation, naming the sensor and why.
 type UtilizationConfig struct {
 	// Source is "none" (default: kihl and voigt-cpu hold their setting),
-	// "host" (busy fraction of the host's CPUs from /proc/stat), "cgroup"
-	// (CPU use of a cgroup v2 against its quota) or "backend-header" (the
-	// mean of the values the servers report in a response header).
+	// "host" (busy fraction of the host's CPUs, or of a CPU list, from
+	// /proc/stat), "cgroup" (CPU use of a cgroup v2 against its quota),
+	// "process" (CPU use of one backend process), "pool-busy" (busy
+	// fraction of the backend pool's slots) or "backend-header" (the mean
+	// of the values the servers report in a response header).
 	Source string `yaml:"source"`
 	// CPUs restricts "host" to a CPU list such as "0-3,8" (default: all).
 	CPUs string `yaml:"cpus,omitempty"`
 	// Cgroup is the cgroup v2 directory for "cgroup", e.g.
 	// /sys/fs/cgroup/system.slice/app.service.
 	Cgroup string `yaml:"cgroup,omitempty"`
+	// PID or Pidfile names the process for "process" (exactly one).
+	PID     int    `yaml:"pid,omitempty"`
+	Pidfile string `yaml:"pidfile,omitempty"`
+	// ProcessCPUs is the number of CPUs the process may keep busy, the
+	// capacity its CPU time is divided by, for "process" (default: the
+	// number of CPUs of this host).
+	ProcessCPUs float64 `yaml:"process_cpus,omitempty"`
 	// Header is the response header for "backend-header" (default
 	// X-Sluice-Utilization); the proxy removes it from responses.
 	Header string `yaml:"header,omitempty"`
@@ -266,13 +289,8 @@ func (c *Config) SetDefaults() {
 	if c.DrainTimeout == 0 {
 		c.DrainTimeout = DefaultDrainTimeout
 	}
-	if c.Utilization.Source == "" {
-		c.Utilization.Source = UtilizationNone
-	}
-	if c.Utilization.Source == UtilizationBackendHeader && c.Utilization.Header == "" {
-		c.Utilization.Header = DefaultUtilizationHeader
-	}
 	policySetDefaults(&c.Config)
+	c.setOverloadDefaults()
 }
 
 // Validate reports the first invalid field as a *FieldError naming its
@@ -331,13 +349,10 @@ func (c *Config) Validate() error {
 	if c.DrainTimeout < 0 {
 		return fieldErr("drain_timeout", "%v is invalid: must be a positive duration", c.DrainTimeout)
 	}
-	if err := c.Utilization.validate(); err != nil {
-		return err
-	}
 	if err := policyValidate(&c.Config); err != nil {
 		return err
 	}
-	return nil
+	return c.validateOverload()
 }
 
 func (b *BackendsConfig) validate() error {
@@ -387,38 +402,6 @@ func (b *BackendsConfig) validate() error {
 	}
 	if b.IdleConnTimeout <= 0 {
 		return fieldErr("backends.idle_conn_timeout", "%v is invalid: must be a positive duration", b.IdleConnTimeout)
-	}
-	return nil
-}
-
-func (u *UtilizationConfig) validate() error {
-	switch u.Source {
-	case UtilizationNone:
-	case UtilizationHost:
-		if u.CPUs != "" {
-			if _, err := monitor.ParseCPUList(u.CPUs); err != nil {
-				return fieldErr("utilization.cpus", "%q is invalid: %v", u.CPUs, err)
-			}
-		}
-	case UtilizationCgroup:
-		if u.Cgroup == "" {
-			return fieldErr("utilization.cgroup", "a cgroup v2 directory is required with source: cgroup")
-		}
-	case UtilizationBackendHeader:
-		if u.Header == "" || strings.ContainsAny(u.Header, " :\t\r\n") {
-			return fieldErr("utilization.header", "%q is not a header name", u.Header)
-		}
-	default:
-		return fieldErr("utilization.source", "%q is invalid: must be none, host, cgroup or backend-header", u.Source)
-	}
-	if u.Source != UtilizationHost && u.CPUs != "" {
-		return fieldErr("utilization.cpus", "is only used with source: host")
-	}
-	if u.Source != UtilizationCgroup && u.Cgroup != "" {
-		return fieldErr("utilization.cgroup", "is only used with source: cgroup")
-	}
-	if u.Source != UtilizationBackendHeader && u.Header != "" {
-		return fieldErr("utilization.header", "is only used with source: backend-header")
 	}
 	return nil
 }
@@ -480,9 +463,11 @@ func isLoopbackAddr(addr string) bool {
 }
 
 // sameListeners reports whether two configs have the same client and
-// admin listeners and utilization sensor (those cannot change on reload).
+// admin listeners, utilization sensor, resource rules and policer (those
+// cannot change on reload).
 func sameListeners(a, b *Config) bool {
-	if len(a.Listeners) != len(b.Listeners) || a.Admin != b.Admin || a.Utilization != b.Utilization {
+	if len(a.Listeners) != len(b.Listeners) || a.Admin != b.Admin || a.Utilization != b.Utilization ||
+		!reflect.DeepEqual(a.Resources, b.Resources) || !reflect.DeepEqual(a.Policer, b.Policer) {
 		return false
 	}
 	for i := range a.Listeners {

@@ -218,6 +218,8 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(goodHead + "stages:\n  - name: a\n    controller: seda\n    params: {target: 1s}\n"))
 	f.Add([]byte("listeners: [{addr: ':0'}]\nbackends: {servers: [{url: 'http://x'}], queue: {max: 1}}\n"))
 	f.Add([]byte("a: &x {b: *x}\n"))
+	f.Add([]byte(goodHead + "stages:\n  - {name: a, controller: voigt-cpu}\nresources:\n  - {stage: a, resource: cpu, sensor: {source: pool-busy}}\npolicer: {rate: 10, control: {q_ref: 5}}\n"))
+	f.Add([]byte(goodHead + "shares:\n  total_bandwidth: 100KB\n  clients: [{name: a, share: 10, cidrs: [10.0.0.0/8]}]\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, err := Parse("fuzz.yaml", data)
 		if err != nil {

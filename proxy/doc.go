@@ -1,16 +1,32 @@
 // Package proxy is sluice's reverse proxy: a transparent HTTP proxy that
 // an operator puts in front of an unmodified service (the Yaksha design)
-// with per-stage and per-class admission control (the SEDA design).
+// with per-stage and per-class admission control (the SEDA design),
+// resource rules and early discard of connections (Voigt & Gunningberg)
+// and per-client bandwidth shares (Li & Jamin).
 //
-// A request goes through: the smuggling guard (plaintext listeners), the
+// A connection first meets the connection policer when one is configured
+// (policer: a token bucket checked at accept time; a connection without a
+// token is reset before any byte is read, and its rate is set every period
+// by a voigt-queue controller on the backend wait queue, allowed to rise
+// only while the CPU rule's utilization is below its reference). A request
+// then goes through: the smuggling guard (plaintext listeners), the
 // policy's classification into a stage and class, the stage's admission
-// gate (reject early with 503 and Retry-After, or admit), the backend
-// pool (a bounded FIFO queue in front of servers with a per-server
+// gate (reject early with 503 and Retry-After, or admit), the client's
+// bandwidth share (shares: a standby slot, then a delay of the reply), the
+// backend pool (a bounded FIFO queue in front of servers with a per-server
 // concurrency limit; its length is the papers' listen queue), and
 // net/http/httputil.ReverseProxy. Its response time, from arrival at the
-// proxy to the last byte of the response, feeds the stage's controller;
-// long-lived responses (upgrades, event streams, responses beyond the
-// stage's long_lived) release their slots early and are not samples.
+// proxy to the last byte of the response minus any share delay, feeds the
+// stage's controller; long-lived responses (upgrades, event streams,
+// responses beyond the stage's long_lived) release their slots early and
+// are not samples.
+//
+// Stages bound to a resource rule (resources) are fed by that resource's
+// sensor: a utilization source for a CPU rule (host or CPU-list CPU from
+// /proc/stat, a cgroup v2 group, a backend process, the pool's busy time,
+// or a value the backends report in a response header), the outgoing
+// queue of the client sockets or the outgoing bandwidth for a bandwidth
+// rule. A sensor that cannot work on the host fails validation.
 //
 // Config is the YAML file (docs/config.md documents every field); Server
 // runs the listeners, the admin API (/metrics, /state, /config, /reload,

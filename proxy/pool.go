@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/gate"
+	"github.com/sluicehq/sluice/monitor"
 )
 
 // Backend is one upstream server of a Pool. Its counters are safe for
@@ -51,6 +52,7 @@ type Pool struct {
 	transport *http.Transport
 	rt        http.RoundTripper // transport, or a stand-in in benchmarks
 	cfg       BackendsConfig
+	busy      *monitor.Busy // busy time of the slots, when a pool-busy sensor reads it
 
 	queueFull, queueTimeout atomic.Uint64
 }
@@ -131,7 +133,21 @@ func (p *Pool) Acquire(ctx context.Context) (*Backend, error) {
 	}
 	b := p.pick()
 	b.served.Add(1)
+	if p.busy != nil {
+		p.busy.Begin(time.Now())
+	}
 	return b, nil
+}
+
+// trackBusy makes the pool measure the busy time of its slots from now
+// on (the pool-busy utilization sensor). Call it before the pool serves.
+func (p *Pool) trackBusy(now time.Time) error {
+	b, err := monitor.NewBusy(p.capacity, now)
+	if err != nil {
+		return err
+	}
+	p.busy = b
+	return nil
 }
 
 // pick chooses a server below its limit and counts the request on it. The
@@ -175,6 +191,9 @@ func (p *Pool) pick() *Backend {
 // Release gives back a slot taken by Acquire. The server's count drops
 // before the slot is freed, so the next holder always finds a server.
 func (p *Pool) Release(b *Backend) {
+	if p.busy != nil {
+		p.busy.End(time.Now())
+	}
 	b.inFlight.Add(-1)
 	p.lim.Release()
 }

@@ -21,8 +21,8 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/share"
 	"github.com/sluicehq/sluice/stage"
 )
 
@@ -37,8 +37,8 @@ type generation struct {
 	overall       time.Duration
 	preserveHost  bool
 	retryAfter    string
-	reported      *monitor.Reported // backend-reported utilization, or nil
-	utilHeader    string            // its canonical header name
+	reported      []reportedHeader // backend-reported utilization headers
+	shares        *share.Shares    // client bandwidth shares, or nil
 	version       uint64
 	loaded        time.Time
 	stop          context.CancelFunc // stops the policy's runners; nil until started
@@ -93,6 +93,14 @@ type reqState struct {
 	arrival time.Time
 	quality float64 // 0 when the stage does not degrade
 
+	// client bandwidth share (shares.go); only the handler's goroutine
+	// touches these but shareDelay, read by stream.
+	res        share.Reservation
+	shareOn    bool  // res is held and must be recorded or released
+	shareErr   error // a share rejection computed once the headers were in
+	shareBytes int64
+	shareDelay atomic.Int64 // injected delay so far, ns
+
 	// state: 0 active, 1 released early as a stream, 2 finished.
 	state      atomic.Int32
 	failed     atomic.Bool // 5xx from upstream or a transport failure
@@ -125,7 +133,7 @@ func (rs *reqState) stream() {
 	if rs.overTimer != nil {
 		rs.overTimer.Stop()
 	}
-	rs.ticket.DoneAfter(time.Since(rs.arrival), true, false)
+	rs.ticket.DoneAfter(time.Since(rs.arrival)-time.Duration(rs.shareDelay.Load()), true, false)
 	rs.gen.pool.Release(rs.backend)
 	rs.h.streams.Add(1)
 }
@@ -142,10 +150,11 @@ func (rs *reqState) finish(aborted bool) {
 	if aborted && rs.Context.Err() != nil {
 		rs.clientGone.Store(true)
 	}
+	rs.shareEnd(!aborted)
 	if rs.state.CompareAndSwap(0, 2) {
 		ok := !rs.failed.Load() && !(aborted && !rs.clientGone.Load())
-		sample := ok && !aborted && !rs.clientGone.Load()
-		rs.ticket.DoneAfter(time.Since(rs.arrival), ok, sample)
+		sample := ok && !aborted && !rs.clientGone.Load() && rs.shareErr == nil
+		rs.ticket.DoneAfter(time.Since(rs.arrival)-time.Duration(rs.shareDelay.Load()), ok, sample)
 		rs.gen.pool.Release(rs.backend)
 		return
 	}
@@ -182,8 +191,19 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// Otherwise the client left while queued: nobody to answer.
 		return
 	}
+	var res share.Reservation
+	if g.shares != nil {
+		if res, err = g.shares.Begin(time.Now(), g.identify(r)); err != nil {
+			// An explicit rejection by the share policy: not a backend
+			// failure, not a response-time sample.
+			t.DoneAfter(time.Since(arrival), true, false)
+			shareRejected(w, err)
+			return
+		}
+	}
 	b, err := g.pool.Acquire(r.Context())
 	if err != nil {
+		res.Release()
 		saturated := errors.Is(err, ErrPoolQueueFull) || errors.Is(err, ErrPoolQueueTimeout)
 		// A saturated pool fails the request; a client that left while
 		// queued is neither an error nor a sample.
@@ -193,7 +213,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	rs := &reqState{Context: r.Context(), h: h, gen: g, ticket: t, backend: b, sc: sc, arrival: arrival}
+	rs := &reqState{Context: r.Context(), h: h, gen: g, ticket: t, backend: b, sc: sc, arrival: arrival,
+		res: res, shareOn: g.shares != nil}
 	if st.Degrading() {
 		rs.quality = st.Quality()
 	}
@@ -300,11 +321,11 @@ func (h *Handler) modifyResponse(res *http.Response) error {
 	if rs == nil {
 		return nil
 	}
-	if g := rs.gen; g.reported != nil {
-		if v, ok := res.Header[g.utilHeader]; ok && len(v) > 0 {
-			delete(res.Header, g.utilHeader)
+	for _, rh := range rs.gen.reported {
+		if v, ok := res.Header[rh.header]; ok && len(v) > 0 {
+			delete(res.Header, rh.header)
 			if u, err := strconv.ParseFloat(strings.TrimSpace(v[0]), 64); err == nil {
-				_ = g.reported.Report(u) // values outside [0, 1] are ignored
+				_ = rh.rep.Report(u) // values outside [0, 1] are ignored
 			}
 		}
 	}
@@ -319,7 +340,7 @@ func (h *Handler) modifyResponse(res *http.Response) error {
 	case isEventStream(res.Header.Get("Content-Type")):
 		rs.stream()
 	}
-	return nil
+	return rs.shareBefore(res)
 }
 
 // isEventStream reports whether a Content-Type is text/event-stream
@@ -378,6 +399,10 @@ func (h *Handler) errorHandler(w http.ResponseWriter, req *http.Request, err err
 	rs := stateOf(req.Context())
 	if rs == nil {
 		w.WriteHeader(http.StatusBadGateway)
+		return
+	}
+	if rs.shareErr != nil {
+		shareRejected(w, rs.shareErr)
 		return
 	}
 	status, cause, msg := upstreamError(err, rs, req)

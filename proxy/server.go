@@ -20,8 +20,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/share"
 )
 
 // Options configure a Server. The zero value is usable.
@@ -50,8 +50,7 @@ type Server struct {
 	log  *slog.Logger
 	file string
 
-	util     monitor.UtilizationSource // nil for source: none
-	reported *monitor.Reported         // set for source: backend-header
+	ov *overload // sensors, resource rules and the connection policer
 
 	mu       sync.Mutex // serialises Apply and the runner lifecycle
 	runCtx   context.Context
@@ -63,6 +62,11 @@ type Server struct {
 	adminLn  net.Listener
 	closed   bool
 	stopRuns context.CancelFunc
+	runs     sync.WaitGroup // the server-wide loops (policer, samplers)
+
+	// manual, set by tests before Serve, leaves every control loop to
+	// explicit Step calls (policy, policer, shares).
+	manual bool
 }
 
 // New builds a server for a validated config (with defaults set). It does
@@ -79,15 +83,17 @@ func New(cfg *Config, opts Options) (*Server, error) {
 	}
 	m := newMetrics()
 	s := &Server{h: newHandler(m, logger), m: m, reg: reg, log: logger, file: opts.ConfigFile}
-	if err := s.setUtilization(cfg.Utilization); err != nil {
+	ov, err := buildOverload(cfg, s.h, logger, time.Now())
+	if err != nil {
 		return nil, err
 	}
+	s.ov = ov
 	g, err := s.newGeneration(cfg, nil)
 	if err != nil {
 		return nil, err
 	}
 	s.h.gen.Store(g)
-	if err := m.register(reg, s.h); err != nil {
+	if err := m.register(reg, s.h, s.ov); err != nil {
 		return nil, fmt.Errorf("proxy: metrics: %w", err)
 	}
 	return s, nil
@@ -111,8 +117,27 @@ func (s *Server) newGeneration(cfg *Config, prev *generation) (*generation, erro
 	var err error
 	if prev != nil && reflect.DeepEqual(prev.cfg.Backends, cfg.Backends) {
 		pool = prev.pool
-	} else if pool, err = NewPool(cfg.Backends); err != nil {
-		return nil, err
+	} else {
+		if pool, err = NewPool(cfg.Backends); err != nil {
+			return nil, err
+		}
+		if s.ov.busy {
+			if err := pool.trackBusy(time.Now()); err != nil {
+				return nil, err
+			}
+		}
+	}
+	var shares *share.Shares
+	if cfg.Shares != nil {
+		if prev != nil && prev.shares != nil && reflect.DeepEqual(prev.cfg.Shares, cfg.Shares) {
+			shares = prev.shares
+		} else if shares, err = share.New(*cfg.Shares); err != nil {
+			var ce *share.ConfigError
+			if errors.As(err, &ce) {
+				return nil, fieldErr("shares."+ce.Field, "%v is invalid: %s", ce.Value, ce.Want)
+			}
+			return nil, err
+		}
 	}
 	var prevPol *policy.Policy
 	if prev != nil {
@@ -125,53 +150,22 @@ func (s *Server) newGeneration(cfg *Config, prev *generation) (*generation, erro
 		}
 		return 0
 	}
-	pol, err := buildPolicy(cfg.Config, prevPol, s.log, queue, s.util)
+	pol, err := buildPolicy(cfg.Config, prevPol, s.log, queue, s.ov)
 	if err != nil {
 		return nil, err
 	}
 	s.version++
 	secs := int(math.Ceil(cfg.Reject.RetryAfter.Seconds()))
-	g := &generation{cfg: cfg, pol: pol, pool: pool, overall: cfg.Backends.Timeouts.Overall,
+	if err := s.ov.checkPeriods(pol); err != nil {
+		return nil, err
+	}
+	g := &generation{cfg: cfg, pol: pol, pool: pool, shares: shares, reported: s.ov.reported, overall: cfg.Backends.Timeouts.Overall,
 		preserveHost: cfg.Backends.PreserveHost == nil || *cfg.Backends.PreserveHost,
 		retryAfter:   strconv.Itoa(max(secs, 1)), version: s.version, loaded: time.Now()}
 	if cfg.Degrade.Header != "" {
 		g.degradeHeader = textproto.CanonicalMIMEHeaderKey(cfg.Degrade.Header)
 	}
-	if s.reported != nil {
-		g.reported = s.reported
-		g.utilHeader = textproto.CanonicalMIMEHeaderKey(cfg.Utilization.Header)
-	}
 	return g, nil
-}
-
-// setUtilization builds the utilization sensor of u (once per server: it
-// cannot change on reload).
-func (s *Server) setUtilization(u UtilizationConfig) error {
-	switch u.Source {
-	case UtilizationHost:
-		var cpus []int
-		if u.CPUs != "" {
-			var err error
-			if cpus, err = monitor.ParseCPUList(u.CPUs); err != nil {
-				return fieldErr("utilization.cpus", "%q is invalid: %v", u.CPUs, err)
-			}
-		}
-		src, err := monitor.NewProcStat("/proc", cpus)
-		if err != nil {
-			return fieldErr("utilization.source", "host: %v", err)
-		}
-		s.util = src
-	case UtilizationCgroup:
-		src, err := monitor.NewCgroup(u.Cgroup, time.Now())
-		if err != nil {
-			return fieldErr("utilization.cgroup", "%q: %v", u.Cgroup, err)
-		}
-		s.util = src
-	case UtilizationBackendHeader:
-		s.reported = monitor.NewReported("the backends' " + u.Header + " header")
-		s.util = s.reported
-	}
-	return nil
 }
 
 // Apply validates cfg against the running configuration and swaps it in
@@ -196,7 +190,7 @@ func (s *Server) apply(cfg *Config) error {
 	defer s.mu.Unlock()
 	old := s.h.gen.Load()
 	if !sameListeners(old.cfg, cfg) {
-		return errors.New("listeners, admin or utilization changed: restart sluice to apply them (a reload applies backends, classes, stages, reject, shadow, degrade and drain_timeout)")
+		return errors.New("listeners, admin, utilization, resources or policer changed: restart sluice to apply them (a reload applies backends, classes, stages, reject, shadow, degrade, shares and drain_timeout)")
 	}
 	g, err := s.newGeneration(cfg, old)
 	if err != nil {
@@ -241,7 +235,13 @@ func (s *Server) Reload() error {
 func (s *Server) startRunners(g *generation) {
 	ctx, cancel := context.WithCancel(s.runCtx)
 	g.stop = cancel
+	if s.manual {
+		return
+	}
 	go g.pol.Run(ctx)
+	if g.shares != nil {
+		go runShares(ctx, g.shares)
+	}
 }
 
 // Listen binds the client and admin listeners of the running
@@ -264,6 +264,12 @@ func (s *Server) Listen() error {
 		ln, err := net.Listen("tcp", lc.Addr)
 		if err != nil {
 			return fail(fmt.Errorf("listeners[%d].addr: %w", i, err))
+		}
+		if s.ov.accept != nil {
+			// Early discard: the policer resets non-compliant connections
+			// before anything is read (and tracks the admitted ones for
+			// the network sensors).
+			ln = s.ov.accept.Wrap(ln, s.ov.registry)
 		}
 		lns = append(lns, ln)
 		srv := &http.Server{
@@ -342,6 +348,9 @@ func (s *Server) Serve(ctx context.Context) error {
 	s.runCtx, s.stopRuns, s.running = runCtx, stopRuns, true
 	g := s.h.gen.Load()
 	s.startRunners(g)
+	if !s.manual {
+		s.ov.run(runCtx, &s.runs)
+	}
 	cfg := g.cfg
 	s.mu.Unlock()
 
@@ -404,6 +413,7 @@ func (s *Server) shutdown(timeout time.Duration) {
 		s.stopRuns()
 	}
 	s.mu.Unlock()
+	s.runs.Wait()
 	s.h.gen.Load().pool.transport.CloseIdleConnections()
 	s.log.Info("stopped")
 }
@@ -430,9 +440,11 @@ func (a *logAdapter) Write(p []byte) (int, error) {
 // to catch what Validate cannot see.
 func Check(cfg *Config) error {
 	s := &Server{h: newHandler(newMetrics(), slog.New(slog.DiscardHandler)), log: slog.New(slog.DiscardHandler)}
-	if err := s.setUtilization(cfg.Utilization); err != nil {
+	ov, err := buildOverload(cfg, s.h, s.log, time.Now())
+	if err != nil {
 		return err
 	}
-	_, err := s.newGeneration(cfg, nil)
+	s.ov = ov
+	_, err = s.newGeneration(cfg, nil)
 	return err
 }

@@ -1,0 +1,230 @@
+package proxy
+
+import (
+	"math"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/stage"
+)
+
+// ResourceState is one resource rule as /state shows it: the stage it
+// binds, its rate, hits and rejections, the sensor value it was fed and
+// its last decisions with their reasons.
+type ResourceState struct {
+	Stage      string `json:"stage"`
+	Resource   string `json:"resource"`
+	Controller string `json:"controller"`
+	Sensor     string `json:"sensor"`
+	// Rate is the rule's token rate in force (req/s).
+	Rate float64 `json:"rate"`
+	// HitsPerSec are the requests offered to the rule per second over its
+	// last period; Offered and Rejected count them since start (up to the
+	// last period).
+	HitsPerSec float64 `json:"hits_per_second"`
+	Offered    uint64  `json:"offered"`
+	Rejected   uint64  `json:"rejected"`
+	// Input is the sensor value of the last period: utilization in [0, 1]
+	// for a cpu rule, the normalised queue for a bandwidth rule; absent
+	// when the sensor had no reading (SensorError says why).
+	Input       *float64              `json:"input,omitempty"`
+	SensorError string                `json:"sensor_error,omitempty"`
+	Kihl        *KihlTuningState      `json:"kihl,omitempty"`
+	Decisions   []stage.DecisionState `json:"decisions"`
+}
+
+// resourceStates returns the rules' states with their last n decisions,
+// from the stages of g.
+func (o *overload) resourceStates(g *generation, n int) []ResourceState {
+	var out []ResourceState
+	for _, r := range o.rules {
+		rs := ResourceState{Stage: r.cfg.Stage, Resource: r.cfg.Resource}
+		if r.sensor != nil {
+			rs.Sensor = r.sensor.name
+		}
+		if r.tune != nil {
+			k := r.tune.state()
+			rs.Kihl = &k
+		}
+		if st := g.pol.Stage(r.cfg.Stage); st != nil {
+			s := st.State(n)
+			rs.Controller, rs.Rate, rs.Decisions = s.Controller, s.Setting, s.Decisions
+			for _, c := range s.Classes {
+				rs.Offered += c.Offered
+				rs.Rejected += c.Rejected
+				if l := c.Last; l != nil {
+					if sec := l.Elapsed.Seconds(); sec > 0 {
+						rs.HitsPerSec += l.Offered / sec
+					}
+					switch {
+					case l.SensorError != "":
+						rs.SensorError = l.SensorError
+					case r.cfg.Resource == ResourceCPU && l.Utilization != nil:
+						v := *l.Utilization
+						rs.Input = &v
+					case r.cfg.Resource == ResourceBandwidth && finite(l.Queue):
+						v := l.Queue
+						rs.Input = &v
+					}
+				}
+			}
+			if r.cfg.Resource == ResourceBandwidth && rs.Input == nil && r.sensor != nil {
+				if ss := r.sensor.state(); ss.Error != "" {
+					rs.SensorError = ss.Error
+				}
+			}
+		}
+		out = append(out, rs)
+	}
+	return out
+}
+
+// sanitizeStages replaces a NaN queue (a bandwidth rule's sensor without
+// a reading) in the stages' last periods, which JSON cannot carry, by 0
+// with the reason in sensor_error.
+func sanitizeStages(sts []stage.State) {
+	for i := range sts {
+		for j := range sts[i].Classes {
+			if l := sts[i].Classes[j].Last; l != nil && !finite(l.Queue) {
+				cp := *l
+				cp.Queue = 0
+				if cp.SensorError == "" {
+					cp.SensorError = "queue sensor: no reading in the period"
+				}
+				sts[i].Classes[j].Last = &cp
+			}
+		}
+	}
+}
+
+var (
+	descPolicerRate = prometheus.NewDesc("proxy_policer_rate",
+		"Token rate of the connection policer (connections per second).", nil, nil)
+	descPolicerBurst = prometheus.NewDesc("proxy_policer_burst",
+		"Bucket size of the connection policer (connections).", nil, nil)
+	descPolicerOffered = prometheus.NewDesc("proxy_policer_offered_total",
+		"Connections offered to the connection policer (the paper's hits).", nil, nil)
+	descPolicerAdmitted = prometheus.NewDesc("proxy_policer_admitted_total",
+		"Connections the connection policer admitted.", nil, nil)
+	descPolicerRejected = prometheus.NewDesc("proxy_policer_rejected_total",
+		"Connections reset at accept time by the connection policer, by reason (rate: the global bucket was empty; source: the source address's bucket).",
+		[]string{"reason"}, nil)
+	descPolicerAcceptErrors = prometheus.NewDesc("proxy_policer_accept_errors_total",
+		"Errors returned by accept(2) on the policed listeners.", nil, nil)
+	descPolicerTracked = prometheus.NewDesc("proxy_policer_tracked_sources",
+		"Per-address buckets held by the connection policer.", nil, nil)
+	descPolicerEvictions = prometheus.NewDesc("proxy_policer_source_evictions_total",
+		"Reuses of the per-address bucket table's slots (lossy: the bucket was not full).", []string{"kind"}, nil)
+	descPolicerDecisions = prometheus.NewDesc("proxy_policer_decisions_total",
+		"Control steps of the connection policer's controller.", nil, nil)
+	descPolicerQueue = prometheus.NewDesc("proxy_policer_queue",
+		"Backend pool wait queue fed to the policer's controller at its last step (requests).", nil, nil)
+	descPolicerUtil = prometheus.NewDesc("proxy_policer_utilization",
+		"CPU utilization (0–1) fed to the policer's guard at its last step (NaN when unavailable).", nil, nil)
+	descLiveConns = prometheus.NewDesc("proxy_client_connections",
+		"Client connections admitted and not yet closed (tracked when a policer or network sensor is configured).", nil, nil)
+	descSensorValue = prometheus.NewDesc("proxy_sensor_value",
+		"Last reading of a sensor: utilization (0–1) or normalised queue (NaN when the last reading failed).",
+		[]string{"sensor", "source", "unit"}, nil)
+	descSensorBytes = prometheus.NewDesc("proxy_sensor_bytes",
+		"Last reading of a network sensor in bytes: mean queued bytes (outqueue) or bytes per second (bandwidth).",
+		[]string{"sensor", "source"}, nil)
+	descSensorErrors = prometheus.NewDesc("proxy_sensor_errors_total",
+		"Failed readings of a sensor.", []string{"sensor", "source"}, nil)
+	descRuleRate = prometheus.NewDesc("proxy_resource_rate",
+		"Token rate of a resource rule's stage (requests per second).", []string{"stage", "resource"}, nil)
+	descRuleHits = prometheus.NewDesc("proxy_resource_hits_per_second",
+		"Requests offered to a resource rule per second over its last period.", []string{"stage", "resource"}, nil)
+	descRuleOffered = prometheus.NewDesc("proxy_resource_offered_total",
+		"Requests offered to a resource rule (totals advance each period).", []string{"stage", "resource"}, nil)
+	descRuleRejected = prometheus.NewDesc("proxy_resource_rejected_total",
+		"Requests a resource rule rejected (totals advance each period).", []string{"stage", "resource"}, nil)
+	descRuleInput = prometheus.NewDesc("proxy_resource_input",
+		"Sensor value a resource rule was fed at its last period: utilization (0–1) or normalised queue (NaN without a reading).",
+		[]string{"stage", "resource"}, nil)
+	descKihlGain = prometheus.NewDesc("proxy_kihl_auto",
+		"Auto tuning of a kihl stage: sigma (requests per period), K and ti_seconds (0 until sigma is known).",
+		[]string{"stage", "param"}, nil)
+)
+
+// overloadCollector reports the policer, the sensors and the resource
+// rules.
+type overloadCollector struct {
+	h  *Handler
+	ov *overload
+}
+
+func (c overloadCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descPolicerRate, descPolicerBurst, descPolicerOffered, descPolicerAdmitted,
+		descPolicerRejected, descPolicerAcceptErrors, descPolicerTracked, descPolicerEvictions, descPolicerDecisions,
+		descPolicerQueue, descPolicerUtil, descLiveConns, descSensorValue, descSensorBytes, descSensorErrors,
+		descRuleRate, descRuleHits, descRuleOffered, descRuleRejected, descRuleInput, descKihlGain} {
+		ch <- d
+	}
+}
+
+func (c overloadCollector) Collect(ch chan<- prometheus.Metric) {
+	o := c.ov
+	gauge := func(d *prometheus.Desc, v float64, l ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, l...)
+	}
+	count := func(d *prometheus.Desc, v uint64, l ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), l...)
+	}
+	if o.registry != nil {
+		gauge(descLiveConns, float64(o.registry.Len()))
+	}
+	if r := o.pol; r != nil {
+		st := r.p.Stats()
+		gauge(descPolicerRate, st.Rate)
+		gauge(descPolicerBurst, float64(st.Burst))
+		count(descPolicerOffered, st.Offered)
+		count(descPolicerAdmitted, st.Admitted)
+		count(descPolicerRejected, st.RejectedRate, "rate")
+		count(descPolicerRejected, st.RejectedSource, "source")
+		count(descPolicerAcceptErrors, st.AcceptErrors)
+		gauge(descPolicerTracked, float64(st.TrackedSources))
+		count(descPolicerEvictions, st.Evictions, "all")
+		count(descPolicerEvictions, st.LossyEvictions, "lossy")
+		count(descPolicerDecisions, r.decisions.Load())
+		r.mu.Lock()
+		q, u, have := r.last.Queue, r.last.Utilization, r.have
+		r.mu.Unlock()
+		if have {
+			gauge(descPolicerQueue, q)
+			gauge(descPolicerUtil, u)
+		}
+	}
+	for _, s := range o.sensors {
+		st := s.state()
+		v := math.NaN()
+		if st.Value != nil {
+			v = *st.Value
+		}
+		gauge(descSensorValue, v, s.name, s.source, s.unit)
+		if st.Bytes != nil {
+			gauge(descSensorBytes, *st.Bytes, s.name, s.source)
+		}
+		count(descSensorErrors, st.Errors, s.name, s.source)
+	}
+	g := c.h.gen.Load()
+	if g == nil {
+		return
+	}
+	for _, rs := range o.resourceStates(g, 0) {
+		gauge(descRuleRate, rs.Rate, rs.Stage, rs.Resource)
+		gauge(descRuleHits, rs.HitsPerSec, rs.Stage, rs.Resource)
+		count(descRuleOffered, rs.Offered, rs.Stage, rs.Resource)
+		count(descRuleRejected, rs.Rejected, rs.Stage, rs.Resource)
+		in := math.NaN()
+		if rs.Input != nil {
+			in = *rs.Input
+		}
+		gauge(descRuleInput, in, rs.Stage, rs.Resource)
+		if k := rs.Kihl; k != nil {
+			gauge(descKihlGain, k.Sigma, rs.Stage, "sigma")
+			gauge(descKihlGain, k.K, rs.Stage, "K")
+			gauge(descKihlGain, k.Ti, rs.Stage, "ti_seconds")
+		}
+	}
+}

@@ -1,0 +1,184 @@
+package proxy
+
+import (
+	"context"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/control"
+	"github.com/sluicehq/sluice/policer"
+	"github.com/sluicehq/sluice/stage"
+)
+
+// policerRunner drives the connection policer: every control period it
+// collects what the policer saw, reads the backend pool's wait queue (the
+// papers' listen queue) and the CPU guard's utilization, runs the
+// voigt-queue controller (docs/algorithms.md §1) and puts its rate into
+// force with SetRate. Decisions are kept in a history for /state.
+//
+//	rate(t+1) = rate(t) + Kp·(q_ref − q(t)) − Kd·(q(t) − q(t−1))
+//
+// with the controller's guards: while q(t) < q_ref the rate changes only
+// if q(t) ≠ q(t−1), and it may increase only while the CPU utilization is
+// below util_ref. An unavailable CPU reading is passed as NaN, which the
+// controller reads as "no guard" for that period; the sensor's error is
+// shown in /state. Step is safe for concurrent use (calls are serialised).
+type policerRunner struct {
+	p     *policer.Policer
+	ctrl  *control.Logged // nil for controller: none
+	guard *sensor         // CPU guard, nil for none
+	h     *Handler
+	cfg   *PolicerConfig
+
+	mu        sync.Mutex
+	last      sluice.Measurements
+	have      bool
+	guardErr  string
+	decisions atomic.Uint64
+}
+
+func newPolicerRunner(cfg *PolicerConfig, guard *sensor, h *Handler, now time.Time) (*policerRunner, error) {
+	p, err := policer.New(cfg.Config, now)
+	if err != nil {
+		return nil, err
+	}
+	r := &policerRunner{p: p, guard: guard, h: h, cfg: cfg}
+	if cfg.Controller == PolicerControllerVoigtQueue {
+		q := cfg.voigtQueue()
+		c, err := control.NewVoigtQueue(q)
+		if err != nil {
+			return nil, err
+		}
+		if r.ctrl, err = control.WithHistory(c, cfg.Control.History); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// queueLen is the backend pool's wait queue of the running generation.
+func (r *policerRunner) queueLen() float64 {
+	if g := r.h.gen.Load(); g != nil {
+		return float64(g.pool.QueueLen())
+	}
+	return 0
+}
+
+// Step ends a control period at now and applies the controller's
+// decision. Without a controller it only collects the period.
+func (r *policerRunner) Step(now time.Time) (sluice.Decision, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m := r.p.Collect(now)
+	m.Queue = r.queueLen()
+	r.guardErr = ""
+	if r.guard != nil {
+		u, err := r.guard.Utilization(now)
+		m.Utilization = u
+		if err != nil {
+			r.guardErr = err.Error()
+		}
+	}
+	r.last, r.have = m, true
+	if r.ctrl == nil {
+		return sluice.Decision{}, false
+	}
+	d := r.ctrl.Update(now, m)
+	r.decisions.Add(1)
+	if err := r.p.SetRate(now, d.New); err != nil {
+		d.Reason += " (not applied: " + err.Error() + ")"
+	}
+	return d, true
+}
+
+// run steps every control period until ctx ends.
+func (r *policerRunner) run(ctx context.Context) {
+	tick := time.NewTicker(r.cfg.Control.Period)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-tick.C:
+			r.Step(now)
+		}
+	}
+}
+
+// PolicerState is the connection policer as /state shows it.
+type PolicerState struct {
+	Controller string  `json:"controller"`
+	Rate       float64 `json:"rate"`
+	Burst      int     `json:"burst"`
+	// QRef and UtilRef are the controller's queue reference (requests in
+	// the pool's wait queue) and CPU guard reference (percent).
+	QRef    float64 `json:"q_ref,omitempty"`
+	UtilRef float64 `json:"util_ref,omitempty"`
+	// Offered (the paper's hits), Admitted and Rejected by reason count
+	// connections since start.
+	Offered        uint64 `json:"offered"`
+	Admitted       uint64 `json:"admitted"`
+	RejectedRate   uint64 `json:"rejected_rate"`
+	RejectedSource uint64 `json:"rejected_source"`
+	AcceptErrors   uint64 `json:"accept_errors"`
+	TrackedSources int    `json:"tracked_sources"`
+	Evictions      uint64 `json:"evictions"`
+	LiveConns      int    `json:"live_connections"`
+	// Last is the last period's input: hits per second, the queue and
+	// the CPU guard's utilization (percent; absent when unavailable).
+	Last       *PolicerPeriod        `json:"last_period,omitempty"`
+	GuardError string                `json:"guard_error,omitempty"`
+	Guard      string                `json:"guard,omitempty"`
+	Decisions  []stage.DecisionState `json:"decisions"`
+}
+
+// PolicerPeriod is the input of the policer's last control step.
+type PolicerPeriod struct {
+	Elapsed     time.Duration `json:"elapsed_ns"`
+	HitsPerSec  float64       `json:"hits_per_second"`
+	Admitted    float64       `json:"admitted"`
+	Rejected    float64       `json:"rejected"`
+	Queue       float64       `json:"queue"`
+	Utilization *float64      `json:"utilization_percent,omitempty"`
+}
+
+func (r *policerRunner) state(n int, reg *policer.Registry) PolicerState {
+	st := r.p.Stats()
+	ps := PolicerState{Controller: r.cfg.Controller, Rate: st.Rate, Burst: st.Burst, Offered: st.Offered,
+		Admitted: st.Admitted, RejectedRate: st.RejectedRate, RejectedSource: st.RejectedSource,
+		AcceptErrors: st.AcceptErrors, TrackedSources: st.TrackedSources, Evictions: st.Evictions}
+	if math.IsInf(ps.Rate, 1) {
+		ps.Rate = math.MaxFloat64 // JSON has no +Inf
+	}
+	if reg != nil {
+		ps.LiveConns = reg.Len()
+	}
+	if r.guard != nil {
+		ps.Guard = r.guard.name
+	}
+	if r.ctrl != nil {
+		ps.QRef, ps.UtilRef = r.cfg.Control.QRef, r.cfg.Control.UtilRef
+		for _, d := range r.ctrl.History.Last(n) {
+			ps.Decisions = append(ps.Decisions, stage.DecisionState{At: d.At, Old: d.Old, New: d.New, Acted: d.Acted, Reason: d.Reason})
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ps.GuardError = r.guardErr
+	if r.have {
+		m := r.last
+		lp := &PolicerPeriod{Elapsed: m.Elapsed, Admitted: m.Admitted, Rejected: m.Rejected, Queue: m.Queue}
+		if s := m.Elapsed.Seconds(); s > 0 {
+			lp.HitsPerSec = m.Arrivals / s
+		}
+		if finite(m.Utilization) {
+			u := 100 * m.Utilization
+			lp.Utilization = &u
+		}
+		ps.Last = lp
+	}
+	return ps
+}

@@ -1,0 +1,724 @@
+package proxy
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/sluicehq/sluice/control"
+	"github.com/sluicehq/sluice/control/design"
+	"github.com/sluicehq/sluice/monitor"
+	"github.com/sluicehq/sluice/policer"
+	"github.com/sluicehq/sluice/share"
+)
+
+// Sources of a sensor (UtilizationConfig.Source, SensorConfig.Source)
+// beyond the utilization sources declared with UtilizationConfig.
+const (
+	// UtilizationProcess is the CPU use of one backend process (pid or
+	// pidfile) from /proc/<pid>/stat.
+	UtilizationProcess = "process"
+	// UtilizationPoolBusy is the busy fraction of the backend pool: the
+	// time-average of requests holding a server slot over the pool's
+	// capacity (the sum of the servers' max_concurrency).
+	UtilizationPoolBusy = "pool-busy"
+	// SensorOutQueue is the outgoing queue: the unsent bytes of the client
+	// sockets, sampled samples_per_period times per control period,
+	// averaged and normalised to scale (100) at capacity_bytes.
+	SensorOutQueue = "outqueue"
+	// SensorBandwidth is the outgoing bytes per second written to client
+	// connections against link_capacity, normalised to scale (100) at the
+	// link capacity.
+	SensorBandwidth = "bandwidth"
+)
+
+// Resources a rule protects (ResourceConfig.Resource).
+const (
+	ResourceCPU       = "cpu"
+	ResourceBandwidth = "bandwidth"
+)
+
+// Kihl tuning modes (KihlTuningConfig.Tuning) and the defaults of auto
+// tuning.
+const (
+	KihlTuningParams = "params"
+	KihlTuningAuto   = "auto"
+	// DefaultKihlA1 and DefaultKihlA2 are the closed-loop polynomial
+	// z·(z² + a1·z + a2) auto tuning places: two real poles at about
+	// 0.82 and 0.73, inside the Jury triangle with a margin and proved
+	// absolutely stable for the queue nonlinearity by KihlAnalyze.
+	DefaultKihlA1 = -1.55
+	DefaultKihlA2 = 0.71
+	// DefaultKihlEstimatePeriods is the number of control periods with a
+	// usable reading that σ is estimated over before the gains are set.
+	DefaultKihlEstimatePeriods = 5
+	// DefaultKihlMinUtilization is the lowest utilization of a period
+	// that enters the σ estimate (an idle resource says nothing about its
+	// service rate).
+	DefaultKihlMinUtilization = 0.2
+	// DefaultPolicerHistory is the number of policer decisions kept for
+	// /state.
+	DefaultPolicerHistory = 100
+	// PolicerControllerVoigtQueue and PolicerControllerNone are the values
+	// of PolicerConfig.Controller.
+	PolicerControllerVoigtQueue = "voigt-queue"
+	PolicerControllerNone       = "none"
+)
+
+// SensorConfig is the sensor of a resource rule: a utilization source
+// (the fields of UtilizationConfig) for a CPU rule, or the outgoing queue
+// or outgoing bandwidth for a bandwidth rule.
+type SensorConfig struct {
+	UtilizationConfig `yaml:",inline"`
+	// CapacityBytes is, for source outqueue, the number of unsent bytes
+	// summed over all client sockets that reads as a full queue (scale).
+	// Required for outqueue.
+	CapacityBytes int64 `yaml:"capacity_bytes,omitempty"`
+	// SamplesPerPeriod is, for source outqueue, how many times per control
+	// period the queue is sampled; the period's samples are averaged
+	// (default 20, at least 10).
+	SamplesPerPeriod int `yaml:"samples_per_period,omitempty"`
+	// Mode is, for source outqueue, "unsent" (default: bytes not yet sent,
+	// SIOCOUTQNSD) or "unacked" (bytes not yet acknowledged, SIOCOUTQ).
+	Mode string `yaml:"mode,omitempty"`
+	// Scale is the normalised value of a full queue (outqueue) or of the
+	// link capacity (bandwidth): default 100, the paper's queue of
+	// capacity 100.
+	Scale float64 `yaml:"scale,omitempty"`
+	// LinkCapacity is, for source bandwidth, the capacity of the outgoing
+	// link in bytes per second ("12.5MB", "100MiB"). Required for
+	// bandwidth.
+	LinkCapacity share.Bandwidth `yaml:"link_capacity,omitempty"`
+}
+
+// ResourceConfig binds a stage to the critical resource its requests
+// use, Voigt & Gunningberg's resource rules (docs/algorithms.md §1): the
+// stage's controller is then fed by the resource's sensor. Stages without
+// a rule are covered only by the connection policer.
+type ResourceConfig struct {
+	// Stage is the name of a configured stage.
+	Stage string `yaml:"stage"`
+	// Resource is "cpu" (the stage's controller must be voigt-cpu or
+	// kihl, fed with the sensor's utilization) or "bandwidth" (the
+	// controller must be voigt-queue, fed with the normalised outgoing
+	// queue or bandwidth).
+	Resource string `yaml:"resource"`
+	// Sensor is the rule's sensor. A cpu rule without one uses the
+	// top-level utilization sensor; a bandwidth rule needs one (source
+	// outqueue or bandwidth).
+	Sensor *SensorConfig `yaml:"sensor,omitempty"`
+	// Kihl configures the tuning of a kihl stage's gains.
+	Kihl *KihlTuningConfig `yaml:"kihl,omitempty"`
+}
+
+// KihlTuningConfig chooses how a kihl stage gets its gains K and Ti.
+type KihlTuningConfig struct {
+	// Tuning is "params" (default: params.k and params.ti of the stage) or
+	// "auto": σ, the resource's maximum departures per period, is
+	// estimated from the measured service rate and the pole placement
+	// K = (2 + a1)·σ, Ti = h·(2 + a1)/(1 + a1 + a2) picks the gains
+	// (docs/algorithms.md §4). Until σ is known the stage runs with
+	// params.k and params.ti (the paper's 20 and 2.8s by default).
+	Tuning string `yaml:"tuning"`
+	// A1 and A2 are the coefficients of the placed polynomial
+	// z·(z² + a1·z + a2) (defaults −1.55 and 0.71).
+	A1 *float64 `yaml:"a1,omitempty"`
+	A2 *float64 `yaml:"a2,omitempty"`
+	// Sigma fixes σ in requests per period instead of estimating it
+	// (default 0: estimate).
+	Sigma float64 `yaml:"sigma,omitempty"`
+	// EstimatePeriods is the number of usable periods σ is estimated over
+	// (default 5).
+	EstimatePeriods int `yaml:"estimate_periods,omitempty"`
+	// MinUtilization is the lowest utilization of a period used for the
+	// estimate (default 0.2).
+	MinUtilization float64 `yaml:"min_utilization,omitempty"`
+}
+
+// PolicerConfig is the connection policer (early discard): a token bucket
+// checked at accept time on every client listener, whose rate a
+// voigt-queue controller sets each period from the backend pool's wait
+// queue, allowed to increase only while the CPU rule's utilization is
+// below its reference (docs/algorithms.md §1).
+type PolicerConfig struct {
+	// Config is the bucket: rate (initial, connections/s, default 1000),
+	// burst (default 20) and per-source policing (sources).
+	policer.Config `yaml:",inline"`
+	// Controller is "voigt-queue" (default) or "none" (the rate stays at
+	// rate).
+	Controller string `yaml:"controller"`
+	// Control are the voigt-queue controller's parameters.
+	Control PolicerControl `yaml:"control"`
+}
+
+// PolicerControl are the parameters of the policer's voigt-queue
+// controller. Its initial rate is PolicerConfig.Rate.
+type PolicerControl struct {
+	// Period is the control period (default 1s).
+	Period time.Duration `yaml:"period"`
+	// QRef is the reference length of the backend pool's wait queue
+	// (default 100).
+	QRef float64 `yaml:"q_ref"`
+	// Kp is the proportional gain in connections/s per queued request
+	// (default 1/16).
+	Kp float64 `yaml:"kp"`
+	// Kd is the derivative gain (default 1/4; 0 is allowed).
+	Kd *float64 `yaml:"kd,omitempty"`
+	// MinRate and MaxRate bound the rate (defaults 10 and 100000
+	// connections/s).
+	MinRate float64 `yaml:"min_rate"`
+	MaxRate float64 `yaml:"max_rate"`
+	// UtilRef is the CPU utilization in percent at and above which the
+	// rate may not increase (default: the first CPU rule's reference,
+	// util_ref of voigt-cpu or 100·rho_ref of kihl, else 90).
+	UtilRef float64 `yaml:"util_ref"`
+	// History is the number of decisions kept for /state (default 100).
+	History int `yaml:"history"`
+}
+
+// utilizationSources lists the sources a utilization sensor accepts.
+var utilizationSources = []string{UtilizationHost, UtilizationCgroup, UtilizationProcess, UtilizationPoolBusy, UtilizationBackendHeader}
+
+func isUtilizationSource(s string) bool { return slices.Contains(utilizationSources, s) }
+
+// setDefaults fills a utilization sensor's defaults.
+func (u *UtilizationConfig) setDefaults() {
+	if u.Source == "" {
+		u.Source = UtilizationNone
+	}
+	if u.Source == UtilizationBackendHeader && u.Header == "" {
+		u.Header = DefaultUtilizationHeader
+	}
+	if u.Source == UtilizationProcess && u.ProcessCPUs == 0 {
+		u.ProcessCPUs = float64(runtime.NumCPU())
+	}
+}
+
+// setDefaults fills a resource sensor's defaults.
+func (s *SensorConfig) setDefaults() {
+	if s.Source == SensorOutQueue || s.Source == SensorBandwidth {
+		if s.Scale == 0 {
+			s.Scale = monitor.DefaultQueueScale
+		}
+	}
+	if s.Source == SensorOutQueue {
+		if s.SamplesPerPeriod == 0 {
+			s.SamplesPerPeriod = monitor.DefaultSamplesPerPeriod
+		}
+		if s.Mode == "" {
+			s.Mode = string(monitor.QueueUnsent)
+		}
+	}
+	s.UtilizationConfig.setDefaults()
+}
+
+func (k *KihlTuningConfig) setDefaults() {
+	if k.Tuning == "" {
+		k.Tuning = KihlTuningParams
+	}
+	if k.Tuning != KihlTuningAuto {
+		return
+	}
+	if k.A1 == nil {
+		v := DefaultKihlA1
+		k.A1 = &v
+	}
+	if k.A2 == nil {
+		v := DefaultKihlA2
+		k.A2 = &v
+	}
+	if k.EstimatePeriods == 0 {
+		k.EstimatePeriods = DefaultKihlEstimatePeriods
+	}
+	if k.MinUtilization == 0 {
+		k.MinUtilization = DefaultKihlMinUtilization
+	}
+}
+
+// setDefaults fills the policer's defaults; utilRef is the reference of
+// the first CPU rule in percent (0 when there is none).
+func (p *PolicerConfig) setDefaults(utilRef float64) {
+	d := policer.DefaultConfig()
+	if p.Rate == 0 {
+		p.Rate = d.Rate
+	}
+	if p.Burst == 0 {
+		p.Burst = d.Burst
+	}
+	if p.Sources.MaxTracked == 0 {
+		p.Sources.MaxTracked = d.Sources.MaxTracked
+	}
+	if p.Controller == "" {
+		p.Controller = PolicerControllerVoigtQueue
+	}
+	q := control.DefaultVoigtQueueConfig()
+	c := &p.Control
+	if c.Period == 0 {
+		c.Period = q.Period
+	}
+	if c.QRef == 0 {
+		c.QRef = q.QRef
+	}
+	if c.Kp == 0 {
+		c.Kp = q.Kp
+	}
+	if c.Kd == nil {
+		v := q.Kd
+		c.Kd = &v
+	}
+	if c.MinRate == 0 {
+		c.MinRate = q.MinRate
+	}
+	if c.MaxRate == 0 {
+		c.MaxRate = q.MaxRate
+	}
+	if c.UtilRef == 0 {
+		c.UtilRef = q.UtilRef
+		if utilRef > 0 {
+			c.UtilRef = utilRef
+		}
+	}
+	if c.History == 0 {
+		c.History = DefaultPolicerHistory
+	}
+}
+
+// voigtQueue returns the policer's controller configuration.
+func (p *PolicerConfig) voigtQueue() control.VoigtQueueConfig {
+	c := p.Control
+	kd := 0.0
+	if c.Kd != nil {
+		kd = *c.Kd
+	}
+	return control.VoigtQueueConfig{Period: c.Period, QRef: c.QRef, Kp: c.Kp, Kd: kd, MinRate: c.MinRate,
+		MaxRate: c.MaxRate, InitialRate: p.Rate, UtilRef: c.UtilRef}
+}
+
+// cpuRuleRef returns the utilization reference in percent of the first
+// CPU rule (voigt-cpu util_ref, kihl 100·rho_ref), or 0 when there is
+// none or the policy does not compile (Validate reports that).
+func (c *Config) cpuRuleRef() float64 {
+	if len(c.Resources) == 0 {
+		return 0
+	}
+	ctrls, err := c.Config.StageControllers()
+	if err != nil {
+		return 0
+	}
+	for _, r := range c.Resources {
+		if r.Resource != ResourceCPU {
+			continue
+		}
+		switch cc := ctrls[r.Stage].(type) {
+		case *control.VoigtCPUConfig:
+			return cc.UtilRef
+		case *control.KihlConfig:
+			return 100 * cc.RhoRef
+		}
+	}
+	return 0
+}
+
+// setOverloadDefaults fills the defaults of utilization, resources,
+// policer and shares.
+func (c *Config) setOverloadDefaults() {
+	c.Utilization.setDefaults()
+	for i := range c.Resources {
+		r := &c.Resources[i]
+		if r.Sensor != nil {
+			r.Sensor.setDefaults()
+		}
+		if r.Kihl != nil {
+			r.Kihl.setDefaults()
+		}
+	}
+	if c.Policer != nil {
+		c.Policer.setDefaults(c.cpuRuleRef())
+	}
+	if c.Shares != nil {
+		setShareDefaults(c.Shares)
+	}
+}
+
+// setShareDefaults fills the zero fields of a share configuration from
+// share.DefaultConfig (total_bandwidth and clients have no default).
+func setShareDefaults(s *share.Config) {
+	d := share.DefaultConfig()
+	if s.Alpha == 0 {
+		s.Alpha = d.Alpha
+	}
+	if s.Period == 0 {
+		s.Period = d.Period
+	}
+	if s.StandbyLimit == 0 {
+		s.StandbyLimit = d.StandbyLimit
+	}
+	if s.MaxDelay == 0 {
+		s.MaxDelay = d.MaxDelay
+	}
+	if s.CacheSize == 0 {
+		s.CacheSize = d.CacheSize
+	}
+	if s.ClientHeader == "" {
+		s.ClientHeader = d.ClientHeader
+	}
+	if s.APIKeyHeader == "" {
+		s.APIKeyHeader = d.APIKeyHeader
+	}
+}
+
+// validate checks a utilization sensor at path ("utilization",
+// "resources[0].sensor") and probes it: a sensor that cannot work on this
+// host (no /proc/stat, no such cgroup or process) is an error naming the
+// sensor and why.
+func (u *UtilizationConfig) validate(path string) error {
+	switch u.Source {
+	case UtilizationNone, UtilizationPoolBusy:
+	case UtilizationHost:
+		var cpus []int
+		if u.CPUs != "" {
+			var err error
+			if cpus, err = monitor.ParseCPUList(u.CPUs); err != nil {
+				return fieldErr(path+".cpus", "%q is invalid: %v", u.CPUs, err)
+			}
+		}
+		if _, err := monitor.NewProcStat("/proc", cpus); err != nil {
+			p := path + ".source"
+			if u.CPUs != "" {
+				p = path + ".cpus"
+			}
+			return fieldErr(p, "the host CPU sensor is unavailable: %v", err)
+		}
+	case UtilizationCgroup:
+		if u.Cgroup == "" {
+			return fieldErr(path+".cgroup", "a cgroup v2 directory is required with source: cgroup")
+		}
+		if _, err := monitor.NewCgroup(u.Cgroup, time.Now()); err != nil {
+			return fieldErr(path+".cgroup", "the cgroup CPU sensor is unavailable for %q: %v", u.Cgroup, err)
+		}
+	case UtilizationProcess:
+		if (u.PID == 0) == (u.Pidfile == "") {
+			return fieldErr(path+".pid", "source: process needs exactly one of pid and pidfile")
+		}
+		if !(u.ProcessCPUs > 0) || math.IsInf(u.ProcessCPUs, 0) {
+			return fieldErr(path+".process_cpus", "%v is invalid: must be the number of CPUs the process may use (> 0)", u.ProcessCPUs)
+		}
+		if _, err := newProcessSource(u, time.Now()); err != nil {
+			p := path + ".pid"
+			if u.Pidfile != "" {
+				p = path + ".pidfile"
+			}
+			return fieldErr(p, "the process CPU sensor is unavailable: %v", err)
+		}
+	case UtilizationBackendHeader:
+		if u.Header == "" || strings.ContainsAny(u.Header, " :\t\r\n") {
+			return fieldErr(path+".header", "%q is not a header name", u.Header)
+		}
+	default:
+		return fieldErr(path+".source", "%q is invalid: must be none, %s", u.Source, strings.Join(utilizationSources, ", "))
+	}
+	only := func(field, source string, set bool) error {
+		if set && u.Source != source {
+			return fieldErr(path+"."+field, "is only used with source: %s", source)
+		}
+		return nil
+	}
+	for _, e := range []error{
+		only("cpus", UtilizationHost, u.CPUs != ""),
+		only("cgroup", UtilizationCgroup, u.Cgroup != ""),
+		only("header", UtilizationBackendHeader, u.Header != ""),
+		only("pid", UtilizationProcess, u.PID != 0),
+		only("pidfile", UtilizationProcess, u.Pidfile != ""),
+		only("process_cpus", UtilizationProcess, u.ProcessCPUs != 0),
+	} {
+		if e != nil {
+			return e
+		}
+	}
+	return nil
+}
+
+// newProcessSource builds the process sensor of u.
+func newProcessSource(u *UtilizationConfig, now time.Time) (*monitor.Process, error) {
+	if u.Pidfile != "" {
+		return monitor.NewPidfile("/proc", u.Pidfile, u.ProcessCPUs, now)
+	}
+	if u.PID < 0 {
+		return nil, fmt.Errorf("pid %d is not a process id", u.PID)
+	}
+	return monitor.NewProcess("/proc", u.PID, u.ProcessCPUs, now)
+}
+
+// outQueueConfig returns the outgoing-queue sensor configuration of s for
+// a control period.
+func (s *SensorConfig) outQueueConfig(period time.Duration) monitor.OutQueueConfig {
+	return monitor.OutQueueConfig{CapacityBytes: s.CapacityBytes, Scale: s.Scale, Period: period,
+		SamplesPerPeriod: s.SamplesPerPeriod, Mode: monitor.QueueMode(s.Mode)}
+}
+
+// validate checks a resource rule's sensor at path for resource, given
+// the control period of the rule's stage.
+func (s *SensorConfig) validate(path, resource string, period time.Duration) error {
+	netOnly := func(field string, set bool, sources ...string) error {
+		if set && !slices.Contains(sources, s.Source) {
+			return fieldErr(path+"."+field, "is only used with source: %s", strings.Join(sources, " or "))
+		}
+		return nil
+	}
+	for _, e := range []error{
+		netOnly("capacity_bytes", s.CapacityBytes != 0, SensorOutQueue),
+		netOnly("samples_per_period", s.SamplesPerPeriod != 0, SensorOutQueue),
+		netOnly("mode", s.Mode != "", SensorOutQueue),
+		netOnly("scale", s.Scale != 0, SensorOutQueue, SensorBandwidth),
+		netOnly("link_capacity", s.LinkCapacity != 0, SensorBandwidth),
+	} {
+		if e != nil {
+			return e
+		}
+	}
+	switch resource {
+	case ResourceCPU:
+		if !isUtilizationSource(s.Source) {
+			return fieldErr(path+".source", "%q is invalid for a cpu rule: must be %s", s.Source, strings.Join(utilizationSources, ", "))
+		}
+		return s.UtilizationConfig.validate(path)
+	case ResourceBandwidth:
+	default:
+		return nil
+	}
+	switch s.Source {
+	case SensorOutQueue:
+		if s.CapacityBytes <= 0 {
+			return fieldErr(path+".capacity_bytes", "%d is invalid: the outgoing queue needs the number of unsent bytes that count as full (> 0), e.g. 100 ms of link capacity", s.CapacityBytes)
+		}
+		oc := s.outQueueConfig(period)
+		if err := oc.Validate(); err != nil {
+			field, msg, _ := strings.Cut(err.Error(), ": ")
+			return fieldErr(path+"."+field, "%s", msg)
+		}
+		if _, err := monitor.NewSocketOutQueue(oc, new(policer.Registry), time.Now()); err != nil {
+			return fieldErr(path+".source", "the outgoing-queue sensor is unavailable: %v", err)
+		}
+	case SensorBandwidth:
+		if !(s.LinkCapacity > 0) || math.IsInf(float64(s.LinkCapacity), 0) {
+			return fieldErr(path+".link_capacity", "%v is invalid: the outgoing-bandwidth sensor needs the link capacity in bytes per second (> 0), e.g. 12.5MB", float64(s.LinkCapacity))
+		}
+		if !(s.Scale > 0) || math.IsInf(s.Scale, 0) {
+			return fieldErr(path+".scale", "%v is invalid: must be a finite number > 0", s.Scale)
+		}
+	default:
+		return fieldErr(path+".source", "%q is invalid for a bandwidth rule: must be %s or %s", s.Source, SensorOutQueue, SensorBandwidth)
+	}
+	return nil
+}
+
+// validateOverload checks utilization, resources, policer and shares.
+// It runs after the policy part validated.
+func (c *Config) validateOverload() error {
+	if err := c.Utilization.validate("utilization"); err != nil {
+		return err
+	}
+	var ctrls map[string]control.Config
+	if len(c.Resources) > 0 {
+		var err error
+		if ctrls, err = c.Config.StageControllers(); err != nil {
+			return err
+		}
+	}
+	seen := map[string]int{}
+	for i, r := range c.Resources {
+		p := fmt.Sprintf("resources[%d]", i)
+		if r.Stage == "" {
+			return fieldErr(p+".stage", "the name of a configured stage is required")
+		}
+		ctrl, ok := ctrls[r.Stage]
+		if !ok {
+			var names []string
+			for _, s := range c.Stages {
+				names = append(names, s.Name)
+			}
+			return fieldErr(p+".stage", "%q is not a configured stage (stages: %s)", r.Stage, strings.Join(names, ", "))
+		}
+		if j, dup := seen[r.Stage]; dup {
+			return fieldErr(p+".stage", "%q is already bound by resources[%d]", r.Stage, j)
+		}
+		seen[r.Stage] = i
+		name := controllerName(c, r.Stage)
+		period := controllerPeriod(ctrl)
+		switch r.Resource {
+		case ResourceCPU:
+			if name != "voigt-cpu" && name != "kihl" {
+				return fieldErr(p+".resource", "a cpu rule needs stage %q to use controller voigt-cpu or kihl, not %s", r.Stage, name)
+			}
+			if r.Sensor == nil && !isUtilizationSource(c.Utilization.Source) {
+				return fieldErr(p+".sensor", "a cpu rule needs a utilization sensor: set %s.sensor or utilization.source", p)
+			}
+		case ResourceBandwidth:
+			if name != "voigt-queue" {
+				return fieldErr(p+".resource", "a bandwidth rule needs stage %q to use controller voigt-queue, not %s", r.Stage, name)
+			}
+			if r.Sensor == nil {
+				return fieldErr(p+".sensor", "a bandwidth rule needs a sensor: {source: outqueue, capacity_bytes: N} or {source: bandwidth, link_capacity: B}")
+			}
+		default:
+			return fieldErr(p+".resource", "%q is invalid: must be %s or %s", r.Resource, ResourceCPU, ResourceBandwidth)
+		}
+		if r.Sensor != nil {
+			if err := r.Sensor.validate(p+".sensor", r.Resource, period); err != nil {
+				return err
+			}
+		}
+		if r.Kihl != nil {
+			if err := r.Kihl.validate(p+".kihl", c, r.Stage, name, period); err != nil {
+				return err
+			}
+		}
+	}
+	if c.Policer != nil {
+		if err := c.Policer.validate(); err != nil {
+			return err
+		}
+	}
+	if c.Shares != nil {
+		if c.Shares.ReplyBuffer != 0 {
+			return fieldErr("shares.reply_buffer", "%d: the proxy never buffers a reply (it takes the size from Content-Length or paces a reply of unknown size while streaming); reply_buffer is for the middleware", c.Shares.ReplyBuffer)
+		}
+		if err := c.Shares.Validate(); err != nil {
+			var ce *share.ConfigError
+			if errors.As(err, &ce) {
+				return fieldErr("shares."+ce.Field, "%v is invalid: %s", ce.Value, ce.Want)
+			}
+			return fieldErr("shares", "%v", err)
+		}
+	}
+	return nil
+}
+
+// controllerName returns the controller name of the configured stage.
+func controllerName(c *Config, stage string) string {
+	for _, s := range c.Stages {
+		if s.Name == stage {
+			return s.Controller
+		}
+	}
+	return ""
+}
+
+// controllerPeriod returns a controller configuration's period (1s if
+// it cannot be built; validation has reported that).
+func controllerPeriod(cc control.Config) time.Duration {
+	if cc == nil {
+		return time.Second
+	}
+	ctrl, err := cc.New()
+	if err != nil {
+		return time.Second
+	}
+	return ctrl.Period()
+}
+
+// paramsSet reports whether the stage's params mapping sets key.
+func paramsSet(c *Config, stage, key string) bool {
+	for _, s := range c.Stages {
+		if s.Name != stage {
+			continue
+		}
+		n := &s.Params
+		if n.Kind == yaml.DocumentNode && len(n.Content) == 1 {
+			n = n.Content[0]
+		}
+		for n.Kind == yaml.AliasNode && n.Alias != nil {
+			n = n.Alias
+		}
+		if n.Kind != yaml.MappingNode {
+			return false
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == key {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (k *KihlTuningConfig) validate(p string, c *Config, stage, ctrlName string, period time.Duration) error {
+	if ctrlName != "kihl" {
+		return fieldErr(p, "is only for a stage with controller kihl; stage %q uses %s", stage, ctrlName)
+	}
+	switch k.Tuning {
+	case KihlTuningParams:
+		if k.A1 != nil || k.A2 != nil || k.Sigma != 0 || k.EstimatePeriods != 0 || k.MinUtilization != 0 {
+			return fieldErr(p+".tuning", "a1, a2, sigma, estimate_periods and min_utilization are only used with tuning: auto")
+		}
+		return nil
+	case KihlTuningAuto:
+	default:
+		return fieldErr(p+".tuning", "%q is invalid: must be %s or %s", k.Tuning, KihlTuningParams, KihlTuningAuto)
+	}
+	for _, key := range []string{"k", "ti"} {
+		if paramsSet(c, stage, key) {
+			return fieldErr(p+".tuning", "auto picks K and Ti: remove params.%s from stage %q (or use tuning: params)", key, stage)
+		}
+	}
+	if k.A1 == nil || k.A2 == nil || !finite(*k.A1) || !finite(*k.A2) {
+		return fieldErr(p+".a1", "a1 and a2 must be finite numbers")
+	}
+	if _, _, err := design.KihlPlace(1, period, *k.A1, *k.A2); err != nil {
+		return fieldErr(p+".a1", "(a1, a2) = (%g, %g) cannot be placed: %v", *k.A1, *k.A2, err)
+	}
+	if !finite(k.Sigma) || k.Sigma < 0 {
+		return fieldErr(p+".sigma", "%v is invalid: must be σ in requests per period (> 0), or 0 to estimate it", k.Sigma)
+	}
+	if k.EstimatePeriods < 1 {
+		return fieldErr(p+".estimate_periods", "%d is invalid: must be ≥ 1", k.EstimatePeriods)
+	}
+	if !(k.MinUtilization > 0 && k.MinUtilization < 1) {
+		return fieldErr(p+".min_utilization", "%v is invalid: must be within (0, 1)", k.MinUtilization)
+	}
+	return nil
+}
+
+func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
+
+func (p *PolicerConfig) validate() error {
+	if err := p.Config.Validate(); err != nil {
+		var ce *policer.ConfigError
+		if errors.As(err, &ce) {
+			return fieldErr("policer."+ce.Field, "%v is invalid: %s", ce.Value, ce.Want)
+		}
+		return fieldErr("policer", "%v", err)
+	}
+	switch p.Controller {
+	case PolicerControllerNone:
+		return nil
+	case PolicerControllerVoigtQueue:
+	default:
+		return fieldErr("policer.controller", "%q is invalid: must be %s or %s", p.Controller, PolicerControllerVoigtQueue, PolicerControllerNone)
+	}
+	if math.IsInf(p.Rate, 1) {
+		return fieldErr("policer.rate", "+Inf needs controller: none (the voigt-queue controller starts from a finite rate)")
+	}
+	if p.Control.History < 1 {
+		return fieldErr("policer.control.history", "%d is invalid: must be ≥ 1", p.Control.History)
+	}
+	q := p.voigtQueue()
+	if err := q.Validate(); err != nil {
+		field := control.FieldOf(err)
+		msg := strings.TrimPrefix(err.Error(), field+": ")
+		if field == "initial_rate" {
+			return fieldErr("policer.rate", "%s (the controller's initial rate is policer.rate)", msg)
+		}
+		if field == "" {
+			return fieldErr("policer.control", "%v", err)
+		}
+		return fieldErr("policer.control."+field, "%s", msg)
+	}
+	return nil
+}
