@@ -49,6 +49,10 @@ type Measurements struct {
 	// Completed is the number of admitted requests that finished (any
 	// status) in the interval.
 	Completed float64
+	// Failed is the part of Completed that failed: an error status, a
+	// transport failure, a timeout, a client that gave up. Completed −
+	// Failed is the goodput count.
+	Failed float64
 
 	// Samples is the number of response-time samples behind MeanRT and
 	// P90RT. Timed-out and rejected requests are never samples.
@@ -76,6 +80,20 @@ func (m Measurements) Throughput() float64 {
 		return 0
 	}
 	return m.Completed / m.Elapsed.Seconds()
+}
+
+// Goodput returns successful completions (Completed − Failed) per second
+// over Elapsed, or 0 when Elapsed is not positive. A NaN or negative
+// Failed counts as 0.
+func (m Measurements) Goodput() float64 {
+	if m.Elapsed <= 0 {
+		return 0
+	}
+	ok := m.Completed
+	if m.Failed > 0 {
+		ok -= m.Failed
+	}
+	return ok / m.Elapsed.Seconds()
 }
 
 // Kind says what a decision's setting means and in which unit it is

@@ -38,6 +38,7 @@ type Recorder struct {
 	admitted  paddedCounter
 	rejected  paddedCounter
 	unsampled paddedCounter // completions that are not samples
+	failed    paddedCounter // completions that failed (also counted above)
 
 	// window holds the sampled completions; its Recorded count is the
 	// number of sampled completions, so a sampled Complete costs one
@@ -86,6 +87,11 @@ func (r *Recorder) Complete(rt time.Duration, sample bool) {
 	}
 }
 
+// Fail counts one completion as failed (an error, a timeout, a client
+// that gave up), in addition to its Complete call. Safe for concurrent
+// use; it does not allocate.
+func (r *Recorder) Fail() { r.failed.Add(1) }
+
 // Completed returns the number of completions since the previous Collect
 // (or construction). A runner compares it with SEDA's nreq to decide when
 // to run the controller early.
@@ -99,7 +105,8 @@ func (r *Recorder) Samples() int { return r.window.Len() }
 //
 //   - Elapsed = now − the previous Collect's now (or the construction time);
 //     zero if now is not after it;
-//   - Arrivals, Admitted, Rejected and Completed: the counts of the period;
+//   - Arrivals, Admitted, Rejected, Completed and Failed: the counts of the
+//     period;
 //   - Samples: the number of response times in the window (at most the
 //     window size), and MeanRT and P90RT (exact nearest rank): their mean
 //     and 90th percentile in seconds, NaN when Samples is 0 so that a
@@ -137,6 +144,7 @@ func (r *Recorder) CollectStats(now time.Time) (sluice.Measurements, WindowStats
 	// the swap takes the other completions: none is lost or counted twice.
 	st := r.window.Stats(true)
 	m.Completed = float64(st.Recorded + r.unsampled.Swap(0))
+	m.Failed = float64(r.failed.Swap(0))
 	m.Samples = float64(st.Count)
 	if st.Count > 0 {
 		m.MeanRT = st.Mean.Seconds()

@@ -241,3 +241,28 @@ func BenchmarkRecordRecorderParallel(b *testing.B) {
 		}
 	})
 }
+
+// Fail marks completions as failed without changing how they are counted
+// or sampled; Collect reports and resets the failures.
+func TestRecorderFailed(t *testing.T) {
+	now := time.Unix(0, 0)
+	r, err := NewRecorder(16, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Complete(10*time.Millisecond, true)
+	r.Complete(5*time.Second, true)
+	r.Fail()
+	r.Complete(time.Millisecond, false)
+	r.Fail()
+	m := r.Collect(now.Add(time.Second))
+	if m.Completed != 3 || m.Failed != 2 || m.Samples != 2 {
+		t.Fatalf("completed %v failed %v samples %v", m.Completed, m.Failed, m.Samples)
+	}
+	if g := m.Goodput(); g != 1 {
+		t.Fatalf("goodput %v, want 1/s", g)
+	}
+	if m := r.Collect(now.Add(2 * time.Second)); m.Failed != 0 {
+		t.Fatalf("failures not reset: %v", m.Failed)
+	}
+}

@@ -58,3 +58,33 @@ func TestCensoredSamples(t *testing.T) {
 		t.Fatal("failure sampled without a target")
 	}
 }
+
+// SEDA runs after nreq response-time samples, not after nreq completions:
+// fast failures (no samples) must not make it run, and cut, more often.
+func TestTriggerCountsSamples(t *testing.T) {
+	cfg := control.DefaultSEDAConfig()
+	cfg.Target, cfg.NReq = 100*time.Millisecond, 10
+	now := time.Now()
+	s, err := New(Options{Name: "t", Controller: &cfg, Burst: 1000}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 50; i++ { // fast failures: completions, no samples
+		tk, err := s.Enter(t.Context(), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tk.DoneAfter(time.Millisecond, false, true)
+	}
+	if ds := s.Step(now.Add(10 * time.Millisecond)); len(ds) != 0 {
+		t.Fatalf("ran after 50 non-sample completions: %+v", ds)
+	}
+	for i := 0; i < 10; i++ {
+		tk, _ := s.Enter(t.Context(), 0)
+		tk.DoneAfter(time.Millisecond, true, true)
+	}
+	ds := s.Step(now.Add(20 * time.Millisecond))
+	if len(ds) != 1 || ds[0].Inputs.Samples != 10 || ds[0].Inputs.Failed != 50 {
+		t.Fatalf("want one run with 10 samples and 50 failures: %+v", ds)
+	}
+}

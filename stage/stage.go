@@ -23,7 +23,7 @@ const (
 	DefaultMaxQueue     = 128
 	DefaultQueueTimeout = time.Second
 	// MaxPoll bounds how often a sample-triggered controller (SEDA) is
-	// checked for nreq completions by Run.
+	// checked for nreq response-time samples by Run.
 	MaxPoll = 10 * time.Millisecond
 )
 
@@ -297,6 +297,10 @@ func (t Ticket) DoneAfter(rt time.Duration, ok, sample bool) {
 	}
 	if !ok {
 		cs.errors.Add(1)
+		cs.rec.Fail()
+		if t.s.agg != nil {
+			t.s.agg.Fail()
+		}
 	}
 	if t.held {
 		t.s.limiter.Release()
@@ -336,8 +340,8 @@ func (s *Stage) Period() time.Duration { return s.period }
 func (s *Stage) Controller() *control.Logged { return s.ctrl }
 
 // Step runs every control step that is due at now: the controller's
-// period has elapsed since its last run, or (SEDA) nreq completions have
-// been recorded. It collects the interval's measurements, reads the
+// period has elapsed since its last run, or (SEDA) nreq response-time
+// samples have been recorded. It collects the interval's measurements, reads the
 // sensors, calls Update and applies the decision. It returns the decisions
 // taken.
 func (s *Stage) Step(now time.Time) []sluice.Decision {
@@ -374,11 +378,14 @@ func (s *Stage) Step(now time.Time) []sluice.Decision {
 	return append(out, s.decide(now, 0, m))
 }
 
+// due reports whether input i runs at now: its period has elapsed, or it
+// holds nreq response-time samples (SEDA records nreq samples, so fast
+// failures that are not samples do not make it run more often).
 func (s *Stage) due(i int, rec *monitor.Recorder, now time.Time) bool {
 	if now.Sub(s.lastRun[i]) >= s.period {
 		return true
 	}
-	return s.trigger > 0 && rec.Completed() >= s.trigger
+	return s.trigger > 0 && int64(rec.Samples()) >= s.trigger
 }
 
 // collect ends a class's period: totals, last-period view, sensors.
