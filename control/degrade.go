@@ -58,8 +58,8 @@ func (c *DegradeConfig) validate() error {
 //	gate on:                            SEDA AIMD on the rate; q stays at q_min
 //	gate on, err < err_i, no rejection: gate off (admission no longer needed)
 //
-// where throughput is the completions per second of the last interval (the
-// rate the stage sustains at q_min). Decision.Quality is q, GateOff is true
+// where throughput is the successful completions per second of the last
+// interval (the rate the stage sustains at q_min). Decision.Quality is q, GateOff is true
 // while admission control is off, and New is the token rate (rate_max while
 // the gate is off).
 type Degrader struct {
@@ -130,7 +130,7 @@ func (d *Degrader) Update(now time.Time, m sluice.Measurements) sluice.Decision 
 			d.seda.rates[0] = cfg.RateMax
 			return out(true, obs+"well under target and nothing rejected: admission control off")
 		}
-		return out(true, obs+"admission on: "+d.seda.adjust(0, e))
+		return out(true, obs+"admission on: "+d.seda.adjust(now, 0, e))
 	}
 	switch {
 	case e > cfg.ErrD && d.quality > d.cfg.QualityMin:
@@ -138,7 +138,7 @@ func (d *Degrader) Update(now time.Time, m sluice.Measurements) sluice.Decision 
 		return out(true, obs+"over target: quality lowered")
 	case e > cfg.ErrD && d.cfg.Admission:
 		d.gateOn = true
-		tp := m.Throughput()
+		tp := m.Goodput()
 		if !usable(tp) {
 			tp = 0
 		}

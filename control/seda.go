@@ -65,6 +65,18 @@ type SEDAConfig struct {
 	// slow climb to rate_max during light load. false is the paper's law
 	// exactly.
 	TrackDemand bool `yaml:"track_demand" json:"track_demand"`
+	// DecreaseHoldoff (default true): within one smoothed p90 (cur) after
+	// a cut, a class over target cuts again only if its p90 sample is not
+	// lower than at the cut. The samples of those runs come from requests
+	// admitted before the cut; a falling p90 says the cut is already
+	// draining the backlog, and cutting again would divide the rate for the
+	// same overload several times. It matters when runs are frequent (nreq
+	// samples arrive in well under a response time): without it a backlog
+	// that takes seconds to drain is cut for every 100 samples it produces.
+	// Nor does a class cut when the run's own p90 sample is within target
+	// and only the smoothed value (which remembers the drained backlog) is
+	// over it. false is the paper's law exactly.
+	DecreaseHoldoff bool `yaml:"decrease_holdoff" json:"decrease_holdoff"`
 	// Degrade configures service degradation (single class only).
 	Degrade DegradeConfig `yaml:"degrade" json:"degrade"`
 }
@@ -74,7 +86,7 @@ type SEDAConfig struct {
 func DefaultSEDAConfig() SEDAConfig {
 	return SEDAConfig{Classes: 1, NReq: 100, Timeout: time.Second, Alpha: 0.7, ErrI: -0.5, ErrD: 0,
 		AdjI: 2, AdjD: 1.2, CI: -0.1, RateMin: 0.05, RateMax: 5000, InitialRate: 5000,
-		AdjLoD: 10, LCThresh: 20, TrackDemand: true, Degrade: DefaultDegradeConfig()}
+		AdjLoD: 10, LCThresh: 20, TrackDemand: true, DecreaseHoldoff: true, Degrade: DefaultDegradeConfig()}
 }
 
 // classCount returns the effective number of classes.
@@ -192,7 +204,10 @@ func (c *SEDAConfig) New() (sluice.Controller, error) {
 // With track_demand (the default), d_c is the admitted rate of class c over
 // its last interval (Measurements.Admitted/Elapsed): a cut of class c's rate
 // starts from min(rate_c, d_c), and an increase is skipped while
-// d_c < 0.9·rate_c.
+// d_c < 0.9·rate_c. With decrease_holdoff (the default), a class over
+// target that cut a rate less than cur_c seconds ago holds instead of
+// cutting again while its p90 sample is below the one of that cut, and no
+// class cuts on a run whose own p90 sample is within target.
 type SEDA struct {
 	cfg   SEDAConfig
 	n     int
@@ -204,7 +219,11 @@ type SEDA struct {
 	// demand is each class's admitted rate over its last interval, req/s
 	// (NaN until measured).
 	demand []float64
-	last   sluice.Decision
+	// lastCut is when each class last cut a rate (its own or lower ones),
+	// cutSamp the p90 sample of that run, samp the latest p90 sample.
+	lastCut       []time.Time
+	cutSamp, samp []float64
+	last          sluice.Decision
 }
 
 var _ sluice.Controller = (*SEDA)(nil)
@@ -218,7 +237,8 @@ func NewSEDA(cfg SEDAConfig) (*SEDA, error) {
 	cfg.ClassTargets = append([]time.Duration(nil), cfg.ClassTargets...)
 	n := cfg.classCount()
 	s := &SEDA{cfg: cfg, n: n, rates: make([]float64, n), cur: make([]float64, n),
-		have: make([]bool, n), lc: make([]int, n), noInc: make([]bool, n), demand: make([]float64, n)}
+		have: make([]bool, n), lc: make([]int, n), noInc: make([]bool, n), demand: make([]float64, n),
+		lastCut: make([]time.Time, n), cutSamp: make([]float64, n), samp: make([]float64, n)}
 	for i := range s.rates {
 		s.rates[i] = cfg.InitialRate
 		s.demand[i] = math.NaN()
@@ -255,6 +275,7 @@ func (s *SEDA) Smoothed(c int) (float64, bool) { return s.cur[c], s.have[c] }
 
 // observe smooths a new p90 sample of class c and returns cur and err.
 func (s *SEDA) observe(c int, samp float64) (cur, err float64) {
+	s.samp[c] = samp
 	if s.have[c] {
 		s.cur[c] = s.cfg.Alpha*s.cur[c] + (1-s.cfg.Alpha)*samp
 	} else {
@@ -286,7 +307,7 @@ func (s *SEDA) Update(now time.Time, m sluice.Measurements) sluice.Decision {
 	cur, e := s.observe(c, m.P90RT)
 	why := s.trigger(m)
 	obs := fmt.Sprintf("p90 %s (cur %s, target %s, err %+.2f) %s", fmtSec(m.P90RT), fmtSec(cur), fmtSec(s.cfg.targetOf(c)), e, why)
-	reason := s.adjust(c, e)
+	reason := s.adjust(now, c, e)
 	s.last = s.decide(now, m, old, true, obs+": "+reason)
 	return s.last
 }
@@ -316,13 +337,23 @@ func (s *SEDA) base(c int) (float64, string) {
 	return s.rates[c], ""
 }
 
-// adjust applies the AIMD law for class c with error e and returns the
-// reason.
-func (s *SEDA) adjust(c int, e float64) string {
+// adjust applies the AIMD law for class c with error e at now and returns
+// the reason.
+func (s *SEDA) adjust(now time.Time, c int, e float64) string {
 	lo, hi := s.cfg.RateMin, s.cfg.RateMax
 	if e > s.cfg.ErrD {
 		s.markLower(c)
+		if s.cfg.DecreaseHoldoff && s.samp[c] <= s.cfg.targetOf(c) {
+			return fmt.Sprintf("smoothed p90 over target but this run's p90 %s is within it: no cut (the overload has passed)", fmtSec(s.samp[c]))
+		}
+		hold := time.Duration(s.cur[c] * float64(time.Second))
+		if s.cfg.DecreaseHoldoff && now.Sub(s.lastCut[c]) < hold && s.samp[c] < s.cutSamp[c] {
+			return fmt.Sprintf("over target, holding: p90 falling since the cut %v ago (%s < %s), within cur %v",
+				now.Sub(s.lastCut[c]).Round(time.Millisecond), fmtSec(s.samp[c]), fmtSec(s.cutSamp[c]), hold.Round(time.Millisecond))
+		}
+		s.cutSamp[c] = s.samp[c]
 		if c == s.n-1 {
+			s.lastCut[c] = now
 			old := s.rates[c]
 			b, from := s.base(c)
 			s.rates[c] = clamp(b/s.cfg.AdjD, lo, hi)
@@ -335,6 +366,7 @@ func (s *SEDA) adjust(c int, e float64) string {
 			}
 		}
 		if !allMin {
+			s.lastCut[c] = now
 			var b strings.Builder
 			for l := c + 1; l < s.n; l++ {
 				from, _ := s.base(l)
@@ -350,6 +382,7 @@ func (s *SEDA) adjust(c int, e float64) string {
 		old := s.rates[c]
 		b, from := s.base(c)
 		s.rates[c] = clamp(b/s.cfg.AdjD, lo, hi)
+		s.lastCut[c] = now
 		return fmt.Sprintf("over target, lower classes at rate_min, lc %d ≥ %d: rate %s → %s (÷%g%s)",
 			s.lc[c], s.cfg.LCThresh, fmtRate(old), fmtRate(s.rates[c]), s.cfg.AdjD, from)
 	}

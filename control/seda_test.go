@@ -11,9 +11,11 @@ func p90(class int, p float64) sluice.Measurements {
 	return sluice.Measurements{Class: class, Samples: 100, P90RT: p, Completed: 100}
 }
 
+// sedaCfg is the paper's law (no decrease hold-off; track_demand has no
+// effect on measurements without admissions).
 func sedaCfg(target time.Duration, initial float64) SEDAConfig {
 	c := DefaultSEDAConfig()
-	c.Target, c.InitialRate = target, initial
+	c.Target, c.InitialRate, c.DecreaseHoldoff = target, initial, false
 	return c
 }
 
@@ -224,4 +226,47 @@ func TestSEDATrackDemandClasses(t *testing.T) {
 	d := s.Update(at(2), admittedP90(0, 2, 100))
 	near(t, "class 1", d.ClassRates[1], 4)
 	near(t, "class 0", d.ClassRates[0], 100)
+}
+
+// decrease_holdoff (default): within cur seconds of a cut, a class over
+// target holds while its p90 sample is below the one of the cut. Target 1 s,
+// initial 100:
+// t=1: samp 3, cur 3 → 100/1.2 = 83.333;
+// t=1.5: samp 2.5 < 3 (falling), cur 0.7·3 + 0.3·2.5 = 2.85, 0.5 s < 2.85 s → hold;
+// t=1.8: samp 3.2 ≥ 3 (not falling) → cut: 83.333/1.2 = 69.444;
+// t=2.0: samp 3.1 < 3.2, within cur → hold;
+// t=6: 4 s after the cut, beyond cur ≈ 3.1 s → cut even though falling: 57.870.
+func TestSEDADecreaseHoldoff(t *testing.T) {
+	cfg := sedaCfg(time.Second, 100)
+	cfg.DecreaseHoldoff = true
+	s, _ := NewSEDA(cfg)
+	ms := func(d time.Duration) time.Time { return at(1).Add(d) }
+	d := s.Update(ms(0), p90(0, 3))
+	near(t, "first cut", d.New, 83.333333333)
+	d = s.Update(ms(500*time.Millisecond), p90(0, 2.5))
+	near(t, "held", d.New, 83.333333333)
+	if !d.Acted || d.Reason == "" {
+		t.Fatalf("hold should be a run with a reason: %+v", d)
+	}
+	d = s.Update(ms(800*time.Millisecond), p90(0, 3.2))
+	near(t, "not falling: cut", d.New, 69.444444444)
+	d = s.Update(ms(time.Second), p90(0, 3.1))
+	near(t, "falling: held", d.New, 69.444444444)
+	d = s.Update(ms(5*time.Second), p90(0, 3.0))
+	near(t, "beyond cur: cut", d.New, 57.870370370)
+	// Increases are not held: from cur 2.99895, zero samples give cur
+	// 2.0993, 1.4695, 1.0286 (over, falling: hold), 0.7200, 0.5040 (band),
+	// 0.35282 (err −0.64718 < err_i) → +(0.64718 − 0.1)·2 = +1.09436 →
+	// 58.964734, all 10 ms apart, well within cur of the last cut.
+	for i := 0; i < 6; i++ {
+		d = s.Update(ms(5*time.Second+time.Duration(i+1)*10*time.Millisecond), p90(0, 0))
+	}
+	near(t, "increase", d.New, 58.964734)
+
+	// A run whose own p90 is within target does not cut, however high the
+	// smoothed value: cur 0.7·3 + 0.3·0.5 = 2.25 > 1 s, samp 0.5 s ≤ 1 s.
+	s2, _ := NewSEDA(cfg)
+	s2.Update(ms(0), p90(0, 3))
+	d = s2.Update(ms(10*time.Second), p90(0, 0.5))
+	near(t, "lagging cur, no cut", d.New, 83.333333333)
 }

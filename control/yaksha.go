@@ -27,7 +27,8 @@ type YakshaConfig struct {
 	SelfTuning bool `yaml:"self_tuning" json:"self_tuning"`
 	// Lambda0 is the nominal arrival rate of the design, in req/s. 0 (the
 	// default) means: estimate it as the running average of the measured
-	// throughput (completions per second), averaged over TuneWindow —
+	// goodput (successful completions per second: fast failures are not
+	// served work), averaged over TuneWindow —
 	// allowed only with self-tuning. With λ0 = pa·λ measured this way,
 	// Kg = λ0·Tref²/pa_avg tracks λ·Tref², the plant gain at the current
 	// offered rate λ.
@@ -177,7 +178,7 @@ func (y *Yaksha) Update(now time.Time, m sluice.Measurements) sluice.Decision {
 	if y.cfg.SelfTuning {
 		y.paAvg = y.alpha*y.paAvg + (1-y.alpha)*(1-pdOld)
 		if y.cfg.Lambda0 == 0 {
-			if tp := m.Throughput(); usable(tp) && tp > 0 {
+			if tp := m.Goodput(); usable(tp) && tp > 0 {
 				if y.lambda0 == 0 {
 					y.lambda0 = tp
 				} else {
