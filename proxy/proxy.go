@@ -152,8 +152,14 @@ func (rs *reqState) finish(aborted bool) {
 	}
 	rs.shareEnd(!aborted)
 	if rs.state.CompareAndSwap(0, 2) {
-		ok := !rs.failed.Load() && !(aborted && !rs.clientGone.Load())
-		sample := ok && !aborted && !rs.clientGone.Load() && rs.shareErr == nil
+		// A failure, a timeout or a client that gave up is not ok; the
+		// stage takes it as a (censored) response-time sample only if it
+		// already lasted as long as the controller's target, so a jammed
+		// backend where nothing completes is still seen as slow, and a
+		// fast failure never counts as a fast sample. Share rejections
+		// carry no response time.
+		ok := !rs.failed.Load() && !aborted
+		sample := rs.shareErr == nil
 		rs.ticket.DoneAfter(time.Since(rs.arrival)-time.Duration(rs.shareDelay.Load()), ok, sample)
 		rs.gen.pool.Release(rs.backend)
 		return
@@ -205,9 +211,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		res.Release()
 		saturated := errors.Is(err, ErrPoolQueueFull) || errors.Is(err, ErrPoolQueueTimeout)
-		// A saturated pool fails the request; a client that left while
-		// queued is neither an error nor a sample.
-		t.DoneAfter(time.Since(arrival), !saturated, false)
+		// A saturated pool, or a client that left while queued, fails the
+		// request; a wait that already reached the target is a censored
+		// sample (see finish).
+		t.DoneAfter(time.Since(arrival), false, true)
 		if saturated {
 			h.poolRejected(w, g, err)
 		}
