@@ -44,7 +44,9 @@ With --config FILE it runs the configuration file (docs/config.md;
 check it first with 'sluice validate FILE'). Without a file, the quick
 start proxies --listen to --backend with one stage for every request:
 
-  --controller seda     keep the 90th percentile at --target-p90 (default)
+  --controller seda     keep the 90th percentile at --target-p90 (default;
+                        rate_max raised to 1e6 req/s so a fast service is
+                        not capped at the paper's 5000)
   --controller yaksha   keep the mean response time at --target-mean
   --controller none     measure only
 
@@ -110,7 +112,7 @@ func (f *proxyFlags) quickStart(cmd *cobra.Command) (*proxy.Config, error) {
 	if f.listen == "" || len(f.backends) == 0 {
 		return nil, usagef("give --config FILE, or --listen ADDR and --backend URL for the quick start (see sluice proxy --help)")
 	}
-	params := map[string]string{}
+	params := map[string]any{}
 	switch f.controller {
 	case "seda":
 		if f.targetP90 == 0 {
@@ -120,6 +122,11 @@ func (f *proxyFlags) quickStart(cmd *cobra.Command) (*proxy.Config, error) {
 			return nil, usagef("--target-mean is for --controller yaksha; seda uses --target-p90")
 		}
 		params["target"] = f.targetP90.String()
+		// The paper's rate_max of 5000 req/s would cap a faster service;
+		// the quick start starts open, and track_demand cuts from the
+		// admitted rate on the first overload.
+		params["rate_max"] = 1e6
+		params["initial_rate"] = 1e6
 	case "yaksha":
 		if f.targetMean == 0 {
 			return nil, usagef("--controller yaksha needs --target-mean, e.g. --target-mean 200ms")
