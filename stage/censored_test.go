@@ -88,3 +88,20 @@ func TestTriggerCountsSamples(t *testing.T) {
 		t.Fatalf("want one run with 10 samples and 50 failures: %+v", ds)
 	}
 }
+
+// A tick that arrives slightly before a full period still runs the step
+// (a ticker is not exact); one well before it does not.
+func TestDueToleratesEarlyTick(t *testing.T) {
+	cfg := control.DefaultKihlConfig()
+	now := time.Now()
+	s, err := New(Options{Name: "k", Controller: &cfg}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ds := s.Step(now.Add(999 * time.Millisecond)); len(ds) != 1 {
+		t.Fatalf("tick 1 ms early skipped: %d decisions", len(ds))
+	}
+	if ds := s.Step(now.Add(1500 * time.Millisecond)); len(ds) != 0 {
+		t.Fatalf("half a period ran a step")
+	}
+}

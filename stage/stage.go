@@ -382,7 +382,9 @@ func (s *Stage) Step(now time.Time) []sluice.Decision {
 // holds nreq response-time samples (SEDA records nreq samples, so fast
 // failures that are not samples do not make it run more often).
 func (s *Stage) due(i int, rec *monitor.Recorder, now time.Time) bool {
-	if now.Sub(s.lastRun[i]) >= s.period {
+	// A ticker fires a little early or late; a period that is 95% over
+	// counts, or a tick a hair early would skip a whole period.
+	if now.Sub(s.lastRun[i]) >= s.period-s.period/20 {
 		return true
 	}
 	return s.trigger > 0 && int64(rec.Samples()) >= s.trigger
