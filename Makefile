@@ -22,11 +22,10 @@ fmt-check:
 	@out=$$(gofmt -l .); \
 	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 
-## demo: the built-in default run (until the live demo lands: the design tool
-## on the Kihl and Yaksha papers' parameters).
+## demo: the built-in default: a bookstore, the proxy and a flash crowd from
+## 0.5x to 10x capacity, without control, with seda and with yaksha (~70 s).
 demo:
-	$(GO) run ./cmd/sluice design kihl --sigma 44.4 --h 1s --K 20 --Ti 2.8
-	$(GO) run ./cmd/sluice design yaksha --tref 150ms --lambda0 50 --h 1s
+	$(GO) run ./cmd/sluice demo
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./gate/... ./monitor/...

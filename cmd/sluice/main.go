@@ -45,6 +45,8 @@ and tools to design, simulate and run them.`,
 	// Flag parsing errors are usage errors (exit 2).
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(newDesignCmd())
+	root.AddCommand(newExperimentCmd())
+	root.AddCommand(newDemoCmd())
 	root.AddCommand(newProxyCmd())
 	root.AddCommand(newValidateCmd())
 	root.AddCommand(newSimCmd())

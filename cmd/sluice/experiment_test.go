@@ -1,0 +1,112 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/experiment"
+	"github.com/sluicehq/sluice/report"
+)
+
+func TestExperimentList(t *testing.T) {
+	code, out, errOut := runCLI(t, "experiment", "--list")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	for _, name := range experiment.Names() {
+		if !strings.Contains(out, name+" ") {
+			t.Errorf("--list lacks %s:\n%s", name, out)
+		}
+	}
+	if n := strings.Count(strings.TrimSpace(out), "\n") + 1; n != len(experiment.Names()) {
+		t.Errorf("--list printed %d lines, want %d", n, len(experiment.Names()))
+	}
+}
+
+func TestExperimentUsageErrors(t *testing.T) {
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"experiment", "nosuch"}, `unknown experiment "nosuch" (valid: seda-spike,`},
+		{[]string{"experiment"}, "name an experiment"},
+		{[]string{"experiment", "--list", "seda-spike"}, "--list takes no name"},
+		{[]string{"experiment", "a", "b"}, "accepts at most 1 arg"},
+		{[]string{"experiment", "seda-spike", "--seed", "x"}, "invalid argument"},
+		{[]string{"demo", "extra"}, "unknown command"},
+		{[]string{"demo", "--nosuch"}, "unknown flag"},
+	}
+	for _, c := range cases {
+		code, out, errOut := runCLI(t, c.args...)
+		if code != 2 {
+			t.Errorf("%q: exit %d, want 2 (stderr %q)", c.args, code, errOut)
+		}
+		if !strings.Contains(errOut, c.want) {
+			t.Errorf("%q: stderr %q, want it to contain %q", c.args, errOut, c.want)
+		}
+		if out != "" {
+			t.Errorf("%q: unexpected stdout %q", c.args, out)
+		}
+	}
+}
+
+func TestExperimentHelp(t *testing.T) {
+	for _, args := range [][]string{{"experiment", "--help"}, {"demo", "--help"}} {
+		code, out, _ := runCLI(t, args...)
+		if code != 0 || !strings.Contains(out, "report.html") {
+			t.Errorf("%q: exit %d, help:\n%s", args, code, out)
+		}
+	}
+}
+
+// outcome builds a finished run without running anything.
+func outcome(name string, metrics map[string]float64, checks []experiment.Check) *experiment.Outcome {
+	s := report.NewSummary(name, experiment.Mode, 3)
+	for k, v := range metrics {
+		s.Set(k, v)
+	}
+	res := &experiment.Result{Bundle: report.NewBundle(s), Checks: checks}
+	for k := range metrics {
+		res.Key = append(res.Key, k)
+	}
+	return &experiment.Outcome{Experiment: experiment.Experiment{Name: name}, Result: res, Dir: "out/x", Elapsed: 61 * time.Second}
+}
+
+func TestPrintOutcome(t *testing.T) {
+	o := outcome("seda-spike", map[string]float64{"p90_ms_spike": 320.5, "quick": 1},
+		[]experiment.Check{{Claim: "p90 low", Measured: "p90 = 320", Pass: true}, {Claim: "rejects", Measured: "r = 0.5", Pass: false}})
+	var buf bytes.Buffer
+	if err := printOutcome(&buf, o); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"seda-spike (seed 3, quick form, 1m1s): 1 of 2 expectations met", "met      p90 low",
+		"NOT met  rejects", "p90_ms_spike  320.5", "report: out/x/report.html"} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, buf.String())
+		}
+	}
+}
+
+func TestPrintDemo(t *testing.T) {
+	m := map[string]float64{"capacity_rps": 150, "users_low": 19, "users_high": 380}
+	for i, run := range experiment.DemoRuns {
+		m["goodput_rps_"+run] = float64(10 + 20*i)
+		m["p90_ms_"+run] = []float64{12345, 650, 700}[i]
+		m["reject_fraction_"+run] = []float64{0, 0.9, 0.91}[i]
+		m["errors_"+run] = 0
+	}
+	o := outcome("demo", m, []experiment.Check{{Claim: "seda beats", Pass: true}, {Claim: "yaksha beats", Measured: "x", Pass: false}})
+	var buf bytes.Buffer
+	if err := printDemo(&buf, o); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	for _, want := range []string{"capacity 150 pages/s", "19 → 380 users", "goodput (≤ 250ms)", "uncontrolled", "12.3 s",
+		"650 ms", "90.0%", "1 of 2 checks met", "NOT met: yaksha beats (x)", "report: out/x/report.html"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("demo output lacks %q:\n%s", want, out)
+		}
+	}
+}

@@ -1,0 +1,231 @@
+package experiment
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/loadgen"
+	"github.com/sluicehq/sluice/proxy"
+	"github.com/sluicehq/sluice/report"
+	"github.com/sluicehq/sluice/scenario"
+)
+
+func TestRegistry(t *testing.T) {
+	want := []string{"seda-spike", "seda-classes", "seda-degradation", "yaksha-load-sweep", "yaksha-workload-shift",
+		"kihl-step", "kihl-distribution"}
+	got := Names()
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("Names() = %v, want %v", got, want)
+	}
+	sims := map[string]bool{}
+	for _, n := range scenario.Names() {
+		sims[n] = true
+	}
+	for _, e := range All() {
+		if e.Run == nil || e.Description == "" || e.Paper == "" {
+			t.Errorf("%s: incomplete definition", e.Name)
+		}
+		if !sims[e.Name] {
+			t.Errorf("%s has no simulator scenario of the same name", e.Name)
+		}
+	}
+	if _, err := Lookup("nope"); err == nil || !strings.Contains(err.Error(), "seda-spike") {
+		t.Errorf("Lookup(nope) = %v, want an error listing the names", err)
+	}
+}
+
+// TestPoliciesValidate checks that every proxy configuration the
+// experiments and the demo use is accepted by the proxy.
+func TestPoliciesValidate(t *testing.T) {
+	sp := sedaLiveParams(20, 1000)
+	dp := sedaLiveParams(100, 5000)
+	yp := yakshaLiveParams()
+	kp := kihlLiveParams()
+	cases := map[string]string{
+		"none":             sedaPolicy("none", sp, ""),
+		"seda":             sedaPolicy("seda", sp, ""),
+		"classes":          classPolicy(sp, true),
+		"classes-nodiff":   classPolicy(sp, false),
+		"degrade":          degradePolicy(dp, false),
+		"degrade-adm":      degradePolicy(dp, true),
+		"yaksha-self":      yakshaPolicy(yp, 0),
+		"yaksha-static":    yakshaPolicy(yp, 470),
+		"kihl-header":      kihlPolicy(kp, kp.ti, "{source: backend-header}"),
+		"kihl-bad-ti":      kihlPolicy(kp, kp.compareTi, "{source: backend-header}"),
+		"demo-none":        demoPolicy("uncontrolled", 0),
+		"demo-seda":        demoPolicy("seda", 150),
+		"demo-yaksha":      demoPolicy("yaksha", 150),
+		"kihl-host-cpu":    kihlPolicy(kp, kp.ti, `{source: host, cpus: "0"}`),
+		"demo-concurrency": demoPolicy("seda", 150),
+	}
+	for name, pol := range cases {
+		t.Run(name, func(t *testing.T) {
+			cfg, err := proxy.Parse(name+".yaml", []byte(proxyYAML("http://127.0.0.1:1", 4, pol)))
+			if err != nil {
+				t.Fatalf("%v\n%s", err, pol)
+			}
+			if len(cfg.Stages) != 1 || cfg.Stages[0].Name != mainStage {
+				t.Errorf("stages = %+v, want one named %s", cfg.Stages, mainStage)
+			}
+		})
+	}
+}
+
+func TestChecks(t *testing.T) {
+	s := report.NewSummary("x", Mode, 1)
+	s.Set("a", 1)
+	s.Set("b", 2)
+	s.Set("nan", math.NaN())
+	cases := []struct {
+		name string
+		c    Check
+		pass bool
+	}{
+		{"atMost pass", atMost(s, "", "a", 1), true},
+		{"atMost fail", atMost(s, "", "b", 1), false},
+		{"atLeast pass", atLeast(s, "", "b", 2), true},
+		{"atLeast fail", atLeast(s, "", "a", 2), false},
+		{"within pass", within(s, "", "a", 0.5, 1.5), true},
+		{"within fail", within(s, "", "b", 0.5, 1.5), false},
+		{"below pass", below(s, "", "a", "b", 1), true},
+		{"below fail", below(s, "", "b", "a", 1), false},
+		{"below factor", below(s, "", "b", "a", 3), true},
+		{"NaN fails atMost", atMost(s, "", "nan", 1), false},
+		{"NaN fails atLeast", atLeast(s, "", "nan", 1), false},
+		{"missing fails", within(s, "", "missing", 0, 1), false},
+		{"NaN fails below", below(s, "", "nan", "b", 1), false},
+	}
+	for _, c := range cases {
+		if c.c.Pass != c.pass {
+			t.Errorf("%s: pass = %v, want %v (%s)", c.name, c.c.Pass, c.pass, c.c.Measured)
+		}
+	}
+	if m := atMost(s, "", "nan", 1).Measured; !strings.Contains(m, "nan = n/a") {
+		t.Errorf("NaN measured as %q", m)
+	}
+}
+
+func TestNum(t *testing.T) {
+	for v, want := range map[float64]string{0: "0", 0.5: "0.5", 0.123456: "0.123", 0.00123: "0.00123", 12.34: "12.3",
+		10: "10", 100: "100", 1234.5: "1234", -2.5: "-2.5", math.NaN(): "n/a"} {
+		if got := num(v); got != want {
+			t.Errorf("num(%v) = %q, want %q", v, got, want)
+		}
+	}
+	for v, want := range map[float64]string{0.5: "0_5x", 1: "1x", 3: "3x", 1.5: "1_5x", 10: "10x"} {
+		if got := loadTag(v); got != want {
+			t.Errorf("loadTag(%v) = %q, want %q", v, got, want)
+		}
+	}
+}
+
+func rec(intended, done, lat time.Duration, out outcome) record {
+	return record{intended: intended, done: done, lat: lat, out: out}
+}
+
+func TestAnalysis(t *testing.T) {
+	s := time.Second
+	recs := []record{
+		rec(100*time.Millisecond, 200*time.Millisecond, 100*time.Millisecond, outOK),
+		rec(300*time.Millisecond, 1200*time.Millisecond, 900*time.Millisecond, outOK),
+		rec(500*time.Millisecond, 500*time.Millisecond, 0, outRejected),
+		rec(1100*time.Millisecond, 1100*time.Millisecond, 0, outRejected),
+		rec(1500*time.Millisecond, 3500*time.Millisecond, 2*s, outTimeout),
+		rec(1600*time.Millisecond, 1700*time.Millisecond, 100*time.Millisecond, outError),
+		rec(1800*time.Millisecond, 2500*time.Millisecond, 700*time.Millisecond, outAborted),
+	}
+	c := countSent(recs, 0, 2*s, nil)
+	if c != (counts{offered: 6, ok: 2, rejected: 2, timeouts: 1, errors: 1}) {
+		t.Errorf("countSent = %+v", c)
+	}
+	if f := c.rejectFraction(); math.Abs(f-2.0/6) > 1e-12 {
+		t.Errorf("reject fraction %v", f)
+	}
+	if lat := okLatencies(recs, 0, s, nil); len(lat) != 1 || lat[0] != 100 {
+		t.Errorf("okLatencies [0,1s) = %v, want [100]", lat)
+	}
+	if n := goodWithin(recs, 0, 2*s, 500*time.Millisecond, nil); n != 1 {
+		t.Errorf("goodWithin = %d, want 1", n)
+	}
+	bins := binRecords(recs, s, 2*s, 500*time.Millisecond, nil)
+	if len(bins) != 2 {
+		t.Fatalf("%d bins", len(bins))
+	}
+	if b := bins[0]; b.offered != 3 || b.ok != 1 || b.rejected != 1 || b.good != 1 || b.p90 != 100 {
+		t.Errorf("bin 0 = %+v", b)
+	}
+	if b := bins[1]; b.offered != 3 || b.ok != 1 || b.rejected != 1 || b.errors != 1 || b.timeouts != 0 || b.good != 0 || b.p90 != 900 {
+		t.Errorf("bin 1 = %+v", b)
+	}
+	if r := bins[1].rejectedShare(); math.Abs(r-1.0/3) > 1e-12 {
+		t.Errorf("rejected share %v", r)
+	}
+	if !math.IsNaN(ratio(1, 0)) {
+		t.Error("ratio(1, 0) is not NaN")
+	}
+}
+
+func TestKihlWorkKeepsMean(t *testing.T) {
+	for _, svc := range []string{"exp", "det"} {
+		ws := kihlWork(svc, 10*time.Millisecond+time.Millisecond, time.Millisecond, 4)
+		sum := 0.0
+		for _, w := range ws {
+			sum += float64(w.N)
+		}
+		mean := sum / float64(len(ws)) * 4 / 1e9 // seconds
+		if math.Abs(mean-0.010)/0.010 > 1e-3 {
+			t.Errorf("%s: mean work %.6fs, want 0.010s", svc, mean)
+		}
+		if svc == "exp" && (len(ws) != kihlExpQuantiles || ws[0].N >= ws[len(ws)-1].N) {
+			t.Errorf("exp levels %v", ws)
+		}
+	}
+}
+
+func TestSchedules(t *testing.T) {
+	pairs := rampIn(2*time.Second, 80, time.Second, 4)
+	sched, err := stepSchedule(pairs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for at, want := range map[time.Duration]float64{0: 0, 2 * time.Second: 20, 2100 * time.Millisecond: 20, 2500 * time.Millisecond: 60, 2900 * time.Millisecond: 80, time.Hour: 80} {
+		if got := sched.At(at); got != want {
+			t.Errorf("ramp at %v = %v, want %v", at, got, want)
+		}
+	}
+	for _, nav := range shiftNav {
+		if _, err := loadgen.ParseMarkov(nav.name, []byte(navYAML(nav.p))); err != nil {
+			t.Errorf("navigation %s: %v\n%s", nav.name, err, navYAML(nav.p))
+		}
+	}
+}
+
+func TestSettling(t *testing.T) {
+	// Mean RT per 1 s bin in seconds×1000 (ms): off the band for 3 bins
+	// after the wave starts, then back at Tref.
+	var bins []bin
+	for i, ms := range []float64{100, 100, 400, 400, 400, 100, 100, 100, 100, 100} {
+		bins = append(bins, bin{t: float64(i), ok: 10, mean: ms})
+	}
+	if got := binSettle(bins, 0, 10*time.Second, 0.1, 0.25, time.Second, time.Second); got != 6 {
+		t.Errorf("binSettle = %v, want 6", got)
+	}
+	if got := binSettle(bins[:2], 0, 2*time.Second, 0.1, 0.25, time.Second, time.Second); got != 0 {
+		t.Errorf("binSettle without leaving = %v, want 0", got)
+	}
+	if got := binSettle(bins[:4], 0, 4*time.Second, 0.1, 0.25, time.Second, time.Second); !math.IsNaN(got) {
+		t.Errorf("binSettle never back = %v, want NaN", got)
+	}
+	var ps []periodSample
+	for i, u := range []float64{0.2, 0.5, 0.65, 0.8, 0.82, 0.78, 0.8, 0.81} {
+		u := u
+		p := periodSample{end: time.Duration(i+1) * time.Second}
+		p.Utilization = &u
+		ps = append(ps, p)
+	}
+	if got := utilSettle(ps, 0.8, 0.1, time.Second, time.Second); got != 4 {
+		t.Errorf("utilSettle = %v, want 4", got)
+	}
+}
