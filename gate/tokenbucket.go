@@ -50,6 +50,12 @@ type TokenBucket struct {
 	// clock, as rate.Limiter does.
 	emptyUntil atomic.Int64
 	base       atomic.Pointer[time.Time]
+
+	// The fields above are read on every call; the limiter, allocated
+	// right after the bucket, has a mutex every admission writes. Padding
+	// keeps them off the limiter's cache line (false sharing cost ~30 ns
+	// per admission with two cores admitting).
+	_ [128]byte
 }
 
 const noEmptyUntil = math.MinInt64
