@@ -10,10 +10,12 @@ all: build
 build:
 	$(GO) build -o bin/sluice ./cmd/sluice
 
-## test: formatting, vet, all tests, and -race on the concurrent packages.
+## test: formatting, vet, all tests, -race on the concurrent packages, and
+## the bookstore on a real PostgreSQL (installed from Debian when missing).
 test: fmt-check vet
 	$(GO) test ./...
 	$(GO) test -race $(RACE_PKGS)
+	./scripts/test-postgres.sh
 
 vet:
 	$(GO) vet ./...
