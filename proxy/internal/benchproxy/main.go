@@ -35,11 +35,24 @@ func main() {
 		})
 		log.Fatal((&http.Server{Addr: *trivial, Handler: h, ReadHeaderTimeout: proxy.DefaultReadHeaderTimeout}).ListenAndServe())
 	}
-	u, err := url.Parse(*backend)
+	rp, err := newBaseline(*backend, *pooled)
 	if err != nil {
 		log.Fatal(err)
 	}
-	cfg := proxy.Config{Backends: proxy.BackendsConfig{Servers: []proxy.ServerConfig{{URL: *backend}}}}
+	srv := &http.Server{Addr: *listen, Handler: rp, ReadHeaderTimeout: proxy.DefaultReadHeaderTimeout,
+		IdleTimeout: proxy.DefaultIdleTimeout}
+	log.Fatal(srv.ListenAndServe())
+}
+
+// newBaseline returns the plain reverse proxy to backend, with the
+// transport of sluice's default backend pool and, when pooled, recycled
+// copy buffers.
+func newBaseline(backend string, pooled bool) (*httputil.ReverseProxy, error) {
+	u, err := url.Parse(backend)
+	if err != nil {
+		return nil, err
+	}
+	cfg := proxy.Config{Backends: proxy.BackendsConfig{Servers: []proxy.ServerConfig{{URL: backend}}}}
 	cfg.SetDefaults()
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -50,12 +63,10 @@ func main() {
 		Transport:     proxy.NewTransport(cfg.Backends),
 		FlushInterval: -1,
 	}
-	if *pooled {
+	if pooled {
 		rp.BufferPool = &bufferPool{}
 	}
-	srv := &http.Server{Addr: *listen, Handler: rp, ReadHeaderTimeout: proxy.DefaultReadHeaderTimeout,
-		IdleTimeout: proxy.DefaultIdleTimeout}
-	log.Fatal(srv.ListenAndServe())
+	return rp, nil
 }
 
 // bufferPool recycles 32 KiB copy buffers.
