@@ -65,6 +65,7 @@ var registry = []func() Experiment{
 	yakshaWorkloadShift,
 	kihlStep,
 	kihlDistribution,
+	lijaminEpochs,
 }
 
 // All returns every registered experiment, in registry order.

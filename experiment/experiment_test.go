@@ -14,7 +14,7 @@ import (
 
 func TestRegistry(t *testing.T) {
 	want := []string{"seda-spike", "seda-classes", "seda-degradation", "yaksha-load-sweep", "yaksha-workload-shift",
-		"kihl-step", "kihl-distribution"}
+		"kihl-step", "kihl-distribution", "lijamin-epochs"}
 	got := Names()
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("Names() = %v, want %v", got, want)

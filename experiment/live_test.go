@@ -8,8 +8,8 @@ import (
 	"time"
 )
 
-// The live tests run the --quick form of two experiments on 127.0.0.1
-// (about 40 s each) and assert the direction of the paper's results with
+// The live tests run the --quick form of three experiments on 127.0.0.1
+// (about 30–40 s each) and assert the direction of the paper's results with
 // generous margins: on a noisy machine the exact figures vary, the
 // direction does not. go test -short skips them.
 
@@ -76,5 +76,26 @@ func TestLiveYakshaSweepQuick(t *testing.T) {
 	}
 	if d := s.Metric("drop_fraction_at_3x"); !(d > 0.4 && d < 0.95) {
 		t.Errorf("drop fraction at 3× %.2f, want about 1 − 1/3·(ideal/capacity) ≈ 0.7", d)
+	}
+}
+
+func TestLiveLiJaminQuick(t *testing.T) {
+	out := runQuick(t, "lijamin-epochs")
+	s := out.Summary
+	var prev float64
+	for i, n := range lijaminClients {
+		got := s.Metric("share_" + n + "_percent")
+		if !(got > prev) {
+			t.Errorf("share of %s %.1f %% is not above the previous client's %.1f %%: shares not ordered by allocation", n, got, prev)
+		}
+		// Generous: the documented accuracy is ±2 points; a noisy machine
+		// gets ±5.
+		if d := got - lijaminShares[i]; d < -5 || d > 5 {
+			t.Errorf("share of %s %.1f %%, allocation %g %%", n, got, lijaminShares[i])
+		}
+		prev = got
+	}
+	if r := s.Metric("total_bw_ratio_17_18"); !(r > 0.7 && r < 1.3) {
+		t.Errorf("total over epochs 17–18 is %.2f B, want close to B", r)
 	}
 }
