@@ -169,7 +169,14 @@ func TestAdminMetrics(t *testing.T) {
 	for range 3 {
 		get(t, p.url+"/api/x", nil)
 	}
-	m := p.metricsText(t)
+	// The proxy releases its backend slot after the client has the whole
+	// response, so the in-flight gauges reach 0 a moment later: wait for it.
+	var m string
+	eventually(t, "in-flight gauges back to 0", func() bool {
+		m = p.metricsText(t)
+		return strings.Contains(m, "proxy_pool_in_flight 0") &&
+			strings.Contains(m, `proxy_backend_in_flight{backend="`+be.URL+`"} 0`)
+	})
 	for _, want := range []string{
 		`proxy_backend_in_flight{backend="` + be.URL + `"} 0`,
 		`proxy_backend_max_concurrency{backend="` + be.URL + `"} 256`,
