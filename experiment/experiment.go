@@ -66,6 +66,9 @@ var registry = []func() Experiment{
 	kihlStep,
 	kihlDistribution,
 	lijaminEpochs,
+	voigtSweep,
+	voigtStep,
+	voigtBandwidth,
 }
 
 // All returns every registered experiment, in registry order.

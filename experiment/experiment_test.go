@@ -14,7 +14,7 @@ import (
 
 func TestRegistry(t *testing.T) {
 	want := []string{"seda-spike", "seda-classes", "seda-degradation", "yaksha-load-sweep", "yaksha-workload-shift",
-		"kihl-step", "kihl-distribution", "lijamin-epochs"}
+		"kihl-step", "kihl-distribution", "lijamin-epochs", "voigt-sweep", "voigt-step", "voigt-bandwidth"}
 	got := Names()
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("Names() = %v, want %v", got, want)
@@ -23,12 +23,19 @@ func TestRegistry(t *testing.T) {
 	for _, n := range scenario.Names() {
 		sims[n] = true
 	}
+	live := map[string]bool{}
 	for _, e := range All() {
+		live[e.Name] = true
 		if e.Run == nil || e.Description == "" || e.Paper == "" {
 			t.Errorf("%s: incomplete definition", e.Name)
 		}
 		if !sims[e.Name] {
 			t.Errorf("%s has no simulator scenario of the same name", e.Name)
+		}
+	}
+	for n := range sims {
+		if !live[n] {
+			t.Errorf("simulator scenario %s has no live experiment of the same name", n)
 		}
 	}
 	if _, err := Lookup("nope"); err == nil || !strings.Contains(err.Error(), "seda-spike") {
