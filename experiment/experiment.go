@@ -69,6 +69,7 @@ var registry = []func() Experiment{
 	voigtSweep,
 	voigtStep,
 	voigtBandwidth,
+	peers,
 }
 
 // All returns every registered experiment, in registry order.
