@@ -1080,8 +1080,10 @@ func peersResult(env *Env, ps *peersSetup, systems []*peersSystem, capAfter floa
 		below(s, "sluice yaksha answers faster than HAProxy's standing queue "+after+": lower median", "p50_ms_after_yaksha", "p50_ms_after_haproxy", 1),
 	}
 	for _, sys := range []string{"haproxy", "seda", "yaksha"} {
-		res.Checks = append(res.Checks, below(s, sys+" beats no control on the p90 of admitted requests over the whole crowd",
-			"p90_admitted_ms_"+sys, "p90_admitted_ms_uncontrolled", 1))
+		// At least 10% lower: both p90s can sit at the client timeout,
+		// where a strict "<" would pass on a fraction of a millisecond.
+		res.Checks = append(res.Checks, below(s, sys+" beats no control on the p90 of admitted requests over the whole crowd (by at least 10%)",
+			"p90_admitted_ms_"+sys, "p90_admitted_ms_uncontrolled", 0.9))
 	}
 	for _, sys := range []string{"nginx", "haproxy", "seda", "yaksha"} {
 		res.Checks = append(res.Checks, atLeast(s, sys+" answers more requests within the target than no control over the whole crowd",
