@@ -143,6 +143,15 @@ type BackendsConfig struct {
 	// IdleConnTimeout closes idle upstream connections after this long
 	// (default 90s).
 	IdleConnTimeout time.Duration `yaml:"idle_conn_timeout"`
+	// IgnoreClientAbort (default false) keeps an admitted request going
+	// upstream when its client disconnects (like nginx's
+	// proxy_ignore_client_abort): the server slot stays taken until the
+	// backend answers or a timeout ends the exchange, so max_concurrency
+	// bounds the work the backend is really doing even when clients give
+	// up, as a process-per-request server's slots do. The answer is
+	// discarded. By default the upstream request is canceled at once and
+	// its slot freed, which spares work only if the backend notices.
+	IgnoreClientAbort bool `yaml:"ignore_client_abort"`
 }
 
 // ServerConfig is one upstream server.

@@ -36,6 +36,7 @@ type generation struct {
 	degradeHeader string // canonical header name
 	overall       time.Duration
 	preserveHost  bool
+	ignoreAbort   bool // backends.ignore_client_abort
 	retryAfter    string
 	reported      []reportedHeader // backend-reported utilization headers
 	shares        *share.Shares    // client bandwidth shares, or nil
@@ -145,6 +146,8 @@ func (rs *reqState) finish(aborted bool) {
 	}
 	if rs.overTimer != nil {
 		rs.overTimer.Stop()
+	}
+	if rs.cancel != nil {
 		rs.cancel(nil)
 	}
 	if aborted && rs.Context.Err() != nil {
@@ -225,9 +228,19 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if st.Degrading() {
 		rs.quality = st.Quality()
 	}
+	// The upstream request's context: the client's (rs), or with
+	// ignore_client_abort one that keeps rs's values but not its
+	// cancellation. Either way it gets a Done channel of its own when a
+	// timer or ignore_client_abort needs one, which also keeps
+	// ReverseProxy from watching the client's connection itself.
 	var ctx context.Context = rs
+	if g.ignoreAbort {
+		ctx = context.WithoutCancel(rs)
+	}
+	if g.overall > 0 || g.ignoreAbort {
+		ctx, rs.cancel = context.WithCancelCause(ctx)
+	}
 	if g.overall > 0 {
-		ctx, rs.cancel = context.WithCancelCause(rs)
 		rs.overTimer = time.AfterFunc(g.overall, func() { rs.cancel(errOverallTimeout) })
 	}
 	if ll := g.pol.LongLived(st); ll > 0 {

@@ -161,6 +161,7 @@ func (s *Server) newGeneration(cfg *Config, prev *generation) (*generation, erro
 	}
 	g := &generation{cfg: cfg, pol: pol, pool: pool, shares: shares, reported: s.ov.reported, overall: cfg.Backends.Timeouts.Overall,
 		preserveHost: cfg.Backends.PreserveHost == nil || *cfg.Backends.PreserveHost,
+		ignoreAbort:  cfg.Backends.IgnoreClientAbort,
 		retryAfter:   strconv.Itoa(max(secs, 1)), version: s.version, loaded: time.Now()}
 	if cfg.Degrade.Header != "" {
 		g.degradeHeader = textproto.CanonicalMIMEHeaderKey(cfg.Degrade.Header)

@@ -1,0 +1,128 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestClientAbort checks backends.ignore_client_abort. By default a
+// client that gives up cancels the upstream request and frees its server
+// slot; with the option the backend keeps the request (its context stays
+// live) and the slot stays taken until the backend answers, so a second
+// request waits in the queue meanwhile.
+func TestClientAbort(t *testing.T) {
+	for _, ignore := range []bool{false, true} {
+		t.Run(fmt.Sprintf("ignore_client_abort=%v", ignore), func(t *testing.T) {
+			entered := make(chan struct{}, 2)
+			release := make(chan struct{})
+			outcome := make(chan string, 2)
+			be := backend(t, func(w http.ResponseWriter, r *http.Request) {
+				entered <- struct{}{}
+				select {
+				case <-r.Context().Done():
+					outcome <- "canceled"
+					return
+				case <-release:
+					outcome <- "released"
+				}
+				_, _ = io.WriteString(w, "done")
+			})
+			t.Cleanup(func() {
+				select {
+				case <-release:
+				default:
+					close(release)
+				}
+			})
+			cfg := strings.Replace(baseConfig(be.URL, ""), "    - url: "+be.URL+"\n",
+				"    - url: "+be.URL+"\n      max_concurrency: 1\n", 1)
+			if ignore {
+				cfg = strings.Replace(cfg, "backends:\n", "backends:\n  ignore_client_abort: true\n", 1)
+			}
+			p := startProxy(t, cfg)
+
+			ctx, cancel := context.WithCancel(context.Background())
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.url+"/first", nil)
+			must(t, err)
+			errc := make(chan error, 1)
+			go func() {
+				resp, err := client.Do(req)
+				if err == nil {
+					resp.Body.Close()
+				}
+				errc <- err
+			}()
+			waitFor(t, entered, "the first request at the backend")
+			cancel()
+			if err := <-errc; err == nil {
+				t.Fatal("the canceled client got an answer")
+			}
+
+			if !ignore {
+				if got := waitFor(t, outcome, "the backend's outcome"); got != "canceled" {
+					t.Fatalf("backend: %s, want its request canceled with the client", got)
+				}
+				eventually(t, "the slot freed", func() bool {
+					return strings.Contains(p.metricsText(t), "proxy_pool_in_flight 0")
+				})
+				return
+			}
+
+			// The proxy learns of the client's exit within microseconds;
+			// give it ample time to (wrongly) pass it on.
+			time.Sleep(200 * time.Millisecond)
+			select {
+			case got := <-outcome:
+				t.Fatalf("backend: %s before it was released; want its request kept", got)
+			default:
+			}
+			second := make(chan string, 1)
+			go func() { // no t.Fatal off the test goroutine
+				resp, err := client.Get(p.url + "/second")
+				if err != nil {
+					second <- err.Error()
+					return
+				}
+				defer resp.Body.Close()
+				body, err := io.ReadAll(resp.Body)
+				second <- fmt.Sprintf("%d %s%v", resp.StatusCode, body, errOrEmpty(err))
+			}()
+			eventually(t, "the second request queued behind the held slot", func() bool {
+				m := p.metricsText(t)
+				return strings.Contains(m, "proxy_queue_length 1") && strings.Contains(m, "proxy_pool_in_flight 1")
+			})
+			close(release)
+			if got := waitFor(t, outcome, "the first request's outcome"); got != "released" {
+				t.Fatalf("backend: %s, want released", got)
+			}
+			waitFor(t, entered, "the second request at the backend")
+			if got := waitFor(t, second, "the second answer"); got != "200 done" {
+				t.Fatalf("second request: %q, want 200 done", got)
+			}
+		})
+	}
+}
+
+// waitFor receives one value from ch within testTimeout.
+func waitFor[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(testTimeout):
+		t.Fatalf("timed out waiting for %s", what)
+		panic("unreachable")
+	}
+}
+
+func errOrEmpty(err error) string {
+	if err == nil {
+		return ""
+	}
+	return " (" + err.Error() + ")"
+}
