@@ -21,12 +21,12 @@ func TestVoigtProxyYAMLParses(t *testing.T) {
 		want []string
 		not  []string
 	}{
-		{"controlled", voigtProxy{backendURL: "http://127.0.0.1:9", workers: 32, queueTimeout: 2 * time.Second, controlled: true,
+		{"controlled", voigtProxy{backendURL: "http://127.0.0.1:9", workers: 32, queueTimeout: 2 * time.Second, holdAbandoned: true, controlled: true,
 			utilization: `{source: host, cpus: "0"}`, cgiInitial: 10, bwInitial: 100, bwCapacity: 1 << 20, policer: true},
-			[]string{"voigt-cpu", "voigt-queue", "policer:", "capacity_bytes: 1048576", "timeout: 2000ms"}, nil},
+			[]string{"voigt-cpu", "voigt-queue", "policer:", "capacity_bytes: 1048576", "timeout: 2000ms", "ignore_client_abort: true"}, nil},
 		{"bandwidth only", voigtProxy{backendURL: "http://127.0.0.1:9", workers: 256, queueTimeout: 10 * time.Second, controlled: true,
 			bwInitial: 100, bwCapacity: 5 << 20},
-			[]string{"voigt-queue", "outqueue"}, []string{"voigt-cpu", "policer:", "utilization:"}},
+			[]string{"voigt-queue", "outqueue", "ignore_client_abort: false"}, []string{"voigt-cpu", "policer:", "utilization:"}},
 		{"uncontrolled", voigtProxy{backendURL: "http://127.0.0.1:9", workers: 32, queueTimeout: 2 * time.Second},
 			nil, []string{"stages:", "policer:", "resources:"}},
 	} {
