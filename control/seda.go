@@ -77,6 +77,15 @@ type SEDAConfig struct {
 	// and only the smoothed value (which remembers the drained backlog) is
 	// over it. false is the paper's law exactly.
 	DecreaseHoldoff bool `yaml:"decrease_holdoff" json:"decrease_holdoff"`
+	// RecoverToServed (default true): the first increase after an
+	// overload goes at least to 0.9 × the class's completion rate
+	// (response-time samples per second) since the first cut of its own
+	// rate in that overload, when that is higher than the additive step
+	// gives. The backlog that made the p90 rise drains at the stage's
+	// capacity, so this rate measures what the backend can do; without it
+	// a deep cut climbs back by adj_i-sized steps (1.8 req/s per run with
+	// the paper's values). false is the paper's law exactly.
+	RecoverToServed bool `yaml:"recover_to_served" json:"recover_to_served"`
 	// Degrade configures service degradation (single class only).
 	Degrade DegradeConfig `yaml:"degrade" json:"degrade"`
 }
@@ -86,7 +95,7 @@ type SEDAConfig struct {
 func DefaultSEDAConfig() SEDAConfig {
 	return SEDAConfig{Classes: 1, NReq: 100, Timeout: time.Second, Alpha: 0.7, ErrI: -0.5, ErrD: 0,
 		AdjI: 2, AdjD: 1.2, CI: -0.1, RateMin: 0.05, RateMax: 5000, InitialRate: 5000,
-		AdjLoD: 10, LCThresh: 20, TrackDemand: true, DecreaseHoldoff: true, Degrade: DefaultDegradeConfig()}
+		AdjLoD: 10, LCThresh: 20, TrackDemand: true, DecreaseHoldoff: true, RecoverToServed: true, Degrade: DefaultDegradeConfig()}
 }
 
 // classCount returns the effective number of classes.
@@ -207,7 +216,10 @@ func (c *SEDAConfig) New() (sluice.Controller, error) {
 // d_c < 0.9·rate_c. With decrease_holdoff (the default), a class over
 // target that cut a rate less than cur_c seconds ago holds instead of
 // cutting again while its p90 sample is below the one of that cut, and no
-// class cuts on a run whose own p90 sample is within target.
+// class cuts on a run whose own p90 sample is within target. With
+// recover_to_served (the default), s_c is class c's samples per second
+// since the first cut of its own rate after its last increase, and that
+// next increase is rate = max(rate + (−(err − c_i)·adj_i), 0.9·s_c).
 type SEDA struct {
 	cfg   SEDAConfig
 	n     int
@@ -223,7 +235,12 @@ type SEDA struct {
 	// cutSamp the p90 sample of that run, samp the latest p90 sample.
 	lastCut       []time.Time
 	cutSamp, samp []float64
-	last          sluice.Decision
+	// served and servedFor count each class's response-time samples and
+	// the time they cover (s) since the first cut of its own rate after
+	// its last increase; servedFor is negative when there is no cut to
+	// recover from.
+	served, servedFor []float64
+	last              sluice.Decision
 }
 
 var _ sluice.Controller = (*SEDA)(nil)
@@ -238,10 +255,12 @@ func NewSEDA(cfg SEDAConfig) (*SEDA, error) {
 	n := cfg.classCount()
 	s := &SEDA{cfg: cfg, n: n, rates: make([]float64, n), cur: make([]float64, n),
 		have: make([]bool, n), lc: make([]int, n), noInc: make([]bool, n), demand: make([]float64, n),
-		lastCut: make([]time.Time, n), cutSamp: make([]float64, n), samp: make([]float64, n)}
+		lastCut: make([]time.Time, n), cutSamp: make([]float64, n), samp: make([]float64, n),
+		served: make([]float64, n), servedFor: make([]float64, n)}
 	for i := range s.rates {
 		s.rates[i] = cfg.InitialRate
 		s.demand[i] = math.NaN()
+		s.servedFor[i] = -1
 	}
 	s.last = sluice.Decision{Controller: "seda", Kind: sluice.KindRate, Old: cfg.InitialRate, New: cfg.InitialRate,
 		ClassRates: s.ratesCopy(), Reason: fmt.Sprintf("initial: rate %s", fmtRate(cfg.InitialRate))}
@@ -304,6 +323,7 @@ func (s *SEDA) Update(now time.Time, m sluice.Measurements) sluice.Decision {
 		return s.last
 	}
 	s.noteDemand(c, m)
+	s.noteServed(c, m)
 	cur, e := s.observe(c, m.P90RT)
 	why := s.trigger(m)
 	obs := fmt.Sprintf("p90 %s (cur %s, target %s, err %+.2f) %s", fmtSec(m.P90RT), fmtSec(cur), fmtSec(s.cfg.targetOf(c)), e, why)
@@ -325,6 +345,24 @@ func (s *SEDA) trigger(m sluice.Measurements) string {
 func (s *SEDA) noteDemand(c int, m sluice.Measurements) {
 	if usable(m.Admitted) && m.Admitted >= 1 && m.Elapsed > 0 {
 		s.demand[c] = m.Admitted / m.Elapsed.Seconds()
+	}
+}
+
+// noteServed adds m's samples and interval to class c's count since its
+// last cut, if it has one to recover from.
+func (s *SEDA) noteServed(c int, m sluice.Measurements) {
+	if s.servedFor[c] >= 0 && m.Elapsed > 0 {
+		s.served[c] += m.Samples
+		s.servedFor[c] += m.Elapsed.Seconds()
+	}
+}
+
+// cutOwn sets class c's rate after a cut of its own rate and, at the
+// first cut of an overload, starts counting what it serves.
+func (s *SEDA) cutOwn(c int, rate float64) {
+	s.rates[c] = rate
+	if s.servedFor[c] < 0 {
+		s.served[c], s.servedFor[c] = 0, 0
 	}
 }
 
@@ -356,7 +394,7 @@ func (s *SEDA) adjust(now time.Time, c int, e float64) string {
 			s.lastCut[c] = now
 			old := s.rates[c]
 			b, from := s.base(c)
-			s.rates[c] = clamp(b/s.cfg.AdjD, lo, hi)
+			s.cutOwn(c, clamp(b/s.cfg.AdjD, lo, hi))
 			return fmt.Sprintf("over target: rate %s → %s (÷%g%s)", fmtRate(old), fmtRate(s.rates[c]), s.cfg.AdjD, from)
 		}
 		allMin := true
@@ -381,7 +419,7 @@ func (s *SEDA) adjust(now time.Time, c int, e float64) string {
 		}
 		old := s.rates[c]
 		b, from := s.base(c)
-		s.rates[c] = clamp(b/s.cfg.AdjD, lo, hi)
+		s.cutOwn(c, clamp(b/s.cfg.AdjD, lo, hi))
 		s.lastCut[c] = now
 		return fmt.Sprintf("over target, lower classes at rate_min, lc %d ≥ %d: rate %s → %s (÷%g%s)",
 			s.lc[c], s.cfg.LCThresh, fmtRate(old), fmtRate(s.rates[c]), s.cfg.AdjD, from)
@@ -398,8 +436,17 @@ func (s *SEDA) adjust(now time.Time, c int, e float64) string {
 	}
 	if e < s.cfg.ErrI {
 		old := s.rates[c]
-		s.rates[c] = clamp(old-(e-s.cfg.CI)*s.cfg.AdjI, lo, hi)
-		return fmt.Sprintf("below err_i %g: rate %s → %s (+%.4g)", s.cfg.ErrI, fmtRate(old), fmtRate(s.rates[c]), s.rates[c]-old)
+		next := old - (e-s.cfg.CI)*s.cfg.AdjI
+		note := ""
+		if s.cfg.RecoverToServed && s.servedFor[c] > 0 {
+			if r := 0.9 * s.served[c] / s.servedFor[c]; r > next {
+				next = r
+				note = fmt.Sprintf(", first increase since the overload: 0.9 × served %s", fmtRate(s.served[c]/s.servedFor[c]))
+			}
+		}
+		s.servedFor[c] = -1 // once per cut
+		s.rates[c] = clamp(next, lo, hi)
+		return fmt.Sprintf("below err_i %g: rate %s → %s (+%.4g%s)", s.cfg.ErrI, fmtRate(old), fmtRate(s.rates[c]), s.rates[c]-old, note)
 	}
 	return fmt.Sprintf("within band: rate kept at %s", fmtRate(s.rates[c]))
 }

@@ -11,11 +11,12 @@ func p90(class int, p float64) sluice.Measurements {
 	return sluice.Measurements{Class: class, Samples: 100, P90RT: p, Completed: 100}
 }
 
-// sedaCfg is the paper's law (no decrease hold-off; track_demand has no
-// effect on measurements without admissions).
+// sedaCfg is the paper's law (no decrease hold-off, no recovery to the
+// served rate; track_demand has no effect on measurements without
+// admissions).
 func sedaCfg(target time.Duration, initial float64) SEDAConfig {
 	c := DefaultSEDAConfig()
-	c.Target, c.InitialRate, c.DecreaseHoldoff = target, initial, false
+	c.Target, c.InitialRate, c.DecreaseHoldoff, c.RecoverToServed = target, initial, false, false
 	return c
 }
 
@@ -269,4 +270,89 @@ func TestSEDADecreaseHoldoff(t *testing.T) {
 	s2.Update(ms(0), p90(0, 3))
 	d = s2.Update(ms(10*time.Second), p90(0, 0.5))
 	near(t, "lagging cur, no cut", d.New, 83.333333333)
+}
+
+// recover_to_served (default): the first increase after a cut of the
+// class's own rate goes to 0.9 × the samples per second served since the
+// cut. Target 1 s, α 0.7, initial 100 req/s:
+// t=1: samp 3 → cut to 83.333 (servedFor starts at 0);
+// t=2, t=3: the backlog drains at the capacity, 150 samples per 1 s at
+// p90 2.0, 1.5 (falling: held), served 300 over 2 s;
+// t=3.25: 25 samples in 0.25 s at p90 0.05: cur 0.7·(0.7·(0.7·3 + 0.3·2) +
+// 0.3·1.5) + 0.3·0.05 = 1.6530 (over, but this run's p90 is within
+// target: no cut); served 325 over 2.25 s;
+// then runs of 10 samples per 0.1 s at p90 0.05 until cur < 0.5 (err <
+// −0.5): served grows by 100/s, so at that run the increase is
+// 0.9 × served/servedFor rather than the additive ≈ +1.2; once.
+func TestSEDARecoverToServed(t *testing.T) {
+	for _, on := range []bool{true, false} {
+		cfg := sedaCfg(time.Second, 100)
+		cfg.DecreaseHoldoff, cfg.RecoverToServed = true, on
+		s, _ := NewSEDA(cfg)
+		m := func(samples float64, p float64, el time.Duration) sluice.Measurements {
+			return sluice.Measurements{Samples: samples, Completed: samples, P90RT: p, Elapsed: el}
+		}
+		now := at(1)
+		d := s.Update(now, m(100, 3, time.Second))
+		near(t, "cut", d.New, 83.333333333)
+		served, span := 0.0, 0.0
+		for _, r := range []struct {
+			n, p float64
+			el   time.Duration
+		}{{150, 2.0, time.Second}, {150, 1.5, time.Second}, {25, 0.05, 250 * time.Millisecond}} {
+			now = now.Add(r.el)
+			served, span = served+r.n, span+r.el.Seconds()
+			d = s.Update(now, m(r.n, r.p, r.el))
+			near(t, "held", d.New, 83.333333333)
+		}
+		var inc sluice.Decision
+		for i := 0; i < 20; i++ {
+			now = now.Add(100 * time.Millisecond)
+			served, span = served+10, span+0.1
+			inc = s.Update(now, m(10, 0.05, 100*time.Millisecond))
+			if inc.New != inc.Old {
+				break
+			}
+		}
+		if on {
+			near(t, "recovered", inc.New, 0.9*served/span)
+			if inc.New < 0.9*100 {
+				t.Fatalf("recovered to %v, want about 0.9 × %v", inc.New, served/span)
+			}
+		} else if inc.New-inc.Old > 2 {
+			t.Fatalf("paper's law: +%v, want an additive step ≤ adj_i·(1 − c_i)", inc.New-inc.Old)
+		}
+		// Only the first increase after a cut jumps.
+		now = now.Add(100 * time.Millisecond)
+		next := s.Update(now, m(10, 0.05, 100*time.Millisecond))
+		if next.New-next.Old > 2 {
+			t.Fatalf("second increase +%v, want additive", next.New-next.Old)
+		}
+	}
+}
+
+// recover_to_served counts from the first cut of an overload, not the
+// last: a second cut while the backlog drains does not restart the count.
+// Target 1 s, initial 100: cut at t=1 (83.333, counting starts), cut
+// again at t=1.5 after 300 samples in 0.5 s (69.444), then 150 samples
+// per 0.5 s at p90 0.05 until cur < 0.5 s (six runs): served 1200 over
+// 3.5 s, so the increase goes to 0.9 × 342.857 = 308.571 (counting from
+// the second cut would give 0.9 × 300 = 270).
+func TestSEDARecoverFromFirstCut(t *testing.T) {
+	cfg := sedaCfg(time.Second, 100)
+	cfg.DecreaseHoldoff, cfg.RecoverToServed = true, true
+	s, _ := NewSEDA(cfg)
+	m := func(samples float64, p float64, el time.Duration) sluice.Measurements {
+		return sluice.Measurements{Samples: samples, Completed: samples, P90RT: p, Elapsed: el}
+	}
+	now := at(1)
+	near(t, "first cut", s.Update(now, m(100, 3, time.Second)).New, 83.333333333)
+	now = now.Add(500 * time.Millisecond)
+	near(t, "second cut", s.Update(now, m(300, 3, 500*time.Millisecond)).New, 69.444444444)
+	var d sluice.Decision
+	for i := 0; i < 6; i++ {
+		now = now.Add(500 * time.Millisecond)
+		d = s.Update(now, m(150, 0.05, 500*time.Millisecond))
+	}
+	near(t, "recovered", d.New, 0.9*1200/3.5)
 }
