@@ -146,16 +146,9 @@ func calibrateCGI(ctx context.Context, env *Env, plan cpuPlan) (overhead time.Du
 		var ds []float64
 		for range 15 {
 			t := time.Now()
-			req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+path, nil)
-			if err != nil {
+			if err := getDrain(ctx, client, url+path); err != nil {
 				return 0, err
 			}
-			resp, err := client.Do(req)
-			if err != nil {
-				return 0, err
-			}
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
 			ds = append(ds, float64(time.Since(t)))
 		}
 		return time.Duration(report.Percentile(ds, 0.5)), nil
@@ -496,4 +489,20 @@ func utilSettle(ps []periodSample, ref, band float64, window, h time.Duration) f
 		settled = ps[i].end.Seconds()
 	}
 	return settled
+}
+
+// getDrain GETs url with client and reads the whole reply: one request of
+// the calibrations, which time it or count its CPU.
+func getDrain(ctx context.Context, client *http.Client, url string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return nil
 }

@@ -4,12 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/prometheus/procfs"
@@ -196,39 +194,24 @@ func sampleProxy(px *liveProxy, cpuSeconds func() (float64, error), linkBytes fu
 			lastCPU = c
 		}
 	}
-	done := make(chan struct{})
 	var out []voigtSample
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		tk := time.NewTicker(every)
-		defer tk.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-tk.C:
-			}
-			now := time.Now()
-			s := voigtStateOf(px.srv.State(0))
-			s.t = now.Sub(base)
-			if linkBytes != nil {
-				s.link = linkBytes()
-			}
-			if cpuSeconds != nil {
-				if c, err := cpuSeconds(); err == nil {
-					s.cpu = (c - lastCPU) / now.Sub(lastAt).Seconds()
-					lastCPU, lastAt = c, now
-				}
-			}
-			out = append(out, s)
+	halt := sampleState(px, every, func(t time.Duration, doc proxy.StateDoc) {
+		now := base.Add(t)
+		s := voigtStateOf(doc)
+		s.t = t
+		if linkBytes != nil {
+			s.link = linkBytes()
 		}
-	}()
-	var once sync.Once
+		if cpuSeconds != nil {
+			if c, err := cpuSeconds(); err == nil {
+				s.cpu = (c - lastCPU) / now.Sub(lastAt).Seconds()
+				lastCPU, lastAt = c, now
+			}
+		}
+		out = append(out, s)
+	})
 	return func() []voigtSample {
-		once.Do(func() { close(done) })
-		wg.Wait()
+		halt()
 		return out
 	}
 }
@@ -557,16 +540,9 @@ func voigtCalibrate(ctx context.Context, env *Env, plan cpuPlan) (overhead time.
 			return 0, err
 		}
 		for range n {
-			req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+path, nil)
-			if err != nil {
+			if err := getDrain(ctx, client, url+path); err != nil {
 				return 0, err
 			}
-			resp, err := client.Do(req)
-			if err != nil {
-				return 0, err
-			}
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
 		}
 		c1, err := processCPUTime(pid)
 		if err != nil {
