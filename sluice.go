@@ -71,6 +71,43 @@ type Measurements struct {
 	// queue's own unit: requests waiting for a backend slot (the papers'
 	// listen queue) or the outgoing byte queue normalised to its capacity.
 	Queue float64
+
+	// The fields below describe the stage's concurrency: requests "in
+	// service" are admitted requests that hold a slot of the stage's
+	// concurrency limit (or, in a stage without one, admitted requests
+	// that have not finished). They are what concurrency controllers
+	// (auto, gradient2, envoy-gradient, bbr) steer by.
+
+	// InFlight is the time-weighted mean number of requests in service
+	// over the interval.
+	InFlight float64
+	// MaxInFlight is the largest number of requests in service at any
+	// moment of the interval.
+	MaxInFlight float64
+
+	// ServiceSamples is the number of service-time samples of the
+	// interval: requests that completed successfully, admitted after the
+	// last decision that set Fence. The service statistics below are
+	// meaningful only when it is > 0 (they are NaN otherwise).
+	ServiceSamples float64
+	// ServiceMean, ServiceP50, ServiceP90, ServiceP99 and ServiceMin are
+	// the mean, nearest-rank percentiles and minimum of the service times,
+	// in seconds. A service time runs from the moment the request got its
+	// slot (was admitted, without a limit) to its completion, less any
+	// time the caller spent blocked on a slow client: it is the latency
+	// of the service behind the stage, without the stage's own queue.
+	ServiceMean, ServiceP50, ServiceP90, ServiceP99, ServiceMin float64
+
+	// QueueWaitMean and QueueWaitMin are the mean and minimum time, in
+	// seconds, that the requests admitted in the interval waited for
+	// their slot (0 for a request that found a free slot); NaN when none
+	// was admitted. QueueWaitMin > 0 means the queue never emptied: a
+	// standing queue (CoDel's signal).
+	QueueWaitMean, QueueWaitMin float64
+	// Expired is the number of requests that left the wait queue because
+	// their deadline passed or because their predicted wait exceeded the
+	// allowed one (they are also counted in Rejected).
+	Expired float64
 }
 
 // Throughput returns Completed per second over Elapsed, or 0 when Elapsed
@@ -183,6 +220,24 @@ type Decision struct {
 	Inputs Measurements
 	// Reason explains the step in one short line, with the numbers used.
 	Reason string
+
+	// The fields below steer the wait queue of a KindConcurrency stage;
+	// their zero values keep the stage's configured queue.
+
+	// MaxWait, when > 0, is the longest a request arriving from now on may
+	// wait for a slot; when < 0, a request that finds no free slot is
+	// rejected at once (no queue).
+	MaxWait time.Duration
+	// Drain, when > 0, is the expected rate at which slots free up, in
+	// requests per second: a request whose predicted wait, (waiters ahead
+	// of it + 1) / Drain, exceeds the allowed wait is rejected at once
+	// instead of waiting to time out.
+	Drain float64
+	// Fence, when true, makes requests admitted before this decision stop
+	// counting as service-time samples: the next measurements describe
+	// only requests admitted under the new setting (a probe of the limit,
+	// or Envoy's minRTT window).
+	Fence bool
 }
 
 // Controller is one admission-control law. Implementations are
@@ -208,7 +263,9 @@ type Controller interface {
 // number of completions, not only on their period (SEDA's nreq). A runner
 // calls Update as soon as TriggerSamples completions have been recorded
 // since the previous Update, or Period has elapsed, whichever comes first.
-// A value ≤ 0 means the controller runs on its period only.
+// A value ≤ 0 means the controller runs on its period only. A runner reads
+// it again after every Update, so a controller may change it from one step
+// to the next (Envoy's minRTT window waits for request_count samples).
 type SampleTriggered interface {
 	TriggerSamples() int
 }
