@@ -19,10 +19,11 @@ var (
 )
 
 // waiter is one blocked Acquire. ready receives one value when the waiter
-// is granted a slot; the send happens under Limiter.mu, and the buffer of 1
-// keeps it from blocking.
+// leaves the queue: true when it is granted a slot, false when the queue's
+// discipline dropped it (CoDel); the send happens under Limiter.mu, and
+// the buffer of 1 keeps it from blocking.
 type waiter struct {
-	ready chan struct{}
+	ready chan bool
 }
 
 // Limiter is the live, blocking concurrency limit with a bounded FIFO wait
@@ -36,6 +37,9 @@ type waiter struct {
 // slot: if the slot was granted at the same moment it gave up, the slot is
 // passed on to the next waiter before Acquire returns its error.
 //
+// SetDiscipline switches the queue to CoDel and/or adaptive LIFO (see
+// Discipline); a waiter CoDel drops gets ErrQueueTimeout at once.
+//
 // The zero value is not usable; use NewLimiter. A Limiter is safe for
 // concurrent use by multiple goroutines. Acquire on a free slot and Release
 // allocate nothing.
@@ -43,8 +47,36 @@ type Limiter struct {
 	mu      sync.Mutex
 	slots   *Slots[*waiter]
 	timeout time.Duration
+	managed bool      // a discipline is set: waiters carry times
 	pool    sync.Pool // of *waiter
 }
+
+// SetDiscipline sets the queue's serving order and CoDel. Call it before
+// the limiter is used.
+func (l *Limiter) SetDiscipline(d Discipline) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.slots.SetDiscipline(d)
+	l.managed = d.LIFO || d.CoDel
+}
+
+// clock returns now when the discipline needs times, else the zero time
+// (plain FIFO with per-waiter timers reads no clock under the lock).
+func (l *Limiter) clock() time.Time {
+	if l.managed {
+		return time.Now()
+	}
+	return time.Time{}
+}
+
+// notify tells the waiters the discipline dropped that they are out.
+func (l *Limiter) notify(now time.Time) {
+	if l.managed {
+		l.slots.Expire(now, dropWaiter)
+	}
+}
+
+func dropWaiter(w *waiter) { w.ready <- false }
 
 // NewLimiter returns a Limiter with the given concurrency limit (≥ 1),
 // queue bound (≥ 0; 0 rejects at once when no slot is free) and default
@@ -93,26 +125,36 @@ func (l *Limiter) Acquire(ctx context.Context, timeout time.Duration) error {
 		timeout = l.timeout
 	}
 	w := l.getWaiter()
-	// Waiters carry no deadline in Slots: the timer below is the only
-	// expiry, so Slots never drops a waiter behind its goroutine's back.
-	switch l.slots.Arrive(time.Time{}, w, time.Time{}) {
+	now := l.clock()
+	// Without a discipline, waiters carry no deadline in Slots: the timer
+	// below is the only expiry, so Slots never drops a waiter behind its
+	// goroutine's back. With one, CoDel may drop it (notify tells it).
+	switch l.slots.Arrive(now, w, time.Time{}) {
 	case Admitted: // unreachable after TryAdmit failed, but harmless
 		l.mu.Unlock()
 		l.pool.Put(w)
 		return nil
 	case Rejected:
+		l.notify(now)
 		l.mu.Unlock()
 		l.pool.Put(w)
 		return ErrQueueFull
 	}
+	if l.managed && l.slots.Standing(now) && l.slots.Discipline().CoDel {
+		timeout = min(timeout, l.slots.Discipline().Target)
+	}
+	l.notify(now)
 	l.mu.Unlock()
 
 	timer := time.NewTimer(timeout)
 	var err error
 	select {
-	case <-w.ready:
+	case granted := <-w.ready:
 		timer.Stop()
 		l.pool.Put(w)
+		if !granted {
+			return ErrQueueTimeout
+		}
 		return nil
 	case <-ctx.Done():
 		err = ctx.Err()
@@ -124,10 +166,11 @@ func (l *Limiter) Acquire(ctx context.Context, timeout time.Duration) error {
 	l.mu.Lock()
 	removed := l.slots.Remove(w)
 	if !removed {
-		// The slot was granted while we were giving up: the grant was sent
-		// under l.mu, so it is in the buffer. Take it and pass the slot on.
-		<-w.ready
-		l.releaseLocked()
+		// The waiter left the queue while we were giving up: granted (pass
+		// the slot on) or dropped; either way the value is in the buffer.
+		if <-w.ready {
+			l.releaseLocked()
+		}
 	}
 	l.mu.Unlock()
 	l.pool.Put(w)
@@ -138,7 +181,7 @@ func (l *Limiter) getWaiter() *waiter {
 	if w, ok := l.pool.Get().(*waiter); ok {
 		return w
 	}
-	return &waiter{ready: make(chan struct{}, 1)}
+	return &waiter{ready: make(chan bool, 1)}
 }
 
 // Release gives back a slot taken by a successful TryAcquire or Acquire,
@@ -151,9 +194,11 @@ func (l *Limiter) Release() {
 }
 
 func (l *Limiter) releaseLocked() {
-	if w, ok := l.slots.Release(time.Time{}); ok {
-		w.ready <- struct{}{}
+	now := l.clock()
+	if w, ok := l.slots.Release(now); ok {
+		w.ready <- true
 	}
+	l.notify(now)
 }
 
 // SetLimit sets the concurrency limit (≥ 1; on error it is unchanged).
@@ -165,12 +210,14 @@ func (l *Limiter) SetLimit(n int) error {
 	if err := l.slots.SetLimit(n); err != nil {
 		return err
 	}
+	now := l.clock()
+	defer l.notify(now)
 	for {
-		w, ok := l.slots.Next(time.Time{})
+		w, ok := l.slots.Next(now)
 		if !ok {
 			return nil
 		}
-		w.ready <- struct{}{}
+		w.ready <- true
 	}
 }
 

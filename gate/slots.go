@@ -11,7 +11,7 @@ type Outcome uint8
 const (
 	// Admitted means the arrival got a slot at once.
 	Admitted Outcome = iota + 1
-	// Queued means the arrival waits in the FIFO queue for a slot.
+	// Queued means the arrival waits in the queue for a slot.
 	Queued
 	// Rejected means the queue was full (or maxQueue is 0 and no slot was
 	// free): the arrival is refused.
@@ -31,70 +31,200 @@ func (o Outcome) String() string {
 	return fmt.Sprintf("Outcome(%d)", uint8(o))
 }
 
+// Discipline is the order in which a Slots serves its waiters within a
+// class, and whether it kills a standing queue. The zero value is plain
+// FIFO with deadlines only.
+//
+// CoDel and adaptive LIFO follow Facebook's request-queue variant of CoDel
+// (Maurer, "Fail at Scale", ACM Queue 13(8), 2015): the queue is standing
+// when it has not been empty for Interval; while it is standing, a waiter
+// that has waited longer than Target is dropped (reported by Expire, to be
+// answered 503) and new waiters get Target as their deadline, and with
+// LIFO the newest waiter is served first, since the oldest are the ones
+// most likely to have given up. A queue that empties within Interval is a
+// good queue: it absorbs bursts under the normal deadlines.
+type Discipline struct {
+	// LIFO serves the newest waiter of a class first while the queue is
+	// standing (adaptive LIFO); FIFO otherwise.
+	LIFO bool
+	// CoDel enables dropping waiters older than Target while the queue is
+	// standing.
+	CoDel bool
+	// Target is CoDel's M, the longest wait tolerated in a standing queue
+	// (default 5ms).
+	Target time.Duration
+	// Interval is CoDel's N: the queue is standing when it has not been
+	// empty for this long (default 100ms). LIFO without CoDel uses it too.
+	Interval time.Duration
+}
+
+// Defaults of Discipline.
+const (
+	DefaultCoDelTarget   = 5 * time.Millisecond
+	DefaultCoDelInterval = 100 * time.Millisecond
+)
+
+// withDefaults fills Target and Interval.
+func (d Discipline) withDefaults() Discipline {
+	if d.Target <= 0 {
+		d.Target = DefaultCoDelTarget
+	}
+	if d.Interval <= 0 {
+		d.Interval = DefaultCoDelInterval
+	}
+	return d
+}
+
 // slotEntry is one waiter in the queue.
 type slotEntry[T comparable] struct {
 	t        T
+	arrival  time.Time
 	deadline time.Time // zero: never expires
 }
 
-// Slots is a concurrency limit with a bounded FIFO wait queue: at most
-// Limit requests hold a slot at once; an arrival that finds no free slot
-// waits in a queue of at most maxQueue entries (the papers' listen queue),
-// and each freed slot goes to the oldest waiter whose deadline has not
-// passed. T identifies a request (an id in the simulator, a waiter pointer
-// in Limiter).
+// ring is a FIFO of waiters that grows by doubling up to a bound and is
+// then reused.
+type ring[T comparable] struct {
+	buf  []slotEntry[T] // len(buf) is its capacity
+	head int            // index in buf of the oldest waiter
+	n    int
+}
+
+func (r *ring[T]) ptr(i int) *slotEntry[T] {
+	j := r.head + i
+	if j >= len(r.buf) {
+		j -= len(r.buf)
+	}
+	return &r.buf[j]
+}
+
+func (r *ring[T]) at(i int) slotEntry[T] { return *r.ptr(i) }
+
+func (r *ring[T]) push(e slotEntry[T], bound int) {
+	if r.n == len(r.buf) {
+		c := max(2*len(r.buf), 8)
+		c = min(c, max(bound, r.n+1))
+		buf := make([]slotEntry[T], c)
+		for i := 0; i < r.n; i++ {
+			buf[i] = r.at(i)
+		}
+		r.buf, r.head = buf, 0
+	}
+	*r.ptr(r.n) = e
+	r.n++
+}
+
+func (r *ring[T]) popFront() slotEntry[T] {
+	p := r.ptr(0)
+	e := *p
+	*p = slotEntry[T]{}
+	r.head++
+	if r.head == len(r.buf) {
+		r.head = 0
+	}
+	r.n--
+	return e
+}
+
+func (r *ring[T]) popBack() slotEntry[T] {
+	p := r.ptr(r.n - 1)
+	e := *p
+	*p = slotEntry[T]{}
+	r.n--
+	return e
+}
+
+// removeAt removes the i-th oldest waiter, shifting the shorter side.
+func (r *ring[T]) removeAt(i int) {
+	if i < r.n/2 {
+		for j := i; j > 0; j-- {
+			*r.ptr(j) = r.at(j - 1)
+		}
+		r.popFront()
+		return
+	}
+	for j := i; j < r.n-1; j++ {
+		*r.ptr(j) = r.at(j + 1)
+	}
+	r.popBack()
+}
+
+// Slots is a concurrency limit with a bounded wait queue: at most Limit
+// requests hold a slot at once; an arrival that finds no free slot waits
+// in a queue of at most maxQueue entries (the papers' listen queue), and
+// each freed slot goes to a waiter whose deadline has not passed: the
+// waiter of the highest class (class 0 first), the oldest of that class
+// (or the newest, under adaptive LIFO while the queue is standing). A
+// queue with one class is plain FIFO. T identifies a request (an id in the
+// simulator, a waiter pointer live).
 //
-// Slots is the deterministic core shared by the simulator and Limiter: it
-// never blocks, reads no clock and starts no goroutine; time is an argument.
-// A waiter expires when its deadline ≤ now; a zero deadline never expires.
-// Expired waiters are removed by Expire, and also by Release, Next and a
-// full-queue Arrive when they meet them; those three keep the removed
-// waiters aside until the next Expire reports them, so a caller that uses
-// deadlines must call Expire after Release and Next (the simulator does it
-// at every event). Expired waiters still in the queue count in QueueLen.
+// Slots is the deterministic core shared by the simulator and the live
+// runtime: it never blocks, reads no clock and starts no goroutine; time
+// is an argument. A waiter expires when its deadline ≤ now; a zero
+// deadline never expires. Expired waiters, and waiters CoDel drops, are
+// removed by Expire, and also by Release, Next and a full-queue Arrive
+// when they meet them; those keep the removed waiters aside until the next
+// Expire reports them, so a caller that uses deadlines or CoDel must call
+// Expire after Release and Next (the simulator does it at every event).
+// Expired waiters still in the queue count in QueueLen.
 //
 // Lowering the limit never revokes a held slot: InFlight may exceed Limit
 // until enough releases happen. Raising it frees slots for waiters, which
 // the caller pulls with Next.
 //
-// The queue is a ring buffer that grows by doubling up to maxQueue and is
-// then reused, so there is no allocation per operation in steady state.
-// Remove is O(distance to the nearer end of the queue); everything else is
-// O(1) amortised, except Expire, which scans the queue when some waiter may
-// have expired.
+// Each class's queue is a ring buffer that grows by doubling up to
+// maxQueue and is then reused, so there is no allocation per operation in
+// steady state. Remove is O(distance to the nearer end of the queue);
+// everything else is O(classes) amortised, except Expire, which scans the
+// queue when some waiter may have expired.
 //
-// The zero value is not usable; use NewSlots. Slots is not safe for
-// concurrent use: it belongs to one goroutine (or to a caller's lock).
+// The zero value is not usable; use NewSlots or NewClassSlots. Slots is
+// not safe for concurrent use: it belongs to one goroutine (or to a
+// caller's lock).
 type Slots[T comparable] struct {
 	limit    int
 	maxQueue int
 	inFlight int
+	disc     Discipline
 
-	buf  []slotEntry[T] // ring; len(buf) is its capacity
-	head int            // index in buf of the oldest waiter
-	n    int            // number of waiters
+	classes []ring[T]
+	n       int // waiters in all classes
+
+	// lastEmpty is the last time the queue was seen empty (CoDel's
+	// "standing" test); valid once seen.
+	lastEmpty time.Time
 
 	// minDeadline is a lower bound of the non-zero deadlines in the queue
 	// (valid when hasMin); Expire skips its scan while now < minDeadline.
 	minDeadline time.Time
 	hasMin      bool
 
-	// expired holds waiters removed as expired by Release, Next or Arrive,
-	// to be reported by the next Expire.
+	// expired holds waiters removed as expired (or dropped by CoDel) by
+	// Release, Next or Arrive, to be reported by the next Expire.
 	expired []T
 }
 
-// NewSlots returns an empty Slots with the given concurrency limit (≥ 1)
-// and queue bound (≥ 0; 0 means arrivals that find no free slot are
-// rejected at once). The error names the bad parameter and its value.
+// NewSlots returns an empty single-class Slots with the given concurrency
+// limit (≥ 1) and queue bound (≥ 0; 0 means arrivals that find no free
+// slot are rejected at once). The error names the bad parameter and its
+// value.
 func NewSlots[T comparable](limit, maxQueue int) (*Slots[T], error) {
+	return NewClassSlots[T](limit, maxQueue, 1)
+}
+
+// NewClassSlots is NewSlots with the given number of priority classes
+// (≥ 1): class 0 is served first.
+func NewClassSlots[T comparable](limit, maxQueue, classes int) (*Slots[T], error) {
 	if err := checkLimit(limit); err != nil {
 		return nil, err
 	}
 	if maxQueue < 0 {
 		return nil, fmt.Errorf("gate: maxQueue = %d: must be >= 0", maxQueue)
 	}
-	return &Slots[T]{limit: limit, maxQueue: maxQueue}, nil
+	if classes < 1 {
+		return nil, fmt.Errorf("gate: classes = %d: must be >= 1", classes)
+	}
+	return &Slots[T]{limit: limit, maxQueue: maxQueue, classes: make([]ring[T], classes)}, nil
 }
 
 func checkLimit(limit int) error {
@@ -103,6 +233,13 @@ func checkLimit(limit int) error {
 	}
 	return nil
 }
+
+// SetDiscipline sets the serving order and CoDel (zero durations take
+// their defaults). It applies from the next operation.
+func (s *Slots[T]) SetDiscipline(d Discipline) { s.disc = d.withDefaults() }
+
+// Discipline returns the discipline in force.
+func (s *Slots[T]) Discipline() Discipline { return s.disc }
 
 // Limit returns the concurrency limit.
 func (s *Slots[T]) Limit() int { return s.limit }
@@ -118,9 +255,34 @@ func (s *Slots[T]) InFlight() int { return s.inFlight }
 // waiters that no call has removed yet.
 func (s *Slots[T]) QueueLen() int { return s.n }
 
+// Ahead returns the number of waiters that would be served before a new
+// arrival of class c: the waiters of classes 0..c (under FIFO; under LIFO
+// those of class c are behind it, but CoDel then bounds their number).
+func (s *Slots[T]) Ahead(c int) int {
+	c = s.clampClass(c)
+	n := 0
+	for i := 0; i <= c; i++ {
+		n += s.classes[i].n
+	}
+	return n
+}
+
 // PendingExpired returns the number of expired waiters removed from the
 // queue by Release, Next or Arrive that the next Expire will report.
 func (s *Slots[T]) PendingExpired() int { return len(s.expired) }
+
+// Standing reports whether the queue is a standing queue at now: it holds
+// waiters and has not been empty for the discipline's interval.
+func (s *Slots[T]) Standing(now time.Time) bool {
+	if s.n == 0 {
+		return false
+	}
+	iv := s.disc.Interval
+	if iv <= 0 {
+		iv = DefaultCoDelInterval
+	}
+	return !s.lastEmpty.IsZero() && now.Sub(s.lastEmpty) >= iv
+}
 
 // TryAdmit takes a slot if one is free and nobody waits (no barging past
 // the queue), and reports whether it did.
@@ -132,32 +294,76 @@ func (s *Slots[T]) TryAdmit() bool {
 	return false
 }
 
-// Arrive offers request t at now. It is Admitted if a slot is free and the
-// queue is empty; otherwise it is Queued behind the waiters already there
-// with the given deadline (zero: no deadline), or Rejected if the queue is
-// full. Before rejecting, Arrive removes expired waiters (kept for Expire)
-// to make room.
+// Arrive offers request t of class 0 at now; see ArriveClass.
 func (s *Slots[T]) Arrive(now time.Time, t T, deadline time.Time) Outcome {
+	o, _, _ := s.ArriveClass(now, t, 0, deadline)
+	return o
+}
+
+// ArriveClass offers request t of class c at now (an out-of-range class
+// counts as the lowest). It is Admitted if a slot is free and the queue is
+// empty; otherwise it is Queued with the given deadline (zero: none;
+// CoDel shortens it in a standing queue), or Rejected if the queue is full
+// and holds no waiter of a lower class than c. When the queue is full and
+// it does, the newest waiter of the lowest such class is evicted to make
+// room and returned with evicted = true: the caller must answer it as
+// rejected. Before rejecting or evicting, expired waiters are removed
+// (kept for Expire) to make room.
+func (s *Slots[T]) ArriveClass(now time.Time, t T, c int, deadline time.Time) (o Outcome, victim T, evicted bool) {
+	s.noteEmpty(now)
 	if s.TryAdmit() {
-		return Admitted
+		return Admitted, victim, false
 	}
+	c = s.clampClass(c)
 	if s.n >= s.maxQueue {
 		s.sweep(now)
 		if s.n >= s.maxQueue {
-			return Rejected
+			lc := -1
+			for i := len(s.classes) - 1; i > c; i-- {
+				if s.classes[i].n > 0 {
+					lc = i
+					break
+				}
+			}
+			if lc < 0 || s.maxQueue == 0 {
+				return Rejected, victim, false
+			}
+			victim = s.classes[lc].popBack().t
+			s.n--
+			evicted = true
 		}
 	}
-	s.push(slotEntry[T]{t: t, deadline: deadline})
+	if s.disc.CoDel && s.Standing(now) {
+		if dl := now.Add(s.disc.Target); deadline.IsZero() || dl.Before(deadline) {
+			deadline = dl
+		}
+	}
+	s.classes[c].push(slotEntry[T]{t: t, arrival: now, deadline: deadline}, s.maxQueue)
+	s.n++
 	if !deadline.IsZero() && (!s.hasMin || deadline.Before(s.minDeadline)) {
 		s.minDeadline, s.hasMin = deadline, true
 	}
-	return Queued
+	return Queued, victim, evicted
 }
 
-// Release frees one slot at now and, if that leaves a slot free, admits the
-// oldest waiter whose deadline is after now and returns it with ok = true.
-// Expired waiters met on the way are removed and kept for Expire. A Release
-// with no slot held does nothing and returns ok = false.
+func (s *Slots[T]) clampClass(c int) int {
+	if c < 0 || c >= len(s.classes) {
+		return len(s.classes) - 1
+	}
+	return c
+}
+
+// noteEmpty records now as a moment the queue was empty.
+func (s *Slots[T]) noteEmpty(now time.Time) {
+	if s.n == 0 {
+		s.lastEmpty = now
+	}
+}
+
+// Release frees one slot at now and, if that leaves a slot free, admits
+// the next waiter whose deadline is after now and returns it with ok =
+// true. Expired waiters met on the way are removed and kept for Expire. A
+// Release with no slot held does nothing and returns ok = false.
 func (s *Slots[T]) Release(now time.Time) (next T, ok bool) {
 	if s.inFlight == 0 {
 		return next, false
@@ -166,27 +372,45 @@ func (s *Slots[T]) Release(now time.Time) (next T, ok bool) {
 	return s.Next(now)
 }
 
-// Next admits the oldest unexpired waiter at now if a slot is free, and
-// returns it with ok = true; otherwise it returns ok = false. After raising
-// the limit with SetLimit, call Next until it returns false. Expired waiters
-// met on the way are removed and kept for Expire.
+// Next admits the next unexpired waiter at now if a slot is free, and
+// returns it with ok = true; otherwise it returns ok = false. After
+// raising the limit with SetLimit, call Next until it returns false.
+// Expired waiters (and, in a standing queue under CoDel, waiters older
+// than Target) met on the way are removed and kept for Expire.
 func (s *Slots[T]) Next(now time.Time) (next T, ok bool) {
+	standing := s.Standing(now)
 	for s.inFlight < s.limit && s.n > 0 {
-		e := s.pop()
-		if expired(e.deadline, now) {
+		var r *ring[T]
+		for i := range s.classes {
+			if s.classes[i].n > 0 {
+				r = &s.classes[i]
+				break
+			}
+		}
+		var e slotEntry[T]
+		if standing && s.disc.LIFO {
+			e = r.popBack()
+		} else {
+			e = r.popFront()
+		}
+		s.n--
+		if expired(e.deadline, now) || (standing && s.disc.CoDel && now.Sub(e.arrival) > s.disc.Target) {
 			s.expired = append(s.expired, e.t)
+			s.noteEmpty(now)
 			continue
 		}
 		s.inFlight++
+		s.noteEmpty(now)
 		return e.t, true
 	}
 	return next, false
 }
 
-// Expire removes every waiter whose deadline ≤ now and calls fn for each
-// (fn may be nil to discard them), after first reporting the expired
-// waiters already removed by Release, Next or Arrive. Waiters are reported
-// oldest first within each group. fn must not call methods of s.
+// Expire removes every waiter whose deadline ≤ now (and, in a standing
+// queue under CoDel, every waiter older than Target) and calls fn for each
+// (fn may be nil to discard them), after first reporting the waiters
+// already removed by Release, Next or Arrive. Waiters are reported oldest
+// first within each group. fn must not call methods of s.
 func (s *Slots[T]) Expire(now time.Time, fn func(T)) {
 	s.sweep(now)
 	var zero T
@@ -199,15 +423,19 @@ func (s *Slots[T]) Expire(now time.Time, fn func(T)) {
 	s.expired = s.expired[:0]
 }
 
-// Remove takes waiter t (the oldest entry equal to t) out of the queue, or
-// out of the expired waiters not yet reported, and reports whether it found
-// it. It is how a cancelled request leaves; false means t is not waiting
-// (for example it was already admitted).
+// Remove takes waiter t (the first entry equal to t) out of the queue, or
+// out of the expired waiters not yet reported, and reports whether it
+// found it. It is how a cancelled request leaves; false means t is not
+// waiting (for example it was already admitted).
 func (s *Slots[T]) Remove(t T) bool {
-	for i := 0; i < s.n; i++ {
-		if s.at(i).t == t {
-			s.removeAt(i)
-			return true
+	for c := range s.classes {
+		r := &s.classes[c]
+		for i := 0; i < r.n; i++ {
+			if r.at(i).t == t {
+				r.removeAt(i)
+				s.n--
+				return true
+			}
 		}
 	}
 	for i, e := range s.expired {
@@ -237,99 +465,55 @@ func expired(deadline, now time.Time) bool {
 	return !deadline.IsZero() && !deadline.After(now)
 }
 
-// sweep moves every expired waiter from the queue to s.expired, keeping
-// the order of the rest, and recomputes minDeadline.
+// sweep moves every expired waiter (and CoDel's victims) from the queue to
+// s.expired, keeping the order of the rest, and recomputes minDeadline.
 func (s *Slots[T]) sweep(now time.Time) {
-	if !s.hasMin || s.n == 0 || now.Before(s.minDeadline) {
-		if s.n == 0 {
-			s.hasMin = false
+	if s.n == 0 {
+		s.hasMin = false
+		s.noteEmpty(now)
+		return
+	}
+	codel := s.disc.CoDel && s.Standing(now)
+	if codel {
+		// Arrivals are in time order within a class, so CoDel's victims
+		// are at the front of each ring.
+		for c := range s.classes {
+			r := &s.classes[c]
+			for r.n > 0 && now.Sub(r.at(0).arrival) > s.disc.Target {
+				s.expired = append(s.expired, r.popFront().t)
+				s.n--
+			}
 		}
+	}
+	if !s.hasMin || now.Before(s.minDeadline) {
+		s.noteEmpty(now)
 		return
 	}
 	var lo time.Time
 	hasMin := false
-	w := 0
-	for i := 0; i < s.n; i++ {
-		e := s.at(i)
-		if expired(e.deadline, now) {
-			s.expired = append(s.expired, e.t)
-			continue
+	for c := range s.classes {
+		r := &s.classes[c]
+		w := 0
+		for i := 0; i < r.n; i++ {
+			e := r.at(i)
+			if expired(e.deadline, now) {
+				s.expired = append(s.expired, e.t)
+				continue
+			}
+			if !e.deadline.IsZero() && (!hasMin || e.deadline.Before(lo)) {
+				lo, hasMin = e.deadline, true
+			}
+			if w != i {
+				*r.ptr(w) = e
+			}
+			w++
 		}
-		if !e.deadline.IsZero() && (!hasMin || e.deadline.Before(lo)) {
-			lo, hasMin = e.deadline, true
+		for i := w; i < r.n; i++ {
+			*r.ptr(i) = slotEntry[T]{}
 		}
-		if w != i {
-			*s.ptr(w) = e
-		}
-		w++
+		s.n -= r.n - w
+		r.n = w
 	}
-	for i := w; i < s.n; i++ {
-		*s.ptr(i) = slotEntry[T]{}
-	}
-	s.n = w
 	s.minDeadline, s.hasMin = lo, hasMin
-}
-
-// ptr returns the address of the i-th oldest waiter (0 ≤ i < len(s.buf)).
-func (s *Slots[T]) ptr(i int) *slotEntry[T] {
-	j := s.head + i
-	if j >= len(s.buf) {
-		j -= len(s.buf)
-	}
-	return &s.buf[j]
-}
-
-func (s *Slots[T]) at(i int) slotEntry[T] { return *s.ptr(i) }
-
-func (s *Slots[T]) push(e slotEntry[T]) {
-	if s.n == len(s.buf) {
-		s.grow()
-	}
-	*s.ptr(s.n) = e
-	s.n++
-}
-
-func (s *Slots[T]) pop() slotEntry[T] {
-	p := s.ptr(0)
-	e := *p
-	*p = slotEntry[T]{}
-	s.head++
-	if s.head == len(s.buf) {
-		s.head = 0
-	}
-	s.n--
-	return e
-}
-
-// grow doubles the ring (at least 8 entries, at most maxQueue), keeping the
-// order of the waiters.
-func (s *Slots[T]) grow() {
-	c := 2 * len(s.buf)
-	if c < 8 {
-		c = 8
-	}
-	if c > s.maxQueue {
-		c = s.maxQueue
-	}
-	buf := make([]slotEntry[T], c)
-	for i := 0; i < s.n; i++ {
-		buf[i] = s.at(i)
-	}
-	s.buf, s.head = buf, 0
-}
-
-// removeAt removes the i-th oldest waiter, shifting the shorter side.
-func (s *Slots[T]) removeAt(i int) {
-	if i < s.n/2 {
-		for j := i; j > 0; j-- {
-			*s.ptr(j) = s.at(j - 1)
-		}
-		s.pop()
-		return
-	}
-	for j := i; j < s.n-1; j++ {
-		*s.ptr(j) = s.at(j + 1)
-	}
-	*s.ptr(s.n - 1) = slotEntry[T]{}
-	s.n--
+	s.noteEmpty(now)
 }

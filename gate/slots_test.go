@@ -257,7 +257,7 @@ func (m *slotsModel) arrive(now time.Time, id int, dl time.Time) Outcome {
 			return Rejected
 		}
 	}
-	m.queue = append(m.queue, slotEntry[int]{id, dl})
+	m.queue = append(m.queue, slotEntry[int]{t: id, arrival: now, deadline: dl})
 	return Queued
 }
 
