@@ -215,7 +215,7 @@ stages: [{name: search, controller: seda, params: {target: 100ms, nreq: 5, degra
 		if err != nil {
 			t.Fatal(err)
 		}
-		tk.DoneAfter(time.Second, true, true)
+		tk.Finish(tk.Arrival().Add(time.Second), stage.Outcome{OK: true})
 	}
 	p.Step(time.Now())
 	q := st.Quality()
@@ -651,7 +651,7 @@ func BenchmarkMiddleware(b *testing.B) {
 		"params: {target: 100ms, nreq: 5, degrade: {enabled: true}}\n    differentiate: false", 1))
 	for i := 0; i < 5; i++ {
 		tk, _ := deg.Stage("api").Enter(context.Background(), 0)
-		tk.DoneAfter(time.Second, true, true)
+		tk.Finish(tk.Arrival().Add(time.Second), stage.Outcome{OK: true})
 	}
 	deg.Step(time.Now())
 	if q := deg.Stage("api").Quality(); q >= 1 {

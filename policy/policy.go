@@ -331,8 +331,8 @@ func (p *Policy) Admit(r *http.Request) (sluice.Admission, error) {
 		return nil, err
 	}
 	a := admissionPool.Get().(*admission)
-	a.t, a.e, a.q = t, e, e.st.Quality()
-	a.state.Store(stateActive)
+	a.lc.Reset(t)
+	a.e, a.q = e, e.st.Quality()
 	return a, nil
 }
 
@@ -359,18 +359,11 @@ func Is(err error) bool { return errors.Is(err, sluice.ErrRejected) }
 
 var _ sluice.Policy = (*Policy)(nil)
 
-const (
-	stateActive uint32 = iota
-	stateStreamed
-	stateDone
-)
-
 // admission implements sluice.Admission for a stage ticket.
 type admission struct {
-	t     stage.Ticket
-	e     *entry
-	q     float64
-	state atomic.Uint32
+	lc stage.Lifecycle
+	e  *entry
+	q  float64
 }
 
 var admissionPool = sync.Pool{New: func() any { return new(admission) }}
@@ -384,26 +377,18 @@ var (
 func (a *admission) Quality() float64 { return a.q }
 
 // StreamDeadline returns admission time + the stage's long_lived.
-func (a *admission) StreamDeadline() time.Time { return a.t.Start().Add(a.e.longLived) }
+func (a *admission) StreamDeadline() time.Time { return a.lc.Ticket().Start().Add(a.e.longLived) }
 
 // Stream releases the request's concurrency slot and makes it a
 // non-sample. Later calls have no effect.
-func (a *admission) Stream() {
-	if a.state.CompareAndSwap(stateActive, stateStreamed) {
-		a.t.Stream()
-	}
-}
+func (a *admission) Stream() { a.lc.Stream(time.Now()) }
 
 // Done records the request's end and recycles the admission.
 func (a *admission) Done(ok bool) {
-	switch {
-	case a.state.CompareAndSwap(stateActive, stateDone):
-		a.t.Done(ok, true)
-	case a.state.CompareAndSwap(stateStreamed, stateDone):
-		a.t.DoneStream(ok)
-	default:
+	if !a.lc.Done(time.Now(), stage.Outcome{OK: ok}) {
 		return
 	}
-	a.t, a.e = stage.Ticket{}, nil
+	a.lc.Reset(stage.Ticket{})
+	a.e = nil
 	admissionPool.Put(a)
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/stage"
 )
 
 func TestClassifyAndClientIP(t *testing.T) {
@@ -59,7 +60,7 @@ stages:
 		if err != nil {
 			t.Fatal(err)
 		}
-		tk.DoneAfter(time.Second, true, true) // 10× the target
+		tk.Finish(tk.Arrival().Add(time.Second), stage.Outcome{OK: true}) // 10× the target
 	}
 	p1.Step(time.Now())
 	cut := api.State(0).Setting

@@ -88,7 +88,7 @@ type reqState struct {
 	context.Context
 	h       *Handler
 	gen     *generation
-	ticket  stage.Ticket
+	lc      stage.Lifecycle
 	backend *Backend
 	sc      *scanConn
 	arrival time.Time
@@ -102,8 +102,6 @@ type reqState struct {
 	shareBytes int64
 	shareDelay atomic.Int64 // injected delay so far, ns
 
-	// state: 0 active, 1 released early as a stream, 2 finished.
-	state      atomic.Int32
 	failed     atomic.Bool // 5xx from upstream or a transport failure
 	clientGone atomic.Bool
 	longTimer  *time.Timer
@@ -126,15 +124,15 @@ func stateOf(ctx context.Context) *reqState {
 
 // stream releases the request's stage and pool slots early: its response
 // is long-lived (an upgrade, an event stream, or longer than the stage's
-// long_lived). It is counted as completed without a response-time sample.
+// long_lived). It is counted as completed, without a response-time
+// sample, when it ends.
 func (rs *reqState) stream() {
-	if !rs.state.CompareAndSwap(0, 1) {
+	if !rs.lc.Stream(time.Now()) {
 		return
 	}
 	if rs.overTimer != nil {
 		rs.overTimer.Stop()
 	}
-	rs.ticket.DoneAfter(time.Since(rs.arrival)-time.Duration(rs.shareDelay.Load()), true, false)
 	rs.gen.pool.Release(rs.backend)
 	rs.h.streams.Add(1)
 }
@@ -154,16 +152,14 @@ func (rs *reqState) finish(aborted bool) {
 		rs.clientGone.Store(true)
 	}
 	rs.shareEnd(!aborted)
-	if rs.state.CompareAndSwap(0, 2) {
-		// A failure, a timeout or a client that gave up is not ok; the
-		// stage takes it as a (censored) response-time sample only if it
-		// already lasted as long as the controller's target, so a jammed
-		// backend where nothing completes is still seen as slow, and a
-		// fast failure never counts as a fast sample. Share rejections
-		// carry no response time.
-		ok := !rs.failed.Load() && !aborted
-		sample := rs.shareErr == nil
-		rs.ticket.DoneAfter(time.Since(rs.arrival)-time.Duration(rs.shareDelay.Load()), ok, sample)
+	// A failure, a timeout or a client that gave up is not ok (see
+	// stage.Ticket.Finish for when it is still a censored sample). Share
+	// rejections carry no response time; an injected share delay is not
+	// the service's.
+	o := stage.Outcome{OK: !rs.failed.Load() && !aborted, NoSample: rs.shareErr != nil,
+		Excluded: time.Duration(rs.shareDelay.Load())}
+	streamed := rs.lc.Streamed()
+	if rs.lc.Done(time.Now(), o) && !streamed {
 		rs.gen.pool.Release(rs.backend)
 		return
 	}
@@ -205,7 +201,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if res, err = g.shares.Begin(time.Now(), g.identify(r)); err != nil {
 			// An explicit rejection by the share policy: not a backend
 			// failure, not a response-time sample.
-			t.DoneAfter(time.Since(arrival), true, false)
+			t.Finish(time.Now(), stage.Outcome{OK: true, NoSample: true})
 			shareRejected(w, err)
 			return
 		}
@@ -216,15 +212,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		saturated := errors.Is(err, ErrPoolQueueFull) || errors.Is(err, ErrPoolQueueTimeout)
 		// A saturated pool, or a client that left while queued, fails the
 		// request; a wait that already reached the target is a censored
-		// sample (see finish).
-		t.DoneAfter(time.Since(arrival), false, true)
+		// sample (see stage.Ticket.Finish).
+		t.Finish(time.Now(), stage.Outcome{OK: false})
 		if saturated {
 			h.poolRejected(w, g, err)
 		}
 		return
 	}
-	rs := &reqState{Context: r.Context(), h: h, gen: g, ticket: t, backend: b, sc: sc, arrival: arrival,
+	rs := &reqState{Context: r.Context(), h: h, gen: g, backend: b, sc: sc, arrival: arrival,
 		res: res, shareOn: g.shares != nil}
+	rs.lc.Reset(t)
 	if st.Degrading() {
 		rs.quality = st.Quality()
 	}

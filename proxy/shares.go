@@ -120,7 +120,7 @@ func (rs *reqState) shareEnd(ok bool) {
 		return
 	}
 	rs.shareOn = false
-	if ok && rs.shareBytes > 0 && rs.shareErr == nil && !rs.clientGone.Load() && rs.state.Load() != 1 {
+	if ok && rs.shareBytes > 0 && rs.shareErr == nil && !rs.clientGone.Load() && !rs.lc.Streamed() {
 		rs.res.Done(time.Now(), rs.shareBytes)
 		return
 	}

@@ -31,7 +31,7 @@ func TestCensoredSamples(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tk.DoneAfter(c.rt, c.ok, c.sample)
+		tk.Finish(tk.Arrival().Add(c.rt), Outcome{OK: c.ok, NoSample: !c.sample})
 	}
 	m := s.classes[0].rec.Collect(time.Now())
 	if m.Samples != 2 || m.Completed != 4 {
@@ -46,14 +46,14 @@ func TestCensoredSamples(t *testing.T) {
 		t.Fatal(err)
 	}
 	tk, _ := s.Enter(t.Context(), 0)
-	tk.DoneAfter(5*time.Second, false, true)
+	tk.Finish(tk.Arrival().Add(5*time.Second), Outcome{OK: false})
 	if m := s.classes[0].rec.Collect(time.Now()); m.Samples != 0 {
 		t.Fatalf("5 s failure under a 10 s target sampled")
 	}
 
 	k, _ := New(Options{Name: "k", Controller: &control.StaticRateConfig{Rate: 1e6, Period: time.Second}}, time.Now())
 	tk, _ = k.Enter(t.Context(), 0)
-	tk.DoneAfter(time.Hour, false, true)
+	tk.Finish(tk.Arrival().Add(time.Hour), Outcome{OK: false})
 	if m := k.classes[0].rec.Collect(time.Now()); m.Samples != 0 {
 		t.Fatal("failure sampled without a target")
 	}
@@ -74,14 +74,14 @@ func TestTriggerCountsSamples(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tk.DoneAfter(time.Millisecond, false, true)
+		tk.Finish(tk.Arrival().Add(time.Millisecond), Outcome{OK: false})
 	}
 	if ds := s.Step(now.Add(10 * time.Millisecond)); len(ds) != 0 {
 		t.Fatalf("ran after 50 non-sample completions: %+v", ds)
 	}
 	for i := 0; i < 10; i++ {
 		tk, _ := s.Enter(t.Context(), 0)
-		tk.DoneAfter(time.Millisecond, true, true)
+		tk.Finish(tk.Arrival().Add(time.Millisecond), Outcome{OK: true})
 	}
 	ds := s.Step(now.Add(20 * time.Millisecond))
 	if len(ds) != 1 || ds[0].Inputs.Samples != 10 || ds[0].Inputs.Failed != 50 {

@@ -2,7 +2,6 @@ package stage
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/control"
-	"github.com/sluicehq/sluice/gate"
 	"github.com/sluicehq/sluice/monitor"
 )
 
@@ -56,7 +54,8 @@ type Options struct {
 	// Queue, when set, fills Measurements.Queue every step.
 	Queue func() float64
 	// MaxQueue and QueueTimeout size the wait queue of a concurrency
-	// limit (static-concurrency): defaults 128 and 1s.
+	// limit: defaults 128 and 1s. A concurrency controller's decisions
+	// may shorten the wait (Decision.MaxWait, Decision.Drain).
 	MaxQueue     int
 	QueueTimeout time.Duration
 }
@@ -98,11 +97,11 @@ type Stage struct {
 	name       string
 	ctrl       *control.Logged
 	gates      *Gates
-	limiter    *gate.Limiter
+	conc       *concGate // the concurrency limit and wait queue, or nil
 	classes    []*classState
 	agg        *monitor.Recorder // the controller's input when it is not class-aware
 	classAware bool
-	trigger    int64
+	trigger    atomic.Int64 // SEDA's nreq (re-read after every step)
 	period     time.Duration
 	shadow     bool
 	util       monitor.UtilizationSource
@@ -112,6 +111,15 @@ type Stage struct {
 	// censorAt is the elapsed time from which a failed request counts as
 	// a (censored) sample: the controller's target, or never.
 	censorAt atomic.Int64
+
+	// What concurrency controllers steer by: requests in service, their
+	// service times (of the current sample epoch, see Fence) and the time
+	// admitted requests waited for a slot.
+	flight  flightMeter
+	svc     *monitor.Window
+	epoch   atomic.Uint32
+	waits   waitMeter
+	expired atomic.Uint64 // waiters that left the queue without a slot
 
 	mu      sync.Mutex // serialises Step and SetTarget
 	lastRun []time.Time
@@ -159,15 +167,23 @@ func New(opts Options, now time.Time) (*Stage, error) {
 		classAware: len(c.Current().ClassRates) > 0,
 		errReject:  fmt.Errorf("stage %q: %w", opts.Name, sluice.ErrRejected)}
 	s.setCensor(c)
+	s.flight.base = now
+	s.waits.reset()
+	if s.svc, err = monitor.NewWindow(opts.Window); err != nil {
+		return nil, fmt.Errorf("stage %q: %w", opts.Name, err)
+	}
 	if t, ok := c.(sluice.SampleTriggered); ok && t.TriggerSamples() > 0 {
-		s.trigger = int64(t.TriggerSamples())
+		s.trigger.Store(int64(t.TriggerSamples()))
 		if opts.Window < t.TriggerSamples() {
 			return nil, fmt.Errorf("stage %q: window %d is smaller than the controller's nreq %d", opts.Name, opts.Window, t.TriggerSamples())
 		}
 	}
 	if g.Kind() == sluice.KindConcurrency {
-		if s.limiter, err = gate.NewLimiter(g.Limit(), opts.MaxQueue, opts.QueueTimeout); err != nil {
+		if s.conc, err = newConcGate(g.Limit(), opts.MaxQueue, n, opts.QueueTimeout); err != nil {
 			return nil, fmt.Errorf("stage %q: %w", opts.Name, err)
+		}
+		if granted := s.conc.apply(now, c.Current()); len(granted) > 0 {
+			return nil, fmt.Errorf("stage %q: waiters before start", opts.Name)
 		}
 	}
 	for _, name := range opts.ClassNames {
@@ -202,128 +218,6 @@ func (s *Stage) Classes() []string {
 		out[i] = c.name
 	}
 	return out
-}
-
-// Ticket is an admitted request. Call Done exactly once when its response
-// is complete. The zero Ticket's Done does nothing.
-type Ticket struct {
-	s     *Stage
-	class int
-	start time.Time
-	held  bool
-}
-
-// Enter decides one request of the given class (an out-of-range class is
-// treated as the lowest). It returns an error wrapping sluice.ErrRejected
-// when the gate refuses it, or ctx's error if ctx ends while it waits for a
-// concurrency slot. It does not allocate.
-func (s *Stage) Enter(ctx context.Context, class int) (Ticket, error) {
-	if class < 0 || class >= len(s.classes) {
-		class = len(s.classes) - 1
-	}
-	cs := s.classes[class]
-	now := time.Now()
-	cs.rec.Arrive()
-	if s.agg != nil {
-		s.agg.Arrive()
-	}
-	if !s.gates.AdmitAt(now, class) {
-		if !s.shadow {
-			s.reject(cs)
-			return Ticket{}, s.errReject
-		}
-		cs.shadowRejected.Add(1)
-	}
-	held := false
-	if s.limiter != nil && !s.gates.Off() {
-		if err := s.limiter.Acquire(ctx, 0); err != nil {
-			if !errors.Is(err, sluice.ErrRejected) {
-				s.reject(cs) // the client gave up while queued
-				return Ticket{}, err
-			}
-			if !s.shadow {
-				s.reject(cs)
-				return Ticket{}, err
-			}
-			cs.shadowRejected.Add(1)
-		} else {
-			held = true
-		}
-	}
-	cs.rec.Admit()
-	if s.agg != nil {
-		s.agg.Admit()
-	}
-	return Ticket{s: s, class: class, start: now, held: held}, nil
-}
-
-func (s *Stage) reject(cs *classState) {
-	cs.rec.Reject()
-	if s.agg != nil {
-		s.agg.Reject()
-	}
-}
-
-// Done records the end of the request. ok is false for a failed request
-// (an error status, a transport failure, a timeout, a client that gave
-// up), which counts as an error; sample is false for responses that must
-// not feed the response-time windows at all (long-lived streams,
-// upgrades).
-//
-// A failed request is a response-time sample only when its elapsed time
-// has already reached the controller's response-time target: it is then
-// certainly over target, a censored observation whose true response time
-// is at least rt. Without it a jammed backend, where every request times
-// out and nothing completes, would leave SEDA and Yaksha with no samples
-// and holding their setting. Faster failures say nothing about response
-// time and are left out, so a timeout or an error never enters the window
-// as a fast sample. Controllers without a response-time target never take
-// failed requests as samples.
-func (t Ticket) Done(ok, sample bool) {
-	t.DoneAfter(time.Since(t.start), ok, sample)
-}
-
-// DoneAfter is Done with the response time measured by the caller (the
-// proxy measures from the request's arrival to its last byte).
-func (t Ticket) DoneAfter(rt time.Duration, ok, sample bool) {
-	if t.s == nil {
-		return
-	}
-	cs := t.s.classes[t.class]
-	smp := sample && (ok || rt >= time.Duration(t.s.censorAt.Load()))
-	cs.rec.Complete(rt, smp)
-	if t.s.agg != nil {
-		t.s.agg.Complete(rt, smp)
-	}
-	if !ok {
-		cs.errors.Add(1)
-		cs.rec.Fail()
-		if t.s.agg != nil {
-			t.s.agg.Fail()
-		}
-	}
-	if t.held {
-		t.s.limiter.Release()
-	}
-}
-
-// Start returns the time the request entered the stage.
-func (t Ticket) Start() time.Time { return t.start }
-
-// Admit is the stage API of the middleware: Enter plus a done function
-// that ends the request (successfully, as a response-time sample). Calling
-// done more than once has no further effect.
-func (s *Stage) Admit(ctx context.Context, class int) (done func(), err error) {
-	t, err := s.Enter(ctx, class)
-	if err != nil {
-		return func() {}, err
-	}
-	var once atomic.Bool
-	return func() {
-		if once.CompareAndSwap(false, true) {
-			t.Done(true, true)
-		}
-	}, nil
 }
 
 // Quality returns the quality level in (0, 1] the backend should serve at
@@ -375,7 +269,19 @@ func (s *Stage) Step(now time.Time) []sluice.Decision {
 	} else {
 		m = s.collect(s.classes[0], now)
 	}
+	s.concurrency(now, &m)
 	return append(out, s.decide(now, 0, m))
+}
+
+// concurrency fills the stage-level measurements of concurrency
+// controllers into m and starts their next interval.
+func (s *Stage) concurrency(now time.Time, m *sluice.Measurements) {
+	m.InFlight, m.MaxInFlight = s.flight.collect(now)
+	st := s.svc.Stats(true)
+	m.ServiceSamples = float64(st.Count)
+	m.ServiceMean, m.ServiceP50, m.ServiceP90, m.ServiceP99, m.ServiceMin = serviceStats(st)
+	m.QueueWaitMean, m.QueueWaitMin = s.waits.collect()
+	m.Expired = float64(s.expired.Swap(0))
 }
 
 // due reports whether input i runs at now: its period has elapsed, or it
@@ -387,7 +293,15 @@ func (s *Stage) due(i int, rec *monitor.Recorder, now time.Time) bool {
 	if now.Sub(s.lastRun[i]) >= s.period-s.period/20 {
 		return true
 	}
-	return s.trigger > 0 && int64(rec.Samples()) >= s.trigger
+	tr := s.trigger.Load()
+	if tr <= 0 {
+		return false
+	}
+	if s.conc != nil {
+		// A concurrency controller's trigger counts service samples.
+		return int64(s.svc.Len()) >= tr
+	}
+	return int64(rec.Samples()) >= tr
 }
 
 // collect ends a class's period: totals, last-period view, sensors.
@@ -424,8 +338,8 @@ func (s *Stage) sense(now time.Time, m sluice.Measurements, p *Period) sluice.Me
 		if p != nil {
 			p.Queue = m.Queue
 		}
-	} else if s.limiter != nil {
-		m.Queue = float64(s.limiter.QueueLen())
+	} else if s.conc != nil {
+		m.Queue = float64(s.QueueLen())
 		if p != nil {
 			p.Queue = m.Queue
 		}
@@ -441,11 +355,34 @@ func (s *Stage) decide(now time.Time, input int, m sluice.Measurements) sluice.D
 		// this is a programming error; keep the previous setting.
 		d.Reason += " (not applied: " + err.Error() + ")"
 	}
-	if s.limiter != nil && d.Kind == sluice.KindConcurrency && d.New >= 1 {
-		_ = s.limiter.SetLimit(int(d.New))
+	if d.Fence {
+		s.epoch.Add(1)
+		s.svc.Stats(true) // drop the samples of the old epoch
+	}
+	if t, ok := s.ctrl.Unwrap().(sluice.SampleTriggered); ok {
+		s.trigger.Store(int64(max(t.TriggerSamples(), 0)))
+	}
+	if s.conc != nil && d.Kind == sluice.KindConcurrency {
+		for _, w := range s.conc.apply(now, d) {
+			s.grant(w, now)
+		}
 	}
 	return d
 }
+
+// QueueLen returns the number of requests waiting for a concurrency slot
+// (0 for a stage without a limit).
+func (s *Stage) QueueLen() int {
+	if s.conc == nil {
+		return 0
+	}
+	s.conc.mu.Lock()
+	defer s.conc.mu.Unlock()
+	return s.conc.slots.QueueLen()
+}
+
+// InFlight returns the number of requests in service.
+func (s *Stage) InFlight() int { return int(s.flight.n.Load()) }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
@@ -478,7 +415,7 @@ func (s *Stage) setCensor(c sluice.Controller) {
 // or every MaxPoll for a sample-triggered controller, it calls Step.
 func (s *Stage) Run(ctx context.Context) {
 	poll := s.period
-	if s.trigger > 0 && poll > MaxPoll {
+	if s.trigger.Load() > 0 && poll > MaxPoll {
 		poll = MaxPoll
 	}
 	tick := time.NewTicker(poll)

@@ -46,7 +46,7 @@ func TestStageSEDACutsRateUnderSlowResponses(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				time.Sleep(time.Second)
-				tk.Done(true, true)
+				tk.Done(true)
 			}()
 			time.Sleep(11 * time.Millisecond) // under 100/s with burst 1
 		}
@@ -95,7 +95,7 @@ func TestStageRejectAndShadow(t *testing.T) {
 					rejected++
 					continue
 				}
-				tk.Done(true, true)
+				tk.Done(true)
 			}
 			time.Sleep(time.Second)
 			s.Step(time.Now())
@@ -137,8 +137,8 @@ func TestStageConcurrency(t *testing.T) {
 		if !errors.Is(err, sluice.ErrRejected) {
 			t.Fatalf("queue timeout: %v", err)
 		}
-		a.Done(true, true)
-		b.Done(false, true)
+		a.Done(true)
+		b.Done(false)
 		st := s.State(0)
 		if st.InFlightLimited.InFlight != 0 || st.InFlightLimited.Queued != 0 {
 			t.Fatalf("leaked: %+v", st.InFlightLimited)
@@ -163,7 +163,7 @@ func TestStageClassAware(t *testing.T) {
 				t.Fatal(err)
 			}
 			wg.Add(1)
-			go func() { defer wg.Done(); time.Sleep(time.Second); tk.Done(true, true) }()
+			go func() { defer wg.Done(); time.Sleep(time.Second); tk.Done(true) }()
 			time.Sleep(11 * time.Millisecond)
 		}
 		wg.Wait()
@@ -247,7 +247,7 @@ func BenchmarkAdmissionStage(b *testing.B) {
 		for pb.Next() {
 			tk, err := s.Enter(ctx, 0)
 			if err == nil {
-				tk.Done(true, true)
+				tk.Done(true)
 			}
 		}
 	})

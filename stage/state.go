@@ -28,6 +28,10 @@ type LimiterState struct {
 	Limit    int `json:"limit"`
 	InFlight int `json:"in_flight"`
 	Queued   int `json:"queued"`
+	// MaxWait is the longest a new arrival may wait for a slot ("0s": no
+	// queue); Drain the predicted slot release rate in req/s (0: none).
+	MaxWait string  `json:"max_wait"`
+	Drain   float64 `json:"drain_rps"`
 }
 
 // ClassState holds one class's totals since start and its last period.
@@ -75,8 +79,11 @@ func (s *Stage) State(n int) State {
 	if t, ok := s.ctrl.Unwrap().(interface{ Target() time.Duration }); ok {
 		st.Target = t.Target().String()
 	}
-	if s.limiter != nil {
-		st.InFlightLimited = &LimiterState{Limit: s.limiter.Limit(), InFlight: s.limiter.InFlight(), Queued: s.limiter.QueueLen()}
+	if c := s.conc; c != nil {
+		c.mu.Lock()
+		st.InFlightLimited = &LimiterState{Limit: c.setLimit, InFlight: c.slots.InFlight(), Queued: c.slots.QueueLen(),
+			MaxWait: c.wait.String(), Drain: c.drain}
+		c.mu.Unlock()
 	}
 	for c := range s.classes {
 		st.Classes = append(st.Classes, s.Totals(c))

@@ -1,0 +1,330 @@
+package stage
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/gate"
+)
+
+// ErrQueueTimeout is the rejection of a request that waited for a slot
+// until its deadline, was predicted to miss it, or was evicted from a full
+// queue by a higher class. It wraps sluice.ErrRejected.
+var ErrQueueTimeout = fmt.Errorf("stage: no concurrency slot within the allowed wait: %w", sluice.ErrRejected)
+
+// Waiter is told how a queued request left the queue. The stage calls
+// exactly one of its methods, once, after releasing its own locks (the
+// call may come from the goroutine of another request).
+type Waiter interface {
+	// Granted hands the request its ticket: it holds a slot.
+	Granted(t Ticket)
+	// Dropped says the request was rejected while it waited (deadline,
+	// eviction by a higher class): answer it as a rejection.
+	Dropped(err error)
+}
+
+// Wait is one request waiting for a slot of a concurrency stage. The
+// caller owns it and fills Class and Notify before Arrive; Arrive sets
+// Arrival and, when it queues the request, Deadline. A Wait may be reused
+// once Notify has been told or Leave has returned true.
+type Wait struct {
+	// Class is the request's class index (out of range: the lowest).
+	Class int
+	// Notify is told when the request leaves the queue.
+	Notify Waiter
+	// Arrival is when it arrived; Deadline when it stops waiting (the
+	// caller arms a timer that calls Leave at Deadline).
+	Arrival, Deadline time.Time
+}
+
+// concGate is a stage's concurrency limit with its wait queue: the
+// deterministic gate.Slots behind a mutex, and the queue policy of the
+// controller's last decision.
+type concGate struct {
+	mu       sync.Mutex
+	slots    *gate.Slots[*Wait]
+	wait     time.Duration // allowed wait for new arrivals; ≤ 0: none
+	defWait  time.Duration // the stage's configured queue timeout
+	drain    float64       // predicted slot release rate, req/s (0: no prediction)
+	expired  []*Wait       // scratch: waiters to tell Dropped after unlock
+	setLimit int
+}
+
+func newConcGate(limit, maxQueue, classes int, timeout time.Duration) (*concGate, error) {
+	sl, err := gate.NewClassSlots[*Wait](max(limit, 1), maxQueue, classes)
+	if err != nil {
+		return nil, err
+	}
+	return &concGate{slots: sl, wait: timeout, defWait: timeout, setLimit: max(limit, 1)}, nil
+}
+
+// apply puts a decision's limit and queue policy into force.
+func (c *concGate) apply(now time.Time, d sluice.Decision) []*Wait {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if d.New >= 1 {
+		c.setLimit = int(d.New)
+		_ = c.slots.SetLimit(c.setLimit)
+	}
+	switch {
+	case d.MaxWait > 0:
+		c.wait = d.MaxWait
+	case d.MaxWait < 0:
+		c.wait = 0
+	default:
+		c.wait = c.defWait
+	}
+	c.drain = d.Drain
+	var granted []*Wait
+	for {
+		w, ok := c.slots.Next(now)
+		if !ok {
+			break
+		}
+		granted = append(granted, w)
+	}
+	return granted
+}
+
+// Arrive decides one request at now: Admitted with its ticket, Rejected,
+// or (a concurrency stage with a wait queue) Queued, in which case w's
+// Notify is told later how it left the queue and the caller must call
+// Leave at w.Deadline if it is still waiting then. w may be nil for a
+// stage without a concurrency limit, or to forbid queueing. Arrive reads
+// no clock and does not block: the simulator and the live Enter both use
+// it.
+func (s *Stage) Arrive(now time.Time, class int, w *Wait) (Ticket, gate.Outcome) {
+	t, o, _ := s.arrive(now, class, w, nil)
+	return t, o
+}
+
+// arrive is Arrive that, when w is nil and mk is not, makes the waiter
+// only if the request has to queue (the live path allocates it then), and
+// returns the waiter it queued.
+func (s *Stage) arrive(now time.Time, class int, w *Wait, mk func() *Wait) (Ticket, gate.Outcome, *Wait) {
+	if class < 0 || class >= len(s.classes) {
+		class = len(s.classes) - 1
+	}
+	cs := s.classes[class]
+	cs.rec.Arrive()
+	if s.agg != nil {
+		s.agg.Arrive()
+	}
+	if !s.gates.AdmitAt(now, class) {
+		if !s.shadow {
+			s.reject(cs)
+			return Ticket{}, gate.Rejected, nil
+		}
+		cs.shadowRejected.Add(1)
+	}
+	held := false
+	if c := s.conc; c != nil && !s.gates.Off() {
+		c.mu.Lock()
+		if c.slots.TryAdmit() {
+			held = true
+		} else if !s.shadow && (w != nil || mk != nil) && c.wait > 0 && (c.drain <= 0 ||
+			float64(c.slots.Ahead(class)+1)/c.drain <= c.wait.Seconds()) {
+			if w == nil {
+				w = mk()
+			}
+			w.Class, w.Arrival, w.Deadline = class, now, now.Add(c.wait)
+			o, victim, evicted := c.slots.ArriveClass(now, w, class, w.Deadline)
+			c.mu.Unlock()
+			if evicted {
+				s.drop(victim)
+			}
+			if o == gate.Queued {
+				return Ticket{}, gate.Queued, w
+			}
+			s.reject(cs)
+			return Ticket{}, gate.Rejected, nil
+		} else {
+			// No queue, a predicted wait beyond the allowed one, or a full
+			// slot in shadow mode.
+			c.mu.Unlock()
+			if !s.shadow {
+				if c.wait > 0 && (w != nil || mk != nil) {
+					s.expired.Add(1)
+				}
+				s.reject(cs)
+				return Ticket{}, gate.Rejected, nil
+			}
+			cs.shadowRejected.Add(1)
+			return s.admit(cs, class, now, now, false), gate.Admitted, nil
+		}
+		c.mu.Unlock()
+	}
+	return s.admit(cs, class, now, now, held), gate.Admitted, nil
+}
+
+// admit counts an admission and returns its ticket.
+func (s *Stage) admit(cs *classState, class int, arrival, now time.Time, held bool) Ticket {
+	cs.rec.Admit()
+	if s.agg != nil {
+		s.agg.Admit()
+	}
+	s.flight.begin(now)
+	s.waits.add(now.Sub(arrival))
+	return Ticket{s: s, class: class, epoch: s.epoch.Load(), held: held, arrival: arrival, start: now}
+}
+
+func (s *Stage) reject(cs *classState) {
+	cs.rec.Reject()
+	if s.agg != nil {
+		s.agg.Reject()
+	}
+}
+
+// drop rejects a waiter that left the queue without a slot.
+func (s *Stage) drop(w *Wait) {
+	s.expired.Add(1)
+	s.reject(s.classes[s.classOf(w.Class)])
+	w.Notify.Dropped(ErrQueueTimeout)
+}
+
+func (s *Stage) classOf(c int) int {
+	if c < 0 || c >= len(s.classes) {
+		return len(s.classes) - 1
+	}
+	return c
+}
+
+// Leave takes a queued request out of the queue at now: its deadline
+// passed (timedOut) or its client went away. It reports whether the
+// request was still waiting; false means Notify has been or is being
+// told (the caller then waits for that). A request that leaves is counted
+// as rejected.
+func (s *Stage) Leave(now time.Time, w *Wait, timedOut bool) bool {
+	c := s.conc
+	if c == nil {
+		return false
+	}
+	c.mu.Lock()
+	removed := c.slots.Remove(w)
+	c.mu.Unlock()
+	if removed {
+		if timedOut {
+			s.expired.Add(1)
+		}
+		s.reject(s.classes[s.classOf(w.Class)])
+	}
+	return removed
+}
+
+// leaveService ends t's service at now: the in-flight count, and its slot,
+// which goes to the next waiter.
+func (s *Stage) leaveService(t Ticket, now time.Time) {
+	s.flight.end(t.start, now)
+	if !t.held || s.conc == nil {
+		return
+	}
+	c := s.conc
+	c.mu.Lock()
+	next, ok := c.slots.Release(now)
+	c.slots.Expire(now, c.collect)
+	dropped := c.expired
+	c.expired = c.expired[:0]
+	c.mu.Unlock()
+	for _, w := range dropped {
+		s.drop(w)
+	}
+	if ok {
+		s.grant(next, now)
+	}
+}
+
+func (c *concGate) collect(w *Wait) { c.expired = append(c.expired, w) }
+
+// grant admits waiter w, which got a slot at now.
+func (s *Stage) grant(w *Wait, now time.Time) {
+	class := s.classOf(w.Class)
+	w.Notify.Granted(s.admit(s.classes[class], class, w.Arrival, now, true))
+}
+
+// liveWait is the live path's Waiter: the result goes to a channel.
+type liveWait struct {
+	Wait
+	ch chan waitResult
+}
+
+type waitResult struct {
+	t   Ticket
+	err error
+}
+
+func (l *liveWait) Granted(t Ticket)  { l.ch <- waitResult{t: t} }
+func (l *liveWait) Dropped(err error) { l.ch <- waitResult{err: err} }
+
+// newWait returns a fresh live waiter. It is not pooled: its channel would
+// then outlive the goroutine (and, under testing/synctest, the bubble)
+// that made it; only requests that must queue pay for it.
+func newWait() *Wait {
+	l := &liveWait{ch: make(chan waitResult, 1)}
+	l.Notify = l
+	return &l.Wait
+}
+
+// Enter is the live, blocking form of Arrive: it decides one request of
+// the given class (out of range: the lowest) at the wall clock's now and,
+// when the stage queues it, waits for its slot. It returns an error
+// wrapping sluice.ErrRejected when the gate refuses it or its wait ends
+// without a slot, or ctx's error if ctx ends while it waits. It does not
+// allocate unless it has to wait.
+func (s *Stage) Enter(ctx context.Context, class int) (Ticket, error) {
+	now := time.Now()
+	if s.conc == nil {
+		t, o := s.Arrive(now, class, nil)
+		if o != gate.Admitted {
+			return Ticket{}, s.errReject
+		}
+		return t, nil
+	}
+	t, o, w := s.arrive(now, class, nil, newWait)
+	switch o {
+	case gate.Admitted:
+		return t, nil
+	case gate.Rejected:
+		return Ticket{}, s.errReject
+	}
+	lw := w.Notify.(*liveWait)
+	timer := time.NewTimer(lw.Deadline.Sub(now))
+	defer timer.Stop()
+	var r waitResult
+	select {
+	case r = <-lw.ch:
+	case <-ctx.Done():
+		if s.Leave(time.Now(), &lw.Wait, false) {
+			return Ticket{}, ctx.Err()
+		}
+		// Granted or dropped at the same moment: take the result, and give
+		// a granted slot back, since nobody waits for the answer.
+		if r = <-lw.ch; r.err == nil {
+			r.t.Finish(time.Now(), Outcome{OK: false, NoSample: true})
+		}
+		return Ticket{}, ctx.Err()
+	case <-timer.C:
+		if s.Leave(time.Now(), &lw.Wait, true) {
+			return Ticket{}, fmt.Errorf("stage %q: %w", s.name, ErrQueueTimeout)
+		}
+		r = <-lw.ch // granted at the deadline: serve it
+	}
+	if r.err != nil {
+		return Ticket{}, fmt.Errorf("stage %q: %w", s.name, r.err)
+	}
+	return r.t, nil
+}
+
+// Admit is the stage API of the middleware: Enter plus a done function
+// that ends the request (successfully). Calling done more than once has no
+// further effect.
+func (s *Stage) Admit(ctx context.Context, class int) (done func(), err error) {
+	t, err := s.Enter(ctx, class)
+	if err != nil {
+		return func() {}, err
+	}
+	var once sync.Once
+	return func() { once.Do(func() { t.Done(true) }) }, nil
+}

@@ -1,0 +1,167 @@
+package stage
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// Ticket is an admitted request: the stage it entered, its class, when it
+// arrived and when it started service (got its slot). Finish it exactly
+// once (or go through a Lifecycle). The zero Ticket's methods do nothing.
+type Ticket struct {
+	s       *Stage
+	class   int
+	epoch   uint32 // the stage's sample epoch at admission (see Fence)
+	held    bool   // holds a slot of the stage's concurrency limit
+	arrival time.Time
+	start   time.Time
+}
+
+// Outcome is how an admitted request ended, as its caller saw it.
+type Outcome struct {
+	// OK is false for a failed request: an error status (5xx), a
+	// transport failure or timeout, a client that gave up.
+	OK bool
+	// Excluded is time inside the request that says nothing about the
+	// service: spent blocked writing to a slow client, or a delay the
+	// caller injected (client shares). It is subtracted from the response
+	// and service times.
+	Excluded time.Duration
+	// NoSample marks a request whose duration says nothing about the
+	// service at all (a share rejection, a stream): it is counted but
+	// never a response-time or service-time sample.
+	NoSample bool
+}
+
+// Class returns the ticket's class index.
+func (t Ticket) Class() int { return t.class }
+
+// Start returns the time the request started service: it got its slot,
+// or was admitted when the stage has no concurrency limit.
+func (t Ticket) Start() time.Time { return t.start }
+
+// Arrival returns the time the request arrived at the stage.
+func (t Ticket) Arrival() time.Time { return t.arrival }
+
+// Held reports whether the ticket holds a concurrency slot of its stage.
+func (t Ticket) Held() bool { return t.held }
+
+// Finish records the end of the request at now and releases its slot,
+// which may go to a waiting request.
+//
+// The response time (now − arrival − Excluded) feeds the response-time
+// windows; the service time (now − start − Excluded) feeds the
+// service-time window of concurrency controllers. A failed request is
+// never a service-time sample, and is a response-time sample only when
+// its response time has already reached the controller's response-time
+// target: it is then certainly over target, a censored observation whose
+// true response time is at least that long. Without it a jammed backend,
+// where every request times out and nothing completes, would leave SEDA
+// and Yaksha with no samples and holding their setting. Faster failures
+// say nothing about response time and are left out, so a timeout or an
+// error never enters a window as a fast sample.
+func (t Ticket) Finish(now time.Time, o Outcome) {
+	s := t.s
+	if s == nil {
+		return
+	}
+	rt := now.Sub(t.arrival) - o.Excluded
+	sample := !o.NoSample && (o.OK || rt >= time.Duration(s.censorAt.Load()))
+	cs := s.classes[t.class]
+	cs.rec.Complete(rt, sample)
+	if s.agg != nil {
+		s.agg.Complete(rt, sample)
+	}
+	if !o.OK {
+		cs.errors.Add(1)
+		cs.rec.Fail()
+		if s.agg != nil {
+			s.agg.Fail()
+		}
+	} else if !o.NoSample && t.epoch == s.epoch.Load() {
+		s.svc.Record(now.Sub(t.start) - o.Excluded)
+	}
+	s.leaveService(t, now)
+}
+
+// Done is Finish at the wall clock's now with the given OK and no
+// excluded time: the stage API of code that is not an HTTP proxy.
+func (t Ticket) Done(ok bool) { t.Finish(time.Now(), Outcome{OK: ok}) }
+
+// Lifecycle is the state of one admitted request whose response may turn
+// into a long-lived stream (a WebSocket upgrade, an event stream, a
+// response longer than the stage's long_lived): active → streamed → done,
+// or active → done. The proxy and the middleware share it, so both count
+// streams the same way: a stream leaves service (its slot and the
+// in-flight count) when it becomes one, and is counted as completed, never
+// as a sample, when it ends. Its methods are safe for concurrent use and
+// take effect once.
+type Lifecycle struct {
+	t     Ticket
+	state atomic.Int32
+}
+
+const (
+	lcActive int32 = iota
+	lcStreamed
+	lcDone
+)
+
+// Reset starts the lifecycle of ticket t (for pooled holders).
+func (l *Lifecycle) Reset(t Ticket) {
+	l.t = t
+	l.state.Store(lcActive)
+}
+
+// Ticket returns the request's ticket.
+func (l *Lifecycle) Ticket() Ticket { return l.t }
+
+// Stream makes the request a stream at now: it leaves service and
+// releases its slot. It reports whether it did (false after the first
+// call, or once done).
+func (l *Lifecycle) Stream(now time.Time) bool {
+	if !l.state.CompareAndSwap(lcActive, lcStreamed) {
+		return false
+	}
+	if l.t.s != nil {
+		l.t.s.leaveService(l.t, now)
+	}
+	return true
+}
+
+// Streamed reports whether the request became a stream.
+func (l *Lifecycle) Streamed() bool { return l.state.Load() == lcStreamed }
+
+// Done ends the request at now with outcome o (a stream is never a
+// sample). It reports whether it did (false after the first call).
+func (l *Lifecycle) Done(now time.Time, o Outcome) bool {
+	if l.state.CompareAndSwap(lcActive, lcDone) {
+		l.t.Finish(now, o)
+		return true
+	}
+	if l.state.CompareAndSwap(lcStreamed, lcDone) {
+		l.t.finishStream(now, o.OK)
+		return true
+	}
+	return false
+}
+
+// finishStream counts the end of a request that already left service.
+func (t Ticket) finishStream(now time.Time, ok bool) {
+	s := t.s
+	if s == nil {
+		return
+	}
+	cs := s.classes[t.class]
+	cs.rec.Complete(0, false)
+	if s.agg != nil {
+		s.agg.Complete(0, false)
+	}
+	if !ok {
+		cs.errors.Add(1)
+		cs.rec.Fail()
+		if s.agg != nil {
+			s.agg.Fail()
+		}
+	}
+}
