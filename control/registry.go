@@ -20,6 +20,7 @@ type Config interface {
 
 // registry maps configuration names to constructors of default configs.
 var registry = map[string]func() Config{
+	"auto":               func() Config { c := DefaultAutoConfig(); return &c },
 	"kihl":               func() Config { c := DefaultKihlConfig(); return &c },
 	"yaksha":             func() Config { c := DefaultYakshaConfig(); return &c },
 	"seda":               func() Config { c := DefaultSEDAConfig(); return &c },

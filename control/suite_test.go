@@ -30,6 +30,7 @@ func catalogue(t testing.TB) map[string]func() sluice.Controller {
 		}
 	}
 	return map[string]func() sluice.Controller{
+		"auto":   mk("auto", nil),
 		"kihl":   mk("kihl", nil),
 		"yaksha": mk("yaksha", func(c Config) { c.(*YakshaConfig).Tref = 150 * time.Millisecond }),
 		"yaksha-static": mk("yaksha", func(c Config) {
@@ -68,6 +69,9 @@ func randomMeasurements(r *rand.Rand, classes int) sluice.Measurements {
 		Elapsed: time.Duration(r.IntN(3000)) * time.Millisecond, Class: r.IntN(classes+1) - r.IntN(2),
 		Arrivals: f(500), Admitted: f(500), Rejected: f(50), Completed: f(500),
 		Samples: f(200), MeanRT: f(2), P90RT: f(4), Utilization: f(1.2), Queue: f(300),
+		InFlight: f(100), MaxInFlight: f(200), ServiceSamples: f(100), ServiceMean: f(1), ServiceP50: f(1),
+		ServiceP90: f(2), ServiceP99: f(3), ServiceMin: f(0.5), QueueWaitMean: f(0.5), QueueWaitMin: f(0.2),
+		Expired: f(10),
 	}
 	return m
 }

@@ -19,6 +19,7 @@ var (
 	_ Targeted = (*SEDA)(nil)
 	_ Targeted = (*Degrader)(nil)
 	_ Targeted = (*Yaksha)(nil)
+	_ Targeted = (*Auto)(nil)
 )
 
 func checkTarget(target time.Duration) error {

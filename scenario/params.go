@@ -170,6 +170,27 @@ func (ps *Params) Choice(p *string, name, def string, choices []string, doc stri
 	})
 }
 
+// Subset declares a comma-separated list of distinct elements of
+// choices, at least one, kept in the order given.
+func (ps *Params) Subset(p *[]string, name string, def, choices []string, doc string) {
+	*p = slices.Clone(def)
+	ps.declare(name, "list of "+strings.Join(choices, "|"), strings.Join(def, ","), doc, func(s string) error {
+		var out []string
+		for _, f := range strings.Split(s, ",") {
+			f = strings.TrimSpace(f)
+			switch {
+			case !slices.Contains(choices, f):
+				return fmt.Errorf("%q is not one of %s", f, strings.Join(choices, ", "))
+			case slices.Contains(out, f):
+				return fmt.Errorf("%q is listed twice", f)
+			}
+			out = append(out, f)
+		}
+		*p = out
+		return nil
+	})
+}
+
 // Bool declares a boolean parameter (true/false, 1/0).
 func (ps *Params) Bool(p *bool, name string, def bool, doc string) {
 	*p = def

@@ -14,4 +14,5 @@ var registry = []func() Scenario{
 	voigtStep,
 	voigtBandwidth,
 	lijaminEpochs,
+	adaptivePhasesScenario,
 }

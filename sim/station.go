@@ -171,6 +171,19 @@ func NewFIFO(e *Engine, cfg FIFOConfig) (*FIFO, error) {
 // Config returns the station's configuration.
 func (f *FIFO) Config() FIFOConfig { return f.cfg }
 
+// SetServers changes the number of servers at Now (a service that gains
+// or loses parallelism). More servers start waiting jobs at once; fewer
+// take effect as jobs in service finish. n must be ≥ 1.
+func (f *FIFO) SetServers(n int) error {
+	if n < 1 {
+		return fmt.Errorf("sim: SetServers(%d): must be ≥ 1", n)
+	}
+	f.touch()
+	f.cfg.Servers = n
+	f.dispatch()
+	return nil
+}
+
 func (f *FIFO) touch() {
 	now := f.e.Now()
 	f.area += (now - f.last).Seconds() * float64(f.busy) / float64(f.cfg.Servers)

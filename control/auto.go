@@ -1,0 +1,393 @@
+package control
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// AutoConfig configures the auto controller. Only the objective has to be
+// chosen; DefaultAutoConfig gives working values for the rest.
+type AutoConfig struct {
+	// SLO is the objective: the response time admitted answers must meet
+	// (default 500ms). auto keeps the stage's queue short enough that an
+	// admitted request's wait plus its service time stays below it, and
+	// rejects at once what would not.
+	SLO time.Duration `yaml:"slo" json:"slo"`
+	// Period is how often the controller steps (default 100ms).
+	Period time.Duration `yaml:"period" json:"period"`
+	// InitialLimit is the concurrency limit before anything is known
+	// (default 16).
+	InitialLimit float64 `yaml:"initial_limit" json:"initial_limit"`
+	// MinLimit and MaxLimit bound the limit (defaults 1 and 10000).
+	MinLimit float64 `yaml:"min_limit" json:"min_limit"`
+	MaxLimit float64 `yaml:"max_limit" json:"max_limit"`
+	// HighProbe > 1 is the ratio of the high probe to the limit: it asks
+	// whether more concurrency brings more throughput (default 1.5).
+	HighProbe float64 `yaml:"high_probe" json:"high_probe"`
+	// LowProbe > 1 divides the limit for the low probe: it asks whether
+	// less concurrency would do (default 1.25).
+	LowProbe float64 `yaml:"low_probe" json:"low_probe"`
+	// MinCompletions is the number of successful completions a window
+	// needs before it is judged (default 100), unless it has run for
+	// MaxWindow (default 1s).
+	MinCompletions int           `yaml:"min_completions" json:"min_completions"`
+	MaxWindow      time.Duration `yaml:"max_window" json:"max_window"`
+	// StandingWait is the longest a request may wait in a standing queue
+	// (offered load above what the limit serves, or a queue that never
+	// emptied in the last step); 0 (the default) means one mean service
+	// time, enough to keep the service busy. Otherwise a request may wait
+	// for the whole SLO budget, to absorb a burst.
+	StandingWait time.Duration `yaml:"standing_wait" json:"standing_wait"`
+}
+
+// DefaultAutoConfig returns the defaults: SLO 500ms, steps of 100ms,
+// initial limit 16 within [1, 10000], probes at L·1.5 and L/1.25, windows
+// of 100 completions or 1s.
+func DefaultAutoConfig() AutoConfig {
+	return AutoConfig{SLO: 500 * time.Millisecond, Period: 100 * time.Millisecond, InitialLimit: 16,
+		MinLimit: 1, MaxLimit: 10000, HighProbe: 1.5, LowProbe: 1.5, MinCompletions: 200, MaxWindow: time.Second}
+}
+
+// Validate reports the first invalid field.
+func (c *AutoConfig) Validate() error {
+	if err := checkTarget(c.SLO); err != nil {
+		return badField("slo", c.SLO, "must be a positive duration such as 250ms")
+	}
+	if err := checkPeriod("period", c.Period); err != nil {
+		return err
+	}
+	if !sluice.Finite(c.MinLimit) || c.MinLimit < 1 {
+		return badField("min_limit", c.MinLimit, "must be ≥ 1")
+	}
+	if !sluice.Finite(c.MaxLimit) || c.MaxLimit < c.MinLimit {
+		return badField("max_limit", c.MaxLimit, fmt.Sprintf("must be ≥ min_limit (%g)", c.MinLimit))
+	}
+	if err := checkRange("initial_limit", c.InitialLimit, c.MinLimit, c.MaxLimit); err != nil {
+		return err
+	}
+	if !sluice.Finite(c.HighProbe) || c.HighProbe <= 1 || c.HighProbe > 4 {
+		return badField("high_probe", c.HighProbe, "must be within (1, 4]")
+	}
+	if !sluice.Finite(c.LowProbe) || c.LowProbe <= 1 || c.LowProbe > 4 {
+		return badField("low_probe", c.LowProbe, "must be within (1, 4]")
+	}
+	if c.MinCompletions < 1 {
+		return badField("min_completions", c.MinCompletions, "must be ≥ 1")
+	}
+	if c.MaxWindow < c.Period {
+		return badField("max_window", c.MaxWindow, fmt.Sprintf("must be ≥ period (%v)", c.Period))
+	}
+	if c.StandingWait < 0 || c.StandingWait >= c.SLO {
+		return badField("standing_wait", c.StandingWait, "must be ≥ 0 and below slo")
+	}
+	return nil
+}
+
+// New validates the configuration and returns a controller.
+func (c *AutoConfig) New() (sluice.Controller, error) { return NewAuto(*c) }
+
+// Auto is sluice's own adaptive mode, told only the objective (SLO). It
+// combines a concurrency limit that finds the service's useful
+// concurrency by itself with a short, deadline-bounded wait queue in
+// front of it.
+//
+// The limit L caps the requests in service. A concurrency limit follows a
+// service that gets slower or faster by itself (the same L serves fewer or
+// more requests per second), so L only has to track the service's
+// parallelism W: the number in service beyond which the service time
+// grows instead of the throughput X. While demand fills the limit, auto
+// measures X in windows of MinCompletions completions (or MaxWindow),
+// each after the number in service has settled on the window's limit, in
+// the cycle
+//
+//	base (L) → high probe (a·L) → base → low probe (L/b) → …
+//
+// and compares each probe with the base window before it:
+//
+//	X_high/X_base ≥ 1 + (a−1)/2   ⇒  L ← a·L (the service was not
+//	                                  saturated; the high probe's gain
+//	                                  doubles while growth repeats)
+//	X_low/X_base  ≥ 1 − (1−1/b)/4 ⇒  L ← L/b (less concurrency would do)
+//
+// and holds L otherwise. The thresholds are a fixed fraction of the change
+// each probe could make, so the same test works whatever the service's
+// speed, and a change of capacity between two windows moves both ratios
+// the same way. At equilibrium L sits just above b·W: the low probe finds
+// the knee, the service stays busy, and the queue inside the service
+// stays below (a·b − 1)·W during a high probe and (b − 1)·W otherwise.
+// The limit is clamped to [MinLimit, MaxLimit].
+//
+// The wait queue is the stage's (class 0 first; a full queue sheds the
+// lowest class). Each step sets how long a new arrival may wait,
+//
+//	MaxWait = SLO − R̂99 for a burst,
+//	MaxWait = min(StandingWait or R̂, SLO − R̂99) while the queue stands,
+//
+// where R̂ and R̂99 are running means of the mean and p99 service time;
+// the queue stands when the offered rate exceeds the drain rate L/R̂ or it
+// did not empty in the last step. The stage rejects at once a request
+// whose predicted wait (ahead+1)·R̂/L exceeds MaxWait. So a flash crowd is
+// cut at the queue, at once, by the requests' own count rather than a
+// lagging percentile; admitted answers meet the SLO; and a standing
+// overload keeps only about L requests queued (CoDel's lesson: a standing
+// queue adds latency and no throughput).
+//
+// Without samples (no traffic, or a service whose requests all fail or
+// time out) and while demand does not fill the limit, auto holds L: it
+// never drifts to its floor or up for lack of evidence, and rejections,
+// failures and timeouts are never samples. It needs no response-time
+// target for its limit, has no integrator to wind up, and runs the same
+// live and in the simulator.
+type Auto struct {
+	cfg     AutoConfig
+	limit   float64 // L
+	gain    float64 // the high probe's gain a (doubles while growth repeats)
+	pending bool    // a high probe gained; the next one confirms
+	step    int     // position in the cycle: base, high, base, high, base, low
+	win     autoWindow
+	base    autoWindow // the last judged base window
+	rMean   float64    // R̂, s (NaN until known)
+	rP99    float64    // R̂99, s
+	cur     sluice.Decision
+}
+
+// autoWindow accumulates the measurements of one window.
+type autoWindow struct {
+	limit    float64 // the window's limit
+	settled  bool    // the settling part is over: measuring
+	elapsed  float64 // s
+	done     float64 // successful completions
+	inFlight float64 // ∫ n dt, request·s
+	samples  float64 // service-time samples
+	sumR     float64 // Σ samples·mean service time, s
+}
+
+func (w autoWindow) x() float64     { return w.done / w.elapsed }
+func (w autoWindow) meanN() float64 { return w.inFlight / w.elapsed }
+func (w autoWindow) meanR() float64 { return w.sumR / w.samples }
+
+var _ sluice.Controller = (*Auto)(nil)
+
+// NewAuto returns an auto controller for a validated copy of cfg.
+func NewAuto(cfg AutoConfig) (*Auto, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	a := &Auto{cfg: cfg, limit: cfg.InitialLimit, gain: cfg.HighProbe, rMean: math.NaN(), rP99: math.NaN()}
+	a.win.limit = a.windowLimit()
+	a.cur = sluice.Decision{Controller: "auto", Kind: sluice.KindConcurrency, Old: a.win.limit, New: a.win.limit,
+		MaxWait: cfg.SLO / 2, Acted: true,
+		Reason: fmt.Sprintf("initial: limit %g; nothing measured yet, a request may wait up to SLO/2 = %v", cfg.InitialLimit, cfg.SLO/2)}
+	return a, nil
+}
+
+// Period returns the step period.
+func (a *Auto) Period() time.Duration { return a.cfg.Period }
+
+// Current returns the setting in force.
+func (a *Auto) Current() sluice.Decision { return a.cur }
+
+// Target returns the SLO (auto is Targeted: the admin API changes it).
+func (a *Auto) Target() time.Duration { return a.cfg.SLO }
+
+// SetTarget sets the SLO from the next step on.
+func (a *Auto) SetTarget(slo time.Duration) error {
+	if err := checkTarget(slo); err != nil {
+		return badField("slo", slo, "must be a positive duration such as 250ms")
+	}
+	if a.cfg.StandingWait >= slo {
+		return badField("slo", slo, fmt.Sprintf("must be above standing_wait (%v)", a.cfg.StandingWait))
+	}
+	a.cfg.SLO = slo
+	return nil
+}
+
+// Limit returns L, the concurrency limit the probes are taken around.
+func (a *Auto) Limit() float64 { return a.limit }
+
+// Estimates returns the controller's estimates for the admin API: the
+// limit L, the throughput of the last base window in req/s, and the
+// running mean and p99 service times in seconds (NaN while unknown).
+func (a *Auto) Estimates() map[string]float64 {
+	return map[string]float64{"limit": a.limit, "throughput_rps": a.base.x(),
+		"service_mean_s": a.rMean, "service_p99_s": a.rP99}
+}
+
+// windowLimit returns the limit of the window at the current step.
+func (a *Auto) windowLimit() float64 {
+	switch a.step {
+	case 1, 3:
+		return clamp(math.Ceil(a.limit*a.gain), a.cfg.MinLimit, a.cfg.MaxLimit)
+	case 5:
+		return clamp(math.Round(a.limit/a.cfg.LowProbe), a.cfg.MinLimit, a.cfg.MaxLimit)
+	}
+	return clamp(math.Round(a.limit), a.cfg.MinLimit, a.cfg.MaxLimit)
+}
+
+// Update runs one step: it settles or measures the window in progress,
+// judges it once it is complete, and sets the limit and the queue policy.
+func (a *Auto) Update(now time.Time, m sluice.Measurements) sluice.Decision {
+	old := a.cur.New
+	if n := m.ServiceSamples; n > 0 && usable(m.ServiceMean) && usable(m.ServiceP99) {
+		a.rMean = ewma(a.rMean, m.ServiceMean, 0.3)
+		a.rP99 = ewma(a.rP99, m.ServiceP99, 0.3)
+	}
+	el := m.Elapsed.Seconds()
+	if !(el > 0) || !sluice.Finite(el) {
+		el = 0
+	}
+	why, fence := "", false
+	if !a.win.settled {
+		// A window starts by settling: the number in service reaches the
+		// new limit (requests admitted under the old one leave), for at
+		// least one service time and one step.
+		a.win.elapsed += el
+		settle := a.cfg.Period.Seconds()
+		if usable(a.rMean) {
+			settle = math.Max(settle, a.rMean)
+		}
+		drained := !usable(m.MaxInFlight) || m.MaxInFlight <= a.win.limit
+		if a.win.elapsed >= settle-1e-9 && drained {
+			a.win = autoWindow{limit: a.win.limit, settled: true}
+			fence = true
+			why = fmt.Sprintf("window %g settled; measuring", a.win.limit)
+		} else {
+			why = fmt.Sprintf("window %g settling", a.win.limit)
+		}
+	} else {
+		a.win.elapsed += el
+		if usable(m.InFlight) {
+			a.win.inFlight += m.InFlight * el
+		}
+		if ok := m.Completed - math.Max(m.Failed, 0); usable(ok) {
+			a.win.done += ok
+		}
+		if n := m.ServiceSamples; n > 0 && usable(m.ServiceMean) {
+			a.win.samples += n
+			a.win.sumR += n * m.ServiceMean
+		}
+		minTime := a.cfg.Period.Seconds()
+		if usable(a.rMean) {
+			minTime = math.Max(minTime, 2*a.rMean)
+		}
+		full := a.win.done >= float64(a.cfg.MinCompletions) && a.win.elapsed >= minTime-1e-9
+		if full || a.win.elapsed >= a.cfg.MaxWindow.Seconds()-1e-9 {
+			why = a.judge()
+			a.win = autoWindow{limit: a.windowLimit()}
+		} else {
+			why = fmt.Sprintf("window %g measuring (%g of %d completions)", a.win.limit, a.win.done, a.cfg.MinCompletions)
+		}
+	}
+	limit := a.win.limit
+	maxWait, drain, queue := a.queuePolicy(m, limit)
+	a.cur = decision(now, "auto", sluice.KindConcurrency, m, old, limit, limit != old, why+"; "+queue)
+	a.cur.MaxWait, a.cur.Drain, a.cur.Fence = maxWait, drain, fence
+	return a.cur
+}
+
+// judge ends the window in progress and moves the cycle (and maybe L).
+func (a *Auto) judge() string {
+	w := a.win
+	x, n := w.x(), w.meanN()
+	if w.done < 10 || !usable(x) {
+		a.step = 0
+		return fmt.Sprintf("hold L %.4g: window %g without enough completions (%g)", a.limit, w.limit, w.done)
+	}
+	if n < 0.8*w.limit {
+		// Demand did not fill the window: it says nothing about the
+		// service's parallelism.
+		a.step, a.gain = 0, a.cfg.HighProbe
+		return fmt.Sprintf("hold L %.4g: demand below the limit (n̄ %.3g of %g, %.4g req/s)", a.limit, n, w.limit, x)
+	}
+	switch a.step {
+	case 0, 2, 4:
+		a.base = w
+		a.step++
+		// Little's law above the knee: R = L/X. A limit whose service time
+		// alone eats more than a quarter of the SLO queues inside the
+		// service for nothing: cut it in proportion.
+		if r := w.meanR(); w.samples > 0 && r > a.cfg.SLO.Seconds()/4 && a.limit > 2*a.cfg.MinLimit {
+			old := a.limit
+			a.limit = clamp(a.limit*a.cfg.SLO.Seconds()/(4*r), math.Max(a.cfg.MinLimit, a.limit/2), a.cfg.MaxLimit)
+			a.step = 0
+			return fmt.Sprintf("L %.4g → %.4g: base %g: service time %s is over SLO/4 (%.4g req/s)", old, a.limit, w.limit, fmtSec(r), x)
+		}
+		return fmt.Sprintf("base %g: %.4g req/s, n̄ %.3g, R %s", w.limit, x, n, fmtSec(w.meanR()))
+	case 1, 3:
+		a.step++
+		r := x / a.base.x()
+		old := a.limit
+		if r < 1+(a.gain-1)/2 {
+			a.gain, a.pending = a.cfg.HighProbe, false
+			return fmt.Sprintf("hold L %.4g: high probe %g gave %.4g req/s vs %.4g at %g (×%.3f)", a.limit, w.limit, x, a.base.x(), a.base.limit, r)
+		}
+		if !a.pending {
+			// One window's gain may be noise: probe again before growing.
+			a.pending = true
+			return fmt.Sprintf("L %.4g: high probe %g gave %.4g req/s vs %.4g at %g (×%.3f): confirm", a.limit, w.limit, x, a.base.x(), a.base.limit, r)
+		}
+		// X ∝ min(n, W): below the knee the gain measures W itself,
+		// W ≈ r·L (a lower bound when the gain is whole).
+		a.pending = false
+		a.limit = clamp(math.Max(a.limit, math.Min(r, a.gain)*a.base.limit), a.cfg.MinLimit, a.cfg.MaxLimit)
+		if r >= 0.9*a.gain {
+			a.gain = math.Min(4, a.gain*2)
+		}
+		return fmt.Sprintf("L %.4g → %.4g: high probe %g gave %.4g req/s vs %.4g at %g (×%.3f): grow", old, a.limit, w.limit, x, a.base.x(), a.base.limit, r)
+	default:
+		a.step = 0
+		r := x / a.base.x()
+		old := a.limit
+		loss := 1 - 1/a.cfg.LowProbe // the most the low probe can lose
+		switch {
+		case r >= 1-loss/4:
+			a.limit = clamp(a.limit/math.Sqrt(a.cfg.LowProbe), a.cfg.MinLimit, a.cfg.MaxLimit)
+			return fmt.Sprintf("L %.4g → %.4g: low probe %g kept %.4g req/s vs %.4g at %g (×%.3f): shrink", old, a.limit, w.limit, x, a.base.x(), a.base.limit, r)
+		case r < 1-loss*3/4:
+			a.limit = clamp(a.limit*math.Sqrt(a.cfg.LowProbe), a.cfg.MinLimit, a.cfg.MaxLimit)
+			return fmt.Sprintf("L %.4g → %.4g: low probe %g lost: %.4g req/s vs %.4g at %g (×%.3f): the knee is close, step back", old, a.limit, w.limit, x, a.base.x(), a.base.limit, r)
+		}
+		return fmt.Sprintf("hold L %.4g: low probe %g gave %.4g req/s vs %.4g at %g (×%.3f)", a.limit, w.limit, x, a.base.x(), a.base.limit, r)
+	}
+}
+
+// queuePolicy returns the wait allowed to new arrivals, the drain rate for
+// predictive rejection, and a phrase for the reason.
+func (a *Auto) queuePolicy(m sluice.Measurements, limit float64) (time.Duration, float64, string) {
+	slo := a.cfg.SLO.Seconds()
+	if !usable(a.rMean) || a.rMean <= 0 {
+		w := a.cfg.SLO / 2
+		return w, 0, fmt.Sprintf("queue: wait ≤ %v (no service time yet)", w)
+	}
+	budget := slo - a.rP99
+	if budget <= 0.001 {
+		return -1, 0, fmt.Sprintf("queue: none (service p99 %s leaves no room below the SLO %v)", fmtSec(a.rP99), a.cfg.SLO)
+	}
+	drain := limit / a.rMean
+	wait, kind := budget, "burst"
+	offered := math.NaN()
+	if el := m.Elapsed.Seconds(); el > 0 {
+		offered = m.Arrivals / el
+	}
+	if q := m.QueueWaitMin; usable(q) && q > 0 || usable(offered) && offered > drain {
+		sw := a.cfg.StandingWait.Seconds()
+		if sw == 0 {
+			sw = a.rMean
+		}
+		wait, kind = math.Min(math.Max(sw, 0.001), budget), "standing"
+	}
+	d := time.Duration(wait * float64(time.Second)).Round(time.Microsecond)
+	return d, drain, fmt.Sprintf("queue (%s): wait ≤ %v, drain %s (SLO %v, service mean %s p99 %s)",
+		kind, d, fmtRate(drain), a.cfg.SLO, fmtSec(a.rMean), fmtSec(a.rP99))
+}
+
+// ewma returns a·x + (1−a)·prev, or x when prev is NaN.
+func ewma(prev, x, a float64) float64 {
+	if math.IsNaN(prev) {
+		return x
+	}
+	return a*x + (1-a)*prev
+}

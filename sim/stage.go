@@ -1,0 +1,117 @@
+package sim
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/gate"
+	"github.com/sluicehq/sluice/stage"
+)
+
+// Stage is a Handler that puts each request through a stage.Stage, the
+// very stage the proxy and the middleware drive, in virtual time: the
+// stage's gate and wait queue decide (Stage.Arrive with the engine's
+// clock), admitted requests go on to Next holding their ticket, a queued
+// request waits for its slot or its deadline, and every finished request
+// ends its ticket at the virtual time it finished. A ticker calls the
+// stage's Step as the live runner does (every period, or every
+// stage.MaxPoll for a sample-triggered controller), so its controller runs
+// exactly as it runs live.
+//
+// A request that Next finishes Completed is a success; any other outcome
+// is a failure. Rejected and dropped requests finish Rejected.
+type Stage struct {
+	e       *Engine
+	st      *stage.Stage
+	next    Handler
+	classOf func(r *Request) int
+	ticker  *Ticker
+	// OnStep, if set, sees the decisions of every step.
+	OnStep func(now time.Duration, ds []sluice.Decision)
+}
+
+// NewStage returns a handler driving st on e, passing admitted requests to
+// next (nil completes them). classOf maps a request to the stage's class
+// (nil: Request.Class). It starts the stage's step ticker at Now.
+func NewStage(e *Engine, st *stage.Stage, next Handler, classOf func(r *Request) int) (*Stage, error) {
+	if err := checkEngine("NewStage", e); err != nil {
+		return nil, err
+	}
+	if st == nil {
+		return nil, fmt.Errorf("sim: NewStage: nil stage")
+	}
+	s := &Stage{e: e, st: st, next: next, classOf: classOf}
+	poll := st.Period()
+	if st.Triggered() && poll > stage.MaxPoll {
+		poll = stage.MaxPoll
+	}
+	t, err := e.Every(poll, s.step)
+	if err != nil {
+		return nil, err
+	}
+	s.ticker = t
+	return s, nil
+}
+
+func (s *Stage) step() {
+	ds := s.st.Step(s.e.Time())
+	if s.OnStep != nil && len(ds) > 0 {
+		s.OnStep(s.e.Now(), ds)
+	}
+}
+
+// Stop stops stepping the stage.
+func (s *Stage) Stop() { s.ticker.Stop() }
+
+// simWait is a request waiting for a slot.
+type simWait struct {
+	stage.Wait
+	s     *Stage
+	r     *Request
+	timer Timer
+}
+
+// Granted starts the request's service with its ticket.
+func (w *simWait) Granted(t stage.Ticket) {
+	w.timer.Stop()
+	w.s.serve(w.r, t)
+}
+
+// Dropped finishes the request as rejected.
+func (w *simWait) Dropped(error) {
+	w.timer.Stop()
+	w.r.Finish(w.s.e.Now(), Rejected)
+}
+
+// Handle decides r.
+func (s *Stage) Handle(r *Request) {
+	c := r.Class
+	if s.classOf != nil {
+		c = s.classOf(r)
+	}
+	w := &simWait{s: s, r: r}
+	w.Notify = w
+	t, o := s.st.Arrive(s.e.Time(), c, &w.Wait)
+	switch o {
+	case gate.Admitted:
+		s.serve(r, t)
+	case gate.Rejected:
+		r.Finish(s.e.Now(), Rejected)
+	default:
+		w.timer = s.e.After(w.Deadline.Sub(s.e.Time()), func() {
+			if s.st.Leave(s.e.Time(), &w.Wait, true) {
+				r.Finish(s.e.Now(), Rejected)
+			}
+		})
+	}
+}
+
+// serve runs an admitted request through next and ends its ticket when it
+// finishes.
+func (s *Stage) serve(r *Request, t stage.Ticket) {
+	r.Defer(func(r *Request) {
+		t.Finish(s.e.Time(), stage.Outcome{OK: r.Outcome == Completed})
+	})
+	pass(s.e, s.next, r)
+}
