@@ -28,6 +28,7 @@ var registry = map[string]func() Config{
 	"static-rate":        func() Config { c := DefaultStaticRateConfig(); return &c },
 	"static-concurrency": func() Config { c := DefaultStaticConcurrencyConfig(); return &c },
 	"none":               func() Config { c := DefaultNoneConfig(); return &c },
+	"gradient2":          func() Config { c := DefaultGradient2Config(); return &c },
 }
 
 // Names returns the registered controller names, sorted.

@@ -50,6 +50,7 @@ func catalogue(t testing.TB) map[string]func() sluice.Controller {
 		"static-rate":        mk("static-rate", func(c Config) { c.(*StaticRateConfig).Rate = 100 }),
 		"static-concurrency": mk("static-concurrency", func(c Config) { c.(*StaticConcurrencyConfig).Limit = 10 }),
 		"none":               mk("none", nil),
+		"gradient2":          mk("gradient2", nil),
 	}
 }
 
@@ -68,6 +69,9 @@ func randomMeasurements(r *rand.Rand, classes int) sluice.Measurements {
 		Elapsed: time.Duration(r.IntN(3000)) * time.Millisecond, Class: r.IntN(classes+1) - r.IntN(2),
 		Arrivals: f(500), Admitted: f(500), Rejected: f(50), Completed: f(500),
 		Samples: f(200), MeanRT: f(2), P90RT: f(4), Utilization: f(1.2), Queue: f(300),
+		Failed: f(50), InFlight: f(300), MaxInFlight: f(400), ServiceSamples: f(200),
+		ServiceMean: f(2), ServiceP50: f(2), ServiceP90: f(4), ServiceP99: f(8), ServiceMin: f(1),
+		QueueWaitMean: f(1), QueueWaitMin: f(0.5), Expired: f(20),
 	}
 	return m
 }
@@ -114,7 +118,9 @@ func TestSuiteBoundedOutputs(t *testing.T) {
 			// Each weird value alone in every field.
 			for _, w := range weird {
 				m := sluice.Measurements{Elapsed: time.Second, Arrivals: w, Admitted: w, Rejected: w, Completed: w,
-					Samples: w, MeanRT: w, P90RT: w, Utilization: w, Queue: w}
+					Samples: w, MeanRT: w, P90RT: w, Utilization: w, Queue: w,
+					Failed: w, InFlight: w, MaxInFlight: w, ServiceSamples: w, ServiceMean: w, ServiceP50: w,
+					ServiceP90: w, ServiceP99: w, ServiceMin: w, QueueWaitMean: w, QueueWaitMin: w, Expired: w}
 				checkBounded(t, name, c.Update(at(5000), m))
 			}
 		})
