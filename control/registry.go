@@ -29,6 +29,7 @@ var registry = map[string]func() Config{
 	"static-concurrency": func() Config { c := DefaultStaticConcurrencyConfig(); return &c },
 	"none":               func() Config { c := DefaultNoneConfig(); return &c },
 	"gradient2":          func() Config { c := DefaultGradient2Config(); return &c },
+	"envoy-gradient":     func() Config { c := DefaultEnvoyGradientConfig(); return &c },
 }
 
 // Names returns the registered controller names, sorted.

@@ -51,6 +51,7 @@ func catalogue(t testing.TB) map[string]func() sluice.Controller {
 		"static-concurrency": mk("static-concurrency", func(c Config) { c.(*StaticConcurrencyConfig).Limit = 10 }),
 		"none":               mk("none", nil),
 		"gradient2":          mk("gradient2", nil),
+		"envoy-gradient":     mk("envoy-gradient", nil),
 	}
 }
 
