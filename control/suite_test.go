@@ -52,6 +52,7 @@ func catalogue(t testing.TB) map[string]func() sluice.Controller {
 		"none":               mk("none", nil),
 		"gradient2":          mk("gradient2", nil),
 		"envoy-gradient":     mk("envoy-gradient", nil),
+		"bbr":                mk("bbr", nil),
 	}
 }
 
