@@ -96,6 +96,10 @@ func checkBounded(t *testing.T, name string, d sluice.Decision) {
 		if d.New > 1e6 {
 			t.Fatalf("%s: rate %v above every configured max", name, d.New)
 		}
+	case sluice.KindConcurrency:
+		if d.New < 1 {
+			t.Fatalf("%s: concurrency limit %v < 1 would admit nothing", name, d.New)
+		}
 	}
 	if d.Quality > 1 {
 		t.Fatalf("%s: quality %v > 1", name, d.Quality)
