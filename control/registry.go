@@ -29,6 +29,9 @@ var registry = map[string]func() Config{
 	"static-rate":        func() Config { c := DefaultStaticRateConfig(); return &c },
 	"static-concurrency": func() Config { c := DefaultStaticConcurrencyConfig(); return &c },
 	"none":               func() Config { c := DefaultNoneConfig(); return &c },
+	"gradient2":          func() Config { c := DefaultGradient2Config(); return &c },
+	"envoy-gradient":     func() Config { c := DefaultEnvoyGradientConfig(); return &c },
+	"bbr":                func() Config { c := DefaultBBRConfig(); return &c },
 }
 
 // Names returns the registered controller names, sorted.

@@ -51,6 +51,9 @@ func catalogue(t testing.TB) map[string]func() sluice.Controller {
 		"static-rate":        mk("static-rate", func(c Config) { c.(*StaticRateConfig).Rate = 100 }),
 		"static-concurrency": mk("static-concurrency", func(c Config) { c.(*StaticConcurrencyConfig).Limit = 10 }),
 		"none":               mk("none", nil),
+		"gradient2":          mk("gradient2", nil),
+		"envoy-gradient":     mk("envoy-gradient", nil),
+		"bbr":                mk("bbr", nil),
 	}
 }
 
@@ -69,9 +72,9 @@ func randomMeasurements(r *rand.Rand, classes int) sluice.Measurements {
 		Elapsed: time.Duration(r.IntN(3000)) * time.Millisecond, Class: r.IntN(classes+1) - r.IntN(2),
 		Arrivals: f(500), Admitted: f(500), Rejected: f(50), Completed: f(500),
 		Samples: f(200), MeanRT: f(2), P90RT: f(4), Utilization: f(1.2), Queue: f(300),
-		InFlight: f(100), MaxInFlight: f(200), ServiceSamples: f(100), ServiceMean: f(1), ServiceP50: f(1),
-		ServiceP90: f(2), ServiceP99: f(3), ServiceMin: f(0.5), QueueWaitMean: f(0.5), QueueWaitMin: f(0.2),
-		Expired: f(10),
+		Failed: f(50), InFlight: f(300), MaxInFlight: f(400), ServiceSamples: f(200),
+		ServiceMean: f(2), ServiceP50: f(2), ServiceP90: f(4), ServiceP99: f(8), ServiceMin: f(1),
+		QueueWaitMean: f(1), QueueWaitMin: f(0.5), Expired: f(20),
 	}
 	return m
 }
@@ -93,6 +96,10 @@ func checkBounded(t *testing.T, name string, d sluice.Decision) {
 	case sluice.KindRate:
 		if d.New > 1e6 {
 			t.Fatalf("%s: rate %v above every configured max", name, d.New)
+		}
+	case sluice.KindConcurrency:
+		if d.New < 1 {
+			t.Fatalf("%s: concurrency limit %v < 1 would admit nothing", name, d.New)
 		}
 	}
 	if d.Quality > 1 {
@@ -118,7 +125,9 @@ func TestSuiteBoundedOutputs(t *testing.T) {
 			// Each weird value alone in every field.
 			for _, w := range weird {
 				m := sluice.Measurements{Elapsed: time.Second, Arrivals: w, Admitted: w, Rejected: w, Completed: w,
-					Samples: w, MeanRT: w, P90RT: w, Utilization: w, Queue: w}
+					Samples: w, MeanRT: w, P90RT: w, Utilization: w, Queue: w,
+					Failed: w, InFlight: w, MaxInFlight: w, ServiceSamples: w, ServiceMean: w, ServiceP50: w,
+					ServiceP90: w, ServiceP99: w, ServiceMin: w, QueueWaitMean: w, QueueWaitMin: w, Expired: w}
 				checkBounded(t, name, c.Update(at(5000), m))
 			}
 		})
