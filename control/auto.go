@@ -145,7 +145,7 @@ type Auto struct {
 	cfg     AutoConfig
 	limit   float64 // L
 	gain    float64 // the high probe's gain a (doubles while growth repeats)
-	pending bool    // a high probe gained; the next one confirms
+	pending bool    // the last high probe gained: the next gain is growth
 	step    int     // position in the cycle: base, high, base, high, base, low
 	win     autoWindow
 	base    autoWindow // the last judged base window
@@ -320,7 +320,7 @@ func (a *Auto) judge() string {
 		a.step++
 		r := x / a.base.x()
 		old := a.limit
-		if r < 1+(a.gain-1)/2 {
+		if r < 1+(a.cfg.HighProbe-1)/2 {
 			a.gain, a.pending = a.cfg.HighProbe, false
 			return fmt.Sprintf("hold L %.4g: high probe %g gave %.4g req/s vs %.4g at %g (×%.3f)", a.limit, w.limit, x, a.base.x(), a.base.limit, r)
 		}
@@ -329,14 +329,19 @@ func (a *Auto) judge() string {
 			a.pending = true
 			return fmt.Sprintf("L %.4g: high probe %g gave %.4g req/s vs %.4g at %g (×%.3f): confirm", a.limit, w.limit, x, a.base.x(), a.base.limit, r)
 		}
-		// X ∝ min(n, W): below the knee the gain measures W itself,
-		// W ≈ r·L (a lower bound when the gain is whole).
-		a.pending = false
-		a.limit = clamp(math.Max(a.limit, math.Min(r, a.gain)*a.base.limit), a.cfg.MinLimit, a.cfg.MaxLimit)
-		if r >= 0.9*a.gain {
+		if r >= 0.9*w.limit/a.base.limit {
+			// The whole gain: W is at least the probe. Take it as the new
+			// limit and base, and probe twice as far next (slow start).
+			a.limit = clamp(math.Max(a.limit, w.limit), a.cfg.MinLimit, a.cfg.MaxLimit)
 			a.gain = math.Min(4, a.gain*2)
+			a.base, a.step = w, 1
+			return fmt.Sprintf("L %.4g → %.4g: high probe %g gave %.4g req/s vs %.4g at %g (×%.3f): grow, next probe ×%g", old, a.limit, w.limit, x, a.base.x(), a.base.limit, r, a.gain)
 		}
-		return fmt.Sprintf("L %.4g → %.4g: high probe %g gave %.4g req/s vs %.4g at %g (×%.3f): grow", old, a.limit, w.limit, x, a.base.x(), a.base.limit, r)
+		// Part of the gain: X ∝ min(n, W) puts the knee at W ≈ r·L_base;
+		// the limit goes to √b·W, where the low probe sits just below it.
+		a.limit = clamp(math.Max(a.limit, math.Sqrt(a.cfg.LowProbe)*r*a.base.limit), a.cfg.MinLimit, a.cfg.MaxLimit)
+		a.gain, a.pending = a.cfg.HighProbe, false
+		return fmt.Sprintf("L %.4g → %.4g: high probe %g gave %.4g req/s vs %.4g at %g (×%.3f): knee near %.3g", old, a.limit, w.limit, x, a.base.x(), a.base.limit, r, r*a.base.limit)
 	default:
 		a.step = 0
 		r := x / a.base.x()

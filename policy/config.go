@@ -90,8 +90,9 @@ type StageConfig struct {
 	Name string `yaml:"name"`
 	// Match selects the stage's requests.
 	Match MatchConfig `yaml:"match"`
-	// Controller is a registry name: seda, yaksha, kihl, voigt-cpu,
-	// voigt-queue, static-rate, static-concurrency, none (default none).
+	// Controller is a registry name: auto, seda, yaksha, kihl, voigt-cpu,
+	// voigt-queue, gradient2, envoy-gradient, bbr, static-rate,
+	// static-concurrency, none (default none).
 	Controller string `yaml:"controller"`
 	// Params are the controller's parameters (the fields of its
 	// control.XConfig, by YAML name); unknown keys are errors.
@@ -112,7 +113,9 @@ type StageConfig struct {
 	// (default 4096).
 	Window int `yaml:"window"`
 	// Queue sizes the wait queue of a stage whose controller limits
-	// concurrency (static-concurrency); other stages ignore it.
+	// concurrency (auto, static-concurrency; the peers' gradient2,
+	// envoy-gradient and bbr reject at once); other stages ignore it.
+	// auto shortens the wait to what its SLO allows.
 	Queue QueueConfig `yaml:"queue"`
 	// LongLived is the response duration beyond which a response is a
 	// stream: it leaves the response-time window and releases any
@@ -139,7 +142,7 @@ type MatchConfig struct {
 
 // QueueConfig sizes a wait queue.
 type QueueConfig struct {
-	// Max is the number of requests allowed to wait (default 128).
+	// Max is the number of requests allowed to wait (default 1024).
 	Max int `yaml:"max"`
 	// Timeout is the longest wait before rejection (default 1s).
 	Timeout time.Duration `yaml:"timeout"`

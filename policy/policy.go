@@ -304,7 +304,7 @@ func (p *Policy) Run(ctx context.Context) {
 
 func (p *Policy) run(ctx context.Context, e *entry) {
 	poll := e.st.Period()
-	if e.st.Controller().TriggerSamples() > 0 && poll > stage.MaxPoll {
+	if e.st.Triggered() && poll > stage.MaxPoll {
 		poll = stage.MaxPoll
 	}
 	tick := time.NewTicker(poll)

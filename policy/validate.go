@@ -64,7 +64,7 @@ func fieldErr(path, format string, a ...any) error {
 // SetDefaults fills every unset field with its documented default, in
 // place: one class "default", the last class as the default class, trust
 // "trusted" for header and cookie rules, controller "none", burst 5,
-// window 4096, queue 128 × 1s, long_lived 30s and differentiate true for
+// window 4096, queue 1024 × 1s, long_lived 30s and differentiate true for
 // stages, status 503, retry_after 1s, a one-line text body, and the
 // X-Sluice-Quality header. Controller parameters are defaulted by their
 // controller when decoded.

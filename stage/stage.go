@@ -18,7 +18,7 @@ import (
 const (
 	DefaultWindow       = 4096
 	DefaultHistory      = 100
-	DefaultMaxQueue     = 128
+	DefaultMaxQueue     = 1024
 	DefaultQueueTimeout = time.Second
 	// MaxPoll bounds how often a sample-triggered controller (SEDA) is
 	// checked for nreq response-time samples by Run.
@@ -54,7 +54,7 @@ type Options struct {
 	// Queue, when set, fills Measurements.Queue every step.
 	Queue func() float64
 	// MaxQueue and QueueTimeout size the wait queue of a concurrency
-	// limit: defaults 128 and 1s. A concurrency controller's decisions
+	// limit: defaults 1024 and 1s. A concurrency controller's decisions
 	// may shorten the wait (Decision.MaxWait, Decision.Drain).
 	MaxQueue     int
 	QueueTimeout time.Duration
@@ -226,6 +226,14 @@ func (s *Stage) Quality() float64 { return s.gates.Quality() }
 
 // Degrading reports whether the stage's controller sets a quality level.
 func (s *Stage) Degrading() bool { return s.gates.Degrading() }
+
+// Triggered reports whether the controller also runs after a number of
+// samples (SEDA's nreq, Envoy's minRTT window): a runner then polls Step
+// every MaxPoll instead of every period.
+func (s *Stage) Triggered() bool {
+	_, ok := s.ctrl.Unwrap().(sluice.SampleTriggered)
+	return ok
+}
 
 // Period returns the controller's period.
 func (s *Stage) Period() time.Duration { return s.period }
@@ -415,7 +423,7 @@ func (s *Stage) setCensor(c sluice.Controller) {
 // or every MaxPoll for a sample-triggered controller, it calls Step.
 func (s *Stage) Run(ctx context.Context) {
 	poll := s.period
-	if s.trigger.Load() > 0 && poll > MaxPoll {
+	if s.Triggered() && poll > MaxPoll {
 		poll = MaxPoll
 	}
 	tick := time.NewTicker(poll)

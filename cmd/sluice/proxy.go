@@ -23,6 +23,7 @@ type proxyFlags struct {
 	listen     string
 	backends   []string
 	controller string
+	slo        time.Duration
 	targetP90  time.Duration
 	targetMean time.Duration
 	admin      string
@@ -44,17 +45,27 @@ With --config FILE it runs the configuration file (docs/config.md;
 check it first with 'sluice validate FILE'). Without a file, the quick
 start proxies --listen to --backend with one stage for every request:
 
-  --controller seda     keep the 90th percentile at --target-p90 (default;
-                        rate_max raised to 1e6 req/s so a fast service is
-                        not capped at the paper's 5000)
+  --controller auto     (default) told only --slo, the response time
+                        admitted answers must meet (default 500ms): finds
+                        the backend's useful concurrency by itself, queues
+                        briefly within the SLO and rejects the excess at
+                        once
+  --controller seda     keep the 90th percentile at --target-p90 (rate_max
+                        raised to 1e6 req/s so a fast service is not capped
+                        at the paper's 5000)
   --controller yaksha   keep the mean response time at --target-mean
+  --controller gradient2, envoy-gradient, bbr
+                        the peers' adaptive concurrency limits (Netflix,
+                        Envoy, kratos/Sentinel) with their own defaults
   --controller none     measure only
 
 The admin API (metrics, state, reload, targets) listens on --admin
 (default 127.0.0.1:9901). SIGHUP reloads the file (an invalid file keeps
 the running configuration); SIGTERM or SIGINT stops accepting, lets
 in-flight requests finish for up to drain_timeout, and exits 0.`,
-		Example: `  sluice proxy --listen 127.0.0.1:8080 --backend http://127.0.0.1:8081 --target-p90 500ms
+		Example: `  sluice proxy --listen 127.0.0.1:8080 --backend http://127.0.0.1:8081
+  sluice proxy --listen 127.0.0.1:8080 --backend http://127.0.0.1:8081 --slo 250ms
+  sluice proxy --listen 127.0.0.1:8080 --backend http://127.0.0.1:8081 --controller seda --target-p90 500ms
   sluice proxy --listen 127.0.0.1:8080 --backend http://127.0.0.1:8081 --controller yaksha --target-mean 200ms
   sluice proxy --config examples/seda.yaml`,
 		Args: cobra.NoArgs,
@@ -88,7 +99,8 @@ in-flight requests finish for up to drain_timeout, and exits 0.`,
 	fl.StringVar(&f.config, "config", "", "configuration file (YAML; see docs/config.md)")
 	fl.StringVar(&f.listen, "listen", "", "quick start: address to listen on (host:port)")
 	fl.StringArrayVar(&f.backends, "backend", nil, "quick start: backend URL, e.g. http://127.0.0.1:8081 (repeat for several)")
-	fl.StringVar(&f.controller, "controller", "seda", "quick start: seda, yaksha or none")
+	fl.StringVar(&f.controller, "controller", "auto", "quick start: auto, seda, yaksha, gradient2, envoy-gradient, bbr or none")
+	fl.DurationVar(&f.slo, "slo", 0, "quick start, auto: the response time admitted answers must meet (default 500ms)")
 	fl.DurationVar(&f.targetP90, "target-p90", 0, "quick start, seda: 90th-percentile response-time target, e.g. 500ms")
 	fl.DurationVar(&f.targetMean, "target-mean", 0, "quick start, yaksha: mean response-time target, e.g. 200ms")
 	fl.StringVar(&f.admin, "admin", proxy.DefaultAdminAddr, "quick start: admin API address (loopback only)")
@@ -99,7 +111,7 @@ in-flight requests finish for up to drain_timeout, and exits 0.`,
 
 // onlyConfig refuses quick-start flags next to --config.
 func (f *proxyFlags) onlyConfig(cmd *cobra.Command) error {
-	for _, name := range []string{"listen", "backend", "controller", "target-p90", "target-mean", "admin", "shadow"} {
+	for _, name := range []string{"listen", "backend", "controller", "slo", "target-p90", "target-mean", "admin", "shadow"} {
 		if cmd.Flags().Changed(name) {
 			return usagef("--%s is a quick-start flag: set it in %s instead, or drop --config", name, f.config)
 		}
@@ -113,13 +125,19 @@ func (f *proxyFlags) quickStart(cmd *cobra.Command) (*proxy.Config, error) {
 		return nil, usagef("give --config FILE, or --listen ADDR and --backend URL for the quick start (see sluice proxy --help)")
 	}
 	params := map[string]any{}
+	for flag, ctrl := range map[string]string{"slo": "auto", "target-p90": "seda", "target-mean": "yaksha"} {
+		if cmd.Flags().Changed(flag) && f.controller != ctrl {
+			return nil, usagef("--%s is for --controller %s, not %s", flag, ctrl, f.controller)
+		}
+	}
 	switch f.controller {
+	case "auto":
+		if f.slo != 0 {
+			params["slo"] = f.slo.String()
+		}
 	case "seda":
 		if f.targetP90 == 0 {
 			return nil, usagef("--controller seda needs --target-p90, e.g. --target-p90 500ms")
-		}
-		if cmd.Flags().Changed("target-mean") {
-			return nil, usagef("--target-mean is for --controller yaksha; seda uses --target-p90")
 		}
 		params["target"] = f.targetP90.String()
 		// The paper's rate_max of 5000 req/s would cap a faster service;
@@ -131,16 +149,10 @@ func (f *proxyFlags) quickStart(cmd *cobra.Command) (*proxy.Config, error) {
 		if f.targetMean == 0 {
 			return nil, usagef("--controller yaksha needs --target-mean, e.g. --target-mean 200ms")
 		}
-		if cmd.Flags().Changed("target-p90") {
-			return nil, usagef("--target-p90 is for --controller seda; yaksha uses --target-mean")
-		}
 		params["tref"] = f.targetMean.String()
-	case "none":
-		if cmd.Flags().Changed("target-p90") || cmd.Flags().Changed("target-mean") {
-			return nil, usagef("--controller none takes no target")
-		}
+	case "gradient2", "envoy-gradient", "bbr", "none":
 	default:
-		return nil, usagef("--controller %q is invalid: the quick start offers seda, yaksha or none (use --config for the others)", f.controller)
+		return nil, usagef("--controller %q is invalid: the quick start offers auto, seda, yaksha, gradient2, envoy-gradient, bbr or none (use --config for the others)", f.controller)
 	}
 	cfg := &proxy.Config{
 		Listeners: []proxy.ListenerConfig{{Addr: f.listen}},
@@ -171,6 +183,7 @@ func quickStartError(err error) error {
 	for _, m := range []struct{ path, flag string }{
 		{"listeners[0].addr", "--listen"}, {"admin.addr", "--admin"}, {"backends.servers", "--backend"},
 		{"stages[0].params.target", "--target-p90"}, {"stages[0].params.tref", "--target-mean"},
+		{"stages[0].params.slo", "--slo"},
 		{"stages[0]", "--controller"},
 	} {
 		if strings.HasPrefix(msg, m.path) {

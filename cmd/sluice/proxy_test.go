@@ -25,14 +25,17 @@ func TestProxyUsageErrors(t *testing.T) {
 	}{
 		{[]string{"proxy"}, "give --config FILE"},
 		{[]string{"proxy", "--listen", "127.0.0.1:0"}, "give --config FILE"},
-		{[]string{"proxy", "--listen", "127.0.0.1:0", "--backend", "http://127.0.0.1:1"}, "needs --target-p90"},
+		{[]string{"proxy", "--listen", "127.0.0.1:0", "--backend", "http://127.0.0.1:1", "--controller", "seda"}, "needs --target-p90"},
 		{[]string{"proxy", "--listen", "127.0.0.1:0", "--backend", "http://127.0.0.1:1", "--controller", "yaksha"}, "needs --target-mean"},
 		{[]string{"proxy", "--listen", "127.0.0.1:0", "--backend", "http://127.0.0.1:1", "--controller", "kihl"}, `--controller "kihl" is invalid`},
-		{[]string{"proxy", "--listen", "127.0.0.1:0", "--backend", "http://127.0.0.1:1", "--target-p90", "-1s"}, "--target-p90: stages[0].params.target"},
-		{[]string{"proxy", "--listen", "nowhere", "--backend", "http://127.0.0.1:1", "--target-p90", "1s"}, "--listen: listeners[0].addr"},
-		{[]string{"proxy", "--listen", "127.0.0.1:0", "--backend", "ftp://x", "--target-p90", "1s"}, "--backend: backends.servers[0].url"},
-		{[]string{"proxy", "--listen", "127.0.0.1:0", "--backend", "http://127.0.0.1:1", "--target-p90", "1s", "--admin", "0.0.0.0:9901"}, "--admin: admin.addr"},
-		{[]string{"proxy", "--listen", "127.0.0.1:0", "--backend", "http://127.0.0.1:1", "--target-p90", "1s", "--target-mean", "1s"}, "--target-mean is for"},
+		{[]string{"proxy", "--listen", "127.0.0.1:0", "--backend", "http://127.0.0.1:1", "--controller", "seda", "--target-p90", "-1s"}, "--target-p90: stages[0].params.target"},
+		{[]string{"proxy", "--listen", "127.0.0.1:0", "--backend", "http://127.0.0.1:1", "--slo", "-1s"}, "--slo: stages[0].params.slo"},
+		{[]string{"proxy", "--listen", "nowhere", "--backend", "http://127.0.0.1:1"}, "--listen: listeners[0].addr"},
+		{[]string{"proxy", "--listen", "127.0.0.1:0", "--backend", "ftp://x"}, "--backend: backends.servers[0].url"},
+		{[]string{"proxy", "--listen", "127.0.0.1:0", "--backend", "http://127.0.0.1:1", "--admin", "0.0.0.0:9901"}, "--admin: admin.addr"},
+		{[]string{"proxy", "--listen", "127.0.0.1:0", "--backend", "http://127.0.0.1:1", "--controller", "seda", "--target-p90", "1s", "--target-mean", "1s"}, "--target-mean is for --controller yaksha"},
+		{[]string{"proxy", "--listen", "127.0.0.1:0", "--backend", "http://127.0.0.1:1", "--target-p90", "1s"}, "--target-p90 is for --controller seda, not auto"},
+		{[]string{"proxy", "--listen", "127.0.0.1:0", "--backend", "http://127.0.0.1:1", "--controller", "bbr", "--slo", "1s"}, "--slo is for --controller auto"},
 		{[]string{"proxy", "--config", bad, "--listen", "127.0.0.1:0"}, "--listen is a quick-start flag"},
 		{[]string{"proxy", "--config", bad}, "bad.yaml:6: backends.servers[0].max_conc: unknown field"},
 		{[]string{"proxy", "--config", filepath.Join(t.TempDir(), "missing.yaml")}, "missing.yaml: open"},
@@ -66,7 +69,7 @@ func TestProxyQuickStartServesAndStops(t *testing.T) {
 	listen, admin := freeAddr(t), freeAddr(t)
 	var out, errOut bytes.Buffer
 	root := newRootCmd(&out, &errOut)
-	root.SetArgs([]string{"proxy", "--listen", listen, "--backend", be.URL, "--target-p90", "500ms", "--admin", admin})
+	root.SetArgs([]string{"proxy", "--listen", listen, "--backend", be.URL, "--admin", admin})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- root.ExecuteContext(ctx) }()
@@ -95,7 +98,8 @@ func TestProxyQuickStartServesAndStops(t *testing.T) {
 	}
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if !strings.Contains(string(b), `"controller": "seda"`) || !strings.Contains(string(b), `"target": "500ms"`) {
+	// With no other flag the quick start runs auto at its default SLO.
+	if !strings.Contains(string(b), `"controller": "auto"`) || !strings.Contains(string(b), `"target": "500ms"`) {
 		t.Errorf("state: %s", b)
 	}
 	cancel()

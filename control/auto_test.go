@@ -1,0 +1,232 @@
+package control
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// plant is a service of parallelism w and service time s seen through a
+// stage whose queue always holds waiters (saturated): the number in
+// service is the limit, the throughput min(n, w)/s and the service time
+// s·max(1, n/w) (Little's law above the knee).
+type plant struct {
+	w float64 // parallelism
+	s float64 // service time at or below the knee, seconds
+}
+
+func (p plant) step(limit float64, h time.Duration) sluice.Measurements {
+	el := h.Seconds()
+	x := math.Min(limit, p.w) / p.s
+	r := p.s * math.Max(1, limit/p.w)
+	done := x * el
+	return sluice.Measurements{Elapsed: h, Arrivals: 3 * done, Admitted: done, Rejected: 2 * done, Completed: done,
+		InFlight: limit, MaxInFlight: limit, ServiceSamples: done, ServiceMean: r, ServiceP50: r, ServiceP90: 1.5 * r,
+		ServiceP99: 2 * r, ServiceMin: r / 4, QueueWaitMean: r, QueueWaitMin: r / 10, Queue: limit}
+}
+
+// drive runs a for d of virtual time on p (steps of the controller's
+// period, from *now) and returns the last decision.
+func drive(a *Auto, p plant, now *time.Time, d time.Duration) sluice.Decision {
+	h := a.Period()
+	var last sluice.Decision
+	for end := now.Add(d); now.Before(end); {
+		*now = now.Add(h)
+		last = a.Update(*now, p.step(a.Current().New, h))
+	}
+	return last
+}
+
+func newAuto(t *testing.T, edit func(*AutoConfig)) *Auto {
+	t.Helper()
+	cfg := DefaultAutoConfig()
+	cfg.SLO = 250 * time.Millisecond
+	if edit != nil {
+		edit(&cfg)
+	}
+	a, err := NewAuto(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// From its initial limit of 16 on a service of parallelism 4, auto's low
+// probes find the knee: L settles where the low probe (L/1.5) is at the
+// knee, within [√1.5·W, 1.5·W] give or take a step.
+func TestAutoFindsTheKneeFromAbove(t *testing.T) {
+	a := newAuto(t, nil)
+	now := t0
+	drive(a, plant{w: 4, s: 0.010}, &now, 60*time.Second)
+	if l := a.Limit(); l < 4 || l > 7 {
+		t.Fatalf("limit %.3g after 60 s on W = 4, want within [4, 7]", l)
+	}
+}
+
+// A service that gains parallelism (4 → 16 at the same cost) is found by
+// confirmed high probes with a doubling gain; one that loses it is
+// followed down by the low probes. The limit never goes below W·(1/1.5)
+// on the way, so the service stays busy.
+func TestAutoFollowsParallelism(t *testing.T) {
+	a := newAuto(t, nil)
+	now := t0
+	drive(a, plant{w: 4, s: 0.010}, &now, 30*time.Second)
+	start := now
+	p := plant{w: 16, s: 0.010}
+	for now.Sub(start) < 10*time.Second && a.Limit() < 16 {
+		drive(a, p, &now, a.Period())
+	}
+	if a.Limit() < 16 {
+		t.Fatalf("limit %.3g 10 s after the parallelism quadrupled, want ≥ 16", a.Limit())
+	}
+	t.Logf("grew to %.3g in %v", a.Limit(), now.Sub(start))
+	drive(a, p, &now, 60*time.Second)
+	if l := a.Limit(); l < 16 || l > 28 {
+		t.Fatalf("limit %.3g on W = 16, want within [16, 28]", l)
+	}
+	drive(a, plant{w: 4, s: 0.010}, &now, 90*time.Second)
+	if l := a.Limit(); l > 7 {
+		t.Fatalf("limit %.3g 90 s after the parallelism went back to 4, want ≤ 7", l)
+	}
+}
+
+// A service that becomes twice as slow (or fast) at the same parallelism
+// needs no new limit: the concurrency limit follows it by itself.
+func TestAutoHoldsThroughCapacityChanges(t *testing.T) {
+	a := newAuto(t, nil)
+	now := t0
+	drive(a, plant{w: 4, s: 0.010}, &now, 60*time.Second)
+	for _, s := range []float64{0.020, 0.005, 0.010} {
+		before := a.Limit()
+		drive(a, plant{w: 4, s: s}, &now, 20*time.Second)
+		if l := a.Limit(); l < 4 || l > 7 || math.Abs(l-before) > 0.5*before {
+			t.Fatalf("service time %v: limit %.3g (was %.3g), want it to stay near the knee", s, l, before)
+		}
+	}
+}
+
+// One high probe that gains is not enough to grow (it may be noise); two
+// in a row are, and the step is the measured gain.
+func TestAutoGrowthNeedsConfirmation(t *testing.T) {
+	a := newAuto(t, func(c *AutoConfig) { c.InitialLimit = 8 })
+	now := t0
+	p := plant{w: 64, s: 0.010}
+	var reasons []string
+	for i := 0; i < 400 && a.Limit() == 8; i++ {
+		d := drive(a, p, &now, a.Period())
+		if strings.Contains(d.Reason, "high probe") {
+			reasons = append(reasons, d.Reason)
+		}
+	}
+	if len(reasons) < 2 || !strings.Contains(reasons[0], "confirm") || !strings.Contains(reasons[1], "grow") {
+		t.Fatalf("high-probe reasons %q: want a confirmation, then growth", reasons)
+	}
+	// The second probe ran at 12 (8·1.5) and gained 1.5×: L = 12.
+	if a.Limit() != 12 {
+		t.Fatalf("limit %v after the confirmed probe, want 12", a.Limit())
+	}
+}
+
+// A limit whose service time alone eats more than a quarter of the SLO is
+// cut in proportion at the next base window (Little's law).
+func TestAutoCutsServiceTimeOverSLO(t *testing.T) {
+	a := newAuto(t, func(c *AutoConfig) { c.InitialLimit = 64 })
+	now := t0
+	// W = 4, s = 10 ms: at 64 in service R = 160 ms > SLO/4 = 62.5 ms.
+	d := drive(a, plant{w: 4, s: 0.010}, &now, 3*time.Second)
+	if a.Limit() >= 64 {
+		t.Fatalf("limit %v with service time 160 ms, want a cut (last: %s)", a.Limit(), d.Reason)
+	}
+}
+
+// Without completions, or while demand does not fill the limit, auto
+// holds: it never drifts to its floor for lack of samples.
+func TestAutoHoldsWithoutEvidence(t *testing.T) {
+	a := newAuto(t, nil)
+	now := t0
+	for i := 0; i < 300; i++ {
+		now = now.Add(a.Period())
+		d := a.Update(now, sluice.Measurements{Elapsed: a.Period(), ServiceMean: math.NaN(), InFlight: 16, MaxInFlight: 16})
+		if d.New != 16 {
+			t.Fatalf("step %d: limit %v without completions, want 16 (%s)", i, d.New, d.Reason)
+		}
+	}
+	// App-limited: 2 in service under a limit of 16.
+	for i := 0; i < 300; i++ {
+		now = now.Add(a.Period())
+		m := plant{w: 4, s: 0.010}.step(2, a.Period())
+		d := a.Update(now, m)
+		if d.New < 16 && d.New != 11 { // the low probe (16/1.5) may run, L stays
+			t.Fatalf("step %d: limit %v while app-limited (%s)", i, d.New, d.Reason)
+		}
+	}
+	if a.Limit() != 16 {
+		t.Fatalf("L %v after app-limited windows, want 16", a.Limit())
+	}
+}
+
+// The queue policy: the SLO budget for bursts, about one service time
+// while the queue stands, none when the service alone misses the SLO; the
+// drain rate is L/R̂.
+func TestAutoQueuePolicy(t *testing.T) {
+	a := newAuto(t, nil)
+	if d := a.Current(); d.MaxWait != 125*time.Millisecond || d.Drain != 0 {
+		t.Fatalf("initial wait %v drain %v, want SLO/2 and none", d.MaxWait, d.Drain)
+	}
+	now := t0.Add(100 * time.Millisecond)
+	// A quiet step: mean 10 ms, p99 30 ms; the queue emptied.
+	m := sluice.Measurements{Elapsed: 100 * time.Millisecond, Arrivals: 10, Completed: 10, ServiceSamples: 10,
+		ServiceMean: 0.010, ServiceP99: 0.030, InFlight: 1, MaxInFlight: 2, QueueWaitMin: 0}
+	d := a.Update(now, m)
+	if d.MaxWait != 220*time.Millisecond || math.Abs(d.Drain-1600) > 1e-6 {
+		t.Fatalf("burst: wait %v drain %v, want 220ms (250 − 30) and 16/0.010 = 1600", d.MaxWait, d.Drain)
+	}
+	// Offered 5000/s, above the drain rate: a standing queue.
+	m.Arrivals = 500
+	d = a.Update(now.Add(100*time.Millisecond), m)
+	if d.MaxWait != 10*time.Millisecond {
+		t.Fatalf("standing: wait %v, want one service time (10ms)", d.MaxWait)
+	}
+	// A service whose p99 alone is over the SLO leaves no room to wait.
+	m.ServiceP99, m.ServiceMean = 5, 3
+	for i := 0; i < 20; i++ {
+		d = a.Update(now.Add(time.Duration(i+2)*100*time.Millisecond), m)
+	}
+	if d.MaxWait >= 0 {
+		t.Fatalf("service p99 over the SLO: wait %v, want none (< 0)", d.MaxWait)
+	}
+}
+
+func TestAutoConfigValidate(t *testing.T) {
+	for _, c := range []struct {
+		field string
+		edit  func(*AutoConfig)
+	}{
+		{"slo", func(c *AutoConfig) { c.SLO = 0 }},
+		{"period", func(c *AutoConfig) { c.Period = 0 }},
+		{"min_limit", func(c *AutoConfig) { c.MinLimit = 0.5 }},
+		{"max_limit", func(c *AutoConfig) { c.MaxLimit = 0 }},
+		{"initial_limit", func(c *AutoConfig) { c.InitialLimit = 1e9 }},
+		{"high_probe", func(c *AutoConfig) { c.HighProbe = 1 }},
+		{"low_probe", func(c *AutoConfig) { c.LowProbe = math.NaN() }},
+		{"min_completions", func(c *AutoConfig) { c.MinCompletions = 0 }},
+		{"max_window", func(c *AutoConfig) { c.MaxWindow = time.Millisecond }},
+		{"standing_wait", func(c *AutoConfig) { c.StandingWait = time.Second }},
+	} {
+		cfg := DefaultAutoConfig()
+		c.edit(&cfg)
+		if err := cfg.Validate(); FieldOf(err) != c.field {
+			t.Errorf("%s: Validate() = %v, want an error naming it", c.field, err)
+		}
+	}
+	a := newAuto(t, nil)
+	if err := a.SetTarget(-time.Second); FieldOf(err) != "slo" {
+		t.Errorf("SetTarget(-1s) = %v", err)
+	}
+	if err := a.SetTarget(time.Second); err != nil || a.Target() != time.Second {
+		t.Errorf("SetTarget(1s) = %v, target %v", err, a.Target())
+	}
+}
