@@ -610,6 +610,97 @@ stages: [{name: api, controller: seda, burst: 2, params: {target: 100ms, nreq: 2
 	})
 }
 
+// auto behind the middleware, in virtual time: a handler that serves 4
+// requests at a time (10 ms each) under 10× overload. auto caps what is in
+// service, the queue holds about one service time, the excess is rejected
+// at once, answers stay within the SLO, and the high class is shed last.
+func TestMiddlewareAutoUnderOverload(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := newPolicy(t, `
+classes:
+  order: [gold, bronze]
+  rules: [{class: gold, header: {name: X-Tier, value: gold, trust: any}}]
+stages: [{name: api, controller: auto, params: {slo: 250ms}}]
+`)
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		go p.Run(ctx)
+		workers := make(chan struct{}, 4)
+		var inService, peak atomic.Int64
+		h := sluice.Middleware(p)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			n := inService.Add(1)
+			for {
+				if m := peak.Load(); n <= m || peak.CompareAndSwap(m, n) {
+					break
+				}
+			}
+			workers <- struct{}{}
+			time.Sleep(10 * time.Millisecond)
+			<-workers
+			inService.Add(-1)
+		}))
+		type result struct {
+			gold bool
+			code int
+			rt   time.Duration
+		}
+		results := make(chan result, 20000)
+		var wg sync.WaitGroup
+		for i := 0; i < 12000; i++ { // 4000 req/s for 3 s: 10× the 400 req/s capacity
+			wg.Add(1)
+			go func(gold bool) {
+				defer wg.Done()
+				req := httptest.NewRequest("GET", "/", nil)
+				if gold {
+					req.Header.Set("X-Tier", "gold")
+				}
+				rec := httptest.NewRecorder()
+				start := time.Now()
+				h.ServeHTTP(rec, req)
+				results <- result{gold, rec.Code, time.Since(start)}
+			}(i%20 == 0) // gold: 200 req/s, half the capacity
+			time.Sleep(250 * time.Microsecond)
+		}
+		wg.Wait()
+		close(results)
+		var ok, okGold, gold, slow int
+		for r := range results {
+			if r.gold {
+				gold++
+			}
+			if r.code == 200 {
+				ok++
+				if r.gold {
+					okGold++
+				}
+				if r.rt > 250*time.Millisecond {
+					slow++
+				}
+			}
+		}
+		// Capacity 400 req/s for 3 s: 1200 answers at most.
+		if ok < 1000 {
+			t.Errorf("%d answers in 3 s of a 400 req/s service, want ≥ 1000", ok)
+		}
+		if slow > ok/100 {
+			t.Errorf("%d of %d answers over the 250 ms SLO", slow, ok)
+		}
+		// Gold asks for half the capacity: it is served in full (the low
+		// class is shed first), and bronze gets the rest, not nothing.
+		if okGold < gold*95/100 || ok-okGold < 300 {
+			t.Errorf("gold answered %d of %d, bronze %d of %d: the low class must be shed first, and only it", okGold, gold, ok-okGold, 12000-gold)
+		}
+		st := p.Stage("api").State(5)
+		t.Logf("answers %d (gold %d of %d), over the SLO %d, peak in service %d, limit %v", ok, okGold, gold, slow, peak.Load(), st.Estimates["limit"])
+		if st.Kind != "concurrency" || st.Estimates["limit"] < 1 || st.InFlightLimited == nil {
+			t.Errorf("state %+v", st)
+		}
+		if int(peak.Load()) > int(st.Estimates["limit"]*4)+4 {
+			t.Errorf("peak in service %d for a limit around %v", peak.Load(), st.Estimates["limit"])
+		}
+	})
+}
+
 // benchPolicy never rejects: the benchmark measures classify + admit +
 // record, not the rejection path.
 const benchPolicy = `

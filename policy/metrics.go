@@ -37,10 +37,16 @@ var (
 	descQueued = prometheus.NewDesc("sluice_queue_length",
 		"Requests waiting for a concurrency slot of the stage (stages with a concurrency limit only).",
 		[]string{"stage"}, nil)
+	descMaxWait = prometheus.NewDesc("sluice_queue_max_wait_seconds",
+		"Longest a new arrival may wait for a concurrency slot (0: rejected at once when no slot is free).",
+		[]string{"stage"}, nil)
+	descEstimate = prometheus.NewDesc("sluice_controller_estimate",
+		"A controller's own estimate, by name (auto: limit, throughput_rps, service_mean_s, service_p99_s).",
+		[]string{"stage", "name"}, nil)
 )
 
 var allDescs = []*prometheus.Desc{descRequests, descRT, descRTMean, descGate, descQuality, descGateOff,
-	descDecisions, descInFlight, descQueued}
+	descDecisions, descInFlight, descQueued, descMaxWait, descEstimate}
 
 // collector reports the metrics of the policy current() returns.
 type collector struct {
@@ -51,7 +57,8 @@ type collector struct {
 // metrics (sluice_requests_total, sluice_response_time_seconds,
 // sluice_response_time_mean_seconds, sluice_gate_setting, sluice_quality,
 // sluice_gate_off, sluice_controller_decisions_total, sluice_in_flight,
-// sluice_queue_length). Nothing is registered: pass it to a registry. Two
+// sluice_queue_length, sluice_queue_max_wait_seconds,
+// sluice_controller_estimate). Nothing is registered: pass it to a registry. Two
 // policies' collectors describe the same metrics, so register only one at
 // a time; a proxy that reloads should register CollectorFor once instead.
 func (p *Policy) Collector() prometheus.Collector {
@@ -113,6 +120,10 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		if l := st.InFlightLimited; l != nil {
 			ch <- prometheus.MustNewConstMetric(descInFlight, prometheus.GaugeValue, float64(l.InFlight), name)
 			ch <- prometheus.MustNewConstMetric(descQueued, prometheus.GaugeValue, float64(l.Queued), name)
+			ch <- prometheus.MustNewConstMetric(descMaxWait, prometheus.GaugeValue, l.MaxWaitSeconds, name)
+		}
+		for k, v := range st.Estimates {
+			ch <- prometheus.MustNewConstMetric(descEstimate, prometheus.GaugeValue, v, name, k)
 		}
 	}
 }

@@ -28,7 +28,7 @@ func TestValidateNamesPathAndValue(t *testing.T) {
 		name, yaml, path, msg string
 	}{
 		{"unknown controller", `
-stages: [{name: a, controller: sedaa}]`, "stages[0].controller", `"sedaa" (valid: kihl, none, seda`},
+stages: [{name: a, controller: sedaa}]`, "stages[0].controller", `"sedaa" (valid: auto, bbr, envoy-gradient, gradient2, kihl, none, seda`},
 		{"unknown param key", `
 stages: [{name: a, controller: seda, params: {target: 1s, tagret: 2s}}]`, "stages[0].params.tagret", `unknown key "tagret" (valid: adj_d`},
 		{"unknown nested param key", `
@@ -154,7 +154,7 @@ func TestDefaultsValidateAndAreDocumented(t *testing.T) {
 	}
 	s := c.Stages[0]
 	if c.Classes.Default != "default" || s.Controller != "none" || s.Burst != 5 || s.Window != 4096 ||
-		s.Queue.Max != 128 || s.Queue.Timeout != time.Second || s.LongLived != 30*time.Second ||
+		s.Queue.Max != 1024 || s.Queue.Timeout != time.Second || s.LongLived != 30*time.Second ||
 		!*s.Differentiate || c.Reject.Status != 503 || c.Reject.RetryAfter != time.Second ||
 		c.Degrade.Header != "X-Sluice-Quality" || c.Classes.Rules[0].Header.Trust != "trusted" {
 		t.Fatalf("defaults: %+v", c)

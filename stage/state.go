@@ -8,19 +8,29 @@ import (
 
 // State is a stage as the admin API shows it.
 type State struct {
-	Name            string          `json:"name"`
-	Controller      string          `json:"controller"`
-	Kind            string          `json:"kind"`
-	Unit            string          `json:"unit"`
-	Setting         float64         `json:"setting"`
-	ClassRates      []float64       `json:"class_rates,omitempty"`
-	Quality         float64         `json:"quality"`
-	GateOff         bool            `json:"gate_off"`
-	Shadow          bool            `json:"shadow"`
-	Target          string          `json:"target,omitempty"`
-	InFlightLimited *LimiterState   `json:"concurrency,omitempty"`
-	Classes         []ClassState    `json:"classes"`
-	Decisions       []DecisionState `json:"decisions"`
+	Name            string        `json:"name"`
+	Controller      string        `json:"controller"`
+	Kind            string        `json:"kind"`
+	Unit            string        `json:"unit"`
+	Setting         float64       `json:"setting"`
+	ClassRates      []float64     `json:"class_rates,omitempty"`
+	Quality         float64       `json:"quality"`
+	GateOff         bool          `json:"gate_off"`
+	Shadow          bool          `json:"shadow"`
+	Target          string        `json:"target,omitempty"`
+	InFlightLimited *LimiterState `json:"concurrency,omitempty"`
+	// Estimates are the controller's own estimates (auto: limit,
+	// throughput, service times), by name, for controllers that keep
+	// some; unknown values are left out.
+	Estimates map[string]float64 `json:"estimates,omitempty"`
+	Classes   []ClassState       `json:"classes"`
+	Decisions []DecisionState    `json:"decisions"`
+}
+
+// Estimator is implemented by controllers that keep estimates worth
+// showing (auto: the limit, the throughput, service times).
+type Estimator interface {
+	Estimates() map[string]float64
 }
 
 // LimiterState is a concurrency limit's occupancy.
@@ -30,8 +40,9 @@ type LimiterState struct {
 	Queued   int `json:"queued"`
 	// MaxWait is the longest a new arrival may wait for a slot ("0s": no
 	// queue); Drain the predicted slot release rate in req/s (0: none).
-	MaxWait string  `json:"max_wait"`
-	Drain   float64 `json:"drain_rps"`
+	MaxWait        string  `json:"max_wait"`
+	MaxWaitSeconds float64 `json:"max_wait_s"`
+	Drain          float64 `json:"drain_rps"`
 }
 
 // ClassState holds one class's totals since start and its last period.
@@ -79,10 +90,20 @@ func (s *Stage) State(n int) State {
 	if t, ok := s.ctrl.Unwrap().(interface{ Target() time.Duration }); ok {
 		st.Target = t.Target().String()
 	}
+	if e, ok := s.ctrl.Unwrap().(Estimator); ok {
+		for k, v := range e.Estimates() {
+			if sluice.Finite(v) {
+				if st.Estimates == nil {
+					st.Estimates = map[string]float64{}
+				}
+				st.Estimates[k] = v
+			}
+		}
+	}
 	if c := s.conc; c != nil {
 		c.mu.Lock()
 		st.InFlightLimited = &LimiterState{Limit: c.setLimit, InFlight: c.slots.InFlight(), Queued: c.slots.QueueLen(),
-			MaxWait: c.wait.String(), Drain: c.drain}
+			MaxWait: c.wait.String(), MaxWaitSeconds: c.wait.Seconds(), Drain: c.drain}
 		c.mu.Unlock()
 	}
 	for c := range s.classes {
