@@ -18,7 +18,7 @@ type metrics struct {
 }
 
 func newMetrics() *metrics {
-	return &metrics{
+	m := &metrics{
 		upstreamErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "proxy_upstream_errors_total",
 			Help: "Failed upstream exchanges by server and cause (connect, connect_timeout, response_header_timeout, overall_timeout, upstream_closed, tls, other).",
@@ -44,6 +44,15 @@ func newMetrics() *metrics {
 			Help: "Response-time targets changed through the admin API, by stage.",
 		}, []string{"stage"}),
 	}
+	// The fixed label values exist from the start at 0, so that rate()
+	// and the alert rules see them before the first event.
+	for _, c := range []string{"queue_full", "queue_timeout"} {
+		m.poolRejected.WithLabelValues(c)
+	}
+	for _, c := range []string{"502", "504"} {
+		m.gatewayErrors.WithLabelValues(c)
+	}
+	return m
 }
 
 func (m *metrics) register(reg prometheus.Registerer, h *Handler, ov *overload) error {
