@@ -1,0 +1,40 @@
+package proxy
+
+import (
+	"testing"
+	"time"
+)
+
+// BenchmarkUISample is the dashboard sampler's work once a second: read
+// the state of a proxy with three stages (seda, yaksha, static-rate) and
+// the implicit one, compute the rates and encode the sample. Its time per
+// operation is the CPU the dashboard takes per second whatever the number
+// of viewers (each of whom then costs one write of the encoded bytes).
+func BenchmarkUISample(b *testing.B) {
+	// The backend is never contacted: no request goes through.
+	c, err := Parse("bench.yaml", []byte(baseConfig("http://127.0.0.1:1", `stages:
+  - {name: web, match: {path_prefix: /web}, controller: seda, params: {target: 100ms}}
+  - {name: api, match: {path_prefix: /api}, controller: yaksha, params: {tref: 100ms}}
+  - {name: st, match: {path_prefix: /st}, controller: static-rate, params: {rate: 100}}
+`)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv, err := New(c, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	now := time.Now().Add(time.Hour)
+	srv.h.gen.Load().pol.Step(now)
+	h := srv.hist
+	var size int
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		h.sampleNow(srv, now.Add(time.Duration(i)*time.Second))
+		out, _, _, _ := h.since(uint64(i))
+		if len(out) > 0 {
+			size = len(out[len(out)-1])
+		}
+	}
+	b.ReportMetric(float64(size), "bytes/sample")
+}
