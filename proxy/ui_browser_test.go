@@ -58,8 +58,20 @@ func TestUIBrowser(t *testing.T) {
 	must(t, err)
 	be := httptest.NewServer(q)
 	t.Cleanup(func() { be.Close(); q.Close() })
-	r := startProxy(t, baseConfig(be.URL, `      max_concurrency: 8
+	// With a token (enforced on loopback too once set), a policer, a cpu
+	// resource rule with its sensor and client shares, so that every
+	// section of the page renders.
+	r := startProxy(t, strings.Replace(baseConfig(be.URL, `      max_concurrency: 8
+resources:
+  - {stage: cgi, resource: cpu, sensor: {source: pool-busy}}
+policer: {rate: 100000, burst: 1000, control: {q_ref: 100}}
+shares:
+  total_bandwidth: 100MB
+  clients: [{name: local, share: 50, cidrs: [127.0.0.1]}]
 stages:
+  - name: cgi
+    match: {path_prefix: /cgi}
+    controller: voigt-cpu
   - name: api
     match: {path_prefix: /api}
     controller: static-rate
@@ -68,7 +80,7 @@ stages:
     match: {path_prefix: /}
     controller: seda
     params: {target: 100ms, rate_max: 100000, initial_rate: 1000}
-`))
+`), "admin:\n  addr: 127.0.0.1:0\n", "admin:\n  addr: 127.0.0.1:0\n  token: "+uiToken+"\n", 1))
 
 	// Load: 100 req/s on /api (the static rate admits 60) and 60 req/s on
 	// /, from 16 workers, until the test ends.
@@ -148,12 +160,25 @@ stages:
 	defer func() { stopConsole(); <-consoleDone }()
 	tctx, cancelT := context.WithTimeout(bctx, 90*time.Second)
 	defer cancelT()
+	// The token once in the address: the page takes it out of the address
+	// bar; a reload without it works by the session cookie.
+	must(t, chromedp.Do(tctx, chromedp.Navigate(r.admin+"/ui?token="+uiToken)))
 	must(t, chromedp.Do(tctx, chromedp.Navigate(r.admin+"/ui")))
+	loc, err := chromedp.Run(tctx, chromedp.Evaluate[string](`location.href + " " + (sessionStorage.getItem("sluice-token") || "")`))
+	must(t, err)
+	if loc != r.admin+"/ui "+uiToken {
+		t.Errorf("after /ui?token=: location and stored token %q, want %q", loc, r.admin+"/ui "+uiToken)
+	}
 
 	// Wait until every chart shows at least 5 seconds of data.
-	_, err = chromedp.Run(tctx, chromedp.Poll[bool](`window.sluiceUI && window.sluiceUI.charts() >= 8 && window.sluiceUI.minPoints() >= 5`,
+	_, err = chromedp.Run(tctx, chromedp.Poll[bool](`window.sluiceUI && window.sluiceUI.charts() >= 14 && window.sluiceUI.minPoints() >= 5`,
 		chromedp.WithPollingTimeout(40*time.Second)))
 	must(t, err)
+	hidden, err := chromedp.Run(tctx, chromedp.Evaluate[[]string](`["pool", "policer", "resources", "sensors", "shares"].filter((id) => document.getElementById(id).hidden)`))
+	must(t, err)
+	if len(hidden) > 0 {
+		t.Errorf("sections not shown: %v", hidden)
+	}
 	points, err := chromedp.Run(tctx, chromedp.Evaluate[int](`window.sluiceUI.minPoints()`))
 	must(t, err)
 	t.Logf("charts hold %d points", points)
@@ -200,7 +225,7 @@ stages:
 		t.Fatalf("no stage %q in /state", name)
 		return ClassCounts{}, 0, 0
 	}
-	for _, name := range []string{"api", "web"} {
+	for _, name := range []string{"api", "web"} { // cgi sees no traffic
 		a, _, psA := stageOf(before, name)
 		b, set, psB := stageOf(after, name)
 		for _, f := range []struct {
