@@ -17,7 +17,7 @@ build:
 ## screenshots) go to out/test/.
 test: fmt-check vet
 	./scripts/test-deps.sh
-	@mkdir -p out/test
+	@rm -rf out/test && mkdir -p out/test
 	SLUICE_REQUIRE_BROWSER=1 SLUICE_REQUIRE_PROMTOOL=1 $(GO) test -artifacts -outputdir $(CURDIR)/out/test ./...
 	$(GO) test -race $(RACE_PKGS)
 	./scripts/test-postgres.sh

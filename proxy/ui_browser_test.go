@@ -2,11 +2,13 @@ package proxy
 
 import (
 	"context"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -170,6 +172,23 @@ stages:
 		t.Errorf("after /ui?token=: location and stored token %q, want %q", loc, r.admin+"/ui "+uiToken)
 	}
 
+	// stageOf returns a stage's counters, setting and offered requests per
+	// second over its last period.
+	stageOf := func(d StateDoc, name string) (ClassCounts, float64, float64) {
+		for _, st := range d.Stages {
+			if st.Name == name {
+				c := st.Classes[0]
+				ps := 0.0
+				if l := c.Last; l != nil && l.Elapsed > 0 {
+					ps = l.Offered / l.Elapsed.Seconds()
+				}
+				return ClassCounts{Offered: c.Offered, Admitted: c.Admitted, Rejected: c.Rejected, Completed: c.Completed}, st.Setting, ps
+			}
+		}
+		t.Fatalf("no stage %q in /state", name)
+		return ClassCounts{}, 0, 0
+	}
+
 	// Wait until every chart shows at least 5 seconds of data.
 	_, err = chromedp.Run(tctx, chromedp.Poll[bool](`window.sluiceUI && window.sluiceUI.charts() >= 14 && window.sluiceUI.minPoints() >= 5`,
 		chromedp.WithPollingTimeout(40*time.Second)))
@@ -185,9 +204,17 @@ stages:
 
 	// The numbers shown against /state: counters between a /state read
 	// before and one after the page's (whose sample is at most a second
-	// old), the static stage's setting and the target exactly.
+	// old), the static stage's setting and the target exactly. The api
+	// stage's last-period rates seen by /state over the 2.5 s
+	// before the page is read: the page's rate, taken over the periods
+	// that ended between its last two samples, is among them.
 	before := r.state(t)
-	time.Sleep(1500 * time.Millisecond)
+	var periodRates []float64
+	for end := time.Now().Add(2500 * time.Millisecond); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		if _, _, ps := stageOf(r.state(t), "api"); ps > 0 {
+			periodRates = append(periodRates, ps)
+		}
+	}
 	shown, err := chromedp.Run(tctx, chromedp.Evaluate[map[string]float64](`(() => {
 		const out = {};
 		for (const st of document.querySelectorAll("section.stage")) {
@@ -209,25 +236,9 @@ stages:
 	must(t, err)
 	after := r.state(t)
 	t.Logf("shown: %v", shown)
-	// stageOf returns a stage's counters, setting and offered requests per
-	// second over its last period.
-	stageOf := func(d StateDoc, name string) (ClassCounts, float64, float64) {
-		for _, st := range d.Stages {
-			if st.Name == name {
-				c := st.Classes[0]
-				ps := 0.0
-				if l := c.Last; l != nil && l.Elapsed > 0 {
-					ps = l.Offered / l.Elapsed.Seconds()
-				}
-				return ClassCounts{Offered: c.Offered, Admitted: c.Admitted, Rejected: c.Rejected, Completed: c.Completed}, st.Setting, ps
-			}
-		}
-		t.Fatalf("no stage %q in /state", name)
-		return ClassCounts{}, 0, 0
-	}
 	for _, name := range []string{"api", "web"} { // cgi sees no traffic
-		a, _, psA := stageOf(before, name)
-		b, set, psB := stageOf(after, name)
+		a, _, _ := stageOf(before, name)
+		b, set, _ := stageOf(after, name)
 		for _, f := range []struct {
 			field  string
 			lo, hi uint64
@@ -241,14 +252,19 @@ stages:
 			if shown["api.setting"] != 60 || set != 60 {
 				t.Errorf("stage api: setting shown %v, /state %v, want 60", shown["api.setting"], set)
 			}
-			// Per-second rates: the page's against the last periods that
-			// /state showed before and after (the load offers ~100 req/s).
-			lo, hi := min(psA, psB), max(psA, psB)
-			if ps := shown["api.default.offered_ps"]; lo < 20 || ps < 0.7*lo || ps > 1.3*hi {
-				t.Errorf("stage api: offered per second shown %.1f, /state's last periods %.1f and %.1f", ps, psA, psB)
+			// Per-second rates: the page's among the last periods' (with
+			// a margin for a span of two periods), and offered = admitted
+			// + rejected, as in every period of a rate gate.
+			lo, hi := slices.Min(append(periodRates, math.Inf(1))), slices.Max(append(periodRates, 0))
+			if ps := shown["api.default.offered_ps"]; len(periodRates) == 0 || ps < 0.8*lo || ps > 1.2*hi {
+				t.Errorf("stage api: offered per second shown %.1f, /state's last periods ranged over [%.1f, %.1f]", ps, lo, hi)
 			}
-			if shown["api.default.rejected_ps"] <= 0 {
-				t.Errorf("stage api: the page shows no rejections per second against a static rate of 60 under 100 req/s")
+			o, ad, rj := shown["api.default.offered_ps"], shown["api.default.admitted_ps"], shown["api.default.rejected_ps"]
+			if math.Abs(o-ad-rj) > 0.01*o+0.01 {
+				t.Errorf("stage api: per second shown offered %.2f ≠ admitted %.2f + rejected %.2f", o, ad, rj)
+			}
+			if shown["api.default.rejected"] <= 0 {
+				t.Errorf("stage api: the page shows no rejection against a static rate of 60 under 100 req/s")
 			}
 		}
 	}
