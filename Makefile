@@ -10,10 +10,15 @@ all: build
 build:
 	$(GO) build -o bin/sluice ./cmd/sluice
 
-## test: formatting, vet, all tests, -race on the concurrent packages, and
-## the bookstore on a real PostgreSQL (installed from Debian when missing).
+## test: formatting, vet, all tests, -race on the concurrent packages, the
+## dashboard in Chromium and the alert rules with promtool, and the
+## bookstore on a real PostgreSQL (Chromium, promtool and PostgreSQL are
+## installed from Debian when missing). Test artifacts (the dashboard's
+## screenshots) go to out/test/.
 test: fmt-check vet
-	$(GO) test ./...
+	./scripts/test-deps.sh
+	@rm -rf out/test && mkdir -p out/test
+	SLUICE_REQUIRE_BROWSER=1 SLUICE_REQUIRE_PROMTOOL=1 $(GO) test -artifacts -outputdir $(CURDIR)/out/test ./...
 	$(GO) test -race $(RACE_PKGS)
 	./scripts/test-postgres.sh
 

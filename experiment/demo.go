@@ -145,6 +145,9 @@ func runDemo(ctx context.Context, env *Env) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	if env.AdminAddr != "" {
+		env.Phasef("watch it live: http://%s/ui (the page follows each run's proxy)", env.AdminAddr)
+	}
 	results := map[string]*phaseResult{}
 	for _, run := range DemoRuns {
 		res, err := runPhaseThroughProxy(ctx, env, srv.URL, demoPolicy(run, capacity), phase{name: run, length: length, users: users.At,
@@ -226,7 +229,11 @@ func runDemo(ctx context.Context, env *Env) (*Result, error) {
 // runPhaseThroughProxy starts a proxy with policy in front of backendURL
 // (one upstream connection), runs the phase through it and stops it.
 func runPhaseThroughProxy(ctx context.Context, env *Env, backendURL, policy string, ph phase) (*phaseResult, error) {
-	px, err := startProxy(ctx, env.Name+".yaml", proxyYAML(backendURL, 1, policy))
+	admin := anyPort
+	if env.AdminAddr != "" {
+		admin = env.AdminAddr
+	}
+	px, err := startProxy(ctx, env.Name+".yaml", proxyYAMLAdmin(backendURL, 1, policy, admin))
 	if err != nil {
 		return nil, err
 	}

@@ -20,6 +20,8 @@ type Env struct {
 	Seed uint64
 	// Executable is the sluice binary for child processes.
 	Executable string
+	// AdminAddr is Options.AdminAddr.
+	AdminAddr string
 
 	start time.Time
 	mu    sync.Mutex
@@ -37,7 +39,7 @@ func newEnv(name string, opts Options) *Env {
 			exe = p
 		}
 	}
-	return &Env{Name: name, Quick: opts.Quick, Seed: opts.Seed, Executable: exe, start: time.Now(), out: out}
+	return &Env{Name: name, Quick: opts.Quick, Seed: opts.Seed, Executable: exe, AdminAddr: opts.AdminAddr, start: time.Now(), out: out}
 }
 
 // Phasef prints a line announcing a phase, with the time since the start

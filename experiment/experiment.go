@@ -114,6 +114,11 @@ type Options struct {
 	// Progress receives one line per phase and per second of load; nil
 	// discards them.
 	Progress io.Writer
+	// AdminAddr, when set, is the admin listener (host:port) of the
+	// proxies the demo starts one after the other, so that its live
+	// dashboard (/ui) stays at one address; empty picks a free port for
+	// each proxy.
+	AdminAddr string
 	// Executable is the sluice binary started for child processes (the
 	// pinned backend of the Kihl experiments); empty means the running
 	// executable (os.Executable).

@@ -239,7 +239,11 @@ type phaseResult struct {
 // run executes the phase: every load at once, a progress line per second
 // and the proxy's state sampled meanwhile.
 func (ph *phase) run(ctx context.Context, env *Env) (*phaseResult, error) {
-	env.Phasef("%s: %s of load", ph.name, ph.length)
+	if env.AdminAddr != "" {
+		env.Phasef("%s: %s of load (live: http://%s/ui)", ph.name, ph.length, env.AdminAddr)
+	} else {
+		env.Phasef("%s: %s of load", ph.name, ph.length)
+	}
 	rec := &recorder{base: time.Now()}
 	res := &phaseResult{results: make([]*loadgen.Result, len(ph.loads))}
 	stop := make(chan struct{})
@@ -371,6 +375,11 @@ const anyPort = "127.0.0.1:0"
 // upstream connections, a queue of queueMax with a long timeout): in
 // every experiment, the proxy's admission policy is the only control.
 func proxyYAML(backendURL string, maxConcurrency int, policy string) string {
+	return proxyYAMLAdmin(backendURL, maxConcurrency, policy, anyPort)
+}
+
+// proxyYAMLAdmin is proxyYAML with the admin listener on admin.
+func proxyYAMLAdmin(backendURL string, maxConcurrency int, policy, admin string) string {
 	return fmt.Sprintf(`listeners: [{addr: %q}]
 admin: {addr: %q}
 drain_timeout: 1s
@@ -378,7 +387,7 @@ backends:
   servers: [{url: %q, max_concurrency: %d}]
   queue: {max: 100000, timeout: 120s}
   timeouts: {response_header: 120s}
-%s`, anyPort, anyPort, backendURL, maxConcurrency, policy)
+%s`, anyPort, admin, backendURL, maxConcurrency, policy)
 }
 
 // waitReady polls url until it answers or ctx/the deadline ends.

@@ -29,27 +29,35 @@ const DefaultStateDecisions = 10
 //	                              or Accept: application/json)
 //	POST /reload                  re-read the configuration file (400 with the error if invalid)
 //	PUT  /stages/{name}/target    body {"target":"300ms"}: set a stage's response-time target
+//	PUT  /shadow                  body {"shadow":true}: shadow mode on or off (ui.go)
+//	GET  /ui, /ui/events          the live dashboard and its event stream (ui.go)
 //	     /debug/pprof/            only with admin.pprof: true
 func (s *Server) adminHandler(withPprof bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{ErrorLog: serverLog(s.log)}))
 	mux.HandleFunc("GET /state", s.handleState)
 	mux.HandleFunc("GET /config", s.handleConfig)
-	mux.HandleFunc("POST /reload", s.handleReload)
-	mux.HandleFunc("PUT /stages/{name}/target", s.handleTarget)
+	mux.Handle("POST /reload", s.auth.requireBearer(http.HandlerFunc(s.handleReload)))
+	mux.Handle("PUT /stages/{name}/target", s.auth.requireBearer(http.HandlerFunc(s.handleTarget)))
+	s.registerUI(mux)
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		_, _ = io.WriteString(w, "sluice admin\n\nGET  /metrics\nGET  /state[?decisions=N]\nGET  /config[?format=json]\nPOST /reload\nPUT  /stages/{name}/target  {\"target\":\"300ms\"}\n")
+		_, _ = io.WriteString(w, "sluice admin\n\nGET  /ui                        live dashboard\nGET  /metrics\nGET  /state[?decisions=N]\nGET  /config[?format=json]\nPOST /reload\nPUT  /stages/{name}/target  {\"target\":\"300ms\"}\nPUT  /shadow                {\"shadow\":true}\n")
 		if withPprof {
 			_, _ = io.WriteString(w, "GET  /debug/pprof/\n")
 		}
+		if s.auth.enabled() {
+			_, _ = io.WriteString(w, "\n/ui, its event stream, /debug/pprof and every PUT and POST need the admin token (Authorization: Bearer TOKEN).\n")
+		}
 	})
 	if withPprof {
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		pp := http.NewServeMux()
+		pp.HandleFunc("/debug/pprof/", pprof.Index)
+		pp.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		pp.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		pp.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		pp.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		mux.Handle("/debug/pprof/", s.auth.requireBearer(pp))
 	}
 	return mux
 }
@@ -110,6 +118,11 @@ func (s *Server) handleState(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleConfig(w http.ResponseWriter, r *http.Request) {
 	cfg := s.h.gen.Load().cfg
+	if cfg.Admin.Token != "" {
+		c := *cfg
+		c.Admin.Token = redactedToken
+		cfg = &c
+	}
 	out, err := yaml.Marshal(cfg)
 	if err != nil {
 		adminError(w, http.StatusInternalServerError, "encoding the configuration: "+err.Error())

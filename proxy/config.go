@@ -106,15 +106,23 @@ type TLSConfig struct {
 }
 
 // AdminConfig is the admin listener: /metrics, /state, /config, /reload,
-// /stages/{name}/target and optionally /debug/pprof.
+// /stages/{name}/target, /shadow, the dashboard /ui and optionally
+// /debug/pprof.
 type AdminConfig struct {
 	// Addr is host:port (default 127.0.0.1:9901). A non-loopback address
-	// is refused unless AllowPublic is true.
+	// is refused unless AllowPublic is true and Token is set.
 	Addr string `yaml:"addr"`
 	// AllowPublic permits a non-loopback admin address (default false).
-	// The admin API can change targets and reload the configuration and
-	// has no authentication.
+	// The admin API can change targets and reload the configuration:
+	// there it needs Token too.
 	AllowPublic bool `yaml:"allow_public"`
+	// Token is a bearer token (at least 16 printable ASCII characters
+	// without spaces). When set, the dashboard (/ui and its event
+	// stream), /debug/pprof and every mutating endpoint (POST, PUT) need
+	// it; /metrics, /state and /config stay open. Required when Addr is
+	// not loopback; optional (default none) on loopback. GET /config
+	// shows it redacted.
+	Token string `yaml:"token,omitempty"`
 	// Pprof serves net/http/pprof under /debug/pprof/ (default false).
 	Pprof bool `yaml:"pprof"`
 }
@@ -350,7 +358,13 @@ func (c *Config) Validate() error {
 		return fieldErr("admin.addr", "%q is already used by %s", c.Admin.Addr, prev)
 	}
 	if !c.Admin.AllowPublic && !isLoopbackAddr(c.Admin.Addr) {
-		return fieldErr("admin.addr", "%q is not a loopback address: the admin API has no authentication; set admin.allow_public: true to serve it there anyway", c.Admin.Addr)
+		return fieldErr("admin.addr", "%q is not a loopback address: the admin API can reload and retarget the proxy; set admin.allow_public: true and admin.token to serve it there anyway", c.Admin.Addr)
+	}
+	if err := checkAdminToken(c.Admin.Token); err != nil {
+		return fieldErr("admin.token", "%v", err)
+	}
+	if c.Admin.Token == "" && !isLoopbackAddr(c.Admin.Addr) {
+		return fieldErr("admin.token", "required when admin.addr (%q) is not a loopback address: the dashboard and every mutating endpoint need a bearer token there", c.Admin.Addr)
 	}
 	if err := c.Backends.validate(); err != nil {
 		return err

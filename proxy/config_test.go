@@ -159,9 +159,39 @@ func TestQueueMaxZeroIsAllowed(t *testing.T) {
 }
 
 func TestAllowPublicAdmin(t *testing.T) {
-	_, err := Parse("p.yaml", []byte(goodHead+"admin:\n  addr: 0.0.0.0:9901\n  allow_public: true\n"))
+	_, err := Parse("p.yaml", []byte(goodHead+"admin:\n  addr: 0.0.0.0:9901\n  allow_public: true\n  token: 0123456789abcdef0123\n"))
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A non-loopback admin listener needs a token, and a bad token is refused
+// without echoing it.
+func TestAdminTokenValidation(t *testing.T) {
+	for _, tc := range []struct{ name, admin, want string }{
+		{"public without token", "  addr: 0.0.0.0:9901\n  allow_public: true\n", "admin.token: required when admin.addr (\"0.0.0.0:9901\") is not a loopback address"},
+		{"short", "  token: s3cr3t\n", "admin.token: too short"},
+		{"space", "  token: \"0123456789 abcdef\"\n", "admin.token: must be printable ASCII without spaces"},
+		{"redacted", "  token: \"<redacted>xxxxxxxxxxxx\"\n", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse("p.yaml", []byte(goodHead+"admin:\n"+tc.admin))
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("want valid, got %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error = %v, want it to contain %q", err, tc.want)
+			}
+			if strings.Contains(err.Error(), "s3cr3t") {
+				t.Fatalf("the error echoes the token: %v", err)
+			}
+		})
+	}
+	if _, err := Parse("p.yaml", []byte(goodHead+"admin:\n  token: \"<redacted>\"\n")); err == nil || !strings.Contains(err.Error(), "admin.token") {
+		t.Fatalf("the redacted placeholder: error = %v, want one naming admin.token", err)
 	}
 }
 

@@ -18,7 +18,7 @@ type metrics struct {
 }
 
 func newMetrics() *metrics {
-	return &metrics{
+	m := &metrics{
 		upstreamErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "proxy_upstream_errors_total",
 			Help: "Failed upstream exchanges by server and cause (connect, connect_timeout, response_header_timeout, overall_timeout, upstream_closed, tls, other).",
@@ -44,12 +44,21 @@ func newMetrics() *metrics {
 			Help: "Response-time targets changed through the admin API, by stage.",
 		}, []string{"stage"}),
 	}
+	// The fixed label values exist from the start at 0, so that rate()
+	// and the alert rules see them before the first event.
+	for _, c := range []string{"queue_full", "queue_timeout"} {
+		m.poolRejected.WithLabelValues(c)
+	}
+	for _, c := range []string{"502", "504"} {
+		m.gatewayErrors.WithLabelValues(c)
+	}
+	return m
 }
 
 func (m *metrics) register(reg prometheus.Registerer, h *Handler, ov *overload) error {
 	for _, c := range []prometheus.Collector{m.upstreamErrors, m.gatewayErrors, m.poolRejected, m.badRequests,
 		m.reloads, m.targetChanges, &stateCollector{h: h}, policy.CollectorFor(h.policy),
-		overloadCollector{h: h, ov: ov}, sharesCollector{h: h}} {
+		overloadCollector{h: h, ov: ov}, sharesCollector{h: h}, dashCollector{h: h}} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}

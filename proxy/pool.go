@@ -55,6 +55,9 @@ type Pool struct {
 	busy      *monitor.Busy // busy time of the slots, when a pool-busy sensor reads it
 
 	queueFull, queueTimeout atomic.Uint64
+	// waited counts the requests that found no free slot, waited and got
+	// one; waitNS sums their waits in nanoseconds.
+	waited, waitNS atomic.Uint64
 }
 
 // Pool errors (both are answered 503).
@@ -120,6 +123,16 @@ func NewTransport(cfg BackendsConfig) *http.Transport {
 // Release. It returns ErrPoolQueueFull or ErrPoolQueueTimeout when the
 // pool is saturated, or ctx's error if the client left while waiting.
 func (p *Pool) Acquire(ctx context.Context) (*Backend, error) {
+	if !p.lim.TryAcquire() {
+		return p.acquireWaiting(ctx)
+	}
+	return p.acquired(), nil
+}
+
+// acquireWaiting is Acquire when no slot was free: it queues, and
+// measures the wait of a request that gets a slot.
+func (p *Pool) acquireWaiting(ctx context.Context) (*Backend, error) {
+	start := time.Now()
 	if err := p.lim.Acquire(ctx, 0); err != nil {
 		switch {
 		case errors.Is(err, gate.ErrQueueFull):
@@ -131,13 +144,24 @@ func (p *Pool) Acquire(ctx context.Context) (*Backend, error) {
 		}
 		return nil, err
 	}
+	p.waitNS.Add(uint64(time.Since(start)))
+	p.waited.Add(1)
+	return p.acquired(), nil
+}
+
+// acquired picks the server of a request that holds a slot.
+func (p *Pool) acquired() *Backend {
 	b := p.pick()
 	b.served.Add(1)
 	if p.busy != nil {
 		p.busy.Begin(time.Now())
 	}
-	return b, nil
+	return b
 }
+
+// waits returns how many requests waited for a slot and got one, and the
+// sum of their waits in nanoseconds.
+func (p *Pool) waits() (n, ns uint64) { return p.waited.Load(), p.waitNS.Load() }
 
 // trackBusy makes the pool measure the busy time of its slots from now
 // on (the pool-busy utilization sensor). Call it before the pool serves.
@@ -229,6 +253,10 @@ type QueueState struct {
 	Timeout  string `json:"timeout"`
 	Full     uint64 `json:"rejected_full"`
 	TimedOut uint64 `json:"rejected_timeout"`
+	// Waited counts the requests that waited for a slot and got one;
+	// WaitSeconds sums their waits, in seconds.
+	Waited      uint64  `json:"waited"`
+	WaitSeconds float64 `json:"wait_seconds_total"`
 }
 
 // BackendState is one server.
@@ -243,7 +271,8 @@ type BackendState struct {
 func (p *Pool) State() PoolState {
 	st := PoolState{Balance: p.cfg.Balance, Capacity: p.capacity, InFlight: p.lim.InFlight(),
 		Queue: QueueState{Length: p.lim.QueueLen(), Max: p.maxQueue, Timeout: p.timeout.String(),
-			Full: p.queueFull.Load(), TimedOut: p.queueTimeout.Load()}}
+			Full: p.queueFull.Load(), TimedOut: p.queueTimeout.Load(), Waited: p.waited.Load(),
+			WaitSeconds: float64(p.waitNS.Load()) / 1e9}}
 	for _, b := range p.backends {
 		st.Servers = append(st.Servers, BackendState{URL: b.Name, InFlight: b.InFlight(),
 			MaxConcurrency: int(b.max), Served: b.served.Load()})

@@ -52,6 +52,9 @@ type Server struct {
 
 	ov *overload // sensors, resource rules and the connection policer
 
+	auth *adminAuth // admin.token (admin cannot change on reload)
+	hist *history   // the dashboard's samples (ui.go, history.go)
+
 	mu       sync.Mutex // serialises Apply and the runner lifecycle
 	runCtx   context.Context
 	running  bool
@@ -82,7 +85,8 @@ func New(cfg *Config, opts Options) (*Server, error) {
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 	m := newMetrics()
-	s := &Server{h: newHandler(m, logger), m: m, reg: reg, log: logger, file: opts.ConfigFile}
+	s := &Server{h: newHandler(m, logger), m: m, reg: reg, log: logger, file: opts.ConfigFile,
+		auth: newAdminAuth(cfg.Admin.Token), hist: newHistory()}
 	ov, err := buildOverload(cfg, s.h, logger, time.Now())
 	if err != nil {
 		return nil, err
@@ -187,9 +191,19 @@ func (s *Server) Apply(cfg *Config) error {
 }
 
 func (s *Server) apply(cfg *Config) error {
+	return s.applyFrom(func(*Config) *Config { return cfg })
+}
+
+// applyFrom applies the configuration that next returns for the running
+// one, both under s.mu (nil: nothing to apply).
+func (s *Server) applyFrom(next func(running *Config) *Config) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	old := s.h.gen.Load()
+	cfg := next(old.cfg)
+	if cfg == nil {
+		return nil
+	}
 	if !sameListeners(old.cfg, cfg) {
 		return errors.New("listeners, admin, utilization, resources or policer changed: restart sluice to apply them (a reload applies backends, classes, stages, reject, shadow, degrade, shares and drain_timeout)")
 	}
@@ -351,6 +365,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	s.startRunners(g)
 	if !s.manual {
 		s.ov.run(runCtx, &s.runs)
+		s.runs.Go(func() { s.hist.run(runCtx, s) })
 	}
 	cfg := g.cfg
 	s.mu.Unlock()

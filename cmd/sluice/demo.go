@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"net"
 	"path/filepath"
 	"strconv"
 	"text/tabwriter"
@@ -11,12 +12,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluicehq/sluice/experiment"
+	"github.com/sluicehq/sluice/proxy"
 )
 
 // demoFlags holds the flags of `sluice demo`.
 type demoFlags struct {
-	seed uint64
-	out  string
+	seed  uint64
+	out   string
+	admin string
 }
 
 // newDemoCmd builds `sluice demo`.
@@ -35,6 +38,10 @@ It prints, for each run, the goodput (pages answered within the 250 ms
 target, per second), the p90 response time, the fraction rejected and the
 errors, and writes a report folder (default ./out/demo) with report.html,
 summary.json, timeseries.csv and the plot. Progress goes to stderr.
+
+While it runs, the proxy's live dashboard is at http://127.0.0.1:9901/ui
+(--admin; a free port when that one is taken): open it to watch the flash
+crowd, the controller's decisions and the rejections as they happen.
 It takes about 80 s; run it on an otherwise quiet machine.`,
 		Example: `  sluice demo
   sluice demo --out /tmp/demo`,
@@ -44,10 +51,15 @@ It takes about 80 s; run it on an otherwise quiet machine.`,
 			if dir == "" {
 				dir = filepath.Join("out", "demo")
 			}
+			admin, err := demoAdminAddr(f.admin)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "sluice demo: live dashboard at http://%s/ui while it runs\n", admin)
 			ctx, stop := runContext(cmd.Context())
 			defer stop()
 			o, err := experiment.RunExperiment(ctx, experiment.DemoExperiment(), experiment.Options{Seed: f.seed, Out: dir,
-				Progress: cmd.ErrOrStderr()})
+				Progress: cmd.ErrOrStderr(), AdminAddr: admin})
 			if err != nil {
 				return err
 			}
@@ -56,7 +68,32 @@ It takes about 80 s; run it on an otherwise quiet machine.`,
 	}
 	cmd.Flags().Uint64Var(&f.seed, "seed", 1, "seed of the load generator")
 	cmd.Flags().StringVar(&f.out, "out", "", "report folder (default ./out/demo)")
+	cmd.Flags().StringVar(&f.admin, "admin", proxy.DefaultAdminAddr, "admin listener of the demo's proxy, with the live dashboard at /ui (loopback; a free port when taken)")
 	return cmd
+}
+
+// demoAdminAddr returns addr when it is a loopback address that can be
+// bound now, else a free port on the same host: the demo's proxies bind
+// it one after the other, so that the dashboard keeps its address.
+func demoAdminAddr(addr string) (string, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", fmt.Errorf("--admin %q is invalid: %v", addr, err)
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return "", fmt.Errorf("--admin %q is invalid: must be a loopback address such as 127.0.0.1:9901", addr)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		if ln, err = net.Listen("tcp", net.JoinHostPort(host, "0")); err != nil {
+			return "", fmt.Errorf("--admin %q: %v", addr, err)
+		}
+	}
+	got := ln.Addr().String()
+	if err := ln.Close(); err != nil {
+		return "", err
+	}
+	return got, nil
 }
 
 // printDemo prints the demo's table and the report's path.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -107,6 +108,29 @@ func TestPrintDemo(t *testing.T) {
 		"650 ms", "90.0%", "1 of 2 checks met", "NOT met: yaksha beats (x)", "report: out/x/report.html"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// The demo's dashboard address: the one asked for when it is free, a free
+// port when it is taken, an error when it is not loopback.
+func TestDemoAdminAddr(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	taken := ln.Addr().String()
+	got, err := demoAdminAddr(taken)
+	if err != nil || got == taken || !strings.HasPrefix(got, "127.0.0.1:") {
+		t.Errorf("demoAdminAddr(%s, taken) = %q, %v; want another port on 127.0.0.1", taken, got, err)
+	}
+	ln.Close()
+	if got, err := demoAdminAddr(taken); err != nil || got != taken {
+		t.Errorf("demoAdminAddr(%s, free) = %q, %v; want it back", taken, got, err)
+	}
+	for _, bad := range []string{"0.0.0.0:9901", "192.0.2.1:9901", "nonsense"} {
+		if _, err := demoAdminAddr(bad); err == nil || !strings.Contains(err.Error(), "--admin") {
+			t.Errorf("demoAdminAddr(%q): %v, want an error naming --admin", bad, err)
 		}
 	}
 }

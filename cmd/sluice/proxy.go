@@ -27,8 +27,10 @@ type proxyFlags struct {
 	targetP90  time.Duration
 	targetMean time.Duration
 	admin      string
-	shadow     bool
-	logLevel   string
+	// adminTokenFile holds the admin token (a file keeps it out of ps).
+	adminTokenFile string
+	shadow         bool
+	logLevel       string
 }
 
 func newProxyCmd() *cobra.Command {
@@ -59,8 +61,8 @@ start proxies --listen to --backend with one stage for every request:
                         Envoy, kratos/Sentinel) with their own defaults
   --controller none     measure only
 
-The admin API (metrics, state, reload, targets) listens on --admin
-(default 127.0.0.1:9901). SIGHUP reloads the file (an invalid file keeps
+The admin API (metrics, state, reload, targets, and the live dashboard at
+/ui) listens on --admin (default 127.0.0.1:9901). SIGHUP reloads the file (an invalid file keeps
 the running configuration); SIGTERM or SIGINT stops accepting, lets
 in-flight requests finish for up to drain_timeout, and exits 0.`,
 		Example: `  sluice proxy --listen 127.0.0.1:8080 --backend http://127.0.0.1:8081
@@ -92,6 +94,7 @@ in-flight requests finish for up to drain_timeout, and exits 0.`,
 			if err := srv.Listen(); err != nil {
 				return err
 			}
+			logger.Info("live dashboard", "url", "http://"+srv.AdminAddr().String()+"/ui")
 			return serveProxy(cmd.Context(), srv, logger)
 		},
 	}
@@ -104,6 +107,7 @@ in-flight requests finish for up to drain_timeout, and exits 0.`,
 	fl.DurationVar(&f.targetP90, "target-p90", 0, "quick start, seda: 90th-percentile response-time target, e.g. 500ms")
 	fl.DurationVar(&f.targetMean, "target-mean", 0, "quick start, yaksha: mean response-time target, e.g. 200ms")
 	fl.StringVar(&f.admin, "admin", proxy.DefaultAdminAddr, "quick start: admin API address (loopback only)")
+	fl.StringVar(&f.adminTokenFile, "admin-token-file", "", "quick start: file holding the admin token (admin.token), required by /ui and every change")
 	fl.BoolVar(&f.shadow, "shadow", false, "quick start: decide and record, but admit every request")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	return cmd
@@ -111,7 +115,7 @@ in-flight requests finish for up to drain_timeout, and exits 0.`,
 
 // onlyConfig refuses quick-start flags next to --config.
 func (f *proxyFlags) onlyConfig(cmd *cobra.Command) error {
-	for _, name := range []string{"listen", "backend", "controller", "slo", "target-p90", "target-mean", "admin", "shadow"} {
+	for _, name := range []string{"listen", "backend", "controller", "slo", "target-p90", "target-mean", "admin", "admin-token-file", "shadow"} {
 		if cmd.Flags().Changed(name) {
 			return usagef("--%s is a quick-start flag: set it in %s instead, or drop --config", name, f.config)
 		}
@@ -158,6 +162,17 @@ func (f *proxyFlags) quickStart(cmd *cobra.Command) (*proxy.Config, error) {
 		Listeners: []proxy.ListenerConfig{{Addr: f.listen}},
 		Admin:     proxy.AdminConfig{Addr: f.admin},
 	}
+	if f.adminTokenFile != "" {
+		b, err := os.ReadFile(f.adminTokenFile)
+		if err != nil {
+			return nil, usagef("--admin-token-file: %v", err)
+		}
+		line, _, _ := strings.Cut(string(b), "\n")
+		cfg.Admin.Token = strings.TrimSpace(line)
+		if cfg.Admin.Token == "" {
+			return nil, usagef("--admin-token-file %s: the file is empty: put the token on its first line", f.adminTokenFile)
+		}
+	}
 	for _, b := range f.backends {
 		cfg.Backends.Servers = append(cfg.Backends.Servers, proxy.ServerConfig{URL: b})
 	}
@@ -181,7 +196,7 @@ func (f *proxyFlags) quickStart(cmd *cobra.Command) (*proxy.Config, error) {
 func quickStartError(err error) error {
 	msg := err.Error()
 	for _, m := range []struct{ path, flag string }{
-		{"listeners[0].addr", "--listen"}, {"admin.addr", "--admin"}, {"backends.servers", "--backend"},
+		{"listeners[0].addr", "--listen"}, {"admin.addr", "--admin"}, {"admin.token", "--admin-token-file"}, {"backends.servers", "--backend"},
 		{"stages[0].params.target", "--target-p90"}, {"stages[0].params.tref", "--target-mean"},
 		{"stages[0].params.slo", "--slo"},
 		{"stages[0]", "--controller"},

@@ -19,6 +19,13 @@ func TestProxyUsageErrors(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("listeners:\n  - addr: 127.0.0.1:8080\nbackends:\n  servers:\n    - url: http://127.0.0.1:8081\n      max_conc: 1\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	short, empty := filepath.Join(t.TempDir(), "short"), filepath.Join(t.TempDir(), "empty")
+	if err := os.WriteFile(short, []byte("secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(empty, []byte("\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		args []string
 		want string
@@ -40,6 +47,10 @@ func TestProxyUsageErrors(t *testing.T) {
 		{[]string{"proxy", "--config", bad}, "bad.yaml:6: backends.servers[0].max_conc: unknown field"},
 		{[]string{"proxy", "--config", filepath.Join(t.TempDir(), "missing.yaml")}, "missing.yaml: open"},
 		{[]string{"proxy", "--log-level", "loud", "--config", bad}, "--log-level"},
+		{[]string{"proxy", "--listen", "127.0.0.1:0", "--backend", "http://127.0.0.1:1", "--admin-token-file", short}, "--admin-token-file: admin.token: too short"},
+		{[]string{"proxy", "--listen", "127.0.0.1:0", "--backend", "http://127.0.0.1:1", "--admin-token-file", empty}, "the file is empty"},
+		{[]string{"proxy", "--listen", "127.0.0.1:0", "--backend", "http://127.0.0.1:1", "--admin-token-file", filepath.Join(t.TempDir(), "none")}, "--admin-token-file: open"},
+		{[]string{"proxy", "--config", bad, "--admin-token-file", short}, "--admin-token-file is a quick-start flag"},
 	}
 	for _, c := range cases {
 		code, _, errOut := runCLI(t, c.args...)

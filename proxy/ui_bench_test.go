@@ -1,0 +1,105 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"log/slog"
+	"net/http"
+	"testing"
+	"time"
+)
+
+// BenchmarkUISample is the dashboard sampler's work once a second: read
+// the state of a proxy with three stages (seda, yaksha, static-rate) and
+// the implicit one, compute the rates and encode the sample. Its time per
+// operation is the CPU the dashboard takes per second whatever the number
+// of viewers (each of whom then costs one write of the encoded bytes).
+func BenchmarkUISample(b *testing.B) {
+	// The backend is never contacted: no request goes through.
+	c, err := Parse("bench.yaml", []byte(baseConfig("http://127.0.0.1:1", `stages:
+  - {name: web, match: {path_prefix: /web}, controller: seda, params: {target: 100ms}}
+  - {name: api, match: {path_prefix: /api}, controller: yaksha, params: {tref: 100ms}}
+  - {name: st, match: {path_prefix: /st}, controller: static-rate, params: {rate: 100}}
+`)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv, err := New(c, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	now := time.Now().Add(time.Hour)
+	srv.h.gen.Load().pol.Step(now)
+	h := srv.hist
+	var size int
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		h.sampleNow(srv, now.Add(time.Duration(i)*time.Second))
+		out, _, _, _ := h.since(uint64(i))
+		if len(out) > 0 {
+			size = len(out[len(out)-1])
+		}
+	}
+	b.ReportMetric(float64(size), "bytes/sample")
+}
+
+// BenchmarkUIFiveViewers is one second of the dashboard with five viewers
+// on real loopback connections: take a sample, and wait until each of the
+// five event streams has delivered it. ns/op is the dashboard's cost per
+// second of wall time (sampler, encoding and the five writes, plus the
+// five readers' own work, which in production is the browsers').
+func BenchmarkUIFiveViewers(b *testing.B) {
+	c, err := Parse("bench.yaml", []byte(baseConfig("http://127.0.0.1:1", `stages:
+  - {name: web, match: {path_prefix: /web}, controller: seda, params: {target: 100ms}}
+  - {name: api, match: {path_prefix: /api}, controller: yaksha, params: {tref: 100ms}}
+  - {name: st, match: {path_prefix: /st}, controller: static-rate, params: {rate: 100}}
+`)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv, err := New(c, Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv.manual = true // the benchmark takes the samples
+	if err := srv.Listen(); err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx) }()
+	defer func() { cancel(); <-done }()
+	now := time.Now().Add(time.Hour)
+	srv.h.gen.Load().pol.Step(now)
+	srv.hist.sampleNow(srv, now)
+	got := make(chan struct{}, 1024)
+	for range 5 {
+		resp, err := http.Get("http://" + srv.AdminAddr().String() + "/ui/events")
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer resp.Body.Close()
+		go func() {
+			br := bufio.NewReader(resp.Body)
+			for {
+				line, err := br.ReadSlice('\n')
+				if err != nil {
+					return
+				}
+				if bytes.HasPrefix(line, []byte("id: ")) {
+					got <- struct{}{}
+				}
+			}
+		}()
+	}
+	for range 5 { // the first sample, replayed to each
+		<-got
+	}
+	for i := 1; b.Loop(); i++ {
+		srv.hist.sampleNow(srv, now.Add(time.Duration(i)*time.Second))
+		for range 5 {
+			<-got
+		}
+	}
+}

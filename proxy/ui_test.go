@@ -1,0 +1,374 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+const uiToken = "0123456789abcdef-test"
+
+// sseEvent is one event of /ui/events.
+type sseEvent struct {
+	id   string
+	data Sample
+}
+
+// openEvents opens /ui/events with the given headers and returns a reader
+// of its events and a func that closes it.
+func openEvents(t *testing.T, url string, hdr map[string]string) (*http.Response, func() (sseEvent, error)) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	must(t, err)
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := client.Do(req)
+	must(t, err)
+	t.Cleanup(func() { resp.Body.Close() })
+	br := bufio.NewReader(resp.Body)
+	next := func() (sseEvent, error) {
+		var ev sseEvent
+		for {
+			line, err := br.ReadString('\n')
+			if err != nil {
+				return ev, err
+			}
+			line = strings.TrimRight(line, "\n")
+			switch {
+			case strings.HasPrefix(line, "id: "):
+				ev.id = line[4:]
+			case strings.HasPrefix(line, "data: "):
+				if err := json.Unmarshal([]byte(line[6:]), &ev.data); err != nil {
+					return ev, err
+				}
+			case line == "" && ev.id != "":
+				return ev, nil
+			}
+		}
+	}
+	return resp, next
+}
+
+// A token-protected, non-loopback admin listener: the page, its stream and
+// every change need the token (401 with a Bearer challenge without it);
+// reads stay open; the session cookie lets a browser read but not change.
+func TestUIAuthPublicListener(t *testing.T) {
+	be := backend(t, func(w http.ResponseWriter, _ *http.Request) {})
+	r := startProxy(t, strings.Replace(baseConfig(be.URL, `stages:
+  - name: web
+    match: {path_prefix: /}
+    controller: seda
+    params: {target: 100ms}
+`), "admin:\n  addr: 127.0.0.1:0\n", "admin:\n  addr: 0.0.0.0:0\n  allow_public: true\n  token: "+uiToken+"\n", 1))
+	if ip := r.srv.AdminAddr().(*net.TCPAddr).IP; !ip.IsUnspecified() {
+		t.Fatalf("admin listens on %v, want the unspecified address", ip)
+	}
+	_, port, _ := net.SplitHostPort(r.srv.AdminAddr().String())
+	admin := "http://127.0.0.1:" + port
+	bearer := map[string]string{"Authorization": "Bearer " + uiToken}
+
+	for _, tc := range []struct {
+		method, path, body string
+	}{
+		{"GET", "/ui", ""}, {"GET", "/ui/events", ""}, {"GET", "/ui?token=wrong-token-0123456789", ""},
+		{"PUT", "/stages/web/target", `{"target":"300ms"}`}, {"PUT", "/shadow", `{"shadow":true}`}, {"POST", "/reload", ""},
+	} {
+		for _, auth := range []string{"", "Bearer wrong-token-0123456789", "Basic " + uiToken} {
+			req, _ := http.NewRequest(tc.method, admin+tc.path, strings.NewReader(tc.body))
+			if auth != "" {
+				req.Header.Set("Authorization", auth)
+			}
+			resp, err := client.Do(req)
+			must(t, err)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusUnauthorized || !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer") {
+				t.Errorf("%s %s with Authorization %q: %d, WWW-Authenticate %q; want 401 with a Bearer challenge",
+					tc.method, tc.path, auth, resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
+			}
+		}
+	}
+	// Reads stay open, and /config does not give the token away.
+	for _, p := range []string{"/state", "/metrics", "/config"} {
+		code, _, body := get(t, admin+p, nil)
+		if code != 200 || strings.Contains(body, uiToken) {
+			t.Errorf("GET %s: %d (token in body: %v)", p, code, strings.Contains(body, uiToken))
+		}
+	}
+
+	// With the token: the page (by header, or once by ?token=, which sets
+	// the session cookie), the stream, and a change.
+	if code, _, body := get(t, admin+"/ui", bearer); code != 200 || !strings.Contains(body, "uPlot") {
+		t.Fatalf("GET /ui with the token: %d", code)
+	}
+	code, hdr, _ := get(t, admin+"/ui?token="+uiToken, nil)
+	cookie := hdr.Get("Set-Cookie")
+	if code != 200 || !strings.Contains(cookie, uiCookie+"=") || !strings.Contains(cookie, "HttpOnly") ||
+		!strings.Contains(cookie, "SameSite=Strict") || strings.Contains(cookie, uiToken) {
+		t.Fatalf("GET /ui?token=: %d, Set-Cookie %q", code, cookie)
+	}
+	if csp := hdr.Get("Content-Security-Policy"); !strings.Contains(csp, "script-src 'nonce-") || !strings.Contains(csp, "connect-src 'self'") {
+		t.Errorf("Content-Security-Policy %q", csp)
+	}
+	session := map[string]string{"Cookie": strings.Split(cookie, ";")[0]}
+	if code, _, _ := get(t, admin+"/ui", session); code != 200 {
+		t.Errorf("GET /ui with the session cookie: %d", code)
+	}
+	resp, next := openEvents(t, admin+"/ui/events", session)
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("/ui/events with the session cookie: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	ev, err := next()
+	must(t, err)
+	if !ev.data.Token || ev.data.Seq == 0 {
+		t.Errorf("first sample: %+v", ev.data)
+	}
+	// The cookie does not authorize a change; the header does.
+	req, _ := http.NewRequest(http.MethodPut, admin+"/stages/web/target", strings.NewReader(`{"target":"300ms"}`))
+	req.Header.Set("Cookie", session["Cookie"])
+	res, err := client.Do(req)
+	must(t, err)
+	res.Body.Close()
+	if res.StatusCode != http.StatusUnauthorized {
+		t.Errorf("PUT target with only the session cookie: %d, want 401", res.StatusCode)
+	}
+	req, _ = http.NewRequest(http.MethodPut, admin+"/stages/web/target", strings.NewReader(`{"target":"300ms"}`))
+	req.Header.Set("Authorization", "Bearer "+uiToken)
+	res, err = client.Do(req)
+	must(t, err)
+	res.Body.Close()
+	if res.StatusCode != 200 {
+		t.Errorf("PUT target with the token: %d", res.StatusCode)
+	}
+}
+
+// On loopback without a token, nothing needs one.
+func TestUILoopbackOpen(t *testing.T) {
+	be := backend(t, func(w http.ResponseWriter, _ *http.Request) {})
+	r := startProxy(t, baseConfig(be.URL, ""))
+	code, hdr, body := get(t, r.admin+"/ui", nil)
+	if code != 200 || hdr.Get("Set-Cookie") != "" || !strings.Contains(body, `nonce="`) || strings.Contains(body, "{{NONCE}}") {
+		t.Fatalf("GET /ui: %d, Set-Cookie %q", code, hdr.Get("Set-Cookie"))
+	}
+}
+
+// The event stream replays the kept history, sends each new sample as it
+// is taken, resumes after Last-Event-ID (or ?since=), and starts over for
+// another process's id. The sampler is stepped by hand here.
+func TestUIEventsResume(t *testing.T) {
+	be := backend(t, func(w http.ResponseWriter, _ *http.Request) {})
+	r := startManual(t, baseConfig(be.URL, ""))
+	h := r.srv.hist
+	for range 3 {
+		h.sampleNow(r.srv, time.Now())
+	}
+	_, next := openEvents(t, r.admin+"/ui/events", nil)
+	var last sseEvent
+	for want := uint64(1); want <= 3; want++ {
+		ev, err := next()
+		must(t, err)
+		if ev.data.Seq != want || ev.id != h.boot+"-"+strconv.FormatUint(want, 10) || ev.data.Boot != h.boot {
+			t.Fatalf("event %d: id %q, sample %d of %q", want, ev.id, ev.data.Seq, ev.data.Boot)
+		}
+		last = ev
+	}
+	h.sampleNow(r.srv, time.Now()) // a live one
+	ev, err := next()
+	must(t, err)
+	if ev.data.Seq != 4 {
+		t.Fatalf("the live sample has seq %d, want 4", ev.data.Seq)
+	}
+	if len(ev.data.Stages) == 0 || ev.data.Pool.Capacity == 0 {
+		t.Errorf("sample without stages or pool: %+v", ev.data)
+	}
+	// Resume after seq 3: the next event is 4.
+	_, next2 := openEvents(t, r.admin+"/ui/events", map[string]string{"Last-Event-ID": last.id})
+	ev, err = next2()
+	must(t, err)
+	if ev.data.Seq != 4 {
+		t.Errorf("resumed after 3, got %d", ev.data.Seq)
+	}
+	_, next3 := openEvents(t, r.admin+"/ui/events?since=otherboot-3", nil)
+	ev, err = next3()
+	must(t, err)
+	if ev.data.Seq != 1 {
+		t.Errorf("another process's id: got seq %d, want the whole history from 1", ev.data.Seq)
+	}
+}
+
+// The ring keeps HistoryLen samples: older ones are dropped and a viewer
+// asking from before them gets what is kept.
+func TestHistoryRing(t *testing.T) {
+	h := newHistory()
+	for i := 1; i <= HistoryLen+5; i++ {
+		h.push([]byte{byte(i)})
+	}
+	out, from, _, closed := h.since(0)
+	if len(out) != HistoryLen || from != 6 || out[0][0] != 6 || closed {
+		t.Fatalf("kept %d from %d (first byte %d), closed %v", len(out), from, out[0][0], closed)
+	}
+	out, from, _, _ = h.since(HistoryLen + 3)
+	if len(out) != 2 || from != HistoryLen+4 {
+		t.Fatalf("after %d: %d from %d", HistoryLen+3, len(out), from)
+	}
+	_, _, wake, _ := h.since(HistoryLen + 5)
+	h.close()
+	select {
+	case <-wake:
+	default:
+		t.Fatal("close did not wake the viewers")
+	}
+	if _, _, _, closed := h.since(0); !closed {
+		t.Fatal("not closed after close")
+	}
+}
+
+// Rates come from the totals over the control periods that ended between
+// two samples, in a manually stepped proxy.
+func TestHistoryRates(t *testing.T) {
+	be := backend(t, func(w http.ResponseWriter, _ *http.Request) {})
+	r := startManual(t, baseConfig(be.URL, `stages:
+  - name: api
+    match: {path_prefix: /}
+    controller: static-rate
+    params: {rate: 100000}
+`))
+	h := r.srv.hist
+	step := func(now time.Time) { r.srv.h.gen.Load().pol.Step(now) }
+	t0 := time.Now().Add(time.Hour) // past the first period, whatever the clock did
+	step(t0)
+	h.take(r.srv, t0)
+	for range 30 {
+		code, _, _ := get(t, r.url+"/x", nil)
+		if code != 200 {
+			t.Fatalf("GET: %d", code)
+		}
+	}
+	t1 := t0.Add(2 * time.Second)
+	step(t1)
+	s := h.take(r.srv, t1.Add(100*time.Millisecond))
+	var c SampleClass
+	for _, st := range s.Stages {
+		if st.Name == "api" {
+			c = st.Classes[0]
+			if st.Setting != 100000 || st.Kind != "rate" || st.Unit != "req/s" {
+				t.Errorf("stage: %+v", st)
+			}
+		}
+	}
+	if c.Totals.Offered != 30 || c.Totals.Completed != 30 {
+		t.Fatalf("totals %+v, want 30 offered and completed", c.Totals)
+	}
+	if c.Rates.Offered != 15 || c.Rates.Completed != 15 {
+		t.Errorf("rates %+v, want 15/s (30 over the 2 s between the period ends)", c.Rates)
+	}
+	if c.Last["offered"] != 30 || c.Last["elapsed_ms"] <= 0 {
+		t.Errorf("last period numbers %v", c.Last)
+	}
+	// No period ended since: the rates stand.
+	s = h.take(r.srv, t1.Add(time.Second))
+	for _, st := range s.Stages {
+		if st.Name == "api" && st.Classes[0].Rates.Offered != 15 {
+			t.Errorf("rates after a sample without a period: %+v", st.Classes[0].Rates)
+		}
+	}
+}
+
+// PUT /shadow: validated like the target endpoint; it turns shadow mode on
+// in a new configuration version, visible in /state and /config.
+func TestUIShadowEndpoint(t *testing.T) {
+	be := backend(t, func(w http.ResponseWriter, _ *http.Request) {})
+	r := startProxy(t, baseConfig(be.URL, ""))
+	put := func(body string) (int, string) {
+		req, _ := http.NewRequest(http.MethodPut, r.admin+"/shadow", strings.NewReader(body))
+		resp, err := client.Do(req)
+		must(t, err)
+		defer resp.Body.Close()
+		var m map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&m)
+		b, _ := json.Marshal(m)
+		return resp.StatusCode, string(b)
+	}
+	for _, tc := range []struct{ body, want string }{
+		{``, "body must be JSON"}, {`{}`, "shadow is required"}, {`{"shadow":"yes"}`, "body must be JSON"},
+		{`{"shadow":true,"x":1}`, `unknown field`},
+	} {
+		if code, body := put(tc.body); code != 400 || !strings.Contains(body, tc.want) {
+			t.Errorf("PUT /shadow %q: %d %s, want 400 with %q", tc.body, code, body, tc.want)
+		}
+	}
+	v0 := r.state(t).ConfigVersion
+	if code, body := put(`{"shadow":true}`); code != 200 || !strings.Contains(body, `"old":false`) || !strings.Contains(body, `"shadow":true`) {
+		t.Fatalf("PUT /shadow true: %d %s", code, body)
+	}
+	st := r.state(t)
+	if !st.Shadow || st.ConfigVersion != v0+1 || !st.Stages[0].Shadow {
+		t.Fatalf("after shadow on: shadow %v, version %d (was %d), stage shadow %v", st.Shadow, st.ConfigVersion, v0, st.Stages[0].Shadow)
+	}
+	if _, _, cfg := get(t, r.admin+"/config", nil); !strings.Contains(cfg, "shadow: true") {
+		t.Errorf("/config does not show shadow: true")
+	}
+	// The same value again changes nothing.
+	if code, _ := put(`{"shadow":true}`); code != 200 || r.state(t).ConfigVersion != v0+1 {
+		t.Errorf("repeating shadow true made a new version")
+	}
+	if code, _ := put(`{"shadow":false}`); code != 200 || r.state(t).Shadow {
+		t.Errorf("shadow false did not apply")
+	}
+}
+
+// The sampler and every viewer's stream end with the server: no goroutine
+// is left behind.
+func TestUISamplerNoLeak(t *testing.T) {
+	be := backend(t, func(w http.ResponseWriter, _ *http.Request) {})
+	base, viewers0 := runtime.NumGoroutine(), uiViewers.Load()
+	c, err := Parse("leak.yaml", []byte(baseConfig(be.URL, "")))
+	must(t, err)
+	srv, err := New(c, Options{Logger: testLogger(t)})
+	must(t, err)
+	must(t, srv.Listen())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx) }()
+	admin := "http://" + srv.AdminAddr().String()
+	tr := &http.Transport{}
+	cl := &http.Client{Transport: tr, Timeout: testTimeout}
+	var bodies []*bufio.Reader
+	for range 5 {
+		resp, err := cl.Get(admin + "/ui/events")
+		must(t, err)
+		defer resp.Body.Close()
+		br := bufio.NewReader(resp.Body)
+		if _, err := br.ReadString('\n'); err != nil {
+			t.Fatal(err)
+		}
+		bodies = append(bodies, br)
+	}
+	if n := uiViewers.Load() - viewers0; n != 5 {
+		t.Errorf("%d viewers counted, want 5", n)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		must(t, err)
+	case <-time.After(testTimeout):
+		t.Fatal("Serve did not return with 5 viewers open")
+	}
+	for _, br := range bodies { // every stream ends
+		for {
+			if _, err := br.ReadString('\n'); err != nil {
+				break
+			}
+		}
+	}
+	tr.CloseIdleConnections()
+	eventually(t, "the viewers to be counted out", func() bool { return uiViewers.Load() == viewers0 })
+	eventually(t, "the goroutines to end", func() bool { return runtime.NumGoroutine() <= base+2 })
+}
