@@ -52,6 +52,9 @@ type Server struct {
 
 	ov *overload // sensors, resource rules and the connection policer
 
+	conns *connLimit     // the cap on client connections (after Listen)
+	cm    *clientMetrics // client-side refusals and connections
+
 	mu       sync.Mutex // serialises Apply and the runner lifecycle
 	runCtx   context.Context
 	running  bool
@@ -95,6 +98,14 @@ func New(cfg *Config, opts Options) (*Server, error) {
 	s.h.gen.Store(g)
 	if err := m.register(reg, s.h, s.ov); err != nil {
 		return nil, fmt.Errorf("proxy: metrics: %w", err)
+	}
+	s.conns = newConnLimit(0)
+	s.cm = newClientMetrics(func() *connLimit { return s.conns })
+	s.h.cm = s.cm
+	for _, c := range s.cm.collectors() {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("proxy: metrics: %w", err)
+		}
 	}
 	return s, nil
 }
@@ -261,10 +272,13 @@ func (s *Server) Listen() error {
 		}
 		return err
 	}
+	max, how := clientConnCap(cfg)
+	s.conns = newConnLimit(max)
+	s.log.Info("client connection cap", "max_client_connections", max, "from", how)
 	for i, lc := range cfg.Listeners {
 		ln, err := net.Listen("tcp", lc.Addr)
 		if err != nil {
-			return fail(fmt.Errorf("listeners[%d].addr: %w", i, err))
+			return fail(listenError(fmt.Sprintf("listeners[%d].addr", i), lc.Addr, err))
 		}
 		if s.ov.accept != nil {
 			// Early discard: the policer resets non-compliant connections
@@ -272,9 +286,10 @@ func (s *Server) Listen() error {
 			// the network sensors).
 			ln = s.ov.accept.Wrap(ln, s.ov.registry)
 		}
+		ln = &clientListener{Listener: ln, lim: s.conns, send: lc.SendTimeout, scan: lc.TLS == nil}
 		lns = append(lns, ln)
 		srv := &http.Server{
-			Handler:                      s.h,
+			Handler:                      &clientGuard{next: s.h, lim: limitsOf(&lc), m: s.cm, bad: s.m.badRequests},
 			ReadHeaderTimeout:            lc.ReadHeaderTimeout,
 			ReadTimeout:                  lc.ReadTimeout,
 			WriteTimeout:                 lc.WriteTimeout,
@@ -282,9 +297,13 @@ func (s *Server) Listen() error {
 			MaxHeaderBytes:               lc.MaxHeaderBytes,
 			DisableGeneralOptionsHandler: true, // OPTIONS * reaches the handler: one handler call per request
 			ErrorLog:                     serverLog(s.log),
+			ConnState:                    s.conns.state,
 			ConnContext: func(ctx context.Context, c net.Conn) context.Context {
 				if sc, ok := c.(*scanConn); ok {
-					return context.WithValue(ctx, connKey{}, sc)
+					ctx = context.WithValue(ctx, connKey{}, sc)
+				}
+				if cc := clientConnOf(c); cc != nil {
+					ctx = context.WithValue(ctx, clientConnKey{}, cc)
 				}
 				return ctx
 			},
@@ -300,7 +319,7 @@ func (s *Server) Listen() error {
 	}
 	aln, err := net.Listen("tcp", cfg.Admin.Addr)
 	if err != nil {
-		return fail(fmt.Errorf("admin.addr: %w", err))
+		return fail(listenError("admin.addr", cfg.Admin.Addr, err))
 	}
 	s.lns, s.adminLn = lns, aln
 	s.admin = &http.Server{Handler: s.adminHandler(cfg.Admin.Pprof), ReadHeaderTimeout: DefaultReadHeaderTimeout,
@@ -363,7 +382,7 @@ func (s *Server) Serve(ctx context.Context) error {
 			if srv.TLSConfig != nil {
 				err = srv.ServeTLS(ln, "", "")
 			} else {
-				err = srv.Serve(scanListener{ln})
+				err = srv.Serve(ln)
 			}
 			errc <- err
 		}()
