@@ -328,7 +328,7 @@ func (g *clientGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		rc := http.NewResponseController(w)
 		if g.lim.buffering && !strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") {
-			body, err := g.buffer(r, rc)
+			body, err := g.buffer(r, rc, sc, ord)
 			if err != nil {
 				status, reason, msg := bodyFailure(err)
 				g.refuse(w, status, reason, msg)
@@ -388,6 +388,7 @@ func (g *clientGuard) refuse(w http.ResponseWriter, status int, reason, msg stri
 var (
 	errBodyTimeout  = errors.New("request body timeout")
 	errBodyTooLarge = errors.New("request body too large")
+	errBodyFraming  = errors.New("request body framing refused")
 )
 
 // bodyError is a failure to read a request body: the client's fault.
@@ -440,7 +441,7 @@ func later(a, b time.Time) time.Time {
 
 // buffer reads r's body completely and replaces it with the copy. The
 // returned body is closed when the request ends.
-func (g *clientGuard) buffer(r *http.Request, rc *http.ResponseController) (io.ReadCloser, error) {
+func (g *clientGuard) buffer(r *http.Request, rc *http.ResponseController, sc *scanConn, ord uint64) (io.ReadCloser, error) {
 	lim := &g.lim
 	start := time.Now()
 	last := start
@@ -505,6 +506,9 @@ func (g *clientGuard) buffer(r *http.Request, rc *http.ResponseController) (io.R
 		if err != nil {
 			return fail(err)
 		}
+		if sc != nil && sc.bodyFault(ord) != "" {
+			return fail(errBodyFraming) // no need to wait for the rest
+		}
 	}
 	_ = rc.SetReadDeadline(time.Time{})
 	_ = r.Body.Close()
@@ -514,14 +518,14 @@ func (g *clientGuard) buffer(r *http.Request, rc *http.ResponseController) (io.R
 			return fail(err)
 		}
 	}
+	// Forward a complete body of known length, without the trailer
+	// section if it had one (as nginx does).
 	r.Body = sp
-	if len(r.Trailer) == 0 {
-		// Forward a complete body of known length.
-		r.ContentLength = got
-		r.TransferEncoding = nil
-		if got == 0 {
-			r.Body = http.NoBody
-		}
+	r.ContentLength = got
+	r.TransferEncoding = nil
+	r.Trailer = nil
+	if got == 0 {
+		r.Body = http.NoBody
 	}
 	return sp, nil
 }

@@ -261,18 +261,23 @@ func (c *scanConn) step(x byte) {
 			c.poison("chunked trailer section too long")
 			return
 		}
-		switch x {
-		case '\r':
-			c.cr = true
-		case '\n':
-			c.poison("bare LF in the chunked trailer section")
-		case ' ', '\t':
-			if c.state == scanTrailerStart {
-				c.poison("obsolete line folding in the chunked trailer section")
+		switch {
+		case x == '\r':
+			if c.state == scanTrailerLine && c.phase != 1 {
+				c.poison("malformed chunked trailer field")
 				return
 			}
-		default:
-			c.state = scanTrailerLine
+			c.cr = true
+		case x == '\n':
+			c.poison("bare LF in the chunked trailer section")
+		case c.state == scanTrailerStart && (x == ' ' || x == '\t' || x == ':'):
+			c.poison("malformed chunked trailer field")
+		case c.state == scanTrailerStart:
+			c.state, c.phase = scanTrailerLine, 0
+		case c.phase == 0 && x == ':':
+			c.phase = 1 // the value: anything but CR and LF
+		case c.phase == 0 && (x == ' ' || x == '\t'):
+			c.poison("malformed chunked trailer field")
 		}
 	}
 }
@@ -397,10 +402,10 @@ func (c *scanConn) stepValue(x byte) {
 	}
 }
 
-// stepChunkSize follows a chunk-size line: 1–16 hex digits, then either
-// optional SP/HT or ';' and an extension, then CRLF (net/http's
-// readChunkLine, trimTrailingWhitespace, removeChunkExtension and
-// parseHexUint).
+// stepChunkSize follows a chunk-size line: 1–16 hex digits, then
+// optionally ';' and an extension, then CRLF (net/http's readChunkLine,
+// removeChunkExtension and parseHexUint). Whitespace after the digits,
+// which net/http trims but RFC 9112 §7.1 does not allow, poisons.
 func (c *scanConn) stepChunkSize(x byte) {
 	c.lineLen++
 	if c.lineLen > maxChunkLine {
@@ -423,9 +428,6 @@ func (c *scanConn) stepChunkSize(x byte) {
 		}
 		c.val = c.val<<4 | uint64(hexDigit(x))
 		c.valN++
-	case c.phase == 0 && (x == ' ' || x == '\t') && c.valN > 0:
-		c.phase = 1 // trailing whitespace: only more of it may follow
-	case c.phase == 1 && (x == ' ' || x == '\t'):
 	case c.phase == 0 && x == ';' && c.valN > 0:
 		c.phase = 2 // an extension: anything but CR and LF
 	case c.phase == 2:

@@ -70,10 +70,10 @@ func TestScanVerdicts(t *testing.T) {
 		{"padded cl then cl+te", "POST /a HTTP/1.1\r\nHost: a\r\nContent-Length:" + pad + "2" + pad + "\r\n\r\nab" +
 			"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n",
 			[]string{"", "both"}},
-		{"padded chunk line then cl+te", "POST /a HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n" +
+		{"padded chunk line then cl+te (RFC 9112 §7.1 has no whitespace there: fail closed)", "POST /a HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n" +
 			"5" + pad + "\r\nhello\r\n0;" + strings.Repeat("e", 200) + "\r\n\r\n" +
 			"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n",
-			[]string{"", "both"}},
+			[]string{"*", "chunk-size line"}},
 		{"leading-zero cl then cl+te", "POST /a HTTP/1.1\r\nHost: a\r\nContent-Length: 0000000000000000000000002\r\n\r\nab" +
 			"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n",
 			[]string{"", "both"}},
@@ -89,6 +89,8 @@ func TestScanVerdicts(t *testing.T) {
 			[]string{"*", "CRLF"}},
 		{"space before extension", "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5 ;x\r\nhello\r\n0\r\n\r\n" + getReq,
 			[]string{"*", "chunk-size line"}},
+		{"trailer line without colon", "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nGET /s HTTP/1.1\r\nHost: a\r\n\r\n" + getReq,
+			[]string{"*", "trailer"}},
 		{"chunked trailer bare LF", "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\n" + getReq,
 			[]string{"*", "bare LF"}},
 		{"te gzip", "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", []string{"Transfer-Encoding"}},
