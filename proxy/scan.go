@@ -112,7 +112,6 @@ type scanConn struct {
 	valN    int // digits of a Content-Length value
 	clCount int
 	cl      uint64
-	clN     int // digits of the first Content-Length, leading zeros included
 	teCount int
 	folded  bool
 	remain  uint64
@@ -365,6 +364,12 @@ func (c *scanConn) stepValue(x byte) {
 		return
 	}
 	ows := x == ' ' || x == '\t'
+	if x == '\t' && c.hdr != hdrOther {
+		// RFC 9110 §5.6.3 allows HTAB as OWS, but no client puts one
+		// around a framing value and nginx refuses it: so do we.
+		c.poison("tab in a Content-Length or Transfer-Encoding value")
+		return
+	}
 	switch c.hdr {
 	case hdrContentLength:
 		switch {
@@ -484,7 +489,7 @@ func (c *scanConn) endRequestLine() {
 		return
 	}
 	c.http10 = p[7] == '0'
-	c.clCount, c.cl, c.clN, c.teCount, c.folded = 0, 0, 0, 0, false
+	c.clCount, c.cl, c.teCount, c.folded = 0, 0, 0, false
 	c.state = scanHeaderStart
 }
 
@@ -496,14 +501,13 @@ func (c *scanConn) endHeaderLine() {
 			return
 		}
 		c.clCount++
-		if c.clCount == 1 {
-			c.cl, c.clN = c.val, c.valN
-		} else if c.val != c.cl || c.valN != c.clN {
-			// net/http compares the strings: digits of equal value and
-			// length are the same string.
-			c.poison("request has differing Content-Length headers")
+		if c.clCount > 1 {
+			// net/http accepts identical copies (RFC 9112 §6.3 allows
+			// either); nginx refuses any duplicate, and so do we.
+			c.poison("request has several Content-Length headers")
 			return
 		}
+		c.cl = c.val
 	case hdrTransferEncoding:
 		if c.match != len("chunked") {
 			c.poison("unsupported Transfer-Encoding")

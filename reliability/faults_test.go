@@ -164,12 +164,14 @@ func TestBackendKilledAndStalled(t *testing.T) {
 	want("healthy", 200, "ok")
 
 	must(t, child.Process.Signal(syscall.SIGSTOP))
+	waitState(t, child.Process.Pid, true) // the signal is delivered asynchronously
 	start := time.Now()
 	want("stopped", 504, "no response headers")
 	if d := time.Since(start); d > 10*time.Second {
 		t.Errorf("a stopped backend took %v to be answered", d)
 	}
 	must(t, child.Process.Signal(syscall.SIGCONT))
+	waitState(t, child.Process.Pid, false)
 	want("continued", 200, "ok")
 
 	must(t, child.Process.Kill())
@@ -185,5 +187,29 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil && !errors.Is(err, os.ErrProcessDone) {
 		t.Fatal(err)
+	}
+}
+
+// waitState waits until process pid is stopped (or running again).
+func waitState(t *testing.T, pid int, stopped bool) {
+	t.Helper()
+	deadline := time.Now().Add(testTimeout)
+	for {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The state follows the command name in parentheses.
+		st := ""
+		if i := strings.LastIndexByte(string(b), ')'); i >= 0 && i+2 < len(b) {
+			st = string(b[i+2])
+		}
+		if (st == "T") == stopped {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d state %q, want stopped=%v", pid, st, stopped)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
