@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"container/list"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -26,9 +27,11 @@ import (
 //   - A cap on client connections (max_client_connections), counted over
 //     every listener, with file descriptors kept back for the admin
 //     listener and the upstream connections. At the cap, an idle
-//     keep-alive connection is closed to make room; if there is none the
-//     new connection is reset at accept (SO_LINGER 0), before a byte of
-//     it is read: the early-discard path of the connection policer.
+//     keep-alive connection, or else one that has spent more than
+//     StalledHeaderAfter on its request header, is closed to make room;
+//     if there is none the new connection is reset at accept (SO_LINGER
+//     0), before a byte of it is read: the early-discard path of the
+//     connection policer.
 //   - A send timeout on every write to a client (send_timeout, nginx's
 //     send_timeout): a client that stops reading is disconnected.
 //   - The smuggling scanner (scan.go) on plaintext listeners.
@@ -104,16 +107,24 @@ type connLimit struct {
 	reset     atomic.Uint64
 	reclaimed atomic.Uint64
 
-	mu   sync.Mutex
-	idle map[*clientConn]struct{} // keep-alive connections between requests
+	mu      sync.Mutex
+	idle    map[*clientConn]struct{} // keep-alive connections between requests
+	reading *list.List               // *clientConn reading a request header, oldest first
 }
 
+// StalledHeaderAfter is how long a connection may take to send a complete
+// request header before, at the connection cap, it is closed to make room
+// for a new one (it still has read_header_timeout when there is room).
+const StalledHeaderAfter = time.Second
+
 func newConnLimit(max int) *connLimit {
-	return &connLimit{max: int64(max), idle: map[*clientConn]struct{}{}}
+	return &connLimit{max: int64(max), idle: map[*clientConn]struct{}{}, reading: list.New()}
 }
 
 // admit takes a place for a new connection: at the cap it closes an idle
-// keep-alive connection to make room, and fails if there is none.
+// keep-alive connection, or else one that has been sending a request
+// header for longer than StalledHeaderAfter, to make room, and fails if
+// there is neither.
 func (l *connLimit) admit() bool {
 	for {
 		n := l.live.Load()
@@ -129,8 +140,13 @@ func (l *connLimit) admit() bool {
 			victim = c
 			break
 		}
+		if victim == nil {
+			if e := l.reading.Front(); e != nil && time.Since(e.Value.(*clientConn).since) > StalledHeaderAfter {
+				victim = e.Value.(*clientConn)
+			}
+		}
 		if victim != nil {
-			delete(l.idle, victim)
+			l.forget(victim)
 		}
 		l.mu.Unlock()
 		if victim == nil {
@@ -141,17 +157,51 @@ func (l *connLimit) admit() bool {
 	}
 }
 
-// state follows http.Server's connection states to know the idle ones.
+// forget removes c from the idle set and the reading list. Called with
+// l.mu held.
+func (l *connLimit) forget(c *clientConn) {
+	delete(l.idle, c)
+	if c.elem != nil {
+		l.reading.Remove(c.elem)
+		c.elem = nil
+	}
+}
+
+// state follows http.Server's connection states: a new connection, or
+// one that starts a request after being idle, is reading a request header
+// until a handler takes the request (dispatched).
 func (l *connLimit) state(nc net.Conn, st http.ConnState) {
 	c := clientConnOf(nc)
 	if c == nil {
 		return
 	}
 	l.mu.Lock()
-	if st == http.StateIdle {
+	defer l.mu.Unlock()
+	switch st {
+	case http.StateNew:
+		l.forget(c)
+		c.since = time.Now()
+		c.elem = l.reading.PushBack(c)
+	case http.StateIdle:
+		l.forget(c)
 		l.idle[c] = struct{}{}
-	} else {
-		delete(l.idle, c)
+	case http.StateActive:
+		if _, wasIdle := l.idle[c]; wasIdle {
+			l.forget(c)
+			c.since = time.Now()
+			c.elem = l.reading.PushBack(c)
+		}
+	default:
+		l.forget(c)
+	}
+}
+
+// dispatched notes that c's request header is complete: a handler runs.
+func (l *connLimit) dispatched(c *clientConn) {
+	l.mu.Lock()
+	if c.elem != nil {
+		l.reading.Remove(c.elem)
+		c.elem = nil
 	}
 	l.mu.Unlock()
 }
@@ -221,6 +271,10 @@ type clientConn struct {
 	hard      atomic.Int64 // the deadline set through SetWriteDeadline, unix ns; 0 none
 	writeWait atomic.Int64 // ns spent in Write since the connection opened
 	once      sync.Once
+
+	// under lim.mu
+	elem  *list.Element // in lim.reading
+	since time.Time     // when it started reading its request header
 }
 
 func (c *clientConn) Write(p []byte) (int, error) {
@@ -260,7 +314,7 @@ func (c *clientConn) Close() error {
 	c.once.Do(func() {
 		c.lim.live.Add(-1)
 		c.lim.mu.Lock()
-		delete(c.lim.idle, c)
+		c.lim.forget(c)
 		c.lim.mu.Unlock()
 	})
 	return err
@@ -301,6 +355,9 @@ type clientGuard struct {
 }
 
 func (g *clientGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if cc, _ := r.Context().Value(clientConnKey{}).(*clientConn); cc != nil {
+		cc.lim.dispatched(cc)
+	}
 	sc, _ := r.Context().Value(connKey{}).(*scanConn)
 	var ord uint64
 	if sc != nil {

@@ -17,6 +17,10 @@ import (
 	"time"
 )
 
+// ChildFDLimit, when > 0, is the file-descriptor limit (ulimit -n) of
+// the processes under test.
+var ChildFDLimit int
+
 // Proc is a proxy under test running as its own process: sluice or
 // nginx.
 type Proc struct {
@@ -124,6 +128,12 @@ func (p *Proc) start(bin string, argv []string, ready string) error {
 		return err
 	}
 	p.log = log
+	if ChildFDLimit > 0 {
+		// The process under test gets its own file-descriptor limit, not
+		// the harness's raised one.
+		argv = append([]string{"-c", fmt.Sprintf(`ulimit -n %d && exec "$0" "$@"`, ChildFDLimit), bin}, argv...)
+		bin = "/bin/sh"
+	}
 	p.cmd = exec.Command(bin, argv...)
 	p.cmd.Stdout, p.cmd.Stderr = log, log
 	if err := p.cmd.Start(); err != nil {

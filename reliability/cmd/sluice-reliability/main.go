@@ -22,6 +22,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"math"
 	"net"
 	"net/http"
@@ -48,6 +49,9 @@ type options struct {
 var opt options
 
 func main() {
+	if len(os.Args) == 5 && os.Args[1] == "_flood" {
+		os.Exit(flood(os.Args[2], os.Args[3], os.Args[4]))
+	}
 	flag.StringVar(&opt.sluice, "sluice", "bin/sluice", "the sluice binary")
 	flag.StringVar(&opt.out, "out", "out/reliability", "results directory")
 	flag.Float64Var(&opt.scale, "scale", 1, "multiply every duration by this (e.g. 0.1 for a quick check; figures need 1)")
@@ -76,7 +80,7 @@ func main() {
 			opt.nginx = false
 		}
 	}
-	raiseFDLimit()
+	reliability.ChildFDLimit = raiseFDLimit()
 	failed := false
 	for _, t := range tests {
 		fn, ok := map[string]func() (string, bool, error){"corpus": runCorpus, "slow": runSlow, "stall": runStall,
@@ -110,18 +114,21 @@ func fatal(err error) {
 func dur(d time.Duration) time.Duration { return time.Duration(float64(d) * opt.scale) }
 
 // raiseFDLimit lets this process hold the 25,000 client connections of
-// conns (root may raise the hard limit).
-func raiseFDLimit() {
+// conns (root may raise the hard limit) and returns the limit it had, for
+// the processes under test.
+func raiseFDLimit() int {
 	var rl syscall.Rlimit
 	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl) != nil {
-		return
+		return 0
 	}
+	orig := int(rl.Cur)
 	want := uint64(65536)
 	if rl.Max < want {
 		rl.Max = want
 	}
 	rl.Cur = rl.Max
 	_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &rl)
+	return orig
 }
 
 func appendResults(test, table string) {
@@ -466,8 +473,12 @@ func runConns() (string, bool, error) {
 		}
 		for _, p := range ps {
 			r := connsResult{Proxy: p.Name, Flood: flood}
-			conns, refused := openMany(p.Addr, n, flood == "idle keep-alive")
-			r.Opened, r.Refused = len(conns), refused
+			stopFlood, held, refused, err := startFlood(p.Addr, n, flood == "idle keep-alive")
+			if err != nil {
+				stopAll(ps)
+				return "", false, err
+			}
+			r.Opened, r.Refused = held, refused
 			ss := reliability.OpenLoop(context.Background(), newClient(5*time.Second), "http://"+p.Addr+"/", 50, dur(10*time.Second))
 			r.Probe = reliability.Summarize(ss)
 			if p.Admin != "" {
@@ -476,9 +487,7 @@ func runConns() (string, bool, error) {
 					r.AdminOK = resp.StatusCode == 200
 				}
 			}
-			for _, c := range conns {
-				c.Close()
-			}
+			stopFlood()
 			if p.Admin != "" {
 				time.Sleep(2 * time.Second)
 				r.ConnsAfter, _ = p.Metric("proxy_client_connections_open")
@@ -505,6 +514,76 @@ func runConns() (string, bool, error) {
 	}
 	writeJSON("conns", results)
 	return b.String(), ok, nil
+}
+
+// startFlood opens n connections to addr from helper processes of
+// 12,500 connections each (one process's descriptors would not do), and
+// returns a function that closes them all.
+func startFlood(addr string, n int, request bool) (stop func(), held, refused int, err error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	mode := "silent"
+	if request {
+		mode = "request"
+	}
+	var stdins []interface{ Close() error }
+	var cmds []*exec.Cmd
+	stop = func() {
+		for _, in := range stdins {
+			in.Close()
+		}
+		for _, c := range cmds {
+			_ = c.Wait()
+		}
+	}
+	for n > 0 {
+		k := min(n, 12500)
+		n -= k
+		cmd := exec.Command(self, "_flood", addr, fmt.Sprint(k), mode)
+		in, err := cmd.StdinPipe()
+		if err != nil {
+			stop()
+			return nil, 0, 0, err
+		}
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			stop()
+			return nil, 0, 0, err
+		}
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			stop()
+			return nil, 0, 0, err
+		}
+		stdins, cmds = append(stdins, in), append(cmds, cmd)
+		var h, r int
+		if _, err := fmt.Fscan(out, &h, &r); err != nil {
+			stop()
+			return nil, 0, 0, fmt.Errorf("flood helper: %w", err)
+		}
+		held, refused = held+h, refused+r
+	}
+	return stop, held, refused, nil
+}
+
+// flood is the helper process: it opens n connections to addr, prints
+// how many it holds and how many were refused, and holds them until its
+// standard input closes.
+func flood(addr, count, mode string) int {
+	raiseFDLimit()
+	var n int
+	if _, err := fmt.Sscan(count, &n); err != nil {
+		return 2
+	}
+	conns, refused := openMany(addr, n, mode == "request")
+	fmt.Println(len(conns), refused)
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	for _, c := range conns {
+		c.Close()
+	}
+	return 0
 }
 
 // openMany opens n connections to addr from 127.0.0.1–127.0.0.8 (for
