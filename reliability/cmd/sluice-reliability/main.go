@@ -727,7 +727,9 @@ func runSoak() (string, bool, error) {
 				}
 			}
 		}()
-		ss := reliability.OpenLoop(context.Background(), newClient(10*time.Second), "http://"+p.Addr+"/", 1200, length)
+		c := newClient(10 * time.Second)
+		ss := reliability.OpenLoop(context.Background(), c, "http://"+p.Addr+"/", 1200, length)
+		c.Transport.(*http.Transport).CloseIdleConnections() // the clients leave
 		close(stop)
 		r.Load = reliability.Summarize(ss)
 		mu.Lock()
