@@ -341,6 +341,21 @@ func ClientWriteWait(r *http.Request) time.Duration {
 	return time.Duration(c.writeWait.Load())
 }
 
+// ClientReadWait returns how long the proxy has spent waiting for the
+// request body of r while it streamed upstream (request_buffering:
+// false), or 0 (a buffered body was read before the request started).
+// Subtracted from a response time, it leaves the time spent on the
+// backend rather than on a slow uploader.
+func ClientReadWait(r *http.Request) time.Duration {
+	b, ok := r.Context().Value(bodyKey{}).(*guardedBody)
+	if !ok {
+		return 0
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.wait
+}
+
 // clientConnKey finds the request's *clientConn in its context.
 type clientConnKey struct{}
 
@@ -636,7 +651,8 @@ type guardedBody struct {
 	last time.Time
 	got  int64
 	err  error
-	done bool // the handler returned: its ResponseController is gone
+	done bool          // the handler returned: its ResponseController is gone
+	wait time.Duration // spent in reads of the client's body
 }
 
 func (b *guardedBody) Read(p []byte) (int, error) {
@@ -659,9 +675,11 @@ func (b *guardedBody) Read(p []byte) (int, error) {
 		_ = b.ctl.SetReadDeadline(d)
 	}
 	b.mu.Unlock()
+	start := time.Now()
 	n, err := b.rc.Read(p)
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.wait += time.Since(start)
 	b.got += int64(n)
 	if n > 0 {
 		b.last = time.Now()

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -346,5 +347,51 @@ func TestGarbageBackendIsNotEchoed(t *testing.T) {
 	}
 	if m := p.metricsText(t); !strings.Contains(m, `cause="protocol"`) {
 		t.Errorf("metrics lack the protocol cause:\n%s", grepLines(m, "proxy_upstream"))
+	}
+}
+
+// TestClientWaitHooks: the time spent waiting for a slow uploader and
+// for a slow reader is measured per request, for the controllers to
+// leave out of response times.
+func TestClientWaitHooks(t *testing.T) {
+	off := false
+	lc := ListenerConfig{RequestBuffering: &off}
+	cfg := &Config{Listeners: []ListenerConfig{lc}}
+	cfg.SetDefaults()
+	var readWait, writeWait atomic.Int64
+	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w0 := ClientWriteWait(r)
+		_, _ = io.Copy(io.Discard, r.Body)
+		readWait.Store(int64(ClientReadWait(r)))
+		_, _ = io.WriteString(w, strings.Repeat("w", 16<<20)) // more than the socket buffers hold
+		http.NewResponseController(w).Flush()
+		writeWait.Store(int64(ClientWriteWait(r) - w0))
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	lim := newConnLimit(10)
+	srv := &http.Server{Handler: &clientGuard{next: next, lim: limitsOf(&cfg.Listeners[0]), m: newClientMetrics(func() *connLimit { return lim })},
+		ConnState: lim.state,
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			return context.WithValue(ctx, clientConnKey{}, clientConnOf(c))
+		}}
+	go func() { _ = srv.Serve(&clientListener{Listener: ln, lim: lim, send: time.Minute}) }()
+	defer srv.Close()
+	c, br := rawConn(t, ln.Addr().String())
+	_, err = io.WriteString(c, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\n\r\nab")
+	must(t, err)
+	time.Sleep(300 * time.Millisecond)
+	_, err = io.WriteString(c, "cd")
+	must(t, err)
+	time.Sleep(300 * time.Millisecond) // a slow reader: the response waits
+	resp, _ := readResponse(t, br)
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	if d := time.Duration(readWait.Load()); d < 250*time.Millisecond {
+		t.Errorf("ClientReadWait %v, want about 300ms", d)
+	}
+	if d := time.Duration(writeWait.Load()); d < 250*time.Millisecond {
+		t.Errorf("ClientWriteWait %v, want about 300ms", d)
 	}
 }
