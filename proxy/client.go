@@ -373,6 +373,7 @@ func (g *clientGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if cc, _ := r.Context().Value(clientConnKey{}).(*clientConn); cc != nil {
 		cc.lim.dispatched(cc)
 	}
+	restoreTLS(r)
 	sc, _ := r.Context().Value(connKey{}).(*scanConn)
 	var ord uint64
 	if sc != nil {

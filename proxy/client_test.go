@@ -1,7 +1,9 @@
 package proxy
 
 import (
+	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -393,5 +395,60 @@ func TestClientWaitHooks(t *testing.T) {
 	}
 	if d := time.Duration(writeWait.Load()); d < 250*time.Millisecond {
 		t.Errorf("ClientWriteWait %v, want about 300ms", d)
+	}
+}
+
+// TestTLSHTTP1IsScanned: HTTP/1.1 over TLS gets the same smuggling check
+// as plaintext, keeps its TLS state (X-Forwarded-Proto https), and
+// HTTP/2 is still negotiated (TestHTTP2OverTLS).
+func TestTLSHTTP1IsScanned(t *testing.T) {
+	rec := &recorder{}
+	be := backend(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Got-Proto", r.Header.Get("X-Forwarded-Proto"))
+		rec.handler(w, r)
+	})
+	certFile, keyFile, pool := selfSigned(t)
+	p := startProxy(t, withBackend(fmt.Sprintf(`listeners:
+  - addr: 127.0.0.1:0
+    tls: {cert: %s, key: %s}
+admin: {addr: 127.0.0.1:0}
+backends: {servers: [{url: BACKEND}]}
+`, certFile, keyFile), be.URL))
+	send := func(req string) []string {
+		c, err := tls.Dial("tcp", p.addr, &tls.Config{RootCAs: pool, NextProtos: []string{"http/1.1"}})
+		must(t, err)
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(testTimeout))
+		_, err = io.WriteString(c, req)
+		must(t, err)
+		br := bufio.NewReader(c)
+		var out []string
+		for {
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				return out
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			out = append(out, fmt.Sprintf("%d %s", resp.StatusCode, resp.Header.Get("X-Got-Proto")))
+			if resp.Close {
+				return out
+			}
+		}
+	}
+	if got := send("GET /ok HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n"); len(got) != 1 || got[0] != "200 https" {
+		t.Errorf("plain request over TLS: %q, want [200 https]", got)
+	}
+	smuggle := map[string]string{
+		"CL.TE":           "POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 6\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: a\r\n\r\n",
+		"HTTP/1.0 and TE": "POST /x HTTP/1.0\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n21\r\nGET /smuggled HTTP/1.1\r\nHost: a\r\n\r\n\r\n0\r\n\r\n",
+	}
+	for name, req := range smuggle {
+		if got := send(req); len(got) != 1 || !strings.HasPrefix(got[0], "400") {
+			t.Errorf("%s over TLS: %q, want one 400", name, got)
+		}
+	}
+	if got, _ := rec.requests(); len(got) != 1 || got[0] != "GET /ok " {
+		t.Errorf("backend got %q, want only GET /ok", got)
 	}
 }

@@ -43,9 +43,9 @@ import (
 // never goes quiet: after it gives up, nothing more on the connection
 // reaches a backend.
 //
-// TLS listeners are not scanned (the server needs the *tls.Conn itself to
-// negotiate HTTP/2); there HTTP/2 has no such ambiguity, and HTTP/1.1
-// keeps Go's behaviour.
+// TLS listeners terminate TLS in the listener (tlsscan.go) and scan
+// HTTP/1.x over TLS the same way; HTTP/2, whose framing has no such
+// ambiguity, is handed to the server unscanned.
 
 // Parser states.
 const (

@@ -287,6 +287,15 @@ func (s *Server) Listen() error {
 			ln = s.ov.accept.Wrap(ln, s.ov.registry)
 		}
 		ln = &clientListener{Listener: ln, lim: s.conns, send: lc.SendTimeout, scan: lc.TLS == nil}
+		if lc.TLS != nil {
+			cert, err := tls.LoadX509KeyPair(lc.TLS.Cert, lc.TLS.Key)
+			if err != nil {
+				return fail(fmt.Errorf("listeners[%d].tls: %w", i, err))
+			}
+			// TLS is terminated in the listener: HTTP/1.1 over TLS is
+			// scanned too (tlsscan.go).
+			ln = newTLSListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, lc.ReadHeaderTimeout)
+		}
 		lns = append(lns, ln)
 		srv := &http.Server{
 			Handler:                      &clientGuard{next: s.h, lim: limitsOf(&lc), m: s.cm, bad: s.m.badRequests},
@@ -301,6 +310,9 @@ func (s *Server) Listen() error {
 			ConnContext: func(ctx context.Context, c net.Conn) context.Context {
 				if sc, ok := c.(*scanConn); ok {
 					ctx = context.WithValue(ctx, connKey{}, sc)
+					if st := connTLSState(c); st != nil {
+						ctx = context.WithValue(ctx, tlsStateKey{}, st)
+					}
 				}
 				if cc := clientConnOf(c); cc != nil {
 					ctx = context.WithValue(ctx, clientConnKey{}, cc)
@@ -309,11 +321,9 @@ func (s *Server) Listen() error {
 			},
 		}
 		if lc.TLS != nil {
-			cert, err := tls.LoadX509KeyPair(lc.TLS.Cert, lc.TLS.Key)
-			if err != nil {
-				return fail(fmt.Errorf("listeners[%d].tls: %w", i, err))
-			}
-			srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+			// Only to make Serve set up HTTP/2 for the *tls.Conns the
+			// listener hands over.
+			srv.TLSConfig = &tls.Config{NextProtos: []string{"h2", "http/1.1"}, MinVersion: tls.VersionTLS12}
 		}
 		s.servers = append(s.servers, srv)
 	}
@@ -378,13 +388,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	for i, srv := range s.servers {
 		var ln net.Listener = s.lns[i]
 		go func() {
-			var err error
-			if srv.TLSConfig != nil {
-				err = srv.ServeTLS(ln, "", "")
-			} else {
-				err = srv.Serve(ln)
-			}
-			errc <- err
+			errc <- srv.Serve(ln)
 		}()
 	}
 	go func() { errc <- s.admin.Serve(s.adminLn) }()
