@@ -448,8 +448,11 @@ func (g *clientGuard) checkHeaders(r *http.Request) (int, string, string) {
 	return 0, "", ""
 }
 
-// refuse answers a client's fault and closes the connection.
+// refuse answers a client's fault and closes the connection, without
+// waiting for the rest of a request body (the server would otherwise read
+// up to 256 KiB of it, at the client's pace, to reuse the connection).
 func (g *clientGuard) refuse(w http.ResponseWriter, status int, reason, msg string) {
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now())
 	g.m.refused.WithLabelValues(fmt.Sprint(status), reason).Inc()
 	h := w.Header()
 	h.Set("Connection", "close")
@@ -523,7 +526,9 @@ func (g *clientGuard) buffer(r *http.Request, rc *http.ResponseController, sc *s
 	var file *os.File
 	sp := &spooled{}
 	fail := func(err error) (io.ReadCloser, error) {
-		_ = rc.SetReadDeadline(time.Time{})
+		// The connection is closed after the answer: end any read the
+		// server would make to discard the rest of the body.
+		_ = rc.SetReadDeadline(time.Now())
 		sp.f = file
 		_ = sp.Close()
 		return nil, &bodyError{err}
@@ -688,8 +693,10 @@ func (b *guardedBody) Read(p []byte) (int, error) {
 	if b.lim.maxBody > 0 && b.got > b.lim.maxBody {
 		err = errBodyTooLarge
 	}
-	if err != nil && !b.done {
+	if err == io.EOF && !b.done {
 		_ = b.ctl.SetReadDeadline(time.Time{})
+	} else if err != nil && !b.done {
+		_ = b.ctl.SetReadDeadline(time.Now()) // the connection closes after the answer
 	}
 	if err != nil && err != io.EOF {
 		b.err = &bodyError{err}

@@ -452,3 +452,32 @@ backends: {servers: [{url: BACKEND}]}
 		t.Errorf("backend got %q, want only GET /ok", got)
 	}
 }
+
+// TestRefusalDoesNotWaitForTheBody: a request refused for its body is
+// answered and its connection closed at once, even if the client keeps
+// dripping the rest of a declared body.
+func TestRefusalDoesNotWaitForTheBody(t *testing.T) {
+	be := backend(t, echoHeaders)
+	p := startProxy(t, withBackend(`listeners:
+  - {addr: 127.0.0.1:0, max_request_body_bytes: 10, read_body_timeout: 200ms}
+admin: {addr: 127.0.0.1:0}
+backends: {servers: [{url: BACKEND}]}
+`, be.URL))
+	for _, req := range []string{
+		"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 1000\r\n\r\nabc",                                             // 413 before reading
+		"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n20\r\n" + strings.Repeat("x", 32) + "\r\n", // 413 while reading
+		"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nab",                                                 // 408
+	} {
+		c, br := rawConn(t, p.addr)
+		_, err := io.WriteString(c, req)
+		must(t, err)
+		resp, _ := readResponse(t, br)
+		start := time.Now()
+		// The proxy closes the connection without reading what follows.
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		_, err = br.ReadByte()
+		if err == nil || time.Since(start) > 3*time.Second {
+			t.Errorf("%d: after the answer: %v after %v, want the connection closed at once", resp.StatusCode, err, time.Since(start))
+		}
+	}
+}
