@@ -77,6 +77,8 @@ type clientMetrics struct {
 	connsIdle prometheus.CounterFunc
 }
 
+// newClientMetrics exports the refusals and conns's connections (a
+// function, so that tests can build them before the limit).
 func newClientMetrics(conns func() *connLimit) *clientMetrics {
 	return &clientMetrics{
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{

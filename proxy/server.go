@@ -52,8 +52,9 @@ type Server struct {
 
 	ov *overload // sensors, resource rules and the connection policer
 
-	conns *connLimit     // the cap on client connections (after Listen)
-	cm    *clientMetrics // client-side refusals and connections
+	conns     *connLimit     // the cap on client connections
+	connsFrom string         // where the cap comes from
+	cm        *clientMetrics // client-side refusals and connections
 
 	mu       sync.Mutex // serialises Apply and the runner lifecycle
 	runCtx   context.Context
@@ -99,7 +100,8 @@ func New(cfg *Config, opts Options) (*Server, error) {
 	if err := m.register(reg, s.h, s.ov); err != nil {
 		return nil, fmt.Errorf("proxy: metrics: %w", err)
 	}
-	s.conns = newConnLimit(0)
+	max, how := clientConnCap(cfg)
+	s.conns, s.connsFrom = newConnLimit(max), how
 	s.cm = newClientMetrics(func() *connLimit { return s.conns })
 	s.h.cm = s.cm
 	for _, c := range s.cm.collectors() {
@@ -272,9 +274,7 @@ func (s *Server) Listen() error {
 		}
 		return err
 	}
-	max, how := clientConnCap(cfg)
-	s.conns = newConnLimit(max)
-	s.log.Info("client connection cap", "max_client_connections", max, "from", how)
+	s.log.Info("client connection cap", "max_client_connections", s.conns.max, "from", s.connsFrom)
 	for i, lc := range cfg.Listeners {
 		ln, err := net.Listen("tcp", lc.Addr)
 		if err != nil {
