@@ -58,6 +58,7 @@ type clientLimits struct {
 	maxBody     int64         // largest body, bytes; 0 no limit
 	bodyTimeout time.Duration // longest wait for body bytes; 0 none
 	bodyRate    float64       // minimum body transfer rate, bytes/s; 0 none
+	readTimeout time.Duration // read_timeout: the whole request; 0 none
 	tmpDir      string
 }
 
@@ -65,7 +66,7 @@ func limitsOf(lc *ListenerConfig) clientLimits {
 	return clientLimits{maxURI: lc.MaxURIBytes, maxLine: lc.MaxHeaderLineBytes, maxHeaders: lc.MaxHeaders,
 		buffering: lc.RequestBuffering == nil || *lc.RequestBuffering, bufMem: lc.RequestBufferBytes,
 		maxBody: lc.MaxRequestBodyBytes, bodyTimeout: lc.ReadBodyTimeout, bodyRate: lc.ReadBodyMinRate,
-		tmpDir: lc.RequestBufferDir}
+		readTimeout: lc.ReadTimeout, tmpDir: lc.RequestBufferDir}
 }
 
 // clientMetrics count what the client-side protection refused.
@@ -498,6 +499,14 @@ func (l *clientLimits) deadline(start, last, now time.Time, got int64) (time.Tim
 	d := last.Add(l.bodyTimeout)
 	if l.bodyRate > 0 {
 		if r := start.Add(l.bodyTimeout + time.Duration(float64(got)/l.bodyRate*float64(time.Second))); r.Before(d) {
+			d = r
+		}
+	}
+	if l.readTimeout > 0 {
+		// read_timeout bounds the whole request: the server set it as the
+		// connection's deadline, which ours replace. Counted here from the
+		// start of the body, so up to the header's time late.
+		if r := start.Add(l.readTimeout); r.Before(d) {
 			d = r
 		}
 	}

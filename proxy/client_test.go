@@ -481,3 +481,22 @@ backends: {servers: [{url: BACKEND}]}
 		}
 	}
 }
+
+// TestReadTimeoutStillBoundsTheBody: the body deadlines replace the
+// connection deadline read_timeout set, so they include it.
+func TestReadTimeoutStillBoundsTheBody(t *testing.T) {
+	be := backend(t, echoHeaders)
+	p := startProxy(t, withBackend(`listeners:
+  - {addr: 127.0.0.1:0, read_timeout: 500ms}
+admin: {addr: 127.0.0.1:0}
+backends: {servers: [{url: BACKEND}]}
+`, be.URL))
+	c, br := rawConn(t, p.addr)
+	_, err := io.WriteString(c, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nab")
+	must(t, err)
+	start := time.Now()
+	resp, _ := readResponse(t, br)
+	if resp.StatusCode != 408 || time.Since(start) > 10*time.Second {
+		t.Errorf("status %d after %v, want 408 after about read_timeout (not read_body_timeout, 60s)", resp.StatusCode, time.Since(start))
+	}
+}
