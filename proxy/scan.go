@@ -113,7 +113,6 @@ type scanConn struct {
 	clCount int
 	cl      uint64
 	teCount int
-	folded  bool
 	remain  uint64
 	excess  int64 // net/http's chunk-overhead account
 }
@@ -489,7 +488,7 @@ func (c *scanConn) endRequestLine() {
 		return
 	}
 	c.http10 = p[7] == '0'
-	c.clCount, c.cl, c.teCount, c.folded = 0, 0, 0, false
+	c.clCount, c.cl, c.teCount = 0, 0, 0
 	c.state = scanHeaderStart
 }
 
