@@ -54,6 +54,7 @@ type Handler struct {
 	gen     atomic.Pointer[generation]
 	rp      *httputil.ReverseProxy
 	m       *metrics
+	cm      *clientMetrics // client-side refusals; nil in Check and benchmarks
 	log     *slog.Logger
 	warn    rate.Sometimes // rate-limits upstream error logs
 	streams atomic.Int64   // long-lived responses in progress
@@ -171,15 +172,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	arrival := time.Now()
 	h.active.Add(1)
 	defer h.active.Add(-1)
-	sc, _ := r.Context().Value(connKey{}).(*scanConn)
-	if sc != nil {
-		if reason := sc.next(); reason != "" {
-			h.m.badRequests.Inc()
-			w.Header().Set("Connection", "close")
-			http.Error(w, "sluice: bad request: "+reason, http.StatusBadRequest)
-			return
-		}
-	}
+	sc, _ := r.Context().Value(connKey{}).(*scanConn) // its verdict was checked by the listener's clientGuard
 	if r.Method == http.MethodOptions && r.RequestURI == "*" {
 		// "OPTIONS *" asks about the proxy itself (RFC 9110 §9.3.7).
 		w.Header().Set("Content-Length", "0")
@@ -400,13 +393,17 @@ func upstreamError(err error, rs *reqState, req *http.Request) (status int, caus
 	}
 	var certErr *tls.CertificateVerificationError
 	if errors.As(err, &certErr) || strings.Contains(err.Error(), "tls:") {
-		return http.StatusBadGateway, "tls", fmt.Sprintf("upstream TLS error with %s: %v", name, err)
+		return http.StatusBadGateway, "tls", fmt.Sprintf("upstream TLS error with %s", name)
 	}
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) ||
 		strings.Contains(err.Error(), "server closed") {
 		return http.StatusBadGateway, "upstream_closed", fmt.Sprintf("upstream %s closed the connection before a response", name)
 	}
-	return http.StatusBadGateway, "other", fmt.Sprintf("upstream error from %s: %v", name, err)
+	if strings.Contains(err.Error(), "malformed HTTP") {
+		// The error quotes the backend's bytes: they stay in the log.
+		return http.StatusBadGateway, "protocol", fmt.Sprintf("upstream %s sent an invalid HTTP response", name)
+	}
+	return http.StatusBadGateway, "other", fmt.Sprintf("upstream error from %s", name)
 }
 
 // errorHandler answers a failed upstream exchange: 502 (unreachable,
@@ -420,6 +417,13 @@ func (h *Handler) errorHandler(w http.ResponseWriter, req *http.Request, err err
 	}
 	if rs.shareErr != nil {
 		shareRejected(w, rs.shareErr)
+		return
+	}
+	if cerr := clientBodyError(req); cerr != nil {
+		// The request body failed to read: the client's fault, not the
+		// backend's (RFC 9112 §7.1: a malformed chunked body).
+		rs.failed.Store(true)
+		h.clientBodyFailed(w, cerr)
 		return
 	}
 	status, cause, msg := upstreamError(err, rs, req)
