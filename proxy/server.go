@@ -52,8 +52,8 @@ type Server struct {
 
 	ov *overload // sensors, resource rules and the connection policer
 
-	auth *adminAuth // admin.token (admin cannot change on reload)
-	hist *history   // the dashboard's samples (ui.go, history.go)
+	auth      *adminAuth     // admin.token (admin cannot change on reload)
+	hist      *history       // the dashboard's samples (ui.go, history.go)
 	conns     *connLimit     // the cap on client connections
 	connsFrom string         // where the cap comes from
 	cm        *clientMetrics // client-side refusals and connections
