@@ -103,8 +103,18 @@ type reqState struct {
 	shareBytes int64
 	shareDelay atomic.Int64 // injected delay so far, ns
 
-	failed     atomic.Bool // 5xx from upstream or a transport failure
-	clientGone atomic.Bool
+	failed      atomic.Bool // 5xx from upstream or a transport failure
+	clientFault atomic.Bool // the client's request body failed: not the backend's doing
+	clientGone  atomic.Bool
+	poolHeld    atomic.Bool // the pool slot is still held (releasePool gives it back once)
+	streamed    atomic.Bool // stream ran: the streams gauge counts it
+
+	// in is the client's request (for the time spent waiting on the client)
+	// and writeWait0 the connection's write wait when it arrived.
+	in         *http.Request
+	writeWait0 time.Duration
+	// upstream wraps the backend's response body to see its end.
+	upstream upstreamBody
 	longTimer  *time.Timer
 	overTimer  *time.Timer
 	cancel     context.CancelCauseFunc
@@ -134,8 +144,44 @@ func (rs *reqState) stream() {
 	if rs.overTimer != nil {
 		rs.overTimer.Stop()
 	}
-	rs.gen.pool.Release(rs.backend)
+	rs.releasePool()
+	rs.streamed.Store(true)
 	rs.h.streams.Add(1)
+}
+
+// releasePool gives the backend slot back, once.
+func (rs *reqState) releasePool() {
+	if rs.poolHeld.CompareAndSwap(true, false) {
+		rs.gen.pool.Release(rs.backend)
+	}
+}
+
+// outcome is how the request went as the stage should count it: time
+// spent on the client (a slow reader or uploader) and injected share
+// delays are not the backend's; a client whose request body failed is
+// neither a backend failure nor a sample.
+func (rs *reqState) outcome(aborted bool) stage.Outcome {
+	excluded := time.Duration(rs.shareDelay.Load())
+	if rs.in != nil {
+		excluded += ClientWriteWait(rs.in) - rs.writeWait0 + ClientReadWait(rs.in)
+	}
+	if rs.clientFault.Load() {
+		return stage.Outcome{OK: true, NoSample: true, Excluded: excluded}
+	}
+	// A failure, a timeout or a client that gave up is not ok (see
+	// stage.Ticket.Finish for when it is still a censored sample). Share
+	// rejections carry no response time.
+	return stage.Outcome{OK: !rs.failed.Load() && !aborted, NoSample: rs.shareErr != nil, Excluded: excluded}
+}
+
+// upstreamDone ends the request's use of the backend when its response
+// body has been read to the end: the stage takes its sample and the
+// backend slot goes to the next request, while the proxy still writes the
+// last bytes to a client that may be slow to read them.
+func (rs *reqState) upstreamDone() {
+	if rs.lc.Done(time.Now(), rs.outcome(false)) {
+		rs.releasePool()
+	}
 }
 
 // finish ends the request (its last byte was written, or it was aborted).
@@ -153,19 +199,30 @@ func (rs *reqState) finish(aborted bool) {
 		rs.clientGone.Store(true)
 	}
 	rs.shareEnd(!aborted)
-	// A failure, a timeout or a client that gave up is not ok (see
-	// stage.Ticket.Finish for when it is still a censored sample). Share
-	// rejections carry no response time; an injected share delay is not
-	// the service's.
-	o := stage.Outcome{OK: !rs.failed.Load() && !aborted, NoSample: rs.shareErr != nil,
-		Excluded: time.Duration(rs.shareDelay.Load())}
-	streamed := rs.lc.Streamed()
-	if rs.lc.Done(time.Now(), o) && !streamed {
-		rs.gen.pool.Release(rs.backend)
-		return
+	rs.lc.Done(time.Now(), rs.outcome(aborted)) // no-op when upstreamDone ran
+	rs.releasePool()
+	if rs.streamed.Load() {
+		rs.h.streams.Add(-1)
 	}
-	rs.h.streams.Add(-1)
 }
+
+// upstreamBody is the backend's response body, watched for its end.
+type upstreamBody struct {
+	rs   *reqState
+	rc   io.ReadCloser
+	done bool // read by the handler's goroutine only
+}
+
+func (b *upstreamBody) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	if err == io.EOF && !b.done {
+		b.done = true
+		b.rs.upstreamDone()
+	}
+	return n, err
+}
+
+func (b *upstreamBody) Close() error { return b.rc.Close() }
 
 // ServeHTTP proxies one request.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -213,7 +270,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rs := &reqState{Context: r.Context(), h: h, gen: g, backend: b, sc: sc, arrival: arrival,
-		res: res, shareOn: g.shares != nil}
+		res: res, shareOn: g.shares != nil, in: r, writeWait0: ClientWriteWait(r)}
+	rs.poolHeld.Store(true)
 	rs.lc.Reset(t)
 	if st.Degrading() {
 		rs.quality = st.Quality()
@@ -350,6 +408,12 @@ func (h *Handler) modifyResponse(res *http.Response) error {
 	case isEventStream(res.Header.Get("Content-Type")):
 		rs.stream()
 	}
+	// The end of the upstream body ends the request's use of the backend
+	// (a 101's body is the upgraded connection: left alone).
+	if res.StatusCode != http.StatusSwitchingProtocols {
+		rs.upstream = upstreamBody{rs: rs, rc: res.Body}
+		res.Body = &rs.upstream
+	}
 	return rs.shareBefore(res)
 }
 
@@ -421,8 +485,9 @@ func (h *Handler) errorHandler(w http.ResponseWriter, req *http.Request, err err
 	}
 	if cerr := clientBodyError(req); cerr != nil {
 		// The request body failed to read: the client's fault, not the
-		// backend's (RFC 9112 §7.1: a malformed chunked body).
-		rs.failed.Store(true)
+		// backend's (RFC 9112 §7.1: a malformed chunked body); neither a
+		// failure nor a sample for the stage.
+		rs.clientFault.Store(true)
 		h.clientBodyFailed(w, cerr)
 		return
 	}
