@@ -114,10 +114,10 @@ type reqState struct {
 	in         *http.Request
 	writeWait0 time.Duration
 	// upstream wraps the backend's response body to see its end.
-	upstream upstreamBody
-	longTimer  *time.Timer
-	overTimer  *time.Timer
-	cancel     context.CancelCauseFunc
+	upstream  upstreamBody
+	longTimer *time.Timer
+	overTimer *time.Timer
+	cancel    context.CancelCauseFunc
 }
 
 // Value returns the reqState itself for stateKey.
