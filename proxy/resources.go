@@ -3,6 +3,7 @@ package proxy
 import (
 	"errors"
 	"fmt"
+	"github.com/sluicehq/sluice"
 	"math"
 	"runtime"
 	"slices"
@@ -12,7 +13,6 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/sluicehq/sluice/control"
-	"github.com/sluicehq/sluice/control/design"
 	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/policer"
 	"github.com/sluicehq/sluice/share"
@@ -667,13 +667,13 @@ func (k *KihlTuningConfig) validate(p string, c *Config, stage, ctrlName string,
 			return fieldErr(p+".tuning", "auto picks K and Ti: remove params.%s from stage %q (or use tuning: params)", key, stage)
 		}
 	}
-	if k.A1 == nil || k.A2 == nil || !finite(*k.A1) || !finite(*k.A2) {
+	if k.A1 == nil || k.A2 == nil || !sluice.Finite(*k.A1) || !sluice.Finite(*k.A2) {
 		return fieldErr(p+".a1", "a1 and a2 must be finite numbers")
 	}
-	if _, _, err := design.KihlPlace(1, period, *k.A1, *k.A2); err != nil {
+	if err := control.CheckKihlPlacement(period, *k.A1, *k.A2); err != nil {
 		return fieldErr(p+".a1", "(a1, a2) = (%g, %g) cannot be placed: %v", *k.A1, *k.A2, err)
 	}
-	if !finite(k.Sigma) || k.Sigma < 0 {
+	if !sluice.Finite(k.Sigma) || k.Sigma < 0 {
 		return fieldErr(p+".sigma", "%v is invalid: must be σ in requests per period (> 0), or 0 to estimate it", k.Sigma)
 	}
 	if k.EstimatePeriods < 1 {
@@ -684,8 +684,6 @@ func (k *KihlTuningConfig) validate(p string, c *Config, stage, ctrlName string,
 	}
 	return nil
 }
-
-func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
 
 func (p *PolicerConfig) validate() error {
 	if err := p.Config.Validate(); err != nil {
