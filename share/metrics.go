@@ -51,6 +51,9 @@ type ClientSnapshot struct {
 	Standby int `json:"standby"`
 	// LastReply is the now of the client's last Done (zero before).
 	LastReply time.Time `json:"last_reply"`
+	// Arrivals counts the client's requests, admitted or rejected (its
+	// demand).
+	Arrivals uint64 `json:"arrivals"`
 	// Replies and Bytes count completed replies and their body bytes.
 	Replies uint64 `json:"replies"`
 	Bytes   uint64 `json:"bytes"`
@@ -100,6 +103,7 @@ func (s *Shares) Snapshot() Snapshot {
 			Active:        c.active,
 			Standby:       c.wait,
 			LastReply:     c.lastReply,
+			Arrivals:      c.arrivals,
 			Replies:       c.replies,
 			Bytes:         c.bytes,
 			Cancellations: c.cancelled,

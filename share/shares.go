@@ -88,6 +88,7 @@ type clientState struct {
 
 	lastDelay time.Duration
 	lastReply time.Time
+	arrivals  uint64 // Begin calls, admitted or rejected: the client's demand
 	replies   uint64
 	bytes     uint64
 	rejects   [4]uint64 // indexed by Reason
@@ -218,8 +219,14 @@ func (s *Shares) Lookup(name string) (ClientID, bool) {
 // Name returns the name of client c.
 func (s *Shares) Name(c ClientID) string { return s.names[s.idx(c)] }
 
-// Allocation returns b_i of client c in bytes per second.
-func (s *Shares) Allocation(c ClientID) float64 { return s.clients[s.idx(c)].b }
+// Allocation returns b_i of client c in bytes per second (the configured
+// share of B, or the part SetAllocations gave it).
+func (s *Shares) Allocation(c ClientID) float64 {
+	i := s.idx(c)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.clients[i].b
+}
 
 func (s *Shares) idx(c ClientID) int {
 	if c < 0 || int(c) >= len(s.names) {
@@ -284,6 +291,7 @@ func (s *Shares) Begin(now time.Time, c ClientID) (Reservation, error) {
 	i := s.idx(c)
 	s.mu.Lock()
 	cl := &s.clients[i]
+	cl.arrivals++
 	if cl.wait >= s.limit {
 		cl.rejects[RejectStandby]++
 		e := &RejectError{Client: s.names[i], Reason: RejectStandby, Standby: cl.wait,
@@ -406,6 +414,49 @@ func (s *Shares) Tick(now time.Time) {
 	s.ticks++
 	s.lastTick = now
 	s.mu.Unlock()
+}
+
+// SetAllocations makes s enforce a part of the configured total: total
+// becomes the B that d_i and the work-conserving branch use (bytes per
+// second, finite and > 0), and alloc[i] the allocation b_i of client i
+// (bytes per second, finite and ≥ 0, one entry per client in
+// configuration order with others last, summing to at most total). Â is
+// scaled with B (Â·total/B_old, but never below Σ avg_j), so that the
+// ratio Â/B the package documentation's Accuracy section asks for holds
+// for the part too. Averages, active flags, standby slots and counters
+// are kept. Cluster mode calls it once per sync period with this
+// instance's part of the cluster's B; a bad argument is an error and
+// changes nothing. Safe for concurrent use.
+func (s *Shares) SetAllocations(total float64, alloc []float64) error {
+	if !(total > 0) || math.IsInf(total, 0) || total > maxTotalBandwidth {
+		return fmt.Errorf("share: total %g is invalid: must be > 0 and at most %g bytes per second", total, maxTotalBandwidth)
+	}
+	if len(alloc) != len(s.names) {
+		return fmt.Errorf("share: %d allocations for %d clients (others included)", len(alloc), len(s.names))
+	}
+	sum := 0.0
+	for i, b := range alloc {
+		if !(b >= 0) || math.IsInf(b, 0) {
+			return fmt.Errorf("share: allocation of client %q: %g is invalid: must be finite and ≥ 0", s.names[i], b)
+		}
+		sum += b
+	}
+	if sum > total*(1+1e-9) {
+		return fmt.Errorf("share: allocations sum to %g, more than the total %g", sum, total)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ahat = math.Max(s.sum, s.ahat*total/s.total)
+	s.total = total
+	s.unsat = 0
+	for i := range s.clients {
+		c := &s.clients[i]
+		c.b = alloc[i]
+		if c.unsatisfiedMember() {
+			s.unsat++
+		}
+	}
+	return nil
 }
 
 // Period returns the manager period.
