@@ -35,6 +35,9 @@ const (
 	// refusing); the instance enforces 1/N of every budget with N the
 	// last known number of live instances, until a sync succeeds again.
 	ModeFallback Mode = "fallback"
+	// ModeLeft is the mode of the last report of an instance that shut
+	// down: the others stop counting it at once.
+	ModeLeft Mode = "left"
 )
 
 const (
@@ -363,6 +366,13 @@ func (c *Core) partOf(s LocalStage) float64 {
 	return fallbackPart(s.Kind, s.Global, c.n)
 }
 
+// Last returns the last report published (Report's result).
+func (c *Core) Last() Report {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lastReport
+}
+
 // Plan takes the outcome of the sync that published the last Report —
 // the exchange, or the error that ended it — at now, and returns what
 // this instance enforces until the next sync.
@@ -392,10 +402,13 @@ func (c *Core) Plan(now time.Time, x Exchange, err error) Assignment {
 		p.present = false
 	}
 	for _, p := range x.Peers {
-		if p.Report.Instance == "" {
-			continue
+		switch {
+		case p.Report.Instance == "" || p.Report.Instance == c.self && p.Report.Mode == ModeLeft:
+		case p.Report.Mode == ModeLeft:
+			delete(c.known, p.Report.Instance)
+		default:
+			c.known[p.Report.Instance] = &peerState{rep: p.Report, expires: p.Expires, present: true}
 		}
-		c.known[p.Report.Instance] = &peerState{rep: p.Report, expires: p.Expires, present: true}
 	}
 	if me, ok := c.known[c.self]; !ok || !me.present {
 		// The store always returns this instance's own heartbeat; keep

@@ -434,3 +434,26 @@ func TestMismatchWarning(t *testing.T) {
 		t.Fatalf("warnings %q", w)
 	}
 }
+
+// An instance that shuts down says so: the others stop counting it at
+// their next sync, before its heartbeat would expire.
+func TestLeaveStopsCountingAtOnce(t *testing.T) {
+	r := &memRedis{ttl: 3 * time.Second}
+	a, b := &node{rate: 100}, &node{rate: 100}
+	a.core, b.core = NewCore(testConfig("a"), nil), NewCore(testConfig("b"), nil)
+	for k := range 2 {
+		step(t, r, t0.Add(time.Duration(k)*time.Second), time.Second, 300, KindRate, a, b)
+	}
+	if a.last.Instances != 2 {
+		t.Fatalf("%v", a.last)
+	}
+	bye := b.core.Last()
+	bye.Mode = ModeLeft
+	if _, err := r.exchange(t0.Add(2*time.Second), bye); err != nil {
+		t.Fatal(err)
+	}
+	step(t, r, t0.Add(2*time.Second+100*time.Millisecond), 100*time.Millisecond, 300, KindRate, a)
+	if a.last.Instances != 1 || part(a.last) != 300 {
+		t.Fatalf("after b left: %v", a.last)
+	}
+}
