@@ -200,6 +200,10 @@ func (r *Runner) apply(now time.Time, a Assignment) {
 	r.m.setView(r)
 }
 
+// Close closes the Redis connections of a runner whose Run was never
+// started (Run closes them itself when it returns).
+func (r *Runner) Close() error { return r.store.Close() }
+
 // SetLeaving makes Run tell the others this instance left when its
 // context ends (a shutdown, not a reload).
 func (r *Runner) SetLeaving() { r.leaving.Store(true) }

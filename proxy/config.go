@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/share"
 )
@@ -65,6 +66,11 @@ type Config struct {
 	// Shares are per-client bandwidth shares enforced by delaying replies
 	// (Li & Jamin); nil (the default) has none. A reload applies changes.
 	Shares *share.Config `yaml:"shares,omitempty"`
+	// Cluster makes this instance one of several that share global
+	// budgets and client shares through Redis (package cluster); nil
+	// (the default) keeps every budget per instance. A reload applies
+	// changes.
+	Cluster *cluster.Config `yaml:"cluster,omitempty"`
 	// DrainTimeout bounds how long a shutdown (SIGTERM, SIGINT) waits for
 	// in-flight requests to complete before closing their connections
 	// (default 30s).
@@ -308,6 +314,9 @@ func (c *Config) SetDefaults() {
 	}
 	policySetDefaults(&c.Config)
 	c.setOverloadDefaults()
+	if c.Cluster != nil {
+		c.Cluster.SetDefaults()
+	}
 }
 
 // Validate reports the first invalid field as a *FieldError naming its
@@ -373,6 +382,9 @@ func (c *Config) Validate() error {
 		return fieldErr("drain_timeout", "%v is invalid: must be a positive duration", c.DrainTimeout)
 	}
 	if err := policyValidate(&c.Config); err != nil {
+		return err
+	}
+	if err := c.validateCluster(); err != nil {
 		return err
 	}
 	return c.validateOverload()
