@@ -47,6 +47,9 @@ type ClientSnapshot struct {
 	// Active is the client's active flag (a request admitted since the
 	// last manager step).
 	Active bool `json:"active"`
+	// Held is true while cluster mode counts the client active because
+	// it sends elsewhere in the cluster (Shares.HoldActive).
+	Held bool `json:"held_active,omitempty"`
 	// Standby is the number of standby slots in use.
 	Standby int `json:"standby"`
 	// LastReply is the now of the client's last Done (zero before).
@@ -101,6 +104,7 @@ func (s *Shares) Snapshot() Snapshot {
 			Rejecting:     d <= 0,
 			LastDelay:     c.lastDelay.Seconds(),
 			Active:        c.active,
+			Held:          c.held,
 			Standby:       c.wait,
 			LastReply:     c.lastReply,
 			Arrivals:      c.arrivals,

@@ -3,6 +3,7 @@ package share
 import (
 	"math"
 	"testing"
+	"time"
 )
 
 // An instance enforcing a third of B (cluster mode) computes d_i and the
@@ -82,5 +83,55 @@ func TestSetAllocationsRefusesBadInput(t *testing.T) {
 	}
 	if snap := s.Snapshot(); snap.TotalBandwidth != 1000 || snap.Clients[3].Allocation != 400 || snap.MaxMeasured != 1000 {
 		t.Fatalf("a refused call changed the state: %+v", snap)
+	}
+}
+
+// A held client keeps its average across manager steps without requests
+// and counts in the unsatisfied test; released, it decays again.
+func TestHoldActive(t *testing.T) {
+	s := mustNew(t, testConfig())
+	setAvg(t, s, "a", 50) // below b_a = 100: unsatisfied while active
+	a := id(t, s, "a")
+	if err := s.HoldActive([]bool{true, false, false, false, false}); err != nil {
+		t.Fatal(err)
+	}
+	s.Tick(t0.Add(time.Second))
+	if got := s.Average(a); got != 50 {
+		t.Fatalf("held avg decayed to %g", got)
+	}
+	if !s.Unsatisfied() {
+		t.Fatal("a held client below its allocation does not make the state unsatisfied")
+	}
+	if err := s.HoldActive(nil); err != nil {
+		t.Fatal(err)
+	}
+	if s.Unsatisfied() {
+		t.Fatal("released, an idle client still makes the state unsatisfied")
+	}
+	s.Tick(t0.Add(2 * time.Second))
+	if got := s.Average(a); math.Abs(got-40) > 1e-9 {
+		t.Fatalf("released avg %g, want 0.8·50 = 40", got)
+	}
+	if err := s.HoldActive([]bool{true}); err == nil {
+		t.Fatal("a short flag list was accepted")
+	}
+	// Begin on a held client below its allocation does not count it twice.
+	if err := s.HoldActive([]bool{true, false, false, false, false}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.Begin(t0, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Release()
+	if err := s.HoldActive(nil); err != nil {
+		t.Fatal(err)
+	}
+	if !s.Unsatisfied() {
+		t.Fatal("a is active (Begin) and below b_a: unsatisfied")
+	}
+	s.Tick(t0.Add(3 * time.Second))
+	if s.Unsatisfied() {
+		t.Fatal("the unsatisfied count leaked")
 	}
 }

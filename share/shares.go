@@ -84,6 +84,7 @@ type clientState struct {
 	b      float64 // allocation b_i, bytes/s
 	avg    float64 // avg_i, EWMA of per-reply bandwidth, bytes/s
 	active bool    // a request was admitted since the last manager step
+	held   bool    // counted active by HoldActive (busy elsewhere in a cluster)
 	wait   int     // standby slots held
 
 	lastDelay time.Duration
@@ -151,7 +152,7 @@ type Shares struct {
 	clients  []clientState
 	sum      float64 // Σ avg_j over all clients, others included
 	ahat     float64 // Â
-	unsat    int     // number of clients with active && avg < b
+	unsat    int     // number of clients with (active || held) && avg < b
 	ticks    uint64
 	lastTick time.Time
 }
@@ -236,8 +237,8 @@ func (s *Shares) idx(c ClientID) int {
 }
 
 // unsatisfiedMember reports whether c counts toward unsatisfaction: it is
-// active and below its allocation.
-func (c *clientState) unsatisfiedMember() bool { return c.active && c.avg < c.b }
+// active (or held active) and below its allocation.
+func (c *clientState) unsatisfiedMember() bool { return (c.active || c.held) && c.avg < c.b }
 
 // available computes d_i; s.mu must be held.
 func (s *Shares) available(i int) float64 {
@@ -306,8 +307,9 @@ func (s *Shares) Begin(now time.Time, c ClientID) (Reservation, error) {
 	}
 	cl.wait++
 	if !cl.active {
+		before := cl.unsatisfiedMember()
 		cl.active = true
-		if cl.avg < cl.b {
+		if !before && cl.avg < cl.b {
 			s.unsat++
 		}
 	}
@@ -400,17 +402,20 @@ func (s *Shares) cancelled(i int) {
 func (s *Shares) Tick(now time.Time) {
 	s.mu.Lock()
 	sum := 0.0
+	s.unsat = 0
 	for i := range s.clients {
 		c := &s.clients[i]
-		if !c.active {
+		if !c.active && !c.held {
 			c.avg *= 1 - s.alpha
 		}
 		c.active = false
 		sum += c.avg
+		if c.unsatisfiedMember() {
+			s.unsat++
+		}
 	}
 	s.sum = sum
 	s.ahat = math.Max(s.ahat, sum)
-	s.unsat = 0
 	s.ticks++
 	s.lastTick = now
 	s.mu.Unlock()
@@ -452,6 +457,35 @@ func (s *Shares) SetAllocations(total float64, alloc []float64) error {
 	for i := range s.clients {
 		c := &s.clients[i]
 		c.b = alloc[i]
+		if c.unsatisfiedMember() {
+			s.unsat++
+		}
+	}
+	return nil
+}
+
+// HoldActive counts the clients whose entry in held is true as active
+// until the next call, whether or not a request of theirs was admitted
+// since the last manager step: Tick does not decay their averages and
+// they take part in the unsatisfied test. Cluster mode holds a client
+// active on an instance where it sends (its smoothed demand there is not
+// 0) while it sent somewhere in the cluster during the last sync: a
+// client whose requests are spread over N instances reaches each one
+// only every N-th request, and would otherwise look idle there in some
+// manager periods, lose its average and let the others take its
+// bandwidth. nil holds no client (the single-instance behaviour). A
+// held of another length than NumClients is an error and changes
+// nothing. Safe for concurrent use.
+func (s *Shares) HoldActive(held []bool) error {
+	if held != nil && len(held) != len(s.names) {
+		return fmt.Errorf("share: %d hold flags for %d clients (others included)", len(held), len(s.names))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.unsat = 0
+	for i := range s.clients {
+		c := &s.clients[i]
+		c.held = held != nil && held[i]
 		if c.unsatisfiedMember() {
 			s.unsat++
 		}
