@@ -134,6 +134,9 @@ type ClientReport struct {
 	Served   float64 `json:"served"`
 	Measured float64 `json:"measured"`
 	Part     float64 `json:"part"`
+	// Rate is the client's request rate here over the last interval
+	// alone (req/s, not smoothed): whether it is sending now.
+	Rate float64 `json:"rate"`
 }
 
 // Peer is one live instance's report as a sync returned it, with the
@@ -177,10 +180,14 @@ type StagePart struct {
 
 // SharesPart is this instance's part of the client shares: the B it
 // enforces and every client's b_i, in configuration order, others last
-// (share.Shares.SetAllocations).
+// (share.Shares.SetAllocations), and which clients to hold active
+// (share.Shares.HoldActive): those that sent somewhere in the cluster
+// during the last interval and send here too (smoothed demand here
+// above 0). Held is nil in fallback and before the first sync.
 type SharesPart struct {
 	Total float64
 	Alloc []float64
+	Held  []bool
 }
 
 // Core is the deterministic part of cluster mode: what an instance
@@ -255,6 +262,7 @@ type peerState struct {
 type rateState struct {
 	a, b   uint64  // the counts at prevAt
 	demand float64 // smoothed rate of a
+	rateA  float64 // rate of a over the last interval
 	rateB  float64 // rate of b over the last interval
 	seen   bool    // a, b hold counts
 	rated  bool    // demand holds a rate
@@ -300,6 +308,7 @@ func NewCore(cfg Config, prev *Core) *Core {
 func (r *rateState) observe(a, b uint64, dt float64) {
 	if r.seen && dt > 0 && a >= r.a && b >= r.b {
 		rate := float64(a-r.a) / dt
+		r.rateA = rate
 		if r.rated {
 			r.demand = DemandAlpha*rate + (1-DemandAlpha)*r.demand
 		} else {
@@ -350,7 +359,7 @@ func (c *Core) Report(now time.Time, l Local) Report {
 			if c.shares != nil && i < len(c.shares.Alloc) {
 				part = c.shares.Alloc[i]
 			}
-			sr.Clients[cl.Name] = ClientReport{Demand: r.demand, Served: r.rateB, Measured: cl.Measured, Part: part}
+			sr.Clients[cl.Name] = ClientReport{Demand: r.demand, Served: r.rateB, Measured: cl.Measured, Part: part, Rate: r.rateA}
 		}
 		rep.Shares = sr
 	}
@@ -533,13 +542,19 @@ func (c *Core) assignSynced() Assignment {
 		sp := &SharesPart{}
 		for _, cl := range sh.Clients {
 			var ms []member
+			sending := false
 			for _, id := range ids {
-				rep := c.known[id].rep.Shares
+				p := c.known[id]
+				rep := p.rep.Shares
 				if rep == nil {
 					continue
 				}
-				ms = append(ms, member{id: id, w: rep.Clients[cl.Name].Demand})
+				cr := rep.Clients[cl.Name]
+				ms = append(ms, member{id: id, w: cr.Demand})
+				sending = sending || p.present && cr.Rate > 0
 			}
+			r := c.clients[cl.Name]
+			sp.Held = append(sp.Held, sending && r != nil && r.demand > 0)
 			ms = c.withPhantoms(ms)
 			parts := split(cl.Share/100*sh.Total, ms)
 			own := 0.0

@@ -383,6 +383,14 @@ func TestSharesSplitByClientDemand(t *testing.T) {
 	if !near(total, 1000, 1e-6) {
 		t.Fatalf("the instances' B sum to %g, want 1000", total)
 	}
+	// a sends only to x: held active there, not elsewhere; b everywhere;
+	// others nowhere.
+	if h := x.last.Shares.Held; len(h) != 3 || !h[0] || !h[1] || h[2] {
+		t.Fatalf("held at x: %v", h)
+	}
+	if h := y.last.Shares.Held; h[0] || !h[1] || h[2] {
+		t.Fatalf("held at y: %v", h)
+	}
 	v := x.core.View()
 	if v.Shares == nil || !near(v.Shares.Clients[0].ClusterDemand, 6, 1e-6) || !near(v.Shares.Clients[1].ClusterDemand, 6, 1e-6) {
 		t.Fatalf("view %+v", v.Shares)
@@ -390,7 +398,7 @@ func TestSharesSplitByClientDemand(t *testing.T) {
 	r.down = true
 	ex, err := r.exchange(t0, Report{})
 	fb := x.core.Plan(t0.Add(5*time.Second), ex, err)
-	if fb.Mode != ModeFallback || !near(fb.Shares.Total, 1000.0/3, 1e-9) || !near(fb.Shares.Alloc[0], 400.0/3, 1e-9) {
+	if fb.Mode != ModeFallback || !near(fb.Shares.Total, 1000.0/3, 1e-9) || !near(fb.Shares.Alloc[0], 400.0/3, 1e-9) || fb.Shares.Held != nil {
 		t.Fatalf("shares fallback %+v", fb.Shares)
 	}
 }

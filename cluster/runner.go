@@ -196,6 +196,9 @@ func (r *Runner) apply(now time.Time, a Assignment) {
 		if err := r.targets.Shares.SetAllocations(a.Shares.Total, a.Shares.Alloc); err != nil {
 			r.log.Error("cluster: cannot apply the shares' part", "err", err)
 		}
+		if err := r.targets.Shares.HoldActive(a.Shares.Held); err != nil {
+			r.log.Error("cluster: cannot hold the clients active", "err", err)
+		}
 	}
 	r.m.setView(r)
 }

@@ -60,6 +60,8 @@ var quietOnce sync.Once
 // Store is the Redis side of cluster mode: one exchange per sync, and
 // leaving on shutdown. It is safe for concurrent use.
 type Store struct {
+	opts   *redis.UniversalOptions
+	mu     sync.Mutex // guards client (replaced after a failure)
 	client redis.UniversalClient
 	key    string
 	ttl    time.Duration
@@ -71,7 +73,10 @@ type Store struct {
 // with cfg.MasterName. It reads cfg.PasswordFile, but does not connect
 // yet (the first exchange does). Network operations are bounded by
 // cfg.Timeout and not retried within an exchange: the next sync is the
-// retry. The first call silences go-redis's process-wide logger (its
+// retry; one immediate retry covers a connection that died since the
+// last sync. After a failed exchange the client is replaced by a fresh
+// one, so that no connection or dial back-off of the outage delays the
+// first sync after Redis returns. The first call silences go-redis's process-wide logger (its
 // lines would repeat every sync while Redis is down; the runner logs
 // each change of mode instead).
 func NewStore(cfg Config) (*Store, error) {
@@ -87,9 +92,10 @@ func NewStore(cfg Config) (*Store, error) {
 		WriteTimeout:          cfg.Timeout,
 		PoolTimeout:           cfg.Timeout,
 		ContextTimeoutEnabled: true,
-		MaxRetries:            -1,
+		MaxRetries:            1,
+		MinRetryBackoff:       -1,
 		DialerRetries:         1,
-		PoolSize:              2,
+		PoolSize:              4,
 		DisableIdentity:       true,
 	}
 	if cfg.PasswordFile != "" {
@@ -103,7 +109,7 @@ func NewStore(cfg Config) (*Store, error) {
 			return nil, badField("password_file", fmt.Sprintf("%q", cfg.PasswordFile), "its first line is empty")
 		}
 	}
-	return &Store{client: redis.NewUniversalClient(opts), key: cfg.Key(), ttl: cfg.HeartbeatTTL, script: redis.NewScript(exchangeScript)}, nil
+	return &Store{opts: opts, client: redis.NewUniversalClient(opts), key: cfg.Key(), ttl: cfg.HeartbeatTTL, script: redis.NewScript(exchangeScript)}, nil
 }
 
 func errText(err error) string {
@@ -122,8 +128,12 @@ func (s *Store) Exchange(ctx context.Context, rep Report) (Exchange, error) {
 	if err != nil {
 		return Exchange{}, fmt.Errorf("cluster: encoding the report: %w", err)
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	res, err := s.script.Run(ctx, s.client, []string{s.key}, rep.Instance, body, s.ttl.Milliseconds()).StringSlice()
 	if err != nil {
+		_ = s.client.Close()
+		s.client = redis.NewUniversalClient(s.opts)
 		return Exchange{}, fmt.Errorf("redis: %w", err)
 	}
 	if len(res) == 0 || len(res)%2 != 1 {
@@ -160,4 +170,8 @@ func (s *Store) Leave(ctx context.Context, rep Report) error {
 }
 
 // Close closes the connections.
-func (s *Store) Close() error { return s.client.Close() }
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.client.Close()
+}
