@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/control"
+	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/share"
 	"github.com/sluicehq/sluice/stage"
 )
@@ -237,4 +240,39 @@ func (r *Runner) Run(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// PolicyTargets returns the targets of an admission policy: every
+// static-rate and static-concurrency stage of pol, except those named in
+// local, with the budget its configuration gives it (read as the whole
+// cluster's), and shares (nil without client shares). The proxy builds
+// its runner's targets this way; a service with the middleware does the
+// same with its own policy.
+func PolicyTargets(pol *policy.Policy, shares *share.Shares, local []string) (Targets, error) {
+	cfg := pol.Config()
+	ctrls, err := cfg.StageControllers()
+	if err != nil {
+		return Targets{}, err
+	}
+	t := Targets{Shares: shares}
+	for _, sc := range cfg.Stages {
+		if slices.Contains(local, sc.Name) {
+			continue
+		}
+		var global float64
+		switch c := ctrls[sc.Name].(type) {
+		case *control.StaticRateConfig:
+			global = c.Rate
+		case *control.StaticConcurrencyConfig:
+			global = float64(c.Limit)
+		default:
+			continue
+		}
+		st := pol.Stage(sc.Name)
+		if st == nil {
+			return Targets{}, fmt.Errorf("cluster: the policy has no stage %q", sc.Name)
+		}
+		t.Stages = append(t.Stages, StageTarget{Stage: st, Global: global})
+	}
+	return t, nil
 }

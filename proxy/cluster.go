@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/cluster"
-	"github.com/sluicehq/sluice/control"
 	"github.com/sluicehq/sluice/policy"
 )
 
@@ -55,27 +54,10 @@ func (c *Config) validateCluster() error {
 // with their configured (global) budgets, and the generation's shares.
 func (s *Server) newClusterRunner(g *generation, prev *generation, now time.Time) (*cluster.Runner, error) {
 	cfg := g.cfg
-	ctrls, err := cfg.Config.StageControllers()
+	t, err := cluster.PolicyTargets(g.pol, g.shares, cfg.Cluster.LocalStages)
 	if err != nil {
 		return nil, err
 	}
-	var t cluster.Targets
-	for _, sc := range cfg.Stages {
-		if slices.Contains(cfg.Cluster.LocalStages, sc.Name) {
-			continue
-		}
-		var global float64
-		switch c := ctrls[sc.Name].(type) {
-		case *control.StaticRateConfig:
-			global = c.Rate
-		case *control.StaticConcurrencyConfig:
-			global = float64(c.Limit)
-		default:
-			continue
-		}
-		t.Stages = append(t.Stages, cluster.StageTarget{Stage: g.pol.Stage(sc.Name), Global: global})
-	}
-	t.Shares = g.shares
 	opts := cluster.RunnerOptions{Logger: s.log, Metrics: s.clusterMetrics()}
 	if prev != nil {
 		opts.Previous = prev.cluster
