@@ -12,9 +12,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/goleak"
+	"gopkg.in/yaml.v3"
 
 	"github.com/sluicehq/sluice/cluster/localredis"
 	"github.com/sluicehq/sluice/control"
+	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/share"
 	"github.com/sluicehq/sluice/stage"
 )
@@ -244,5 +246,33 @@ func TestNewRunnerRefusesBadTargets(t *testing.T) {
 	cfg.PasswordFile = "/nonexistent/pw"
 	if _, err := NewRunner(cfg, Targets{}, RunnerOptions{}); err == nil || !strings.Contains(err.Error(), "password_file") {
 		t.Fatalf("a missing password file: %v", err)
+	}
+}
+
+// PolicyTargets picks a policy's static stages with their configured
+// budgets, leaving out adaptive stages and the local ones.
+func TestPolicyTargets(t *testing.T) {
+	var cfg policy.Config
+	for _, s := range []struct{ name, ctrl, params string }{
+		{"rate", "static-rate", "rate: 300"}, {"conc", "static-concurrency", "limit: 12"},
+		{"mine", "static-rate", "rate: 5"}, {"adaptive", "seda", "target: 1s"},
+	} {
+		sc := policy.StageConfig{Name: s.name, Controller: s.ctrl, Match: policy.MatchConfig{PathPrefix: "/" + s.name}}
+		if err := yaml.Unmarshal([]byte(s.params), &sc.Params); err != nil {
+			t.Fatal(err)
+		}
+		cfg.Stages = append(cfg.Stages, sc)
+	}
+	pol, err := policy.New(cfg, policy.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg, err := PolicyTargets(pol, nil, []string{"mine"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tg.Stages) != 2 || tg.Stages[0].Stage.Name() != "rate" || tg.Stages[0].Global != 300 ||
+		tg.Stages[1].Stage.Name() != "conc" || tg.Stages[1].Global != 12 || tg.Shares != nil {
+		t.Fatalf("targets %+v", tg)
 	}
 }
