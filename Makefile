@@ -1,7 +1,7 @@
 # sluice — build, test and demo.
 GO ?= go
 # Packages with goroutines, locks or atomics run under the race detector.
-RACE_PKGS = . ./gate/... ./monitor/... ./control/... ./stage/... ./policer/... ./policy/... ./classify/... ./share/... ./proxy/... ./cluster/...
+RACE_PKGS = . ./gate/... ./monitor/... ./control/... ./stage/... ./policer/... ./policy/... ./classify/... ./share/... ./proxy/... ./cluster ./cluster/localredis
 
 .PHONY: all build test vet fmt-check demo bench clean
 

@@ -148,3 +148,47 @@ func freeClosedAddr(t *testing.T) string {
 	s.Close()
 	return addr
 }
+
+// A reload replaces the runner: the new one keeps the cluster it knew
+// (no return to initial_instances), applies the new global budget, and
+// the old one stops.
+func TestClusterReload(t *testing.T) {
+	rs := localredis.ForTest(t)
+	be := backend(t, func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(204) })
+	a := startProxy(t, clusterProxyConfig(be.URL, rs.Addr, "a"))
+	b := startProxy(t, clusterProxyConfig(be.URL, rs.Addr, "b"))
+	eventually(t, "synced with 2", func() bool {
+		c := a.state(t).Cluster
+		return c != nil && c.Mode == cluster.ModeSynced && c.Instances == 2
+	})
+	old := a.srv.h.gen.Load().cluster
+	next := strings.Replace(clusterProxyConfig(be.URL, rs.Addr, "a"), "rate: 100}", "rate: 300}", 1)
+	cfg, err := Parse("next.yaml", []byte(next))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The listeners of a running proxy are bound; keep them as they are.
+	cfg.Listeners, cfg.Admin = a.srv.Config().Listeners, a.srv.Config().Admin
+	if err := a.srv.Apply(cfg); err != nil {
+		t.Fatal(err)
+	}
+	g := a.srv.h.gen.Load()
+	if g.cluster == old {
+		t.Fatal("the runner was not replaced")
+	}
+	if v := g.cluster.View(); v.Instances != 2 {
+		t.Fatalf("after the reload the runner counts %d instances, want the 2 it knew", v.Instances)
+	}
+	eventually(t, "the new global budget split", func() bool {
+		st := a.state(t)
+		return len(st.Cluster.Budgets) == 1 && st.Cluster.Budgets[0].Global == 300 && st.Cluster.Mode == cluster.ModeSynced
+	})
+	// b still has 100 configured: each splits its own, and both say so.
+	eventually(t, "a warning about the different budgets", func() bool { return len(a.state(t).Cluster.Warnings) > 0 })
+	syncs := old.View().Syncs
+	time.Sleep(300 * time.Millisecond) // three of the old runner's periods
+	if old.View().Syncs != syncs {
+		t.Fatal("the old runner still syncs after the reload")
+	}
+	_ = b
+}
