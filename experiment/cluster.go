@@ -39,7 +39,7 @@ func runCluster(ctx context.Context, env *Env) (*Result, error) {
 		numbers[i] = i + 1
 	}
 	if env.Quick {
-		epoch, final, numbers = 3*time.Second, 8*time.Second, []int{1, 16, 17, 18}
+		epoch, final, numbers = 3*time.Second, 10*time.Second, []int{1, 16, 17, 18}
 	}
 	var plan []figures.Epoch
 	for _, n := range numbers {
