@@ -70,6 +70,7 @@ var registry = []func() Experiment{
 	voigtStep,
 	voigtBandwidth,
 	peers,
+	adaptiveExperiment,
 	clusterExperiment,
 }
 

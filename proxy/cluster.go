@@ -81,13 +81,13 @@ func (s *Server) clusterMetrics() *cluster.Metrics {
 	if s.reg == nil {
 		return nil
 	}
-	if s.cm == nil {
+	if s.clm == nil {
 		m, err := cluster.NewMetrics(s.reg)
 		if err != nil {
 			s.log.Error("cluster metrics", "err", err)
 			return nil
 		}
-		s.cm = m
+		s.clm = m
 	}
-	return s.cm
+	return s.clm
 }
