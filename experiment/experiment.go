@@ -71,6 +71,7 @@ var registry = []func() Experiment{
 	voigtBandwidth,
 	peers,
 	adaptiveExperiment,
+	clusterExperiment,
 }
 
 // All returns every registered experiment, in registry order.

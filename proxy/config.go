@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/gate"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/share"
@@ -80,6 +81,11 @@ type Config struct {
 	// Shares are per-client bandwidth shares enforced by delaying replies
 	// (Li & Jamin); nil (the default) has none. A reload applies changes.
 	Shares *share.Config `yaml:"shares,omitempty"`
+	// Cluster makes this instance one of several that share global
+	// budgets and client shares through Redis (package cluster); nil
+	// (the default) keeps every budget per instance. A reload applies
+	// changes.
+	Cluster *cluster.Config `yaml:"cluster,omitempty"`
 	// MaxClientConnections caps the client connections of all listeners
 	// together (default 0: the process's file-descriptor limit less the
 	// upstream connections and ReservedFDs). At the cap an idle
@@ -424,6 +430,9 @@ func (c *Config) SetDefaults() {
 	}
 	policySetDefaults(&c.Config)
 	c.setOverloadDefaults()
+	if c.Cluster != nil {
+		c.Cluster.SetDefaults()
+	}
 }
 
 // Validate reports the first invalid field as a *FieldError naming its
@@ -513,6 +522,9 @@ func (c *Config) Validate() error {
 		return fieldErr("drain_timeout", "%v is invalid: must be a positive duration", c.DrainTimeout)
 	}
 	if err := policyValidate(&c.Config); err != nil {
+		return err
+	}
+	if err := c.validateCluster(); err != nil {
 		return err
 	}
 	return c.validateOverload()

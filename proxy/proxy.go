@@ -21,6 +21,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/share"
 	"github.com/sluicehq/sluice/stage"
@@ -40,6 +41,7 @@ type generation struct {
 	retryAfter    string
 	reported      []reportedHeader // backend-reported utilization headers
 	shares        *share.Shares    // client bandwidth shares, or nil
+	cluster       *cluster.Runner  // cluster mode's runner, or nil
 	version       uint64
 	loaded        time.Time
 	stop          context.CancelFunc // stops the policy's runners; nil until started
