@@ -34,7 +34,7 @@ fmt-check:
 	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 
 ## demo: the built-in default: a bookstore, the proxy and a flash crowd from
-## 0.5x to 10x capacity, without control, with seda and with yaksha (~70 s).
+## 0.5x to 10x capacity, without control, with auto, seda and yaksha (~100 s).
 demo:
 	$(GO) run ./cmd/sluice demo
 

@@ -8,9 +8,12 @@ import (
 	"github.com/sluicehq/sluice/cluster/localredis"
 )
 
-// The figures measure rates against ±5 % bars: make test runs them
-// (TestLiveClusterFigure*) alone, after the other packages' tests, which would
-// otherwise share the two CPUs with them.
+// These are the short, functional forms of cluster mode's figures: three
+// proxy processes, a real redis-server and a round-robin load, each
+// checked against a bar twice the figure's (a shared CI machine must not
+// turn noise into a red build). The figures themselves, with their own
+// bars, are `sluice experiment cluster` (docs/experiments.md). make test
+// runs these alone, after the other packages' tests.
 func TestMain(m *testing.M) {
 	ServeChild()
 	os.Exit(m.Run())
@@ -43,8 +46,8 @@ func TestLiveClusterFigureSharesAcrossInstances(t *testing.T) {
 	}
 	t.Logf("shares over epochs 17–18: a %.2f  b %.2f  c %.2f  d %.2f %%; allocation error %.4f; total %.3f B; B per instance %.0f, Â/B %.2f; failed %d",
 		res.Percent[0], res.Percent[1], res.Percent[2], res.Percent[3], res.AllocationError, res.TotalRatio, res.PerInstanceB, res.AhatRatio, res.Failed)
-	if res.AllocationError > 0.02 {
-		t.Errorf("allocation error %.4f > 0.02", res.AllocationError)
+	if res.AllocationError > 0.04 {
+		t.Errorf("allocation error %.4f > 0.04 (the figure's bar is 0.02: see sluice experiment cluster)", res.AllocationError)
 	}
 	sum := 0.0
 	for _, b := range res.PerInstanceB {
@@ -66,8 +69,8 @@ func TestLiveClusterFigureStaticRateUnevenSpread(t *testing.T) {
 	}
 	t.Logf("R %g req/s, offered %g spread %v: admitted %.1f req/s = %.3f R; parts %v; failed %d",
 		res.Global, res.Offered, res.Spread, res.Admitted, res.Ratio, res.Parts, res.Failed)
-	if res.Ratio < 0.95 || res.Ratio > 1.05 {
-		t.Errorf("admitted %.3f R, want within ±5 %%", res.Ratio)
+	if res.Ratio < 0.9 || res.Ratio > 1.1 {
+		t.Errorf("admitted %.3f R, want within ±10 %% (the figure's bar is ±5 %%)", res.Ratio)
 	}
 	if res.Failed != 0 {
 		t.Errorf("%d requests failed", res.Failed)
@@ -82,8 +85,8 @@ func TestLiveClusterFigureKilledInstanceBudgetTakenOver(t *testing.T) {
 	}
 	t.Logf("R %g req/s, period %v: before the kill %.3f R; heartbeat expired %v after the kill; between %.3f R; back within ±5 %% %v (%.2f periods) after the expiry, then %.3f R",
 		res.Global, res.Period, res.BeforeRatio, res.Expiry, res.GapRatio, res.Recovery, res.RecoveryPeriods, res.AfterRatio)
-	if res.RecoveryPeriods > 2 {
-		t.Errorf("recovery took %.2f periods after the expiry, want ≤ 2", res.RecoveryPeriods)
+	if res.RecoveryPeriods > 4 {
+		t.Errorf("recovery took %.2f periods after the expiry, want ≤ 4 (the figure's bar is 2)", res.RecoveryPeriods)
 	}
 }
 
@@ -99,10 +102,10 @@ func TestLiveClusterFigureRedisOutage(t *testing.T) {
 	if res.Failed != 0 {
 		t.Errorf("%d requests failed", res.Failed)
 	}
-	if res.FallbackPeriods > 1 {
-		t.Errorf("fallback took %.2f periods, want ≤ 1", res.FallbackPeriods)
+	if res.FallbackPeriods > 2 {
+		t.Errorf("fallback took %.2f periods, want ≤ 2 (the figure's bar is 1)", res.FallbackPeriods)
 	}
-	if res.ResyncPeriods > 2 {
-		t.Errorf("resync took %.2f periods, want ≤ 2", res.ResyncPeriods)
+	if res.ResyncPeriods > 4 {
+		t.Errorf("resync took %.2f periods, want ≤ 4 (the figure's bar is 2)", res.ResyncPeriods)
 	}
 }
