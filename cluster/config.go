@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"fmt"
+	"github.com/sluicehq/sluice"
 	"net"
 	"os"
 	"strconv"
@@ -96,21 +97,11 @@ type Config struct {
 	LocalStages []string `yaml:"local_stages,omitempty" json:"local_stages,omitempty"`
 }
 
-// ConfigError is a validation error naming the field (its YAML name
-// inside the cluster section, such as "period") and the bad value.
-type ConfigError struct {
-	Field string
-	Value any
-	Want  string
-}
+// ConfigError is a configuration error naming the field (its YAML path
+// within the section) and the value: sluice's one FieldError.
+type ConfigError = sluice.FieldError
 
-func (e *ConfigError) Error() string {
-	return fmt.Sprintf("cluster: %s: %v is invalid: %s", e.Field, e.Value, e.Want)
-}
-
-func badField(field string, v any, want string) error {
-	return &ConfigError{Field: field, Value: v, Want: want}
-}
+func badField(field string, v any, want string) error { return sluice.InvalidField(field, v, want) }
 
 // DefaultInstance returns the default instance id: the host name and the
 // process id ("host-1234"), or "sluice-1234" when the host name is not

@@ -53,7 +53,7 @@ func TestConfigValidateNamesTheField(t *testing.T) {
 		c.edit(&cfg)
 		err := cfg.Validate()
 		var ce *ConfigError
-		if !errors.As(err, &ce) || ce.Field != c.field {
+		if !errors.As(err, &ce) || ce.Path != c.field {
 			t.Errorf("%s: got %v", c.field, err)
 		}
 	}

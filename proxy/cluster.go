@@ -1,8 +1,8 @@
 package proxy
 
 import (
-	"errors"
 	"fmt"
+	"github.com/sluicehq/sluice"
 	"slices"
 	"time"
 
@@ -30,11 +30,7 @@ func (c *Config) validateCluster() error {
 		return nil
 	}
 	if err := cc.Validate(); err != nil {
-		var ce *cluster.ConfigError
-		if errors.As(err, &ce) {
-			return fieldErr("cluster."+ce.Field, "%v is invalid: %s", ce.Value, ce.Want)
-		}
-		return fieldErr("cluster", "%v", err)
+		return sluice.Under("cluster", err)
 	}
 	for i, name := range cc.LocalStages {
 		j := slices.IndexFunc(c.Stages, func(s policy.StageConfig) bool { return s.Name == name })
@@ -64,11 +60,7 @@ func (s *Server) newClusterRunner(g *generation, prev *generation, now time.Time
 	}
 	r, err := cluster.NewRunner(*cfg.Cluster, t, opts)
 	if err != nil {
-		var ce *cluster.ConfigError
-		if errors.As(err, &ce) {
-			return nil, fieldErr("cluster."+ce.Field, "%v is invalid: %s", ce.Value, ce.Want)
-		}
-		return nil, err
+		return nil, sluice.Under("cluster", err)
 	}
 	r.Prime(now)
 	return r, nil

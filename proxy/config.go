@@ -3,6 +3,7 @@ package proxy
 import (
 	"crypto/tls"
 	"fmt"
+	"github.com/sluicehq/sluice"
 	"net"
 	"net/netip"
 	"net/url"
@@ -322,16 +323,11 @@ type UtilizationConfig struct {
 }
 
 // FieldError is a configuration error at a YAML path such as
-// "backends.servers[1].url".
-type FieldError struct {
-	Path string
-	Msg  string
-}
-
-func (e *FieldError) Error() string { return e.Path + ": " + e.Msg }
+// "backends.servers[1].url": sluice's one FieldError.
+type FieldError = sluice.FieldError
 
 func fieldErr(path, format string, args ...any) error {
-	return &FieldError{Path: path, Msg: fmt.Sprintf(format, args...)}
+	return sluice.FieldErrorf(path, format, args...)
 }
 
 // SetDefaults fills the documented defaults of every unset field,

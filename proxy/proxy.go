@@ -412,7 +412,7 @@ func (h *Handler) modifyResponse(res *http.Response) error {
 			rs.sc.stop()
 		}
 		rs.stream()
-	case isEventStream(res.Header.Get("Content-Type")):
+	case sluice.IsEventStream(res.Header.Get("Content-Type")):
 		rs.stream()
 	}
 	// The end of the upstream body ends the request's use of the backend
@@ -422,15 +422,6 @@ func (h *Handler) modifyResponse(res *http.Response) error {
 		res.Body = &rs.upstream
 	}
 	return rs.shareBefore(res)
-}
-
-// isEventStream reports whether a Content-Type is text/event-stream
-// (parameters and case ignored). It does not allocate.
-func isEventStream(ct string) bool {
-	if i := strings.IndexByte(ct, ';'); i >= 0 {
-		ct = ct[:i]
-	}
-	return strings.EqualFold(strings.TrimSpace(ct), "text/event-stream")
 }
 
 // upstreamError classifies a transport error: the status to answer, a

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"errors"
 	"fmt"
 	"github.com/sluicehq/sluice"
 	"math"
@@ -590,11 +589,7 @@ func (c *Config) validateOverload() error {
 			return fieldErr("shares.reply_buffer", "%d: the proxy never buffers a reply (it takes the size from Content-Length or paces a reply of unknown size while streaming); reply_buffer is for the middleware", c.Shares.ReplyBuffer)
 		}
 		if err := c.Shares.Validate(); err != nil {
-			var ce *share.ConfigError
-			if errors.As(err, &ce) {
-				return fieldErr("shares."+ce.Field, "%v is invalid: %s", ce.Value, ce.Want)
-			}
-			return fieldErr("shares", "%v", err)
+			return sluice.Under("shares", err)
 		}
 	}
 	return nil
@@ -687,11 +682,7 @@ func (k *KihlTuningConfig) validate(p string, c *Config, stage, ctrlName string,
 
 func (p *PolicerConfig) validate() error {
 	if err := p.Config.Validate(); err != nil {
-		var ce *policer.ConfigError
-		if errors.As(err, &ce) {
-			return fieldErr("policer."+ce.Field, "%v is invalid: %s", ce.Value, ce.Want)
-		}
-		return fieldErr("policer", "%v", err)
+		return sluice.Under("policer", err)
 	}
 	switch p.Controller {
 	case PolicerControllerNone:

@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"github.com/sluicehq/sluice"
 	"log"
 	"log/slog"
 	"math"
@@ -158,11 +159,7 @@ func (s *Server) newGeneration(cfg *Config, prev *generation) (*generation, erro
 		if prev != nil && prev.shares != nil && reflect.DeepEqual(prev.cfg.Shares, cfg.Shares) {
 			shares = prev.shares
 		} else if shares, err = share.New(*cfg.Shares); err != nil {
-			var ce *share.ConfigError
-			if errors.As(err, &ce) {
-				return nil, fieldErr("shares."+ce.Field, "%v is invalid: %s", ce.Value, ce.Want)
-			}
-			return nil, err
+			return nil, sluice.Under("shares", err)
 		}
 	}
 	var prevPol *policy.Policy
