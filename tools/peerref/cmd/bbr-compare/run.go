@@ -190,9 +190,11 @@ func (rn *runner) run(ctx context.Context, sys system, p phase) (res *result, er
 			case <-stop:
 				return
 			case <-progress.C:
+				now := time.Since(start)
 				s := f.Sample()
-				rn.logf("  %-12s %s %3.0fs/%.0fs  in flight %4.0f  bound %5.1f  rejected %6.0f  cpu gauge %s",
-					sys.name, p.name, time.Since(start).Seconds(), length.Seconds(), s.inFlight, s.limit, s.rejected, fmtNum(s.cpu, "%.0f‰"))
+				ok, rej, failed, p99 := rec.lastSecond(now)
+				rn.logf("  %-10s %s %3.0fs/%.0fs  ok %4d/s  rejected %5d/s  failed %4d/s  p99 %7s ms  in flight %4.0f  bound %5.1f  cpu gauge %s",
+					sys.name, p.name, now.Seconds(), length.Seconds(), ok, rej, failed, fmtNum(p99, "%.0f"), s.inFlight, s.limit, fmtNum(s.cpu, "%.0f‰"))
 			}
 		}
 	}()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice/dist"
 	"github.com/sluicehq/sluice/loadgen"
+	"github.com/sluicehq/sluice/report"
 	"github.com/sluicehq/sluice/testbed"
 )
 
@@ -162,11 +163,11 @@ func outcomeOf(s string) outcome {
 	}
 }
 
-// record is one finished request: its intended send time (from the
-// load's start), latency from then and outcome.
+// record is one finished request: its intended send time and end (from
+// the load's start), latency from the intended time and outcome.
 type record struct {
-	intended, lat time.Duration
-	out           outcome
+	intended, done, lat time.Duration
+	out                 outcome
 }
 
 // recorder collects the records of a run; safe for concurrent use.
@@ -176,10 +177,38 @@ type recorder struct {
 }
 
 func (r *recorder) add(q loadgen.RequestRecord) {
-	rec := record{intended: q.Intended, lat: q.Latency, out: outcomeOf(q.Outcome)}
+	rec := record{intended: q.Intended, done: q.Done, lat: q.Latency, out: outcomeOf(q.Outcome)}
 	r.mu.Lock()
 	r.recs = append(r.recs, rec)
 	r.mu.Unlock()
+}
+
+// lastSecond summarises the requests that ended in (now−1s, now]: answers,
+// rejections, other failures and the answers' p99 in ms.
+func (r *recorder) lastSecond(now time.Duration) (ok, rejected, failed int, p99 float64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var lat []float64
+	for i := len(r.recs) - 1; i >= 0; i-- {
+		q := r.recs[i]
+		if q.done < now-3*time.Second {
+			break // records arrive in near completion order
+		}
+		if q.done <= now-time.Second || q.done > now {
+			continue
+		}
+		switch q.out {
+		case outOK:
+			ok++
+			lat = append(lat, float64(q.lat)/float64(time.Millisecond))
+		case outRejected:
+			rejected++
+		case outAborted:
+		default:
+			failed++
+		}
+	}
+	return ok, rejected, failed, report.Percentile(lat, 0.99)
 }
 
 func (r *recorder) records() []record {
