@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -45,6 +46,8 @@ type sample struct {
 type front interface {
 	URL() string
 	Sample() sample
+	// Detail describes the limiter's estimate now, for progress lines.
+	Detail() string
 	Close() error
 }
 
@@ -123,6 +126,11 @@ func (f *aegisFront) Sample() sample {
 	st := f.lim.Stat()
 	return sample{cpu: float64(st.CPU), limit: float64(max(st.MaxInFlight, 1) + 1), rejected: float64(f.rejected.Load()),
 		inFlight: float64(st.InFlight)}
+}
+
+func (f *aegisFront) Detail() string {
+	st := f.lim.Stat()
+	return fmt.Sprintf("maxPass %d, minRT %d ms → maxInFlight %d", st.MaxPass, st.MinRt, st.MaxInFlight)
 }
 
 func (f *aegisFront) Close() error {
@@ -265,6 +273,22 @@ func (f *sluiceFront) Sample() sample {
 		}
 	}
 	return s
+}
+
+func (f *sluiceFront) Detail() string {
+	for _, st := range f.srv.State(1).Stages {
+		if st.Name == mainStage && len(st.Decisions) > 0 {
+			r := st.Decisions[len(st.Decisions)-1].Reason
+			if i := strings.Index(r, "maxInFlight"); i >= 0 {
+				r = r[i:]
+			}
+			if i := strings.Index(r, ":"); i >= 0 {
+				r = r[:i]
+			}
+			return r
+		}
+	}
+	return ""
 }
 
 func (f *sluiceFront) Close() error {

@@ -193,8 +193,8 @@ func (rn *runner) run(ctx context.Context, sys system, p phase) (res *result, er
 				now := time.Since(start)
 				s := f.Sample()
 				ok, rej, failed, p99 := rec.lastSecond(now)
-				rn.logf("  %-10s %s %3.0fs/%.0fs  ok %4d/s  rejected %5d/s  failed %4d/s  p99 %7s ms  in flight %4.0f  bound %5.1f  cpu gauge %s",
-					sys.name, p.name, now.Seconds(), length.Seconds(), ok, rej, failed, fmtNum(p99, "%.0f"), s.inFlight, s.limit, fmtNum(s.cpu, "%.0f‰"))
+				rn.logf("  %-10s %s %3.0fs/%.0fs  ok %4d/s  rejected %5d/s  failed %4d/s  p99 %7s ms  in flight %4.0f  bound %5.1f  cpu gauge %s  %s",
+					sys.name, p.name, now.Seconds(), length.Seconds(), ok, rej, failed, fmtNum(p99, "%.0f"), s.inFlight, s.limit, fmtNum(s.cpu, "%.0f‰"), f.Detail())
 			}
 		}
 	}()
