@@ -49,8 +49,9 @@ type Pool struct {
 	maxQueue  int
 	timeout   time.Duration
 	capacity  int
-	transport *http.Transport
-	rt        http.RoundTripper // transport, or a stand-in in benchmarks
+	transport *http.Transport   // the standard transport: https, HTTP/2, bodies, upgrades
+	h1        *h1Transport      // the common request's transport, falling back to transport
+	rt        http.RoundTripper // h1, or a stand-in in benchmarks
 	cfg       BackendsConfig
 	busy      *monitor.Busy // busy time of the slots, when a pool-busy sensor reads it
 
@@ -97,7 +98,8 @@ func NewPool(cfg BackendsConfig) (*Pool, error) {
 	}
 	p.lim = lim
 	p.transport = NewTransport(cfg)
-	p.rt = p.transport
+	p.h1 = newH1Transport(cfg, p.transport)
+	p.rt = p.h1
 	return p, nil
 }
 
@@ -238,8 +240,17 @@ func (p *Pool) InFlight() int { return p.lim.InFlight() }
 // Capacity returns the sum of the servers' max_concurrency.
 func (p *Pool) Capacity() int { return p.capacity }
 
-// Transport returns the upstream transport.
+// Transport returns the standard upstream transport (the one for https,
+// HTTP/2, request bodies and upgrades).
 func (p *Pool) Transport() *http.Transport { return p.transport }
+
+// CloseIdleConnections closes the idle upstream connections of both
+// transports.
+func (p *Pool) CloseIdleConnections() { p.h1.CloseIdleConnections() }
+
+// Close closes the idle upstream connections and keeps no more idle: a
+// retired pool's connections close as their answers end.
+func (p *Pool) Close() { p.h1.Close() }
 
 // PoolState is the pool as GET /state shows it.
 type PoolState struct {

@@ -248,7 +248,7 @@ func (s *Server) applyFrom(next func(running *Config) *Config) error {
 		old.stop()
 	}
 	if old.pool != g.pool {
-		old.pool.transport.CloseIdleConnections()
+		old.pool.Close()
 	}
 	names := make([]string, 0, len(g.pol.Stages()))
 	for _, st := range g.pol.Stages() {
@@ -478,7 +478,7 @@ func (s *Server) shutdown(timeout time.Duration) {
 	}
 	s.mu.Unlock()
 	s.runs.Wait()
-	s.h.gen.Load().pool.transport.CloseIdleConnections()
+	s.h.gen.Load().pool.Close()
 	s.log.Info("stopped")
 }
 

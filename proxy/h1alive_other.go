@@ -1,0 +1,10 @@
+//go:build !unix
+
+package proxy
+
+import "net"
+
+// connAlive cannot peek without blocking here: an idle connection is
+// taken as alive (a request that is not replayable may then fail on a
+// connection the server closed, as with http.Transport's own race).
+func connAlive(net.Conn) bool { return true }
