@@ -8,13 +8,13 @@ import (
 	"github.com/sluicehq/sluice/report"
 )
 
-// Check is one expectation of the paper (or of the issue's figures to
+// Check is one expectation of the paper (or of the simulator's figures to
 // meet), evaluated on a run: the claim in words, the numbers this run
 // measured, and whether they meet it. A check whose numbers are missing
 // (NaN) fails.
 type Check struct {
 	// Claim states the expectation, e.g. "admitted p90 during the spike
-	// ≤ 1.5 × target (issue 8; paper Fig. 10)".
+	// ≤ 1.5 × target (paper Fig. 10)".
 	Claim string
 	// Measured gives the measured values and the bound they were held to.
 	Measured string

@@ -307,7 +307,7 @@ func runKihl(ctx context.Context, env *Env, cdf bool) (*Result, error) {
 		if !cdf {
 			settle := utilSettle(v.periods, p.rhoRef, 0.1, p.settleWindow, p.h)
 			s.Set("settling_time_s"+v.suffix, settle)
-			// The issue's reading of Fig. 9: the mean once settled.
+			// Fig. 9 read as the mean once settled.
 			var after []float64
 			for _, ps := range v.periods {
 				if ps.Utilization != nil && ps.end.Seconds() > settle && ps.end <= v.length {
@@ -375,13 +375,13 @@ func runKihl(ctx context.Context, env *Env, cdf bool) (*Result, error) {
 	} else {
 		settle := 10 * kihlTimeScale
 		res.Checks = []Check{
-			within(s, "After settling the mean utilization is within ±0.07 of ρ_ref = 0.8 (issue 8; paper Fig. 9)",
+			within(s, "After settling the mean utilization is within ±0.07 of ρ_ref = 0.8 (paper Fig. 9)",
 				"utilization_mean_after_settling", p.rhoRef-0.07, p.rhoRef+0.07),
 			within(s, fmt.Sprintf("From t = %v (the paper's and simulator's 10 s) the mean utilization is within ±0.07 of ρ_ref (the simulator asks [0.75, 0.85])", p.measureFrom),
 				"utilization_mean", p.rhoRef-0.07, p.rhoRef+0.07),
 			atMost(s, fmt.Sprintf("The loop settles quickly from an idle server: within 10 s of paper time (%gs here) (simulator figure; paper Fig. 9)", settle),
 				"settling_time_s", settle),
-			atLeast(s, "Ti = 0.1 s (paper time) visibly oscillates: its utilization std is at least twice the good run's (issue 8; simulator figure)",
+			atLeast(s, "Ti = 0.1 s (paper time) visibly oscillates: its utilization std is at least twice the good run's (simulator figure)",
 				"utilization_std_compare_ti", 2*s.Metric("utilization_std")),
 		}
 		if _, ok := s.Get("utilization_mean_md1"); ok {

@@ -423,7 +423,7 @@ func analyseLiJamin(env *Env, plan []lijaminEpoch, ph *phaseResult, ahat []ahatS
 	}
 	s.Set("share_error_points_max", worst)
 	res.Checks = []Check{
-		atMost(s, "The shares over epochs 17–18 match the allocations within the paper's own allocation error: √Σ(target − actual)² ≤ 0.0190 (issue 8; paper Table IV)",
+		atMost(s, "The shares over epochs 17–18 match the allocations within the paper's own allocation error: √Σ(target − actual)² ≤ 0.0190 (paper Table IV)",
 			"allocation_error", 0.0190),
 		within(s, "The shares are ordered like the allocations, A < B < C < D (paper Table IV)", "shares_ordered", 1, 1),
 		atMost(s, "Every client is within 2 percentage points of its allocation over epochs 17–18 (the proxy's documented accuracy, docs/config.md)",

@@ -69,7 +69,7 @@ const (
 	// default of 256 the load generator itself would become the queue.
 	peersClientConns = 2048
 	// peersCrowd is the crowd's offered load in multiples of the measured
-	// capacity (issue 8: the peers are compared at 10× capacity).
+	// capacity (the field notes compare the peers at 10× capacity).
 	peersCrowd = 10.0
 	// peersInstallTimeout bounds each apt-get command.
 	peersInstallTimeout = 5 * time.Minute
@@ -88,7 +88,7 @@ var peersSystems = []struct{ name, label string }{
 func peers() Experiment {
 	return Experiment{
 		Name:        "peers",
-		Paper:       "sluice against nginx limit_req and HAProxy maxconn (issue 8; the field notes' peer measurements)",
+		Paper:       "sluice against nginx limit_req and HAProxy maxconn (the field notes' peer measurements)",
 		Description: "A flash crowd at 10× a backend's capacity, whose capacity then halves, against no control, nginx limit_req at the measured capacity, HAProxy maxconn with a queue timeout, and sluice's SEDA and Yaksha.",
 		Run:         runPeers,
 	}
@@ -1056,7 +1056,7 @@ func peersResult(env *Env, ps *peersSetup, systems []*peersSystem, capAfter floa
 
 	after := fmt.Sprintf("after the capacity halves (requests sent %gs–%gs)", (tl.half + tl.settle).Seconds(), tl.length.Seconds())
 	before := fmt.Sprintf("at %g× capacity before it halves (requests sent %gs–%gs)", peersCrowd, (tl.from + tl.settle).Seconds(), tl.half.Seconds())
-	// The issue's figures: sluice's goodput against the best static peer
+	// The field notes' figures: sluice's goodput against the best static peer
 	// (the better of nginx and HAProxy in each window), each of sluice's
 	// controllers on its own.
 	for _, w := range []string{"before", "after"} {
@@ -1064,10 +1064,10 @@ func peersResult(env *Env, ps *peersSetup, systems []*peersSystem, capAfter floa
 		s.Set("goodput_rps_"+w+"_best_sluice", math.Max(s.Metric("goodput_rps_"+w+"_seda"), s.Metric("goodput_rps_"+w+"_yaksha")))
 	}
 	res.Checks = []Check{
-		atLeast(s, "Issue 8: sluice seda's goodput (answers within the target) "+before+" is at least the best static peer's", "goodput_rps_before_seda", s.Metric("goodput_rps_before_best_static")),
-		atLeast(s, "Issue 8: sluice yaksha's goodput "+before+" is at least the best static peer's", "goodput_rps_before_yaksha", s.Metric("goodput_rps_before_best_static")),
-		below(s, "Issue 8: sluice seda's goodput "+after+" is higher than the best static peer's", "goodput_rps_after_best_static", "goodput_rps_after_seda", 1),
-		below(s, "Issue 8: sluice yaksha's goodput "+after+" is higher than the best static peer's", "goodput_rps_after_best_static", "goodput_rps_after_yaksha", 1),
+		atLeast(s, "Field notes: sluice seda's goodput (answers within the target) "+before+" is at least the best static peer's", "goodput_rps_before_seda", s.Metric("goodput_rps_before_best_static")),
+		atLeast(s, "Field notes: sluice yaksha's goodput "+before+" is at least the best static peer's", "goodput_rps_before_yaksha", s.Metric("goodput_rps_before_best_static")),
+		below(s, "Field notes: sluice seda's goodput "+after+" is higher than the best static peer's", "goodput_rps_after_best_static", "goodput_rps_after_seda", 1),
+		below(s, "Field notes: sluice yaksha's goodput "+after+" is higher than the best static peer's", "goodput_rps_after_best_static", "goodput_rps_after_yaksha", 1),
 		atMost(s, "sluice seda holds its p90 near the target "+after+": ≤ 1.5 × target", "p90_ms_after_seda", 1.5*T),
 		atMost(s, "sluice yaksha keeps the p90 near the target "+after+": ≤ 1.5 × target", "p90_ms_after_yaksha", 1.5*T),
 		atMost(s, "sluice yaksha holds its mean near Tref = target/3 "+after+": ≤ 1.5 × Tref", "mean_rt_ms_after_yaksha", 1.5*T/3),

@@ -150,9 +150,9 @@ func runSEDASpike(ctx context.Context, env *Env) (*Result, error) {
 
 	target := msOf(p.target)
 	res.Checks = []Check{
-		atMost(s, "Admitted requests' p90 during the spike stays near the target: ≤ 1.5 × target (issue 8; paper Fig. 10)",
+		atMost(s, "Admitted requests' p90 during the spike stays near the target: ≤ 1.5 × target (paper Fig. 10)",
 			"p90_ms_spike", 1.5*target),
-		atLeast(s, "Without admission control the p90 during the spike is far above the target: ≥ 5 × target (issue 8; paper Fig. 10)",
+		atLeast(s, "Without admission control the p90 during the spike is far above the target: ≥ 5 × target (paper Fig. 10)",
 			"p90_ms_spike_uncontrolled", 5*target),
 		within(s, "Most of the spike is rejected, as in the paper (70–80%; the simulator's band is [0.6, 0.95])",
 			"reject_fraction_spike", 0.6, 0.95),

@@ -255,9 +255,9 @@ func runYakshaSweep(ctx context.Context, env *Env) (*Result, error) {
 
 	tref := msOf(p.tref)
 	res.Checks = []Check{
-		within(s, "At 3× capacity the controlled mean response time is within ±30% of Tref (issue 8; paper Fig. 8)",
+		within(s, "At 3× capacity the controlled mean response time is within ±30% of Tref (paper Fig. 8)",
 			"mean_rt_ms_at_3x", 0.7*tref, 1.3*tref),
-		atLeast(s, "At 3× capacity the controlled throughput is ≥ 85% of the ideal throughput at Tref, capacity × (1 − E[X]/Tref) (issue 8; paper Fig. 7)",
+		atLeast(s, "At 3× capacity the controlled throughput is ≥ 85% of the ideal throughput at Tref, capacity × (1 − E[X]/Tref) (paper Fig. 7)",
 			"throughput_ratio_at_3x", 0.85),
 		atLeast(s, "Without control the mean response time at 3× grows far beyond Tref: ≥ 10 × Tref (simulator figure; paper Fig. 8)",
 			"mean_rt_ms_at_3x_uncontrolled", 10*tref),

@@ -67,7 +67,7 @@ func declareKihl(ps *Params, c *kihlParams, duration time.Duration) {
 		"integrator state I(0) in admissions per period at t = 0; 0 (the controller's default) is a controller that has only seen an idle "+
 			"server, whose anti-windup keeps I at 0, so the run shows the full step response")
 	ps.Duration(&c.measureFrom, "measure_from", 10*time.Second, 0, 100000*time.Second,
-		"start of the window over which utilization_mean, utilization_std and p_util_within_0_1 are computed (the issue's 10–60 s for the step)")
+		"start of the window over which utilization_mean, utilization_std and p_util_within_0_1 are computed (Fig. 9 read from 10 s to 60 s)")
 	ps.Float(&c.settleBand, "settle_band", 0.1, 0.001, 1,
 		"settling band around ρ_ref for settling_time_s")
 	ps.Duration(&c.settleWindow, "settle_window", 5*time.Second, 0, time.Hour,

@@ -172,7 +172,7 @@ func runYakshaShift(env Env, c yakshaShiftParams) (*Result, error) {
 		s.Set("settle_s_max"+v.suffix, worst)
 		s.Set("iae"+v.suffix, v.iae)
 	}
-	// The headline names: settle_s_max is the self-tuning one.
+	// The headline name settle_s_max is the self-tuning one's.
 	s.Set("settle_s_max", s.Metric("settle_s_max_self"))
 	s.Set("lambda0_static_low_rps", lambdaLow)
 	s.Set("lambda0_static_high_rps", c.designFactor*lambdaLow)
