@@ -4,6 +4,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/report"
 )
 
@@ -141,8 +142,8 @@ func binRecords(recs []record, width, end, limit time.Duration, k keep) []bin {
 	}
 	for i := range bins {
 		b := &bins[i]
-		b.p50 = report.Percentile(b.latencies, 0.5)
-		b.p90 = report.Percentile(b.latencies, 0.9)
+		b.p50 = monitor.Percentile(b.latencies, 0.5)
+		b.p90 = monitor.Percentile(b.latencies, 0.9)
 		b.mean = report.Mean(b.latencies)
 		b.latencies = nil
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluicehq/sluice/dist"
 	"github.com/sluicehq/sluice/loadgen"
+	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/report"
 	"github.com/sluicehq/sluice/testbed"
 )
@@ -182,13 +183,13 @@ func runDemo(ctx context.Context, env *Env) (*Result, error) {
 		lat := okLatencies(recs, 0, length+timeout, nil)
 		s.Set("goodput_rps_"+run, float64(goodWithin(recs, 0, length+timeout, DemoTarget, nil))/length.Seconds())
 		s.Set("throughput_rps_"+run, float64(len(lat))/length.Seconds())
-		s.Set("p90_ms_"+run, report.Percentile(lat, 0.9))
+		s.Set("p90_ms_"+run, monitor.Percentile(lat, 0.9))
 		s.Set("mean_rt_ms_"+run, report.Mean(lat))
 		s.Set("reject_fraction_"+run, c.rejectFraction())
 		s.Set("errors_"+run, float64(c.errors+c.timeouts))
 		s.Set("offered_"+run, float64(c.offered))
 		crowdLat := okLatencies(recs, from, to, nil)
-		s.Set("p90_ms_crowd_"+run, report.Percentile(crowdLat, 0.9))
+		s.Set("p90_ms_crowd_"+run, monitor.Percentile(crowdLat, 0.9))
 		s.Set("goodput_rps_crowd_"+run, float64(goodWithin(recs, from, to, DemoTarget, nil))/crowd.Seconds())
 		x, y := binColumns(bins, func(b *bin) float64 { return b.p90 })
 		p90.Series = append(p90.Series, report.Series{Label: run, X: x, Y: y})

@@ -151,7 +151,7 @@ func calibrateCGI(ctx context.Context, env *Env, plan cpuPlan) (overhead time.Du
 			}
 			ds = append(ds, float64(time.Since(t)))
 		}
-		return time.Duration(report.Percentile(ds, 0.5)), nil
+		return time.Duration(monitor.Percentile(ds, 0.5)), nil
 	}
 	if overhead, err = median("/cal0"); err != nil {
 		return 0, 0, err

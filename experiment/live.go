@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/loadgen"
+	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/proxy"
 	"github.com/sluicehq/sluice/stage"
 	"github.com/sluicehq/sluice/testbed"
@@ -151,7 +152,7 @@ func (r *recorder) hook(group uint8, runStart time.Time) func(loadgen.RequestRec
 func (r *recorder) lastSecond(now time.Duration) (ok, rejected, failed int, p90 time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var lats []time.Duration
+	var lats []float64 // ns
 	for i := len(r.recs) - 1; i >= 0; i-- {
 		q := r.recs[i]
 		if q.done < now-3*time.Second {
@@ -163,7 +164,7 @@ func (r *recorder) lastSecond(now time.Duration) (ok, rejected, failed int, p90 
 		switch q.out {
 		case outOK:
 			ok++
-			lats = append(lats, q.lat)
+			lats = append(lats, float64(q.lat))
 		case outRejected:
 			rejected++
 		case outTimeout, outError:
@@ -171,8 +172,7 @@ func (r *recorder) lastSecond(now time.Duration) (ok, rejected, failed int, p90 
 		}
 	}
 	if len(lats) > 0 {
-		sort.Slice(lats, func(i, j int) bool { return lats[i] < lats[j] })
-		p90 = lats[(len(lats)*9+9)/10-1]
+		p90 = time.Duration(monitor.Percentile(lats, 0.9))
 	}
 	return ok, rejected, failed, p90
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/sluicehq/sluice/dist"
 	"github.com/sluicehq/sluice/loadgen"
+	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/report"
 	"github.com/sluicehq/sluice/testbed"
 )
@@ -660,9 +661,9 @@ func summarizeWindow(recs []record, from, to, target, timeout time.Duration) pee
 			admitted = append(admitted, msOf(r.lat))
 		}
 	}
-	w.p50, w.p90, w.p99 = report.Percentile(okLat, 0.5), report.Percentile(okLat, 0.9), report.Percentile(okLat, 0.99)
+	w.p50, w.p90, w.p99 = monitor.Percentile(okLat, 0.5), monitor.Percentile(okLat, 0.9), monitor.Percentile(okLat, 0.99)
 	w.mean = report.Mean(okLat)
-	w.p90Admitted = report.Percentile(admitted, 0.9)
+	w.p90Admitted = monitor.Percentile(admitted, 0.9)
 	return w
 }
 
@@ -726,8 +727,8 @@ func peerBins(recs []record, width, end, target, timeout time.Duration) []peerBi
 	}
 	for i := range bins {
 		bins[i].t = (time.Duration(i) * width).Seconds()
-		bins[i].p90 = report.Percentile(ok[i], 0.9)
-		bins[i].p90Admitted = report.Percentile(adm[i], 0.9)
+		bins[i].p90 = monitor.Percentile(ok[i], 0.9)
+		bins[i].p90Admitted = monitor.Percentile(adm[i], 0.9)
 	}
 	return bins
 }

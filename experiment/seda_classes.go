@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluicehq/sluice/dist"
 	"github.com/sluicehq/sluice/loadgen"
+	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/report"
 	"github.com/sluicehq/sluice/testbed"
 )
@@ -119,7 +120,7 @@ func runSEDAClasses(ctx context.Context, env *Env) (*Result, error) {
 			}
 			c := countSent(v.res.recs, highStart, highEnd, k)
 			s.Set("reject_"+name+v.suffix, c.rejectFraction())
-			s.Set("p90_ms_"+name+v.suffix, report.Percentile(okLatencies(v.res.recs, highStart, highEnd, k), 0.9))
+			s.Set("p90_ms_"+name+v.suffix, monitor.Percentile(okLatencies(v.res.recs, highStart, highEnd, k), 0.9))
 			x, y := binColumns(bins, (*bin).rejectedShare)
 			panel.Series = append(panel.Series, report.Series{Label: name + " priority", X: x, Y: y})
 		}

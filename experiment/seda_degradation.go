@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluicehq/sluice/dist"
 	"github.com/sluicehq/sluice/loadgen"
+	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/report"
 	"github.com/sluicehq/sluice/testbed"
 )
@@ -123,14 +124,14 @@ func runSEDADegradation(ctx context.Context, env *Env) (*Result, error) {
 		}
 		lat := okLatencies(v.res.recs, from, to, nil)
 		c := countSent(v.res.recs, from, to, nil)
-		s.Set("p90_ms"+v.suffix, report.Percentile(lat, 0.9))
+		s.Set("p90_ms"+v.suffix, monitor.Percentile(lat, 0.9))
 		s.Set("mean_rt_ms"+v.suffix, report.Mean(lat))
 		s.Set("reject_fraction"+v.suffix, c.rejectFraction())
 		s.Set("quality_mean"+v.suffix, ratio(qSum, qN))
 		s.Set("goodput_rps"+v.suffix, float64(len(lat))/(to-from).Seconds())
 		s.Set("goodput_within_target_rps"+v.suffix, float64(goodWithin(v.res.recs, from, to, p.target, nil))/(to-from).Seconds())
 		if to-from > 2*steady {
-			s.Set("p90_ms_after_60s"+v.suffix, report.Percentile(okLatencies(v.res.recs, from+steady, to, nil), 0.9))
+			s.Set("p90_ms_after_60s"+v.suffix, monitor.Percentile(okLatencies(v.res.recs, from+steady, to, nil), 0.9))
 		}
 
 		x, y := binColumns(bins, func(b *bin) float64 { return b.p90 })

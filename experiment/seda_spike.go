@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/loadgen"
+	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/report"
 	"github.com/sluicehq/sluice/testbed"
 )
@@ -131,7 +132,7 @@ func runSEDASpike(ctx context.Context, env *Env) (*Result, error) {
 		lat := okLatencies(recs, from, to, nil)
 		c := countSent(recs, from, to, nil)
 		win := (to - from).Seconds()
-		s.Set("p90_ms_spike"+v.suffix, report.Percentile(lat, 0.9))
+		s.Set("p90_ms_spike"+v.suffix, monitor.Percentile(lat, 0.9))
 		s.Set("mean_rt_ms_spike"+v.suffix, report.Mean(lat))
 		s.Set("reject_fraction_spike"+v.suffix, c.rejectFraction())
 		s.Set("goodput_rps_spike"+v.suffix, float64(len(lat))/win)
@@ -139,7 +140,7 @@ func runSEDASpike(ctx context.Context, env *Env) (*Result, error) {
 		s.Set("timeouts_spike"+v.suffix, float64(c.timeouts))
 		s.Set("errors_spike"+v.suffix, float64(c.errors))
 		if steady := scaled(60*time.Second, sedaTimeScale); spikeLen > 2*steady {
-			s.Set("p90_ms_spike_after_60s"+v.suffix, report.Percentile(okLatencies(recs, from+steady, to, nil), 0.9))
+			s.Set("p90_ms_spike_after_60s"+v.suffix, monitor.Percentile(okLatencies(recs, from+steady, to, nil), 0.9))
 		}
 	}
 	s.Set("target_ms", msOf(p.target))

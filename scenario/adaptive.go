@@ -10,6 +10,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/control"
 	"github.com/sluicehq/sluice/dist"
+	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/report"
 	"github.com/sluicehq/sluice/sim"
 	"github.com/sluicehq/sluice/stage"
@@ -283,8 +284,8 @@ func (r *adaptiveRun) metrics(c adaptiveParams) adaptiveMetrics {
 	}
 	m.goodput = float64(good) / (to - from).Seconds()
 	m.first = float64(first)
-	m.p50 = ms(report.Percentile(rts, 0.5))
-	m.p99 = ms(report.Percentile(rts, 0.99))
+	m.p50 = ms(monitor.Percentile(rts, 0.5))
+	m.p99 = ms(monitor.Percentile(rts, 0.99))
 	m.reject = ratio(float64(rejected), float64(offered))
 	m.settle = settleTime(r.goodputBins(c.slo, time.Second), int(r.at/time.Second), 2, 5, 0.1)
 	return m

@@ -6,6 +6,7 @@ import (
 
 	"github.com/sluicehq/sluice/control"
 	"github.com/sluicehq/sluice/dist"
+	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/report"
 	"github.com/sluicehq/sluice/sim"
 )
@@ -126,7 +127,7 @@ func runSEDAClasses(env Env, c sedaClassesParams) (*Result, error) {
 					rts = append(rts, v.run.done.rt[i])
 				}
 			}
-			s.Set("p90_ms_"+names[cl]+v.suffix, ms(report.Percentile(rts, 0.9)))
+			s.Set("p90_ms_"+names[cl]+v.suffix, ms(monitor.Percentile(rts, 0.9)))
 		}
 		s.Set("reject_diff"+v.suffix, s.Metric("reject_low"+v.suffix)-s.Metric("reject_high"+v.suffix))
 	}

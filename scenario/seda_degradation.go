@@ -7,6 +7,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/control"
 	"github.com/sluicehq/sluice/dist"
+	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/report"
 )
 
@@ -118,7 +119,7 @@ func runSEDADegradation(env Env, c sedaDegradeParams) (*Result, error) {
 			}
 		}
 		rts := v.run.done.between(from, to)
-		s.Set("p90_ms"+v.suffix, ms(report.Percentile(rts, 0.9)))
+		s.Set("p90_ms"+v.suffix, ms(monitor.Percentile(rts, 0.9)))
 		s.Set("mean_rt_ms"+v.suffix, ms(report.Mean(rts)))
 		s.Set("reject_fraction"+v.suffix, ratio(rejected, offered))
 		s.Set("quality_mean"+v.suffix, ratio(qSum, qN))

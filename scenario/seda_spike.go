@@ -7,6 +7,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/control"
 	"github.com/sluicehq/sluice/dist"
+	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/report"
 	"github.com/sluicehq/sluice/sim"
 )
@@ -245,14 +246,14 @@ func runSEDASpike(env Env, c sedaSpikeParams) (*Result, error) {
 			}
 		}
 		rts := v.run.done.between(from, to)
-		s.Set("p90_ms_spike"+v.suffix, ms(report.Percentile(rts, 0.9)))
+		s.Set("p90_ms_spike"+v.suffix, ms(monitor.Percentile(rts, 0.9)))
 		s.Set("mean_rt_ms_spike"+v.suffix, ms(report.Mean(rts)))
 		s.Set("reject_fraction_spike"+v.suffix, ratio(rejected, offered))
 		s.Set("goodput_rps_spike"+v.suffix, float64(len(rts))/(to-from).Seconds())
 		// The steady part of the spike: after its first minute.
 		if c.spikeLen > 2*time.Minute {
 			steady := v.run.done.between(from+time.Minute, to)
-			s.Set("p90_ms_spike_after_60s"+v.suffix, ms(report.Percentile(steady, 0.9)))
+			s.Set("p90_ms_spike_after_60s"+v.suffix, ms(monitor.Percentile(steady, 0.9)))
 		}
 	}
 	s.Set("target_ms", ms(c.stage.target.Seconds()))
