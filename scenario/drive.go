@@ -7,218 +7,192 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/dist"
+	"github.com/sluicehq/sluice/monitor"
+	"github.com/sluicehq/sluice/report"
 	"github.com/sluicehq/sluice/sim"
 	"github.com/sluicehq/sluice/stage"
 )
 
-// This file holds the machinery the scenarios share: binding a real
-// controller to real gates in virtual time, on a period (Kihl, Yaksha) or
-// on SEDA's nreq/timeout trigger, and small statistics helpers.
+// This file holds what the scenarios share: driving a real stage.Stage (the
+// proxy's own controller, gates, monitors, trigger and censoring) in
+// virtual time through sim.Stage and keeping its steps, a log of the
+// requests the sources sent, and small statistics helpers.
 
-// step is one controller run: the measurements it saw (as a recorder row)
-// and the decision it returned.
+// step is one controller step: its decision, whose Inputs are the
+// measurements the controller saw over [start, end), and Extra, a
+// controller-specific state read after the step (the Kihl integrator, the
+// Yaksha gain A) or NaN.
 type step struct {
-	Row      sim.Row
 	Decision sluice.Decision
-	// Extra is a controller-specific state read after the step (the Kihl
-	// integrator, the Yaksha gain A), or NaN.
-	Extra float64
+	Extra    float64
 }
 
-// periodic runs a controller every period h of virtual time: at the end
-// of each period the recorder's row becomes the controller's Measurements,
-// Update runs at the period's end time, and the decision is applied to the
-// gates at once.
-type periodic struct {
-	e     *sim.Engine
-	ctrl  sluice.Controller
-	gates *stage.Gates
-	rec   *sim.Recorder
+// end returns the virtual time of the step (the end of its interval).
+func (s step) end() time.Duration { return s.Decision.At.Sub(sim.DefaultBase) }
+
+// start returns the start of the interval the step measured.
+func (s step) start() time.Duration { return s.end() - s.Decision.Inputs.Elapsed }
+
+// in returns the measurements the step saw.
+func (s step) in() sluice.Measurements { return s.Decision.Inputs }
+
+// staged is a stage.Stage in virtual time: sim.Stage drives it exactly as
+// the proxy's runner drives a live stage, and every decision is kept.
+type staged struct {
+	st    *stage.Stage
+	entry *sim.Stage
 	steps []step
-	err   error
-	// sense, if set, adjusts the measurements before Update (for example
-	// to add a sensor the recorder does not have).
-	sense func(m *sluice.Measurements)
 	// extra, if set, is read after each step into step.Extra.
-	extra func() float64
+	extra func(c sluice.Controller) float64
 }
 
-// newPeriodic builds the gates for ctrl (one class, the given burst, drop
-// draws from the engine's "gate" stream) and starts calling Update every
-// ctrl.Period() with rec's rows.
-func newPeriodic(e *sim.Engine, ctrl sluice.Controller, rec *sim.Recorder, burst int) (*periodic, error) {
-	g, err := stage.NewGates(ctrl.Current(), 1, burst, e.Stream("gate"))
+// newStaged builds the stage of opts at the engine's current time (its
+// dropper draws from the engine's "gate" stream unless opts.Rand is set)
+// and its entry handler, which passes admitted requests to next. classOf
+// maps a request to the stage's class (nil: Request.Class).
+func newStaged(e *sim.Engine, opts stage.Options, next sim.Handler, classOf func(r *sim.Request) int) (*staged, error) {
+	if opts.Rand == nil {
+		opts.Rand = e.Stream("gate")
+	}
+	st, err := stage.New(opts, e.Time())
 	if err != nil {
 		return nil, err
 	}
-	p := &periodic{e: e, ctrl: ctrl, gates: g, rec: rec}
-	if err := rec.Start(ctrl.Period(), p.onRow); err != nil {
-		return nil, err
-	}
-	return p, nil
-}
-
-func (p *periodic) onRow(w sim.Row) {
-	m := w.Measurements()
-	if p.sense != nil {
-		p.sense(&m)
-	}
-	now := p.e.Time()
-	d := p.ctrl.Update(now, m)
-	if err := p.gates.Apply(now, d); err != nil && p.err == nil {
-		p.err = fmt.Errorf("applying decision at %v: %w", p.e.Now(), err)
-	}
-	x := math.NaN()
-	if p.extra != nil {
-		x = p.extra()
-	}
-	p.steps = append(p.steps, step{Row: w, Decision: d, Extra: x})
-}
-
-// admitter returns the sim hook that asks the real gates.
-func (p *periodic) admitter() sim.Admitter {
-	return sim.AdmitFunc(func(now time.Time, r *sim.Request) bool { return p.gates.AdmitAt(now, r.Class) })
-}
-
-// triggered runs a sample-triggered controller (SEDA) per class: class c's
-// controller runs as soon as nreq of its admitted requests have completed
-// since its previous run, or timeout after that run, whichever comes first,
-// with the p90 of exactly those samples. The response time of a sample is
-// measured from the moment the request entered the stage (passed the gate)
-// to its completion.
-//
-// triggered is itself the stage's entry (a sim.Handler): it asks the real
-// gates, feeds the per-class controller recorders and the per-class report
-// recorders, and passes admitted requests to next.
-type triggered struct {
-	e       *sim.Engine
-	ctrl    sluice.Controller
-	gates   *stage.Gates
-	nreq    int
-	timeout time.Duration
-	classes int // controller classes
-	ctlRec  []*sim.Recorder
-	timers  []sim.Timer
-	next    sim.Handler
-	// classOf maps a request to its controller class (nil: r.Class).
-	classOf func(r *sim.Request) int
-	// report, if set, is indexed by r.Class and sees every request.
-	report []*sim.Recorder
-	// onDone, if set, sees every admitted request when it finishes, with
-	// the time it entered the stage.
-	onDone func(r *sim.Request, entered time.Duration)
-	steps  []step
-	err    error
-}
-
-// newTriggered builds the gates for ctrl with the given number of
-// controller classes and burst, and arms the timeouts.
-func newTriggered(e *sim.Engine, ctrl sluice.Controller, classes, burst int, next sim.Handler) (*triggered, error) {
-	g, err := stage.NewGates(ctrl.Current(), classes, burst, e.Stream("gate"))
+	entry, err := sim.NewStage(e, st, next, classOf)
 	if err != nil {
 		return nil, err
 	}
-	t := &triggered{e: e, ctrl: ctrl, gates: g, timeout: ctrl.Period(), classes: classes, next: next}
-	if st, ok := ctrl.(sluice.SampleTriggered); ok {
-		t.nreq = st.TriggerSamples()
-	}
-	for range classes {
-		rec, err := sim.NewRecorder(e, sim.RecorderConfig{})
-		if err != nil {
-			return nil, err
+	s := &staged{st: st, entry: entry}
+	entry.OnStep = func(_ time.Duration, ds []sluice.Decision) {
+		x := math.NaN()
+		if s.extra != nil {
+			x = s.extra(st.Controller().Unwrap())
 		}
-		t.ctlRec = append(t.ctlRec, rec)
-	}
-	t.timers = make([]sim.Timer, classes)
-	for c := range classes {
-		t.arm(c)
-	}
-	return t, nil
-}
-
-func (t *triggered) arm(c int) {
-	t.timers[c].Stop()
-	t.timers[c] = t.e.After(t.timeout, func() { t.run(c) })
-}
-
-// run flushes class c's samples into one controller step.
-func (t *triggered) run(c int) {
-	w := t.ctlRec[c].Flush()
-	m := w.Measurements()
-	m.Class = c
-	now := t.e.Time()
-	d := t.ctrl.Update(now, m)
-	if err := t.gates.Apply(now, d); err != nil && t.err == nil {
-		t.err = fmt.Errorf("applying decision at %v: %w", t.e.Now(), err)
-	}
-	t.steps = append(t.steps, step{Row: w, Decision: d, Extra: math.NaN()})
-	t.arm(c)
-}
-
-// Handle is the stage entry.
-func (t *triggered) Handle(r *sim.Request) {
-	c := r.Class
-	if t.classOf != nil {
-		c = t.classOf(r)
-	}
-	c = min(max(c, 0), t.classes-1)
-	var rep *sim.Recorder
-	if r.Class >= 0 && r.Class < len(t.report) {
-		rep = t.report[r.Class]
-	}
-	rec := t.ctlRec[c]
-	rec.Offer()
-	if rep != nil {
-		rep.Offer()
-	}
-	if !t.gates.AdmitAt(t.e.Time(), c) {
-		rec.Reject()
-		if rep != nil {
-			rep.Reject()
+		for _, d := range ds {
+			s.steps = append(s.steps, step{Decision: d, Extra: x})
 		}
-		r.Finish(t.e.Now(), sim.Rejected)
-		return
 	}
-	rec.Admit()
-	if rep != nil {
-		rep.Admit()
-		rep.Track(r)
+	return s, nil
+}
+
+// initial returns the setting in force before the first step.
+func (s *staged) initial() float64 {
+	if len(s.steps) > 0 {
+		return s.steps[0].Decision.Old
 	}
-	entered := t.e.Now()
-	r.Defer(func(r *sim.Request) {
-		if t.onDone != nil {
-			t.onDone(r, entered)
-		}
-		if r.Outcome != sim.Completed {
-			rec.Fail()
-			return
-		}
-		rec.Complete(r.Finished - entered)
-		if t.nreq > 0 && rec.Samples() >= t.nreq {
-			t.run(c)
-		}
-	})
-	t.next.Handle(r)
+	return s.st.Controller().Current().New
 }
 
-// samples is a log of completed requests: finish time and response time.
-type samples struct {
-	at []time.Duration
-	rt []float64 // seconds
+// gauges reads a station's utilization and a queue gauge every second of
+// virtual time for the report: the busy fraction of the second and the
+// mean of the queue's readings in it (one at its end, or queueSamples
+// spread over it).
+type gauges struct {
+	busy  *sim.Busy
+	queue *sim.Sampler
+	rows  []gaugeRow
 }
 
-func (s *samples) add(at, rt time.Duration) {
-	s.at = append(s.at, at)
-	s.rt = append(s.rt, rt.Seconds())
+// at returns the gauges of second i (NaN when it was not read).
+func (g *gauges) at(i int) gaugeRow {
+	if i < 0 || i >= len(g.rows) {
+		return gaugeRow{util: math.NaN(), queue: math.NaN()}
+	}
+	return g.rows[i]
 }
 
-// between returns the response times of the requests that finished in
-// [from, to).
-func (s *samples) between(from, to time.Duration) []float64 {
+// gaugeRow is one second of gauges.
+type gaugeRow struct {
+	start, end  time.Duration
+	util, queue float64
+}
+
+func newGauges(e *sim.Engine, busy func() float64, queue func() float64, queueSamples int) (*gauges, error) {
+	b, err := sim.NewBusy(e, busy, "station")
+	if err != nil {
+		return nil, err
+	}
+	g := &gauges{busy: b}
+	if g.queue, err = sim.NewSampler(e, time.Second/time.Duration(max(queueSamples, 1)), queue); err != nil {
+		return nil, err
+	}
+	if _, err := e.Every(time.Second, func() {
+		u, _ := g.busy.Utilization(e.Time())
+		now := e.Now()
+		g.rows = append(g.rows, gaugeRow{start: now - time.Second, end: now, util: u, queue: g.queue.Mean()})
+	}); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// reqLog records every finished request of a run as its client saw it.
+type reqLog struct{ recs []reqRec }
+
+// reqRec is one finished request.
+type reqRec struct {
+	class, typ int
+	sent, done time.Duration
+	out        sim.Outcome
+}
+
+// rt returns the response time in seconds.
+func (q reqRec) rt() float64 { return (q.done - q.sent).Seconds() }
+
+// add is a source's OnFinish.
+func (l *reqLog) add(r *sim.Request) {
+	l.recs = append(l.recs, reqRec{class: r.Class, typ: r.Type, sent: r.Sent, done: r.Finished, out: r.Outcome})
+}
+
+// second is one second of a request log, for one class: requests offered
+// and rejected by the second they were sent in (the stage decides at once),
+// completed ones and their response times by the second they finished in.
+type second struct {
+	start, end                             time.Duration
+	offered, admitted, rejected, completed int
+	meanRT, p90RT                          float64 // seconds, NaN when none completed
+}
+
+// seconds bins the log's requests of class (any class when < 0) into the
+// seconds of [0, until).
+func (l *reqLog) seconds(class int, until time.Duration) []second {
+	n := int((until + time.Second - 1) / time.Second)
+	out := make([]second, n)
+	rts := make([][]float64, n)
+	for i := range out {
+		out[i].start, out[i].end = time.Duration(i)*time.Second, time.Duration(i+1)*time.Second
+	}
+	for _, q := range l.recs {
+		if class >= 0 && q.class != class {
+			continue
+		}
+		if i := int(q.sent / time.Second); i < n {
+			out[i].offered++
+			if q.out == sim.Rejected {
+				out[i].rejected++
+			} else {
+				out[i].admitted++
+			}
+		}
+		if i := int(q.done / time.Second); i < n && q.out == sim.Completed {
+			out[i].completed++
+			rts[i] = append(rts[i], q.rt())
+		}
+	}
+	for i := range out {
+		out[i].meanRT = report.Mean(rts[i])
+		out[i].p90RT = monitor.Percentile(rts[i], 0.9)
+	}
+	return out
+}
+
+// completed returns the response times (s) of the completed requests of
+// class (any when < 0) that finished in [from, to).
+func (l *reqLog) completed(class int, from, to time.Duration) []float64 {
 	var out []float64
-	for i, t := range s.at {
-		if t >= from && t < to {
-			out = append(out, s.rt[i])
+	for _, q := range l.recs {
+		if q.out == sim.Completed && q.done >= from && q.done < to && (class < 0 || q.class == class) {
+			out = append(out, q.rt())
 		}
 	}
 	return out
@@ -251,9 +225,6 @@ func serviceDist(kind string, mean float64) (dist.Dist, error) {
 
 // serviceKinds are the choices of serviceDist.
 var serviceKinds = []string{"exp", "det", "lognormal", "pareto"}
-
-// rowTime returns the end of a row in seconds.
-func rowTime(w sim.Row) float64 { return w.End.Seconds() }
 
 // meanStd returns the mean and population standard deviation of the
 // finite values of xs (NaN, NaN for none).

@@ -5,10 +5,12 @@ import (
 	"math"
 	"time"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/control"
 	"github.com/sluicehq/sluice/dist"
 	"github.com/sluicehq/sluice/report"
 	"github.com/sluicehq/sluice/sim"
+	"github.com/sluicehq/sluice/stage"
 )
 
 // The Kihl scenarios reproduce Andersson, Kihl, Robertsson & Wittenmark
@@ -150,19 +152,19 @@ func runKihl(env Env, c kihlParams, cdf bool) (*Result, error) {
 		var util []float64
 		var offered, admitted, rejected, completed, rtSum float64
 		for _, st := range v.steps {
-			w, d := st.Row, st.Decision
-			if err := ts.Append(v.name, rowTime(w), w.Offered, w.Admitted, w.Rejected, w.Completed,
+			w, d := st.in(), st.Decision
+			if err := ts.Append(v.name, st.end().Seconds(), w.Arrivals, w.Admitted, w.Rejected, w.Completed,
 				ms(w.MeanRT), ms(w.P90RT), w.Utilization, w.Queue, d.New, st.Extra); err != nil {
 				return nil, err
 			}
-			if w.Start >= c.measureFrom {
+			if st.start() >= c.measureFrom {
 				util = append(util, w.Utilization)
-				offered += float64(w.Offered)
-				admitted += float64(w.Admitted)
-				rejected += float64(w.Rejected)
-				if w.Completed > 0 {
-					completed += float64(w.Completed)
-					rtSum += w.MeanRT * float64(w.Completed)
+				offered += w.Arrivals
+				admitted += w.Admitted
+				rejected += w.Rejected
+				if w.Samples > 0 {
+					completed += w.Samples
+					rtSum += w.MeanRT * w.Samples
 				}
 			}
 		}
@@ -196,7 +198,7 @@ func runKihl(env Env, c kihlParams, cdf bool) (*Result, error) {
 	for _, v := range vars {
 		x, y := make([]float64, len(v.steps)), make([]float64, len(v.steps))
 		for i, st := range v.steps {
-			x[i], y[i] = rowTime(st.Row), st.Row.Utilization
+			x[i], y[i] = st.end().Seconds(), st.in().Utilization
 		}
 		step.Panels = append(step.Panels, report.Panel{
 			Title: v.label, XLabel: "time (s)", YLabel: "utilization ρ (fraction busy)",
@@ -212,7 +214,7 @@ func runKihl(env Env, c kihlParams, cdf bool) (*Result, error) {
 	for _, v := range vars {
 		x, y := make([]float64, len(v.steps)), make([]float64, len(v.steps))
 		for i, st := range v.steps {
-			x[i], y[i] = rowTime(st.Row), st.Decision.New
+			x[i], y[i] = st.end().Seconds(), st.Decision.New
 		}
 		rate.Series = append(rate.Series, report.Series{Label: v.label, X: x, Y: y})
 	}
@@ -225,8 +227,8 @@ func runKihl(env Env, c kihlParams, cdf bool) (*Result, error) {
 		for _, v := range vars {
 			var u []float64
 			for _, st := range v.steps {
-				if st.Row.Start >= c.measureFrom {
-					u = append(u, st.Row.Utilization)
+				if st.start() >= c.measureFrom {
+					u = append(u, st.in().Utilization)
 				}
 			}
 			p.Series = append(p.Series, report.CDFSeries(v.label, u))
@@ -237,21 +239,27 @@ func runKihl(env Env, c kihlParams, cdf bool) (*Result, error) {
 	return res, nil
 }
 
-// kihlController builds the real controller for one variant.
-func kihlController(c kihlParams, ti time.Duration) (*control.Kihl, error) {
+// kihlConfig is the real controller's configuration for one variant.
+func kihlConfig(c kihlParams, ti time.Duration) control.KihlConfig {
 	cfg := control.DefaultKihlConfig()
 	cfg.Period, cfg.RhoRef, cfg.K, cfg.Ti, cfg.InitialIntegral = c.h, c.rhoRef, c.k, ti, c.initial
-	return control.NewKihl(cfg)
+	return cfg
 }
 
-// kihlDES runs the discrete-event model: Poisson arrivals → the real
-// token bucket (stage.Gates) → FIFO single server; the controller runs
-// every h with the period's busy fraction.
-func kihlDES(seed uint64, c kihlParams, ti time.Duration, service string) ([]step, error) {
-	ctrl, err := kihlController(c, ti)
-	if err != nil {
-		return nil, err
+// kihlIntegral reads the Kihl controller's integrator after a step.
+func kihlIntegral(c sluice.Controller) float64 {
+	if k, ok := c.(*control.Kihl); ok {
+		return k.Integral()
 	}
+	return math.NaN()
+}
+
+// kihlDES runs the discrete-event model: Poisson arrivals → the proxy's
+// stage (a kihl stage: its token bucket, its recorder, the server's busy
+// fraction as its utilization sensor) → FIFO single server; the stage
+// steps every h as the proxy's runner does.
+func kihlDES(seed uint64, c kihlParams, ti time.Duration, service string) ([]step, error) {
+	cfg := kihlConfig(c, ti)
 	svc, err := serviceDist(service, c.serviceTime.Seconds())
 	if err != nil {
 		return nil, err
@@ -261,34 +269,35 @@ func kihlDES(seed uint64, c kihlParams, ti time.Duration, service string) ([]ste
 	if err != nil {
 		return nil, err
 	}
-	rec, err := sim.NewRecorder(e, sim.RecorderConfig{Busy: server.Busy, Queue: func() float64 { return float64(server.InSystem()) }})
+	busy, err := sim.NewBusy(e, server.Busy, "server")
 	if err != nil {
 		return nil, err
 	}
-	loop, err := newPeriodic(e, ctrl, rec, c.burst)
+	loop, err := newStaged(e, stage.Options{Name: "cgi", Controller: &cfg, Burst: c.burst, Utilization: busy,
+		Queue: func() float64 { return float64(server.InSystem()) }}, &sim.Visit{Engine: e, Station: server}, nil)
 	if err != nil {
 		return nil, err
 	}
-	loop.extra = ctrl.Integral
+	loop.extra = kihlIntegral
 	rate, err := dist.ConstantSchedule(c.rate)
 	if err != nil {
 		return nil, err
 	}
 	src, err := sim.NewOpen(e, sim.OpenConfig{Name: "clients", Arrivals: dist.Poisson{Rate: rate},
-		Types:  []sim.RequestType{{Name: "cgi", Demand: svc}},
-		Target: &sim.Gate{Engine: e, Admitter: loop.admitter(), Recorder: rec, Next: &sim.Visit{Engine: e, Station: server}}})
+		Types: []sim.RequestType{{Name: "cgi", Demand: svc}}, Target: loop.entry})
 	if err != nil {
 		return nil, err
 	}
 	src.Start()
 	e.Run(c.duration)
-	return loop.steps, loop.err
+	return loop.steps, nil
 }
 
 // kihlFluid runs the paper's discrete-time fluid model with the real
 // controller: each period the controller's u = rate·h is fed to the model.
 func kihlFluid(seed uint64, c kihlParams, ti time.Duration, service string) ([]step, error) {
-	ctrl, err := kihlController(c, ti)
+	cfg := kihlConfig(c, ti)
+	ctrl, err := control.NewKihl(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -317,12 +326,11 @@ func kihlFluid(seed uint64, c kihlParams, ti time.Duration, service string) ([]s
 		u := ctrl.Current().New * h
 		rho := f.Step(u)
 		st := f.Last()
-		w := sim.Row{Start: time.Duration(k) * c.h, End: time.Duration(k+1) * c.h,
-			Offered: int(st.Alpha), Admitted: int(math.Round(st.UBar)), Rejected: int(math.Round(st.Alpha - st.UBar)),
-			Completed: int(math.Round(math.Min(st.X+st.UBar, st.Sigma))),
-			MeanRT:    math.NaN(), P90RT: math.NaN(), MaxRT: math.NaN(), Utilization: rho, Queue: st.XNext}
-		d := ctrl.Update(sim.DefaultBase.Add(w.End), w.Measurements())
-		steps = append(steps, step{Row: w, Decision: d, Extra: ctrl.Integral()})
+		m := sluice.Measurements{Elapsed: c.h, Arrivals: st.Alpha, Admitted: math.Round(st.UBar),
+			Rejected: math.Round(st.Alpha - st.UBar), Completed: math.Round(math.Min(st.X+st.UBar, st.Sigma)),
+			MeanRT: math.NaN(), P90RT: math.NaN(), Utilization: rho, Queue: st.XNext}
+		d := ctrl.Update(sim.DefaultBase.Add(time.Duration(k+1)*c.h), m)
+		steps = append(steps, step{Decision: d, Extra: ctrl.Integral()})
 	}
 	return steps, nil
 }
@@ -343,12 +351,12 @@ func settlingTime(steps []step, ref, band float64, window, h time.Duration) floa
 	for i := last; i >= half; i-- {
 		sum := 0.0
 		for j := i - half; j <= i+half; j++ {
-			sum += steps[j].Row.Utilization
+			sum += steps[j].in().Utilization
 		}
 		if math.Abs(sum/float64(2*half+1)-ref) > band {
 			break
 		}
-		settled = rowTime(steps[i].Row)
+		settled = steps[i].end().Seconds()
 	}
 	return settled
 }

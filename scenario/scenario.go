@@ -1,7 +1,9 @@
 // Package scenario holds the simulator's named experiments: one per figure
-// or table of the papers in docs/algorithms.md, each driving the real
-// controllers (package control) and gates (package stage, package gate) in
-// the virtual time of package sim, and producing a result folder with
+// or table of the papers in docs/algorithms.md, each driving the proxy's
+// own admission stages (stage.Stage: controller, gates, monitors, trigger
+// and censoring) through sim.Stage in the virtual time of package sim,
+// exactly as the proxy and the middleware drive them live, and producing
+// a result folder with
 // package report: summary.json, timeseries.csv and PNG plots drawn like the
 // paper's figure.
 //

@@ -4,11 +4,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/sluicehq/sluice/control"
 	"github.com/sluicehq/sluice/dist"
 	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/report"
-	"github.com/sluicehq/sluice/sim"
 )
 
 // seda-classes reproduces Welsh & Culler's Figs. 14 and 15
@@ -68,22 +66,17 @@ func runSEDAClasses(env Env, c sedaClassesParams) (*Result, error) {
 		{name: "differentiated", label: "with service differentiation"},
 		{name: "undifferentiated", suffix: "_nodiff", label: "without differentiation"},
 	}
+	// The stage has both classes either way: with differentiation its
+	// controller has a rate per class; without, one controller and one
+	// bucket see every request (the stage feeds it both classes' samples).
+	names := []string{"high", "low"}
 	for _, v := range vars {
 		cfg := sedaConfig(c.stage)
-		classes := 1
-		var classOf func(r *sim.Request) int
 		if v.name == "differentiated" {
-			classes = 2
 			cfg.Classes = 2
 			cfg.ClassTargets = []time.Duration{c.stage.target, c.stage.target}
-		} else {
-			classOf = func(*sim.Request) int { return 0 }
 		}
-		ctrl, err := control.NewSEDA(cfg)
-		if err != nil {
-			return nil, err
-		}
-		v.run, err = runSEDAStage(env.Seed, c.stage, ctrl, classes, groups, classOf, false, c.duration)
+		v.run, err = runSEDAStage(env.Seed, c.stage, &cfg, names, groups, false, c.duration)
 		if err != nil {
 			return nil, fmt.Errorf("variant %s: %w", v.name, err)
 		}
@@ -91,18 +84,18 @@ func runSEDAClasses(env Env, c sedaClassesParams) (*Result, error) {
 
 	res := newResult(env)
 	s := res.Summary
-	names := []string{"high", "low"}
 	ts := report.NewTable("variant", "class", "time_s", "users", "offered", "admitted", "rejected", "completed",
 		"mean_rt_ms", "p90_rt_ms", "rate_rps")
 	for _, v := range vars {
-		for cl, rec := range v.run.report {
-			rows := rec.Rows()
+		steps := v.run.loop.steps
+		for cl := range names {
+			rows := v.run.seconds(cl)
 			k := 0
 			rate := c.stage.initialRate
 			var offered, rejected float64
 			for _, w := range rows {
-				for k < len(v.run.rates) && v.run.rates[k].Row.End <= w.End {
-					d := v.run.rates[k].Decision
+				for k < len(steps) && steps[k].end() <= w.end {
+					d := steps[k].Decision
 					if d.ClassRates != nil {
 						rate = d.ClassRates[cl]
 					} else {
@@ -110,30 +103,25 @@ func runSEDAClasses(env Env, c sedaClassesParams) (*Result, error) {
 					}
 					k++
 				}
-				users := int(groups[cl].count.At(w.Start))
-				if err := ts.Append(v.name, names[cl], rowTime(w), users, w.Offered, w.Admitted, w.Rejected, w.Completed,
-					ms(w.MeanRT), ms(w.P90RT), rate); err != nil {
+				users := int(groups[cl].count.At(w.start))
+				if err := ts.Append(v.name, names[cl], w.end.Seconds(), users, w.offered, w.admitted, w.rejected, w.completed,
+					ms(w.meanRT), ms(w.p90RT), rate); err != nil {
 					return nil, err
 				}
-				if w.Start >= c.highStart && w.End <= c.highEnd {
-					offered += float64(w.Offered)
-					rejected += float64(w.Rejected)
+				if w.start >= c.highStart && w.end <= c.highEnd {
+					offered += float64(w.offered)
+					rejected += float64(w.rejected)
 				}
 			}
 			s.Set("reject_"+names[cl]+v.suffix, ratio(rejected, offered))
-			var rts []float64
-			for i, at := range v.run.done.at {
-				if at >= c.highStart && at < c.highEnd && v.run.class[i] == cl {
-					rts = append(rts, v.run.done.rt[i])
-				}
-			}
+			rts := v.run.log.completed(cl, c.highStart, c.highEnd)
 			s.Set("p90_ms_"+names[cl]+v.suffix, ms(monitor.Percentile(rts, 0.9)))
 		}
 		s.Set("reject_diff"+v.suffix, s.Metric("reject_low"+v.suffix)-s.Metric("reject_high"+v.suffix))
 	}
 	s.Set("target_ms", ms(c.stage.target.Seconds()))
 	res.AddTable("timeseries.csv", ts)
-	res.AddTable("controller.csv", controllerTable(vars[0].run.rates))
+	res.AddTable("controller.csv", controllerTable(vars[0].run.loop.steps))
 	res.Key = []string{"reject_low", "reject_high", "reject_diff", "reject_diff_nodiff"}
 
 	fig := &report.Figure{PanelHeight: 3}
@@ -145,8 +133,8 @@ func runSEDAClasses(env Env, c sedaClassesParams) (*Result, error) {
 		p90 := report.Panel{XLabel: "time (s)", YLabel: "p90 RT (ms)", LogY: true, LegendBottom: true,
 			HLines: []report.RefLine{{Value: ms(c.stage.target.Seconds()), Label: fmt.Sprintf("target %v", c.stage.target)}},
 			VLines: []report.RefLine{{Value: c.highStart.Seconds()}, {Value: c.highEnd.Seconds()}}}
-		for cl, rec := range v.run.report {
-			x, y, p := fiveSecond(rec.Rows())
+		for cl := range names {
+			x, y, p := fiveSecond(v.run.seconds(cl))
 			rej.Series = append(rej.Series, report.Series{Label: names[cl] + " priority", X: x, Y: y})
 			p90.Series = append(p90.Series, report.Series{Label: names[cl] + " priority", X: x, Y: p})
 		}
@@ -158,21 +146,21 @@ func runSEDAClasses(env Env, c sedaClassesParams) (*Result, error) {
 
 // fiveSecond aggregates 1 s rows into 5 s buckets: the bucket's end time,
 // its fraction rejected and the largest per-second p90 in it (ms).
-func fiveSecond(rows []sim.Row) (x, rej, p90 []float64) {
+func fiveSecond(rows []second) (x, rej, p90 []float64) {
 	for i := 0; i < len(rows); i += 5 {
 		var off, r float64
 		p := -1.0
 		for _, w := range rows[i:min(i+5, len(rows))] {
-			off += float64(w.Offered)
-			r += float64(w.Rejected)
-			if finite(w.P90RT) && ms(w.P90RT) > p {
-				p = ms(w.P90RT)
+			off += float64(w.offered)
+			r += float64(w.rejected)
+			if finite(w.p90RT) && ms(w.p90RT) > p {
+				p = ms(w.p90RT)
 			}
 		}
 		if p < 0 {
 			p = nan()
 		}
-		x = append(x, rowTime(rows[min(i+5, len(rows))-1]))
+		x = append(x, rows[min(i+5, len(rows))-1].end.Seconds())
 		rej = append(rej, ratio(r, off))
 		p90 = append(p90, p)
 	}

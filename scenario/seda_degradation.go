@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/control"
 	"github.com/sluicehq/sluice/dist"
 	"github.com/sluicehq/sluice/monitor"
@@ -63,22 +62,19 @@ func runSEDADegradation(env Env, c sedaDegradeParams) (*Result, error) {
 		{name: "degrade_admission", label: "degradation + admission control"},
 	}
 	for _, v := range vars {
-		var ctrl sluice.Controller
+		var cfg control.Config
 		switch v.name {
 		case "none":
 			none := control.DefaultNoneConfig()
-			ctrl, err = none.New()
+			cfg = &none
 		default:
-			cfg := sedaConfig(c.stage)
-			cfg.Degrade.Enabled = true
-			cfg.Degrade.QualityMin = c.qmin
-			cfg.Degrade.Admission = v.name == "degrade_admission"
-			ctrl, err = control.NewDegrader(cfg)
+			sc := sedaConfig(c.stage)
+			sc.Degrade.Enabled = true
+			sc.Degrade.QualityMin = c.qmin
+			sc.Degrade.Admission = v.name == "degrade_admission"
+			cfg = &sc
 		}
-		if err != nil {
-			return nil, err
-		}
-		v.run, err = runSEDAStage(env.Seed, c.stage, ctrl, 1, groups, nil, true, end)
+		v.run, err = runSEDAStage(env.Seed, c.stage, cfg, nil, groups, true, end)
 		if err != nil {
 			return nil, fmt.Errorf("variant %s: %w", v.name, err)
 		}
@@ -90,13 +86,13 @@ func runSEDADegradation(env Env, c sedaDegradeParams) (*Result, error) {
 	ts := report.NewTable("variant", "time_s", "users", "offered", "admitted", "rejected", "completed",
 		"mean_rt_ms", "p90_rt_ms", "utilization", "queue", "quality", "gate_on", "rate_rps")
 	for _, v := range vars {
-		rows := v.run.report[0].Rows()
+		rows, steps, g := v.run.seconds(-1), v.run.loop.steps, v.run.gauges
 		k := 0
 		q, gateOn, rate := 1.0, false, 0.0
 		var qSum, qN, offered, rejected float64
-		for _, w := range rows {
-			for k < len(v.run.rates) && v.run.rates[k].Row.End <= w.End {
-				d := v.run.rates[k].Decision
+		for i, w := range rows {
+			for k < len(steps) && steps[k].end() <= w.end {
+				d := steps[k].Decision
 				if d.Quality > 0 {
 					q = d.Quality
 				}
@@ -107,18 +103,18 @@ func runSEDADegradation(env Env, c sedaDegradeParams) (*Result, error) {
 				}
 				k++
 			}
-			if err := ts.Append(v.name, rowTime(w), int(users.At(w.Start)), w.Offered, w.Admitted, w.Rejected, w.Completed,
-				ms(w.MeanRT), ms(w.P90RT), w.Utilization, w.Queue, q, gateOn, rate); err != nil {
+			if err := ts.Append(v.name, w.end.Seconds(), int(users.At(w.start)), w.offered, w.admitted, w.rejected, w.completed,
+				ms(w.meanRT), ms(w.p90RT), g.at(i).util, g.at(i).queue, q, gateOn, rate); err != nil {
 				return nil, err
 			}
-			if w.Start >= from && w.End <= to {
+			if w.start >= from && w.end <= to {
 				qSum += q
 				qN++
-				offered += float64(w.Offered)
-				rejected += float64(w.Rejected)
+				offered += float64(w.offered)
+				rejected += float64(w.rejected)
 			}
 		}
-		rts := v.run.done.between(from, to)
+		rts := v.run.log.completed(-1, from, to)
 		s.Set("p90_ms"+v.suffix, ms(monitor.Percentile(rts, 0.9)))
 		s.Set("mean_rt_ms"+v.suffix, ms(report.Mean(rts)))
 		s.Set("reject_fraction"+v.suffix, ratio(rejected, offered))
@@ -127,7 +123,7 @@ func runSEDADegradation(env Env, c sedaDegradeParams) (*Result, error) {
 	}
 	s.Set("target_ms", ms(c.stage.target.Seconds()))
 	res.AddTable("timeseries.csv", ts)
-	res.AddTable("controller.csv", controllerTable(vars[2].run.rates))
+	res.AddTable("controller.csv", controllerTable(vars[2].run.loop.steps))
 	res.Key = []string{"p90_ms", "p90_ms_degrade_only", "p90_ms_none", "reject_fraction", "quality_mean"}
 
 	p90 := report.Panel{Title: fmt.Sprintf("service degradation under a %d → %d user spike", c.baseUsers, c.spikeUsers),
@@ -139,18 +135,17 @@ func runSEDADegradation(env Env, c sedaDegradeParams) (*Result, error) {
 	rej := report.Panel{XLabel: "time (s)", YLabel: "fraction rejected", YMin: 0, YMax: 1.3,
 		VLines: []report.RefLine{{Value: from.Seconds()}, {Value: to.Seconds()}}}
 	for _, v := range vars {
-		rows := v.run.report[0].Rows()
 		var x, y, r []float64
-		for _, w := range rows {
-			x = append(x, rowTime(w))
-			y = append(y, ms(w.P90RT))
-			r = append(r, ratio(float64(w.Rejected), float64(w.Offered)))
+		for _, w := range v.run.seconds(-1) {
+			x = append(x, w.end.Seconds())
+			y = append(y, ms(w.p90RT))
+			r = append(r, ratio(float64(w.rejected), float64(w.offered)))
 		}
 		p90.Series = append(p90.Series, report.Series{Label: v.label, X: x, Y: y})
 		if v.name != "none" {
 			var qx, qy []float64
-			for _, st := range v.run.rates {
-				qx = append(qx, rowTime(st.Row))
+			for _, st := range v.run.loop.steps {
+				qx = append(qx, st.end().Seconds())
 				qy = append(qy, st.Decision.Quality)
 			}
 			qual.Series = append(qual.Series, report.Series{Label: v.label, X: qx, Y: qy})

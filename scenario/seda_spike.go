@@ -4,12 +4,12 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/control"
 	"github.com/sluicehq/sluice/dist"
 	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/report"
 	"github.com/sluicehq/sluice/sim"
+	"github.com/sluicehq/sluice/stage"
 )
 
 // seda-spike reproduces Welsh & Culler's Fig. 10 (and the controller trace
@@ -89,13 +89,15 @@ type sedaVariant struct {
 
 // sedaRun is the outcome of one stage run.
 type sedaRun struct {
-	report []*sim.Recorder // per user class, 1 s rows
-	loop   *triggered
-	done   samples // admitted requests: finish time, response time
-	class  []int   // class of each entry of done
-	users  []*sim.Users
-	rates  []step // controller steps
+	log    reqLog  // every finished request, as its user saw it
+	gauges *gauges // the server's utilization and queue, per second
+	loop   *staged // the stage and its controller steps
+	until  time.Duration
 }
+
+// seconds returns the run's per-second view of the requests of class
+// (every class when < 0), with the server's gauges.
+func (r *sedaRun) seconds(class int) []second { return r.log.seconds(class, r.until) }
 
 // sedaConfig returns the real controller's configuration for a stage.
 func sedaConfig(c sedaStageParams) control.SEDAConfig {
@@ -112,12 +114,15 @@ type userGroup struct {
 	count dist.Schedule
 }
 
-// runSEDAStage runs closed-loop user groups through a controller-gated
-// single-server FIFO stage. classOf maps a request to the controller's
-// class; quality, when set, scales each request's service demand at the
-// moment it starts service (degradation).
-func runSEDAStage(seed uint64, c sedaStageParams, ctrl sluice.Controller, ctrlClasses int, groups []userGroup,
-	classOf func(r *sim.Request) int, degrade bool, until time.Duration) (*sedaRun, error) {
+// runSEDAStage runs closed-loop user groups through the proxy's stage (the
+// controller of cfg, its token buckets, per-class recorders and nreq
+// trigger, stepped the instant a trigger is due) in front of a
+// single-server FIFO stage. classes names the stage's request classes; a
+// user's request has its group's class. With degrade, each request's
+// service demand is scaled by the stage's quality level at the moment it
+// starts service.
+func runSEDAStage(seed uint64, c sedaStageParams, cfg control.Config, classes []string, groups []userGroup,
+	degrade bool, until time.Duration) (*sedaRun, error) {
 	svc, err := serviceDist(c.service, c.serviceTime.Seconds())
 	if err != nil {
 		return nil, err
@@ -126,64 +131,41 @@ func runSEDAStage(seed uint64, c sedaStageParams, ctrl sluice.Controller, ctrlCl
 	if err != nil {
 		return nil, err
 	}
-	retry := c.retryWait
 	e := sim.New(seed)
 	server, err := sim.NewFIFO(e, sim.FIFOConfig{Servers: 1})
 	if err != nil {
 		return nil, err
 	}
-	run := &sedaRun{}
-	var next sim.Handler = &sim.Visit{Engine: e, Station: server}
-	loop, err := newTriggered(e, ctrl, ctrlClasses, c.burst, nil)
-	if err != nil {
+	run := &sedaRun{until: until}
+	if run.gauges, err = newGauges(e, server.Busy, func() float64 { return float64(server.InSystem()) }, 1); err != nil {
 		return nil, err
 	}
+	var next sim.Handler = &sim.Visit{Engine: e, Station: server}
+	var quality func() float64
 	if degrade {
 		// The application reads the quality level when it starts serving
 		// a request and does proportionally less work.
 		next = &sim.Hold{Engine: e, Queue: server, Next: &sim.Delay{Engine: e,
 			Fn: func(_ time.Time, r *sim.Request) (time.Duration, bool) {
-				return sim.Seconds(r.Demand * loop.gates.Quality()), true
+				return sim.Seconds(r.Demand * quality()), true
 			}}}
 	}
-	loop.next = next
-	loop.classOf = classOf
-	nClasses := 0
-	for _, g := range groups {
-		nClasses = max(nClasses, g.class+1)
+	run.loop, err = newStaged(e, stage.Options{Name: "stage", Controller: cfg, ClassNames: classes, Burst: c.burst}, next, nil)
+	if err != nil {
+		return nil, err
 	}
-	for range nClasses {
-		rec, err := sim.NewRecorder(e, sim.RecorderConfig{Busy: server.Busy, Queue: func() float64 { return float64(server.InSystem()) }})
-		if err != nil {
-			return nil, err
-		}
-		if err := rec.Start(time.Second, nil); err != nil {
-			return nil, err
-		}
-		run.report = append(run.report, rec)
-	}
-	loop.report = run.report
-	loop.onDone = func(r *sim.Request, entered time.Duration) {
-		if r.Outcome == sim.Completed {
-			run.done.add(r.Finished, r.Finished-entered)
-			run.class = append(run.class, r.Class)
-		}
-	}
-	run.loop = loop
+	run.loop.entry.ExactTrigger = true
+	quality = run.loop.st.Quality
 	for i, g := range groups {
-		u, err := sim.NewUsers(e, sim.UsersConfig{Name: g.name, Count: g.count, Think: think, RetryWait: retry,
-			Types: []sim.RequestType{{Name: "request", Demand: svc}}, Class: g.class, ClientBase: i * 1000000, Target: loop})
+		u, err := sim.NewUsers(e, sim.UsersConfig{Name: g.name, Count: g.count, Think: think, RetryWait: c.retryWait,
+			Types: []sim.RequestType{{Name: "request", Demand: svc}}, Class: g.class, ClientBase: i * 1000000,
+			Target: run.loop.entry, OnFinish: run.log.add})
 		if err != nil {
 			return nil, err
 		}
 		u.Start()
-		run.users = append(run.users, u)
 	}
 	e.Run(until)
-	if loop.err != nil {
-		return nil, loop.err
-	}
-	run.rates = loop.steps
 	return run, nil
 }
 
@@ -199,17 +181,15 @@ func runSEDASpike(env Env, c sedaSpikeParams) (*Result, error) {
 	vars := []*sedaVariant{{name: "controlled", label: fmt.Sprintf("SEDA AIMD, p90 target %v", c.stage.target)},
 		{name: "uncontrolled", suffix: "_uncontrolled", label: "no admission control"}}
 	for _, v := range vars {
-		var ctrl sluice.Controller
+		var cfg control.Config
 		if v.name == "controlled" {
-			ctrl, err = control.NewSEDA(sedaConfig(c.stage))
+			sc := sedaConfig(c.stage)
+			cfg = &sc
 		} else {
 			none := control.DefaultNoneConfig()
-			ctrl, err = none.New()
+			cfg = &none
 		}
-		if err != nil {
-			return nil, err
-		}
-		v.run, err = runSEDAStage(env.Seed, c.stage, ctrl, 1, groups, nil, false, end)
+		v.run, err = runSEDAStage(env.Seed, c.stage, cfg, nil, groups, false, end)
 		if err != nil {
 			return nil, fmt.Errorf("variant %s: %w", v.name, err)
 		}
@@ -220,45 +200,45 @@ func runSEDASpike(env Env, c sedaSpikeParams) (*Result, error) {
 	ts := report.NewTable("variant", "time_s", "users", "offered", "admitted", "rejected", "completed",
 		"mean_rt_ms", "p90_rt_ms", "utilization", "queue", "rate_rps")
 	for _, v := range vars {
-		rows := v.run.report[0].Rows()
+		rows, steps, g := v.run.seconds(-1), v.run.loop.steps, v.run.gauges
 		k := 0
-		rate := v.run.loop.ctrl.Current().New
-		for _, w := range rows {
+		rate := v.run.loop.initial()
+		for i, w := range rows {
 			// The rate in force at the row's end: the last controller step
 			// at or before it.
-			for k < len(v.run.rates) && v.run.rates[k].Row.End <= w.End {
-				rate = v.run.rates[k].Decision.New
+			for k < len(steps) && steps[k].end() <= w.end {
+				rate = steps[k].Decision.New
 				k++
 			}
 			if v.name == "uncontrolled" {
 				rate = 0
 			}
-			if err := ts.Append(v.name, rowTime(w), int(users.At(w.Start)), w.Offered, w.Admitted, w.Rejected, w.Completed,
-				ms(w.MeanRT), ms(w.P90RT), w.Utilization, w.Queue, rate); err != nil {
+			if err := ts.Append(v.name, w.end.Seconds(), int(users.At(w.start)), w.offered, w.admitted, w.rejected, w.completed,
+				ms(w.meanRT), ms(w.p90RT), g.at(i).util, g.at(i).queue, rate); err != nil {
 				return nil, err
 			}
 		}
 		var offered, rejected float64
 		for _, w := range rows {
-			if w.Start >= from && w.End <= to {
-				offered += float64(w.Offered)
-				rejected += float64(w.Rejected)
+			if w.start >= from && w.end <= to {
+				offered += float64(w.offered)
+				rejected += float64(w.rejected)
 			}
 		}
-		rts := v.run.done.between(from, to)
+		rts := v.run.log.completed(-1, from, to)
 		s.Set("p90_ms_spike"+v.suffix, ms(monitor.Percentile(rts, 0.9)))
 		s.Set("mean_rt_ms_spike"+v.suffix, ms(report.Mean(rts)))
 		s.Set("reject_fraction_spike"+v.suffix, ratio(rejected, offered))
 		s.Set("goodput_rps_spike"+v.suffix, float64(len(rts))/(to-from).Seconds())
 		// The steady part of the spike: after its first minute.
 		if c.spikeLen > 2*time.Minute {
-			steady := v.run.done.between(from+time.Minute, to)
+			steady := v.run.log.completed(-1, from+time.Minute, to)
 			s.Set("p90_ms_spike_after_60s"+v.suffix, ms(monitor.Percentile(steady, 0.9)))
 		}
 	}
 	s.Set("target_ms", ms(c.stage.target.Seconds()))
 	res.AddTable("timeseries.csv", ts)
-	res.AddTable("controller.csv", controllerTable(vars[0].run.rates))
+	res.AddTable("controller.csv", controllerTable(vars[0].run.loop.steps))
 	res.Key = []string{"p90_ms_spike", "reject_fraction_spike", "p90_ms_spike_uncontrolled"}
 
 	// Fig. 10: p90 per second and the fraction rejected.
@@ -269,10 +249,10 @@ func runSEDASpike(env Env, c sedaSpikeParams) (*Result, error) {
 	rej := report.Panel{XLabel: "time (s)", YLabel: "fraction rejected", YMin: 0, YMax: 1.05, LegendLeft: true,
 		VLines: []report.RefLine{{Value: from.Seconds()}, {Value: to.Seconds()}}}
 	for _, v := range vars {
-		rows := v.run.report[0].Rows()
+		rows := v.run.seconds(-1)
 		x, y, r := make([]float64, len(rows)), make([]float64, len(rows)), make([]float64, len(rows))
 		for i, w := range rows {
-			x[i], y[i], r[i] = rowTime(w), ms(w.P90RT), ratio(float64(w.Rejected), float64(w.Offered))
+			x[i], y[i], r[i] = w.end.Seconds(), ms(w.p90RT), ratio(float64(w.rejected), float64(w.offered))
 		}
 		p90.Series = append(p90.Series, report.Series{Label: v.label, X: x, Y: y})
 		if v.name == "controlled" {
@@ -280,7 +260,7 @@ func runSEDASpike(env Env, c sedaSpikeParams) (*Result, error) {
 		}
 	}
 	res.AddFigure("spike.png", &report.Figure{PanelHeight: 3.4, Panels: []report.Panel{p90, rej}})
-	res.AddFigure("controller.png", controllerFigure(vars[0].run.rates, c.stage.target, "SEDA controller trace (Fig. 7)"))
+	res.AddFigure("controller.png", controllerFigure(vars[0].run.loop.steps, c.stage.target, "SEDA controller trace (Fig. 7)"))
 	return res, nil
 }
 
@@ -290,7 +270,7 @@ func controllerTable(steps []step) *report.Table {
 	t := report.NewTable("time_s", "class", "samples", "p90_rt_ms", "rate_rps", "quality", "gate_off", "acted")
 	for _, st := range steps {
 		d := st.Decision
-		_ = t.Append(rowTime(st.Row), d.Class, st.Row.Completed, ms(st.Row.P90RT), d.New, d.Quality, d.GateOff, d.Acted)
+		_ = t.Append(st.end().Seconds(), d.Class, d.Inputs.Samples, ms(d.Inputs.P90RT), d.New, d.Quality, d.GateOff, d.Acted)
 	}
 	return t
 }
@@ -299,8 +279,8 @@ func controllerTable(steps []step) *report.Table {
 func controllerFigure(steps []step, target time.Duration, title string) *report.Figure {
 	var x, p, r []float64
 	for _, st := range steps {
-		x = append(x, rowTime(st.Row))
-		p = append(p, ms(st.Row.P90RT))
+		x = append(x, st.end().Seconds())
+		p = append(p, ms(st.in().P90RT))
 		r = append(r, st.Decision.New)
 	}
 	return &report.Figure{PanelHeight: 3, Panels: []report.Panel{

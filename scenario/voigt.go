@@ -10,13 +10,15 @@ import (
 	"github.com/sluicehq/sluice/control"
 	"github.com/sluicehq/sluice/dist"
 	"github.com/sluicehq/sluice/sim"
+	"github.com/sluicehq/sluice/stage"
 )
 
 // This file holds the model shared by the voigt-* scenarios: Voigt &
 // Gunningberg's web server (docs/algorithms.md §1) with its SURGE-like
-// workload, and the dual admission control architecture built from the
-// real controllers (control.VoigtQueue, control.VoigtCPU) and the real
-// token buckets (stage.Gates):
+// workload, and the dual admission control architecture built from three
+// of the proxy's stages (stage.Stage, each with its controller,
+// control.VoigtQueue or control.VoigtCPU, its token bucket and its
+// sensor):
 //
 //	clients ─▶ connection policer ─▶ kernel ─▶ resource rules ─▶ listen queue ─▶ worker: CPU ─▶ link
 //	           (TCP SYN policing,     (CPU)    (/cgi-bin: CPU;   (FIFO, 1024,    (PS)        (PS over
@@ -275,17 +277,23 @@ type voigtRun struct {
 	m          voigtModel
 	controlled bool
 	duration   time.Duration
-	policer    *periodic
-	cgi        *periodic
-	bw         *periodic
-	monCPU     *sim.Recorder // 1 s rows: CPU utilization, listen queue
-	monLink    *sim.Recorder // 1 s rows: link utilization, normalised outgoing queue
-	bins       [][]voigtBin  // [flow][second]
-	rts        [][]float64   // [flow] good response times, s (with finish times in at)
+	policer    *staged
+	cgi        *staged
+	bw         *staged
+	monCPU     *gauges      // per second: CPU utilization, listen queue at the second's end
+	monLink    *gauges      // per second: link utilization, mean normalised outgoing queue
+	bins       [][]voigtBin // [flow][second]
+	rts        [][]float64  // [flow] good response times, s (with finish times in at)
 	at         [][]time.Duration
 }
 
+// policed marks a request the connection policer let through (Request.Data).
+type policed struct{}
+
 // voigtSim builds and runs the server with the given flows for duration.
+// The connection policer and the two resource rules are each the proxy's
+// stage (stage.Stage) with its controller, token bucket and sensor, driven
+// by sim.Stage as the proxy drives them.
 func voigtSim(seed uint64, m voigtModel, flows []voigtFlow, controlled bool, duration time.Duration) (*voigtRun, error) {
 	e := sim.New(seed)
 	listen, err := sim.NewFIFO(e, sim.FIFOConfig{Servers: m.workers, QueueLimit: m.listenQueue, Timeout: m.timeout})
@@ -302,19 +310,13 @@ func voigtSim(seed uint64, m voigtModel, flows []voigtFlow, controlled bool, dur
 	}
 	queueBytes := m.queueKB * 1e3
 	outQueue := func() float64 { return 100 * math.Min(1, link.Backlog()/queueBytes) }
+	listenQueue := func() float64 { return float64(listen.Waiting()) }
 	run := &voigtRun{m: m, controlled: controlled, duration: duration}
-	run.monCPU, err = sim.NewRecorder(e, sim.RecorderConfig{Busy: cpu.Busy, Queue: func() float64 { return float64(listen.Waiting()) }})
-	if err != nil {
+	if run.monCPU, err = newGauges(e, cpu.Busy, listenQueue, 1); err != nil {
 		return nil, err
 	}
-	run.monLink, err = sim.NewRecorder(e, sim.RecorderConfig{Busy: link.Busy, Queue: outQueue, QueueSamples: m.queueSamples})
-	if err != nil {
+	if run.monLink, err = newGauges(e, link.Busy, outQueue, m.queueSamples); err != nil {
 		return nil, err
-	}
-	for _, rec := range []*sim.Recorder{run.monCPU, run.monLink} {
-		if err := rec.Start(time.Second, nil); err != nil {
-			return nil, err
-		}
 	}
 
 	// The worker: CPU, then the reply unless the client has gone.
@@ -337,18 +339,15 @@ func voigtSim(seed uint64, m voigtModel, flows []voigtFlow, controlled bool, dur
 		entry = kernel(entry)
 	} else {
 		queued := entry
-		// The CPU rule on dynamic requests.
+		// The CPU rule on dynamic requests, on the CPU's utilization.
 		cgiCfg := control.DefaultVoigtCPUConfig()
 		cgiCfg.Period, cgiCfg.InitialRate = m.period, m.cgiInitial
-		cgiCtrl, err := control.NewVoigtCPU(cgiCfg)
+		cpuBusy, err := sim.NewBusy(e, cpu.Busy, "cpu")
 		if err != nil {
 			return nil, err
 		}
-		cgiRec, err := sim.NewRecorder(e, sim.RecorderConfig{Busy: cpu.Busy})
-		if err != nil {
-			return nil, err
-		}
-		if run.cgi, err = newPeriodic(e, cgiCtrl, cgiRec, m.ruleBurst); err != nil {
+		if run.cgi, err = newStaged(e, stage.Options{Name: "cgi", Controller: &cgiCfg, Burst: m.ruleBurst, Utilization: cpuBusy},
+			queued, nil); err != nil {
 			return nil, err
 		}
 		// The bandwidth rule on /islarge/: the outgoing queue, sampled
@@ -356,25 +355,20 @@ func voigtSim(seed uint64, m voigtModel, flows []voigtFlow, controlled bool, dur
 		// (the utilization it sees is NaN).
 		bwCfg := control.DefaultVoigtQueueConfig()
 		bwCfg.Period, bwCfg.QRef, bwCfg.InitialRate = m.period, 35, m.bwInitial
-		bwCtrl, err := control.NewVoigtQueue(bwCfg)
+		outSampler, err := sim.NewSampler(e, m.period/time.Duration(m.queueSamples), outQueue)
 		if err != nil {
 			return nil, err
 		}
-		bwRec, err := sim.NewRecorder(e, sim.RecorderConfig{Queue: outQueue, QueueSamples: m.queueSamples})
-		if err != nil {
+		if run.bw, err = newStaged(e, stage.Options{Name: "islarge", Controller: &bwCfg, Burst: m.ruleBurst, Queue: outSampler.Mean},
+			queued, nil); err != nil {
 			return nil, err
 		}
-		if run.bw, err = newPeriodic(e, bwCtrl, bwRec, m.ruleBurst); err != nil {
-			return nil, err
-		}
-		cgiGate := &sim.Gate{Engine: e, Admitter: run.cgi.admitter(), Recorder: cgiRec, Next: queued}
-		bwGate := &sim.Gate{Engine: e, Admitter: run.bw.admitter(), Recorder: bwRec, Next: queued}
 		rules := sim.HandlerFunc(func(r *sim.Request) {
 			switch r.Type {
 			case voigtDynamic:
-				cgiGate.Handle(r)
+				run.cgi.entry.Handle(r)
 			case voigtLarge:
-				bwGate.Handle(r)
+				run.bw.entry.Handle(r)
 			default:
 				queued.Handle(r)
 			}
@@ -384,29 +378,28 @@ func voigtSim(seed uint64, m voigtModel, flows []voigtFlow, controlled bool, dur
 		// CPU is below util_ref).
 		polCfg := control.DefaultVoigtQueueConfig()
 		polCfg.Period, polCfg.InitialRate = m.period, m.policerInitial
-		polCtrl, err := control.NewVoigtQueue(polCfg)
+		polBusy, err := sim.NewBusy(e, cpu.Busy, "cpu")
 		if err != nil {
 			return nil, err
 		}
-		polRec, err := sim.NewRecorder(e, sim.RecorderConfig{Busy: cpu.Busy, Queue: func() float64 { return float64(listen.Waiting()) }})
-		if err != nil {
+		accepted := kernel(rules)
+		pass := sim.HandlerFunc(func(r *sim.Request) {
+			r.Data = policed{}
+			accepted.Handle(r)
+		})
+		if run.policer, err = newStaged(e, stage.Options{Name: "policer", Controller: &polCfg, Burst: m.policerBurst,
+			Utilization: polBusy, Queue: listenQueue}, pass, nil); err != nil {
 			return nil, err
 		}
-		if run.policer, err = newPeriodic(e, polCtrl, polRec, m.policerBurst); err != nil {
-			return nil, err
-		}
-		admit := run.policer.admitter()
+		// A SYN the policer discards costs almost nothing (early
+		// discard); everything it lets through pays the kernel's work.
 		synWork := m.cpuSYN.Seconds()
-		discard := sim.AdmitFunc(func(now time.Time, r *sim.Request) bool {
-			if admit.Admit(now, r) {
-				return true
-			}
-			if synWork > 0 {
+		entry = sim.HandlerFunc(func(r *sim.Request) {
+			run.policer.entry.Handle(r)
+			if _, ok := r.Data.(policed); !ok && r.Done() && r.Outcome == sim.Rejected && synWork > 0 {
 				cpu.Submit(&sim.Job{Work: synWork})
 			}
-			return false
 		})
-		entry = &sim.Gate{Engine: e, Admitter: discard, Recorder: polRec, Next: kernel(rules)}
 	}
 
 	secs := int(math.Ceil(duration.Seconds())) + 1
@@ -450,11 +443,6 @@ func voigtSim(seed uint64, m voigtModel, flows []voigtFlow, controlled bool, dur
 		src.Start()
 	}
 	e.Run(duration)
-	for _, p := range []*periodic{run.policer, run.cgi, run.bw} {
-		if p != nil && p.err != nil {
-			return nil, p.err
-		}
-	}
 	return run, nil
 }
 
@@ -493,16 +481,16 @@ func (w voigtWindow) meanRT() float64     { return ratio(w.rtSum, w.good) }
 // in seconds.
 func (w voigtWindow) smallRT() float64 { return ratio(w.smallRTSum, w.smallGood) }
 
-// ruleRejected sums a controller's rejections over the rows ending in
-// (from, to].
-func ruleCounts(p *periodic, from, to time.Duration) (offered, rejected float64) {
+// ruleCounts sums a stage's arrivals and rejections over the steps
+// ending in (from, to].
+func ruleCounts(p *staged, from, to time.Duration) (offered, rejected float64) {
 	if p == nil {
 		return 0, 0
 	}
 	for _, st := range p.steps {
-		if st.Row.End > from && st.Row.End <= to {
-			offered += float64(st.Row.Offered)
-			rejected += float64(st.Row.Rejected)
+		if st.end() > from && st.end() <= to {
+			offered += st.in().Arrivals
+			rejected += st.in().Rejected
 		}
 	}
 	return offered, rejected
@@ -510,19 +498,16 @@ func ruleCounts(p *periodic, from, to time.Duration) (offered, rejected float64)
 
 // rateAt returns the rate a controller had in force at t: its last
 // decision at or before t (the initial rate before the first).
-func rateAt(p *periodic, t time.Duration) float64 {
+func rateAt(p *staged, t time.Duration) float64 {
 	if p == nil {
 		return math.NaN()
 	}
-	r := math.NaN()
+	r := p.initial()
 	for _, st := range p.steps {
-		if st.Row.End > t {
+		if st.end() > t {
 			break
 		}
 		r = st.Decision.New
-	}
-	if math.IsNaN(r) && len(p.steps) > 0 {
-		r = p.steps[0].Decision.Old
 	}
 	return r
 }

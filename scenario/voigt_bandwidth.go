@@ -99,9 +99,9 @@ func runVoigtBandwidthPoint(seed uint64, c voigtBandwidthParams, files *voigtFil
 		p.large = run.window(1, c.warmup, c.duration)
 	}
 	var util []float64
-	for _, r := range run.monLink.Rows() {
-		if r.Start >= c.warmup {
-			util = append(util, r.Utilization)
+	for _, r := range run.monLink.rows {
+		if r.start >= c.warmup {
+			util = append(util, r.util)
 		}
 	}
 	p.linkUtil = report.Mean(util)
@@ -192,11 +192,11 @@ func runVoigtBandwidth(env Env, c voigtBandwidthParams) (*Result, error) {
 		HLines: []report.RefLine{{Value: ms(unloaded), Label: fmt.Sprintf("without the large flow: %.1f ms", ms(unloaded))},
 			{Value: 10 * ms(unloaded), Label: "10× that"}}}
 	var tx, q, bw, lu []float64
-	for _, r := range ctl.run.monLink.Rows() {
-		tx = append(tx, r.End.Seconds())
-		q = append(q, r.Queue)
-		lu = append(lu, 100*r.Utilization)
-		bw = append(bw, rateAt(ctl.run.bw, r.End))
+	for _, r := range ctl.run.monLink.rows {
+		tx = append(tx, r.end.Seconds())
+		q = append(q, r.queue)
+		lu = append(lu, 100*r.util)
+		bw = append(bw, rateAt(ctl.run.bw, r.end))
 	}
 	trace := report.Panel{Title: fmt.Sprintf("controlled run at %g req/s of large files", ctl.largeRate), XLabel: "time (s)",
 		YLabel: "queue (of 100), link (%), rate (req/s)", YMin: 0, YMax: 160,

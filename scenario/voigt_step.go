@@ -77,7 +77,7 @@ func runVoigtStep(env Env, c voigtStepParams) (*Result, error) {
 	toHalf := math.NaN()
 	minRate, minAt := math.Inf(1), math.NaN()
 	for _, st := range ctl.policer.steps {
-		end := st.Row.End
+		end := st.end()
 		if end <= c.stepAt {
 			continue
 		}
@@ -153,8 +153,8 @@ func runVoigtStep(env Env, c voigtStepParams) (*Result, error) {
 		rtc = append(rtc, ms(ratio(b.rtSum, float64(b.good))))
 		rtu = append(rtu, ms(ratio(u.rtSum, float64(u.good))))
 	}
-	for _, r := range ctl.monCPU.Rows() {
-		lq = append(lq, r.Queue)
+	for _, r := range ctl.monCPU.rows {
+		lq = append(lq, r.queue)
 	}
 	vl := []report.RefLine{{Value: c.stepAt.Seconds()}, {Value: c.stepEnd.Seconds()}}
 	rates := report.Panel{Title: "sudden high load (Fig. 5)", XLabel: "time (s)", YLabel: "rate (req/s)", YMin: 0, YMax: 1500, VLines: vl,

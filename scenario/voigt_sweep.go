@@ -88,14 +88,14 @@ func voigtSweepPoint(seed uint64, c voigtSweepParams, files *voigtFiles, rate, d
 	}
 	p.cgiRate = rateAt(run.cgi, c.duration)
 	var cpu, link []float64
-	for _, r := range run.monCPU.Rows() {
-		if r.Start >= c.warmup {
-			cpu = append(cpu, r.Utilization)
+	for _, r := range run.monCPU.rows {
+		if r.start >= c.warmup {
+			cpu = append(cpu, r.util)
 		}
 	}
-	for _, r := range run.monLink.Rows() {
-		if r.Start >= c.warmup {
-			link = append(link, r.Utilization)
+	for _, r := range run.monLink.rows {
+		if r.start >= c.warmup {
+			link = append(link, r.util)
 		}
 	}
 	p.cpu, p.link = report.Mean(cpu), report.Mean(link)
@@ -325,12 +325,12 @@ func scale(xs []float64, k float64) []float64 {
 func voigtTimeseries(run *voigtRun, flow int) *report.Table {
 	t := report.NewTable("time_s", "offered", "good", "late", "timed_out", "rejected", "mean_rt_ms",
 		"cpu_utilization", "listen_queue", "link_utilization", "out_queue", "policer_rate", "cgi_rate", "bw_rate")
-	cpu, link := run.monCPU.Rows(), run.monLink.Rows()
+	cpu, link := run.monCPU.rows, run.monLink.rows
 	for k := range min(len(cpu), len(link)) {
-		end := cpu[k].End
+		end := cpu[k].end
 		b := run.bins[flow][min(k, len(run.bins[flow])-1)]
 		_ = t.Append(end.Seconds(), b.offered, b.good, b.late, b.timedOut, b.rejected, ms(ratio(b.rtSum, float64(b.good))),
-			cpu[k].Utilization, cpu[k].Queue, link[k].Utilization, link[k].Queue,
+			cpu[k].util, cpu[k].queue, link[k].util, link[k].queue,
 			rateAt(run.policer, end), rateAt(run.cgi, end), rateAt(run.bw, end))
 	}
 	return t

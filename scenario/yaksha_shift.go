@@ -137,14 +137,14 @@ func runYakshaShift(env Env, c yakshaShiftParams) (*Result, error) {
 		"mean_rt_ms", "p90_rt_ms", "utilization", "drop_probability", "gain_a")
 	for _, v := range vars {
 		for _, st := range v.steps {
-			w := st.Row
-			users := c.users * min(int(w.Start/c.wave)+1, 3)
-			if err := ts.Append(v.name, rowTime(w), users, w.Offered, w.Admitted, w.Rejected, w.Completed,
+			w := st.in()
+			users := c.users * min(int(st.start()/c.wave)+1, 3)
+			if err := ts.Append(v.name, st.end().Seconds(), users, w.Arrivals, w.Admitted, w.Rejected, w.Completed,
 				ms(w.MeanRT), ms(w.P90RT), w.Utilization, st.Decision.New, st.Extra); err != nil {
 				return nil, err
 			}
-			if w.Completed > 0 {
-				v.iae += math.Abs(w.MeanRT-tref) * (w.End - w.Start).Seconds()
+			if w.Samples > 0 {
+				v.iae += math.Abs(w.MeanRT-tref) * w.Elapsed.Seconds()
 			}
 		}
 		worst := 0.0
@@ -159,9 +159,9 @@ func runYakshaShift(env Env, c yakshaShiftParams) (*Result, error) {
 			}
 			var n, sum float64
 			for _, x := range v.steps {
-				if x.Row.Start >= from+c.wave/2 && x.Row.End <= to && x.Row.Completed > 0 {
-					n += float64(x.Row.Completed)
-					sum += x.Row.MeanRT * float64(x.Row.Completed)
+				if w := x.in(); x.start() >= from+c.wave/2 && x.end() <= to && w.Samples > 0 {
+					n += w.Samples
+					sum += w.MeanRT * w.Samples
 				}
 			}
 			s.Set(fmt.Sprintf("mean_rt_ms_wave%d_late%s", k+1, v.suffix), ms(ratio(sum, n)))
@@ -183,7 +183,7 @@ func runYakshaShift(env Env, c yakshaShiftParams) (*Result, error) {
 	for _, v := range vars {
 		x, y := make([]float64, len(v.steps)), make([]float64, len(v.steps))
 		for i, st := range v.steps {
-			x[i], y[i] = rowTime(st.Row), ms(st.Row.MeanRT)
+			x[i], y[i] = st.end().Seconds(), ms(st.in().MeanRT)
 		}
 		fig.Panels = append(fig.Panels, report.Panel{
 			Title:  fmt.Sprintf("%s: IAE %.0f s·s, settle %s s", v.label, v.iae, fmtSettle(v.settle)),
@@ -202,7 +202,7 @@ func runYakshaShift(env Env, c yakshaShiftParams) (*Result, error) {
 	for _, v := range vars {
 		x, y, a := make([]float64, len(v.steps)), make([]float64, len(v.steps)), make([]float64, len(v.steps))
 		for i, st := range v.steps {
-			x[i], y[i], a[i] = rowTime(st.Row), st.Decision.New, st.Extra
+			x[i], y[i], a[i] = st.end().Seconds(), st.Decision.New, st.Extra
 		}
 		pd.Series = append(pd.Series, report.Series{Label: v.label, X: x, Y: y})
 		ga.Series = append(ga.Series, report.Series{Label: v.label, X: x, Y: a})
@@ -237,7 +237,7 @@ func fmtSettle(xs []float64) string {
 func waveSettle(steps []step, from, to time.Duration, tref, band float64, window, h time.Duration) float64 {
 	var idx []int
 	for i, st := range steps {
-		if st.Row.Start >= from && st.Row.End <= to {
+		if st.start() >= from && st.end() <= to {
 			idx = append(idx, i)
 		}
 	}
@@ -246,10 +246,9 @@ func waveSettle(steps []step, from, to time.Duration, tref, band float64, window
 	for j := range idx {
 		var n, sum float64
 		for k := max(j-half, 0); k <= min(j+half, len(idx)-1); k++ {
-			w := steps[idx[k]].Row
-			if w.Completed > 0 {
-				n += float64(w.Completed)
-				sum += w.MeanRT * float64(w.Completed)
+			if w := steps[idx[k]].in(); w.Samples > 0 {
+				n += w.Samples
+				sum += w.MeanRT * w.Samples
 			}
 		}
 		inside := n > 0 && math.Abs(sum/n-tref) <= band*tref
@@ -257,7 +256,7 @@ func waveSettle(steps []step, from, to time.Duration, tref, band float64, window
 		case !inside:
 			left = true
 		case left:
-			return (steps[idx[j]].Row.End - from).Seconds()
+			return (steps[idx[j]].end() - from).Seconds()
 		}
 	}
 	if !left {
@@ -268,24 +267,16 @@ func waveSettle(steps []step, from, to time.Duration, tref, band float64, window
 
 // shiftRun runs one controller against the three waves.
 func shiftRun(seed uint64, c yakshaShiftParams, think dist.Dist, selfTuning bool, lambda0 float64) ([]step, error) {
-	ctrl, err := yakshaController(c.tref, c.period, selfTuning, lambda0, true)
-	if err != nil {
-		return nil, err
-	}
 	e := sim.New(seed)
 	server, err := sim.NewPS(e, sim.PSConfig{Capacity: 1})
 	if err != nil {
 		return nil, err
 	}
-	rec, err := sim.NewRecorder(e, sim.RecorderConfig{Busy: server.Busy})
+	loop, err := yakshaStage(e, yakshaController(c.tref, c.period, selfTuning, lambda0, true), server)
 	if err != nil {
 		return nil, err
 	}
-	loop, err := newPeriodic(e, ctrl, rec, 1)
-	if err != nil {
-		return nil, err
-	}
-	loop.extra = yakshaGainA(ctrl)
+	loop.extra = yakshaGainA
 	types := make([]sim.RequestType, len(shiftPages))
 	for i, p := range shiftPages {
 		d, err := dist.NewExponential(p.demand)
@@ -294,7 +285,6 @@ func shiftRun(seed uint64, c yakshaShiftParams, think dist.Dist, selfTuning bool
 		}
 		types[i] = sim.RequestType{Name: p.name, Demand: d}
 	}
-	gate := &sim.Gate{Engine: e, Admitter: loop.admitter(), Recorder: rec, Next: &sim.Visit{Engine: e, Station: server}}
 	for k, nav := range shiftNav {
 		m, err := sim.NewMarkov(nav.start, nav.p)
 		if err != nil {
@@ -308,12 +298,12 @@ func shiftRun(seed uint64, c yakshaShiftParams, think dist.Dist, selfTuning bool
 			return nil, err
 		}
 		g, err := sim.NewUsers(e, sim.UsersConfig{Name: "wave-" + nav.name, Count: count, Think: think, Types: types, Nav: m,
-			ClientBase: k * c.users, Target: gate})
+			ClientBase: k * c.users, Target: loop.entry})
 		if err != nil {
 			return nil, err
 		}
 		g.Start()
 	}
 	e.Run(3 * c.wave)
-	return loop.steps, loop.err
+	return loop.steps, nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/sluicehq/sluice/dist"
 	"github.com/sluicehq/sluice/report"
 	"github.com/sluicehq/sluice/sim"
+	"github.com/sluicehq/sluice/stage"
 )
 
 // yaksha-load-sweep reproduces Kamra, Misra & Nahum's Figs. 7 and 8
@@ -110,8 +111,8 @@ func runYakshaSweep(env Env, c yakshaSweepParams) (*Result, error) {
 			p    *yakshaPoint
 		}{{"controlled", pc}, {"uncontrolled", pu}} {
 			for _, st := range v.p.steps {
-				w := st.Row
-				if err := ts.Append(v.name, load, rowTime(w), w.Offered, w.Admitted, w.Rejected, w.Completed,
+				w := st.in()
+				if err := ts.Append(v.name, load, st.end().Seconds(), w.Arrivals, w.Admitted, w.Rejected, w.Completed,
 					ms(w.MeanRT), ms(w.P90RT), w.Utilization, st.Decision.New); err != nil {
 					return nil, err
 				}
@@ -176,8 +177,8 @@ func runYakshaSweep(env Env, c yakshaSweepParams) (*Result, error) {
 		p := ctl[ref]
 		x, y, pd := []float64{}, []float64{}, []float64{}
 		for _, st := range p.steps {
-			x = append(x, rowTime(st.Row))
-			y = append(y, ms(st.Row.MeanRT))
+			x = append(x, st.end().Seconds())
+			y = append(y, ms(st.in().MeanRT))
 			pd = append(pd, st.Decision.New)
 		}
 		res.AddFigure("trace.png", &report.Figure{PanelHeight: 2.8, Panels: []report.Panel{
@@ -190,26 +191,34 @@ func runYakshaSweep(env Env, c yakshaSweepParams) (*Result, error) {
 	return res, nil
 }
 
-// yakshaController returns the real controller of the sweep: Yaksha, or
-// no control at all.
-func yakshaController(tref, period time.Duration, selfTuning bool, lambda0 float64, controlled bool) (sluice.Controller, error) {
+// yakshaController returns the real controller's configuration: Yaksha,
+// or no control at all.
+func yakshaController(tref, period time.Duration, selfTuning bool, lambda0 float64, controlled bool) control.Config {
 	if !controlled {
 		cfg := control.DefaultNoneConfig()
 		cfg.Period = period
-		return cfg.New()
+		return &cfg
 	}
 	cfg := control.DefaultYakshaConfig()
 	cfg.Tref, cfg.Period, cfg.SelfTuning, cfg.Lambda0 = tref, period, selfTuning, lambda0
-	return control.NewYaksha(cfg)
+	return &cfg
 }
 
-// yakshaRunPoint runs one load point: Poisson arrivals → the controller's
-// gate → a single processor-sharing server.
-func yakshaRunPoint(seed uint64, c yakshaSweepParams, load float64, controlled bool) (*yakshaPoint, error) {
-	ctrl, err := yakshaController(c.tref, c.period, c.selfTuning, c.lambda0, controlled)
+// yakshaStage drives the proxy's stage for cfg in front of server: its
+// dropper (bucket of 1 for the token kinds), its recorder, and the
+// server's busy fraction as its utilization sensor.
+func yakshaStage(e *sim.Engine, cfg control.Config, server sim.Station) (*staged, error) {
+	busy, err := sim.NewBusy(e, server.Busy, "server")
 	if err != nil {
 		return nil, err
 	}
+	return newStaged(e, stage.Options{Name: "site", Controller: cfg, Burst: 1, Utilization: busy},
+		&sim.Visit{Engine: e, Station: server}, nil)
+}
+
+// yakshaRunPoint runs one load point: Poisson arrivals → the proxy's
+// stage → a single processor-sharing server.
+func yakshaRunPoint(seed uint64, c yakshaSweepParams, load float64, controlled bool) (*yakshaPoint, error) {
 	svc, err := serviceDist(c.service, c.serviceTime.Seconds())
 	if err != nil {
 		return nil, err
@@ -219,11 +228,7 @@ func yakshaRunPoint(seed uint64, c yakshaSweepParams, load float64, controlled b
 	if err != nil {
 		return nil, err
 	}
-	rec, err := sim.NewRecorder(e, sim.RecorderConfig{Busy: server.Busy})
-	if err != nil {
-		return nil, err
-	}
-	loop, err := newPeriodic(e, ctrl, rec, 1)
+	loop, err := yakshaStage(e, yakshaController(c.tref, c.period, c.selfTuning, c.lambda0, controlled), server)
 	if err != nil {
 		return nil, err
 	}
@@ -235,7 +240,7 @@ func yakshaRunPoint(seed uint64, c yakshaSweepParams, load float64, controlled b
 	timeout := c.timeout.Seconds()
 	src, err := sim.NewOpen(e, sim.OpenConfig{Name: "clients", Arrivals: dist.Poisson{Rate: rate},
 		Types:  []sim.RequestType{{Name: "page", Demand: svc}},
-		Target: &sim.Gate{Engine: e, Admitter: loop.admitter(), Recorder: rec, Next: &sim.Visit{Engine: e, Station: server}},
+		Target: loop.entry,
 		OnFinish: func(r *sim.Request) {
 			if r.Finished < c.warmup || r.Outcome != sim.Completed {
 				return
@@ -252,14 +257,11 @@ func yakshaRunPoint(seed uint64, c yakshaSweepParams, load float64, controlled b
 	}
 	src.Start()
 	e.Run(c.duration)
-	if loop.err != nil {
-		return nil, loop.err
-	}
 	p.steps = loop.steps
 	for _, st := range p.steps {
-		if st.Row.Start >= c.warmup {
-			p.offered += float64(st.Row.Offered)
-			p.dropped += float64(st.Row.Rejected)
+		if st.start() >= c.warmup {
+			p.offered += st.in().Arrivals
+			p.dropped += st.in().Rejected
 		}
 	}
 	p.throughput = p.completed / p.window
@@ -271,13 +273,11 @@ func yakshaRunPoint(seed uint64, c yakshaSweepParams, load float64, controlled b
 	return p, nil
 }
 
-// yakshaGainA returns a reader of the controller's current gain A (NaN
-// for a controller that is not Yaksha).
-func yakshaGainA(c sluice.Controller) func() float64 {
-	return func() float64 {
-		if y, ok := c.(*control.Yaksha); ok {
-			return y.Gains().A
-		}
-		return math.NaN()
+// yakshaGainA reads the controller's current gain A (NaN for a controller
+// that is not Yaksha).
+func yakshaGainA(c sluice.Controller) float64 {
+	if y, ok := c.(*control.Yaksha); ok {
+		return y.Gains().A
 	}
+	return math.NaN()
 }
