@@ -70,6 +70,7 @@ var registry = []func() Experiment{
 	voigtStep,
 	voigtBandwidth,
 	peers,
+	adaptiveExperiment,
 }
 
 // All returns every registered experiment, in registry order.

@@ -14,7 +14,7 @@ import (
 
 func TestRegistry(t *testing.T) {
 	want := []string{"seda-spike", "seda-classes", "seda-degradation", "yaksha-load-sweep", "yaksha-workload-shift",
-		"kihl-step", "kihl-distribution", "lijamin-epochs", "voigt-sweep", "voigt-step", "voigt-bandwidth", "peers"}
+		"kihl-step", "kihl-distribution", "lijamin-epochs", "voigt-sweep", "voigt-step", "voigt-bandwidth", "peers", "adaptive"}
 	got := Names()
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("Names() = %v, want %v", got, want)

@@ -58,6 +58,11 @@ func startProxy(ctx context.Context, name, yamlText string) (*liveProxy, error) 
 	if err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
+	return serveProxy(ctx, srv)
+}
+
+// serveProxy listens and serves srv until Close.
+func serveProxy(ctx context.Context, srv *proxy.Server) (*liveProxy, error) {
 	if err := srv.Listen(); err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
 	}

@@ -305,8 +305,10 @@ func (t *tailBuffer) String() string {
 type nginxConf struct {
 	// Dir is the absolute prefix directory: pid file and temporary paths.
 	Dir string
-	// Listen and Backend are host:port addresses.
-	Listen, Backend string
+	// Listen and the Backends are host:port addresses (round-robin, nginx's
+	// default, over several).
+	Listen   string
+	Backends []string
 	// Rate is limit_req's rate in requests per second (≥ 1).
 	Rate int
 	// Burst is limit_req's burst (≥ 0): requests beyond the rate wait, up
@@ -329,9 +331,21 @@ func (c nginxConf) Validate() error {
 	case c.Burst < 0:
 		return fmt.Errorf("nginx configuration: Burst=%d: want ≥ 0", c.Burst)
 	}
-	for _, a := range []struct{ name, v string }{{"Listen", c.Listen}, {"Backend", c.Backend}} {
-		if _, _, err := net.SplitHostPort(a.v); err != nil {
-			return fmt.Errorf("nginx configuration: %s=%q: want host:port: %v", a.name, a.v, err)
+	return checkHostPorts("nginx", c.Listen, c.Backends)
+}
+
+// checkHostPorts reports the first of listen and backends (at least one)
+// that is not host:port, naming it.
+func checkHostPorts(prog, listen string, backends []string) error {
+	if len(backends) == 0 {
+		return fmt.Errorf("%s configuration: Backends=%q: want at least one host:port", prog, backends)
+	}
+	if _, _, err := net.SplitHostPort(listen); err != nil {
+		return fmt.Errorf("%s configuration: Listen=%q: want host:port: %v", prog, listen, err)
+	}
+	for i, b := range backends {
+		if _, _, err := net.SplitHostPort(b); err != nil {
+			return fmt.Errorf("%s configuration: Backends[%d]=%q: want host:port: %v", prog, i, b, err)
 		}
 	}
 	return nil
@@ -350,8 +364,7 @@ func (c nginxConf) Text() string {
     limit_req_status 503;
     limit_req_log_level warn;
     upstream backend {
-        server %s;
-        keepalive 64;
+%s        keepalive 64;
     }
     server {
         listen %s;
@@ -364,7 +377,16 @@ func (c nginxConf) Text() string {
         }
     }
 }
-`, c.Rate, c.Backend, c.Listen, c.Burst)
+`, c.Rate, nginxServers(c.Backends), c.Listen, c.Burst)
+	return b.String()
+}
+
+// nginxServers returns the upstream block's server lines.
+func nginxServers(backends []string) string {
+	var b strings.Builder
+	for _, s := range backends {
+		fmt.Fprintf(&b, "        server %s;\n", s)
+	}
 	return b.String()
 }
 
@@ -387,9 +409,11 @@ func nginxTempDirectives(configureArgs string) []string {
 // server limited to MaxConn concurrent requests, a queue for the others
 // of at most QueueTimeout.
 type haproxyConf struct {
-	// Listen and Backend are host:port addresses.
-	Listen, Backend string
-	// MaxConn is the server's maxconn (≥ 1).
+	// Listen and the Backends are host:port addresses (round-robin,
+	// HAProxy's default, over several).
+	Listen   string
+	Backends []string
+	// MaxConn is each server's maxconn (≥ 1).
 	MaxConn int
 	// QueueTimeout is timeout queue (≥ 1 ms): a request waiting longer
 	// for a server slot is answered 503.
@@ -408,12 +432,7 @@ func (c haproxyConf) Validate() error {
 	case c.IdleTimeout < time.Millisecond:
 		return fmt.Errorf("haproxy configuration: IdleTimeout=%v: want at least 1ms", c.IdleTimeout)
 	}
-	for _, a := range []struct{ name, v string }{{"Listen", c.Listen}, {"Backend", c.Backend}} {
-		if _, _, err := net.SplitHostPort(a.v); err != nil {
-			return fmt.Errorf("haproxy configuration: %s=%q: want host:port: %v", a.name, a.v, err)
-		}
-	}
-	return nil
+	return checkHostPorts("haproxy", c.Listen, c.Backends)
 }
 
 // Text returns the configuration file.
@@ -437,8 +456,16 @@ frontend sluice_peers
     default_backend app
 
 backend app
-    server app %s maxconn %d
-`, ms(c.IdleTimeout), ms(c.IdleTimeout), ms(c.QueueTimeout), c.Listen, c.Backend, c.MaxConn)
+%s`, ms(c.IdleTimeout), ms(c.IdleTimeout), ms(c.QueueTimeout), c.Listen, haproxyServers(c.Backends, c.MaxConn))
+}
+
+// haproxyServers returns the backend's server lines.
+func haproxyServers(backends []string, maxConn int) string {
+	var b strings.Builder
+	for i, s := range backends {
+		fmt.Fprintf(&b, "    server app%d %s maxconn %d\n", i+1, s, maxConn)
+	}
+	return b.String()
 }
 
 // peerProcPrepare and peerProcSignal are the platform's process handling:
@@ -900,7 +927,7 @@ func (ps *peersSetup) run(ctx context.Context, env *Env, sys *peersSystem) (err 
 			return err
 		}
 		p, err := startPeerProc(ctx, "nginx", func(port int) ([]string, error) {
-			conf := nginxConf{Dir: sub, Listen: fmt.Sprintf("127.0.0.1:%d", port), Backend: backend, Rate: ps.nginxRate,
+			conf := nginxConf{Dir: sub, Listen: fmt.Sprintf("127.0.0.1:%d", port), Backends: []string{backend}, Rate: ps.nginxRate,
 				Burst: ps.burst, TempPaths: nginxTempDirectives(ps.nginxArgs)}
 			if err := conf.Validate(); err != nil {
 				return nil, err
@@ -919,7 +946,7 @@ func (ps *peersSetup) run(ctx context.Context, env *Env, sys *peersSystem) (err 
 		env.Logf("nginx (pid %d) at %s: limit_req rate=%dr/s burst=%d → %s", p.cmd.Process.Pid, p.URL, ps.nginxRate, ps.burst, srv.URL)
 	case "haproxy":
 		p, err := startPeerProc(ctx, "haproxy", func(port int) ([]string, error) {
-			conf := haproxyConf{Listen: fmt.Sprintf("127.0.0.1:%d", port), Backend: backend, MaxConn: peersWorkers,
+			conf := haproxyConf{Listen: fmt.Sprintf("127.0.0.1:%d", port), Backends: []string{backend}, MaxConn: peersWorkers,
 				QueueTimeout: peersPeerWait, IdleTimeout: 30 * time.Second}
 			if err := conf.Validate(); err != nil {
 				return nil, err

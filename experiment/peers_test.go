@@ -50,7 +50,7 @@ func TestPeersPoliciesValidate(t *testing.T) {
 }
 
 func validNginx() nginxConf {
-	return nginxConf{Dir: "/tmp/x y", Listen: "127.0.0.1:8080", Backend: "127.0.0.1:9090", Rate: 391, Burst: 49,
+	return nginxConf{Dir: "/tmp/x y", Listen: "127.0.0.1:8080", Backends: []string{"127.0.0.1:9090"}, Rate: 391, Burst: 49,
 		TempPaths: nginxTempDirectives("")}
 }
 
@@ -98,7 +98,7 @@ func TestNginxConf(t *testing.T) {
 		{"Rate", func(c *nginxConf) { c.Rate = 0 }},
 		{"Burst", func(c *nginxConf) { c.Burst = -1 }},
 		{"Listen", func(c *nginxConf) { c.Listen = "8080" }},
-		{"Backend", func(c *nginxConf) { c.Backend = "" }},
+		{"Backends", func(c *nginxConf) { c.Backends = nil }},
 	}
 	for _, b := range bad {
 		c := validNginx()
@@ -128,7 +128,7 @@ func TestNginxTempDirectives(t *testing.T) {
 }
 
 func validHAProxy() haproxyConf {
-	return haproxyConf{Listen: "127.0.0.1:8080", Backend: "127.0.0.1:9090", MaxConn: 4, QueueTimeout: 125 * time.Millisecond,
+	return haproxyConf{Listen: "127.0.0.1:8080", Backends: []string{"127.0.0.1:9090"}, MaxConn: 4, QueueTimeout: 125 * time.Millisecond,
 		IdleTimeout: 30 * time.Second}
 }
 
@@ -140,7 +140,7 @@ func TestHAProxyConf(t *testing.T) {
 	text := c.Text()
 	for _, want := range []string{
 		"mode http", "timeout queue 125ms", "timeout client 30000ms", "timeout server 30000ms",
-		"bind 127.0.0.1:8080", "server app 127.0.0.1:9090 maxconn 4", "default_backend app", "nbthread 1",
+		"bind 127.0.0.1:8080", "server app1 127.0.0.1:9090 maxconn 4", "default_backend app", "nbthread 1",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("configuration lacks %q:\n%s", want, text)
@@ -157,7 +157,7 @@ func TestHAProxyConf(t *testing.T) {
 		{"QueueTimeout", func(c *haproxyConf) { c.QueueTimeout = time.Microsecond }},
 		{"IdleTimeout", func(c *haproxyConf) { c.IdleTimeout = 0 }},
 		{"Listen", func(c *haproxyConf) { c.Listen = "localhost" }},
-		{"Backend", func(c *haproxyConf) { c.Backend = "http://127.0.0.1:1" }},
+		{"Backends[0]", func(c *haproxyConf) { c.Backends = []string{"http://127.0.0.1:1"} }},
 	}
 	for _, b := range bad {
 		c := validHAProxy()

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/gate"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/share"
 )
@@ -181,7 +182,26 @@ type PoolQueueConfig struct {
 	// Timeout is the longest a request waits in the queue before it gets
 	// a 503 (default 1s).
 	Timeout time.Duration `yaml:"timeout"`
+	// Discipline is the queue's order: "fifo" (default), "codel" (FIFO,
+	// but while the queue has not emptied for CoDelInterval a request
+	// that has waited longer than CoDelTarget gets its 503 at once) or
+	// "codel-lifo" (CoDel with adaptive LIFO: while the queue stands, the
+	// newest request is served first). Facebook's request-queue CoDel
+	// ("Fail at Scale", ACM Queue 2015).
+	Discipline string `yaml:"discipline"`
+	// CoDelTarget is CoDel's M, the longest wait tolerated in a standing
+	// queue (default 5ms); CoDelInterval its N, how long the queue must
+	// not have emptied to be standing (default 100ms).
+	CoDelTarget   time.Duration `yaml:"codel_target"`
+	CoDelInterval time.Duration `yaml:"codel_interval"`
 }
+
+// Queue disciplines (PoolQueueConfig.Discipline).
+const (
+	DisciplineFIFO      = "fifo"
+	DisciplineCoDel     = "codel"
+	DisciplineCoDelLIFO = "codel-lifo"
+)
 
 // TimeoutsConfig bounds the upstream exchange. A timeout answers 504.
 type TimeoutsConfig struct {
@@ -283,6 +303,17 @@ func (c *Config) SetDefaults() {
 	if b.Queue.Max == nil {
 		n := DefaultQueueMax
 		b.Queue.Max = &n
+	}
+	if b.Queue.Discipline == "" {
+		b.Queue.Discipline = DisciplineFIFO
+	}
+	if b.Queue.Discipline != DisciplineFIFO {
+		if b.Queue.CoDelTarget == 0 {
+			b.Queue.CoDelTarget = gate.DefaultCoDelTarget
+		}
+		if b.Queue.CoDelInterval == 0 {
+			b.Queue.CoDelInterval = gate.DefaultCoDelInterval
+		}
 	}
 	if b.Queue.Timeout == 0 {
 		b.Queue.Timeout = DefaultQueueTimeout
@@ -407,6 +438,18 @@ func (b *BackendsConfig) validate() error {
 			v = fmt.Sprint(*b.Queue.Max)
 		}
 		return fieldErr("backends.queue.max", "%s is invalid: must be ≥ 0", v)
+	}
+	switch b.Queue.Discipline {
+	case DisciplineFIFO, DisciplineCoDel, DisciplineCoDelLIFO:
+	default:
+		return fieldErr("backends.queue.discipline", "%q is invalid: must be %s, %s or %s", b.Queue.Discipline,
+			DisciplineFIFO, DisciplineCoDel, DisciplineCoDelLIFO)
+	}
+	if b.Queue.CoDelTarget < 0 {
+		return fieldErr("backends.queue.codel_target", "%v is invalid: must be a positive duration", b.Queue.CoDelTarget)
+	}
+	if b.Queue.CoDelInterval < 0 {
+		return fieldErr("backends.queue.codel_interval", "%v is invalid: must be a positive duration", b.Queue.CoDelInterval)
 	}
 	if b.Queue.Timeout <= 0 {
 		return fieldErr("backends.queue.timeout", "%v is invalid: must be a positive duration", b.Queue.Timeout)

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -263,4 +264,78 @@ func FuzzParse(f *testing.F) {
 			t.Fatal("a valid config without listeners or servers")
 		}
 	})
+}
+
+// The pool's queue takes CoDel with adaptive LIFO: in a standing queue the
+// newest request is served first and the old ones get their 503 at once
+// (virtual time).
+func TestPoolCoDelLIFO(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var cfg Config
+		cfg.Listeners = []ListenerConfig{{Addr: "127.0.0.1:0"}}
+		cfg.Backends.Servers = []ServerConfig{{URL: "http://127.0.0.1:1", MaxConcurrency: 1}}
+		cfg.Backends.Queue.Discipline = DisciplineCoDelLIFO
+		cfg.SetDefaults()
+		if err := cfg.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		if cfg.Backends.Queue.CoDelTarget != 5*time.Millisecond || cfg.Backends.Queue.CoDelInterval != 100*time.Millisecond {
+			t.Fatalf("defaults %+v", cfg.Backends.Queue)
+		}
+		p, err := NewPool(cfg.Backends)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := p.Acquire(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		old := make(chan error, 1)
+		go func() {
+			b, err := p.Acquire(t.Context())
+			if err == nil {
+				p.Release(b)
+			}
+			old <- err
+		}()
+		time.Sleep(150 * time.Millisecond) // the queue stands
+		young := make(chan error, 1)
+		go func() {
+			b, err := p.Acquire(t.Context())
+			if err == nil {
+				p.Release(b)
+			}
+			young <- err
+		}()
+		synctest.Wait()
+		p.Release(b)
+		if err := <-young; err != nil {
+			t.Fatalf("newest request: %v, want served first", err)
+		}
+		if err := <-old; !errors.Is(err, ErrPoolQueueTimeout) {
+			t.Fatalf("old request: %v, want a queue timeout (503) at once", err)
+		}
+		if st := p.State(); st.Queue.Discipline != DisciplineCoDelLIFO || st.InFlight != 0 {
+			t.Fatalf("state %+v", st)
+		}
+	})
+}
+
+func TestPoolDisciplineValidation(t *testing.T) {
+	for _, c := range []struct {
+		edit func(*Config)
+		path string
+	}{
+		{func(c *Config) { c.Backends.Queue.Discipline = "lifo" }, "backends.queue.discipline"},
+		{func(c *Config) { c.Backends.Queue.Discipline = "codel"; c.Backends.Queue.CoDelTarget = -1 }, "backends.queue.codel_target"},
+	} {
+		var cfg Config
+		cfg.Listeners = []ListenerConfig{{Addr: "127.0.0.1:0"}}
+		cfg.Backends.Servers = []ServerConfig{{URL: "http://127.0.0.1:1"}}
+		c.edit(&cfg)
+		cfg.SetDefaults()
+		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), c.path) {
+			t.Errorf("%s: Validate() = %v", c.path, err)
+		}
+	}
 }

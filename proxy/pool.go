@@ -91,6 +91,10 @@ func NewPool(cfg BackendsConfig) (*Pool, error) {
 	if err != nil {
 		return nil, fieldErr("backends.queue", "%v", err)
 	}
+	if d := cfg.Queue.Discipline; d == DisciplineCoDel || d == DisciplineCoDelLIFO {
+		lim.SetDiscipline(gate.Discipline{CoDel: true, LIFO: d == DisciplineCoDelLIFO,
+			Target: cfg.Queue.CoDelTarget, Interval: cfg.Queue.CoDelInterval})
+	}
 	p.lim = lim
 	p.transport = NewTransport(cfg)
 	p.rt = p.transport
@@ -248,11 +252,12 @@ type PoolState struct {
 
 // QueueState is the pool's wait queue.
 type QueueState struct {
-	Length   int    `json:"length"`
-	Max      int    `json:"max"`
-	Timeout  string `json:"timeout"`
-	Full     uint64 `json:"rejected_full"`
-	TimedOut uint64 `json:"rejected_timeout"`
+	Length     int    `json:"length"`
+	Max        int    `json:"max"`
+	Timeout    string `json:"timeout"`
+	Discipline string `json:"discipline"`
+	Full       uint64 `json:"rejected_full"`
+	TimedOut   uint64 `json:"rejected_timeout"`
 	// Waited counts the requests that waited for a slot and got one;
 	// WaitSeconds sums their waits, in seconds.
 	Waited      uint64  `json:"waited"`
@@ -270,7 +275,7 @@ type BackendState struct {
 // State returns a snapshot of the pool.
 func (p *Pool) State() PoolState {
 	st := PoolState{Balance: p.cfg.Balance, Capacity: p.capacity, InFlight: p.lim.InFlight(),
-		Queue: QueueState{Length: p.lim.QueueLen(), Max: p.maxQueue, Timeout: p.timeout.String(),
+		Queue: QueueState{Length: p.lim.QueueLen(), Max: p.maxQueue, Timeout: p.timeout.String(), Discipline: p.cfg.Queue.Discipline,
 			Full: p.queueFull.Load(), TimedOut: p.queueTimeout.Load(), Waited: p.waited.Load(),
 			WaitSeconds: float64(p.waitNS.Load()) / 1e9}}
 	for _, b := range p.backends {

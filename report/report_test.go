@@ -242,3 +242,18 @@ func TestBundleWrite(t *testing.T) {
 		t.Errorf("invalid figure: %v", err)
 	}
 }
+
+func TestSettleTime(t *testing.T) {
+	bins := []float64{400, 400, 100, 150, 190, 210, 200, 195, 205, 200}
+	// Steady 200 (last 4 bins ≈ 200); from bin 2 the 2-bin mean reaches
+	// ±10% at bin 4 ((190+210)/2 = 200): 2 bins after.
+	if got := SettleTime(bins, 2, 2, 4, 0.1); got != 2 {
+		t.Fatalf("SettleTime = %v, want 2", got)
+	}
+	if got := SettleTime(bins, 9, 2, 4, 0.1); !math.IsNaN(got) {
+		t.Fatalf("from inside the tail: %v, want NaN", got)
+	}
+	if got := SettleTime([]float64{0, 0, 0, 10, 10}, 0, 1, 2, 0.1); got != 3 {
+		t.Fatalf("a step: %v, want 3", got)
+	}
+}

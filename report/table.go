@@ -211,3 +211,21 @@ func ECDF(xs []float64) (x, y []float64) {
 	}
 	return x, y
 }
+
+// SettleTime returns how many bins after bin from it takes until the
+// series, averaged over win bins, is within ±tol (a fraction) of its
+// steady value, the mean of its last tail bins; NaN when it never is.
+// Averaging over a window keeps the counting noise of one bin from hiding
+// a settled series.
+func SettleTime(bins []float64, from, win, tail int, tol float64) float64 {
+	if from < 0 || win < 1 || tail < 1 || len(bins)-tail <= from {
+		return math.NaN()
+	}
+	steady := Mean(bins[len(bins)-tail:])
+	for i := from; i+win <= len(bins); i++ {
+		if math.Abs(Mean(bins[i:i+win])-steady) <= tol*steady {
+			return float64(i - from)
+		}
+	}
+	return math.NaN()
+}

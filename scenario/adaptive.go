@@ -287,7 +287,7 @@ func (r *adaptiveRun) metrics(c adaptiveParams) adaptiveMetrics {
 	m.p50 = ms(monitor.Percentile(rts, 0.5))
 	m.p99 = ms(monitor.Percentile(rts, 0.99))
 	m.reject = ratio(float64(rejected), float64(offered))
-	m.settle = settleTime(r.goodputBins(c.slo, time.Second), int(r.at/time.Second), 2, 5, 0.1)
+	m.settle = report.SettleTime(r.goodputBins(c.slo, time.Second), int(r.at/time.Second), 2, 5, 0.1)
 	return m
 }
 
@@ -318,24 +318,6 @@ func (r *adaptiveRun) settingBins(width time.Duration) []float64 {
 		out[i] = v
 	}
 	return out
-}
-
-// settleTime returns how many bins after bin from it takes until the
-// series, averaged over win bins, is within ±tol of its steady value (the
-// mean of its last tail bins), or NaN when it never is. Averaging over a
-// window keeps the counting noise of one bin from hiding a settled
-// series.
-func settleTime(bins []float64, from, win, tail int, tol float64) float64 {
-	if from >= len(bins) || len(bins)-tail <= from {
-		return math.NaN()
-	}
-	steady := report.Mean(bins[len(bins)-tail:])
-	for i := from; i+win <= len(bins); i++ {
-		if math.Abs(report.Mean(bins[i:i+win])-steady) <= tol*steady {
-			return float64(i - from)
-		}
-	}
-	return math.NaN()
 }
 
 func adaptiveFigure(runs []*adaptiveRun, phase string, c adaptiveParams) *report.Figure {

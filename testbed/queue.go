@@ -3,6 +3,7 @@ package testbed
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
@@ -108,6 +109,7 @@ type Queue struct {
 
 	mu      sync.Mutex
 	rng     *rand.Rand
+	scale   float64 // demand multiplier (SetScale)
 	core    *queueCore
 	nextID  uint64
 	waiters map[uint64]*queueWaiter
@@ -139,6 +141,7 @@ func NewQueue(cfg QueueConfig) (*Queue, error) {
 		svc:     svc,
 		body:    bytes.Repeat([]byte("q"), cfg.Size),
 		rng:     rand.New(rand.NewPCG(cfg.Seed, 0x71756575)),
+		scale:   1,
 		core:    newQueueCore(cfg.Workers, cfg.Discipline == DisciplinePS, limit, UtilizationWindow),
 		waiters: make(map[uint64]*queueWaiter),
 		closing: make(chan struct{}),
@@ -166,6 +169,8 @@ type QueueMeta struct {
 // Workers/mean(Service) in requests per second at quality 1.
 func (q *Queue) Meta() any {
 	m := q.svc.Mean()
+	q.mu.Lock()
+	defer q.mu.Unlock()
 	return QueueMeta{
 		Kind: "queue", Workers: q.cfg.Workers, Discipline: q.cfg.Discipline,
 		Service: q.cfg.Service, ServiceMeanMs: m * 1e3, CapacityRPS: float64(q.cfg.Workers) / m,
@@ -176,9 +181,45 @@ func (q *Queue) Meta() any {
 // Stats returns the request counters.
 func (q *Queue) Stats() Stats { return q.ctr.stats() }
 
-// Capacity returns Workers/mean(Service), the saturation throughput in
-// requests per second at quality 1.
-func (q *Queue) Capacity() float64 { return float64(q.cfg.Workers) / q.svc.Mean() }
+// Capacity returns Workers/(mean(Service)·scale), the saturation
+// throughput in requests per second at quality 1.
+func (q *Queue) Capacity() float64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return float64(q.cfg.Workers) / (q.svc.Mean() * q.scale)
+}
+
+// SetScale multiplies the demand of requests arriving from now on by f
+// (> 0): 2 halves the capacity, 0.5 doubles it. Requests already in the
+// system keep their demand.
+func (q *Queue) SetScale(f float64) error {
+	if !(f > 0) || math.IsInf(f, 0) {
+		return fmt.Errorf("queue: scale=%v: want a finite number > 0", f)
+	}
+	q.mu.Lock()
+	q.scale = f
+	q.mu.Unlock()
+	return nil
+}
+
+// SetWorkers changes the number of workers from now on (≥ 1): a service
+// that gains or loses parallelism at the same cost per request. More
+// workers start waiting requests at once; fewer let the requests in
+// service finish.
+func (q *Queue) SetWorkers(n int) error {
+	if n < 1 {
+		return fmt.Errorf("queue: workers=%d: want at least 1", n)
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return nil
+	}
+	q.cfg.Workers = n
+	q.done = q.core.setServers(time.Now(), n, q.done[:0])
+	q.releaseLocked()
+	return nil
+}
 
 // onTimer processes the completions that are due.
 func (q *Queue) onTimer() {
@@ -233,7 +274,7 @@ func (q *Queue) serve(w http.ResponseWriter, r *http.Request) int {
 		http.Error(w, "queue backend closing", http.StatusServiceUnavailable)
 		return http.StatusServiceUnavailable
 	}
-	demand := q.svc.Sample(q.rng) * EffectiveQuality(quality)
+	demand := q.svc.Sample(q.rng) * EffectiveQuality(quality) * q.scale
 	q.nextID++
 	id := q.nextID
 	wt := &queueWaiter{ch: make(chan struct{})}

@@ -134,21 +134,39 @@ func (c *queueCore) advanceFIFO(now time.Time, done []completion) []completion {
 		last := len(c.inService) - 1
 		c.inService[best] = c.inService[last]
 		c.inService = c.inService[:last]
-		if c.waitHead < len(c.fifoWait) {
-			next := c.fifoWait[c.waitHead]
-			c.fifoWait[c.waitHead] = coreJob{}
-			c.waitHead++
-			if c.waitHead == len(c.fifoWait) {
-				c.fifoWait, c.waitHead = c.fifoWait[:0], 0
-			}
-			next.finish = c.t.Add(ceilSeconds(next.demand))
-			c.inService = append(c.inService, next)
-		}
+		c.dispatchFIFO()
 		c.busy.set(c.t, c.level())
 		done = append(done, completion{id: j.id, at: c.t, utilization: c.busy.mean(c.t)})
 	}
 	c.t = now
 	c.busy.advance(now)
+	return done
+}
+
+// dispatchFIFO starts waiting jobs at c.t while a server is free.
+func (c *queueCore) dispatchFIFO() {
+	for len(c.inService) < c.servers && c.waitHead < len(c.fifoWait) {
+		next := c.fifoWait[c.waitHead]
+		c.fifoWait[c.waitHead] = coreJob{}
+		c.waitHead++
+		if c.waitHead == len(c.fifoWait) {
+			c.fifoWait, c.waitHead = c.fifoWait[:0], 0
+		}
+		next.finish = c.t.Add(ceilSeconds(next.demand))
+		c.inService = append(c.inService, next)
+	}
+}
+
+// setServers advances to now and changes the number of servers: more
+// start waiting jobs at now (FIFO) or speed every job up (PS); fewer let
+// the jobs in service finish and serve fewer from then on.
+func (c *queueCore) setServers(now time.Time, n int, done []completion) []completion {
+	done = c.advance(now, done)
+	c.servers = n
+	if !c.ps {
+		c.dispatchFIFO()
+	}
+	c.busy.set(c.t, c.level())
 	return done
 }
 

@@ -177,3 +177,66 @@ func TestQueueCoreUtilization(t *testing.T) {
 		t.Fatalf("utilization at 10s = %v, want 0", u)
 	}
 }
+
+// A FIFO core that gains servers starts its waiting jobs at once; one that
+// loses them lets the jobs in service finish and serves fewer at a time.
+func TestQueueCoreSetServers(t *testing.T) {
+	c := newQueueCore(1, false, 0, time.Second)
+	var done []completion
+	for id := uint64(1); id <= 4; id++ {
+		done, _ = c.arrive(t0, id, 0.010, done)
+	}
+	// One server: job 1 runs 0–10 ms, jobs 2–4 wait. At 5 ms four servers:
+	// 2, 3 and 4 start at 5 ms and finish at 15 ms.
+	done = c.setServers(t0.Add(ms(5)), 4, done[:0])
+	done = c.advance(t0.Add(ms(100)), done)
+	got := map[uint64]time.Duration{}
+	for _, d := range done {
+		got[d.id] = d.at.Sub(t0)
+	}
+	want := map[uint64]time.Duration{1: ms(10), 2: ms(15), 3: ms(15), 4: ms(15)}
+	if len(got) != 4 || got[1] != want[1] || got[2] != want[2] || got[3] != want[3] || got[4] != want[4] {
+		t.Fatalf("completions %v, want %v", got, want)
+	}
+	// Back to one server with four jobs in service and one waiting: the
+	// four finish, then the waiting one runs alone.
+	start := t0.Add(time.Second)
+	for id := uint64(10); id <= 14; id++ {
+		done, _ = c.arrive(start, id, 0.010, done[:0])
+	}
+	done = c.setServers(start, 1, done[:0])
+	done = c.advance(start.Add(ms(100)), done)
+	got = map[uint64]time.Duration{}
+	for _, d := range done {
+		got[d.id] = d.at.Sub(start)
+	}
+	if got[10] != ms(10) || got[13] != ms(10) || got[14] != ms(20) {
+		t.Fatalf("after losing servers: completions %v, want 10 ms for 10–13 and 20 ms for 14", got)
+	}
+}
+
+// SetScale changes the demand of later requests; SetWorkers and SetScale
+// refuse nonsense.
+func TestQueueRuntimeKnobs(t *testing.T) {
+	cfg := DefaultQueueConfig()
+	cfg.Service = "det:10ms"
+	q, err := NewQueue(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	if err := q.SetScale(2); err != nil || math.Abs(q.Capacity()-200) > 1e-9 {
+		t.Fatalf("SetScale(2): %v, capacity %v, want 200", err, q.Capacity())
+	}
+	if err := q.SetWorkers(8); err != nil || math.Abs(q.Capacity()-400) > 1e-9 {
+		t.Fatalf("SetWorkers(8): %v, capacity %v, want 400", err, q.Capacity())
+	}
+	for _, bad := range []float64{0, -1, math.NaN(), math.Inf(1)} {
+		if q.SetScale(bad) == nil {
+			t.Errorf("SetScale(%v) accepted", bad)
+		}
+	}
+	if q.SetWorkers(0) == nil {
+		t.Error("SetWorkers(0) accepted")
+	}
+}
