@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/report"
 )
 
@@ -47,7 +48,7 @@ func (r *adaptiveRun) metrics(pl adaptivePlan) adaptiveMetrics {
 	m := adaptiveMetrics{
 		goodput: ratio(float64(goodWithin(recs, at, end, adaptiveSLO, nil)), (end - at).Seconds()),
 		first:   float64(goodWithin(recs, at, at+time.Second, adaptiveSLO, nil)),
-		p50:     report.Percentile(lat, 0.5), p99: report.Percentile(lat, 0.99),
+		p50:     monitor.Percentile(lat, 0.5), p99: monitor.Percentile(lat, 0.99),
 		reject: c.rejectFraction(),
 	}
 	tail := max(2, int(pl.after/time.Second)/2)
