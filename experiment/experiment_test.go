@@ -10,6 +10,7 @@ import (
 	"github.com/sluicehq/sluice/proxy"
 	"github.com/sluicehq/sluice/report"
 	"github.com/sluicehq/sluice/scenario"
+	"github.com/sluicehq/sluice/settle"
 )
 
 func TestRegistry(t *testing.T) {
@@ -211,30 +212,19 @@ func TestSchedules(t *testing.T) {
 	}
 }
 
-func TestSettling(t *testing.T) {
-	// Mean RT per 1 s bin in seconds×1000 (ms): off the band for 3 bins
-	// after the wave starts, then back at Tref.
+func TestSettlingOnBins(t *testing.T) {
+	// Mean RT per 1 s bin in ms: off the band for 3 bins after the wave
+	// starts, then back at Tref; binPoints hands package settle seconds
+	// weighted by the OK responses.
 	var bins []bin
 	for i, ms := range []float64{100, 100, 400, 400, 400, 100, 100, 100, 100, 100} {
 		bins = append(bins, bin{t: float64(i), ok: 10, mean: ms})
 	}
-	if got := binSettle(bins, 0, 10*time.Second, 0.1, 0.25, time.Second, time.Second); got != 6 {
-		t.Errorf("binSettle = %v, want 6", got)
+	ps := binPoints(bins, time.Second)
+	if got := settle.Return(ps, 0, 10*time.Second, 0.1, 0.25, 0); got != 6 {
+		t.Errorf("settle.Return = %v, want 6", got)
 	}
-	if got := binSettle(bins[:2], 0, 2*time.Second, 0.1, 0.25, time.Second, time.Second); got != 0 {
-		t.Errorf("binSettle without leaving = %v, want 0", got)
-	}
-	if got := binSettle(bins[:4], 0, 4*time.Second, 0.1, 0.25, time.Second, time.Second); !math.IsNaN(got) {
-		t.Errorf("binSettle never back = %v, want NaN", got)
-	}
-	var ps []periodSample
-	for i, u := range []float64{0.2, 0.5, 0.65, 0.8, 0.82, 0.78, 0.8, 0.81} {
-		u := u
-		p := periodSample{end: time.Duration(i+1) * time.Second}
-		p.Utilization = &u
-		ps = append(ps, p)
-	}
-	if got := utilSettle(ps, 0.8, 0.1, time.Second, time.Second); got != 4 {
-		t.Errorf("utilSettle = %v, want 4", got)
+	if ps[3].Start != 3*time.Second || ps[3].End != 4*time.Second || ps[3].Value != 0.4 || ps[3].Weight != 10 {
+		t.Errorf("bin 3 as a point: %+v", ps[3])
 	}
 }

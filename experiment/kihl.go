@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/loadgen"
 	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/report"
+	"github.com/sluicehq/sluice/settle"
 	"github.com/sluicehq/sluice/testbed"
 )
 
@@ -305,12 +306,20 @@ func runKihl(ctx context.Context, env *Env, cdf bool) (*Result, error) {
 		s.Set("utilization_std"+v.suffix, report.Std(v.util))
 		s.Set("p_util_within_0_1"+v.suffix, ratio(float64(within), float64(len(v.util))))
 		if !cdf {
-			settle := utilSettle(v.periods, p.rhoRef, 0.1, p.settleWindow, p.h)
-			s.Set("settling_time_s"+v.suffix, settle)
+			pts := make([]settle.Point, len(v.periods))
+			for i, ps := range v.periods {
+				u := math.NaN()
+				if ps.Utilization != nil {
+					u = *ps.Utilization
+				}
+				pts[i] = settle.Point{Start: ps.end - ps.Elapsed, End: ps.end, Value: u, Weight: 1}
+			}
+			settled := settle.Time(pts, p.rhoRef, 0.1, settle.HalfWindow(p.settleWindow, p.h))
+			s.Set("settling_time_s"+v.suffix, settled)
 			// Fig. 9 read as the mean once settled.
 			var after []float64
 			for _, ps := range v.periods {
-				if ps.Utilization != nil && ps.end.Seconds() > settle && ps.end <= v.length {
+				if ps.Utilization != nil && ps.end.Seconds() > settled && ps.end <= v.length {
 					after = append(after, *ps.Utilization)
 				}
 			}
@@ -462,33 +471,6 @@ func runKihlVariant(ctx context.Context, env *Env, p kihlLive, plan cpuPlan, v *
 		return nil, err
 	}
 	return res, nil
-}
-
-// utilSettle is the simulator's settling time on the proxy's periods: the
-// end of the first period from which the centred moving average of the
-// utilization over window stays within band of ref until the end (NaN if
-// it never does).
-func utilSettle(ps []periodSample, ref, band float64, window, h time.Duration) float64 {
-	half := max(int(window/h), 1) / 2
-	last := len(ps) - 1 - half
-	if last < half {
-		return math.NaN()
-	}
-	settled := math.NaN()
-	for i := last; i >= half; i-- {
-		sum, n := 0.0, 0.0
-		for j := i - half; j <= i+half; j++ {
-			if ps[j].Utilization != nil {
-				sum += *ps[j].Utilization
-				n++
-			}
-		}
-		if n == 0 || math.Abs(sum/n-ref) > band {
-			break
-		}
-		settled = ps[i].end.Seconds()
-	}
-	return settled
 }
 
 // getDrain GETs url with client and reads the whole reply: one request of

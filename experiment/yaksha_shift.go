@@ -12,6 +12,7 @@ import (
 	"github.com/sluicehq/sluice/dist"
 	"github.com/sluicehq/sluice/loadgen"
 	"github.com/sluicehq/sluice/report"
+	"github.com/sluicehq/sluice/settle"
 	"github.com/sluicehq/sluice/testbed"
 )
 
@@ -212,7 +213,7 @@ func runYakshaShift(ctx context.Context, env *Env) (*Result, error) {
 		worst := 0.0
 		for k := range 3 {
 			from, to := time.Duration(k)*wave, time.Duration(k+1)*wave
-			st := binSettle(v.bins, from, to, tref, band, settleWindow, p.period)
+			st := settle.Return(binPoints(v.bins, p.period), from, to, tref, band, settle.HalfWindow(settleWindow, p.period))
 			v.settle = append(v.settle, st)
 			s.Set(fmt.Sprintf("settle_s_wave%d%s", k+1, v.suffix), st)
 			worst = math.Max(worst, st)
@@ -241,7 +242,7 @@ func runYakshaShift(ctx context.Context, env *Env) (*Result, error) {
 	for _, v := range vars {
 		x, y := binColumns(v.bins, func(b *bin) float64 { return b.mean })
 		fig.Panels = append(fig.Panels, report.Panel{
-			Title:  fmt.Sprintf("%s: IAE %.2f s·s, settle %s s", v.label, v.iae, fmtSettle(v.settle)),
+			Title:  fmt.Sprintf("%s: IAE %.2f s·s, settle %s s", v.label, v.iae, settle.Format(v.settle)),
 			XLabel: "time (s)", YLabel: "mean RT (ms)",
 			Series: []report.Series{{Label: "mean RT per period", X: x, Y: y}},
 			HLines: []report.RefLine{{Value: msOf(p.tref), Label: fmt.Sprintf("Tref = %v", p.tref)}},
@@ -283,51 +284,13 @@ func runYakshaShift(ctx context.Context, env *Env) (*Result, error) {
 	return res, nil
 }
 
-// binSettle is the simulator's settling rule on per-period bins: how long
-// after from (seconds) the windowed mean RT is back within band·tref of
-// tref after first leaving the band (0 if it never leaves, NaN if it does
-// not come back before to).
-func binSettle(bins []bin, from, to time.Duration, tref, band float64, window, h time.Duration) float64 {
-	var idx []int
+// binPoints turns bins of width h into a series of mean response times in
+// seconds, weighted by their OK responses, for package settle.
+func binPoints(bins []bin, h time.Duration) []settle.Point {
+	ps := make([]settle.Point, len(bins))
 	for i, b := range bins {
 		start := time.Duration(b.t * float64(time.Second))
-		if start >= from && start+h <= to {
-			idx = append(idx, i)
-		}
+		ps[i] = settle.Point{Start: start, End: start + h, Value: b.mean / 1000, Weight: float64(b.ok)}
 	}
-	half := int(window/h) / 2
-	left := false
-	for j := range idx {
-		var n, sum float64
-		for k := max(j-half, 0); k <= min(j+half, len(idx)-1); k++ {
-			b := bins[idx[k]]
-			if b.ok > 0 {
-				n += float64(b.ok)
-				sum += b.mean / 1000 * float64(b.ok)
-			}
-		}
-		inside := n > 0 && math.Abs(sum/n-tref) <= band*tref
-		switch {
-		case !inside:
-			left = true
-		case left:
-			return bins[idx[j]].t + h.Seconds() - from.Seconds()
-		}
-	}
-	if !left {
-		return 0
-	}
-	return math.NaN()
-}
-
-func fmtSettle(xs []float64) string {
-	var parts []string
-	for _, x := range xs {
-		if math.IsNaN(x) {
-			parts = append(parts, "never")
-		} else {
-			parts = append(parts, num(x))
-		}
-	}
-	return strings.Join(parts, "/")
+	return ps
 }

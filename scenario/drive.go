@@ -9,6 +9,7 @@ import (
 	"github.com/sluicehq/sluice/dist"
 	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/report"
+	"github.com/sluicehq/sluice/settle"
 	"github.com/sluicehq/sluice/sim"
 	"github.com/sluicehq/sluice/stage"
 )
@@ -35,6 +36,20 @@ func (s step) start() time.Duration { return s.end() - s.Decision.Inputs.Elapsed
 
 // in returns the measurements the step saw.
 func (s step) in() sluice.Measurements { return s.Decision.Inputs }
+
+// stepPoints turns steps into a series for package settle: each step's
+// interval, and the value and weight f reads from its measurements.
+func stepPoints(steps []step, f func(m sluice.Measurements) (value, weight float64)) []settle.Point {
+	ps := make([]settle.Point, len(steps))
+	for i, st := range steps {
+		v, w := f(st.in())
+		ps[i] = settle.Point{Start: st.start(), End: st.end(), Value: v, Weight: w}
+	}
+	return ps
+}
+
+// meanRT reads the mean response time (s) weighted by its samples.
+func meanRT(m sluice.Measurements) (float64, float64) { return m.MeanRT, m.Samples }
 
 // staged is a stage.Stage in virtual time: sim.Stage drives it exactly as
 // the proxy's runner drives a live stage, and every decision is kept.

@@ -9,6 +9,7 @@ import (
 	"github.com/sluicehq/sluice/control"
 	"github.com/sluicehq/sluice/dist"
 	"github.com/sluicehq/sluice/report"
+	"github.com/sluicehq/sluice/settle"
 	"github.com/sluicehq/sluice/sim"
 	"github.com/sluicehq/sluice/stage"
 )
@@ -180,7 +181,8 @@ func runKihl(env Env, c kihlParams, cdf bool) (*Result, error) {
 		s.Set("utilization_std"+v.suffix, std)
 		s.Set("p_util_within_0_1"+v.suffix, ratio(float64(within), float64(len(util))))
 		if !cdf {
-			s.Set("settling_time_s"+v.suffix, settlingTime(v.steps, c.rhoRef, c.settleBand, c.settleWindow, c.h))
+			s.Set("settling_time_s"+v.suffix, settle.Time(stepPoints(v.steps, func(m sluice.Measurements) (float64, float64) { return m.Utilization, 1 }),
+				c.rhoRef, c.settleBand, settle.HalfWindow(c.settleWindow, c.h)))
 		}
 		s.Set("admitted_rps"+v.suffix, admitted/window)
 		s.Set("reject_fraction"+v.suffix, ratio(rejected, offered))
@@ -333,30 +335,4 @@ func kihlFluid(seed uint64, c kihlParams, ti time.Duration, service string) ([]s
 		steps = append(steps, step{Decision: d, Extra: ctrl.Integral()})
 	}
 	return steps, nil
-}
-
-// settlingTime returns the end (seconds) of the first period from which
-// the centred moving average of the utilization over window (an odd number
-// of periods, at least 1) stays within band of ref until the last period
-// with a full window, or NaN if it never settles. The centred average
-// filters per-period noise without the lag of a trailing one.
-func settlingTime(steps []step, ref, band float64, window, h time.Duration) float64 {
-	w := max(int(window/h), 1)
-	half := w / 2
-	last := len(steps) - 1 - half
-	if last < half {
-		return math.NaN()
-	}
-	settled := math.NaN()
-	for i := last; i >= half; i-- {
-		sum := 0.0
-		for j := i - half; j <= i+half; j++ {
-			sum += steps[j].in().Utilization
-		}
-		if math.Abs(sum/float64(2*half+1)-ref) > band {
-			break
-		}
-		settled = steps[i].end().Seconds()
-	}
-	return settled
 }

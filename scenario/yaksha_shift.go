@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluicehq/sluice/dist"
 	"github.com/sluicehq/sluice/report"
+	"github.com/sluicehq/sluice/settle"
 	"github.com/sluicehq/sluice/sim"
 )
 
@@ -150,7 +151,7 @@ func runYakshaShift(env Env, c yakshaShiftParams) (*Result, error) {
 		worst := 0.0
 		for k := range 3 {
 			from, to := time.Duration(k)*c.wave, time.Duration(k+1)*c.wave
-			st := waveSettle(v.steps, from, to, tref, c.settleBand, c.settleWindow, c.period)
+			st := settle.Return(stepPoints(v.steps, meanRT), from, to, tref, c.settleBand, settle.HalfWindow(c.settleWindow, c.period))
 			v.settle = append(v.settle, st)
 			s.Set(fmt.Sprintf("settle_s_wave%d%s", k+1, v.suffix), st)
 			worst = math.Max(worst, st)
@@ -186,7 +187,7 @@ func runYakshaShift(env Env, c yakshaShiftParams) (*Result, error) {
 			x[i], y[i] = st.end().Seconds(), ms(st.in().MeanRT)
 		}
 		fig.Panels = append(fig.Panels, report.Panel{
-			Title:  fmt.Sprintf("%s: IAE %.0f s·s, settle %s s", v.label, v.iae, fmtSettle(v.settle)),
+			Title:  fmt.Sprintf("%s: IAE %.0f s·s, settle %s s", v.label, v.iae, settle.Format(v.settle)),
 			XLabel: "time (s)", YLabel: "mean RT (ms)",
 			Series: []report.Series{{Label: "mean RT per period", X: x, Y: y}},
 			HLines: []report.RefLine{{Value: ms(tref), Label: fmt.Sprintf("Tref = %v", c.tref)}},
@@ -209,60 +210,6 @@ func runYakshaShift(env Env, c yakshaShiftParams) (*Result, error) {
 	}
 	res.AddFigure("controller.png", &report.Figure{PanelHeight: 3.2, Panels: []report.Panel{pd, ga}})
 	return res, nil
-}
-
-func fmtSettle(xs []float64) string {
-	out := ""
-	for i, x := range xs {
-		if i > 0 {
-			out += "/"
-		}
-		if math.IsNaN(x) {
-			out += "never"
-		} else {
-			out += fmtNum(x)
-		}
-	}
-	return out
-}
-
-// waveSettle returns how long after from (seconds) the mean RT is back
-// within band·tref of tref: the end of the first period, after the first
-// one whose windowed mean is outside the band, whose windowed mean is
-// inside it again (0 when the windowed mean never leaves the band; NaN
-// when it never comes back before to). The windowed mean is the
-// completion-weighted mean RT over a centred window of the given length,
-// clipped to [from, to), which filters the per-period noise of a PS server
-// near saturation.
-func waveSettle(steps []step, from, to time.Duration, tref, band float64, window, h time.Duration) float64 {
-	var idx []int
-	for i, st := range steps {
-		if st.start() >= from && st.end() <= to {
-			idx = append(idx, i)
-		}
-	}
-	half := int(window/h) / 2
-	left := false
-	for j := range idx {
-		var n, sum float64
-		for k := max(j-half, 0); k <= min(j+half, len(idx)-1); k++ {
-			if w := steps[idx[k]].in(); w.Samples > 0 {
-				n += w.Samples
-				sum += w.MeanRT * w.Samples
-			}
-		}
-		inside := n > 0 && math.Abs(sum/n-tref) <= band*tref
-		switch {
-		case !inside:
-			left = true
-		case left:
-			return (steps[idx[j]].end() - from).Seconds()
-		}
-	}
-	if !left {
-		return 0
-	}
-	return math.NaN()
 }
 
 // shiftRun runs one controller against the three waves.
