@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicehq/sluice/dist"
 	"github.com/sluicehq/sluice/loadgen"
+	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/report"
 	"github.com/sluicehq/sluice/testbed"
 )
@@ -24,8 +25,8 @@ type proxied struct {
 	newBackend func() (testbed.Backend, error)
 	// maxConcurrency bounds the proxy's upstream connections.
 	maxConcurrency int
-	// policy is the proxy configuration's admission part (YAML).
-	policy string
+	// policy is the proxy configuration's admission part.
+	policy policy.Config
 	// phase is the load; its target and proxy are filled in.
 	phase phase
 }
@@ -41,7 +42,7 @@ func (p *proxied) run(ctx context.Context, env *Env) (*phaseResult, error) {
 		be.Close()
 		return nil, fmt.Errorf("%s: backend: %w", p.phase.name, err)
 	}
-	px, err := startProxy(ctx, env.Name+".yaml", proxyYAML(srv.URL, p.maxConcurrency, p.policy))
+	px, err := startProxy(ctx, proxyConfig(srv.URL, p.maxConcurrency, p.policy, ""))
 	if err != nil {
 		srv.Close()
 		be.Close()
@@ -108,12 +109,12 @@ func queueBackend(cfg testbed.QueueConfig) func() (testbed.Backend, error) {
 	return func() (testbed.Backend, error) { return testbed.NewQueue(cfg) }
 }
 
-// msDur formats a duration in milliseconds for YAML ("250ms").
-func msDur(d time.Duration) string {
-	return fmt.Sprintf("%gms", float64(d)/float64(time.Millisecond))
-}
-
 // scaled multiplies a paper duration by the time scale.
 func scaled(d time.Duration, scale float64) time.Duration {
 	return time.Duration(float64(d) * scale)
+}
+
+// msDur formats a duration in milliseconds for reports ("250ms").
+func msDur(d time.Duration) string {
+	return fmt.Sprintf("%gms", float64(d)/float64(time.Millisecond))
 }

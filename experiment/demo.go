@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/sluicehq/sluice/dist"
 	"github.com/sluicehq/sluice/loadgen"
 	"github.com/sluicehq/sluice/monitor"
+	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/report"
 	"github.com/sluicehq/sluice/testbed"
 )
@@ -52,24 +54,16 @@ func DemoExperiment() Experiment {
 
 // demoPolicy is the admission policy of one demo run; capacity (req/s)
 // sizes SEDA's initial rate.
-func demoPolicy(run string, capacity float64) string {
+func demoPolicy(run string, capacity float64) policy.Config {
 	switch run {
 	case "seda":
-		return fmt.Sprintf(`stages:
-  - name: %s
-    match: {path_prefix: /}
-    controller: seda
-    params: {target: %s, timeout: 500ms, initial_rate: %.0f, adj_i: 20}
-`, mainStage, msDur(DemoTarget), capacity)
+		return mainPolicy("seda", params{"target": DemoTarget, "timeout": 500 * time.Millisecond,
+			"initial_rate": math.Round(capacity), "adj_i": 20.0})
 	case "yaksha":
-		return fmt.Sprintf(`stages:
-  - name: %s
-    match: {path_prefix: /}
-    controller: yaksha
-    params: {tref: %s, period: 250ms, pole: -1, tune_window: 2s}
-`, mainStage, msDur(DemoTarget/3))
+		return mainPolicy("yaksha", params{"tref": DemoTarget / 3, "period": 250 * time.Millisecond, "pole": -1.0,
+			"tune_window": 2 * time.Second})
 	default:
-		return sedaPolicy("none", sedaLive{}, "")
+		return nonePolicy()
 	}
 }
 
@@ -229,12 +223,8 @@ func runDemo(ctx context.Context, env *Env) (*Result, error) {
 
 // runPhaseThroughProxy starts a proxy with policy in front of backendURL
 // (one upstream connection), runs the phase through it and stops it.
-func runPhaseThroughProxy(ctx context.Context, env *Env, backendURL, policy string, ph phase) (*phaseResult, error) {
-	admin := anyPort
-	if env.AdminAddr != "" {
-		admin = env.AdminAddr
-	}
-	px, err := startProxy(ctx, env.Name+".yaml", proxyYAMLAdmin(backendURL, 1, policy, admin))
+func runPhaseThroughProxy(ctx context.Context, env *Env, backendURL string, pol policy.Config, ph phase) (*phaseResult, error) {
+	px, err := startProxy(ctx, proxyConfig(backendURL, 1, pol, env.AdminAddr))
 	if err != nil {
 		return nil, err
 	}

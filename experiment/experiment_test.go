@@ -7,10 +7,13 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/loadgen"
+	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/proxy"
 	"github.com/sluicehq/sluice/report"
 	"github.com/sluicehq/sluice/scenario"
 	"github.com/sluicehq/sluice/settle"
+	"github.com/sluicehq/sluice/share"
+	"gopkg.in/yaml.v3"
 )
 
 func TestRegistry(t *testing.T) {
@@ -47,37 +50,58 @@ func TestRegistry(t *testing.T) {
 }
 
 // TestPoliciesValidate checks that every proxy configuration the
-// experiments and the demo use is accepted by the proxy.
+// experiments and the demo build is accepted by the proxy, both as the
+// typed value they serve and as the YAML file it marshals to (what GET
+// /config prints): Parse decodes strictly, so a field the typed value
+// sets under a wrong name fails here.
 func TestPoliciesValidate(t *testing.T) {
 	sp := sedaLiveParams(20, 1000)
 	dp := sedaLiveParams(100, 5000)
 	yp := yakshaLiveParams()
 	kp := kihlLiveParams()
-	cases := map[string]string{
-		"none":             sedaPolicy("none", sp, ""),
-		"seda":             sedaPolicy("seda", sp, ""),
-		"classes":          classPolicy(sp, true),
-		"classes-nodiff":   classPolicy(sp, false),
-		"degrade":          degradePolicy(dp, false),
-		"degrade-adm":      degradePolicy(dp, true),
-		"yaksha-self":      yakshaPolicy(yp, 0),
-		"yaksha-static":    yakshaPolicy(yp, 470),
-		"kihl-header":      kihlPolicy(kp, kp.ti, "{source: backend-header}"),
-		"kihl-bad-ti":      kihlPolicy(kp, kp.compareTi, "{source: backend-header}"),
-		"demo-none":        demoPolicy("uncontrolled", 0),
-		"demo-seda":        demoPolicy("seda", 150),
-		"demo-yaksha":      demoPolicy("yaksha", 150),
-		"kihl-host-cpu":    kihlPolicy(kp, kp.ti, `{source: host, cpus: "0"}`),
-		"demo-concurrency": demoPolicy("seda", 150),
+	header := proxy.UtilizationConfig{Source: proxy.UtilizationBackendHeader}
+	host := proxy.UtilizationConfig{Source: proxy.UtilizationHost, CPUs: "0"}
+	cases := map[string]struct {
+		pol    policy.Config
+		util   proxy.UtilizationConfig
+		shares *share.Config
+	}{
+		"none":           {pol: nonePolicy()},
+		"seda":           {pol: sedaPolicy(sp)},
+		"classes":        {pol: classPolicy(sp, true)},
+		"classes-nodiff": {pol: classPolicy(sp, false)},
+		"degrade":        {pol: degradePolicy(dp, false)},
+		"degrade-adm":    {pol: degradePolicy(dp, true)},
+		"yaksha-self":    {pol: yakshaPolicy(yp, 0)},
+		"yaksha-static":  {pol: yakshaPolicy(yp, 470)},
+		"kihl-header":    {pol: kihlPolicy(kp, kp.ti), util: header},
+		"kihl-bad-ti":    {pol: kihlPolicy(kp, kp.compareTi), util: header},
+		"kihl-host-cpu":  {pol: kihlPolicy(kp, kp.ti), util: host},
+		"demo-none":      {pol: demoPolicy("uncontrolled", 0)},
+		"demo-seda":      {pol: demoPolicy("seda", 150)},
+		"demo-yaksha":    {pol: demoPolicy("yaksha", 150)},
+		"peers-seda":     {pol: peersSEDAPolicy(391)},
+		"peers-yaksha":   {pol: peersYakshaPolicy()},
+		"lijamin":        {pol: lijaminPolicy(), shares: lijaminSharesConfig()},
 	}
-	for name, pol := range cases {
+	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			cfg, err := proxy.Parse(name+".yaml", []byte(proxyYAML("http://127.0.0.1:1", 4, pol)))
+			cfg := proxyConfig("http://127.0.0.1:1", 4, tc.pol, "")
+			cfg.Utilization, cfg.Shares = tc.util, tc.shares
+			text, err := yaml.Marshal(cfg)
 			if err != nil {
-				t.Fatalf("%v\n%s", err, pol)
+				t.Fatal(err)
 			}
-			if len(cfg.Stages) != 1 || cfg.Stages[0].Name != mainStage {
-				t.Errorf("stages = %+v, want one named %s", cfg.Stages, mainStage)
+			parsed, err := proxy.Parse(name+".yaml", text)
+			if err != nil {
+				t.Fatalf("%v\n%s", err, text)
+			}
+			if len(parsed.Stages) != 1 || parsed.Stages[0].Name != mainStage {
+				t.Errorf("stages = %+v, want one named %s", parsed.Stages, mainStage)
+			}
+			cfg.SetDefaults()
+			if err := cfg.Validate(); err != nil {
+				t.Errorf("typed value: %v", err)
 			}
 		})
 	}

@@ -13,6 +13,8 @@ import (
 	"github.com/sluicehq/sluice/dist"
 	"github.com/sluicehq/sluice/loadgen"
 	"github.com/sluicehq/sluice/monitor"
+	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/proxy"
 	"github.com/sluicehq/sluice/report"
 	"github.com/sluicehq/sluice/settle"
 	"github.com/sluicehq/sluice/testbed"
@@ -211,18 +213,8 @@ func kihlWork(service string, mean, overhead time.Duration, ns float64) []testbe
 	return out
 }
 
-func kihlPolicy(p kihlLive, ti time.Duration, util string) string {
-	return fmt.Sprintf(`utilization: %s
-stages:
-  - name: %s
-    match: {path_prefix: /}
-    controller: kihl
-    params:
-      period: %s
-      rho_ref: %g
-      k: %g
-      ti: %s
-`, util, mainStage, msDur(p.h), p.rhoRef, p.k, msDur(ti))
+func kihlPolicy(p kihlLive, ti time.Duration) policy.Config {
+	return mainPolicy("kihl", params{"period": p.h, "rho_ref": p.rhoRef, "k": p.k, "ti": ti})
 }
 
 func runKihl(ctx context.Context, env *Env, cdf bool) (*Result, error) {
@@ -424,7 +416,7 @@ func runKihl(ctx context.Context, env *Env, cdf bool) (*Result, error) {
 // runKihlVariant starts the backend (pinned child or in process), the
 // proxy with the kihl stage, and the Poisson load.
 func runKihlVariant(ctx context.Context, env *Env, p kihlLive, plan cpuPlan, v *kihlVariant, work []testbed.PathWork) (*phaseResult, error) {
-	util := "{source: backend-header}"
+	util := proxy.UtilizationConfig{Source: proxy.UtilizationBackendHeader}
 	backendURL, closeBackend, pid, err := startCGI(ctx, env, plan, work)
 	if err != nil {
 		return nil, err
@@ -439,14 +431,16 @@ func runKihlVariant(ctx context.Context, env *Env, p kihlLive, plan cpuPlan, v *
 		}
 		v.foreignBusy = busy
 		if busy <= foreignBusyLimit {
-			util = fmt.Sprintf("{source: host, cpus: \"%d\"}", plan.backendCPU)
+			util = proxy.UtilizationConfig{Source: proxy.UtilizationHost, CPUs: strconv.Itoa(plan.backendCPU)}
 		} else {
 			v.processSensor = true
-			util = fmt.Sprintf("{source: process, pid: %d, process_cpus: 1}", pid)
+			util = proxy.UtilizationConfig{Source: proxy.UtilizationProcess, PID: pid, ProcessCPUs: 1}
 			env.Phasef("CPU %d was %.0f%% busy with other work while the backend idled: measuring the backend process's CPU time instead", plan.backendCPU, 100*busy)
 		}
 	}
-	px, err := startProxy(ctx, env.Name+".yaml", proxyYAML(backendURL, 256, kihlPolicy(p, v.ti, util)))
+	cfg := proxyConfig(backendURL, 256, kihlPolicy(p, v.ti), "")
+	cfg.Utilization = util
+	px, err := startProxy(ctx, cfg)
 	if err != nil {
 		return nil, errors.Join(err, closeBackend())
 	}

@@ -12,8 +12,10 @@ import (
 
 	"github.com/sluicehq/sluice/dist"
 	"github.com/sluicehq/sluice/loadgen"
+	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/proxy"
 	"github.com/sluicehq/sluice/report"
+	"github.com/sluicehq/sluice/share"
 	"github.com/sluicehq/sluice/testbed"
 )
 
@@ -165,30 +167,27 @@ func lijaminSchedule(plan []lijaminEpoch, i int, offset time.Duration) (dist.Sch
 	return dist.NewSchedule(segs...)
 }
 
-// lijaminPolicy is the proxy's shares configuration (examples/lijamin.yaml
+// lijaminPolicy is the admission part of the proxy: no control, and
+// client identities believed from the loopback peer.
+func lijaminPolicy() policy.Config {
+	pol := nonePolicy()
+	pol.Classes.TrustedProxies = []string{"127.0.0.1"}
+	return pol
+}
+
+// lijaminSharesConfig is the proxy's shares configuration (examples/lijamin.yaml
 // with the live standby limit and manager period).
-func lijaminPolicy() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, `classes:
-  trusted_proxies: [127.0.0.1]
-stages:
-  - name: %s
-    match: {path_prefix: /}
-    controller: none
-shares:
-  total_bandwidth: %g
-  initial_max_bandwidth: %g
-  alpha: 0.2
-  period: %s
-  standby_limit: %d
-  max_delay: 10s
-  client_header: %s
-  clients:
-`, mainStage, lijaminB, lijaminAhatScale*lijaminB, msDur(lijaminPeriod), lijaminStandby, lijaminClientHeader)
+func lijaminSharesConfig() *share.Config {
+	cfg := share.DefaultConfig()
+	cfg.ReplyBuffer = 0 // the middleware's; the proxy never buffers a reply
+	cfg.TotalBandwidth = share.Bandwidth(lijaminB)
+	cfg.InitialMaxBandwidth = share.Bandwidth(lijaminAhatScale * lijaminB)
+	cfg.Alpha, cfg.Period, cfg.StandbyLimit, cfg.MaxDelay = 0.2, lijaminPeriod, lijaminStandby, 10*time.Second
+	cfg.ClientHeader = lijaminClientHeader
 	for i, n := range lijaminClients {
-		fmt.Fprintf(&b, "    - {name: %s, share: %g, header_values: [%s]}\n", n, lijaminShares[i], n)
+		cfg.Clients = append(cfg.Clients, share.ClientConfig{Name: n, Share: lijaminShares[i], HeaderValues: []string{n}})
 	}
-	return b.String()
+	return &cfg
 }
 
 func lijaminEpochs() Experiment {
@@ -221,7 +220,9 @@ func runLiJaminEpochs(ctx context.Context, env *Env) (*Result, error) {
 		return nil, err
 	}
 	defer srv.Close()
-	px, err := startProxy(ctx, env.Name+".yaml", proxyYAML(srv.URL, 64, lijaminPolicy()))
+	cfg := proxyConfig(srv.URL, 64, lijaminPolicy(), "")
+	cfg.Shares = lijaminSharesConfig()
+	px, err := startProxy(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}

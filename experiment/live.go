@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"sort"
 	"strings"
@@ -45,20 +44,6 @@ type liveProxy struct {
 	srv    *proxy.Server
 	cancel context.CancelFunc
 	done   chan error
-}
-
-// startProxy parses the YAML configuration text and serves it. The
-// configuration's listener and admin addresses should use port 0.
-func startProxy(ctx context.Context, name, yamlText string) (*liveProxy, error) {
-	cfg, err := proxy.Parse(name, []byte(yamlText))
-	if err != nil {
-		return nil, fmt.Errorf("proxy configuration: %w", err)
-	}
-	srv, err := proxy.New(cfg, proxy.Options{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		return nil, fmt.Errorf("proxy: %w", err)
-	}
-	return serveProxy(ctx, srv)
 }
 
 // serveProxy listens and serves srv until Close.
@@ -373,27 +358,6 @@ func fmtMS(d time.Duration) string {
 // anyPort is "127.0.0.1:0": every listener of an experiment picks a free
 // port on the loopback interface.
 const anyPort = "127.0.0.1:0"
-
-// proxyYAML builds a proxy configuration with one server and the given
-// admission policy text (top-level YAML keys: stages, classes, ...). The
-// pool is sized so that it never rejects by itself (max_concurrency
-// upstream connections, a queue of queueMax with a long timeout): in
-// every experiment, the proxy's admission policy is the only control.
-func proxyYAML(backendURL string, maxConcurrency int, policy string) string {
-	return proxyYAMLAdmin(backendURL, maxConcurrency, policy, anyPort)
-}
-
-// proxyYAMLAdmin is proxyYAML with the admin listener on admin.
-func proxyYAMLAdmin(backendURL string, maxConcurrency int, policy, admin string) string {
-	return fmt.Sprintf(`listeners: [{addr: %q}]
-admin: {addr: %q}
-drain_timeout: 1s
-backends:
-  servers: [{url: %q, max_concurrency: %d}]
-  queue: {max: 100000, timeout: 120s}
-  timeouts: {response_header: 120s}
-%s`, anyPort, admin, backendURL, maxConcurrency, policy)
-}
 
 // waitReady polls url until it answers or ctx/the deadline ends.
 func waitReady(ctx context.Context, url string, within time.Duration) error {

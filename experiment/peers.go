@@ -21,6 +21,7 @@ import (
 	"github.com/sluicehq/sluice/dist"
 	"github.com/sluicehq/sluice/loadgen"
 	"github.com/sluicehq/sluice/monitor"
+	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/report"
 	"github.com/sluicehq/sluice/testbed"
 )
@@ -115,24 +116,16 @@ func peersTimelineFor(env *Env) peersTimeline {
 // admits everything in the crowd's first run, a backlog of seconds at 10×
 // that no later cut can undo (a full run measured 35 req/s within the
 // target before the halving, against nginx's 387).
-func peersSEDAPolicy(capacity float64) string {
-	return fmt.Sprintf(`stages:
-  - name: %s
-    match: {path_prefix: /}
-    controller: seda
-    params: {target: %s, timeout: 250ms, initial_rate: %.0f, adj_i: %g}
-`, mainStage, msDur(peersTarget), capacity, math.Max(1, math.Round(0.02*capacity)))
+func peersSEDAPolicy(capacity float64) policy.Config {
+	return mainPolicy("seda", params{"target": peersTarget, "timeout": 250 * time.Millisecond,
+		"initial_rate": math.Round(capacity), "adj_i": math.Max(1, math.Round(0.02*capacity))})
 }
 
 // peersYakshaPolicy is the self-tuning yaksha stage with Tref a third of
 // the target (the demo's parameters).
-func peersYakshaPolicy() string {
-	return fmt.Sprintf(`stages:
-  - name: %s
-    match: {path_prefix: /}
-    controller: yaksha
-    params: {tref: %s, period: 250ms, pole: -1, tune_window: 2s}
-`, mainStage, msDur(peersTarget/3))
+func peersYakshaPolicy() policy.Config {
+	return mainPolicy("yaksha", params{"tref": peersTarget / 3, "period": 250 * time.Millisecond, "pole": -1.0,
+		"tune_window": 2 * time.Second})
 }
 
 // ---- the external programs ----
@@ -905,14 +898,14 @@ func (ps *peersSetup) run(ctx context.Context, env *Env, sys *peersSystem) (err 
 	ph := phase{name: sys.name, length: ps.tl.length}
 	switch sys.name {
 	case "uncontrolled", "seda", "yaksha":
-		policy := sedaPolicy("none", sedaLive{}, "")
+		policy := nonePolicy()
 		switch sys.name {
 		case "seda":
 			policy = peersSEDAPolicy(ps.capacity)
 		case "yaksha":
 			policy = peersYakshaPolicy()
 		}
-		px, err := startProxy(ctx, env.Name+".yaml", proxyYAML(srv.URL, peersProxyConns, policy))
+		px, err := startProxy(ctx, proxyConfig(srv.URL, peersProxyConns, policy, ""))
 		if err != nil {
 			return err
 		}

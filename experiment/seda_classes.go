@@ -9,6 +9,7 @@ import (
 	"github.com/sluicehq/sluice/dist"
 	"github.com/sluicehq/sluice/loadgen"
 	"github.com/sluicehq/sluice/monitor"
+	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/report"
 	"github.com/sluicehq/sluice/testbed"
 )
@@ -30,15 +31,12 @@ func sedaClasses() Experiment {
 
 // classPolicy is the two-class SEDA policy; differentiate selects one
 // controller and bucket per class (true) or one shared (false).
-func classPolicy(p sedaLive, differentiate bool) string {
-	return fmt.Sprintf(`classes:
-  order: [high, low]
-  default: low
-  rules:
-    - class: high
-      header: {name: X-Sluice-Class, value: high, trust: any}
-%s    differentiate: %t
-`, sedaPolicy("seda", p, ""), differentiate)
+func classPolicy(p sedaLive, differentiate bool) policy.Config {
+	pol := sedaPolicy(p)
+	pol.Classes = policy.ClassesConfig{Order: []string{"high", "low"}, Default: "low",
+		Rules: []policy.ClassRule{{Class: "high", Header: &policy.HeaderMatch{Name: "X-Sluice-Class", Value: "high", Trust: "any"}}}}
+	pol.Stages[0].Differentiate = &differentiate
+	return pol
 }
 
 func runSEDAClasses(ctx context.Context, env *Env) (*Result, error) {

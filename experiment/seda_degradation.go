@@ -8,6 +8,7 @@ import (
 	"github.com/sluicehq/sluice/dist"
 	"github.com/sluicehq/sluice/loadgen"
 	"github.com/sluicehq/sluice/monitor"
+	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/report"
 	"github.com/sluicehq/sluice/testbed"
 )
@@ -29,9 +30,14 @@ func sedaDegradation() Experiment {
 
 // degradePolicy is the single-stage SEDA policy with degradation;
 // admission re-enables the token bucket at the lowest quality.
-func degradePolicy(p sedaLive, admission bool) string {
-	return sedaPolicy("seda", p, fmt.Sprintf("      degrade: {enabled: true, admission: %t}\n", admission)) +
-		"    differentiate: false\ndegrade: {header: X-Sluice-Quality}\n"
+func degradePolicy(p sedaLive, admission bool) policy.Config {
+	ps := sedaParams(p)
+	ps["degrade"] = params{"enabled": true, "admission": admission}
+	pol := mainPolicy("seda", ps)
+	no := false
+	pol.Stages[0].Differentiate = &no
+	pol.Degrade.Header = "X-Sluice-Quality"
+	return pol
 }
 
 func runSEDADegradation(ctx context.Context, env *Env) (*Result, error) {
@@ -50,13 +56,14 @@ func runSEDADegradation(ctx context.Context, env *Env) (*Result, error) {
 	qcfg.Workers, qcfg.Discipline, qcfg.Service, qcfg.Seed = 1, testbed.DisciplineFIFO, "exp:"+p.service.String(), env.Seed
 
 	type variant struct {
-		name, suffix, label, policy string
-		to, length                  time.Duration
-		users                       dist.Schedule
-		res                         *phaseResult
+		name, suffix, label string
+		policy              policy.Config
+		to, length          time.Duration
+		users               dist.Schedule
+		res                 *phaseResult
 	}
 	vars := []*variant{
-		{name: "none", suffix: "_none", label: "no control", policy: sedaPolicy("none", p, ""), to: from + spikeNone},
+		{name: "none", suffix: "_none", label: "no control", policy: nonePolicy(), to: from + spikeNone},
 		{name: "degrade", suffix: "_degrade_only", label: "degradation alone", policy: degradePolicy(p, false), to: from + spikeDeg},
 		{name: "degrade_admission", label: "degradation + admission control", policy: degradePolicy(p, true), to: from + spikeDeg},
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluicehq/sluice/loadgen"
 	"github.com/sluicehq/sluice/monitor"
+	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/report"
 	"github.com/sluicehq/sluice/testbed"
 )
@@ -51,22 +52,17 @@ func sedaLiveParams(serviceMS, targetMS float64) sedaLive {
 	}
 }
 
-// sedaPolicy is a single-stage policy with the SEDA controller (extra
-// holds more params lines) or, with controller "none", no control.
-func sedaPolicy(controller string, p sedaLive, extra string) string {
-	if controller == "none" {
-		return fmt.Sprintf("stages:\n  - name: %s\n    match: {path_prefix: /}\n    controller: none\n", mainStage)
-	}
-	return fmt.Sprintf(`stages:
-  - name: %s
-    match: {path_prefix: /}
-    controller: seda
-    params:
-      target: %s
-      timeout: %s
-      initial_rate: %g
-%s`, mainStage, msDur(p.target), msDur(scaled(time.Second, sedaTimeScale)), p.initialRate, extra)
+// sedaParams are the SEDA controller's params of the live experiments:
+// the p90 target, the timeout (1 s of paper time) and the initial rate.
+func sedaParams(p sedaLive) params {
+	return params{"target": p.target, "timeout": scaled(time.Second, sedaTimeScale), "initial_rate": p.initialRate}
 }
+
+// sedaPolicy is the single-stage policy with the SEDA controller.
+func sedaPolicy(p sedaLive) policy.Config { return mainPolicy("seda", sedaParams(p)) }
+
+// nonePolicy is the single-stage policy without admission control.
+func nonePolicy() policy.Config { return mainPolicy("none", nil) }
 
 func sedaSpike() Experiment {
 	return Experiment{
@@ -105,7 +101,7 @@ func runSEDASpike(ctx context.Context, env *Env) (*Result, error) {
 		if err != nil {
 			return nil, err
 		}
-		run := proxied{newBackend: queueBackend(qcfg), maxConcurrency: 2048, policy: sedaPolicy(v.controller, p, ""),
+		run := proxied{newBackend: queueBackend(qcfg), maxConcurrency: 2048, policy: spikePolicy(v.controller, p),
 			phase: phase{name: v.name, length: length, loads: []loadgen.Config{load}, users: users.At}}
 		if v.res, err = run.run(ctx, env); err != nil {
 			return nil, err
@@ -225,4 +221,12 @@ func controllerFigure(r *phaseResult, target time.Duration, title string) *repor
 		{XLabel: "time (s)", YLabel: "token rate (req/s)", LogY: true, LegendLeft: true,
 			Series: []report.Series{{Label: "admission rate", X: rx, Y: ry}}},
 	}}
+}
+
+// spikePolicy is the policy of one seda-spike variant: "seda" or "none".
+func spikePolicy(controller string, p sedaLive) policy.Config {
+	if controller == "none" {
+		return nonePolicy()
+	}
+	return sedaPolicy(p)
 }

@@ -364,7 +364,7 @@ func (r *bwRun) run(ctx context.Context, env *Env, backendURL string, surge, lar
 	defer tr.CloseIdleConnections()
 	vp := voigtProxy{backendURL: backendURL, workers: 256, queueTimeout: voigtBWTimeout, controlled: r.controlled,
 		bwInitial: 100, bwCapacity: r.capacity}
-	px, err := startProxy(ctx, env.Name+".yaml", vp.yaml())
+	px, err := startProxy(ctx, vp.config())
 	if err != nil {
 		return fmt.Errorf("%s: %w", r.name, err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/dist"
 	"github.com/sluicehq/sluice/loadgen"
+	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/proxy"
 	"github.com/sluicehq/sluice/testbed"
 )
@@ -108,8 +109,8 @@ type voigtProxy struct {
 	// controlled adds the rules and the policer; otherwise the proxy
 	// only forwards.
 	controlled bool
-	// utilization is the CPU sensor's YAML ("" leaves the CPU rule out).
-	utilization string
+	// utilization is the CPU sensor (nil leaves the CPU rule out).
+	utilization *proxy.UtilizationConfig
 	// cgiInitial is the CPU rule's initial rate (req/s).
 	cgiInitial float64
 	// bwInitial is the bandwidth rule's initial rate; bwCapacity the
@@ -120,49 +121,50 @@ type voigtProxy struct {
 	policer bool
 }
 
-// yaml returns the proxy configuration.
-func (v voigtProxy) yaml() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, `listeners: [{addr: %q}]
-admin: {addr: %q}
-drain_timeout: 1s
-backends:
-  servers: [{url: %q, max_concurrency: %d}]
-  queue: {max: 1024, timeout: %s}
-  timeouts: {response_header: 120s}
-  ignore_client_abort: %t
-`, anyPort, anyPort, v.backendURL, v.workers, msDur(v.queueTimeout), v.holdAbandoned)
+// config returns the proxy configuration: the pool of the paper's
+// workers with its wait queue (the listen queue), and, when controlled,
+// the CPU rule on /cgi-bin/ (with a utilization sensor), the bandwidth
+// rule on /islarge/ fed by the outgoing-queue sensor, and the connection
+// policer, each with the paper's parameters.
+func (v voigtProxy) config() *proxy.Config {
+	queueMax := 1024
+	cfg := &proxy.Config{
+		Listeners:    []proxy.ListenerConfig{{Addr: anyPort}},
+		Admin:        proxy.AdminConfig{Addr: anyPort},
+		DrainTimeout: time.Second,
+		Backends: proxy.BackendsConfig{
+			Servers:           []proxy.ServerConfig{{URL: v.backendURL, MaxConcurrency: v.workers}},
+			Queue:             proxy.PoolQueueConfig{Max: &queueMax, Timeout: v.queueTimeout},
+			Timeouts:          proxy.TimeoutsConfig{ResponseHeader: 120 * time.Second},
+			IgnoreClientAbort: v.holdAbandoned,
+		},
+	}
 	if !v.controlled {
-		return b.String()
+		return cfg
 	}
-	cpu := v.utilization != ""
-	if cpu {
-		fmt.Fprintf(&b, "utilization: %s\n", v.utilization)
+	rule := func(name, prefix, controller string, ps params) policy.StageConfig {
+		st := mainPolicy(controller, ps).Stages[0]
+		st.Name, st.Match, st.Burst = name, policy.MatchConfig{PathPrefix: prefix}, 5
+		return st
 	}
-	b.WriteString("stages:\n")
-	if cpu {
-		fmt.Fprintf(&b, `  - name: cgi
-    match: {path_prefix: /cgi-bin/}
-    controller: voigt-cpu
-    params: {util_ref: 90, kp: 0.2, min_rate: 10, initial_rate: %g}
-    burst: 5
-`, v.cgiInitial)
+	if v.utilization != nil {
+		cfg.Utilization = *v.utilization
+		cfg.Stages = append(cfg.Stages, rule("cgi", "/cgi-bin/", "voigt-cpu",
+			params{"util_ref": 90.0, "kp": 0.2, "min_rate": 10.0, "initial_rate": v.cgiInitial}))
+		cfg.Resources = append(cfg.Resources, proxy.ResourceConfig{Stage: "cgi", Resource: proxy.ResourceCPU})
 	}
-	fmt.Fprintf(&b, `  - name: large
-    match: {path_prefix: /islarge/}
-    controller: voigt-queue
-    params: {q_ref: 35, kp: 0.0625, kd: 0.25, min_rate: 10, initial_rate: %g}
-    burst: 5
-resources:
-`, v.bwInitial)
-	if cpu {
-		b.WriteString("  - {stage: cgi, resource: cpu}\n")
-	}
-	fmt.Fprintf(&b, "  - {stage: large, resource: bandwidth, sensor: {source: outqueue, capacity_bytes: %d, samples_per_period: 20}}\n", v.bwCapacity)
+	cfg.Stages = append(cfg.Stages, rule("large", "/islarge/", "voigt-queue",
+		params{"q_ref": 35.0, "kp": 0.0625, "kd": 0.25, "min_rate": 10.0, "initial_rate": v.bwInitial}))
+	cfg.Resources = append(cfg.Resources, proxy.ResourceConfig{Stage: "large", Resource: proxy.ResourceBandwidth,
+		Sensor: &proxy.SensorConfig{UtilizationConfig: proxy.UtilizationConfig{Source: proxy.SensorOutQueue},
+			CapacityBytes: v.bwCapacity, SamplesPerPeriod: 20}})
 	if v.policer {
-		b.WriteString("policer:\n  rate: 1000\n  burst: 20\n  control: {q_ref: 100, kp: 0.0625, kd: 0.25, min_rate: 10}\n")
+		kd := 0.25
+		pc := &proxy.PolicerConfig{Control: proxy.PolicerControl{QRef: 100, Kp: 0.0625, Kd: &kd, MinRate: 10}}
+		pc.Rate, pc.Burst = 1000, 20
+		cfg.Policer = pc
 	}
-	return b.String()
+	return cfg
 }
 
 // voigtSample is the proxy (and the backend's CPU) sampled during a run.
@@ -424,7 +426,7 @@ type cpuBackend struct {
 	ns            float64
 	foreignBusy   float64
 	processSensor bool
-	util          string // the utilization YAML
+	util          *proxy.UtilizationConfig // the CPU rule's sensor
 	static        time.Duration
 	dynamic       time.Duration
 	staticN       int
@@ -473,7 +475,7 @@ func startCPUBackend(ctx context.Context, env *Env) (*cpuBackend, func(), error)
 		restore()
 		return nil, nil, err
 	}
-	b.util = "{source: backend-header}"
+	b.util = &proxy.UtilizationConfig{Source: proxy.UtilizationBackendHeader}
 	if b.plan.pinned {
 		busy, err := idleBusy(b.plan.backendCPU, time.Second)
 		if err != nil {
@@ -482,10 +484,10 @@ func startCPUBackend(ctx context.Context, env *Env) (*cpuBackend, func(), error)
 		}
 		b.foreignBusy = busy
 		if busy <= foreignBusyLimit {
-			b.util = fmt.Sprintf("{source: host, cpus: \"%d\"}", b.plan.backendCPU)
+			b.util = &proxy.UtilizationConfig{Source: proxy.UtilizationHost, CPUs: strconv.Itoa(b.plan.backendCPU)}
 		} else {
 			b.processSensor = true
-			b.util = fmt.Sprintf("{source: process, pid: %d, process_cpus: 1}", b.pid)
+			b.util = &proxy.UtilizationConfig{Source: proxy.UtilizationProcess, PID: b.pid, ProcessCPUs: 1}
 			env.Phasef("CPU %d was %.0f%% busy with other work while the backend idled: measuring the backend process's CPU time instead", b.plan.backendCPU, 100*busy)
 		}
 	}
@@ -608,7 +610,7 @@ func (r *cpuRun) run(ctx context.Context, env *Env, b *cpuBackend) error {
 	}
 	vp := voigtProxy{backendURL: b.url, workers: voigtWorkers, queueTimeout: voigtQueueTimeout, holdAbandoned: true, controlled: r.controlled,
 		utilization: b.util, cgiInitial: 10, bwInitial: 100, bwCapacity: 1 << 20, policer: true}
-	px, err := startProxy(ctx, env.Name+".yaml", vp.yaml())
+	px, err := startProxy(ctx, vp.config())
 	if err != nil {
 		return fmt.Errorf("%s: %w", r.name, err)
 	}

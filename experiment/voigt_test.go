@@ -9,12 +9,16 @@ import (
 
 	"github.com/sluicehq/sluice/proxy"
 	"github.com/sluicehq/sluice/testbed"
+	"gopkg.in/yaml.v3"
 )
 
 // Unit tests of the Voigt & Gunningberg experiments' pure helpers; the
 // live runs are exercised by `sluice experiment voigt-*`.
 
-func TestVoigtProxyYAMLParses(t *testing.T) {
+// TestVoigtProxyConfig marshals each voigt proxy configuration to YAML
+// and parses it back as the proxy would read the file.
+func TestVoigtProxyConfig(t *testing.T) {
+	host := &proxy.UtilizationConfig{Source: proxy.UtilizationHost, CPUs: "0"}
 	for _, tc := range []struct {
 		name string
 		v    voigtProxy
@@ -22,20 +26,24 @@ func TestVoigtProxyYAMLParses(t *testing.T) {
 		not  []string
 	}{
 		{"controlled", voigtProxy{backendURL: "http://127.0.0.1:9", workers: 32, queueTimeout: 2 * time.Second, holdAbandoned: true, controlled: true,
-			utilization: `{source: host, cpus: "0"}`, cgiInitial: 10, bwInitial: 100, bwCapacity: 1 << 20, policer: true},
-			[]string{"voigt-cpu", "voigt-queue", "policer:", "capacity_bytes: 1048576", "timeout: 2000ms", "ignore_client_abort: true"}, nil},
+			utilization: host, cgiInitial: 10, bwInitial: 100, bwCapacity: 1 << 20, policer: true},
+			[]string{"voigt-cpu", "voigt-queue", "policer:", "capacity_bytes: 1048576", "timeout: 2s", "ignore_client_abort: true"}, nil},
 		{"bandwidth only", voigtProxy{backendURL: "http://127.0.0.1:9", workers: 256, queueTimeout: 10 * time.Second, controlled: true,
 			bwInitial: 100, bwCapacity: 5 << 20},
-			[]string{"voigt-queue", "outqueue", "ignore_client_abort: false"}, []string{"voigt-cpu", "policer:", "utilization:"}},
+			[]string{"voigt-queue", "outqueue", "ignore_client_abort: false"}, []string{"voigt-cpu", "policer:", "source: host"}},
 		{"uncontrolled", voigtProxy{backendURL: "http://127.0.0.1:9", workers: 32, queueTimeout: 2 * time.Second},
-			nil, []string{"stages:", "policer:", "resources:"}},
+			nil, []string{"voigt-", "policer:", "resources:"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			y := tc.v.yaml()
+			out, err := yaml.Marshal(tc.v.config())
+			if err != nil {
+				t.Fatal(err)
+			}
+			y := string(out)
 			// The outqueue sensor needs Linux; elsewhere the file fails
 			// validation by design.
 			if runtime.GOOS == "linux" || !tc.v.controlled {
-				if _, err := proxy.Parse("voigt.yaml", []byte(y)); err != nil {
+				if _, err := proxy.Parse("voigt.yaml", out); err != nil {
 					t.Errorf("the proxy refuses the configuration: %v\n%s", err, y)
 				}
 			}

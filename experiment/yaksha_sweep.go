@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicehq/sluice/dist"
 	"github.com/sluicehq/sluice/loadgen"
+	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/report"
 	"github.com/sluicehq/sluice/testbed"
 )
@@ -40,22 +41,12 @@ func yakshaLiveParams() yakshaLive {
 
 // yakshaPolicy is the single-stage Yaksha policy; lambda0 > 0 gives the
 // static design for that nominal rate, 0 the self-tuning one.
-func yakshaPolicy(p yakshaLive, lambda0 float64) string {
-	tuning := "self_tuning: true"
+func yakshaPolicy(p yakshaLive, lambda0 float64) policy.Config {
+	ps := params{"tref": p.tref, "period": p.period, "pole": p.pole, "tune_window": p.tuneWindow, "self_tuning": lambda0 <= 0}
 	if lambda0 > 0 {
-		tuning = fmt.Sprintf("self_tuning: false\n      lambda0: %g", lambda0)
+		ps["lambda0"] = lambda0
 	}
-	return fmt.Sprintf(`stages:
-  - name: %s
-    match: {path_prefix: /}
-    controller: yaksha
-    params:
-      tref: %s
-      period: %s
-      pole: %g
-      tune_window: %s
-      %s
-`, mainStage, msDur(p.tref), msDur(p.period), p.pole, msDur(p.tuneWindow), tuning)
+	return mainPolicy("yaksha", ps)
 }
 
 func yakshaLoadSweep() Experiment {
@@ -155,7 +146,7 @@ func runYakshaSweep(ctx context.Context, env *Env) (*Result, error) {
 		if err != nil {
 			return nil, err
 		}
-		unc := proxied{newBackend: queueBackend(qcfg), maxConcurrency: 4096, policy: sedaPolicy("none", sedaLive{}, ""),
+		unc := proxied{newBackend: queueBackend(qcfg), maxConcurrency: 4096, policy: nonePolicy(),
 			phase: phase{name: fmt.Sprintf("uncontrolled %g×", l), length: uncLen, loads: []loadgen.Config{load},
 				grace: 500 * time.Millisecond}}
 		ures, err := unc.run(ctx, env)
