@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluicehq/sluice/figure/simulated"
 	"github.com/sluicehq/sluice/report"
-	"github.com/sluicehq/sluice/scenario"
 )
 
 func TestSimList(t *testing.T) {
@@ -16,10 +16,10 @@ func TestSimList(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q", code, errOut)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != len(scenario.Names()) {
-		t.Errorf("%d lines for %d scenarios:\n%s", len(lines), len(scenario.Names()), out)
+	if len(lines) != len(simulated.Names()) {
+		t.Errorf("%d lines for %d scenarios:\n%s", len(lines), len(simulated.Names()), out)
 	}
-	for i, name := range scenario.Names() {
+	for i, name := range simulated.Names() {
 		if i < len(lines) && !strings.HasPrefix(lines[i], name+" ") {
 			t.Errorf("line %d = %q, want the scenario %s with its description", i, lines[i], name)
 		}

@@ -1,0 +1,256 @@
+package simulated
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/sluicehq/sluice/dist"
+	"github.com/sluicehq/sluice/figure"
+	"github.com/sluicehq/sluice/report"
+	"github.com/sluicehq/sluice/settle"
+	"github.com/sluicehq/sluice/sim"
+)
+
+// yaksha-workload-shift reproduces Kamra, Misra & Nahum's Figs. 10–16
+// (docs/algorithms.md §2): closed-loop TPC-W-style users arrive in three
+// waves, each with its own navigation (browsing, shopping, ordering), so
+// both the load and the request mix shift. Three controllers face the same
+// users (the same seed): the self-tuning PI, a static PI designed for the
+// first wave's load, and a static PI designed for three times that load.
+
+// TPC-W-like page types and their CPU demands on the PS server, in
+// seconds (means of exponential demands).
+var shiftPages = []struct {
+	name   string
+	demand float64
+}{
+	{"home", 0.008}, {"search", 0.015}, {"product", 0.010}, {"cart", 0.020}, {"buy", 0.045},
+}
+
+// shiftNav are the three waves' navigations between the pages above:
+// start distributions and transition matrices (rows: from, columns: to).
+var shiftNav = []struct {
+	name  string
+	start []float64
+	p     [][]float64
+}{
+	{"browsing", []float64{1, 0, 0, 0, 0}, [][]float64{
+		{0.10, 0.50, 0.40, 0.00, 0.00},
+		{0.10, 0.30, 0.60, 0.00, 0.00},
+		{0.20, 0.40, 0.35, 0.05, 0.00},
+		{0.30, 0.20, 0.40, 0.05, 0.05},
+		{1.00, 0.00, 0.00, 0.00, 0.00},
+	}},
+	{"shopping", []float64{1, 0, 0, 0, 0}, [][]float64{
+		{0.05, 0.45, 0.50, 0.00, 0.00},
+		{0.05, 0.25, 0.70, 0.00, 0.00},
+		{0.10, 0.25, 0.30, 0.35, 0.00},
+		{0.10, 0.10, 0.40, 0.20, 0.20},
+		{1.00, 0.00, 0.00, 0.00, 0.00},
+	}},
+	{"ordering", []float64{1, 0, 0, 0, 0}, [][]float64{
+		{0.05, 0.30, 0.65, 0.00, 0.00},
+		{0.05, 0.15, 0.80, 0.00, 0.00},
+		{0.05, 0.10, 0.25, 0.60, 0.00},
+		{0.05, 0.05, 0.20, 0.20, 0.50},
+		{0.80, 0.00, 0.20, 0.00, 0.00},
+	}},
+}
+
+type yakshaShiftParams struct {
+	users        int
+	wave         time.Duration
+	think        time.Duration
+	thinkCap     time.Duration
+	tref         time.Duration
+	period       time.Duration
+	designFactor float64
+	settleBand   float64
+	settleWindow time.Duration
+}
+
+func yakshaWorkloadShift() Scenario {
+	return Scenario{
+		Name: "yaksha-workload-shift",
+		Setup: func(ps *Params) RunFunc {
+			var c yakshaShiftParams
+			ps.Int(&c.users, "users_per_wave", 100, 1, 100000,
+				"closed-loop users added by each wave (the paper's 700 → 1400 → 2100 browsers scaled by 1/7 to a one-core PS "+
+					"server: wave 1 offers about 1.5× capacity, waves 1+2 about 3.5×, all three about 6×)")
+			ps.Duration(&c.wave, "wave_length", 50*time.Second, time.Second, 100000*time.Second,
+				"time between waves (paper: waves at 0, 50 and 100 s); the run lasts three waves")
+			ps.Duration(&c.think, "think", 700*time.Millisecond, time.Millisecond, time.Hour, "mean of the exponential think time (paper: 0.7 s)")
+			ps.Duration(&c.thinkCap, "think_cap", 7*time.Second, time.Millisecond, time.Hour, "cap of the think time (paper: 7 s)")
+			ps.Duration(&c.tref, "tref", 150*time.Millisecond, time.Millisecond, time.Hour, "mean response-time target Tref (paper: 150 ms)")
+			ps.Duration(&c.period, "period", time.Second, time.Millisecond, time.Hour, "control period h")
+			ps.Float(&c.designFactor, "high_factor", 3, 1.01, 1000,
+				"the static 'high' controller is designed for this multiple of the first wave's rate (paper: 3×, 2100 vs 700 browsers)")
+			ps.Float(&c.settleBand, "settle_band", 0.25, 0.01, 10, "settle_s_max band: relative distance of the mean RT from Tref")
+			ps.Duration(&c.settleWindow, "settle_window", 5*time.Second, 0, time.Hour,
+				"settling uses the completion-weighted mean RT over a centred window of this length (per-period means of a PS server "+
+					"near saturation are noisy): a wave's settle_s is the time from its start until that mean, having left the band, "+
+					"is back within it")
+			return func(env Env) (*figure.Result, error) { return runYakshaShift(env, c) }
+		},
+	}
+}
+
+// shiftVariant is one controller facing the three waves.
+type shiftVariant struct {
+	name, suffix, label string
+	selfTuning          bool
+	lambda0             float64
+	steps               []step
+	iae                 float64
+	settle              []float64
+}
+
+func runYakshaShift(env Env, c yakshaShiftParams) (*figure.Result, error) {
+	think, err := dist.NewExponential(c.think.Seconds())
+	if err != nil {
+		return nil, err
+	}
+	thinkDist, err := dist.NewCapped(think, c.thinkCap.Seconds())
+	if err != nil {
+		return nil, err
+	}
+	// The static designs' nominal rate: the first wave's users offer
+	// N/(E[Z] + Tref) requests per second when the response time is Tref.
+	lambdaLow := float64(c.users) / (thinkDist.Mean() + c.tref.Seconds())
+	vars := []*shiftVariant{
+		{name: "self", suffix: "_self", label: "self-tuning", selfTuning: true},
+		{name: "static_low", suffix: "_static_low", label: fmt.Sprintf("static, λ0 = %.0f req/s (wave 1)", lambdaLow), lambda0: lambdaLow},
+		{name: "static_high", suffix: "_static_high", label: fmt.Sprintf("static, λ0 = %.0f req/s (%g× wave 1)", c.designFactor*lambdaLow, c.designFactor),
+			lambda0: c.designFactor * lambdaLow},
+	}
+	for _, v := range vars {
+		v.steps, err = shiftRun(env.Seed, c, thinkDist, v.selfTuning, v.lambda0)
+		if err != nil {
+			return nil, fmt.Errorf("variant %s: %w", v.name, err)
+		}
+	}
+
+	res := newResult(env)
+	s := res.Summary
+	tref := c.tref.Seconds()
+	ts := report.NewTable("variant", "time_s", "users", "offered", "admitted", "rejected", "completed",
+		"mean_rt_ms", "p90_rt_ms", "utilization", "drop_probability", "gain_a")
+	for _, v := range vars {
+		for _, st := range v.steps {
+			w := st.in()
+			users := c.users * min(int(st.start()/c.wave)+1, 3)
+			if err := ts.Append(v.name, st.end().Seconds(), users, w.Arrivals, w.Admitted, w.Rejected, w.Completed,
+				ms(w.MeanRT), ms(w.P90RT), w.Utilization, st.Decision.New, st.Extra); err != nil {
+				return nil, err
+			}
+			if w.Samples > 0 {
+				v.iae += math.Abs(w.MeanRT-tref) * w.Elapsed.Seconds()
+			}
+		}
+		worst := 0.0
+		for k := range 3 {
+			from, to := time.Duration(k)*c.wave, time.Duration(k+1)*c.wave
+			st := settle.Return(stepPoints(v.steps, meanRT), from, to, tref, c.settleBand, settle.HalfWindow(c.settleWindow, c.period))
+			v.settle = append(v.settle, st)
+			s.Set(fmt.Sprintf("settle_s_wave%d%s", k+1, v.suffix), st)
+			worst = math.Max(worst, st)
+			if math.IsNaN(st) {
+				worst = math.Inf(1)
+			}
+			var n, sum float64
+			for _, x := range v.steps {
+				if w := x.in(); x.start() >= from+c.wave/2 && x.end() <= to && w.Samples > 0 {
+					n += w.Samples
+					sum += w.MeanRT * w.Samples
+				}
+			}
+			s.Set(fmt.Sprintf("mean_rt_ms_wave%d_late%s", k+1, v.suffix), ms(ratio(sum, n)))
+		}
+		if math.IsInf(worst, 1) {
+			worst = math.NaN() // a wave that never settled
+		}
+		s.Set("settle_s_max"+v.suffix, worst)
+		s.Set("iae"+v.suffix, v.iae)
+	}
+	// The headline name settle_s_max is the self-tuning one's.
+	s.Set("settle_s_max", s.Metric("settle_s_max_self"))
+	s.Set("lambda0_static_low_rps", lambdaLow)
+	s.Set("lambda0_static_high_rps", c.designFactor*lambdaLow)
+	res.AddTable("timeseries.csv", ts)
+	res.Key = []string{"settle_s_max", "iae_self", "iae_static_low", "iae_static_high"}
+
+	fig := &report.Figure{PanelHeight: 2.6}
+	for _, v := range vars {
+		x, y := make([]float64, len(v.steps)), make([]float64, len(v.steps))
+		for i, st := range v.steps {
+			x[i], y[i] = st.end().Seconds(), ms(st.in().MeanRT)
+		}
+		fig.Panels = append(fig.Panels, report.Panel{
+			Title:  fmt.Sprintf("%s: IAE %.0f s·s, settle %s s", v.label, v.iae, settle.Format(v.settle)),
+			XLabel: "time (s)", YLabel: "mean RT (ms)",
+			Series: []report.Series{{Label: "mean RT per period", X: x, Y: y}},
+			HLines: []report.RefLine{{Value: ms(tref), Label: fmt.Sprintf("Tref = %v", c.tref)}},
+			VLines: []report.RefLine{{Value: c.wave.Seconds()}, {Value: 2 * c.wave.Seconds()}},
+			YMin:   0, YMax: 5 * ms(tref)})
+	}
+	res.AddFigure("response_time.png", fig)
+	pd := report.Panel{Title: "drop probability (waves start at the dotted lines)", XLabel: "time (s)", YLabel: "drop probability pd",
+		YMin: 0, YMax: 1, LegendBottom: true,
+		VLines: []report.RefLine{{Value: c.wave.Seconds()}, {Value: 2 * c.wave.Seconds()}}}
+	ga := report.Panel{Title: "PI gain A = Kp + Ki·h/2", XLabel: "time (s)", YLabel: "gain A (1/s)", LegendBottom: true,
+		VLines: []report.RefLine{{Value: c.wave.Seconds()}, {Value: 2 * c.wave.Seconds()}}}
+	for _, v := range vars {
+		x, y, a := make([]float64, len(v.steps)), make([]float64, len(v.steps)), make([]float64, len(v.steps))
+		for i, st := range v.steps {
+			x[i], y[i], a[i] = st.end().Seconds(), st.Decision.New, st.Extra
+		}
+		pd.Series = append(pd.Series, report.Series{Label: v.label, X: x, Y: y})
+		ga.Series = append(ga.Series, report.Series{Label: v.label, X: x, Y: a})
+	}
+	res.AddFigure("controller.png", &report.Figure{PanelHeight: 3.2, Panels: []report.Panel{pd, ga}})
+	return res, nil
+}
+
+// shiftRun runs one controller against the three waves.
+func shiftRun(seed uint64, c yakshaShiftParams, think dist.Dist, selfTuning bool, lambda0 float64) ([]step, error) {
+	e := sim.New(seed)
+	server, err := sim.NewPS(e, sim.PSConfig{Capacity: 1})
+	if err != nil {
+		return nil, err
+	}
+	loop, err := yakshaStage(e, yakshaController(c.tref, c.period, selfTuning, lambda0, true), server)
+	if err != nil {
+		return nil, err
+	}
+	loop.extra = yakshaGainA
+	types := make([]sim.RequestType, len(shiftPages))
+	for i, p := range shiftPages {
+		d, err := dist.NewExponential(p.demand)
+		if err != nil {
+			return nil, err
+		}
+		types[i] = sim.RequestType{Name: p.name, Demand: d}
+	}
+	for k, nav := range shiftNav {
+		m, err := sim.NewMarkov(nav.start, nav.p)
+		if err != nil {
+			return nil, fmt.Errorf("navigation %s: %w", nav.name, err)
+		}
+		count, err := dist.NewSchedule(dist.Segment{Start: 0, Rate: 0}, dist.Segment{Start: time.Duration(k) * c.wave, Rate: float64(c.users)})
+		if k == 0 {
+			count, err = dist.ConstantSchedule(float64(c.users))
+		}
+		if err != nil {
+			return nil, err
+		}
+		g, err := sim.NewUsers(e, sim.UsersConfig{Name: "wave-" + nav.name, Count: count, Think: think, Types: types, Nav: m,
+			ClientBase: k * c.users, Target: loop.entry})
+		if err != nil {
+			return nil, err
+		}
+		g.Start()
+	}
+	e.Run(3 * c.wave)
+	return loop.steps, nil
+}
