@@ -86,6 +86,14 @@ type SEDAConfig struct {
 	// a deep cut climbs back by adj_i-sized steps (1.8 req/s per run with
 	// the paper's values). false is the paper's law exactly.
 	RecoverToServed bool `yaml:"recover_to_served" json:"recover_to_served"`
+	// RecoverFactor f ≥ 0 (default 0: the paper's additive law): while a
+	// class's p90 is below err_i and its rate binds (it admitted at least
+	// 0.9 × its rate), the increase is at least multiplicative,
+	// rate·f·(c_i − err), so a rate cut to the floor by a stall (a backend
+	// that answered nothing for a while) climbs back in a few runs instead
+	// of adj_i-sized steps. The quick start sets 1: from err = −0.9 the rate
+	// grows ×1.8 per run.
+	RecoverFactor float64 `yaml:"recover_factor" json:"recover_factor"`
 	// Degrade configures service degradation (single class only).
 	Degrade DegradeConfig `yaml:"degrade" json:"degrade"`
 }
@@ -164,6 +172,9 @@ func (c *SEDAConfig) Validate() error {
 	}
 	if !sluice.Finite(c.AdjLoD) || c.AdjLoD <= 1 {
 		return badField("adjlo_d", c.AdjLoD, "must be a finite factor > 1")
+	}
+	if !sluice.Finite(c.RecoverFactor) || c.RecoverFactor < 0 || c.RecoverFactor > 10 {
+		return badField("recover_factor", c.RecoverFactor, "must be within [0, 10] (0: the paper's additive increase)")
 	}
 	if c.LCThresh < 1 {
 		return badField("lc_thresh", c.LCThresh, "must be ≥ 1")
@@ -446,6 +457,12 @@ func (s *SEDA) adjust(now time.Time, c int, e float64) string {
 			if r := 0.9 * s.classes[c].served / s.classes[c].servedFor; r > next {
 				next = r
 				note = fmt.Sprintf(", first increase since the overload: 0.9 × served %s", fmtRate(s.classes[c].served/s.classes[c].servedFor))
+			}
+		}
+		if f := s.cfg.RecoverFactor; f > 0 && s.classes[c].demand >= 0.9*old {
+			if r := old * (1 + f*(s.cfg.CI-e)); r > next {
+				next = r
+				note += fmt.Sprintf(", multiplicative recovery ×%.3g", 1+f*(s.cfg.CI-e))
 			}
 		}
 		s.classes[c].servedFor = -1 // once per cut

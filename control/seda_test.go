@@ -356,3 +356,37 @@ func TestSEDARecoverFromFirstCut(t *testing.T) {
 	}
 	near(t, "recovered", d.New, 0.9*1200/3.5)
 }
+
+// recover_factor: a rate cut to the floor by a stall climbs back
+// multiplicatively while the p90 is far below target and the rate binds;
+// 0 keeps the paper's additive law.
+func TestSEDARecoverFactor(t *testing.T) {
+	for _, f := range []float64{0, 1} {
+		cfg := DefaultSEDAConfig()
+		cfg.Target, cfg.InitialRate, cfg.RateMax = time.Second, 5, 1e6
+		cfg.DecreaseHoldoff, cfg.RecoverToServed, cfg.RecoverFactor = false, false, f
+		s, err := NewSEDA(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rate := 5.0
+		for i := 1; i <= 10; i++ {
+			// p90 0.1 s against 1 s (err −0.9 after smoothing settles),
+			// the gate binding: everything the rate allows is admitted.
+			d := s.Update(at(i), sluice.Measurements{Elapsed: time.Second, Samples: 100, P90RT: 0.1,
+				Arrivals: 10 * rate, Admitted: rate, Rejected: 9 * rate, Completed: rate})
+			rate = d.New
+		}
+		if f == 0 && rate > 5+10*1.8+1e-9 {
+			t.Errorf("additive law: rate %v after 10 runs, want ≤ 5 + 10 × 1.8", rate)
+		}
+		if f == 1 && rate < 300 {
+			t.Errorf("recover_factor 1: rate %v after 10 runs from 5, want ≥ 300 (×1.5–1.8 per run)", rate)
+		}
+	}
+	bad := DefaultSEDAConfig()
+	bad.Target, bad.RecoverFactor = time.Second, -1
+	if FieldOf(bad.Validate()) != "recover_factor" {
+		t.Error("negative recover_factor accepted")
+	}
+}

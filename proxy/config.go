@@ -133,9 +133,10 @@ type AdminConfig struct {
 type BackendsConfig struct {
 	// Servers are the upstream servers (at least one).
 	Servers []ServerConfig `yaml:"servers"`
-	// Balance chooses a server for each request: "round-robin" (default)
-	// or "least-in-flight" (fewest requests in flight, ties in rotation).
-	// Servers at their max_concurrency are skipped by both.
+	// Balance chooses a server for each request: "least-in-flight"
+	// (default: fewest requests in flight, ties in rotation; a slower
+	// server gets fewer requests, like HAProxy's leastconn) or
+	// "round-robin". Servers at their max_concurrency are skipped by both.
 	Balance string `yaml:"balance"`
 	// Queue is the bounded FIFO of admitted requests waiting for a server
 	// slot when every server is at its max_concurrency: the papers'
@@ -298,7 +299,7 @@ func (c *Config) SetDefaults() {
 		maxConc = max(maxConc, b.Servers[i].MaxConcurrency)
 	}
 	if b.Balance == "" {
-		b.Balance = BalanceRoundRobin
+		b.Balance = BalanceLeastInFlight
 	}
 	if b.Queue.Max == nil {
 		n := DefaultQueueMax

@@ -130,7 +130,7 @@ func TestDefaults(t *testing.T) {
 		{"admin.addr", cfg.Admin.Addr, DefaultAdminAddr},
 		{"admin.pprof", cfg.Admin.Pprof, false},
 		{"max_concurrency", b.Servers[0].MaxConcurrency, DefaultMaxConcurrency},
-		{"balance", b.Balance, BalanceRoundRobin},
+		{"balance", b.Balance, BalanceLeastInFlight},
 		{"queue.max", *b.Queue.Max, DefaultQueueMax},
 		{"queue.timeout", b.Queue.Timeout, DefaultQueueTimeout},
 		{"dial", b.Timeouts.Dial, DefaultDialTimeout},

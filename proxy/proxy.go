@@ -211,9 +211,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		res.Release()
 		saturated := errors.Is(err, ErrPoolQueueFull) || errors.Is(err, ErrPoolQueueTimeout)
 		// A saturated pool, or a client that left while queued, fails the
-		// request; a wait that already reached the target is a censored
-		// sample (see stage.Ticket.Finish).
-		t.Finish(time.Now(), stage.Outcome{OK: false})
+		// request, but its wait says nothing about the backend: no sample
+		// (a queue timeout is not a response time).
+		t.Finish(time.Now(), stage.Outcome{OK: false, NoSample: true})
 		if saturated {
 			h.poolRejected(w, g, err)
 		}

@@ -27,12 +27,13 @@ func newDemoCmd() *cobra.Command {
 	var f demoFlags
 	cmd := &cobra.Command{
 		Use:   "demo",
-		Short: "A flash crowd on a bookstore: no control vs SEDA vs Yaksha (about 80 s)",
+		Short: "A flash crowd on a bookstore: no control vs auto vs SEDA vs Yaksha (about 100 s)",
 		Long: `demo needs nothing beyond this binary. On 127.0.0.1 it starts a TPC-W-like
 bookstore on SQLite (in a temporary directory) and the sluice proxy in
 front of it, measures the bookstore's capacity, and hits it with a flash
-crowd from 0.5× to 10× that capacity three times: without admission
-control, with SEDA (90th-percentile target) and with Yaksha (mean target).
+crowd from 0.5× to 10× that capacity four times: without admission
+control, with auto (sluice's default, told only the 250 ms target as its
+SLO), with SEDA (90th-percentile target) and with Yaksha (mean target).
 
 It prints, for each run, the goodput (pages answered within the 250 ms
 target, per second), the p90 response time, the fraction rejected and the
@@ -42,7 +43,7 @@ summary.json, timeseries.csv and the plot. Progress goes to stderr.
 While it runs, the proxy's live dashboard is at http://127.0.0.1:9901/ui
 (--admin; a free port when that one is taken): open it to watch the flash
 crowd, the controller's decisions and the rejections as they happen.
-It takes about 80 s; run it on an otherwise quiet machine.`,
+It takes about 100 s; run it on an otherwise quiet machine.`,
 		Example: `  sluice demo
   sluice demo --out /tmp/demo`,
 		Args: cobra.NoArgs,

@@ -95,8 +95,8 @@ func TestPrintDemo(t *testing.T) {
 	m := map[string]float64{"capacity_rps": 150, "users_low": 19, "users_high": 380}
 	for i, run := range live.DemoRuns {
 		m["goodput_rps_"+run] = float64(10 + 20*i)
-		m["p90_ms_"+run] = []float64{12345, 650, 700}[i]
-		m["reject_fraction_"+run] = []float64{0, 0.9, 0.91}[i]
+		m["p90_ms_"+run] = []float64{12345, 180, 650, 700}[i]
+		m["reject_fraction_"+run] = []float64{0, 0.88, 0.9, 0.91}[i]
 		m["errors_"+run] = 0
 	}
 	o := outcome("demo", m, []figure.Check{{Claim: "seda beats", Pass: true}, {Claim: "yaksha beats", Measured: "x", Pass: false}})
@@ -105,7 +105,7 @@ func TestPrintDemo(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := buf.String()
-	for _, want := range []string{"capacity 150 pages/s", "19 → 380 users", "goodput (≤ 250ms)", "uncontrolled", "12.3 s",
+	for _, want := range []string{"capacity 150 pages/s", "19 → 380 users", "goodput (≤ 250ms)", "uncontrolled", "auto", "12.3 s", "180 ms",
 		"650 ms", "90.0%", "1 of 2 checks met", "NOT met: yaksha beats (x)", "report: out/x/report.html"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)

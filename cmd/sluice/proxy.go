@@ -54,7 +54,8 @@ start proxies --listen to --backend with one stage for every request:
                         once
   --controller seda     keep the 90th percentile at --target-p90 (rate_max
                         raised to 1e6 req/s so a fast service is not capped
-                        at the paper's 5000)
+                        at the paper's 5000, and recover_factor 1 so that a
+                        rate cut by a stall climbs back within seconds)
   --controller yaksha   keep the mean response time at --target-mean
   --controller gradient2, envoy-gradient, bbr
                         the peers' adaptive concurrency limits (Netflix,
@@ -149,6 +150,9 @@ func (f *proxyFlags) quickStart(cmd *cobra.Command) (*proxy.Config, error) {
 		// admitted rate on the first overload.
 		params["rate_max"] = 1e6
 		params["initial_rate"] = 1e6
+		// After a stall cuts the rate to the floor, climb back in a few
+		// runs rather than by adj_i-sized steps.
+		params["recover_factor"] = 1.0
 	case "yaksha":
 		if f.targetMean == 0 {
 			return nil, usagef("--controller yaksha needs --target-mean, e.g. --target-mean 200ms")

@@ -84,6 +84,7 @@ func TestPoliciesValidate(t *testing.T) {
 		"demo-none":      {pol: demoPolicy("uncontrolled", 0)},
 		"demo-seda":      {pol: demoPolicy("seda", 150)},
 		"demo-yaksha":    {pol: demoPolicy("yaksha", 150)},
+		"demo-auto":      {pol: demoPolicy("auto", 150)},
 		"peers-seda":     {pol: peersSEDAPolicy(391)},
 		"peers-yaksha":   {pol: peersYakshaPolicy()},
 		"lijamin":        {pol: lijaminPolicy(), shares: lijaminSharesConfig()},
