@@ -61,119 +61,163 @@ func voigtPoints(r *cpuRun, sc staircase) []voigtPoint {
 	return out
 }
 
-func runVoigtSweep(ctx context.Context, env *Env) (*figure.Result, error) {
-	rates := pick(env, []float64{200, 300, 400, 500, 600, 700, 800, 1000}, []float64{300, 600, 1000})
-	holds := pick(env, []time.Duration{6 * time.Second, 6 * time.Second, 4 * time.Second, 4 * time.Second, 4 * time.Second, 4 * time.Second, 4 * time.Second, 8 * time.Second},
-		[]time.Duration{10 * time.Second, 3 * time.Second, 6 * time.Second})
-	uncHold := pick(env, 4*time.Second, 3*time.Second)
-	const dynamic = 0.2
-	fractions := pick(env, []float64{0, 0.1, 0.2}, []float64{0, 0.2})
-	rampLen, rampStep := pick(env, 20, 12), pick(env, 15.0, 30.0)
-	const onsetThreshold = 0.01
+// voigtSweepDynamic is the dynamic fraction of the sweep's load (Fig. 4).
+const voigtSweepDynamic = 0.2
 
+// voigtOnsetThreshold is the fraction of connections reset that marks the
+// onset of policing in the simulator's definition.
+const voigtOnsetThreshold = 0.01
+
+// voigtPaperOnset are the paper's onsets of policing (Table 1) by dynamic
+// fraction, req/s.
+var voigtPaperOnset = map[float64]float64{0: 610, 0.1: 640, 0.2: 675}
+
+// runVoigtSweep is the experiment in four steps: plan the staircases and
+// ramps for the calibrated backend, run each in turn, analyse them into
+// the summary's metrics, and render tables, plots, checks and setup.
+func runVoigtSweep(ctx context.Context, env *Env) (*figure.Result, error) {
 	b, restore, err := startCPUBackend(ctx, env)
 	if err != nil {
 		return nil, err
 	}
 	defer restore()
 	defer b.close() //nolint:errcheck // the backend child at the end
+	pl, err := planVoigtSweep(env, b)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range pl.runs {
+		if err := r.run(ctx, env, b); err != nil {
+			return nil, err
+		}
+	}
+	res := figure.NewResult(env.Name, figure.Live, env.Seed)
+	an, err := analyseVoigtSweep(res.Summary, pl, b)
+	if err != nil {
+		return nil, err
+	}
+	if err := renderVoigtSweep(res, pl, b, an); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
 
-	sc := newStaircase(rates, holds...)
-	scU := newStaircase(rates, uncHold)
-	schedC, err := sc.schedule()
+// voigtSweepPlan is what the sweep runs: the controlled and uncontrolled
+// staircases of Fig. 4, the Poisson staircase of Fig. 6 (full form only)
+// and one rate ramp per dynamic fraction for Table 1's onsets.
+type voigtSweepPlan struct {
+	rates      []float64
+	holds      []time.Duration
+	uncHold    time.Duration
+	fractions  []float64
+	rampLen    int
+	rampStep   float64
+	sc, scU    staircase
+	scP        staircase
+	schedC     dist.Schedule
+	ctl, unc   *cpuRun
+	poi        *cpuRun // nil in the quick form
+	ramps      []*cpuRun
+	rampScheds []dist.Schedule
+	rampStarts []float64
+	rampEnd    time.Duration
+	runs       []*cpuRun // every run, in order
+}
+
+// planVoigtSweep lays out the runs for backend b (whose calibrated demands
+// set where each onset ramp starts).
+func planVoigtSweep(env *Env, b *cpuBackend) (*voigtSweepPlan, error) {
+	pl := &voigtSweepPlan{
+		rates: pick(env, []float64{200, 300, 400, 500, 600, 700, 800, 1000}, []float64{300, 600, 1000}),
+		holds: pick(env, []time.Duration{6 * time.Second, 6 * time.Second, 4 * time.Second, 4 * time.Second, 4 * time.Second, 4 * time.Second, 4 * time.Second, 8 * time.Second},
+			[]time.Duration{10 * time.Second, 3 * time.Second, 6 * time.Second}),
+		uncHold:   pick(env, 4*time.Second, 3*time.Second),
+		fractions: pick(env, []float64{0, 0.1, 0.2}, []float64{0, 0.2}),
+		rampLen:   pick(env, 20, 12),
+		rampStep:  pick(env, 15.0, 30.0),
+	}
+	pl.sc, pl.scU = newStaircase(pl.rates, pl.holds...), newStaircase(pl.rates, pl.uncHold)
+	var err error
+	if pl.schedC, err = pl.sc.schedule(); err != nil {
+		return nil, err
+	}
+	schedU, err := pl.scU.schedule()
 	if err != nil {
 		return nil, err
 	}
-	schedU, err := scU.schedule()
-	if err != nil {
-		return nil, err
-	}
-	ctl := &cpuRun{name: "controlled", controlled: true, dynamic: dynamic, rate: schedC, length: sc.end, seed: env.Seed}
-	unc := &cpuRun{name: "uncontrolled", dynamic: dynamic, rate: schedU, length: scU.end, seed: env.Seed}
-	runs := []*cpuRun{ctl, unc}
-	var poi *cpuRun
-	var scP staircase
+	pl.ctl = &cpuRun{name: "controlled", controlled: true, dynamic: voigtSweepDynamic, rate: pl.schedC, length: pl.sc.end, seed: env.Seed}
+	pl.unc = &cpuRun{name: "uncontrolled", dynamic: voigtSweepDynamic, rate: schedU, length: pl.scU.end, seed: env.Seed}
+	pl.runs = []*cpuRun{pl.ctl, pl.unc}
 	if !env.Quick {
-		scP = newStaircase([]float64{600, 800, 1000}, uncHold)
-		schedP, err := scP.schedule()
+		pl.scP = newStaircase([]float64{600, 800, 1000}, pl.uncHold)
+		schedP, err := pl.scP.schedule()
 		if err != nil {
 			return nil, err
 		}
-		poi = &cpuRun{name: "poisson", controlled: true, dynamic: dynamic, rate: schedP, poisson: true, length: scP.end, seed: env.Seed}
-		runs = append(runs, poi)
+		pl.poi = &cpuRun{name: "poisson", controlled: true, dynamic: voigtSweepDynamic, rate: schedP, poisson: true, length: pl.scP.end, seed: env.Seed}
+		pl.runs = append(pl.runs, pl.poi)
 	}
 	// The onset runs: each rate ramp starts where the backend's CPU is at
 	// 90 % with the CPU rule at its minimum of 10 CGI/s, so that the rule
 	// is at its minimum when policing sets in, as in the paper's long runs
 	// (it falls by at most 2 req/s per period, too slowly for a ramp).
-	ramps := make([]*cpuRun, len(fractions))
-	rampScheds := make([]dist.Schedule, len(fractions))
-	rampStarts := make([]float64, len(fractions))
-	var rampEnd time.Duration
-	for i, f := range fractions {
+	for _, f := range pl.fractions {
 		entries, err := voigtFileSet(f)
 		if err != nil {
 			return nil, err
 		}
 		pd, _, _ := fileMix(entries)
 		start := rampStart(pd, b.static, b.dynamic)
-		rampStarts[i] = start
 		var rr []float64
-		for k := range rampLen {
-			rr = append(rr, start+float64(k)*rampStep)
+		for k := range pl.rampLen {
+			rr = append(rr, start+float64(k)*pl.rampStep)
 		}
 		ramp := newStaircase(rr, time.Second)
-		rampEnd = ramp.end
-		if rampScheds[i], err = ramp.schedule(); err != nil {
+		sched, err := ramp.schedule()
+		if err != nil {
 			return nil, err
 		}
-		ramps[i] = &cpuRun{name: fmt.Sprintf("onset %g%%", 100*f), controlled: true, dynamic: f, rate: rampScheds[i], length: ramp.end, seed: env.Seed}
-		runs = append(runs, ramps[i])
+		r := &cpuRun{name: fmt.Sprintf("onset %g%%", 100*f), controlled: true, dynamic: f, rate: sched, length: ramp.end, seed: env.Seed}
+		pl.rampStarts, pl.rampScheds, pl.ramps, pl.rampEnd = append(pl.rampStarts, start), append(pl.rampScheds, sched), append(pl.ramps, r), ramp.end
+		pl.runs = append(pl.runs, r)
 	}
-	for _, r := range runs {
-		if err := r.run(ctx, env, b); err != nil {
-			return nil, err
-		}
-	}
+	return pl, nil
+}
 
-	s := newSummary(env)
-	res := &figure.Result{Bundle: report.NewBundle(s)}
-	pc, pu := voigtPoints(ctl, sc), voigtPoints(unc, scU)
-	var pp []voigtPoint
-	if poi != nil {
-		pp = voigtPoints(poi, scP)
-	}
+// voigtSweepAnalysis is what analyseVoigtSweep derived: the per-step
+// points of each staircase and the onsets of each ramp.
+type voigtSweepAnalysis struct {
+	pc, pu, pp           []voigtPoint
+	onsets, discards     []float64
+	onsetAt, discardAt   []time.Duration
+	pDyn, pLarge, meanKB float64
+}
 
+// analyseVoigtSweep sets the summary's metrics: the onsets of policing
+// (queue and discard definitions) per dynamic fraction, throughput, mean
+// RT, drops and CPU per offered rate with and without controls (and with
+// Poisson arrivals), the plateau and the peaks, the workload's mix and
+// the backend's calibration.
+func analyseVoigtSweep(s *report.Summary, pl *voigtSweepPlan, b *cpuBackend) (*voigtSweepAnalysis, error) {
+	an := &voigtSweepAnalysis{pc: voigtPoints(pl.ctl, pl.sc), pu: voigtPoints(pl.unc, pl.scU)}
+	if pl.poi != nil {
+		an.pp = voigtPoints(pl.poi, pl.scP)
+	}
 	// Table 1: the onset of policing per dynamic fraction.
-	onsets := make([]float64, len(fractions))
-	onsetTab := report.NewTable("dynamic_fraction", "ramp_start_rps", "onset_rps", "onset_at_s", "discard_onset_rps", "discard_onset_at_s", "paper_onset_rps")
-	paperOnset := map[float64]float64{0: 610, 0.1: 640, 0.2: 675}
-	discards := make([]float64, len(fractions))
-	for i, f := range fractions {
-		var at, dat time.Duration
-		onsets[i], at = queueOnset(ramps[i].samples, rampScheds[i].At, 100)
-		discards[i], dat = onsetRate(ramps[i].samples, rampScheds[i].At, 0, rampEnd, time.Second, onsetThreshold)
-		s.Set("policing_onset_rps_"+pctTag(f), onsets[i])
-		s.Set("policing_discard_onset_rps_"+pctTag(f), discards[i])
-		s.Set("onset_ramp_start_rps_"+pctTag(f), rampStarts[i])
-		if err := onsetTab.Append(f, rampStarts[i], onsets[i], at.Seconds(), discards[i], dat.Seconds(), paperOnset[f]); err != nil {
-			return nil, err
-		}
+	for i, f := range pl.fractions {
+		on, at := queueOnset(pl.ramps[i].samples, pl.rampScheds[i].At, 100)
+		dis, dat := onsetRate(pl.ramps[i].samples, pl.rampScheds[i].At, 0, pl.rampEnd, time.Second, voigtOnsetThreshold)
+		an.onsets, an.onsetAt = append(an.onsets, on), append(an.onsetAt, at)
+		an.discards, an.discardAt = append(an.discards, dis), append(an.discardAt, dat)
+		s.Set("policing_onset_rps_"+pctTag(f), on)
+		s.Set("policing_discard_onset_rps_"+pctTag(f), dis)
+		s.Set("onset_ramp_start_rps_"+pctTag(f), pl.rampStarts[i])
 	}
-	s.Set("policing_onset_increasing", b2f(increasing(onsets)))
-	s.Set("policing_discard_onset_increasing", b2f(increasing(discards)))
-
-	sweep := report.NewTable("offered_rps", "throughput_rps", "mean_rt_ms", "policer_drop_fraction", "rule_drop_fraction",
-		"failed_fraction", "cgi_rate_rps", "policer_rate_rps", "cpu_utilization", "listen_queue",
-		"throughput_rps_uncontrolled", "mean_rt_ms_uncontrolled", "failed_fraction_uncontrolled", "cpu_utilization_uncontrolled",
-		"listen_queue_uncontrolled")
+	s.Set("policing_onset_increasing", b2f(increasing(an.onsets)))
+	s.Set("policing_discard_onset_increasing", b2f(increasing(an.discards)))
 	maxT, maxU, maxRT, maxRTU := 0.0, 0.0, 0.0, 0.0
-	for i := range pc {
-		c, u := pc[i], pu[i]
-		if err := sweep.Append(c.rate, c.tput, c.rt, c.polDrop, c.ruleDrop, c.failed, c.cgiRate, c.policer, c.cpu, c.queue,
-			u.tput, u.rt, u.failed, u.cpu, u.queue); err != nil {
-			return nil, err
-		}
+	for i := range an.pc {
+		c, u := an.pc[i], an.pu[i]
 		tag := fmtRate(c.rate)
 		s.Set("throughput_rps_at_"+tag, c.tput)
 		s.Set("mean_rt_ms_at_"+tag, c.rt)
@@ -190,27 +234,29 @@ func runVoigtSweep(ctx context.Context, env *Env) (*figure.Result, error) {
 			maxRTU = math.Max(maxRTU, u.rt)
 		}
 	}
-	for _, p := range pp {
+	for _, p := range an.pp {
 		s.Set("throughput_rps_at_"+fmtRate(p.rate)+"_poisson", p.tput)
 		s.Set("mean_rt_ms_at_"+fmtRate(p.rate)+"_poisson", p.rt)
 	}
-	last := len(pc) - 1
+	last := len(an.pc) - 1
 	s.Set("throughput_rps_max", maxT)
 	s.Set("throughput_rps_max_uncontrolled", maxU)
 	s.Set("mean_rt_ms_max", maxRT)
 	s.Set("mean_rt_ms_max_uncontrolled", maxRTU)
-	s.Set("plateau_ratio", ratio(pc[last].tput, maxT))
-	s.Set("plateau_ratio_uncontrolled", ratio(pu[last].tput, maxU))
-	s.Set("mean_rt_ms_at_max_rate", pc[last].rt)
-	s.Set("mean_rt_ms_at_max_rate_uncontrolled", pu[last].rt)
-	entries, err := voigtFileSet(dynamic)
+	s.Set("plateau_ratio", ratio(an.pc[last].tput, maxT))
+	s.Set("plateau_ratio_uncontrolled", ratio(an.pu[last].tput, maxU))
+	s.Set("mean_rt_ms_at_max_rate", an.pc[last].rt)
+	s.Set("mean_rt_ms_at_max_rate_uncontrolled", an.pu[last].rt)
+	entries, err := voigtFileSet(voigtSweepDynamic)
 	if err != nil {
 		return nil, err
 	}
-	pDyn, pLarge, meanBytes := fileMix(entries)
-	s.Set("mean_reply_kb", meanBytes/1e3)
-	s.Set("large_request_fraction", pLarge)
-	s.Set("dynamic_request_fraction", pDyn)
+	var meanBytes float64
+	an.pDyn, an.pLarge, meanBytes = fileMix(entries)
+	an.meanKB = meanBytes / 1e3
+	s.Set("mean_reply_kb", an.meanKB)
+	s.Set("large_request_fraction", an.pLarge)
+	s.Set("dynamic_request_fraction", an.pDyn)
 	s.Set("time_scale", 1)
 	s.Set("pinned", b2f(b.plan.pinned))
 	s.Set("sensor_process", b2f(b.processSensor))
@@ -219,12 +265,41 @@ func runVoigtSweep(ctx context.Context, env *Env) (*figure.Result, error) {
 	s.Set("http_overhead_ms", msOf(b.overhead))
 	// The backend's capacity implied by the demands: all requests, and
 	// the static ones with the CPU rule at its minimum of 10 CGI/s.
-	meanCPU := (1-pDyn)*b.static.Seconds() + pDyn*b.dynamic.Seconds()
+	meanCPU := (1-an.pDyn)*b.static.Seconds() + an.pDyn*b.dynamic.Seconds()
 	s.Set("capacity_rps_uncontrolled_estimate", 1/meanCPU)
-	s.Set("onset_rps_20pct_estimate", (1-10*b.dynamic.Seconds())/((1-pDyn)*b.static.Seconds()))
+	s.Set("onset_rps_20pct_estimate", (1-10*b.dynamic.Seconds())/((1-an.pDyn)*b.static.Seconds()))
+	return an, nil
+}
+
+// renderVoigtSweep writes the analysis into res: the sweep, onset and
+// time-series tables, the paper's expectations checked on this run, the
+// headline metrics, the setup and the plots of Fig. 4, Fig. 6 and Table 1.
+func renderVoigtSweep(res *figure.Result, pl *voigtSweepPlan, b *cpuBackend, an *voigtSweepAnalysis) error {
+	s := res.Summary
+	rates, holds, uncHold, fractions, rampLen, rampStep, rampStarts := pl.rates, pl.holds, pl.uncHold, pl.fractions, pl.rampLen, pl.rampStep, pl.rampStarts
+	pc, pu, pp, onsets, ramps, rampScheds, poi, ctl := an.pc, an.pu, an.pp, an.onsets, pl.ramps, pl.rampScheds, pl.poi, pl.ctl
+	pLarge, pDyn, paperOnset, dynamic, onsetThreshold := an.pLarge, an.pDyn, voigtPaperOnset, voigtSweepDynamic, voigtOnsetThreshold
+	last := len(pc) - 1
+	onsetTab := report.NewTable("dynamic_fraction", "ramp_start_rps", "onset_rps", "onset_at_s", "discard_onset_rps", "discard_onset_at_s", "paper_onset_rps")
+	for i, f := range fractions {
+		if err := onsetTab.Append(f, rampStarts[i], onsets[i], an.onsetAt[i].Seconds(), an.discards[i], an.discardAt[i].Seconds(), paperOnset[f]); err != nil {
+			return err
+		}
+	}
+	sweep := report.NewTable("offered_rps", "throughput_rps", "mean_rt_ms", "policer_drop_fraction", "rule_drop_fraction",
+		"failed_fraction", "cgi_rate_rps", "policer_rate_rps", "cpu_utilization", "listen_queue",
+		"throughput_rps_uncontrolled", "mean_rt_ms_uncontrolled", "failed_fraction_uncontrolled", "cpu_utilization_uncontrolled",
+		"listen_queue_uncontrolled")
+	for i := range pc {
+		c, u := pc[i], pu[i]
+		if err := sweep.Append(c.rate, c.tput, c.rt, c.polDrop, c.ruleDrop, c.failed, c.cgiRate, c.policer, c.cpu, c.queue,
+			u.tput, u.rt, u.failed, u.cpu, u.queue); err != nil {
+			return err
+		}
+	}
 	res.AddTable("sweep.csv", sweep)
 	res.AddTable("onset.csv", onsetTab)
-	res.AddTable("timeseries.csv", voigtSampleTable(runs...))
+	res.AddTable("timeseries.csv", voigtSampleTable(pl.runs...))
 
 	hi := fmtRate(rates[last])
 	res.Checks = []figure.Check{
@@ -343,8 +418,8 @@ func runVoigtSweep(ctx context.Context, env *Env) (*figure.Result, error) {
 		trace.Series = append(trace.Series, report.Series{Label: fmt.Sprintf("policer rate, %g %% dynamic", 100*f), X: x, Y: y})
 	}
 	res.AddFigure("onset.png", &report.Figure{PanelHeight: 3, Panels: []report.Panel{onsetP, trace}})
-	res.AddFigure("controller.png", cpuRunFigure(ctl, "controlled staircase: offered rate, policer and CGI rates, backend CPU", schedC.At))
-	return res, nil
+	res.AddFigure("controller.png", cpuRunFigure(ctl, "controlled staircase: offered rate, policer and CGI rates, backend CPU", pl.schedC.At))
+	return nil
 }
 
 // rampStart is the offered rate, rounded down to 10 req/s, at which the
