@@ -44,7 +44,8 @@ func TestSimRun(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d, stderr %q", code, errOut)
 	}
-	for _, want := range []string{"kihl-step (seed 3)\n", "  utilization_mean ", "  settling_time_s ", "results: " + dir + " (summary.json, timeseries.csv, utilization.png, rate.png)\n"} {
+	for _, want := range []string{"kihl-step (seed 3)\n", "  utilization_mean ", "  settling_time_s ", "of the paper's expectations met (expectations.csv)\n",
+		"results: " + dir + " (summary.json, timeseries.csv, expectations.csv, utilization.png, rate.png)\n"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
@@ -56,7 +57,7 @@ func TestSimRun(t *testing.T) {
 	if s.Scenario != "kihl-step" || s.Mode != "sim" || s.Seed != 3 {
 		t.Errorf("summary header %q %q %d", s.Scenario, s.Mode, s.Seed)
 	}
-	for _, f := range []string{"timeseries.csv", "utilization.png", "rate.png"} {
+	for _, f := range []string{"timeseries.csv", "expectations.csv", "utilization.png", "rate.png"} {
 		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() == 0 {
 			t.Errorf("%s: %v", f, err)
 		}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/figure"
 	"github.com/sluicehq/sluice/figure/simulated"
 	"github.com/sluicehq/sluice/loadgen"
 	"github.com/sluicehq/sluice/policy"
@@ -78,9 +79,9 @@ func TestPoliciesValidate(t *testing.T) {
 		"degrade-adm":    {pol: degradePolicy(dp, true)},
 		"yaksha-self":    {pol: yakshaPolicy(yp, 0)},
 		"yaksha-static":  {pol: yakshaPolicy(yp, 470)},
-		"kihl-header":    {pol: kihlPolicy(kp, kp.ti), util: header},
-		"kihl-bad-ti":    {pol: kihlPolicy(kp, kp.compareTi), util: header},
-		"kihl-host-cpu":  {pol: kihlPolicy(kp, kp.ti), util: host},
+		"kihl-header":    {pol: kihlPolicy(kp, kp.Ti), util: header},
+		"kihl-bad-ti":    {pol: kihlPolicy(kp, kp.CompareTi), util: header},
+		"kihl-host-cpu":  {pol: kihlPolicy(kp, kp.Ti), util: host},
 		"demo-none":      {pol: demoPolicy("uncontrolled", 0)},
 		"demo-seda":      {pol: demoPolicy("seda", 150)},
 		"demo-yaksha":    {pol: demoPolicy("yaksha", 150)},
@@ -207,5 +208,20 @@ func TestSettlingOnBins(t *testing.T) {
 	}
 	if ps[3].Start != 3*time.Second || ps[3].End != 4*time.Second || ps[3].Value != 0.4 || ps[3].Weight != 10 {
 		t.Errorf("bin 3 as a point: %+v", ps[3])
+	}
+}
+
+// TestKihlLiveIsTheSpecScaled: the live Kihl parameters are the figure's
+// (declared once, in package figure) compressed by kihlTimeScale, so that
+// σ = μh and K are the paper's.
+func TestKihlLiveIsTheSpecScaled(t *testing.T) {
+	kp, spec := kihlLiveParams(), figure.DefaultKihl(60*time.Second)
+	if kp.H != 500*time.Millisecond || kp.ServiceTime != 11250*time.Microsecond || kp.Rate != 200 || kp.Ti != 1400*time.Millisecond ||
+		kp.CompareTi != 50*time.Millisecond || kp.MeasureFrom != 5*time.Second || kp.Duration != 30*time.Second {
+		t.Errorf("live parameters %+v", kp.KihlParams)
+	}
+	sigma := func(c figure.KihlParams) float64 { return c.H.Seconds() / c.ServiceTime.Seconds() }
+	if sigma(kp.KihlParams) != sigma(spec) || kp.K != spec.K || kp.RhoRef != spec.RhoRef {
+		t.Errorf("σ %v vs the paper's %v, K %v vs %v", sigma(kp.KihlParams), sigma(spec), kp.K, spec.K)
 	}
 }

@@ -17,7 +17,6 @@ import (
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/proxy"
 	"github.com/sluicehq/sluice/report"
-	"github.com/sluicehq/sluice/settle"
 	"github.com/sluicehq/sluice/testbed"
 )
 
@@ -41,19 +40,23 @@ const kihlTimeScale = 0.5
 // the CGI testbed with its own amount of work).
 const kihlExpQuantiles = 16
 
+// kihlLive are the Kihl figures' parameters, declared once in package
+// figure (the simulator's defaults), compressed by kihlTimeScale: every
+// time (run length, period, service, integral times, measurement and
+// settling windows) scaled, the arrival rate raised in proportion. Plus
+// the client timeout of the live load.
 type kihlLive struct {
-	h, service, ti, compareTi time.Duration
-	rate, k, rhoRef           float64
-	measureFrom               time.Duration
-	settleWindow              time.Duration
-	timeout                   time.Duration
+	figure.KihlParams
+	timeout time.Duration
 }
 
 func kihlLiveParams() kihlLive {
-	s := kihlTimeScale
-	return kihlLive{h: scaled(time.Second, s), service: scaled(22500*time.Microsecond, s), ti: scaled(2800*time.Millisecond, s),
-		compareTi: scaled(100*time.Millisecond, s), rate: 100 / s, k: 20, rhoRef: 0.8,
-		measureFrom: scaled(10*time.Second, s), settleWindow: scaled(5*time.Second, s), timeout: 5 * time.Second}
+	c := figure.DefaultKihl(60 * time.Second)
+	for _, d := range []*time.Duration{&c.Duration, &c.H, &c.ServiceTime, &c.Ti, &c.CompareTi, &c.MeasureFrom, &c.SettleWindow} {
+		*d = scaled(*d, kihlTimeScale)
+	}
+	c.Rate /= kihlTimeScale
+	return kihlLive{KihlParams: c, timeout: 5 * time.Second}
 }
 
 func kihlStep() Experiment {
@@ -211,18 +214,57 @@ func kihlWork(service string, mean, overhead time.Duration, ns float64) []testbe
 }
 
 func kihlPolicy(p kihlLive, ti time.Duration) policy.Config {
-	return mainPolicy("kihl", params{"period": p.h, "rho_ref": p.rhoRef, "k": p.k, "ti": ti})
+	return mainPolicy("kihl", params{"period": p.H, "rho_ref": p.RhoRef, "k": p.K, "ti": ti})
 }
 
+// runKihl is the experiment in four steps: plan (pin the backend and
+// this process, calibrate the backend's work, choose the variants), run
+// each variant, analyse the proxy's control periods into the summary's
+// metrics with the figures' own rules (figure.KihlMetrics), and render
+// tables, plots, the paper's expectations (figure.KihlChecks) and the
+// setup.
 func runKihl(ctx context.Context, env *Env, cdf bool) (*figure.Result, error) {
+	pl, restore, err := planKihl(ctx, env, cdf)
+	defer restore()
+	if err != nil {
+		return nil, err
+	}
+	for _, v := range pl.vars {
+		if v.res, err = runKihlVariant(ctx, env, pl.p, pl.cpu, v, kihlWork(v.service, pl.p.ServiceTime, pl.overhead, pl.ns)); err != nil {
+			return nil, err
+		}
+	}
+	res := figure.NewResult(env.Name, figure.Live, env.Seed)
+	analyseKihl(res.Summary, pl, cdf)
+	if err := renderKihl(res, pl, cdf); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// kihlPlan is what the Kihl runs share: the parameters, where the backend
+// and this process run, the backend's calibration and the variants.
+type kihlPlan struct {
+	p        kihlLive
+	cpu      cpuPlan
+	overhead time.Duration // HTTP handling per request
+	ns       float64       // per random number of the CGI work
+	vars     []*kihlVariant
+}
+
+// planKihl pins the backend's CPU and this process (restore undoes the
+// latter), calibrates the backend and lays out the variants: the good
+// parameters and the bad integral time, and M/D/1 in the full step form.
+func planKihl(ctx context.Context, env *Env, cdf bool) (pl *kihlPlan, restore func(), err error) {
+	restore = func() {}
 	p := kihlLiveParams()
 	plan := planCPUs(env)
 	if plan.pinned {
-		restore, err := pinProcess(plan.ownCPUs)
+		undo, err := pinProcess(plan.ownCPUs)
 		if err != nil {
 			plan = cpuPlan{why: "pinning this process: " + err.Error()}
 		} else {
-			defer restore() //nolint:errcheck // best effort when the experiment ends
+			restore = func() { _ = undo() } // best effort when the experiment ends
 			env.Phasef("backend pinned to CPU %d; proxy and load generator on CPU %v", plan.backendCPU, plan.ownCPUs)
 		}
 	}
@@ -231,112 +273,92 @@ func runKihl(ctx context.Context, env *Env, cdf bool) (*figure.Result, error) {
 	}
 	overhead, ns, err := calibrateCGI(ctx, env, plan)
 	if err != nil {
-		return nil, fmt.Errorf("calibrating the backend: %w", err)
+		return nil, restore, fmt.Errorf("calibrating the backend: %w", err)
 	}
 	env.Phasef("backend calibrated: %v per request of HTTP handling, %.2f ns per random number; mean service %v ≈ %.0f numbers",
-		overhead, ns, p.service, (p.service-overhead).Seconds()*1e9/ns)
+		overhead, ns, p.ServiceTime, (p.ServiceTime-overhead).Seconds()*1e9/ns)
 
-	mm := fmt.Sprintf("M/M/1-like, K=%g, Ti=%v", p.k, p.ti)
-	vars := []*kihlVariant{{name: "main", label: mm, ti: p.ti, service: "exp"},
-		{name: "compare_ti", suffix: "_compare_ti", label: fmt.Sprintf("M/M/1-like, K=%g, Ti=%v", p.k, p.compareTi), ti: p.compareTi, service: "exp"}}
+	mm := fmt.Sprintf("M/M/1-like, K=%g, Ti=%v", p.K, p.Ti)
+	vars := []*kihlVariant{{name: "main", label: mm, ti: p.Ti, service: "exp"},
+		{name: "compare_ti", suffix: "_compare_ti", label: fmt.Sprintf("M/M/1-like, K=%g, Ti=%v", p.K, p.CompareTi), ti: p.CompareTi, service: "exp"}}
 	if cdf {
 		vars[0].length = pick(env, 120*time.Second, 30*time.Second)
 		vars[1].length = pick(env, 45*time.Second, 15*time.Second)
 	} else {
-		vars[0].length = pick(env, scaled(60*time.Second, kihlTimeScale), 20*time.Second)
+		vars[0].length = pick(env, p.Duration, 20*time.Second)
 		vars[1].length = vars[0].length
 		if !env.Quick {
-			vars = append(vars, &kihlVariant{name: "md1", suffix: "_md1", label: fmt.Sprintf("M/D/1-like, K=%g, Ti=%v", p.k, p.ti),
-				ti: p.ti, service: "det", length: vars[0].length})
+			vars = append(vars, &kihlVariant{name: "md1", suffix: "_md1", label: fmt.Sprintf("M/D/1-like, K=%g, Ti=%v", p.K, p.Ti),
+				ti: p.Ti, service: "det", length: vars[0].length})
 		}
 	}
-	for _, v := range vars {
-		work := kihlWork(v.service, p.service, overhead, ns)
-		var err error
-		v.res, err = runKihlVariant(ctx, env, p, plan, v, work)
-		if err != nil {
-			return nil, err
-		}
-	}
+	return &kihlPlan{p: p, cpu: plan, overhead: overhead, ns: ns, vars: vars}, restore, nil
+}
 
-	s := newSummary(env)
-	res := &figure.Result{Bundle: report.NewBundle(s)}
-	ts := report.NewTable("variant", "time_s", "offered", "admitted", "rejected", "completed", "mean_rt_ms", "p90_rt_ms",
-		"utilization", "rate_rps")
-	for _, v := range vars {
-		var offered, admitted, rejected float64
+// analyseKihl sets the summary's metrics: for each variant the
+// utilization metrics of its class-0 periods (figure.KihlMetrics, the
+// simulator's rules), the mean once settled, the mean response time of
+// the answered requests from MeasureFrom; then the sensor and the
+// calibration.
+func analyseKihl(s *report.Summary, pl *kihlPlan, cdf bool) {
+	p := pl.p
+	foreign, process := 0.0, false
+	for _, v := range pl.vars {
+		v.periods = v.periods[:0]
+		var kp []figure.KihlPeriod
 		for _, ps := range v.res.periods {
 			if ps.class != 0 {
 				continue
 			}
+			v.periods = append(v.periods, ps)
 			u := math.NaN()
 			if ps.Utilization != nil {
 				u = *ps.Utilization
 			}
-			rate := settingAt(v.res.states, ps.end+p.h/4, func(st *stateSample) float64 { return st.setting })
-			if err := ts.Append(v.name, ps.end.Seconds(), ps.Offered, ps.Admitted, ps.Rejected, ps.Completed, ps.MeanMS, ps.P90MS, u, rate); err != nil {
-				return nil, err
-			}
-			v.periods = append(v.periods, ps)
-			if ps.end-p.h >= p.measureFrom && ps.end <= v.length {
-				v.util = append(v.util, u)
-				offered += ps.Offered
-				admitted += ps.Admitted
-				rejected += ps.Rejected
-			}
+			kp = append(kp, figure.KihlPeriod{Start: ps.end - ps.Elapsed, End: ps.end, Offered: ps.Offered, Admitted: ps.Admitted,
+				Rejected: ps.Rejected, Utilization: u})
 		}
-		within := 0
-		for _, u := range v.util {
-			if math.Abs(u-p.rhoRef) <= 0.1+1e-12 {
-				within++
-			}
-		}
-		s.Set("utilization_mean"+v.suffix, report.Mean(v.util))
-		s.Set("utilization_std"+v.suffix, report.Std(v.util))
-		s.Set("p_util_within_0_1"+v.suffix, ratio(float64(within), float64(len(v.util))))
+		v.util = figure.KihlMetrics(s, v.suffix, kp, p.KihlParams, v.length, !cdf)
 		if !cdf {
-			pts := make([]settle.Point, len(v.periods))
-			for i, ps := range v.periods {
-				u := math.NaN()
-				if ps.Utilization != nil {
-					u = *ps.Utilization
-				}
-				pts[i] = settle.Point{Start: ps.end - ps.Elapsed, End: ps.end, Value: u, Weight: 1}
-			}
-			settled := settle.Time(pts, p.rhoRef, 0.1, settle.HalfWindow(p.settleWindow, p.h))
-			s.Set("settling_time_s"+v.suffix, settled)
-			// Fig. 9 read as the mean once settled.
-			var after []float64
-			for _, ps := range v.periods {
-				if ps.Utilization != nil && ps.end.Seconds() > settled && ps.end <= v.length {
-					after = append(after, *ps.Utilization)
-				}
-			}
-			s.Set("utilization_mean_after_settling"+v.suffix, report.Mean(after))
+			figure.KihlAfterSettling(s, v.suffix, kp, v.length)
 		}
-		window := (v.length - p.measureFrom).Seconds()
-		s.Set("admitted_rps"+v.suffix, admitted/window)
-		s.Set("reject_fraction"+v.suffix, ratio(rejected, offered))
-		s.Set("mean_rt_ms"+v.suffix, report.Mean(okLatencies(v.res.recs, p.measureFrom, v.length, nil)))
-	}
-	foreign, process := 0.0, false
-	for _, v := range vars {
+		s.Set("mean_rt_ms"+v.suffix, report.Mean(okLatencies(v.res.recs, p.MeasureFrom, v.length, nil)))
 		foreign = math.Max(foreign, v.foreignBusy)
 		process = process || v.processSensor
 	}
 	s.Set("backend_cpu_foreign_busy", foreign)
 	s.Set("sensor_process", b2f(process))
-	s.Set("rho_ref", p.rhoRef)
+	s.Set("rho_ref", p.RhoRef)
 	s.Set("time_scale", kihlTimeScale)
-	s.Set("pinned", b2f(plan.pinned))
-	s.Set("ns_per_number", ns)
-	s.Set("http_overhead_ms", msOf(overhead))
+	s.Set("pinned", b2f(pl.cpu.pinned))
+	s.Set("ns_per_number", pl.ns)
+	s.Set("http_overhead_ms", msOf(pl.overhead))
+}
+
+// renderKihl writes the per-period table, the plots of Figs. 8 and 9,
+// the paper's expectations, the headline metrics and the setup.
+func renderKihl(res *figure.Result, pl *kihlPlan, cdf bool) error {
+	s, p, vars, plan, ns, overhead := res.Summary, pl.p, pl.vars, pl.cpu, pl.ns, pl.overhead
+	ts := report.NewTable("variant", "time_s", "offered", "admitted", "rejected", "completed", "mean_rt_ms", "p90_rt_ms",
+		"utilization", "rate_rps")
+	for _, v := range vars {
+		for _, ps := range v.periods {
+			u := math.NaN()
+			if ps.Utilization != nil {
+				u = *ps.Utilization
+			}
+			rate := settingAt(v.res.states, ps.end+p.H/4, func(st *stateSample) float64 { return st.setting })
+			if err := ts.Append(v.name, ps.end.Seconds(), ps.Offered, ps.Admitted, ps.Rejected, ps.Completed, ps.MeanMS, ps.P90MS, u, rate); err != nil {
+				return err
+			}
+		}
+	}
 	res.AddTable("timeseries.csv", ts)
 
 	if cdf {
 		panel := report.Panel{Title: "distribution function of the per-period utilization (Fig. 8)", XLabel: "utilization (fraction busy)",
 			YLabel: "P(utilization ≤ x)", XMin: 0, XMax: 1, YMin: 0, YMax: 1.02, LegendLeft: true,
-			VLines: []report.RefLine{{Value: p.rhoRef - 0.1}, {Value: p.rhoRef + 0.1}}}
+			VLines: []report.RefLine{{Value: p.RhoRef - 0.1}, {Value: p.RhoRef + 0.1}}}
 		for _, v := range vars {
 			panel.Series = append(panel.Series, report.CDFSeries(v.label, v.util))
 		}
@@ -351,43 +373,22 @@ func runKihl(ctx context.Context, env *Env, cdf bool) (*figure.Result, error) {
 				u = *ps.Utilization
 			}
 			x, y = append(x, ps.end.Seconds()), append(y, u)
-			r = append(r, ps.Admitted/p.h.Seconds())
+			r = append(r, ps.Admitted/p.H.Seconds())
 		}
 		step.Panels = append(step.Panels, report.Panel{
-			Title:  fmt.Sprintf("%s: mean %.3f, std %.3f from t = %v", v.label, s.Metric("utilization_mean"+v.suffix), s.Metric("utilization_std"+v.suffix), p.measureFrom),
+			Title:  fmt.Sprintf("%s: mean %.3f, std %.3f from t = %v", v.label, s.Metric("utilization_mean"+v.suffix), s.Metric("utilization_std"+v.suffix), p.MeasureFrom),
 			XLabel: "time (s)", YLabel: "utilization (fraction busy)", YMin: 0, YMax: 1.05, LegendBottom: true,
 			Series: []report.Series{{Label: "utilization per period", X: x, Y: y}},
-			HLines: []report.RefLine{{Value: p.rhoRef, Label: fmt.Sprintf("ρ_ref = %g", p.rhoRef)}}})
+			HLines: []report.RefLine{{Value: p.RhoRef, Label: fmt.Sprintf("ρ_ref = %g", p.RhoRef)}}})
 	}
 	res.AddFigure("utilization.png", step)
 
+	res.Checks = figure.KihlChecks(s, p.KihlParams, kihlTimeScale, cdf)
+	res.Key = []string{"utilization_mean", "utilization_std", "settling_time_s", "utilization_std_compare_ti"}
 	if cdf {
-		res.Checks = []figure.Check{
-			figure.AtLeast(s, "With the good parameters the per-period utilization is within ±0.1 of ρ_ref in at least 80% of the periods (simulator figure; paper Fig. 8: a steep distribution around 0.8)",
-				"p_util_within_0_1", 0.8),
-			figure.Below(s, "The bad integral time (Ti = 0.1 s in paper time) spreads the utilization: fewer periods within ±0.1 of ρ_ref",
-				"p_util_within_0_1_compare_ti", "p_util_within_0_1", 1),
-			figure.Within(s, "The mean utilization is close to ρ_ref = 0.8 (±0.07)", "utilization_mean", p.rhoRef-0.07, p.rhoRef+0.07),
-		}
 		res.Key = []string{"p_util_within_0_1", "utilization_mean", "utilization_std", "p_util_within_0_1_compare_ti"}
-	} else {
-		settle := 10 * kihlTimeScale
-		res.Checks = []figure.Check{
-			figure.Within(s, "After settling the mean utilization is within ±0.07 of ρ_ref = 0.8 (paper Fig. 9)",
-				"utilization_mean_after_settling", p.rhoRef-0.07, p.rhoRef+0.07),
-			figure.Within(s, fmt.Sprintf("From t = %v (the paper's and simulator's 10 s) the mean utilization is within ±0.07 of ρ_ref (the simulator asks [0.75, 0.85])", p.measureFrom),
-				"utilization_mean", p.rhoRef-0.07, p.rhoRef+0.07),
-			figure.AtMost(s, fmt.Sprintf("The loop settles quickly from an idle server: within 10 s of paper time (%gs here) (simulator figure; paper Fig. 9)", settle),
-				"settling_time_s", settle),
-			figure.AtLeast(s, "Ti = 0.1 s (paper time) visibly oscillates: its utilization std is at least twice the good run's (simulator figure)",
-				"utilization_std_compare_ti", 2*s.Metric("utilization_std")),
-		}
-		if _, ok := s.Get("utilization_mean_md1"); ok {
-			res.Checks = append(res.Checks, figure.Within(s, "With deterministic service (M/D/1) the loop holds ρ_ref too (paper Fig. 9)",
-				"utilization_mean_md1", p.rhoRef-0.07, p.rhoRef+0.07))
-		}
-		res.Key = []string{"utilization_mean", "utilization_std", "settling_time_s", "utilization_std_compare_ti"}
 	}
+	foreign, process := s.Metric("backend_cpu_foreign_busy"), s.Metric("sensor_process") == 1
 	where := fmt.Sprintf("Backend: the CGI testbed (`sluice testbed cgi`) as a child process pinned to CPU %d; the proxy's utilization sensor is /proc/stat for CPU %d alone (utilization: {source: host, cpus: \"%d\"}); this process (proxy and load generator) is pinned to CPUs %v.",
 		plan.backendCPU, plan.backendCPU, plan.backendCPU, plan.ownCPUs)
 	if process {
@@ -400,14 +401,14 @@ func runKihl(ctx context.Context, env *Env, cdf bool) (*figure.Result, error) {
 	res.Setup = []string{
 		where,
 		fmt.Sprintf("Service: real CPU work, calibrated on the backend before the runs (%.2f ns per random number, %v of HTTP handling per request); exponential service of mean %v (HTTP handling included) stands as %d equally likely levels (paths /w00–/w%02d) at the exponential's midpoint quantiles; the M/D/1 variant has one level.",
-			ns, overhead.Round(time.Microsecond), p.service, kihlExpQuantiles, kihlExpQuantiles-1),
-		fmt.Sprintf("Load: open-loop Poisson arrivals at %.0f req/s (about 2.25× capacity), client timeout %v; runs of %v (main) and %v (comparison).", p.rate, p.timeout, vars[0].length, vars[1].length),
+			ns, overhead.Round(time.Microsecond), p.ServiceTime, kihlExpQuantiles, kihlExpQuantiles-1),
+		fmt.Sprintf("Load: open-loop Poisson arrivals at %.0f req/s (about 2.25× capacity), client timeout %v; runs of %v (main) and %v (comparison).", p.Rate, p.timeout, vars[0].length, vars[1].length),
 		fmt.Sprintf("Controller: the proxy's kihl stage, period %v, ρ_ref %g, K %g admissions per period, Ti %v (comparison Ti %v), integrator from 0; the token bucket's burst is the stage default 5. Metrics from t = %v (the paper's 10 s).",
-			p.h, p.rhoRef, p.k, p.ti, p.compareTi, p.measureFrom),
+			p.H, p.RhoRef, p.K, p.Ti, p.CompareTi, p.MeasureFrom),
 		fmt.Sprintf("Time compression %g: period 1 s, service 22.5 ms, 100 req/s, Ti 2.8 s and 0.1 s of the paper become %v, %v, %.0f req/s, %v and %v; σ = μh ≈ 44 and K are unchanged.",
-			kihlTimeScale, p.h, p.service, p.rate, p.ti, p.compareTi),
+			kihlTimeScale, p.H, p.ServiceTime, p.Rate, p.Ti, p.CompareTi),
 	}
-	return res, nil
+	return nil
 }
 
 // runKihlVariant starts the backend (pinned child or in process), the
@@ -449,11 +450,11 @@ func runKihlVariant(ctx context.Context, env *Env, p kihlLive, plan cpuPlan, v *
 	if err != nil {
 		return nil, errors.Join(err, px.Close(), closeBackend())
 	}
-	rate, err := dist.ConstantSchedule(p.rate)
+	rate, err := dist.ConstantSchedule(p.Rate)
 	if err != nil {
 		return nil, errors.Join(err, px.Close(), closeBackend())
 	}
-	ph := phase{name: v.name, length: v.length, target: px.URL, proxy: px, stageName: mainStage, sampleEvery: p.h / 4,
+	ph := phase{name: v.name, length: v.length, target: px.URL, proxy: px, stageName: mainStage, sampleEvery: p.H / 4,
 		grace: time.Second,
 		loads: []loadgen.Config{{Mode: loadgen.ModeOpen, Duration: v.length, Seed: env.Seed, Timeout: p.timeout, Workload: wl,
 			Arrivals: dist.Poisson{Rate: rate}}}}

@@ -116,6 +116,14 @@ func (p *Prepared) Run(seed uint64) (*figure.Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("scenario %s: %w", p.Scenario.Name, err)
 	}
+	if len(res.Checks) > 0 {
+		// The figure's expectations, checked on this run as the live
+		// experiment checks them on its own.
+		met, total := res.Passed()
+		res.Summary.Set("expectations_met", float64(met))
+		res.Summary.Set("expectations_total", float64(total))
+		res.AddTable("expectations.csv", figure.ChecksTable(res.Checks))
+	}
 	if err := res.Bundle.Validate(); err != nil {
 		return nil, fmt.Errorf("scenario %s: %w", p.Scenario.Name, err)
 	}
