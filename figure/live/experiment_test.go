@@ -60,8 +60,8 @@ func TestRegistry(t *testing.T) {
 // /config prints): Parse decodes strictly, so a field the typed value
 // sets under a wrong name fails here.
 func TestPoliciesValidate(t *testing.T) {
-	sp := sedaLiveParams(20, 1000)
-	dp := sedaLiveParams(100, 5000)
+	sp := sedaLiveParams(figure.SEDASpikeStage)
+	dp := sedaLiveParams(figure.SEDADegradationStage)
 	yp := yakshaLiveParams()
 	kp := kihlLiveParams()
 	header := proxy.UtilizationConfig{Source: proxy.UtilizationBackendHeader}
@@ -223,5 +223,23 @@ func TestKihlLiveIsTheSpecScaled(t *testing.T) {
 	sigma := func(c figure.KihlParams) float64 { return c.H.Seconds() / c.ServiceTime.Seconds() }
 	if sigma(kp.KihlParams) != sigma(spec) || kp.K != spec.K || kp.RhoRef != spec.RhoRef {
 		t.Errorf("σ %v vs the paper's %v, K %v vs %v", sigma(kp.KihlParams), sigma(spec), kp.K, spec.K)
+	}
+}
+
+// TestSEDALiveIsTheSpecScaled: the live SEDA stages are the figures'
+// (declared once, in package figure) compressed by sedaTimeScale.
+func TestSEDALiveIsTheSpecScaled(t *testing.T) {
+	for _, tc := range []struct {
+		d                             figure.SEDADefaults
+		service, target, think, retry time.Duration
+	}{
+		{figure.SEDASpikeStage, 5 * time.Millisecond, 250 * time.Millisecond, 5 * time.Millisecond, 1250 * time.Millisecond},
+		{figure.SEDAClassesStage, 5 * time.Millisecond, 250 * time.Millisecond, 5 * time.Millisecond, 1250 * time.Millisecond},
+		{figure.SEDADegradationStage, 25 * time.Millisecond, 1250 * time.Millisecond, 5 * time.Millisecond, 1250 * time.Millisecond},
+	} {
+		p := sedaLiveParams(tc.d)
+		if p.service != tc.service || p.target != tc.target || p.think != tc.think || p.retry != tc.retry || p.initialRate != 200 {
+			t.Errorf("%v: live stage %+v", tc.d.ServiceTime, p)
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/dist"
+	"github.com/sluicehq/sluice/figure"
 	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/report"
 	"github.com/sluicehq/sluice/settle"
@@ -239,7 +240,7 @@ func serviceDist(kind string, mean float64) (dist.Dist, error) {
 }
 
 // serviceKinds are the choices of serviceDist.
-var serviceKinds = []string{"exp", "det", "lognormal", "pareto"}
+var serviceKinds = figure.ServiceKinds
 
 // meanStd returns the mean and population standard deviation of the
 // finite values of xs (NaN, NaN for none).
@@ -278,3 +279,14 @@ func ratio(a, b float64) float64 {
 func ms(s float64) float64 { return s * 1e3 }
 
 func nan() float64 { return math.NaN() }
+
+// countAtMost counts the values ≤ limit.
+func countAtMost(xs []float64, limit float64) int {
+	n := 0
+	for _, x := range xs {
+		if x <= limit {
+			n++
+		}
+	}
+	return n
+}

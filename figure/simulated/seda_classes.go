@@ -18,7 +18,7 @@ import (
 // controller and one bucket serve everybody.
 
 type sedaClassesParams struct {
-	stage     sedaStageParams
+	stage     figure.SEDAStageParams
 	users     int
 	highStart time.Duration
 	highEnd   time.Duration
@@ -30,14 +30,7 @@ func sedaClasses() Scenario {
 		Name: "seda-classes",
 		Setup: func(ps *Params) RunFunc {
 			var c sedaClassesParams
-			declareSEDAStage(ps, &c.stage, sedaDefaults{serviceTime: 20 * time.Millisecond, target: time.Second,
-				serviceDoc: "mean service time of the bottleneck stage (one server, FIFO queue): 20 ms is 50 req/s; the paper's 10 s " +
-					"target for its slow e-mail service becomes 1 s for this fast stage",
-				retryWait: "uniform:4s,6s",
-				retryDoc: "wait of a rejected user before retrying: 5 s on average (paper), ±1 s. The 128 high-priority users join in " +
-					"the same instant; with a deterministic 5 s wait those rejected together retry together for the rest of the run, " +
-					"each lockstep burst meets a 5-token bucket, and the class is rejected more than the desynchronised low class " +
-					"even without differentiation (with det:5s: low − high ≈ −0.2). Real clients drift apart; the jitter models that"})
+			figure.DeclareSEDAStage(ps, &c.stage, figure.SEDAClassesStage)
 			ps.Int(&c.users, "users_per_class", 128, 1, 1000000, "users of each class (paper: 128)")
 			ps.Duration(&c.highStart, "high_start", 100*time.Second, 0, 100000*time.Second, "time the high-priority users start (paper: 100 s)")
 			ps.Duration(&c.highEnd, "high_end", 200*time.Second, 0, 100000*time.Second, "time the high-priority users leave (paper: 200 s)")
@@ -74,7 +67,7 @@ func runSEDAClasses(env Env, c sedaClassesParams) (*figure.Result, error) {
 		cfg := sedaConfig(c.stage)
 		if v.name == "differentiated" {
 			cfg.Classes = 2
-			cfg.ClassTargets = []time.Duration{c.stage.target, c.stage.target}
+			cfg.ClassTargets = []time.Duration{c.stage.Target, c.stage.Target}
 		}
 		v.run, err = runSEDAStage(env.Seed, c.stage, &cfg, names, groups, false, c.duration)
 		if err != nil {
@@ -91,7 +84,7 @@ func runSEDAClasses(env Env, c sedaClassesParams) (*figure.Result, error) {
 		for cl := range names {
 			rows := v.run.seconds(cl)
 			k := 0
-			rate := c.stage.initialRate
+			rate := c.stage.InitialRate
 			var offered, rejected float64
 			for _, w := range rows {
 				for k < len(steps) && steps[k].end() <= w.end {
@@ -119,10 +112,11 @@ func runSEDAClasses(env Env, c sedaClassesParams) (*figure.Result, error) {
 		}
 		s.Set("reject_diff"+v.suffix, s.Metric("reject_low"+v.suffix)-s.Metric("reject_high"+v.suffix))
 	}
-	s.Set("target_ms", ms(c.stage.target.Seconds()))
+	s.Set("target_ms", ms(c.stage.Target.Seconds()))
 	res.AddTable("timeseries.csv", ts)
 	res.AddTable("controller.csv", controllerTable(vars[0].run.loop.steps))
 	res.Key = []string{"reject_low", "reject_high", "reject_diff", "reject_diff_nodiff"}
+	res.Checks = figure.SEDAClassesChecks(s)
 
 	fig := &report.Figure{PanelHeight: 3}
 	for _, v := range vars {
@@ -131,7 +125,7 @@ func runSEDAClasses(env Env, c sedaClassesParams) (*figure.Result, error) {
 			XLabel: "time (s)", YLabel: "fraction rejected (5 s)", YMin: 0, YMax: 1.35,
 			VLines: []report.RefLine{{Value: c.highStart.Seconds()}, {Value: c.highEnd.Seconds()}}}
 		p90 := report.Panel{XLabel: "time (s)", YLabel: "p90 RT (ms)", LogY: true, LegendBottom: true,
-			HLines: []report.RefLine{{Value: ms(c.stage.target.Seconds()), Label: fmt.Sprintf("target %v", c.stage.target)}},
+			HLines: []report.RefLine{{Value: ms(c.stage.Target.Seconds()), Label: fmt.Sprintf("target %v", c.stage.Target)}},
 			VLines: []report.RefLine{{Value: c.highStart.Seconds()}, {Value: c.highEnd.Seconds()}}}
 		for cl := range names {
 			x, y, p := fiveSecond(v.run.seconds(cl))

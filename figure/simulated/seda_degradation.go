@@ -18,7 +18,7 @@ import (
 // that re-enables admission control at the lowest quality.
 
 type sedaDegradeParams struct {
-	stage      sedaStageParams
+	stage      figure.SEDAStageParams
 	baseUsers  int
 	spikeUsers int
 	spikeStart time.Duration
@@ -32,10 +32,7 @@ func sedaDegradation() Scenario {
 		Name: "seda-degradation",
 		Setup: func(ps *Params) RunFunc {
 			var c sedaDegradeParams
-			declareSEDAStage(ps, &c.stage, sedaDefaults{serviceTime: 100 * time.Millisecond, target: 5 * time.Second,
-				serviceDoc: "mean work of a request at full quality (one server, FIFO queue); a request served at quality q takes q " +
-					"times its work. 100 ms (10 ms at the lowest quality) makes the stage unable to serve 1000 users within the 5 s " +
-					"target (paper) even fully degraded, as in the paper"})
+			figure.DeclareSEDAStage(ps, &c.stage, figure.SEDADegradationStage)
 			ps.Float(&c.qmin, "quality_min", 0.1, 0.001, 0.999, "lowest quality level q_min (controller default 0.1)")
 			ps.Int(&c.baseUsers, "base_users", 3, 0, 1000000, "users before and after the spike")
 			ps.Int(&c.spikeUsers, "spike_users", 1000, 1, 1000000, "users during the spike (paper: 1000)")
@@ -120,15 +117,20 @@ func runSEDADegradation(env Env, c sedaDegradeParams) (*figure.Result, error) {
 		s.Set("reject_fraction"+v.suffix, ratio(rejected, offered))
 		s.Set("quality_mean"+v.suffix, ratio(qSum, qN))
 		s.Set("goodput_rps"+v.suffix, float64(len(rts))/(to-from).Seconds())
+		// The steady part of the spike: after its first minute.
+		if c.spikeLen > 2*time.Minute {
+			s.Set("p90_ms_after_60s"+v.suffix, ms(monitor.Percentile(v.run.log.completed(-1, from+time.Minute, to), 0.9)))
+		}
 	}
-	s.Set("target_ms", ms(c.stage.target.Seconds()))
+	s.Set("target_ms", ms(c.stage.Target.Seconds()))
 	res.AddTable("timeseries.csv", ts)
 	res.AddTable("controller.csv", controllerTable(vars[2].run.loop.steps))
 	res.Key = []string{"p90_ms", "p90_ms_degrade_only", "p90_ms_none", "reject_fraction", "quality_mean"}
+	res.Checks = figure.SEDADegradationChecks(s, time.Minute)
 
 	p90 := report.Panel{Title: fmt.Sprintf("service degradation under a %d → %d user spike", c.baseUsers, c.spikeUsers),
 		XLabel: "time (s)", YLabel: "p90 RT (ms)", LogY: true, LegendBottom: true,
-		HLines: []report.RefLine{{Value: ms(c.stage.target.Seconds()), Label: fmt.Sprintf("target %v", c.stage.target)}},
+		HLines: []report.RefLine{{Value: ms(c.stage.Target.Seconds()), Label: fmt.Sprintf("target %v", c.stage.Target)}},
 		VLines: []report.RefLine{{Value: from.Seconds()}, {Value: to.Seconds()}}}
 	qual := report.Panel{XLabel: "time (s)", YLabel: "quality level", YMin: 0, YMax: 1.4,
 		VLines: []report.RefLine{{Value: from.Seconds()}, {Value: to.Seconds()}}}

@@ -19,44 +19,8 @@ import (
 // controller on the stage's p90 and without admission control. A rejected
 // user waits 5 s before retrying.
 
-// sedaStageParams are the parameters shared by the SEDA scenarios.
-type sedaStageParams struct {
-	serviceTime time.Duration
-	service     string
-	think       time.Duration
-	retryWait   dist.Dist
-	target      time.Duration
-	burst       int
-	initialRate float64
-}
-
-// sedaDefaults are the per-scenario defaults of the shared stage
-// parameters.
-type sedaDefaults struct {
-	serviceTime, target time.Duration
-	serviceDoc          string
-	retryWait, retryDoc string // default "det:5s" with a standard doc
-}
-
-func declareSEDAStage(ps *Params, c *sedaStageParams, d sedaDefaults) {
-	if d.retryWait == "" {
-		d.retryWait, d.retryDoc = "det:5s", "wait of a rejected user before retrying (paper: 5 s)"
-	}
-	ps.Duration(&c.serviceTime, "service_time", d.serviceTime, time.Microsecond, time.Hour, d.serviceDoc)
-	ps.Choice(&c.service, "service", "exp", serviceKinds, "service-time distribution of the stage")
-	ps.Duration(&c.think, "think", 20*time.Millisecond, 0, time.Hour, "mean of the users' exponential think time (paper: 20 ms)")
-	ps.DurationDist(&c.retryWait, "retry_wait", d.retryWait, d.retryDoc)
-	ps.Duration(&c.target, "target", d.target, time.Millisecond, time.Hour, "90th-percentile response-time target of the controller")
-	ps.Int(&c.burst, "burst", 5, 1, 1000000, "token-bucket size of the stage's gate (the paper does not give it; sluice's default)")
-	ps.Float(&c.initialRate, "initial_rate", 50, 0.05, 5000,
-		"the controller's initial token rate in req/s. The paper does not give it; 50 req/s is the capacity of the default 20 ms stage, "+
-			"which an operator sizing the stage knows (the degradation controller ignores it: it starts with admission control off). Under the light base load the additive increase raises it by about 1.6 req/s per run. The "+
-			"controller's own default is rate_max = 5000 (start open); with track_demand its first cut starts from the admitted rate, "+
-			"and that start gives a spike p90 of 1.35–1.82 s for seeds 1–5 (8.4–9.3 s with track_demand false)")
-}
-
 type sedaSpikeParams struct {
-	stage      sedaStageParams
+	stage      figure.SEDAStageParams
 	baseUsers  int
 	spikeUsers int
 	spikeStart time.Duration
@@ -69,8 +33,7 @@ func sedaSpike() Scenario {
 		Name: "seda-spike",
 		Setup: func(ps *Params) RunFunc {
 			var c sedaSpikeParams
-			declareSEDAStage(ps, &c.stage, sedaDefaults{serviceTime: 20 * time.Millisecond, target: time.Second,
-				serviceDoc: "mean service time of the bottleneck stage (one server, FIFO queue): 20 ms is 50 req/s"})
+			figure.DeclareSEDAStage(ps, &c.stage, figure.SEDASpikeStage)
 			ps.Int(&c.baseUsers, "base_users", 3, 0, 1000000, "users before and after the spike (paper: 3)")
 			ps.Int(&c.spikeUsers, "spike_users", 1000, 1, 1000000, "users during the spike (paper: 1000)")
 			ps.Duration(&c.spikeStart, "spike_start", 60*time.Second, 0, 100000*time.Second, "time the spike starts")
@@ -100,10 +63,10 @@ type sedaRun struct {
 func (r *sedaRun) seconds(class int) []second { return r.log.seconds(class, r.until) }
 
 // sedaConfig returns the real controller's configuration for a stage.
-func sedaConfig(c sedaStageParams) control.SEDAConfig {
+func sedaConfig(c figure.SEDAStageParams) control.SEDAConfig {
 	cfg := control.DefaultSEDAConfig()
-	cfg.Target = c.target
-	cfg.InitialRate = c.initialRate
+	cfg.Target = c.Target
+	cfg.InitialRate = c.InitialRate
 	return cfg
 }
 
@@ -121,13 +84,13 @@ type userGroup struct {
 // user's request has its group's class. With degrade, each request's
 // service demand is scaled by the stage's quality level at the moment it
 // starts service.
-func runSEDAStage(seed uint64, c sedaStageParams, cfg control.Config, classes []string, groups []userGroup,
+func runSEDAStage(seed uint64, c figure.SEDAStageParams, cfg control.Config, classes []string, groups []userGroup,
 	degrade bool, until time.Duration) (*sedaRun, error) {
-	svc, err := serviceDist(c.service, c.serviceTime.Seconds())
+	svc, err := serviceDist(c.Service, c.ServiceTime.Seconds())
 	if err != nil {
 		return nil, err
 	}
-	think, err := dist.NewExponential(c.think.Seconds())
+	think, err := dist.NewExponential(c.Think.Seconds())
 	if err != nil {
 		return nil, err
 	}
@@ -150,14 +113,14 @@ func runSEDAStage(seed uint64, c sedaStageParams, cfg control.Config, classes []
 				return sim.Seconds(r.Demand * quality()), true
 			}}}
 	}
-	run.loop, err = newStaged(e, stage.Options{Name: "stage", Controller: cfg, ClassNames: classes, Burst: c.burst}, next, nil)
+	run.loop, err = newStaged(e, stage.Options{Name: "stage", Controller: cfg, ClassNames: classes, Burst: c.Burst}, next, nil)
 	if err != nil {
 		return nil, err
 	}
 	run.loop.entry.ExactTrigger = true
 	quality = run.loop.st.Quality
 	for i, g := range groups {
-		u, err := sim.NewUsers(e, sim.UsersConfig{Name: g.name, Count: g.count, Think: think, RetryWait: c.retryWait,
+		u, err := sim.NewUsers(e, sim.UsersConfig{Name: g.name, Count: g.count, Think: think, RetryWait: c.RetryWait,
 			Types: []sim.RequestType{{Name: "request", Demand: svc}}, Class: g.class, ClientBase: i * 1000000,
 			Target: run.loop.entry, OnFinish: run.log.add})
 		if err != nil {
@@ -178,7 +141,7 @@ func runSEDASpike(env Env, c sedaSpikeParams) (*figure.Result, error) {
 		return nil, err
 	}
 	groups := []userGroup{{name: "users", count: users}}
-	vars := []*sedaVariant{{name: "controlled", label: fmt.Sprintf("SEDA AIMD, p90 target %v", c.stage.target)},
+	vars := []*sedaVariant{{name: "controlled", label: fmt.Sprintf("SEDA AIMD, p90 target %v", c.stage.Target)},
 		{name: "uncontrolled", suffix: "_uncontrolled", label: "no admission control"}}
 	for _, v := range vars {
 		var cfg control.Config
@@ -230,21 +193,23 @@ func runSEDASpike(env Env, c sedaSpikeParams) (*figure.Result, error) {
 		s.Set("mean_rt_ms_spike"+v.suffix, ms(report.Mean(rts)))
 		s.Set("reject_fraction_spike"+v.suffix, ratio(rejected, offered))
 		s.Set("goodput_rps_spike"+v.suffix, float64(len(rts))/(to-from).Seconds())
+		s.Set("goodput_within_target_rps_spike"+v.suffix, float64(countAtMost(rts, c.stage.Target.Seconds()))/(to-from).Seconds())
 		// The steady part of the spike: after its first minute.
 		if c.spikeLen > 2*time.Minute {
 			steady := v.run.log.completed(-1, from+time.Minute, to)
 			s.Set("p90_ms_spike_after_60s"+v.suffix, ms(monitor.Percentile(steady, 0.9)))
 		}
 	}
-	s.Set("target_ms", ms(c.stage.target.Seconds()))
+	s.Set("target_ms", ms(c.stage.Target.Seconds()))
 	res.AddTable("timeseries.csv", ts)
 	res.AddTable("controller.csv", controllerTable(vars[0].run.loop.steps))
 	res.Key = []string{"p90_ms_spike", "reject_fraction_spike", "p90_ms_spike_uncontrolled"}
+	res.Checks = figure.SEDASpikeChecks(s)
 
 	// Fig. 10: p90 per second and the fraction rejected.
 	p90 := report.Panel{Title: fmt.Sprintf("massive load spike: %d → %d users at t = %gs", c.baseUsers, c.spikeUsers, c.spikeStart.Seconds()),
 		XLabel: "time (s)", YLabel: "p90 RT (ms)", LogY: true, LegendLeft: true,
-		HLines: []report.RefLine{{Value: ms(c.stage.target.Seconds()), Label: fmt.Sprintf("target %v", c.stage.target)}},
+		HLines: []report.RefLine{{Value: ms(c.stage.Target.Seconds()), Label: fmt.Sprintf("target %v", c.stage.Target)}},
 		VLines: []report.RefLine{{Value: from.Seconds()}, {Value: to.Seconds()}}}
 	rej := report.Panel{XLabel: "time (s)", YLabel: "fraction rejected", YMin: 0, YMax: 1.05, LegendLeft: true,
 		VLines: []report.RefLine{{Value: from.Seconds()}, {Value: to.Seconds()}}}
@@ -260,7 +225,7 @@ func runSEDASpike(env Env, c sedaSpikeParams) (*figure.Result, error) {
 		}
 	}
 	res.AddFigure("spike.png", &report.Figure{PanelHeight: 3.4, Panels: []report.Panel{p90, rej}})
-	res.AddFigure("controller.png", controllerFigure(vars[0].run.loop.steps, c.stage.target, "SEDA controller trace (Fig. 7)"))
+	res.AddFigure("controller.png", controllerFigure(vars[0].run.loop.steps, c.stage.Target, "SEDA controller trace (Fig. 7)"))
 	return res, nil
 }
 
