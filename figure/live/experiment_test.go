@@ -243,3 +243,14 @@ func TestSEDALiveIsTheSpecScaled(t *testing.T) {
 		}
 	}
 }
+
+// TestYakshaLiveIsTheSpecScaled: the live Yaksha parameters are the
+// figures' (declared once, in package figure) compressed by
+// yakshaTimeScale.
+func TestYakshaLiveIsTheSpecScaled(t *testing.T) {
+	p := yakshaLiveParams()
+	if p.demand != 5*time.Millisecond || p.tref != 37500*time.Microsecond || p.period != 250*time.Millisecond ||
+		p.tuneWindow != 2500*time.Millisecond || p.timeout != 2500*time.Millisecond || math.Abs(p.pole+0.4) > 1e-12 {
+		t.Errorf("live parameters %+v", p)
+	}
+}

@@ -256,17 +256,7 @@ func runYakshaShift(ctx context.Context, env *Env) (*figure.Result, error) {
 	res.AddFigure("response_time.png", fig)
 	res.AddFigure("controller.png", &report.Figure{PanelHeight: 3.2, Panels: []report.Panel{pdp}})
 
-	settleBound := 30 * scale
-	res.Checks = []figure.Check{
-		figure.AtMost(s, fmt.Sprintf("After each wave the self-tuning controller brings the mean RT back within ±25%% of Tref within 30 s of paper time (%gs here) (simulator figure; paper Figs. 10–13)", settleBound),
-			"settle_s_max", settleBound),
-		figure.Below(s, "Self-tuning has a lower integrated absolute RT error than the static controller designed for the first wave (paper Figs. 14–16: sluggish)",
-			"iae_self", "iae_static_low", 1),
-		figure.Below(s, "Self-tuning has a lower integrated absolute RT error than the static controller designed for 3× the first wave (paper Figs. 14–16: oscillating)",
-			"iae_self", "iae_static_high", 1),
-		figure.AtMost(s, "In the last half of the third wave the self-tuning mean RT is back below Tref (+25%) (paper Figs. 10–13: the response time returns below Tref)",
-			"mean_rt_ms_wave3_late_self", 1.25*msOf(p.tref)),
-	}
+	res.Checks = figure.YakshaShiftChecks(s, scale)
 	res.Key = []string{"settle_s_max", "iae_self", "iae_static_low", "iae_static_high"}
 	res.Setup = []string{
 		fmt.Sprintf("Backend: the queue testbed as one processor-sharing server whose exponential demand depends on the page: home %v, search %v, product %v, cart %v, buy %v (the simulator's demands × %g; the page's share of the largest demand is passed to the testbed in its quality header, behind the proxy).",

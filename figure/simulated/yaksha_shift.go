@@ -59,12 +59,11 @@ var shiftNav = []struct {
 }
 
 type yakshaShiftParams struct {
+	figure.YakshaParams
 	users        int
 	wave         time.Duration
 	think        time.Duration
 	thinkCap     time.Duration
-	tref         time.Duration
-	period       time.Duration
 	designFactor float64
 	settleBand   float64
 	settleWindow time.Duration
@@ -82,8 +81,7 @@ func yakshaWorkloadShift() Scenario {
 				"time between waves (paper: waves at 0, 50 and 100 s); the run lasts three waves")
 			ps.Duration(&c.think, "think", 700*time.Millisecond, time.Millisecond, time.Hour, "mean of the exponential think time (paper: 0.7 s)")
 			ps.Duration(&c.thinkCap, "think_cap", 7*time.Second, time.Millisecond, time.Hour, "cap of the think time (paper: 7 s)")
-			ps.Duration(&c.tref, "tref", 150*time.Millisecond, time.Millisecond, time.Hour, "mean response-time target Tref (paper: 150 ms)")
-			ps.Duration(&c.period, "period", time.Second, time.Millisecond, time.Hour, "control period h")
+			figure.DeclareYakshaTarget(ps, &c.YakshaParams)
 			ps.Float(&c.designFactor, "high_factor", 3, 1.01, 1000,
 				"the static 'high' controller is designed for this multiple of the first wave's rate (paper: 3×, 2100 vs 700 browsers)")
 			ps.Float(&c.settleBand, "settle_band", 0.25, 0.01, 10, "settle_s_max band: relative distance of the mean RT from Tref")
@@ -117,7 +115,7 @@ func runYakshaShift(env Env, c yakshaShiftParams) (*figure.Result, error) {
 	}
 	// The static designs' nominal rate: the first wave's users offer
 	// N/(E[Z] + Tref) requests per second when the response time is Tref.
-	lambdaLow := float64(c.users) / (thinkDist.Mean() + c.tref.Seconds())
+	lambdaLow := float64(c.users) / (thinkDist.Mean() + c.Tref.Seconds())
 	vars := []*shiftVariant{
 		{name: "self", suffix: "_self", label: "self-tuning", selfTuning: true},
 		{name: "static_low", suffix: "_static_low", label: fmt.Sprintf("static, λ0 = %.0f req/s (wave 1)", lambdaLow), lambda0: lambdaLow},
@@ -133,7 +131,7 @@ func runYakshaShift(env Env, c yakshaShiftParams) (*figure.Result, error) {
 
 	res := newResult(env)
 	s := res.Summary
-	tref := c.tref.Seconds()
+	tref := c.Tref.Seconds()
 	ts := report.NewTable("variant", "time_s", "users", "offered", "admitted", "rejected", "completed",
 		"mean_rt_ms", "p90_rt_ms", "utilization", "drop_probability", "gain_a")
 	for _, v := range vars {
@@ -151,7 +149,7 @@ func runYakshaShift(env Env, c yakshaShiftParams) (*figure.Result, error) {
 		worst := 0.0
 		for k := range 3 {
 			from, to := time.Duration(k)*c.wave, time.Duration(k+1)*c.wave
-			st := settle.Return(stepPoints(v.steps, meanRT), from, to, tref, c.settleBand, settle.HalfWindow(c.settleWindow, c.period))
+			st := settle.Return(stepPoints(v.steps, meanRT), from, to, tref, c.settleBand, settle.HalfWindow(c.settleWindow, c.Period))
 			v.settle = append(v.settle, st)
 			s.Set(fmt.Sprintf("settle_s_wave%d%s", k+1, v.suffix), st)
 			worst = math.Max(worst, st)
@@ -176,9 +174,11 @@ func runYakshaShift(env Env, c yakshaShiftParams) (*figure.Result, error) {
 	// The headline name settle_s_max is the self-tuning one's.
 	s.Set("settle_s_max", s.Metric("settle_s_max_self"))
 	s.Set("lambda0_static_low_rps", lambdaLow)
+	s.Set("tref_ms", ms(tref))
 	s.Set("lambda0_static_high_rps", c.designFactor*lambdaLow)
 	res.AddTable("timeseries.csv", ts)
 	res.Key = []string{"settle_s_max", "iae_self", "iae_static_low", "iae_static_high"}
+	res.Checks = figure.YakshaShiftChecks(s, 1)
 
 	fig := &report.Figure{PanelHeight: 2.6}
 	for _, v := range vars {
@@ -190,7 +190,7 @@ func runYakshaShift(env Env, c yakshaShiftParams) (*figure.Result, error) {
 			Title:  fmt.Sprintf("%s: IAE %.0f s·s, settle %s s", v.label, v.iae, settle.Format(v.settle)),
 			XLabel: "time (s)", YLabel: "mean RT (ms)",
 			Series: []report.Series{{Label: "mean RT per period", X: x, Y: y}},
-			HLines: []report.RefLine{{Value: ms(tref), Label: fmt.Sprintf("Tref = %v", c.tref)}},
+			HLines: []report.RefLine{{Value: ms(tref), Label: fmt.Sprintf("Tref = %v", c.Tref)}},
 			VLines: []report.RefLine{{Value: c.wave.Seconds()}, {Value: 2 * c.wave.Seconds()}},
 			YMin:   0, YMax: 5 * ms(tref)})
 	}
@@ -219,7 +219,7 @@ func shiftRun(seed uint64, c yakshaShiftParams, think dist.Dist, selfTuning bool
 	if err != nil {
 		return nil, err
 	}
-	loop, err := yakshaStage(e, yakshaController(c.tref, c.period, selfTuning, lambda0, true), server)
+	loop, err := yakshaStage(e, yakshaController(c.Tref, c.Period, selfTuning, lambda0, true), server)
 	if err != nil {
 		return nil, err
 	}

@@ -22,16 +22,13 @@ import (
 // request with the probability it sets (the real gate.Dropper, seeded).
 
 type yakshaSweepParams struct {
-	loads       []float64
-	serviceTime time.Duration
-	service     string
-	tref        time.Duration
-	period      time.Duration
-	duration    time.Duration
-	warmup      time.Duration
-	selfTuning  bool
-	lambda0     float64
-	timeout     time.Duration
+	figure.YakshaParams
+	loads      []float64
+	service    string
+	duration   time.Duration
+	warmup     time.Duration
+	selfTuning bool
+	lambda0    float64
 }
 
 func yakshaLoadSweep() Scenario {
@@ -41,13 +38,10 @@ func yakshaLoadSweep() Scenario {
 			var c yakshaSweepParams
 			ps.Floats(&c.loads, "loads", []float64{0.5, 1, 1.5, 2, 3, 4, 5}, 0.01, 100,
 				"offered loads as multiples of the server capacity 1/E[X]; Poisson arrivals at load/E[X] req/s")
-			ps.Duration(&c.serviceTime, "service_time", 20*time.Millisecond, time.Microsecond, time.Hour,
-				"mean service demand E[X] of a request (capacity 1/E[X] = 50 req/s by default); the paper's bookstore is not "+
-					"characterised by one number, 20 ms puts the target utilization 1 − E[X]/Tref at 0.87")
+			figure.DeclareYakshaSweep(ps, &c.YakshaParams)
 			ps.Choice(&c.service, "service", "exp", serviceKinds,
 				"service-demand distribution (the mean response time of M/G/1-PS does not depend on it)")
-			ps.Duration(&c.tref, "tref", 150*time.Millisecond, time.Millisecond, time.Hour, "mean response-time target Tref (paper: 150 ms)")
-			ps.Duration(&c.period, "period", time.Second, time.Millisecond, time.Hour, "control period h (Yaksha default 1 s)")
+			figure.DeclareYakshaTarget(ps, &c.YakshaParams)
 			ps.Duration(&c.duration, "duration", 600*time.Second, time.Second, 100000*time.Second, "length of the run at each load point")
 			ps.Duration(&c.warmup, "warmup", 200*time.Second, 0, 100000*time.Second,
 				"start of the measurement window at each load point. The controller starts at pd = 0 facing the full load at t = 0; "+
@@ -56,8 +50,6 @@ func yakshaLoadSweep() Scenario {
 			ps.Bool(&c.selfTuning, "self_tuning", true, "self-tuning gains (Kg = λ0·Tref²/pa_avg); false uses the static design with lambda0")
 			ps.Float(&c.lambda0, "lambda0", 0, 0, 1e9,
 				"nominal arrival rate λ0 in req/s; 0 (default) lets self-tuning estimate it from the measured throughput; required when self_tuning=false")
-			ps.Duration(&c.timeout, "client_timeout", 10*time.Second, 0, 100000*time.Second,
-				"a client gives up on a request after this long (the server still finishes it); such replies are not goodput. 0 disables")
 			return func(env Env) (*figure.Result, error) { return runYakshaSweep(env, c) }
 		},
 	}
@@ -80,9 +72,9 @@ func runYakshaSweep(env Env, c yakshaSweepParams) (*figure.Result, error) {
 	if !c.selfTuning && c.lambda0 == 0 {
 		return nil, paramErrorf("lambda0 must be > 0 when self_tuning=false")
 	}
-	es := c.serviceTime.Seconds()
+	es := c.ServiceTime.Seconds()
 	capacity := 1 / es
-	ideal := capacity * (1 - es/c.tref.Seconds())
+	ideal := capacity * (1 - es/c.Tref.Seconds())
 	res := newResult(env)
 	s := res.Summary
 	ts := report.NewTable("variant", "load_x", "time_s", "offered", "admitted", "rejected", "completed",
@@ -128,7 +120,15 @@ func runYakshaSweep(env Env, c yakshaSweepParams) (*figure.Result, error) {
 	}
 	s.Set("capacity_rps", capacity)
 	s.Set("ideal_throughput_rps", ideal)
-	s.Set("tref_ms", ms(c.tref.Seconds()))
+	s.Set("tref_ms", ms(c.Tref.Seconds()))
+	maxErr := 0.0
+	for _, p := range ctl {
+		if p.load >= 2 {
+			maxErr = math.Max(maxErr, math.Abs(p.mean-c.Tref.Seconds())/c.Tref.Seconds())
+		}
+	}
+	s.Set("mean_rt_max_rel_error_at_2x_plus", maxErr)
+	res.Checks = figure.YakshaSweepChecks(s)
 	res.AddTable("timeseries.csv", ts)
 	res.AddTable("sweep.csv", sweep)
 	res.Key = []string{"mean_rt_ms_at_3x", "throughput_ratio_at_3x", "mean_rt_ms_at_3x_uncontrolled"}
@@ -146,7 +146,7 @@ func runYakshaSweep(env Env, c yakshaSweepParams) (*figure.Result, error) {
 		Series: []report.Series{
 			{Label: "controlled: completed", X: loads, Y: series(ctl, func(p *yakshaPoint) float64 { return p.throughput }), Kind: report.LinePoints},
 			{Label: "uncontrolled: completed", X: loads, Y: series(unc, func(p *yakshaPoint) float64 { return p.throughput }), Kind: report.LinePoints},
-			{Label: fmt.Sprintf("uncontrolled: goodput (RT ≤ %v)", c.timeout), X: loads,
+			{Label: fmt.Sprintf("uncontrolled: goodput (RT ≤ %v)", c.Timeout), X: loads,
 				Y: series(unc, func(p *yakshaPoint) float64 { return p.goodput }), Kind: report.LinePoints, Dashed: true},
 		},
 		HLines: []report.RefLine{{Value: ideal, Label: fmt.Sprintf("ideal at Tref: %.1f req/s", ideal)}},
@@ -157,7 +157,7 @@ func runYakshaSweep(env Env, c yakshaSweepParams) (*figure.Result, error) {
 			{Label: "controlled", X: loads, Y: series(ctl, func(p *yakshaPoint) float64 { return ms(p.mean) }), Kind: report.LinePoints},
 			{Label: "uncontrolled", X: loads, Y: series(unc, func(p *yakshaPoint) float64 { return ms(p.mean) }), Kind: report.LinePoints},
 		},
-		HLines: []report.RefLine{{Value: ms(c.tref.Seconds()), Label: fmt.Sprintf("Tref = %v", c.tref)}}}
+		HLines: []report.RefLine{{Value: ms(c.Tref.Seconds()), Label: fmt.Sprintf("Tref = %v", c.Tref)}}}
 	res.AddFigure("load_sweep.png", &report.Figure{PanelHeight: 4, Panels: []report.Panel{thr, rt}})
 
 	// Time series at the highest load ≤ 3× (the summary's reference point).
@@ -178,7 +178,7 @@ func runYakshaSweep(env Env, c yakshaSweepParams) (*figure.Result, error) {
 		res.AddFigure("trace.png", &report.Figure{PanelHeight: 2.8, Panels: []report.Panel{
 			{Title: fmt.Sprintf("controlled run at %g× capacity", p.load), XLabel: "time (s)", YLabel: "mean RT per period (ms)",
 				Series: []report.Series{{Label: "mean RT", X: x, Y: y}},
-				HLines: []report.RefLine{{Value: ms(c.tref.Seconds()), Label: fmt.Sprintf("Tref = %v", c.tref)}}, YMin: 0, YMax: 4 * ms(c.tref.Seconds())},
+				HLines: []report.RefLine{{Value: ms(c.Tref.Seconds()), Label: fmt.Sprintf("Tref = %v", c.Tref)}}, YMin: 0, YMax: 4 * ms(c.Tref.Seconds())},
 			{XLabel: "time (s)", YLabel: "drop probability pd", Series: []report.Series{{Label: "pd", X: x, Y: pd}}, YMin: 0, YMax: 1, LegendBottom: true},
 		}})
 	}
@@ -213,7 +213,7 @@ func yakshaStage(e *sim.Engine, cfg control.Config, server sim.Station) (*staged
 // yakshaRunPoint runs one load point: Poisson arrivals → the proxy's
 // stage → a single processor-sharing server.
 func yakshaRunPoint(seed uint64, c yakshaSweepParams, load float64, controlled bool) (*yakshaPoint, error) {
-	svc, err := serviceDist(c.service, c.serviceTime.Seconds())
+	svc, err := serviceDist(c.service, c.ServiceTime.Seconds())
 	if err != nil {
 		return nil, err
 	}
@@ -222,16 +222,16 @@ func yakshaRunPoint(seed uint64, c yakshaSweepParams, load float64, controlled b
 	if err != nil {
 		return nil, err
 	}
-	loop, err := yakshaStage(e, yakshaController(c.tref, c.period, c.selfTuning, c.lambda0, controlled), server)
+	loop, err := yakshaStage(e, yakshaController(c.Tref, c.Period, c.selfTuning, c.lambda0, controlled), server)
 	if err != nil {
 		return nil, err
 	}
-	rate, err := dist.ConstantSchedule(load / c.serviceTime.Seconds())
+	rate, err := dist.ConstantSchedule(load / c.ServiceTime.Seconds())
 	if err != nil {
 		return nil, err
 	}
 	p := &yakshaPoint{load: load, window: (c.duration - c.warmup).Seconds()}
-	timeout := c.timeout.Seconds()
+	timeout := c.Timeout.Seconds()
 	src, err := sim.NewOpen(e, sim.OpenConfig{Name: "clients", Arrivals: dist.Poisson{Rate: rate},
 		Types:  []sim.RequestType{{Name: "page", Demand: svc}},
 		Target: loop.entry,
