@@ -88,81 +88,122 @@ func openLoad(name string, seed uint64, rate dist.Schedule, timeout, length time
 		Arrivals: dist.Poisson{Rate: rate}}, nil
 }
 
+// runYakshaSweep is the experiment in four steps: plan the loads and
+// the staircase, run the controlled staircase and one uncontrolled run
+// per load point, analyse them into the summary's metrics, and render the
+// tables, plots, checks and setup.
 func runYakshaSweep(ctx context.Context, env *Env) (*figure.Result, error) {
+	pl, err := planYakshaSweep(env)
+	if err != nil {
+		return nil, err
+	}
+	if err := pl.runAll(ctx, env); err != nil {
+		return nil, err
+	}
+	res := figure.NewResult(env.Name, figure.Live, env.Seed)
+	analyseYakshaSweep(res.Summary, pl)
+	if err := renderYakshaSweep(res, pl); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// yakshaSweepPlan is the sweep's load: the controlled staircase over
+// loads (each step measured over its second half) and an uncontrolled
+// run per point of uncLoads on a fresh server; the runs fill ctlRes,
+// ctlPts and uncPts.
+type yakshaSweepPlan struct {
+	p               yakshaLive
+	loads, uncLoads []float64
+	step            time.Duration // per load of the staircase
+	uncLen, uncFrom time.Duration // each uncontrolled run, measured from uncFrom
+	length          time.Duration // of the staircase
+	capacity, ideal float64       // req/s
+	qcfg            testbed.QueueConfig
+	rate            dist.Schedule
+	ctlRes          *phaseResult
+	ctlPts, uncPts  []sweepPoint
+}
+
+func planYakshaSweep(env *Env) (*yakshaSweepPlan, error) {
 	p := yakshaLiveParams()
-	loads := pick(env, []float64{0.5, 1, 1.5, 2, 3, 4, 5}, []float64{1, 2, 3})
-	uncLoads := pick(env, loads, []float64{1, 3})
-	// A step up makes the response time jump and the drop probability
-	// overshoot for 2–3 s before it settles; each step is measured over
-	// its second half.
-	step := pick(env, 12*time.Second, 8*time.Second)
-	uncLen := pick(env, 6*time.Second, 4*time.Second)
-	uncFrom := pick(env, 2*time.Second, 1500*time.Millisecond)
-	capacity := 1 / p.demand.Seconds()
-	ideal := capacity * (1 - p.demand.Seconds()/p.tref.Seconds())
-	qcfg := testbed.DefaultQueueConfig()
-	qcfg.Workers, qcfg.Discipline, qcfg.Service, qcfg.Seed = 1, testbed.DisciplinePS, "exp:"+p.demand.String(), env.Seed
-
-	// Controlled: one run whose offered load climbs the staircase; each
-	// point is measured over the second half of its step, after the
-	// controller (time constant 2.5 s) has adapted.
+	pl := &yakshaSweepPlan{p: p,
+		loads: pick(env, []float64{0.5, 1, 1.5, 2, 3, 4, 5}, []float64{1, 2, 3}),
+		// A step up makes the response time jump and the drop
+		// probability overshoot for 2–3 s before it settles; each step is
+		// measured over its second half.
+		step:     pick(env, 12*time.Second, 8*time.Second),
+		uncLen:   pick(env, 6*time.Second, 4*time.Second),
+		uncFrom:  pick(env, 2*time.Second, 1500*time.Millisecond),
+		capacity: 1 / p.demand.Seconds(),
+	}
+	pl.uncLoads = pick(env, pl.loads, []float64{1, 3})
+	pl.ideal = pl.capacity * (1 - p.demand.Seconds()/p.tref.Seconds())
+	pl.qcfg = testbed.DefaultQueueConfig()
+	pl.qcfg.Workers, pl.qcfg.Discipline, pl.qcfg.Service, pl.qcfg.Seed = 1, testbed.DisciplinePS, "exp:"+p.demand.String(), env.Seed
 	var pairs []float64
-	for i, l := range loads {
-		pairs = append(pairs, (time.Duration(i) * step).Seconds(), l*capacity)
+	for i, l := range pl.loads {
+		pairs = append(pairs, (time.Duration(i) * pl.step).Seconds(), l*pl.capacity)
 	}
-	rate, err := stepSchedule(pairs...)
-	if err != nil {
+	var err error
+	if pl.rate, err = stepSchedule(pairs...); err != nil {
 		return nil, err
 	}
-	length := time.Duration(len(loads)) * step
-	load, err := openLoad("sweep", env.Seed, rate, p.timeout, length)
-	if err != nil {
-		return nil, err
-	}
-	ctl := proxied{newBackend: queueBackend(qcfg), maxConcurrency: 4096, policy: yakshaPolicy(p, 0),
-		phase: phase{name: "yaksha staircase", length: length, loads: []loadgen.Config{load}, sampleEvery: p.period / 2}}
-	cres, err := ctl.run(ctx, env)
-	if err != nil {
-		return nil, err
-	}
-	var ctlPts []sweepPoint
-	for i, l := range loads {
-		start := time.Duration(i) * step
-		ctlPts = append(ctlPts, measurePoint(l, cres.recs, start+step/2, start+step, p.timeout))
-	}
+	pl.length = time.Duration(len(pl.loads)) * pl.step
+	return pl, nil
+}
 
-	// Uncontrolled: an independent run per load point with a fresh
-	// server (an uncontrolled overload leaves a backlog the next point
-	// would inherit).
-	var uncPts []sweepPoint
-	for _, l := range uncLoads {
-		r, err := dist.ConstantSchedule(l * capacity)
+// runAll runs the controlled staircase (one run whose offered load climbs
+// the steps, each measured over its second half, after the controller
+// with its 2.5 s time constant has adapted) and the uncontrolled points,
+// each on a fresh server (an uncontrolled overload leaves a backlog the
+// next point would inherit).
+func (pl *yakshaSweepPlan) runAll(ctx context.Context, env *Env) error {
+	p := pl.p
+	load, err := openLoad("sweep", env.Seed, pl.rate, p.timeout, pl.length)
+	if err != nil {
+		return err
+	}
+	ctl := proxied{newBackend: queueBackend(pl.qcfg), maxConcurrency: 4096, policy: yakshaPolicy(p, 0),
+		phase: phase{name: "yaksha staircase", length: pl.length, loads: []loadgen.Config{load}, sampleEvery: p.period / 2}}
+	if pl.ctlRes, err = ctl.run(ctx, env); err != nil {
+		return err
+	}
+	for i, l := range pl.loads {
+		start := time.Duration(i) * pl.step
+		pl.ctlPts = append(pl.ctlPts, measurePoint(l, pl.ctlRes.recs, start+pl.step/2, start+pl.step, p.timeout))
+	}
+	for _, l := range pl.uncLoads {
+		r, err := dist.ConstantSchedule(l * pl.capacity)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		load, err := openLoad("sweep", env.Seed, r, p.timeout, uncLen)
+		load, err := openLoad("sweep", env.Seed, r, p.timeout, pl.uncLen)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		unc := proxied{newBackend: queueBackend(qcfg), maxConcurrency: 4096, policy: nonePolicy(),
-			phase: phase{name: fmt.Sprintf("uncontrolled %g×", l), length: uncLen, loads: []loadgen.Config{load},
+		unc := proxied{newBackend: queueBackend(pl.qcfg), maxConcurrency: 4096, policy: nonePolicy(),
+			phase: phase{name: fmt.Sprintf("uncontrolled %g×", l), length: pl.uncLen, loads: []loadgen.Config{load},
 				grace: 500 * time.Millisecond}}
 		ures, err := unc.run(ctx, env)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		uncPts = append(uncPts, measurePoint(l, ures.recs, uncFrom, uncLen, p.timeout))
+		pl.uncPts = append(pl.uncPts, measurePoint(l, ures.recs, pl.uncFrom, pl.uncLen, p.timeout))
 	}
+	return nil
+}
 
-	s := newSummary(env)
-	res := &figure.Result{Bundle: report.NewBundle(s)}
-	sweep := report.NewTable("variant", "load_x", "offered_rps", "throughput_rps", "goodput_rps", "mean_rt_ms", "drop_fraction",
-		"throughput_ratio", "timeouts", "errors")
+// analyseYakshaSweep sets the summary's metrics per load point (with and
+// without control), the largest relative error of the mean RT from Tref
+// at loads ≥ 2×, and the run's constants.
+func analyseYakshaSweep(s *report.Summary, pl *yakshaSweepPlan) {
+	tref := msOf(pl.p.tref)
 	maxErr := 0.0
 	for _, v := range []struct {
-		name, suffix string
-		pts          []sweepPoint
-	}{{"controlled", "", ctlPts}, {"uncontrolled", "_uncontrolled", uncPts}} {
+		suffix string
+		pts    []sweepPoint
+	}{{"", pl.ctlPts}, {"_uncontrolled", pl.uncPts}} {
 		for _, pt := range v.pts {
 			tag := figure.LoadTag(pt.load)
 			s.Set("throughput_rps_at_"+tag+v.suffix, pt.throughput)
@@ -170,25 +211,41 @@ func runYakshaSweep(ctx context.Context, env *Env) (*figure.Result, error) {
 			s.Set("mean_rt_ms_at_"+tag+v.suffix, pt.mean)
 			if v.suffix == "" {
 				s.Set("drop_fraction_at_"+tag, pt.dropped)
-				s.Set("throughput_ratio_at_"+tag, pt.throughput/ideal)
+				s.Set("throughput_ratio_at_"+tag, pt.throughput/pl.ideal)
 				if pt.load >= 2 {
-					maxErr = math.Max(maxErr, math.Abs(pt.mean-msOf(p.tref))/msOf(p.tref))
+					maxErr = math.Max(maxErr, math.Abs(pt.mean-tref)/tref)
 					if math.IsNaN(pt.mean) {
 						maxErr = math.NaN()
 					}
 				}
 			}
-			if err := sweep.Append(v.name, pt.load, pt.load*capacity, pt.throughput, pt.goodput, pt.mean, pt.dropped,
-				pt.throughput/ideal, pt.timeouts, pt.fails); err != nil {
-				return nil, err
-			}
 		}
 	}
 	s.Set("mean_rt_max_rel_error_at_2x_plus", maxErr)
-	s.Set("capacity_rps", capacity)
-	s.Set("ideal_throughput_rps", ideal)
-	s.Set("tref_ms", msOf(p.tref))
+	s.Set("capacity_rps", pl.capacity)
+	s.Set("ideal_throughput_rps", pl.ideal)
+	s.Set("tref_ms", tref)
 	s.Set("time_scale", yakshaTimeScale)
+}
+
+// renderYakshaSweep writes the sweep and per-period tables, the plots of
+// Figs. 7–8 and the staircase's trace, the checks and the setup.
+func renderYakshaSweep(res *figure.Result, pl *yakshaSweepPlan) error {
+	p, loads, uncLoads, step, uncLen, uncFrom, length := pl.p, pl.loads, pl.uncLoads, pl.step, pl.uncLen, pl.uncFrom, pl.length
+	capacity, ideal, cres, ctlPts, uncPts := pl.capacity, pl.ideal, pl.ctlRes, pl.ctlPts, pl.uncPts
+	sweep := report.NewTable("variant", "load_x", "offered_rps", "throughput_rps", "goodput_rps", "mean_rt_ms", "drop_fraction",
+		"throughput_ratio", "timeouts", "errors")
+	for _, v := range []struct {
+		name string
+		pts  []sweepPoint
+	}{{"controlled", ctlPts}, {"uncontrolled", uncPts}} {
+		for _, pt := range v.pts {
+			if err := sweep.Append(v.name, pt.load, pt.load*capacity, pt.throughput, pt.goodput, pt.mean, pt.dropped,
+				pt.throughput/ideal, pt.timeouts, pt.fails); err != nil {
+				return err
+			}
+		}
+	}
 	res.AddTable("sweep.csv", sweep)
 
 	// Per-period trace of the controlled staircase.
@@ -199,7 +256,7 @@ func runYakshaSweep(ctx context.Context, env *Env) (*figure.Result, error) {
 	for _, b := range bins {
 		pd := settingAt(cres.states, time.Duration((b.t+per)*float64(time.Second)), func(st *stateSample) float64 { return st.setting })
 		if err := ts.Append(b.t, float64(b.offered)/per, float64(b.ok)/per, float64(b.rejected)/per, b.mean, b.p90, pd); err != nil {
-			return nil, err
+			return err
 		}
 		tx, ty, tpd = append(tx, b.t), append(ty, b.mean), append(tpd, pd)
 	}
@@ -242,7 +299,7 @@ func runYakshaSweep(ctx context.Context, env *Env) (*figure.Result, error) {
 			YMin: 0, YMax: 1, LegendBottom: true},
 	}})
 
-	res.Checks = figure.YakshaSweepChecks(s)
+	res.Checks = figure.YakshaSweepChecks(res.Summary)
 	res.Key = []string{"mean_rt_ms_at_3x", "throughput_ratio_at_3x", "mean_rt_ms_at_3x_uncontrolled", "drop_fraction_at_3x"}
 	res.Setup = []string{
 		fmt.Sprintf("Backend: the queue testbed, one processor-sharing server with exponential demands of mean %v (capacity %.0f req/s): the paper's M/G/1-PS plant model.", p.demand, capacity),
@@ -253,7 +310,7 @@ func runYakshaSweep(ctx context.Context, env *Env) (*figure.Result, error) {
 		fmt.Sprintf("Time compression %g: the simulator's 20 ms demand, Tref 150 ms, period 1 s, pole −0.1/s, 10 s tune window and 10 s client timeout are scaled by %g. The ideal throughput at Tref is capacity × (1 − E[X]/Tref) = %.1f req/s.",
 			yakshaTimeScale, yakshaTimeScale, ideal),
 	}
-	return res, nil
+	return nil
 }
 
 // fmtLoads lists load factors: "0.5, 1, 2, 3".
