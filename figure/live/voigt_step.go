@@ -6,6 +6,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/sluicehq/sluice/dist"
 	"github.com/sluicehq/sluice/figure"
 	"github.com/sluicehq/sluice/report"
 )
@@ -75,12 +76,21 @@ func rtSettle(bins []bin, at, end time.Duration, before, factor float64) float64
 	return settle
 }
 
+// voigtStepLoad is the step's offered load: low req/s, high during the
+// step, with the sweep's dynamic fraction.
+const (
+	voigtStepLow, voigtStepHigh = 300.0, 850.0
+	voigtStepDynamic            = 0.2
+)
+
+// runVoigtStep is the experiment in four steps: plan the step's times
+// and rate, run it with and without the controls on the calibrated
+// backend, analyse the runs into the summary's metrics, and render the
+// tables, plots, checks and setup.
 func runVoigtStep(ctx context.Context, env *Env) (*figure.Result, error) {
 	st := pick(env, stepTimes{at: 20 * time.Second, end: 40 * time.Second, length: 60 * time.Second, afterFrom: 50 * time.Second, beforeFrom: 10 * time.Second},
 		stepTimes{at: 8 * time.Second, end: 18 * time.Second, length: 26 * time.Second, afterFrom: 22 * time.Second, beforeFrom: 4 * time.Second})
-	const low, high, dynamic = 300.0, 850.0, 0.2
-	h := time.Second
-	sched, err := stepSchedule(0, low, st.at.Seconds(), high, st.end.Seconds(), low)
+	sched, err := stepSchedule(0, voigtStepLow, st.at.Seconds(), voigtStepHigh, st.end.Seconds(), voigtStepLow)
 	if err != nil {
 		return nil, err
 	}
@@ -90,16 +100,39 @@ func runVoigtStep(ctx context.Context, env *Env) (*figure.Result, error) {
 	}
 	defer restore()
 	defer b.close() //nolint:errcheck // the backend child at the end
-	ctl := &cpuRun{name: "controlled", controlled: true, dynamic: dynamic, rate: sched, length: st.length, seed: env.Seed}
-	unc := &cpuRun{name: "uncontrolled", dynamic: dynamic, rate: sched, length: st.length, seed: env.Seed}
+	ctl := &cpuRun{name: "controlled", controlled: true, dynamic: voigtStepDynamic, rate: sched, length: st.length, seed: env.Seed}
+	unc := &cpuRun{name: "uncontrolled", dynamic: voigtStepDynamic, rate: sched, length: st.length, seed: env.Seed}
 	for _, r := range []*cpuRun{ctl, unc} {
 		if err := r.run(ctx, env, b); err != nil {
 			return nil, err
 		}
 	}
+	res := figure.NewResult(env.Name, figure.Live, env.Seed)
+	an, err := analyseVoigtStep(res.Summary, st, ctl, unc, b)
+	if err != nil {
+		return nil, err
+	}
+	if err := renderVoigtStep(res, st, sched, ctl, unc, b, an); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
 
-	s := newSummary(env)
-	res := &figure.Result{Bundle: report.NewBundle(s)}
+// voigtStepAnalysis is what analyseVoigtStep derived beyond the summary:
+// per-second bins of each run (by suffix), the policer's initial rate and
+// the workload's mix.
+type voigtStepAnalysis struct {
+	bins         map[string][]bin
+	initial      float64
+	pDyn, pLarge float64
+}
+
+// analyseVoigtStep sets the summary's metrics: the policer's rate before,
+// during and after the step and how fast it fell, its drops, the CGI
+// rate and its largest fall per period, and for each run the mean RT and
+// throughput during the step, before and after it, and when it settled.
+func analyseVoigtStep(s *report.Summary, st stepTimes, ctl, unc *cpuRun, b *cpuBackend) (*voigtStepAnalysis, error) {
+	h, dynamic := time.Second, voigtStepDynamic
 	initial, atStep, after5, toHalf, minRate, minAt := policerStep(ctl.samples, st, h)
 	s.Set("policer_rate_initial", initial)
 	s.Set("policer_rate_at_step", atStep)
@@ -163,12 +196,20 @@ func runVoigtStep(ctx context.Context, env *Env) (*figure.Result, error) {
 	s.Set("ns_per_number", b.ns)
 	s.Set("http_overhead_ms", msOf(b.overhead))
 	s.Set("cpu_utilization_before", meanOver(ctl.samples, st.beforeFrom, st.at, func(s *voigtSample) float64 { return s.cpu }))
+	return &voigtStepAnalysis{bins: bins, initial: initial, pDyn: pDyn, pLarge: pLarge}, nil
+}
+
+// renderVoigtStep writes the tables, the paper's expectations, the
+// headline metrics, the setup and the plots of Fig. 5.
+func renderVoigtStep(res *figure.Result, st stepTimes, sched dist.Schedule, ctl, unc *cpuRun, b *cpuBackend, an *voigtStepAnalysis) error {
+	s, bins, initial, pDyn, pLarge := res.Summary, an.bins, an.initial, an.pDyn, an.pLarge
+	low, high := voigtStepLow, voigtStepHigh
 	res.AddTable("timeseries.csv", voigtSampleTable(ctl, unc))
 	perSec := report.NewTable("variant", "time_s", "offered_rps", "offered", "ok", "rejected", "timeouts", "errors", "mean_rt_ms", "p90_rt_ms")
 	for _, v := range []struct{ name, suffix string }{{"controlled", ""}, {"uncontrolled", "_uncontrolled"}} {
 		for _, x := range bins[v.suffix] {
 			if err := perSec.Append(v.name, x.t, sched.At(time.Duration(x.t*float64(time.Second))), x.offered, x.ok, x.rejected, x.timeouts, x.errors, x.mean, x.p90); err != nil {
-				return nil, err
+				return err
 			}
 		}
 	}
@@ -236,5 +277,5 @@ func runVoigtStep(ctx context.Context, env *Env) (*figure.Result, error) {
 		Series: []report.Series{{Label: "controlled", X: x, Y: q}, {Label: "no controls", X: ux2, Y: uq, Dashed: true}},
 		HLines: []report.RefLine{{Value: 100, Label: "q_ref 100"}}}
 	res.AddFigure("step.png", &report.Figure{PanelHeight: 2.6, Panels: []report.Panel{rates, cgiP, rt, lq}})
-	return res, nil
+	return nil
 }
