@@ -174,11 +174,12 @@ type bwRun struct {
 
 func (r *bwRun) total() float64 { return r.surge.throughput() + r.large.throughput() }
 
+// runVoigtBandwidth is the experiment in four steps: plan the file set,
+// the large flow and the runs, run them (the first, without the large
+// flow, scales the outgoing-queue sensor for the others), analyse them
+// into the summary's metrics, and render the tables, checks, setup and
+// plots.
 func runVoigtBandwidth(ctx context.Context, env *Env) (*figure.Result, error) {
-	largeRates := pick(env, []float64{80, 120}, []float64{120})
-	length, warmup := pick(env, 30*time.Second, 15*time.Second), pick(env, 10*time.Second, 5*time.Second)
-	baseLen, baseWarm := pick(env, 20*time.Second, 10*time.Second), pick(env, 5*time.Second, 3*time.Second)
-
 	st, err := testbed.NewStatic(voigtStaticConfig(0.2))
 	if err != nil {
 		return nil, err
@@ -189,69 +190,99 @@ func runVoigtBandwidth(ctx context.Context, env *Env) (*figure.Result, error) {
 		return nil, err
 	}
 	defer srv.Close() //nolint:errcheck // at the end
-	entries := st.Entries()
-	surge, err := surgeOf(entries)
+	pl, err := planVoigtBandwidth(env, st.Entries())
 	if err != nil {
 		return nil, err
 	}
-	largePath, largeSize := "", int64(0)
+	if err := pl.runAll(ctx, env, srv.URL); err != nil {
+		return nil, err
+	}
+	res := figure.NewResult(env.Name, figure.Live, env.Seed)
+	analyseVoigtBandwidth(res.Summary, pl)
+	if err := renderVoigtBandwidth(res, pl); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// voigtBWPlan is the bandwidth experiment's plan: the reference run
+// without the large flow, then a controlled and an uncontrolled run per
+// rate of large-file requests; capacity is the outgoing-queue sensor's
+// full scale, set from the reference run.
+type voigtBWPlan struct {
+	largeRates        []float64
+	length, warmup    time.Duration
+	baseLen, baseWarm time.Duration
+	surge, large      loadgen.Workload
+	largePath         string
+	largeSize         int64
+	pDyn, pLarge      float64
+	meanBytes         float64
+	runs              []*bwRun
+	capacity          int64
+}
+
+func planVoigtBandwidth(env *Env, entries []testbed.FileEntry) (*voigtBWPlan, error) {
+	pl := &voigtBWPlan{largeRates: pick(env, []float64{80, 120}, []float64{120}),
+		length: pick(env, 30*time.Second, 15*time.Second), warmup: pick(env, 10*time.Second, 5*time.Second),
+		baseLen: pick(env, 20*time.Second, 10*time.Second), baseWarm: pick(env, 5*time.Second, 3*time.Second)}
+	var err error
+	if pl.surge, err = surgeOf(entries); err != nil {
+		return nil, err
+	}
 	for _, e := range entries {
 		if !e.Dynamic && e.Size > testbed.LargeFileSize &&
-			(largePath == "" || math.Abs(float64(e.Size-voigtLargeTarget)) < math.Abs(float64(largeSize-voigtLargeTarget))) {
-			largePath, largeSize = e.Path, e.Size
+			(pl.largePath == "" || math.Abs(float64(e.Size-voigtLargeTarget)) < math.Abs(float64(pl.largeSize-voigtLargeTarget))) {
+			pl.largePath, pl.largeSize = e.Path, e.Size
 		}
 	}
-	large, err := loadgen.NewURLs("large", "large file", []loadgen.Weighted{{Name: largePath, Weight: 1}})
-	if err != nil {
+	if pl.large, err = loadgen.NewURLs("large", "large file", []loadgen.Weighted{{Name: pl.largePath, Weight: 1}}); err != nil {
 		return nil, err
 	}
-	pDyn, pLarge, meanBytes := fileMix(entries)
-
-	runs := []*bwRun{{name: "unloaded", controlled: true, length: baseLen, warmup: baseWarm, capacity: voigtOutQueueIdle}}
-	for _, lr := range largeRates {
-		runs = append(runs, &bwRun{name: fmt.Sprintf("controls %g/s", lr), controlled: true, largeRate: lr, length: length, warmup: warmup},
-			&bwRun{name: fmt.Sprintf("no controls %g/s", lr), largeRate: lr, length: length, warmup: warmup})
+	pl.pDyn, pl.pLarge, pl.meanBytes = fileMix(entries)
+	pl.runs = []*bwRun{{name: "unloaded", controlled: true, length: pl.baseLen, warmup: pl.baseWarm, capacity: voigtOutQueueIdle}}
+	for _, lr := range pl.largeRates {
+		pl.runs = append(pl.runs, &bwRun{name: fmt.Sprintf("controls %g/s", lr), controlled: true, largeRate: lr, length: pl.length, warmup: pl.warmup},
+			&bwRun{name: fmt.Sprintf("no controls %g/s", lr), largeRate: lr, length: pl.length, warmup: pl.warmup})
 	}
-	var capacity int64
-	for i, r := range runs {
+	return pl, nil
+}
+
+// runAll runs the reference run, sets the sensor's scale from its unsent
+// bytes, and runs the others against backendURL.
+func (pl *voigtBWPlan) runAll(ctx context.Context, env *Env, backendURL string) error {
+	for i, r := range pl.runs {
 		if i > 0 {
-			r.capacity = capacity
+			r.capacity = pl.capacity
 		}
-		if err := r.run(ctx, env, srv.URL, surge, large); err != nil {
-			return nil, err
+		if err := r.run(ctx, env, backendURL, pl.surge, pl.large); err != nil {
+			return err
 		}
 		if i == 0 {
 			if !(r.outBytes > 0) {
-				return nil, fmt.Errorf("the reference run measured no unsent bytes (%v): the outqueue sensor cannot scale the queue", r.outBytes)
+				return fmt.Errorf("the reference run measured no unsent bytes (%v): the outqueue sensor cannot scale the queue", r.outBytes)
 			}
-			capacity = int64(math.Round(voigtOutQueueFactor * r.outBytes))
-			env.Phasef("outgoing queue scale: %d unsent bytes = 100 (%d × the %.0f bytes of the reference run)", capacity, voigtOutQueueFactor, r.outBytes)
+			pl.capacity = int64(math.Round(voigtOutQueueFactor * r.outBytes))
+			env.Phasef("outgoing queue scale: %d unsent bytes = 100 (%d × the %.0f bytes of the reference run)", pl.capacity, voigtOutQueueFactor, r.outBytes)
 		}
 	}
+	return nil
+}
 
-	s := newSummary(env)
-	res := &figure.Result{Bundle: report.NewBundle(s)}
-	base := runs[0]
+// analyseVoigtBandwidth sets the summary's metrics: the reference run's,
+// each run's per rate of large files (suffix _uncontrolled without the
+// rule), the highest rate's headline figures and the run's constants.
+func analyseVoigtBandwidth(s *report.Summary, pl *voigtBWPlan) {
+	base := pl.runs[0]
 	unloaded := base.small.meanRT()
 	s.Set("small_rt_ms_unloaded", unloaded)
 	s.Set("surge_rt_ms_unloaded", base.surge.meanRT())
 	s.Set("surge_throughput_rps_unloaded", base.surge.throughput())
 	s.Set("link_utilization_unloaded", base.linkUtil)
-	tab := report.NewTable("large_rate_rps", "variant", "large_throughput_rps", "large_rt_ms", "surge_throughput_rps", "surge_rt_ms",
-		"small_rt_ms", "total_throughput_rps", "link_utilization", "large_rule_drop_fraction", "out_queue", "out_queue_bytes", "bw_rate_end")
-	if err := tab.Append(0, "controls", math.NaN(), math.NaN(), base.surge.throughput(), base.surge.meanRT(), unloaded, base.total(),
-		base.linkUtil, base.drop, base.outQueue, base.outBytes, valueAt(base.samples, base.length, func(s *voigtSample) float64 { return s.largeRate })); err != nil {
-		return nil, err
-	}
-	for _, r := range runs[1:] {
-		variant, suffix := "controls", ""
+	for _, r := range pl.runs[1:] {
+		suffix := ""
 		if !r.controlled {
-			variant, suffix = "no_controls", "_uncontrolled"
-		}
-		bwEnd := valueAt(r.samples, r.length, func(s *voigtSample) float64 { return s.largeRate })
-		if err := tab.Append(r.largeRate, variant, r.large.throughput(), r.large.meanRT(), r.surge.throughput(), r.surge.meanRT(),
-			r.small.meanRT(), r.total(), r.linkUtil, r.drop, r.outQueue, r.outBytes, bwEnd); err != nil {
-			return nil, err
+			suffix = "_uncontrolled"
 		}
 		tag := "_at_" + fmtRate(r.largeRate) + suffix
 		s.Set("large_throughput_rps"+tag, r.large.throughput())
@@ -268,8 +299,7 @@ func runVoigtBandwidth(ctx context.Context, env *Env) (*figure.Result, error) {
 			s.Set("out_queue"+tag, r.outQueue)
 		}
 	}
-	ctl, unc := runs[len(runs)-2], runs[len(runs)-1]
-	hi := fmtRate(ctl.largeRate)
+	ctl, unc := pl.runs[len(pl.runs)-2], pl.runs[len(pl.runs)-1]
 	s.Set("small_rt_ms", ctl.small.meanRT())
 	s.Set("small_rt_ratio", ctl.small.meanRT()/unloaded)
 	s.Set("small_rt_ms_uncontrolled", unc.small.meanRT())
@@ -277,14 +307,41 @@ func runVoigtBandwidth(ctx context.Context, env *Env) (*figure.Result, error) {
 	s.Set("total_throughput_rps_uncontrolled", unc.total())
 	s.Set("total_throughput_gain", ratio(ctl.total(), unc.total()))
 	s.Set("link_capacity_mbit", voigtLinkBytes*8/1e6)
-	s.Set("out_queue_capacity_bytes", float64(capacity))
+	s.Set("out_queue_capacity_bytes", float64(pl.capacity))
 	s.Set("out_queue_bytes_unloaded", base.outBytes)
-	s.Set("large_file_kb", float64(largeSize)/1e3)
-	s.Set("mean_reply_kb", meanBytes/1e3)
-	s.Set("large_request_fraction", pLarge)
-	s.Set("dynamic_request_fraction", pDyn)
-	s.Set("surge_link_share", voigtSurgeRate*meanBytes/voigtLinkBytes)
+	s.Set("large_file_kb", float64(pl.largeSize)/1e3)
+	s.Set("mean_reply_kb", pl.meanBytes/1e3)
+	s.Set("large_request_fraction", pl.pLarge)
+	s.Set("dynamic_request_fraction", pl.pDyn)
+	s.Set("surge_link_share", voigtSurgeRate*pl.meanBytes/voigtLinkBytes)
 	s.Set("time_scale", 1)
+}
+
+// renderVoigtBandwidth writes Table 2 and the time series, the paper's
+// expectations, the headline metrics, the setup and the plots.
+func renderVoigtBandwidth(res *figure.Result, pl *voigtBWPlan) error {
+	s, runs, base := res.Summary, pl.runs, pl.runs[0]
+	ctl := runs[len(runs)-2]
+	hi, unloaded := fmtRate(ctl.largeRate), base.small.meanRT()
+	largeRates, length, warmup, baseLen, baseWarm := pl.largeRates, pl.length, pl.warmup, pl.baseLen, pl.baseWarm
+	largePath, largeSize, pDyn, pLarge, meanBytes, capacity := pl.largePath, pl.largeSize, pl.pDyn, pl.pLarge, pl.meanBytes, pl.capacity
+	tab := report.NewTable("large_rate_rps", "variant", "large_throughput_rps", "large_rt_ms", "surge_throughput_rps", "surge_rt_ms",
+		"small_rt_ms", "total_throughput_rps", "link_utilization", "large_rule_drop_fraction", "out_queue", "out_queue_bytes", "bw_rate_end")
+	if err := tab.Append(0, "controls", math.NaN(), math.NaN(), base.surge.throughput(), base.surge.meanRT(), unloaded, base.total(),
+		base.linkUtil, base.drop, base.outQueue, base.outBytes, valueAt(base.samples, base.length, func(s *voigtSample) float64 { return s.largeRate })); err != nil {
+		return err
+	}
+	for _, r := range runs[1:] {
+		variant := "controls"
+		if !r.controlled {
+			variant = "no_controls"
+		}
+		bwEnd := valueAt(r.samples, r.length, func(s *voigtSample) float64 { return s.largeRate })
+		if err := tab.Append(r.largeRate, variant, r.large.throughput(), r.large.meanRT(), r.surge.throughput(), r.surge.meanRT(),
+			r.small.meanRT(), r.total(), r.linkUtil, r.drop, r.outQueue, r.outBytes, bwEnd); err != nil {
+			return err
+		}
+	}
 	res.AddTable("table2.csv", tab)
 	res.AddTable("timeseries.csv", bwSampleTable(runs))
 
@@ -349,7 +406,7 @@ func runVoigtBandwidth(ctx context.Context, env *Env) (*figure.Result, error) {
 			{Label: "bandwidth rule: /islarge/ rate", X: tx, Y: bw}},
 		HLines: []report.RefLine{{Value: 35, Label: "q_ref 35"}}}
 	res.AddFigure("bandwidth.png", &report.Figure{PanelHeight: 3, Panels: []report.Panel{tput, rt, trace}})
-	return res, nil
+	return nil
 }
 
 // run starts the proxy, runs the SURGE-like load and the large flow
