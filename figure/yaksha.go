@@ -2,10 +2,12 @@ package figure
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/sluicehq/sluice/control"
 	"github.com/sluicehq/sluice/report"
+	"github.com/sluicehq/sluice/settle"
 )
 
 // The Yaksha figures reproduce Kamra, Misra & Nahum (docs/algorithms.md
@@ -92,4 +94,80 @@ func YakshaShiftChecks(s *report.Summary, timeScale float64) []Check {
 		AtMost(s, "In the last half of the third wave the self-tuning mean RT is back below Tref (+25%) (paper Figs. 10–13: the response time returns below Tref)",
 			"mean_rt_ms_wave3_late_self", 1.25*s.Metric("tref_ms")),
 	}
+}
+
+// YakshaShiftParams are the workload shift's load and settling rule.
+type YakshaShiftParams struct {
+	// Users is the number of closed-loop users each wave adds; Wave the
+	// time between waves (the run lasts three).
+	Users int
+	Wave  time.Duration
+	// Think and ThinkCap are the mean and cap of the exponential think
+	// time.
+	Think, ThinkCap time.Duration
+	// HighFactor is the multiple of the first wave's rate the static
+	// "high" controller is designed for.
+	HighFactor float64
+	// SettleBand and SettleWindow define a wave's settle_s (settle.Return).
+	SettleBand   float64
+	SettleWindow time.Duration
+}
+
+// DeclareYakshaShift declares the workload shift's parameters on ps (the
+// controller's with DeclareYakshaTarget).
+func DeclareYakshaShift(ps *Params, c *YakshaShiftParams) {
+	ps.Int(&c.Users, "users_per_wave", 100, 1, 100000,
+		"closed-loop users added by each wave (the paper's 700 → 1400 → 2100 browsers scaled by 1/7 to a one-core PS "+
+			"server: wave 1 offers about 1.5× capacity, waves 1+2 about 3.5×, all three about 6×)")
+	ps.Duration(&c.Wave, "wave_length", 50*time.Second, time.Second, 100000*time.Second,
+		"time between waves (paper: waves at 0, 50 and 100 s); the run lasts three waves")
+	ps.Duration(&c.Think, "think", 700*time.Millisecond, time.Millisecond, time.Hour, "mean of the exponential think time (paper: 0.7 s)")
+	ps.Duration(&c.ThinkCap, "think_cap", 7*time.Second, time.Millisecond, time.Hour, "cap of the think time (paper: 7 s)")
+	ps.Float(&c.HighFactor, "high_factor", 3, 1.01, 1000,
+		"the static 'high' controller is designed for this multiple of the first wave's rate (paper: 3×, 2100 vs 700 browsers)")
+	ps.Float(&c.SettleBand, "settle_band", 0.25, 0.01, 10, "settle_s_max band: relative distance of the mean RT from Tref")
+	ps.Duration(&c.SettleWindow, "settle_window", 5*time.Second, 0, time.Hour,
+		"settling uses the completion-weighted mean RT over a centred window of this length (per-period means of a PS server "+
+			"near saturation are noisy): a wave's settle_s is the time from its start until that mean, having left the band, "+
+			"is back within it")
+}
+
+// DefaultYakshaShift returns the workload shift's defaults.
+func DefaultYakshaShift() YakshaShiftParams {
+	var c YakshaShiftParams
+	DeclareYakshaShift(NewParams("yaksha-workload-shift"), &c)
+	return c
+}
+
+// YakshaShiftMetrics sets one controller's metrics (each name + suffix)
+// from its per-period mean response times (s), weighted by their
+// samples, the same way in both modes: settle_s_wave1..3 (settle.Return
+// over each wave), settle_s_max (NaN when a wave never settled) and iae,
+// the integral of |mean RT − Tref| over the periods with samples (s·s).
+// It returns the waves' settling times.
+func YakshaShiftMetrics(s *report.Summary, suffix string, pts []settle.Point, c YakshaShiftParams, tref, h time.Duration) []float64 {
+	iae := 0.0
+	for _, p := range pts {
+		if p.Weight > 0 {
+			iae += math.Abs(p.Value-tref.Seconds()) * (p.End - p.Start).Seconds()
+		}
+	}
+	var settles []float64
+	worst := 0.0
+	for k := range 3 {
+		from, to := time.Duration(k)*c.Wave, time.Duration(k+1)*c.Wave
+		st := settle.Return(pts, from, to, tref.Seconds(), c.SettleBand, settle.HalfWindow(c.SettleWindow, h))
+		settles = append(settles, st)
+		s.Set(fmt.Sprintf("settle_s_wave%d%s", k+1, suffix), st)
+		worst = math.Max(worst, st)
+		if math.IsNaN(st) {
+			worst = math.Inf(1)
+		}
+	}
+	if math.IsInf(worst, 1) {
+		worst = math.NaN() // a wave that never settled
+	}
+	s.Set("settle_s_max"+suffix, worst)
+	s.Set("iae"+suffix, iae)
+	return settles
 }

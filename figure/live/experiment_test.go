@@ -254,3 +254,18 @@ func TestYakshaLiveIsTheSpecScaled(t *testing.T) {
 		t.Errorf("live parameters %+v", p)
 	}
 }
+
+// TestYakshaShiftPlanIsTheSpecScaled: the live workload shift is the
+// figure's (declared once, in package figure) compressed by
+// yakshaTimeScale.
+func TestYakshaShiftPlanIsTheSpecScaled(t *testing.T) {
+	pl, err := planYakshaShift(newEnv("yaksha-workload-shift", Options{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := pl.c
+	if pl.users != 100 || c.Wave != 12500*time.Millisecond || c.Think != 175*time.Millisecond || c.ThinkCap != 1750*time.Millisecond ||
+		c.SettleWindow != 1250*time.Millisecond || c.SettleBand != 0.25 || c.HighFactor != 3 || pl.length != 3*c.Wave || len(pl.vars) != 3 {
+		t.Errorf("plan %+v, shift %+v", pl, c)
+	}
+}

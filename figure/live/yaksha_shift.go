@@ -132,69 +132,117 @@ func yakshaWorkloadShift() Experiment {
 	}
 }
 
+// runYakshaShift is the experiment in four steps: plan the waves and the
+// three controllers (self-tuning, static for the first wave, static for
+// high_factor × it), run each against the same users, analyse the runs
+// with the figure's rules (figure.YakshaShiftMetrics), and render the
+// tables, plots, checks and setup.
 func runYakshaShift(ctx context.Context, env *Env) (*figure.Result, error) {
-	p := yakshaLiveParams()
-	scale := yakshaTimeScale
-	users := 100.0
-	wave := pick(env, scaled(50*time.Second, scale), 6*time.Second)
-	length := 3 * wave
-	band, settleWindow := 0.25, scaled(5*time.Second, scale)
-	exp, err := dist.NewExponential(scaled(700*time.Millisecond, scale).Seconds())
+	pl, err := planYakshaShift(env)
 	if err != nil {
 		return nil, err
 	}
-	think, err := dist.NewCapped(exp, scaled(7*time.Second, scale).Seconds())
+	for _, v := range pl.vars {
+		if err := pl.run(ctx, env, v); err != nil {
+			return nil, err
+		}
+	}
+	res := figure.NewResult(env.Name, figure.Live, env.Seed)
+	if err := analyseYakshaShift(res, pl); err != nil {
+		return nil, err
+	}
+	renderYakshaShift(res, pl)
+	return res, nil
+}
+
+// shiftPlan is the workload shift's plan: the parameters (the figure's
+// shift parameters compressed by the time scale), the think time, the
+// static designs' nominal rate and the three controllers.
+type shiftPlan struct {
+	p         yakshaLive
+	c         figure.YakshaShiftParams // compressed
+	scale     float64
+	users     float64
+	length    time.Duration
+	think     dist.Dist
+	lambdaLow float64
+	vars      []*shiftVariant
+}
+
+// shiftVariant is one controller facing the three waves.
+type shiftVariant struct {
+	name, suffix, label string
+	lambda0             float64
+	res                 *phaseResult
+	bins                []bin
+	iae                 float64
+	settle              []float64
+}
+
+func planYakshaShift(env *Env) (*shiftPlan, error) {
+	pl := &shiftPlan{p: yakshaLiveParams(), c: figure.DefaultYakshaShift(), scale: yakshaTimeScale}
+	c := &pl.c
+	for _, d := range []*time.Duration{&c.Wave, &c.Think, &c.ThinkCap, &c.SettleWindow} {
+		*d = scaled(*d, pl.scale)
+	}
+	c.Wave = pick(env, c.Wave, 6*time.Second)
+	pl.users, pl.length = float64(c.Users), 3*c.Wave
+	exp, err := dist.NewExponential(c.Think.Seconds())
 	if err != nil {
+		return nil, err
+	}
+	if pl.think, err = dist.NewCapped(exp, c.ThinkCap.Seconds()); err != nil {
 		return nil, err
 	}
 	// The static designs' nominal rate: the first wave's users offer
 	// N/(E[Z] + Tref) requests per second when the response time is Tref.
-	lambdaLow := users / (think.Mean() + p.tref.Seconds())
-	const highFactor = 3.0
-
-	type variant struct {
-		name, suffix, label string
-		lambda0             float64
-		res                 *phaseResult
-		bins                []bin
-		iae                 float64
-		settle              []float64
-	}
-	vars := []*variant{
+	pl.lambdaLow = pl.users / (pl.think.Mean() + pl.p.tref.Seconds())
+	pl.vars = []*shiftVariant{
 		{name: "self", suffix: "_self", label: "self-tuning"},
-		{name: "static_low", suffix: "_static_low", label: fmt.Sprintf("static, λ0 = %.0f req/s (wave 1)", lambdaLow), lambda0: lambdaLow},
-		{name: "static_high", suffix: "_static_high", label: fmt.Sprintf("static, λ0 = %.0f req/s (%g× wave 1)", highFactor*lambdaLow, highFactor),
-			lambda0: highFactor * lambdaLow},
+		{name: "static_low", suffix: "_static_low", label: fmt.Sprintf("static, λ0 = %.0f req/s (wave 1)", pl.lambdaLow), lambda0: pl.lambdaLow},
+		{name: "static_high", suffix: "_static_high", label: fmt.Sprintf("static, λ0 = %.0f req/s (%g× wave 1)", c.HighFactor*pl.lambdaLow, c.HighFactor),
+			lambda0: c.HighFactor * pl.lambdaLow},
 	}
-	for _, v := range vars {
-		var loads []loadgen.Config
-		for k, nav := range shiftNav {
-			m, err := loadgen.ParseMarkov(nav.name, []byte(navYAML(nav.p)))
-			if err != nil {
-				return nil, err
-			}
-			count, err := stepSchedule(0, 0, (time.Duration(k) * wave).Seconds(), users)
-			if k == 0 {
-				count, err = stepSchedule(0, users)
-			}
-			if err != nil {
-				return nil, err
-			}
-			loads = append(loads, loadgen.Config{Mode: loadgen.ModeClosed, Duration: length, Seed: env.Seed + uint64(k)*1000,
-				Timeout: p.timeout, Workload: m, Users: count, Think: think})
-		}
-		run := proxied{newBackend: newPageDemands(env.Seed, scale), maxConcurrency: 4096, policy: yakshaPolicy(p, v.lambda0),
-			phase: phase{name: v.name, length: length, loads: loads, sampleEvery: p.period / 2, grace: time.Second,
-				users: func(t time.Duration) float64 { return users * math.Min(float64(t/wave)+1, 3) }}}
-		if v.res, err = run.run(ctx, env); err != nil {
-			return nil, err
-		}
-		v.bins = binRecords(v.res.recs, p.period, length, 0, nil)
-	}
+	return pl, nil
+}
 
-	s := newSummary(env)
-	res := &figure.Result{Bundle: report.NewBundle(s)}
-	tref := p.tref.Seconds()
+// run runs one controller against the three waves of users.
+func (pl *shiftPlan) run(ctx context.Context, env *Env, v *shiftVariant) error {
+	p, users, wave, length, think := pl.p, pl.users, pl.c.Wave, pl.length, pl.think
+	var loads []loadgen.Config
+	for k, nav := range shiftNav {
+		m, err := loadgen.ParseMarkov(nav.name, []byte(navYAML(nav.p)))
+		if err != nil {
+			return err
+		}
+		count, err := stepSchedule(0, 0, (time.Duration(k) * wave).Seconds(), users)
+		if k == 0 {
+			count, err = stepSchedule(0, users)
+		}
+		if err != nil {
+			return err
+		}
+		loads = append(loads, loadgen.Config{Mode: loadgen.ModeClosed, Duration: length, Seed: env.Seed + uint64(k)*1000,
+			Timeout: p.timeout, Workload: m, Users: count, Think: think})
+	}
+	run := proxied{newBackend: newPageDemands(env.Seed, pl.scale), maxConcurrency: 4096, policy: yakshaPolicy(p, v.lambda0),
+		phase: phase{name: v.name, length: length, loads: loads, sampleEvery: p.period / 2, grace: time.Second,
+			users: func(t time.Duration) float64 { return users * math.Min(float64(t/wave)+1, 3) }}}
+	var err error
+	if v.res, err = run.run(ctx, env); err != nil {
+		return err
+	}
+	v.bins = binRecords(v.res.recs, p.period, length, 0, nil)
+	return nil
+}
+
+// analyseYakshaShift writes the per-period table and sets the summary's
+// metrics: each controller's settling per wave, settle_s_max and IAE
+// (figure.YakshaShiftMetrics on its bins), and the late mean RT of each
+// wave from the answers the clients saw.
+func analyseYakshaShift(res *figure.Result, pl *shiftPlan) error {
+	s, p, vars, users, wave, scale := res.Summary, pl.p, pl.vars, pl.users, pl.c.Wave, pl.scale
+	lambdaLow, highFactor := pl.lambdaLow, pl.c.HighFactor
 	per := p.period.Seconds()
 	ts := report.NewTable("variant", "time_s", "users", "offered_rps", "ok_rps", "rejected_rps", "mean_rt_ms", "p90_rt_ms", "drop_probability")
 	for _, v := range vars {
@@ -203,30 +251,16 @@ func runYakshaShift(ctx context.Context, env *Env) (*figure.Result, error) {
 			pd := settingAt(v.res.states, t+p.period, func(st *stateSample) float64 { return st.setting })
 			if err := ts.Append(v.name, b.t, users*math.Min(float64(t/wave)+1, 3), float64(b.offered)/per, float64(b.ok)/per,
 				float64(b.rejected)/per, b.mean, b.p90, pd); err != nil {
-				return nil, err
-			}
-			if b.ok > 0 {
-				v.iae += math.Abs(b.mean/1000-tref) * per
+				return err
 			}
 		}
-		worst := 0.0
+		v.settle = figure.YakshaShiftMetrics(s, v.suffix, binPoints(v.bins, p.period), pl.c, p.tref, p.period)
+		v.iae = s.Metric("iae" + v.suffix)
 		for k := range 3 {
 			from, to := time.Duration(k)*wave, time.Duration(k+1)*wave
-			st := settle.Return(binPoints(v.bins, p.period), from, to, tref, band, settle.HalfWindow(settleWindow, p.period))
-			v.settle = append(v.settle, st)
-			s.Set(fmt.Sprintf("settle_s_wave%d%s", k+1, v.suffix), st)
-			worst = math.Max(worst, st)
-			if math.IsNaN(st) {
-				worst = math.Inf(1)
-			}
 			lat := okLatencies(v.res.recs, from+wave/2, to, nil)
 			s.Set(fmt.Sprintf("mean_rt_ms_wave%d_late%s", k+1, v.suffix), report.Mean(lat))
 		}
-		if math.IsInf(worst, 1) {
-			worst = math.NaN() // a wave that never settled
-		}
-		s.Set("settle_s_max"+v.suffix, worst)
-		s.Set("iae"+v.suffix, v.iae)
 	}
 	s.Set("settle_s_max", s.Metric("settle_s_max_self"))
 	s.Set("lambda0_static_low_rps", lambdaLow)
@@ -234,7 +268,14 @@ func runYakshaShift(ctx context.Context, env *Env) (*figure.Result, error) {
 	s.Set("tref_ms", msOf(p.tref))
 	s.Set("time_scale", scale)
 	res.AddTable("timeseries.csv", ts)
+	return nil
+}
 
+// renderYakshaShift draws the response time and the drop probability of
+// each controller, and writes the checks and the setup.
+func renderYakshaShift(res *figure.Result, pl *shiftPlan) {
+	s, p, vars, users, wave, scale := res.Summary, pl.p, pl.vars, pl.users, pl.c.Wave, pl.scale
+	lambdaLow, highFactor, band, settleWindow := pl.lambdaLow, pl.c.HighFactor, pl.c.SettleBand, pl.c.SettleWindow
 	fig := &report.Figure{PanelHeight: 2.6}
 	pdp := report.Panel{Title: "drop probability (waves start at the dotted lines)", XLabel: "time (s)", YLabel: "drop probability pd",
 		YMin: 0, YMax: 1, LegendBottom: true, VLines: []report.RefLine{{Value: wave.Seconds()}, {Value: 2 * wave.Seconds()}}}
@@ -270,7 +311,6 @@ func runYakshaShift(ctx context.Context, env *Env) (*figure.Result, error) {
 			settleWindow, band, p.period),
 		fmt.Sprintf("Time compression %g: the paper's 0.7 s think time (cap 7 s), 150 ms Tref, 1 s period, −0.1/s pole and 50 s waves are scaled by %g; the paper's 700/1400/2100 browsers are the simulator's 100 users per wave.", scale, scale),
 	}
-	return res, nil
 }
 
 // binPoints turns bins of width h into a series of mean response times in

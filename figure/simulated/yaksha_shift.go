@@ -2,7 +2,6 @@ package simulated
 
 import (
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/sluicehq/sluice/dist"
@@ -60,13 +59,7 @@ var shiftNav = []struct {
 
 type yakshaShiftParams struct {
 	figure.YakshaParams
-	users        int
-	wave         time.Duration
-	think        time.Duration
-	thinkCap     time.Duration
-	designFactor float64
-	settleBand   float64
-	settleWindow time.Duration
+	figure.YakshaShiftParams
 }
 
 func yakshaWorkloadShift() Scenario {
@@ -74,21 +67,8 @@ func yakshaWorkloadShift() Scenario {
 		Name: "yaksha-workload-shift",
 		Setup: func(ps *Params) RunFunc {
 			var c yakshaShiftParams
-			ps.Int(&c.users, "users_per_wave", 100, 1, 100000,
-				"closed-loop users added by each wave (the paper's 700 → 1400 → 2100 browsers scaled by 1/7 to a one-core PS "+
-					"server: wave 1 offers about 1.5× capacity, waves 1+2 about 3.5×, all three about 6×)")
-			ps.Duration(&c.wave, "wave_length", 50*time.Second, time.Second, 100000*time.Second,
-				"time between waves (paper: waves at 0, 50 and 100 s); the run lasts three waves")
-			ps.Duration(&c.think, "think", 700*time.Millisecond, time.Millisecond, time.Hour, "mean of the exponential think time (paper: 0.7 s)")
-			ps.Duration(&c.thinkCap, "think_cap", 7*time.Second, time.Millisecond, time.Hour, "cap of the think time (paper: 7 s)")
+			figure.DeclareYakshaShift(ps, &c.YakshaShiftParams)
 			figure.DeclareYakshaTarget(ps, &c.YakshaParams)
-			ps.Float(&c.designFactor, "high_factor", 3, 1.01, 1000,
-				"the static 'high' controller is designed for this multiple of the first wave's rate (paper: 3×, 2100 vs 700 browsers)")
-			ps.Float(&c.settleBand, "settle_band", 0.25, 0.01, 10, "settle_s_max band: relative distance of the mean RT from Tref")
-			ps.Duration(&c.settleWindow, "settle_window", 5*time.Second, 0, time.Hour,
-				"settling uses the completion-weighted mean RT over a centred window of this length (per-period means of a PS server "+
-					"near saturation are noisy): a wave's settle_s is the time from its start until that mean, having left the band, "+
-					"is back within it")
 			return func(env Env) (*figure.Result, error) { return runYakshaShift(env, c) }
 		},
 	}
@@ -105,22 +85,22 @@ type shiftVariant struct {
 }
 
 func runYakshaShift(env Env, c yakshaShiftParams) (*figure.Result, error) {
-	think, err := dist.NewExponential(c.think.Seconds())
+	think, err := dist.NewExponential(c.Think.Seconds())
 	if err != nil {
 		return nil, err
 	}
-	thinkDist, err := dist.NewCapped(think, c.thinkCap.Seconds())
+	thinkDist, err := dist.NewCapped(think, c.ThinkCap.Seconds())
 	if err != nil {
 		return nil, err
 	}
 	// The static designs' nominal rate: the first wave's users offer
 	// N/(E[Z] + Tref) requests per second when the response time is Tref.
-	lambdaLow := float64(c.users) / (thinkDist.Mean() + c.Tref.Seconds())
+	lambdaLow := float64(c.Users) / (thinkDist.Mean() + c.Tref.Seconds())
 	vars := []*shiftVariant{
 		{name: "self", suffix: "_self", label: "self-tuning", selfTuning: true},
 		{name: "static_low", suffix: "_static_low", label: fmt.Sprintf("static, λ0 = %.0f req/s (wave 1)", lambdaLow), lambda0: lambdaLow},
-		{name: "static_high", suffix: "_static_high", label: fmt.Sprintf("static, λ0 = %.0f req/s (%g× wave 1)", c.designFactor*lambdaLow, c.designFactor),
-			lambda0: c.designFactor * lambdaLow},
+		{name: "static_high", suffix: "_static_high", label: fmt.Sprintf("static, λ0 = %.0f req/s (%g× wave 1)", c.HighFactor*lambdaLow, c.HighFactor),
+			lambda0: c.HighFactor * lambdaLow},
 	}
 	for _, v := range vars {
 		v.steps, err = shiftRun(env.Seed, c, thinkDist, v.selfTuning, v.lambda0)
@@ -137,45 +117,31 @@ func runYakshaShift(env Env, c yakshaShiftParams) (*figure.Result, error) {
 	for _, v := range vars {
 		for _, st := range v.steps {
 			w := st.in()
-			users := c.users * min(int(st.start()/c.wave)+1, 3)
+			users := c.Users * min(int(st.start()/c.Wave)+1, 3)
 			if err := ts.Append(v.name, st.end().Seconds(), users, w.Arrivals, w.Admitted, w.Rejected, w.Completed,
 				ms(w.MeanRT), ms(w.P90RT), w.Utilization, st.Decision.New, st.Extra); err != nil {
 				return nil, err
 			}
-			if w.Samples > 0 {
-				v.iae += math.Abs(w.MeanRT-tref) * w.Elapsed.Seconds()
-			}
 		}
-		worst := 0.0
+		v.settle = figure.YakshaShiftMetrics(s, v.suffix, stepPoints(v.steps, meanRT), c.YakshaShiftParams, c.Tref, c.Period)
+		v.iae = s.Metric("iae" + v.suffix)
 		for k := range 3 {
-			from, to := time.Duration(k)*c.wave, time.Duration(k+1)*c.wave
-			st := settle.Return(stepPoints(v.steps, meanRT), from, to, tref, c.settleBand, settle.HalfWindow(c.settleWindow, c.Period))
-			v.settle = append(v.settle, st)
-			s.Set(fmt.Sprintf("settle_s_wave%d%s", k+1, v.suffix), st)
-			worst = math.Max(worst, st)
-			if math.IsNaN(st) {
-				worst = math.Inf(1)
-			}
+			from, to := time.Duration(k)*c.Wave, time.Duration(k+1)*c.Wave
 			var n, sum float64
 			for _, x := range v.steps {
-				if w := x.in(); x.start() >= from+c.wave/2 && x.end() <= to && w.Samples > 0 {
+				if w := x.in(); x.start() >= from+c.Wave/2 && x.end() <= to && w.Samples > 0 {
 					n += w.Samples
 					sum += w.MeanRT * w.Samples
 				}
 			}
 			s.Set(fmt.Sprintf("mean_rt_ms_wave%d_late%s", k+1, v.suffix), ms(ratio(sum, n)))
 		}
-		if math.IsInf(worst, 1) {
-			worst = math.NaN() // a wave that never settled
-		}
-		s.Set("settle_s_max"+v.suffix, worst)
-		s.Set("iae"+v.suffix, v.iae)
 	}
 	// The headline name settle_s_max is the self-tuning one's.
 	s.Set("settle_s_max", s.Metric("settle_s_max_self"))
 	s.Set("lambda0_static_low_rps", lambdaLow)
 	s.Set("tref_ms", ms(tref))
-	s.Set("lambda0_static_high_rps", c.designFactor*lambdaLow)
+	s.Set("lambda0_static_high_rps", c.HighFactor*lambdaLow)
 	res.AddTable("timeseries.csv", ts)
 	res.Key = []string{"settle_s_max", "iae_self", "iae_static_low", "iae_static_high"}
 	res.Checks = figure.YakshaShiftChecks(s, 1)
@@ -191,15 +157,15 @@ func runYakshaShift(env Env, c yakshaShiftParams) (*figure.Result, error) {
 			XLabel: "time (s)", YLabel: "mean RT (ms)",
 			Series: []report.Series{{Label: "mean RT per period", X: x, Y: y}},
 			HLines: []report.RefLine{{Value: ms(tref), Label: fmt.Sprintf("Tref = %v", c.Tref)}},
-			VLines: []report.RefLine{{Value: c.wave.Seconds()}, {Value: 2 * c.wave.Seconds()}},
+			VLines: []report.RefLine{{Value: c.Wave.Seconds()}, {Value: 2 * c.Wave.Seconds()}},
 			YMin:   0, YMax: 5 * ms(tref)})
 	}
 	res.AddFigure("response_time.png", fig)
 	pd := report.Panel{Title: "drop probability (waves start at the dotted lines)", XLabel: "time (s)", YLabel: "drop probability pd",
 		YMin: 0, YMax: 1, LegendBottom: true,
-		VLines: []report.RefLine{{Value: c.wave.Seconds()}, {Value: 2 * c.wave.Seconds()}}}
+		VLines: []report.RefLine{{Value: c.Wave.Seconds()}, {Value: 2 * c.Wave.Seconds()}}}
 	ga := report.Panel{Title: "PI gain A = Kp + Ki·h/2", XLabel: "time (s)", YLabel: "gain A (1/s)", LegendBottom: true,
-		VLines: []report.RefLine{{Value: c.wave.Seconds()}, {Value: 2 * c.wave.Seconds()}}}
+		VLines: []report.RefLine{{Value: c.Wave.Seconds()}, {Value: 2 * c.Wave.Seconds()}}}
 	for _, v := range vars {
 		x, y, a := make([]float64, len(v.steps)), make([]float64, len(v.steps)), make([]float64, len(v.steps))
 		for i, st := range v.steps {
@@ -237,20 +203,20 @@ func shiftRun(seed uint64, c yakshaShiftParams, think dist.Dist, selfTuning bool
 		if err != nil {
 			return nil, fmt.Errorf("navigation %s: %w", nav.name, err)
 		}
-		count, err := dist.NewSchedule(dist.Segment{Start: 0, Rate: 0}, dist.Segment{Start: time.Duration(k) * c.wave, Rate: float64(c.users)})
+		count, err := dist.NewSchedule(dist.Segment{Start: 0, Rate: 0}, dist.Segment{Start: time.Duration(k) * c.Wave, Rate: float64(c.Users)})
 		if k == 0 {
-			count, err = dist.ConstantSchedule(float64(c.users))
+			count, err = dist.ConstantSchedule(float64(c.Users))
 		}
 		if err != nil {
 			return nil, err
 		}
 		g, err := sim.NewUsers(e, sim.UsersConfig{Name: "wave-" + nav.name, Count: count, Think: think, Types: types, Nav: m,
-			ClientBase: k * c.users, Target: loop.entry})
+			ClientBase: k * c.Users, Target: loop.entry})
 		if err != nil {
 			return nil, err
 		}
 		g.Start()
 	}
-	e.Run(3 * c.wave)
+	e.Run(3 * c.Wave)
 	return loop.steps, nil
 }
