@@ -36,36 +36,6 @@ import (
 // take to settle after epoch 16 (client a alone) weigh about as little in
 // the measurement as in the paper's four minutes.
 
-// lijaminTable3 is Table III: which of clients a–d are active in each of
-// the 18 epochs.
-var lijaminTable3 = [18][4]bool{
-	{true, true, true, true},    // 1
-	{true, true, true, true},    // 2
-	{false, true, true, true},   // 3
-	{true, false, true, true},   // 4
-	{false, false, true, true},  // 5
-	{true, true, false, true},   // 6
-	{false, true, false, true},  // 7
-	{true, false, false, true},  // 8
-	{false, false, false, true}, // 9
-	{true, true, true, false},   // 10
-	{false, true, true, false},  // 11
-	{true, false, true, false},  // 12
-	{false, false, true, false}, // 13
-	{true, true, false, false},  // 14
-	{false, true, false, false}, // 15
-	{true, false, false, false}, // 16
-	{true, true, true, true},    // 17
-	{true, true, true, true},    // 18
-}
-
-// lijaminClients are the clients' names; lijaminShares their allocations
-// in percent of B (Table II).
-var (
-	lijaminClients = []string{"a", "b", "c", "d"}
-	lijaminShares  = []float64{10, 20, 30, 40}
-)
-
 // The live parameters of lijamin-epochs.
 const (
 	lijaminB         = 100e3 // B, bytes/s
@@ -92,9 +62,9 @@ type lijaminEpoch struct {
 }
 
 func (e lijaminEpoch) end() time.Duration { return e.start + e.length }
-func (e lijaminEpoch) active() [4]bool    { return lijaminTable3[e.number-1] }
+func (e lijaminEpoch) active() [4]bool    { return figure.LiJaminTable3[e.number-1] }
 func (e lijaminEpoch) activeNames() string {
-	return activeLetters(e.active())
+	return figure.LiJaminActive(e.active())
 }
 
 // activeCount is the number of clients active in the epoch.
@@ -111,19 +81,6 @@ func (e lijaminEpoch) activeCount() int {
 // lijaminEpochLabel names an epoch with its active clients: "16 (A)".
 func lijaminEpochLabel(e lijaminEpoch) string {
 	return fmt.Sprintf("%d (%s)", e.number, e.activeNames())
-}
-
-func activeLetters(a [4]bool) string {
-	var b strings.Builder
-	for i, on := range a {
-		if on {
-			b.WriteString(strings.ToUpper(lijaminClients[i]))
-		}
-	}
-	if b.Len() == 0 {
-		return "-"
-	}
-	return b.String()
 }
 
 // lijaminPlan returns the epochs of a run: all 18 (1–16 of epoch, 17–18
@@ -185,8 +142,8 @@ func lijaminSharesConfig() *share.Config {
 	cfg.InitialMaxBandwidth = share.Bandwidth(lijaminAhatScale * lijaminB)
 	cfg.Alpha, cfg.Period, cfg.StandbyLimit, cfg.MaxDelay = 0.2, lijaminPeriod, lijaminStandby, 10*time.Second
 	cfg.ClientHeader = lijaminClientHeader
-	for i, n := range lijaminClients {
-		cfg.Clients = append(cfg.Clients, share.ClientConfig{Name: n, Share: lijaminShares[i], HeaderValues: []string{n}})
+	for i, n := range figure.LiJaminClients {
+		cfg.Clients = append(cfg.Clients, share.ClientConfig{Name: n, Share: figure.LiJaminShares[i], HeaderValues: []string{n}})
 	}
 	return &cfg
 }
@@ -232,7 +189,7 @@ func runLiJaminEpochs(ctx context.Context, env *Env) (*figure.Result, error) {
 	// Each client's phase: uniform in [0, 1/rate), from the seed.
 	rng := rand.New(rand.NewPCG(env.Seed, 0x4c694a616d696e)) // "LiJamin"
 	var loads []loadgen.Config
-	for i, name := range lijaminClients {
+	for i, name := range figure.LiJaminClients {
 		off := time.Duration(rng.Float64() / lijaminRate * float64(time.Second))
 		sched, err := lijaminSchedule(plan, i, off)
 		if err != nil {
@@ -374,25 +331,14 @@ func analyseLiJamin(env *Env, plan []lijaminEpoch, ph *phaseResult, ahat []ahatS
 	}
 	last := clientBytes(recs, from, to)
 	lastTot := last[0] + last[1] + last[2] + last[3]
-	sumShares := 0.0
-	for _, v := range lijaminShares {
-		sumShares += v
-	}
-	sq := 0.0
-	for i, n := range lijaminClients {
-		actual := ratio(last[i], lastTot)
-		target := lijaminShares[i] / sumShares
-		sq += (target - actual) * (target - actual)
-		s.Set("share_"+n+"_percent", 100*actual)
-	}
-	s.Set("allocation_error", math.Sqrt(sq))
+	figure.LiJaminShareMetrics(s, last[:], figure.LiJaminShares)
 	s.Set("total_bw_ratio", ratio(multiBytes, multiTime)/lijaminB)
 	s.Set("total_bw_ratio_epoch_min", minRatio)
 	s.Set("total_bw_ratio_epoch_max", maxRatio)
 	s.Set("total_bw_ratio_17_18", lastTot/(to-from).Seconds()/lijaminB)
 	s.Set("max_measured_final_bps", ahatAt(length))
 	var off, rej int
-	for i, n := range lijaminClients {
+	for i, n := range figure.LiJaminClients {
 		c := countSent(recs, 0, length, inGroup(uint8(i)))
 		off += c.offered
 		rej += c.rejected
@@ -411,29 +357,7 @@ func analyseLiJamin(env *Env, plan []lijaminEpoch, ph *phaseResult, ahat []ahatS
 	res.Key = []string{"allocation_error", "share_a_percent", "share_b_percent", "share_c_percent", "share_d_percent",
 		"total_bw_ratio_17_18", "total_bw_ratio"}
 
-	ordered := 0.0
-	if s.Metric("share_a_percent") < s.Metric("share_b_percent") && s.Metric("share_b_percent") < s.Metric("share_c_percent") &&
-		s.Metric("share_c_percent") < s.Metric("share_d_percent") {
-		ordered = 1
-	}
-	s.Set("shares_ordered", ordered)
-	worst := 0.0
-	for i, n := range lijaminClients {
-		worst = math.Max(worst, math.Abs(s.Metric("share_"+n+"_percent")-lijaminShares[i]))
-	}
-	s.Set("share_error_points_max", worst)
-	res.Checks = []figure.Check{
-		figure.AtMost(s, "The shares over epochs 17–18 match the allocations within the paper's own allocation error: √Σ(target − actual)² ≤ 0.0190 (paper Table IV)",
-			"allocation_error", 0.0190),
-		figure.Within(s, "The shares are ordered like the allocations, A < B < C < D (paper Table IV)", "shares_ordered", 1, 1),
-		figure.AtMost(s, "Every client is within 2 percentage points of its allocation over epochs 17–18 (the proxy's documented accuracy, docs/config.md)",
-			"share_error_points_max", 2),
-		figure.Within(s, "With all four clients busy the total stays close to B: within ±10 % over epochs 17–18 (paper: total close to B)",
-			"total_bw_ratio_17_18", 0.9, 1.1),
-		figure.Within(s, "Idle clients' bandwidth goes to the active ones: every epoch with two or more active clients (all asking more than B together) delivers between 0.65 B and 1.1 B (simulator's band)",
-			"total_bw_ratio_epoch_min", 0.65, 1.1),
-	}
-	res.Checks = append(res.Checks, figure.AtMost(s, "… and no such epoch delivers more than 1.1 B", "total_bw_ratio_epoch_max", 1.1))
+	res.Checks = figure.LiJaminChecks(s)
 
 	var vl []report.RefLine
 	for _, e := range plan[1:] {
@@ -441,10 +365,10 @@ func analyseLiJamin(env *Env, plan []lijaminEpoch, ph *phaseResult, ahat []ahatS
 	}
 	clients := report.Panel{Title: fmt.Sprintf("bandwidth per client, 1 s bins; epochs %s (Fig. 2)", epochList(plan)),
 		XLabel: "time (s)", YLabel: "bandwidth (KB/s)", VLines: vl, YMin: 0, YMax: 1.3 * lijaminB / 1e3, LegendLeft: true}
-	for i, n := range lijaminClients {
+	for i, n := range figure.LiJaminClients {
 		clients.Series = append(clients.Series, report.Series{
-			Label: fmt.Sprintf("%s (allocation %g %%)", strings.ToUpper(n), lijaminShares[i]), X: x, Y: y[i]})
-		clients.HLines = append(clients.HLines, report.RefLine{Value: lijaminShares[i] * lijaminB / 100 / 1e3})
+			Label: fmt.Sprintf("%s (allocation %g %%)", strings.ToUpper(n), figure.LiJaminShares[i]), X: x, Y: y[i]})
+		clients.HLines = append(clients.HLines, report.RefLine{Value: figure.LiJaminShares[i] * lijaminB / 100 / 1e3})
 	}
 	totals := report.Panel{Title: "total delivered and the maximum measured bandwidth Â (Fig. 3)", XLabel: "time (s)", YLabel: "bandwidth (KB/s)",
 		VLines: vl, YMin: 0, LegendLeft: true,
@@ -455,7 +379,7 @@ func analyseLiJamin(env *Env, plan []lijaminEpoch, ph *phaseResult, ahat []ahatS
 	sharesBar := report.Panel{Title: "shares of the bytes over epochs 17–18 (Table IV)", XLabel: "client (1 = A … 4 = D)", YLabel: "share of the bytes (%)",
 		YMin: 0, YMax: 50, BarWidth: 0.6, LegendLeft: true,
 		Series: []report.Series{
-			{Label: "allocation (Table II)", X: []float64{1, 2, 3, 4}, Y: lijaminShares, Kind: report.Bars},
+			{Label: "allocation (Table II)", X: []float64{1, 2, 3, 4}, Y: figure.LiJaminShares, Kind: report.Bars},
 			{Label: "this run", X: []float64{1, 2, 3, 4}, Y: []float64{s.Metric("share_a_percent"), s.Metric("share_b_percent"),
 				s.Metric("share_c_percent"), s.Metric("share_d_percent")}, Kind: report.Bars},
 		}}
@@ -464,7 +388,7 @@ func analyseLiJamin(env *Env, plan []lijaminEpoch, ph *phaseResult, ahat []ahatS
 	res.Setup = []string{
 		fmt.Sprintf("Backend: the queue testbed, 8 workers, deterministic 1 ms service, %d-byte replies, in process on 127.0.0.1 (about 80 MB/s: far more than B).", lijaminSize),
 		fmt.Sprintf("Proxy: client shares with B = %g KB/s, clients a–d with %g/%g/%g/%g %% (Table II), identified by the %s header from the trusted loopback peer; α 0.2, manager period %v, initial Â = %g·B (docs/config.md, Accuracy: on loopback a reply transfers much faster than size/Â), standby limit %d, max delay 10 s; replies take turns per client (parallel: false).",
-			lijaminB/1e3, lijaminShares[0], lijaminShares[1], lijaminShares[2], lijaminShares[3], lijaminClientHeader, lijaminPeriod, float64(lijaminAhatScale), lijaminStandby),
+			lijaminB/1e3, figure.LiJaminShares[0], figure.LiJaminShares[1], figure.LiJaminShares[2], figure.LiJaminShares[3], lijaminClientHeader, lijaminPeriod, float64(lijaminAhatScale), lijaminStandby),
 		fmt.Sprintf("Load: one open-loop load generator per client, %g requests per second at constant spacing while the client is active (httperf's --rate; each client with its own phase), %d-byte replies, client timeout %v.",
 			lijaminRate, lijaminSize, lijaminTimeout),
 		fmt.Sprintf("Epochs (Table III): %s. The paper's epochs last about two minutes; here only the epochs are shortened, every rate and size is the paper's. Epochs 17–18, over which Table IV's shares and the allocation error are measured, are kept longer (%v each) so that the seconds the shares take to settle after epoch 16 (client A alone) weigh little.",

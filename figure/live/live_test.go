@@ -85,15 +85,15 @@ func TestLiveLiJaminQuick(t *testing.T) {
 	out := runQuick(t, "lijamin-epochs")
 	s := out.Summary
 	var prev float64
-	for i, n := range lijaminClients {
+	for i, n := range figure.LiJaminClients {
 		got := s.Metric("share_" + n + "_percent")
 		if !(got > prev) {
 			t.Errorf("share of %s %.1f %% is not above the previous client's %.1f %%: shares not ordered by allocation", n, got, prev)
 		}
 		// Generous: the documented accuracy is ±2 points; a noisy machine
 		// gets ±5.
-		if d := got - lijaminShares[i]; d < -5 || d > 5 {
-			t.Errorf("share of %s %.1f %%, allocation %g %%", n, got, lijaminShares[i])
+		if d := got - figure.LiJaminShares[i]; d < -5 || d > 5 {
+			t.Errorf("share of %s %.1f %%, allocation %g %%", n, got, figure.LiJaminShares[i])
 		}
 		prev = got
 	}

@@ -38,32 +38,6 @@ import (
 //     delayed replies in flight, its total is not its per-reply bandwidth,
 //     and the shares are not enforced (see the report in the summary).
 
-// lijaminSchedule is Table III: which of clients A–D are active in each of
-// the 18 epochs.
-var lijaminSchedule = [18][4]bool{
-	{true, true, true, true},    // 1
-	{true, true, true, true},    // 2
-	{false, true, true, true},   // 3
-	{true, false, true, true},   // 4
-	{false, false, true, true},  // 5
-	{true, true, false, true},   // 6
-	{false, true, false, true},  // 7
-	{true, false, false, true},  // 8
-	{false, false, false, true}, // 9
-	{true, true, true, false},   // 10
-	{false, true, true, false},  // 11
-	{true, false, true, false},  // 12
-	{false, false, true, false}, // 13
-	{true, true, false, false},  // 14
-	{false, true, false, false}, // 15
-	{true, false, false, false}, // 16
-	{true, true, true, true},    // 17
-	{true, true, true, true},    // 18
-}
-
-// lijaminNames are the clients' names.
-var lijaminNames = []string{"a", "b", "c", "d"}
-
 type lijaminParams struct {
 	epoch      time.Duration
 	total      float64 // B, bytes/s
@@ -90,7 +64,7 @@ func lijaminEpochs() Scenario {
 			ps.Duration(&c.epoch, "epoch", 120*time.Second, time.Second, 100000*time.Second,
 				"length of each of the 18 epochs of Table III (paper: about two minutes)")
 			ps.Float(&c.total, "total_bandwidth", 100e3, 1, 1e12, "B, the configured total in bytes/s (paper: 100 KB/s)")
-			ps.Floats(&c.shares, "shares", []float64{10, 20, 30, 40}, 0.01, 100,
+			ps.Floats(&c.shares, "shares", figure.LiJaminShares, 0.01, 100,
 				"allocations of clients A, B, C, D in percent of B (paper's Table II); four values summing to at most 100")
 			ps.Float(&c.rate, "rate", 6, 0.01, 1e6, "requests per second of each active client (paper: 6, httperf)")
 			ps.Float(&c.size, "size", 10e3, 1, 1e9, "reply size in bytes (paper: 10 KB files)")
@@ -166,7 +140,7 @@ func lijaminConfig(c lijaminParams) share.Config {
 	cfg.Period = c.period
 	cfg.StandbyLimit = c.limit
 	cfg.MaxDelay = c.maxDelay
-	for i, n := range lijaminNames {
+	for i, n := range figure.LiJaminClients {
 		cfg.Clients = append(cfg.Clients, share.ClientConfig{Name: n, Share: c.shares[i]})
 	}
 	return cfg
@@ -182,8 +156,8 @@ func runLiJaminSim(seed uint64, c lijaminParams) (*lijaminRun, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := len(lijaminNames)
-	periods := int(time.Duration(len(lijaminSchedule)) * c.epoch / c.period)
+	n := len(figure.LiJaminClients)
+	periods := int(time.Duration(len(figure.LiJaminTable3)) * c.epoch / c.period)
 	run := &lijaminRun{period: c.period, bytes: make([][]float64, periods+1), ahat: make([]float64, 0, periods),
 		rejected: make([]int, n), completed: make([]int, n), offered: make([]int, n), delays: make([]float64, n)}
 	for i := range run.bytes {
@@ -237,7 +211,7 @@ func runLiJaminSim(seed uint64, c lijaminParams) (*lijaminRun, error) {
 		// so that the clients do not send in lockstep.
 		off := time.Duration(phase.Float64() / c.rate * 1e9)
 		segs := []dist.Segment{{Start: 0, Rate: 0}}
-		for k, act := range lijaminSchedule {
+		for k, act := range figure.LiJaminTable3 {
 			r := 0.0
 			if act[i] {
 				r = c.rate
@@ -252,7 +226,7 @@ func runLiJaminSim(seed uint64, c lijaminParams) (*lijaminRun, error) {
 		if c.arrivals == "poisson" {
 			arr = dist.Poisson{Rate: sched}
 		}
-		src, err := sim.NewOpen(e, sim.OpenConfig{Name: "client-" + lijaminNames[i], Arrivals: arr,
+		src, err := sim.NewOpen(e, sim.OpenConfig{Name: "client-" + figure.LiJaminClients[i], Arrivals: arr,
 			Types: []sim.RequestType{{Name: "file"}}, Client: i, Target: entry,
 			OnFinish: func(r *sim.Request) {
 				run.offered[r.Client]++
@@ -274,7 +248,7 @@ func runLiJaminSim(seed uint64, c lijaminParams) (*lijaminRun, error) {
 	}); err != nil {
 		return nil, err
 	}
-	e.Run(time.Duration(len(lijaminSchedule)) * c.epoch)
+	e.Run(time.Duration(len(figure.LiJaminTable3)) * c.epoch)
 	run.bytes = run.bytes[:periods]
 	return run, nil
 }
@@ -282,8 +256,8 @@ func runLiJaminSim(seed uint64, c lijaminParams) (*lijaminRun, error) {
 // lijaminActive returns the active flags of the epoch containing period k.
 func lijaminActive(c lijaminParams, k int) (epoch int, act [4]bool) {
 	epoch = int(time.Duration(k) * c.period / c.epoch)
-	epoch = min(epoch, len(lijaminSchedule)-1)
-	return epoch, lijaminSchedule[epoch]
+	epoch = min(epoch, len(figure.LiJaminTable3)-1)
+	return epoch, figure.LiJaminTable3[epoch]
 }
 
 func runLiJamin(env Env, c lijaminParams) (*figure.Result, error) {
@@ -296,7 +270,7 @@ func runLiJamin(env Env, c lijaminParams) (*figure.Result, error) {
 	}
 	res := newResult(env)
 	s := res.Summary
-	n := len(lijaminNames)
+	n := len(figure.LiJaminClients)
 	h := c.period.Seconds()
 
 	// Per-period time series.
@@ -307,7 +281,7 @@ func runLiJamin(env Env, c lijaminParams) (*figure.Result, error) {
 		for _, x := range b {
 			tot += x
 		}
-		if err := ts.Append(float64(k+1)*h, ep+1, activeString(act), b[0]/h, b[1]/h, b[2]/h, b[3]/h, tot/h, run.ahat[k]); err != nil {
+		if err := ts.Append(float64(k+1)*h, ep+1, figure.LiJaminActive(act), b[0]/h, b[1]/h, b[2]/h, b[3]/h, tot/h, run.ahat[k]); err != nil {
 			return nil, err
 		}
 	}
@@ -319,7 +293,7 @@ func runLiJamin(env Env, c lijaminParams) (*figure.Result, error) {
 		"share_a", "share_b", "share_c", "share_d")
 	var multiBytes, multiTime float64
 	minRatio, maxRatio := math.Inf(1), math.Inf(-1)
-	for k := range lijaminSchedule {
+	for k := range figure.LiJaminTable3 {
 		var b [4]float64
 		for p := k * per; p < (k+1)*per && p < len(run.bytes); p++ {
 			for i := range n {
@@ -328,8 +302,8 @@ func runLiJamin(env Env, c lijaminParams) (*figure.Result, error) {
 		}
 		tot := b[0] + b[1] + b[2] + b[3]
 		secs := c.epoch.Seconds()
-		act := lijaminSchedule[k]
-		row := []any{k + 1, activeString(act)}
+		act := figure.LiJaminTable3[k]
+		row := []any{k + 1, figure.LiJaminActive(act)}
 		for i := range n {
 			row = append(row, b[i]/secs)
 		}
@@ -357,18 +331,7 @@ func runLiJamin(env Env, c lijaminParams) (*figure.Result, error) {
 		}
 	}
 	lastTot := last[0] + last[1] + last[2] + last[3]
-	sumShares := 0.0
-	for _, x := range c.shares {
-		sumShares += x
-	}
-	sq := 0.0
-	for i := range n {
-		actual := ratio(last[i], lastTot)
-		target := c.shares[i] / sumShares
-		sq += (target - actual) * (target - actual)
-		s.Set("share_"+lijaminNames[i]+"_percent", 100*actual)
-	}
-	s.Set("allocation_error", math.Sqrt(sq))
+	figure.LiJaminShareMetrics(s, last[:], c.shares)
 	s.Set("total_bw_ratio", ratio(multiBytes, multiTime)/c.total)
 	s.Set("total_bw_ratio_epoch_min", minRatio)
 	s.Set("total_bw_ratio_epoch_max", maxRatio)
@@ -379,12 +342,13 @@ func runLiJamin(env Env, c lijaminParams) (*figure.Result, error) {
 		off += run.offered[i]
 		rej += run.rejected[i]
 		done += run.completed[i]
-		s.Set("reject_fraction_"+lijaminNames[i], ratio(float64(run.rejected[i]), float64(run.offered[i])))
-		s.Set("mean_delay_ms_"+lijaminNames[i], ms(ratio(run.delays[i], float64(run.completed[i]))))
+		s.Set("reject_fraction_"+figure.LiJaminClients[i], ratio(float64(run.rejected[i]), float64(run.offered[i])))
+		s.Set("mean_delay_ms_"+figure.LiJaminClients[i], ms(ratio(run.delays[i], float64(run.completed[i]))))
 	}
 	s.Set("reject_fraction", ratio(float64(rej), float64(off)))
 	s.Set("total_bandwidth_bps", c.total)
 	res.Key = []string{"allocation_error", "total_bw_ratio", "share_a_percent", "share_b_percent", "share_c_percent", "share_d_percent"}
+	res.Checks = figure.LiJaminChecks(s)
 
 	// Fig. 2: bandwidth per client over time; Fig. 3: total and Â.
 	binP := max(1, int(c.bin/c.period))
@@ -408,14 +372,14 @@ func runLiJamin(env Env, c lijaminParams) (*figure.Result, error) {
 		ah = append(ah, run.ahat[k1-1]/1e3)
 	}
 	var vl []report.RefLine
-	for k := 1; k < len(lijaminSchedule); k++ {
+	for k := 1; k < len(figure.LiJaminTable3); k++ {
 		vl = append(vl, report.RefLine{Value: (time.Duration(k) * c.epoch).Seconds()})
 	}
 	clients := report.Panel{Title: fmt.Sprintf("bandwidth per client, %gs bins; epochs of %gs, Table III (Fig. 2)", c.bin.Seconds(), c.epoch.Seconds()),
 		XLabel: "time (s)", YLabel: "bandwidth (KB/s)", VLines: vl, YMin: 0, YMax: 1.3 * c.total / 1e3}
 	for i := range n {
 		clients.Series = append(clients.Series, report.Series{
-			Label: fmt.Sprintf("%s (allocation %g %%)", strings.ToUpper(lijaminNames[i]), c.shares[i]), X: x, Y: y[i]})
+			Label: fmt.Sprintf("%s (allocation %g %%)", strings.ToUpper(figure.LiJaminClients[i]), c.shares[i]), X: x, Y: y[i]})
 	}
 	top := 1.3 * c.total / 1e3
 	totals := report.Panel{XLabel: "time (s)", YLabel: "bandwidth (KB/s)", VLines: vl, YMin: 0, YMax: top,
@@ -429,19 +393,6 @@ func runLiJamin(env Env, c lijaminParams) (*figure.Result, error) {
 	}
 	res.AddFigure("bandwidth.png", &report.Figure{PanelHeight: 3.6, Width: 10, Panels: []report.Panel{clients, totals}})
 	return res, nil
-}
-
-func activeString(act [4]bool) string {
-	var b strings.Builder
-	for i, a := range act {
-		if a {
-			b.WriteString(strings.ToUpper(lijaminNames[i]))
-		}
-	}
-	if b.Len() == 0 {
-		return "-"
-	}
-	return b.String()
 }
 
 func countActive(act [4]bool) int {

@@ -3,6 +3,8 @@ package simulated
 import (
 	"fmt"
 	"testing"
+
+	"github.com/sluicehq/sluice/figure"
 )
 
 // TestLiJaminEpochs asserts the figures for seeds 1–5 with the
@@ -16,7 +18,7 @@ func TestLiJaminEpochs(t *testing.T) {
 		within(t, s, "total_bw_ratio", 0.9, 1.05)
 		within(t, s, "total_bw_ratio_17_18", 0.95, 1.05)
 		for i, want := range []float64{10, 20, 30, 40} {
-			within(t, s, fmt.Sprintf("share_%s_percent", lijaminNames[i]), want-0.5, want+0.5)
+			within(t, s, fmt.Sprintf("share_%s_percent", figure.LiJaminClients[i]), want-0.5, want+0.5)
 		}
 		// Idle bandwidth goes to the active clients: no epoch with two or
 		// more active clients falls far below B, none exceeds it by much.
