@@ -345,20 +345,7 @@ func renderVoigtBandwidth(res *figure.Result, pl *voigtBWPlan) error {
 	res.AddTable("table2.csv", tab)
 	res.AddTable("timeseries.csv", bwSampleTable(runs))
 
-	res.Checks = []figure.Check{
-		figure.AtMost(s, fmt.Sprintf("With the bandwidth rule the small files' mean RT at %s req/s of large files stays within 10× their RT without the large flow (paper Table 2: 27–29 ms; simulator ≤ 10×)", hi),
-			"small_rt_ratio", 10),
-		figure.AtLeast(s, "Without controls the small files' mean RT is at least 10× the controlled one (paper Table 2: 1395–3455 ms vs 27–29 ms)",
-			"small_rt_ms_uncontrolled", 10*s.Metric("small_rt_ms")),
-		figure.AtLeast(s, "Both workloads together complete at least as many requests with the controls as without (paper Table 2: 331 vs 317 and 261 req/s)",
-			"total_throughput_gain", 1),
-		figure.AtLeast(s, fmt.Sprintf("The premise: without controls the large flow saturates the emulated link (utilization ≥ 0.95 at %s req/s)", hi),
-			"link_utilization_at_"+hi+"_uncontrolled", 0.95),
-		figure.AtLeast(s, "The rule keeps the link busy: utilization ≥ 0.8 with the controls (simulator ≥ 0.9)",
-			"link_utilization_at_"+hi, 0.8),
-		figure.AtLeast(s, "With the controls the SURGE-like workload keeps most of its throughput: ≥ 0.85 × its throughput without the large flow (paper: 285–289 of 300 req/s)",
-			"surge_throughput_rps_at_"+hi, 0.85*s.Metric("surge_throughput_rps_unloaded")),
-	}
+	res.Checks = figure.VoigtBandwidthChecks(s, hi)
 	res.Key = []string{"small_rt_ms_unloaded", "small_rt_ms", "small_rt_ratio", "small_rt_ms_uncontrolled",
 		"total_throughput_rps", "total_throughput_rps_uncontrolled"}
 	res.Setup = []string{

@@ -215,27 +215,7 @@ func renderVoigtStep(res *figure.Result, st stepTimes, sched dist.Schedule, ctl,
 	}
 	res.AddTable("per_second.csv", perSec)
 
-	stepLen := (st.end - st.at).Seconds()
-	res.Checks = []figure.Check{
-		figure.Within(s, "At 300 req/s before the step the policer is inactive: its rate is still about its initial 1000/s (paper Fig. 5; simulator 1000)",
-			"policer_rate_at_step", 950, 1000),
-		figure.Within(s, "After the step to 850 req/s the policer's rate falls below half its initial rate within a few periods: ≤ 8 (paper Fig. 5: \"decreases very quickly\"; simulator [1, 8])",
-			"periods_to_half_rate", 1, 8),
-		figure.AtMost(s, "After the load is back at 300 req/s the policer lets every connection through again: it resets ≤ 1% of them (paper: it rises to about 340/s, enough for 300 req/s)",
-			"policer_drop_fraction_after", 0.01),
-		figure.AtMost(s, "With the controls the admitted requests' mean RT is back to normal before the high load ends: per-second mean within 10× its level before the step (simulator ≤ 19 s of the 20 s step)",
-			"rt_settle_s", stepLen-1),
-		figure.AtMost(s, "After the step the mean RT is back to its level before the step (≤ 2×)",
-			"mean_rt_ms_after", 2*s.Metric("mean_rt_ms_before")),
-		figure.Below(s, "During the high load the controls keep the mean RT well below the uncontrolled server's (≤ half)",
-			"mean_rt_ms_step", "mean_rt_ms_step_uncontrolled", 0.5),
-		figure.AtLeast(s, "During the high load the controls lose no throughput against the uncontrolled server (simulator: more than twice as much)",
-			"throughput_rps_step", s.Metric("throughput_rps_step_uncontrolled")),
-		figure.AtMost(s, "The CGI acceptance rate falls by at most Kp·10 = 2 req/s per period during the high load (paper §3.3)",
-			"cgi_rate_max_fall_per_period", 2+1e-9),
-		figure.AtLeast(s, "At 300 req/s the CPU rule has climbed to the dynamic requests' demand: its rate is at least 0.8 × their offered rate (paper Fig. 5: 74–77/s)",
-			"cgi_rate_at_step", 0.8*low*pDyn),
-	}
+	res.Checks = figure.VoigtStepChecks(s, st.end-st.at, low*pDyn)
 	res.Key = []string{"policer_rate_after_5_periods", "periods_to_half_rate", "policer_rate_min", "mean_rt_ms_step",
 		"mean_rt_ms_step_uncontrolled", "rt_settle_s", "policer_rate_end", "policer_drop_fraction_after", "cgi_rate_at_step"}
 	res.Setup = []string{

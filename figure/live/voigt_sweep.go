@@ -302,34 +302,7 @@ func renderVoigtSweep(res *figure.Result, pl *voigtSweepPlan, b *cpuBackend, an 
 	res.AddTable("timeseries.csv", voigtSampleTable(pl.runs...))
 
 	hi := fmtRate(rates[last])
-	res.Checks = []figure.Check{
-		figure.Within(s, "At 300 req/s the controlled server serves the whole offered load (paper Fig. 4; simulator [295, 305])",
-			"throughput_rps_at_300", 0.97*300, 1.03*300),
-		figure.AtMost(s, "At 300 req/s the connection policer is inactive: it resets under 1% of the connections (paper §3.2: it stays inactive while the resource rules suffice)",
-			"policer_drop_fraction_at_300", 0.01),
-		figure.AtLeast(s, "With the controls, throughput does not collapse at the highest offered rate: at least 0.8 of its peak (paper Fig. 4: it stops increasing above 800 req/s; simulator [0.8, 1])",
-			"plateau_ratio", 0.8),
-		figure.AtLeast(s, "Without controls, the mean response time rises sharply once the server saturates: its largest per-step mean is at least 10× the one at 300 req/s (paper Fig. 4: from about 375 req/s)",
-			"mean_rt_ms_max_uncontrolled", 10*s.Metric("mean_rt_ms_at_300_uncontrolled")),
-		figure.Below(s, "Without controls, throughput falls from its peak at the highest rate more than with them (paper Fig. 4: it decreases without controls, plateaus with them; simulator ≤ 0.1 vs ≥ 0.8)",
-			"plateau_ratio_uncontrolled", "plateau_ratio", 1),
-		figure.AtMost(s, "With the controls the admitted requests' mean RT at the highest rate stays well below the 2 s client timeout: ≤ 500 ms (paper Fig. 4: it increases only slightly when policing is active)",
-			"mean_rt_ms_at_max_rate", 500),
-		figure.AtLeast(s, fmt.Sprintf("With the controls the throughput at %s req/s beats the uncontrolled server's (paper Fig. 4)", hi),
-			"throughput_rps_at_"+hi, s.Metric("throughput_rps_at_"+hi+"_uncontrolled")*1.0001),
-		figure.Within(s, "Policing sets in later when more of the load is dynamic (paper Table 1: 610, 640, 675 req/s for 0, 10, 20 %; 1 = the onsets increase with the fraction)",
-			"policing_onset_increasing", 1, 1),
-		figure.AtLeast(s, "The CPU rule defers policing beyond the uncontrolled server's saturation: the 20 % onset is above the uncontrolled peak throughput (paper: 675 vs about 375 req/s)",
-			"policing_onset_rps_20pct", s.Metric("throughput_rps_max_uncontrolled")),
-	}
-	if poi != nil {
-		c, p := s.Metric("throughput_rps_at_1000"), s.Metric("throughput_rps_at_1000_poisson")
-		res.Checks = append(res.Checks, figure.Check{
-			Claim:    "Poisson arrivals reach about the same throughput as constant ones at 1000 req/s, policer bucket 20 (paper Fig. 6 left; simulator ±10 %)",
-			Measured: fmt.Sprintf("throughput_rps_at_1000 = %s, throughput_rps_at_1000_poisson = %s (must differ by ≤ 10%%)", figure.Num(c), figure.Num(p)),
-			Pass:     math.Abs(p-c) <= 0.1*c,
-		})
-	}
+	res.Checks = figure.VoigtSweepChecks(s, hi)
 	res.Key = []string{"policing_onset_rps_0pct", "policing_onset_rps_10pct", "policing_onset_rps_20pct",
 		"throughput_rps_max", "plateau_ratio", "plateau_ratio_uncontrolled", "mean_rt_ms_at_max_rate", "mean_rt_ms_at_max_rate_uncontrolled"}
 

@@ -174,6 +174,7 @@ func runVoigtBandwidth(env Env, c voigtBandwidthParams) (*figure.Result, error) 
 	res.AddTable("timeseries.csv", voigtTimeseries(ctl.run, 0))
 	res.Key = []string{"small_rt_ms_unloaded", "small_rt_ms", "small_rt_ratio", "small_rt_ms_uncontrolled",
 		"total_throughput_rps", "total_throughput_rps_uncontrolled"}
+	res.Checks = figure.VoigtBandwidthChecks(s, fmtNum(c.largeRates[len(c.largeRates)-1]))
 
 	// Table 2 as bars, and the controlled run's link over time.
 	var xs, tc, tu, rc, ru []float64

@@ -102,6 +102,16 @@ func runVoigtStep(env Env, c voigtStepParams) (*figure.Result, error) {
 	s.Set("cgi_rate_at_step", rateAt(ctl.cgi, c.stepAt))
 	s.Set("cgi_rate_at_step_end", rateAt(ctl.cgi, c.stepEnd))
 	s.Set("cgi_rate_end", rateAt(ctl.cgi, c.duration))
+	// The largest fall of the CGI rate from one period to the next while
+	// the load is high.
+	maxFall, prev := 0.0, rateAt(ctl.cgi, c.stepAt)
+	for _, st := range ctl.cgi.steps {
+		if end := st.end(); end > c.stepAt && end <= c.stepEnd {
+			maxFall = math.Max(maxFall, prev-st.Decision.New)
+			prev = st.Decision.New
+		}
+	}
+	s.Set("cgi_rate_max_fall_per_period", maxFall)
 
 	// Response times of the admitted requests.
 	for _, v := range []struct {
@@ -125,6 +135,7 @@ func runVoigtStep(env Env, c voigtStepParams) (*figure.Result, error) {
 		// RT of the good replies is back within 10× its level before the
 		// step for the rest of the step (NaN if it never is).
 		before := v.run.window(0, c.stepAt-10*time.Second, c.stepAt).meanRT()
+		s.Set("mean_rt_ms_before"+v.suffix, ms(before))
 		settle := math.NaN()
 		for k := int(c.stepEnd/time.Second) - 1; k >= int(c.stepAt/time.Second); k-- {
 			b := v.run.bins[0][k]
@@ -139,6 +150,10 @@ func runVoigtStep(env Env, c voigtStepParams) (*figure.Result, error) {
 	res.AddTable("timeseries_uncontrolled.csv", voigtTimeseries(unc, 0))
 	res.Key = []string{"policer_rate_after_5_periods", "periods_to_half_rate", "policer_rate_min", "mean_rt_ms_step",
 		"mean_rt_ms_max", "rt_settle_s", "rt_settle_s_uncontrolled", "policer_rate_end", "policer_drop_fraction_after"}
+	// The CPU rule should have climbed to the dynamic requests' offered
+	// rate at the low load by the step.
+	pDyn := fl.mix[voigtDynamic] / (fl.mix[voigtStatic] + fl.mix[voigtDynamic] + fl.mix[voigtLarge])
+	res.Checks = figure.VoigtStepChecks(s, c.stepEnd-c.stepAt, c.rate.At(c.stepAt-time.Nanosecond)*pDyn)
 
 	// Fig. 5: the SYN policing rate and the CGI rate over time, with the
 	// offered rate; below, the mean RT per second and the listen queue.

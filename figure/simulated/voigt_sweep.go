@@ -207,7 +207,7 @@ func runVoigtSweep(env Env, c voigtSweepParams) (*figure.Result, error) {
 		"failed_fraction", "cgi_rate_rps", "cpu_utilization", "link_utilization",
 		"throughput_rps_uncontrolled", "mean_rt_ms_uncontrolled", "failed_fraction_uncontrolled", "cpu_utilization_uncontrolled",
 		"throughput_rps_poisson", "mean_rt_ms_poisson")
-	maxT, maxU, maxRT := 0.0, 0.0, 0.0
+	maxT, maxU, maxRT, maxRTU := 0.0, 0.0, 0.0, 0.0
 	for i, pc := range ctl {
 		pu := unc[i]
 		tp, rp := math.NaN(), math.NaN()
@@ -229,11 +229,15 @@ func runVoigtSweep(env Env, c voigtSweepParams) (*figure.Result, error) {
 		}
 		maxT, maxU = math.Max(maxT, pc.tput), math.Max(maxU, pu.tput)
 		maxRT = math.Max(maxRT, ms(pc.rt))
+		if !math.IsNaN(pu.rt) {
+			maxRTU = math.Max(maxRTU, ms(pu.rt))
+		}
 	}
 	last := len(ctl) - 1
 	s.Set("throughput_rps_max", maxT)
 	s.Set("throughput_rps_max_uncontrolled", maxU)
 	s.Set("mean_rt_ms_max", maxRT)
+	s.Set("mean_rt_ms_max_uncontrolled", maxRTU)
 	// Plateau without collapse: throughput at the highest rate against the
 	// best; the uncontrolled server's collapse: the same ratio.
 	s.Set("plateau_ratio", ratio(ctl[last].tput, maxT))
@@ -252,6 +256,7 @@ func runVoigtSweep(env Env, c voigtSweepParams) (*figure.Result, error) {
 	res.AddTable("timeseries.csv", ts)
 	res.Key = []string{"policing_onset_rps_0pct", "policing_onset_rps_10pct", "policing_onset_rps_20pct",
 		"throughput_rps_max", "plateau_ratio", "plateau_ratio_uncontrolled", "mean_rt_ms_max"}
+	res.Checks = figure.VoigtSweepChecks(s, fmtNum(ctl[last].rate))
 
 	// Fig. 4 (and Fig. 6): throughput and mean RT against the offered rate.
 	x := make([]float64, len(ctl))
