@@ -1,9 +1,9 @@
 # sluice — build, test and demo.
 GO ?= go
 # Packages with goroutines, locks or atomics run under the race detector.
-RACE_PKGS = . ./gate/... ./monitor/... ./control/... ./stage/... ./policer/... ./policy/... ./classify/... ./share/... ./proxy/...
+RACE_PKGS = . ./gate/... ./monitor/... ./control/... ./stage/... ./policer/... ./policy/... ./classify/... ./share/... ./proxy/... ./reliability/...
 
-.PHONY: all build test vet fmt-check demo bench clean
+.PHONY: all build test vet fmt-check demo bench reliability clean
 
 all: build
 
@@ -33,6 +33,13 @@ fmt-check:
 ## 0.5x to 10x capacity, without control, with seda and with yaksha (~70 s).
 demo:
 	$(GO) run ./cmd/sluice demo
+
+## reliability: the long forms of the reliability suite against sluice and
+## nginx (slowhttptest, 25,000 connections, a backend stall, a 10-minute
+## soak; ~45 min, installs nginx and slowhttptest when missing). The short
+## forms run in make test. ARGS="-scale 0.1 all" for a quick check.
+reliability:
+	./scripts/reliability.sh $(ARGS)
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./gate/... ./monitor/...

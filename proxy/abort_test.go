@@ -1,9 +1,11 @@
 package proxy
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -125,4 +127,60 @@ func errOrEmpty(err error) string {
 		return ""
 	}
 	return " (" + err.Error() + ")"
+}
+
+// A slow reader is the client's time, not the backend's: the stage's
+// response-time sample leaves out the time the proxy spent blocked writing
+// to it, and the backend's slot is free once the answer is read from the
+// backend. The backend answers 16 MiB at once; the client reads nothing
+// for 400 ms.
+func TestSlowReaderIsNotTheBackendsTime(t *testing.T) {
+	body := strings.Repeat("s", 16<<20)
+	be := backend(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, body) })
+	r := startManual(t, baseConfig(be.URL, `stages:
+  - name: api
+    match: {path_prefix: /}
+    controller: static-rate
+    params: {rate: 100000}
+`))
+	step := func(now time.Time) { r.srv.h.gen.Load().pol.Step(now) }
+	t0 := time.Now().Add(time.Hour)
+	step(t0)
+	c, err := net.Dial("tcp", r.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, "GET /big HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(400 * time.Millisecond) // the client reads nothing
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, _ := io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if n != int64(len(body)) {
+		t.Fatalf("read %d bytes, want %d", n, len(body))
+	}
+	eventually(t, "the proxy to finish the request", func() bool { return r.srv.h.active.Load() == 0 })
+	if st := r.state(t); st.Backends.InFlight != 0 {
+		t.Fatalf("backend slot still held: %+v", st.Backends)
+	}
+	step(t0.Add(2 * time.Second))
+	for _, st := range r.state(t).Stages {
+		if st.Name != "api" {
+			continue
+		}
+		last := st.Classes[0].Last
+		if last == nil || last.Samples != 1 {
+			t.Fatalf("last period %+v, want one sample", last)
+		}
+		if last.P50MS >= 200 {
+			t.Errorf("response-time sample %.1f ms: the 400 ms the client did not read were counted", last.P50MS)
+		}
+		return
+	}
+	t.Fatal("stage api not in /state")
 }

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
+	"os"
 	"reflect"
 	"strings"
 	"time"
@@ -19,15 +20,28 @@ import (
 const (
 	DefaultAdminAddr         = "127.0.0.1:9901"
 	DefaultReadHeaderTimeout = 10 * time.Second
-	DefaultIdleTimeout       = 120 * time.Second
-	DefaultMaxHeaderBytes    = 1 << 20
-	DefaultMaxConcurrency    = 256
-	DefaultQueueMax          = 1024
-	DefaultQueueTimeout      = time.Second
-	DefaultDialTimeout       = 5 * time.Second
-	DefaultResponseHeader    = 30 * time.Second
-	DefaultIdleConnTimeout   = 90 * time.Second
-	DefaultDrainTimeout      = 30 * time.Second
+	DefaultIdleTimeout       = 75 * time.Second
+	DefaultMaxHeaderBytes    = 32 << 10
+	// Client-side limits, in line with nginx's defaults (named after each).
+	DefaultMaxHeaderLineBytes  = 8 << 10          // large_client_header_buffers 4 8k
+	DefaultMaxURIBytes         = 8 << 10          // large_client_header_buffers: 414 beyond
+	DefaultMaxHeaders          = 100              // Apache's LimitRequestFields (nginx: 32 KiB in all)
+	DefaultReadBodyTimeout     = 60 * time.Second // client_body_timeout
+	DefaultReadBodyMinRate     = 500              // bytes/s, Apache mod_reqtimeout's MinRate
+	DefaultSendTimeout         = 60 * time.Second // send_timeout
+	DefaultRequestBufferBytes  = 16 << 10         // client_body_buffer_size
+	DefaultMaxRequestBodyBytes = 1 << 20          // client_max_body_size
+	// ReservedFDs is the number of file descriptors the automatic
+	// max_client_connections keeps back besides the upstream connections:
+	// listeners, the admin API, sensors, temporary files and logs.
+	ReservedFDs            = 128
+	DefaultMaxConcurrency  = 256
+	DefaultQueueMax        = 1024
+	DefaultQueueTimeout    = time.Second
+	DefaultDialTimeout     = 5 * time.Second
+	DefaultResponseHeader  = 30 * time.Second
+	DefaultIdleConnTimeout = 90 * time.Second
+	DefaultDrainTimeout    = 30 * time.Second
 	// BalanceRoundRobin and BalanceLeastInFlight are the values of
 	// BackendsConfig.Balance.
 	BalanceRoundRobin    = "round-robin"
@@ -66,6 +80,12 @@ type Config struct {
 	// Shares are per-client bandwidth shares enforced by delaying replies
 	// (Li & Jamin); nil (the default) has none. A reload applies changes.
 	Shares *share.Config `yaml:"shares,omitempty"`
+	// MaxClientConnections caps the client connections of all listeners
+	// together (default 0: the process's file-descriptor limit less the
+	// upstream connections and ReservedFDs). At the cap an idle
+	// keep-alive connection is closed to make room, else the new
+	// connection is reset at accept. Changing it needs a restart.
+	MaxClientConnections int `yaml:"max_client_connections"`
 	// DrainTimeout bounds how long a shutdown (SIGTERM, SIGINT) waits for
 	// in-flight requests to complete before closing their connections
 	// (default 30s).
@@ -89,15 +109,51 @@ type ListenerConfig struct {
 	// ReadTimeout bounds the time to read a whole request including its
 	// body (default 0: no limit, so that uploads can stream).
 	ReadTimeout time.Duration `yaml:"read_timeout"`
+	// ReadBodyTimeout bounds the wait for the next bytes of a request
+	// body (default 60s; 0 in a file means the default). It is also the
+	// grace period of ReadBodyMinRate.
+	ReadBodyTimeout time.Duration `yaml:"read_body_timeout"`
+	// ReadBodyMinRate is the slowest a request body may arrive, in bytes
+	// per second: the body must be complete within ReadBodyTimeout plus
+	// its size divided by this rate (default 500; -1 none).
+	ReadBodyMinRate float64 `yaml:"read_body_min_rate"`
 	// WriteTimeout bounds the time to write a response (default 0: no
 	// limit, so that streams and server-sent events work).
 	WriteTimeout time.Duration `yaml:"write_timeout"`
+	// SendTimeout bounds each write to the client: a client that reads
+	// nothing for this long is disconnected (default 60s, nginx's
+	// send_timeout).
+	SendTimeout time.Duration `yaml:"send_timeout"`
 	// IdleTimeout bounds how long an idle keep-alive connection is kept
-	// (default 120s).
+	// (default 75s).
 	IdleTimeout time.Duration `yaml:"idle_timeout"`
-	// MaxHeaderBytes bounds the size of a request's headers in bytes
-	// (default 1 MiB).
+	// MaxHeaderBytes bounds the size of a request's line and header
+	// block in bytes (default 32 KiB; 431 beyond).
 	MaxHeaderBytes int `yaml:"max_header_bytes"`
+	// MaxHeaderLineBytes bounds one header line "Name: value" in bytes
+	// (default 8 KiB; 431 beyond).
+	MaxHeaderLineBytes int `yaml:"max_header_line_bytes"`
+	// MaxURIBytes bounds the request target in bytes (default 8 KiB; 414
+	// beyond).
+	MaxURIBytes int `yaml:"max_uri_bytes"`
+	// MaxHeaders bounds the number of header lines (default 100; 431
+	// beyond).
+	MaxHeaders int `yaml:"max_headers"`
+	// RequestBuffering reads each request body completely before the
+	// request enters admission control, so that a slow upload never holds
+	// a backend slot (default true; nginx's proxy_request_buffering).
+	// Requests with Content-Type application/grpc are never buffered.
+	RequestBuffering *bool `yaml:"request_buffering"`
+	// RequestBufferBytes is how much of a buffered body is kept in memory,
+	// in bytes; the rest goes to an unlinked temporary file (default 16
+	// KiB).
+	RequestBufferBytes int64 `yaml:"request_buffer_bytes"`
+	// RequestBufferDir is the directory of those files (default: the
+	// system's temporary directory).
+	RequestBufferDir string `yaml:"request_buffer_dir,omitempty"`
+	// MaxRequestBodyBytes bounds a request body in bytes (default 1 MiB,
+	// nginx's client_max_body_size; -1 no limit; 413 beyond).
+	MaxRequestBodyBytes int64 `yaml:"max_request_body_bytes"`
 }
 
 // TLSConfig names a PEM certificate chain and its private key.
@@ -286,6 +342,34 @@ func (c *Config) SetDefaults() {
 		if l.MaxHeaderBytes == 0 {
 			l.MaxHeaderBytes = DefaultMaxHeaderBytes
 		}
+		if l.ReadBodyTimeout == 0 {
+			l.ReadBodyTimeout = DefaultReadBodyTimeout
+		}
+		if l.ReadBodyMinRate == 0 {
+			l.ReadBodyMinRate = DefaultReadBodyMinRate
+		}
+		if l.SendTimeout == 0 {
+			l.SendTimeout = DefaultSendTimeout
+		}
+		if l.MaxHeaderLineBytes == 0 {
+			l.MaxHeaderLineBytes = DefaultMaxHeaderLineBytes
+		}
+		if l.MaxURIBytes == 0 {
+			l.MaxURIBytes = DefaultMaxURIBytes
+		}
+		if l.MaxHeaders == 0 {
+			l.MaxHeaders = DefaultMaxHeaders
+		}
+		if l.RequestBuffering == nil {
+			t := true
+			l.RequestBuffering = &t
+		}
+		if l.RequestBufferBytes == 0 {
+			l.RequestBufferBytes = DefaultRequestBufferBytes
+		}
+		if l.MaxRequestBodyBytes == 0 {
+			l.MaxRequestBodyBytes = DefaultMaxRequestBodyBytes
+		}
 	}
 	if c.Admin.Addr == "" {
 		c.Admin.Addr = DefaultAdminAddr
@@ -374,14 +458,38 @@ func (c *Config) Validate() error {
 			name string
 			v    time.Duration
 		}{{"read_header_timeout", l.ReadHeaderTimeout}, {"read_timeout", l.ReadTimeout},
-			{"write_timeout", l.WriteTimeout}, {"idle_timeout", l.IdleTimeout}} {
+			{"read_body_timeout", l.ReadBodyTimeout}, {"write_timeout", l.WriteTimeout},
+			{"send_timeout", l.SendTimeout}, {"idle_timeout", l.IdleTimeout}} {
 			if d.v < 0 {
 				return fieldErr(p+"."+d.name, "%v is invalid: must be a positive duration or 0", d.v)
 			}
 		}
-		if l.MaxHeaderBytes < 0 {
-			return fieldErr(p+".max_header_bytes", "%d is invalid: must be > 0", l.MaxHeaderBytes)
+		for _, n := range []struct {
+			name string
+			v    int64
+		}{{"max_header_bytes", int64(l.MaxHeaderBytes)}, {"max_header_line_bytes", int64(l.MaxHeaderLineBytes)},
+			{"max_uri_bytes", int64(l.MaxURIBytes)}, {"max_headers", int64(l.MaxHeaders)}} {
+			if n.v < 0 {
+				return fieldErr(p+"."+n.name, "%d is invalid: must be > 0", n.v)
+			}
 		}
+		if l.ReadBodyMinRate < 0 && l.ReadBodyMinRate != -1 {
+			return fieldErr(p+".read_body_min_rate", "%v is invalid: must be a rate in bytes per second > 0, or -1 for none", l.ReadBodyMinRate)
+		}
+		if l.RequestBufferBytes < 0 {
+			return fieldErr(p+".request_buffer_bytes", "%d is invalid: must be > 0", l.RequestBufferBytes)
+		}
+		if l.MaxRequestBodyBytes < -1 {
+			return fieldErr(p+".max_request_body_bytes", "%d is invalid: must be > 0, or -1 for no limit", l.MaxRequestBodyBytes)
+		}
+		if l.RequestBufferDir != "" {
+			if fi, err := os.Stat(l.RequestBufferDir); err != nil || !fi.IsDir() {
+				return fieldErr(p+".request_buffer_dir", "%q is invalid: not a directory", l.RequestBufferDir)
+			}
+		}
+	}
+	if c.MaxClientConnections < 0 {
+		return fieldErr("max_client_connections", "%d is invalid: must be > 0, or 0 for the file-descriptor limit", c.MaxClientConnections)
 	}
 	if err := checkHostPort(c.Admin.Addr); err != nil {
 		return fieldErr("admin.addr", "%q is invalid: %v", c.Admin.Addr, err)
@@ -534,6 +642,7 @@ func isLoopbackAddr(addr string) bool {
 // cannot change on reload).
 func sameListeners(a, b *Config) bool {
 	if len(a.Listeners) != len(b.Listeners) || a.Admin != b.Admin || a.Utilization != b.Utilization ||
+		a.MaxClientConnections != b.MaxClientConnections ||
 		!reflect.DeepEqual(a.Resources, b.Resources) || !reflect.DeepEqual(a.Policer, b.Policer) {
 		return false
 	}
@@ -543,7 +652,7 @@ func sameListeners(a, b *Config) bool {
 			return false
 		}
 		x.TLS, y.TLS = nil, nil
-		if x != y {
+		if !reflect.DeepEqual(x, y) {
 			return false
 		}
 	}

@@ -8,9 +8,11 @@
 // (policer: a token bucket checked at accept time; a connection without a
 // token is reset before any byte is read, and its rate is set every period
 // by a voigt-queue controller on the backend wait queue, allowed to rise
-// only while the CPU rule's utilization is below its reference). A request
-// then goes through: the smuggling guard (plaintext listeners), the
-// policy's classification into a stage and class, the stage's admission
+// only while the CPU rule's utilization is below its reference), then the
+// cap on client connections (max_client_connections). A request then goes
+// through the client-side protection (client.go: the smuggling guard,
+// which fails closed, size limits, the request body read before admission
+// with timeouts and a minimum rate), the policy's classification into a stage and class, the stage's admission
 // gate (reject early with 503 and Retry-After, or admit), the client's
 // bandwidth share (shares: a standby slot, then a delay of the reply), the
 // backend pool (a bounded FIFO queue in front of servers with a per-server

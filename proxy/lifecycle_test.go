@@ -411,13 +411,13 @@ func (l *emfileListener) Addr() net.Addr {
 func TestAcceptErrorsBackOff(t *testing.T) {
 	// http.Server.Serve retries temporary accept errors (EMFILE is one)
 	// after 5 ms, doubling to at most 1 s. Over 10 s of (virtual) time
-	// that is about 15 attempts, not a spin; the scanListener wrapper
+	// that is about 15 attempts, not a spin; the clientListener wrapper
 	// must keep the error intact for this to work.
 	synctest.Test(t, func(t *testing.T) {
 		l := &emfileListener{closed: make(chan struct{})}
 		srv := &http.Server{Handler: http.NotFoundHandler(), ErrorLog: log.New(io.Discard, "", 0)}
 		done := make(chan error)
-		go func() { done <- srv.Serve(scanListener{l}) }()
+		go func() { done <- srv.Serve(&clientListener{Listener: l, lim: newConnLimit(100), scan: true}) }()
 		time.Sleep(10 * time.Second)
 		n := l.calls.Load()
 		_ = srv.Close()

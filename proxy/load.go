@@ -89,6 +89,22 @@ func Parse(name string, data []byte) (*Config, error) {
 	return &cfg, nil
 }
 
+// LocateError places an error about a loaded configuration (a
+// *FieldError from Listen, such as an address that cannot be bound) in
+// its file: the result is a *ConfigError naming the file, the line of the
+// field and the field. Other errors, and a file that cannot be read
+// again, get the file name only.
+func LocateError(file string, err error) error {
+	var root *yaml.Node
+	if data, rerr := os.ReadFile(file); rerr == nil {
+		var doc yaml.Node
+		if yaml.Unmarshal(data, &doc) == nil && len(doc.Content) > 0 {
+			root = doc.Content[0]
+		}
+	}
+	return locate(file, root, err)
+}
+
 // locate turns a validation error into a *ConfigError with the line of
 // its path in root (root may be nil for configs built without a file).
 func locate(name string, root *yaml.Node, err error) error {

@@ -21,7 +21,7 @@ func newMetrics() *metrics {
 	m := &metrics{
 		upstreamErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "proxy_upstream_errors_total",
-			Help: "Failed upstream exchanges by server and cause (connect, connect_timeout, response_header_timeout, overall_timeout, upstream_closed, tls, other).",
+			Help: "Failed upstream exchanges by server and cause (connect, connect_timeout, response_header_timeout, overall_timeout, upstream_closed, tls, protocol, other).",
 		}, []string{"backend", "cause"}),
 		gatewayErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "proxy_gateway_errors_total",

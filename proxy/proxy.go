@@ -54,6 +54,7 @@ type Handler struct {
 	gen     atomic.Pointer[generation]
 	rp      *httputil.ReverseProxy
 	m       *metrics
+	cm      *clientMetrics // client-side refusals; nil in Check and benchmarks
 	log     *slog.Logger
 	warn    rate.Sometimes // rate-limits upstream error logs
 	streams atomic.Int64   // long-lived responses in progress
@@ -102,11 +103,21 @@ type reqState struct {
 	shareBytes int64
 	shareDelay atomic.Int64 // injected delay so far, ns
 
-	failed     atomic.Bool // 5xx from upstream or a transport failure
-	clientGone atomic.Bool
-	longTimer  *time.Timer
-	overTimer  *time.Timer
-	cancel     context.CancelCauseFunc
+	failed      atomic.Bool // 5xx from upstream or a transport failure
+	clientFault atomic.Bool // the client's request body failed: not the backend's doing
+	clientGone  atomic.Bool
+	poolHeld    atomic.Bool // the pool slot is still held (releasePool gives it back once)
+	streamed    atomic.Bool // stream ran: the streams gauge counts it
+
+	// in is the client's request (for the time spent waiting on the client)
+	// and writeWait0 the connection's write wait when it arrived.
+	in         *http.Request
+	writeWait0 time.Duration
+	// upstream wraps the backend's response body to see its end.
+	upstream  upstreamBody
+	longTimer *time.Timer
+	overTimer *time.Timer
+	cancel    context.CancelCauseFunc
 }
 
 // Value returns the reqState itself for stateKey.
@@ -133,8 +144,44 @@ func (rs *reqState) stream() {
 	if rs.overTimer != nil {
 		rs.overTimer.Stop()
 	}
-	rs.gen.pool.Release(rs.backend)
+	rs.releasePool()
+	rs.streamed.Store(true)
 	rs.h.streams.Add(1)
+}
+
+// releasePool gives the backend slot back, once.
+func (rs *reqState) releasePool() {
+	if rs.poolHeld.CompareAndSwap(true, false) {
+		rs.gen.pool.Release(rs.backend)
+	}
+}
+
+// outcome is how the request went as the stage should count it: time
+// spent on the client (a slow reader or uploader) and injected share
+// delays are not the backend's; a client whose request body failed is
+// neither a backend failure nor a sample.
+func (rs *reqState) outcome(aborted bool) stage.Outcome {
+	excluded := time.Duration(rs.shareDelay.Load())
+	if rs.in != nil {
+		excluded += ClientWriteWait(rs.in) - rs.writeWait0 + ClientReadWait(rs.in)
+	}
+	if rs.clientFault.Load() {
+		return stage.Outcome{OK: true, NoSample: true, Excluded: excluded}
+	}
+	// A failure, a timeout or a client that gave up is not ok (see
+	// stage.Ticket.Finish for when it is still a censored sample). Share
+	// rejections carry no response time.
+	return stage.Outcome{OK: !rs.failed.Load() && !aborted, NoSample: rs.shareErr != nil, Excluded: excluded}
+}
+
+// upstreamDone ends the request's use of the backend when its response
+// body has been read to the end: the stage takes its sample and the
+// backend slot goes to the next request, while the proxy still writes the
+// last bytes to a client that may be slow to read them.
+func (rs *reqState) upstreamDone() {
+	if rs.lc.Done(time.Now(), rs.outcome(false)) {
+		rs.releasePool()
+	}
 }
 
 // finish ends the request (its last byte was written, or it was aborted).
@@ -152,34 +199,37 @@ func (rs *reqState) finish(aborted bool) {
 		rs.clientGone.Store(true)
 	}
 	rs.shareEnd(!aborted)
-	// A failure, a timeout or a client that gave up is not ok (see
-	// stage.Ticket.Finish for when it is still a censored sample). Share
-	// rejections carry no response time; an injected share delay is not
-	// the service's.
-	o := stage.Outcome{OK: !rs.failed.Load() && !aborted, NoSample: rs.shareErr != nil,
-		Excluded: time.Duration(rs.shareDelay.Load())}
-	streamed := rs.lc.Streamed()
-	if rs.lc.Done(time.Now(), o) && !streamed {
-		rs.gen.pool.Release(rs.backend)
-		return
+	rs.lc.Done(time.Now(), rs.outcome(aborted)) // no-op when upstreamDone ran
+	rs.releasePool()
+	if rs.streamed.Load() {
+		rs.h.streams.Add(-1)
 	}
-	rs.h.streams.Add(-1)
 }
+
+// upstreamBody is the backend's response body, watched for its end.
+type upstreamBody struct {
+	rs   *reqState
+	rc   io.ReadCloser
+	done bool // read by the handler's goroutine only
+}
+
+func (b *upstreamBody) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	if err == io.EOF && !b.done {
+		b.done = true
+		b.rs.upstreamDone()
+	}
+	return n, err
+}
+
+func (b *upstreamBody) Close() error { return b.rc.Close() }
 
 // ServeHTTP proxies one request.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	arrival := time.Now()
 	h.active.Add(1)
 	defer h.active.Add(-1)
-	sc, _ := r.Context().Value(connKey{}).(*scanConn)
-	if sc != nil {
-		if reason := sc.next(); reason != "" {
-			h.m.badRequests.Inc()
-			w.Header().Set("Connection", "close")
-			http.Error(w, "sluice: bad request: "+reason, http.StatusBadRequest)
-			return
-		}
-	}
+	sc, _ := r.Context().Value(connKey{}).(*scanConn) // its verdict was checked by the listener's clientGuard
 	if r.Method == http.MethodOptions && r.RequestURI == "*" {
 		// "OPTIONS *" asks about the proxy itself (RFC 9110 §9.3.7).
 		w.Header().Set("Content-Length", "0")
@@ -220,7 +270,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rs := &reqState{Context: r.Context(), h: h, gen: g, backend: b, sc: sc, arrival: arrival,
-		res: res, shareOn: g.shares != nil}
+		res: res, shareOn: g.shares != nil, in: r, writeWait0: ClientWriteWait(r)}
+	rs.poolHeld.Store(true)
 	rs.lc.Reset(t)
 	if st.Degrading() {
 		rs.quality = st.Quality()
@@ -357,6 +408,12 @@ func (h *Handler) modifyResponse(res *http.Response) error {
 	case isEventStream(res.Header.Get("Content-Type")):
 		rs.stream()
 	}
+	// The end of the upstream body ends the request's use of the backend
+	// (a 101's body is the upgraded connection: left alone).
+	if res.StatusCode != http.StatusSwitchingProtocols {
+		rs.upstream = upstreamBody{rs: rs, rc: res.Body}
+		res.Body = &rs.upstream
+	}
 	return rs.shareBefore(res)
 }
 
@@ -400,13 +457,17 @@ func upstreamError(err error, rs *reqState, req *http.Request) (status int, caus
 	}
 	var certErr *tls.CertificateVerificationError
 	if errors.As(err, &certErr) || strings.Contains(err.Error(), "tls:") {
-		return http.StatusBadGateway, "tls", fmt.Sprintf("upstream TLS error with %s: %v", name, err)
+		return http.StatusBadGateway, "tls", fmt.Sprintf("upstream TLS error with %s", name)
 	}
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) ||
 		strings.Contains(err.Error(), "server closed") {
 		return http.StatusBadGateway, "upstream_closed", fmt.Sprintf("upstream %s closed the connection before a response", name)
 	}
-	return http.StatusBadGateway, "other", fmt.Sprintf("upstream error from %s: %v", name, err)
+	if strings.Contains(err.Error(), "malformed HTTP") {
+		// The error quotes the backend's bytes: they stay in the log.
+		return http.StatusBadGateway, "protocol", fmt.Sprintf("upstream %s sent an invalid HTTP response", name)
+	}
+	return http.StatusBadGateway, "other", fmt.Sprintf("upstream error from %s", name)
 }
 
 // errorHandler answers a failed upstream exchange: 502 (unreachable,
@@ -420,6 +481,14 @@ func (h *Handler) errorHandler(w http.ResponseWriter, req *http.Request, err err
 	}
 	if rs.shareErr != nil {
 		shareRejected(w, rs.shareErr)
+		return
+	}
+	if cerr := clientBodyError(req); cerr != nil {
+		// The request body failed to read: the client's fault, not the
+		// backend's (RFC 9112 §7.1: a malformed chunked body); neither a
+		// failure nor a sample for the stage.
+		rs.clientFault.Store(true)
+		h.clientBodyFailed(w, cerr)
 		return
 	}
 	status, cause, msg := upstreamError(err, rs, req)

@@ -1,9 +1,7 @@
 package proxy
 
 import (
-	"bytes"
 	"net"
-	"sync"
 	"sync/atomic"
 )
 
@@ -19,86 +17,108 @@ import (
 // is the classic smuggling shape, so the proxy refuses it with 400 and
 // closes the connection. It also refuses obsolete line folding in request
 // headers (RFC 9112 §5.2 allows either rejecting or unfolding; Go
-// unfolds).
+// unfolds), and an HTTP/1.0 request with Transfer-Encoding, whose
+// framing RFC 9112 §6.1 says to treat as faulty (Go ignores the header
+// and frames the body by Content-Length, so the chunked body would be
+// read as the next request).
 //
-// To see the raw header lines, plaintext listeners wrap each connection
-// in a scanConn that follows the HTTP/1.1 message framing of the bytes the
-// server reads (header block, then a Content-Length or chunked body) and
-// records, per request on the connection, whether its header block had a
-// forbidden shape. The handler asks for the verdict of its request by its
-// ordinal on the connection (requests on one connection are served in
-// order). Memory per connection is fixed: only the first bytes of each
-// line are kept. When the scanner cannot follow the framing (the server
-// would fail on the same bytes and close the connection) or the
-// connection is upgraded, it stops.
+// To see the raw bytes, plaintext listeners wrap each connection in a
+// scanConn that follows the HTTP/1.1 message framing of everything the
+// server reads — request line, header block, then a Content-Length or
+// chunked body (RFC 9112 §6, §7.1) — exactly as net/http frames it, with
+// a fixed amount of memory per connection whatever the line lengths.
 //
-// TLS listeners are not scanned (the server needs the *tls.Conn itself to
-// negotiate HTTP/2); there HTTP/2 has no such ambiguity, and HTTP/1.1
-// keeps Go's behaviour.
-
-// scanListener wraps accepted connections in scanConns. Accept errors are
-// returned unchanged, so http.Server's back-off on temporary errors such
-// as EMFILE applies.
-type scanListener struct{ net.Listener }
-
-func (l scanListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	return &scanConn{Conn: c}, nil
-}
+// The scanner fails closed. Whatever it does not accept as a framing
+// net/http follows identically — a refused shape above, a chunk line Go
+// would reject (bare LF, a CR inside, a size that is not 1–16 hex
+// digits, whitespace before ';'), a chunk not followed by CRLF, an
+// unusual trailer section, a Content-Length that is not digits, an HTTP
+// version other than 1.x — poisons the connection from the request it
+// occurs in: the handler refuses that request and every later one on
+// the connection with 400 and closes it. A request whose own body was
+// poisoned is refused once its body has been read (request buffering,
+// the default) or its upstream exchange fails and is answered 400. A
+// handler that asks for a request the scanner has not seen the header
+// block of (the two parsers disagree) is refused too. So the scanner
+// never goes quiet: after it gives up, nothing more on the connection
+// reaches a backend.
+//
+// TLS listeners terminate TLS in the listener (tlsscan.go) and scan
+// HTTP/1.x over TLS the same way; HTTP/2, whose framing has no such
+// ambiguity, is handed to the server unscanned.
 
 // Parser states.
 const (
 	scanRequestLine = iota
-	scanHeaders
+	scanHeaderStart // at the first byte of a header line
+	scanHeaderName
+	scanHeaderValue
 	scanBody
 	scanChunkSize
 	scanChunkData
-	scanChunkCRLF
-	scanTrailers
+	scanChunkCR // after chunk data: want CR
+	scanChunkLF // after chunk data and CR: want LF
+	scanTrailerStart
+	scanTrailerLine
 	scanStopped
 )
 
-// keepLine is how many leading bytes of a line the scanner keeps: enough
-// for a header name and a Content-Length or Transfer-Encoding value.
-const keepLine = 64
+// Header fields the scanner follows.
+const (
+	hdrOther = iota
+	hdrContentLength
+	hdrTransferEncoding
+)
+
+// Limits of the scanner, stricter than net/http's where they differ (a
+// longer line poisons the connection).
+const (
+	// maxChunkLine is the longest chunk-size line, extensions included,
+	// in bytes without its CRLF (net/http: 4094).
+	maxChunkLine = 4000
+	// maxTrailer is the longest trailer section in bytes (net/http needs
+	// it within its 4096-byte read buffer).
+	maxTrailer = 4000
+	// maxChunkSize is the largest chunk size accepted, in bytes: 2^62.
+	maxChunkSize = 1 << 62
+)
 
 // scanConn is a connection whose reads are scanned for smuggling shapes.
 // Read is called by one goroutine at a time (the server's); verdicts are
-// read by handlers under mu.
+// read by handlers through atomics.
 type scanConn struct {
 	net.Conn
-	stopped atomic.Bool // set on upgrade; the parser stops at the next Read
-	served  atomic.Uint64
+	stopped atomic.Bool   // set on upgrade; the parser stops at the next Read
+	served  atomic.Uint64 // requests handed to handlers so far
+
+	blocks    atomic.Uint64 // header blocks completed
+	poisonAt  atomic.Uint64 // first refused request ordinal; 0: none
+	poisonWhy string        // written once, before poisonAt
 
 	// parser state, owned by the reading goroutine
 	state   int
-	line    [keepLine]byte
-	lineLen int
-	lineCut bool // the line was longer than keepLine
-	tail    [16]byte
-	tailLen int
-	http10  bool
+	cr      bool // the previous byte was a CR inside a line
+	phase   int  // position inside the current line (per state)
+	lineLen int  // bytes of the current chunk line or trailer section
+	http10  bool // the request's version is below 1.1
+	proto   [8]byte
+	protoN  int
+	name    [17]byte // lower-cased header name, up to len("transfer-encoding")
+	nameN   int
+	nameCut bool // the name is longer than name
+	hdr     int  // hdrOther, hdrContentLength, hdrTransferEncoding
+	match   int  // bytes of "chunked" matched
+	val     uint64
+	valN    int // digits of a Content-Length value
 	clCount int
-	cl      int64
-	clBad   bool
+	cl      uint64
 	teCount int
-	teChunk bool
-	folded  bool
-	remain  int64
-	crlf    int
-	blocks  uint64 // header blocks completed
-
-	mu      sync.Mutex
-	flagged []scanVerdict
+	remain  uint64
+	excess  int64 // net/http's chunk-overhead account
 }
 
-type scanVerdict struct {
-	ordinal uint64
-	reason  string
-}
+// wrapScan wraps c in a scanConn.
+func wrapScan(c net.Conn) *scanConn { return &scanConn{Conn: c} }
 
 func (c *scanConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
@@ -114,28 +134,46 @@ func (c *scanConn) Read(p []byte) (int, error) {
 
 // next returns the verdict for the next request the server hands to a
 // handler on this connection: "" for a clean request, otherwise why it is
-// refused.
+// refused. Call it exactly once per request, first.
 func (c *scanConn) next() string {
 	n := c.served.Add(1)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	reason := ""
-	k := 0
-	for _, v := range c.flagged {
-		if v.ordinal == n {
-			reason = v.reason
-		}
-		if v.ordinal > n {
-			c.flagged[k] = v
-			k++
-		}
+	if at := c.poisonAt.Load(); at != 0 && n >= at {
+		return c.poisonWhy
 	}
-	c.flagged = c.flagged[:k]
-	return reason
+	if n > c.blocks.Load() {
+		return "the proxy could not follow the request framing"
+	}
+	return ""
+}
+
+// ordinal returns the ordinal of the request being handled (after next).
+func (c *scanConn) ordinal() uint64 { return c.served.Load() }
+
+// bodyFault returns why request n is refused once its body has been
+// read: the scanner failed inside it, or "".
+func (c *scanConn) bodyFault(n uint64) string {
+	if at := c.poisonAt.Load(); at != 0 && at <= n {
+		return c.poisonWhy
+	}
+	return ""
 }
 
 // stop ends scanning (the connection was upgraded to another protocol).
 func (c *scanConn) stop() { c.stopped.Store(true) }
+
+// poison refuses the request being parsed and every later one, and stops
+// the parser.
+func (c *scanConn) poison(why string) {
+	n := c.blocks.Load()
+	if c.state < scanBody {
+		n++ // inside a request line or header block: that request
+	}
+	if c.poisonAt.Load() == 0 {
+		c.poisonWhy = why
+		c.poisonAt.Store(max(n, 1))
+	}
+	c.state = scanStopped
+}
 
 // scan advances the parser over b.
 func (c *scanConn) scan(b []byte) {
@@ -144,7 +182,7 @@ func (c *scanConn) scan(b []byte) {
 		case scanStopped:
 			return
 		case scanBody, scanChunkData:
-			k := int64(len(b))
+			k := uint64(len(b))
 			if k > c.remain {
 				k = c.remain
 			}
@@ -153,150 +191,351 @@ func (c *scanConn) scan(b []byte) {
 			if c.remain == 0 {
 				if c.state == scanBody {
 					c.state = scanRequestLine
+					c.phase = 0
 				} else {
-					c.state, c.crlf = scanChunkCRLF, 0
+					c.state = scanChunkCR
 				}
 			}
-		case scanChunkCRLF:
-			want := "\r\n"[c.crlf]
-			if b[0] != want {
-				c.state = scanStopped // the server fails on it too
-				return
-			}
-			b = b[1:]
-			c.crlf++
-			if c.crlf == 2 {
-				c.state = scanChunkSize
-			}
 		default:
-			i := bytes.IndexByte(b, '\n')
-			if i < 0 {
-				c.addLine(b)
-				return
-			}
-			c.addLine(b[:i])
-			b = b[i+1:]
-			c.endLine()
-			c.lineLen, c.lineCut, c.tailLen = 0, false, 0
+			c.step(b[0])
+			b = b[1:]
 		}
 	}
 }
 
-func (c *scanConn) addLine(seg []byte) {
-	k := copy(c.line[c.lineLen:], seg)
-	c.lineLen += k
-	if k < len(seg) {
-		c.lineCut = true
-	}
-	if len(seg) >= len(c.tail) {
-		c.tailLen = copy(c.tail[:], seg[len(seg)-len(c.tail):])
+// step advances the line-oriented states by one byte.
+func (c *scanConn) step(x byte) {
+	// Line endings: CRLF, or a bare LF where net/http accepts one (request
+	// line, header and trailer lines: no; see each state). A CR anywhere
+	// else inside a line is refused: net/http rejects it in every place.
+	if c.cr {
+		c.cr = false
+		if x != '\n' {
+			c.poison("bare CR in the request")
+			return
+		}
+		c.endLine()
 		return
 	}
-	// shift the tail left to make room for seg
-	keep := min(c.tailLen, len(c.tail)-len(seg))
-	copy(c.tail[:], c.tail[c.tailLen-keep:c.tailLen])
-	c.tailLen = keep + copy(c.tail[keep:], seg)
-}
-
-// lineBytes returns the kept line without its trailing CR.
-func (c *scanConn) lineBytes() []byte {
-	l := c.line[:c.lineLen]
-	if !c.lineCut && len(l) > 0 && l[len(l)-1] == '\r' {
-		l = l[:len(l)-1]
-	}
-	return l
-}
-
-func (c *scanConn) endLine() {
-	l := c.lineBytes()
 	switch c.state {
 	case scanRequestLine:
-		if len(l) == 0 && !c.lineCut {
-			return // tolerate empty lines between requests
+		c.stepRequestLine(x)
+	case scanHeaderStart:
+		switch x {
+		case '\r':
+			c.cr = true
+			c.phase = -1 // an empty line
+		case '\n':
+			c.phase = -1
+			c.endLine()
+		case ' ', '\t':
+			c.poison("request headers use obsolete line folding")
+		default:
+			c.nameN, c.nameCut, c.hdr = 0, false, hdrOther
+			c.state = scanHeaderName
+			c.stepName(x)
 		}
-		if bytes.HasPrefix(l, []byte("PRI * HTTP/2")) {
-			c.state = scanStopped // HTTP/2 prior knowledge: not ours
-			return
-		}
-		tail := c.tail[:c.tailLen]
-		tail = bytes.TrimSuffix(tail, []byte("\r"))
-		c.http10 = bytes.HasSuffix(tail, []byte("HTTP/1.0"))
-		c.clCount, c.cl, c.clBad, c.teCount, c.teChunk, c.folded = 0, 0, false, 0, false, false
-		c.state = scanHeaders
-	case scanHeaders:
-		if len(l) == 0 && !c.lineCut {
-			c.endHeaders()
-			return
-		}
-		if l[0] == ' ' || l[0] == '\t' {
-			c.folded = true
-			return
-		}
-		colon := bytes.IndexByte(l, ':')
-		if colon < 0 {
-			return // the server refuses the line and closes
-		}
-		name, value := l[:colon], bytes.Trim(l[colon+1:], " \t")
-		switch {
-		case asciiEqualFold(name, "content-length"):
-			c.clCount++
-			v, ok := parseDecimal(value, c.lineCut)
-			if !ok {
-				c.clBad = true
-			} else if c.clCount == 1 {
-				c.cl = v
-			} else if v != c.cl {
-				c.clBad = true
-			}
-		case asciiEqualFold(name, "transfer-encoding"):
-			c.teCount++
-			c.teChunk = !c.lineCut && asciiEqualFold(value, "chunked")
-		}
+	case scanHeaderName:
+		c.stepName(x)
+	case scanHeaderValue:
+		c.stepValue(x)
 	case scanChunkSize:
-		v, ok := parseChunkSize(l, c.lineCut)
-		if !ok {
-			c.state = scanStopped
+		c.stepChunkSize(x)
+	case scanChunkCR:
+		if x != '\r' {
+			c.poison("chunk data not followed by CRLF")
 			return
 		}
-		if v == 0 {
-			c.state = scanTrailers
+		c.state = scanChunkLF
+	case scanChunkLF:
+		if x != '\n' {
+			c.poison("chunk data not followed by CRLF")
 			return
 		}
-		c.remain, c.state = v, scanChunkData
-	case scanTrailers:
-		if len(l) == 0 && !c.lineCut {
-			c.state = scanRequestLine
+		c.state, c.phase, c.lineLen = scanChunkSize, 0, 0
+	case scanTrailerStart, scanTrailerLine:
+		c.lineLen++
+		if c.lineLen > maxTrailer {
+			c.poison("chunked trailer section too long")
+			return
+		}
+		switch {
+		case x == '\r':
+			if c.state == scanTrailerLine && c.phase != 1 {
+				c.poison("malformed chunked trailer field")
+				return
+			}
+			c.cr = true
+		case x == '\n':
+			c.poison("bare LF in the chunked trailer section")
+		case c.state == scanTrailerStart && (x == ' ' || x == '\t' || x == ':'):
+			c.poison("malformed chunked trailer field")
+		case c.state == scanTrailerStart:
+			c.state, c.phase = scanTrailerLine, 0
+		case c.phase == 0 && x == ':':
+			c.phase = 1 // the value: anything but CR and LF
+		case c.phase == 0 && (x == ' ' || x == '\t'):
+			c.poison("malformed chunked trailer field")
 		}
 	}
 }
 
-// endHeaders ends a request's header block: record the verdict, then
-// follow the body framing the server will use.
-func (c *scanConn) endHeaders() {
-	c.blocks++
-	reason := ""
-	switch {
-	case c.teCount > 0 && c.clCount > 0:
-		reason = "request has both Content-Length and Transfer-Encoding"
-	case c.folded:
-		reason = "request headers use obsolete line folding"
+// stepRequestLine follows "method SP target SP HTTP/x.y".
+func (c *scanConn) stepRequestLine(x byte) {
+	switch c.phase {
+	case 0: // before the method: tolerate CR and LF between requests
+		if x == '\r' || x == '\n' {
+			return // net/http skips up to 4 after a POST, else refuses: either way no handler
+		}
+		c.phase, c.protoN = 1, 0
+		fallthrough
+	case 1: // method
+		switch x {
+		case ' ':
+			c.phase = 2
+		case '\r', '\n':
+			c.poison("malformed request line")
+		}
+	case 2: // target
+		switch x {
+		case ' ':
+			c.phase = 3
+		case '\r', '\n':
+			c.poison("malformed request line")
+		}
+	case 3: // version
+		switch x {
+		case '\r':
+			c.cr = true
+		case '\n':
+			c.endLine()
+		default:
+			if c.protoN == len(c.proto) {
+				c.poison("malformed HTTP version")
+				return
+			}
+			c.proto[c.protoN] = x
+			c.protoN++
+		}
 	}
-	if reason != "" {
-		c.mu.Lock()
-		c.flagged = append(c.flagged, scanVerdict{ordinal: c.blocks, reason: reason})
-		c.mu.Unlock()
-		c.state = scanStopped // the connection is closed after the 400
+}
+
+// stepName follows a header name up to its colon.
+func (c *scanConn) stepName(x byte) {
+	switch x {
+	case ':':
+		c.hdr = hdrOther
+		if !c.nameCut {
+			switch string(c.name[:c.nameN]) {
+			case "content-length":
+				c.hdr = hdrContentLength
+			case "transfer-encoding":
+				c.hdr = hdrTransferEncoding
+			}
+		}
+		c.state, c.phase, c.match, c.val, c.valN = scanHeaderValue, 0, 0, 0, 0
+	case ' ', '\t', '\r', '\n':
+		c.poison("malformed header line")
+	default:
+		if c.nameN == len(c.name) {
+			c.nameCut = true
+			return
+		}
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		c.name[c.nameN] = x
+		c.nameN++
+	}
+}
+
+// stepValue follows a header value. Content-Length must be OWS digits
+// OWS and Transfer-Encoding OWS "chunked" OWS (case-insensitive), the
+// only values net/http frames a request by; anything else poisons (Go
+// answers 400 or 501 to them).
+func (c *scanConn) stepValue(x byte) {
+	switch x {
+	case '\r':
+		c.cr = true
+		return
+	case '\n':
+		c.endLine()
+		return
+	}
+	ows := x == ' ' || x == '\t'
+	if x == '\t' && c.hdr != hdrOther {
+		// RFC 9110 §5.6.3 allows HTAB as OWS, but no client puts one
+		// around a framing value and nginx refuses it: so do we.
+		c.poison("tab in a Content-Length or Transfer-Encoding value")
+		return
+	}
+	switch c.hdr {
+	case hdrContentLength:
+		switch {
+		case ows && c.phase != 1:
+		case ows: // after the digits
+			c.phase = 2
+		case x >= '0' && x <= '9' && c.phase < 2:
+			c.phase = 1
+			if c.val > (1<<63-1)/10 {
+				c.poison("Content-Length out of range")
+				return
+			}
+			c.val = c.val*10 + uint64(x-'0')
+			if c.val > 1<<63-1 {
+				c.poison("Content-Length out of range")
+				return
+			}
+			c.valN++
+		default:
+			c.poison("invalid Content-Length")
+		}
+	case hdrTransferEncoding:
+		const want = "chunked"
+		switch {
+		case ows && (c.phase == 0 || c.match == len(want)):
+			if c.match == len(want) {
+				c.phase = 2
+			}
+		case c.phase < 2 && c.match < len(want) && (x|0x20) == want[c.match]:
+			c.phase = 1
+			c.match++
+		default:
+			c.poison("unsupported Transfer-Encoding")
+		}
+	}
+}
+
+// stepChunkSize follows a chunk-size line: 1–16 hex digits, then
+// optionally ';' and an extension, then CRLF (net/http's readChunkLine,
+// removeChunkExtension and parseHexUint). Whitespace after the digits,
+// which net/http trims but RFC 9112 §7.1 does not allow, poisons.
+func (c *scanConn) stepChunkSize(x byte) {
+	c.lineLen++
+	if c.lineLen > maxChunkLine {
+		c.poison("chunk-size line too long")
 		return
 	}
 	switch {
-	case c.teCount > 0 && !c.http10:
-		if c.teCount != 1 || !c.teChunk {
-			c.state = scanStopped // the server answers 501 and closes
+	case x == '\r':
+		if c.valN == 0 {
+			c.poison("empty chunk size")
 			return
 		}
+		c.cr = true
+	case x == '\n':
+		c.poison("bare LF in a chunk-size line")
+	case c.phase == 0 && hexDigit(x) >= 0:
+		if c.valN == 16 {
+			c.poison("chunk size longer than 16 hex digits")
+			return
+		}
+		c.val = c.val<<4 | uint64(hexDigit(x))
+		c.valN++
+	case c.phase == 0 && x == ';' && c.valN > 0:
+		c.phase = 2 // an extension: anything but CR and LF
+	case c.phase == 2:
+	default:
+		c.poison("invalid chunk-size line")
+	}
+}
+
+func hexDigit(x byte) int {
+	switch {
+	case '0' <= x && x <= '9':
+		return int(x - '0')
+	case 'a' <= x && x <= 'f':
+		return int(x-'a') + 10
+	case 'A' <= x && x <= 'F':
+		return int(x-'A') + 10
+	}
+	return -1
+}
+
+// endLine ends the current line, at its LF (the states that refuse a
+// bare LF poison before calling it).
+func (c *scanConn) endLine() {
+	switch c.state {
+	case scanRequestLine:
+		c.endRequestLine()
+	case scanHeaderStart:
+		c.endHeaders()
+	case scanHeaderName:
+		c.poison("malformed header line") // unreachable: stepName poisons first
+	case scanHeaderValue:
+		c.endHeaderLine()
+	case scanChunkSize:
+		c.endChunkSize()
+	case scanTrailerStart:
+		c.state, c.phase = scanRequestLine, 0 // the empty line ends the body
+	case scanTrailerLine:
+		c.state = scanTrailerStart
+	}
+}
+
+func (c *scanConn) endRequestLine() {
+	if c.phase != 3 {
+		c.poison("malformed request line")
+		return
+	}
+	p := c.proto[:c.protoN]
+	if c.protoN != 8 || string(p[:5]) != "HTTP/" || p[6] != '.' || p[5] < '0' || p[5] > '9' || p[7] < '0' || p[7] > '9' {
+		c.poison("malformed HTTP version")
+		return
+	}
+	if p[5] != '1' {
+		c.poison("HTTP version " + string(p[5:]) + " on an HTTP/1 connection")
+		return
+	}
+	c.http10 = p[7] == '0'
+	c.clCount, c.cl, c.teCount = 0, 0, 0
+	c.state = scanHeaderStart
+}
+
+func (c *scanConn) endHeaderLine() {
+	switch c.hdr {
+	case hdrContentLength:
+		if c.valN == 0 {
+			c.poison("invalid Content-Length")
+			return
+		}
+		c.clCount++
+		if c.clCount > 1 {
+			// net/http accepts identical copies (RFC 9112 §6.3 allows
+			// either); nginx refuses any duplicate, and so do we.
+			c.poison("request has several Content-Length headers")
+			return
+		}
+		c.cl = c.val
+	case hdrTransferEncoding:
+		if c.match != len("chunked") {
+			c.poison("unsupported Transfer-Encoding")
+			return
+		}
+		c.teCount++
+	}
+	c.state = scanHeaderStart
+}
+
+// endHeaders ends a request's header block: count it, then follow the
+// body framing the server will use.
+func (c *scanConn) endHeaders() {
+	switch {
+	case c.teCount > 0 && c.http10:
+		c.poison("HTTP/1.0 request with Transfer-Encoding (RFC 9112 §6.1)")
+	case c.teCount > 0 && c.clCount > 0:
+		c.poison("request has both Content-Length and Transfer-Encoding")
+	case c.teCount > 1:
+		c.poison("unsupported Transfer-Encoding")
+	}
+	if c.state == scanStopped {
+		return
+	}
+	c.blocks.Add(1)
+	c.phase, c.lineLen, c.val, c.valN, c.excess = 0, 0, 0, 0, 0
+	switch {
+	case c.teCount == 1:
 		c.state = scanChunkSize
-	case c.clBad:
-		c.state = scanStopped // the server answers 400 and closes
 	case c.clCount > 0 && c.cl > 0:
 		c.remain, c.state = c.cl, scanBody
 	default:
@@ -304,68 +543,25 @@ func (c *scanConn) endHeaders() {
 	}
 }
 
-func asciiEqualFold(b []byte, s string) bool {
-	if len(b) != len(s) {
-		return false
+func (c *scanConn) endChunkSize() {
+	n := c.val
+	if n > maxChunkSize {
+		c.poison("chunk size out of range")
+		return
 	}
-	for i := range len(b) {
-		x := b[i]
-		if 'A' <= x && x <= 'Z' {
-			x += 'a' - 'A'
-		}
-		y := s[i]
-		if 'A' <= y && y <= 'Z' {
-			y += 'a' - 'A'
-		}
-		if x != y {
-			return false
-		}
+	// net/http's guard against chunk-extension abuse: 16 bytes of
+	// overhead per chunk plus twice its data, at most 16 KiB in excess.
+	c.excess += int64(c.lineLen) + 1 // lineLen counted the CR: the line without CRLF, plus 2
+	c.excess -= 16 + 2*int64(n)
+	c.excess = max(c.excess, 0)
+	if c.excess > 16*1024 {
+		c.poison("chunked encoding contains too much non-data")
+		return
 	}
-	return true
-}
-
-// parseDecimal parses a Content-Length value (digits only; empty is 0 as
-// in Go's server).
-func parseDecimal(b []byte, cut bool) (int64, bool) {
-	if cut || len(b) > 18 {
-		return 0, false
+	c.phase, c.val, c.valN, c.lineLen = 0, 0, 0, 0
+	if n == 0 {
+		c.state = scanTrailerStart
+		return
 	}
-	var v int64
-	for _, x := range b {
-		if x < '0' || x > '9' {
-			return 0, false
-		}
-		v = v*10 + int64(x-'0')
-	}
-	return v, true
-}
-
-// parseChunkSize parses a chunk-size line: hex digits, optional
-// whitespace and extensions after ';'.
-func parseChunkSize(b []byte, cut bool) (int64, bool) {
-	if i := bytes.IndexByte(b, ';'); i >= 0 {
-		b = b[:i]
-	} else if cut {
-		return 0, false
-	}
-	b = bytes.TrimRight(b, " \t")
-	if len(b) == 0 || len(b) > 15 {
-		return 0, false
-	}
-	var v int64
-	for _, x := range b {
-		var d byte
-		switch {
-		case '0' <= x && x <= '9':
-			d = x - '0'
-		case 'a' <= x && x <= 'f':
-			d = x - 'a' + 10
-		case 'A' <= x && x <= 'F':
-			d = x - 'A' + 10
-		default:
-			return 0, false
-		}
-		v = v<<4 | int64(d)
-	}
-	return v, true
+	c.remain, c.state = n, scanChunkData
 }

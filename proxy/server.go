@@ -52,8 +52,11 @@ type Server struct {
 
 	ov *overload // sensors, resource rules and the connection policer
 
-	auth *adminAuth // admin.token (admin cannot change on reload)
-	hist *history   // the dashboard's samples (ui.go, history.go)
+	auth      *adminAuth     // admin.token (admin cannot change on reload)
+	hist      *history       // the dashboard's samples (ui.go, history.go)
+	conns     *connLimit     // the cap on client connections
+	connsFrom string         // where the cap comes from
+	cm        *clientMetrics // client-side refusals and connections
 
 	mu       sync.Mutex // serialises Apply and the runner lifecycle
 	runCtx   context.Context
@@ -99,6 +102,15 @@ func New(cfg *Config, opts Options) (*Server, error) {
 	s.h.gen.Store(g)
 	if err := m.register(reg, s.h, s.ov); err != nil {
 		return nil, fmt.Errorf("proxy: metrics: %w", err)
+	}
+	max, how := clientConnCap(cfg)
+	s.conns, s.connsFrom = newConnLimit(max), how
+	s.cm = newClientMetrics(func() *connLimit { return s.conns })
+	s.h.cm = s.cm
+	for _, c := range s.cm.collectors() {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("proxy: metrics: %w", err)
+		}
 	}
 	return s, nil
 }
@@ -275,10 +287,11 @@ func (s *Server) Listen() error {
 		}
 		return err
 	}
+	s.log.Info("client connection cap", "max_client_connections", s.conns.max, "from", s.connsFrom)
 	for i, lc := range cfg.Listeners {
 		ln, err := net.Listen("tcp", lc.Addr)
 		if err != nil {
-			return fail(fmt.Errorf("listeners[%d].addr: %w", i, err))
+			return fail(listenError(fmt.Sprintf("listeners[%d].addr", i), lc.Addr, err))
 		}
 		if s.ov.accept != nil {
 			// Early discard: the policer resets non-compliant connections
@@ -286,9 +299,19 @@ func (s *Server) Listen() error {
 			// the network sensors).
 			ln = s.ov.accept.Wrap(ln, s.ov.registry)
 		}
+		ln = &clientListener{Listener: ln, lim: s.conns, send: lc.SendTimeout, scan: lc.TLS == nil}
+		if lc.TLS != nil {
+			cert, err := tls.LoadX509KeyPair(lc.TLS.Cert, lc.TLS.Key)
+			if err != nil {
+				return fail(fmt.Errorf("listeners[%d].tls: %w", i, err))
+			}
+			// TLS is terminated in the listener: HTTP/1.1 over TLS is
+			// scanned too (tlsscan.go).
+			ln = newTLSListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, lc.ReadHeaderTimeout)
+		}
 		lns = append(lns, ln)
 		srv := &http.Server{
-			Handler:                      s.h,
+			Handler:                      &clientGuard{next: s.h, lim: limitsOf(&lc), m: s.cm, bad: s.m.badRequests},
 			ReadHeaderTimeout:            lc.ReadHeaderTimeout,
 			ReadTimeout:                  lc.ReadTimeout,
 			WriteTimeout:                 lc.WriteTimeout,
@@ -296,25 +319,30 @@ func (s *Server) Listen() error {
 			MaxHeaderBytes:               lc.MaxHeaderBytes,
 			DisableGeneralOptionsHandler: true, // OPTIONS * reaches the handler: one handler call per request
 			ErrorLog:                     serverLog(s.log),
+			ConnState:                    s.conns.state,
 			ConnContext: func(ctx context.Context, c net.Conn) context.Context {
 				if sc, ok := c.(*scanConn); ok {
-					return context.WithValue(ctx, connKey{}, sc)
+					ctx = context.WithValue(ctx, connKey{}, sc)
+					if st := connTLSState(c); st != nil {
+						ctx = context.WithValue(ctx, tlsStateKey{}, st)
+					}
+				}
+				if cc := clientConnOf(c); cc != nil {
+					ctx = context.WithValue(ctx, clientConnKey{}, cc)
 				}
 				return ctx
 			},
 		}
 		if lc.TLS != nil {
-			cert, err := tls.LoadX509KeyPair(lc.TLS.Cert, lc.TLS.Key)
-			if err != nil {
-				return fail(fmt.Errorf("listeners[%d].tls: %w", i, err))
-			}
-			srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+			// Only to make Serve set up HTTP/2 for the *tls.Conns the
+			// listener hands over.
+			srv.TLSConfig = &tls.Config{NextProtos: []string{"h2", "http/1.1"}, MinVersion: tls.VersionTLS12}
 		}
 		s.servers = append(s.servers, srv)
 	}
 	aln, err := net.Listen("tcp", cfg.Admin.Addr)
 	if err != nil {
-		return fail(fmt.Errorf("admin.addr: %w", err))
+		return fail(listenError("admin.addr", cfg.Admin.Addr, err))
 	}
 	s.lns, s.adminLn = lns, aln
 	s.admin = &http.Server{Handler: s.adminHandler(cfg.Admin.Pprof), ReadHeaderTimeout: DefaultReadHeaderTimeout,
@@ -374,13 +402,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	for i, srv := range s.servers {
 		var ln net.Listener = s.lns[i]
 		go func() {
-			var err error
-			if srv.TLSConfig != nil {
-				err = srv.ServeTLS(ln, "", "")
-			} else {
-				err = srv.Serve(scanListener{ln})
-			}
-			errc <- err
+			errc <- srv.Serve(ln)
 		}()
 	}
 	go func() { errc <- s.admin.Serve(s.adminLn) }()

@@ -251,6 +251,9 @@ func TestHistoryRates(t *testing.T) {
 			t.Fatalf("GET: %d", code)
 		}
 	}
+	// A client has its answer a moment before the proxy is done with
+	// the request: wait for the proxy.
+	eventually(t, "the proxy to finish the requests", func() bool { return r.srv.h.active.Load() == 0 })
 	t1 := t0.Add(2 * time.Second)
 	step(t1)
 	s := h.take(r.srv, t1.Add(100*time.Millisecond))

@@ -93,7 +93,12 @@ in-flight requests finish for up to drain_timeout, and exits 0.`,
 				return usageError{fmt.Errorf("%s: %w", configName(f.config), err)}
 			}
 			if err := srv.Listen(); err != nil {
-				return err
+				// A configured address that cannot be bound is a bad
+				// configuration: exit 2 naming the file, line and field.
+				if f.config != "" {
+					return usageError{proxy.LocateError(f.config, err)}
+				}
+				return usageError{quickStartError(err)}
 			}
 			logger.Info("live dashboard", "url", "http://"+srv.AdminAddr().String()+"/ui")
 			return serveProxy(cmd.Context(), srv, logger)

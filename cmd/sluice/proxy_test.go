@@ -19,6 +19,16 @@ func TestProxyUsageErrors(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("listeners:\n  - addr: 127.0.0.1:8080\nbackends:\n  servers:\n    - url: http://127.0.0.1:8081\n      max_conc: 1\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// An address in use: exit 2 naming the file, line and field.
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	inUse := filepath.Join(t.TempDir(), "in-use.yaml")
+	if err := os.WriteFile(inUse, []byte("backends:\n  servers: [{url: http://127.0.0.1:8081}]\nlisteners:\n  - addr: "+busy.Addr().String()+"\nadmin: {addr: 127.0.0.1:0}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	short, empty := filepath.Join(t.TempDir(), "short"), filepath.Join(t.TempDir(), "empty")
 	if err := os.WriteFile(short, []byte("secret\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -30,6 +40,8 @@ func TestProxyUsageErrors(t *testing.T) {
 		args []string
 		want string
 	}{
+		{[]string{"proxy", "--config", inUse}, "in-use.yaml:4: listeners[0].addr: \"" + busy.Addr().String() + "\" cannot be bound: address already in use"},
+		{[]string{"proxy", "--listen", busy.Addr().String(), "--backend", "http://127.0.0.1:1", "--admin", "127.0.0.1:0"}, "--listen: listeners[0].addr"},
 		{[]string{"proxy"}, "give --config FILE"},
 		{[]string{"proxy", "--listen", "127.0.0.1:0"}, "give --config FILE"},
 		{[]string{"proxy", "--listen", "127.0.0.1:0", "--backend", "http://127.0.0.1:1", "--controller", "seda"}, "needs --target-p90"},
