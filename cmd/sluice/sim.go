@@ -125,7 +125,7 @@ func printRun(w io.Writer, res *figure.Result, dir string) error {
 		fmt.Fprintf(w, "  (%d more metrics in summary.json)\n", more)
 	}
 	if met, total := res.Passed(); total > 0 {
-		fmt.Fprintf(w, "%d of %d of the paper's expectations met (expectations.csv)\n", met, total)
+		fmt.Fprintf(w, "%d of %d expectations met (expectations.csv)\n", met, total)
 	}
 	fmt.Fprintf(w, "results: %s (%s)\n", dir, strings.Join(res.Files(), ", "))
 	return nil

@@ -44,7 +44,7 @@ func TestSimRun(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d, stderr %q", code, errOut)
 	}
-	for _, want := range []string{"kihl-step (seed 3)\n", "  utilization_mean ", "  settling_time_s ", "of the paper's expectations met (expectations.csv)\n",
+	for _, want := range []string{"kihl-step (seed 3)\n", "  utilization_mean ", "  settling_time_s ", "expectations met (expectations.csv)\n",
 		"results: " + dir + " (summary.json, timeseries.csv, expectations.csv, utilization.png, rate.png)\n"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)

@@ -2,7 +2,6 @@ package live
 
 import (
 	"fmt"
-	"math"
 	"strings"
 	"time"
 
@@ -58,9 +57,7 @@ func (r *adaptiveRun) metrics(pl adaptivePlan) adaptiveMetrics {
 }
 
 // metricName is a summary metric of a row and phase: goodput_rps_auto_a.
-func metricName(base, row, phase string) string {
-	return base + "_" + strings.ReplaceAll(row, "-", "_") + "_" + phase
-}
+func metricName(base, row, phase string) string { return figure.AdaptiveMetric(base, row, phase) }
 
 func adaptiveResult(env *Env, s *adaptiveSetup, runs []*adaptiveRun, versions map[string]string) (*figure.Result, error) {
 	pl := s.plan
@@ -80,7 +77,7 @@ func adaptiveResult(env *Env, s *adaptiveSetup, runs []*adaptiveRun, versions ma
 			sum.Set(metricName(kv.base, r.row.name, r.phase.name), kv.v)
 		}
 		if r.phase.name == "a" {
-			sum.Set(metricName("goodput_first_s", r.row.name, "a"), m.first)
+			sum.Set(metricName("goodput_first_s_rps", r.row.name, "a"), m.first)
 		} else {
 			sum.Set(metricName("settle_s", r.row.name, r.phase.name), m.settle)
 		}
@@ -99,7 +96,11 @@ func adaptiveResult(env *Env, s *adaptiveSetup, runs []*adaptiveRun, versions ma
 	for _, ph := range pl.phases {
 		res.AddFigure("phase_"+ph.name+".png", adaptiveFigure(runs, pl, ph, s.capacity))
 	}
-	res.Checks = adaptiveChecks(sum, pl, s.capacity)
+	var phases []figure.AdaptivePhase
+	for _, ph := range pl.phases {
+		phases = append(phases, figure.AdaptivePhase{Name: ph.name, Title: ph.title})
+	}
+	res.Checks = figure.AdaptiveChecks(sum, phases, msOf(adaptiveSLO), s.capacity)
 	for _, ph := range pl.phases {
 		for _, m := range []string{"goodput_rps", "p99_ms"} {
 			res.Key = append(res.Key, metricName(m, "auto", ph.name))
@@ -107,40 +108,6 @@ func adaptiveResult(env *Env, s *adaptiveSetup, runs []*adaptiveRun, versions ma
 	}
 	res.Setup = adaptiveSetupText(s, versions)
 	return res, nil
-}
-
-// adaptiveChecks are the figures auto must meet: in every phase, goodput
-// within the objective ≥ 0.97 × the best hand-tuned peer's and admitted
-// p99 ≤ the objective; at the crowd's onset ≥ 0.8 × capacity of answers
-// within the objective in the first second; after each change, within
-// 10% of the new steady goodput in ≤ 2 s.
-func adaptiveChecks(sum *report.Summary, pl adaptivePlan, capacity float64) []figure.Check {
-	has := map[string]bool{}
-	for _, r := range pl.rows {
-		has[r.name] = true
-	}
-	if !has["auto"] {
-		return nil
-	}
-	slo := msOf(adaptiveSLO)
-	var cs []figure.Check
-	for _, ph := range pl.phases {
-		if has["nginx"] && has["haproxy"] {
-			best := math.Max(sum.Metric(metricName("goodput_rps", "nginx", ph.name)), sum.Metric(metricName("goodput_rps", "haproxy", ph.name)))
-			sum.Set("goodput_rps_best_static_"+ph.name, best)
-			cs = append(cs, figure.AtLeast(sum, fmt.Sprintf("%s: auto's goodput within the SLO is ≥ 0.97 × the best hand-tuned peer's (nginx limit_req, HAProxy maxconn)", ph.title),
-				metricName("goodput_rps", "auto", ph.name), 0.97*best))
-		}
-		cs = append(cs, figure.AtMost(sum, fmt.Sprintf("%s: auto's admitted p99 ≤ the SLO", ph.title), metricName("p99_ms", "auto", ph.name), slo))
-		if ph.name == "a" {
-			cs = append(cs, figure.AtLeast(sum, "(a): no onset collapse: auto answers ≥ 0.8 × capacity within the SLO in the crowd's first second",
-				metricName("goodput_first_s", "auto", "a"), 0.8*capacity))
-		} else {
-			cs = append(cs, figure.AtMost(sum, fmt.Sprintf("%s: auto is within 10%% of its new steady goodput ≤ 2 s after the change", ph.title),
-				metricName("settle_s", "auto", ph.name), 2))
-		}
-	}
-	return cs
 }
 
 func adaptiveFigure(runs []*adaptiveRun, pl adaptivePlan, ph adaptivePhase, capacity float64) *report.Figure {

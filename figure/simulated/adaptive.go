@@ -133,10 +133,15 @@ func runAdaptive(env Env, c adaptiveParams) (*figure.Result, error) {
 	for _, ph := range phases {
 		res.AddFigure("phase_"+ph+".png", adaptiveFigure(runs, ph, c))
 	}
+	var specPhases []figure.AdaptivePhase
 	for _, ph := range phases {
 		if slices.Contains(rows, "auto") {
 			res.Key = append(res.Key, "goodput_rps_auto_"+ph)
 		}
+		specPhases = append(specPhases, figure.AdaptivePhase{Name: ph, Title: adaptiveTitle(ph, c)})
+	}
+	if len(specPhases) > 0 {
+		res.Checks = figure.AdaptiveChecks(res.Summary, specPhases, ms(c.slo.Seconds()), float64(c.workers)/c.serviceTime.Seconds())
 	}
 	return res, nil
 }
@@ -320,10 +325,15 @@ func (r *adaptiveRun) settingBins(width time.Duration) []float64 {
 	return out
 }
 
-func adaptiveFigure(runs []*adaptiveRun, phase string, c adaptiveParams) *report.Figure {
-	title := map[string]string{
+// adaptiveTitle is a phase's title.
+func adaptiveTitle(phase string, c adaptiveParams) string {
+	return map[string]string{
 		"a": fmt.Sprintf("(a) flash crowd %g× → %g× capacity at t = %gs", c.base, c.crowd, c.warm.Seconds()),
 		"b": "(b) capacity halves", "c": "(c) capacity doubles", "d": "(d) parallelism 4× (same cost per request)"}[phase]
+}
+
+func adaptiveFigure(runs []*adaptiveRun, phase string, c adaptiveParams) *report.Figure {
+	title := adaptiveTitle(phase, c)
 	good := report.Panel{Title: title, XLabel: "time (s)", YLabel: fmt.Sprintf("answers within %v per second", c.slo), YMin: 0}
 	conc := report.Panel{XLabel: "time (s)", YLabel: "concurrency limit (concurrency rows)", YMin: 0, LogY: true}
 	for _, r := range runs {

@@ -1,0 +1,59 @@
+package figure
+
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/sluicehq/sluice/report"
+)
+
+// The adaptive figure (after the field notes) puts every controller, and
+// live also nginx limit_req and HAProxy maxconn, through phases that
+// separate an adaptive overload control from a hand-tuned one. Metric
+// names are BASE_ROW_PHASE (AdaptiveMetric), the same in both drivers.
+// The expectations are auto's, checked on either driver's summary.
+
+// AdaptivePhase is one phase of the adaptive figure: its letter and the
+// title the driver gives it.
+type AdaptivePhase struct{ Name, Title string }
+
+// AdaptiveMetric returns a metric's name for a row and a phase:
+// goodput_rps_static_rate_b.
+func AdaptiveMetric(base, row, phase string) string {
+	return base + "_" + strings.ReplaceAll(row, "-", "_") + "_" + phase
+}
+
+// AdaptiveChecks are auto's expectations in every phase: goodput within
+// the objective ≥ 0.97 × the best hand-tuned peer's (when the summary has
+// both nginx and HAProxy, which only run live; the best is set as
+// goodput_rps_best_static_PHASE) and admitted p99 ≤ the objective; at the
+// crowd's onset (phase a) ≥ 0.8 × capacity answered within the objective
+// in the first second; after each change, within 10% of the new steady
+// goodput in ≤ 2 s. sloMS is the objective in ms, capacity in req/s. No
+// checks without an auto row.
+func AdaptiveChecks(s *report.Summary, phases []AdaptivePhase, sloMS, capacity float64) []Check {
+	if _, ok := s.Get(AdaptiveMetric("goodput_rps", "auto", phases[0].Name)); !ok {
+		return nil
+	}
+	var cs []Check
+	for _, ph := range phases {
+		_, nginx := s.Get(AdaptiveMetric("goodput_rps", "nginx", ph.Name))
+		_, haproxy := s.Get(AdaptiveMetric("goodput_rps", "haproxy", ph.Name))
+		if nginx && haproxy {
+			best := math.Max(s.Metric(AdaptiveMetric("goodput_rps", "nginx", ph.Name)), s.Metric(AdaptiveMetric("goodput_rps", "haproxy", ph.Name)))
+			s.Set("goodput_rps_best_static_"+ph.Name, best)
+			cs = append(cs, AtLeast(s, fmt.Sprintf("%s: auto's goodput within the SLO is ≥ 0.97 × the best hand-tuned peer's (nginx limit_req, HAProxy maxconn)", ph.Title),
+				AdaptiveMetric("goodput_rps", "auto", ph.Name), 0.97*best))
+		}
+		cs = append(cs, AtMost(s, fmt.Sprintf("%s: auto's admitted p99 ≤ the SLO", ph.Title), AdaptiveMetric("p99_ms", "auto", ph.Name), sloMS))
+		if ph.Name == "a" {
+			cs = append(cs, AtLeast(s, "(a): no onset collapse: auto answers ≥ 0.8 × capacity within the SLO in the crowd's first second",
+				AdaptiveMetric("goodput_first_s_rps", "auto", "a"), 0.8*capacity))
+		} else {
+			cs = append(cs, AtMost(s, fmt.Sprintf("%s: auto is within 10%% of its new steady goodput ≤ 2 s after the change", ph.Title),
+				AdaptiveMetric("settle_s", "auto", ph.Name), 2))
+		}
+	}
+	return cs
+}
