@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"time"
 
 	"github.com/sluicehq/sluice/report"
 )
@@ -57,3 +58,42 @@ func AdaptiveChecks(s *report.Summary, phases []AdaptivePhase, sloMS, capacity f
 	}
 	return cs
 }
+
+// AdaptiveParams are the adaptive figure's backend, objective and
+// clients, declared once (DeclareAdaptive) for both drivers.
+type AdaptiveParams struct {
+	// Workers FIFO servers with exponential service of mean ServiceTime
+	// make the backend (4 and 10 ms: 400 req/s).
+	Workers     int
+	ServiceTime time.Duration
+	// SLO is the objective: auto is told it, seda gets AdaptiveSEDATarget
+	// and yaksha AdaptiveYakshaTref of it, and goodput counts answers
+	// within it.
+	SLO time.Duration
+	// Timeout is the clients' timeout.
+	Timeout time.Duration
+}
+
+// DeclareAdaptive declares the adaptive figure's backend, objective and
+// client timeout on ps.
+func DeclareAdaptive(ps *Params, c *AdaptiveParams) {
+	ps.Int(&c.Workers, "workers", 4, 1, 10000, "backend workers (FIFO servers)")
+	ps.Duration(&c.ServiceTime, "service_time", 10*time.Millisecond, time.Microsecond, time.Hour, "mean service time per request")
+	ps.Duration(&c.SLO, "slo", 250*time.Millisecond, time.Millisecond, time.Hour, "the objective: goodput counts answers within it; auto is told it, seda gets 0.6× it as its p90 target, yaksha 0.24× as its mean target")
+	ps.Duration(&c.Timeout, "timeout", 5*time.Second, time.Millisecond, time.Hour, "clients give up after this (a reply later is a failure)")
+}
+
+// DefaultAdaptive returns the adaptive figure's defaults.
+func DefaultAdaptive() AdaptiveParams {
+	var c AdaptiveParams
+	DeclareAdaptive(NewParams("adaptive"), &c)
+	return c
+}
+
+// AdaptiveSEDATarget is the p90 target the seda row is given for the
+// objective slo (0.6×), and AdaptiveYakshaTref the mean target of the
+// yaksha row (0.24×): the quick starts of the field test.
+func AdaptiveSEDATarget(slo time.Duration) time.Duration { return slo * 6 / 10 }
+
+// AdaptiveYakshaTref: see AdaptiveSEDATarget.
+func AdaptiveYakshaTref(slo time.Duration) time.Duration { return slo * 24 / 100 }

@@ -2,6 +2,8 @@ package live
 
 import (
 	"time"
+
+	"github.com/sluicehq/sluice/figure"
 )
 
 // adaptive is the live twin of the simulator's adaptive scenario: every
@@ -22,25 +24,28 @@ import (
 // answers within the objective (the SLO auto is told), by the time the
 // request was meant to be sent.
 
-// The backend, the objective and the clients.
-const (
+// The backend, the objective and the clients: the figure's (declared
+// once in package figure, the simulator's defaults), in real time.
+var (
+	adaptiveSpec = figure.DefaultAdaptive()
 	// adaptiveWorkers and adaptiveService make the backend: FIFO workers
 	// with exponential service of this mean (400 req/s).
-	adaptiveWorkers = 4
-	adaptiveService = 10 * time.Millisecond
+	adaptiveWorkers = adaptiveSpec.Workers
+	adaptiveService = adaptiveSpec.ServiceTime
 	// adaptiveSLO is the objective: auto is told it, seda gets 0.6× it as
 	// its p90 target and yaksha 0.24× as its mean target (the quick
 	// starts of the field test), and goodput counts answers within it.
-	adaptiveSLO = 250 * time.Millisecond
+	adaptiveSLO = adaptiveSpec.SLO
 	// adaptivePeerWait is how long nginx (burst/rate) and HAProxy
 	// (timeout queue) let a request wait: half the objective.
 	adaptivePeerWait = adaptiveSLO / 2
 	// adaptiveTimeout is the clients' timeout.
-	adaptiveTimeout = 5 * time.Second
-	// adaptiveConns bounds the load generator's connections and the
-	// proxies' upstream connections per server (never binding).
-	adaptiveConns = 4096
+	adaptiveTimeout = adaptiveSpec.Timeout
 )
+
+// adaptiveConns bounds the load generator's connections and the proxies'
+// upstream connections per server (never binding).
+const adaptiveConns = 4096
 
 // adaptiveRow is one system compared.
 type adaptiveRow struct {
@@ -57,8 +62,8 @@ var adaptiveRows = []adaptiveRow{
 	{"none", "no control (sluice proxy, controller none)", "none", nil},
 	{"nginx", "nginx limit_req at the measured capacity", "", nil},
 	{"haproxy", "HAProxy maxconn = workers, timeout queue", "", nil},
-	{"seda", "sluice seda, p90 target 0.6×SLO", "seda", map[string]any{"target": msDur(adaptiveSLO * 6 / 10), "rate_max": 1e6, "initial_rate": 1e6}},
-	{"yaksha", "sluice yaksha, mean target 0.24×SLO", "yaksha", map[string]any{"tref": msDur(adaptiveSLO * 24 / 100)}},
+	{"seda", "sluice seda, p90 target 0.6×SLO", "seda", map[string]any{"target": msDur(figure.AdaptiveSEDATarget(adaptiveSLO)), "rate_max": 1e6, "initial_rate": 1e6}},
+	{"yaksha", "sluice yaksha, mean target 0.24×SLO", "yaksha", map[string]any{"tref": msDur(figure.AdaptiveYakshaTref(adaptiveSLO))}},
 	{"gradient2", "sluice gradient2 (Netflix defaults)", "gradient2", nil},
 	{"envoy-gradient", "sluice envoy-gradient (Envoy defaults)", "envoy-gradient", nil},
 	{"bbr", "sluice bbr (kratos defaults, no CPU sensor)", "bbr", nil},

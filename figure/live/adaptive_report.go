@@ -121,7 +121,7 @@ func adaptiveFigure(runs []*adaptiveRun, pl adaptivePlan, ph adaptivePhase, capa
 		if r.phase.name != ph.name {
 			continue
 		}
-		if r.capAfter != adaptiveWorkers/adaptiveService.Seconds() && len(good.HLines) == 1 {
+		if r.capAfter != float64(adaptiveWorkers)/adaptiveService.Seconds() && len(good.HLines) == 1 {
 			good.HLines = append(good.HLines, report.RefLine{Value: r.capAfter, Label: "nominal capacity after"})
 		}
 		bins := adaptiveBins(r.res.recs, pl.length(ph))
@@ -163,7 +163,7 @@ func adaptiveSetupText(s *adaptiveSetup, versions map[string]string) []string {
 	}
 	out := []string{
 		fmt.Sprintf("Backend: the queue testbed in this process on 127.0.0.1, %d FIFO workers with exponential service of mean %v (nominal %.0f req/s; measured %.0f req/s with %d closed-loop users, directly). A fresh backend per run. (b) at the change every new request costs twice as much; (c) half as much; (d) the backend gets %d workers; (e) two backends of %d workers each, and the second's requests cost 3× from the change.",
-			adaptiveWorkers, adaptiveService, adaptiveWorkers/adaptiveService.Seconds(), s.capacity, 8*adaptiveWorkers, 4*adaptiveWorkers, adaptiveWorkers/2),
+			adaptiveWorkers, adaptiveService, float64(adaptiveWorkers)/adaptiveService.Seconds(), s.capacity, 8*adaptiveWorkers, 4*adaptiveWorkers, adaptiveWorkers/2),
 		fmt.Sprintf("Load: open-loop Poisson arrivals, the same seeded sequence for every row of a phase: %.1f× the measured capacity for %v, then (a) a crowd ramping to %g× within 1 s for %v, or (b–e) %g× for %v before the change and %v after it. Client timeout %v, at most %d connections. Goodput counts answers within the %v SLO per second, by the time the request was meant to be sent; p50/p99 are over answers; windows start at the crowd's arrival or the change.",
 			pl.base, pl.warm, pl.crowdX, pl.crowd, pl.overloadX, pl.changeAt, pl.after, adaptiveTimeout, adaptiveConns, adaptiveSLO),
 		"Rows: " + strings.Join(rows, "; ") + ".",

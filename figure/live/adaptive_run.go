@@ -69,7 +69,7 @@ func runAdaptive(ctx context.Context, env *Env) (*figure.Result, error) {
 		return nil, fmt.Errorf("the backend answered only %.1f req/s while measuring its capacity", capacity)
 	}
 	setup.capacity = capacity
-	env.Phasef("capacity %.0f req/s (nominal %.0f)", capacity, adaptiveWorkers/adaptiveService.Seconds())
+	env.Phasef("capacity %.0f req/s (nominal %.0f)", capacity, float64(adaptiveWorkers)/adaptiveService.Seconds())
 	var runs []*adaptiveRun
 	for _, ph := range plan.phases {
 		for _, row := range plan.rows {
@@ -164,7 +164,7 @@ func (s *adaptiveSetup) adaptiveLoad(env *Env, ph adaptivePhase) (loadgen.Config
 // change applies phase ph's change to its backends and returns the
 // nominal capacity after it.
 func (s *adaptiveSetup) change(ph adaptivePhase, bes []*testbed.Queue) (float64, error) {
-	nominal := adaptiveWorkers / adaptiveService.Seconds()
+	nominal := float64(adaptiveWorkers) / adaptiveService.Seconds()
 	switch ph.name {
 	case "b":
 		return nominal / 2, bes[0].SetScale(2)
@@ -232,7 +232,7 @@ func (s *adaptiveSetup) run(ctx context.Context, env *Env, row adaptiveRow, ph a
 		return nil, err
 	}
 	p.loads = []loadgen.Config{load}
-	run = &adaptiveRun{row: row, phase: ph, capAfter: adaptiveWorkers / adaptiveService.Seconds()}
+	run = &adaptiveRun{row: row, phase: ph, capAfter: float64(adaptiveWorkers) / adaptiveService.Seconds()}
 	if ph.name != "a" {
 		var changeErr error
 		t := time.AfterFunc(s.plan.at(ph), func() { run.capAfter, changeErr = s.change(ph, bes) })

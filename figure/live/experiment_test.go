@@ -269,3 +269,26 @@ func TestYakshaShiftPlanIsTheSpecScaled(t *testing.T) {
 		t.Errorf("plan %+v, shift %+v", pl, c)
 	}
 }
+
+// TestAdaptiveIsTheSpec: the live adaptive experiment's backend,
+// objective, clients and row targets are the figure's (declared once, in
+// package figure).
+func TestAdaptiveIsTheSpec(t *testing.T) {
+	if adaptiveWorkers != 4 || adaptiveService != 10*time.Millisecond || adaptiveSLO != 250*time.Millisecond ||
+		adaptiveTimeout != 5*time.Second || adaptivePeerWait != 125*time.Millisecond {
+		t.Errorf("live adaptive: workers %d, service %v, SLO %v, timeout %v, peer wait %v",
+			adaptiveWorkers, adaptiveService, adaptiveSLO, adaptiveTimeout, adaptivePeerWait)
+	}
+	for _, r := range adaptiveRows {
+		switch r.name {
+		case "seda":
+			if r.params["target"] != "150ms" {
+				t.Errorf("seda target %v, want 0.6 × the SLO", r.params["target"])
+			}
+		case "yaksha":
+			if r.params["tref"] != "60ms" {
+				t.Errorf("yaksha tref %v, want 0.24 × the SLO", r.params["tref"])
+			}
+		}
+	}
+}

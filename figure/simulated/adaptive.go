@@ -34,11 +34,8 @@ var adaptiveRows = []string{"none", "static-rate", "static-concurrency", "seda",
 var adaptivePhases = []string{"a", "b", "c", "d"}
 
 type adaptiveParams struct {
-	workers     int
+	figure.AdaptiveParams
 	service     string
-	serviceTime time.Duration
-	slo         time.Duration
-	timeout     time.Duration
 	base, crowd float64
 	overload    float64
 	rows        []string
@@ -53,11 +50,8 @@ func adaptivePhasesScenario() Scenario {
 		Name: "adaptive",
 		Setup: func(ps *Params) RunFunc {
 			var c adaptiveParams
-			ps.Int(&c.workers, "workers", 4, 1, 10000, "backend workers (FIFO servers)")
+			figure.DeclareAdaptive(ps, &c.AdaptiveParams)
 			ps.Choice(&c.service, "service", "exp", serviceKinds, "service-time distribution")
-			ps.Duration(&c.serviceTime, "service_time", 10*time.Millisecond, time.Microsecond, time.Hour, "mean service time per request")
-			ps.Duration(&c.slo, "slo", 250*time.Millisecond, time.Millisecond, time.Hour, "the objective: goodput counts answers within it; auto is told it, seda gets 0.6× it as its p90 target, yaksha 0.24× as its mean target")
-			ps.Duration(&c.timeout, "timeout", 5*time.Second, time.Millisecond, time.Hour, "clients give up after this (a reply later is a failure)")
 			ps.Float(&c.base, "base", 0.5, 0, 100, "offered load before the change, × capacity")
 			ps.Float(&c.crowd, "crowd", 10, 0, 1000, "phase a: offered load of the crowd, × capacity")
 			ps.Float(&c.overload, "overload", 3, 0, 1000, "phases b–d: offered load, × the initial capacity")
@@ -119,7 +113,7 @@ func runAdaptive(env Env, c adaptiveParams) (*figure.Result, error) {
 			if err := tab.Append(row, ph, m.goodput, m.first, m.p50, m.p99, m.reject, m.settle, run.capAfter); err != nil {
 				return nil, err
 			}
-			good := run.goodputBins(c.slo, time.Second)
+			good := run.goodputBins(c.SLO, time.Second)
 			set := run.settingBins(time.Second)
 			for i := range good {
 				if err := series.Append(row, ph, float64(i), good[i], set[i]); err != nil {
@@ -141,7 +135,7 @@ func runAdaptive(env Env, c adaptiveParams) (*figure.Result, error) {
 		specPhases = append(specPhases, figure.AdaptivePhase{Name: ph, Title: adaptiveTitle(ph, c)})
 	}
 	if len(specPhases) > 0 {
-		res.Checks = figure.AdaptiveChecks(res.Summary, specPhases, ms(c.slo.Seconds()), float64(c.workers)/c.serviceTime.Seconds())
+		res.Checks = figure.AdaptiveChecks(res.Summary, specPhases, ms(c.SLO.Seconds()), float64(c.Workers)/c.ServiceTime.Seconds())
 	}
 	return res, nil
 }
@@ -158,19 +152,19 @@ func adaptiveController(row string, c adaptiveParams, capacity float64) (control
 	opts := stage.Options{Burst: 5}
 	switch x := cfg.(type) {
 	case *control.AutoConfig:
-		x.SLO = c.slo
+		x.SLO = c.SLO
 		opts.MaxQueue = 4096
 	case *control.StaticRateConfig:
 		x.Rate = capacity
 		opts.Burst = max(1, int(capacity*0.1)) // limit_req burst of 100 ms
 	case *control.StaticConcurrencyConfig:
-		x.Limit = c.workers
+		x.Limit = c.Workers
 		opts.MaxQueue, opts.QueueTimeout = 4096, 100*time.Millisecond
 	case *control.SEDAConfig:
-		x.Target = time.Duration(0.6 * float64(c.slo))
+		x.Target = figure.AdaptiveSEDATarget(c.SLO)
 		x.RateMax, x.InitialRate = 1e6, 1e6
 	case *control.YakshaConfig:
-		x.Tref = time.Duration(0.24 * float64(c.slo))
+		x.Tref = figure.AdaptiveYakshaTref(c.SLO)
 	}
 	opts.Controller = cfg
 	return cfg, opts, nil
@@ -178,7 +172,7 @@ func adaptiveController(row string, c adaptiveParams, capacity float64) (control
 
 func runAdaptiveOne(seed uint64, c adaptiveParams, row, phase string) (*adaptiveRun, error) {
 	e := sim.New(seed)
-	capacity := float64(c.workers) / c.serviceTime.Seconds()
+	capacity := float64(c.Workers) / c.ServiceTime.Seconds()
 	_, opts, err := adaptiveController(row, c, capacity)
 	if err != nil {
 		return nil, err
@@ -188,11 +182,11 @@ func runAdaptiveOne(seed uint64, c adaptiveParams, row, phase string) (*adaptive
 	if err != nil {
 		return nil, err
 	}
-	svc, err := serviceDist(c.service, c.serviceTime.Seconds())
+	svc, err := serviceDist(c.service, c.ServiceTime.Seconds())
 	if err != nil {
 		return nil, err
 	}
-	backend, err := sim.NewFIFO(e, sim.FIFOConfig{Servers: c.workers})
+	backend, err := sim.NewFIFO(e, sim.FIFOConfig{Servers: c.Workers})
 	if err != nil {
 		return nil, err
 	}
@@ -230,7 +224,7 @@ func runAdaptiveOne(seed uint64, c adaptiveParams, row, phase string) (*adaptive
 				scale = 0.5
 				run.capAfter = capacity * 2
 			case "d":
-				_ = backend.SetServers(4 * c.workers)
+				_ = backend.SetServers(4 * c.Workers)
 				run.capAfter = capacity * 4
 			}
 		})
@@ -250,7 +244,7 @@ func runAdaptiveOne(seed uint64, c adaptiveParams, row, phase string) (*adaptive
 	}
 	src.Start()
 	e.Schedule(run.end, src.Stop)
-	e.Run(run.end + c.timeout)
+	e.Run(run.end + c.Timeout)
 	return run, nil
 }
 
@@ -277,10 +271,10 @@ func (r *adaptiveRun) metrics(c adaptiveParams) adaptiveMetrics {
 		switch {
 		case q.outcome == sim.Rejected:
 			rejected++
-		case q.outcome == sim.Completed && q.done-q.sent <= c.timeout:
+		case q.outcome == sim.Completed && q.done-q.sent <= c.Timeout:
 			rts = append(rts, (q.done - q.sent).Seconds())
 		}
-		if q.good(c.slo) {
+		if q.good(c.SLO) {
 			good++
 			if q.sent < from+time.Second {
 				first++
@@ -292,7 +286,7 @@ func (r *adaptiveRun) metrics(c adaptiveParams) adaptiveMetrics {
 	m.p50 = ms(monitor.Percentile(rts, 0.5))
 	m.p99 = ms(monitor.Percentile(rts, 0.99))
 	m.reject = ratio(float64(rejected), float64(offered))
-	m.settle = report.SettleTime(r.goodputBins(c.slo, time.Second), int(r.at/time.Second), 2, 5, 0.1)
+	m.settle = report.SettleTime(r.goodputBins(c.SLO, time.Second), int(r.at/time.Second), 2, 5, 0.1)
 	return m
 }
 
@@ -334,13 +328,13 @@ func adaptiveTitle(phase string, c adaptiveParams) string {
 
 func adaptiveFigure(runs []*adaptiveRun, phase string, c adaptiveParams) *report.Figure {
 	title := adaptiveTitle(phase, c)
-	good := report.Panel{Title: title, XLabel: "time (s)", YLabel: fmt.Sprintf("answers within %v per second", c.slo), YMin: 0}
+	good := report.Panel{Title: title, XLabel: "time (s)", YLabel: fmt.Sprintf("answers within %v per second", c.SLO), YMin: 0}
 	conc := report.Panel{XLabel: "time (s)", YLabel: "concurrency limit (concurrency rows)", YMin: 0, LogY: true}
 	for _, r := range runs {
 		if r.phase != phase {
 			continue
 		}
-		g := r.goodputBins(c.slo, time.Second)
+		g := r.goodputBins(c.SLO, time.Second)
 		x := make([]float64, len(g))
 		for i := range x {
 			x[i] = float64(i) + 0.5
