@@ -37,9 +37,11 @@ type AutoConfig struct {
 	MaxWindow      time.Duration `yaml:"max_window" json:"max_window"`
 	// StandingWait is the longest a request may wait in a standing queue
 	// (offered load above what the limit serves, or a queue that never
-	// emptied in the last step); 0 (the default) means one mean service
-	// time, enough to keep the service busy. Otherwise a request may wait
-	// for the whole SLO budget, to absorb a burst.
+	// emptied in the last step); 0 (the default) means the longer of one
+	// mean service time (enough to keep the service busy) and SLO/10 (so
+	// that closed-loop clients, whose queue always stands but never grows,
+	// are not turned away from a fast service). Otherwise a request may
+	// wait for the whole SLO budget, to absorb a burst.
 	StandingWait time.Duration `yaml:"standing_wait" json:"standing_wait"`
 }
 
@@ -124,7 +126,7 @@ func (c *AutoConfig) New() (sluice.Controller, error) { return NewAuto(*c) }
 // lowest class). Each step sets how long a new arrival may wait,
 //
 //	MaxWait = SLO − R̂99 for a burst,
-//	MaxWait = min(StandingWait or R̂, SLO − R̂99) while the queue stands,
+//	MaxWait = min(StandingWait or max(R̂, SLO/10), SLO − R̂99) while it stands,
 //
 // where R̂ and R̂99 are running means of the mean and p99 service time;
 // the queue stands when the offered rate exceeds the drain rate L/R̂ or it
@@ -380,7 +382,7 @@ func (a *Auto) queuePolicy(m sluice.Measurements, limit float64) (time.Duration,
 	if q := m.QueueWaitMin; usable(q) && q > 0 || usable(offered) && offered > drain {
 		sw := a.cfg.StandingWait.Seconds()
 		if sw == 0 {
-			sw = a.rMean
+			sw = math.Max(a.rMean, slo/10)
 		}
 		wait, kind = math.Min(math.Max(sw, 0.001), budget), "standing"
 	}

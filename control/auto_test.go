@@ -187,8 +187,8 @@ func TestAutoQueuePolicy(t *testing.T) {
 	// Offered 5000/s, above the drain rate: a standing queue.
 	m.Arrivals = 500
 	d = a.Update(now.Add(100*time.Millisecond), m)
-	if d.MaxWait != 10*time.Millisecond {
-		t.Fatalf("standing: wait %v, want one service time (10ms)", d.MaxWait)
+	if d.MaxWait != 25*time.Millisecond {
+		t.Fatalf("standing: wait %v, want max(one service time, SLO/10) = 25ms", d.MaxWait)
 	}
 	// A service whose p99 alone is over the SLO leaves no room to wait.
 	m.ServiceP99, m.ServiceMean = 5, 3

@@ -244,10 +244,12 @@ func (s *Stage) grant(w *Wait, now time.Time) {
 	w.Notify.Granted(s.admit(s.classes[class], class, w.Arrival, now, true))
 }
 
-// liveWait is the live path's Waiter: the result goes to a channel.
+// liveWait is the live path's Waiter: the result goes to a channel, and
+// a timer of its own ends the wait. Both are reused with the waiter.
 type liveWait struct {
 	Wait
-	ch chan waitResult
+	ch    chan waitResult
+	timer *time.Timer
 }
 
 type waitResult struct {
@@ -258,21 +260,24 @@ type waitResult struct {
 func (l *liveWait) Granted(t Ticket)  { l.ch <- waitResult{t: t} }
 func (l *liveWait) Dropped(err error) { l.ch <- waitResult{err: err} }
 
-// newWait returns a fresh live waiter. It is not pooled: its channel would
-// then outlive the goroutine (and, under testing/synctest, the bubble)
-// that made it; only requests that must queue pay for it.
-func newWait() *Wait {
+// newLiveWait makes a waiter for the stage's pool. The pool is the
+// stage's own, so a waiter (its channel, its timer) never serves another
+// stage's requests, nor, under testing/synctest, another bubble's.
+func newLiveWait() any {
 	l := &liveWait{ch: make(chan waitResult, 1)}
 	l.Notify = l
-	return &l.Wait
+	return l
 }
+
+// getWait takes a waiter from the pool (Enter's mk).
+func (s *Stage) getWait() *Wait { return &s.waitPool.Get().(*liveWait).Wait }
 
 // Enter is the live, blocking form of Arrive: it decides one request of
 // the given class (out of range: the lowest) at the wall clock's now and,
 // when the stage queues it, waits for its slot. It returns an error
 // wrapping sluice.ErrRejected when the gate refuses it or its wait ends
 // without a slot, or ctx's error if ctx ends while it waits. It does not
-// allocate unless it has to wait.
+// allocate: waiters, their channels and timers are pooled.
 func (s *Stage) Enter(ctx context.Context, class int) (Ticket, error) {
 	now := time.Now()
 	if s.conc == nil {
@@ -282,7 +287,7 @@ func (s *Stage) Enter(ctx context.Context, class int) (Ticket, error) {
 		}
 		return t, nil
 	}
-	t, o, w := s.arrive(now, class, nil, newWait)
+	t, o, w := s.arrive(now, class, nil, s.mkWait)
 	switch o {
 	case gate.Admitted:
 		return t, nil
@@ -290,8 +295,24 @@ func (s *Stage) Enter(ctx context.Context, class int) (Ticket, error) {
 		return Ticket{}, s.errReject
 	}
 	lw := w.Notify.(*liveWait)
-	timer := time.NewTimer(lw.Deadline.Sub(now))
-	defer timer.Stop()
+	if lw.timer == nil {
+		lw.timer = time.NewTimer(lw.Deadline.Sub(now))
+	} else {
+		lw.timer.Reset(lw.Deadline.Sub(now))
+	}
+	r, err := s.await(ctx, lw)
+	lw.timer.Stop()
+	lw.Wait = Wait{Notify: lw}
+	s.waitPool.Put(lw)
+	if err != nil {
+		return Ticket{}, err
+	}
+	return r, nil
+}
+
+// await waits for lw's slot, its deadline or ctx, and leaves lw with no
+// send pending on its channel.
+func (s *Stage) await(ctx context.Context, lw *liveWait) (Ticket, error) {
 	var r waitResult
 	select {
 	case r = <-lw.ch:
@@ -305,14 +326,14 @@ func (s *Stage) Enter(ctx context.Context, class int) (Ticket, error) {
 			r.t.Finish(time.Now(), Outcome{OK: false, NoSample: true})
 		}
 		return Ticket{}, ctx.Err()
-	case <-timer.C:
+	case <-lw.timer.C:
 		if s.Leave(time.Now(), &lw.Wait, true) {
-			return Ticket{}, fmt.Errorf("stage %q: %w", s.name, ErrQueueTimeout)
+			return Ticket{}, s.errTimeout
 		}
 		r = <-lw.ch // granted at the deadline: serve it
 	}
 	if r.err != nil {
-		return Ticket{}, fmt.Errorf("stage %q: %w", s.name, r.err)
+		return Ticket{}, s.errTimeout
 	}
 	return r.t, nil
 }

@@ -73,3 +73,21 @@ func BenchmarkRejectionAuto(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkAdmissionAutoQueued is the wait path: a limit of 1 shared by
+// every goroutine, so most requests queue for their slot and are handed
+// it by the one before (pooled waiters: no allocation).
+func BenchmarkAdmissionAutoQueued(b *testing.B) {
+	s := autoStage(b, 1)
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.SetParallelism(4)
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			tk, err := s.Enter(ctx, 0)
+			if err == nil {
+				tk.Done(true)
+			}
+		}
+	})
+}

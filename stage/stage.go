@@ -107,6 +107,10 @@ type Stage struct {
 	util       monitor.UtilizationSource
 	queue      func() float64
 	errReject  error
+	errTimeout error // a wait that ended without a slot
+
+	waitPool sync.Pool    // of *liveWait
+	mkWait   func() *Wait // s.getWait, bound once
 
 	// censorAt is the elapsed time from which a failed request counts as
 	// a (censored) sample: the controller's target, or never.
@@ -165,7 +169,10 @@ func New(opts Options, now time.Time) (*Stage, error) {
 	s := &Stage{name: opts.Name, ctrl: logged, gates: g, period: c.Period(), shadow: opts.Shadow,
 		util: opts.Utilization, queue: opts.Queue, created: now,
 		classAware: len(c.Current().ClassRates) > 0,
-		errReject:  fmt.Errorf("stage %q: %w", opts.Name, sluice.ErrRejected)}
+		errReject:  fmt.Errorf("stage %q: %w", opts.Name, sluice.ErrRejected),
+		errTimeout: fmt.Errorf("stage %q: %w", opts.Name, ErrQueueTimeout)}
+	s.waitPool.New = newLiveWait
+	s.mkWait = s.getWait
 	s.setCensor(c)
 	s.flight.base = now
 	s.waits.reset()
