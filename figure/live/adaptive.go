@@ -129,10 +129,3 @@ func planAdaptive(env *Env) adaptivePlan {
 	quick.warm, quick.crowd, quick.changeAt, quick.after, quick.capLength = time.Second, 2500*time.Millisecond, 1500*time.Millisecond, 3500*time.Millisecond, time.Second
 	return pick(env, full, quick)
 }
-
-func adaptiveExperiment() Experiment {
-	return Experiment{
-		Name: "adaptive",
-		Run:  runAdaptive,
-	}
-}

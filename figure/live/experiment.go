@@ -17,8 +17,8 @@
 // (target_ms, tref_ms) in the same summary.
 //
 // Adding an experiment takes the figure's Spec in package figure, one file
-// here that defines its func() Experiment, and its line in the registry
-// list in experiment.go (there is no init-time self-registration).
+// here that defines its run function, and its line in the registry map in
+// experiment.go (there is no init-time self-registration).
 //
 // An experiment run uses wall-clock time, real sockets and goroutines; it
 // is not deterministic. Report generation (RenderHTML) is: the same Doc
@@ -52,22 +52,22 @@ type Experiment struct {
 	Run func(ctx context.Context, env *Env) (*figure.Result, error)
 }
 
-// registry lists the live drivers; the order of listings is the figure
-// registry's (package figure).
-var registry = []func() Experiment{
-	sedaSpike,
-	sedaClasses,
-	sedaDegradation,
-	yakshaLoadSweep,
-	yakshaWorkloadShift,
-	kihlStep,
-	kihlDistribution,
-	lijaminEpochs,
-	voigtSweep,
-	voigtStep,
-	voigtBandwidth,
-	peers,
-	adaptiveExperiment,
+// registry maps each figure with a live driver to its run; the order of
+// listings is the figure registry's (package figure).
+var registry = map[string]func(ctx context.Context, env *Env) (*figure.Result, error){
+	"kihl-step":             runKihlStep,
+	"kihl-distribution":     runKihlDistribution,
+	"yaksha-load-sweep":     runYakshaSweep,
+	"yaksha-workload-shift": runYakshaShift,
+	"seda-spike":            runSEDASpike,
+	"seda-classes":          runSEDAClasses,
+	"seda-degradation":      runSEDADegradation,
+	"voigt-sweep":           runVoigtSweep,
+	"voigt-step":            runVoigtStep,
+	"voigt-bandwidth":       runVoigtBandwidth,
+	"lijamin-epochs":        runLiJaminEpochs,
+	"adaptive":              runAdaptive,
+	"peers":                 runPeers,
 }
 
 // All returns every registered experiment, in the figure registry's order.
@@ -92,13 +92,11 @@ func Lookup(name string) (Experiment, error) {
 	if err != nil {
 		return Experiment{}, err
 	}
-	for _, mk := range registry {
-		if e := mk(); e.Name == name {
-			e.Paper, e.Description = spec.Paper, spec.Live
-			return e, nil
-		}
+	run, ok := registry[name]
+	if !ok {
+		return Experiment{}, fmt.Errorf("figure %s has no live driver registered", name)
 	}
-	return Experiment{}, fmt.Errorf("figure %s has no live driver registered", name)
+	return Experiment{Name: name, Paper: spec.Paper, Description: spec.Live, Run: run}, nil
 }
 
 // Options configure one run of an experiment. The zero value runs the full

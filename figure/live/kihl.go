@@ -59,24 +59,6 @@ func kihlLiveParams() kihlLive {
 	return kihlLive{KihlParams: c, timeout: 5 * time.Second}
 }
 
-func kihlStep() Experiment {
-	return Experiment{
-		Name: "kihl-step",
-		Run: func(ctx context.Context, env *Env) (*figure.Result, error) {
-			return runKihl(ctx, env, false)
-		},
-	}
-}
-
-func kihlDistribution() Experiment {
-	return Experiment{
-		Name: "kihl-distribution",
-		Run: func(ctx context.Context, env *Env) (*figure.Result, error) {
-			return runKihl(ctx, env, true)
-		},
-	}
-}
-
 // kihlVariant is one run of the loop.
 type kihlVariant struct {
 	name, suffix, label string
@@ -215,6 +197,16 @@ func kihlWork(service string, mean, overhead time.Duration, ns float64) []testbe
 
 func kihlPolicy(p kihlLive, ti time.Duration) policy.Config {
 	return mainPolicy("kihl", params{"period": p.H, "rho_ref": p.RhoRef, "k": p.K, "ti": ti})
+}
+
+// runKihlStep is Fig. 9: the step response.
+func runKihlStep(ctx context.Context, env *Env) (*figure.Result, error) {
+	return runKihl(ctx, env, false)
+}
+
+// runKihlDistribution is Fig. 8: the distribution of the utilization.
+func runKihlDistribution(ctx context.Context, env *Env) (*figure.Result, error) {
+	return runKihl(ctx, env, true)
 }
 
 // runKihl is the experiment in four steps: plan (pin the backend and

@@ -148,13 +148,6 @@ func lijaminSharesConfig() *share.Config {
 	return &cfg
 }
 
-func lijaminEpochs() Experiment {
-	return Experiment{
-		Name: "lijamin-epochs",
-		Run:  runLiJaminEpochs,
-	}
-}
-
 // ahatSample is Â as the proxy reported it at t.
 type ahatSample struct {
 	t    time.Duration

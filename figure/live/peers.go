@@ -72,13 +72,6 @@ var peersSystems = []struct{ name, label string }{
 	{"yaksha", "sluice yaksha (mean target)"},
 }
 
-func peers() Experiment {
-	return Experiment{
-		Name: "peers",
-		Run:  runPeers,
-	}
-}
-
 // peersTimeline is the shape of one run: the base load until from, the
 // crowd from from to length, the capacity halved at half; each window is
 // measured from settle after its start.

@@ -73,54 +73,31 @@ type peerBin struct {
 	p90, p90Admitted float64
 }
 
-// peerBins cuts [0, end) into intervals of width.
+// peerBins cuts [0, end) into intervals of width: binRecords' counts and
+// p90 (good: OK within target), with the failures together and the p90
+// of everything admitted, a timeout counted at no less than timeout.
 func peerBins(recs []record, width, end, target, timeout time.Duration) []peerBin {
-	n := int(math.Ceil(float64(end) / float64(width)))
-	bins := make([]peerBin, n)
-	ok := make([][]float64, n)
-	adm := make([][]float64, n)
-	idx := func(d time.Duration) int {
-		if d < 0 || d >= end {
-			return -1
-		}
-		return int(d / width)
-	}
+	bs := binRecords(recs, width, end, target, nil)
+	adm := make([][]float64, len(bs))
 	for i := range recs {
 		r := &recs[i]
-		if r.out == outAborted {
+		if r.out == outAborted || r.out == outRejected || r.done < 0 {
 			continue
 		}
-		if j := idx(r.intended); j >= 0 {
-			bins[j].offered++
+		lat := r.lat
+		if r.out == outTimeout {
+			lat = max(lat, timeout)
 		}
-		j := idx(r.done)
-		if j < 0 {
-			continue
-		}
-		switch r.out {
-		case outOK:
-			bins[j].ok++
-			if r.lat <= target {
-				bins[j].good++
-			}
-			ok[j] = append(ok[j], msOf(r.lat))
-			adm[j] = append(adm[j], msOf(r.lat))
-		case outRejected:
-			bins[j].rejected++
-		case outTimeout:
-			bins[j].fails++
-			adm[j] = append(adm[j], msOf(max(r.lat, timeout)))
-		default:
-			bins[j].fails++
-			adm[j] = append(adm[j], msOf(r.lat))
+		if j := int(r.done / width); j < len(bs) {
+			adm[j] = append(adm[j], msOf(lat))
 		}
 	}
-	for i := range bins {
-		bins[i].t = (time.Duration(i) * width).Seconds()
-		bins[i].p90 = monitor.Percentile(ok[i], 0.9)
-		bins[i].p90Admitted = monitor.Percentile(adm[i], 0.9)
+	out := make([]peerBin, len(bs))
+	for i, b := range bs {
+		out[i] = peerBin{t: b.t, offered: b.offered, ok: b.ok, good: b.good, rejected: b.rejected, fails: b.timeouts + b.errors,
+			p90: b.p90, p90Admitted: monitor.Percentile(adm[i], 0.9)}
 	}
-	return bins
+	return out
 }
 
 // peersAnalysis is what analysePeers derived from the runs: every

@@ -20,13 +20,6 @@ import (
 // rule believes from any client (a test set-up; production rules trust
 // only configured proxies).
 
-func sedaClasses() Experiment {
-	return Experiment{
-		Name: "seda-classes",
-		Run:  runSEDAClasses,
-	}
-}
-
 // classPolicy is the two-class SEDA policy; differentiate selects one
 // controller and bucket per class (true) or one shared (false).
 func classPolicy(p sedaLive, differentiate bool) policy.Config {

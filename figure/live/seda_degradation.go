@@ -20,13 +20,6 @@ import (
 // 0.1), under a 3 → 1000 user spike: no control, degradation alone, and
 // degradation that re-enables admission control at the lowest quality.
 
-func sedaDegradation() Experiment {
-	return Experiment{
-		Name: "seda-degradation",
-		Run:  runSEDADegradation,
-	}
-}
-
 // degradePolicy is the single-stage SEDA policy with degradation;
 // admission re-enables the token bucket at the lowest quality.
 func degradePolicy(p sedaLive, admission bool) policy.Config {

@@ -68,13 +68,6 @@ func sedaPolicy(p sedaLive) policy.Config { return mainPolicy("seda", sedaParams
 // nonePolicy is the single-stage policy without admission control.
 func nonePolicy() policy.Config { return mainPolicy("none", nil) }
 
-func sedaSpike() Experiment {
-	return Experiment{
-		Name: "seda-spike",
-		Run:  runSEDASpike,
-	}
-}
-
 func runSEDASpike(ctx context.Context, env *Env) (*figure.Result, error) {
 	p := sedaLiveParams(figure.SEDASpikeStage)
 	base, spikeLen, after := pick(env, 10*time.Second, 3*time.Second), pick(env, 40*time.Second, 12*time.Second),

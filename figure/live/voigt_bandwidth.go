@@ -148,13 +148,6 @@ func (c *linkConn) Close() error {
 	return c.Conn.Close()
 }
 
-func voigtBandwidth() Experiment {
-	return Experiment{
-		Name: "voigt-bandwidth",
-		Run:  runVoigtBandwidth,
-	}
-}
-
 // bwRun is one run of the bandwidth experiment.
 type bwRun struct {
 	name       string

@@ -17,13 +17,6 @@ import (
 // afterwards, while the CPU rule's rate changes by at most Kp·10 = 2 req/s
 // per period. The same pinned CPU-bound backend as voigt-sweep.
 
-func voigtStep() Experiment {
-	return Experiment{
-		Name: "voigt-step",
-		Run:  runVoigtStep,
-	}
-}
-
 // stepTimes are the step's instants.
 type stepTimes struct {
 	at, end, length, afterFrom, beforeFrom time.Duration

@@ -19,13 +19,6 @@ import (
 // pinned to one CPU, burning the simulator's per-request CPU demands; the
 // proxy and the load generator run on the other CPU.
 
-func voigtSweep() Experiment {
-	return Experiment{
-		Name: "voigt-sweep",
-		Run:  runVoigtSweep,
-	}
-}
-
 // voigtPoint is one offered rate of a staircase.
 type voigtPoint struct {
 	rate                         float64

@@ -125,13 +125,6 @@ func newPageDemands(seed uint64, scale float64) func() (testbed.Backend, error) 
 	}
 }
 
-func yakshaWorkloadShift() Experiment {
-	return Experiment{
-		Name: "yaksha-workload-shift",
-		Run:  runYakshaShift,
-	}
-}
-
 // runYakshaShift is the experiment in four steps: plan the waves and the
 // three controllers (self-tuning, static for the first wave, static for
 // high_factor × it), run each against the same users, analyse the runs

@@ -54,13 +54,6 @@ func yakshaPolicy(p yakshaLive, lambda0 float64) policy.Config {
 	return mainPolicy("yaksha", ps)
 }
 
-func yakshaLoadSweep() Experiment {
-	return Experiment{
-		Name: "yaksha-load-sweep",
-		Run:  runYakshaSweep,
-	}
-}
-
 // sweepPoint is one load point of one variant.
 type sweepPoint struct {
 	load                                   float64

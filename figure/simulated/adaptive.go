@@ -45,24 +45,20 @@ type adaptiveParams struct {
 	change      time.Duration
 }
 
-func adaptivePhasesScenario() Scenario {
-	return Scenario{
-		Name: "adaptive",
-		Setup: func(ps *Params) RunFunc {
-			var c adaptiveParams
-			figure.DeclareAdaptive(ps, &c.AdaptiveParams)
-			ps.Choice(&c.service, "service", "exp", serviceKinds, "service-time distribution")
-			ps.Float(&c.base, "base", 0.5, 0, 100, "offered load before the change, × capacity")
-			ps.Float(&c.crowd, "crowd", 10, 0, 1000, "phase a: offered load of the crowd, × capacity")
-			ps.Float(&c.overload, "overload", 3, 0, 1000, "phases b–d: offered load, × the initial capacity")
-			ps.Duration(&c.warm, "warm", 10*time.Second, 0, time.Hour, "time at the base load before the overload")
-			ps.Duration(&c.change, "change", 10*time.Second, time.Second, time.Hour, "phases b–d: time of overload before the backend changes")
-			ps.Duration(&c.length, "length", 20*time.Second, time.Second, time.Hour, "time measured after the crowd (a) or the change (b–d)")
-			ps.Subset(&c.rows, "rows", adaptiveRows, adaptiveRows, "controllers to run")
-			ps.Subset(&c.phases, "phases", adaptivePhases, adaptivePhases, "phases to run")
-			return func(env Env) (*figure.Result, error) { return runAdaptive(env, c) }
-		},
-	}
+// adaptivePhasesScenario declares the parameters of adaptive and returns its run.
+func adaptivePhasesScenario(ps *Params) RunFunc {
+	var c adaptiveParams
+	figure.DeclareAdaptive(ps, &c.AdaptiveParams)
+	ps.Choice(&c.service, "service", "exp", serviceKinds, "service-time distribution")
+	ps.Float(&c.base, "base", 0.5, 0, 100, "offered load before the change, × capacity")
+	ps.Float(&c.crowd, "crowd", 10, 0, 1000, "phase a: offered load of the crowd, × capacity")
+	ps.Float(&c.overload, "overload", 3, 0, 1000, "phases b–d: offered load, × the initial capacity")
+	ps.Duration(&c.warm, "warm", 10*time.Second, 0, time.Hour, "time at the base load before the overload")
+	ps.Duration(&c.change, "change", 10*time.Second, time.Second, time.Hour, "phases b–d: time of overload before the backend changes")
+	ps.Duration(&c.length, "length", 20*time.Second, time.Second, time.Hour, "time measured after the crowd (a) or the change (b–d)")
+	ps.Subset(&c.rows, "rows", adaptiveRows, adaptiveRows, "controllers to run")
+	ps.Subset(&c.phases, "phases", adaptivePhases, adaptivePhases, "phases to run")
+	return func(env Env) (*figure.Result, error) { return runAdaptive(env, c) }
 }
 
 // adaptiveRun is one row through one phase.

@@ -23,26 +23,18 @@ import (
 // like the paper, the configured parameters, the "bad" integral time
 // Ti = 0.1 s and the other service-time distribution (M/D/1 beside M/M/1).
 
-func kihlStep() Scenario {
-	return Scenario{
-		Name: "kihl-step",
-		Setup: func(ps *Params) RunFunc {
-			var c figure.KihlParams
-			figure.DeclareKihl(ps, &c, 60*time.Second)
-			return func(env Env) (*figure.Result, error) { return runKihl(env, c, false) }
-		},
-	}
+// kihlStep declares the parameters of kihl-step and returns its run.
+func kihlStep(ps *Params) RunFunc {
+	var c figure.KihlParams
+	figure.DeclareKihl(ps, &c, 60*time.Second)
+	return func(env Env) (*figure.Result, error) { return runKihl(env, c, false) }
 }
 
-func kihlDistribution() Scenario {
-	return Scenario{
-		Name: "kihl-distribution",
-		Setup: func(ps *Params) RunFunc {
-			var c figure.KihlParams
-			figure.DeclareKihl(ps, &c, 1000*time.Second)
-			return func(env Env) (*figure.Result, error) { return runKihl(env, c, true) }
-		},
-	}
+// kihlDistribution declares the parameters of kihl-distribution and returns its run.
+func kihlDistribution(ps *Params) RunFunc {
+	var c figure.KihlParams
+	figure.DeclareKihl(ps, &c, 1000*time.Second)
+	return func(env Env) (*figure.Result, error) { return runKihl(env, c, true) }
 }
 
 // kihlVariant is one run of the Kihl loop.

@@ -56,50 +56,46 @@ type lijaminParams struct {
 	bin        time.Duration
 }
 
-func lijaminEpochs() Scenario {
-	return Scenario{
-		Name: "lijamin-epochs",
-		Setup: func(ps *Params) RunFunc {
-			var c lijaminParams
-			ps.Duration(&c.epoch, "epoch", 120*time.Second, time.Second, 100000*time.Second,
-				"length of each of the 18 epochs of Table III (paper: about two minutes)")
-			ps.Float(&c.total, "total_bandwidth", 100e3, 1, 1e12, "B, the configured total in bytes/s (paper: 100 KB/s)")
-			ps.Floats(&c.shares, "shares", figure.LiJaminShares, 0.01, 100,
-				"allocations of clients A, B, C, D in percent of B (paper's Table II); four values summing to at most 100")
-			ps.Float(&c.rate, "rate", 6, 0.01, 1e6, "requests per second of each active client (paper: 6, httperf)")
-			ps.Float(&c.size, "size", 10e3, 1, 1e9, "reply size in bytes (paper: 10 KB files)")
-			ps.Choice(&c.arrivals, "arrivals", "constant", []string{"constant", "poisson"},
-				"arrival process of each client: constant spacing as httperf --rate sends (each client with its own random phase), or Poisson")
-			ps.Float(&c.linkRate, "link_rate", 1.25e6, 1, 1e12,
-				"capacity of the server's outgoing link in bytes/s, shared equally by the replies in transfer (processor sharing). "+
-					"The paper set B \"less than the maximum bandwidth\" on a departmental LAN; 1.25 MB/s (10 Mbit/s Ethernet, 12.5 B) is assumed. "+
-					"With the link at B (link_rate=100000) no reply is faster than size/Â and concurrent replies are slower, the "+
-					"clients settle just below their allocations, the state stays \"unsatisfied\" and idle bandwidth is not "+
-					"redistributed: total 0.58 B (0.66 B with Â₀ = B), allocation error 0.043 (0.027)")
-			ps.Float(&c.ahatFactor, "initial_max_factor", 8, 1, 1000,
-				"Â₀, the initial maximum measured bandwidth (share.Config.InitialMaxBandwidth), as a multiple of B. §3 prescribes B, "+
-					"which is exact only when replies really take size/Â to send. On a faster link a client held at d_i receives "+
-					"1/(1/d_i − 1/Â) (share's \"Accuracy\"): with Â₀ = B the shares in epochs 17–18 come out 9.0/19.0/29.9/42.0 % "+
-					"(error 0.025, the paper's Table IV shape: 9.48/19.05/29.90/41.56) and the total 1.16 B as Â grows to 1.9 B. Â₀ must "+
-					"keep size/Â above a reply's time outside the delay (8 ms transfer + 1 ms processing here): 8 B gives 12.5 ms and "+
-					"an error of 0.001; 4 B (share's tested value) gives 0.008")
-			ps.Float(&c.alpha, "alpha", share.DefaultAlpha, share.MinAlpha, share.MaxAlpha, "EWMA weight α of a bandwidth sample (share default 0.2)")
-			ps.Duration(&c.period, "period", share.DefaultPeriod, share.MinPeriod, share.MaxPeriod, "manager period (share default 1 s)")
-			ps.Choice(&c.standby, "standby", "queue", []string{"queue", "parallel"},
-				"how a client's requests reach the delay stage: queue (the paper: wait for the client's bandwidth semaphore, one "+
-					"reply of a client in the delay or transfer at a time) or parallel (sluice's middleware: all admitted at once, "+
-					"up to standby_limit sleeping in their delays together). Against these open-loop clients parallel does not enforce "+
-					"the shares: 25 % each and a total of 1.7 B (with standby_limit=1: 11/22/33/33 %, error 0.079)")
-			ps.Int(&c.limit, "standby_limit", share.DefaultStandbyLimit, 1, share.MaxStandbyLimit,
-				"requests of one client allowed in standby (queue: waiting for the semaphore; parallel: sleeping in the delay, "+
-					"share.Config.StandbyLimit); more are rejected at once. The paper's \"run-time upper limit\" is not given; share's default")
-			ps.Duration(&c.maxDelay, "max_delay", share.DefaultMaxDelay, time.Millisecond, time.Hour, "longest delay before a rejection (share default 10 s)")
-			ps.Duration(&c.processing, "processing", time.Millisecond, 0, time.Hour,
-				"server time per request between admission and the delay (reading the file; the per-request overhead the paper mentions)")
-			ps.Duration(&c.bin, "bin", 10*time.Second, time.Second, time.Hour, "width of the bins of the bandwidth plot (the CSV has one row per manager period)")
-			return func(env Env) (*figure.Result, error) { return runLiJamin(env, c) }
-		},
-	}
+// lijaminEpochs declares the parameters of lijamin-epochs and returns its run.
+func lijaminEpochs(ps *Params) RunFunc {
+	var c lijaminParams
+	ps.Duration(&c.epoch, "epoch", 120*time.Second, time.Second, 100000*time.Second,
+		"length of each of the 18 epochs of Table III (paper: about two minutes)")
+	ps.Float(&c.total, "total_bandwidth", 100e3, 1, 1e12, "B, the configured total in bytes/s (paper: 100 KB/s)")
+	ps.Floats(&c.shares, "shares", figure.LiJaminShares, 0.01, 100,
+		"allocations of clients A, B, C, D in percent of B (paper's Table II); four values summing to at most 100")
+	ps.Float(&c.rate, "rate", 6, 0.01, 1e6, "requests per second of each active client (paper: 6, httperf)")
+	ps.Float(&c.size, "size", 10e3, 1, 1e9, "reply size in bytes (paper: 10 KB files)")
+	ps.Choice(&c.arrivals, "arrivals", "constant", []string{"constant", "poisson"},
+		"arrival process of each client: constant spacing as httperf --rate sends (each client with its own random phase), or Poisson")
+	ps.Float(&c.linkRate, "link_rate", 1.25e6, 1, 1e12,
+		"capacity of the server's outgoing link in bytes/s, shared equally by the replies in transfer (processor sharing). "+
+			"The paper set B \"less than the maximum bandwidth\" on a departmental LAN; 1.25 MB/s (10 Mbit/s Ethernet, 12.5 B) is assumed. "+
+			"With the link at B (link_rate=100000) no reply is faster than size/Â and concurrent replies are slower, the "+
+			"clients settle just below their allocations, the state stays \"unsatisfied\" and idle bandwidth is not "+
+			"redistributed: total 0.58 B (0.66 B with Â₀ = B), allocation error 0.043 (0.027)")
+	ps.Float(&c.ahatFactor, "initial_max_factor", 8, 1, 1000,
+		"Â₀, the initial maximum measured bandwidth (share.Config.InitialMaxBandwidth), as a multiple of B. §3 prescribes B, "+
+			"which is exact only when replies really take size/Â to send. On a faster link a client held at d_i receives "+
+			"1/(1/d_i − 1/Â) (share's \"Accuracy\"): with Â₀ = B the shares in epochs 17–18 come out 9.0/19.0/29.9/42.0 % "+
+			"(error 0.025, the paper's Table IV shape: 9.48/19.05/29.90/41.56) and the total 1.16 B as Â grows to 1.9 B. Â₀ must "+
+			"keep size/Â above a reply's time outside the delay (8 ms transfer + 1 ms processing here): 8 B gives 12.5 ms and "+
+			"an error of 0.001; 4 B (share's tested value) gives 0.008")
+	ps.Float(&c.alpha, "alpha", share.DefaultAlpha, share.MinAlpha, share.MaxAlpha, "EWMA weight α of a bandwidth sample (share default 0.2)")
+	ps.Duration(&c.period, "period", share.DefaultPeriod, share.MinPeriod, share.MaxPeriod, "manager period (share default 1 s)")
+	ps.Choice(&c.standby, "standby", "queue", []string{"queue", "parallel"},
+		"how a client's requests reach the delay stage: queue (the paper: wait for the client's bandwidth semaphore, one "+
+			"reply of a client in the delay or transfer at a time) or parallel (sluice's middleware: all admitted at once, "+
+			"up to standby_limit sleeping in their delays together). Against these open-loop clients parallel does not enforce "+
+			"the shares: 25 % each and a total of 1.7 B (with standby_limit=1: 11/22/33/33 %, error 0.079)")
+	ps.Int(&c.limit, "standby_limit", share.DefaultStandbyLimit, 1, share.MaxStandbyLimit,
+		"requests of one client allowed in standby (queue: waiting for the semaphore; parallel: sleeping in the delay, "+
+			"share.Config.StandbyLimit); more are rejected at once. The paper's \"run-time upper limit\" is not given; share's default")
+	ps.Duration(&c.maxDelay, "max_delay", share.DefaultMaxDelay, time.Millisecond, time.Hour, "longest delay before a rejection (share default 10 s)")
+	ps.Duration(&c.processing, "processing", time.Millisecond, 0, time.Hour,
+		"server time per request between admission and the delay (reading the file; the per-request overhead the paper mentions)")
+	ps.Duration(&c.bin, "bin", 10*time.Second, time.Second, time.Hour, "width of the bins of the bandwidth plot (the CSV has one row per manager period)")
+	return func(env Env) (*figure.Result, error) { return runLiJamin(env, c) }
 }
 
 // lijaminRun holds the outcome of one run: delivered bytes per client per

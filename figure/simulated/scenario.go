@@ -14,7 +14,7 @@
 // parameters and seed give byte-identical files.
 //
 // Adding a scenario takes the figure's Spec in package figure, one file
-// here that defines its func() Scenario, and its line in the list of
+// here that defines its setup function, and its line in the map of
 // registry.go (there is no init-time self-registration).
 //
 // Nothing in this package is safe for concurrent use except that distinct
@@ -137,13 +137,11 @@ func Lookup(name string) (Scenario, error) {
 	if err != nil {
 		return Scenario{}, err
 	}
-	for _, mk := range registry {
-		if s := mk(); s.Name == name {
-			s.Description = spec.Sim
-			return s, nil
-		}
+	setup, ok := registry[name]
+	if !ok {
+		return Scenario{}, fmt.Errorf("figure %s has no simulated driver registered", name)
 	}
-	return Scenario{}, fmt.Errorf("figure %s has no simulated driver registered", name)
+	return Scenario{Name: name, Description: spec.Sim, Setup: setup}, nil
 }
 
 // All returns every scenario, in the figure registry's order.

@@ -25,19 +25,15 @@ type sedaClassesParams struct {
 	duration  time.Duration
 }
 
-func sedaClasses() Scenario {
-	return Scenario{
-		Name: "seda-classes",
-		Setup: func(ps *Params) RunFunc {
-			var c sedaClassesParams
-			figure.DeclareSEDAStage(ps, &c.stage, figure.SEDAClassesStage)
-			ps.Int(&c.users, "users_per_class", 128, 1, 1000000, "users of each class (paper: 128)")
-			ps.Duration(&c.highStart, "high_start", 100*time.Second, 0, 100000*time.Second, "time the high-priority users start (paper: 100 s)")
-			ps.Duration(&c.highEnd, "high_end", 200*time.Second, 0, 100000*time.Second, "time the high-priority users leave (paper: 200 s)")
-			ps.Duration(&c.duration, "duration", 300*time.Second, time.Second, 100000*time.Second, "length of the run")
-			return func(env Env) (*figure.Result, error) { return runSEDAClasses(env, c) }
-		},
-	}
+// sedaClasses declares the parameters of seda-classes and returns its run.
+func sedaClasses(ps *Params) RunFunc {
+	var c sedaClassesParams
+	figure.DeclareSEDAStage(ps, &c.stage, figure.SEDAClassesStage)
+	ps.Int(&c.users, "users_per_class", 128, 1, 1000000, "users of each class (paper: 128)")
+	ps.Duration(&c.highStart, "high_start", 100*time.Second, 0, 100000*time.Second, "time the high-priority users start (paper: 100 s)")
+	ps.Duration(&c.highEnd, "high_end", 200*time.Second, 0, 100000*time.Second, "time the high-priority users leave (paper: 200 s)")
+	ps.Duration(&c.duration, "duration", 300*time.Second, time.Second, 100000*time.Second, "length of the run")
+	return func(env Env) (*figure.Result, error) { return runSEDAClasses(env, c) }
 }
 
 func runSEDAClasses(env Env, c sedaClassesParams) (*figure.Result, error) {

@@ -27,21 +27,17 @@ type sedaDegradeParams struct {
 	qmin       float64
 }
 
-func sedaDegradation() Scenario {
-	return Scenario{
-		Name: "seda-degradation",
-		Setup: func(ps *Params) RunFunc {
-			var c sedaDegradeParams
-			figure.DeclareSEDAStage(ps, &c.stage, figure.SEDADegradationStage)
-			ps.Float(&c.qmin, "quality_min", 0.1, 0.001, 0.999, "lowest quality level q_min (controller default 0.1)")
-			ps.Int(&c.baseUsers, "base_users", 3, 0, 1000000, "users before and after the spike")
-			ps.Int(&c.spikeUsers, "spike_users", 1000, 1, 1000000, "users during the spike (paper: 1000)")
-			ps.Duration(&c.spikeStart, "spike_start", 60*time.Second, 0, 100000*time.Second, "time the spike starts")
-			ps.Duration(&c.spikeLen, "spike_length", 300*time.Second, time.Second, 100000*time.Second, "length of the spike")
-			ps.Duration(&c.after, "after", 60*time.Second, 0, 100000*time.Second, "time simulated after the spike")
-			return func(env Env) (*figure.Result, error) { return runSEDADegradation(env, c) }
-		},
-	}
+// sedaDegradation declares the parameters of seda-degradation and returns its run.
+func sedaDegradation(ps *Params) RunFunc {
+	var c sedaDegradeParams
+	figure.DeclareSEDAStage(ps, &c.stage, figure.SEDADegradationStage)
+	ps.Float(&c.qmin, "quality_min", 0.1, 0.001, 0.999, "lowest quality level q_min (controller default 0.1)")
+	ps.Int(&c.baseUsers, "base_users", 3, 0, 1000000, "users before and after the spike")
+	ps.Int(&c.spikeUsers, "spike_users", 1000, 1, 1000000, "users during the spike (paper: 1000)")
+	ps.Duration(&c.spikeStart, "spike_start", 60*time.Second, 0, 100000*time.Second, "time the spike starts")
+	ps.Duration(&c.spikeLen, "spike_length", 300*time.Second, time.Second, 100000*time.Second, "length of the spike")
+	ps.Duration(&c.after, "after", 60*time.Second, 0, 100000*time.Second, "time simulated after the spike")
+	return func(env Env) (*figure.Result, error) { return runSEDADegradation(env, c) }
 }
 
 func runSEDADegradation(env Env, c sedaDegradeParams) (*figure.Result, error) {

@@ -28,20 +28,16 @@ type sedaSpikeParams struct {
 	after      time.Duration
 }
 
-func sedaSpike() Scenario {
-	return Scenario{
-		Name: "seda-spike",
-		Setup: func(ps *Params) RunFunc {
-			var c sedaSpikeParams
-			figure.DeclareSEDAStage(ps, &c.stage, figure.SEDASpikeStage)
-			ps.Int(&c.baseUsers, "base_users", 3, 0, 1000000, "users before and after the spike (paper: 3)")
-			ps.Int(&c.spikeUsers, "spike_users", 1000, 1, 1000000, "users during the spike (paper: 1000)")
-			ps.Duration(&c.spikeStart, "spike_start", 60*time.Second, 0, 100000*time.Second, "time the spike starts")
-			ps.Duration(&c.spikeLen, "spike_length", 300*time.Second, time.Second, 100000*time.Second, "length of the spike")
-			ps.Duration(&c.after, "after", 60*time.Second, 0, 100000*time.Second, "time simulated after the spike")
-			return func(env Env) (*figure.Result, error) { return runSEDASpike(env, c) }
-		},
-	}
+// sedaSpike declares the parameters of seda-spike and returns its run.
+func sedaSpike(ps *Params) RunFunc {
+	var c sedaSpikeParams
+	figure.DeclareSEDAStage(ps, &c.stage, figure.SEDASpikeStage)
+	ps.Int(&c.baseUsers, "base_users", 3, 0, 1000000, "users before and after the spike (paper: 3)")
+	ps.Int(&c.spikeUsers, "spike_users", 1000, 1, 1000000, "users during the spike (paper: 1000)")
+	ps.Duration(&c.spikeStart, "spike_start", 60*time.Second, 0, 100000*time.Second, "time the spike starts")
+	ps.Duration(&c.spikeLen, "spike_length", 300*time.Second, time.Second, 100000*time.Second, "length of the spike")
+	ps.Duration(&c.after, "after", 60*time.Second, 0, 100000*time.Second, "time simulated after the spike")
+	return func(env Env) (*figure.Result, error) { return runSEDASpike(env, c) }
 }
 
 // sedaVariant is one run of a SEDA scenario.

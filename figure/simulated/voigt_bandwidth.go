@@ -29,24 +29,20 @@ type voigtBandwidthParams struct {
 	warmup     time.Duration
 }
 
-func voigtBandwidth() Scenario {
-	return Scenario{
-		Name: "voigt-bandwidth",
-		Setup: func(ps *Params) RunFunc {
-			var c voigtBandwidthParams
-			declareVoigtModel(ps, &c.model)
-			ps.Float(&c.surgeRate, "surge_rate", 300, 1, 1e6, "offered rate of the SURGE-like workload in req/s, constant (paper: 300)")
-			ps.Float(&c.dynamic, "dynamic", 0.2, 0, 1, "fraction of the small-file requests that are dynamic (paper: 20 %)")
-			ps.Floats(&c.largeRates, "large_rates", []float64{80, 120}, 0.01, 1e6,
-				"offered rates of the large-file flow in req/s, constant. The paper used 50 and 80 req/s, and its link already dropped "+
-					"packets at 50; a processor-sharing link has no packet drops and with the defaults saturates only above about "+
-					"73 req/s of 142 KB (12.5 MB/s minus the SURGE workload's 2.2 MB/s), so both defaults saturate it")
-			ps.Float(&c.largeKB, "large_file_kb", 142, 0.001, 1e9, "size of the large file in KB (paper: 142 KB)")
-			ps.Duration(&c.duration, "duration", 60*time.Second, time.Second, 100000*time.Second, "length of each run")
-			ps.Duration(&c.warmup, "warmup", 20*time.Second, 0, 100000*time.Second, "start of the measurement window")
-			return func(env Env) (*figure.Result, error) { return runVoigtBandwidth(env, c) }
-		},
-	}
+// voigtBandwidth declares the parameters of voigt-bandwidth and returns its run.
+func voigtBandwidth(ps *Params) RunFunc {
+	var c voigtBandwidthParams
+	declareVoigtModel(ps, &c.model)
+	ps.Float(&c.surgeRate, "surge_rate", 300, 1, 1e6, "offered rate of the SURGE-like workload in req/s, constant (paper: 300)")
+	ps.Float(&c.dynamic, "dynamic", 0.2, 0, 1, "fraction of the small-file requests that are dynamic (paper: 20 %)")
+	ps.Floats(&c.largeRates, "large_rates", []float64{80, 120}, 0.01, 1e6,
+		"offered rates of the large-file flow in req/s, constant. The paper used 50 and 80 req/s, and its link already dropped "+
+			"packets at 50; a processor-sharing link has no packet drops and with the defaults saturates only above about "+
+			"73 req/s of 142 KB (12.5 MB/s minus the SURGE workload's 2.2 MB/s), so both defaults saturate it")
+	ps.Float(&c.largeKB, "large_file_kb", 142, 0.001, 1e9, "size of the large file in KB (paper: 142 KB)")
+	ps.Duration(&c.duration, "duration", 60*time.Second, time.Second, 100000*time.Second, "length of each run")
+	ps.Duration(&c.warmup, "warmup", 20*time.Second, 0, 100000*time.Second, "start of the measurement window")
+	return func(env Env) (*figure.Result, error) { return runVoigtBandwidth(env, c) }
 }
 
 // voigtBWPoint is one run: the surge flow (0) and the large flow (1).

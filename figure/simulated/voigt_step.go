@@ -26,21 +26,17 @@ type voigtStepParams struct {
 	stepEnd  time.Duration
 }
 
-func voigtStep() Scenario {
-	return Scenario{
-		Name: "voigt-step",
-		Setup: func(ps *Params) RunFunc {
-			var c voigtStepParams
-			declareVoigtModel(ps, &c.model)
-			ps.Schedule(&c.rate, "rate", "0s:300,50s:850,70s:300", "offered rate over time in req/s (paper: 300, 850 from 50 s, 300 from 70 s)")
-			ps.Choice(&c.arrivals, "arrivals", "constant", []string{"constant", "poisson"}, "arrival process (paper: sclient, constant rate)")
-			ps.Float(&c.dynamic, "dynamic", 0.2, 0, 1, "fraction of the small-file requests that are dynamic (paper: 20 %)")
-			ps.Duration(&c.duration, "duration", 120*time.Second, time.Second, 100000*time.Second, "length of the run")
-			ps.Duration(&c.stepAt, "step_at", 50*time.Second, 0, 100000*time.Second, "start of the high load, for the metrics (paper: 50 s)")
-			ps.Duration(&c.stepEnd, "step_end", 70*time.Second, 0, 100000*time.Second, "end of the high load, for the metrics (paper: 70 s)")
-			return func(env Env) (*figure.Result, error) { return runVoigtStep(env, c) }
-		},
-	}
+// voigtStep declares the parameters of voigt-step and returns its run.
+func voigtStep(ps *Params) RunFunc {
+	var c voigtStepParams
+	declareVoigtModel(ps, &c.model)
+	ps.Schedule(&c.rate, "rate", "0s:300,50s:850,70s:300", "offered rate over time in req/s (paper: 300, 850 from 50 s, 300 from 70 s)")
+	ps.Choice(&c.arrivals, "arrivals", "constant", []string{"constant", "poisson"}, "arrival process (paper: sclient, constant rate)")
+	ps.Float(&c.dynamic, "dynamic", 0.2, 0, 1, "fraction of the small-file requests that are dynamic (paper: 20 %)")
+	ps.Duration(&c.duration, "duration", 120*time.Second, time.Second, 100000*time.Second, "length of the run")
+	ps.Duration(&c.stepAt, "step_at", 50*time.Second, 0, 100000*time.Second, "start of the high load, for the metrics (paper: 50 s)")
+	ps.Duration(&c.stepEnd, "step_end", 70*time.Second, 0, 100000*time.Second, "end of the high load, for the metrics (paper: 70 s)")
+	return func(env Env) (*figure.Result, error) { return runVoigtStep(env, c) }
 }
 
 func runVoigtStep(env Env, c voigtStepParams) (*figure.Result, error) {

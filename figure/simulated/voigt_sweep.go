@@ -30,26 +30,22 @@ type voigtSweepParams struct {
 	resolution     float64
 }
 
-func voigtSweep() Scenario {
-	return Scenario{
-		Name: "voigt-sweep",
-		Setup: func(ps *Params) RunFunc {
-			var c voigtSweepParams
-			declareVoigtModel(ps, &c.model)
-			ps.Floats(&c.rates, "rates", []float64{100, 200, 300, 400, 500, 600, 700, 800, 900, 1000}, 1, 1e6, "offered rates of the sweep in req/s")
-			ps.Float(&c.dynamic, "dynamic", 0.2, 0, 1, "fraction of the small-file requests that are dynamic (CGI) in the sweep (paper: 20 %)")
-			ps.Floats(&c.fractions, "onset_fractions", []float64{0, 0.1, 0.2}, 0, 1, "dynamic fractions for which the onset of SYN policing is searched (paper's Table 1: 0, 10, 20 %)")
-			ps.Choice(&c.arrivals, "arrivals", "constant", []string{"constant", "poisson"}, "arrival process of the sweep (paper: sclient, constant rate)")
-			ps.Bool(&c.comparePoisson, "compare_poisson", true, "also run the controlled sweep with Poisson arrivals (Fig. 6)")
-			ps.Duration(&c.duration, "duration", 60*time.Second, time.Second, 100000*time.Second, "length of each run")
-			ps.Duration(&c.warmup, "warmup", 20*time.Second, 0, 100000*time.Second,
-				"start of the measurement window of each run (the CPU rule climbs from its initial rate in the first seconds)")
-			ps.Float(&c.threshold, "onset_threshold", 0.01, 1e-6, 1,
-				"SYN policing has set in at an offered rate when the policer discards at least this fraction of the connections in the window")
-			ps.Float(&c.resolution, "onset_resolution", 5, 0.01, 1000, "the onset is bisected between the lowest and highest swept rate to this many req/s")
-			return func(env Env) (*figure.Result, error) { return runVoigtSweep(env, c) }
-		},
-	}
+// voigtSweep declares the parameters of voigt-sweep and returns its run.
+func voigtSweep(ps *Params) RunFunc {
+	var c voigtSweepParams
+	declareVoigtModel(ps, &c.model)
+	ps.Floats(&c.rates, "rates", []float64{100, 200, 300, 400, 500, 600, 700, 800, 900, 1000}, 1, 1e6, "offered rates of the sweep in req/s")
+	ps.Float(&c.dynamic, "dynamic", 0.2, 0, 1, "fraction of the small-file requests that are dynamic (CGI) in the sweep (paper: 20 %)")
+	ps.Floats(&c.fractions, "onset_fractions", []float64{0, 0.1, 0.2}, 0, 1, "dynamic fractions for which the onset of SYN policing is searched (paper's Table 1: 0, 10, 20 %)")
+	ps.Choice(&c.arrivals, "arrivals", "constant", []string{"constant", "poisson"}, "arrival process of the sweep (paper: sclient, constant rate)")
+	ps.Bool(&c.comparePoisson, "compare_poisson", true, "also run the controlled sweep with Poisson arrivals (Fig. 6)")
+	ps.Duration(&c.duration, "duration", 60*time.Second, time.Second, 100000*time.Second, "length of each run")
+	ps.Duration(&c.warmup, "warmup", 20*time.Second, 0, 100000*time.Second,
+		"start of the measurement window of each run (the CPU rule climbs from its initial rate in the first seconds)")
+	ps.Float(&c.threshold, "onset_threshold", 0.01, 1e-6, 1,
+		"SYN policing has set in at an offered rate when the policer discards at least this fraction of the connections in the window")
+	ps.Float(&c.resolution, "onset_resolution", 5, 0.01, 1000, "the onset is bisected between the lowest and highest swept rate to this many req/s")
+	return func(env Env) (*figure.Result, error) { return runVoigtSweep(env, c) }
 }
 
 // voigtPoint is one offered rate of the sweep.

@@ -62,16 +62,12 @@ type yakshaShiftParams struct {
 	figure.YakshaShiftParams
 }
 
-func yakshaWorkloadShift() Scenario {
-	return Scenario{
-		Name: "yaksha-workload-shift",
-		Setup: func(ps *Params) RunFunc {
-			var c yakshaShiftParams
-			figure.DeclareYakshaShift(ps, &c.YakshaShiftParams)
-			figure.DeclareYakshaTarget(ps, &c.YakshaParams)
-			return func(env Env) (*figure.Result, error) { return runYakshaShift(env, c) }
-		},
-	}
+// yakshaWorkloadShift declares the parameters of yaksha-workload-shift and returns its run.
+func yakshaWorkloadShift(ps *Params) RunFunc {
+	var c yakshaShiftParams
+	figure.DeclareYakshaShift(ps, &c.YakshaShiftParams)
+	figure.DeclareYakshaTarget(ps, &c.YakshaParams)
+	return func(env Env) (*figure.Result, error) { return runYakshaShift(env, c) }
 }
 
 // shiftVariant is one controller facing the three waves.

@@ -31,28 +31,24 @@ type yakshaSweepParams struct {
 	lambda0    float64
 }
 
-func yakshaLoadSweep() Scenario {
-	return Scenario{
-		Name: "yaksha-load-sweep",
-		Setup: func(ps *Params) RunFunc {
-			var c yakshaSweepParams
-			ps.Floats(&c.loads, "loads", []float64{0.5, 1, 1.5, 2, 3, 4, 5}, 0.01, 100,
-				"offered loads as multiples of the server capacity 1/E[X]; Poisson arrivals at load/E[X] req/s")
-			figure.DeclareYakshaSweep(ps, &c.YakshaParams)
-			ps.Choice(&c.service, "service", "exp", serviceKinds,
-				"service-demand distribution (the mean response time of M/G/1-PS does not depend on it)")
-			figure.DeclareYakshaTarget(ps, &c.YakshaParams)
-			ps.Duration(&c.duration, "duration", 600*time.Second, time.Second, 100000*time.Second, "length of the run at each load point")
-			ps.Duration(&c.warmup, "warmup", 200*time.Second, 0, 100000*time.Second,
-				"start of the measurement window at each load point. The controller starts at pd = 0 facing the full load at t = 0; "+
-					"at 4–5× the backlog built in the first seconds (thousands of requests sharing the server) drains through a "+
-					"decaying oscillation that can last 150 s, so the steady-state points are measured from 200 s")
-			ps.Bool(&c.selfTuning, "self_tuning", true, "self-tuning gains (Kg = λ0·Tref²/pa_avg); false uses the static design with lambda0")
-			ps.Float(&c.lambda0, "lambda0", 0, 0, 1e9,
-				"nominal arrival rate λ0 in req/s; 0 (default) lets self-tuning estimate it from the measured throughput; required when self_tuning=false")
-			return func(env Env) (*figure.Result, error) { return runYakshaSweep(env, c) }
-		},
-	}
+// yakshaLoadSweep declares the parameters of yaksha-load-sweep and returns its run.
+func yakshaLoadSweep(ps *Params) RunFunc {
+	var c yakshaSweepParams
+	ps.Floats(&c.loads, "loads", []float64{0.5, 1, 1.5, 2, 3, 4, 5}, 0.01, 100,
+		"offered loads as multiples of the server capacity 1/E[X]; Poisson arrivals at load/E[X] req/s")
+	figure.DeclareYakshaSweep(ps, &c.YakshaParams)
+	ps.Choice(&c.service, "service", "exp", serviceKinds,
+		"service-demand distribution (the mean response time of M/G/1-PS does not depend on it)")
+	figure.DeclareYakshaTarget(ps, &c.YakshaParams)
+	ps.Duration(&c.duration, "duration", 600*time.Second, time.Second, 100000*time.Second, "length of the run at each load point")
+	ps.Duration(&c.warmup, "warmup", 200*time.Second, 0, 100000*time.Second,
+		"start of the measurement window at each load point. The controller starts at pd = 0 facing the full load at t = 0; "+
+			"at 4–5× the backlog built in the first seconds (thousands of requests sharing the server) drains through a "+
+			"decaying oscillation that can last 150 s, so the steady-state points are measured from 200 s")
+	ps.Bool(&c.selfTuning, "self_tuning", true, "self-tuning gains (Kg = λ0·Tref²/pa_avg); false uses the static design with lambda0")
+	ps.Float(&c.lambda0, "lambda0", 0, 0, 1e9,
+		"nominal arrival rate λ0 in req/s; 0 (default) lets self-tuning estimate it from the measured throughput; required when self_tuning=false")
+	return func(env Env) (*figure.Result, error) { return runYakshaSweep(env, c) }
 }
 
 // yakshaPoint is the outcome of one load point with one controller.
