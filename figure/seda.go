@@ -142,3 +142,31 @@ func SEDADegradationChecks(s *report.Summary, steady time.Duration) []Check {
 	}
 	return cs
 }
+
+// SEDASpikeLoad is the flash crowd of Figs. 10 and 12–13: BaseUsers
+// closed-loop users, SpikeUsers from SpikeStart for SpikeLen, then
+// BaseUsers again for After.
+type SEDASpikeLoad struct {
+	BaseUsers, SpikeUsers       int
+	SpikeStart, SpikeLen, After time.Duration
+}
+
+// DeclareSEDASpikeLoad declares the flash crowd on ps with the paper's
+// 3 → 1000 users (and the simulator's 60 s, 300 s, 60 s).
+func DeclareSEDASpikeLoad(ps *Params, c *SEDASpikeLoad) {
+	ps.Int(&c.BaseUsers, "base_users", 3, 0, 1000000, "users before and after the spike (paper: 3)")
+	ps.Int(&c.SpikeUsers, "spike_users", 1000, 1, 1000000, "users during the spike (paper: 1000)")
+	ps.Duration(&c.SpikeStart, "spike_start", 60*time.Second, 0, 100000*time.Second, "time the spike starts")
+	ps.Duration(&c.SpikeLen, "spike_length", 300*time.Second, time.Second, 100000*time.Second, "length of the spike")
+	ps.Duration(&c.After, "after", 60*time.Second, 0, 100000*time.Second, "time simulated after the spike")
+}
+
+// Schedule returns the number of users over time.
+func (c SEDASpikeLoad) Schedule() (dist.Schedule, error) {
+	return dist.NewSchedule(dist.Segment{Start: 0, Rate: float64(c.BaseUsers)},
+		dist.Segment{Start: c.SpikeStart, Rate: float64(c.SpikeUsers)},
+		dist.Segment{Start: c.SpikeStart + c.SpikeLen, Rate: float64(c.BaseUsers)})
+}
+
+// End returns the end of the run.
+func (c SEDASpikeLoad) End() time.Duration { return c.SpikeStart + c.SpikeLen + c.After }

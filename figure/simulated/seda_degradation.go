@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/control"
-	"github.com/sluicehq/sluice/dist"
 	"github.com/sluicehq/sluice/figure"
 	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/report"
@@ -18,13 +17,9 @@ import (
 // that re-enables admission control at the lowest quality.
 
 type sedaDegradeParams struct {
-	stage      figure.SEDAStageParams
-	baseUsers  int
-	spikeUsers int
-	spikeStart time.Duration
-	spikeLen   time.Duration
-	after      time.Duration
-	qmin       float64
+	figure.SEDASpikeLoad
+	stage figure.SEDAStageParams
+	qmin  float64
 }
 
 // sedaDegradation declares the parameters of seda-degradation and returns its run.
@@ -32,19 +27,13 @@ func sedaDegradation(ps *Params) RunFunc {
 	var c sedaDegradeParams
 	figure.DeclareSEDAStage(ps, &c.stage, figure.SEDADegradationStage)
 	ps.Float(&c.qmin, "quality_min", 0.1, 0.001, 0.999, "lowest quality level q_min (controller default 0.1)")
-	ps.Int(&c.baseUsers, "base_users", 3, 0, 1000000, "users before and after the spike")
-	ps.Int(&c.spikeUsers, "spike_users", 1000, 1, 1000000, "users during the spike (paper: 1000)")
-	ps.Duration(&c.spikeStart, "spike_start", 60*time.Second, 0, 100000*time.Second, "time the spike starts")
-	ps.Duration(&c.spikeLen, "spike_length", 300*time.Second, time.Second, 100000*time.Second, "length of the spike")
-	ps.Duration(&c.after, "after", 60*time.Second, 0, 100000*time.Second, "time simulated after the spike")
+	figure.DeclareSEDASpikeLoad(ps, &c.SEDASpikeLoad)
 	return func(env Env) (*figure.Result, error) { return runSEDADegradation(env, c) }
 }
 
 func runSEDADegradation(env Env, c sedaDegradeParams) (*figure.Result, error) {
-	end := c.spikeStart + c.spikeLen + c.after
-	users, err := dist.NewSchedule(dist.Segment{Start: 0, Rate: float64(c.baseUsers)},
-		dist.Segment{Start: c.spikeStart, Rate: float64(c.spikeUsers)},
-		dist.Segment{Start: c.spikeStart + c.spikeLen, Rate: float64(c.baseUsers)})
+	end := c.End()
+	users, err := c.Schedule()
 	if err != nil {
 		return nil, err
 	}
@@ -75,7 +64,7 @@ func runSEDADegradation(env Env, c sedaDegradeParams) (*figure.Result, error) {
 
 	res := newResult(env)
 	s := res.Summary
-	from, to := c.spikeStart, c.spikeStart+c.spikeLen
+	from, to := c.SpikeStart, c.SpikeStart+c.SpikeLen
 	ts := report.NewTable("variant", "time_s", "users", "offered", "admitted", "rejected", "completed",
 		"mean_rt_ms", "p90_rt_ms", "utilization", "queue", "quality", "gate_on", "rate_rps")
 	for _, v := range vars {
@@ -114,7 +103,7 @@ func runSEDADegradation(env Env, c sedaDegradeParams) (*figure.Result, error) {
 		s.Set("quality_mean"+v.suffix, ratio(qSum, qN))
 		s.Set("goodput_rps"+v.suffix, float64(len(rts))/(to-from).Seconds())
 		// The steady part of the spike: after its first minute.
-		if c.spikeLen > 2*time.Minute {
+		if c.SpikeLen > 2*time.Minute {
 			s.Set("p90_ms_after_60s"+v.suffix, ms(monitor.Percentile(v.run.log.completed(-1, from+time.Minute, to), 0.9)))
 		}
 	}
@@ -124,7 +113,7 @@ func runSEDADegradation(env Env, c sedaDegradeParams) (*figure.Result, error) {
 	res.Key = []string{"p90_ms", "p90_ms_degrade_only", "p90_ms_none", "reject_fraction", "quality_mean"}
 	res.Checks = figure.SEDADegradationChecks(s, time.Minute)
 
-	p90 := report.Panel{Title: fmt.Sprintf("service degradation under a %d → %d user spike", c.baseUsers, c.spikeUsers),
+	p90 := report.Panel{Title: fmt.Sprintf("service degradation under a %d → %d user spike", c.BaseUsers, c.SpikeUsers),
 		XLabel: "time (s)", YLabel: "p90 RT (ms)", LogY: true, LegendBottom: true,
 		HLines: []report.RefLine{{Value: ms(c.stage.Target.Seconds()), Label: fmt.Sprintf("target %v", c.stage.Target)}},
 		VLines: []report.RefLine{{Value: from.Seconds()}, {Value: to.Seconds()}}}

@@ -20,23 +20,15 @@ import (
 // user waits 5 s before retrying.
 
 type sedaSpikeParams struct {
-	stage      figure.SEDAStageParams
-	baseUsers  int
-	spikeUsers int
-	spikeStart time.Duration
-	spikeLen   time.Duration
-	after      time.Duration
+	figure.SEDASpikeLoad
+	stage figure.SEDAStageParams
 }
 
 // sedaSpike declares the parameters of seda-spike and returns its run.
 func sedaSpike(ps *Params) RunFunc {
 	var c sedaSpikeParams
 	figure.DeclareSEDAStage(ps, &c.stage, figure.SEDASpikeStage)
-	ps.Int(&c.baseUsers, "base_users", 3, 0, 1000000, "users before and after the spike (paper: 3)")
-	ps.Int(&c.spikeUsers, "spike_users", 1000, 1, 1000000, "users during the spike (paper: 1000)")
-	ps.Duration(&c.spikeStart, "spike_start", 60*time.Second, 0, 100000*time.Second, "time the spike starts")
-	ps.Duration(&c.spikeLen, "spike_length", 300*time.Second, time.Second, 100000*time.Second, "length of the spike")
-	ps.Duration(&c.after, "after", 60*time.Second, 0, 100000*time.Second, "time simulated after the spike")
+	figure.DeclareSEDASpikeLoad(ps, &c.SEDASpikeLoad)
 	return func(env Env) (*figure.Result, error) { return runSEDASpike(env, c) }
 }
 
@@ -129,10 +121,8 @@ func runSEDAStage(seed uint64, c figure.SEDAStageParams, cfg control.Config, cla
 }
 
 func runSEDASpike(env Env, c sedaSpikeParams) (*figure.Result, error) {
-	end := c.spikeStart + c.spikeLen + c.after
-	users, err := dist.NewSchedule(dist.Segment{Start: 0, Rate: float64(c.baseUsers)},
-		dist.Segment{Start: c.spikeStart, Rate: float64(c.spikeUsers)},
-		dist.Segment{Start: c.spikeStart + c.spikeLen, Rate: float64(c.baseUsers)})
+	end := c.End()
+	users, err := c.Schedule()
 	if err != nil {
 		return nil, err
 	}
@@ -155,7 +145,7 @@ func runSEDASpike(env Env, c sedaSpikeParams) (*figure.Result, error) {
 	}
 	res := newResult(env)
 	s := res.Summary
-	from, to := c.spikeStart, c.spikeStart+c.spikeLen
+	from, to := c.SpikeStart, c.SpikeStart+c.SpikeLen
 	ts := report.NewTable("variant", "time_s", "users", "offered", "admitted", "rejected", "completed",
 		"mean_rt_ms", "p90_rt_ms", "utilization", "queue", "rate_rps")
 	for _, v := range vars {
@@ -191,7 +181,7 @@ func runSEDASpike(env Env, c sedaSpikeParams) (*figure.Result, error) {
 		s.Set("goodput_rps_spike"+v.suffix, float64(len(rts))/(to-from).Seconds())
 		s.Set("goodput_within_target_rps_spike"+v.suffix, float64(countAtMost(rts, c.stage.Target.Seconds()))/(to-from).Seconds())
 		// The steady part of the spike: after its first minute.
-		if c.spikeLen > 2*time.Minute {
+		if c.SpikeLen > 2*time.Minute {
 			steady := v.run.log.completed(-1, from+time.Minute, to)
 			s.Set("p90_ms_spike_after_60s"+v.suffix, ms(monitor.Percentile(steady, 0.9)))
 		}
@@ -203,7 +193,7 @@ func runSEDASpike(env Env, c sedaSpikeParams) (*figure.Result, error) {
 	res.Checks = figure.SEDASpikeChecks(s)
 
 	// Fig. 10: p90 per second and the fraction rejected.
-	p90 := report.Panel{Title: fmt.Sprintf("massive load spike: %d → %d users at t = %gs", c.baseUsers, c.spikeUsers, c.spikeStart.Seconds()),
+	p90 := report.Panel{Title: fmt.Sprintf("massive load spike: %d → %d users at t = %gs", c.BaseUsers, c.SpikeUsers, c.SpikeStart.Seconds()),
 		XLabel: "time (s)", YLabel: "p90 RT (ms)", LogY: true, LegendLeft: true,
 		HLines: []report.RefLine{{Value: ms(c.stage.Target.Seconds()), Label: fmt.Sprintf("target %v", c.stage.Target)}},
 		VLines: []report.RefLine{{Value: from.Seconds()}, {Value: to.Seconds()}}}
