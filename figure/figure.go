@@ -26,6 +26,7 @@ package figure
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 )
@@ -150,4 +151,23 @@ func Lookup(name string, m Mode) (Spec, error) {
 // names, the same way in both modes: 0.5 → "0_5x", 3 → "3x".
 func LoadTag(l float64) string {
 	return strings.ReplaceAll(strconv.FormatFloat(l, 'g', -1, 64), ".", "_") + "x"
+}
+
+// Drivers returns, in registry order, what view builds for each figure
+// with a driver of mode m (a driver package's Lookup), leaving out names
+// view fails on.
+func Drivers[T any](m Mode, view func(name string) (T, error)) []T {
+	var out []T
+	for _, name := range Names(m) {
+		if v, err := view(name); err == nil {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// PctTag formats a fraction for metric names, the same way in both modes:
+// 0.2 → "20pct", 0.125 → "12_5pct".
+func PctTag(f float64) string {
+	return strings.ReplaceAll(strconv.FormatFloat(math.Round(f*1000)/10, 'f', -1, 64), ".", "_") + "pct"
 }

@@ -71,15 +71,7 @@ var registry = map[string]func(ctx context.Context, env *Env) (*figure.Result, e
 }
 
 // All returns every registered experiment, in the figure registry's order.
-func All() []Experiment {
-	var out []Experiment
-	for _, name := range Names() {
-		if e, err := Lookup(name); err == nil {
-			out = append(out, e)
-		}
-	}
-	return out
-}
+func All() []Experiment { return figure.Drivers(figure.Live, Lookup) }
 
 // Names returns the names of the figures with a live driver, in the
 // figure registry's order.

@@ -7,7 +7,6 @@ import (
 	"math"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/prometheus/procfs"
@@ -646,9 +645,3 @@ const (
 
 // fmtRate formats a rate for metric names: 300 → "300".
 func fmtRate(r float64) string { return strconv.FormatFloat(r, 'f', -1, 64) }
-
-// pctTag formats a fraction for metric names like the simulator: 0.2 →
-// "20pct".
-func pctTag(f float64) string {
-	return strings.ReplaceAll(strconv.FormatFloat(math.Round(f*1000)/10, 'f', -1, 64), ".", "_") + "pct"
-}

@@ -202,9 +202,9 @@ func analyseVoigtSweep(s *report.Summary, pl *voigtSweepPlan, b *cpuBackend) (*v
 		dis, dat := onsetRate(pl.ramps[i].samples, pl.rampScheds[i].At, 0, pl.rampEnd, time.Second, voigtOnsetThreshold)
 		an.onsets, an.onsetAt = append(an.onsets, on), append(an.onsetAt, at)
 		an.discards, an.discardAt = append(an.discards, dis), append(an.discardAt, dat)
-		s.Set("policing_onset_rps_"+pctTag(f), on)
-		s.Set("policing_discard_onset_rps_"+pctTag(f), dis)
-		s.Set("onset_ramp_start_rps_"+pctTag(f), pl.rampStarts[i])
+		s.Set("policing_onset_rps_"+figure.PctTag(f), on)
+		s.Set("policing_discard_onset_rps_"+figure.PctTag(f), dis)
+		s.Set("onset_ramp_start_rps_"+figure.PctTag(f), pl.rampStarts[i])
 	}
 	s.Set("policing_onset_increasing", b2f(increasing(an.onsets)))
 	s.Set("policing_discard_onset_increasing", b2f(increasing(an.discards)))

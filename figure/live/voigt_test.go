@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/figure"
 	"github.com/sluicehq/sluice/proxy"
 	"github.com/sluicehq/sluice/testbed"
 	"gopkg.in/yaml.v3"
@@ -273,8 +274,8 @@ func TestVoigtWindowAndTags(t *testing.T) {
 		f    float64
 		want string
 	}{{0, "0pct"}, {0.1, "10pct"}, {0.2, "20pct"}, {0.125, "12_5pct"}} {
-		if got := pctTag(tc.f); got != tc.want {
-			t.Errorf("pctTag(%v) = %q, want %q", tc.f, got, tc.want)
+		if got := figure.PctTag(tc.f); got != tc.want {
+			t.Errorf("PctTag(%v) = %q, want %q", tc.f, got, tc.want)
 		}
 	}
 	if !increasing([]float64{1, 2, 3}) || increasing([]float64{1, 1}) || increasing([]float64{1, math.NaN()}) || increasing(nil) {

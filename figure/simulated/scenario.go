@@ -145,15 +145,7 @@ func Lookup(name string) (Scenario, error) {
 }
 
 // All returns every scenario, in the figure registry's order.
-func All() []Scenario {
-	var out []Scenario
-	for _, name := range Names() {
-		if s, err := Lookup(name); err == nil {
-			out = append(out, s)
-		}
-	}
-	return out
-}
+func All() []Scenario { return figure.Drivers(figure.Sim, Lookup) }
 
 // Names returns the names of the figures with a simulated driver, in the
 // figure registry's order.

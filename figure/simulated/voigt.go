@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicehq/sluice/control"
 	"github.com/sluicehq/sluice/dist"
+	"github.com/sluicehq/sluice/figure"
 	"github.com/sluicehq/sluice/sim"
 	"github.com/sluicehq/sluice/stage"
 )
@@ -132,6 +133,19 @@ func declareVoigtModel(ps *Params, m *voigtModel) {
 			"many KB and capped at 100, like the paper's interface queue of 100 packets. A processor-sharing link has no packet "+
 			"queue; q_ref 35 then means about 350 KB unsent, which keeps the link 97 % busy with the large-file flow")
 	ps.Int(&m.queueSamples, "queue_samples", 20, 1, 100000, "samples of the outgoing queue per control period, averaged (paper: sampled often, averaged every second)")
+}
+
+// voigtStart checks that the measurement window starts within the run,
+// draws the file set and starts the result.
+func voigtStart(env Env, m voigtModel, warmup, duration time.Duration) (*voigtFiles, *figure.Result, error) {
+	if warmup >= duration {
+		return nil, nil, paramErrorf("warmup %v must be shorter than duration %v", warmup, duration)
+	}
+	files, err := newVoigtFiles(m)
+	if err != nil {
+		return nil, nil, err
+	}
+	return files, newResult(env), nil
 }
 
 // voigtFiles is the server's file set: sizes in bytes by popularity rank

@@ -107,14 +107,10 @@ func runVoigtBandwidthPoint(seed uint64, c voigtBandwidthParams, files *voigtFil
 }
 
 func runVoigtBandwidth(env Env, c voigtBandwidthParams) (*figure.Result, error) {
-	if c.warmup >= c.duration {
-		return nil, paramErrorf("warmup %v must be shorter than duration %v", c.warmup, c.duration)
-	}
-	files, err := newVoigtFiles(c.model)
+	files, res, err := voigtStart(env, c.model, c.warmup, c.duration)
 	if err != nil {
 		return nil, err
 	}
-	res := newResult(env)
 	s := res.Summary
 	// The reference: the SURGE-like workload alone, with the controls.
 	base, err := runVoigtBandwidthPoint(env.Seed, c, files, 0, true)

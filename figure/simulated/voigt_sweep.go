@@ -3,7 +3,6 @@ package simulated
 import (
 	"fmt"
 	"math"
-	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/dist"
@@ -148,20 +147,11 @@ func slicesMax(xs []float64) float64 {
 	return m
 }
 
-// pctTag formats a fraction for metric names: 0.2 → "20pct".
-func pctTag(f float64) string {
-	return strings.ReplaceAll(fmtNum(math.Round(f*1000)/10), ".", "_") + "pct"
-}
-
 func runVoigtSweep(env Env, c voigtSweepParams) (*figure.Result, error) {
-	if c.warmup >= c.duration {
-		return nil, paramErrorf("warmup %v must be shorter than duration %v", c.warmup, c.duration)
-	}
-	files, err := newVoigtFiles(c.model)
+	files, res, err := voigtStart(env, c.model, c.warmup, c.duration)
 	if err != nil {
 		return nil, err
 	}
-	res := newResult(env)
 	s := res.Summary
 	var ctl, unc, poi []*voigtPoint
 	for _, rate := range c.rates {
@@ -189,7 +179,7 @@ func runVoigtSweep(env Env, c voigtSweepParams) (*figure.Result, error) {
 		if onsets[i], err = voigtOnset(env.Seed, c, files, f); err != nil {
 			return nil, err
 		}
-		s.Set("policing_onset_rps_"+pctTag(f), onsets[i])
+		s.Set("policing_onset_rps_"+figure.PctTag(f), onsets[i])
 	}
 	increasing := 1.0
 	for i := 1; i < len(onsets); i++ {
