@@ -161,6 +161,13 @@ func DeclareSEDASpikeLoad(ps *Params, c *SEDASpikeLoad) {
 	ps.Duration(&c.After, "after", 60*time.Second, 0, 100000*time.Second, "time simulated after the spike")
 }
 
+// DefaultSEDASpikeLoad returns the flash crowd's defaults.
+func DefaultSEDASpikeLoad() SEDASpikeLoad {
+	var c SEDASpikeLoad
+	DeclareSEDASpikeLoad(NewParams("seda"), &c)
+	return c
+}
+
 // Schedule returns the number of users over time.
 func (c SEDASpikeLoad) Schedule() (dist.Schedule, error) {
 	return dist.NewSchedule(dist.Segment{Start: 0, Rate: float64(c.BaseUsers)},

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sluicehq/sluice/dist"
 	"github.com/sluicehq/sluice/figure"
 	"github.com/sluicehq/sluice/loadgen"
 	"github.com/sluicehq/sluice/monitor"
@@ -68,58 +69,79 @@ func sedaPolicy(p sedaLive) policy.Config { return mainPolicy("seda", sedaParams
 // nonePolicy is the single-stage policy without admission control.
 func nonePolicy() policy.Config { return mainPolicy("none", nil) }
 
+// runSEDASpike is the experiment in four steps: plan the crowd (the
+// figure's 3 → 1000 users, on a shorter timeline than the simulator's)
+// and the two variants, run them on fresh backends, analyse the runs into
+// the summary's metrics, and render the tables, plots, checks and setup.
 func runSEDASpike(ctx context.Context, env *Env) (*figure.Result, error) {
-	p := sedaLiveParams(figure.SEDASpikeStage)
-	base, spikeLen, after := pick(env, 10*time.Second, 3*time.Second), pick(env, 40*time.Second, 12*time.Second),
-		pick(env, 10*time.Second, 3*time.Second)
-	baseUsers, spikeUsers := 3.0, 1000.0
-	from, to := base, base+spikeLen
-	length := to + after
-	users, err := stepSchedule(0, baseUsers, from.Seconds(), spikeUsers, to.Seconds(), baseUsers)
+	pl, err := planSEDASpike(env)
 	if err != nil {
 		return nil, err
 	}
-	qcfg := testbed.DefaultQueueConfig()
-	qcfg.Workers, qcfg.Discipline, qcfg.Service, qcfg.Seed = 1, testbed.DisciplineFIFO, "exp:"+p.service.String(), env.Seed
-	capacity := 1 / p.service.Seconds()
-
-	type variant struct {
-		name, suffix, label, controller string
-		res                             *phaseResult
-	}
-	vars := []*variant{
-		{name: "uncontrolled", suffix: "_uncontrolled", label: "no admission control", controller: "none"},
-		{name: "controlled", label: fmt.Sprintf("SEDA, p90 target %v", p.target), controller: "seda"},
-	}
-	for _, v := range vars {
-		load, err := closedLoad("spike", env.Seed, users, p.think, p.retry, p.timeout, length, nil)
+	for _, v := range pl.vars {
+		load, err := closedLoad("spike", env.Seed, pl.users, pl.p.think, pl.p.retry, pl.p.timeout, pl.length, nil)
 		if err != nil {
 			return nil, err
 		}
-		run := proxied{newBackend: queueBackend(qcfg), maxConcurrency: 2048, policy: spikePolicy(v.controller, p),
-			phase: phase{name: v.name, length: length, loads: []loadgen.Config{load}, users: users.At}}
+		run := proxied{newBackend: queueBackend(pl.qcfg), maxConcurrency: 2048, policy: spikePolicy(v.controller, pl.p),
+			phase: phase{name: v.name, length: pl.length, loads: []loadgen.Config{load}, users: pl.users.At}}
 		if v.res, err = run.run(ctx, env); err != nil {
 			return nil, err
 		}
 	}
+	res := figure.NewResult(env.Name, figure.Live, env.Seed)
+	analyseSEDASpike(res.Summary, pl)
+	if err := renderSEDASpike(res, pl); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
 
-	s := newSummary(env)
-	res := &figure.Result{Bundle: report.NewBundle(s)}
-	ts := report.NewTable("variant", "time_s", "users", "offered", "ok", "rejected", "timeouts", "errors",
-		"mean_rt_ms", "p90_rt_ms", "rate_rps")
-	for _, v := range vars {
+// sedaSpikePlan is the spike's plan: the compressed stage, the crowd and
+// its window [from, to), the backend and the variants (no control, SEDA).
+type sedaSpikePlan struct {
+	p                sedaLive
+	crowd            figure.SEDASpikeLoad
+	users            dist.Schedule
+	from, to, length time.Duration
+	qcfg             testbed.QueueConfig
+	capacity         float64
+	vars             []*sedaSpikeVariant
+}
+
+// sedaSpikeVariant is one run of the spike.
+type sedaSpikeVariant struct {
+	name, suffix, label, controller string
+	res                             *phaseResult
+}
+
+func planSEDASpike(env *Env) (*sedaSpikePlan, error) {
+	p := sedaLiveParams(figure.SEDASpikeStage)
+	crowd := figure.DefaultSEDASpikeLoad()
+	crowd.SpikeStart, crowd.SpikeLen, crowd.After = pick(env, 10*time.Second, 3*time.Second), pick(env, 40*time.Second, 12*time.Second),
+		pick(env, 10*time.Second, 3*time.Second)
+	users, err := crowd.Schedule()
+	if err != nil {
+		return nil, err
+	}
+	pl := &sedaSpikePlan{p: p, crowd: crowd, users: users, from: crowd.SpikeStart, to: crowd.SpikeStart + crowd.SpikeLen,
+		length: crowd.End(), capacity: 1 / p.service.Seconds()}
+	pl.qcfg = testbed.DefaultQueueConfig()
+	pl.qcfg.Workers, pl.qcfg.Discipline, pl.qcfg.Service, pl.qcfg.Seed = 1, testbed.DisciplineFIFO, "exp:"+p.service.String(), env.Seed
+	pl.vars = []*sedaSpikeVariant{
+		{name: "uncontrolled", suffix: "_uncontrolled", label: "no admission control", controller: "none"},
+		{name: "controlled", label: fmt.Sprintf("SEDA, p90 target %v", p.target), controller: "seda"},
+	}
+	return pl, nil
+}
+
+// analyseSEDASpike sets the summary's metrics over the spike: p90, mean,
+// reject fraction, goodput (and within the target), timeouts and errors
+// for each variant; the steady part's p90 when the spike is long enough.
+func analyseSEDASpike(s *report.Summary, pl *sedaSpikePlan) {
+	from, to, p := pl.from, pl.to, pl.p
+	for _, v := range pl.vars {
 		recs := v.res.recs
-		bins := binRecords(recs, time.Second, length, p.target, nil)
-		for _, b := range bins {
-			rate := settingAt(v.res.states, time.Duration((b.t+1)*float64(time.Second)), func(s *stateSample) float64 { return s.setting })
-			if v.controller == "none" {
-				rate = 0
-			}
-			if err := ts.Append(v.name, b.t, users.At(time.Duration(b.t*float64(time.Second))), b.offered, b.ok, b.rejected,
-				b.timeouts, b.errors, b.mean, b.p90, rate); err != nil {
-				return nil, err
-			}
-		}
 		lat := okLatencies(recs, from, to, nil)
 		c := countSent(recs, from, to, nil)
 		win := (to - from).Seconds()
@@ -130,17 +152,37 @@ func runSEDASpike(ctx context.Context, env *Env) (*figure.Result, error) {
 		s.Set("goodput_within_target_rps_spike"+v.suffix, float64(goodWithin(recs, from, to, p.target, nil))/win)
 		s.Set("timeouts_spike"+v.suffix, float64(c.timeouts))
 		s.Set("errors_spike"+v.suffix, float64(c.errors))
-		if steady := scaled(60*time.Second, sedaTimeScale); spikeLen > 2*steady {
+		if steady := scaled(60*time.Second, sedaTimeScale); pl.crowd.SpikeLen > 2*steady {
 			s.Set("p90_ms_spike_after_60s"+v.suffix, monitor.Percentile(okLatencies(recs, from+steady, to, nil), 0.9))
 		}
 	}
 	s.Set("target_ms", msOf(p.target))
-	s.Set("capacity_rps", capacity)
+	s.Set("capacity_rps", pl.capacity)
 	s.Set("time_scale", sedaTimeScale)
+}
+
+// renderSEDASpike writes the per-second and controller tables, the
+// checks, the setup and the plots of Figs. 10 and 7.
+func renderSEDASpike(res *figure.Result, pl *sedaSpikePlan) error {
+	p, vars, users, from, to, length, capacity := pl.p, pl.vars, pl.users, pl.from, pl.to, pl.length, pl.capacity
+	baseUsers, spikeUsers := float64(pl.crowd.BaseUsers), float64(pl.crowd.SpikeUsers)
+	ts := report.NewTable("variant", "time_s", "users", "offered", "ok", "rejected", "timeouts", "errors",
+		"mean_rt_ms", "p90_rt_ms", "rate_rps")
+	for _, v := range vars {
+		for _, b := range binRecords(v.res.recs, time.Second, length, p.target, nil) {
+			rate := settingAt(v.res.states, time.Duration((b.t+1)*float64(time.Second)), func(s *stateSample) float64 { return s.setting })
+			if v.controller == "none" {
+				rate = 0
+			}
+			if err := ts.Append(v.name, b.t, users.At(time.Duration(b.t*float64(time.Second))), b.offered, b.ok, b.rejected,
+				b.timeouts, b.errors, b.mean, b.p90, rate); err != nil {
+				return err
+			}
+		}
+	}
 	res.AddTable("timeseries.csv", ts)
 	res.AddTable("controller.csv", controllerTable(vars[1].res))
-
-	res.Checks = figure.SEDASpikeChecks(s)
+	res.Checks = figure.SEDASpikeChecks(res.Summary)
 	res.Key = []string{"p90_ms_spike", "reject_fraction_spike", "p90_ms_spike_uncontrolled", "goodput_within_target_rps_spike",
 		"goodput_within_target_rps_spike_uncontrolled"}
 	res.Setup = []string{
@@ -171,7 +213,7 @@ func runSEDASpike(ctx context.Context, env *Env) (*figure.Result, error) {
 	}
 	res.AddFigure("spike.png", &report.Figure{PanelHeight: 3.4, Panels: []report.Panel{p90, rej}})
 	res.AddFigure("controller.png", controllerFigure(vars[1].res, p.target, "SEDA controller trace at the proxy (Fig. 7)"))
-	return res, nil
+	return nil
 }
 
 // controllerTable lists the proxy's main stage as sampled: time, setting,
