@@ -292,3 +292,29 @@ func TestAdaptiveIsTheSpec(t *testing.T) {
 		}
 	}
 }
+
+// TestSEDAPlans: the live SEDA spike and degradation runs put the
+// figure's crowd (3 → 1000 users) on their own timelines.
+func TestSEDAPlans(t *testing.T) {
+	sp, err := planSEDASpike(newEnv("seda-spike", Options{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sp.from != 10*time.Second || sp.to != 50*time.Second || sp.length != 60*time.Second ||
+		sp.users.At(5*time.Second) != 3 || sp.users.At(20*time.Second) != 1000 || sp.users.At(55*time.Second) != 3 {
+		t.Errorf("spike plan from %v to %v length %v", sp.from, sp.to, sp.length)
+	}
+	dp, err := planSEDADegradation(newEnv("seda-degradation", Options{Quick: true}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range dp.vars {
+		want := dp.from + dp.spikeDeg
+		if v.name == "none" {
+			want = dp.from + dp.spikeNone
+		}
+		if v.to != want || v.length != v.to+time.Second || v.users.At(v.to-time.Millisecond) != 1000 || v.users.At(v.to) != 3 {
+			t.Errorf("degradation variant %s: to %v, length %v", v.name, v.to, v.length)
+		}
+	}
+}
