@@ -177,3 +177,27 @@ func (c SEDASpikeLoad) Schedule() (dist.Schedule, error) {
 
 // End returns the end of the run.
 func (c SEDASpikeLoad) End() time.Duration { return c.SpikeStart + c.SpikeLen + c.After }
+
+// SEDAClassesLoad is the load of Figs. 14–15: Users low-priority users
+// throughout and as many high-priority users from HighStart to HighEnd,
+// in a run of Duration.
+type SEDAClassesLoad struct {
+	Users                        int
+	HighStart, HighEnd, Duration time.Duration
+}
+
+// DeclareSEDAClassesLoad declares the classes' load on ps with the
+// paper's values.
+func DeclareSEDAClassesLoad(ps *Params, c *SEDAClassesLoad) {
+	ps.Int(&c.Users, "users_per_class", 128, 1, 1000000, "users of each class (paper: 128)")
+	ps.Duration(&c.HighStart, "high_start", 100*time.Second, 0, 100000*time.Second, "time the high-priority users start (paper: 100 s)")
+	ps.Duration(&c.HighEnd, "high_end", 200*time.Second, 0, 100000*time.Second, "time the high-priority users leave (paper: 200 s)")
+	ps.Duration(&c.Duration, "duration", 300*time.Second, time.Second, 100000*time.Second, "length of the run")
+}
+
+// DefaultSEDAClassesLoad returns the classes' load's defaults.
+func DefaultSEDAClassesLoad() SEDAClassesLoad {
+	var c SEDAClassesLoad
+	DeclareSEDAClassesLoad(NewParams("seda-classes"), &c)
+	return c
+}

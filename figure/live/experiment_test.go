@@ -304,6 +304,14 @@ func TestSEDAPlans(t *testing.T) {
 		sp.users.At(5*time.Second) != 3 || sp.users.At(20*time.Second) != 1000 || sp.users.At(55*time.Second) != 3 {
 		t.Errorf("spike plan from %v to %v length %v", sp.from, sp.to, sp.length)
 	}
+	cp, err := planSEDAClasses(newEnv("seda-classes", Options{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cp.users != 128 || cp.highStart != 25*time.Second || cp.highEnd != 50*time.Second || cp.length != 75*time.Second ||
+		cp.high.At(40*time.Second) != 128 || cp.high.At(60*time.Second) != 0 || cp.low.At(60*time.Second) != 128 {
+		t.Errorf("classes plan: %d users, high %v–%v of %v", int(cp.users), cp.highStart, cp.highEnd, cp.length)
+	}
 	dp, err := planSEDADegradation(newEnv("seda-degradation", Options{Quick: true}))
 	if err != nil {
 		t.Fatal(err)

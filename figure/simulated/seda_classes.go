@@ -18,34 +18,28 @@ import (
 // controller and one bucket serve everybody.
 
 type sedaClassesParams struct {
-	stage     figure.SEDAStageParams
-	users     int
-	highStart time.Duration
-	highEnd   time.Duration
-	duration  time.Duration
+	stage figure.SEDAStageParams
+	figure.SEDAClassesLoad
 }
 
 // sedaClasses declares the parameters of seda-classes and returns its run.
 func sedaClasses(ps *Params) RunFunc {
 	var c sedaClassesParams
 	figure.DeclareSEDAStage(ps, &c.stage, figure.SEDAClassesStage)
-	ps.Int(&c.users, "users_per_class", 128, 1, 1000000, "users of each class (paper: 128)")
-	ps.Duration(&c.highStart, "high_start", 100*time.Second, 0, 100000*time.Second, "time the high-priority users start (paper: 100 s)")
-	ps.Duration(&c.highEnd, "high_end", 200*time.Second, 0, 100000*time.Second, "time the high-priority users leave (paper: 200 s)")
-	ps.Duration(&c.duration, "duration", 300*time.Second, time.Second, 100000*time.Second, "length of the run")
+	figure.DeclareSEDAClassesLoad(ps, &c.SEDAClassesLoad)
 	return func(env Env) (*figure.Result, error) { return runSEDAClasses(env, c) }
 }
 
 func runSEDAClasses(env Env, c sedaClassesParams) (*figure.Result, error) {
-	if c.highEnd <= c.highStart {
-		return nil, paramErrorf("high_end %v must be after high_start %v", c.highEnd, c.highStart)
+	if c.HighEnd <= c.HighStart {
+		return nil, paramErrorf("high_end %v must be after high_start %v", c.HighEnd, c.HighStart)
 	}
-	low, err := dist.ConstantSchedule(float64(c.users))
+	low, err := dist.ConstantSchedule(float64(c.Users))
 	if err != nil {
 		return nil, err
 	}
-	high, err := dist.NewSchedule(dist.Segment{Start: 0, Rate: 0}, dist.Segment{Start: c.highStart, Rate: float64(c.users)},
-		dist.Segment{Start: c.highEnd, Rate: 0})
+	high, err := dist.NewSchedule(dist.Segment{Start: 0, Rate: 0}, dist.Segment{Start: c.HighStart, Rate: float64(c.Users)},
+		dist.Segment{Start: c.HighEnd, Rate: 0})
 	if err != nil {
 		return nil, err
 	}
@@ -65,7 +59,7 @@ func runSEDAClasses(env Env, c sedaClassesParams) (*figure.Result, error) {
 			cfg.Classes = 2
 			cfg.ClassTargets = []time.Duration{c.stage.Target, c.stage.Target}
 		}
-		v.run, err = runSEDAStage(env.Seed, c.stage, &cfg, names, groups, false, c.duration)
+		v.run, err = runSEDAStage(env.Seed, c.stage, &cfg, names, groups, false, c.Duration)
 		if err != nil {
 			return nil, fmt.Errorf("variant %s: %w", v.name, err)
 		}
@@ -97,13 +91,13 @@ func runSEDAClasses(env Env, c sedaClassesParams) (*figure.Result, error) {
 					ms(w.meanRT), ms(w.p90RT), rate); err != nil {
 					return nil, err
 				}
-				if w.start >= c.highStart && w.end <= c.highEnd {
+				if w.start >= c.HighStart && w.end <= c.HighEnd {
 					offered += float64(w.offered)
 					rejected += float64(w.rejected)
 				}
 			}
 			s.Set("reject_"+names[cl]+v.suffix, ratio(rejected, offered))
-			rts := v.run.log.completed(cl, c.highStart, c.highEnd)
+			rts := v.run.log.completed(cl, c.HighStart, c.HighEnd)
 			s.Set("p90_ms_"+names[cl]+v.suffix, ms(monitor.Percentile(rts, 0.9)))
 		}
 		s.Set("reject_diff"+v.suffix, s.Metric("reject_low"+v.suffix)-s.Metric("reject_high"+v.suffix))
@@ -119,10 +113,10 @@ func runSEDAClasses(env Env, c sedaClassesParams) (*figure.Result, error) {
 		rej := report.Panel{Title: fmt.Sprintf("%s: rejected %s (low) / %s (high) while both active", v.label,
 			pct(s.Metric("reject_low"+v.suffix)), pct(s.Metric("reject_high"+v.suffix))),
 			XLabel: "time (s)", YLabel: "fraction rejected (5 s)", YMin: 0, YMax: 1.35,
-			VLines: []report.RefLine{{Value: c.highStart.Seconds()}, {Value: c.highEnd.Seconds()}}}
+			VLines: []report.RefLine{{Value: c.HighStart.Seconds()}, {Value: c.HighEnd.Seconds()}}}
 		p90 := report.Panel{XLabel: "time (s)", YLabel: "p90 RT (ms)", LogY: true, LegendBottom: true,
 			HLines: []report.RefLine{{Value: ms(c.stage.Target.Seconds()), Label: fmt.Sprintf("target %v", c.stage.Target)}},
-			VLines: []report.RefLine{{Value: c.highStart.Seconds()}, {Value: c.highEnd.Seconds()}}}
+			VLines: []report.RefLine{{Value: c.HighStart.Seconds()}, {Value: c.HighEnd.Seconds()}}}
 		for cl := range names {
 			x, y, p := fiveSecond(v.run.seconds(cl))
 			rej.Series = append(rej.Series, report.Series{Label: names[cl] + " priority", X: x, Y: y})
