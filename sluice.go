@@ -74,9 +74,10 @@ type Measurements struct {
 
 	// The fields below describe the stage's concurrency: requests "in
 	// service" are admitted requests that hold a slot of the stage's
-	// concurrency limit (or, in a stage without one, admitted requests
-	// that have not finished). They are what concurrency controllers
-	// (auto, gradient2, envoy-gradient, bbr) steer by.
+	// concurrency limit. They are what concurrency controllers (auto,
+	// gradient2, envoy-gradient, bbr) steer by, and they are measured only
+	// in stages whose controller limits concurrency (zero, or NaN for the
+	// statistics, elsewhere).
 
 	// InFlight is the time-weighted mean number of requests in service
 	// over the interval.

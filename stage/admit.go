@@ -166,8 +166,12 @@ func (s *Stage) admit(cs *classState, class int, arrival, now time.Time, held bo
 	if s.agg != nil {
 		s.agg.Admit()
 	}
-	s.flight.begin(now)
-	s.waits.add(now.Sub(arrival))
+	if s.conc != nil {
+		// What concurrency controllers steer by; rate and drop
+		// controllers do without, and their hot path stays lean.
+		s.flight.begin(now)
+		s.waits.add(now.Sub(arrival))
+	}
 	return Ticket{s: s, class: class, epoch: s.epoch.Load(), held: held, arrival: arrival, start: now}
 }
 
@@ -217,8 +221,11 @@ func (s *Stage) Leave(now time.Time, w *Wait, timedOut bool) bool {
 // leaveService ends t's service at now: the in-flight count, and its slot,
 // which goes to the next waiter.
 func (s *Stage) leaveService(t Ticket, now time.Time) {
+	if s.conc == nil {
+		return
+	}
 	s.flight.end(t.start, now)
-	if !t.held || s.conc == nil {
+	if !t.held {
 		return
 	}
 	c := s.conc

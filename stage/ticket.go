@@ -78,7 +78,7 @@ func (t Ticket) Finish(now time.Time, o Outcome) {
 		if s.agg != nil {
 			s.agg.Fail()
 		}
-	} else if !o.NoSample && t.epoch == s.epoch.Load() {
+	} else if !o.NoSample && s.conc != nil && t.epoch == s.epoch.Load() {
 		s.svc.Record(now.Sub(t.start) - o.Excluded)
 	}
 	s.leaveService(t, now)
