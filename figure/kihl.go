@@ -1,6 +1,7 @@
 package figure
 
 import (
+	"fmt"
 	"math"
 	"time"
 
@@ -200,4 +201,47 @@ func ratio(a, b float64) float64 {
 		return math.NaN()
 	}
 	return a / b
+}
+
+// KihlVariant is one run of a Kihl figure for its plots: the legend, the
+// metric suffix, its control periods and the utilizations of its metrics
+// window (what KihlMetrics returned).
+type KihlVariant struct {
+	Label, Suffix string
+	Periods       []KihlPeriod
+	Util          []float64
+}
+
+// KihlUtilizationFigure is Fig. 9 as both drivers draw it
+// (utilization.png): the utilization of every period, one panel per
+// variant, titled with the variant's mean and std from MeasureFrom (read
+// from s), ρ_ref dashed.
+func KihlUtilizationFigure(s *report.Summary, vs []KihlVariant, c KihlParams) *report.Figure {
+	fig := &report.Figure{PanelHeight: 2.6}
+	for _, v := range vs {
+		x, y := make([]float64, len(v.Periods)), make([]float64, len(v.Periods))
+		for i, p := range v.Periods {
+			x[i], y[i] = p.End.Seconds(), p.Utilization
+		}
+		fig.Panels = append(fig.Panels, report.Panel{
+			Title: fmt.Sprintf("%s: mean %.3f, std %.3f from t = %v", v.Label, s.Metric("utilization_mean"+v.Suffix),
+				s.Metric("utilization_std"+v.Suffix), c.MeasureFrom),
+			XLabel: "time (s)", YLabel: "utilization ρ (fraction busy)", YMin: 0, YMax: 1.05, LegendBottom: true,
+			Series: []report.Series{{Label: "ρ(k), per period", X: x, Y: y}},
+			HLines: []report.RefLine{{Value: c.RhoRef, Label: fmt.Sprintf("ρ_ref = %g", c.RhoRef)}}})
+	}
+	return fig
+}
+
+// KihlCDFFigure is Fig. 8 as both drivers draw it (utilization_cdf.png):
+// the distribution function of each variant's per-period utilization in
+// its metrics window, the band ρ_ref ± 0.1 marked.
+func KihlCDFFigure(vs []KihlVariant, c KihlParams) *report.Figure {
+	p := report.Panel{Title: fmt.Sprintf("distribution function of per-period utilization (from %v; Fig. 8)", c.MeasureFrom),
+		XLabel: "utilization ρ (fraction busy)", YLabel: "P(ρ(k) ≤ x)", XMin: 0, XMax: 1.02, YMin: 0, YMax: 1.02, LegendLeft: true,
+		VLines: []report.RefLine{{Value: c.RhoRef - 0.1}, {Value: c.RhoRef, Label: fmt.Sprintf("ρ_ref = %g", c.RhoRef)}, {Value: c.RhoRef + 0.1}}}
+	for _, v := range vs {
+		p.Series = append(p.Series, report.CDFSeries(v.Label, v.Util))
+	}
+	return &report.Figure{PanelHeight: 4.5, Panels: []report.Panel{p}}
 }

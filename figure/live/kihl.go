@@ -67,6 +67,7 @@ type kihlVariant struct {
 	length              time.Duration
 	res                 *phaseResult
 	util                []float64 // per period, from measureFrom
+	kp                  []figure.KihlPeriod
 	periods             []periodSample
 	foreignBusy         float64 // busy fraction of the backend's CPU while the backend idled
 	processSensor       bool    // the proxy measured the backend process, not its CPU
@@ -311,6 +312,7 @@ func analyseKihl(s *report.Summary, pl *kihlPlan, cdf bool) {
 				Rejected: ps.Rejected, Utilization: u})
 		}
 		v.util = figure.KihlMetrics(s, v.suffix, kp, p.KihlParams, v.length, !cdf)
+		v.kp = kp
 		if !cdf {
 			figure.KihlAfterSettling(s, v.suffix, kp, v.length)
 		}
@@ -347,33 +349,14 @@ func renderKihl(res *figure.Result, pl *kihlPlan, cdf bool) error {
 	}
 	res.AddTable("timeseries.csv", ts)
 
-	if cdf {
-		panel := report.Panel{Title: "distribution function of the per-period utilization (Fig. 8)", XLabel: "utilization (fraction busy)",
-			YLabel: "P(utilization ≤ x)", XMin: 0, XMax: 1, YMin: 0, YMax: 1.02, LegendLeft: true,
-			VLines: []report.RefLine{{Value: p.RhoRef - 0.1}, {Value: p.RhoRef + 0.1}}}
-		for _, v := range vars {
-			panel.Series = append(panel.Series, report.CDFSeries(v.label, v.util))
-		}
-		res.AddFigure("utilization_cdf.png", &report.Figure{PanelHeight: 4, Panels: []report.Panel{panel}})
-	}
-	step := &report.Figure{PanelHeight: 2.6}
+	var plotted []figure.KihlVariant
 	for _, v := range vars {
-		var x, y, r []float64
-		for _, ps := range v.periods {
-			u := math.NaN()
-			if ps.Utilization != nil {
-				u = *ps.Utilization
-			}
-			x, y = append(x, ps.end.Seconds()), append(y, u)
-			r = append(r, ps.Admitted/p.H.Seconds())
-		}
-		step.Panels = append(step.Panels, report.Panel{
-			Title:  fmt.Sprintf("%s: mean %.3f, std %.3f from t = %v", v.label, s.Metric("utilization_mean"+v.suffix), s.Metric("utilization_std"+v.suffix), p.MeasureFrom),
-			XLabel: "time (s)", YLabel: "utilization (fraction busy)", YMin: 0, YMax: 1.05, LegendBottom: true,
-			Series: []report.Series{{Label: "utilization per period", X: x, Y: y}},
-			HLines: []report.RefLine{{Value: p.RhoRef, Label: fmt.Sprintf("ρ_ref = %g", p.RhoRef)}}})
+		plotted = append(plotted, figure.KihlVariant{Label: v.label, Suffix: v.suffix, Periods: v.kp, Util: v.util})
 	}
-	res.AddFigure("utilization.png", step)
+	if cdf {
+		res.AddFigure("utilization_cdf.png", figure.KihlCDFFigure(plotted, p.KihlParams))
+	}
+	res.AddFigure("utilization.png", figure.KihlUtilizationFigure(s, plotted, p.KihlParams))
 
 	res.Checks = figure.KihlChecks(s, p.KihlParams, kihlTimeScale, cdf)
 	res.Key = []string{"utilization_mean", "utilization_std", "settling_time_s", "utilization_std_compare_ti"}

@@ -84,6 +84,7 @@ func runKihl(env Env, c figure.KihlParams, cdf bool) (*figure.Result, error) {
 	s := res.Summary
 	ts := report.NewTable("variant", "time_s", "offered", "admitted", "rejected", "completed",
 		"mean_rt_ms", "p90_rt_ms", "utilization", "queue", "rate_rps", "integral")
+	var plotted []figure.KihlVariant
 	for _, v := range vars {
 		var completed, rtSum float64
 		periods := make([]figure.KihlPeriod, len(v.steps))
@@ -100,7 +101,8 @@ func runKihl(env Env, c figure.KihlParams, cdf bool) (*figure.Result, error) {
 				rtSum += w.MeanRT * w.Samples
 			}
 		}
-		figure.KihlMetrics(s, v.suffix, periods, c, c.Duration, !cdf)
+		util := figure.KihlMetrics(s, v.suffix, periods, c, c.Duration, !cdf)
+		plotted = append(plotted, figure.KihlVariant{Label: v.label, Suffix: v.suffix, Periods: periods, Util: util})
 		if !cdf {
 			figure.KihlAfterSettling(s, v.suffix, periods, c.Duration)
 		}
@@ -115,21 +117,7 @@ func runKihl(env Env, c figure.KihlParams, cdf bool) (*figure.Result, error) {
 		res.Key = append(res.Key, "utilization_std_compare_ti")
 	}
 
-	// Fig. 9: utilization per period, one panel per variant.
-	step := &report.Figure{PanelHeight: 2.6}
-	for _, v := range vars {
-		x, y := make([]float64, len(v.steps)), make([]float64, len(v.steps))
-		for i, st := range v.steps {
-			x[i], y[i] = st.end().Seconds(), st.in().Utilization
-		}
-		step.Panels = append(step.Panels, report.Panel{
-			Title: v.label, XLabel: "time (s)", YLabel: "utilization ρ (fraction busy)",
-			Series: []report.Series{{Label: "ρ(k), per period", X: x, Y: y}},
-			HLines: []report.RefLine{{Value: c.RhoRef, Label: fmt.Sprintf("ρ_ref = %g", c.RhoRef)}},
-			YMin:   0, YMax: 1.05, LegendBottom: true,
-		})
-	}
-	res.AddFigure("utilization.png", step)
+	res.AddFigure("utilization.png", figure.KihlUtilizationFigure(s, plotted, c))
 
 	rate := report.Panel{Title: "admission rate set by the controller", XLabel: "time (s)", YLabel: "token rate u/h (req/s)",
 		HLines: []report.RefLine{{Value: c.RhoRef / c.ServiceTime.Seconds(), Label: fmt.Sprintf("ρ_ref·μ = %.1f req/s", c.RhoRef/c.ServiceTime.Seconds())}}}
@@ -143,19 +131,7 @@ func runKihl(env Env, c figure.KihlParams, cdf bool) (*figure.Result, error) {
 	res.AddFigure("rate.png", &report.Figure{Panels: []report.Panel{rate}})
 
 	if cdf {
-		p := report.Panel{Title: fmt.Sprintf("distribution function of per-period utilization (from %gs)", c.MeasureFrom.Seconds()),
-			XLabel: "utilization ρ (fraction busy)", YLabel: "P(ρ(k) ≤ x)", XMin: 0, XMax: 1.02, YMin: 0, YMax: 1.02, LegendLeft: true,
-			VLines: []report.RefLine{{Value: c.RhoRef, Label: fmt.Sprintf("ρ_ref = %g", c.RhoRef)}}}
-		for _, v := range vars {
-			var u []float64
-			for _, st := range v.steps {
-				if st.start() >= c.MeasureFrom {
-					u = append(u, st.in().Utilization)
-				}
-			}
-			p.Series = append(p.Series, report.CDFSeries(v.label, u))
-		}
-		res.AddFigure("cdf.png", &report.Figure{PanelHeight: 5, Panels: []report.Panel{p}})
+		res.AddFigure("utilization_cdf.png", figure.KihlCDFFigure(plotted, c))
 		res.Key = []string{"p_util_within_0_1", "utilization_mean", "utilization_std", "p_util_within_0_1_compare_ti"}
 	}
 	return res, nil
