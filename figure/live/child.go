@@ -89,16 +89,24 @@ func startChildBackend(ctx context.Context, exe string, cpus []int, args ...stri
 	return c, nil
 }
 
-// Close interrupts the child (it shuts down gracefully on SIGINT) and
-// kills it if it has not exited within 5 s.
+// Close interrupts the child (it shuts down gracefully on SIGINT, waiting
+// for the requests in progress) and kills it if it has not exited within
+// 5 s. A child still working through a backlog then (the run with the bad
+// integral time leaves seconds of CGI work queued on one CPU, more on a
+// machine shared with other work) is killed without an error: the run's
+// measurements are complete, and the work it would finish has no client.
+// Close reports only a failure to kill it.
 func (c *childBackend) Close() error {
 	_ = c.cmd.Process.Signal(os.Interrupt)
 	select {
 	case <-c.done:
 		return nil
 	case <-time.After(5 * time.Second):
-		_ = c.cmd.Process.Kill()
+		if err := c.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+			return fmt.Errorf("testbed child did not exit on interrupt and could not be killed: %w", err)
+		}
 		<-c.done
-		return errors.New("testbed child did not exit on interrupt; killed")
+		fmt.Fprintf(os.Stderr, "testbed child %d still busy 5s after the interrupt: killed\n", c.cmd.Process.Pid)
+		return nil
 	}
 }
