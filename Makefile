@@ -1,7 +1,7 @@
 # sluice — build, test and demo.
 GO ?= go
 # Packages with goroutines, locks or atomics run under the race detector.
-RACE_PKGS = . ./gate/... ./monitor/... ./control/... ./stage/... ./policer/... ./policy/... ./classify/... ./share/... ./proxy/... ./reliability/...
+RACE_PKGS = . ./gate/... ./monitor/... ./control/... ./stage/... ./policer/... ./policy/... ./classify/... ./share/... ./proxy/... ./reliability/... ./cluster ./cluster/localredis
 
 .PHONY: all build test vet fmt-check demo bench reliability clean
 
@@ -12,14 +12,18 @@ build:
 
 ## test: formatting, vet, all tests, -race on the concurrent packages, the
 ## dashboard in Chromium and the alert rules with promtool, and the
-## bookstore on a real PostgreSQL (Chromium, promtool and PostgreSQL are
-## installed from Debian when missing). Test artifacts (the dashboard's
-## screenshots) go to out/test/.
+## bookstore on a real PostgreSQL, cluster mode on a real redis-server
+## (Chromium, promtool, redis-server and PostgreSQL are installed from
+## Debian when missing). Test artifacts (the dashboard's screenshots) go
+## to out/test/. The live figures of cluster mode (three proxy processes
+## under load, against ±5 % bars) run last and alone, so that no other
+## package's tests share the CPUs with them.
 test: fmt-check vet
 	./scripts/test-deps.sh
 	@rm -rf out/test && mkdir -p out/test
-	SLUICE_REQUIRE_BROWSER=1 SLUICE_REQUIRE_PROMTOOL=1 $(GO) test -artifacts -outputdir $(CURDIR)/out/test ./...
-	$(GO) test -race $(RACE_PKGS)
+	SLUICE_REQUIRE_BROWSER=1 SLUICE_REQUIRE_PROMTOOL=1 SLUICE_REQUIRE_REDIS=1 $(GO) test -artifacts -outputdir $(CURDIR)/out/test -skip '^TestLiveClusterFigure' ./...
+	SLUICE_REQUIRE_REDIS=1 $(GO) test -race $(RACE_PKGS)
+	SLUICE_REQUIRE_REDIS=1 $(GO) test -count=1 -v -run '^TestLiveClusterFigure' ./cluster/figures
 	./scripts/test-postgres.sh
 
 vet:
@@ -30,7 +34,7 @@ fmt-check:
 	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 
 ## demo: the built-in default: a bookstore, the proxy and a flash crowd from
-## 0.5x to 10x capacity, without control, with seda and with yaksha (~70 s).
+## 0.5x to 10x capacity, without control, with auto, seda and yaksha (~100 s).
 demo:
 	$(GO) run ./cmd/sluice demo
 

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 )
@@ -199,14 +198,17 @@ func (w *responseWriter) WriteHeader(code int) {
 func (w *responseWriter) headerDone(code int) {
 	w.wroteHeader = true
 	w.status = code
-	if code == http.StatusSwitchingProtocols || isEventStream(w.rw.Header()) {
+	if code == http.StatusSwitchingProtocols || IsEventStream(contentType(w.rw.Header())) {
 		w.stream()
 	}
 }
 
-func isEventStream(h http.Header) bool {
-	v := h["Content-Type"]
-	return len(v) > 0 && len(v[0]) >= 17 && strings.EqualFold(v[0][:17], "text/event-stream")
+// contentType returns h's Content-Type without allocating ("" if none).
+func contentType(h http.Header) string {
+	if v := h["Content-Type"]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
 }
 
 // Write writes to the underlying writer and records a failure.

@@ -8,32 +8,13 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
-// fieldError is a validation error naming the configuration field (its
-// YAML name) and the offending value.
-type fieldError struct {
-	Field string
-	Value any
-	Want  string
-}
-
-func (e *fieldError) Error() string {
-	return fmt.Sprintf("%s: %v is invalid: %s", e.Field, e.Value, e.Want)
-}
-
 // badField returns a validation error for field with value v; want says
 // what a valid value looks like.
-func badField(field string, v any, want string) error {
-	return &fieldError{Field: field, Value: v, Want: want}
-}
+func badField(field string, v any, want string) error { return sluice.InvalidField(field, v, want) }
 
 // FieldOf returns the name of the configuration field a validation error
 // names, or "" if err is not a field error.
-func FieldOf(err error) string {
-	if fe, ok := err.(*fieldError); ok {
-		return fe.Field
-	}
-	return ""
-}
+func FieldOf(err error) string { return sluice.FieldPath(err) }
 
 // checkPositive reports an error unless x is finite and > 0.
 func checkPositive(field string, x float64) error {

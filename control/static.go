@@ -2,6 +2,7 @@ package control
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -109,6 +110,33 @@ func (s *Static) Period() time.Duration { return s.period }
 
 // Current returns the fixed setting.
 func (s *Static) Current() sluice.Decision { return s.cur }
+
+// Set changes the setting to value at now, for a runner that decides the
+// setting from outside (cluster mode sets an instance's part of a global
+// static budget this way), and returns the decision with the old and new
+// values and reason. A static-rate value is in req/s and must be finite
+// and > 0; a static-concurrency value is a whole number of requests ≥ 1.
+// The none baseline has no setting to change: that is an error, as is a
+// bad value (the setting is then unchanged). Like Update, Set must be
+// serialised with the controller's other calls.
+func (s *Static) Set(now time.Time, value float64, reason string) (sluice.Decision, error) {
+	switch s.cur.Kind {
+	case sluice.KindRate:
+		if err := checkPositive("rate", value); err != nil {
+			return s.cur, err
+		}
+	case sluice.KindConcurrency:
+		if !sluice.Finite(value) || value < 1 || value != math.Trunc(value) {
+			return s.cur, badField("limit", value, "must be a whole number ≥ 1")
+		}
+	default:
+		return s.cur, fmt.Errorf("control: %s has no setting to change", s.cur.Controller)
+	}
+	d := s.cur
+	d.At, d.Old, d.New, d.Acted, d.Reason = now, s.cur.New, value, value != s.cur.New, reason
+	s.cur = d
+	return d, nil
+}
 
 // Update returns the fixed setting with the given inputs.
 func (s *Static) Update(now time.Time, m sluice.Measurements) sluice.Decision {

@@ -45,6 +45,12 @@ type TokenBucket struct {
 	set  atomic.Pointer[bucketSetting] // nil: the zero value (refuse all)
 	tat  atomic.Uint64                 // math.Float64bits of tat, ns since base
 	base atomic.Pointer[time.Time]     // the first instant seen
+	// floor is the latest setter's instant (Float64bits, ns since base):
+	// an admission stamped earlier (a request that read the clock just
+	// before a setter ran) is decided as of the setter's instant, with the
+	// tokens the bucket had then and no refill among such admissions
+	// (rate.Limiter would refill between them, moving its clock back).
+	floor atomic.Uint64
 
 	// The fields above are read on every call and tat is written on
 	// every admission; padding keeps the next object off their cache line.
@@ -83,6 +89,7 @@ func NewTokenBucket(r float64, burst int) (*TokenBucket, error) {
 	}
 	b := &TokenBucket{}
 	b.tat.Store(math.Float64bits(math.Inf(-1))) // full
+	b.floor.Store(math.Float64bits(math.Inf(-1)))
 	b.set.Store(newSetting(r, burst))
 	b.inf.Store(math.IsInf(r, 1))
 	return b, nil
@@ -127,7 +134,7 @@ func (b *TokenBucket) AllowAt(now time.Time) bool {
 	if set == nil {
 		return false
 	}
-	t := b.ns(now)
+	t := math.Max(b.ns(now), math.Float64frombits(b.floor.Load()))
 	for {
 		old := b.tat.Load()
 		tat := math.Float64frombits(old)
@@ -154,6 +161,9 @@ func (b *TokenBucket) tokens(set *bucketSetting, t float64) float64 {
 func (b *TokenBucket) reset(set *bucketSetting, t, tokens float64) {
 	b.set.Store(set)
 	b.tat.Store(math.Float64bits(t + (float64(set.burst)-tokens)*set.t))
+	if t > math.Float64frombits(b.floor.Load()) {
+		b.floor.Store(math.Float64bits(t))
+	}
 }
 
 func clampF(x, lo, hi float64) float64 { return math.Max(lo, math.Min(hi, x)) }
@@ -167,8 +177,11 @@ func (b *TokenBucket) SetRateAt(now time.Time, r float64) error {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	t := b.ns(now)
 	cur := b.set.Load()
+	if cur != nil && cur.rate == r {
+		return nil // unchanged: the bucket keeps its state (a static rate re-applied every period)
+	}
+	t := b.ns(now)
 	burst := 1
 	tokens := 0.0
 	switch {
@@ -201,6 +214,9 @@ func (b *TokenBucket) SetBurstAt(now time.Time, burst int) error {
 	cur := b.set.Load()
 	if cur == nil {
 		b.reset(newSetting(0, burst), b.ns(now), 0)
+		return nil
+	}
+	if cur.burst == burst {
 		return nil
 	}
 	if b.inf.Load() {

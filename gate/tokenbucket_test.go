@@ -269,3 +269,41 @@ func TestTokenBucketConcurrent(t *testing.T) {
 		t.Fatalf("admitted %d, want exactly 50", admitted)
 	}
 }
+
+// A setter stamped later than an admission (a runner's tick read the clock
+// after the request did) does not make the bucket look empty: admissions
+// stamped earlier are decided with the tokens the bucket had at the
+// setter's instant (5 here), without refill among themselves. And a rate
+// set again unchanged (a static rate, every period) changes nothing.
+func TestTokenBucketSetterAheadOfAdmissions(t *testing.T) {
+	b, err := NewTokenBucket(100000, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := ms(3_600_000) // an hour ahead
+	if err := b.SetRateAt(set, 1000); err != nil {
+		t.Fatal(err)
+	}
+	admitted := 0
+	for i := range 8 {
+		if b.AllowAt(ms(i)) { // earlier than the setter
+			admitted++
+		}
+	}
+	if admitted != 5 {
+		t.Fatalf("admitted %d stamped before the setter, want the 5 tokens it had", admitted)
+	}
+	b2, _ := NewTokenBucket(100000, 5)
+	if err := b2.SetRateAt(set, 100000); err != nil { // unchanged
+		t.Fatal(err)
+	}
+	admitted = 0
+	for i := range 30 {
+		if b2.AllowAt(ms(i)) {
+			admitted++
+		}
+	}
+	if admitted != 30 {
+		t.Fatalf("an unchanged rate re-applied ahead of time: admitted %d of 30 at 1 ms apart (100000/s)", admitted)
+	}
+}

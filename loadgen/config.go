@@ -2,6 +2,7 @@ package loadgen
 
 import (
 	"fmt"
+	"github.com/sluicehq/sluice"
 	"math"
 	"net/http"
 	"net/netip"
@@ -256,10 +257,10 @@ func (c Config) Validate() error {
 	if err := checkNames("Clients", c.Clients); err != nil {
 		return err
 	}
-	if !validHeaderName(c.ClassHeader) {
+	if !sluice.IsToken(c.ClassHeader) {
 		return fmt.Errorf("ClassHeader: %q is not a valid header name", c.ClassHeader)
 	}
-	if !validHeaderName(c.ClientHeader) {
+	if !sluice.IsToken(c.ClientHeader) {
 		return fmt.Errorf("ClientHeader: %q is not a valid header name", c.ClientHeader)
 	}
 	for i, a := range c.SourceAddrs {
@@ -294,22 +295,6 @@ func checkNames(field string, ws []Weighted) error {
 		seen[w.Name] = true
 	}
 	return nil
-}
-
-func validHeaderName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
-			c == '-' || c == '_' || c == '.' || c == '!' || c == '#' || c == '$' || c == '%' ||
-			c == '&' || c == '\'' || c == '*' || c == '+' || c == '^' || c == '`' || c == '|' || c == '~'
-		if !ok {
-			return false
-		}
-	}
-	return true
 }
 
 func validHeaderValue(s string) bool {

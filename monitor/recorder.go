@@ -92,6 +92,14 @@ func (r *Recorder) Complete(rt time.Duration, sample bool) {
 // use; it does not allocate.
 func (r *Recorder) Fail() { r.failed.Add(1) }
 
+// Arrivals returns the number of Arrive calls since the previous Collect
+// (or construction), without ending the period.
+func (r *Recorder) Arrivals() int64 { return r.arrivals.Load() }
+
+// Admitted returns the number of Admit calls since the previous Collect
+// (or construction), without ending the period.
+func (r *Recorder) Admitted() int64 { return r.admitted.Load() }
+
 // Completed returns the number of completions since the previous Collect
 // (or construction). A runner compares it with SEDA's nreq to decide when
 // to run the controller early.

@@ -2,9 +2,9 @@ package policer
 
 import (
 	"fmt"
+	"github.com/sluicehq/sluice"
 	"math"
 	"net/netip"
-	"strings"
 )
 
 // Defaults of the connection policer (docs/algorithms.md §1).
@@ -103,21 +103,11 @@ func DefaultConfig() Config {
 	return Config{Rate: DefaultRate, Burst: DefaultBurst, Sources: SourceConfig{MaxTracked: DefaultMaxTracked}}
 }
 
-// ConfigError is a validation error naming the configuration field (its
-// YAML path, such as "sources.rules[2].prefix") and the offending value.
-type ConfigError struct {
-	Field string
-	Value any
-	Want  string
-}
+// ConfigError is a configuration error naming the field (its YAML path
+// within the section) and the value: sluice's one FieldError.
+type ConfigError = sluice.FieldError
 
-func (e *ConfigError) Error() string {
-	return fmt.Sprintf("policer: %s: %v is invalid: %s", e.Field, e.Value, e.Want)
-}
-
-func badField(field string, v any, want string) error {
-	return &ConfigError{Field: field, Value: v, Want: want}
-}
+func badField(field string, v any, want string) error { return sluice.InvalidField(field, v, want) }
 
 // Validate reports the first invalid field, naming its YAML path and value.
 func (c *Config) Validate() error {
@@ -175,7 +165,7 @@ func (s *SourceConfig) compile() (*matcher, error) {
 	m := &matcher{byPrefix: make(map[netip.Prefix]int, len(s.Rules))}
 	for i, r := range s.Rules {
 		field := fmt.Sprintf("sources.rules[%d]", i)
-		p, err := parsePrefix(r.Prefix)
+		p, err := sluice.ParsePrefix(r.Prefix)
 		if err != nil {
 			return nil, badField(field+".prefix", fmt.Sprintf("%q", r.Prefix), err.Error())
 		}
@@ -195,35 +185,4 @@ func (s *SourceConfig) compile() (*matcher, error) {
 		return nil, badField("sources.max_tracked", s.MaxTracked, "must be >= 1 when a source has its own bucket (sources.default or a per_address rule)")
 	}
 	return m, nil
-}
-
-// parsePrefix parses a CIDR prefix or a single address, rejecting host
-// bits, zones and IPv4-mapped IPv6 prefixes.
-func parsePrefix(s string) (netip.Prefix, error) {
-	if s == "" {
-		return netip.Prefix{}, fmt.Errorf("required: an address or a CIDR prefix")
-	}
-	var p netip.Prefix
-	if strings.Contains(s, "/") {
-		var err error
-		if p, err = netip.ParsePrefix(s); err != nil {
-			return netip.Prefix{}, fmt.Errorf("not a CIDR prefix: %v", err)
-		}
-		if p.Masked() != p {
-			return netip.Prefix{}, fmt.Errorf("host bits set; did you mean %s?", p.Masked())
-		}
-	} else {
-		a, err := netip.ParseAddr(s)
-		if err != nil {
-			return netip.Prefix{}, fmt.Errorf("not an address: %v", err)
-		}
-		if a.Zone() != "" {
-			return netip.Prefix{}, fmt.Errorf("zones are not supported")
-		}
-		p = netip.PrefixFrom(a, a.BitLen())
-	}
-	if p.Addr().Is4In6() {
-		return netip.Prefix{}, fmt.Errorf("an IPv4-mapped IPv6 prefix; write the IPv4 prefix instead (sources are matched unmapped)")
-	}
-	return p, nil
 }

@@ -52,7 +52,7 @@ func TestValidate(t *testing.T) {
 		{"bad prefix", rules(SourceRule{Prefix: "10.0.0/8", Rate: 1, Burst: 1}), "sources.rules[0].prefix", "10.0.0/8"},
 		{"bad address", rules(SourceRule{Prefix: "example.com", Rate: 1, Burst: 1}), "sources.rules[0].prefix", "not an address"},
 		{"host bits", rules(SourceRule{Prefix: "10.0.0.1/8", Rate: 1, Burst: 1}), "sources.rules[0].prefix", "10.0.0.0/8"},
-		{"mapped prefix", rules(SourceRule{Prefix: "::ffff:10.0.0.0/104", Rate: 1, Burst: 1}), "sources.rules[0].prefix", "IPv4-mapped"},
+		{"short mapped prefix", rules(SourceRule{Prefix: "::ffff:0.0.0.0/95", Rate: 1, Burst: 1}), "sources.rules[0].prefix", "host bits"},
 		{"zone", rules(SourceRule{Prefix: "fe80::1%eth0", Rate: 1, Burst: 1}), "sources.rules[0].prefix", "zones"},
 		{"duplicate", rules(
 			SourceRule{Prefix: "10.0.0.0/8", Rate: 1, Burst: 1},
@@ -89,8 +89,8 @@ func TestValidate(t *testing.T) {
 			if !errors.As(err, &ce) {
 				t.Fatalf("Validate() = %v, want a *ConfigError for %s", err, tt.field)
 			}
-			if ce.Field != tt.field {
-				t.Errorf("field = %q, want %q (error %v)", ce.Field, tt.field, err)
+			if ce.Path != tt.field {
+				t.Errorf("field = %q, want %q (error %v)", ce.Path, tt.field, err)
 			}
 			if !strings.Contains(err.Error(), tt.frag) || !strings.Contains(err.Error(), tt.field) {
 				t.Errorf("error %q does not name %q and %q", err, tt.field, tt.frag)

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"github.com/sluicehq/sluice"
 	"io"
 	"mime"
 	"net/netip"
@@ -41,25 +42,12 @@ const (
 	TrustAny     = "any"
 )
 
-// FieldError is a validation error that names the offending setting by its
-// YAML path ("stages[1].params.target", "classes.rules[0].cidrs[2]") so
-// that a caller can map it to a line of its file.
-type FieldError struct {
-	// Path is the YAML path of the setting, from the policy's top level.
-	Path string
-	// Msg says what is wrong, quoting the bad value.
-	Msg string
-	// Line is the 1-based line of the setting in the YAML source when the
-	// policy knows it (inside stage params), 0 otherwise.
-	Line int
-}
+// FieldError is a configuration error at a YAML path such as
+// "stages[0].params.target", with the line when known: sluice's one
+// FieldError.
+type FieldError = sluice.FieldError
 
-// Error returns "path: message".
-func (e *FieldError) Error() string { return e.Path + ": " + e.Msg }
-
-func fieldErr(path, format string, a ...any) error {
-	return &FieldError{Path: path, Msg: fmt.Sprintf(format, a...)}
-}
+func fieldErr(path, format string, a ...any) error { return sluice.FieldErrorf(path, format, a...) }
 
 // SetDefaults fills every unset field with its documented default, in
 // place: one class "default", the last class as the default class, trust
@@ -231,7 +219,7 @@ func compile(c *Config) (*compiled, error) {
 		return nil, err
 	}
 	out.reject = rej
-	if !validToken(c.Degrade.Header) {
+	if !sluice.IsToken(c.Degrade.Header) {
 		return nil, fieldErr("degrade.header", "%q is not a valid header name", c.Degrade.Header)
 	}
 	return out, nil
@@ -269,7 +257,7 @@ func compileClasses(c *Config, out *compiled) error {
 		}
 		rule := classify.ClassRule{Class: ci}
 		var err error
-		if rule.Header, err = compileMatch(p+".header", r.Header, validToken); err != nil {
+		if rule.Header, err = compileMatch(p+".header", r.Header, sluice.IsToken); err != nil {
 			return err
 		}
 		if rule.Cookie, err = compileMatch(p+".cookie", r.Cookie, validCookieName); err != nil {
@@ -337,7 +325,7 @@ func compileStage(c *Config, i int, classes map[string]int) (compiledStage, clas
 		rule.PathRegex = re
 	}
 	for j, meth := range m.Methods {
-		if !validToken(meth) {
+		if !sluice.IsToken(meth) {
 			return compiledStage{}, rule, fieldErr(fmt.Sprintf("%s.match.methods[%d]", p, j), "%q is not a valid method", meth)
 		}
 		if up := strings.ToUpper(meth); up != meth && isStandardMethod(up) {
@@ -591,26 +579,8 @@ func compileReject(r *RejectConfig) (*rejecter, error) {
 	return rej, nil
 }
 
-// validToken reports whether s is a non-empty RFC 9110 token (header
-// names, methods).
-func validToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
-			return false
-		}
-	}
-	return true
-}
-
 // validCookieName: a cookie name is a token.
-func validCookieName(s string) bool { return validToken(s) }
+func validCookieName(s string) bool { return sluice.IsToken(s) }
 
 func isStandardMethod(m string) bool {
 	switch m {

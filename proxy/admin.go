@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"gopkg.in/yaml.v3"
 
+	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/share"
 	"github.com/sluicehq/sluice/stage"
 )
@@ -79,6 +80,10 @@ type StateDoc struct {
 	Sensors   []SensorState   `json:"sensors,omitempty"`
 	// Shares are the client bandwidth shares (absent without them).
 	Shares *share.Snapshot `json:"shares,omitempty"`
+	// Cluster is the cluster as this instance sees it (absent without a
+	// cluster section): mode, live instances, each global budget and
+	// client allocation with this instance's part and the demand.
+	Cluster *cluster.View `json:"cluster,omitempty"`
 }
 
 // State returns the proxy's state with the last n decisions per stage,
@@ -99,6 +104,10 @@ func (s *Server) State(n int) StateDoc {
 	if g.shares != nil {
 		snap := g.shares.Snapshot()
 		doc.Shares = &snap
+	}
+	if g.cluster != nil {
+		v := g.cluster.View()
+		doc.Cluster = &v
 	}
 	return doc
 }

@@ -3,6 +3,7 @@ package proxy
 import (
 	"crypto/tls"
 	"fmt"
+	"github.com/sluicehq/sluice"
 	"net"
 	"net/netip"
 	"net/url"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/gate"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/share"
@@ -80,6 +82,11 @@ type Config struct {
 	// Shares are per-client bandwidth shares enforced by delaying replies
 	// (Li & Jamin); nil (the default) has none. A reload applies changes.
 	Shares *share.Config `yaml:"shares,omitempty"`
+	// Cluster makes this instance one of several that share global
+	// budgets and client shares through Redis (package cluster); nil
+	// (the default) keeps every budget per instance. A reload applies
+	// changes.
+	Cluster *cluster.Config `yaml:"cluster,omitempty"`
 	// MaxClientConnections caps the client connections of all listeners
 	// together (default 0: the process's file-descriptor limit less the
 	// upstream connections and ReservedFDs). At the cap an idle
@@ -316,16 +323,11 @@ type UtilizationConfig struct {
 }
 
 // FieldError is a configuration error at a YAML path such as
-// "backends.servers[1].url".
-type FieldError struct {
-	Path string
-	Msg  string
-}
-
-func (e *FieldError) Error() string { return e.Path + ": " + e.Msg }
+// "backends.servers[1].url": sluice's one FieldError.
+type FieldError = sluice.FieldError
 
 func fieldErr(path, format string, args ...any) error {
-	return &FieldError{Path: path, Msg: fmt.Sprintf(format, args...)}
+	return sluice.FieldErrorf(path, format, args...)
 }
 
 // SetDefaults fills the documented defaults of every unset field,
@@ -424,6 +426,9 @@ func (c *Config) SetDefaults() {
 	}
 	policySetDefaults(&c.Config)
 	c.setOverloadDefaults()
+	if c.Cluster != nil {
+		c.Cluster.SetDefaults()
+	}
 }
 
 // Validate reports the first invalid field as a *FieldError naming its
@@ -513,6 +518,9 @@ func (c *Config) Validate() error {
 		return fieldErr("drain_timeout", "%v is invalid: must be a positive duration", c.DrainTimeout)
 	}
 	if err := policyValidate(&c.Config); err != nil {
+		return err
+	}
+	if err := c.validateCluster(); err != nil {
 		return err
 	}
 	return c.validateOverload()

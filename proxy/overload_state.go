@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/control"
 	"math"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,10 +29,10 @@ type ResourceState struct {
 	// Input is the sensor value of the last period: utilization in [0, 1]
 	// for a cpu rule, the normalised queue for a bandwidth rule; absent
 	// when the sensor had no reading (SensorError says why).
-	Input       *float64              `json:"input,omitempty"`
-	SensorError string                `json:"sensor_error,omitempty"`
-	Kihl        *KihlTuningState      `json:"kihl,omitempty"`
-	Decisions   []stage.DecisionState `json:"decisions"`
+	Input       *float64                 `json:"input,omitempty"`
+	SensorError string                   `json:"sensor_error,omitempty"`
+	Kihl        *control.KihlTuningState `json:"kihl,omitempty"`
+	Decisions   []stage.DecisionState    `json:"decisions"`
 }
 
 // resourceStates returns the rules' states with their last n decisions,
@@ -43,7 +45,7 @@ func (o *overload) resourceStates(g *generation, n int) []ResourceState {
 			rs.Sensor = r.sensor.name
 		}
 		if r.tune != nil {
-			k := r.tune.state()
+			k := r.tune.State()
 			rs.Kihl = &k
 		}
 		if st := g.pol.Stage(r.cfg.Stage); st != nil {
@@ -62,7 +64,7 @@ func (o *overload) resourceStates(g *generation, n int) []ResourceState {
 					case r.cfg.Resource == ResourceCPU && l.Utilization != nil:
 						v := *l.Utilization
 						rs.Input = &v
-					case r.cfg.Resource == ResourceBandwidth && finite(l.Queue):
+					case r.cfg.Resource == ResourceBandwidth && sluice.Finite(l.Queue):
 						v := l.Queue
 						rs.Input = &v
 					}
@@ -85,7 +87,7 @@ func (o *overload) resourceStates(g *generation, n int) []ResourceState {
 func sanitizeStages(sts []stage.State) {
 	for i := range sts {
 		for j := range sts[i].Classes {
-			if l := sts[i].Classes[j].Last; l != nil && !finite(l.Queue) {
+			if l := sts[i].Classes[j].Last; l != nil && !sluice.Finite(l.Queue) {
 				cp := *l
 				cp.Queue = 0
 				if cp.SensorError == "" {

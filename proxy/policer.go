@@ -174,7 +174,7 @@ func (r *policerRunner) state(n int, reg *policer.Registry) PolicerState {
 		if s := m.Elapsed.Seconds(); s > 0 {
 			lp.HitsPerSec = m.Arrivals / s
 		}
-		if finite(m.Utilization) {
+		if sluice.Finite(m.Utilization) {
 			u := 100 * m.Utilization
 			lp.Utilization = &u
 		}

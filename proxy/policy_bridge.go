@@ -61,7 +61,8 @@ func buildPolicy(cfg policy.Config, prev *policy.Policy, logger *slog.Logger, qu
 					}
 				}
 				if kc, ok := ctrls[st.Name].(*control.KihlConfig); ok {
-					opts.Controllers[st.Name] = &kihlAutoConfig{base: *kc, tune: rule.tune}
+					rule.tune.Gains(time.Now()) // a fixed σ resolves now
+					opts.Controllers[st.Name] = &control.KihlAutoConfig{Base: *kc, Tune: rule.tune}
 				}
 			}
 			continue

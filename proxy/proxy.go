@@ -21,6 +21,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/share"
 	"github.com/sluicehq/sluice/stage"
@@ -40,6 +41,7 @@ type generation struct {
 	retryAfter    string
 	reported      []reportedHeader // backend-reported utilization headers
 	shares        *share.Shares    // client bandwidth shares, or nil
+	cluster       *cluster.Runner  // cluster mode's runner, or nil
 	version       uint64
 	loaded        time.Time
 	stop          context.CancelFunc // stops the policy's runners; nil until started
@@ -410,7 +412,7 @@ func (h *Handler) modifyResponse(res *http.Response) error {
 			rs.sc.stop()
 		}
 		rs.stream()
-	case isEventStream(res.Header.Get("Content-Type")):
+	case sluice.IsEventStream(res.Header.Get("Content-Type")):
 		rs.stream()
 	}
 	// The end of the upstream body ends the request's use of the backend
@@ -420,15 +422,6 @@ func (h *Handler) modifyResponse(res *http.Response) error {
 		res.Body = &rs.upstream
 	}
 	return rs.shareBefore(res)
-}
-
-// isEventStream reports whether a Content-Type is text/event-stream
-// (parameters and case ignored). It does not allocate.
-func isEventStream(ct string) bool {
-	if i := strings.IndexByte(ct, ';'); i >= 0 {
-		ct = ct[:i]
-	}
-	return strings.EqualFold(strings.TrimSpace(ct), "text/event-stream")
 }
 
 // upstreamError classifies a transport error: the status to answer, a

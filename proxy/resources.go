@@ -1,8 +1,8 @@
 package proxy
 
 import (
-	"errors"
 	"fmt"
+	"github.com/sluicehq/sluice"
 	"math"
 	"runtime"
 	"slices"
@@ -12,7 +12,6 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/sluicehq/sluice/control"
-	"github.com/sluicehq/sluice/control/design"
 	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/policer"
 	"github.com/sluicehq/sluice/share"
@@ -590,11 +589,7 @@ func (c *Config) validateOverload() error {
 			return fieldErr("shares.reply_buffer", "%d: the proxy never buffers a reply (it takes the size from Content-Length or paces a reply of unknown size while streaming); reply_buffer is for the middleware", c.Shares.ReplyBuffer)
 		}
 		if err := c.Shares.Validate(); err != nil {
-			var ce *share.ConfigError
-			if errors.As(err, &ce) {
-				return fieldErr("shares."+ce.Field, "%v is invalid: %s", ce.Value, ce.Want)
-			}
-			return fieldErr("shares", "%v", err)
+			return sluice.Under("shares", err)
 		}
 	}
 	return nil
@@ -667,13 +662,13 @@ func (k *KihlTuningConfig) validate(p string, c *Config, stage, ctrlName string,
 			return fieldErr(p+".tuning", "auto picks K and Ti: remove params.%s from stage %q (or use tuning: params)", key, stage)
 		}
 	}
-	if k.A1 == nil || k.A2 == nil || !finite(*k.A1) || !finite(*k.A2) {
+	if k.A1 == nil || k.A2 == nil || !sluice.Finite(*k.A1) || !sluice.Finite(*k.A2) {
 		return fieldErr(p+".a1", "a1 and a2 must be finite numbers")
 	}
-	if _, _, err := design.KihlPlace(1, period, *k.A1, *k.A2); err != nil {
+	if err := control.CheckKihlPlacement(period, *k.A1, *k.A2); err != nil {
 		return fieldErr(p+".a1", "(a1, a2) = (%g, %g) cannot be placed: %v", *k.A1, *k.A2, err)
 	}
-	if !finite(k.Sigma) || k.Sigma < 0 {
+	if !sluice.Finite(k.Sigma) || k.Sigma < 0 {
 		return fieldErr(p+".sigma", "%v is invalid: must be σ in requests per period (> 0), or 0 to estimate it", k.Sigma)
 	}
 	if k.EstimatePeriods < 1 {
@@ -685,15 +680,9 @@ func (k *KihlTuningConfig) validate(p string, c *Config, stage, ctrlName string,
 	return nil
 }
 
-func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
-
 func (p *PolicerConfig) validate() error {
 	if err := p.Config.Validate(); err != nil {
-		var ce *policer.ConfigError
-		if errors.As(err, &ce) {
-			return fieldErr("policer."+ce.Field, "%v is invalid: %s", ce.Value, ce.Want)
-		}
-		return fieldErr("policer", "%v", err)
+		return sluice.Under("policer", err)
 	}
 	switch p.Controller {
 	case PolicerControllerNone:

@@ -142,9 +142,8 @@ policer: {}
 func TestKihlAutoTuning(t *testing.T) {
 	base := control.DefaultKihlConfig()
 	a1, a2 := DefaultKihlA1, DefaultKihlA2
-	tune := newKihlTune("pi", &KihlTuningConfig{Tuning: KihlTuningAuto, A1: &a1, A2: &a2, EstimatePeriods: 3, MinUtilization: 0.2},
-		time.Second, slog.New(slog.DiscardHandler))
-	c, err := (&kihlAutoConfig{base: base, tune: tune}).New()
+	tune := control.NewKihlTune("pi", a1, a2, time.Second, 0, 3, 0.2, slog.New(slog.DiscardHandler))
+	c, err := (&control.KihlAutoConfig{Base: base, Tune: tune}).New()
 	must(t, err)
 	ref, err := control.NewKihl(base) // the provisional controller, for comparison
 	must(t, err)
@@ -166,7 +165,7 @@ func TestKihlAutoTuning(t *testing.T) {
 			t.Fatalf("period %d before tuning: %v (%s), want the params' gains: %v", i, got.New, got.Reason, want.New)
 		}
 	}
-	if st := tune.state(); st.PeriodsUsed != 2 || st.Sigma != 0 || st.SigmaFrom != "estimating" {
+	if st := tune.State(); st.PeriodsUsed != 2 || st.Sigma != 0 || st.SigmaFrom != "estimating" {
 		t.Fatalf("after 4 periods: %+v", st)
 	}
 	now := t0.Add(5 * time.Second)
@@ -181,13 +180,13 @@ func TestKihlAutoTuning(t *testing.T) {
 	if math.Abs(got.New-wd.New) > 1e-9 || !strings.HasPrefix(got.Reason, "auto-tuned: σ 80 → K 36, Ti 2.813s") {
 		t.Fatalf("tuning period: %v (%s); want %v from K %v, Ti %v with I = %v", got.New, got.Reason, wd.New, k, ti, ref.Integral())
 	}
-	st := tune.state()
+	st := tune.State()
 	if math.Abs(st.Sigma-80) > 1e-9 || math.Abs(st.K-36) > 1e-9 || math.Abs(st.Ti-ti) > 1e-9 || !st.StableLinear ||
 		!strings.HasPrefix(st.Verdict, "stable") || st.SigmaFrom != "estimated" || st.PeriodsUsed != 3 {
 		t.Fatalf("tuning state %+v", st)
 	}
 	// A controller built later (a stage rebuilt on reload) starts tuned.
-	c2, err := (&kihlAutoConfig{base: base, tune: tune}).New()
+	c2, err := (&control.KihlAutoConfig{Base: base, Tune: tune}).New()
 	must(t, err)
 	d := c2.Update(now.Add(time.Second), m(0.5, 40))
 	if !strings.HasPrefix(d.Reason, "auto gains (σ 80): K 36, Ti 2.813s") {
@@ -275,7 +274,7 @@ resources:
 	}
 	defer func() { close(stop); wg.Wait() }()
 	g := p.srv.h.gen.Load()
-	var k KihlTuningState
+	var k control.KihlTuningState
 	for i := 0; i < 40; i++ {
 		time.Sleep(210 * time.Millisecond)
 		g.pol.Step(time.Now())

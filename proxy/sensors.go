@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"fmt"
+	"github.com/sluicehq/sluice/control"
 	"log/slog"
 	"math"
 	"net/textproto"
@@ -171,8 +172,8 @@ type resourceRule struct {
 	idx    int
 	cfg    ResourceConfig
 	sensor *sensor
-	tune   *kihlTune     // kihl tuning: auto, else nil
-	period time.Duration // the stage's control period at start
+	tune   *control.KihlTune // kihl tuning: auto, else nil
+	period time.Duration     // the stage's control period at start
 }
 
 // checkPeriods refuses a policy whose stages bound to an outgoing-queue
@@ -241,7 +242,8 @@ func buildOverload(cfg *Config, h *Handler, log *slog.Logger, now time.Time) (*o
 			}
 		}
 		if r.Kihl != nil && r.Kihl.Tuning == KihlTuningAuto {
-			rule.tune = newKihlTune(r.Stage, r.Kihl, period, log)
+			k := r.Kihl
+			rule.tune = control.NewKihlTune(r.Stage, *k.A1, *k.A2, period, k.Sigma, k.EstimatePeriods, k.MinUtilization, log)
 		}
 		o.rules = append(o.rules, rule)
 		o.byStage[r.Stage] = rule

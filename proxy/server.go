@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"github.com/sluicehq/sluice"
 	"log"
 	"log/slog"
 	"math"
@@ -20,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/share"
 )
@@ -34,6 +36,12 @@ type Options struct {
 	// Registry receives the metrics (nil: a new registry with the Go and
 	// process collectors). Nothing is registered globally.
 	Registry *prometheus.Registry
+	// Adjust, when set, is applied to every configuration Reload reads
+	// from ConfigFile, after its defaults and validation; it must leave
+	// the configuration valid or return an error (the reload is then
+	// refused). The command line's overrides (--cluster-redis,
+	// --cluster-instance) reach reloads this way.
+	Adjust func(*Config) error
 }
 
 // Server is a running proxy: its client listeners, the admin listener,
@@ -50,13 +58,16 @@ type Server struct {
 	log  *slog.Logger
 	file string
 
+	adjust func(*Config) error // Options.Adjust
+
 	ov *overload // sensors, resource rules and the connection policer
 
-	auth      *adminAuth     // admin.token (admin cannot change on reload)
-	hist      *history       // the dashboard's samples (ui.go, history.go)
-	conns     *connLimit     // the cap on client connections
-	connsFrom string         // where the cap comes from
-	cm        *clientMetrics // client-side refusals and connections
+	auth      *adminAuth       // admin.token (admin cannot change on reload)
+	hist      *history         // the dashboard's samples (ui.go, history.go)
+	conns     *connLimit       // the cap on client connections
+	connsFrom string           // where the cap comes from
+	cm        *clientMetrics   // client-side refusals and connections
+	clm       *cluster.Metrics // cluster mode's metrics, registered on first use
 
 	mu       sync.Mutex // serialises Apply and the runner lifecycle
 	runCtx   context.Context
@@ -88,7 +99,7 @@ func New(cfg *Config, opts Options) (*Server, error) {
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 	m := newMetrics()
-	s := &Server{h: newHandler(m, logger), m: m, reg: reg, log: logger, file: opts.ConfigFile,
+	s := &Server{h: newHandler(m, logger), m: m, reg: reg, log: logger, file: opts.ConfigFile, adjust: opts.Adjust,
 		auth: newAdminAuth(cfg.Admin.Token), hist: newHistory()}
 	ov, err := buildOverload(cfg, s.h, logger, time.Now())
 	if err != nil {
@@ -148,11 +159,7 @@ func (s *Server) newGeneration(cfg *Config, prev *generation) (*generation, erro
 		if prev != nil && prev.shares != nil && reflect.DeepEqual(prev.cfg.Shares, cfg.Shares) {
 			shares = prev.shares
 		} else if shares, err = share.New(*cfg.Shares); err != nil {
-			var ce *share.ConfigError
-			if errors.As(err, &ce) {
-				return nil, fieldErr("shares."+ce.Field, "%v is invalid: %s", ce.Value, ce.Want)
-			}
-			return nil, err
+			return nil, sluice.Under("shares", err)
 		}
 	}
 	var prevPol *policy.Policy
@@ -181,6 +188,11 @@ func (s *Server) newGeneration(cfg *Config, prev *generation) (*generation, erro
 		retryAfter:   strconv.Itoa(max(secs, 1)), version: s.version, loaded: time.Now()}
 	if cfg.Degrade.Header != "" {
 		g.degradeHeader = textproto.CanonicalMIMEHeaderKey(cfg.Degrade.Header)
+	}
+	if cfg.Cluster != nil {
+		if g.cluster, err = s.newClusterRunner(g, prev, time.Now()); err != nil {
+			return nil, err
+		}
 	}
 	return g, nil
 }
@@ -223,6 +235,11 @@ func (s *Server) applyFrom(next func(running *Config) *Config) error {
 	if err != nil {
 		return err
 	}
+	if !s.running && old.cluster != nil {
+		// Not serving yet: the replaced runner never ran, and its loop
+		// would have closed its connections.
+		defer old.cluster.Close()
+	}
 	if s.running {
 		s.startRunners(g)
 	}
@@ -250,6 +267,9 @@ func (s *Server) Reload() error {
 		return errors.New("no configuration file to reload (started without --config)")
 	}
 	cfg, err := LoadFile(s.file)
+	if err == nil && s.adjust != nil {
+		err = s.adjust(cfg)
+	}
 	if err != nil {
 		s.m.reloads.WithLabelValues("error").Inc()
 		return err
@@ -268,6 +288,9 @@ func (s *Server) startRunners(g *generation) {
 	go g.pol.Run(ctx)
 	if g.shares != nil {
 		go runShares(ctx, g.shares)
+	}
+	if g.cluster != nil {
+		s.runs.Go(func() { g.cluster.Run(ctx) })
 	}
 }
 
@@ -447,6 +470,9 @@ func (s *Server) shutdown(timeout time.Duration) {
 	_ = s.admin.Close()
 	s.mu.Lock()
 	s.running = false
+	if g := s.h.gen.Load(); g.cluster != nil {
+		g.cluster.SetLeaving() // the others take over this instance's part at once
+	}
 	if s.stopRuns != nil {
 		s.stopRuns()
 	}
@@ -483,6 +509,9 @@ func Check(cfg *Config) error {
 		return err
 	}
 	s.ov = ov
-	_, err = s.newGeneration(cfg, nil)
+	g, err := s.newGeneration(cfg, nil)
+	if g != nil && g.cluster != nil {
+		g.cluster.Close()
+	}
 	return err
 }

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"github.com/sluicehq/sluice"
 	"io"
 	"math"
 	"net/http"
@@ -78,7 +79,7 @@ func (rs *reqState) shareBefore(res *http.Response) error {
 	if !rs.shareOn {
 		return nil
 	}
-	if res.StatusCode == http.StatusSwitchingProtocols || isEventStream(res.Header.Get("Content-Type")) {
+	if res.StatusCode == http.StatusSwitchingProtocols || sluice.IsEventStream(res.Header.Get("Content-Type")) {
 		rs.res.Release()
 		rs.shareOn = false
 		return nil

@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
-# Installs what the tests of the dashboard and of deploy/ need when it is
-# missing, from Debian's packages (root only): Chromium for the browser
-# test of /ui (driven by chromedp) and promtool (package prometheus) for
-# the alert rules. Called by `make test`, which then sets
-# SLUICE_REQUIRE_BROWSER and SLUICE_REQUIRE_PROMTOOL so that those tests
-# fail instead of skipping.
+# Installs what the tests of the dashboard, of deploy/ and of cluster
+# mode need when it is missing, from Debian's packages (root only):
+# Chromium for the browser test of /ui (driven by chromedp), promtool
+# (package prometheus) for the alert rules and redis-server for cluster
+# mode (the tests start their own on a free loopback port and stop it by
+# pid; the package's own service is not used). Called by `make test`,
+# which then sets SLUICE_REQUIRE_BROWSER, SLUICE_REQUIRE_PROMTOOL and
+# SLUICE_REQUIRE_REDIS so that those tests fail instead of skipping.
 set -euo pipefail
 
 need=()
 [ -x /usr/bin/chromium ] || need+=(chromium)
 command -v promtool >/dev/null 2>&1 || need+=(prometheus)
+command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ]; then
   echo "test-deps: missing ${need[*]}; run as root, or: apt-get install -y ${need[*]}" >&2

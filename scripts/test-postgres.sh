@@ -25,7 +25,9 @@ if [ -z "$bindir" ]; then
 fi
 
 dir=$(mktemp -d /tmp/sluice-pg.XXXXXX)
-port=${SLUICE_PG_PORT:-55432}
+# A free loopback port unless one is given (a fixed one clashes with a
+# concurrent run).
+port=${SLUICE_PG_PORT:-$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')}
 run() { if [ "$(id -u)" -eq 0 ]; then su postgres -s /bin/sh -c "$*"; else sh -c "$*"; fi; }
 [ "$(id -u)" -eq 0 ] && chown postgres "$dir"
 cleanup() { run "$bindir/pg_ctl -D $dir/data -m immediate stop" >/dev/null 2>&1 || true; rm -rf "$dir"; }

@@ -2,9 +2,9 @@ package share
 
 import (
 	"fmt"
+	"github.com/sluicehq/sluice"
 	"math"
 	"net/netip"
-	"strings"
 	"time"
 )
 
@@ -181,21 +181,11 @@ func DefaultConfig() Config {
 	}
 }
 
-// ConfigError is a validation error naming the configuration field (its
-// YAML path, such as "clients[2].share") and the offending value.
-type ConfigError struct {
-	Field string
-	Value any
-	Want  string
-}
+// ConfigError is a configuration error naming the field (its YAML path
+// within the section) and the value: sluice's one FieldError.
+type ConfigError = sluice.FieldError
 
-func (e *ConfigError) Error() string {
-	return fmt.Sprintf("share: %s: %v is invalid: %s", e.Field, e.Value, e.Want)
-}
-
-func badField(field string, v any, want string) error {
-	return &ConfigError{Field: field, Value: v, Want: want}
-}
+func badField(field string, v any, want string) error { return sluice.InvalidField(field, v, want) }
 
 // Validate reports the first invalid field, naming its YAML path and value.
 // It never changes c.
@@ -254,10 +244,10 @@ func (c *Config) compile() (*compiled, error) {
 	if c.ReplyBuffer < 0 || c.ReplyBuffer > MaxReplyBuffer {
 		return nil, badField("reply_buffer", c.ReplyBuffer, fmt.Sprintf("must be in [0, %d] (bytes)", MaxReplyBuffer))
 	}
-	if !validHeaderName(c.ClientHeader) {
+	if !sluice.IsToken(c.ClientHeader) {
 		return nil, badField("client_header", fmt.Sprintf("%q", c.ClientHeader), "must be a non-empty HTTP header name (letters, digits and !#$%&'*+-.^_`|~)")
 	}
-	if !validHeaderName(c.APIKeyHeader) {
+	if !sluice.IsToken(c.APIKeyHeader) {
 		return nil, badField("api_key_header", fmt.Sprintf("%q", c.APIKeyHeader), "must be a non-empty HTTP header name (letters, digits and !#$%&'*+-.^_`|~)")
 	}
 	if canonicalHeader(c.ClientHeader) == canonicalHeader(c.APIKeyHeader) {
@@ -299,7 +289,7 @@ func (c *Config) compile() (*compiled, error) {
 		}
 		cc.names[i], cc.shares[i] = cl.Name, cl.Share
 		for k, s := range cl.CIDRs {
-			p, err := parsePrefix(s)
+			p, err := sluice.ParsePrefix(s)
 			if err != nil {
 				return nil, badField(fmt.Sprintf("%s.cidrs[%d]", field, k), fmt.Sprintf("%q", s), err.Error())
 			}
@@ -350,33 +340,6 @@ func (c *Config) compile() (*compiled, error) {
 	return cc, nil
 }
 
-// parsePrefix parses a CIDR prefix or a single address, rejecting host bits
-// and zones; an IPv4-mapped IPv6 prefix is turned into its IPv4 form.
-func parsePrefix(s string) (netip.Prefix, error) {
-	if strings.Contains(s, "/") {
-		p, err := netip.ParsePrefix(s)
-		if err != nil {
-			return netip.Prefix{}, fmt.Errorf("not an address or CIDR prefix: %v", err)
-		}
-		if p.Masked() != p {
-			return netip.Prefix{}, fmt.Errorf("host bits are set; did you mean %s?", p.Masked())
-		}
-		if a := p.Addr(); a.Is4In6() && p.Bits() >= 96 {
-			p = netip.PrefixFrom(a.Unmap(), p.Bits()-96)
-		}
-		return p, nil
-	}
-	a, err := netip.ParseAddr(s)
-	if err != nil {
-		return netip.Prefix{}, fmt.Errorf("not an address or CIDR prefix: %v", err)
-	}
-	if a.Zone() != "" {
-		return netip.Prefix{}, fmt.Errorf("zones are not accepted")
-	}
-	a = a.Unmap()
-	return netip.PrefixFrom(a, a.BitLen()), nil
-}
-
 func validName(s string) bool {
 	if s == "" || len(s) > maxNameLen {
 		return false
@@ -388,23 +351,6 @@ func validName(s string) bool {
 			return false
 		}
 		if !alnum && c != '_' && c != '-' && c != '.' && c != ':' {
-			return false
-		}
-	}
-	return true
-}
-
-// validHeaderName reports whether s is an RFC 9110 token.
-func validHeaderName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') {
-			continue
-		}
-		if !strings.ContainsRune("!#$%&'*+-.^_`|~", rune(c)) {
 			return false
 		}
 	}

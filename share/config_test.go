@@ -200,7 +200,7 @@ func TestConfigValidate(t *testing.T) {
 		tc.mod(&c)
 		err := c.Validate()
 		var ce *ConfigError
-		if !errors.As(err, &ce) || ce.Field != tc.field {
+		if !errors.As(err, &ce) || ce.Path != tc.field {
 			t.Errorf("want an error on %s, got %v", tc.field, err)
 			continue
 		}
@@ -211,7 +211,7 @@ func TestConfigValidate(t *testing.T) {
 	// Default config lacks only total_bandwidth.
 	d := DefaultConfig()
 	var ce *ConfigError
-	if err := d.Validate(); !errors.As(err, &ce) || ce.Field != "total_bandwidth" {
+	if err := d.Validate(); !errors.As(err, &ce) || ce.Path != "total_bandwidth" {
 		t.Errorf("DefaultConfig().Validate() = %v, want total_bandwidth", err)
 	}
 	d.TotalBandwidth = 1

@@ -47,10 +47,16 @@ type ClientSnapshot struct {
 	// Active is the client's active flag (a request admitted since the
 	// last manager step).
 	Active bool `json:"active"`
+	// Held is true while cluster mode counts the client active because
+	// it sends elsewhere in the cluster (Shares.HoldActive).
+	Held bool `json:"held_active,omitempty"`
 	// Standby is the number of standby slots in use.
 	Standby int `json:"standby"`
 	// LastReply is the now of the client's last Done (zero before).
 	LastReply time.Time `json:"last_reply"`
+	// Arrivals counts the client's requests, admitted or rejected (its
+	// demand).
+	Arrivals uint64 `json:"arrivals"`
 	// Replies and Bytes count completed replies and their body bytes.
 	Replies uint64 `json:"replies"`
 	Bytes   uint64 `json:"bytes"`
@@ -98,8 +104,10 @@ func (s *Shares) Snapshot() Snapshot {
 			Rejecting:     d <= 0,
 			LastDelay:     c.lastDelay.Seconds(),
 			Active:        c.active,
+			Held:          c.held,
 			Standby:       c.wait,
 			LastReply:     c.lastReply,
+			Arrivals:      c.arrivals,
 			Replies:       c.replies,
 			Bytes:         c.bytes,
 			Cancellations: c.cancelled,

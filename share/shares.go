@@ -84,10 +84,12 @@ type clientState struct {
 	b      float64 // allocation b_i, bytes/s
 	avg    float64 // avg_i, EWMA of per-reply bandwidth, bytes/s
 	active bool    // a request was admitted since the last manager step
+	held   bool    // counted active by HoldActive (busy elsewhere in a cluster)
 	wait   int     // standby slots held
 
 	lastDelay time.Duration
 	lastReply time.Time
+	arrivals  uint64 // Begin calls, admitted or rejected: the client's demand
 	replies   uint64
 	bytes     uint64
 	rejects   [4]uint64 // indexed by Reason
@@ -150,7 +152,7 @@ type Shares struct {
 	clients  []clientState
 	sum      float64 // Σ avg_j over all clients, others included
 	ahat     float64 // Â
-	unsat    int     // number of clients with active && avg < b
+	unsat    int     // number of clients with (active || held) && avg < b
 	ticks    uint64
 	lastTick time.Time
 }
@@ -218,8 +220,14 @@ func (s *Shares) Lookup(name string) (ClientID, bool) {
 // Name returns the name of client c.
 func (s *Shares) Name(c ClientID) string { return s.names[s.idx(c)] }
 
-// Allocation returns b_i of client c in bytes per second.
-func (s *Shares) Allocation(c ClientID) float64 { return s.clients[s.idx(c)].b }
+// Allocation returns b_i of client c in bytes per second (the configured
+// share of B, or the part SetAllocations gave it).
+func (s *Shares) Allocation(c ClientID) float64 {
+	i := s.idx(c)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.clients[i].b
+}
 
 func (s *Shares) idx(c ClientID) int {
 	if c < 0 || int(c) >= len(s.names) {
@@ -229,8 +237,8 @@ func (s *Shares) idx(c ClientID) int {
 }
 
 // unsatisfiedMember reports whether c counts toward unsatisfaction: it is
-// active and below its allocation.
-func (c *clientState) unsatisfiedMember() bool { return c.active && c.avg < c.b }
+// active (or held active) and below its allocation.
+func (c *clientState) unsatisfiedMember() bool { return (c.active || c.held) && c.avg < c.b }
 
 // available computes d_i; s.mu must be held.
 func (s *Shares) available(i int) float64 {
@@ -284,6 +292,7 @@ func (s *Shares) Begin(now time.Time, c ClientID) (Reservation, error) {
 	i := s.idx(c)
 	s.mu.Lock()
 	cl := &s.clients[i]
+	cl.arrivals++
 	if cl.wait >= s.limit {
 		cl.rejects[RejectStandby]++
 		e := &RejectError{Client: s.names[i], Reason: RejectStandby, Standby: cl.wait,
@@ -298,8 +307,9 @@ func (s *Shares) Begin(now time.Time, c ClientID) (Reservation, error) {
 	}
 	cl.wait++
 	if !cl.active {
+		before := cl.unsatisfiedMember()
 		cl.active = true
-		if cl.avg < cl.b {
+		if !before && cl.avg < cl.b {
 			s.unsat++
 		}
 	}
@@ -392,20 +402,95 @@ func (s *Shares) cancelled(i int) {
 func (s *Shares) Tick(now time.Time) {
 	s.mu.Lock()
 	sum := 0.0
+	s.unsat = 0
 	for i := range s.clients {
 		c := &s.clients[i]
-		if !c.active {
+		if !c.active && !c.held {
 			c.avg *= 1 - s.alpha
 		}
 		c.active = false
 		sum += c.avg
+		if c.unsatisfiedMember() {
+			s.unsat++
+		}
 	}
 	s.sum = sum
 	s.ahat = math.Max(s.ahat, sum)
-	s.unsat = 0
 	s.ticks++
 	s.lastTick = now
 	s.mu.Unlock()
+}
+
+// SetAllocations makes s enforce a part of the configured total: total
+// becomes the B that d_i and the work-conserving branch use (bytes per
+// second, finite and > 0), and alloc[i] the allocation b_i of client i
+// (bytes per second, finite and ≥ 0, one entry per client in
+// configuration order with others last, summing to at most total). Â is
+// scaled with B (Â·total/B_old, but never below Σ avg_j), so that the
+// ratio Â/B the package documentation's Accuracy section asks for holds
+// for the part too. Averages, active flags, standby slots and counters
+// are kept. Cluster mode calls it once per sync period with this
+// instance's part of the cluster's B; a bad argument is an error and
+// changes nothing. Safe for concurrent use.
+func (s *Shares) SetAllocations(total float64, alloc []float64) error {
+	if !(total > 0) || math.IsInf(total, 0) || total > maxTotalBandwidth {
+		return fmt.Errorf("share: total %g is invalid: must be > 0 and at most %g bytes per second", total, maxTotalBandwidth)
+	}
+	if len(alloc) != len(s.names) {
+		return fmt.Errorf("share: %d allocations for %d clients (others included)", len(alloc), len(s.names))
+	}
+	sum := 0.0
+	for i, b := range alloc {
+		if !(b >= 0) || math.IsInf(b, 0) {
+			return fmt.Errorf("share: allocation of client %q: %g is invalid: must be finite and ≥ 0", s.names[i], b)
+		}
+		sum += b
+	}
+	if sum > total*(1+1e-9) {
+		return fmt.Errorf("share: allocations sum to %g, more than the total %g", sum, total)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ahat = math.Max(s.sum, s.ahat*total/s.total)
+	s.total = total
+	s.unsat = 0
+	for i := range s.clients {
+		c := &s.clients[i]
+		c.b = alloc[i]
+		if c.unsatisfiedMember() {
+			s.unsat++
+		}
+	}
+	return nil
+}
+
+// HoldActive counts the clients whose entry in held is true as active
+// until the next call, whether or not a request of theirs was admitted
+// since the last manager step: Tick does not decay their averages and
+// they take part in the unsatisfied test. Cluster mode holds a client
+// active on an instance where it sends (its smoothed demand there is not
+// 0) while it sent somewhere in the cluster during the last sync: a
+// client whose requests are spread over N instances reaches each one
+// only every N-th request, and would otherwise look idle there in some
+// manager periods, lose its average and let the others take its
+// bandwidth. nil holds no client (the single-instance behaviour). A
+// held of another length than NumClients is an error and changes
+// nothing. Safe for concurrent use.
+func (s *Shares) HoldActive(held []bool) error {
+	if held != nil && len(held) != len(s.names) {
+		return fmt.Errorf("share: %d hold flags for %d clients (others included)", len(held), len(s.names))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.unsat = 0
+	for i := range s.clients {
+		c := &s.clients[i]
+		c.held = held != nil && held[i]
+		if c.unsatisfiedMember() {
+			s.unsat++
+		}
+	}
+	return nil
 }
 
 // Period returns the manager period.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/proxy"
 )
@@ -31,6 +32,10 @@ type proxyFlags struct {
 	adminTokenFile string
 	shadow         bool
 	logLevel       string
+	// clusterRedis and clusterInstance override (or create) the cluster
+	// section, for every instance of a cluster started from one file.
+	clusterRedis    []string
+	clusterInstance string
 }
 
 func newProxyCmd() *cobra.Command {
@@ -88,7 +93,13 @@ in-flight requests finish for up to drain_timeout, and exits 0.`,
 			} else if cfg, err = f.quickStart(cmd); err != nil {
 				return err
 			}
-			srv, err := proxy.New(cfg, proxy.Options{ConfigFile: f.config, Logger: logger})
+			adjust := f.clusterAdjust()
+			if adjust != nil {
+				if err := adjust(cfg); err != nil {
+					return usageError{fmt.Errorf("%s: %w", configName(f.config), err)}
+				}
+			}
+			srv, err := proxy.New(cfg, proxy.Options{ConfigFile: f.config, Logger: logger, Adjust: adjust})
 			if err != nil {
 				return usageError{fmt.Errorf("%s: %w", configName(f.config), err)}
 			}
@@ -116,7 +127,37 @@ in-flight requests finish for up to drain_timeout, and exits 0.`,
 	fl.StringVar(&f.adminTokenFile, "admin-token-file", "", "quick start: file holding the admin token (admin.token), required by /ui and every change")
 	fl.BoolVar(&f.shadow, "shadow", false, "quick start: decide and record, but admit every request")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fl.StringArrayVar(&f.clusterRedis, "cluster-redis", nil, "cluster mode: Redis address host:port (repeat for a Redis Cluster's seeds); sets cluster.addrs, adding a cluster section if the file has none")
+	fl.StringVar(&f.clusterInstance, "cluster-instance", "", "cluster mode: this instance's id (cluster.instance; default host name and pid)")
 	return cmd
+}
+
+// clusterAdjust returns the override of the cluster section that the
+// --cluster-* flags ask for (nil without them); it is applied at start
+// and to every reloaded file.
+func (f *proxyFlags) clusterAdjust() func(*proxy.Config) error {
+	if len(f.clusterRedis) == 0 && f.clusterInstance == "" {
+		return nil
+	}
+	return func(c *proxy.Config) error {
+		if c.Cluster == nil {
+			if len(f.clusterRedis) == 0 {
+				return fmt.Errorf("--cluster-instance needs --cluster-redis or a cluster section")
+			}
+			c.Cluster = &cluster.Config{}
+		}
+		if len(f.clusterRedis) > 0 {
+			c.Cluster.Addrs = append([]string(nil), f.clusterRedis...)
+		}
+		if f.clusterInstance != "" {
+			c.Cluster.Instance = f.clusterInstance
+		}
+		c.Cluster.SetDefaults()
+		if err := c.Validate(); err != nil {
+			return fmt.Errorf("with --cluster-redis/--cluster-instance: %w", err)
+		}
+		return nil
+	}
 }
 
 // onlyConfig refuses quick-start flags next to --config.

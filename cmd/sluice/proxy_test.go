@@ -63,6 +63,9 @@ func TestProxyUsageErrors(t *testing.T) {
 		{[]string{"proxy", "--listen", "127.0.0.1:0", "--backend", "http://127.0.0.1:1", "--admin-token-file", empty}, "the file is empty"},
 		{[]string{"proxy", "--listen", "127.0.0.1:0", "--backend", "http://127.0.0.1:1", "--admin-token-file", filepath.Join(t.TempDir(), "none")}, "--admin-token-file: open"},
 		{[]string{"proxy", "--config", bad, "--admin-token-file", short}, "--admin-token-file is a quick-start flag"},
+		{[]string{"proxy", "--listen", "127.0.0.1:0", "--backend", "http://127.0.0.1:1", "--cluster-instance", "a"}, "--cluster-instance needs --cluster-redis"},
+		{[]string{"proxy", "--listen", "127.0.0.1:0", "--backend", "http://127.0.0.1:1", "--cluster-redis", "redis"}, `cluster.addrs[0]: "redis" is invalid`},
+		{[]string{"proxy", "--listen", "127.0.0.1:0", "--backend", "http://127.0.0.1:1", "--cluster-redis", "127.0.0.1:6379", "--cluster-instance", "a b"}, `cluster.instance: "a b" is invalid`},
 	}
 	for _, c := range cases {
 		code, _, errOut := runCLI(t, c.args...)

@@ -68,6 +68,7 @@ var registry = map[string]func(ctx context.Context, env *Env) (*figure.Result, e
 	"lijamin-epochs":        runLiJaminEpochs,
 	"adaptive":              runAdaptive,
 	"peers":                 runPeers,
+	"cluster":               runCluster,
 }
 
 // All returns every registered experiment, in the figure registry's order.

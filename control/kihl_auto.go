@@ -1,4 +1,4 @@
-package proxy
+package control
 
 import (
 	"fmt"
@@ -8,15 +8,15 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/control"
 	"github.com/sluicehq/sluice/control/design"
 )
 
-// kihlTune is the auto tuning of one kihl stage (resources[i].kihl with
-// tuning: auto): the σ estimate, the gains pole placement chose and the
-// stability verdict. It outlives generations, so that a stage rebuilt on
-// reload starts with the gains already found. It is safe for concurrent
-// use.
+// KihlTune is the auto tuning of one kihl stage (the proxy's
+// resources[i].kihl with tuning: auto): the σ estimate, the gains pole
+// placement chose and the stability verdict (Andersson, Kihl et al.'s
+// design rule, docs/algorithms.md §4). It outlives a stage, so that a stage
+// rebuilt on reload starts with the gains already found. It is safe for
+// concurrent use.
 //
 // σ, the maximum number of departures per period, is estimated as
 //
@@ -31,7 +31,7 @@ import (
 // ρ is the whole resource's utilization while the completions are the
 // stage's only: other traffic on the same resource makes σ̂ smaller than
 // the stage's true σ, which lowers K (a slower, not a less stable, loop).
-type kihlTune struct {
+type KihlTune struct {
 	stage   string
 	a1, a2  float64
 	h       time.Duration
@@ -51,25 +51,44 @@ type kihlTune struct {
 	lastError string
 }
 
-func newKihlTune(stage string, cfg *KihlTuningConfig, h time.Duration, log *slog.Logger) *kihlTune {
-	return &kihlTune{stage: stage, a1: *cfg.A1, a2: *cfg.A2, h: h, fixed: cfg.Sigma, periods: cfg.EstimatePeriods,
-		minUtil: cfg.MinUtilization, log: log}
+// NewKihlTune returns the tuning of the named stage: the closed-loop
+// characteristic polynomial's a1, a2, the period h, a fixed σ (> 0) or 0
+// to estimate it over periods usable periods (utilization ≥ minUtil).
+// Decisions are logged to log.
+func NewKihlTune(stage string, a1, a2 float64, h time.Duration, sigma float64, periods int, minUtil float64, log *slog.Logger) *KihlTune {
+	return &KihlTune{stage: stage, a1: a1, a2: a2, h: h, fixed: sigma, periods: periods, minUtil: minUtil, log: log}
 }
 
-// gains returns the resolved σ, K and Ti, and whether they are known. A
-// fixed σ resolves on the first call, at now.
-func (t *kihlTune) gains(now time.Time) (sigma, k, ti float64, ok bool) {
+// CheckKihlPlacement reports whether a1, a2 can be placed for a period h
+// (the pole-placement rule's own check).
+func CheckKihlPlacement(h time.Duration, a1, a2 float64) error {
+	_, _, err := design.KihlPlace(1, h, a1, a2)
+	return err
+}
+
+// KihlTuningAuto is the tuning mode KihlTuningState reports.
+const KihlTuningAuto = "auto"
+
+// Gains returns the resolved σ, K and Ti, and whether they are known. A
+// fixed σ resolves on the first call, at now: a runner calls it when it
+// builds the stage.
+func (t *KihlTune) Gains(now time.Time) (sigma, k, ti float64, ok bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.sigma == 0 && t.fixed > 0 {
 		t.resolve(now, t.fixed, "configured")
 	}
+	return t.current()
+}
+
+// current returns the gains resolved so far. Called with mu held.
+func (t *KihlTune) current() (sigma, k, ti float64, ok bool) {
 	return t.sigma, t.k, t.ti, t.sigma > 0 && t.k > 0
 }
 
 // observe folds one period into the estimate and resolves the gains when
 // it is complete. It reports whether the gains are known afterwards.
-func (t *kihlTune) observe(now time.Time, m sluice.Measurements) bool {
+func (t *KihlTune) observe(now time.Time, m sluice.Measurements) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.sigma > 0 {
@@ -80,7 +99,7 @@ func (t *kihlTune) observe(now time.Time, m sluice.Measurements) bool {
 		return t.k > 0
 	}
 	rho, el := m.Utilization, m.Elapsed.Seconds()
-	if !finite(rho) || rho < t.minUtil || !(m.Completed >= 1) || !(el > 0) {
+	if !sluice.Finite(rho) || rho < t.minUtil || !(m.Completed >= 1) || !(el > 0) {
 		return false
 	}
 	t.sumN += m.Completed
@@ -94,7 +113,7 @@ func (t *kihlTune) observe(now time.Time, m sluice.Measurements) bool {
 }
 
 // resolve places the poles for sigma. Called with mu held.
-func (t *kihlTune) resolve(now time.Time, sigma float64, how string) {
+func (t *KihlTune) resolve(now time.Time, sigma float64, how string) {
 	t.sigma, t.resolved = sigma, now
 	k, ti, err := design.KihlPlace(sigma, t.h, t.a1, t.a2)
 	if err != nil {
@@ -140,7 +159,8 @@ type KihlTuningState struct {
 	Error         string    `json:"error,omitempty"`
 }
 
-func (t *kihlTune) state() KihlTuningState {
+// State returns the tuning as the admin API shows it.
+func (t *KihlTune) State() KihlTuningState {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	st := KihlTuningState{Tuning: KihlTuningAuto, A1: t.a1, A2: t.a2, Sigma: t.sigma, PeriodsUsed: t.used,
@@ -159,29 +179,31 @@ func (t *kihlTune) state() KihlTuningState {
 	return st
 }
 
-// kihlAutoConfig is the controller configuration the proxy gives a kihl
-// stage with tuning: auto (through policy.Options.Controllers): the
-// stage's compiled params, whose k and ti serve until σ is known, and
-// the shared tuning state.
-type kihlAutoConfig struct {
-	base control.KihlConfig
-	tune *kihlTune
+// KihlAutoConfig is the controller configuration of a kihl stage with
+// tuning: auto: the stage's compiled params (Base), whose k and ti serve
+// until σ is known, and the shared tuning state (Tune).
+type KihlAutoConfig struct {
+	Base KihlConfig
+	Tune *KihlTune
 }
 
-var _ control.Config = (*kihlAutoConfig)(nil)
+var _ Config = (*KihlAutoConfig)(nil)
 
 // Validate validates the params.
-func (c *kihlAutoConfig) Validate() error { return c.base.Validate() }
+func (c *KihlAutoConfig) Validate() error { return c.Base.Validate() }
 
 // New returns a kihl controller that re-tunes itself once σ is known (at
-// once when it already is).
-func (c *kihlAutoConfig) New() (sluice.Controller, error) {
-	inner, err := control.NewKihl(c.base)
+// once when it already is: a fixed σ once the runner has called Gains).
+func (c *KihlAutoConfig) New() (sluice.Controller, error) {
+	inner, err := NewKihl(c.Base)
 	if err != nil {
 		return nil, err
 	}
-	a := &kihlAuto{base: c.base, tune: c.tune, inner: inner}
-	if sigma, k, ti, ok := c.tune.gains(time.Now()); ok {
+	a := &kihlAuto{base: c.Base, tune: c.Tune, inner: inner}
+	c.Tune.mu.Lock()
+	sigma, k, ti, ok := c.Tune.current()
+	c.Tune.mu.Unlock()
+	if ok {
 		if err := a.retune(k, ti); err != nil {
 			return nil, err
 		}
@@ -190,15 +212,15 @@ func (c *kihlAutoConfig) New() (sluice.Controller, error) {
 	return a, nil
 }
 
-// kihlAuto is control.Kihl whose gains K and Ti are replaced once, when
+// kihlAuto is Kihl whose gains K and Ti are replaced once, when
 // the tuning resolves, with a bumpless transfer: the new controller's
 // integrator starts where the old one was (clamped to [0, max_rate·h]).
-// The control law itself is control.Kihl's, unchanged. Like every
+// The control law itself is Kihl's, unchanged. Like every
 // controller it is driven by one runner (the stage's Step).
 type kihlAuto struct {
-	base  control.KihlConfig
-	tune  *kihlTune
-	inner *control.Kihl
+	base  KihlConfig
+	tune  *KihlTune
+	inner *Kihl
 	tuned bool
 	note  string // prefix of the next decision's reason
 }
@@ -211,7 +233,7 @@ func (a *kihlAuto) retune(k, ti float64) error {
 	cfg.Ti = time.Duration(ti * float64(time.Second))
 	uMax := cfg.MaxRate * cfg.Period.Seconds()
 	cfg.InitialIntegral = math.Max(0, math.Min(a.inner.Integral(), uMax))
-	inner, err := control.NewKihl(cfg)
+	inner, err := NewKihl(cfg)
 	if err != nil {
 		return fmt.Errorf("kihl auto tuning: K %g, Ti %gs: %w", k, ti, err)
 	}
@@ -225,7 +247,7 @@ func (a *kihlAuto) Update(now time.Time, m sluice.Measurements) sluice.Decision 
 	note := a.note
 	a.note = ""
 	if !a.tuned && a.tune.observe(now, m) {
-		sigma, k, ti, _ := a.tune.gains(now)
+		sigma, k, ti, _ := a.tune.Gains(now)
 		if err := a.retune(k, ti); err != nil {
 			note += err.Error() + "; "
 		} else {

@@ -1,0 +1,303 @@
+// Package figures measures cluster mode live: a real redis-server
+// (cluster/localredis), a testbed backend, three sluice proxies as
+// separate processes on loopback, and load spread over them by a
+// round-robin (or weighted) client, as a load balancer would spread it.
+// Each figure returns its numbers; the Go tests of this package run the
+// short forms under make test, and `sluice experiment cluster` the
+// longer ones with a report. Runs are bounded in time and touch only
+// 127.0.0.1.
+package figures
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/sluicehq/sluice/cluster/localredis"
+	"github.com/sluicehq/sluice/proxy"
+	"github.com/sluicehq/sluice/testbed"
+)
+
+// ChildEnv names the configuration file a child process serves (see
+// ServeChild).
+const ChildEnv = "SLUICE_FIGURES_PROXY"
+
+// Launcher returns the command that runs `sluice proxy` with the given
+// configuration file.
+type Launcher func(configFile string) *exec.Cmd
+
+// SluiceLauncher runs exe (the sluice binary) as `exe proxy --config FILE`.
+func SluiceLauncher(exe string) Launcher {
+	return func(file string) *exec.Cmd {
+		return exec.Command(exe, "proxy", "--config", file, "--log-level", "warn")
+	}
+}
+
+// TestLauncher runs the current test binary as a proxy: the child's
+// TestMain must call ServeChild first.
+func TestLauncher() Launcher {
+	return func(file string) *exec.Cmd {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), ChildEnv+"="+file)
+		return cmd
+	}
+}
+
+// ServeChild serves the proxy configuration named by ChildEnv until
+// SIGTERM or SIGINT and exits, when that variable is set; otherwise it
+// returns at once. A test binary used with TestLauncher calls it first
+// thing in TestMain.
+func ServeChild() {
+	file := os.Getenv(ChildEnv)
+	if file == "" {
+		return
+	}
+	cfg, err := proxy.LoadFile(file)
+	if err == nil {
+		var srv *proxy.Server
+		logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		if srv, err = proxy.New(cfg, proxy.Options{ConfigFile: file, Logger: logger}); err == nil {
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			err = srv.Serve(ctx)
+			stop()
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "figures child:", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+// Instance is one proxy process.
+type Instance struct {
+	ID    string
+	Addr  string // client listener, host:port
+	Admin string // http://admin
+	cmd   *exec.Cmd
+	done  chan struct{}
+}
+
+// lab is a redis-server, a backend and the proxies in front of it.
+type lab struct {
+	redis     *localredis.Server
+	backend   *http.Server
+	be        io.Closer
+	instances []*Instance
+	dir       string
+	prefix    string
+	period    time.Duration
+}
+
+// labSpec describes a lab.
+type labSpec struct {
+	launch    Launcher
+	n         int
+	period    time.Duration
+	initial   int
+	backend   testbed.QueueConfig
+	maxConc   int
+	policy    string // YAML: classes, stages, shares
+	prefix    string
+	redisAddr string // an existing server, or "" to start one
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// startLab starts everything and waits until every proxy is synced with
+// all the others.
+func startLab(ctx context.Context, s labSpec) (l *lab, err error) {
+	l = &lab{prefix: s.prefix, period: s.period}
+	defer func() {
+		if err != nil {
+			l.Close()
+			l = nil
+		}
+	}()
+	if l.dir, err = os.MkdirTemp("", "sluice-figures-"); err != nil {
+		return nil, err
+	}
+	if l.redis, err = localredis.Start(); err != nil {
+		return nil, err
+	}
+	q, err := testbed.NewQueue(s.backend)
+	if err != nil {
+		return nil, err
+	}
+	l.be = q
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	l.backend = &http.Server{Handler: q, ReadHeaderTimeout: 10 * time.Second}
+	go l.backend.Serve(ln) //nolint:errcheck // Close ends it
+	for i := range s.n {
+		inst, err := l.startInstance(s, i, "http://"+ln.Addr().String())
+		if err != nil {
+			return nil, err
+		}
+		l.instances = append(l.instances, inst)
+	}
+	err = waitFor(ctx, 20*time.Second, "every proxy synced with all of them", func() bool {
+		for _, in := range l.instances {
+			st, err := in.State()
+			if err != nil || st.Cluster == nil || st.Cluster.Mode != "synced" || st.Cluster.Instances != s.n || st.Cluster.Unseen != 0 {
+				return false
+			}
+		}
+		return true
+	})
+	return l, err
+}
+
+func (l *lab) startInstance(s labSpec, i int, backendURL string) (*Instance, error) {
+	lp, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	ap, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	id := string(rune('a' + i))
+	in := &Instance{ID: id, Addr: "127.0.0.1:" + strconv.Itoa(lp), Admin: "http://127.0.0.1:" + strconv.Itoa(ap), done: make(chan struct{})}
+	cfg := fmt.Sprintf(`listeners: [{addr: %q}]
+admin: {addr: "127.0.0.1:%d"}
+backends:
+  servers: [{url: %q, max_concurrency: %d}]
+drain_timeout: 2s
+%s
+cluster:
+  addrs: [%q]
+  instance: %s
+  prefix: %s
+  period: %s
+  initial_instances: %d
+`, in.Addr, ap, backendURL, s.maxConc, s.policy, l.redis.Addr, id, s.prefix, s.period, s.initial)
+	file := filepath.Join(l.dir, "proxy-"+id+".yaml")
+	if err := os.WriteFile(file, []byte(cfg), 0o644); err != nil {
+		return nil, err
+	}
+	if _, err := proxy.Parse(file, []byte(cfg)); err != nil {
+		return nil, err
+	}
+	in.cmd = s.launch(file)
+	in.cmd.Stderr = os.Stderr
+	if err := in.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("instance %s: %w", id, err)
+	}
+	go func() { _ = in.cmd.Wait(); close(in.done) }()
+	err = waitFor(context.Background(), 15*time.Second, "instance "+id+" to answer /state", func() bool {
+		select {
+		case <-in.done:
+			return true
+		default:
+		}
+		_, err := in.State()
+		return err == nil
+	})
+	select {
+	case <-in.done:
+		return nil, fmt.Errorf("instance %s exited at start", id)
+	default:
+	}
+	return in, err
+}
+
+// State fetches the instance's /state.
+func (in *Instance) State() (proxy.StateDoc, error) {
+	c := http.Client{Timeout: 2 * time.Second}
+	resp, err := c.Get(in.Admin + "/state?decisions=0")
+	if err != nil {
+		return proxy.StateDoc{}, err
+	}
+	defer resp.Body.Close()
+	var st proxy.StateDoc
+	if resp.StatusCode != http.StatusOK {
+		return st, fmt.Errorf("/state: %s", resp.Status)
+	}
+	err = json.NewDecoder(resp.Body).Decode(&st)
+	return st, err
+}
+
+// Kill ends the instance at once (SIGKILL): a crash, no goodbye.
+func (in *Instance) Kill() error {
+	if err := in.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return err
+	}
+	<-in.done
+	return nil
+}
+
+// stop ends the instance gracefully (SIGTERM), killing it after 10 s.
+func (in *Instance) stop() {
+	select {
+	case <-in.done:
+		return
+	default:
+	}
+	_ = in.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-in.done:
+	case <-time.After(10 * time.Second):
+		_ = in.Kill()
+	}
+}
+
+// Close stops the proxies, the backend and Redis, and removes the files.
+func (l *lab) Close() {
+	var wg sync.WaitGroup
+	for _, in := range l.instances {
+		wg.Go(in.stop)
+	}
+	wg.Wait()
+	if l.backend != nil {
+		_ = l.backend.Close()
+	}
+	if l.be != nil {
+		_ = l.be.Close()
+	}
+	if l.redis != nil {
+		_ = l.redis.Stop()
+	}
+	if l.dir != "" {
+		_ = os.RemoveAll(l.dir)
+	}
+}
+
+// waitFor polls cond every 20 ms until it holds, ctx ends or limit
+// passes.
+func waitFor(ctx context.Context, limit time.Duration, what string, cond func() bool) error {
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("timed out after %v waiting for %s", limit, what)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return nil
+}
