@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/strictyaml"
 	"io"
 	"mime"
 	"net/netip"
@@ -437,9 +438,10 @@ var reservedParams = map[string]string{
 }
 
 // decodeParams decodes a stage's params strictly into dst (a pointer to a
-// control.XConfig holding its defaults): every key must be a field of the
-// struct (by YAML name), recursively, and each value is decoded on its own
-// so that an error names its key and line.
+// control.XConfig holding its defaults) with sluice's one strict decoder:
+// every key must be a field of the struct (by YAML name), recursively, and
+// an error names its key's path and line. The policy's own keys (classes,
+// class_targets) are refused in a seda stage's params.
 func decodeParams(p string, n *yaml.Node, dst control.Config) error {
 	if n == nil || n.Kind == 0 {
 		return nil
@@ -450,75 +452,36 @@ func decodeParams(p string, n *yaml.Node, dst control.Config) error {
 	if n = resolve(n); n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
 		return nil
 	}
-	_, isSEDA := dst.(*control.SEDAConfig)
-	return decodeStruct(p, n, reflect.ValueOf(dst).Elem(), isSEDA)
-}
-
-func decodeStruct(p string, n *yaml.Node, v reflect.Value, top bool) error {
-	n = resolve(n)
 	if n.Kind != yaml.MappingNode {
 		return &FieldError{Path: p, Msg: fmt.Sprintf("must be a mapping of parameter names to values, not %s", nodeKind(n)), Line: n.Line}
 	}
-	t := v.Type()
-	fields := map[string]int{}
-	var names []string
-	for i := 0; i < t.NumField(); i++ {
-		f := t.Field(i)
-		if !f.IsExported() {
-			continue
+	if _, isSEDA := dst.(*control.SEDAConfig); isSEDA {
+		if err := refuseReserved(p, n); err != nil {
+			return err
 		}
-		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
-		if name == "-" {
-			continue
-		}
-		if name == "" {
-			name = strings.ToLower(f.Name)
-		}
-		if top {
-			if _, res := reservedParams[name]; res {
-				continue
-			}
-		}
-		fields[name] = i
-		names = append(names, name)
 	}
-	sort.Strings(names)
-	// Merge keys (<<: *base) first: the mapping's own keys override them.
+	return strictyaml.Decode(n, dst, p)
+}
+
+// refuseReserved reports a reserved key among n's keys (merged ones too).
+func refuseReserved(p string, n *yaml.Node) error {
+	n = resolve(n)
 	for i := 0; i+1 < len(n.Content); i += 2 {
-		if k, val := n.Content[i], resolve(n.Content[i+1]); k.Tag == "!!merge" {
-			srcs := []*yaml.Node{val}
-			if val.Kind == yaml.SequenceNode {
-				srcs = val.Content
+		k, v := n.Content[i], n.Content[i+1]
+		if k.Tag == "!!merge" {
+			srcs := []*yaml.Node{resolve(v)}
+			if srcs[0].Kind == yaml.SequenceNode {
+				srcs = srcs[0].Content
 			}
 			for _, m := range srcs {
-				if err := decodeStruct(p, m, v, top); err != nil {
+				if err := refuseReserved(p, m); err != nil {
 					return err
 				}
 			}
-		}
-	}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, val := n.Content[i], resolve(n.Content[i+1])
-		if k.Tag == "!!merge" {
 			continue
 		}
-		kp := p + "." + k.Value
-		if why, res := reservedParams[k.Value]; res && top {
-			return &FieldError{Path: kp, Msg: "must not be set in params: it " + why, Line: k.Line}
-		}
-		fi, ok := fields[k.Value]
-		if !ok {
-			return &FieldError{Path: kp, Msg: fmt.Sprintf("unknown key %q (valid: %s)", k.Value, strings.Join(names, ", ")), Line: k.Line}
-		}
-		fv := v.Field(fi)
-		if fv.Kind() == reflect.Struct && fv.Type() != reflect.TypeFor[time.Time]() {
-			if err := decodeStruct(kp, val, fv, false); err != nil {
-				return err
-			}
-			continue
-		}
-		if err := val.Decode(fv.Addr().Interface()); err != nil {
-			return &FieldError{Path: kp, Msg: fmt.Sprintf("%q: %s", val.Value, yamlMsg(err)), Line: val.Line}
+		if why, res := reservedParams[k.Value]; res {
+			return &FieldError{Path: p + "." + k.Value, Msg: "must not be set in params: it " + why, Line: k.Line}
 		}
 	}
 	return nil
@@ -530,17 +493,6 @@ func resolve(n *yaml.Node) *yaml.Node {
 		n = n.Alias
 	}
 	return n
-}
-
-// yamlMsg shortens a yaml.v3 decoding error to its reason.
-func yamlMsg(err error) string {
-	s := err.Error()
-	s = strings.TrimPrefix(s, "yaml: unmarshal errors:\n")
-	s = strings.TrimSpace(s)
-	if i := strings.Index(s, ": "); strings.HasPrefix(s, "line ") && i > 0 {
-		s = s[i+2:]
-	}
-	return s
 }
 
 func nodeKind(n *yaml.Node) string {

@@ -30,9 +30,9 @@ func TestValidateNamesPathAndValue(t *testing.T) {
 		{"unknown controller", `
 stages: [{name: a, controller: sedaa}]`, "stages[0].controller", `"sedaa" (valid: auto, bbr, envoy-gradient, gradient2, kihl, none, seda`},
 		{"unknown param key", `
-stages: [{name: a, controller: seda, params: {target: 1s, tagret: 2s}}]`, "stages[0].params.tagret", `unknown key "tagret" (valid: adj_d`},
+stages: [{name: a, controller: seda, params: {target: 1s, tagret: 2s}}]`, "stages[0].params.tagret", `unknown field "tagret" (valid here: adj_d`},
 		{"unknown nested param key", `
-stages: [{name: a, controller: seda, params: {target: 1s, degrade: {enabled: true, qmin: 0.2}}}]`, "stages[0].params.degrade.qmin", `unknown key "qmin"`},
+stages: [{name: a, controller: seda, params: {target: 1s, degrade: {enabled: true, qmin: 0.2}}}]`, "stages[0].params.degrade.qmin", `unknown field "qmin"`},
 		{"bad param type", `
 stages: [{name: a, controller: seda, params: {target: fast}}]`, "stages[0].params.target", `"fast"`},
 		{"params not a mapping", `

@@ -2,14 +2,12 @@ package proxy
 
 import (
 	"errors"
-	"fmt"
+	"github.com/sluicehq/sluice/internal/strictyaml"
 	"os"
 	"reflect"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
-	"time"
 
 	"gopkg.in/yaml.v3"
 )
@@ -71,7 +69,7 @@ func Parse(name string, data []byte) (*Config, error) {
 		return nil, &ConfigError{File: name, Line: root.Line, Msg: "the top level must be a mapping (listeners:, backends:, stages: ...)"}
 	}
 	lines := map[int]string{}
-	if err := checkKnown(root, reflect.TypeOf(Config{}), "", lines); err != nil {
+	if err := strictyaml.Check(root, reflect.TypeOf(Config{}), "", lines); err != nil {
 		var fe *FieldError
 		if errors.As(err, &fe) {
 			return nil, &ConfigError{File: name, Line: lineOf(root, fe.Path), Path: fe.Path, Msg: fe.Msg}
@@ -133,122 +131,6 @@ func yamlError(name string, err error, lines map[int]string) error {
 		return &ConfigError{File: name, Line: line, Path: lines[line], Msg: m[2]}
 	}
 	return &ConfigError{File: name, Msg: strings.TrimPrefix(msg, "yaml: ")}
-}
-
-var (
-	yamlNodeType = reflect.TypeOf(yaml.Node{})
-	durationType = reflect.TypeOf(time.Duration(0))
-)
-
-// checkKnown walks n along the Go type t and reports the first mapping key
-// that t does not have, and the first integer given for a duration (yaml
-// would read "timeout: 5" as 5ns). It records the deepest path of each
-// line in lines. yaml.Node fields (controller params) are left to the
-// policy's validation.
-func checkKnown(n *yaml.Node, t reflect.Type, path string, lines map[int]string) error {
-	for n.Kind == yaml.AliasNode && n.Alias != nil {
-		n = n.Alias
-	}
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	if path != "" {
-		lines[n.Line] = path
-	}
-	if t == yamlNodeType {
-		return nil
-	}
-	if t == durationType {
-		if n.Kind == yaml.ScalarNode && n.Tag == "!!int" && n.Value != "0" {
-			return fieldErr(path, "%s has no unit: write a duration such as \"%ss\" or \"250ms\"", n.Value, n.Value)
-		}
-		return nil
-	}
-	switch t.Kind() {
-	case reflect.Struct:
-		if n.Kind != yaml.MappingNode {
-			return nil // the decoder reports the type mismatch
-		}
-		fields := yamlFields(t)
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, v := n.Content[i], n.Content[i+1]
-			if k.Value == "<<" {
-				continue
-			}
-			f, ok := fields[k.Value]
-			p := join(path, k.Value)
-			if !ok {
-				names := make([]string, 0, len(fields))
-				for name := range fields {
-					names = append(names, name)
-				}
-				sort.Strings(names)
-				return fieldErr(p, "unknown field (valid here: %s)", strings.Join(names, ", "))
-			}
-			lines[k.Line] = p
-			if err := checkKnown(v, f, p, lines); err != nil {
-				return err
-			}
-		}
-	case reflect.Slice, reflect.Array:
-		if n.Kind != yaml.SequenceNode {
-			return nil
-		}
-		for i, e := range n.Content {
-			if err := checkKnown(e, t.Elem(), fmt.Sprintf("%s[%d]", path, i), lines); err != nil {
-				return err
-			}
-		}
-	case reflect.Map:
-		if n.Kind != yaml.MappingNode {
-			return nil
-		}
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, v := n.Content[i], n.Content[i+1]
-			p := join(path, k.Value)
-			lines[k.Line] = p
-			if err := checkKnown(v, t.Elem(), p, lines); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// yamlFields maps the YAML key of each field of struct type t (inline
-// structs flattened) to the field's type.
-func yamlFields(t reflect.Type) map[string]reflect.Type {
-	out := map[string]reflect.Type{}
-	for i := 0; i < t.NumField(); i++ {
-		f := t.Field(i)
-		tag := f.Tag.Get("yaml")
-		if tag == "-" || (!f.IsExported() && !f.Anonymous) {
-			continue
-		}
-		name, opts, _ := strings.Cut(tag, ",")
-		if strings.Contains(","+opts+",", ",inline,") {
-			ft := f.Type
-			for ft.Kind() == reflect.Pointer {
-				ft = ft.Elem()
-			}
-			for k, v := range yamlFields(ft) {
-				out[k] = v
-			}
-			continue
-		}
-		if name == "" {
-			name = strings.ToLower(f.Name)
-		}
-		out[name] = f.Type
-	}
-	return out
-}
-
-func join(path, key string) string {
-	if path == "" {
-		return key
-	}
-	return path + "." + key
 }
 
 // lineOf returns the line of the deepest node of root on path ("a.b[2].c");
