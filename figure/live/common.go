@@ -105,6 +105,18 @@ func newSummary(env *Env) *report.Summary {
 	return report.NewSummary(env.Name, string(figure.Live), env.Seed)
 }
 
+// finish ends a run that has been planned and run: a new Result whose
+// summary analyse fills with the figure's metrics, then render writes
+// its tables, plots, checks and setup.
+func finish(env *Env, analyse func(*report.Summary), render func(*figure.Result) error) (*figure.Result, error) {
+	res := figure.NewResult(env.Name, figure.Live, env.Seed)
+	analyse(res.Summary)
+	if err := render(res); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
 // queueBackend returns a constructor of the emulated-server backend.
 func queueBackend(cfg testbed.QueueConfig) func() (testbed.Backend, error) {
 	return func() (testbed.Backend, error) { return testbed.NewQueue(cfg) }

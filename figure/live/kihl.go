@@ -227,12 +227,8 @@ func runKihl(ctx context.Context, env *Env, cdf bool) (*figure.Result, error) {
 			return nil, err
 		}
 	}
-	res := figure.NewResult(env.Name, figure.Live, env.Seed)
-	analyseKihl(res.Summary, pl, cdf)
-	if err := renderKihl(res, pl, cdf); err != nil {
-		return nil, err
-	}
-	return res, nil
+	return finish(env, func(s *report.Summary) { analyseKihl(s, pl, cdf) },
+		func(r *figure.Result) error { return renderKihl(r, pl, cdf) })
 }
 
 // kihlPlan is what the Kihl runs share: the parameters, where the backend

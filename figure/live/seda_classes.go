@@ -56,12 +56,8 @@ func runSEDAClasses(ctx context.Context, env *Env) (*figure.Result, error) {
 			return nil, err
 		}
 	}
-	res := figure.NewResult(env.Name, figure.Live, env.Seed)
-	analyseSEDAClasses(res.Summary, pl)
-	if err := renderSEDAClasses(res, pl); err != nil {
-		return nil, err
-	}
-	return res, nil
+	return finish(env, func(s *report.Summary) { analyseSEDAClasses(s, pl) },
+		func(r *figure.Result) error { return renderSEDAClasses(r, pl) })
 }
 
 // sedaClassNames are the classes, highest first; a load group's index is

@@ -58,12 +58,8 @@ func runSEDADegradation(ctx context.Context, env *Env) (*figure.Result, error) {
 			return nil, err
 		}
 	}
-	res := figure.NewResult(env.Name, figure.Live, env.Seed)
-	analyseSEDADegradation(res.Summary, pl)
-	if err := renderSEDADegradation(res, pl); err != nil {
-		return nil, err
-	}
-	return res, nil
+	return finish(env, func(s *report.Summary) { analyseSEDADegradation(s, pl) },
+		func(r *figure.Result) error { return renderSEDADegradation(r, pl) })
 }
 
 // degradePlan is the degradation experiment's plan: the compressed stage,

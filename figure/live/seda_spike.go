@@ -89,12 +89,8 @@ func runSEDASpike(ctx context.Context, env *Env) (*figure.Result, error) {
 			return nil, err
 		}
 	}
-	res := figure.NewResult(env.Name, figure.Live, env.Seed)
-	analyseSEDASpike(res.Summary, pl)
-	if err := renderSEDASpike(res, pl); err != nil {
-		return nil, err
-	}
-	return res, nil
+	return finish(env, func(s *report.Summary) { analyseSEDASpike(s, pl) },
+		func(r *figure.Result) error { return renderSEDASpike(r, pl) })
 }
 
 // sedaSpikePlan is the spike's plan: the compressed stage, the crowd and

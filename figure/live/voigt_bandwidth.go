@@ -190,12 +190,8 @@ func runVoigtBandwidth(ctx context.Context, env *Env) (*figure.Result, error) {
 	if err := pl.runAll(ctx, env, srv.URL); err != nil {
 		return nil, err
 	}
-	res := figure.NewResult(env.Name, figure.Live, env.Seed)
-	analyseVoigtBandwidth(res.Summary, pl)
-	if err := renderVoigtBandwidth(res, pl); err != nil {
-		return nil, err
-	}
-	return res, nil
+	return finish(env, func(s *report.Summary) { analyseVoigtBandwidth(s, pl) },
+		func(r *figure.Result) error { return renderVoigtBandwidth(r, pl) })
 }
 
 // voigtBWPlan is the bandwidth experiment's plan: the reference run

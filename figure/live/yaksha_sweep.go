@@ -93,12 +93,8 @@ func runYakshaSweep(ctx context.Context, env *Env) (*figure.Result, error) {
 	if err := pl.runAll(ctx, env); err != nil {
 		return nil, err
 	}
-	res := figure.NewResult(env.Name, figure.Live, env.Seed)
-	analyseYakshaSweep(res.Summary, pl)
-	if err := renderYakshaSweep(res, pl); err != nil {
-		return nil, err
-	}
-	return res, nil
+	return finish(env, func(s *report.Summary) { analyseYakshaSweep(s, pl) },
+		func(r *figure.Result) error { return renderYakshaSweep(r, pl) })
 }
 
 // yakshaSweepPlan is the sweep's load: the controlled staircase over
