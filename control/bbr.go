@@ -78,7 +78,7 @@ func (c *BBRConfig) New() (sluice.Controller, error) { return NewBBR(*c) }
 //
 //	maxPass     = max(1, largest pass of a bucket in the window)
 //	minRT       = smallest rt of a bucket in the window, seconds
-//	maxInFlight = ⌊maxPass·minRT/h + 0.5⌋
+//	maxInFlight = ⌊maxPass·minRT/h⌋
 //
 // aegis drops a request when inFlight > 1 and inFlight > maxInFlight; the
 // stage does the same with Decision.New = max(maxInFlight, 1) + 1 (it
@@ -106,8 +106,18 @@ func (c *BBRConfig) New() (sluice.Controller, error) { return NewBBR(*c) }
 // the last hot drop. Drops made during the cool-down do not extend it, as
 // in aegis (go-zero's adaptive shedder refreshes on those too).
 //
-// Other departures: aegis measures RT per request in whole milliseconds
-// rounded up, and minRT at least 1 ms; here service times are seconds as
+// The floor is aegis's, not the + 0.5 rounding its source seems to write
+// (and PEER-ALGORITHMS.md copied): aegis v0.2.0 computes
+// int64(math.Floor(x) + 0.5), and the conversion truncates the half away,
+// so maxInFlight = ⌊x⌋. Measured against aegis itself (tools/peerref,
+// docs/experiments.md) the rounded form let one more request in and
+// ratcheted up from there. aegis's x is integer arithmetic (whole
+// milliseconds); here x gets 1e-9 added before the floor so that a
+// product such as 10·0.05/0.1 is not cut to 4 by a binary fraction.
+//
+// Other departures: aegis v0.2.0 measures RT per request in whole
+// milliseconds rounded down (its later master rounds up), and minRT at
+// least 1 ms; here service times are seconds as
 // measured (a sub-millisecond service gets a proportionally smaller
 // maxInFlight). aegis's buckets per second is an integer division; here
 // 1/h exactly. Its RT includes failed requests; the runner's service
@@ -173,7 +183,7 @@ func (b *BBR) Estimate() (maxPass, minRT, maxInFlight float64, ok bool) {
 	if math.IsInf(minRT, 1) {
 		return maxPass, 0, 0, false
 	}
-	return maxPass, minRT, math.Min(math.Floor(maxPass*minRT/b.cfg.Period.Seconds()+0.5), bbrMaxLimit), true
+	return maxPass, minRT, math.Min(math.Floor(maxPass*minRT/b.cfg.Period.Seconds()+1e-9), bbrMaxLimit), true
 }
 
 // Update closes the period's bucket and decides whether to shed.
@@ -204,7 +214,7 @@ func (b *BBR) Update(now time.Time, m sluice.Measurements) sluice.Decision {
 			fmt.Sprintf("no service-time samples in the last %s: no estimate, gate off", b.cfg.Window))
 	}
 	limit := math.Max(mif, 1) + 1
-	est := fmt.Sprintf("maxInFlight ⌊maxPass %.4g × minRT %s × %.4g/s + 0.5⌋ = %.0f", maxPass, fmtSec(minRT), 1/b.cfg.Period.Seconds(), mif)
+	est := fmt.Sprintf("maxInFlight ⌊maxPass %.4g × minRT %s × %.4g/s⌋ = %.0f", maxPass, fmtSec(minRT), 1/b.cfg.Period.Seconds(), mif)
 
 	var cond string
 	hot := true

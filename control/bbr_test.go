@@ -56,21 +56,22 @@ func runBBR(t *testing.T, b *BBR, from int, steps []bbrStep) {
 	}
 }
 
-// maxInFlight = ⌊maxPass·minRT·10 + 0.5⌋ over the buckets, limit =
+// maxInFlight = ⌊maxPass·minRT·10⌋ over the buckets, limit =
 // max(maxInFlight, 1) + 1; without a CPU sensor shedding is always on.
 func TestBBRMaxInFlight(t *testing.T) {
 	b := newBBR(t, nil)
 	runBBR(t, b, 1, []bbrStep{
-		{bucket(10, 0.05, nan(), 0), 6, false},   // 10·0.05·10 = 5 → ⌊5.5⌋ = 5
+		{bucket(10, 0.05, nan(), 0), 6, false},   // 10·0.05·10 = 5
 		{bucket(20, 0.08, nan(), 0), 11, false},  // 20·0.05·10 = 10
-		{bucket(5, 0.02, nan(), 0), 5, false},    // 20·0.02·10 = 4 → ⌊4.5⌋
+		{bucket(5, 0.02, nan(), 0), 5, false},    // 20·0.02·10 = 4
 		{bucket(0, nan(), nan(), 0), 5, false},   // empty bucket changes nothing
 		{bucket(3, 0.001, nan(), 0), 2, false},   // 20·0.001·10 = 0.2 → 0: still admit 1
 		{bucket(3, 0.0012, nan(), 0), 2, false},  // minRT stays 0.001
 		{bucket(40, 0.0012, nan(), 0), 2, false}, // 40·0.001·10 = 0.4 → 0
 	})
-	// Rounding: ⌊7·0.035·10 + 0.5⌋ = 2, ⌊7·0.036·10 + 0.5⌋ = 3.
-	for _, tc := range []struct{ rt, want float64 }{{0.035, 3}, {0.036, 4}} {
+	// The floor, as aegis v0.2.0 computes it: ⌊7·0.036·10⌋ = ⌊2.52⌋ = 2
+	// (rounding would give 3), ⌊7·0.043·10⌋ = ⌊3.01⌋ = 3.
+	for _, tc := range []struct{ rt, want float64 }{{0.035, 3}, {0.036, 3}, {0.042, 3}, {0.043, 4}} {
 		b := newBBR(t, nil)
 		if d := b.Update(tb(1), bucket(7, tc.rt, nan(), 0)); d.New != tc.want {
 			t.Fatalf("rt %v: limit %v, want %v", tc.rt, d.New, tc.want)
@@ -85,7 +86,7 @@ func TestBBRMaxInFlight(t *testing.T) {
 		t.Fatalf("late step: limit %v, want 6 (%s)", d.New, d.Reason)
 	}
 	// maxPass is at least 1, as in aegis: one completion in 2 s (0.05 per
-	// bucket) of 0.5 s gives ⌊1·0.5·10 + 0.5⌋ = 5.
+	// bucket) of 0.5 s gives ⌊1·0.5·10⌋ = 5.
 	b = newBBR(t, nil)
 	m = bucket(1, 0.5, nan(), 0)
 	m.Elapsed = 2 * time.Second
@@ -232,7 +233,7 @@ func FuzzBBR(f *testing.F) { fuzzController(f, "bbr") }
 
 // Without a CPU sensor BBR sheds on Little's law alone: at best 10
 // completions per 100 ms bucket with a 40 ms service time, the service
-// holds ⌊10·0.04·10 + 0.5⌋ = 4 in flight, so a fifth is rejected.
+// holds ⌊10·0.04·10⌋ = 4 in flight, so a fifth is rejected.
 func ExampleBBR() {
 	c, err := NewBBR(DefaultBBRConfig())
 	if err != nil {
@@ -246,5 +247,5 @@ func ExampleBBR() {
 	fmt.Println(d.Reason)
 	// Output:
 	// 5 false
-	// no CPU reading (sensor not bound): CPU condition taken as met: shedding, maxInFlight ⌊maxPass 10 × minRT 40ms × 10/s + 0.5⌋ = 4: admit while in service ≤ 4 (limit 5)
+	// no CPU reading (sensor not bound): CPU condition taken as met: shedding, maxInFlight ⌊maxPass 10 × minRT 40ms × 10/s⌋ = 4: admit while in service ≤ 4 (limit 5)
 }
