@@ -147,38 +147,74 @@ func slicesMax(xs []float64) float64 {
 	return m
 }
 
+// runVoigtSweep reproduces Fig. 4 (and Fig. 6) and Table 1: it runs the
+// sweep and the onsets, analyses them into the summary's metrics and
+// sweep.csv, and renders the plots.
 func runVoigtSweep(env Env, c voigtSweepParams) (*figure.Result, error) {
 	files, res, err := voigtStart(env, c.model, c.warmup, c.duration)
 	if err != nil {
 		return nil, err
 	}
-	s := res.Summary
-	var ctl, unc, poi []*voigtPoint
+	r, err := runVoigtSweepPoints(env.Seed, c, files)
+	if err != nil {
+		return nil, err
+	}
+	if err := analyseVoigtSweep(res, c, files, r); err != nil {
+		return nil, err
+	}
+	renderVoigtSweep(res, c, r)
+	return res, nil
+}
+
+// voigtSweepRun is what the sweep measures: a controlled, an uncontrolled
+// and (if compared) a Poisson-controlled point per offered rate, and the
+// onset of SYN policing (req/s) per dynamic fraction of Table 1.
+type voigtSweepRun struct {
+	ctl, unc, poi []*voigtPoint
+	onsets        []float64
+}
+
+// runVoigtSweepPoints runs every point of the sweep and every onset
+// search, each on its own engine.
+func runVoigtSweepPoints(seed uint64, c voigtSweepParams, files *voigtFiles) (*voigtSweepRun, error) {
+	r := &voigtSweepRun{onsets: make([]float64, len(c.fractions))}
 	for _, rate := range c.rates {
-		pc, err := voigtSweepPoint(env.Seed, c, files, rate, c.dynamic, c.arrivals, true)
+		pc, err := voigtSweepPoint(seed, c, files, rate, c.dynamic, c.arrivals, true)
 		if err != nil {
 			return nil, err
 		}
-		pu, err := voigtSweepPoint(env.Seed, c, files, rate, c.dynamic, c.arrivals, false)
+		pu, err := voigtSweepPoint(seed, c, files, rate, c.dynamic, c.arrivals, false)
 		if err != nil {
 			return nil, err
 		}
-		ctl, unc = append(ctl, pc), append(unc, pu)
+		r.ctl, r.unc = append(r.ctl, pc), append(r.unc, pu)
 		if c.comparePoisson {
-			pp, err := voigtSweepPoint(env.Seed, c, files, rate, c.dynamic, "poisson", true)
+			pp, err := voigtSweepPoint(seed, c, files, rate, c.dynamic, "poisson", true)
 			if err != nil {
 				return nil, err
 			}
-			poi = append(poi, pp)
+			r.poi = append(r.poi, pp)
 		}
 	}
-
-	// Table 1: onset of SYN policing per dynamic fraction.
-	onsets := make([]float64, len(c.fractions))
 	for i, f := range c.fractions {
-		if onsets[i], err = voigtOnset(env.Seed, c, files, f); err != nil {
+		var err error
+		if r.onsets[i], err = voigtOnset(seed, c, files, f); err != nil {
 			return nil, err
 		}
+	}
+	return r, nil
+}
+
+// analyseVoigtSweep sets the sweep's metrics (per rate, the maxima, the
+// plateau ratio = throughput at the highest rate / the best, the onsets
+// and whether they rise with the dynamic fraction) and writes sweep.csv,
+// timeseries.csv (the controlled run at the highest rate), the key and
+// the checks.
+func analyseVoigtSweep(res *figure.Result, c voigtSweepParams, files *voigtFiles, r *voigtSweepRun) error {
+	s := res.Summary
+	ctl, unc, poi, onsets := r.ctl, r.unc, r.poi, r.onsets
+	// Table 1: onset of SYN policing per dynamic fraction.
+	for i, f := range c.fractions {
 		s.Set("policing_onset_rps_"+figure.PctTag(f), onsets[i])
 	}
 	increasing := 1.0
@@ -202,7 +238,7 @@ func runVoigtSweep(env Env, c voigtSweepParams) (*figure.Result, error) {
 		}
 		if err := sweep.Append(pc.rate, pc.tput, ms(pc.rt), pc.polDrop, pc.ruleDrop, pc.fails, pc.cgiRate, pc.cpu, pc.link,
 			pu.tput, ms(pu.rt), pu.fails, pu.cpu, tp, rp); err != nil {
-			return nil, err
+			return err
 		}
 		tag := fmtNum(pc.rate)
 		s.Set("throughput_rps_at_"+tag, pc.tput)
@@ -244,6 +280,14 @@ func runVoigtSweep(env Env, c voigtSweepParams) (*figure.Result, error) {
 		"throughput_rps_max", "plateau_ratio", "plateau_ratio_uncontrolled", "mean_rt_ms_max"}
 	res.Checks = figure.VoigtSweepChecks(s, fmtNum(ctl[last].rate))
 
+	return nil
+}
+
+// renderVoigtSweep draws sweep.png (Fig. 4 left and right, Fig. 6, and
+// where requests are refused) and onset.png (Table 1 against the
+// paper's onsets).
+func renderVoigtSweep(res *figure.Result, c voigtSweepParams, r *voigtSweepRun) {
+	ctl, unc, poi, onsets := r.ctl, r.unc, r.poi, r.onsets
 	// Fig. 4 (and Fig. 6): throughput and mean RT against the offered rate.
 	x := make([]float64, len(ctl))
 	col := func(pts []*voigtPoint, f func(p *voigtPoint) float64) []float64 {
@@ -300,7 +344,6 @@ func runVoigtSweep(env Env, c voigtSweepParams) (*figure.Result, error) {
 		onsetP.Series = append(onsetP.Series, report.Series{Label: "paper (their server)", X: scale(c.fractions, 100), Y: py, Kind: report.Bars})
 	}
 	res.AddFigure("onset.png", &report.Figure{PanelHeight: 3, Panels: []report.Panel{onsetP}})
-	return res, nil
 }
 
 func scale(xs []float64, k float64) []float64 {
