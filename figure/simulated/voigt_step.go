@@ -39,7 +39,30 @@ func voigtStep(ps *Params) RunFunc {
 	return func(env Env) (*figure.Result, error) { return runVoigtStep(env, c) }
 }
 
+// voigtStepRun is the step's two runs on one flow: with the controls
+// and without.
+type voigtStepRun struct {
+	fl       voigtFlow
+	ctl, unc *voigtRun
+}
+
+// runVoigtStep reproduces Fig. 5: it runs the surge with and without the
+// controls, analyses the policer's and the CPU rule's reaction and the
+// response times, and renders the timeline.
 func runVoigtStep(env Env, c voigtStepParams) (*figure.Result, error) {
+	r, err := runVoigtStepFlows(env.Seed, c)
+	if err != nil {
+		return nil, err
+	}
+	res := newResult(env)
+	analyseVoigtStep(res, c, r)
+	renderVoigtStep(res, c, r)
+	return res, nil
+}
+
+// runVoigtStepFlows runs the surge flow through the model with the
+// controls and without, each on its own engine with the same seed.
+func runVoigtStepFlows(seed uint64, c voigtStepParams) (*voigtStepRun, error) {
 	if !(c.stepAt < c.stepEnd && c.stepEnd < c.duration) {
 		return nil, paramErrorf("want step_at %v < step_end %v < duration %v", c.stepAt, c.stepEnd, c.duration)
 	}
@@ -51,15 +74,25 @@ func runVoigtStep(env Env, c voigtStepParams) (*figure.Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	ctl, err := voigtSim(env.Seed, c.model, []voigtFlow{fl}, true, c.duration)
+	ctl, err := voigtSim(seed, c.model, []voigtFlow{fl}, true, c.duration)
 	if err != nil {
 		return nil, err
 	}
-	unc, err := voigtSim(env.Seed, c.model, []voigtFlow{fl}, false, c.duration)
+	unc, err := voigtSim(seed, c.model, []voigtFlow{fl}, false, c.duration)
 	if err != nil {
 		return nil, err
 	}
-	res := newResult(env)
+	return &voigtStepRun{fl: fl, ctl: ctl, unc: unc}, nil
+}
+
+// analyseVoigtStep sets the step's metrics: the policer's rate before,
+// 5 periods after and at its minimum, the periods until it is below half
+// its initial rate, the CGI rate's largest fall per period, and per run
+// the response times, throughput and the RT transient (seconds until the
+// per-second mean RT is back within 10× its level before the step); then
+// the time series, the key and the checks.
+func analyseVoigtStep(res *figure.Result, c voigtStepParams, r *voigtStepRun) {
+	fl, ctl, unc := r.fl, r.ctl, r.unc
 	s := res.Summary
 	h := c.model.period
 	initial := rateAt(ctl.policer, 0)
@@ -150,7 +183,14 @@ func runVoigtStep(env Env, c voigtStepParams) (*figure.Result, error) {
 	// rate at the low load by the step.
 	pDyn := fl.mix[voigtDynamic] / (fl.mix[voigtStatic] + fl.mix[voigtDynamic] + fl.mix[voigtLarge])
 	res.Checks = figure.VoigtStepChecks(s, c.stepEnd-c.stepAt, c.rate.At(c.stepAt-time.Nanosecond)*pDyn)
+}
 
+// renderVoigtStep draws step.png: Fig. 5's SYN policing and CGI rates
+// over time with the offered rate, the mean RT per second and the listen
+// queue.
+func renderVoigtStep(res *figure.Result, c voigtStepParams, r *voigtStepRun) {
+	ctl, unc := r.ctl, r.unc
+	initial := rateAt(ctl.policer, 0)
 	// Fig. 5: the SYN policing rate and the CGI rate over time, with the
 	// offered rate; below, the mean RT per second and the listen queue.
 	var x, pol, cgi, off, rtc, rtu, lq []float64
@@ -183,5 +223,4 @@ func runVoigtStep(env Env, c voigtStepParams) (*figure.Result, error) {
 		Series: []report.Series{{Label: "listen queue at each period's end (controlled)", X: x[:min(len(x), len(lq))], Y: lq[:min(len(x), len(lq))]}},
 		HLines: []report.RefLine{{Value: 100, Label: "q_ref 100"}}}
 	res.AddFigure("step.png", &report.Figure{PanelHeight: 2.6, Panels: []report.Panel{rates, cgiP, rt, lqP}})
-	return res, nil
 }
