@@ -256,6 +256,9 @@ func lijaminActive(c lijaminParams, k int) (epoch int, act [4]bool) {
 	return epoch, figure.LiJaminTable3[epoch]
 }
 
+// runLiJamin reproduces Figs. 2 and 3 and Table IV: it runs the 18
+// epochs, analyses the bandwidths and shares into the summary and the
+// CSVs, and renders the bandwidth plot.
 func runLiJamin(env Env, c lijaminParams) (*figure.Result, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
@@ -265,6 +268,18 @@ func runLiJamin(env Env, c lijaminParams) (*figure.Result, error) {
 		return nil, err
 	}
 	res := newResult(env)
+	if err := analyseLiJamin(res, c, run); err != nil {
+		return nil, err
+	}
+	renderLiJamin(res, c, run)
+	return res, nil
+}
+
+// analyseLiJamin writes timeseries.csv (per period) and epochs.csv (per
+// epoch: bandwidths, total/B, shares) and sets Table IV's shares over
+// epochs 17–18, the total bandwidth over B while two or more clients are
+// active, rejections and delays per client, the key and the checks.
+func analyseLiJamin(res *figure.Result, c lijaminParams, run *lijaminRun) error {
 	s := res.Summary
 	n := len(figure.LiJaminClients)
 	h := c.period.Seconds()
@@ -278,7 +293,7 @@ func runLiJamin(env Env, c lijaminParams) (*figure.Result, error) {
 			tot += x
 		}
 		if err := ts.Append(float64(k+1)*h, ep+1, figure.LiJaminActive(act), b[0]/h, b[1]/h, b[2]/h, b[3]/h, tot/h, run.ahat[k]); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	res.AddTable("timeseries.csv", ts)
@@ -308,7 +323,7 @@ func runLiJamin(env Env, c lijaminParams) (*figure.Result, error) {
 			row = append(row, ratio(b[i], tot))
 		}
 		if err := ep.Append(row...); err != nil {
-			return nil, err
+			return err
 		}
 		if countActive(act) >= 2 {
 			multiBytes += tot
@@ -345,7 +360,14 @@ func runLiJamin(env Env, c lijaminParams) (*figure.Result, error) {
 	s.Set("total_bandwidth_bps", c.total)
 	res.Key = []string{"allocation_error", "total_bw_ratio", "share_a_percent", "share_b_percent", "share_c_percent", "share_d_percent"}
 	res.Checks = figure.LiJaminChecks(s)
+	return nil
+}
 
+// renderLiJamin draws bandwidth.png: Fig. 2's bandwidth per client in
+// bins of c.bin and Fig. 3's total with the maximum measured bandwidth Â.
+func renderLiJamin(res *figure.Result, c lijaminParams, run *lijaminRun) {
+	n := len(figure.LiJaminClients)
+	h := c.period.Seconds()
 	// Fig. 2: bandwidth per client over time; Fig. 3: total and Â.
 	binP := max(1, int(c.bin/c.period))
 	var x []float64
@@ -388,7 +410,6 @@ func runLiJamin(env Env, c lijaminParams) (*figure.Result, error) {
 		totals.Title = fmt.Sprintf("total bandwidth (Fig. 3); Â from %g to %.0f KB/s, off this scale", ah[0], ah[len(ah)-1])
 	}
 	res.AddFigure("bandwidth.png", &report.Figure{PanelHeight: 3.6, Width: 10, Panels: []report.Panel{clients, totals}})
-	return res, nil
 }
 
 func countActive(act [4]bool) int {
