@@ -31,6 +31,7 @@ type proxyFlags struct {
 	// adminTokenFile holds the admin token (a file keeps it out of ps).
 	adminTokenFile string
 	shadow         bool
+	pprof          bool
 	logLevel       string
 	// clusterRedis and clusterInstance override (or create) the cluster
 	// section, for every instance of a cluster started from one file.
@@ -126,6 +127,7 @@ in-flight requests finish for up to drain_timeout, and exits 0.`,
 	fl.StringVar(&f.admin, "admin", proxy.DefaultAdminAddr, "quick start: admin API address (loopback only)")
 	fl.StringVar(&f.adminTokenFile, "admin-token-file", "", "quick start: file holding the admin token (admin.token), required by /ui and every change")
 	fl.BoolVar(&f.shadow, "shadow", false, "quick start: decide and record, but admit every request")
+	fl.BoolVar(&f.pprof, "pprof", false, "quick start: serve Go's profiler at /debug/pprof/ on the admin address (admin.pprof; docs/profiling.md)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fl.StringArrayVar(&f.clusterRedis, "cluster-redis", nil, "cluster mode: Redis address host:port (repeat for a Redis Cluster's seeds); sets cluster.addrs, adding a cluster section if the file has none")
 	fl.StringVar(&f.clusterInstance, "cluster-instance", "", "cluster mode: this instance's id (cluster.instance; default host name and pid)")
@@ -162,7 +164,7 @@ func (f *proxyFlags) clusterAdjust() func(*proxy.Config) error {
 
 // onlyConfig refuses quick-start flags next to --config.
 func (f *proxyFlags) onlyConfig(cmd *cobra.Command) error {
-	for _, name := range []string{"listen", "backend", "controller", "slo", "target-p90", "target-mean", "admin", "admin-token-file", "shadow"} {
+	for _, name := range []string{"listen", "backend", "controller", "slo", "target-p90", "target-mean", "admin", "admin-token-file", "shadow", "pprof"} {
 		if cmd.Flags().Changed(name) {
 			return usagef("--%s is a quick-start flag: set it in %s instead, or drop --config", name, f.config)
 		}
@@ -210,7 +212,7 @@ func (f *proxyFlags) quickStart(cmd *cobra.Command) (*proxy.Config, error) {
 	}
 	cfg := &proxy.Config{
 		Listeners: []proxy.ListenerConfig{{Addr: f.listen}},
-		Admin:     proxy.AdminConfig{Addr: f.admin},
+		Admin:     proxy.AdminConfig{Addr: f.admin, Pprof: f.pprof},
 	}
 	if f.adminTokenFile != "" {
 		b, err := os.ReadFile(f.adminTokenFile)

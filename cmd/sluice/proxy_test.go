@@ -95,7 +95,7 @@ func TestProxyQuickStartServesAndStops(t *testing.T) {
 	listen, admin := freeAddr(t), freeAddr(t)
 	var out, errOut bytes.Buffer
 	root := newRootCmd(&out, &errOut)
-	root.SetArgs([]string{"proxy", "--listen", listen, "--backend", be.URL, "--admin", admin})
+	root.SetArgs([]string{"proxy", "--listen", listen, "--backend", be.URL, "--admin", admin, "--pprof"})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- root.ExecuteContext(ctx) }()
@@ -127,6 +127,14 @@ func TestProxyQuickStartServesAndStops(t *testing.T) {
 	// With no other flag the quick start runs auto at its default SLO.
 	if !strings.Contains(string(b), `"controller": "auto"`) || !strings.Contains(string(b), `"target": "500ms"`) {
 		t.Errorf("state: %s", b)
+	}
+	// --pprof serves the profiler on the admin address.
+	if resp, err = c.Get("http://" + admin + "/debug/pprof/cmdline"); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("--pprof: /debug/pprof/cmdline answered %d", resp.StatusCode)
 	}
 	cancel()
 	select {

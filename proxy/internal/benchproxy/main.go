@@ -1,9 +1,11 @@
 // Command benchproxy is the baseline of the proxy's wrk comparison: a
 // plain net/http/httputil.ReverseProxy with the same upstream transport
 // settings as sluice's backend pool (proxy.NewTransport with the default
-// backends configuration), and no admission control. With -trivial it is
-// instead the trivial backend of the comparison (a 128-byte 200 reply).
-// It is not shipped.
+// backends configuration), ReverseProxy's default flushing (FlushInterval
+// 0: one write per response, as sluice's proxy does) and no admission
+// control. With -trivial it is instead the trivial backend of the
+// comparison (a -size byte 200 reply, 1 KiB by default). It is not
+// shipped.
 //
 //	go run ./proxy/internal/benchproxy -trivial 127.0.0.1:28081
 //	go run ./proxy/internal/benchproxy -listen 127.0.0.1:28090 -backend http://127.0.0.1:28081
@@ -14,6 +16,7 @@ import (
 	"log"
 	"net/http"
 	"net/http/httputil"
+	_ "net/http/pprof" // -pprof serves DefaultServeMux
 	"net/url"
 	"strings"
 	"sync"
@@ -26,9 +29,17 @@ func main() {
 	backend := flag.String("backend", "http://127.0.0.1:28081", "backend URL")
 	pooled := flag.Bool("bufferpool", false, "recycle the 32 KiB copy buffers (as sluice does) instead of allocating one per response")
 	trivial := flag.String("trivial", "", "serve the trivial backend on this address instead")
+	pprofAddr := flag.String("pprof", "", "serve net/http/pprof on this address (to profile the baseline next to sluice)")
+	size := flag.Int("size", 1024, "trivial backend: reply body size in bytes (≥ 1)")
 	flag.Parse()
+	if *pprofAddr != "" {
+		go func() { log.Println(http.ListenAndServe(*pprofAddr, nil)) }()
+	}
 	if *trivial != "" {
-		body := []byte(strings.Repeat("x", 127) + "\n")
+		if *size < 1 {
+			log.Fatalf("-size %d: must be at least 1 byte", *size)
+		}
+		body := []byte(strings.Repeat("x", *size-1) + "\n")
 		h := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "text/plain")
 			_, _ = w.Write(body)
@@ -60,8 +71,7 @@ func newBaseline(backend string, pooled bool) (*httputil.ReverseProxy, error) {
 			pr.Out.Host = pr.In.Host
 			pr.SetXForwarded()
 		},
-		Transport:     proxy.NewTransport(cfg.Backends),
-		FlushInterval: -1,
+		Transport: proxy.NewTransport(cfg.Backends),
 	}
 	if pooled {
 		rp.BufferPool = &bufferPool{}
