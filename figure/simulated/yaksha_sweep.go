@@ -61,6 +61,9 @@ type yakshaPoint struct {
 	throughput, goodput, mean float64
 }
 
+// runYakshaSweep reproduces Figs. 7 and 8: it runs a controlled and an
+// uncontrolled point per offered load, analyses them into the summary,
+// timeseries.csv and sweep.csv, and renders the plots.
 func runYakshaSweep(env Env, c yakshaSweepParams) (*figure.Result, error) {
 	if c.warmup >= c.duration {
 		return nil, paramErrorf("warmup %v must be shorter than duration %v", c.warmup, c.duration)
@@ -68,15 +71,6 @@ func runYakshaSweep(env Env, c yakshaSweepParams) (*figure.Result, error) {
 	if !c.selfTuning && c.lambda0 == 0 {
 		return nil, paramErrorf("lambda0 must be > 0 when self_tuning=false")
 	}
-	es := c.ServiceTime.Seconds()
-	capacity := 1 / es
-	ideal := capacity * (1 - es/c.Tref.Seconds())
-	res := newResult(env)
-	s := res.Summary
-	ts := report.NewTable("variant", "load_x", "time_s", "offered", "admitted", "rejected", "completed",
-		"mean_rt_ms", "p90_rt_ms", "utilization", "drop_probability")
-	sweep := report.NewTable("load_x", "offered_rps", "throughput_rps", "goodput_rps", "mean_rt_ms", "drop_fraction",
-		"throughput_ratio", "throughput_rps_uncontrolled", "goodput_rps_uncontrolled", "mean_rt_ms_uncontrolled")
 	var ctl, unc []*yakshaPoint
 	for _, load := range c.loads {
 		pc, err := yakshaRunPoint(env.Seed, c, load, true)
@@ -88,6 +82,38 @@ func runYakshaSweep(env Env, c yakshaSweepParams) (*figure.Result, error) {
 			return nil, err
 		}
 		ctl, unc = append(ctl, pc), append(unc, pu)
+	}
+	res := newResult(env)
+	if err := analyseYakshaSweep(res, c, ctl, unc); err != nil {
+		return nil, err
+	}
+	renderYakshaSweep(res, c, ctl, unc)
+	return res, nil
+}
+
+// yakshaIdeal returns the server's capacity 1/E[S] (req/s) and the ideal
+// throughput at the target, capacity·(1 − E[S]/Tref): the rate of an
+// M/M/1 queue whose mean response time is Tref.
+func yakshaIdeal(c yakshaSweepParams) (capacity, ideal float64) {
+	es := c.ServiceTime.Seconds()
+	capacity = 1 / es
+	return capacity, capacity * (1 - es/c.Tref.Seconds())
+}
+
+// analyseYakshaSweep writes timeseries.csv (every control period of every
+// run) and sweep.csv, and sets per load the throughput, goodput, mean RT,
+// drop fraction and throughput/ideal of both variants, the largest
+// relative error of the mean RT against Tref from 2× capacity up, the key
+// and the checks. ctl and unc are in the order of c.loads.
+func analyseYakshaSweep(res *figure.Result, c yakshaSweepParams, ctl, unc []*yakshaPoint) error {
+	capacity, ideal := yakshaIdeal(c)
+	s := res.Summary
+	ts := report.NewTable("variant", "load_x", "time_s", "offered", "admitted", "rejected", "completed",
+		"mean_rt_ms", "p90_rt_ms", "utilization", "drop_probability")
+	sweep := report.NewTable("load_x", "offered_rps", "throughput_rps", "goodput_rps", "mean_rt_ms", "drop_fraction",
+		"throughput_ratio", "throughput_rps_uncontrolled", "goodput_rps_uncontrolled", "mean_rt_ms_uncontrolled")
+	for i, load := range c.loads {
+		pc, pu := ctl[i], unc[i]
 		for _, v := range []struct {
 			name string
 			p    *yakshaPoint
@@ -96,7 +122,7 @@ func runYakshaSweep(env Env, c yakshaSweepParams) (*figure.Result, error) {
 				w := st.in()
 				if err := ts.Append(v.name, load, st.end().Seconds(), w.Arrivals, w.Admitted, w.Rejected, w.Completed,
 					ms(w.MeanRT), ms(w.P90RT), w.Utilization, st.Decision.New); err != nil {
-					return nil, err
+					return err
 				}
 			}
 		}
@@ -111,7 +137,7 @@ func runYakshaSweep(env Env, c yakshaSweepParams) (*figure.Result, error) {
 		s.Set("mean_rt_ms_at_"+tag+"_uncontrolled", ms(pu.mean))
 		if err := sweep.Append(load, load*capacity, pc.throughput, pc.goodput, ms(pc.mean), ratio(pc.dropped, pc.offered),
 			pc.throughput/ideal, pu.throughput, pu.goodput, ms(pu.mean)); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	s.Set("capacity_rps", capacity)
@@ -128,7 +154,14 @@ func runYakshaSweep(env Env, c yakshaSweepParams) (*figure.Result, error) {
 	res.AddTable("timeseries.csv", ts)
 	res.AddTable("sweep.csv", sweep)
 	res.Key = []string{"mean_rt_ms_at_3x", "throughput_ratio_at_3x", "mean_rt_ms_at_3x_uncontrolled"}
+	return nil
+}
 
+// renderYakshaSweep draws load_sweep.png (Figs. 7 and 8: throughput and
+// mean RT against the offered load) and trace.png (the controlled run at
+// the highest load ≤ 3×: mean RT and drop probability per period).
+func renderYakshaSweep(res *figure.Result, c yakshaSweepParams, ctl, unc []*yakshaPoint) {
+	capacity, ideal := yakshaIdeal(c)
 	loads := make([]float64, len(ctl))
 	series := func(pts []*yakshaPoint, f func(p *yakshaPoint) float64) []float64 {
 		out := make([]float64, len(pts))
@@ -178,7 +211,6 @@ func runYakshaSweep(env Env, c yakshaSweepParams) (*figure.Result, error) {
 			{XLabel: "time (s)", YLabel: "drop probability pd", Series: []report.Series{{Label: "pd", X: x, Y: pd}}, YMin: 0, YMax: 1, LegendBottom: true},
 		}})
 	}
-	return res, nil
 }
 
 // yakshaController returns the real controller's configuration: Yaksha,
