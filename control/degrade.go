@@ -84,7 +84,7 @@ func NewDegrader(cfg SEDAConfig) (*Degrader, error) {
 		return nil, err
 	}
 	d := &Degrader{seda: s, cfg: cfg.Degrade, quality: 1}
-	s.rates[0] = cfg.RateMax
+	s.classes[0].rate = cfg.RateMax
 	d.last = sluice.Decision{Controller: "seda", Kind: sluice.KindRate, Old: cfg.RateMax, New: cfg.RateMax,
 		Quality: 1, GateOff: true, Reason: "initial: quality 1, admission control off"}
 	return d, nil
@@ -106,9 +106,9 @@ func (d *Degrader) Quality() float64 { return d.quality }
 func (d *Degrader) Update(now time.Time, m sluice.Measurements) sluice.Decision {
 	m.Class = 0
 	cfg := d.seda.cfg
-	oldRate, oldQ := d.seda.rates[0], d.quality
+	oldRate, oldQ := d.seda.classes[0].rate, d.quality
 	out := func(acted bool, reason string) sluice.Decision {
-		dec := decision(now, "seda", sluice.KindRate, m, oldRate, d.seda.rates[0], acted,
+		dec := decision(now, "seda", sluice.KindRate, m, oldRate, d.seda.classes[0].rate, acted,
 			fmt.Sprintf("quality %.3f → %.3f, %s", oldQ, d.quality, reason))
 		dec.Quality = d.quality
 		dec.GateOff = !d.gateOn
@@ -127,7 +127,7 @@ func (d *Degrader) Update(now time.Time, m sluice.Measurements) sluice.Decision 
 	if d.gateOn {
 		if e < cfg.ErrI && usable(m.Rejected) && m.Rejected == 0 {
 			d.gateOn = false
-			d.seda.rates[0] = cfg.RateMax
+			d.seda.classes[0].rate = cfg.RateMax
 			return out(true, obs+"well under target and nothing rejected: admission control off")
 		}
 		return out(true, obs+"admission on: "+d.seda.adjust(now, 0, e))
@@ -142,9 +142,9 @@ func (d *Degrader) Update(now time.Time, m sluice.Measurements) sluice.Decision 
 		if !usable(tp) {
 			tp = 0
 		}
-		d.seda.rates[0] = clamp(tp/cfg.AdjD, cfg.RateMin, cfg.RateMax)
+		d.seda.classes[0].rate = clamp(tp/cfg.AdjD, cfg.RateMin, cfg.RateMax)
 		return out(true, obs+fmt.Sprintf("over target at q_min: admission control on at %s (throughput %s ÷%g)",
-			fmtRate(d.seda.rates[0]), fmtRate(tp), cfg.AdjD))
+			fmtRate(d.seda.classes[0].rate), fmtRate(tp), cfg.AdjD))
 	case e > cfg.ErrD:
 		return out(true, obs+"over target at q_min (admission disabled): hold")
 	case e < 0:

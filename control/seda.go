@@ -232,26 +232,30 @@ func (c *SEDAConfig) New() (sluice.Controller, error) {
 // since the first cut of its own rate after its last increase, and that
 // next increase is rate = max(rate + (−(err − c_i)·adj_i), 0.9·s_c).
 type SEDA struct {
-	cfg   SEDAConfig
-	n     int
-	rates []float64
-	cur   []float64 // smoothed p90 per class, seconds
-	have  []bool
-	lc    []int
-	noInc []bool
-	// demand is each class's admitted rate over its last interval, req/s
+	cfg     SEDAConfig
+	classes []sedaClass
+	last    sluice.Decision
+}
+
+// sedaClass is the state of one class of a SEDA controller.
+type sedaClass struct {
+	rate  float64 // token rate, req/s
+	cur   float64 // smoothed p90, seconds
+	have  bool    // cur has been measured
+	lc    int     // runs over target with every lower class at rate_min
+	noInc bool    // a higher class was over target: no increase next run
+	// demand is the admitted rate over the class's last interval, req/s
 	// (NaN until measured).
-	demand []float64
-	// lastCut is when each class last cut a rate (its own or lower ones),
-	// cutSamp the p90 sample of that run, samp the latest p90 sample.
-	lastCut       []time.Time
-	cutSamp, samp []float64
-	// served and servedFor count each class's response-time samples and
+	demand float64
+	// lastCut is when the class last cut a rate (its own or lower ones),
+	// cutSamp the p90 sample of that run, samp the latest p90 sample (s).
+	lastCut       time.Time
+	cutSamp, samp float64
+	// served and servedFor count the class's response-time samples and
 	// the time they cover (s) since the first cut of its own rate after
 	// its last increase; servedFor is negative when there is no cut to
 	// recover from.
-	served, servedFor []float64
-	last              sluice.Decision
+	served, servedFor float64
 }
 
 var _ sluice.Controller = (*SEDA)(nil)
@@ -263,15 +267,9 @@ func NewSEDA(cfg SEDAConfig) (*SEDA, error) {
 		return nil, err
 	}
 	cfg.ClassTargets = append([]time.Duration(nil), cfg.ClassTargets...)
-	n := cfg.classCount()
-	s := &SEDA{cfg: cfg, n: n, rates: make([]float64, n), cur: make([]float64, n),
-		have: make([]bool, n), lc: make([]int, n), noInc: make([]bool, n), demand: make([]float64, n),
-		lastCut: make([]time.Time, n), cutSamp: make([]float64, n), samp: make([]float64, n),
-		served: make([]float64, n), servedFor: make([]float64, n)}
-	for i := range s.rates {
-		s.rates[i] = cfg.InitialRate
-		s.demand[i] = math.NaN()
-		s.servedFor[i] = -1
+	s := &SEDA{cfg: cfg, classes: make([]sedaClass, cfg.classCount())}
+	for i := range s.classes {
+		s.classes[i] = sedaClass{rate: cfg.InitialRate, demand: math.NaN(), servedFor: -1}
 	}
 	s.last = sluice.Decision{Controller: "seda", Kind: sluice.KindRate, Old: cfg.InitialRate, New: cfg.InitialRate,
 		ClassRates: s.ratesCopy(), Reason: fmt.Sprintf("initial: rate %s", fmtRate(cfg.InitialRate))}
@@ -279,10 +277,10 @@ func NewSEDA(cfg SEDAConfig) (*SEDA, error) {
 }
 
 func (s *SEDA) ratesCopy() []float64 {
-	if s.n == 1 {
+	if len(s.classes) == 1 {
 		return nil
 	}
-	return append([]float64(nil), s.rates...)
+	return s.Rates()
 }
 
 // Period returns the timeout after which the controller runs without NReq
@@ -297,22 +295,28 @@ func (s *SEDA) Current() sluice.Decision { return s.last }
 
 // Rates returns a copy of the current per-class rates, highest priority
 // first.
-func (s *SEDA) Rates() []float64 { return append([]float64(nil), s.rates...) }
+func (s *SEDA) Rates() []float64 {
+	out := make([]float64, len(s.classes))
+	for i := range s.classes {
+		out[i] = s.classes[i].rate
+	}
+	return out
+}
 
 // Smoothed returns the smoothed p90 of class c in seconds, and whether it
 // has been measured.
-func (s *SEDA) Smoothed(c int) (float64, bool) { return s.cur[c], s.have[c] }
+func (s *SEDA) Smoothed(c int) (float64, bool) { return s.classes[c].cur, s.classes[c].have }
 
 // observe smooths a new p90 sample of class c and returns cur and err.
 func (s *SEDA) observe(c int, samp float64) (cur, err float64) {
-	s.samp[c] = samp
-	if s.have[c] {
-		s.cur[c] = s.cfg.Alpha*s.cur[c] + (1-s.cfg.Alpha)*samp
+	s.classes[c].samp = samp
+	if s.classes[c].have {
+		s.classes[c].cur = s.cfg.Alpha*s.classes[c].cur + (1-s.cfg.Alpha)*samp
 	} else {
-		s.cur[c], s.have[c] = samp, true
+		s.classes[c].cur, s.classes[c].have = samp, true
 	}
 	t := s.cfg.targetOf(c)
-	return s.cur[c], (s.cur[c] - t) / t
+	return s.classes[c].cur, (s.classes[c].cur - t) / t
 }
 
 // Update runs the controller for class m.Class with the p90 m.P90RT of its
@@ -320,11 +324,11 @@ func (s *SEDA) observe(c int, samp float64) (cur, err float64) {
 // class's rate when there are several.
 func (s *SEDA) Update(now time.Time, m sluice.Measurements) sluice.Decision {
 	c := m.Class
-	if c < 0 || c >= s.n {
-		s.last = s.decide(now, m, 0, false, fmt.Sprintf("hold: class %d out of range [0, %d)", c, s.n))
+	if c < 0 || c >= len(s.classes) {
+		s.last = s.decide(now, m, 0, false, fmt.Sprintf("hold: class %d out of range [0, %d)", c, len(s.classes)))
 		return s.last
 	}
-	old := s.rates[c]
+	old := s.classes[c].rate
 	if !usable(m.Samples) || m.Samples < 1 {
 		s.last = s.decide(now, m, old, false, fmt.Sprintf("hold at %s: no completions since the last run", fmtRate(old)))
 		return s.last
@@ -355,35 +359,35 @@ func (s *SEDA) trigger(m sluice.Measurements) string {
 // at least one request was admitted in it.
 func (s *SEDA) noteDemand(c int, m sluice.Measurements) {
 	if usable(m.Admitted) && m.Admitted >= 1 && m.Elapsed > 0 {
-		s.demand[c] = m.Admitted / m.Elapsed.Seconds()
+		s.classes[c].demand = m.Admitted / m.Elapsed.Seconds()
 	}
 }
 
 // noteServed adds m's samples and interval to class c's count since its
 // last cut, if it has one to recover from.
 func (s *SEDA) noteServed(c int, m sluice.Measurements) {
-	if s.servedFor[c] >= 0 && m.Elapsed > 0 {
-		s.served[c] += m.Samples
-		s.servedFor[c] += m.Elapsed.Seconds()
+	if s.classes[c].servedFor >= 0 && m.Elapsed > 0 {
+		s.classes[c].served += m.Samples
+		s.classes[c].servedFor += m.Elapsed.Seconds()
 	}
 }
 
 // cutOwn sets class c's rate after a cut of its own rate and, at the
 // first cut of an overload, starts counting what it serves.
 func (s *SEDA) cutOwn(c int, rate float64) {
-	s.rates[c] = rate
-	if s.servedFor[c] < 0 {
-		s.served[c], s.servedFor[c] = 0, 0
+	s.classes[c].rate = rate
+	if s.classes[c].servedFor < 0 {
+		s.classes[c].served, s.classes[c].servedFor = 0, 0
 	}
 }
 
 // base returns the rate a cut of class c starts from, and a note for the
 // reason when it is the measured demand.
 func (s *SEDA) base(c int) (float64, string) {
-	if s.cfg.TrackDemand && s.demand[c] < s.rates[c] { // false for NaN
-		return s.demand[c], fmt.Sprintf(" from admitted %s", fmtRate(s.demand[c]))
+	if s.cfg.TrackDemand && s.classes[c].demand < s.classes[c].rate { // false for NaN
+		return s.classes[c].demand, fmt.Sprintf(" from admitted %s", fmtRate(s.classes[c].demand))
 	}
-	return s.rates[c], ""
+	return s.classes[c].rate, ""
 }
 
 // adjust applies the AIMD law for class c with error e at now and returns
@@ -392,95 +396,95 @@ func (s *SEDA) adjust(now time.Time, c int, e float64) string {
 	lo, hi := s.cfg.RateMin, s.cfg.RateMax
 	if e > s.cfg.ErrD {
 		s.markLower(c)
-		if s.cfg.DecreaseHoldoff && s.samp[c] <= s.cfg.targetOf(c) {
-			return fmt.Sprintf("smoothed p90 over target but this run's p90 %s is within it: no cut (the overload has passed)", fmtSec(s.samp[c]))
+		if s.cfg.DecreaseHoldoff && s.classes[c].samp <= s.cfg.targetOf(c) {
+			return fmt.Sprintf("smoothed p90 over target but this run's p90 %s is within it: no cut (the overload has passed)", fmtSec(s.classes[c].samp))
 		}
-		hold := time.Duration(s.cur[c] * float64(time.Second))
-		if s.cfg.DecreaseHoldoff && now.Sub(s.lastCut[c]) < hold && s.samp[c] < s.cutSamp[c] {
+		hold := time.Duration(s.classes[c].cur * float64(time.Second))
+		if s.cfg.DecreaseHoldoff && now.Sub(s.classes[c].lastCut) < hold && s.classes[c].samp < s.classes[c].cutSamp {
 			return fmt.Sprintf("over target, holding: p90 falling since the cut %v ago (%s < %s), within cur %v",
-				now.Sub(s.lastCut[c]).Round(time.Millisecond), fmtSec(s.samp[c]), fmtSec(s.cutSamp[c]), hold.Round(time.Millisecond))
+				now.Sub(s.classes[c].lastCut).Round(time.Millisecond), fmtSec(s.classes[c].samp), fmtSec(s.classes[c].cutSamp), hold.Round(time.Millisecond))
 		}
-		s.cutSamp[c] = s.samp[c]
-		if c == s.n-1 {
-			s.lastCut[c] = now
-			old := s.rates[c]
+		s.classes[c].cutSamp = s.classes[c].samp
+		if c == len(s.classes)-1 {
+			s.classes[c].lastCut = now
+			old := s.classes[c].rate
 			b, from := s.base(c)
 			s.cutOwn(c, clamp(b/s.cfg.AdjD, lo, hi))
-			return fmt.Sprintf("over target: rate %s → %s (÷%g%s)", fmtRate(old), fmtRate(s.rates[c]), s.cfg.AdjD, from)
+			return fmt.Sprintf("over target: rate %s → %s (÷%g%s)", fmtRate(old), fmtRate(s.classes[c].rate), s.cfg.AdjD, from)
 		}
 		allMin := true
-		for l := c + 1; l < s.n; l++ {
-			if s.rates[l] > lo {
+		for l := c + 1; l < len(s.classes); l++ {
+			if s.classes[l].rate > lo {
 				allMin = false
 			}
 		}
 		if !allMin {
-			s.lastCut[c] = now
+			s.classes[c].lastCut = now
 			var b strings.Builder
-			for l := c + 1; l < s.n; l++ {
+			for l := c + 1; l < len(s.classes); l++ {
 				from, _ := s.base(l)
-				s.rates[l] = clamp(from/s.cfg.AdjLoD, lo, hi)
-				fmt.Fprintf(&b, " %d:%.4g", l, s.rates[l])
+				s.classes[l].rate = clamp(from/s.cfg.AdjLoD, lo, hi)
+				fmt.Fprintf(&b, " %d:%.4g", l, s.classes[l].rate)
 			}
 			return fmt.Sprintf("over target: lower classes ÷%g →%s req/s", s.cfg.AdjLoD, b.String())
 		}
-		s.lc[c]++
-		if s.lc[c] < s.cfg.LCThresh {
-			return fmt.Sprintf("over target, lower classes at rate_min: lc %d/%d, rate kept at %s", s.lc[c], s.cfg.LCThresh, fmtRate(s.rates[c]))
+		s.classes[c].lc++
+		if s.classes[c].lc < s.cfg.LCThresh {
+			return fmt.Sprintf("over target, lower classes at rate_min: lc %d/%d, rate kept at %s", s.classes[c].lc, s.cfg.LCThresh, fmtRate(s.classes[c].rate))
 		}
-		old := s.rates[c]
+		old := s.classes[c].rate
 		b, from := s.base(c)
 		s.cutOwn(c, clamp(b/s.cfg.AdjD, lo, hi))
-		s.lastCut[c] = now
+		s.classes[c].lastCut = now
 		return fmt.Sprintf("over target, lower classes at rate_min, lc %d ≥ %d: rate %s → %s (÷%g%s)",
-			s.lc[c], s.cfg.LCThresh, fmtRate(old), fmtRate(s.rates[c]), s.cfg.AdjD, from)
+			s.classes[c].lc, s.cfg.LCThresh, fmtRate(old), fmtRate(s.classes[c].rate), s.cfg.AdjD, from)
 	}
-	s.lc[c] = 0
-	if s.noInc[c] {
-		s.noInc[c] = false
+	s.classes[c].lc = 0
+	if s.classes[c].noInc {
+		s.classes[c].noInc = false
 		if e < s.cfg.ErrI {
-			return fmt.Sprintf("no increase this run (a higher class was over target): rate kept at %s", fmtRate(s.rates[c]))
+			return fmt.Sprintf("no increase this run (a higher class was over target): rate kept at %s", fmtRate(s.classes[c].rate))
 		}
 	}
-	if e < s.cfg.ErrI && s.cfg.TrackDemand && s.demand[c] < 0.9*s.rates[c] {
-		return fmt.Sprintf("below err_i but admitted %s < 0.9 × rate: rate kept at %s (not in use)", fmtRate(s.demand[c]), fmtRate(s.rates[c]))
+	if e < s.cfg.ErrI && s.cfg.TrackDemand && s.classes[c].demand < 0.9*s.classes[c].rate {
+		return fmt.Sprintf("below err_i but admitted %s < 0.9 × rate: rate kept at %s (not in use)", fmtRate(s.classes[c].demand), fmtRate(s.classes[c].rate))
 	}
 	if e < s.cfg.ErrI {
-		old := s.rates[c]
+		old := s.classes[c].rate
 		next := old - (e-s.cfg.CI)*s.cfg.AdjI
 		note := ""
-		if s.cfg.RecoverToServed && s.servedFor[c] > 0 {
-			if r := 0.9 * s.served[c] / s.servedFor[c]; r > next {
+		if s.cfg.RecoverToServed && s.classes[c].servedFor > 0 {
+			if r := 0.9 * s.classes[c].served / s.classes[c].servedFor; r > next {
 				next = r
-				note = fmt.Sprintf(", first increase since the overload: 0.9 × served %s", fmtRate(s.served[c]/s.servedFor[c]))
+				note = fmt.Sprintf(", first increase since the overload: 0.9 × served %s", fmtRate(s.classes[c].served/s.classes[c].servedFor))
 			}
 		}
-		if f := s.cfg.RecoverFactor; f > 0 && s.demand[c] >= 0.9*old {
+		if f := s.cfg.RecoverFactor; f > 0 && s.classes[c].demand >= 0.9*old {
 			if r := old * (1 + f*(s.cfg.CI-e)); r > next {
 				next = r
 				note += fmt.Sprintf(", multiplicative recovery ×%.3g", 1+f*(s.cfg.CI-e))
 			}
 		}
-		s.servedFor[c] = -1 // once per cut
-		s.rates[c] = clamp(next, lo, hi)
-		return fmt.Sprintf("below err_i %g: rate %s → %s (+%.4g%s)", s.cfg.ErrI, fmtRate(old), fmtRate(s.rates[c]), s.rates[c]-old, note)
+		s.classes[c].servedFor = -1 // once per cut
+		s.classes[c].rate = clamp(next, lo, hi)
+		return fmt.Sprintf("below err_i %g: rate %s → %s (+%.4g%s)", s.cfg.ErrI, fmtRate(old), fmtRate(s.classes[c].rate), s.classes[c].rate-old, note)
 	}
-	return fmt.Sprintf("within band: rate kept at %s", fmtRate(s.rates[c]))
+	return fmt.Sprintf("within band: rate kept at %s", fmtRate(s.classes[c].rate))
 }
 
 // markLower flags every class below c so its next run does not increase.
 func (s *SEDA) markLower(c int) {
-	for l := c + 1; l < s.n; l++ {
-		s.noInc[l] = true
+	for l := c + 1; l < len(s.classes); l++ {
+		s.classes[l].noInc = true
 	}
 }
 
 func (s *SEDA) decide(now time.Time, m sluice.Measurements, old float64, acted bool, reason string) sluice.Decision {
 	c := m.Class
-	if c < 0 || c >= s.n {
-		c = s.n - 1
+	if c < 0 || c >= len(s.classes) {
+		c = len(s.classes) - 1
 	}
-	d := decision(now, "seda", sluice.KindRate, m, old, s.rates[c], acted, reason)
+	d := decision(now, "seda", sluice.KindRate, m, old, s.classes[c].rate, acted, reason)
 	d.Class = c
 	d.ClassRates = s.ratesCopy()
 	return d

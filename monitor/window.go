@@ -152,21 +152,10 @@ func summarize(s []time.Duration) WindowStats {
 	return WindowStats{
 		Count: c,
 		Mean:  time.Duration(sum/float64(c) + 0.5),
-		P50:   s[nearestRank(1, 2, c)-1],
-		P90:   s[nearestRank(9, 10, c)-1],
-		P99:   s[nearestRank(99, 100, c)-1],
+		P50:   s[Rank(0.5, c)-1],
+		P90:   s[Rank(0.9, c)-1],
+		P99:   s[Rank(0.99, c)-1],
 		Min:   s[0],
 		Max:   s[c-1],
 	}
-}
-
-// nearestRank returns k = ceil(num/den · count), the 1-based rank of the
-// num/den quantile among count ≥ 1 sorted samples. Integer arithmetic keeps
-// the rank exact (0.9·10 must be 9, not 9.000000000000002 rounded up).
-func nearestRank(num, den, count int) int {
-	k := (num*count + den - 1) / den
-	if k < 1 {
-		k = 1
-	}
-	return k
 }

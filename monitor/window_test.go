@@ -1,6 +1,7 @@
 package monitor
 
 import (
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -99,7 +100,7 @@ func TestWindowStats(t *testing.T) {
 }
 
 // refRank is the nearest-rank definition written differently from
-// nearestRank: the smallest k with k/count ≥ num/den.
+// Rank, in integers: the smallest k with k/count ≥ num/den.
 func refRank(num, den, count int) int {
 	for k := 1; ; k++ {
 		if k*den >= num*count {
@@ -157,10 +158,10 @@ func TestWindowMatchesReference(t *testing.T) {
 }
 
 func TestNearestRank(t *testing.T) {
-	for count := 1; count <= 1000; count++ {
-		for _, q := range [][2]int{{1, 2}, {9, 10}, {99, 100}} {
-			if got, want := nearestRank(q[0], q[1], count), refRank(q[0], q[1], count); got != want {
-				t.Fatalf("nearestRank(%d/%d, %d) = %d, want %d", q[0], q[1], count, got, want)
+	for count := 1; count <= 3000; count++ {
+		for _, q := range [][2]int{{1, 2}, {9, 10}, {99, 100}, {3, 10}, {7, 10}} {
+			if got, want := Rank(float64(q[0])/float64(q[1]), count), refRank(q[0], q[1], count); got != want {
+				t.Fatalf("Rank(%d/%d, %d) = %d, want %d", q[0], q[1], count, got, want)
 			}
 		}
 	}
@@ -276,5 +277,45 @@ func BenchmarkWindowStats100(b *testing.B) {
 			w.Record(d)
 		}
 		w.Stats(true)
+	}
+}
+
+// TestRankAndPercentile checks the one nearest-rank rule: k = ⌈p·n⌉ with
+// exact products kept exact, and Percentile over floats agreeing with a
+// Window's statistics over the same samples.
+func TestRankAndPercentile(t *testing.T) {
+	for _, tc := range []struct {
+		p    float64
+		n, k int
+	}{
+		{0.9, 10, 9}, {0.9, 1, 1}, {0.9, 11, 10}, {0.5, 2, 1}, {0.5, 3, 2},
+		{0.99, 100, 99}, {0.99, 101, 100}, {0.9, 1 << 24, 15099495}, {0.7, 10, 7}, {0.3, 10, 3},
+		{1, 7, 7}, {1e-9, 5, 1},
+	} {
+		if k := Rank(tc.p, tc.n); k != tc.k {
+			t.Errorf("Rank(%v, %d) = %d, want %d", tc.p, tc.n, k, tc.k)
+		}
+	}
+	w, err := NewWindow(64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var xs []float64
+	for i := range 37 {
+		d := time.Duration((i*7919)%101+1) * time.Millisecond
+		w.Record(d)
+		xs = append(xs, float64(d))
+	}
+	st := w.Stats(false)
+	for _, c := range []struct {
+		p    float64
+		want time.Duration
+	}{{0.5, st.P50}, {0.9, st.P90}, {0.99, st.P99}} {
+		if got := Percentile(append(xs, math.NaN()), c.p); got != float64(c.want) {
+			t.Errorf("Percentile(%v) = %v, window says %v", c.p, got, c.want)
+		}
+	}
+	if !math.IsNaN(Percentile(nil, 0.9)) || !math.IsNaN(Percentile(xs, 0)) || !math.IsNaN(Percentile(xs, 1.5)) {
+		t.Error("Percentile of nothing, or p outside (0, 1], must be NaN")
 	}
 }

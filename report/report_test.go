@@ -120,14 +120,8 @@ func TestStats(t *testing.T) {
 	if s := Std(xs); math.Abs(s-math.Sqrt2) > 1e-12 {
 		t.Errorf("Std = %v", s)
 	}
-	if p := Percentile(xs, 0.9); p != 5 {
-		t.Errorf("p90 = %v (nearest rank of 5 values is the 5th)", p)
-	}
-	if p := Percentile(xs, 0.5); p != 3 {
-		t.Errorf("p50 = %v", p)
-	}
-	if !math.IsNaN(Percentile(nil, 0.9)) || !math.IsNaN(Mean(nil)) || !math.IsNaN(Percentile(xs, 0)) {
-		t.Error("empty input or p = 0 must give NaN")
+	if !math.IsNaN(Mean(nil)) {
+		t.Error("empty input must give NaN")
 	}
 	x, y := ECDF(xs)
 	if !slices.Equal(x, []float64{1, 2, 3, 4, 5}) || !slices.Equal(y, []float64{0.2, 0.4, 0.6, 0.8, 1}) {

@@ -196,23 +196,6 @@ func Std(xs []float64) float64 {
 	return math.Sqrt(s / float64(n))
 }
 
-// Percentile returns the exact p-quantile (nearest rank, p in (0, 1]) of
-// the finite values of xs, or NaN if there are none. xs is not modified.
-func Percentile(xs []float64, p float64) float64 {
-	v := make([]float64, 0, len(xs))
-	for _, x := range xs {
-		if !math.IsNaN(x) && !math.IsInf(x, 0) {
-			v = append(v, x)
-		}
-	}
-	if len(v) == 0 || !(p > 0 && p <= 1) {
-		return math.NaN()
-	}
-	slices.Sort(v)
-	k := int(math.Ceil(p*float64(len(v)))) - 1
-	return v[max(k, 0)]
-}
-
 // ECDF returns the empirical distribution function of the finite values
 // of xs as sorted x values and y = i/n, the fraction of values ≤ x.
 func ECDF(xs []float64) (x, y []float64) {

@@ -113,9 +113,9 @@ var (
 )
 
 // Gate is an admission stage: it asks Admitter about each request, passes
-// admitted ones to Next and finishes refused ones at once as Rejected.
-// With a Recorder it counts offered, admitted and rejected requests and
-// tracks the admitted ones to their end (Recorder.Track).
+// admitted ones to Next and finishes refused ones at once as Rejected. It
+// measures nothing: to control and measure a stage, drive a stage.Stage
+// through Stage.
 type Gate struct {
 	// Engine supplies the clock; required.
 	Engine *Engine
@@ -123,25 +123,13 @@ type Gate struct {
 	Admitter Admitter
 	// Next receives admitted requests; nil completes them at once.
 	Next Handler
-	// Recorder, if set, counts this gate's traffic.
-	Recorder *Recorder
 }
 
 // Handle admits or rejects r.
 func (g *Gate) Handle(r *Request) {
-	if g.Recorder != nil {
-		g.Recorder.Offer()
-	}
 	if g.Admitter != nil && !g.Admitter.Admit(g.Engine.Time(), r) {
-		if g.Recorder != nil {
-			g.Recorder.Reject()
-		}
 		r.Finish(g.Engine.Now(), Rejected)
 		return
-	}
-	if g.Recorder != nil {
-		g.Recorder.Admit()
-		g.Recorder.Track(r)
 	}
 	pass(g.Engine, g.Next, r)
 }

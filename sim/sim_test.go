@@ -11,8 +11,9 @@ import (
 
 // scenario runs a small but complete system: Poisson arrivals and
 // closed-loop users through a random-dropping gate into a listen queue in
-// front of an M/M/1 server, with a per-period recorder. It returns the
-// request trace and the rows as text.
+// front of an M/M/1 server, with the server's utilization and its mean
+// queue (10 samples a second) read every second. It returns the request
+// trace and the rows as text.
 func scenario(tb testing.TB, seed uint64, horizon time.Duration) (trace, rows string) {
 	e := New(seed)
 	var b strings.Builder
@@ -20,12 +21,26 @@ func scenario(tb testing.TB, seed uint64, horizon time.Duration) (trace, rows st
 	if err != nil {
 		tb.Fatal(err)
 	}
-	rec, err := NewRecorder(e, RecorderConfig{Busy: f.Busy, Queue: func() float64 { return float64(f.Waiting()) }, QueueSamples: 10})
+	busy, err := NewBusy(e, f.Busy, "server")
 	if err != nil {
 		tb.Fatal(err)
 	}
+	queue, err := NewSampler(e, 100*time.Millisecond, func() float64 { return float64(f.Waiting()) })
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var rb strings.Builder
+	if _, err := e.Every(time.Second, func() {
+		u, err := busy.Utilization(e.Time())
+		if err != nil {
+			tb.Error(err)
+		}
+		fmt.Fprintf(&rb, "%v,%.6f,%.3f\n", e.Now(), u, queue.Mean())
+	}); err != nil {
+		tb.Fatal(err)
+	}
 	drop := e.Stream("gate")
-	gate := &Gate{Engine: e, Recorder: rec, Next: &Visit{Engine: e, Station: f},
+	gate := &Gate{Engine: e, Next: &Visit{Engine: e, Station: f},
 		Admitter: AdmitFunc(func(time.Time, *Request) bool { return drop.Float64() > 0.1 })}
 	demand, _ := dist.NewExponential(0.012)
 	rate, _ := dist.ParseSchedule("0s:50,20s:120,40s:50")
@@ -42,15 +57,8 @@ func scenario(tb testing.TB, seed uint64, horizon time.Duration) (trace, rows st
 		tb.Fatal(err)
 	}
 	users.SetCount(10)
-	if err := rec.Start(time.Second, nil); err != nil {
-		tb.Fatal(err)
-	}
 	open.Start()
 	e.Run(horizon)
-	var rb strings.Builder
-	for _, w := range rec.Rows() {
-		rb.WriteString(strings.Join(w.Record(), ",") + "\n")
-	}
 	return b.String(), rb.String()
 }
 
@@ -126,18 +134,19 @@ func BenchmarkEngineTimerCancel(b *testing.B) {
 }
 
 // BenchmarkMM1 runs a complete 1000 s M/M/1 at 100 req/s (ρ = 0.8) per
-// iteration: Poisson source, gate with recorder, FIFO server, 1 s rows.
+// iteration: Poisson source, gate, FIFO server, utilization read every
+// second.
 func BenchmarkMM1(b *testing.B) {
 	var events uint64
 	for range b.N {
 		e := New(1)
 		f, _ := NewFIFO(e, FIFOConfig{Servers: 1})
-		rec, _ := NewRecorder(e, RecorderConfig{Busy: f.Busy})
+		busy, _ := NewBusy(e, f.Busy, "server")
+		_, _ = e.Every(time.Second, func() { _, _ = busy.Utilization(e.Time()) })
 		rate, _ := dist.ConstantSchedule(100)
 		demand, _ := dist.NewExponential(0.008)
 		src, _ := NewOpen(e, OpenConfig{Arrivals: dist.Poisson{Rate: rate}, Types: []RequestType{{Demand: demand}},
-			Target: &Gate{Engine: e, Recorder: rec, Next: &Visit{Engine: e, Station: f}}})
-		_ = rec.Start(time.Second, nil)
+			Target: &Gate{Engine: e, Next: &Visit{Engine: e, Station: f}}})
 		src.Start()
 		e.Run(1000 * time.Second)
 		events += e.Processed()

@@ -146,9 +146,6 @@ type OpenConfig struct {
 	Class, Client int
 	// Target receives the requests; required.
 	Target Handler
-	// Recorder, if set, sees the client's view: every request offered,
-	// completed (with its response time), rejected, or failed (timed out).
-	Recorder *Recorder
 	// OnFinish, if set, is called for every finished request.
 	OnFinish func(r *Request)
 }
@@ -245,33 +242,14 @@ func (o *Open) onFire() {
 	r.Class, r.Client = o.cfg.Class, o.cfg.Client
 	r.OnFinish = o.finish
 	o.sent++
-	if o.cfg.Recorder != nil {
-		o.cfg.Recorder.Offer()
-	}
 	o.scheduleNext()
 	o.cfg.Target.Handle(r)
 }
 
 func (o *Open) onFinish(r *Request) {
 	o.finished++
-	clientView(o.cfg.Recorder, r)
 	if o.cfg.OnFinish != nil {
 		o.cfg.OnFinish(r)
-	}
-}
-
-// clientView records a finished request as the client saw it.
-func clientView(rec *Recorder, r *Request) {
-	if rec == nil {
-		return
-	}
-	switch r.Outcome {
-	case Completed:
-		rec.Complete(r.ResponseTime())
-	case Rejected:
-		rec.Reject()
-	default:
-		rec.Fail()
 	}
 }
 
@@ -306,8 +284,6 @@ type UsersConfig struct {
 	ClientBase int
 	// Target receives the requests; required.
 	Target Handler
-	// Recorder, if set, sees the clients' view (see OpenConfig.Recorder).
-	Recorder *Recorder
 	// OnFinish, if set, is called for every finished request.
 	OnFinish func(r *Request)
 }
@@ -437,14 +413,10 @@ func (u *user) onSend() {
 	r.Class, r.Client, r.User, r.Attempt = g.cfg.Class, g.cfg.ClientBase+u.idx, u.idx, u.attempt
 	r.OnFinish = g.finish
 	g.sent++
-	if g.cfg.Recorder != nil {
-		g.cfg.Recorder.Offer()
-	}
 	g.cfg.Target.Handle(r)
 }
 
 func (g *Users) onFinish(r *Request) {
-	clientView(g.cfg.Recorder, r)
 	if g.cfg.OnFinish != nil {
 		g.cfg.OnFinish(r)
 	}

@@ -29,6 +29,14 @@ type Stage struct {
 	ticker  *Ticker
 	// OnStep, if set, sees the decisions of every step.
 	OnStep func(now time.Duration, ds []sluice.Decision)
+	// ExactTrigger, for a sample-triggered controller (SEDA's nreq),
+	// also steps the stage whenever a request finishes, so that the
+	// controller runs at the very instant its nreq-th sample lands, as
+	// the paper's stage does, instead of at the next poll (up to
+	// stage.MaxPoll later, as the live runner does). Step decides what is
+	// due, so a finish that completes nothing runs nothing. The default,
+	// false, reproduces the live runner's timing exactly.
+	ExactTrigger bool
 }
 
 // NewStage returns a handler driving st on e, passing admitted requests to
@@ -112,6 +120,9 @@ func (s *Stage) Handle(r *Request) {
 func (s *Stage) serve(r *Request, t stage.Ticket) {
 	r.Defer(func(r *Request) {
 		t.Finish(s.e.Time(), stage.Outcome{OK: r.Outcome == Completed})
+		if s.ExactTrigger && s.st.Triggered() {
+			s.step()
+		}
 	})
 	pass(s.e, s.next, r)
 }

@@ -111,24 +111,19 @@ func TestPSValidate(t *testing.T) {
 }
 
 // openLoad runs Poisson arrivals at lambda with the given demand into
-// target for the horizon and returns the client recorder's rows.
-func openLoad(t *testing.T, e *Engine, lambda float64, demand dist.Dist, target Handler, horizon time.Duration) *Recorder {
+// target for the horizon.
+func openLoad(t *testing.T, e *Engine, lambda float64, demand dist.Dist, target Handler, horizon time.Duration) {
 	t.Helper()
 	rate, err := dist.ConstantSchedule(lambda)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec, err := NewRecorder(e, RecorderConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	src, err := NewOpen(e, OpenConfig{Arrivals: dist.Poisson{Rate: rate}, Types: []RequestType{{Demand: demand}}, Target: target, Recorder: rec})
+	src, err := NewOpen(e, OpenConfig{Arrivals: dist.Poisson{Rate: rate}, Types: []RequestType{{Demand: demand}}, Target: target})
 	if err != nil {
 		t.Fatal(err)
 	}
 	src.Start()
 	e.Run(horizon)
-	return rec
 }
 
 func exp(t *testing.T, mean float64) dist.Dist {

@@ -35,8 +35,7 @@ type WebServerConfig struct {
 //
 // Observables: Listen.Waiting() is the listen queue, CPU.Busy() the CPU
 // busy time, Link.Backlog() the bytes waiting on the link (the outgoing
-// queue, to be sampled many times per period with a Recorder's
-// QueueSamples).
+// queue, to be sampled many times per period with a Sampler).
 type WebServer struct {
 	// Listen is the listen queue and worker pool.
 	Listen *FIFO
@@ -46,7 +45,7 @@ type WebServer struct {
 	// bytes.
 	Link *PS
 	// Rules is the admission stage between accept and CPU: set
-	// Rules.Admitter and Rules.Recorder to plug in the resource rules. Its
+	// Rules.Admitter to plug in the resource rules. Its
 	// nil Admitter admits everything. Do not change Rules.Engine or
 	// Rules.Next.
 	Rules Gate

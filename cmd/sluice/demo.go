@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sluicehq/sluice/experiment"
+	"github.com/sluicehq/sluice/figure/live"
 	"github.com/sluicehq/sluice/proxy"
 )
 
@@ -59,7 +59,7 @@ It takes about 100 s; run it on an otherwise quiet machine.`,
 			fmt.Fprintf(cmd.ErrOrStderr(), "sluice demo: live dashboard at http://%s/ui while it runs\n", admin)
 			ctx, stop := runContext(cmd.Context())
 			defer stop()
-			o, err := experiment.RunExperiment(ctx, experiment.DemoExperiment(), experiment.Options{Seed: f.seed, Out: dir,
+			o, err := live.RunExperiment(ctx, live.DemoExperiment(), live.Options{Seed: f.seed, Out: dir,
 				Progress: cmd.ErrOrStderr(), AdminAddr: admin})
 			if err != nil {
 				return err
@@ -98,13 +98,13 @@ func demoAdminAddr(addr string) (string, error) {
 }
 
 // printDemo prints the demo's table and the report's path.
-func printDemo(w io.Writer, o *experiment.Outcome) error {
+func printDemo(w io.Writer, o *live.Outcome) error {
 	s := o.Summary
 	fmt.Fprintf(w, "\nsluice demo: a bookstore with capacity %.0f pages/s, flash crowd of %.0f → %.0f users (0.5× → 10× capacity), %s\n\n",
 		s.Metric("capacity_rps"), s.Metric("users_low"), s.Metric("users_high"), o.Elapsed.Round(time.Second))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "run\tgoodput (≤ %s)\tp90\trejected\terrors\n", experiment.DemoTarget)
-	for _, run := range experiment.DemoRuns {
+	fmt.Fprintf(tw, "run\tgoodput (≤ %s)\tp90\trejected\terrors\n", live.DemoTarget)
+	for _, run := range live.DemoRuns {
 		fmt.Fprintf(tw, "%s\t%.1f pages/s\t%s\t%.1f%%\t%s\n", run, s.Metric("goodput_rps_"+run), fmtMillis(s.Metric("p90_ms_"+run)),
 			100*s.Metric("reject_fraction_"+run), strconv.FormatFloat(s.Metric("errors_"+run), 'f', 0, 64))
 	}

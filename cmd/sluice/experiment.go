@@ -14,7 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sluicehq/sluice/experiment"
+	"github.com/sluicehq/sluice/figure/live"
 	"github.com/sluicehq/sluice/report"
 )
 
@@ -62,7 +62,7 @@ quiet machine.`,
 			if len(args) == 0 {
 				return usagef("experiment: name an experiment (see 'sluice experiment --list')")
 			}
-			e, err := experiment.Lookup(args[0])
+			e, err := live.Lookup(args[0])
 			if err != nil {
 				return usagef("experiment: %v", err)
 			}
@@ -72,7 +72,7 @@ quiet machine.`,
 			}
 			ctx, stop := runContext(cmd.Context())
 			defer stop()
-			res, err := experiment.RunExperiment(ctx, e, experiment.Options{Quick: f.quick, Seed: f.seed, Out: dir,
+			res, err := live.RunExperiment(ctx, e, live.Options{Quick: f.quick, Seed: f.seed, Out: dir,
 				Progress: cmd.ErrOrStderr()})
 			if err != nil {
 				return err
@@ -89,7 +89,7 @@ quiet machine.`,
 
 func listExperiments(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	for _, e := range experiment.All() {
+	for _, e := range live.All() {
 		fmt.Fprintf(tw, "%s\t%s\n", e.Name, e.Description)
 	}
 	return tw.Flush()
@@ -97,7 +97,7 @@ func listExperiments(w io.Writer) error {
 
 // printOutcome prints the expectations, the headline metrics and where
 // the report is.
-func printOutcome(w io.Writer, o *experiment.Outcome) error {
+func printOutcome(w io.Writer, o *live.Outcome) error {
 	met, total := o.Passed()
 	form := "full"
 	if o.Summary.Metric("quick") == 1 {

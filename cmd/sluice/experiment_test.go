@@ -7,7 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/experiment"
+	"github.com/sluicehq/sluice/figure"
+	"github.com/sluicehq/sluice/figure/live"
 	"github.com/sluicehq/sluice/report"
 )
 
@@ -16,13 +17,13 @@ func TestExperimentList(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d, stderr %q", code, errOut)
 	}
-	for _, name := range experiment.Names() {
+	for _, name := range live.Names() {
 		if !strings.Contains(out, name+" ") {
 			t.Errorf("--list lacks %s:\n%s", name, out)
 		}
 	}
-	if n := strings.Count(strings.TrimSpace(out), "\n") + 1; n != len(experiment.Names()) {
-		t.Errorf("--list printed %d lines, want %d", n, len(experiment.Names()))
+	if n := strings.Count(strings.TrimSpace(out), "\n") + 1; n != len(live.Names()) {
+		t.Errorf("--list printed %d lines, want %d", n, len(live.Names()))
 	}
 }
 
@@ -31,7 +32,7 @@ func TestExperimentUsageErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"experiment", "nosuch"}, `unknown experiment "nosuch" (valid: seda-spike,`},
+		{[]string{"experiment", "nosuch"}, `unknown experiment "nosuch" (valid: kihl-step,`},
 		{[]string{"experiment"}, "name an experiment"},
 		{[]string{"experiment", "--list", "seda-spike"}, "--list takes no name"},
 		{[]string{"experiment", "a", "b"}, "accepts at most 1 arg"},
@@ -63,21 +64,21 @@ func TestExperimentHelp(t *testing.T) {
 }
 
 // outcome builds a finished run without running anything.
-func outcome(name string, metrics map[string]float64, checks []experiment.Check) *experiment.Outcome {
-	s := report.NewSummary(name, experiment.Mode, 3)
+func outcome(name string, metrics map[string]float64, checks []figure.Check) *live.Outcome {
+	s := report.NewSummary(name, string(figure.Live), 3)
 	for k, v := range metrics {
 		s.Set(k, v)
 	}
-	res := &experiment.Result{Bundle: report.NewBundle(s), Checks: checks}
+	res := &figure.Result{Bundle: report.NewBundle(s), Checks: checks}
 	for k := range metrics {
 		res.Key = append(res.Key, k)
 	}
-	return &experiment.Outcome{Experiment: experiment.Experiment{Name: name}, Result: res, Dir: "out/x", Elapsed: 61 * time.Second}
+	return &live.Outcome{Experiment: live.Experiment{Name: name}, Result: res, Dir: "out/x", Elapsed: 61 * time.Second}
 }
 
 func TestPrintOutcome(t *testing.T) {
 	o := outcome("seda-spike", map[string]float64{"p90_ms_spike": 320.5, "quick": 1},
-		[]experiment.Check{{Claim: "p90 low", Measured: "p90 = 320", Pass: true}, {Claim: "rejects", Measured: "r = 0.5", Pass: false}})
+		[]figure.Check{{Claim: "p90 low", Measured: "p90 = 320", Pass: true}, {Claim: "rejects", Measured: "r = 0.5", Pass: false}})
 	var buf bytes.Buffer
 	if err := printOutcome(&buf, o); err != nil {
 		t.Fatal(err)
@@ -92,13 +93,13 @@ func TestPrintOutcome(t *testing.T) {
 
 func TestPrintDemo(t *testing.T) {
 	m := map[string]float64{"capacity_rps": 150, "users_low": 19, "users_high": 380}
-	for i, run := range experiment.DemoRuns {
+	for i, run := range live.DemoRuns {
 		m["goodput_rps_"+run] = float64(10 + 20*i)
 		m["p90_ms_"+run] = []float64{12345, 180, 650, 700}[i]
 		m["reject_fraction_"+run] = []float64{0, 0.88, 0.9, 0.91}[i]
 		m["errors_"+run] = 0
 	}
-	o := outcome("demo", m, []experiment.Check{{Claim: "seda beats", Pass: true}, {Claim: "yaksha beats", Measured: "x", Pass: false}})
+	o := outcome("demo", m, []figure.Check{{Claim: "seda beats", Pass: true}, {Claim: "yaksha beats", Measured: "x", Pass: false}})
 	var buf bytes.Buffer
 	if err := printDemo(&buf, o); err != nil {
 		t.Fatal(err)

@@ -11,8 +11,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sluicehq/sluice/figure"
+	"github.com/sluicehq/sluice/figure/simulated"
 	"github.com/sluicehq/sluice/report"
-	"github.com/sluicehq/sluice/scenario"
 )
 
 // simFlags holds the flags of `sluice sim`.
@@ -58,7 +59,7 @@ summary.json (scenario, mode "sim", seed and the metrics), timeseries.csv
 			if len(args) == 0 {
 				return usagef("sim: name a scenario (see 'sluice sim --list')")
 			}
-			p, err := scenario.Prepare(args[0])
+			p, err := simulated.Prepare(args[0])
 			if err != nil {
 				return usagef("sim: %v", err)
 			}
@@ -73,7 +74,7 @@ summary.json (scenario, mode "sim", seed and the metrics), timeseries.csv
 				dir = filepath.Join("out", "sim", args[0]+"-"+strconv.FormatUint(f.seed, 10))
 			}
 			res, err := p.Run(f.seed)
-			var pe *scenario.ParamError
+			var pe *simulated.ParamError
 			if errors.As(err, &pe) {
 				return usagef("sim: %v", err)
 			}
@@ -96,13 +97,13 @@ summary.json (scenario, mode "sim", seed and the metrics), timeseries.csv
 
 func listScenarios(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	for _, s := range scenario.All() {
+	for _, s := range simulated.All() {
 		fmt.Fprintf(tw, "%s\t%s\n", s.Name, s.Description)
 	}
 	return tw.Flush()
 }
 
-func listParams(w io.Writer, p *scenario.Prepared) error {
+func listParams(w io.Writer, p *simulated.Prepared) error {
 	fmt.Fprintf(w, "%s: %s\n\nparameters (--set name=value):\n", p.Scenario.Name, p.Scenario.Description)
 	for _, d := range p.Params.List() {
 		fmt.Fprintf(w, "  %s = %s  (%s)\n      %s\n", d.Name, d.Default, d.Type, d.Doc)
@@ -110,7 +111,7 @@ func listParams(w io.Writer, p *scenario.Prepared) error {
 	return nil
 }
 
-func printRun(w io.Writer, res *scenario.Result, dir string) error {
+func printRun(w io.Writer, res *figure.Result, dir string) error {
 	s := res.Summary
 	fmt.Fprintf(w, "%s (seed %d)\n", s.Scenario, s.Seed)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -122,6 +123,9 @@ func printRun(w io.Writer, res *scenario.Result, dir string) error {
 	}
 	if more := len(s.Names()) - len(res.Key); more > 0 {
 		fmt.Fprintf(w, "  (%d more metrics in summary.json)\n", more)
+	}
+	if met, total := res.Passed(); total > 0 {
+		fmt.Fprintf(w, "%d of %d expectations met (expectations.csv)\n", met, total)
 	}
 	fmt.Fprintf(w, "results: %s (%s)\n", dir, strings.Join(res.Files(), ", "))
 	return nil

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluicehq/sluice/figure/simulated"
 	"github.com/sluicehq/sluice/report"
-	"github.com/sluicehq/sluice/scenario"
 )
 
 func TestSimList(t *testing.T) {
@@ -16,10 +16,10 @@ func TestSimList(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q", code, errOut)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != len(scenario.Names()) {
-		t.Errorf("%d lines for %d scenarios:\n%s", len(lines), len(scenario.Names()), out)
+	if len(lines) != len(simulated.Names()) {
+		t.Errorf("%d lines for %d scenarios:\n%s", len(lines), len(simulated.Names()), out)
 	}
-	for i, name := range scenario.Names() {
+	for i, name := range simulated.Names() {
 		if i < len(lines) && !strings.HasPrefix(lines[i], name+" ") {
 			t.Errorf("line %d = %q, want the scenario %s with its description", i, lines[i], name)
 		}
@@ -44,7 +44,8 @@ func TestSimRun(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d, stderr %q", code, errOut)
 	}
-	for _, want := range []string{"kihl-step (seed 3)\n", "  utilization_mean ", "  settling_time_s ", "results: " + dir + " (summary.json, timeseries.csv, utilization.png, rate.png)\n"} {
+	for _, want := range []string{"kihl-step (seed 3)\n", "  utilization_mean ", "  settling_time_s ", "expectations met (expectations.csv)\n",
+		"results: " + dir + " (summary.json, timeseries.csv, expectations.csv, utilization.png, rate.png)\n"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
@@ -56,7 +57,7 @@ func TestSimRun(t *testing.T) {
 	if s.Scenario != "kihl-step" || s.Mode != "sim" || s.Seed != 3 {
 		t.Errorf("summary header %q %q %d", s.Scenario, s.Mode, s.Seed)
 	}
-	for _, f := range []string{"timeseries.csv", "utilization.png", "rate.png"} {
+	for _, f := range []string{"timeseries.csv", "expectations.csv", "utilization.png", "rate.png"} {
 		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() == 0 {
 			t.Errorf("%s: %v", f, err)
 		}

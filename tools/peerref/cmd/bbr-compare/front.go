@@ -207,7 +207,7 @@ type sluiceFront struct {
 }
 
 // sluiceConfig is the sluice proxy of the adaptive experiment's rows
-// (experiment/adaptive_run.go, adaptiveProxyConfig): one stage for every
+// (figure/live/adaptive_run.go, adaptiveProxyConfig): one stage for every
 // request with the controller, the backends behind a pool that never binds
 // by itself, least-in-flight balancing, long upstream timeouts.
 func sluiceConfig(controller string, urls []string) (*proxy.Config, error) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice/dist"
 	"github.com/sluicehq/sluice/loadgen"
+	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/report"
 	"github.com/sluicehq/sluice/testbed"
 )
@@ -66,7 +67,7 @@ func (r *result) metrics() metrics {
 		}
 	}
 	m.goodput = float64(good) / (r.to - r.from).Seconds()
-	m.p50, m.p99 = report.Percentile(lat, 0.5), report.Percentile(lat, 0.99)
+	m.p50, m.p99 = monitor.Percentile(lat, 0.5), monitor.Percentile(lat, 0.99)
 	m.reject, m.failed = ratio(float64(rej), float64(m.offered)), ratio(float64(failed), float64(m.offered))
 	m.cpuFirst, m.cpuMean, m.cpuMax, m.limitMean, m.shedShare = math.NaN(), math.NaN(), math.NaN(), math.NaN(), math.NaN()
 	var cpus, limits []float64

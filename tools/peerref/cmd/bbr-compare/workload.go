@@ -10,11 +10,11 @@ import (
 
 	"github.com/sluicehq/sluice/dist"
 	"github.com/sluicehq/sluice/loadgen"
-	"github.com/sluicehq/sluice/report"
+	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/testbed"
 )
 
-// The workload of sluice's adaptive experiment (experiment/adaptive.go):
+// The workload of sluice's adaptive experiment (figure/live/adaptive.go):
 // the backend, the objective and the clients.
 const (
 	// workers and service make the backend: FIFO workers with exponential
@@ -208,7 +208,7 @@ func (r *recorder) lastSecond(now time.Duration) (ok, rejected, failed int, p99 
 			failed++
 		}
 	}
-	return ok, rejected, failed, report.Percentile(lat, 0.99)
+	return ok, rejected, failed, monitor.Percentile(lat, 0.99)
 }
 
 func (r *recorder) records() []record {

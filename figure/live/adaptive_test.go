@@ -1,0 +1,70 @@
+package live
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/proxy"
+)
+
+// Every sluice row of the adaptive experiment builds a valid proxy
+// configuration, typed and validated, with least-in-flight balancing over
+// every backend.
+func TestAdaptiveProxyConfigs(t *testing.T) {
+	env := newEnv("adaptive", Options{})
+	for _, row := range adaptiveRows {
+		if row.controller == "" {
+			continue
+		}
+		cfg, err := adaptiveProxyConfig(env, row, []string{"http://127.0.0.1:1", "http://127.0.0.1:2"})
+		if err != nil {
+			t.Fatalf("%s: %v", row.name, err)
+		}
+		if cfg.Backends.Balance != proxy.BalanceLeastInFlight || len(cfg.Backends.Servers) != 2 || cfg.Stages[0].Controller != row.controller {
+			t.Errorf("%s: %+v", row.name, cfg.Backends)
+		}
+	}
+}
+
+// The quick form fits in about a minute; the full one runs every row
+// through every phase.
+func TestAdaptivePlans(t *testing.T) {
+	for _, quick := range []bool{false, true} {
+		pl := planAdaptive(newEnv("adaptive", Options{Quick: quick}))
+		var total time.Duration
+		for _, ph := range pl.phases {
+			total += time.Duration(len(pl.rows)) * pl.length(ph)
+			if pl.at(ph) >= pl.length(ph) {
+				t.Errorf("phase %s: event at %v after the end %v", ph.name, pl.at(ph), pl.length(ph))
+			}
+		}
+		switch {
+		case quick && total > 45*time.Second:
+			t.Errorf("quick form: %v of load, want ≤ 45 s", total)
+		case !quick && (len(pl.rows) != len(adaptiveRows) || len(pl.phases) != 5):
+			t.Errorf("full form: %d rows, %d phases", len(pl.rows), len(pl.phases))
+		}
+	}
+}
+
+// nginx and HAProxy get one server line per backend.
+func TestPeerConfsSeveralBackends(t *testing.T) {
+	n := validNginx()
+	n.Backends = []string{"127.0.0.1:1", "127.0.0.1:2"}
+	h := validHAProxy()
+	h.Backends = n.Backends
+	for _, c := range []struct {
+		text string
+		want []string
+	}{
+		{n.Text(), []string{"server 127.0.0.1:1;", "server 127.0.0.1:2;"}},
+		{h.Text(), []string{"server app1 127.0.0.1:1 maxconn 4", "server app2 127.0.0.1:2 maxconn 4"}},
+	} {
+		for _, w := range c.want {
+			if !strings.Contains(c.text, w) {
+				t.Errorf("configuration lacks %q:\n%s", w, c.text)
+			}
+		}
+	}
+}
