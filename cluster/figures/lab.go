@@ -102,6 +102,10 @@ type lab struct {
 	period    time.Duration
 }
 
+// errExitedAtStart is startInstance's error when the child process ended
+// before answering /state (its stderr, passed through, says why).
+var errExitedAtStart = errors.New("exited at start")
+
 // labSpec describes a lab.
 type labSpec struct {
 	launch    Launcher
@@ -126,12 +130,13 @@ func freePort() (int, error) {
 
 // startLab starts everything and waits until every proxy is synced with
 // all the others.
-func startLab(ctx context.Context, s labSpec) (l *lab, err error) {
-	l = &lab{prefix: s.prefix, period: s.period}
+func startLab(ctx context.Context, s labSpec) (_ *lab, err error) {
+	// l is a local, not the named result: "return nil, err" must not
+	// clear it before the deferred cleanup runs.
+	l := &lab{prefix: s.prefix, period: s.period}
 	defer func() {
 		if err != nil {
 			l.Close()
-			l = nil
 		}
 	}()
 	if l.dir, err = os.MkdirTemp("", "sluice-figures-"); err != nil {
@@ -152,7 +157,15 @@ func startLab(ctx context.Context, s labSpec) (l *lab, err error) {
 	l.backend = &http.Server{Handler: q, ReadHeaderTimeout: 10 * time.Second}
 	go l.backend.Serve(ln) //nolint:errcheck // Close ends it
 	for i := range s.n {
-		inst, err := l.startInstance(s, i, "http://"+ln.Addr().String())
+		// A port picked free can be taken before the child binds it; the
+		// child then exits at start, and a second try picks new ports.
+		var inst *Instance
+		for try := 0; ; try++ {
+			inst, err = l.startInstance(s, i, "http://"+ln.Addr().String())
+			if err == nil || !errors.Is(err, errExitedAtStart) || try == 2 {
+				break
+			}
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -218,7 +231,7 @@ cluster:
 	})
 	select {
 	case <-in.done:
-		return nil, fmt.Errorf("instance %s exited at start", id)
+		return nil, fmt.Errorf("instance %s: %w", id, errExitedAtStart)
 	default:
 	}
 	return in, err
