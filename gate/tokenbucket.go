@@ -32,8 +32,9 @@ import (
 // request. Use NewTokenBucket. A TokenBucket is safe for concurrent use by
 // multiple goroutines.
 //
-// Cost: an admission is one atomic load of the settings and one
-// compare-and-swap of tat; a refusal is two atomic loads. No lock is taken
+// Cost: an admission is atomic loads of the settings and of the latest
+// admission instant, one compare-and-swap of tat, and one of that
+// instant when it moves forward; a refusal is atomic loads only. No lock is taken
 // on the request path (setters take one among themselves; an admission
 // racing a setter is decided by either setting). It replaces the
 // golang.org/x/time/rate.Limiter this bucket used to wrap, whose mutex and
@@ -51,6 +52,14 @@ type TokenBucket struct {
 	// tokens the bucket had then and no refill among such admissions
 	// (rate.Limiter would refill between them, moving its clock back).
 	floor atomic.Uint64
+	// last is the latest instant an admission was decided at (Float64bits,
+	// ns since base): time never runs backwards for the bucket. A request
+	// whose clock reading is older (it read the clock, then was
+	// preempted while others went through) is decided at last, as
+	// rate.Limiter does; decided at its own stale instant it would find
+	// the bucket emptier by (last − t)·rate tokens, and at a high rate a
+	// few microseconds of preemption refused it.
+	last atomic.Uint64
 
 	// The fields above are read on every call and tat is written on
 	// every admission; padding keeps the next object off their cache line.
@@ -90,6 +99,7 @@ func NewTokenBucket(r float64, burst int) (*TokenBucket, error) {
 	b := &TokenBucket{}
 	b.tat.Store(math.Float64bits(math.Inf(-1))) // full
 	b.floor.Store(math.Float64bits(math.Inf(-1)))
+	b.last.Store(math.Float64bits(math.Inf(-1)))
 	b.set.Store(newSetting(r, burst))
 	b.inf.Store(math.IsInf(r, 1))
 	return b, nil
@@ -136,7 +146,16 @@ func (b *TokenBucket) AllowAt(now time.Time) bool {
 	}
 	t := math.Max(b.ns(now), math.Float64frombits(b.floor.Load()))
 	for {
+		// tat first, then last: an admission moves last forward before
+		// its CAS of tat, so a tat that includes it comes with a last at
+		// least its instant (see last).
 		old := b.tat.Load()
+		l := b.last.Load()
+		if lf := math.Float64frombits(l); t < lf {
+			t = lf
+		} else if t > lf && !b.last.CompareAndSwap(l, math.Float64bits(t)) {
+			continue // another call moved last: read both again
+		}
 		tat := math.Float64frombits(old)
 		if t < tat-set.tau {
 			return false

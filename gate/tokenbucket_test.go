@@ -307,3 +307,50 @@ func TestTokenBucketSetterAheadOfAdmissions(t *testing.T) {
 		t.Fatalf("an unchanged rate re-applied ahead of time: admitted %d of 30 at 1 ms apart (100000/s)", admitted)
 	}
 }
+
+func TestTokenBucketStaleClockReadingDecidedAtLatest(t *testing.T) {
+	// A request that read the clock, was preempted while later ones went
+	// through, and then asks, is decided at the latest instant seen, not at
+	// its own older one: the same decisions as a bucket given the running
+	// maximum of the times. Decided at its stale instant it would find
+	// (latest − t)·rate fewer tokens and be refused at high rates.
+	b, err := NewTokenBucket(1000, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		b.AllowAt(t0) // empty the bucket
+	}
+	if !b.AllowAt(t0.Add(5 * time.Millisecond)) { // refilled to 5, 4 left
+		t.Fatal("refill: refused")
+	}
+	stale := t0.Add(1 * time.Millisecond) // 0 tokens at its own instant
+	for i := range 4 {
+		if !b.AllowAt(stale) {
+			t.Fatalf("stale reading %d of 4: refused, want decided at the latest instant (4 tokens)", i+1)
+		}
+	}
+	if b.AllowAt(stale) {
+		t.Fatal("fifth stale reading admitted: the bucket had only 4 tokens")
+	}
+
+	for seed := range uint64(20) {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		r := float64(100 + rng.IntN(100_000))
+		burst := 1 + rng.IntN(8)
+		got, _ := NewTokenBucket(r, burst)
+		want, _ := NewTokenBucket(r, burst)
+		got.AllowAt(t0) // the same first instant: the same float base
+		want.AllowAt(t0)
+		now, latest := t0, t0
+		for i := range 20000 {
+			now = latest.Add(time.Duration(rng.IntN(200_000) - 100_000)) // ±100 µs around the latest
+			if now.After(latest) {
+				latest = now
+			}
+			if g, w := got.AllowAt(now), want.AllowAt(latest); g != w {
+				t.Fatalf("seed %d step %d: AllowAt(%v, latest %v) = %v, at the latest = %v", seed, i, now.Sub(t0), latest.Sub(t0), g, w)
+			}
+		}
+	}
+}

@@ -50,11 +50,11 @@ func TestReloadUnderLoadLosesNothing(t *testing.T) {
 					firstErr.CompareAndSwap(nil, err.Error())
 					continue
 				}
-				_, _ = io.Copy(io.Discard, resp.Body)
+				body, _ := io.ReadAll(resp.Body)
 				resp.Body.Close()
 				if resp.StatusCode != 200 {
 					failed.Add(1)
-					firstErr.CompareAndSwap(nil, resp.Status)
+					firstErr.CompareAndSwap(nil, resp.Status+" "+path+": "+strings.TrimSpace(string(body)))
 					continue
 				}
 				ok.Add(1)
