@@ -94,6 +94,16 @@ type SEDAConfig struct {
 	// of adj_i-sized steps. The quick start sets 1: from err = −0.9 the rate
 	// grows ×1.8 per run.
 	RecoverFactor float64 `yaml:"recover_factor" json:"recover_factor"`
+	// DrainedReset (default false: the paper's smoothing): after a cut of
+	// its own rate and before its next increase, a class whose run's own
+	// p90 sample is below err_i (under (1 + err_i) × target) restarts the
+	// smoothed p90 from that sample. The samples that pushed cur up came
+	// from a backlog that has now drained; with α = 0.7 cur forgets a
+	// 10-second backlog only after several more runs (about 6 s at
+	// 100 samples per run), while the rate stays at its cut. The quick
+	// start sets it: with recover_factor it brings seda back to full
+	// service within seconds after a backend stall.
+	DrainedReset bool `yaml:"drained_reset" json:"drained_reset"`
 	// Degrade configures service degradation (single class only).
 	Degrade DegradeConfig `yaml:"degrade" json:"degrade"`
 }
@@ -308,15 +318,19 @@ func (s *SEDA) Rates() []float64 {
 func (s *SEDA) Smoothed(c int) (float64, bool) { return s.classes[c].cur, s.classes[c].have }
 
 // observe smooths a new p90 sample of class c and returns cur and err.
-func (s *SEDA) observe(c int, samp float64) (cur, err float64) {
+func (s *SEDA) observe(c int, samp float64) (cur, err float64, reset bool) {
 	s.classes[c].samp = samp
+	t := s.cfg.targetOf(c)
+	if s.cfg.DrainedReset && s.classes[c].have && s.classes[c].servedFor >= 0 && (samp-t)/t < s.cfg.ErrI {
+		s.classes[c].cur = samp
+		return samp, (samp - t) / t, true
+	}
 	if s.classes[c].have {
 		s.classes[c].cur = s.cfg.Alpha*s.classes[c].cur + (1-s.cfg.Alpha)*samp
 	} else {
 		s.classes[c].cur, s.classes[c].have = samp, true
 	}
-	t := s.cfg.targetOf(c)
-	return s.classes[c].cur, (s.classes[c].cur - t) / t
+	return s.classes[c].cur, (s.classes[c].cur - t) / t, false
 }
 
 // Update runs the controller for class m.Class with the p90 m.P90RT of its
@@ -339,8 +353,11 @@ func (s *SEDA) Update(now time.Time, m sluice.Measurements) sluice.Decision {
 	}
 	s.noteDemand(c, m)
 	s.noteServed(c, m)
-	cur, e := s.observe(c, m.P90RT)
+	cur, e, reset := s.observe(c, m.P90RT)
 	why := s.trigger(m)
+	if reset {
+		why += ", smoothing restarted (the backlog has drained)"
+	}
 	obs := fmt.Sprintf("p90 %s (cur %s, target %s, err %+.2f) %s", fmtSec(m.P90RT), fmtSec(cur), fmtSec(s.cfg.targetOf(c)), e, why)
 	reason := s.adjust(now, c, e)
 	s.last = s.decide(now, m, old, true, obs+": "+reason)

@@ -1,6 +1,7 @@
 package control
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -361,15 +362,19 @@ func TestSEDARecoverFromFirstCut(t *testing.T) {
 // multiplicatively while the p90 is far below target and the rate binds;
 // 0 keeps the paper's additive law.
 func TestSEDARecoverFactor(t *testing.T) {
-	for _, f := range []float64{0, 1} {
+	for _, f := range []float64{0, 1, 2} {
+		start := 5.0
+		if f == 2 { // the quick start's: from the floor
+			start = DefaultSEDAConfig().RateMin
+		}
 		cfg := DefaultSEDAConfig()
-		cfg.Target, cfg.InitialRate, cfg.RateMax = time.Second, 5, 1e6
+		cfg.Target, cfg.InitialRate, cfg.RateMax = time.Second, start, 1e6
 		cfg.DecreaseHoldoff, cfg.RecoverToServed, cfg.RecoverFactor = false, false, f
 		s, err := NewSEDA(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
-		rate := 5.0
+		rate := start
 		for i := 1; i <= 10; i++ {
 			// p90 0.1 s against 1 s (err −0.9 after smoothing settles),
 			// the gate binding: everything the rate allows is admitted.
@@ -383,10 +388,51 @@ func TestSEDARecoverFactor(t *testing.T) {
 		if f == 1 && rate < 300 {
 			t.Errorf("recover_factor 1: rate %v after 10 runs from 5, want ≥ 300 (×1.5–1.8 per run)", rate)
 		}
+		if f == 2 && rate < 300 {
+			t.Errorf("recover_factor 2: rate %v after 10 runs from rate_min %v, want ≥ 300 (×2–2.6 per run)", rate, start)
+		}
 	}
 	bad := DefaultSEDAConfig()
 	bad.Target, bad.RecoverFactor = time.Second, -1
 	if FieldOf(bad.Validate()) != "recover_factor" {
 		t.Error("negative recover_factor accepted")
+	}
+}
+
+// drained_reset: after a stall's backlog of 10 s answers, the first run
+// whose own p90 is back under err_i increases at once, instead of waiting
+// runs for the smoothed p90 to forget the backlog.
+func TestSEDADrainedReset(t *testing.T) {
+	firstIncrease := func(reset bool) int {
+		cfg := DefaultSEDAConfig()
+		cfg.Target, cfg.InitialRate, cfg.RateMax = 200*time.Millisecond, 300, 1e6
+		cfg.DrainedReset = reset
+		s, err := NewSEDA(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		run := func(i int, p90 float64) sluice.Decision {
+			return s.Update(at(i), sluice.Measurements{Elapsed: time.Second, Samples: 100, P90RT: p90,
+				Arrivals: 300, Admitted: 300, Completed: 100})
+		}
+		var cut float64
+		for i := 1; i <= 3; i++ { // the stall: answers after 10 s, cuts
+			cut = run(i, 10).New
+		}
+		for i := 4; i <= 20; i++ { // the backend is back: 12 ms answers
+			if d := run(i, 0.012); d.New > cut {
+				if reset && !strings.Contains(d.Reason, "smoothing restarted") {
+					t.Errorf("reason %q does not say the smoothing restarted", d.Reason)
+				}
+				return i - 3
+			}
+		}
+		return -1
+	}
+	if n := firstIncrease(true); n != 1 {
+		t.Errorf("drained_reset: first increase %d runs after the backend's return, want 1", n)
+	}
+	if n := firstIncrease(false); n < 4 {
+		t.Errorf("without drained_reset: first increase %d runs after the return, want ≥ 4 (the paper's smoothing, α 0.7)", n)
 	}
 }

@@ -60,8 +60,9 @@ start proxies --listen to --backend with one stage for every request:
                         once
   --controller seda     keep the 90th percentile at --target-p90 (rate_max
                         raised to 1e6 req/s so a fast service is not capped
-                        at the paper's 5000, and recover_factor 1 so that a
-                        rate cut by a stall climbs back within seconds)
+                        at the paper's 5000; recover_factor 2 and
+                        drained_reset so that a rate cut by a stall climbs
+                        back within seconds)
   --controller yaksha   keep the mean response time at --target-mean
   --controller gradient2, envoy-gradient, bbr
                         the peers' adaptive concurrency limits (Netflix,
@@ -200,7 +201,10 @@ func (f *proxyFlags) quickStart(cmd *cobra.Command) (*proxy.Config, error) {
 		params["initial_rate"] = 1e6
 		// After a stall cuts the rate to the floor, climb back in a few
 		// runs rather than by adj_i-sized steps.
-		params["recover_factor"] = 1.0
+		params["recover_factor"] = 2.0
+		// and do not wait for the smoothed p90 to forget the drained
+		// backlog before that climb starts.
+		params["drained_reset"] = true
 	case "yaksha":
 		if f.targetMean == 0 {
 			return nil, usagef("--controller yaksha needs --target-mean, e.g. --target-mean 200ms")
