@@ -15,6 +15,8 @@ import (
 
 	"github.com/sluicehq/sluice/dist"
 	"github.com/sluicehq/sluice/loadgen"
+	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/share"
 	"github.com/sluicehq/sluice/testbed"
 )
 
@@ -40,8 +42,13 @@ func fastBackend() testbed.QueueConfig {
 // pause of the load generator on a busy machine (tens of milliseconds)
 // does not lose admissions the figure would then blame on the split;
 // under the steady overload of the figures the bucket is empty.
-func staticPolicy(rate float64) string {
-	return fmt.Sprintf("stages:\n  - {name: api, match: {path_prefix: /}, controller: static-rate, burst: 20, params: {rate: %g}}\n", rate)
+func staticPolicy(rate float64) policy.Config {
+	st := policy.StageConfig{Name: "api", Match: policy.MatchConfig{PathPrefix: "/"}, Controller: "static-rate", Burst: 20}
+	// Encoding a map of plain values cannot fail.
+	if err := st.Params.Encode(map[string]any{"rate": rate}); err != nil {
+		panic(fmt.Sprintf("figures: encoding the static rate %g: %v", rate, err))
+	}
+	return policy.Config{Stages: []policy.StageConfig{st}}
 }
 
 // ---- Li & Jamin shares across the instances -------------------------
@@ -90,26 +97,27 @@ type SharesResult struct {
 	Failed int
 }
 
-func sharesPolicy() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, `classes:
-  trusted_proxies: [127.0.0.1]
-stages:
-  - {name: site, match: {path_prefix: /}, controller: none}
-shares:
-  total_bandwidth: %g
-  initial_max_bandwidth: %g
-  alpha: 0.2
-  period: %s
-  standby_limit: %d
-  max_delay: 10s
-  client_header: X-Sluice-Client
-  clients:
-`, ShareB, 4*ShareB, sharePeriod, shareStandby)
-	for i, n := range Clients {
-		fmt.Fprintf(&b, "    - {name: %s, share: %g, header_values: [%s]}\n", n, Percent[i], n)
+// sharesPolicy is the shares figure's: no stage control, the clients
+// named by a header believed from the loopback peer.
+func sharesPolicy() policy.Config {
+	return policy.Config{
+		Classes: policy.ClassesConfig{TrustedProxies: []string{"127.0.0.1"}},
+		Stages:  []policy.StageConfig{{Name: "site", Match: policy.MatchConfig{PathPrefix: "/"}, Controller: "none"}},
 	}
-	return b.String()
+}
+
+// sharesConfig is the cluster's Li & Jamin configuration: B and the
+// clients' shares of it, Â starting at 4 B.
+func sharesConfig() *share.Config {
+	cfg := share.DefaultConfig()
+	cfg.ReplyBuffer = 0 // the middleware's; the proxy never buffers a reply
+	cfg.TotalBandwidth, cfg.InitialMaxBandwidth = share.Bandwidth(ShareB), share.Bandwidth(4*ShareB)
+	cfg.Alpha, cfg.Period, cfg.StandbyLimit, cfg.MaxDelay = 0.2, sharePeriod, shareStandby, 10*time.Second
+	cfg.ClientHeader = "X-Sluice-Client"
+	for i, n := range Clients {
+		cfg.Clients = append(cfg.Clients, share.ClientConfig{Name: n, Share: Percent[i], HeaderValues: []string{n}})
+	}
+	return &cfg
 }
 
 // Shares runs Li & Jamin's clients through the instances: every client's
@@ -122,7 +130,7 @@ func Shares(ctx context.Context, launch Launcher, epochs []Epoch, seed uint64) (
 	be := testbed.DefaultQueueConfig()
 	be.Workers, be.Service, be.Size, be.Seed = 8, "det:1ms", shareSize, seed
 	l, err := startLab(ctx, labSpec{launch: launch, n: Instances, period: sharePeriod, initial: Instances,
-		backend: be, maxConc: 64, policy: sharesPolicy(), prefix: "figures-shares"})
+		backend: be, maxConc: 64, policy: sharesPolicy(), shares: sharesConfig(), prefix: "figures-shares"})
 	if err != nil {
 		return nil, err
 	}

@@ -26,8 +26,13 @@ import (
 	"syscall"
 	"time"
 
+	"gopkg.in/yaml.v3"
+
+	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/cluster/localredis"
+	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/proxy"
+	"github.com/sluicehq/sluice/share"
 	"github.com/sluicehq/sluice/testbed"
 )
 
@@ -114,7 +119,8 @@ type labSpec struct {
 	initial   int
 	backend   testbed.QueueConfig
 	maxConc   int
-	policy    string // YAML: classes, stages, shares
+	policy    policy.Config // classes and stages
+	shares    *share.Config // nil: none
 	prefix    string
 	redisAddr string // an existing server, or "" to start one
 }
@@ -194,24 +200,25 @@ func (l *lab) startInstance(s labSpec, i int, backendURL string) (*Instance, err
 	}
 	id := string(rune('a' + i))
 	in := &Instance{ID: id, Addr: "127.0.0.1:" + strconv.Itoa(lp), Admin: "http://127.0.0.1:" + strconv.Itoa(ap), done: make(chan struct{})}
-	cfg := fmt.Sprintf(`listeners: [{addr: %q}]
-admin: {addr: "127.0.0.1:%d"}
-backends:
-  servers: [{url: %q, max_concurrency: %d}]
-drain_timeout: 2s
-%s
-cluster:
-  addrs: [%q]
-  instance: %s
-  prefix: %s
-  period: %s
-  initial_instances: %d
-`, in.Addr, ap, backendURL, s.maxConc, s.policy, l.redis.Addr, id, s.prefix, s.period, s.initial)
-	file := filepath.Join(l.dir, "proxy-"+id+".yaml")
-	if err := os.WriteFile(file, []byte(cfg), 0o644); err != nil {
+	pc := &proxy.Config{
+		Listeners:    []proxy.ListenerConfig{{Addr: in.Addr}},
+		Admin:        proxy.AdminConfig{Addr: "127.0.0.1:" + strconv.Itoa(ap)},
+		Backends:     proxy.BackendsConfig{Servers: []proxy.ServerConfig{{URL: backendURL, MaxConcurrency: s.maxConc}}},
+		DrainTimeout: 2 * time.Second,
+		Config:       s.policy,
+		Shares:       s.shares,
+		Cluster: &cluster.Config{Addrs: []string{l.redis.Addr}, Instance: id, Prefix: s.prefix,
+			Period: s.period, InitialInstances: s.initial},
+	}
+	cfg, err := yaml.Marshal(pc)
+	if err != nil {
 		return nil, err
 	}
-	if _, err := proxy.Parse(file, []byte(cfg)); err != nil {
+	file := filepath.Join(l.dir, "proxy-"+id+".yaml")
+	if err := os.WriteFile(file, cfg, 0o644); err != nil {
+		return nil, err
+	}
+	if _, err := proxy.Parse(file, cfg); err != nil {
 		return nil, err
 	}
 	in.cmd = s.launch(file)
