@@ -683,7 +683,13 @@ type soakResult struct {
 	GoroutinesPre float64             `json:"goroutines_before"`
 	GoroutinesMax float64             `json:"goroutines_peak"`
 	BackAfter     float64             `json:"goroutines_back_after_s"` // -1: not within 2 minutes
-	Error         string              `json:"error,omitempty"`
+	// RSSMB and HeapMB are the proxy's resident set and Go heap in use
+	// (go_memstats_heap_inuse_bytes), in MB, every 10 s of the load: a
+	// growing heap is a leak, a growing RSS over a flat heap is the
+	// runtime's and the allocator's.
+	RSSMB  []float64 `json:"rss_mb_every_10s"`
+	HeapMB []float64 `json:"heap_inuse_mb_every_10s"`
+	Error  string    `json:"error,omitempty"`
 }
 
 func runSoak() (string, bool, error) {
@@ -718,9 +724,14 @@ func runSoak() (string, bool, error) {
 				case <-t.C:
 					v, err := p.RSS()
 					g, _ := p.Metric("go_goroutines")
+					h, herr := p.Metric("go_memstats_heap_inuse_bytes")
 					mu.Lock()
 					if err == nil {
 						rss = append(rss, float64(v))
+						r.RSSMB = append(r.RSSMB, math.Round(float64(v)/1e5)/10)
+					}
+					if herr == nil {
+						r.HeapMB = append(r.HeapMB, math.Round(h/1e5)/10)
 					}
 					r.GoroutinesMax = math.Max(r.GoroutinesMax, g)
 					mu.Unlock()
