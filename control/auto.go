@@ -128,7 +128,10 @@ func (c *AutoConfig) New() (sluice.Controller, error) { return NewAuto(*c) }
 //	MaxWait = SLO − R̂99 for a burst,
 //	MaxWait = min(StandingWait or max(R̂, SLO/10), SLO − R̂99) while it stands,
 //
-// where R̂ and R̂99 are running means of the mean and p99 service time;
+// where R̂ and R̂99 are running means of the mean and p99 service time
+// (each step's p99 taken as the largest over the latest steps that hold
+// at least 56 samples, so that a step of 30 samples does not report its
+// p97);
 // the queue stands when the offered rate exceeds the drain rate L/R̂ or it
 // did not empty in the last step. The stage rejects at once a request
 // whose predicted wait (ahead+1)·R̂/L exceeds MaxWait. So a flash crowd is
@@ -153,7 +156,45 @@ type Auto struct {
 	base    autoWindow // the last judged base window
 	rMean   float64    // R̂, s (NaN until known)
 	rP99    float64    // R̂99, s
+	tail    tailRing   // the latest periods' service p99s, for R̂99
 	cur     sluice.Decision
+}
+
+// tailPeriods bounds how many periods tailRing keeps, and tailSamples is
+// how many service-time samples its estimate covers: 100·e^−γ ≈ 56 (γ
+// Euler's constant), the count whose expected largest sample is the p99
+// of an exponential tail (E[max of n] = H_n·mean ≈ (ln n + γ)·mean, and
+// the p99 is ln 100·mean).
+const (
+	tailPeriods = 16
+	tailSamples = 56
+)
+
+// tailRing holds the service-time p99 and sample count of the latest
+// periods. A period of n < 100 samples has no p99 of its own: its
+// nearest-rank p99 is its largest sample, near the p97 for 30 samples,
+// and a running mean of those underestimates the tail (by 12 % for
+// exponential service). The largest per-period p99 over the latest
+// periods that together hold at least tailSamples samples does not; a
+// period with that many is its own estimate.
+type tailRing struct {
+	p99, n [tailPeriods]float64
+	next   int
+	len    int
+}
+
+// add records one period and returns the tail estimate.
+func (t *tailRing) add(p99, n float64) float64 {
+	t.p99[t.next], t.n[t.next] = p99, n
+	t.next = (t.next + 1) % tailPeriods
+	t.len = min(t.len+1, tailPeriods)
+	worst, seen := 0.0, 0.0
+	for k := 1; k <= t.len && seen < tailSamples; k++ {
+		i := (t.next - k + tailPeriods) % tailPeriods
+		worst = math.Max(worst, t.p99[i])
+		seen += t.n[i]
+	}
+	return worst
 }
 
 // autoWindow accumulates the measurements of one window.
@@ -235,7 +276,7 @@ func (a *Auto) Update(now time.Time, m sluice.Measurements) sluice.Decision {
 	old := a.cur.New
 	if n := m.ServiceSamples; n > 0 && usable(m.ServiceMean) && usable(m.ServiceP99) {
 		a.rMean = ewma(a.rMean, m.ServiceMean, 0.3)
-		a.rP99 = ewma(a.rP99, m.ServiceP99, 0.3)
+		a.rP99 = ewma(a.rP99, a.tail.add(m.ServiceP99, n), 0.3)
 	}
 	el := m.Elapsed.Seconds()
 	if !(el > 0) || !sluice.Finite(el) {

@@ -2,6 +2,8 @@ package control
 
 import (
 	"math"
+	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -264,5 +266,61 @@ func TestAutoConfigValidate(t *testing.T) {
 	}
 	if err := a.SetTarget(time.Second); err != nil || a.Target() != time.Second {
 		t.Errorf("SetTarget(1s) = %v, target %v", err, a.Target())
+	}
+}
+
+// R̂99 from steps of 30 samples: the nearest-rank p99 of 30 samples is
+// their largest, near the p97, and a running mean of those underestimates
+// the service's p99; over the latest steps holding ≥ 56 samples it does
+// not.
+func TestAutoServiceP99FromStepsOfFewSamples(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	const mean, n = 0.010, 30       // exponential service of 10 ms, 30 per step
+	truth := -mean * math.Log(0.01) // 46.1 ms
+	var ring tailRing
+	naive, fixed := math.NaN(), math.NaN()
+	var sumNaive, sumFixed float64
+	steps := 0
+	for i := range 2000 {
+		xs := make([]float64, n)
+		for j := range xs {
+			xs[j] = rng.ExpFloat64() * mean
+		}
+		slices.Sort(xs)
+		p99 := xs[int(math.Ceil(0.99*n))-1]
+		naive = ewma(naive, p99, 0.3)
+		fixed = ewma(fixed, ring.add(p99, n), 0.3)
+		if i >= 100 {
+			sumNaive += naive
+			sumFixed += fixed
+			steps++
+		}
+	}
+	gotNaive, gotFixed := sumNaive/float64(steps), sumFixed/float64(steps)
+	t.Logf("true p99 %.1f ms; running mean of per-step p99s %.1f ms; over ≥ 56 samples %.1f ms", truth*1e3, gotNaive*1e3, gotFixed*1e3)
+	if gotNaive > 0.9*truth {
+		t.Errorf("the per-step estimate %.1f ms is not biased low: the test does not test", gotNaive*1e3)
+	}
+	if math.Abs(gotFixed-truth) > 0.08*truth {
+		t.Errorf("R̂99 averages %.1f ms, want within 8 %% of the true p99 %.1f ms", gotFixed*1e3, truth*1e3)
+	}
+
+	// A step with ≥ 56 samples is its own estimate; small steps give the
+	// largest p99 of the latest ones that reach 56 samples together.
+	var r tailRing
+	if got := r.add(0.05, 200); got != 0.05 {
+		t.Errorf("one step of 200 samples: %v, want its own p99 0.05", got)
+	}
+	if got := r.add(0.09, 40); got != 0.09 {
+		t.Errorf("a step of 40 after one of 200: %v, want 0.09 (the largest of the two)", got)
+	}
+	if got := r.add(0.02, 40); got != 0.09 {
+		t.Errorf("two steps of 40: %v, want 0.09 (80 samples)", got)
+	}
+	if got := r.add(0.03, 40); got != 0.03 {
+		t.Errorf("the 0.09 step has slid out: %v, want 0.03 (the latest two, 80 samples)", got)
+	}
+	if got := r.add(0.04, 150); got != 0.04 {
+		t.Errorf("a new step of 150 samples: %v, want its own 0.04", got)
 	}
 }
