@@ -251,6 +251,14 @@ func TestConnectionCapReclaimsIdleThenResets(t *testing.T) {
 		}
 		idle = append(idle, c)
 	}
+	// The server marks a connection idle after it has written the
+	// response, so a client can read it first: wait until all three are.
+	eventually(t, "three idle connections", func() bool {
+		l := p.srv.conns
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return len(l.idle) == 3
+	})
 	// A new client is served: an idle one is closed to make room.
 	if code, _, _ := get(t, p.url+"/", map[string]string{"Connection": "close"}); code != 200 {
 		t.Fatalf("new client at the cap: %d", code)
@@ -288,8 +296,11 @@ func TestConnectionCapReclaimsIdleThenResets(t *testing.T) {
 	} else {
 		t.Log("machine too slow to see the reset before the stalled connections may be reclaimed")
 	}
-	// Once their headers are stalled, one of them makes room.
-	time.Sleep(time.Until(t0.Add(StalledHeaderAfter + 200*time.Millisecond)))
+	// Once their headers are stalled, one of them makes room. A
+	// connection's age starts when the server's goroutine sees it
+	// (StateNew), which on a busy machine can lag the dial by hundreds of
+	// milliseconds: a second of margin.
+	time.Sleep(time.Until(t0.Add(StalledHeaderAfter + time.Second)))
 	if code, _, _ := get(t, p.url+"/", map[string]string{"Connection": "close"}); code != 200 {
 		t.Fatalf("new client beside stalled headers at the cap: %d", code)
 	}
