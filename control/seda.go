@@ -91,8 +91,8 @@ type SEDAConfig struct {
 	// 0.9 × its rate), the increase is at least multiplicative,
 	// rate·f·(c_i − err), so a rate cut to the floor by a stall (a backend
 	// that answered nothing for a while) climbs back in a few runs instead
-	// of adj_i-sized steps. The quick start sets 1: from err = −0.9 the rate
-	// grows ×1.8 per run.
+	// of adj_i-sized steps. The quick start sets 2: from err = −0.9 the rate
+	// grows ×2.6 per run (×2.8 at most, as err → −1).
 	RecoverFactor float64 `yaml:"recover_factor" json:"recover_factor"`
 	// DrainedReset (default false: the paper's smoothing): after a cut of
 	// its own rate and before its next increase, a class whose run's own

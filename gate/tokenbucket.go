@@ -32,10 +32,10 @@ import (
 // request. Use NewTokenBucket. A TokenBucket is safe for concurrent use by
 // multiple goroutines.
 //
-// Cost: an admission is atomic loads of the settings and of the latest
-// admission instant, one compare-and-swap of tat, and one of that
-// instant when it moves forward; a refusal is atomic loads only. No lock is taken
-// on the request path (setters take one among themselves; an admission
+// Cost: a decision is atomic loads of the settings, of tat and of the
+// latest instant decided, and a compare-and-swap of that instant when it
+// moves forward; an admission adds one compare-and-swap of tat. No lock
+// is taken on the request path (setters take one among themselves; an admission
 // racing a setter is decided by either setting). It replaces the
 // golang.org/x/time/rate.Limiter this bucket used to wrap, whose mutex and
 // float arithmetic cost 90–150 ns per admission; decisions are those of the
