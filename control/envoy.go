@@ -103,7 +103,8 @@ func (c *EnvoyGradientConfig) New() (sluice.Controller, error) { return NewEnvoy
 // EnvoyGradient is the gradient controller of Envoy's adaptive concurrency
 // filter (source/extensions/filters/http/adaptive_concurrency/controller/
 // gradient_controller.cc; docs/algorithms.md §7), with the floor and the
-// probe limit as two settings (Envoy issue 46532, PR 46602).
+// probe limit as two settings (the source once used one value,
+// min_concurrency, for both, and later split them).
 //
 // minRTT window: at start, after every min_rtt_calc_interval + jitter
 // (jitter uniform in [0, ⌈interval·jitter/100⌉), drawn from the seeded

@@ -148,7 +148,7 @@ func (c *Gradient2Config) New() (sluice.Controller, error) { return NewGradient2
 //     min_rtt_threshold contributes none of its samples, and a step above
 //     it contributes all of them (a few fast requests may remain in the
 //     mean). Rejected requests, whose near-zero latency was the reason for
-//     the threshold (concurrency-limits issue 176), are never samples
+//     the threshold, are never samples
 //     here, nor are failed ones ("dropped requests are not samples").
 //   - WindowedLimit drops a window with fewer than window_size samples and
 //     starts a new one; here the window stays open and keeps accumulating
@@ -161,7 +161,7 @@ func (c *Gradient2Config) New() (sluice.Controller, error) { return NewGradient2
 //
 // Known user pain with the original (kept here, as it is the algorithm):
 // the limit drifts up under steady timeouts, because timed-out requests
-// are not samples (concurrency-limits issue 137).
+// are not samples (Gradient2Limit updates only on completed requests).
 type Gradient2 struct {
 	cfg   Gradient2Config
 	alpha float64 // 2/(long_window+1)
