@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/dist"
 	"github.com/sluicehq/sluice/report"
 )
 
@@ -97,3 +98,50 @@ func AdaptiveSEDATarget(slo time.Duration) time.Duration { return slo * 6 / 10 }
 
 // AdaptiveYakshaTref: see AdaptiveSEDATarget.
 func AdaptiveYakshaTref(slo time.Duration) time.Duration { return slo * 24 / 100 }
+
+// AdaptiveRates is the offered load of an adaptive phase, in req/s over
+// time from the start of the run: base·capacity until warm, then for
+// phase a a crowd ramped from base to crowdX × capacity within 1 s in
+// ten steps, for b–e overloadX × capacity. Every driver builds its
+// open-loop schedule from it.
+func AdaptiveRates(phase string, capacity float64, warm time.Duration, base, crowdX, overloadX float64) []dist.Segment {
+	segs := []dist.Segment{{Start: 0, Rate: base * capacity}}
+	if phase == "a" {
+		for i := 1; i <= 10; i++ {
+			f := base + (crowdX-base)*float64(i)/10
+			segs = append(segs, dist.Segment{Start: warm + time.Duration(i-1)*100*time.Millisecond, Rate: f * capacity})
+		}
+		return segs
+	}
+	return append(segs, dist.Segment{Start: warm, Rate: overloadX * capacity})
+}
+
+// AdaptiveChange is what an adaptive phase does to its backends at its
+// change: backend Backend's service time is multiplied by Scale (0: not),
+// or its workers become Workers (0: not). Capacity is the nominal
+// capacity after the change, req/s.
+type AdaptiveChange struct {
+	Backend  int
+	Scale    float64
+	Workers  int
+	Capacity float64
+}
+
+// AdaptiveChangeOf returns phase's change for workers FIFO workers in all
+// (split evenly over the phase's backends) of mean service time service:
+// (b) the capacity halves, (c) it doubles, (d) the workers quadruple,
+// (e) the second of two backends becomes 3× slower; (a) changes nothing.
+func AdaptiveChangeOf(phase string, workers int, service time.Duration) AdaptiveChange {
+	nominal := float64(workers) / service.Seconds()
+	switch phase {
+	case "b":
+		return AdaptiveChange{Scale: 2, Capacity: nominal / 2}
+	case "c":
+		return AdaptiveChange{Scale: 0.5, Capacity: nominal * 2}
+	case "d":
+		return AdaptiveChange{Workers: 4 * workers, Capacity: nominal * 4}
+	case "e":
+		return AdaptiveChange{Backend: 1, Scale: 3, Capacity: nominal/2 + nominal/2/3}
+	}
+	return AdaptiveChange{Capacity: nominal}
+}

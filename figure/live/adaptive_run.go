@@ -139,17 +139,8 @@ func measureCapacity(ctx context.Context, env *Env, be testbed.Backend, users in
 // warm-up ends, then the crowd (ramped over 1 s in ten steps) or the
 // overload, until the run ends.
 func (s *adaptiveSetup) adaptiveLoad(env *Env, ph adaptivePhase) (loadgen.Config, error) {
-	pl, c := s.plan, s.capacity
-	segs := []dist.Segment{{Start: 0, Rate: pl.base * c}}
-	if ph.name == "a" {
-		for i := 1; i <= 10; i++ {
-			f := pl.base + (pl.crowdX-pl.base)*float64(i)/10
-			segs = append(segs, dist.Segment{Start: pl.warm + time.Duration(i-1)*100*time.Millisecond, Rate: f * c})
-		}
-	} else {
-		segs = append(segs, dist.Segment{Start: pl.warm, Rate: pl.overloadX * c})
-	}
-	sched, err := dist.NewSchedule(segs...)
+	pl := s.plan
+	sched, err := dist.NewSchedule(figure.AdaptiveRates(ph.name, s.capacity, pl.warm, pl.base, pl.crowdX, pl.overloadX)...)
 	if err != nil {
 		return loadgen.Config{}, err
 	}
@@ -164,18 +155,19 @@ func (s *adaptiveSetup) adaptiveLoad(env *Env, ph adaptivePhase) (loadgen.Config
 // change applies phase ph's change to its backends and returns the
 // nominal capacity after it.
 func (s *adaptiveSetup) change(ph adaptivePhase, bes []*testbed.Queue) (float64, error) {
-	nominal := float64(adaptiveWorkers) / adaptiveService.Seconds()
-	switch ph.name {
-	case "b":
-		return nominal / 2, bes[0].SetScale(2)
-	case "c":
-		return nominal * 2, bes[0].SetScale(0.5)
-	case "d":
-		return nominal * 4, bes[0].SetWorkers(4 * adaptiveWorkers)
-	case "e":
-		return nominal/2 + nominal/2/3, bes[1].SetScale(3)
+	ch := figure.AdaptiveChangeOf(ph.name, adaptiveWorkers, adaptiveService)
+	return ch.Capacity, applyChange(ch, bes)
+}
+
+// applyChange applies an adaptive phase's change to the queue backends.
+func applyChange(ch figure.AdaptiveChange, bes []*testbed.Queue) error {
+	switch {
+	case ch.Scale > 0:
+		return bes[ch.Backend].SetScale(ch.Scale)
+	case ch.Workers > 0:
+		return bes[ch.Backend].SetWorkers(ch.Workers)
 	}
-	return nominal, nil
+	return nil
 }
 
 // run serves fresh backends, starts the row's system in front of them,

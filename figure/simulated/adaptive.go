@@ -198,18 +198,11 @@ func runAdaptiveOne(seed uint64, c adaptiveParams, row, phase string) (*adaptive
 			run.steps = append(run.steps, adaptiveStep{at: now, setting: d.New, kind: d.Kind})
 		}
 	}
-	var segs []dist.Segment
-	segs = append(segs, dist.Segment{Start: 0, Rate: c.base * capacity})
+	segs := figure.AdaptiveRates(phase, capacity, c.warm, c.base, c.crowd, c.overload)
 	switch phase {
 	case "a":
-		// 0.5× → 10× within 1 s: a ramp of ten steps.
-		for i := 1; i <= 10; i++ {
-			f := c.base + (c.crowd-c.base)*float64(i)/10
-			segs = append(segs, dist.Segment{Start: c.warm + time.Duration(i-1)*100*time.Millisecond, Rate: f * capacity})
-		}
 		run.at = c.warm
 	default:
-		segs = append(segs, dist.Segment{Start: c.warm, Rate: c.overload * capacity})
 		run.at = c.warm + c.change
 		e.Schedule(run.at, func() {
 			switch phase {

@@ -98,7 +98,7 @@ func run() error {
 	if capacity < 20 {
 		return fmt.Errorf("the backend answered only %.1f req/s while its capacity was measured", capacity)
 	}
-	logf("capacity %.1f req/s (nominal %.0f)", capacity, workers/service.Seconds())
+	logf("capacity %.1f req/s (nominal %.0f)", capacity, float64(workers)/service.Seconds())
 	rn := &runner{plan: pl, seed: *seed, capacity: capacity, every: *every, logf: logf}
 	var results []*result
 	for _, p := range ps {
@@ -193,7 +193,7 @@ func (s *summary) write(w io.Writer) {
 		"Load: open-loop Poisson, %.1f× capacity for %v, then (a) ramp to %g× within 1 s for %v, or (b–e) %g× with the change after %v and %v measured after it. "+
 		"Client timeout %v. Window: from the crowd's arrival or the change to the end of the load, by intended send time. "+
 		"Goodput = answers within %v per second; p50/p99 over answers; rejected = 503/429 over offered; failed = timeouts and errors over offered.\n\n",
-		workers, service, workers/service.Seconds(), s.capacity, capacityUsers, pl.capLength,
+		workers, service, float64(workers)/service.Seconds(), s.capacity, capacityUsers, pl.capLength,
 		pl.base, pl.warm, pl.crowdX, pl.crowd, pl.overloadX, pl.changeAt, pl.after, clientTimeout, slo)
 	fmt.Fprintf(w, "Systems:\n\n")
 	for _, sys := range s.systems {

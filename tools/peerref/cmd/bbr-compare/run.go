@@ -164,7 +164,7 @@ func (rn *runner) run(ctx context.Context, sys system, p phase) (res *result, er
 	rec := &recorder{}
 	load := loadgen.Config{Target: f.URL(), Mode: loadgen.ModeOpen, Duration: length, Seed: rn.seed, Timeout: clientTimeout,
 		Workload: w, Arrivals: dist.Poisson{Rate: sched}, MaxConns: conns, OnRequest: rec.add}
-	res = &result{sys: sys, phase: p, from: rn.plan.at(p), to: length, capAfter: workers / service.Seconds(), hostBusy: math.NaN()}
+	res = &result{sys: sys, phase: p, from: rn.plan.at(p), to: length, capAfter: float64(workers) / service.Seconds(), hostBusy: math.NaN()}
 
 	lctx, cancel := context.WithTimeout(ctx, length+grace)
 	defer cancel()

@@ -9,28 +9,33 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/dist"
+	"github.com/sluicehq/sluice/figure"
 	"github.com/sluicehq/sluice/loadgen"
 	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/testbed"
 )
 
-// The workload of sluice's adaptive experiment (figure/live/adaptive.go):
-// the backend, the objective and the clients.
-const (
+// The workload of sluice's adaptive experiment, from its spec
+// (figure.DefaultAdaptive): the backend, the objective and the clients.
+var (
+	spec = figure.DefaultAdaptive()
 	// workers and service make the backend: FIFO workers with exponential
 	// service of this mean (400 req/s nominal).
-	workers = 4
-	service = 10 * time.Millisecond
+	workers = spec.Workers
+	service = spec.ServiceTime
 	// slo is the objective goodput counts answers within.
-	slo = 250 * time.Millisecond
+	slo = spec.SLO
 	// clientTimeout is the clients' timeout.
-	clientTimeout = 5 * time.Second
-	// conns bounds the load generator's connections and each proxy's
-	// upstream connections per server (never binding).
-	conns = 4096
+	clientTimeout = spec.Timeout
 	// capacityUsers is the number of closed-loop users that measure the
 	// backend's capacity.
 	capacityUsers = 8 * workers
+)
+
+const (
+	// conns bounds the load generator's connections and each proxy's
+	// upstream connections per server (never binding).
+	conns = 4096
 	// grace is how long a run waits after its load's schedule ends before
 	// the requests still in flight are aborted (and left out).
 	grace = 2 * time.Second
@@ -76,19 +81,10 @@ func (pl plan) length(p phase) time.Duration {
 	return pl.warm + pl.changeAt + pl.after
 }
 
-// schedule is the open-loop rate of phase p: base until the warm-up ends,
-// then the crowd (ramped over 1 s in ten steps) or the overload.
+// schedule is the open-loop rate of phase p: the adaptive figure's
+// (figure.AdaptiveRates).
 func (pl plan) schedule(p phase, capacity float64) (dist.Schedule, error) {
-	segs := []dist.Segment{{Start: 0, Rate: pl.base * capacity}}
-	if p.name == "a" {
-		for i := 1; i <= 10; i++ {
-			f := pl.base + (pl.crowdX-pl.base)*float64(i)/10
-			segs = append(segs, dist.Segment{Start: pl.warm + time.Duration(i-1)*100*time.Millisecond, Rate: f * capacity})
-		}
-	} else {
-		segs = append(segs, dist.Segment{Start: pl.warm, Rate: pl.overloadX * capacity})
-	}
-	return dist.NewSchedule(segs...)
+	return dist.NewSchedule(figure.AdaptiveRates(p.name, capacity, pl.warm, pl.base, pl.crowdX, pl.overloadX)...)
 }
 
 // newBackend is the queue testbed: n FIFO workers with exponential
@@ -100,21 +96,18 @@ func newBackend(seed uint64, n int) (*testbed.Queue, error) {
 	return testbed.NewQueue(cfg)
 }
 
-// change applies phase p's change to its backends and returns the nominal
+// change applies phase p's change (the adaptive figure's,
+// figure.AdaptiveChangeOf) to its backends and returns the nominal
 // capacity after it.
 func change(p phase, bes []*testbed.Queue) (float64, error) {
-	nominal := workers / service.Seconds()
-	switch p.name {
-	case "b":
-		return nominal / 2, bes[0].SetScale(2)
-	case "c":
-		return nominal * 2, bes[0].SetScale(0.5)
-	case "d":
-		return nominal * 4, bes[0].SetWorkers(4 * workers)
-	case "e":
-		return nominal/2 + nominal/2/3, bes[1].SetScale(3)
+	ch := figure.AdaptiveChangeOf(p.name, workers, service)
+	switch {
+	case ch.Scale > 0:
+		return ch.Capacity, bes[ch.Backend].SetScale(ch.Scale)
+	case ch.Workers > 0:
+		return ch.Capacity, bes[ch.Backend].SetWorkers(ch.Workers)
 	}
-	return nominal, nil
+	return ch.Capacity, nil
 }
 
 // server is an HTTP server on a free loopback port.
@@ -235,7 +228,7 @@ func measureCapacity(ctx context.Context, seed uint64, length time.Duration) (fl
 		return 0, errors.Join(err, be.Close())
 	}
 	defer func() { srv.Close(); be.Close() }()
-	users, err := dist.ConstantSchedule(capacityUsers)
+	users, err := dist.ConstantSchedule(float64(capacityUsers))
 	if err != nil {
 		return 0, err
 	}
