@@ -1,10 +1,15 @@
 package proxy
 
 import (
+	"bytes"
+	"compress/flate"
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
+	"io"
 	"math"
 	"strings"
 	"sync"
@@ -19,12 +24,27 @@ import (
 // and keeps the last HistoryLen samples in memory, encoded once as JSON,
 // so that a page opened late shows the last ten minutes and every viewer
 // of the event stream costs one write of bytes already made.
+//
+// The newest samples (up to historyBlock of them) are kept as they are;
+// every historyBlock samples are sealed into one DEFLATE-compressed block,
+// inflated again only for a viewer that asks for samples that old (a page
+// opened late, or one reconnecting after more than a block's time). JSON
+// samples of one proxy repeat their keys and most values, so a block is
+// about a sixth of its samples' size: the memory the history takes grows
+// with the number of stages, classes and backends, and this keeps ten
+// minutes of a large configuration to a few hundred kilobytes instead of
+// megabytes (and a soak's resident set from growing by them while the
+// history fills).
 
 // HistoryLen is the number of one-second samples kept (10 minutes).
 const HistoryLen = 600
 
 // HistoryInterval is the sampling interval.
 const HistoryInterval = time.Second
+
+// historyBlock is the number of samples sealed into one compressed block
+// (one minute). HistoryLen is a multiple of it.
+const historyBlock = 60
 
 // sampleDecisions is the most decisions per stage (and for the policer) a
 // sample carries: those taken since the previous sample, newest last.
@@ -172,11 +192,17 @@ type SampleResource struct {
 type history struct {
 	boot string
 
-	mu     sync.Mutex
-	ring   [][]byte // ring[i%HistoryLen] holds sample i+1
-	next   uint64   // seq of the next sample (from 1)
-	notify chan struct{}
-	closed bool
+	mu sync.Mutex
+	// blocks are the sealed samples, oldest first, each holding
+	// historyBlock consecutive ones; tail the newer ones, uncompressed,
+	// tail[i] being sample tailFrom+i. Only the sampler (push) changes
+	// them, under mu.
+	blocks   []histBlock
+	tail     [][]byte
+	tailFrom uint64
+	next     uint64 // seq of the next sample (from 1)
+	notify   chan struct{}
+	closed   bool
 
 	// the sampler's own state (only the sampler touches it)
 	prev     prevSample
@@ -205,21 +231,100 @@ type classPrev struct {
 func newHistory() *history {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
-	return &history{boot: hex.EncodeToString(b[:]), ring: make([][]byte, HistoryLen), next: 1,
+	return &history{boot: hex.EncodeToString(b[:]), next: 1, tailFrom: 1,
 		notify: make(chan struct{}), lastDecs: map[string]time.Time{}}
 }
 
-// push stores an encoded sample and wakes every viewer.
+// histBlock is historyBlock consecutive samples from seq first on: each
+// sample's length as a uvarint then its bytes, DEFLATE-compressed.
+type histBlock struct {
+	first uint64
+	z     []byte
+}
+
+// sealBlock compresses samples into one block.
+func sealBlock(first uint64, samples [][]byte) (histBlock, error) {
+	var buf bytes.Buffer
+	zw, err := flate.NewWriter(&buf, flate.BestSpeed)
+	if err != nil {
+		return histBlock{}, err
+	}
+	var n [binary.MaxVarintLen64]byte
+	for _, b := range samples {
+		if _, err := zw.Write(n[:binary.PutUvarint(n[:], uint64(len(b)))]); err != nil {
+			return histBlock{}, err
+		}
+		if _, err := zw.Write(b); err != nil {
+			return histBlock{}, err
+		}
+	}
+	if err := zw.Close(); err != nil {
+		return histBlock{}, err
+	}
+	return histBlock{first: first, z: bytes.Clone(buf.Bytes())}, nil
+}
+
+// samples inflates the block back into its samples.
+func (b histBlock) samples() ([][]byte, error) {
+	raw, err := io.ReadAll(flate.NewReader(bytes.NewReader(b.z)))
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]byte, 0, historyBlock)
+	for len(raw) > 0 {
+		n, k := binary.Uvarint(raw)
+		if k <= 0 || n > uint64(len(raw)-k) {
+			return nil, errors.New("dashboard history: corrupt block")
+		}
+		out = append(out, raw[k:k+int(n):k+int(n)])
+		raw = raw[k+int(n):]
+	}
+	return out, nil
+}
+
+// push stores an encoded sample and wakes every viewer. A full tail is
+// first sealed into a block (compressed outside the lock: only push
+// changes the tail), and blocks wholly older than HistoryLen samples are
+// dropped.
 func (h *history) push(b []byte) {
+	var blk histBlock
+	var err error
+	full := len(h.tail) >= historyBlock
+	if full {
+		blk, err = sealBlock(h.tailFrom, h.tail)
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
 		return
 	}
-	h.ring[(h.next-1)%HistoryLen] = b
+	if full {
+		// (sealBlock cannot fail writing to memory; if it did, the
+		// samples kept so far would leave the history rather than
+		// pile up.)
+		if err == nil {
+			h.blocks = append(h.blocks, blk)
+		} else {
+			h.blocks = nil // no gap: the history restarts after them
+		}
+		h.tail, h.tailFrom = nil, h.tailFrom+uint64(len(h.tail))
+	}
+	h.tail = append(h.tail, b)
 	h.next++
+	for len(h.blocks) > 0 && h.blocks[0].first+historyBlock <= h.firstKept(h.next) {
+		h.blocks[0] = histBlock{}
+		h.blocks = h.blocks[1:]
+	}
 	close(h.notify)
 	h.notify = make(chan struct{})
+}
+
+// firstKept is the oldest sample kept when next is the next sample's seq.
+func (h *history) firstKept(next uint64) uint64 {
+	if next > HistoryLen {
+		return next - HistoryLen
+	}
+	return 1
 }
 
 // close wakes every viewer for the last time; they see closed and end.
@@ -237,16 +342,40 @@ func (h *history) close() {
 // next sample, and whether the history is closed.
 func (h *history) since(seq uint64) (out [][]byte, from uint64, wake <-chan struct{}, closed bool) {
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	first := uint64(1)
-	if h.next > HistoryLen {
-		first = h.next - HistoryLen
+	from = max(seq+1, h.firstKept(h.next))
+	var blocks []histBlock
+	if from < h.tailFrom {
+		for _, b := range h.blocks {
+			if b.first+historyBlock > from {
+				blocks = append(blocks, b)
+			}
+		}
 	}
-	from = max(seq+1, first)
-	for i := from; i < h.next; i++ {
-		out = append(out, h.ring[(i-1)%HistoryLen])
+	tail := h.tail
+	if from > h.tailFrom {
+		tail = tail[min(from-h.tailFrom, uint64(len(tail))):]
 	}
-	return out, from, h.notify, h.closed
+	tailFrom := max(from, h.tailFrom)
+	wake, closed = h.notify, h.closed
+	h.mu.Unlock()
+	// Sealed blocks are immutable: inflated outside the lock.
+	for _, b := range blocks {
+		smp, err := b.samples()
+		if err != nil {
+			// Not reachable with blocks made by sealBlock; the viewer
+			// gets what follows instead of a gap in the middle.
+			out, from = out[:0], b.first+historyBlock
+			continue
+		}
+		if b.first < from {
+			smp = smp[min(from-b.first, uint64(len(smp))):]
+		}
+		out = append(out, smp...)
+	}
+	if len(out) == 0 {
+		from = tailFrom
+	}
+	return append(out, tail...), from, wake, closed
 }
 
 // run samples s every HistoryInterval until ctx ends, then closes the

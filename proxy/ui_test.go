@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"net"
@@ -227,6 +228,121 @@ func TestHistoryRing(t *testing.T) {
 	}
 	if _, _, _, closed := h.since(0); !closed {
 		t.Fatal("not closed after close")
+	}
+}
+
+// histSample is a sample-sized stand-in that names its own seq, with the
+// repetition of real samples (same keys, mostly the same values).
+func histSample(seq int) []byte {
+	return []byte(`{"seq":` + strconv.Itoa(seq) + `,"stages":[{"name":"default","controller":"auto",` +
+		strings.Repeat(`"numbers":{"concurrency.in_flight":7,"limit":12},`, 40) + `"x":` + strconv.Itoa(seq%7) + `}]}`)
+}
+
+// Every resume point, across sealed blocks and the uncompressed tail and
+// while blocks leave the window, gets exactly the samples after it, each
+// labelled with its own seq.
+func TestHistoryBlocksResume(t *testing.T) {
+	h := newHistory()
+	check := func(next int) {
+		t.Helper()
+		first := max(1, next-HistoryLen)
+		// Each edge: the start, the window's first sample, every block
+		// boundary, the newest.
+		seqs := []int{0, 1, first - 2, first - 1, first, first + 1, next - 2, next - 1}
+		for b := 1; b < next; b += historyBlock {
+			seqs = append(seqs, b-1, b, b+1)
+		}
+		for _, seq := range seqs {
+			if seq < 0 || seq >= next {
+				continue
+			}
+			out, from, _, _ := h.since(uint64(seq))
+			want := max(seq+1, first)
+			if int(from) != want || len(out) != next-want {
+				t.Fatalf("next %d, since %d: %d samples from %d, want %d from %d", next, seq, len(out), from, next-want, want)
+			}
+			for i, b := range out {
+				if !bytes.Equal(b, histSample(want+i)) {
+					t.Fatalf("next %d, since %d: sample %d is %.40q", next, seq, want+i, b)
+				}
+			}
+		}
+	}
+	next := 1
+	for _, upto := range []int{historyBlock, historyBlock + 1, HistoryLen, HistoryLen + 1, HistoryLen + historyBlock + 1, 2*HistoryLen + 7} {
+		for ; next <= upto; next++ {
+			h.push(histSample(next))
+		}
+		check(next)
+	}
+	if n := len(h.blocks); n > HistoryLen/historyBlock {
+		t.Errorf("%d blocks kept, want at most %d", n, HistoryLen/historyBlock)
+	}
+}
+
+// The full history takes a fraction of its samples' size: sealed blocks
+// are compressed.
+func TestHistoryIsCompressed(t *testing.T) {
+	h := newHistory()
+	raw := 0
+	for i := 1; i <= HistoryLen; i++ {
+		b := histSample(i)
+		raw += len(b)
+		h.push(b)
+	}
+	held := 0
+	for _, b := range h.blocks {
+		held += len(b.z)
+	}
+	for _, b := range h.tail {
+		held += len(b)
+	}
+	if held*3 > raw {
+		t.Errorf("the history holds %d bytes for %d bytes of samples, want under a third", held, raw)
+	}
+}
+
+// Viewers reading while the sampler pushes across block boundaries always
+// see consecutive samples labelled with their seq (run with -race).
+func TestHistoryConcurrentViewers(t *testing.T) {
+	h := newHistory()
+	done := make(chan struct{})
+	errs := make(chan string, 4)
+	for range 4 {
+		go func() {
+			defer func() { errs <- "" }()
+			seq := uint64(0)
+			for {
+				out, from, wake, closed := h.since(seq)
+				for i, b := range out {
+					if !bytes.Equal(b, histSample(int(from)+i)) {
+						errs <- "sample " + strconv.Itoa(int(from)+i) + " mislabelled"
+						return
+					}
+				}
+				if len(out) > 0 {
+					seq = from + uint64(len(out)) - 1
+				}
+				if closed {
+					return
+				}
+				select {
+				case <-wake:
+				case <-done:
+					return
+				}
+			}
+		}()
+	}
+	for i := 1; i <= 3*HistoryLen; i++ {
+		h.push(histSample(i))
+	}
+	h.close()
+	close(done)
+	for range 4 {
+		if e := <-errs; e != "" {
+			t.Fatal(e)
+		}
 	}
 }
 
