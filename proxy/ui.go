@@ -41,6 +41,10 @@ const MaxUIViewers = 64
 // read for that long is dropped (its browser reconnects).
 const uiWriteTimeout = 10 * time.Second
 
+// uiWriteChunk is about the most of the backlog an event stream buffers
+// before writing it, in bytes.
+const uiWriteChunk = 64 << 10
+
 var uiPage = sync.OnceValues(func() (string, error) {
 	read := func(name string) (string, error) {
 		b, err := uiFiles.ReadFile(name)
@@ -159,6 +163,16 @@ func (s *Server) handleUIEvents(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 	var buf []byte
 	buf = append(buf, "retry: 2000\n\n"...)
+	// write sends buf; the backlog goes in pieces of about uiWriteChunk so
+	// that a viewer's buffer stays small however long the history.
+	write := func() bool {
+		_ = rc.SetWriteDeadline(time.Now().Add(uiWriteTimeout))
+		if _, err := w.Write(buf); err != nil {
+			return false
+		}
+		buf = buf[:0]
+		return true
+	}
 	for {
 		out, first, wake, closed := hist.since(seq)
 		for i, b := range out {
@@ -169,16 +183,17 @@ func (s *Server) handleUIEvents(w http.ResponseWriter, r *http.Request) {
 			buf = append(buf, "\nevent: sample\ndata: "...)
 			buf = append(buf, b...)
 			buf = append(buf, "\n\n"...)
+			if len(buf) >= uiWriteChunk && !write() {
+				return
+			}
 		}
-		if len(buf) > 0 {
-			_ = rc.SetWriteDeadline(time.Now().Add(uiWriteTimeout))
-			if _, err := w.Write(buf); err != nil {
+		if len(buf) > 0 || len(out) > 0 {
+			if !write() {
 				return
 			}
 			if err := rc.Flush(); err != nil {
 				return
 			}
-			buf = buf[:0]
 		}
 		seq = first + uint64(len(out)) - 1
 		if closed {

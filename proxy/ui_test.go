@@ -5,13 +5,18 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
+	"reflect"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/stage"
 )
 
 const uiToken = "0123456789abcdef-test"
@@ -204,6 +209,34 @@ func TestUIEventsResume(t *testing.T) {
 	}
 }
 
+// A page opened late gets the whole kept history through the handler,
+// from sealed blocks and the tail, in order and in pieces, then the live
+// samples.
+func TestUIEventsLongBacklog(t *testing.T) {
+	be := backend(t, func(w http.ResponseWriter, _ *http.Request) {})
+	r := startManual(t, baseConfig(be.URL, ""))
+	h := r.srv.hist
+	now := time.Now()
+	taken := HistoryLen + historyBlock + 10
+	for i := range taken {
+		h.sampleNow(r.srv, now.Add(time.Duration(i)*time.Second))
+	}
+	_, next := openEvents(t, r.admin+"/ui/events", nil)
+	for want := uint64(taken - HistoryLen + 1); want <= uint64(taken); want++ {
+		ev, err := next()
+		must(t, err)
+		if ev.data.Seq != want || ev.id != h.boot+"-"+strconv.FormatUint(want, 10) || len(ev.data.Stages) == 0 {
+			t.Fatalf("event for %d: id %q, sample %d with %d stages", want, ev.id, ev.data.Seq, len(ev.data.Stages))
+		}
+	}
+	h.sampleNow(r.srv, now.Add(time.Duration(taken)*time.Second))
+	ev, err := next()
+	must(t, err)
+	if ev.data.Seq != uint64(taken+1) {
+		t.Fatalf("the live sample has seq %d, want %d", ev.data.Seq, taken+1)
+	}
+}
+
 // The ring keeps HistoryLen samples: older ones are dropped and a viewer
 // asking from before them gets what is kept.
 func TestHistoryRing(t *testing.T) {
@@ -299,6 +332,148 @@ func TestHistoryIsCompressed(t *testing.T) {
 	}
 	if held*3 > raw {
 		t.Errorf("the history holds %d bytes for %d bytes of samples, want under a third", held, raw)
+	}
+}
+
+// shownDecisions replays samples as the page does: each stage's decisions
+// (and the policer's, key "") appended in order, the newest
+// uiDecisionsShown kept.
+func shownDecisions(t *testing.T, samples [][]byte) (map[string][]string, int) {
+	t.Helper()
+	shown, carried := map[string][]string{}, 0
+	add := func(key string, ds []stage.DecisionState) {
+		for _, d := range ds {
+			shown[key] = append(shown[key], d.Reason)
+			carried++
+		}
+		if a := shown[key]; len(a) > uiDecisionsShown {
+			shown[key] = a[len(a)-uiDecisionsShown:]
+		}
+	}
+	for _, b := range samples {
+		var smp Sample
+		must(t, json.Unmarshal(b, &smp))
+		for _, st := range smp.Stages {
+			add(st.Name, st.Decisions)
+		}
+		if smp.Policer != nil {
+			add("", smp.Policer.Decisions)
+		}
+	}
+	return shown, carried
+}
+
+// Sealed samples lose only the decisions no viewer shows: from every
+// resume point, a viewer ends up showing the same decisions as with every
+// sample kept as sent, while the history carries far fewer of them.
+func TestHistoryDropsOnlyUnshownDecisions(t *testing.T) {
+	h := newHistory()
+	var sent [][]byte // every sample as sent, from seq 1
+	dec := func(seq, j int, who string) stage.DecisionState {
+		return stage.DecisionState{At: time.Unix(int64(seq), int64(j)), Reason: fmt.Sprintf("%s %d.%d", who, seq, j)}
+	}
+	const n = 4*historyBlock + 17
+	for seq := 1; seq <= n; seq++ {
+		smp := &Sample{Seq: uint64(seq), Stages: []SampleStage{{Name: "busy"}, {Name: "calm"}}, Policer: &SamplePolicer{}}
+		busy := 10 // a busy stage: 10 a second, then quiet, then 2 a second
+		switch {
+		case seq > 2*historyBlock+20:
+			busy = 2
+		case seq > historyBlock+30:
+			busy = 0
+		}
+		for j := range busy {
+			smp.Stages[0].Decisions = append(smp.Stages[0].Decisions, dec(seq, j, "busy"))
+		}
+		if seq%7 == 0 {
+			smp.Stages[1].Decisions = []stage.DecisionState{dec(seq, 0, "calm")}
+		}
+		if seq%13 == 0 {
+			smp.Policer.Decisions = []stage.DecisionState{dec(seq, 0, "policer")}
+		}
+		b, err := json.Marshal(smp)
+		must(t, err)
+		sent = append(sent, b)
+		h.pushSample(b, decisionCounts(smp))
+	}
+	_, all := shownDecisions(t, sent)
+	for _, seq := range []int{0, 1, 30, historyBlock - 1, historyBlock + 29, historyBlock + 31, 2 * historyBlock, 3*historyBlock + 5, n - 2} {
+		out, from, _, _ := h.since(uint64(seq))
+		if int(from) != seq+1 || len(out) != n-seq {
+			t.Fatalf("since %d: %d samples from %d", seq, len(out), from)
+		}
+		got, carried := shownDecisions(t, out)
+		want, _ := shownDecisions(t, sent[seq:])
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("since %d: the page would show\n%v\nwant\n%v", seq, got, want)
+		}
+		if seq == 0 && carried*3 > all {
+			t.Errorf("the history carries %d of the %d decisions sent, want under a third", carried, all)
+		}
+	}
+}
+
+// The page keeps the newest uiDecisionsShown decisions per stage, the
+// number sealing relies on to drop older ones.
+func TestPageShowsUIDecisionsShown(t *testing.T) {
+	page, err := uiFiles.ReadFile("ui/index.html")
+	must(t, err)
+	m := regexp.MustCompile(`a\.length > (\d+)\) a\.splice`).FindAllSubmatch(page, -1)
+	if len(m) != 2 {
+		t.Fatalf("the page's decision lists: %d found, want 2 (stages and policer)", len(m))
+	}
+	for _, x := range m {
+		if string(x[1]) != strconv.Itoa(uiDecisionsShown) {
+			t.Errorf("the page keeps %s decisions, uiDecisionsShown is %d", x[1], uiDecisionsShown)
+		}
+	}
+}
+
+// Sealing re-encodes a sample through Sample: every field of a real one
+// (stages, pool, policer, rules, sensors, shares, decisions) survives
+// byte for byte, and only the named stages lose their decisions.
+func TestSampleReencodesExactly(t *testing.T) {
+	be := backend(t, func(w http.ResponseWriter, _ *http.Request) {})
+	r := startManual(t, baseConfig(be.URL, `      max_concurrency: 8
+resources:
+  - {stage: cgi, resource: cpu, sensor: {source: pool-busy}}
+policer: {rate: 100000, burst: 1000, control: {q_ref: 100}}
+shares:
+  total_bandwidth: 100MB
+  clients: [{name: local, share: 50, cidrs: [127.0.0.1]}]
+stages:
+  - {name: cgi, match: {path_prefix: /cgi}, controller: voigt-cpu}
+  - {name: web, match: {path_prefix: /}, controller: seda, params: {target: 100ms}}
+`))
+	h := r.srv.hist
+	now := time.Now()
+	for i := range 3 {
+		r.srv.h.gen.Load().pol.Step(now.Add(time.Duration(i) * time.Second))
+		h.sampleNow(r.srv, now.Add(time.Duration(i)*time.Second))
+	}
+	out, _, _, _ := h.since(0)
+	b := out[len(out)-1]
+	var smp Sample
+	must(t, json.Unmarshal(b, &smp))
+	if smp.Policer == nil || smp.Shares == nil || len(smp.Resources) == 0 || len(smp.Sensors) == 0 || len(smp.Stages) < 2 ||
+		smp.Stages[1].Name != "web" || len(smp.Stages[0].Decisions) == 0 {
+		t.Fatalf("the sample lacks a section: %s", b)
+	}
+	smp.Stages[1].Decisions = []stage.DecisionState{{At: now, Old: 1, New: 0.5, ClassRates: []float64{1, 2}, Quality: 0.5, GateOff: true, Acted: true, Reason: "r"}}
+	smp.Policer.Decisions = []stage.DecisionState{{At: now, Reason: "p"}}
+	b, err := json.Marshal(&smp)
+	must(t, err)
+	same, err := withoutDecisions(b, nil)
+	must(t, err)
+	if !bytes.Equal(same, b) {
+		t.Fatalf("re-encoded:\n%s\nsent:\n%s", same, b)
+	}
+	less, err := withoutDecisions(b, []string{"web"})
+	must(t, err)
+	var got Sample
+	must(t, json.Unmarshal(less, &got))
+	if got.Stages[1].Decisions != nil || len(got.Stages[0].Decisions) == 0 || len(got.Policer.Decisions) != 1 {
+		t.Fatalf("without web's decisions: %s", less)
 	}
 }
 
