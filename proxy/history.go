@@ -388,6 +388,20 @@ func withoutDecisions(b []byte, keys []string) ([]byte, error) {
 	return json.Marshal(&smp)
 }
 
+// size returns the bytes the history holds, for the metric.
+func (h *history) size() float64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, b := range h.blocks {
+		n += len(b.z)
+	}
+	for _, b := range h.tail {
+		n += len(b)
+	}
+	return float64(n)
+}
+
 // firstKept is the oldest sample kept when next is the next sample's seq.
 func (h *history) firstKept(next uint64) uint64 {
 	if next > HistoryLen {

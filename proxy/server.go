@@ -123,6 +123,11 @@ func New(cfg *Config, opts Options) (*Server, error) {
 			return nil, fmt.Errorf("proxy: metrics: %w", err)
 		}
 	}
+	if err := reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "proxy_ui_history_bytes",
+		Help: "Bytes the dashboard's 10-minute history holds (the newest minute as sent, older minutes compressed)."},
+		s.hist.size)); err != nil {
+		return nil, fmt.Errorf("proxy: metrics: %w", err)
+	}
 	return s, nil
 }
 

@@ -235,6 +235,11 @@ func TestUIEventsLongBacklog(t *testing.T) {
 	if ev.data.Seq != uint64(taken+1) {
 		t.Fatalf("the live sample has seq %d, want %d", ev.data.Seq, taken+1)
 	}
+	// What it holds is exported.
+	_, _, body := get(t, r.admin+"/metrics", nil)
+	if want := "proxy_ui_history_bytes " + strconv.FormatFloat(h.size(), 'g', -1, 64); !strings.Contains(body, want+"\n") {
+		t.Errorf("/metrics lacks %q", want)
+	}
 }
 
 // The ring keeps HistoryLen samples: older ones are dropped and a viewer
@@ -323,14 +328,8 @@ func TestHistoryIsCompressed(t *testing.T) {
 		raw += len(b)
 		h.push(b)
 	}
-	held := 0
-	for _, b := range h.blocks {
-		held += len(b.z)
-	}
-	for _, b := range h.tail {
-		held += len(b)
-	}
-	if held*3 > raw {
+	held := int(h.size())
+	if held == 0 || held*3 > raw {
 		t.Errorf("the history holds %d bytes for %d bytes of samples, want under a third", held, raw)
 	}
 }
