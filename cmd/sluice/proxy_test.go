@@ -12,6 +12,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluicehq/sluice/policy"
 )
 
 func TestProxyUsageErrors(t *testing.T) {
@@ -144,5 +148,27 @@ func TestProxyQuickStartServesAndStops(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("proxy did not stop")
+	}
+}
+
+// The quick start's seda stage has a bucket deep enough for arrival
+// jitter; the other controllers keep the stage default.
+func TestProxyQuickStartSEDABurst(t *testing.T) {
+	for _, c := range []struct {
+		controller string
+		burst      int
+	}{{"seda", quickStartSEDABurst}, {"auto", policy.DefaultBurst}} {
+		f := &proxyFlags{listen: "127.0.0.1:0", backends: []string{"http://127.0.0.1:1"}, controller: c.controller,
+			targetP90: time.Second, admin: "127.0.0.1:0"}
+		if c.controller != "seda" {
+			f.targetP90 = 0
+		}
+		cfg, err := f.quickStart(&cobra.Command{})
+		if err != nil {
+			t.Fatalf("%s: %v", c.controller, err)
+		}
+		if got := cfg.Stages[0].Burst; got != c.burst {
+			t.Errorf("%s: stage burst %d, want %d", c.controller, got, c.burst)
+		}
 	}
 }
