@@ -126,6 +126,24 @@ func quantile(v []float64, q float64) float64 {
 // least frac of its requests served, or -1 if none does. rejected counts
 // the 503s sent at or after t.
 func Recovery(ss []Sample, t time.Time, frac float64) (recovery time.Duration, rejected int) {
+	served, rejected := ServedBySecond(ss, t)
+	first := -1
+	for i := len(served) - 1; i >= 0; i-- {
+		if served[i] >= 0 && served[i] < frac {
+			break
+		}
+		first = i
+	}
+	if first < 0 {
+		return -1, rejected
+	}
+	return time.Duration(first) * time.Second, rejected
+}
+
+// ServedBySecond bins the samples sent at or after t by second of their
+// intended send time: the fraction served in each second (-1 for a second
+// with none), and how many of them were 503s.
+func ServedBySecond(ss []Sample, t time.Time) (served []float64, rejected int) {
 	type bin struct{ n, ok int }
 	var bins []bin
 	for _, s := range ss {
@@ -144,15 +162,12 @@ func Recovery(ss []Sample, t time.Time, frac float64) (recovery time.Duration, r
 			bins[i].ok++
 		}
 	}
-	first := -1
-	for i := len(bins) - 1; i >= 0; i-- {
-		if bins[i].n > 0 && float64(bins[i].ok) < frac*float64(bins[i].n) {
-			break
+	served = make([]float64, len(bins))
+	for i, b := range bins {
+		served[i] = -1
+		if b.n > 0 {
+			served[i] = float64(b.ok) / float64(b.n)
 		}
-		first = i
 	}
-	if first < 0 {
-		return -1, rejected
-	}
-	return time.Duration(first) * time.Second, rejected
+	return served, rejected
 }

@@ -345,12 +345,15 @@ func runSlow() (string, bool, error) {
 // --- stall -------------------------------------------------------------------
 
 type stallResult struct {
-	Mode        string              `json:"mode"`
-	Recovery    float64             `json:"recovery_s"` // -1: not within the run
-	Rejected    int                 `json:"rejected_after_return"`
-	During      reliability.Summary `json:"during_stall"`
-	After       reliability.Summary `json:"after_return"`
-	Error       string              `json:"error,omitempty"`
+	Mode     string              `json:"mode"`
+	Recovery float64             `json:"recovery_s"` // -1: not within the run
+	Rejected int                 `json:"rejected_after_return"`
+	During   reliability.Summary `json:"during_stall"`
+	After    reliability.Summary `json:"after_return"`
+	// ServedAfter is the fraction served in each second after the
+	// backend's return (of intended send times; -1: no request).
+	ServedAfter []float64 `json:"served_by_second_after_return"`
+	Error       string    `json:"error,omitempty"`
 	Stall, Rate string
 }
 
@@ -387,6 +390,10 @@ func runStall() (string, bool, error) {
 		be.Close()
 		rec, rej := reliability.Recovery(ss, back, 0.99)
 		r.Recovery, r.Rejected = rec.Seconds(), rej
+		served, _ := reliability.ServedBySecond(ss, back)
+		for _, f := range served {
+			r.ServedAfter = append(r.ServedAfter, math.Round(f*1000)/1000)
+		}
 		var during, afterS []reliability.Sample
 		for _, s := range ss {
 			switch {
