@@ -34,8 +34,9 @@ import (
 // decisions the page would not show (see uiDecisionsShown), half of a
 // busy stage's sample. The memory the history takes grows with the number
 // of stages, classes and backends; this keeps ten minutes of a one-stage
-// proxy under load to about 200 KB instead of 2.6 MB (and a soak's
-// resident set from growing by megabytes while the history fills).
+// proxy under load (auto, ~4.4 KB a sample) to about 420 KB, the newest
+// minute as sent and ~20 KB for each older one, instead of 2.6 MB (and a
+// soak's resident set from growing by megabytes while the history fills).
 
 // HistoryLen is the number of one-second samples kept (10 minutes).
 const HistoryLen = 600
