@@ -64,13 +64,7 @@ func TestUIBrowser(t *testing.T) {
 	// resource rule with its sensor and client shares, so that every
 	// section of the page renders.
 	r := startProxy(t, strings.Replace(baseConfig(be.URL, `      max_concurrency: 8
-resources:
-  - {stage: cgi, resource: cpu, sensor: {source: pool-busy}}
-policer: {rate: 100000, burst: 1000, control: {q_ref: 100}}
-shares:
-  total_bandwidth: 100MB
-  clients: [{name: local, share: 50, cidrs: [127.0.0.1]}]
-stages:
+`+uiEverySection+`stages:
   - name: cgi
     match: {path_prefix: /cgi}
     controller: voigt-cpu

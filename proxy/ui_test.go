@@ -428,19 +428,25 @@ func TestPageShowsUIDecisionsShown(t *testing.T) {
 	}
 }
 
+// uiEverySection is the part of a configuration, after the backend's
+// max_concurrency, that gives the dashboard every section beside the
+// stages: a cpu resource rule on a stage "cgi" with its sensor, a policer
+// and client shares.
+const uiEverySection = `resources:
+  - {stage: cgi, resource: cpu, sensor: {source: pool-busy}}
+policer: {rate: 100000, burst: 1000, control: {q_ref: 100}}
+shares:
+  total_bandwidth: 100MB
+  clients: [{name: local, share: 50, cidrs: [127.0.0.1]}]
+`
+
 // Sealing re-encodes a sample through Sample: every field of a real one
 // (stages, pool, policer, rules, sensors, shares, decisions) survives
 // byte for byte, and only the named stages lose their decisions.
 func TestSampleReencodesExactly(t *testing.T) {
 	be := backend(t, func(w http.ResponseWriter, _ *http.Request) {})
 	r := startManual(t, baseConfig(be.URL, `      max_concurrency: 8
-resources:
-  - {stage: cgi, resource: cpu, sensor: {source: pool-busy}}
-policer: {rate: 100000, burst: 1000, control: {q_ref: 100}}
-shares:
-  total_bandwidth: 100MB
-  clients: [{name: local, share: 50, cidrs: [127.0.0.1]}]
-stages:
+`+uiEverySection+`stages:
   - {name: cgi, match: {path_prefix: /cgi}, controller: voigt-cpu}
   - {name: web, match: {path_prefix: /}, controller: seda, params: {target: 100ms}}
 `))
