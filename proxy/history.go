@@ -295,9 +295,6 @@ func (b histBlock) samples() ([][]byte, error) {
 	return out, nil
 }
 
-// push stores an encoded sample that carries no decisions.
-func (h *history) push(b []byte) { h.pushSample(b, nil) }
-
 // decCount is a number of decisions of one stage ("" the policer) in a
 // sample.
 type decCount struct {

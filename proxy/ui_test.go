@@ -269,6 +269,9 @@ func TestHistoryRing(t *testing.T) {
 	}
 }
 
+// push stores an encoded sample that carries no decisions.
+func (h *history) push(b []byte) { h.pushSample(b, nil) }
+
 // histSample is a sample-sized stand-in that names its own seq, with the
 // repetition of real samples (same keys, mostly the same values).
 func histSample(seq int) []byte {
