@@ -1,33 +1,59 @@
 # sluice — build, test and demo.
+#
+# Two modules: the product (this directory, github.com/sluicehq/sluice:
+# the proxy, the middleware, the controllers, the sluice binary) and the
+# lab (lab/, github.com/sluicehq/sluice/lab: experiments, simulator, test
+# backends, load generator, the sluice-lab binary). lab/go.mod points at
+# this tree with a replace directive, so the lab always tests the product
+# as it is here. Every target below covers both.
 GO ?= go
 # Packages with goroutines, locks or atomics run under the race detector.
-RACE_PKGS = . ./gate/... ./monitor/... ./control/... ./stage/... ./policer/... ./policy/... ./classify/... ./share/... ./proxy/... ./reliability/... ./cluster ./cluster/localredis
+RACE_PKGS = . ./gate/... ./monitor/... ./control/... ./stage/... ./policer/... ./policy/... ./classify/... ./share/... ./proxy/... ./cluster ./internal/localredis
+LAB_RACE_PKGS = ./reliability/... ./dashboard/...
 
-.PHONY: all build test vet fmt-check demo bench reliability clean
+.PHONY: all build lab test vet lint fmt-check demo bench reliability clean
 
-all: build
+all: build lab
 
+## build: the product binary, bin/sluice.
 build:
 	$(GO) build -o bin/sluice ./cmd/sluice
 
-## test: formatting, vet, all tests, -race on the concurrent packages, the
-## dashboard in Chromium and the alert rules with promtool, and the
-## bookstore on a real PostgreSQL, cluster mode on a real redis-server
-## (Chromium, promtool, redis-server and PostgreSQL are installed from
-## Debian when missing). Test artifacts (the dashboard's screenshots) go
-## to out/test/. The live figures of cluster mode (three proxy processes
-## under load, against ±5 % bars) run last and alone, so that no other
-## package's tests share the CPUs with them.
-test: fmt-check vet
+## lab: the lab's binary, bin/sluice-lab.
+lab:
+	$(GO) -C lab build -o ../bin/sluice-lab ./cmd/sluice-lab
+
+## test: formatting, import groups, vet and staticcheck in both modules,
+## all tests, -race on the concurrent packages, the dashboard in Chromium
+## and the alert rules with promtool, and the bookstore on a real
+## PostgreSQL, cluster mode on a real redis-server (Chromium, promtool,
+## redis-server and PostgreSQL are installed from Debian when missing).
+## Test artifacts (the dashboard's screenshots) go to out/test/. The live
+## figures of cluster mode (three proxy processes under load, against
+## ±5 % bars) run last and alone, so that no other package's tests share
+## the CPUs with them.
+test: fmt-check vet lint
 	./scripts/test-deps.sh
 	@rm -rf out/test && mkdir -p out/test
-	SLUICE_REQUIRE_BROWSER=1 SLUICE_REQUIRE_PROMTOOL=1 SLUICE_REQUIRE_REDIS=1 $(GO) test -artifacts -outputdir $(CURDIR)/out/test -skip '^TestLiveClusterFigure' ./...
+	SLUICE_REQUIRE_PROMTOOL=1 SLUICE_REQUIRE_REDIS=1 $(GO) test ./...
+	SLUICE_REQUIRE_BROWSER=1 SLUICE_REQUIRE_REDIS=1 $(GO) -C lab test -artifacts -outputdir $(CURDIR)/out/test -skip '^TestLiveClusterFigure' ./...
 	SLUICE_REQUIRE_REDIS=1 $(GO) test -race $(RACE_PKGS)
-	SLUICE_REQUIRE_REDIS=1 $(GO) test -count=1 -v -run '^TestLiveClusterFigure' ./cluster/figures
+	SLUICE_REQUIRE_REDIS=1 $(GO) -C lab test -race $(LAB_RACE_PKGS)
+	SLUICE_REQUIRE_REDIS=1 $(GO) -C lab test -count=1 -v -run '^TestLiveClusterFigure' ./cluster/figures
 	./scripts/test-postgres.sh
 
 vet:
 	$(GO) vet ./...
+	$(GO) -C lab vet ./...
+	$(GO) -C lab/tools/peerref vet ./...
+
+## lint: staticcheck (pinned in lab/go.mod as a tool) over both modules,
+## and the import groups (standard library; other modules; sluice's own).
+lint:
+	$(GO) -C lab build -o ../bin/staticcheck honnef.co/go/tools/cmd/staticcheck
+	bin/staticcheck ./...
+	cd lab && ../bin/staticcheck ./...
+	$(GO) -C lab run ./cmd/importgroups ..
 
 fmt-check:
 	@out=$$(gofmt -l .); \
@@ -35,8 +61,8 @@ fmt-check:
 
 ## demo: the built-in default: a bookstore, the proxy and a flash crowd from
 ## 0.5x to 10x capacity, without control, with auto, seda and yaksha (~100 s).
-demo:
-	$(GO) run ./cmd/sluice demo
+demo: lab
+	./bin/sluice-lab demo
 
 ## reliability: the long forms of the reliability suite against sluice and
 ## nginx (slowhttptest, 25,000 connections, a backend stall, a 10-minute

@@ -19,10 +19,11 @@ import (
 	"testing/synctest"
 	"time"
 
+	"gopkg.in/yaml.v3"
+
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/stage"
-	"gopkg.in/yaml.v3"
 )
 
 func newPolicy(t testing.TB, src string) *policy.Policy {

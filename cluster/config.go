@@ -2,11 +2,12 @@ package cluster
 
 import (
 	"fmt"
-	"github.com/sluicehq/sluice"
 	"net"
 	"os"
 	"strconv"
 	"time"
+
+	"github.com/sluicehq/sluice"
 )
 
 // Defaults and bounds of a Config.

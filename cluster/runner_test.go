@@ -14,8 +14,8 @@ import (
 	"go.uber.org/goleak"
 	"gopkg.in/yaml.v3"
 
-	"github.com/sluicehq/sluice/cluster/localredis"
 	"github.com/sluicehq/sluice/control"
+	"github.com/sluicehq/sluice/internal/localredis"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/share"
 	"github.com/sluicehq/sluice/stage"

@@ -2,9 +2,10 @@ package policer
 
 import (
 	"fmt"
-	"github.com/sluicehq/sluice"
 	"math"
 	"net/netip"
+
+	"github.com/sluicehq/sluice"
 )
 
 // Defaults of the connection policer (docs/algorithms.md §1).

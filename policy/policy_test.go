@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/stage"
 )

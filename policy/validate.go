@@ -2,8 +2,6 @@ package policy
 
 import (
 	"fmt"
-	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/internal/strictyaml"
 	"io"
 	"mime"
 	"net/netip"
@@ -14,10 +12,13 @@ import (
 	"strings"
 	"time"
 
+	"gopkg.in/yaml.v3"
+
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/classify"
 	"github.com/sluicehq/sluice/control"
+	"github.com/sluicehq/sluice/internal/strictyaml"
 	"github.com/sluicehq/sluice/stage"
-	"gopkg.in/yaml.v3"
 )
 
 // Defaults of Config, filled by SetDefaults.

@@ -2,10 +2,10 @@ package proxy
 
 import (
 	"fmt"
-	"github.com/sluicehq/sluice"
 	"slices"
 	"time"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/policy"
 )

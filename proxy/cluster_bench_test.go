@@ -11,7 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/cluster"
-	"github.com/sluicehq/sluice/cluster/localredis"
+	"github.com/sluicehq/sluice/internal/localredis"
 )
 
 // BenchmarkClusterAdmission is the handler's per-request cost with a

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/cluster"
-	"github.com/sluicehq/sluice/cluster/localredis"
+	"github.com/sluicehq/sluice/internal/localredis"
 )
 
 // A bad cluster section is refused with the file, line and

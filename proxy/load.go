@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"errors"
-	"github.com/sluicehq/sluice/internal/strictyaml"
 	"os"
 	"reflect"
 	"regexp"
@@ -10,6 +9,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/sluicehq/sluice/internal/strictyaml"
 )
 
 // ConfigError is an error in a configuration file, located by line and

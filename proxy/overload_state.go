@@ -1,12 +1,12 @@
 package proxy
 
 import (
-	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/control"
 	"math"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/control"
 	"github.com/sluicehq/sluice/stage"
 )
 

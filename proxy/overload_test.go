@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -18,8 +19,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/sluicehq/sluice/testbed"
 )
 
 // startManual is startProxy with every control loop left to the test:
@@ -313,12 +312,21 @@ func TestCPURuleActsBeforePolicer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("live test (≈ 6 s)")
 	}
-	cgi, err := testbed.NewCGI(testbed.CGIConfig{Work: []testbed.PathWork{{Prefix: "/cgi-bin/", N: 200000}}, Seed: 1})
-	must(t, err)
-	t.Cleanup(func() { cgi.Close() })
+	// The CGI script of the papers: real CPU work per request, 200,000
+	// random numbers summed (as the lab's testbed cgi does).
+	rng := rand.New(rand.NewPCG(1, 2))
+	var rngMu sync.Mutex
 	b := backend(t, func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, "/cgi-bin/") {
-			cgi.ServeHTTP(fakeUtil{w}, r)
+			rngMu.Lock()
+			seed := rng.Uint64()
+			rngMu.Unlock()
+			src := rand.New(rand.NewPCG(seed, 0))
+			sum := 0.0
+			for range 200000 {
+				sum += src.Float64()
+			}
+			fmt.Fprintf(fakeUtil{w}, "n=200000 sum=%g\n", sum)
 			return
 		}
 		w.Header().Set("X-Sluice-Utilization", "0.97") // the fake CPU sensor

@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"fmt"
-	"github.com/sluicehq/sluice"
 	"math"
 	"runtime"
 	"slices"
@@ -11,6 +10,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/control"
 	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/policer"

@@ -3,13 +3,13 @@ package proxy
 import (
 	"context"
 	"fmt"
-	"github.com/sluicehq/sluice/control"
 	"log/slog"
 	"math"
 	"net/textproto"
 	"sync"
 	"time"
 
+	"github.com/sluicehq/sluice/control"
 	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/policer"
 	"github.com/sluicehq/sluice/policy"

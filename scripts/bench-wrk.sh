@@ -90,7 +90,7 @@ cleanup() {
 trap cleanup EXIT
 
 go build -o "$tmp/bin-sluice" ./cmd/sluice
-go build -o "$tmp/benchproxy" ./proxy/internal/benchproxy
+(cd lab && go build -o "$tmp/benchproxy" ./cmd/benchproxy)
 
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 be=$(port)

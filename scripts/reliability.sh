@@ -28,6 +28,6 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 
 go build -o bin/sluice ./cmd/sluice
-go build -o bin/sluice-reliability ./reliability/cmd/sluice-reliability
+(cd lab && go build -o ../bin/sluice-reliability ./reliability/cmd/sluice-reliability)
 [ $# -eq 0 ] && set -- all
 exec bin/sluice-reliability -sluice bin/sluice -out out/reliability "$@"

@@ -38,7 +38,7 @@ run "$bindir/pg_ctl -D $dir/data -l $dir/log -w -o '-p $port -k $dir -c listen_a
 run "$bindir/psql -h $dir -p $port -U postgres -qc 'CREATE DATABASE sluicetest'" 
 
 out=$(SLUICE_TEST_POSTGRES="postgres://postgres@127.0.0.1:$port/sluicetest?sslmode=disable" \
-  go test -count=1 -v -run 'Postgres' ./testbed/ 2>&1) || { echo "$out"; exit 1; }
+  go -C lab test -count=1 -v -run 'Postgres' ./testbed/ 2>&1) || { echo "$out"; exit 1; }
 echo "$out" | grep -E '^(--- |ok|FAIL)'
 # A skipped test would prove nothing.
 if ! echo "$out" | grep -q -- '--- PASS: TestBookstorePostgres'; then

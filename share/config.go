@@ -2,10 +2,11 @@ package share
 
 import (
 	"fmt"
-	"github.com/sluicehq/sluice"
 	"math"
 	"net/netip"
 	"time"
+
+	"github.com/sluicehq/sluice"
 )
 
 // Defaults and bounds of a Config (docs/algorithms.md §3).

@@ -38,11 +38,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"gopkg.in/yaml.v3"
+
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/control"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/stage"
-	"gopkg.in/yaml.v3"
 )
 
 // defaultPolicy is the example's admission policy.

@@ -1,0 +1,326 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluicehq/sluice/cluster"
+	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/proxy"
+)
+
+// proxyFlags are the flags of `sluice proxy`.
+type proxyFlags struct {
+	config     string
+	listen     string
+	backends   []string
+	controller string
+	slo        time.Duration
+	targetP90  time.Duration
+	targetMean time.Duration
+	admin      string
+	// adminTokenFile holds the admin token (a file keeps it out of ps).
+	adminTokenFile string
+	shadow         bool
+	pprof          bool
+	logLevel       string
+	// clusterRedis and clusterInstance override (or create) the cluster
+	// section, for every instance of a cluster started from one file.
+	clusterRedis    []string
+	clusterInstance string
+}
+
+// NewProxyCmd returns the proxy command: sluice in front of a service,
+// from a config file or the quick-start flags.
+func NewProxyCmd() *cobra.Command {
+	var f proxyFlags
+	cmd := &cobra.Command{
+		Use:   "proxy (--config FILE | --listen ADDR --backend URL ...)",
+		Short: "Run the reverse proxy with admission control in front of a service",
+		Long: `proxy puts sluice in front of an HTTP service: it measures every
+response from its arrival to its last byte, and its controllers admit,
+degrade or reject requests early (503 with Retry-After) to keep response
+times at their target.
+
+With --config FILE it runs the configuration file (docs/config.md;
+check it first with 'sluice validate FILE'). Without a file, the quick
+start proxies --listen to --backend with one stage for every request:
+
+  --controller auto     (default) told only --slo, the response time
+                        admitted answers must meet (default 500ms): finds
+                        the backend's useful concurrency by itself, queues
+                        briefly within the SLO and rejects the excess at
+                        once
+  --controller seda     keep the 90th percentile at --target-p90 (rate_max
+                        raised to 1e6 req/s so a fast service is not capped
+                        at the paper's 5000; recover_factor 2 and
+                        drained_reset so that a rate cut by a stall climbs
+                        back within seconds; a bucket of 50 requests so
+                        that arrival jitter is not refused)
+  --controller yaksha   keep the mean response time at --target-mean
+  --controller gradient2, envoy-gradient, bbr
+                        the peers' adaptive concurrency limits (Netflix,
+                        Envoy, kratos/Sentinel) with their own defaults
+  --controller none     measure only
+
+The admin API (metrics, state, reload, targets, and the live dashboard at
+/ui) listens on --admin (default 127.0.0.1:9901). SIGHUP reloads the file (an invalid file keeps
+the running configuration); SIGTERM or SIGINT stops accepting, lets
+in-flight requests finish for up to drain_timeout, and exits 0.`,
+		Example: `  sluice proxy --listen 127.0.0.1:8080 --backend http://127.0.0.1:8081
+  sluice proxy --listen 127.0.0.1:8080 --backend http://127.0.0.1:8081 --slo 250ms
+  sluice proxy --listen 127.0.0.1:8080 --backend http://127.0.0.1:8081 --controller seda --target-p90 500ms
+  sluice proxy --listen 127.0.0.1:8080 --backend http://127.0.0.1:8081 --controller yaksha --target-mean 200ms
+  sluice proxy --config examples/seda.yaml`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			logger, err := newLogger(cmd, f.logLevel)
+			if err != nil {
+				return err
+			}
+			var cfg *proxy.Config
+			if f.config != "" {
+				if err := f.onlyConfig(cmd); err != nil {
+					return err
+				}
+				if cfg, err = proxy.LoadFile(f.config); err != nil {
+					return usageError{err}
+				}
+			} else if cfg, err = f.quickStart(cmd); err != nil {
+				return err
+			}
+			adjust := f.clusterAdjust()
+			if adjust != nil {
+				if err := adjust(cfg); err != nil {
+					return usageError{fmt.Errorf("%s: %w", configName(f.config), err)}
+				}
+			}
+			srv, err := proxy.New(cfg, proxy.Options{ConfigFile: f.config, Logger: logger, Adjust: adjust})
+			if err != nil {
+				return usageError{fmt.Errorf("%s: %w", configName(f.config), err)}
+			}
+			if err := srv.Listen(); err != nil {
+				// A configured address that cannot be bound is a bad
+				// configuration: exit 2 naming the file, line and field.
+				if f.config != "" {
+					return usageError{proxy.LocateError(f.config, err)}
+				}
+				return usageError{quickStartError(err)}
+			}
+			logger.Info("live dashboard", "url", "http://"+srv.AdminAddr().String()+"/ui")
+			return serveProxy(cmd.Context(), srv, logger)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.config, "config", "", "configuration file (YAML; see docs/config.md)")
+	fl.StringVar(&f.listen, "listen", "", "quick start: address to listen on (host:port)")
+	fl.StringArrayVar(&f.backends, "backend", nil, "quick start: backend URL, e.g. http://127.0.0.1:8081 (repeat for several)")
+	fl.StringVar(&f.controller, "controller", "auto", "quick start: auto, seda, yaksha, gradient2, envoy-gradient, bbr or none")
+	fl.DurationVar(&f.slo, "slo", 0, "quick start, auto: the response time admitted answers must meet (default 500ms)")
+	fl.DurationVar(&f.targetP90, "target-p90", 0, "quick start, seda: 90th-percentile response-time target, e.g. 500ms")
+	fl.DurationVar(&f.targetMean, "target-mean", 0, "quick start, yaksha: mean response-time target, e.g. 200ms")
+	fl.StringVar(&f.admin, "admin", proxy.DefaultAdminAddr, "quick start: admin API address (loopback only)")
+	fl.StringVar(&f.adminTokenFile, "admin-token-file", "", "quick start: file holding the admin token (admin.token), required by /ui and every change")
+	fl.BoolVar(&f.shadow, "shadow", false, "quick start: decide and record, but admit every request")
+	fl.BoolVar(&f.pprof, "pprof", false, "quick start: serve Go's profiler at /debug/pprof/ on the admin address (admin.pprof; docs/profiling.md)")
+	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fl.StringArrayVar(&f.clusterRedis, "cluster-redis", nil, "cluster mode: Redis address host:port (repeat for a Redis Cluster's seeds); sets cluster.addrs, adding a cluster section if the file has none")
+	fl.StringVar(&f.clusterInstance, "cluster-instance", "", "cluster mode: this instance's id (cluster.instance; default host name and pid)")
+	return cmd
+}
+
+// clusterAdjust returns the override of the cluster section that the
+// --cluster-* flags ask for (nil without them); it is applied at start
+// and to every reloaded file.
+func (f *proxyFlags) clusterAdjust() func(*proxy.Config) error {
+	if len(f.clusterRedis) == 0 && f.clusterInstance == "" {
+		return nil
+	}
+	return func(c *proxy.Config) error {
+		if c.Cluster == nil {
+			if len(f.clusterRedis) == 0 {
+				return fmt.Errorf("--cluster-instance needs --cluster-redis or a cluster section")
+			}
+			c.Cluster = &cluster.Config{}
+		}
+		if len(f.clusterRedis) > 0 {
+			c.Cluster.Addrs = append([]string(nil), f.clusterRedis...)
+		}
+		if f.clusterInstance != "" {
+			c.Cluster.Instance = f.clusterInstance
+		}
+		c.Cluster.SetDefaults()
+		if err := c.Validate(); err != nil {
+			return fmt.Errorf("with --cluster-redis/--cluster-instance: %w", err)
+		}
+		return nil
+	}
+}
+
+// onlyConfig refuses quick-start flags next to --config.
+func (f *proxyFlags) onlyConfig(cmd *cobra.Command) error {
+	for _, name := range []string{"listen", "backend", "controller", "slo", "target-p90", "target-mean", "admin", "admin-token-file", "shadow", "pprof"} {
+		if cmd.Flags().Changed(name) {
+			return usagef("--%s is a quick-start flag: set it in %s instead, or drop --config", name, f.config)
+		}
+	}
+	return nil
+}
+
+// quickStart builds the configuration of the no-file quick start.
+func (f *proxyFlags) quickStart(cmd *cobra.Command) (*proxy.Config, error) {
+	if f.listen == "" || len(f.backends) == 0 {
+		return nil, usagef("give --config FILE, or --listen ADDR and --backend URL for the quick start (see sluice proxy --help)")
+	}
+	params := map[string]any{}
+	for flag, ctrl := range map[string]string{"slo": "auto", "target-p90": "seda", "target-mean": "yaksha"} {
+		if cmd.Flags().Changed(flag) && f.controller != ctrl {
+			return nil, usagef("--%s is for --controller %s, not %s", flag, ctrl, f.controller)
+		}
+	}
+	switch f.controller {
+	case "auto":
+		if f.slo != 0 {
+			params["slo"] = f.slo.String()
+		}
+	case "seda":
+		if f.targetP90 == 0 {
+			return nil, usagef("--controller seda needs --target-p90, e.g. --target-p90 500ms")
+		}
+		params["target"] = f.targetP90.String()
+		// The paper's rate_max of 5000 req/s would cap a faster service;
+		// the quick start starts open, and track_demand cuts from the
+		// admitted rate on the first overload.
+		params["rate_max"] = 1e6
+		params["initial_rate"] = 1e6
+		// After a stall cuts the rate to the floor, climb back in a few
+		// runs rather than by adj_i-sized steps.
+		params["recover_factor"] = 2.0
+		// and do not wait for the smoothed p90 to forget the drained
+		// backlog before that climb starts.
+		params["drained_reset"] = true
+	case "yaksha":
+		if f.targetMean == 0 {
+			return nil, usagef("--controller yaksha needs --target-mean, e.g. --target-mean 200ms")
+		}
+		params["tref"] = f.targetMean.String()
+	case "gradient2", "envoy-gradient", "bbr", "none":
+	default:
+		return nil, usagef("--controller %q is invalid: the quick start offers auto, seda, yaksha, gradient2, envoy-gradient, bbr or none (use --config for the others)", f.controller)
+	}
+	cfg := &proxy.Config{
+		Listeners: []proxy.ListenerConfig{{Addr: f.listen}},
+		Admin:     proxy.AdminConfig{Addr: f.admin, Pprof: f.pprof},
+	}
+	if f.adminTokenFile != "" {
+		b, err := os.ReadFile(f.adminTokenFile)
+		if err != nil {
+			return nil, usagef("--admin-token-file: %v", err)
+		}
+		line, _, _ := strings.Cut(string(b), "\n")
+		cfg.Admin.Token = strings.TrimSpace(line)
+		if cfg.Admin.Token == "" {
+			return nil, usagef("--admin-token-file %s: the file is empty: put the token on its first line", f.adminTokenFile)
+		}
+	}
+	for _, b := range f.backends {
+		cfg.Backends.Servers = append(cfg.Backends.Servers, proxy.ServerConfig{URL: b})
+	}
+	st := policy.StageConfig{Name: "all", Match: policy.MatchConfig{PathPrefix: "/"}, Controller: f.controller}
+	if f.controller == "seda" {
+		// A bucket of 5 tokens (the stage default) refuses every burst of
+		// more than 5 arrivals, even at a rate far above the offered load
+		// (which track_demand then keeps where it is): a few tens of ms of
+		// client or scheduler jitter at a few hundred req/s become 503s.
+		// 50 absorbs ~170 ms of jitter at 300 req/s and adds at most 50
+		// requests at once to a backend under a binding rate.
+		st.Burst = quickStartSEDABurst
+	}
+	if len(params) > 0 {
+		if err := st.Params.Encode(params); err != nil {
+			return nil, err
+		}
+	}
+	cfg.Stages = []policy.StageConfig{st}
+	cfg.Shadow = f.shadow
+	cfg.SetDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, usageError{quickStartError(err)}
+	}
+	return cfg, nil
+}
+
+// quickStartSEDABurst is the token-bucket size of the quick start's seda
+// stage, in requests.
+const quickStartSEDABurst = 50
+
+// quickStartError names the flag behind a validation error of the quick
+// start configuration.
+func quickStartError(err error) error {
+	msg := err.Error()
+	for _, m := range []struct{ path, flag string }{
+		{"listeners[0].addr", "--listen"}, {"admin.addr", "--admin"}, {"admin.token", "--admin-token-file"}, {"backends.servers", "--backend"},
+		{"stages[0].params.target", "--target-p90"}, {"stages[0].params.tref", "--target-mean"},
+		{"stages[0].params.slo", "--slo"},
+		{"stages[0]", "--controller"},
+	} {
+		if strings.HasPrefix(msg, m.path) {
+			return fmt.Errorf("%s: %s", m.flag, msg)
+		}
+	}
+	return err
+}
+
+func configName(file string) string {
+	if file == "" {
+		return "quick start"
+	}
+	return file
+}
+
+// newLogger returns a text logger on stderr at the named level.
+func newLogger(cmd *cobra.Command, level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, usagef("--log-level %q is invalid: must be debug, info, warn or error", level)
+	}
+	return slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: l})), nil
+}
+
+// serveProxy runs srv until SIGTERM or SIGINT, reloading on SIGHUP.
+func serveProxy(parent context.Context, srv *proxy.Server, logger *slog.Logger) error {
+	if parent == nil {
+		parent = context.Background()
+	}
+	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				if err := srv.Reload(); err != nil {
+					logger.Error("reload refused; the running configuration stays", "err", err)
+				}
+			}
+		}
+	}()
+	err := srv.Serve(ctx)
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}

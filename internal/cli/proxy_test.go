@@ -1,0 +1,174 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluicehq/sluice/policy"
+)
+
+func TestProxyUsageErrors(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("listeners:\n  - addr: 127.0.0.1:8080\nbackends:\n  servers:\n    - url: http://127.0.0.1:8081\n      max_conc: 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// An address in use: exit 2 naming the file, line and field.
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	inUse := filepath.Join(t.TempDir(), "in-use.yaml")
+	if err := os.WriteFile(inUse, []byte("backends:\n  servers: [{url: http://127.0.0.1:8081}]\nlisteners:\n  - addr: "+busy.Addr().String()+"\nadmin: {addr: 127.0.0.1:0}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	short, empty := filepath.Join(t.TempDir(), "short"), filepath.Join(t.TempDir(), "empty")
+	if err := os.WriteFile(short, []byte("secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(empty, []byte("\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"proxy", "--config", inUse}, "in-use.yaml:4: listeners[0].addr: \"" + busy.Addr().String() + "\" cannot be bound: address already in use"},
+		{[]string{"proxy", "--listen", busy.Addr().String(), "--backend", "http://127.0.0.1:1", "--admin", "127.0.0.1:0"}, "--listen: listeners[0].addr"},
+		{[]string{"proxy"}, "give --config FILE"},
+		{[]string{"proxy", "--listen", "127.0.0.1:0"}, "give --config FILE"},
+		{[]string{"proxy", "--listen", "127.0.0.1:0", "--backend", "http://127.0.0.1:1", "--controller", "seda"}, "needs --target-p90"},
+		{[]string{"proxy", "--listen", "127.0.0.1:0", "--backend", "http://127.0.0.1:1", "--controller", "yaksha"}, "needs --target-mean"},
+		{[]string{"proxy", "--listen", "127.0.0.1:0", "--backend", "http://127.0.0.1:1", "--controller", "kihl"}, `--controller "kihl" is invalid`},
+		{[]string{"proxy", "--listen", "127.0.0.1:0", "--backend", "http://127.0.0.1:1", "--controller", "seda", "--target-p90", "-1s"}, "--target-p90: stages[0].params.target"},
+		{[]string{"proxy", "--listen", "127.0.0.1:0", "--backend", "http://127.0.0.1:1", "--slo", "-1s"}, "--slo: stages[0].params.slo"},
+		{[]string{"proxy", "--listen", "nowhere", "--backend", "http://127.0.0.1:1"}, "--listen: listeners[0].addr"},
+		{[]string{"proxy", "--listen", "127.0.0.1:0", "--backend", "ftp://x"}, "--backend: backends.servers[0].url"},
+		{[]string{"proxy", "--listen", "127.0.0.1:0", "--backend", "http://127.0.0.1:1", "--admin", "0.0.0.0:9901"}, "--admin: admin.addr"},
+		{[]string{"proxy", "--listen", "127.0.0.1:0", "--backend", "http://127.0.0.1:1", "--controller", "seda", "--target-p90", "1s", "--target-mean", "1s"}, "--target-mean is for --controller yaksha"},
+		{[]string{"proxy", "--listen", "127.0.0.1:0", "--backend", "http://127.0.0.1:1", "--target-p90", "1s"}, "--target-p90 is for --controller seda, not auto"},
+		{[]string{"proxy", "--listen", "127.0.0.1:0", "--backend", "http://127.0.0.1:1", "--controller", "bbr", "--slo", "1s"}, "--slo is for --controller auto"},
+		{[]string{"proxy", "--config", bad, "--listen", "127.0.0.1:0"}, "--listen is a quick-start flag"},
+		{[]string{"proxy", "--config", bad}, "bad.yaml:6: backends.servers[0].max_conc: unknown field"},
+		{[]string{"proxy", "--config", filepath.Join(t.TempDir(), "missing.yaml")}, "missing.yaml: open"},
+		{[]string{"proxy", "--log-level", "loud", "--config", bad}, "--log-level"},
+		{[]string{"proxy", "--listen", "127.0.0.1:0", "--backend", "http://127.0.0.1:1", "--admin-token-file", short}, "--admin-token-file: admin.token: too short"},
+		{[]string{"proxy", "--listen", "127.0.0.1:0", "--backend", "http://127.0.0.1:1", "--admin-token-file", empty}, "the file is empty"},
+		{[]string{"proxy", "--listen", "127.0.0.1:0", "--backend", "http://127.0.0.1:1", "--admin-token-file", filepath.Join(t.TempDir(), "none")}, "--admin-token-file: open"},
+		{[]string{"proxy", "--config", bad, "--admin-token-file", short}, "--admin-token-file is a quick-start flag"},
+		{[]string{"proxy", "--listen", "127.0.0.1:0", "--backend", "http://127.0.0.1:1", "--cluster-instance", "a"}, "--cluster-instance needs --cluster-redis"},
+		{[]string{"proxy", "--listen", "127.0.0.1:0", "--backend", "http://127.0.0.1:1", "--cluster-redis", "redis"}, `cluster.addrs[0]: "redis" is invalid`},
+		{[]string{"proxy", "--listen", "127.0.0.1:0", "--backend", "http://127.0.0.1:1", "--cluster-redis", "127.0.0.1:6379", "--cluster-instance", "a b"}, `cluster.instance: "a b" is invalid`},
+	}
+	for _, c := range cases {
+		code, _, errOut := runCLI(t, c.args...)
+		if code != 2 || !strings.Contains(errOut, c.want) {
+			t.Errorf("%q: exit %d, stderr %q; want 2 with %q", c.args, code, errOut, c.want)
+		}
+	}
+}
+
+// freeAddr returns a loopback address with a port that was free a moment
+// ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func TestProxyQuickStartServesAndStops(t *testing.T) {
+	be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "hello from the backend")
+	}))
+	defer be.Close()
+	listen, admin := freeAddr(t), freeAddr(t)
+	var out, errOut bytes.Buffer
+	root := NewRootCmd(&out, &errOut)
+	root.SetArgs([]string{"proxy", "--listen", listen, "--backend", be.URL, "--admin", admin, "--pprof"})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- root.ExecuteContext(ctx) }()
+	c := &http.Client{Timeout: 10 * time.Second}
+	var body string
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := c.Get("http://" + listen + "/")
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			body = string(b)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("proxy did not come up: %v\n%s", err, errOut.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if body != "hello from the backend" {
+		t.Errorf("body %q", body)
+	}
+	resp, err := c.Get("http://" + admin + "/state")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	// With no other flag the quick start runs auto at its default SLO.
+	if !strings.Contains(string(b), `"controller": "auto"`) || !strings.Contains(string(b), `"target": "500ms"`) {
+		t.Errorf("state: %s", b)
+	}
+	// --pprof serves the profiler on the admin address.
+	if resp, err = c.Get("http://" + admin + "/debug/pprof/cmdline"); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("--pprof: /debug/pprof/cmdline answered %d", resp.StatusCode)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("proxy returned %v, want nil after a clean stop", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("proxy did not stop")
+	}
+}
+
+// The quick start's seda stage has a bucket deep enough for arrival
+// jitter; the other controllers keep the stage default.
+func TestProxyQuickStartSEDABurst(t *testing.T) {
+	for _, c := range []struct {
+		controller string
+		burst      int
+	}{{"seda", quickStartSEDABurst}, {"auto", policy.DefaultBurst}} {
+		f := &proxyFlags{listen: "127.0.0.1:0", backends: []string{"http://127.0.0.1:1"}, controller: c.controller,
+			targetP90: time.Second, admin: "127.0.0.1:0"}
+		if c.controller != "seda" {
+			f.targetP90 = 0
+		}
+		cfg, err := f.quickStart(&cobra.Command{})
+		if err != nil {
+			t.Fatalf("%s: %v", c.controller, err)
+		}
+		if got := cfg.Stages[0].Burst; got != c.burst {
+			t.Errorf("%s: stage burst %d, want %d", c.controller, got, c.burst)
+		}
+	}
+}

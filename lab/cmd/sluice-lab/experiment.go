@@ -1,0 +1,132 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluicehq/sluice/internal/cli"
+	"github.com/sluicehq/sluice/lab/figure/live"
+	"github.com/sluicehq/sluice/lab/report"
+)
+
+// experimentFlags holds the flags of `sluice-lab experiment`.
+type experimentFlags struct {
+	list  bool
+	quick bool
+	seed  uint64
+	out   string
+}
+
+// newExperimentCmd builds `sluice-lab experiment`.
+func newExperimentCmd() *cobra.Command {
+	var f experimentFlags
+	cmd := &cobra.Command{
+		Use:   "experiment [NAME]",
+		Short: "Run a paper's experiment live: testbed, proxy and load on 127.0.0.1",
+		Long: `experiment runs a paper's experiment on real sockets, on 127.0.0.1 only:
+a testbed backend, the sluice proxy with the experiment's configuration,
+and the load generator, once without admission control and once (or more)
+with it. Runs are time-compressed to at most 3 minutes (about 1 with
+--quick); the report says by how much.
+
+Each run writes a folder (default ./out/experiment/NAME-SEED) with
+summary.json (the simulator scenario's metric names, mode "live"), CSV
+time series, PNG plots drawn like the paper's figures, expectations.csv,
+and report.html, a self-contained page that states for every expectation
+of the paper whether this run met it, with the measured numbers.
+
+Progress (one line per phase and per second of load) goes to stderr.
+Experiments share the machine's CPUs: run one at a time, on an otherwise
+quiet machine.`,
+		Example: `  sluice-lab experiment --list
+  sluice-lab experiment seda-spike --quick
+  sluice-lab experiment yaksha-load-sweep --seed 2 --out /tmp/yaksha`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			out := cmd.OutOrStdout()
+			if f.list {
+				if len(args) > 0 {
+					return cli.Usagef("experiment: --list takes no name")
+				}
+				return listExperiments(out)
+			}
+			if len(args) == 0 {
+				return cli.Usagef("experiment: name an experiment (see 'sluice-lab experiment --list')")
+			}
+			e, err := live.Lookup(args[0])
+			if err != nil {
+				return cli.Usagef("experiment: %v", err)
+			}
+			dir := f.out
+			if dir == "" {
+				dir = filepath.Join("out", "experiment", e.Name+"-"+strconv.FormatUint(f.seed, 10))
+			}
+			ctx, stop := runContext(cmd.Context())
+			defer stop()
+			res, err := live.RunExperiment(ctx, e, live.Options{Quick: f.quick, Seed: f.seed, Out: dir,
+				Progress: cmd.ErrOrStderr()})
+			if err != nil {
+				return err
+			}
+			return printOutcome(out, res)
+		},
+	}
+	cmd.Flags().BoolVar(&f.list, "list", false, "list the experiments")
+	cmd.Flags().BoolVar(&f.quick, "quick", false, "run the shortened form (about a minute)")
+	cmd.Flags().Uint64Var(&f.seed, "seed", 1, "seed of the load generator and the backends")
+	cmd.Flags().StringVar(&f.out, "out", "", "report folder (default ./out/experiment/NAME-SEED)")
+	return cmd
+}
+
+func listExperiments(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, e := range live.All() {
+		fmt.Fprintf(tw, "%s\t%s\n", e.Name, e.Description)
+	}
+	return tw.Flush()
+}
+
+// printOutcome prints the expectations, the headline metrics and where
+// the report is.
+func printOutcome(w io.Writer, o *live.Outcome) error {
+	met, total := o.Passed()
+	form := "full"
+	if o.Summary.Metric("quick") == 1 {
+		form = "quick"
+	}
+	fmt.Fprintf(w, "%s (seed %d, %s form, %s): %d of %d expectations met\n", o.Experiment.Name, o.Summary.Seed, form,
+		o.Elapsed.Round(100*time.Millisecond), met, total)
+	for _, c := range o.Checks {
+		mark := "met    "
+		if !c.Pass {
+			mark = "NOT met"
+		}
+		fmt.Fprintf(w, "  %s  %s\n           %s\n", mark, c.Claim, c.Measured)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, k := range o.Key {
+		fmt.Fprintf(tw, "  %s\t%s\n", k, report.FormatFloat(o.Summary.Metric(k)))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if o.Dir != "" {
+		fmt.Fprintf(w, "report: %s\n", filepath.Join(o.Dir, "report.html"))
+	}
+	return nil
+}
+
+// runContext is the context of a command: cancelled by Ctrl-C or SIGTERM.
+func runContext(parent context.Context) (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
+}

@@ -1,0 +1,289 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluicehq/sluice/internal/cli"
+	"github.com/sluicehq/sluice/lab/testbed"
+)
+
+// testbedFlags are the flags shared by every `sluice-lab testbed` kind.
+type testbedFlags struct {
+	listen      string
+	allowPublic bool
+}
+
+func newTestbedCmd() *cobra.Command {
+	var f testbedFlags
+	cmd := &cobra.Command{
+		Use:   "testbed KIND [flags]",
+		Short: "Run a test backend: queue, cgi, static or bookstore",
+		Long: `testbed runs an HTTP backend with known costs, to protect and to overload.
+
+  queue      fixed capacity: --workers C servers, FIFO or processor sharing,
+             service times from a distribution, emulated with timers
+  cgi        real CPU work: generate and sum N random numbers per request
+  static     a SURGE-like file set (heavy-tailed sizes, Zipf popularity,
+             /islarge/ for files over 50 KB, 20% dynamic under /cgi-bin/)
+  bookstore  a TPC-W-like shop: 14 interactions over real SQL
+             (SQLite by default, PostgreSQL with --db postgres://...)
+
+Every kind honours X-Sluice-Quality (lower quality, less work), reports
+X-Sluice-Utilization, and serves GET /_meta (a JSON manifest) and /healthz.
+It listens on 127.0.0.1:8081 unless --listen says otherwise; addresses that
+are not loopback need --allow-public. Ctrl-C stops it and prints a summary.`,
+		Example: `  sluice-lab testbed queue --workers 4 --service det:10ms
+  sluice-lab testbed queue --listen 127.0.0.1:9000 --workers 8 --discipline ps --service exp:20ms
+  sluice-lab testbed cgi --work "/cgi-bin/=200000,/=1000"
+  sluice-lab testbed static --files 2000 --seed 7
+  sluice-lab testbed bookstore --scale 1
+  sluice-lab testbed bookstore --db postgres://user:pass@127.0.0.1:5432/shop?sslmode=disable`,
+		Args: cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			return cli.Usagef("testbed: KIND required: queue, cgi, static or bookstore (see sluice-lab testbed --help)")
+		},
+	}
+	pf := cmd.PersistentFlags()
+	pf.StringVar(&f.listen, "listen", "127.0.0.1:8081", "address to listen on (host:port; port 0 picks a free port)")
+	pf.BoolVar(&f.allowPublic, "allow-public", false, "allow a listen address that is not loopback")
+	cmd.AddCommand(newTestbedQueueCmd(&f), newTestbedCGICmd(&f), newTestbedStaticCmd(&f), newTestbedBookstoreCmd(&f))
+	return cmd
+}
+
+func newTestbedQueueCmd(f *testbedFlags) *cobra.Command {
+	cfg := testbed.DefaultQueueConfig()
+	cmd := &cobra.Command{
+		Use:   "queue",
+		Short: "A server with a fixed capacity and a service-time distribution",
+		Long: `queue emulates a server with --workers servers ("CPUs"). With
+--discipline fifo, at most --workers requests are served at a time and the
+others wait in arrival order; with ps (processor sharing) all requests
+present share the servers, each progressing at min(1, C/n). Each request's
+demand is a draw from --service times its quality (X-Sluice-Quality, floor
+0.1); service is emulated with timers, so capacity is exactly
+workers/mean(service) requests per second. X-Sluice-Utilization is the busy
+fraction min(n, C)/C over the last second. With --queue-limit L, requests
+beyond C+L in the system are answered 503 at once.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := cfg.Validate(); err != nil {
+				return flagError(err, map[string]string{"workers": "workers", "discipline": "discipline",
+					"service": "service", "queue_limit": "queue-limit", "size": "size"})
+			}
+			return serveTestbed(cmd, f, "queue", func(context.Context) (testbed.Backend, string, error) {
+				q, err := testbed.NewQueue(cfg)
+				if err != nil {
+					return nil, "", err
+				}
+				return q, fmt.Sprintf("%d %s workers, service %s, capacity %.1f req/s", cfg.Workers, cfg.Discipline,
+					cfg.Service, q.Capacity()), nil
+			})
+		},
+	}
+	fl := cmd.Flags()
+	fl.IntVar(&cfg.Workers, "workers", cfg.Workers, "number of servers (CPUs)")
+	fl.StringVar(&cfg.Discipline, "discipline", cfg.Discipline, "fifo or ps (processor sharing)")
+	fl.StringVar(&cfg.Service, "service", cfg.Service, "service-time distribution: exp:20ms, det:10ms, lognormal:20ms,1.5, pareto:1ms,2s,1.2")
+	fl.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the service-time draws")
+	fl.IntVar(&cfg.QueueLimit, "queue-limit", cfg.QueueLimit, "requests allowed to wait beyond the workers (0 = unlimited)")
+	fl.IntVar(&cfg.Size, "size", cfg.Size, "response body size in bytes")
+	return cmd
+}
+
+func newTestbedCGICmd(f *testbedFlags) *cobra.Command {
+	cfg := testbed.DefaultCGIConfig()
+	work := testbed.FormatWork(cfg.Work)
+	cmd := &cobra.Command{
+		Use:   "cgi",
+		Short: "Real CPU work per request: generate and sum N random numbers",
+		Long: `cgi does real CPU work per request, like the CGI scripts of the papers:
+it generates N random numbers and replies with their sum. N is set per path
+prefix with --work (the longest matching prefix wins; paths matching none
+are 404) and scaled by the request's quality (X-Sluice-Quality, floor 0.1).
+Summing one number takes about 4 ns.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ws, err := testbed.ParseWork(work)
+			if err != nil {
+				return cli.Usagef("--work: %v", err)
+			}
+			cfg.Work = ws
+			if err := cfg.Validate(); err != nil {
+				return cli.Usagef("--work: %v", err)
+			}
+			return serveTestbed(cmd, f, "cgi", func(context.Context) (testbed.Backend, string, error) {
+				c, err := testbed.NewCGI(cfg)
+				return c, "work " + testbed.FormatWork(cfg.Work), err
+			})
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&work, "work", work, "random numbers per request by path prefix: PREFIX=N,PREFIX=N")
+	fl.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the random numbers")
+	return cmd
+}
+
+func newTestbedStaticCmd(f *testbedFlags) *cobra.Command {
+	cfg := testbed.DefaultStaticConfig()
+	cmd := &cobra.Command{
+		Use:   "static",
+		Short: "A SURGE-like file set generated from a seed",
+		Long: `static generates a file set like SURGE's and serves it: sizes from a
+log-normal body (μ=9.357, σ=1.318) with a bounded Pareto tail (133 KB to
+--max-size, α=1.1, 7% of files), Zipf popularity (weights in /_meta), files
+over 50 KB under /islarge/, and 20% of the requests for small files dynamic
+under /cgi-bin/ (CPU work plus generated bytes of the listed size). Files
+are written to --dir (a temporary directory removed on exit by default; an
+existing --dir generated with the same parameters is reused).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := cfg.Validate(); err != nil {
+				return flagError(err, map[string]string{"files": "files", "max_size": "max-size", "zipf": "zipf",
+					"dynamic_fraction": "dynamic-fraction", "dynamic_work": "dynamic-work"})
+			}
+			return serveTestbed(cmd, f, "static", func(context.Context) (testbed.Backend, string, error) {
+				s, err := testbed.NewStatic(cfg)
+				if err != nil {
+					return nil, "", err
+				}
+				var bytes int64
+				for _, e := range s.Entries() {
+					if !e.Dynamic {
+						bytes += e.Size
+					}
+				}
+				return s, fmt.Sprintf("%d entries, %.1f MB in %s", cfg.Files, float64(bytes)/1e6, s.Dir()), nil
+			})
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&cfg.Dir, "dir", cfg.Dir, "directory of the files (default: a temporary directory removed on exit)")
+	fl.IntVar(&cfg.Files, "files", cfg.Files, "number of entries")
+	fl.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of sizes, popularity and contents")
+	fl.Int64Var(&cfg.MaxSize, "max-size", cfg.MaxSize, "largest file size in bytes")
+	fl.Float64Var(&cfg.Zipf, "zipf", cfg.Zipf, "Zipf popularity exponent")
+	fl.Float64Var(&cfg.DynamicFraction, "dynamic-fraction", cfg.DynamicFraction, "share of small-file requests that are dynamic")
+	fl.IntVar(&cfg.DynamicWork, "dynamic-work", cfg.DynamicWork, "random numbers summed per dynamic request")
+	return cmd
+}
+
+func newTestbedBookstoreCmd(f *testbedFlags) *cobra.Command {
+	cfg := testbed.DefaultBookstoreConfig()
+	cfg.Data = "./data/bookstore"
+	cmd := &cobra.Command{
+		Use:   "bookstore",
+		Short: "A TPC-W-like online bookstore over real SQL",
+		Long: `bookstore serves the 14 TPC-W interactions (home, new_products,
+best_sellers, product_detail, search_request, search_results, shopping_cart,
+customer_registration, buy_request, buy_confirm, order_inquiry,
+order_display, admin_request, admin_confirm) as linked HTML pages over a
+generated database: --scale N gives N×1000 items and N×2880 customers. The
+database is SQLite in --data (generated on first start, reused afterwards
+for the same scale and seed) or PostgreSQL with --db postgres://... (tables
+in --schema). At quality below 0.5 (X-Sluice-Quality) pages skip
+promotions, the best-seller sidebar and related items.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := cfg.Validate(); err != nil {
+				return flagError(err, map[string]string{"db": "db", "scale": "scale", "pool": "pool", "schema": "schema"})
+			}
+			return serveTestbed(cmd, f, "bookstore", func(ctx context.Context) (testbed.Backend, string, error) {
+				start := time.Now()
+				b, err := testbed.NewBookstore(ctx, cfg)
+				if err != nil {
+					return nil, "", err
+				}
+				how := "reused"
+				if b.Generated() {
+					how = fmt.Sprintf("generated in %s", time.Since(start).Round(time.Millisecond))
+				}
+				where := cfg.Data
+				if b.Dialect() != "sqlite" {
+					where = "PostgreSQL schema " + cfg.Schema
+				}
+				return b, fmt.Sprintf("%s, %d items, %d customers, %s (%s)", b.Dialect(), b.Items(), b.Customers(), where, how), nil
+			})
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&cfg.DB, "db", cfg.DB, "PostgreSQL URL (postgres://...); empty for SQLite")
+	fl.StringVar(&cfg.Data, "data", cfg.Data, "directory of the SQLite database (empty: a temporary directory)")
+	fl.IntVar(&cfg.Scale, "scale", cfg.Scale, "population scale: N×1000 items, N×2880 customers")
+	fl.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the generated data")
+	fl.BoolVar(&cfg.Fresh, "fresh", false, "regenerate the data even if a matching database exists")
+	fl.IntVar(&cfg.Pool, "pool", cfg.Pool, "database connections")
+	fl.StringVar(&cfg.Schema, "schema", cfg.Schema, "PostgreSQL schema of the tables")
+	return cmd
+}
+
+// flagError turns a config validation error into a usage error that names
+// flags instead of config fields.
+func flagError(err error, names map[string]string) error {
+	msg := err.Error()
+	for field, flag := range names {
+		msg = strings.Replace(msg, " "+field+"=", " --"+flag+"=", 1)
+	}
+	return cli.Usagef("%s", msg)
+}
+
+// serveTestbed checks the listen address, listens, builds the backend,
+// serves it until the context ends (Ctrl-C, SIGTERM) and prints a one-line
+// summary.
+func serveTestbed(cmd *cobra.Command, f *testbedFlags, kind string,
+	build func(context.Context) (testbed.Backend, string, error)) error {
+	if err := testbed.CheckListenAddr(f.listen, f.allowPublic); err != nil {
+		return cli.Usagef("--listen: %v", err)
+	}
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ln, err := net.Listen("tcp", f.listen)
+	if err != nil {
+		return fmt.Errorf("testbed %s: %w", kind, err)
+	}
+	defer ln.Close()
+	backend, desc, err := build(ctx)
+	if err != nil {
+		return fmt.Errorf("testbed %s: %w", kind, err)
+	}
+	defer backend.Close()
+
+	srv := &http.Server{Handler: backend, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	start := time.Now()
+	out := cmd.OutOrStdout()
+	fmt.Fprintf(out, "testbed %s listening on http://%s (%s)\n", kind, ln.Addr(), desc)
+
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-served:
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		srv.Close()
+	}
+	closeErr := backend.Close()
+	st := backend.Stats()
+	fmt.Fprintf(out, "testbed %s: served %d requests (%d rejected, %d errors) in %s\n",
+		kind, st.Requests, st.Rejected, st.Errors, time.Since(start).Round(time.Millisecond))
+	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
+		return fmt.Errorf("testbed %s: %w", kind, serveErr)
+	}
+	if closeErr != nil {
+		return fmt.Errorf("testbed %s: closing: %w", kind, closeErr)
+	}
+	return nil
+}

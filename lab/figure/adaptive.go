@@ -1,0 +1,147 @@
+package figure
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/lab/dist"
+	"github.com/sluicehq/sluice/lab/report"
+)
+
+// The adaptive figure (after the field notes) puts every controller, and
+// live also nginx limit_req and HAProxy maxconn, through phases that
+// separate an adaptive overload control from a hand-tuned one. Metric
+// names are BASE_ROW_PHASE (AdaptiveMetric), the same in both drivers.
+// The expectations are auto's, checked on either driver's summary.
+
+// AdaptivePhase is one phase of the adaptive figure: its letter and the
+// title the driver gives it.
+type AdaptivePhase struct{ Name, Title string }
+
+// AdaptiveMetric returns a metric's name for a row and a phase:
+// goodput_rps_static_rate_b.
+func AdaptiveMetric(base, row, phase string) string {
+	return base + "_" + strings.ReplaceAll(row, "-", "_") + "_" + phase
+}
+
+// AdaptiveChecks are auto's expectations in every phase: goodput within
+// the objective ≥ 0.97 × the best hand-tuned peer's (when the summary has
+// both nginx and HAProxy, which only run live; the best is set as
+// goodput_rps_best_static_PHASE) and admitted p99 ≤ the objective; at the
+// crowd's onset (phase a) ≥ 0.8 × capacity answered within the objective
+// in the first second; after each change, within 10% of the new steady
+// goodput in ≤ 2 s. sloMS is the objective in ms, capacity in req/s. No
+// checks without an auto row.
+func AdaptiveChecks(s *report.Summary, phases []AdaptivePhase, sloMS, capacity float64) []Check {
+	if _, ok := s.Get(AdaptiveMetric("goodput_rps", "auto", phases[0].Name)); !ok {
+		return nil
+	}
+	var cs []Check
+	for _, ph := range phases {
+		_, nginx := s.Get(AdaptiveMetric("goodput_rps", "nginx", ph.Name))
+		_, haproxy := s.Get(AdaptiveMetric("goodput_rps", "haproxy", ph.Name))
+		if nginx && haproxy {
+			best := math.Max(s.Metric(AdaptiveMetric("goodput_rps", "nginx", ph.Name)), s.Metric(AdaptiveMetric("goodput_rps", "haproxy", ph.Name)))
+			s.Set("goodput_rps_best_static_"+ph.Name, best)
+			cs = append(cs, AtLeast(s, fmt.Sprintf("%s: auto's goodput within the SLO is ≥ 0.97 × the best hand-tuned peer's (nginx limit_req, HAProxy maxconn)", ph.Title),
+				AdaptiveMetric("goodput_rps", "auto", ph.Name), 0.97*best))
+		}
+		cs = append(cs, AtMost(s, fmt.Sprintf("%s: auto's admitted p99 ≤ the SLO", ph.Title), AdaptiveMetric("p99_ms", "auto", ph.Name), sloMS))
+		if ph.Name == "a" {
+			cs = append(cs, AtLeast(s, "(a): no onset collapse: auto answers ≥ 0.8 × capacity within the SLO in the crowd's first second",
+				AdaptiveMetric("goodput_first_s_rps", "auto", "a"), 0.8*capacity))
+		} else {
+			cs = append(cs, AtMost(s, fmt.Sprintf("%s: auto is within 10%% of its new steady goodput ≤ 2 s after the change", ph.Title),
+				AdaptiveMetric("settle_s", "auto", ph.Name), 2))
+		}
+	}
+	return cs
+}
+
+// AdaptiveParams are the adaptive figure's backend, objective and
+// clients, declared once (DeclareAdaptive) for both drivers.
+type AdaptiveParams struct {
+	// Workers FIFO servers with exponential service of mean ServiceTime
+	// make the backend (4 and 10 ms: 400 req/s).
+	Workers     int
+	ServiceTime time.Duration
+	// SLO is the objective: auto is told it, seda gets AdaptiveSEDATarget
+	// and yaksha AdaptiveYakshaTref of it, and goodput counts answers
+	// within it.
+	SLO time.Duration
+	// Timeout is the clients' timeout.
+	Timeout time.Duration
+}
+
+// DeclareAdaptive declares the adaptive figure's backend, objective and
+// client timeout on ps.
+func DeclareAdaptive(ps *Params, c *AdaptiveParams) {
+	ps.Int(&c.Workers, "workers", 4, 1, 10000, "backend workers (FIFO servers)")
+	ps.Duration(&c.ServiceTime, "service_time", 10*time.Millisecond, time.Microsecond, time.Hour, "mean service time per request")
+	ps.Duration(&c.SLO, "slo", 250*time.Millisecond, time.Millisecond, time.Hour, "the objective: goodput counts answers within it; auto is told it, seda gets 0.6× it as its p90 target, yaksha 0.24× as its mean target")
+	ps.Duration(&c.Timeout, "timeout", 5*time.Second, time.Millisecond, time.Hour, "clients give up after this (a reply later is a failure)")
+}
+
+// DefaultAdaptive returns the adaptive figure's defaults.
+func DefaultAdaptive() AdaptiveParams {
+	var c AdaptiveParams
+	DeclareAdaptive(NewParams("adaptive"), &c)
+	return c
+}
+
+// AdaptiveSEDATarget is the p90 target the seda row is given for the
+// objective slo (0.6×), and AdaptiveYakshaTref the mean target of the
+// yaksha row (0.24×): the quick starts of the field test.
+func AdaptiveSEDATarget(slo time.Duration) time.Duration { return slo * 6 / 10 }
+
+// AdaptiveYakshaTref: see AdaptiveSEDATarget.
+func AdaptiveYakshaTref(slo time.Duration) time.Duration { return slo * 24 / 100 }
+
+// AdaptiveRates is the offered load of an adaptive phase, in req/s over
+// time from the start of the run: base·capacity until warm, then for
+// phase a a crowd ramped from base to crowdX × capacity within 1 s in
+// ten steps, for b–e overloadX × capacity. Every driver builds its
+// open-loop schedule from it.
+func AdaptiveRates(phase string, capacity float64, warm time.Duration, base, crowdX, overloadX float64) []dist.Segment {
+	segs := []dist.Segment{{Start: 0, Rate: base * capacity}}
+	if phase == "a" {
+		for i := 1; i <= 10; i++ {
+			f := base + (crowdX-base)*float64(i)/10
+			segs = append(segs, dist.Segment{Start: warm + time.Duration(i-1)*100*time.Millisecond, Rate: f * capacity})
+		}
+		return segs
+	}
+	return append(segs, dist.Segment{Start: warm, Rate: overloadX * capacity})
+}
+
+// AdaptiveChange is what an adaptive phase does to its backends at its
+// change: backend Backend's service time is multiplied by Scale (0: not),
+// or its workers become Workers (0: not). Capacity is the nominal
+// capacity after the change, req/s.
+type AdaptiveChange struct {
+	Backend  int
+	Scale    float64
+	Workers  int
+	Capacity float64
+}
+
+// AdaptiveChangeOf returns phase's change for workers FIFO workers in all
+// (split evenly over the phase's backends) of mean service time service:
+// (b) the capacity halves, (c) it doubles, (d) the workers quadruple,
+// (e) the second of two backends becomes 3× slower; (a) changes nothing.
+func AdaptiveChangeOf(phase string, workers int, service time.Duration) AdaptiveChange {
+	nominal := float64(workers) / service.Seconds()
+	switch phase {
+	case "b":
+		return AdaptiveChange{Scale: 2, Capacity: nominal / 2}
+	case "c":
+		return AdaptiveChange{Scale: 0.5, Capacity: nominal * 2}
+	case "d":
+		return AdaptiveChange{Workers: 4 * workers, Capacity: nominal * 4}
+	case "e":
+		return AdaptiveChange{Backend: 1, Scale: 3, Capacity: nominal/2 + nominal/2/3}
+	}
+	return AdaptiveChange{Capacity: nominal}
+}

@@ -1,0 +1,126 @@
+package figure
+
+import (
+	"math"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/lab/dist"
+	"github.com/sluicehq/sluice/lab/report"
+)
+
+func TestRegistry(t *testing.T) {
+	seen := map[string]bool{}
+	for _, s := range All() {
+		if seen[s.Name] {
+			t.Errorf("figure %s listed twice", s.Name)
+		}
+		seen[s.Name] = true
+		if s.Paper == "" || (!s.Has(Sim) && !s.Has(Live)) {
+			t.Errorf("%s: no paper or no driver: %+v", s.Name, s)
+		}
+		for _, m := range []Mode{Sim, Live} {
+			if d := s.Description(m); strings.Contains(d, "\n") || (d == "") == s.Has(m) {
+				t.Errorf("%s: %s description %q", s.Name, m, d)
+			}
+		}
+	}
+	if _, err := Lookup("peers", Sim); err == nil || !strings.Contains(err.Error(), `unknown scenario "peers"`) {
+		t.Errorf("peers has no simulated driver: Lookup = %v", err)
+	}
+	if s, err := Lookup("kihl-step", Live); err != nil || !strings.Contains(s.Paper, "Fig. 9") {
+		t.Errorf("Lookup(kihl-step) = %+v, %v", s, err)
+	}
+	if got := Names(Sim); len(got) == 0 || slices.Contains(got, "peers") {
+		t.Errorf("Names(Sim) = %v", got)
+	}
+}
+
+func TestChecks(t *testing.T) {
+	s := report.NewSummary("x", string(Live), 1)
+	s.Set("a", 1)
+	s.Set("b", 2)
+	s.Set("nan", math.NaN())
+	cases := []struct {
+		name string
+		c    Check
+		pass bool
+	}{
+		{"atMost pass", AtMost(s, "", "a", 1), true},
+		{"atMost fail", AtMost(s, "", "b", 1), false},
+		{"atLeast pass", AtLeast(s, "", "b", 2), true},
+		{"atLeast fail", AtLeast(s, "", "a", 2), false},
+		{"within pass", Within(s, "", "a", 0.5, 1.5), true},
+		{"within fail", Within(s, "", "b", 0.5, 1.5), false},
+		{"below pass", Below(s, "", "a", "b", 1), true},
+		{"below fail", Below(s, "", "b", "a", 1), false},
+		{"below factor", Below(s, "", "b", "a", 3), true},
+		{"NaN fails atMost", AtMost(s, "", "nan", 1), false},
+		{"NaN fails atLeast", AtLeast(s, "", "nan", 1), false},
+		{"missing fails", Within(s, "", "missing", 0, 1), false},
+		{"NaN fails below", Below(s, "", "nan", "b", 1), false},
+	}
+	for _, c := range cases {
+		if c.c.Pass != c.pass {
+			t.Errorf("%s: pass = %v, want %v (%s)", c.name, c.c.Pass, c.pass, c.c.Measured)
+		}
+	}
+	if m := AtMost(s, "", "nan", 1).Measured; !strings.Contains(m, "nan = n/a") {
+		t.Errorf("NaN measured as %q", m)
+	}
+}
+
+func TestNum(t *testing.T) {
+	for v, want := range map[float64]string{0: "0", 0.5: "0.5", 0.123456: "0.123", 0.00123: "0.00123", 12.34: "12.3",
+		10: "10", 100: "100", 1234.5: "1234", -2.5: "-2.5", math.NaN(): "n/a"} {
+		if got := Num(v); got != want {
+			t.Errorf("Num(%v) = %q, want %q", v, got, want)
+		}
+	}
+	for v, want := range map[float64]string{0.5: "0_5x", 1: "1x", 3: "3x", 1.5: "1_5x", 10: "10x"} {
+		if got := LoadTag(v); got != want {
+			t.Errorf("LoadTag(%v) = %q, want %q", v, got, want)
+		}
+	}
+}
+
+func TestParamKinds(t *testing.T) {
+	ps := NewParams("test")
+	var fl []float64
+	var sch dist.Schedule
+	var d dist.Dist
+	var dur time.Duration
+	ps.Floats(&fl, "loads", []float64{1, 2}, 0, 10, "loads")
+	ps.Schedule(&sch, "users", "0s:3,10s:1000", "users")
+	ps.DurationDist(&d, "wait", "det:5s", "wait")
+	ps.Duration(&dur, "d", time.Second, 0, time.Minute, "d")
+	if ps.Err() != nil {
+		t.Fatal(ps.Err())
+	}
+	for _, tc := range []struct{ set, err string }{
+		{"loads=0.5, 3", ""}, {"loads=1,x", "element 2"}, {"loads=11", "element 1 (11) must be within"},
+		{"users=0s:1,5s:2", ""}, {"users=5s:1,1s:2", "parameter users="},
+		{"wait=exp:5s", ""}, {"wait=weibull:1", "parameter wait="},
+		{"d=1m", ""}, {"d=1e300", "parameter d="},
+	} {
+		err := ps.SetAll([]string{tc.set})
+		if (err == nil) != (tc.err == "") || (err != nil && !strings.Contains(err.Error(), tc.err)) {
+			t.Errorf("SetAll(%q) = %v, want error containing %q", tc.set, err, tc.err)
+		}
+	}
+	if !slices.Equal(fl, []float64{0.5, 3}) || sch.At(6*time.Second) != 2 || d.Mean() != 5 || dur != time.Minute {
+		t.Errorf("values not bound: %v %v %v %v", fl, sch.At(6*time.Second), d.Mean(), dur)
+	}
+	// Declaration mistakes surface as errors, not panics.
+	ps.Duration(&dur, "d", time.Second, 0, time.Minute, "again")
+	if ps.Err() == nil || !strings.Contains(ps.Err().Error(), `"d" declared twice`) {
+		t.Errorf("duplicate declaration: Err() = %v", ps.Err())
+	}
+	bad := NewParams("test")
+	bad.Schedule(&sch, "Users", "x", "doc")
+	if bad.Err() == nil {
+		t.Error("bad default and bad name were accepted")
+	}
+}

@@ -1,0 +1,247 @@
+package figure
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/sluicehq/sluice/lab/report"
+	"github.com/sluicehq/sluice/lab/settle"
+)
+
+// The Kihl figures reproduce Andersson, Kihl, Robertsson & Wittenmark
+// (docs/algorithms.md §4): a PI controller of server utilization feeding a
+// token bucket in front of a single server with Poisson arrivals at about
+// 2.25× its capacity, from an idle server. Fig. 9 is the step response
+// (kihl-step), Fig. 8 the distribution function of the per-period
+// utilization (kihl-distribution). This file is the part both drivers
+// share: the parameters, the analysis of a run's control periods into the
+// summary's metrics, and the paper's expectations.
+
+// KihlParams are the parameters of both Kihl figures, in the paper's time
+// and units, declared once (DeclareKihl) for both drivers: the simulator
+// runs them as they are, the live experiment compresses the times by its
+// time scale (period, service, integral times, windows) and raises the
+// rate in proportion, so that σ = μh and K are unchanged.
+type KihlParams struct {
+	// Duration is the length of the run (sim; the live runs are shorter).
+	Duration time.Duration
+	// Rate is the Poisson arrival rate, req/s.
+	Rate float64
+	// ServiceTime is the mean service time 1/μ and Service its
+	// distribution, "exp" (M/M/1) or "det" (M/D/1).
+	ServiceTime time.Duration
+	Service     string
+	// Model is the simulator's model: "des" (the queue and the proxy's
+	// stage) or "fluid" (the paper's discrete-time fluid model).
+	Model string
+	// H is the control period; RhoRef the utilization reference; K the PI
+	// gain in admissions per period per unit of utilization; Ti the
+	// integral time; CompareTi the comparison run's (0: none); Initial the
+	// integrator's state I(0) in admissions per period.
+	H         time.Duration
+	RhoRef, K float64
+	Ti        time.Duration
+	CompareTi time.Duration
+	Initial   float64
+	// CompareService also runs the other service distribution.
+	CompareService bool
+	// Burst is the token bucket's size.
+	Burst int
+	// MeasureFrom starts the window of the utilization metrics;
+	// SettleBand and SettleWindow define settling_time_s (package settle).
+	MeasureFrom  time.Duration
+	SettleBand   float64
+	SettleWindow time.Duration
+}
+
+// DeclareKihl declares the Kihl parameters on ps, bound to c, with the
+// paper's values as defaults; duration is the figure's run length.
+func DeclareKihl(ps *Params, c *KihlParams, duration time.Duration) {
+	ps.Duration(&c.Duration, "duration", duration, time.Second, 100000*time.Second,
+		"length of the run, from an empty system")
+	ps.Float(&c.Rate, "arrival_rate", 100, 0.001, 1e6,
+		"Poisson arrival rate in req/s (paper: 100 req/s, about 2.25× capacity)")
+	ps.Duration(&c.ServiceTime, "service_time", 22500*time.Microsecond, time.Microsecond, time.Hour,
+		"mean service time 1/μ (paper: 22.5 ms, σ ≈ 44 requests per period)")
+	ps.Choice(&c.Service, "service", "exp", []string{"exp", "det"},
+		"service-time distribution: exp gives M/M/1, det gives M/D/1")
+	ps.Choice(&c.Model, "model", "des", []string{"des", "fluid"},
+		"des: discrete-event simulation of the queue and the real token bucket; fluid: the paper's discrete-time fluid model "+
+			"x(k+1) = max(0, x + ū − σ) with Poisson α(k) and σ(k) (Poisson for exp, constant μh for det)")
+	ps.Duration(&c.H, "period", time.Second, time.Millisecond, time.Hour, "control period h (paper: 1 s)")
+	ps.Float(&c.RhoRef, "rho_ref", 0.8, 0.01, 1, "utilization reference ρ_ref (paper: 0.8)")
+	ps.Float(&c.K, "k", 20, 1e-6, 1e6, "PI gain K in admissions per period per unit of utilization (paper's good and bad settings: 20)")
+	ps.Duration(&c.Ti, "ti", 2800*time.Millisecond, time.Millisecond, time.Hour, "integral time Ti (paper: good 2.8 s, bad 0.1 s)")
+	ps.Duration(&c.CompareTi, "compare_ti", 100*time.Millisecond, 0, time.Hour,
+		"integral time of the comparison run drawn beside the main one (paper's bad setting 0.1 s); 0 disables it")
+	ps.Bool(&c.CompareService, "compare_service", true,
+		"also run the main parameters with the other service distribution (M/D/1 beside M/M/1), as the paper's Figs. 8 and 9 do")
+	ps.Int(&c.Burst, "burst", 5, 1, 1000000,
+		"token-bucket size; the paper feeds u admissions per period to a token bucket without giving its size; 5 is sluice's default "+
+			"(small, so admissions per period stay close to u)")
+	ps.Float(&c.Initial, "initial_integral", 0, 0, 1e6,
+		"integrator state I(0) in admissions per period at t = 0; 0 (the controller's default) is a controller that has only seen an idle "+
+			"server, whose anti-windup keeps I at 0, so the run shows the full step response")
+	ps.Duration(&c.MeasureFrom, "measure_from", 10*time.Second, 0, 100000*time.Second,
+		"start of the window over which utilization_mean, utilization_std and p_util_within_0_1 are computed (Fig. 9 read from 10 s to 60 s)")
+	ps.Float(&c.SettleBand, "settle_band", 0.1, 0.001, 1,
+		"settling band around ρ_ref for settling_time_s")
+	ps.Duration(&c.SettleWindow, "settle_window", 5*time.Second, 0, time.Hour,
+		"settling_time_s (kihl-step) is the end of the first period from which the centred moving average of ρ over this window "+
+			"(2·⌊window/2h⌋+1 periods) stays within settle_band of ρ_ref until the end of the run; per-period utilization "+
+			"of an M/M/1 queue has a standard deviation of about 0.12 at ρ = 0.8 and h = 1 s, which the window filters")
+}
+
+// DefaultKihl returns the Kihl parameters' defaults for a run of the
+// given duration.
+func DefaultKihl(duration time.Duration) KihlParams {
+	var c KihlParams
+	DeclareKihl(NewParams("kihl"), &c, duration)
+	return c
+}
+
+// KihlPeriod is one control period as a driver measured it: the
+// interval, the requests offered, admitted and rejected at the gate, and
+// the utilization the controller saw (NaN when the sensor failed).
+type KihlPeriod struct {
+	Start, End                  time.Duration
+	Offered, Admitted, Rejected float64
+	Utilization                 float64
+}
+
+// KihlMetrics sets one variant's metrics (each name + suffix) from its
+// periods, the same way in both modes: over the periods that start at or
+// after c.MeasureFrom and end by until, utilization_mean and
+// utilization_std (population), p_util_within_0_1 (the share of periods
+// within ±0.1 of ρ_ref), admitted_rps (per second of that window) and
+// reject_fraction; with step, settling_time_s (settle.Time over every
+// period, band c.SettleBand, window c.SettleWindow). It returns the
+// window's utilizations (for the distribution plot).
+func KihlMetrics(s *report.Summary, suffix string, periods []KihlPeriod, c KihlParams, until time.Duration, step bool) []float64 {
+	var util []float64
+	var offered, admitted, rejected float64
+	for _, p := range periods {
+		if p.Start >= c.MeasureFrom && p.End <= until {
+			util = append(util, p.Utilization)
+			offered += p.Offered
+			admitted += p.Admitted
+			rejected += p.Rejected
+		}
+	}
+	within := 0
+	for _, u := range util {
+		if math.Abs(u-c.RhoRef) <= 0.1+1e-12 {
+			within++
+		}
+	}
+	s.Set("utilization_mean"+suffix, report.Mean(util))
+	s.Set("utilization_std"+suffix, report.Std(util))
+	s.Set("p_util_within_0_1"+suffix, ratio(float64(within), float64(len(util))))
+	s.Set("admitted_rps"+suffix, admitted/(until-c.MeasureFrom).Seconds())
+	s.Set("reject_fraction"+suffix, ratio(rejected, offered))
+	if step {
+		pts := make([]settle.Point, len(periods))
+		for i, p := range periods {
+			pts[i] = settle.Point{Start: p.Start, End: p.End, Value: p.Utilization, Weight: 1}
+		}
+		s.Set("settling_time_s"+suffix, settle.Time(pts, c.RhoRef, c.SettleBand, settle.HalfWindow(c.SettleWindow, c.H)))
+	}
+	return util
+}
+
+// KihlChecks are the paper's expectations of the Kihl figures, checked on
+// a run's summary; timeScale is the run's compression (1 in the
+// simulator), which scales the settling bound of 10 paper-seconds.
+func KihlChecks(s *report.Summary, c KihlParams, timeScale float64, cdf bool) []Check {
+	if cdf {
+		return []Check{
+			AtLeast(s, "With the good parameters the per-period utilization is within ±0.1 of ρ_ref in at least 80% of the periods (simulator figure; paper Fig. 8: a steep distribution around 0.8)",
+				"p_util_within_0_1", 0.8),
+			Below(s, "The bad integral time (Ti = 0.1 s in paper time) spreads the utilization: fewer periods within ±0.1 of ρ_ref",
+				"p_util_within_0_1_compare_ti", "p_util_within_0_1", 1),
+			Within(s, "The mean utilization is close to ρ_ref = 0.8 (±0.07)", "utilization_mean", c.RhoRef-0.07, c.RhoRef+0.07),
+		}
+	}
+	settleBound := 10 * timeScale
+	cs := []Check{
+		Within(s, "After settling the mean utilization is within ±0.07 of ρ_ref = 0.8 (paper Fig. 9)",
+			"utilization_mean_after_settling", c.RhoRef-0.07, c.RhoRef+0.07),
+		Within(s, "From t = 10 paper-s (the paper's window) the mean utilization is within ±0.07 of ρ_ref (the simulator asks [0.75, 0.85])",
+			"utilization_mean", c.RhoRef-0.07, c.RhoRef+0.07),
+		AtMost(s, "The loop settles quickly from an idle server: within 10 s of paper time (simulator figure; paper Fig. 9)",
+			"settling_time_s", settleBound),
+		AtLeast(s, "Ti = 0.1 s (paper time) visibly oscillates: its utilization std is at least twice the good run's (simulator figure)",
+			"utilization_std_compare_ti", 2*s.Metric("utilization_std")),
+	}
+	if _, ok := s.Get("utilization_mean_md1"); ok {
+		cs = append(cs, Within(s, "With deterministic service (M/D/1) the loop holds ρ_ref too (paper Fig. 9)",
+			"utilization_mean_md1", c.RhoRef-0.07, c.RhoRef+0.07))
+	}
+	return cs
+}
+
+// KihlAfterSettling sets utilization_mean_after_settling (+ suffix): the
+// mean utilization of the periods that end after settling_time_s and by
+// until (Fig. 9 read as the level the loop holds once settled).
+func KihlAfterSettling(s *report.Summary, suffix string, periods []KihlPeriod, until time.Duration) {
+	settled := s.Metric("settling_time_s" + suffix)
+	var after []float64
+	for _, p := range periods {
+		if p.End.Seconds() > settled && p.End <= until {
+			after = append(after, p.Utilization)
+		}
+	}
+	s.Set("utilization_mean_after_settling"+suffix, report.Mean(after))
+}
+
+// ratio returns a/b, or NaN when b is 0.
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return math.NaN()
+	}
+	return a / b
+}
+
+// KihlVariant is one run of a Kihl figure for its plots: the legend, the
+// metric suffix, its control periods and the utilizations of its metrics
+// window (what KihlMetrics returned).
+type KihlVariant struct {
+	Label, Suffix string
+	Periods       []KihlPeriod
+	Util          []float64
+}
+
+// KihlUtilizationFigure is Fig. 9 as both drivers draw it
+// (utilization.png): the utilization of every period, one panel per
+// variant, titled with the variant's mean and std from MeasureFrom (read
+// from s), ρ_ref dashed.
+func KihlUtilizationFigure(s *report.Summary, vs []KihlVariant, c KihlParams) *report.Figure {
+	fig := &report.Figure{PanelHeight: 2.6}
+	for _, v := range vs {
+		x, y := make([]float64, len(v.Periods)), make([]float64, len(v.Periods))
+		for i, p := range v.Periods {
+			x[i], y[i] = p.End.Seconds(), p.Utilization
+		}
+		fig.Panels = append(fig.Panels, report.Panel{
+			Title: fmt.Sprintf("%s: mean %.3f, std %.3f from t = %v", v.Label, s.Metric("utilization_mean"+v.Suffix),
+				s.Metric("utilization_std"+v.Suffix), c.MeasureFrom),
+			XLabel: "time (s)", YLabel: "utilization ρ (fraction busy)", YMin: 0, YMax: 1.05, LegendBottom: true,
+			Series: []report.Series{{Label: "ρ(k), per period", X: x, Y: y}},
+			HLines: []report.RefLine{{Value: c.RhoRef, Label: fmt.Sprintf("ρ_ref = %g", c.RhoRef)}}})
+	}
+	return fig
+}
+
+// KihlCDFFigure is Fig. 8 as both drivers draw it (utilization_cdf.png):
+// the distribution function of each variant's per-period utilization in
+// its metrics window, the band ρ_ref ± 0.1 marked.
+func KihlCDFFigure(vs []KihlVariant, c KihlParams) *report.Figure {
+	p := report.Panel{Title: fmt.Sprintf("distribution function of per-period utilization (from %v; Fig. 8)", c.MeasureFrom),
+		XLabel: "utilization ρ (fraction busy)", YLabel: "P(ρ(k) ≤ x)", XMin: 0, XMax: 1.02, YMin: 0, YMax: 1.02, LegendLeft: true,
+		VLines: []report.RefLine{{Value: c.RhoRef - 0.1}, {Value: c.RhoRef, Label: fmt.Sprintf("ρ_ref = %g", c.RhoRef)}, {Value: c.RhoRef + 0.1}}}
+	for _, v := range vs {
+		p.Series = append(p.Series, report.CDFSeries(v.Label, v.Util))
+	}
+	return &report.Figure{PanelHeight: 4.5, Panels: []report.Panel{p}}
+}

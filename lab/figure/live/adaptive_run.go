@@ -1,0 +1,331 @@
+package live
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/lab/dist"
+	"github.com/sluicehq/sluice/lab/figure"
+	"github.com/sluicehq/sluice/lab/loadgen"
+	"github.com/sluicehq/sluice/lab/testbed"
+	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/proxy"
+)
+
+// adaptiveRun is one row through one phase.
+type adaptiveRun struct {
+	row   adaptiveRow
+	phase adaptivePhase
+	res   *phaseResult
+	// capAfter is the nominal capacity after the change, in req/s.
+	capAfter float64
+}
+
+// adaptiveSetup is what every run shares.
+type adaptiveSetup struct {
+	plan      adaptivePlan
+	tools     map[string]string
+	nginxArgs string
+	dir       string
+	capacity  float64 // measured, req/s
+}
+
+func runAdaptive(ctx context.Context, env *Env) (*figure.Result, error) {
+	plan := planAdaptive(env)
+	setup := &adaptiveSetup{plan: plan}
+	if needsPeers(plan.rows) {
+		tools, err := ensurePeerTools(ctx, env)
+		if err != nil {
+			return nil, err
+		}
+		setup.tools, setup.nginxArgs = tools, peerVersion(ctx, tools["nginx"], "-V")
+		dir, err := os.MkdirTemp("", "sluice-adaptive-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(dir)
+		// nginx's workers run as an unprivileged user when sluice is root.
+		if err := os.Chmod(dir, 0o755); err != nil {
+			return nil, err
+		}
+		setup.dir = dir
+	}
+	env.Phasef("measuring the backend's capacity (%v, %d closed-loop users without think time, directly)", plan.capLength, 8*adaptiveWorkers)
+	be, err := newAdaptiveBackend(env.Seed, adaptiveWorkers)
+	if err != nil {
+		return nil, err
+	}
+	capacity, err := measureCapacity(ctx, env, be, 8*adaptiveWorkers, plan.capLength)
+	if err = errors.Join(err, be.Close()); err != nil {
+		return nil, err
+	}
+	if capacity < 20 {
+		return nil, fmt.Errorf("the backend answered only %.1f req/s while measuring its capacity", capacity)
+	}
+	setup.capacity = capacity
+	env.Phasef("capacity %.0f req/s (nominal %.0f)", capacity, float64(adaptiveWorkers)/adaptiveService.Seconds())
+	var runs []*adaptiveRun
+	for _, ph := range plan.phases {
+		for _, row := range plan.rows {
+			run, err := setup.run(ctx, env, row, ph)
+			if err != nil {
+				return nil, fmt.Errorf("%s, phase %s: %w", row.name, ph.name, err)
+			}
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			runs = append(runs, run)
+		}
+	}
+	versions := map[string]string{}
+	if setup.tools != nil {
+		versions["nginx"] = firstLine(setup.nginxArgs)
+		versions["haproxy"] = firstLine(peerVersion(ctx, setup.tools["haproxy"], "-v"))
+	}
+	return adaptiveResult(env, setup, runs, versions)
+}
+
+func needsPeers(rows []adaptiveRow) bool {
+	for _, r := range rows {
+		if r.controller == "" {
+			return true
+		}
+	}
+	return false
+}
+
+// newAdaptiveBackend is the queue testbed: workers FIFO servers with
+// exponential service of mean adaptiveService.
+func newAdaptiveBackend(seed uint64, workers int) (*testbed.Queue, error) {
+	cfg := testbed.DefaultQueueConfig()
+	cfg.Workers, cfg.Discipline, cfg.Seed = workers, testbed.DisciplineFIFO, seed
+	cfg.Service = "exp:" + adaptiveService.String()
+	return testbed.NewQueue(cfg)
+}
+
+// measureCapacity measures a backend's throughput with users closed-loop
+// users sending without think time, directly, over length (the first
+// quarter left out).
+func measureCapacity(ctx context.Context, env *Env, be testbed.Backend, users int, length time.Duration) (float64, error) {
+	srv, err := serveHTTP(be)
+	if err != nil {
+		return 0, err
+	}
+	defer srv.Close()
+	sched, err := dist.ConstantSchedule(float64(users))
+	if err != nil {
+		return 0, err
+	}
+	load, err := closedLoad("capacity", env.Seed, sched, 0, 0, adaptiveTimeout, length, nil)
+	if err != nil {
+		return 0, err
+	}
+	ph := phase{name: "capacity", length: length, loads: []loadgen.Config{load}, target: srv.URL}
+	res, err := ph.run(ctx, env)
+	if err != nil {
+		return 0, err
+	}
+	warm := length / 4
+	return float64(countSent(res.recs, warm, length, nil).ok) / (length - warm).Seconds(), nil
+}
+
+// adaptiveLoad is the open-loop Poisson load of a phase: base until the
+// warm-up ends, then the crowd (ramped over 1 s in ten steps) or the
+// overload, until the run ends.
+func (s *adaptiveSetup) adaptiveLoad(env *Env, ph adaptivePhase) (loadgen.Config, error) {
+	pl := s.plan
+	sched, err := dist.NewSchedule(figure.AdaptiveRates(ph.name, s.capacity, pl.warm, pl.base, pl.crowdX, pl.overloadX)...)
+	if err != nil {
+		return loadgen.Config{}, err
+	}
+	load, err := openLoad("adaptive-"+ph.name, env.Seed, sched, adaptiveTimeout, pl.length(ph))
+	if err != nil {
+		return loadgen.Config{}, err
+	}
+	load.MaxConns = adaptiveConns
+	return load, nil
+}
+
+// change applies phase ph's change to its backends and returns the
+// nominal capacity after it.
+func (s *adaptiveSetup) change(ph adaptivePhase, bes []*testbed.Queue) (float64, error) {
+	ch := figure.AdaptiveChangeOf(ph.name, adaptiveWorkers, adaptiveService)
+	return ch.Capacity, applyChange(ch, bes)
+}
+
+// applyChange applies an adaptive phase's change to the queue backends.
+func applyChange(ch figure.AdaptiveChange, bes []*testbed.Queue) error {
+	switch {
+	case ch.Scale > 0:
+		return bes[ch.Backend].SetScale(ch.Scale)
+	case ch.Workers > 0:
+		return bes[ch.Backend].SetWorkers(ch.Workers)
+	}
+	return nil
+}
+
+// run serves fresh backends, starts the row's system in front of them,
+// runs the load with the phase's change at its time, and stops
+// everything, also on error and on Ctrl-C.
+func (s *adaptiveSetup) run(ctx context.Context, env *Env, row adaptiveRow, ph adaptivePhase) (run *adaptiveRun, err error) {
+	var closers []func() error
+	defer func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			err = errors.Join(err, closers[i]())
+		}
+	}()
+	var bes []*testbed.Queue
+	var urls []string
+	for i := range ph.backends {
+		be, err := newAdaptiveBackend(env.Seed+uint64(i), adaptiveWorkers/ph.backends)
+		if err != nil {
+			return nil, err
+		}
+		closers = append(closers, be.Close)
+		srv, err := serveHTTP(be)
+		if err != nil {
+			return nil, err
+		}
+		closers = append(closers, srv.Close)
+		bes, urls = append(bes, be), append(urls, srv.URL)
+	}
+	p := phase{name: row.name + "/" + ph.name, length: s.plan.length(ph), grace: 2 * time.Second}
+	switch row.name {
+	case "nginx", "haproxy":
+		proc, err := s.startPeer(ctx, env, row.name, ph, urls)
+		if err != nil {
+			return nil, err
+		}
+		closers = append(closers, proc.Close)
+		p.target = proc.URL
+	default:
+		cfg, err := adaptiveProxyConfig(env, row, urls)
+		if err != nil {
+			return nil, err
+		}
+		px, err := startProxyConfig(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		closers = append(closers, px.Close)
+		p.target, p.proxy, p.stageName, p.sampleEvery = px.URL, px, mainStage, 100*time.Millisecond
+		if err := waitReady(ctx, px.URL+"/", 10*time.Second); err != nil {
+			return nil, err
+		}
+	}
+	load, err := s.adaptiveLoad(env, ph)
+	if err != nil {
+		return nil, err
+	}
+	p.loads = []loadgen.Config{load}
+	run = &adaptiveRun{row: row, phase: ph, capAfter: float64(adaptiveWorkers) / adaptiveService.Seconds()}
+	if ph.name != "a" {
+		var changeErr error
+		t := time.AfterFunc(s.plan.at(ph), func() { run.capAfter, changeErr = s.change(ph, bes) })
+		defer t.Stop()
+		defer func() { err = errors.Join(err, changeErr) }()
+	}
+	run.res, err = p.run(ctx, env)
+	return run, err
+}
+
+// adaptiveProxyConfig is the sluice proxy of a row: one stage for every
+// request with the row's controller, the backends behind a pool that
+// never binds by itself, least-in-flight balancing (so a slow server gets
+// fewer requests), long upstream timeouts (the client's are the ones that
+// count).
+func adaptiveProxyConfig(env *Env, row adaptiveRow, urls []string) (*proxy.Config, error) {
+	admin := anyPort
+	if env.AdminAddr != "" {
+		admin = env.AdminAddr
+	}
+	queueMax := 100000
+	cfg := &proxy.Config{
+		Listeners:    []proxy.ListenerConfig{{Addr: anyPort}},
+		Admin:        proxy.AdminConfig{Addr: admin},
+		DrainTimeout: time.Second,
+		Backends: proxy.BackendsConfig{Balance: proxy.BalanceLeastInFlight,
+			Queue:    proxy.PoolQueueConfig{Max: &queueMax, Timeout: 120 * time.Second},
+			Timeouts: proxy.TimeoutsConfig{ResponseHeader: 120 * time.Second}},
+	}
+	for _, u := range urls {
+		cfg.Backends.Servers = append(cfg.Backends.Servers, proxy.ServerConfig{URL: u, MaxConcurrency: adaptiveConns})
+	}
+	st := policy.StageConfig{Name: mainStage, Match: policy.MatchConfig{PathPrefix: "/"}, Controller: row.controller}
+	if len(row.params) > 0 {
+		if err := st.Params.Encode(row.params); err != nil {
+			return nil, err
+		}
+	}
+	cfg.Stages = []policy.StageConfig{st}
+	cfg.SetDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("proxy configuration of %s: %w", row.name, err)
+	}
+	return cfg, nil
+}
+
+// startProxyConfig serves a validated proxy configuration in this process.
+func startProxyConfig(ctx context.Context, cfg *proxy.Config) (*liveProxy, error) {
+	srv, err := proxy.New(cfg, proxy.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return nil, fmt.Errorf("proxy: %w", err)
+	}
+	return serveProxy(ctx, srv)
+}
+
+// startPeer starts nginx (limit_req at the measured capacity, a burst of
+// adaptivePeerWait of it) or HAProxy (maxconn = each server's workers,
+// timeout queue adaptivePeerWait) in front of the backends.
+func (s *adaptiveSetup) startPeer(ctx context.Context, env *Env, name string, ph adaptivePhase, urls []string) (*peerProc, error) {
+	hosts := make([]string, len(urls))
+	for i, u := range urls {
+		hosts[i] = strings.TrimPrefix(u, "http://")
+	}
+	rate := int(s.capacity + 0.5)
+	burst := int(s.capacity*adaptivePeerWait.Seconds() + 0.5)
+	workers := adaptiveWorkers / ph.backends
+	sub := filepath.Join(s.dir, name+"-"+ph.name)
+	if err := os.MkdirAll(sub, 0o755); err != nil {
+		return nil, err
+	}
+	p, err := startPeerProc(ctx, name, func(port int) ([]string, error) {
+		listen := fmt.Sprintf("127.0.0.1:%d", port)
+		if name == "nginx" {
+			conf := nginxConf{Dir: sub, Listen: listen, Backends: hosts, Rate: rate, Burst: burst,
+				TempPaths: nginxTempDirectives(s.nginxArgs)}
+			if err := conf.Validate(); err != nil {
+				return nil, err
+			}
+			path := filepath.Join(sub, "nginx.conf")
+			if err := os.WriteFile(path, []byte(conf.Text()), 0o644); err != nil {
+				return nil, err
+			}
+			return []string{s.tools["nginx"], "-p", sub + "/", "-c", path, "-g", "daemon off;"}, nil
+		}
+		conf := haproxyConf{Listen: listen, Backends: hosts, MaxConn: workers, QueueTimeout: adaptivePeerWait, IdleTimeout: 30 * time.Second}
+		if err := conf.Validate(); err != nil {
+			return nil, err
+		}
+		path := filepath.Join(sub, "haproxy.cfg")
+		if err := os.WriteFile(path, []byte(conf.Text()), 0o644); err != nil {
+			return nil, err
+		}
+		return []string{s.tools["haproxy"], "-f", path, "-db"}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if name == "nginx" {
+		env.Logf("nginx (pid %d) at %s: limit_req rate=%dr/s burst=%d → %s", p.cmd.Process.Pid, p.URL, rate, burst, strings.Join(hosts, ", "))
+	} else {
+		env.Logf("haproxy (pid %d) at %s: server maxconn %d, timeout queue %v → %s", p.cmd.Process.Pid, p.URL, workers, adaptivePeerWait, strings.Join(hosts, ", "))
+	}
+	return p, nil
+}

@@ -1,0 +1,112 @@
+package live
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// childBackend is a testbed running as a child process of the sluice
+// binary (`sluice-lab testbed KIND --listen 127.0.0.1:0 ...`), optionally
+// pinned to CPUs.
+type childBackend struct {
+	URL  string
+	cmd  *exec.Cmd
+	done chan error
+}
+
+var listeningRE = regexp.MustCompile(`listening on (http://127\.0\.0\.1:[0-9]+)`)
+
+// errNotSluice means the running executable cannot serve as the child
+// (a test binary): callers fall back to an in-process backend.
+var errNotSluice = errors.New("the running executable is not the sluice binary")
+
+// childCapable reports whether exe can be started as `exe testbed ...`:
+// it must be set and not be a Go test binary.
+func childCapable(exe string) bool {
+	return exe != "" && !strings.HasSuffix(filepath.Base(exe), ".test")
+}
+
+// startChildBackend starts `exe testbed args...` on a free loopback port,
+// pinned to cpus when cpus is non-empty, and waits until it answers.
+func startChildBackend(ctx context.Context, exe string, cpus []int, args ...string) (*childBackend, error) {
+	if !childCapable(exe) {
+		return nil, errNotSluice
+	}
+	full := append([]string{"testbed"}, args...)
+	full = append(full, "--listen", anyPort)
+	cmd := exec.Command(exe, full...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if len(cpus) > 0 {
+		err = startPinned(cmd, cpus)
+	} else {
+		err = cmd.Start()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("starting %s: %w", strings.Join(cmd.Args, " "), err)
+	}
+	c := &childBackend{cmd: cmd, done: make(chan error, 1)}
+	urls := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		sent := false
+		for sc.Scan() {
+			if m := listeningRE.FindStringSubmatch(sc.Text()); m != nil && !sent {
+				urls <- m[1]
+				sent = true
+			}
+		}
+		_, _ = io.Copy(io.Discard, out)
+		c.done <- cmd.Wait()
+	}()
+	select {
+	case c.URL = <-urls:
+	case err := <-c.done:
+		return nil, fmt.Errorf("%s exited before listening: %v", strings.Join(cmd.Args, " "), err)
+	case <-time.After(10 * time.Second):
+		c.Close()
+		return nil, fmt.Errorf("%s: no listening line within 10s", strings.Join(cmd.Args, " "))
+	case <-ctx.Done():
+		c.Close()
+		return nil, ctx.Err()
+	}
+	if err := waitReady(ctx, c.URL+"/healthz", 10*time.Second); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// Close interrupts the child (it shuts down gracefully on SIGINT, waiting
+// for the requests in progress) and kills it if it has not exited within
+// 5 s. A child still working through a backlog then (the run with the bad
+// integral time leaves seconds of CGI work queued on one CPU, more on a
+// machine shared with other work) is killed without an error: the run's
+// measurements are complete, and the work it would finish has no client.
+// Close reports only a failure to kill it.
+func (c *childBackend) Close() error {
+	_ = c.cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-c.done:
+		return nil
+	case <-time.After(5 * time.Second):
+		if err := c.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+			return fmt.Errorf("testbed child did not exit on interrupt and could not be killed: %w", err)
+		}
+		<-c.done
+		fmt.Fprintf(os.Stderr, "testbed child %d still busy 5s after the interrupt: killed\n", c.cmd.Process.Pid)
+		return nil
+	}
+}

