@@ -136,7 +136,7 @@ func New(cfg Config, opts Options) (*Policy, error) {
 			return nil, err
 		}
 		e.st, e.decisions = st, new(atomic.Uint64)
-		if (sc != nil) && (sc.Controller == "kihl" || sc.Controller == "voigt-cpu") && so.Utilization == nil {
+		if sc != nil && control.NeedsOf(so.Controller).Utilization == control.NeedRequired && so.Utilization == nil {
 			log.Warn("stage has no utilization source: its controller will hold its setting", "stage", name, "controller", sc.Controller)
 		}
 		return e, nil

@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/cluster"
+	"github.com/sluicehq/sluice/control"
 	"github.com/sluicehq/sluice/policy"
 )
 
@@ -37,9 +38,10 @@ func (c *Config) validateCluster() error {
 		if j < 0 {
 			return fieldErr(fmt.Sprintf("cluster.local_stages[%d]", i), "%q is invalid: no stage has that name", name)
 		}
-		if ctl := c.Stages[j].Controller; ctl != "static-rate" && ctl != "static-concurrency" {
-			return fieldErr(fmt.Sprintf("cluster.local_stages[%d]", i), "%q is invalid: stage %q has controller %q; only static-rate and static-concurrency budgets are split, the others are always local",
-				name, name, ctl)
+		ctl := c.Stages[j].Controller
+		if cc, err := control.NewConfig(ctl); err != nil || !control.NeedsOf(cc).SplitBudget {
+			return fieldErr(fmt.Sprintf("cluster.local_stages[%d]", i), "%q is invalid: stage %q has controller %q; only %s budgets are split, the others are always local",
+				name, name, ctl, control.NamesWhereText(func(n control.Needs) bool { return n.SplitBudget }))
 		}
 	}
 	return nil

@@ -22,7 +22,7 @@ func TestClusterConfigErrors(t *testing.T) {
 		{"cluster: {addrs: [127.0.0.1:6379], instance: 'a b'}\n", `cluster.instance: "a b" is invalid`},
 		{"cluster: {addrs: [127.0.0.1:6379], local_stages: [nope]}\n", `cluster.local_stages[0]: "nope" is invalid: no stage has that name`},
 		{"stages: [{name: s, controller: seda, params: {target: 1s}}]\ncluster: {addrs: [127.0.0.1:6379], local_stages: [s]}\n",
-			`cluster.local_stages[0]: "s" is invalid: stage "s" has controller "seda"`},
+			`cluster.local_stages[0]: "s" is invalid: stage "s" has controller "seda"; only static-concurrency or static-rate budgets are split`},
 		{"cluster: {addrs: [127.0.0.1:6379], bogus: 1}\n", "bogus"},
 	} {
 		_, err := Parse("c.yaml", []byte(goodHead+c.extra))

@@ -30,21 +30,25 @@ func fieldPath(err error) (path, msg string, line int, ok bool) {
 
 // buildPolicy builds the admission policy of cfg. With prev, stages whose
 // configuration is unchanged are carried over with their controller
-// state. queue reads the backend pool's wait queue length; it is the
-// queue sensor of every stage but those with their own concurrency limit
-// (static-concurrency), which report their own wait queue, and those
-// bound to a bandwidth rule, which read the rule's sensor.
+// state. Each stage is wired from what its controller needs
+// (control.NeedsOf), never from its name:
 //
-// A stage bound to a resource rule (ov.byStage) gets the rule's sensor: a
-// cpu rule's utilization, a bandwidth rule's normalised queue; a kihl
-// stage with tuning: auto gets the auto-tuning controller. Other stages
-// whose controller needs a utilization (kihl, voigt-cpu, voigt-queue)
-// get the top-level utilization sensor when there is one.
+//   - a stage bound to a resource rule (ov.byStage) gets the rule's
+//     sensor: a cpu rule's utilization (and the pool's queue), a
+//     bandwidth rule's normalised outgoing queue; a kihl stage with
+//     tuning: auto gets the auto-tuning controller;
+//   - any other stage gets the backend pool's wait queue (queue) as its
+//     queue signal unless its controller reports its own (OwnQueue), and
+//     the top-level utilization sensor, when there is one, if its
+//     controller reads a utilization.
 func buildPolicy(cfg policy.Config, prev *policy.Policy, logger *slog.Logger, queue func() float64,
 	ov *overload) (*policy.Policy, error) {
+	ctrls, err := cfg.StageControllers()
+	if err != nil {
+		return nil, err
+	}
 	opts := policy.Options{Now: time.Now(), Logger: logger, Previous: prev, Queue: map[string]func() float64{},
 		Utilization: map[string]monitor.UtilizationSource{}, Controllers: map[string]control.Config{}}
-	var ctrls map[string]control.Config
 	for _, st := range cfg.Stages {
 		if rule := ov.byStage[st.Name]; rule != nil {
 			if rule.cfg.Resource == ResourceBandwidth {
@@ -54,12 +58,6 @@ func buildPolicy(cfg policy.Config, prev *policy.Policy, logger *slog.Logger, qu
 			opts.Queue[st.Name] = queue
 			opts.Utilization[st.Name] = rule.sensor
 			if rule.tune != nil {
-				if ctrls == nil {
-					var err error
-					if ctrls, err = cfg.StageControllers(); err != nil {
-						return nil, err
-					}
-				}
 				if kc, ok := ctrls[st.Name].(*control.KihlConfig); ok {
 					rule.tune.Gains(time.Now()) // a fixed σ resolves now
 					opts.Controllers[st.Name] = &control.KihlAutoConfig{Base: *kc, Tune: rule.tune}
@@ -67,14 +65,12 @@ func buildPolicy(cfg policy.Config, prev *policy.Policy, logger *slog.Logger, qu
 			}
 			continue
 		}
-		if st.Controller != "static-concurrency" {
+		needs := control.NeedsOf(ctrls[st.Name])
+		if !needs.OwnQueue {
 			opts.Queue[st.Name] = queue
 		}
-		switch st.Controller {
-		case "kihl", "voigt-cpu", "voigt-queue":
-			if ov.util != nil {
-				opts.Utilization[st.Name] = ov.util
-			}
+		if needs.Utilization != control.NeedNone && ov.util != nil {
+			opts.Utilization[st.Name] = ov.util
 		}
 	}
 	return policy.New(cfg, opts)

@@ -1,5 +1,10 @@
 package proxy
 
+// This file is the overload configuration of the proxy: the resource
+// rules (resources), their sensors and Kihl auto tuning, the connection
+// policer (policer) and the utilization source, with their validation.
+// Their running state is overload_state.go; the sensors are sensors.go.
+
 import (
 	"fmt"
 	"math"
@@ -37,10 +42,11 @@ const (
 	SensorBandwidth = "bandwidth"
 )
 
-// Resources a rule protects (ResourceConfig.Resource).
+// Resources a rule protects (ResourceConfig.Resource); which controllers a
+// rule may bind is each controller's own statement (control.Needs).
 const (
-	ResourceCPU       = "cpu"
-	ResourceBandwidth = "bandwidth"
+	ResourceCPU       = string(control.ResourceCPU)
+	ResourceBandwidth = string(control.ResourceBandwidth)
 )
 
 // Kihl tuning modes (KihlTuningConfig.Tuning) and the defaults of auto
@@ -551,17 +557,19 @@ func (c *Config) validateOverload() error {
 		name := controllerName(c, r.Stage)
 		period := controllerPeriod(ctrl)
 		switch r.Resource {
-		case ResourceCPU:
-			if name != "voigt-cpu" && name != "kihl" {
-				return fieldErr(p+".resource", "a cpu rule needs stage %q to use controller voigt-cpu or kihl, not %s", r.Stage, name)
+		case ResourceCPU, ResourceBandwidth:
+			res := control.Resource(r.Resource)
+			if !control.NeedsOf(ctrl).Binds(res) {
+				return fieldErr(p+".resource", "a %s rule needs stage %q to use controller %s, not %s", r.Resource, r.Stage,
+					control.NamesWhereText(func(n control.Needs) bool { return n.Binds(res) }), name)
 			}
+		}
+		switch r.Resource {
+		case ResourceCPU:
 			if r.Sensor == nil && !isUtilizationSource(c.Utilization.Source) {
 				return fieldErr(p+".sensor", "a cpu rule needs a utilization sensor: set %s.sensor or utilization.source", p)
 			}
 		case ResourceBandwidth:
-			if name != "voigt-queue" {
-				return fieldErr(p+".resource", "a bandwidth rule needs stage %q to use controller voigt-queue, not %s", r.Stage, name)
-			}
 			if r.Sensor == nil {
 				return fieldErr(p+".sensor", "a bandwidth rule needs a sensor: {source: outqueue, capacity_bytes: N} or {source: bandwidth, link_capacity: B}")
 			}
@@ -574,7 +582,7 @@ func (c *Config) validateOverload() error {
 			}
 		}
 		if r.Kihl != nil {
-			if err := r.Kihl.validate(p+".kihl", c, r.Stage, name, period); err != nil {
+			if err := r.Kihl.validate(p+".kihl", c, r.Stage, name, ctrl, period); err != nil {
 				return err
 			}
 		}
@@ -643,8 +651,8 @@ func paramsSet(c *Config, stage, key string) bool {
 	return false
 }
 
-func (k *KihlTuningConfig) validate(p string, c *Config, stage, ctrlName string, period time.Duration) error {
-	if ctrlName != "kihl" {
+func (k *KihlTuningConfig) validate(p string, c *Config, stage, ctrlName string, ctrl control.Config, period time.Duration) error {
+	if _, ok := ctrl.(*control.KihlConfig); !ok { // the section tunes Kihl's PI gains
 		return fieldErr(p, "is only for a stage with controller kihl; stage %q uses %s", stage, ctrlName)
 	}
 	switch k.Tuning {

@@ -57,7 +57,7 @@ func TestOverloadConfigErrors(t *testing.T) {
 		{"unknown stage", "resources:\n  - {stage: nope, resource: cpu, sensor: {source: pool-busy}}\n",
 			"p.yaml:23: resources[0].stage: \"nope\" is not a configured stage"},
 		{"cpu rule on a queue stage", "resources:\n  - {stage: big, resource: cpu, sensor: {source: pool-busy}}\n",
-			"resources[0].resource: a cpu rule needs stage \"big\" to use controller voigt-cpu or kihl, not voigt-queue"},
+			"resources[0].resource: a cpu rule needs stage \"big\" to use controller kihl or voigt-cpu, not voigt-queue"},
 		{"cpu rule without sensor", "resources:\n  - {stage: cgi, resource: cpu}\n", "resources[0].sensor: a cpu rule needs a utilization sensor"},
 		{"cpu rule with a queue sensor", "resources:\n  - {stage: cgi, resource: cpu, sensor: {source: outqueue}}\n",
 			"resources[0].sensor.source: \"outqueue\" is invalid for a cpu rule"},

@@ -1,0 +1,133 @@
+package control
+
+import (
+	"slices"
+	"strings"
+)
+
+// Resource names a critical resource of Voigt & Gunningberg's resource
+// rules (the proxy's resources section): the sensor that measures it
+// feeds the controller of the stage the rule binds.
+type Resource string
+
+// The resources a rule can bind.
+const (
+	// ResourceCPU is a CPU rule: its sensor is a utilization in [0, 1]
+	// (Measurements.Utilization).
+	ResourceCPU Resource = "cpu"
+	// ResourceBandwidth is an outgoing-bandwidth rule: its sensor is the
+	// normalised outgoing queue (Measurements.Queue).
+	ResourceBandwidth Resource = "bandwidth"
+)
+
+// Need says how a controller uses an input.
+type Need uint8
+
+const (
+	// NeedNone: the runtime does not give it the input.
+	NeedNone Need = iota
+	// NeedOptional: the runtime gives it the input when it has one; the
+	// controller works without it.
+	NeedOptional
+	// NeedRequired: without the input the controller holds its setting
+	// (the runtime warns).
+	NeedRequired
+)
+
+// Needs is what a controller needs from where it runs. The proxy and the
+// policy wire a stage from it, never from the controller's name, so that a
+// new controller is added in this package (its config, its registry entry
+// and, when it needs more than the zero Needs, a Needs method) and its
+// tests only. The zero value needs nothing: the runtime's own queue length
+// (the proxy's backend wait queue) as Measurements.Queue, no utilization.
+type Needs struct {
+	// Utilization says whether the stage gets the runtime's utilization
+	// sensor (the proxy's top-level utilization section) as
+	// Measurements.Utilization.
+	Utilization Need
+	// OwnQueue: the stage's queue signal (Measurements.Queue, and the
+	// queue /state shows) is the length of the stage's own wait queue,
+	// not the runtime's: a fixed concurrency limit with its queue, as
+	// HAProxy's maxconn. The adaptive limits (auto, gradient2,
+	// envoy-gradient, bbr) do not read Measurements.Queue and report the
+	// runtime's.
+	OwnQueue bool
+	// Resources are the resource rules whose sensor may drive the
+	// controller.
+	Resources []Resource
+	// SplitBudget: the controller's setting is a fixed budget (Static)
+	// that cluster mode may split across instances.
+	SplitBudget bool
+}
+
+// Binds reports whether a rule on resource r may drive the controller.
+func (n Needs) Binds(r Resource) bool { return slices.Contains(n.Resources, r) }
+
+// needer is implemented by the configs whose controllers need more than
+// the zero Needs.
+type needer interface{ Needs() Needs }
+
+// NeedsOf returns what the controller of cfg needs (the zero Needs when
+// cfg does not say; nil needs nothing).
+func NeedsOf(cfg Config) Needs {
+	if n, ok := cfg.(needer); ok {
+		return n.Needs()
+	}
+	return Needs{}
+}
+
+// NamesWhere returns the registered controller names, sorted, whose needs
+// satisfy keep; for messages such as "a cpu rule needs controller kihl or
+// voigt-cpu".
+func NamesWhere(keep func(Needs) bool) []string {
+	var out []string
+	for _, name := range Names() {
+		if keep(NeedsOf(registry[name]())) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// orList joins names as "a", "a or b", "a, b or c".
+func orList(names []string) string {
+	switch len(names) {
+	case 0:
+		return "(none)"
+	case 1:
+		return names[0]
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
+
+// NamesWhereText is NamesWhere joined for a message: "kihl or voigt-cpu".
+func NamesWhereText(keep func(Needs) bool) string { return orList(NamesWhere(keep)) }
+
+// Needs: Andersson & Kihl's PI controller steers the utilization a CPU
+// rule's sensor (or the runtime's) measures; without one it holds.
+func (c *KihlConfig) Needs() Needs {
+	return Needs{Utilization: NeedRequired, Resources: []Resource{ResourceCPU}}
+}
+
+// Needs: as KihlConfig's.
+func (c *KihlAutoConfig) Needs() Needs { return c.Base.Needs() }
+
+// Needs: Voigt & Gunningberg's CPU rule steers the utilization; without one
+// it holds.
+func (c *VoigtCPUConfig) Needs() Needs {
+	return Needs{Utilization: NeedRequired, Resources: []Resource{ResourceCPU}}
+}
+
+// Needs: Voigt & Gunningberg's queue rule steers the queue (the pool's,
+// or a bandwidth rule's outgoing queue) and reads the utilization, when
+// there is one, to refuse increases while the CPU is at its reference.
+func (c *VoigtQueueConfig) Needs() Needs {
+	return Needs{Utilization: NeedOptional, Resources: []Resource{ResourceBandwidth}}
+}
+
+// Needs: a fixed rate is a budget cluster mode may split.
+func (c *StaticRateConfig) Needs() Needs { return Needs{SplitBudget: true} }
+
+// Needs: a fixed concurrency limit waits in its own queue and is a budget
+// cluster mode may split.
+func (c *StaticConcurrencyConfig) Needs() Needs { return Needs{OwnQueue: true, SplitBudget: true} }
