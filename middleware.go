@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/httpx"
 )
 
 // Policy decides admission for the HTTP middleware. The policy package
@@ -198,7 +200,7 @@ func (w *responseWriter) WriteHeader(code int) {
 func (w *responseWriter) headerDone(code int) {
 	w.wroteHeader = true
 	w.status = code
-	if code == http.StatusSwitchingProtocols || IsEventStream(contentType(w.rw.Header())) {
+	if code == http.StatusSwitchingProtocols || httpx.IsEventStream(contentType(w.rw.Header())) {
 		w.stream()
 	}
 }

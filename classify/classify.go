@@ -16,7 +16,6 @@
 package classify
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"net/netip"
@@ -160,30 +159,6 @@ func unmapPrefix(p netip.Prefix) netip.Prefix {
 		return netip.PrefixFrom(a.Unmap(), p.Bits()-96)
 	}
 	return p
-}
-
-// ParsePrefix parses a CIDR ("10.0.0.0/8", "2001:db8::/32") or a single
-// address ("10.1.2.3", a /32 or /128).
-func ParsePrefix(s string) (netip.Prefix, error) {
-	if strings.Contains(s, "/") {
-		p, err := netip.ParsePrefix(s)
-		if err != nil {
-			msg := err.Error()
-			if i := strings.Index(msg, "): "); strings.HasPrefix(msg, "netip.ParsePrefix(") && i > 0 {
-				msg = msg[i+3:]
-			}
-			return netip.Prefix{}, errors.New(msg)
-		}
-		return p, nil
-	}
-	a, err := netip.ParseAddr(s)
-	if err != nil {
-		return netip.Prefix{}, fmt.Errorf("%q is neither an address nor a CIDR", s)
-	}
-	if a.Zone() != "" {
-		return netip.Prefix{}, fmt.Errorf("%q: zones are not allowed", s)
-	}
-	return netip.PrefixFrom(a, a.BitLen()), nil
 }
 
 // Classify returns the index of the first stage whose rule matches r (-1

@@ -6,13 +6,15 @@ import (
 	"net/netip"
 	"regexp"
 	"testing"
+
+	"github.com/sluicehq/sluice/internal/netprefix"
 )
 
 func mustPrefixes(t testing.TB, ss ...string) []netip.Prefix {
 	t.Helper()
 	var out []netip.Prefix
 	for _, s := range ss {
-		p, err := ParsePrefix(s)
+		p, err := netprefix.Parse(s)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -195,11 +197,6 @@ func TestNewErrors(t *testing.T) {
 	} {
 		if _, err := New(cfg); err == nil {
 			t.Errorf("%s: no error", name)
-		}
-	}
-	for _, s := range []string{"", "1.2.3", "10.0.0.0/33", "fe80::1%eth0", "x/8"} {
-		if _, err := ParsePrefix(s); err == nil {
-			t.Errorf("ParsePrefix(%q) accepted", s)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/netprefix"
 )
 
 // Defaults of the connection policer (docs/algorithms.md §1).
@@ -166,7 +167,7 @@ func (s *SourceConfig) compile() (*matcher, error) {
 	m := &matcher{byPrefix: make(map[netip.Prefix]int, len(s.Rules))}
 	for i, r := range s.Rules {
 		field := fmt.Sprintf("sources.rules[%d]", i)
-		p, err := sluice.ParsePrefix(r.Prefix)
+		p, err := netprefix.Parse(r.Prefix)
 		if err != nil {
 			return nil, badField(field+".prefix", fmt.Sprintf("%q", r.Prefix), err.Error())
 		}

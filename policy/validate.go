@@ -17,6 +17,8 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/classify"
 	"github.com/sluicehq/sluice/control"
+	"github.com/sluicehq/sluice/internal/httpx"
+	"github.com/sluicehq/sluice/internal/netprefix"
 	"github.com/sluicehq/sluice/internal/strictyaml"
 	"github.com/sluicehq/sluice/stage"
 )
@@ -221,7 +223,7 @@ func compile(c *Config) (*compiled, error) {
 		return nil, err
 	}
 	out.reject = rej
-	if !sluice.IsToken(c.Degrade.Header) {
+	if !httpx.IsToken(c.Degrade.Header) {
 		return nil, fieldErr("degrade.header", "%q is not a valid header name", c.Degrade.Header)
 	}
 	return out, nil
@@ -259,14 +261,14 @@ func compileClasses(c *Config, out *compiled) error {
 		}
 		rule := classify.ClassRule{Class: ci}
 		var err error
-		if rule.Header, err = compileMatch(p+".header", r.Header, sluice.IsToken); err != nil {
+		if rule.Header, err = compileMatch(p+".header", r.Header, httpx.IsToken); err != nil {
 			return err
 		}
 		if rule.Cookie, err = compileMatch(p+".cookie", r.Cookie, validCookieName); err != nil {
 			return err
 		}
 		for j, s := range r.CIDRs {
-			pf, err := classify.ParsePrefix(s)
+			pf, err := netprefix.Parse(s)
 			if err != nil {
 				return fieldErr(fmt.Sprintf("%s.cidrs[%d]", p, j), "%q is not a CIDR or address: %v", s, err)
 			}
@@ -275,7 +277,7 @@ func compileClasses(c *Config, out *compiled) error {
 		out.cls.Rules = append(out.cls.Rules, rule)
 	}
 	for i, s := range cc.TrustedProxies {
-		pf, err := classify.ParsePrefix(s)
+		pf, err := netprefix.Parse(s)
 		if err != nil {
 			return fieldErr(fmt.Sprintf("classes.trusted_proxies[%d]", i), "%q is not a CIDR or address: %v", s, err)
 		}
@@ -327,7 +329,7 @@ func compileStage(c *Config, i int, classes map[string]int) (compiledStage, clas
 		rule.PathRegex = re
 	}
 	for j, meth := range m.Methods {
-		if !sluice.IsToken(meth) {
+		if !httpx.IsToken(meth) {
 			return compiledStage{}, rule, fieldErr(fmt.Sprintf("%s.match.methods[%d]", p, j), "%q is not a valid method", meth)
 		}
 		if up := strings.ToUpper(meth); up != meth && isStandardMethod(up) {
@@ -533,7 +535,7 @@ func compileReject(r *RejectConfig) (*rejecter, error) {
 }
 
 // validCookieName: a cookie name is a token.
-func validCookieName(s string) bool { return sluice.IsToken(s) }
+func validCookieName(s string) bool { return httpx.IsToken(s) }
 
 func isStandardMethod(m string) bool {
 	switch m {

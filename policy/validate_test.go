@@ -93,6 +93,12 @@ classes: {order: [gold], rules: [{class: gold}]}`, "classes.rules[0]", "at least
 classes: {order: [gold], rules: [{class: gold, cidrs: [10.0.0.0/8, 300.1.1.1/8]}]}`, "classes.rules[0].cidrs[1]", `"300.1.1.1/8"`},
 		{"bad trusted proxy", `
 classes: {trusted_proxies: [10.0.0.0/8, "10.0.0.0/40"]}`, "classes.trusted_proxies[1]", `"10.0.0.0/40"`},
+		// One rule for host bits everywhere client addresses are set
+		// (internal/netprefix): refused, with the masked prefix.
+		{"trusted proxy with host bits", `
+classes: {trusted_proxies: ["10.1.2.3/8"]}`, "classes.trusted_proxies[0]", `did you mean 10.0.0.0/8?`},
+		{"cidr with host bits", `
+classes: {order: [gold], rules: [{class: gold, cidrs: ["2001:db8::1/32"]}]}`, "classes.rules[0].cidrs[0]", `did you mean 2001:db8::/32?`},
 		{"bad header name", `
 classes: {order: [gold], rules: [{class: gold, header: {name: "X Prio"}}]}`, "classes.rules[0].header.name", `"X Prio"`},
 		{"bad trust", `

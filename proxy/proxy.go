@@ -22,6 +22,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/cluster"
+	"github.com/sluicehq/sluice/internal/httpx"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/share"
 	"github.com/sluicehq/sluice/stage"
@@ -412,7 +413,7 @@ func (h *Handler) modifyResponse(res *http.Response) error {
 			rs.sc.stop()
 		}
 		rs.stream()
-	case sluice.IsEventStream(res.Header.Get("Content-Type")):
+	case httpx.IsEventStream(res.Header.Get("Content-Type")):
 		rs.stream()
 	}
 	// The end of the upstream body ends the request's use of the backend

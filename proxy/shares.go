@@ -11,7 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/httpx"
 	"github.com/sluicehq/sluice/share"
 )
 
@@ -79,7 +79,7 @@ func (rs *reqState) shareBefore(res *http.Response) error {
 	if !rs.shareOn {
 		return nil
 	}
-	if res.StatusCode == http.StatusSwitchingProtocols || sluice.IsEventStream(res.Header.Get("Content-Type")) {
+	if res.StatusCode == http.StatusSwitchingProtocols || httpx.IsEventStream(res.Header.Get("Content-Type")) {
 		rs.res.Release()
 		rs.shareOn = false
 		return nil

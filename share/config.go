@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/httpx"
+	"github.com/sluicehq/sluice/internal/netprefix"
 )
 
 // Defaults and bounds of a Config (docs/algorithms.md §3).
@@ -245,10 +247,10 @@ func (c *Config) compile() (*compiled, error) {
 	if c.ReplyBuffer < 0 || c.ReplyBuffer > MaxReplyBuffer {
 		return nil, badField("reply_buffer", c.ReplyBuffer, fmt.Sprintf("must be in [0, %d] (bytes)", MaxReplyBuffer))
 	}
-	if !sluice.IsToken(c.ClientHeader) {
+	if !httpx.IsToken(c.ClientHeader) {
 		return nil, badField("client_header", fmt.Sprintf("%q", c.ClientHeader), "must be a non-empty HTTP header name (letters, digits and !#$%&'*+-.^_`|~)")
 	}
-	if !sluice.IsToken(c.APIKeyHeader) {
+	if !httpx.IsToken(c.APIKeyHeader) {
 		return nil, badField("api_key_header", fmt.Sprintf("%q", c.APIKeyHeader), "must be a non-empty HTTP header name (letters, digits and !#$%&'*+-.^_`|~)")
 	}
 	if canonicalHeader(c.ClientHeader) == canonicalHeader(c.APIKeyHeader) {
@@ -290,7 +292,7 @@ func (c *Config) compile() (*compiled, error) {
 		}
 		cc.names[i], cc.shares[i] = cl.Name, cl.Share
 		for k, s := range cl.CIDRs {
-			p, err := sluice.ParsePrefix(s)
+			p, err := netprefix.Parse(s)
 			if err != nil {
 				return nil, badField(fmt.Sprintf("%s.cidrs[%d]", field, k), fmt.Sprintf("%q", s), err.Error())
 			}

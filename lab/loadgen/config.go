@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/httpx"
 	"github.com/sluicehq/sluice/lab/dist"
 )
 
@@ -257,10 +258,10 @@ func (c Config) Validate() error {
 	if err := checkNames("Clients", c.Clients); err != nil {
 		return err
 	}
-	if !sluice.IsToken(c.ClassHeader) {
+	if !httpx.IsToken(c.ClassHeader) {
 		return fmt.Errorf("ClassHeader: %q is not a valid header name", c.ClassHeader)
 	}
-	if !sluice.IsToken(c.ClientHeader) {
+	if !httpx.IsToken(c.ClientHeader) {
 		return fmt.Errorf("ClientHeader: %q is not a valid header name", c.ClientHeader)
 	}
 	for i, a := range c.SourceAddrs {
