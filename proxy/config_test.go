@@ -216,19 +216,6 @@ func TestExamplesValidate(t *testing.T) {
 	}
 }
 
-func TestSplitPathAndLineOf(t *testing.T) {
-	got := splitPath("stages[1].params.target")
-	want := []pathSeg{{key: "stages"}, {index: 1}, {key: "params"}, {key: "target"}}
-	if len(got) != len(want) {
-		t.Fatalf("splitPath = %+v", got)
-	}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Fatalf("splitPath = %+v, want %+v", got, want)
-		}
-	}
-}
-
 func TestSameListeners(t *testing.T) {
 	a, err := Parse("a.yaml", []byte(goodHead))
 	if err != nil {

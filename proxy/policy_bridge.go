@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"errors"
 	"log/slog"
 	"time"
 
@@ -13,20 +12,6 @@ import (
 func policySetDefaults(c *policy.Config) { c.SetDefaults() }
 
 func policyValidate(c *policy.Config) error { return c.Validate() }
-
-// fieldPath extracts the field path, message and (when the policy knows
-// it) line of a validation error of this package or of package policy.
-func fieldPath(err error) (path, msg string, line int, ok bool) {
-	var fe *FieldError
-	if errors.As(err, &fe) {
-		return fe.Path, fe.Msg, 0, true
-	}
-	var pe *policy.FieldError
-	if errors.As(err, &pe) {
-		return pe.Path, pe.Msg, pe.Line, true
-	}
-	return "", "", 0, false
-}
 
 // buildPolicy builds the admission policy of cfg. With prev, stages whose
 // configuration is unchanged are carried over with their controller

@@ -7,7 +7,6 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/httpx"
 	"github.com/sluicehq/sluice/lab/dist"
 )

@@ -1,14 +1,15 @@
 package loadgen
 
 import (
-	"bytes"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
 	"sort"
+	"strings"
 
-	"gopkg.in/yaml.v3"
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/strictyaml"
 )
 
 // Markov is a closed-loop navigation workload: each user walks a Markov
@@ -47,35 +48,39 @@ type markovFile struct {
 	Transitions map[string]map[string]float64 `yaml:"transitions"`
 }
 
-// LoadMarkov reads and validates a Markov file (see Markov). Errors name
-// the file, the line where known, and the state.
+// LoadMarkov reads and validates a Markov file (see Markov). Errors are
+// *strictyaml.FileError, as the proxy's configuration reports them:
+// "mail.yaml:7: transitions.inbox.read: weight -1 must be positive and
+// finite".
 func LoadMarkov(path string) (*Markov, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("markov file: %v", err)
+		return nil, &strictyaml.FileError{File: path, Msg: err.Error()}
 	}
 	return ParseMarkov(path, data)
 }
 
-// ParseMarkov parses a Markov file's contents; name is used in errors and
-// as the workload name ("markov:NAME").
+// ParseMarkov parses a Markov file's contents; name is the file's name in
+// errors. Decoding is strict (unknown keys are errors) and every error
+// names the file, the line and the field, as LoadMarkov's do.
 func ParseMarkov(name string, data []byte) (*Markov, error) {
 	var f markovFile
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&f); err != nil {
-		return nil, fmt.Errorf("markov file %s: %v", name, err)
+	root, err := strictyaml.DecodeFile(name, data, &f, `want "states", "start" and "transitions"`)
+	if err != nil {
+		return nil, err
 	}
-	var root yaml.Node
-	_ = yaml.Unmarshal(data, &root) // already decoded once; only for line numbers
-	at := func(keys ...string) string {
-		if l := lineOf(&root, keys...); l > 0 {
-			return fmt.Sprintf("%s:%d", name, l)
-		}
-		return name
+	m, err := f.compile()
+	if err != nil {
+		return nil, strictyaml.Locate(name, root, err)
 	}
+	return m, nil
+}
+
+// compile validates the file's contents and builds the chain. Errors are
+// *sluice.FieldError naming the field.
+func (f *markovFile) compile() (*Markov, error) {
 	if len(f.States) == 0 {
-		return nil, fmt.Errorf("markov file %s: no states (want a \"states\" map of name: URL)", name)
+		return nil, &sluice.FieldError{Path: "states", Msg: `no states (want a "states" map of name: URL)`}
 	}
 	m := &Markov{name: "markov"}
 	index := map[string]int{}
@@ -85,27 +90,27 @@ func ParseMarkov(name string, data []byte) (*Markov, error) {
 	sort.Strings(m.states)
 	for i, s := range m.states {
 		index[s] = i
-		field := fmt.Sprintf("markov file %s: states.%s", at("states", s), s)
+		field := "states." + s
 		if err := checkWorkloadURL(field, f.States[s]); err != nil {
-			return nil, err
+			return nil, asField(field, err)
 		}
 		t, err := parseTemplate(field, f.States[s])
 		if err != nil {
-			return nil, err
+			return nil, asField(field, err)
 		}
 		m.urls = append(m.urls, t)
 	}
 	if f.Start == "" {
-		return nil, fmt.Errorf("markov file %s: \"start\" is missing (name of the first state of a session)", name)
+		return nil, &sluice.FieldError{Path: "start", Msg: "is missing (name of the first state of a session)"}
 	}
 	st, ok := index[f.Start]
 	if !ok {
-		return nil, fmt.Errorf("markov file %s: start %q is not a state", at("start"), f.Start)
+		return nil, &sluice.FieldError{Path: "start", Msg: fmt.Sprintf("%q is not a state", f.Start)}
 	}
 	m.start = st
 	for from := range f.Transitions {
 		if _, ok := index[from]; !ok {
-			return nil, fmt.Errorf("markov file %s: transitions.%s: %q is not a state", at("transitions", from), from, from)
+			return nil, &sluice.FieldError{Path: "transitions." + from, Msg: fmt.Sprintf("%q is not a state", from)}
 		}
 	}
 	m.rows = make([]picker, len(m.states))
@@ -113,7 +118,7 @@ func ParseMarkov(name string, data []byte) (*Markov, error) {
 	for i, from := range m.states {
 		row, ok := f.Transitions[from]
 		if !ok || len(row) == 0 {
-			return nil, fmt.Errorf("markov file %s: state %q has no transitions row", at("transitions"), from)
+			return nil, &sluice.FieldError{Path: "transitions", Msg: fmt.Sprintf("state %q has no transitions row", from)}
 		}
 		var tos []string
 		for to := range row {
@@ -122,13 +127,14 @@ func ParseMarkov(name string, data []byte) (*Markov, error) {
 		sort.Strings(tos)
 		var ws []float64
 		for _, to := range tos {
+			p := "transitions." + from + "." + to
 			j, ok := index[to]
 			if !ok {
-				return nil, fmt.Errorf("markov file %s: transitions.%s.%s: %q is not a state", at("transitions", from, to), from, to, to)
+				return nil, &sluice.FieldError{Path: p, Msg: fmt.Sprintf("%q is not a state", to)}
 			}
 			w := row[to]
 			if !(w > 0) || math.IsInf(w, 0) {
-				return nil, fmt.Errorf("markov file %s: transitions.%s.%s: weight %v must be positive and finite", at("transitions", from, to), from, to, w)
+				return nil, &sluice.FieldError{Path: p, Msg: fmt.Sprintf("weight %v must be positive and finite", w)}
 			}
 			m.next[i] = append(m.next[i], j)
 			ws = append(ws, w)
@@ -138,30 +144,10 @@ func ParseMarkov(name string, data []byte) (*Markov, error) {
 	return m, nil
 }
 
-// lineOf returns the line of the value at the mapping path keys, or 0.
-func lineOf(n *yaml.Node, keys ...string) int {
-	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
-		n = n.Content[0]
-	}
-	line := 0
-	for _, k := range keys {
-		if n.Kind != yaml.MappingNode {
-			return line
-		}
-		found := false
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			if n.Content[i].Value == k {
-				line = n.Content[i].Line
-				n = n.Content[i+1]
-				found = true
-				break
-			}
-		}
-		if !found {
-			return line
-		}
-	}
-	return line
+// asField turns an error about field whose message starts with the field's
+// name (checkWorkloadURL's and parseTemplate's) into a *sluice.FieldError.
+func asField(field string, err error) error {
+	return &sluice.FieldError{Path: field, Msg: strings.TrimPrefix(err.Error(), field+": ")}
 }
 
 // Name implements Workload.

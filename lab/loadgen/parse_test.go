@@ -230,14 +230,14 @@ transitions:
 		}
 	}
 	bad := []struct{ text, want string }{
-		{"states: {a: /a}\nstart: b\ntransitions: {a: {a: 1}}\n", "start \"b\" is not a state"},
-		{"states: {a: /a}\nstart: a\ntransitions: {a: {b: 1}}\n", "m.yaml:3: transitions.a.b"},
+		{"states: {a: /a}\nstart: b\ntransitions: {a: {a: 1}}\n", `m.yaml:2: start: "b" is not a state`},
+		{"states: {a: /a}\nstart: a\ntransitions: {a: {b: 1}}\n", `m.yaml:3: transitions.a.b: "b" is not a state`},
 		{"states: {a: /a, b: /b}\nstart: a\ntransitions: {a: {b: 1}}\n", "state \"b\" has no transitions row"},
 		{"states: {a: /a}\nstart: a\ntransitions:\n  a: {a: -1}\n", "m.yaml:4: transitions.a.a: weight -1"},
-		{"states: {a: http://8.8.8.8/}\nstart: a\ntransitions: {a: {a: 1}}\n", "not a loopback"},
-		{"states: {a: /a}\nstart: a\nextra: 1\ntransitions: {a: {a: 1}}\n", "field extra not found"},
-		{"start: a\n", "no states"},
-		{"states: {a: /a}\ntransitions: {a: {a: 1}}\n", "\"start\" is missing"},
+		{"states: {a: http://8.8.8.8/}\nstart: a\ntransitions: {a: {a: 1}}\n", `m.yaml:1: states.a: "http://8.8.8.8/": host "8.8.8.8" is not a loopback address`},
+		{"states: {a: /a}\nstart: a\nextra: 1\ntransitions: {a: {a: 1}}\n", `m.yaml:3: extra: unknown field "extra" (valid here: start, states, transitions)`},
+		{"start: a\n", "m.yaml:1: states: no states"},
+		{"states: {a: /a}\ntransitions: {a: {a: 1}}\n", "m.yaml:1: start: is missing"},
 	}
 	for _, b := range bad {
 		_, err := ParseMarkov("m.yaml", []byte(b.text))

@@ -1,0 +1,97 @@
+package strictyaml
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+func TestSplitPath(t *testing.T) {
+	got := splitPath("stages[1].params.target")
+	want := []pathSeg{{key: "stages"}, {index: 1}, {key: "params"}, {key: "target"}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("splitPath = %+v, want %+v", got, want)
+	}
+}
+
+const fileDoc = `name: x
+inner:
+  limit: 3
+list:
+  - limit: 1
+  - limit: 2
+    timeout: 1s
+by_name:
+  a: {limit: 4}
+base: &b {limit: 9}
+alias: *b
+`
+
+func TestLineOf(t *testing.T) {
+	root := ParseRoot([]byte(fileDoc))
+	for path, want := range map[string]int{
+		"":                1,
+		"name":            1,
+		"inner.limit":     3,
+		"inner.timeout":   2, // not in the file: its parent's line
+		"list[1].limit":   6,
+		"list[1]":         6,
+		"list[5].limit":   4, // beyond the sequence: the sequence's key
+		"by_name.a.limit": 9,
+		"alias.limit":     10, // through the alias, to the anchor's key
+		"nope.deeper":     1,
+	} {
+		if got := LineOf(root, path); got != want {
+			t.Errorf("LineOf(%q) = %d, want %d", path, got, want)
+		}
+	}
+}
+
+type fileCfg struct {
+	Name    string           `yaml:"name"`
+	Inner   inner            `yaml:"inner"`
+	List    []inner          `yaml:"list"`
+	ByName  map[string]inner `yaml:"by_name"`
+	Timeout time.Duration    `yaml:"timeout"`
+}
+
+func TestDecodeFileErrors(t *testing.T) {
+	for _, c := range []struct{ doc, want string }{
+		{"", "f.yaml: the file is empty: name is required"},
+		{"- a\n", "f.yaml:1: the top level must be a mapping: name is required"},
+		{"name: x\nnope: 1\n", `f.yaml:2: nope: unknown field "nope" (valid here: by_name, inner, list, name, timeout)`},
+		{"name: x\ntimeout: 5\n", `f.yaml:2: timeout: 5 has no unit: write a duration such as "5s" or "250ms"`},
+		{"name: x\ninner:\n  limit: many\n", `f.yaml:3: inner.limit: cannot unmarshal "many" (a string) into an integer`},
+		{"name: [\n", "f.yaml:1: did not find expected node content"},
+	} {
+		var v fileCfg
+		_, err := DecodeFile("f.yaml", []byte(c.doc), &v, "name is required")
+		var fe *FileError
+		if !errors.As(err, &fe) || err.Error() != c.want {
+			t.Errorf("%q: %v, want %s", c.doc, err, c.want)
+		}
+	}
+	var v fileCfg
+	root, err := DecodeFile("f.yaml", []byte("name: x\nlist:\n  - limit: 1\n  - limit: 2\n"), &v, "")
+	if err != nil || v.Name != "x" || len(v.List) != 2 {
+		t.Fatalf("a good file: %+v, %v", v, err)
+	}
+	// A validation error after decoding gets its path's line.
+	got := Locate("f.yaml", root, sluice.Under("list[1]", &sluice.FieldError{Path: "limit", Msg: "2 is too many"}))
+	if got.Error() != "f.yaml:4: list[1].limit: 2 is too many" {
+		t.Errorf("Locate: %v", got)
+	}
+	if got := Locate("f.yaml", root, errors.New("plain")); got.Error() != "f.yaml: plain" {
+		t.Errorf("Locate of a plain error: %v", got)
+	}
+	if Locate("f.yaml", root, nil) != nil {
+		t.Error("Locate(nil) is not nil")
+	}
+	fe := &FileError{File: "g.yaml", Line: 2, Msg: "m"}
+	if Locate("f.yaml", root, fmt.Errorf("wrapped: %w", fe)) != fe {
+		t.Error("a *FileError is not returned as it is")
+	}
+}
