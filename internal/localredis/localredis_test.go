@@ -1,0 +1,74 @@
+package localredis
+
+import (
+	"bufio"
+	"net"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// pingOK sends PING on a new connection and reports whether +PONG came
+// back within d.
+func pingOK(addr string, d time.Duration) bool {
+	c, err := net.DialTimeout("tcp", addr, d)
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(d))
+	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+		return false
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	return err == nil && line == "+PONG\r\n"
+}
+
+// A real redis-server through its life: started on a loopback port,
+// paused (connections hang), resumed, killed (nothing listens), restarted
+// on the same address, stopped with its directory removed.
+func TestServerLifecycle(t *testing.T) {
+	s := ForTest(t)
+	if host, _, _ := net.SplitHostPort(s.Addr); host != "127.0.0.1" {
+		t.Fatalf("address %s is not on loopback", s.Addr)
+	}
+	if !pingOK(s.Addr, 2*time.Second) || s.PID() == 0 {
+		t.Fatalf("a started server does not answer PING (pid %d)", s.PID())
+	}
+	if err := s.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	if pingOK(s.Addr, 300*time.Millisecond) {
+		t.Error("a paused server answered")
+	}
+	if err := s.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	if !pingOK(s.Addr, 2*time.Second) {
+		t.Error("a resumed server does not answer")
+	}
+	pid := s.PID()
+	if err := s.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if s.PID() != 0 || syscall.Kill(pid, 0) == nil {
+		t.Errorf("process %d still there after Kill", pid)
+	}
+	if pingOK(s.Addr, 300*time.Millisecond) {
+		t.Error("a killed server answered")
+	}
+	if err := s.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	if !pingOK(s.Addr, 2*time.Second) {
+		t.Error("a restarted server does not answer on its address")
+	}
+	dir := s.dir
+	if err := s.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("directory %s left after Stop: %v", dir, err)
+	}
+}
