@@ -230,8 +230,9 @@ stages: [{name: search, controller: seda, params: {target: 100ms, nreq: 5, degra
 	if sluice.QualityFrom(context.Background()) != 1 {
 		t.Fatal("QualityFrom without a level")
 	}
-	ctx := sluice.WithQuality(context.WithValue(context.Background(), "k", "v"), 0.25)
-	if sluice.QualityFrom(ctx) != 0.25 || ctx.Value("k") != "v" {
+	type key struct{}
+	ctx := sluice.WithQuality(context.WithValue(context.Background(), key{}, "v"), 0.25)
+	if sluice.QualityFrom(ctx) != 0.25 || ctx.Value(key{}) != "v" {
 		t.Fatal("WithQuality")
 	}
 }

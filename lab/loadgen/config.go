@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/httpx"
 	"github.com/sluicehq/sluice/lab/dist"
 )
@@ -192,64 +193,69 @@ func (c *Config) SetDefaults() {
 	}
 }
 
+// fieldErr returns a *sluice.FieldError naming a Config field.
+func fieldErr(field, format string, args ...any) error {
+	return &sluice.FieldError{Path: field, Msg: fmt.Sprintf(format, args...)}
+}
+
 // Validate reports the first invalid field, naming it and its value.
 func (c Config) Validate() error {
 	if _, err := CheckLoopbackURL("Target", c.Target); err != nil {
 		return err
 	}
 	if c.Duration <= 0 {
-		return fmt.Errorf("Duration: %v must be positive", c.Duration)
+		return fieldErr("Duration", "%v must be positive", c.Duration)
 	}
 	if c.Timeout <= 0 {
-		return fmt.Errorf("Timeout: %v must be positive", c.Timeout)
+		return fieldErr("Timeout", "%v must be positive", c.Timeout)
 	}
 	if c.Workload == nil {
-		return fmt.Errorf("Workload: required")
+		return fieldErr("Workload", "required")
 	}
 	switch c.Mode {
 	case ModeOpen:
 		if c.Arrivals == nil {
-			return fmt.Errorf("Arrivals: required in open loop")
+			return fieldErr("Arrivals", "required in open loop")
 		}
 		if c.MaxInflight < 1 || c.MaxInflight > maxInflightLimit {
-			return fmt.Errorf("MaxInflight: %d must be in [1, %d]", c.MaxInflight, maxInflightLimit)
+			return fieldErr("MaxInflight", "%d must be in [1, %d]", c.MaxInflight, maxInflightLimit)
 		}
 		if c.MaxConns < 1 || c.MaxConns > c.MaxInflight {
-			return fmt.Errorf("MaxConns: %d must be in [1, MaxInflight=%d]", c.MaxConns, c.MaxInflight)
+			return fieldErr("MaxConns", "%d must be in [1, MaxInflight=%d]", c.MaxConns, c.MaxInflight)
 		}
 		if c.Users.Max() != 0 {
-			return fmt.Errorf("Users: %v is a closed-loop setting but Mode is open", c.Users)
+			return fieldErr("Users", "%v is a closed-loop setting but Mode is open", c.Users)
 		}
 		if c.Think != nil {
-			return fmt.Errorf("Think: %v is a closed-loop setting but Mode is open", c.Think)
+			return fieldErr("Think", "%v is a closed-loop setting but Mode is open", c.Think)
 		}
 		if c.RetryWait != 0 {
-			return fmt.Errorf("RetryWait: %v is a closed-loop setting but Mode is open", c.RetryWait)
+			return fieldErr("RetryWait", "%v is a closed-loop setting but Mode is open", c.RetryWait)
 		}
 	case ModeClosed:
 		if c.Arrivals != nil {
-			return fmt.Errorf("Arrivals: set but Mode is closed (closed-loop users pace themselves)")
+			return fieldErr("Arrivals", "set but Mode is closed (closed-loop users pace themselves)")
 		}
 		if c.MaxInflight != 0 {
-			return fmt.Errorf("MaxInflight: %d is an open-loop setting but Mode is closed (the number of users bounds in-flight requests)", c.MaxInflight)
+			return fieldErr("MaxInflight", "%d is an open-loop setting but Mode is closed (the number of users bounds in-flight requests)", c.MaxInflight)
 		}
 		if c.MaxConns != 0 {
-			return fmt.Errorf("MaxConns: %d is an open-loop setting but Mode is closed (each user keeps one connection)", c.MaxConns)
+			return fieldErr("MaxConns", "%d is an open-loop setting but Mode is closed (each user keeps one connection)", c.MaxConns)
 		}
 		if m := c.Users.Max(); m < 0.5 || m > maxUsersLimit {
-			return fmt.Errorf("Users: schedule %v must reach between 1 and %d users", c.Users, maxUsersLimit)
+			return fieldErr("Users", "schedule %v must reach between 1 and %d users", c.Users, maxUsersLimit)
 		}
 		if c.Think == nil {
-			return fmt.Errorf("Think: required in closed loop (use det:0 for no think time)")
+			return fieldErr("Think", "required in closed loop (use det:0 for no think time)")
 		}
 		if m := c.Think.Mean(); math.IsNaN(m) || m < 0 {
-			return fmt.Errorf("Think: %v has an invalid mean %v", c.Think, m)
+			return fieldErr("Think", "%v has an invalid mean %v", c.Think, m)
 		}
 		if c.RetryWait < 0 {
-			return fmt.Errorf("RetryWait: %v must be >= 0", c.RetryWait)
+			return fieldErr("RetryWait", "%v must be >= 0", c.RetryWait)
 		}
 	default:
-		return fmt.Errorf("Mode: %q must be %q or %q", c.Mode, ModeOpen, ModeClosed)
+		return fieldErr("Mode", "%q must be %q or %q", c.Mode, ModeOpen, ModeClosed)
 	}
 	if err := checkNames("Classes", c.Classes); err != nil {
 		return err
@@ -258,10 +264,10 @@ func (c Config) Validate() error {
 		return err
 	}
 	if !httpx.IsToken(c.ClassHeader) {
-		return fmt.Errorf("ClassHeader: %q is not a valid header name", c.ClassHeader)
+		return fieldErr("ClassHeader", "%q is not a valid header name", c.ClassHeader)
 	}
 	if !httpx.IsToken(c.ClientHeader) {
-		return fmt.Errorf("ClientHeader: %q is not a valid header name", c.ClientHeader)
+		return fieldErr("ClientHeader", "%q is not a valid header name", c.ClientHeader)
 	}
 	for i, a := range c.SourceAddrs {
 		if !a.Is4() || !a.IsLoopback() {
@@ -269,13 +275,13 @@ func (c Config) Validate() error {
 		}
 	}
 	if len(c.SourceAddrs) > maxSourceAddrs {
-		return fmt.Errorf("SourceAddrs: %d addresses, at most %d", len(c.SourceAddrs), maxSourceAddrs)
+		return fieldErr("SourceAddrs", "%d addresses, at most %d", len(c.SourceAddrs), maxSourceAddrs)
 	}
 	if len(c.SourceAddrs) > 0 && len(c.Clients) > 0 && len(c.SourceAddrs) != len(c.Clients) {
-		return fmt.Errorf("SourceAddrs: %d addresses but %d Clients; client i uses address i, so the counts must match", len(c.SourceAddrs), len(c.Clients))
+		return fieldErr("SourceAddrs", "%d addresses but %d Clients; client i uses address i, so the counts must match", len(c.SourceAddrs), len(c.Clients))
 	}
 	if c.Transport != nil && len(c.SourceAddrs) > 0 {
-		return fmt.Errorf("SourceAddrs: cannot be used with a custom Transport")
+		return fieldErr("SourceAddrs", "cannot be used with a custom Transport")
 	}
 	return nil
 }

@@ -179,8 +179,6 @@ const (
 // dimension limits.
 var dimLimits = [3]int{64, 32, 64}
 
-var dimNames = [3]string{"type", "class", "client"}
-
 func newRecorder(highest time.Duration, startUnixMs int64) *recorder {
 	h := int64(highest)
 	if h < 2*histLowest {

@@ -2,7 +2,6 @@ package testbed
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
@@ -302,22 +301,4 @@ func (s *store) ensure(ctx context.Context, scale int, seed uint64, fresh bool) 
 		return false, fmt.Errorf("generating bookstore at scale %d: %w", scale, err)
 	}
 	return true, nil
-}
-
-// scanInt64s runs a query returning one integer column.
-func scanInt64s(ctx context.Context, st *sql.Stmt, args ...any) ([]int64, error) {
-	rows, err := st.QueryContext(ctx, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []int64
-	for rows.Next() {
-		var v int64
-		if err := rows.Scan(&v); err != nil {
-			return nil, err
-		}
-		out = append(out, v)
-	}
-	return out, rows.Err()
 }

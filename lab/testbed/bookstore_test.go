@@ -362,7 +362,7 @@ func runBookstoreSuite(t *testing.T, b *Bookstore) {
 		}
 		c.ok("/shopping_cart?SHOPPING_ID=" + scid + "&I_ID=20&ADD_FLAG=Y")
 		c.ok("/shopping_cart?SHOPPING_ID=" + scid + "&I_ID=20&ADD_FLAG=Y")
-		body = c.ok("/shopping_cart?SHOPPING_ID=" + scid + "&I_ID=30&QTY=5&ADD_FLAG=N")
+		c.ok("/shopping_cart?SHOPPING_ID=" + scid + "&I_ID=30&QTY=5&ADD_FLAG=N")
 		body = c.ok("/shopping_cart?SHOPPING_ID=" + scid + "&I_ID=30&QTY=0&ADD_FLAG=N")
 		if got := spanRE("qty").FindAllStringSubmatch(body, -1); len(got) != 2 || got[0][1] != "2" || got[1][1] != "2" {
 			t.Fatalf("cart quantities %v, want items 10 and 20 with 2 each", got)

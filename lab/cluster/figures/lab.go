@@ -113,16 +113,15 @@ var errExitedAtStart = errors.New("exited at start")
 
 // labSpec describes a lab.
 type labSpec struct {
-	launch    Launcher
-	n         int
-	period    time.Duration
-	initial   int
-	backend   testbed.QueueConfig
-	maxConc   int
-	policy    policy.Config // classes and stages
-	shares    *share.Config // nil: none
-	prefix    string
-	redisAddr string // an existing server, or "" to start one
+	launch  Launcher
+	n       int
+	period  time.Duration
+	initial int
+	backend testbed.QueueConfig
+	maxConc int
+	policy  policy.Config // classes and stages
+	shares  *share.Config // nil: none
+	prefix  string
 }
 
 func freePort() (int, error) {

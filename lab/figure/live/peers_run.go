@@ -15,8 +15,8 @@ import (
 
 // peersSystem is one system's run.
 type peersSystem struct {
-	name, label, detail string
-	res                 *phaseResult
+	name, label string
+	res         *phaseResult
 }
 
 // peersSetup is the plan every system's run shares.
