@@ -23,6 +23,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/proxy/internal/h1"
 	"github.com/sluicehq/sluice/share"
 )
 
@@ -334,8 +335,8 @@ func (s *Server) Listen() error {
 				return fail(fmt.Errorf("listeners[%d].tls: %w", i, err))
 			}
 			// TLS is terminated in the listener: HTTP/1.1 over TLS is
-			// scanned too (tlsscan.go).
-			ln = newTLSListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, lc.ReadHeaderTimeout)
+			// scanned too (internal/h1, tlsscan.go).
+			ln = h1.NewTLSListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, lc.ReadHeaderTimeout)
 		}
 		lns = append(lns, ln)
 		srv := &http.Server{
@@ -349,10 +350,10 @@ func (s *Server) Listen() error {
 			ErrorLog:                     serverLog(s.log),
 			ConnState:                    s.conns.state,
 			ConnContext: func(ctx context.Context, c net.Conn) context.Context {
-				if sc, ok := c.(*scanConn); ok {
+				if sc, ok := c.(*h1.ScanConn); ok {
 					ctx = context.WithValue(ctx, connKey{}, sc)
-					if st := connTLSState(c); st != nil {
-						ctx = context.WithValue(ctx, tlsStateKey{}, st)
+					if st := sc.TLSState(); st != nil {
+						ctx = h1.WithTLSState(ctx, st)
 					}
 				}
 				if cc := clientConnOf(c); cc != nil {
