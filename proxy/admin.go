@@ -30,8 +30,8 @@ const DefaultStateDecisions = 10
 //	                              or Accept: application/json)
 //	POST /reload                  re-read the configuration file (400 with the error if invalid)
 //	PUT  /stages/{name}/target    body {"target":"300ms"}: set a stage's response-time target
-//	PUT  /shadow                  body {"shadow":true}: shadow mode on or off (ui.go)
-//	GET  /ui, /ui/events          the live dashboard and its event stream (ui.go)
+//	PUT  /shadow                  body {"shadow":true}: shadow mode on or off
+//	GET  /ui, /ui/events          the live dashboard and its event stream (internal/dashboard)
 //	     /debug/pprof/            only with admin.pprof: true
 func (s *Server) adminHandler(withPprof bool) http.Handler {
 	mux := http.NewServeMux()
@@ -40,7 +40,9 @@ func (s *Server) adminHandler(withPprof bool) http.Handler {
 	mux.HandleFunc("GET /config", s.handleConfig)
 	mux.Handle("POST /reload", s.auth.requireBearer(http.HandlerFunc(s.handleReload)))
 	mux.Handle("PUT /stages/{name}/target", s.auth.requireBearer(http.HandlerFunc(s.handleTarget)))
-	s.registerUI(mux)
+	mux.HandleFunc("GET /ui", s.dash.ServePage)
+	mux.HandleFunc("GET /ui/events", s.dash.ServeEvents)
+	mux.Handle("PUT /shadow", s.auth.requireBearer(http.HandlerFunc(s.handleShadow)))
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = io.WriteString(w, "sluice admin\n\nGET  /ui                        live dashboard\nGET  /metrics\nGET  /state[?decisions=N]\nGET  /config[?format=json]\nPOST /reload\nPUT  /stages/{name}/target  {\"target\":\"300ms\"}\nPUT  /shadow                {\"shadow\":true}\n")
@@ -192,6 +194,52 @@ func (s *Server) handleTarget(w http.ResponseWriter, r *http.Request) {
 	s.m.targetChanges.WithLabelValues(name).Inc()
 	s.log.Info("stage target changed", "stage", name, "old", old, "new", d.String(), "from", r.RemoteAddr)
 	writeJSON(w, http.StatusOK, map[string]string{"stage": name, "old": old, "target": d.String()})
+}
+
+// handleShadow is PUT /shadow: body {"shadow":true|false}. It applies the
+// running configuration with shadow changed — a new configuration
+// version, and, as with a reload that changes shadow, every stage starts
+// afresh (targets set through the API go back to the configured ones). A
+// reload from the file brings back the file's shadow setting.
+func (s *Server) handleShadow(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Shadow *bool `json:"shadow"`
+	}
+	dec := json.NewDecoder(io.LimitReader(r.Body, 4096))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&body); err != nil {
+		adminError(w, http.StatusBadRequest, `body must be JSON like {"shadow":true}: `+err.Error())
+		return
+	}
+	if body.Shadow == nil {
+		adminError(w, http.StatusBadRequest, `shadow is required: {"shadow":true} or {"shadow":false}`)
+		return
+	}
+	old, version, err := s.setShadow(*body.Shadow)
+	if err != nil {
+		adminError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if old != *body.Shadow {
+		s.log.Info("shadow mode changed", "old", old, "new", *body.Shadow, "config_version", version, "from", r.RemoteAddr)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"shadow": *body.Shadow, "old": old, "config_version": version})
+}
+
+// setShadow applies the running configuration with Shadow = on (nothing
+// when it already is) and returns the old value and the running
+// configuration version.
+func (s *Server) setShadow(on bool) (old bool, version uint64, err error) {
+	err = s.applyFrom(func(cur *Config) *Config {
+		old = cur.Shadow
+		if old == on {
+			return nil
+		}
+		c := *cur // configurations are never modified once running: a shallow copy is enough
+		c.Shadow = on
+		return &c
+	})
+	return old, s.h.gen.Load().version, err
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

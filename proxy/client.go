@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/proxy/internal/h1"
 )
 
 // Client-side protection: what the proxy does before a request reaches
@@ -34,7 +36,7 @@ import (
 //     connection policer.
 //   - A send timeout on every write to a client (send_timeout, nginx's
 //     send_timeout): a client that stops reading is disconnected.
-//   - The smuggling scanner (scan.go) on plaintext listeners.
+//   - The smuggling scanner (internal/h1, scan.go) on plaintext listeners.
 //   - Size limits on the request target, header lines and header count
 //     (414, 431), on top of net/http's limit on the header block.
 //   - Request buffering (request_buffering, nginx's
@@ -214,7 +216,7 @@ func clientConnOf(nc net.Conn) *clientConn {
 		switch c := nc.(type) {
 		case *clientConn:
 			return c
-		case *scanConn:
+		case *h1.ScanConn:
 			nc = c.Conn
 		case *tls.Conn:
 			nc = c.NetConn()
@@ -248,7 +250,7 @@ func (l *clientListener) Accept() (net.Conn, error) {
 		}
 		cc := &clientConn{Conn: c, lim: l.lim, send: l.send}
 		if l.scan {
-			return wrapScan(cc), nil
+			return h1.NewScanConn(cc), nil
 		}
 		return cc, nil
 	}
@@ -376,16 +378,16 @@ func (g *clientGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if cc, _ := r.Context().Value(clientConnKey{}).(*clientConn); cc != nil {
 		cc.lim.dispatched(cc)
 	}
-	restoreTLS(r)
-	sc, _ := r.Context().Value(connKey{}).(*scanConn)
+	h1.RestoreTLS(r)
+	sc, _ := r.Context().Value(connKey{}).(*h1.ScanConn)
 	var ord uint64
 	if sc != nil {
-		if reason := sc.next(); reason != "" {
+		if reason := sc.Next(); reason != "" {
 			g.bad.Inc()
 			g.refuse(w, http.StatusBadRequest, "smuggling", "bad request: "+reason)
 			return
 		}
-		ord = sc.ordinal()
+		ord = sc.Ordinal()
 	}
 	if g.lim.maxURI > 0 && len(r.RequestURI) > g.lim.maxURI {
 		g.refuse(w, http.StatusRequestURITooLong, "uri_too_long",
@@ -411,7 +413,7 @@ func (g *clientGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			if sc != nil {
-				if why := sc.bodyFault(ord); why != "" {
+				if why := sc.BodyFault(ord); why != "" {
 					g.bad.Inc()
 					g.refuse(w, http.StatusBadRequest, "smuggling", "bad request: "+why)
 					return
@@ -528,7 +530,7 @@ func later(a, b time.Time) time.Time {
 
 // buffer reads r's body completely and replaces it with the copy. The
 // returned body is closed when the request ends.
-func (g *clientGuard) buffer(r *http.Request, rc *http.ResponseController, sc *scanConn, ord uint64) (io.ReadCloser, error) {
+func (g *clientGuard) buffer(r *http.Request, rc *http.ResponseController, sc *h1.ScanConn, ord uint64) (io.ReadCloser, error) {
 	lim := &g.lim
 	start := time.Now()
 	last := start
@@ -595,7 +597,7 @@ func (g *clientGuard) buffer(r *http.Request, rc *http.ResponseController, sc *s
 		if err != nil {
 			return fail(err)
 		}
-		if sc != nil && sc.bodyFault(ord) != "" {
+		if sc != nil && sc.BodyFault(ord) != "" {
 			return fail(errBodyFraming) // no need to wait for the rest
 		}
 	}

@@ -142,26 +142,6 @@ backends: {servers: [{url: BACKEND}]}
 	}
 }
 
-// slotBackend answers after release is closed and counts the requests in
-// it.
-func slotBackend(t *testing.T) (url string, inside *atomic.Int64, release func()) {
-	inside = &atomic.Int64{}
-	ch := make(chan struct{})
-	var once sync.Once
-	be := backend(t, func(w http.ResponseWriter, r *http.Request) {
-		inside.Add(1)
-		defer inside.Add(-1)
-		_, _ = io.Copy(io.Discard, r.Body)
-		select {
-		case <-ch:
-		case <-r.Context().Done():
-		}
-	})
-	release = func() { once.Do(func() { close(ch) }) }
-	t.Cleanup(release)
-	return be.URL, inside, release
-}
-
 func TestSlowUploadHoldsNoBackendSlot(t *testing.T) {
 	rec := &recorder{}
 	be := backend(t, rec.handler)

@@ -12,7 +12,8 @@
 // cap on client connections (max_client_connections). A request then goes
 // through the client-side protection (client.go: the smuggling guard,
 // which fails closed, size limits, the request body read before admission
-// with timeouts and a minimum rate), the policy's classification into a stage and class, the stage's admission
+// with timeouts and a minimum rate), the policy's classification into a
+// stage and class, the stage's admission
 // gate (reject early with 503 and Retry-After, or admit), the client's
 // bandwidth share (shares: a standby slot, then a delay of the reply), the
 // backend pool (a bounded FIFO queue in front of servers with a per-server
@@ -32,5 +33,23 @@
 //
 // Config is the YAML file (docs/config.md documents every field); Server
 // runs the listeners, the admin API (/metrics, /state, /config, /reload,
-// /stages/{name}/target) and swaps configurations atomically on reload.
+// /stages/{name}/target, /shadow; admin.go) and swaps configurations
+// atomically on reload.
+//
+// Two internal packages hold what the proxy core only calls:
+//
+//   - internal/h1, the HTTP/1 protocol code, on the standard library
+//     alone: the smuggling scanner that client.go's guard asks for its
+//     verdicts (h1.ScanConn), TLS terminated in the listener so that
+//     HTTP/1.1 over TLS is scanned too (h1.NewTLSListener), and the
+//     pool's upstream transport, which sends the common request on the
+//     handler's goroutine (h1.Transport; pool.go builds it, NewTransport
+//     the standard transport it falls back to).
+//   - internal/dashboard, the live dashboard on the admin listener (/ui,
+//     /ui/events): its one-second sampler and ten-minute history, the
+//     page and its event stream, and the metrics beside them
+//     (proxy_ui_history_bytes, proxy_stage_target_seconds, …). It reads
+//     the server only through a read-only view of typed values that
+//     dashboard.go fills from the readings of /state, and the admin
+//     token guards it (adminauth.go).
 package proxy

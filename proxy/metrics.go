@@ -58,7 +58,7 @@ func newMetrics() *metrics {
 func (m *metrics) register(reg prometheus.Registerer, h *Handler, ov *overload) error {
 	for _, c := range []prometheus.Collector{m.upstreamErrors, m.gatewayErrors, m.poolRejected, m.badRequests,
 		m.reloads, m.targetChanges, &stateCollector{h: h}, policy.CollectorFor(h.policy),
-		overloadCollector{h: h, ov: ov}, sharesCollector{h: h}, dashCollector{h: h}} {
+		overloadCollector{h: h, ov: ov}, sharesCollector{h: h}} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}

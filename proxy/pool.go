@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice/gate"
 	"github.com/sluicehq/sluice/monitor"
+	"github.com/sluicehq/sluice/proxy/internal/h1"
 )
 
 // Backend is one upstream server of a Pool. Its counters are safe for
@@ -50,7 +51,7 @@ type Pool struct {
 	timeout   time.Duration
 	capacity  int
 	transport *http.Transport   // the standard transport: https, HTTP/2, bodies, upgrades
-	h1        *h1Transport      // the common request's transport, falling back to transport
+	h1        *h1.Transport     // the common request's transport, falling back to transport
 	rt        http.RoundTripper // h1, or a stand-in in benchmarks
 	cfg       BackendsConfig
 	busy      *monitor.Busy // busy time of the slots, when a pool-busy sensor reads it
@@ -101,6 +102,14 @@ func NewPool(cfg BackendsConfig) (*Pool, error) {
 	p.h1 = newH1Transport(cfg, p.transport)
 	p.rt = p.h1
 	return p, nil
+}
+
+// newH1Transport returns the pool's own HTTP/1.1 transport for cfg
+// (internal/h1), falling back to std for the requests it does not send
+// itself.
+func newH1Transport(cfg BackendsConfig, std *http.Transport) *h1.Transport {
+	return h1.NewTransport(std, h1.Options{DialTimeout: cfg.Timeouts.Dial, ResponseHeaderTimeout: cfg.Timeouts.ResponseHeader,
+		MaxIdlePerHost: cfg.MaxIdleConnsPerHost, IdleTimeout: cfg.IdleConnTimeout})
 }
 
 // NewTransport returns the upstream transport for cfg (with defaults):

@@ -24,6 +24,7 @@ import (
 	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/internal/httpx"
 	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/proxy/internal/h1"
 	"github.com/sluicehq/sluice/share"
 	"github.com/sluicehq/sluice/stage"
 )
@@ -67,7 +68,7 @@ type Handler struct {
 // stateKey finds a request's *reqState in its context.
 type stateKey struct{}
 
-// connKey finds the request's *scanConn in its context.
+// connKey finds the request's *h1.ScanConn in its context.
 type connKey struct{}
 
 var errOverallTimeout = errors.New("sluice: upstream overall timeout")
@@ -99,7 +100,7 @@ type reqState struct {
 	gen     *generation
 	lc      stage.Lifecycle
 	backend *Backend
-	sc      *scanConn
+	sc      *h1.ScanConn
 	arrival time.Time
 	quality float64 // 0 when the stage does not degrade
 
@@ -237,7 +238,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	arrival := time.Now()
 	h.active.Add(1)
 	defer h.active.Add(-1)
-	sc, _ := r.Context().Value(connKey{}).(*scanConn) // its verdict was checked by the listener's clientGuard
+	sc, _ := r.Context().Value(connKey{}).(*h1.ScanConn) // its verdict was checked by the listener's clientGuard
 	if r.Method == http.MethodOptions && r.RequestURI == "*" {
 		// "OPTIONS *" asks about the proxy itself (RFC 9110 §9.3.7).
 		w.Header().Set("Content-Length", "0")
@@ -410,7 +411,7 @@ func (h *Handler) modifyResponse(res *http.Response) error {
 		rs.failed.Store(true)
 	case res.StatusCode == http.StatusSwitchingProtocols:
 		if rs.sc != nil {
-			rs.sc.stop()
+			rs.sc.Stop()
 		}
 		rs.stream()
 	case httpx.IsEventStream(res.Header.Get("Content-Type")):

@@ -14,6 +14,8 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"net/http/httptrace"
+	"net/textproto"
 	"os"
 	"path/filepath"
 	"strings"
@@ -589,5 +591,36 @@ func TestPoolRespectsPerServerLimit(t *testing.T) {
 	}
 	if p.InFlight() != 0 || p.Backends()[0].InFlight() != 0 {
 		t.Errorf("after release: %+v", p.State())
+	}
+}
+
+// Through the proxy: a 103 Early Hints from the backend reaches the
+// client before the answer.
+func TestProxyForwardsEarlyHints(t *testing.T) {
+	be := backend(t, func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Link", "</a.css>; rel=preload")
+		w.WriteHeader(http.StatusEarlyHints)
+		w.Header().Del("Link")
+		_, _ = io.WriteString(w, "page")
+	})
+	r := startProxy(t, baseConfig(be.URL, ""))
+	var hints []string
+	trace := &httptrace.ClientTrace{Got1xxResponse: func(code int, h textproto.MIMEHeader) error {
+		hints = append(hints, h.Get("Link"))
+		return nil
+	}}
+	req, err := http.NewRequest("GET", r.url+"/", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req = req.WithContext(httptrace.WithClientTrace(req.Context(), trace))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(b) != "page" || len(hints) != 1 || hints[0] != "</a.css>; rel=preload" {
+		t.Fatalf("body %q, hints %q", b, hints)
 	}
 }

@@ -23,6 +23,8 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/proxy/internal/dashboard"
+	"github.com/sluicehq/sluice/proxy/internal/h1"
 	"github.com/sluicehq/sluice/share"
 )
 
@@ -62,12 +64,12 @@ type Server struct {
 
 	ov *overload // sensors, resource rules and the connection policer
 
-	auth      *adminAuth       // admin.token (admin cannot change on reload)
-	hist      *history         // the dashboard's samples (ui.go, history.go)
-	conns     *connLimit       // the cap on client connections
-	connsFrom string           // where the cap comes from
-	cm        *clientMetrics   // client-side refusals and connections
-	clm       *cluster.Metrics // cluster mode's metrics, registered on first use
+	auth      *adminAuth           // admin.token (admin cannot change on reload)
+	dash      *dashboard.Dashboard // the live dashboard (internal/dashboard; its view: dashboard.go)
+	conns     *connLimit           // the cap on client connections
+	connsFrom string               // where the cap comes from
+	cm        *clientMetrics       // client-side refusals and connections
+	clm       *cluster.Metrics     // cluster mode's metrics, registered on first use
 
 	mu       sync.Mutex // serialises Apply and the runner lifecycle
 	runCtx   context.Context
@@ -100,7 +102,8 @@ func New(cfg *Config, opts Options) (*Server, error) {
 	}
 	m := newMetrics()
 	s := &Server{h: newHandler(m, logger), m: m, reg: reg, log: logger, file: opts.ConfigFile, adjust: opts.Adjust,
-		auth: newAdminAuth(cfg.Admin.Token), hist: newHistory()}
+		auth: newAdminAuth(cfg.Admin.Token)}
+	s.dash = dashboard.New(dashView{s}, dashboard.Options{Access: dashAccess{s.auth}, Error: adminError, Logger: logger})
 	ov, err := buildOverload(cfg, s.h, logger, time.Now())
 	if err != nil {
 		return nil, err
@@ -123,9 +126,7 @@ func New(cfg *Config, opts Options) (*Server, error) {
 			return nil, fmt.Errorf("proxy: metrics: %w", err)
 		}
 	}
-	if err := reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "proxy_ui_history_bytes",
-		Help: "Bytes the dashboard's 10-minute history holds (the newest minute as sent, older minutes compressed)."},
-		s.hist.size)); err != nil {
+	if err := s.dash.Register(reg); err != nil {
 		return nil, fmt.Errorf("proxy: metrics: %w", err)
 	}
 	return s, nil
@@ -334,8 +335,8 @@ func (s *Server) Listen() error {
 				return fail(fmt.Errorf("listeners[%d].tls: %w", i, err))
 			}
 			// TLS is terminated in the listener: HTTP/1.1 over TLS is
-			// scanned too (tlsscan.go).
-			ln = newTLSListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, lc.ReadHeaderTimeout)
+			// scanned too (internal/h1, tlsscan.go).
+			ln = h1.NewTLSListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, lc.ReadHeaderTimeout)
 		}
 		lns = append(lns, ln)
 		srv := &http.Server{
@@ -349,10 +350,10 @@ func (s *Server) Listen() error {
 			ErrorLog:                     serverLog(s.log),
 			ConnState:                    s.conns.state,
 			ConnContext: func(ctx context.Context, c net.Conn) context.Context {
-				if sc, ok := c.(*scanConn); ok {
+				if sc, ok := c.(*h1.ScanConn); ok {
 					ctx = context.WithValue(ctx, connKey{}, sc)
-					if st := connTLSState(c); st != nil {
-						ctx = context.WithValue(ctx, tlsStateKey{}, st)
+					if st := sc.TLSState(); st != nil {
+						ctx = h1.WithTLSState(ctx, st)
 					}
 				}
 				if cc := clientConnOf(c); cc != nil {
@@ -421,7 +422,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	s.startRunners(g)
 	if !s.manual {
 		s.ov.run(runCtx, &s.runs)
-		s.runs.Go(func() { s.hist.run(runCtx, s) })
+		s.runs.Go(func() { s.dash.Run(runCtx) })
 	}
 	cfg := g.cfg
 	s.mu.Unlock()

@@ -2,7 +2,7 @@
 # Re-fetches the pinned uPlot release that the admin dashboard (/ui)
 # embeds, from the npm registry, and checks it against the sha256 sums
 # below. The committed files are the release's, unmodified:
-#   proxy/ui/vendor/uplot/uPlot.iife.min.js, uPlot.min.css, LICENSE
+#   proxy/internal/dashboard/ui/vendor/uplot/uPlot.iife.min.js, uPlot.min.css, LICENSE
 # Usage: scripts/fetch-uplot.sh          download and check, then copy in place
 #        scripts/fetch-uplot.sh --check  only check the committed files
 # To move to another release, change VERSION and the sums (the script
@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 VERSION=1.6.32
-dest=proxy/ui/vendor/uplot
+dest=proxy/internal/dashboard/ui/vendor/uplot
 declare -A SUMS=(
   [uPlot.iife.min.js]=19c8d4c6ad88929a79f4ae49d6f7161566dfd0ba3d15cc495e974f787eb78f1f
   [uPlot.min.css]=df630c6a8d6f8eeaff264b50f73ce5b114f646ffd9a0bb74f049b0a00135fa04

@@ -21,6 +21,7 @@ import (
 
 	"github.com/sluicehq/sluice/lab/testbed"
 	"github.com/sluicehq/sluice/proxy"
+	"github.com/sluicehq/sluice/stage"
 )
 
 // The dashboard in a real browser: Chromium (Debian's package, driven by
@@ -184,9 +185,9 @@ stages:
 		t.Errorf("after /ui?token=: location and stored token %q, want %q", loc, r.admin+"/ui "+uiToken)
 	}
 
-	// stageOf returns a stage's counters, setting and offered requests per
-	// second over its last period.
-	stageOf := func(d proxy.StateDoc, name string) (proxy.ClassCounts, float64, float64) {
+	// stageOf returns a stage's first class (its counters), setting and
+	// offered requests per second over its last period.
+	stageOf := func(d proxy.StateDoc, name string) (stage.ClassState, float64, float64) {
 		for _, st := range d.Stages {
 			if st.Name == name {
 				c := st.Classes[0]
@@ -194,11 +195,11 @@ stages:
 				if l := c.Last; l != nil && l.Elapsed > 0 {
 					ps = l.Offered / l.Elapsed.Seconds()
 				}
-				return proxy.ClassCounts{Offered: c.Offered, Admitted: c.Admitted, Rejected: c.Rejected, Completed: c.Completed}, st.Setting, ps
+				return c, st.Setting, ps
 			}
 		}
 		t.Fatalf("no stage %q in /state", name)
-		return proxy.ClassCounts{}, 0, 0
+		return stage.ClassState{}, 0, 0
 	}
 
 	// Wait until every chart shows at least 5 seconds of data.

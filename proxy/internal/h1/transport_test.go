@@ -1,4 +1,4 @@
-package proxy
+package h1
 
 import (
 	"bufio"
@@ -17,16 +17,36 @@ import (
 	"time"
 )
 
-// newTestH1 returns the transport of a default backends configuration,
-// edited.
-func newTestH1(t *testing.T, edit func(*BackendsConfig)) *h1Transport {
+// testTimeout bounds every wait of these tests.
+const testTimeout = 20 * time.Second
+
+// eventually waits until cond holds, at most testTimeout.
+func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	cfg := Config{Backends: BackendsConfig{Servers: []ServerConfig{{URL: "http://127.0.0.1:1"}}}}
-	cfg.SetDefaults()
-	if edit != nil {
-		edit(&cfg.Backends)
+	deadline := time.Now().Add(testTimeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
-	tr := newH1Transport(cfg.Backends, NewTransport(cfg.Backends))
+}
+
+// newTestH1 returns a transport with the limits the proxy's backends
+// configuration has by default for one server (when these tests were
+// written), edited, over a standard transport set up like the proxy's.
+func newTestH1(t *testing.T, edit func(*Options)) *Transport {
+	t.Helper()
+	opts := Options{DialTimeout: 5 * time.Second, ResponseHeaderTimeout: 30 * time.Second,
+		MaxIdlePerHost: 256, IdleTimeout: 90 * time.Second}
+	if edit != nil {
+		edit(&opts)
+	}
+	d := &net.Dialer{Timeout: opts.DialTimeout, KeepAlive: 30 * time.Second}
+	std := &http.Transport{DialContext: d.DialContext, MaxIdleConnsPerHost: opts.MaxIdlePerHost,
+		IdleConnTimeout: opts.IdleTimeout, ResponseHeaderTimeout: opts.ResponseHeaderTimeout,
+		DisableCompression: true, ForceAttemptHTTP2: true}
+	tr := NewTransport(std, opts)
 	t.Cleanup(tr.Close)
 	return tr
 }
@@ -181,7 +201,7 @@ func TestH1TimeoutsAndCancellation(t *testing.T) {
 		<-release
 	})
 	t.Cleanup(func() { close(release) }) // before rawBackend's cleanup waits for its handlers
-	tr := newTestH1(t, func(b *BackendsConfig) { b.Timeouts.ResponseHeader = 100 * time.Millisecond })
+	tr := newTestH1(t, func(o *Options) { o.ResponseHeaderTimeout = 100 * time.Millisecond })
 	_, err := tr.RoundTrip(newReq(t, "GET", url+"/silent", nil))
 	var ne net.Error
 	if !errors.As(err, &ne) || !ne.Timeout() {
@@ -328,7 +348,7 @@ func TestH1ResponseHeaderLimit(t *testing.T) {
 		}
 	})
 	tr := newTestH1(t, nil)
-	if _, err := tr.RoundTrip(newReq(t, "GET", url+"/", nil)); !errors.Is(err, errH1HeadersTooLarge) {
+	if _, err := tr.RoundTrip(newReq(t, "GET", url+"/", nil)); !errors.Is(err, errHeadersTooLarge) {
 		t.Fatalf("11 MB of headers: %v", err)
 	}
 }
@@ -347,7 +367,7 @@ func TestH1IdleConnectionsClose(t *testing.T) {
 	}
 	s.Start()
 	t.Cleanup(s.Close)
-	tr := newTestH1(t, func(b *BackendsConfig) { b.IdleConnTimeout = 50 * time.Millisecond })
+	tr := newTestH1(t, func(o *Options) { o.IdleTimeout = 50 * time.Millisecond })
 	roundTrip(t, tr, newReq(t, "GET", s.URL, nil))
 	eventually(t, "the idle connection to close after idle_conn_timeout", func() bool { return open.Load() == 0 })
 	tr = newTestH1(t, nil)
@@ -356,32 +376,4 @@ func TestH1IdleConnectionsClose(t *testing.T) {
 	eventually(t, "the idle connection to close on Close", func() bool { return open.Load() == 0 })
 	roundTrip(t, tr, newReq(t, "GET", s.URL, nil)) // still works, keeps nothing idle
 	eventually(t, "a closed transport to keep nothing idle", func() bool { return open.Load() == 0 })
-}
-
-// Through the proxy: a 103 Early Hints from the backend reaches the
-// client before the answer.
-func TestProxyForwardsEarlyHints(t *testing.T) {
-	be := backend(t, func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Link", "</a.css>; rel=preload")
-		w.WriteHeader(http.StatusEarlyHints)
-		w.Header().Del("Link")
-		_, _ = io.WriteString(w, "page")
-	})
-	r := startProxy(t, baseConfig(be.URL, ""))
-	var hints []string
-	trace := &httptrace.ClientTrace{Got1xxResponse: func(code int, h textproto.MIMEHeader) error {
-		hints = append(hints, h.Get("Link"))
-		return nil
-	}}
-	req := newReq(t, "GET", r.url+"/", nil)
-	req = req.WithContext(httptrace.WithClientTrace(req.Context(), trace))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if string(b) != "page" || len(hints) != 1 || hints[0] != "</a.css>; rel=preload" {
-		t.Fatalf("body %q, hints %q", b, hints)
-	}
 }

@@ -1,4 +1,4 @@
-package proxy
+package h1
 
 import (
 	"net"
@@ -23,7 +23,7 @@ import (
 // read as the next request).
 //
 // To see the raw bytes, plaintext listeners wrap each connection in a
-// scanConn that follows the HTTP/1.1 message framing of everything the
+// ScanConn that follows the HTTP/1.1 message framing of everything the
 // server reads — request line, header block, then a Content-Length or
 // chunked body (RFC 9112 §6, §7.1) — exactly as net/http frames it, with
 // a fixed amount of memory per connection whatever the line lengths.
@@ -43,7 +43,7 @@ import (
 // never goes quiet: after it gives up, nothing more on the connection
 // reaches a backend.
 //
-// TLS listeners terminate TLS in the listener (tlsscan.go) and scan
+// TLS listeners terminate TLS in the listener (NewTLSListener) and scan
 // HTTP/1.x over TLS the same way; HTTP/2, whose framing has no such
 // ambiguity, is handed to the server unscanned.
 
@@ -83,10 +83,15 @@ const (
 	maxChunkSize = 1 << 62
 )
 
-// scanConn is a connection whose reads are scanned for smuggling shapes.
-// Read is called by one goroutine at a time (the server's); verdicts are
-// read by handlers through atomics.
-type scanConn struct {
+// ScanConn is a client connection whose reads are scanned for smuggling
+// shapes, in a fixed amount of memory whatever the lines it sees.
+//
+// Read is called by one goroutine at a time (the server's); Next,
+// Ordinal, BodyFault and Stop may be called by the request handlers
+// concurrently with it (the verdicts are atomics). The zero value has no
+// connection: make one with NewScanConn.
+type ScanConn struct {
+	// Conn is the connection scanned (a *tls.Conn on a TLS listener).
 	net.Conn
 	stopped atomic.Bool   // set on upgrade; the parser stops at the next Read
 	served  atomic.Uint64 // requests handed to handlers so far
@@ -117,10 +122,11 @@ type scanConn struct {
 	excess  int64 // net/http's chunk-overhead account
 }
 
-// wrapScan wraps c in a scanConn.
-func wrapScan(c net.Conn) *scanConn { return &scanConn{Conn: c} }
+// NewScanConn wraps c in a ScanConn.
+func NewScanConn(c net.Conn) *ScanConn { return &ScanConn{Conn: c} }
 
-func (c *scanConn) Read(p []byte) (int, error) {
+// Read reads from the connection and scans what it read.
+func (c *ScanConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	if n > 0 && c.state != scanStopped {
 		if c.stopped.Load() {
@@ -132,10 +138,10 @@ func (c *scanConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// next returns the verdict for the next request the server hands to a
+// Next returns the verdict for the next request the server hands to a
 // handler on this connection: "" for a clean request, otherwise why it is
 // refused. Call it exactly once per request, first.
-func (c *scanConn) next() string {
+func (c *ScanConn) Next() string {
 	n := c.served.Add(1)
 	if at := c.poisonAt.Load(); at != 0 && n >= at {
 		return c.poisonWhy
@@ -146,24 +152,26 @@ func (c *scanConn) next() string {
 	return ""
 }
 
-// ordinal returns the ordinal of the request being handled (after next).
-func (c *scanConn) ordinal() uint64 { return c.served.Load() }
+// Ordinal returns the ordinal of the request being handled (after Next),
+// from 1.
+func (c *ScanConn) Ordinal() uint64 { return c.served.Load() }
 
-// bodyFault returns why request n is refused once its body has been
-// read: the scanner failed inside it, or "".
-func (c *scanConn) bodyFault(n uint64) string {
+// BodyFault returns why request n (its Ordinal) is refused once its body
+// has been read: the scanner failed inside it, or "".
+func (c *ScanConn) BodyFault(n uint64) string {
 	if at := c.poisonAt.Load(); at != 0 && at <= n {
 		return c.poisonWhy
 	}
 	return ""
 }
 
-// stop ends scanning (the connection was upgraded to another protocol).
-func (c *scanConn) stop() { c.stopped.Store(true) }
+// Stop ends scanning (the connection was upgraded to another protocol):
+// the parser stops at the next Read.
+func (c *ScanConn) Stop() { c.stopped.Store(true) }
 
 // poison refuses the request being parsed and every later one, and stops
 // the parser.
-func (c *scanConn) poison(why string) {
+func (c *ScanConn) poison(why string) {
 	n := c.blocks.Load()
 	if c.state < scanBody {
 		n++ // inside a request line or header block: that request
@@ -176,7 +184,7 @@ func (c *scanConn) poison(why string) {
 }
 
 // scan advances the parser over b.
-func (c *scanConn) scan(b []byte) {
+func (c *ScanConn) scan(b []byte) {
 	for len(b) > 0 {
 		switch c.state {
 		case scanStopped:
@@ -204,7 +212,7 @@ func (c *scanConn) scan(b []byte) {
 }
 
 // step advances the line-oriented states by one byte.
-func (c *scanConn) step(x byte) {
+func (c *ScanConn) step(x byte) {
 	// Line endings: CRLF, or a bare LF where net/http accepts one (request
 	// line, header and trailer lines: no; see each state). A CR anywhere
 	// else inside a line is refused: net/http rejects it in every place.
@@ -281,7 +289,7 @@ func (c *scanConn) step(x byte) {
 }
 
 // stepRequestLine follows "method SP target SP HTTP/x.y".
-func (c *scanConn) stepRequestLine(x byte) {
+func (c *ScanConn) stepRequestLine(x byte) {
 	switch c.phase {
 	case 0: // before the method: tolerate CR and LF between requests
 		if x == '\r' || x == '\n' {
@@ -321,7 +329,7 @@ func (c *scanConn) stepRequestLine(x byte) {
 }
 
 // stepName follows a header name up to its colon.
-func (c *scanConn) stepName(x byte) {
+func (c *ScanConn) stepName(x byte) {
 	switch x {
 	case ':':
 		c.hdr = hdrOther
@@ -353,7 +361,7 @@ func (c *scanConn) stepName(x byte) {
 // OWS and Transfer-Encoding OWS "chunked" OWS (case-insensitive), the
 // only values net/http frames a request by; anything else poisons (Go
 // answers 400 or 501 to them).
-func (c *scanConn) stepValue(x byte) {
+func (c *ScanConn) stepValue(x byte) {
 	switch x {
 	case '\r':
 		c.cr = true
@@ -410,7 +418,7 @@ func (c *scanConn) stepValue(x byte) {
 // optionally ';' and an extension, then CRLF (net/http's readChunkLine,
 // removeChunkExtension and parseHexUint). Whitespace after the digits,
 // which net/http trims but RFC 9112 §7.1 does not allow, poisons.
-func (c *scanConn) stepChunkSize(x byte) {
+func (c *ScanConn) stepChunkSize(x byte) {
 	c.lineLen++
 	if c.lineLen > maxChunkLine {
 		c.poison("chunk-size line too long")
@@ -454,7 +462,7 @@ func hexDigit(x byte) int {
 
 // endLine ends the current line, at its LF (the states that refuse a
 // bare LF poison before calling it).
-func (c *scanConn) endLine() {
+func (c *ScanConn) endLine() {
 	switch c.state {
 	case scanRequestLine:
 		c.endRequestLine()
@@ -473,7 +481,7 @@ func (c *scanConn) endLine() {
 	}
 }
 
-func (c *scanConn) endRequestLine() {
+func (c *ScanConn) endRequestLine() {
 	if c.phase != 3 {
 		c.poison("malformed request line")
 		return
@@ -492,7 +500,7 @@ func (c *scanConn) endRequestLine() {
 	c.state = scanHeaderStart
 }
 
-func (c *scanConn) endHeaderLine() {
+func (c *ScanConn) endHeaderLine() {
 	switch c.hdr {
 	case hdrContentLength:
 		if c.valN == 0 {
@@ -519,7 +527,7 @@ func (c *scanConn) endHeaderLine() {
 
 // endHeaders ends a request's header block: count it, then follow the
 // body framing the server will use.
-func (c *scanConn) endHeaders() {
+func (c *ScanConn) endHeaders() {
 	switch {
 	case c.teCount > 0 && c.http10:
 		c.poison("HTTP/1.0 request with Transfer-Encoding (RFC 9112 §6.1)")
@@ -543,7 +551,7 @@ func (c *scanConn) endHeaders() {
 	}
 }
 
-func (c *scanConn) endChunkSize() {
+func (c *ScanConn) endChunkSize() {
 	n := c.val
 	if n > maxChunkSize {
 		c.poison("chunk size out of range")

@@ -1,4 +1,4 @@
-package proxy
+package h1
 
 import (
 	"context"
@@ -14,9 +14,10 @@ import (
 // is scanned for smuggling shapes like plaintext: each accepted
 // connection is handshaken on its own goroutine (within the handshake
 // timeout); one that negotiated HTTP/2 is handed to the server as the
-// *tls.Conn it needs for HTTP/2, one that speaks HTTP/1.x as a scanConn
-// over it. For those the server sees no *tls.Conn, so ConnContext keeps
-// the TLS state for clientGuard to put back into each request.
+// *tls.Conn it needs for HTTP/2, one that speaks HTTP/1.x as a ScanConn
+// over it. For those the server sees no *tls.Conn, so the server's
+// ConnContext keeps the TLS state (WithTLSState) for the handler to put
+// back into each request (RestoreTLS).
 type tlsListener struct {
 	inner   net.Listener
 	cfg     *tls.Config
@@ -29,7 +30,16 @@ type tlsListener struct {
 	close sync.Once
 }
 
-func newTLSListener(inner net.Listener, cfg *tls.Config, timeout time.Duration) *tlsListener {
+// NewTLSListener returns a listener that accepts connections from inner
+// and terminates TLS on them with a clone of cfg (its NextProtos set to
+// h2 and http/1.1), each handshake on its own goroutine and bounded by
+// timeout (0: the handshake fails at once). Accept returns a *tls.Conn
+// for HTTP/2 and a *ScanConn over the *tls.Conn for HTTP/1.x; a failed
+// handshake is closed and never returned. Accept errors of inner are
+// passed on, and the listener backs off on temporary ones (5 ms doubling
+// to 1 s). Close closes inner and ends the accept loop; the listener is
+// safe for concurrent use.
+func NewTLSListener(inner net.Listener, cfg *tls.Config, timeout time.Duration) net.Listener {
 	cfg = cfg.Clone()
 	cfg.NextProtos = []string{"h2", "http/1.1"}
 	return &tlsListener{inner: inner, cfg: cfg, timeout: timeout,
@@ -94,7 +104,7 @@ func (l *tlsListener) handshake(raw net.Conn) {
 	}
 	var c net.Conn = tc
 	if tc.ConnectionState().NegotiatedProtocol != "h2" {
-		c = wrapScan(tc)
+		c = NewScanConn(tc)
 	}
 	select {
 	case l.ready <- c:
@@ -114,13 +124,10 @@ func (l *tlsListener) Addr() net.Addr { return l.inner.Addr() }
 // context.
 type tlsStateKey struct{}
 
-// connTLSState returns the TLS state of a scanned TLS connection, or nil.
-func connTLSState(c net.Conn) *tls.ConnectionState {
-	sc, ok := c.(*scanConn)
-	if !ok {
-		return nil
-	}
-	tc, ok := sc.Conn.(*tls.Conn)
+// TLSState returns the TLS state of c's connection when it is TLS (from
+// NewTLSListener), or nil.
+func (c *ScanConn) TLSState() *tls.ConnectionState {
+	tc, ok := c.Conn.(*tls.Conn)
 	if !ok {
 		return nil
 	}
@@ -128,9 +135,18 @@ func connTLSState(c net.Conn) *tls.ConnectionState {
 	return &st
 }
 
-// restoreTLS puts the TLS state of a scanned TLS connection into r, as
-// the server does for connections it terminates itself.
-func restoreTLS(r *http.Request) {
+// WithTLSState returns ctx carrying st, the TLS state of the connection
+// (a ScanConn's TLSState), for RestoreTLS. Call it from the server's
+// ConnContext.
+func WithTLSState(ctx context.Context, st *tls.ConnectionState) context.Context {
+	return context.WithValue(ctx, tlsStateKey{}, st)
+}
+
+// RestoreTLS puts the TLS state of a scanned TLS connection, kept by
+// WithTLSState, into r, as the server does for connections it terminates
+// itself. A request that has its TLS state, or comes over plaintext, is
+// left as it is.
+func RestoreTLS(r *http.Request) {
 	if r.TLS == nil {
 		if st, ok := r.Context().Value(tlsStateKey{}).(*tls.ConnectionState); ok {
 			r.TLS = st

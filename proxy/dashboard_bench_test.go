@@ -31,15 +31,11 @@ func BenchmarkUISample(b *testing.B) {
 	}
 	now := time.Now().Add(time.Hour)
 	srv.h.gen.Load().pol.Step(now)
-	h := srv.hist
 	var size int
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
-		h.sampleNow(srv, now.Add(time.Duration(i)*time.Second))
-		out, _, _, _ := h.since(uint64(i))
-		if len(out) > 0 {
-			size = len(out[len(out)-1])
-		}
+		_, enc := srv.dash.SampleAt(now.Add(time.Duration(i) * time.Second))
+		size = len(enc)
 	}
 	b.ReportMetric(float64(size), "bytes/sample")
 }
@@ -72,7 +68,7 @@ func BenchmarkUIFiveViewers(b *testing.B) {
 	defer func() { cancel(); <-done }()
 	now := time.Now().Add(time.Hour)
 	srv.h.gen.Load().pol.Step(now)
-	srv.hist.sampleNow(srv, now)
+	srv.dash.SampleAt(now)
 	got := make(chan struct{}, 1024)
 	for range 5 {
 		resp, err := http.Get("http://" + srv.AdminAddr().String() + "/ui/events")
@@ -97,7 +93,7 @@ func BenchmarkUIFiveViewers(b *testing.B) {
 		<-got
 	}
 	for i := 1; b.Loop(); i++ {
-		srv.hist.sampleNow(srv, now.Add(time.Duration(i)*time.Second))
+		srv.dash.SampleAt(now.Add(time.Duration(i) * time.Second))
 		for range 5 {
 			<-got
 		}

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"net"
 	"net/http"
 	"reflect"
@@ -16,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/proxy/internal/dashboard"
 	"github.com/sluicehq/sluice/stage"
 )
 
@@ -24,7 +24,7 @@ const uiToken = "0123456789abcdef-test"
 // sseEvent is one event of /ui/events.
 type sseEvent struct {
 	id   string
-	data Sample
+	data dashboard.Sample
 }
 
 // openEvents opens /ui/events with the given headers and returns a reader
@@ -171,21 +171,23 @@ func TestUILoopbackOpen(t *testing.T) {
 func TestUIEventsResume(t *testing.T) {
 	be := backend(t, func(w http.ResponseWriter, _ *http.Request) {})
 	r := startManual(t, baseConfig(be.URL, ""))
-	h := r.srv.hist
+	d := r.srv.dash
+	var boot string
 	for range 3 {
-		h.sampleNow(r.srv, time.Now())
+		smp, _ := d.SampleAt(time.Now())
+		boot = smp.Boot
 	}
 	_, next := openEvents(t, r.admin+"/ui/events", nil)
 	var last sseEvent
 	for want := uint64(1); want <= 3; want++ {
 		ev, err := next()
 		must(t, err)
-		if ev.data.Seq != want || ev.id != h.boot+"-"+strconv.FormatUint(want, 10) || ev.data.Boot != h.boot {
+		if ev.data.Seq != want || ev.id != boot+"-"+strconv.FormatUint(want, 10) || ev.data.Boot != boot {
 			t.Fatalf("event %d: id %q, sample %d of %q", want, ev.id, ev.data.Seq, ev.data.Boot)
 		}
 		last = ev
 	}
-	h.sampleNow(r.srv, time.Now()) // a live one
+	d.SampleAt(time.Now()) // a live one
 	ev, err := next()
 	must(t, err)
 	if ev.data.Seq != 4 {
@@ -207,227 +209,11 @@ func TestUIEventsResume(t *testing.T) {
 	if ev.data.Seq != 1 {
 		t.Errorf("another process's id: got seq %d, want the whole history from 1", ev.data.Seq)
 	}
-}
-
-// A page opened late gets the whole kept history through the handler,
-// from sealed blocks and the tail, in order and in pieces, then the live
-// samples.
-func TestUIEventsLongBacklog(t *testing.T) {
-	be := backend(t, func(w http.ResponseWriter, _ *http.Request) {})
-	r := startManual(t, baseConfig(be.URL, ""))
-	h := r.srv.hist
-	now := time.Now()
-	taken := HistoryLen + historyBlock + 10
-	for i := range taken {
-		h.sampleNow(r.srv, now.Add(time.Duration(i)*time.Second))
-	}
-	_, next := openEvents(t, r.admin+"/ui/events", nil)
-	for want := uint64(taken - HistoryLen + 1); want <= uint64(taken); want++ {
-		ev, err := next()
-		must(t, err)
-		if ev.data.Seq != want || ev.id != h.boot+"-"+strconv.FormatUint(want, 10) || len(ev.data.Stages) == 0 {
-			t.Fatalf("event for %d: id %q, sample %d with %d stages", want, ev.id, ev.data.Seq, len(ev.data.Stages))
-		}
-	}
-	h.sampleNow(r.srv, now.Add(time.Duration(taken)*time.Second))
-	ev, err := next()
-	must(t, err)
-	if ev.data.Seq != uint64(taken+1) {
-		t.Fatalf("the live sample has seq %d, want %d", ev.data.Seq, taken+1)
-	}
-	// What it holds is exported.
+	// What the history holds is exported (its value: the dashboard's
+	// TestUIEventsLongBacklog).
 	_, _, body := get(t, r.admin+"/metrics", nil)
-	if want := "proxy_ui_history_bytes " + strconv.FormatFloat(h.size(), 'g', -1, 64); !strings.Contains(body, want+"\n") {
-		t.Errorf("/metrics lacks %q", want)
-	}
-}
-
-// The ring keeps HistoryLen samples: older ones are dropped and a viewer
-// asking from before them gets what is kept.
-func TestHistoryRing(t *testing.T) {
-	h := newHistory()
-	for i := 1; i <= HistoryLen+5; i++ {
-		h.push([]byte{byte(i)})
-	}
-	out, from, _, closed := h.since(0)
-	if len(out) != HistoryLen || from != 6 || out[0][0] != 6 || closed {
-		t.Fatalf("kept %d from %d (first byte %d), closed %v", len(out), from, out[0][0], closed)
-	}
-	out, from, _, _ = h.since(HistoryLen + 3)
-	if len(out) != 2 || from != HistoryLen+4 {
-		t.Fatalf("after %d: %d from %d", HistoryLen+3, len(out), from)
-	}
-	_, _, wake, _ := h.since(HistoryLen + 5)
-	h.close()
-	select {
-	case <-wake:
-	default:
-		t.Fatal("close did not wake the viewers")
-	}
-	if _, _, _, closed := h.since(0); !closed {
-		t.Fatal("not closed after close")
-	}
-}
-
-// push stores an encoded sample that carries no decisions.
-func (h *history) push(b []byte) { h.pushSample(b, nil) }
-
-// histSample is a sample-sized stand-in that names its own seq, with the
-// repetition of real samples (same keys, mostly the same values).
-func histSample(seq int) []byte {
-	return []byte(`{"seq":` + strconv.Itoa(seq) + `,"stages":[{"name":"default","controller":"auto",` +
-		strings.Repeat(`"numbers":{"concurrency.in_flight":7,"limit":12},`, 40) + `"x":` + strconv.Itoa(seq%7) + `}]}`)
-}
-
-// Every resume point, across sealed blocks and the uncompressed tail and
-// while blocks leave the window, gets exactly the samples after it, each
-// labelled with its own seq.
-func TestHistoryBlocksResume(t *testing.T) {
-	h := newHistory()
-	check := func(next int) {
-		t.Helper()
-		first := max(1, next-HistoryLen)
-		// Each edge: the start, the window's first sample, every block
-		// boundary, the newest.
-		seqs := []int{0, 1, first - 2, first - 1, first, first + 1, next - 2, next - 1}
-		for b := 1; b < next; b += historyBlock {
-			seqs = append(seqs, b-1, b, b+1)
-		}
-		for _, seq := range seqs {
-			if seq < 0 || seq >= next {
-				continue
-			}
-			out, from, _, _ := h.since(uint64(seq))
-			want := max(seq+1, first)
-			if int(from) != want || len(out) != next-want {
-				t.Fatalf("next %d, since %d: %d samples from %d, want %d from %d", next, seq, len(out), from, next-want, want)
-			}
-			for i, b := range out {
-				if !bytes.Equal(b, histSample(want+i)) {
-					t.Fatalf("next %d, since %d: sample %d is %.40q", next, seq, want+i, b)
-				}
-			}
-		}
-	}
-	next := 1
-	for _, upto := range []int{historyBlock, historyBlock + 1, HistoryLen, HistoryLen + 1, HistoryLen + historyBlock + 1, 2*HistoryLen + 7} {
-		for ; next <= upto; next++ {
-			h.push(histSample(next))
-		}
-		check(next)
-	}
-	if n := len(h.blocks); n > HistoryLen/historyBlock {
-		t.Errorf("%d blocks kept, want at most %d", n, HistoryLen/historyBlock)
-	}
-}
-
-// The full history takes a fraction of its samples' size: sealed blocks
-// are compressed.
-func TestHistoryIsCompressed(t *testing.T) {
-	h := newHistory()
-	raw := 0
-	for i := 1; i <= HistoryLen; i++ {
-		b := histSample(i)
-		raw += len(b)
-		h.push(b)
-	}
-	held := int(h.size())
-	if held == 0 || held*3 > raw {
-		t.Errorf("the history holds %d bytes for %d bytes of samples, want under a third", held, raw)
-	}
-}
-
-// shownDecisions replays samples as the page does: each stage's decisions
-// (and the policer's, key "") appended in order, the newest
-// uiDecisionsShown kept.
-func shownDecisions(t *testing.T, samples [][]byte) (map[string][]string, int) {
-	t.Helper()
-	shown, carried := map[string][]string{}, 0
-	add := func(key string, ds []stage.DecisionState) {
-		for _, d := range ds {
-			shown[key] = append(shown[key], d.Reason)
-			carried++
-		}
-		if a := shown[key]; len(a) > uiDecisionsShown {
-			shown[key] = a[len(a)-uiDecisionsShown:]
-		}
-	}
-	for _, b := range samples {
-		var smp Sample
-		must(t, json.Unmarshal(b, &smp))
-		for _, st := range smp.Stages {
-			add(st.Name, st.Decisions)
-		}
-		if smp.Policer != nil {
-			add("", smp.Policer.Decisions)
-		}
-	}
-	return shown, carried
-}
-
-// Sealed samples lose only the decisions no viewer shows: from every
-// resume point, a viewer ends up showing the same decisions as with every
-// sample kept as sent, while the history carries far fewer of them.
-func TestHistoryDropsOnlyUnshownDecisions(t *testing.T) {
-	h := newHistory()
-	var sent [][]byte // every sample as sent, from seq 1
-	dec := func(seq, j int, who string) stage.DecisionState {
-		return stage.DecisionState{At: time.Unix(int64(seq), int64(j)), Reason: fmt.Sprintf("%s %d.%d", who, seq, j)}
-	}
-	const n = 4*historyBlock + 17
-	for seq := 1; seq <= n; seq++ {
-		smp := &Sample{Seq: uint64(seq), Stages: []SampleStage{{Name: "busy"}, {Name: "calm"}}, Policer: &SamplePolicer{}}
-		busy := 10 // a busy stage: 10 a second, then quiet, then 2 a second
-		switch {
-		case seq > 2*historyBlock+20:
-			busy = 2
-		case seq > historyBlock+30:
-			busy = 0
-		}
-		for j := range busy {
-			smp.Stages[0].Decisions = append(smp.Stages[0].Decisions, dec(seq, j, "busy"))
-		}
-		if seq%7 == 0 {
-			smp.Stages[1].Decisions = []stage.DecisionState{dec(seq, 0, "calm")}
-		}
-		if seq%13 == 0 {
-			smp.Policer.Decisions = []stage.DecisionState{dec(seq, 0, "policer")}
-		}
-		b, err := json.Marshal(smp)
-		must(t, err)
-		sent = append(sent, b)
-		h.pushSample(b, decisionCounts(smp))
-	}
-	_, all := shownDecisions(t, sent)
-	for _, seq := range []int{0, 1, 30, historyBlock - 1, historyBlock + 29, historyBlock + 31, 2 * historyBlock, 3*historyBlock + 5, n - 2} {
-		out, from, _, _ := h.since(uint64(seq))
-		if int(from) != seq+1 || len(out) != n-seq {
-			t.Fatalf("since %d: %d samples from %d", seq, len(out), from)
-		}
-		got, carried := shownDecisions(t, out)
-		want, _ := shownDecisions(t, sent[seq:])
-		if !reflect.DeepEqual(got, want) {
-			t.Fatalf("since %d: the page would show\n%v\nwant\n%v", seq, got, want)
-		}
-		if seq == 0 && carried*3 > all {
-			t.Errorf("the history carries %d of the %d decisions sent, want under a third", carried, all)
-		}
-	}
-}
-
-// The page keeps the newest uiDecisionsShown decisions per stage, the
-// number sealing relies on to drop older ones.
-func TestPageShowsUIDecisionsShown(t *testing.T) {
-	page, err := uiFiles.ReadFile("ui/index.html")
-	must(t, err)
-	m := regexp.MustCompile(`a\.length > (\d+)\) a\.splice`).FindAllSubmatch(page, -1)
-	if len(m) != 2 {
-		t.Fatalf("the page's decision lists: %d found, want 2 (stages and policer)", len(m))
-	}
-	for _, x := range m {
-		if string(x[1]) != strconv.Itoa(uiDecisionsShown) {
-			t.Errorf("the page keeps %s decisions, uiDecisionsShown is %d", x[1], uiDecisionsShown)
-		}
+	if !regexp.MustCompile(`(?m)^proxy_ui_history_bytes [1-9]`).MatchString(body) {
+		t.Errorf("/metrics lacks proxy_ui_history_bytes")
 	}
 }
 
@@ -443,9 +229,10 @@ shares:
   clients: [{name: local, share: 50, cidrs: [127.0.0.1]}]
 `
 
-// Sealing re-encodes a sample through Sample: every field of a real one
-// (stages, pool, policer, rules, sensors, shares, decisions) survives
-// byte for byte, and only the named stages lose their decisions.
+// Sealing re-encodes a sample through dashboard.Sample: every field of a
+// real one (stages, pool, policer, rules, sensors, shares, decisions)
+// survives byte for byte. (That only the named stages lose their
+// decisions: the dashboard's TestSampleReencodesExactly.)
 func TestSampleReencodesExactly(t *testing.T) {
 	be := backend(t, func(w http.ResponseWriter, _ *http.Request) {})
 	r := startManual(t, baseConfig(be.URL, `      max_concurrency: 8
@@ -453,15 +240,13 @@ func TestSampleReencodesExactly(t *testing.T) {
   - {name: cgi, match: {path_prefix: /cgi}, controller: voigt-cpu}
   - {name: web, match: {path_prefix: /}, controller: seda, params: {target: 100ms}}
 `))
-	h := r.srv.hist
 	now := time.Now()
+	var b []byte
 	for i := range 3 {
 		r.srv.h.gen.Load().pol.Step(now.Add(time.Duration(i) * time.Second))
-		h.sampleNow(r.srv, now.Add(time.Duration(i)*time.Second))
+		_, b = r.srv.dash.SampleAt(now.Add(time.Duration(i) * time.Second))
 	}
-	out, _, _, _ := h.since(0)
-	b := out[len(out)-1]
-	var smp Sample
+	var smp dashboard.Sample
 	must(t, json.Unmarshal(b, &smp))
 	if smp.Policer == nil || smp.Shares == nil || len(smp.Resources) == 0 || len(smp.Sensors) == 0 || len(smp.Stages) < 2 ||
 		smp.Stages[1].Name != "web" || len(smp.Stages[0].Decisions) == 0 {
@@ -471,61 +256,12 @@ func TestSampleReencodesExactly(t *testing.T) {
 	smp.Policer.Decisions = []stage.DecisionState{{At: now, Reason: "p"}}
 	b, err := json.Marshal(&smp)
 	must(t, err)
-	same, err := withoutDecisions(b, nil)
+	var again dashboard.Sample
+	must(t, json.Unmarshal(b, &again))
+	same, err := json.Marshal(&again)
 	must(t, err)
 	if !bytes.Equal(same, b) {
 		t.Fatalf("re-encoded:\n%s\nsent:\n%s", same, b)
-	}
-	less, err := withoutDecisions(b, []string{"web"})
-	must(t, err)
-	var got Sample
-	must(t, json.Unmarshal(less, &got))
-	if got.Stages[1].Decisions != nil || len(got.Stages[0].Decisions) == 0 || len(got.Policer.Decisions) != 1 {
-		t.Fatalf("without web's decisions: %s", less)
-	}
-}
-
-// Viewers reading while the sampler pushes across block boundaries always
-// see consecutive samples labelled with their seq (run with -race).
-func TestHistoryConcurrentViewers(t *testing.T) {
-	h := newHistory()
-	done := make(chan struct{})
-	errs := make(chan string, 4)
-	for range 4 {
-		go func() {
-			defer func() { errs <- "" }()
-			seq := uint64(0)
-			for {
-				out, from, wake, closed := h.since(seq)
-				for i, b := range out {
-					if !bytes.Equal(b, histSample(int(from)+i)) {
-						errs <- "sample " + strconv.Itoa(int(from)+i) + " mislabelled"
-						return
-					}
-				}
-				if len(out) > 0 {
-					seq = from + uint64(len(out)) - 1
-				}
-				if closed {
-					return
-				}
-				select {
-				case <-wake:
-				case <-done:
-					return
-				}
-			}
-		}()
-	}
-	for i := 1; i <= 3*HistoryLen; i++ {
-		h.push(histSample(i))
-	}
-	h.close()
-	close(done)
-	for range 4 {
-		if e := <-errs; e != "" {
-			t.Fatal(e)
-		}
 	}
 }
 
@@ -539,11 +275,11 @@ func TestHistoryRates(t *testing.T) {
     controller: static-rate
     params: {rate: 100000}
 `))
-	h := r.srv.hist
+	d := r.srv.dash
 	step := func(now time.Time) { r.srv.h.gen.Load().pol.Step(now) }
 	t0 := time.Now().Add(time.Hour) // past the first period, whatever the clock did
 	step(t0)
-	h.take(r.srv, t0)
+	d.SampleAt(t0)
 	for range 30 {
 		code, _, _ := get(t, r.url+"/x", nil)
 		if code != 200 {
@@ -555,8 +291,8 @@ func TestHistoryRates(t *testing.T) {
 	eventually(t, "the proxy to finish the requests", func() bool { return r.srv.h.active.Load() == 0 })
 	t1 := t0.Add(2 * time.Second)
 	step(t1)
-	s := h.take(r.srv, t1.Add(100*time.Millisecond))
-	var c SampleClass
+	s, _ := d.SampleAt(t1.Add(100 * time.Millisecond))
+	var c dashboard.SampleClass
 	for _, st := range s.Stages {
 		if st.Name == "api" {
 			c = st.Classes[0]
@@ -575,7 +311,7 @@ func TestHistoryRates(t *testing.T) {
 		t.Errorf("last period numbers %v", c.Last)
 	}
 	// No period ended since: the rates stand.
-	s = h.take(r.srv, t1.Add(time.Second))
+	s, _ = d.SampleAt(t1.Add(time.Second))
 	for _, st := range s.Stages {
 		if st.Name == "api" && st.Classes[0].Rates.Offered != 15 {
 			t.Errorf("rates after a sample without a period: %+v", st.Classes[0].Rates)
@@ -630,7 +366,7 @@ func TestUIShadowEndpoint(t *testing.T) {
 // is left behind.
 func TestUISamplerNoLeak(t *testing.T) {
 	be := backend(t, func(w http.ResponseWriter, _ *http.Request) {})
-	base, viewers0 := runtime.NumGoroutine(), uiViewers.Load()
+	base, viewers0 := runtime.NumGoroutine(), dashboard.Viewers()
 	c, err := Parse("leak.yaml", []byte(baseConfig(be.URL, "")))
 	must(t, err)
 	srv, err := New(c, Options{Logger: testLogger(t)})
@@ -653,7 +389,7 @@ func TestUISamplerNoLeak(t *testing.T) {
 		}
 		bodies = append(bodies, br)
 	}
-	if n := uiViewers.Load() - viewers0; n != 5 {
+	if n := dashboard.Viewers() - viewers0; n != 5 {
 		t.Errorf("%d viewers counted, want 5", n)
 	}
 	cancel()
@@ -671,6 +407,63 @@ func TestUISamplerNoLeak(t *testing.T) {
 		}
 	}
 	tr.CloseIdleConnections()
-	eventually(t, "the viewers to be counted out", func() bool { return uiViewers.Load() == viewers0 })
+	eventually(t, "the viewers to be counted out", func() bool { return dashboard.Viewers() == viewers0 })
 	eventually(t, "the goroutines to end", func() bool { return runtime.NumGoroutine() <= base+2 })
+}
+
+// The dashboard's view of the server is /state's readings as typed
+// values: the same stages, pool, policer, rules, sensors and shares, with
+// each stage's objective and floor; the types it converts keep /state's
+// JSON names, which the page shows.
+func TestDashViewIsState(t *testing.T) {
+	be := backend(t, func(w http.ResponseWriter, _ *http.Request) {})
+	r := startManual(t, baseConfig(be.URL, `      max_concurrency: 8
+`+uiEverySection+`stages:
+  - {name: cgi, match: {path_prefix: /cgi}, controller: voigt-cpu}
+  - {name: web, match: {path_prefix: /}, controller: seda, params: {target: 100ms}}
+`))
+	now := time.Now()
+	r.srv.h.gen.Load().pol.Step(now)
+	doc := r.srv.State(3)
+	st := dashView{r.srv}.State(3)
+	if st.ConfigVersion != doc.ConfigVersion || st.Shadow != doc.Shadow || st.Token || len(st.Stages) != len(doc.Stages) ||
+		st.Policer == nil || len(st.Resources) != len(doc.Resources) || len(st.Sensors) != len(doc.Sensors) || st.Shares == nil {
+		t.Fatalf("view %+v\nof /state %+v", st, doc)
+	}
+	for i, s := range st.Stages {
+		if !reflect.DeepEqual(s.State, doc.Stages[i]) {
+			t.Errorf("stage %d: %+v, /state has %+v", i, s.State, doc.Stages[i])
+		}
+	}
+	if web := st.Stages[1]; web.Objective != "p90" || web.Floor == nil || *web.Floor != 0.05 {
+		t.Errorf("web: objective %q floor %v", web.Objective, web.Floor)
+	}
+	b := doc.Backends
+	if p := st.Pool; p.Capacity != b.Capacity || p.QueueMax != b.Queue.Max || p.QueueTimeout != b.Queue.Timeout ||
+		len(p.Servers) != 1 || p.Servers[0].URL != b.Servers[0].URL || p.Servers[0].Limit != 8 {
+		t.Errorf("pool %+v, /state has %+v", p, b)
+	}
+	if p, q := st.Policer, doc.Policer; p.Controller != q.Controller || p.Rate != q.Rate || p.Burst != q.Burst {
+		t.Errorf("policer %+v, /state has %+v", p, q)
+	}
+	if r, q := st.Resources[0], doc.Resources[0]; r.Stage != q.Stage || r.Resource != q.Resource || r.Sensor != q.Sensor || r.Rate != q.Rate {
+		t.Errorf("rule %+v, /state has %+v", r, q)
+	}
+	jsonOf := func(v any) string {
+		b, err := json.Marshal(v)
+		must(t, err)
+		return string(b)
+	}
+	if a, b := jsonOf(st.Sensors), jsonOf(doc.Sensors); a != b {
+		t.Errorf("sensors\n%s\n/state has\n%s", a, b)
+	}
+	v, u := 0.5, 1234.0
+	sensor := SensorState{Name: "n", Source: "s", Description: "d", Unit: "u", Value: &v, Bytes: &u, At: now, Error: "e", Reads: 3, Errors: 1}
+	if a, b := jsonOf(dashboard.Sensor(sensor)), jsonOf(sensor); a != b {
+		t.Errorf("a sensor with every field\n%s\n/state has\n%s", a, b)
+	}
+	period := &PolicerPeriod{Elapsed: time.Second, HitsPerSec: 1, Admitted: 2, Rejected: 3, Queue: 4, Utilization: &v}
+	if a, b := jsonOf((*dashboard.PolicerPeriod)(period)), jsonOf(period); a != b {
+		t.Errorf("a policer period with every field\n%s\n/state has\n%s", a, b)
+	}
 }

@@ -1,4 +1,4 @@
-package proxy
+package h1
 
 import (
 	"bufio"
@@ -17,14 +17,14 @@ import (
 	"time"
 )
 
-// h1Transport is the upstream transport of a pool. It sends the common
+// Transport is the upstream transport of the proxy's pool. It sends the common
 // request — plain http://, no request body, no Upgrade, no Expect —
 // itself, over keep-alive HTTP/1.1 connections of its own, on the calling
 // goroutine: it writes the request with http.Request.Write and reads the
 // answer with http.ReadResponse, net/http's own writer and parser. Every
 // other request (https and HTTP/2, bodies, which the standard transport
 // streams while it reads the answer, upgrades, Expect: 100-continue) goes
-// to the standard transport std.
+// to the standard transport it was made with (NewTransport).
 //
 // Why: http.Transport hands every request to two goroutines of the
 // connection (a writer and a reader) and back, through channels; on a
@@ -46,75 +46,98 @@ import (
 //     forward 103 Early Hints, at most 5 of them;
 //   - a connection goes back to the idle pool only when its body was read
 //     to the end, neither side asked to close, the context did not end and
-//     nothing unsolicited follows the answer; at most maxIdle connections
-//     per host idle, each closed after idleTimeout unused;
+//     nothing unsolicited follows the answer; at most
+//     Options.MaxIdlePerHost connections per host idle, each closed after
+//     Options.IdleTimeout unused;
 //   - a request that fails on a reused connection before any byte of the
 //     answer arrived (the server closed it while idle) is sent again on
 //     another connection when it is replayable (GET, HEAD, OPTIONS, TRACE,
 //     or an Idempotency-Key header), like http.Transport; a request that
 //     is not replayable first checks that its idle connection is still
 //     open.
-type h1Transport struct {
+//
+// A Transport is safe for concurrent use; its zero value is not usable:
+// make one with NewTransport.
+type Transport struct {
 	std           *http.Transport
 	dialer        *net.Dialer
 	maxIdle       int
 	idleTimeout   time.Duration
 	headerTimeout time.Duration
 
-	hosts  sync.Map // URL host → *h1Host
+	hosts  sync.Map // URL host → *host
 	closed atomic.Bool
 
-	// counters for tests and metrics
+	// counters for tests and String
 	dials, reused, retried, fallback atomic.Uint64
 }
 
-// h1MaxHeaderBytes is http.Transport's default limit on response headers.
-const h1MaxHeaderBytes = 10 << 20
+// Options are a Transport's limits, from the proxy's backends
+// configuration.
+type Options struct {
+	// DialTimeout bounds connecting to a server (0: no bound but the
+	// system's); connections use TCP keep-alive every 30 s.
+	DialTimeout time.Duration
+	// ResponseHeaderTimeout bounds the wait for the response headers,
+	// from the end of the request's write (0: no bound).
+	ResponseHeaderTimeout time.Duration
+	// MaxIdlePerHost is the number of idle keep-alive connections kept
+	// per host:port (below 1: 1).
+	MaxIdlePerHost int
+	// IdleTimeout closes a connection left idle that long (0: none is
+	// reused).
+	IdleTimeout time.Duration
+}
 
-// h1Max1xx is how many 1xx answers may precede the final one.
-const h1Max1xx = 5
+// maxHeaderBytes is http.Transport's default limit on response headers.
+const maxHeaderBytes = 10 << 20
 
-func newH1Transport(cfg BackendsConfig, std *http.Transport) *h1Transport {
-	return &h1Transport{
+// max1xx is how many 1xx answers may precede the final one.
+const max1xx = 5
+
+// NewTransport returns a Transport with the limits of opts that hands
+// the requests it does not send itself to std.
+func NewTransport(std *http.Transport, opts Options) *Transport {
+	return &Transport{
 		std:           std,
-		dialer:        &net.Dialer{Timeout: cfg.Timeouts.Dial, KeepAlive: 30 * time.Second},
-		maxIdle:       max(cfg.MaxIdleConnsPerHost, 1),
-		idleTimeout:   cfg.IdleConnTimeout,
-		headerTimeout: cfg.Timeouts.ResponseHeader,
+		dialer:        &net.Dialer{Timeout: opts.DialTimeout, KeepAlive: 30 * time.Second},
+		maxIdle:       max(opts.MaxIdlePerHost, 1),
+		idleTimeout:   opts.IdleTimeout,
+		headerTimeout: opts.ResponseHeaderTimeout,
 	}
 }
 
-// h1Host is the idle pool of one host:port: a stack, the most recently
+// host is the idle pool of one host:port: a stack, the most recently
 // used connection on top (the warm ones stay in use, the rest time out).
-type h1Host struct {
-	t    *h1Transport
+type host struct {
+	t    *Transport
 	addr string
 
 	mu    sync.Mutex
-	idle  []*h1Conn
+	idle  []*conn
 	timer *time.Timer // reaps idle connections; nil when none idle
 }
 
-// h1Conn is one keep-alive connection to a backend.
-type h1Conn struct {
-	host  *h1Host
+// conn is one keep-alive connection to a backend.
+type conn struct {
+	host  *host
 	conn  net.Conn
-	lr    h1LimitReader
+	lr    limitReader
 	br    *bufio.Reader
 	bw    *bufio.Writer
 	since time.Time // idle since
 }
 
-// h1LimitReader reads from the connection, at most n bytes while a
+// limitReader reads from the connection, at most n bytes while a
 // response's headers are read (then n is MaxInt64).
-type h1LimitReader struct {
+type limitReader struct {
 	c net.Conn
 	n int64
 }
 
-func (r *h1LimitReader) Read(p []byte) (int, error) {
+func (r *limitReader) Read(p []byte) (int, error) {
 	if r.n <= 0 {
-		return 0, errH1HeadersTooLarge
+		return 0, errHeadersTooLarge
 	}
 	if int64(len(p)) > r.n {
 		p = p[:r.n]
@@ -124,7 +147,7 @@ func (r *h1LimitReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-var errH1HeadersTooLarge = fmt.Errorf("net/http: server response headers exceeded %d bytes; aborted", h1MaxHeaderBytes)
+var errHeadersTooLarge = fmt.Errorf("net/http: server response headers exceeded %d bytes; aborted", maxHeaderBytes)
 
 // simple reports whether req takes the transport's own path.
 func simple(req *http.Request) bool {
@@ -162,13 +185,13 @@ func replayable(req *http.Request) bool {
 	return ok
 }
 
-// RoundTrip sends req and returns its answer.
-func (t *h1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+// RoundTrip sends req and returns its answer (http.RoundTripper).
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !simple(req) {
 		t.fallback.Add(1)
 		return t.std.RoundTrip(req)
 	}
-	h := t.host(req.URL)
+	h := t.hostOf(req.URL)
 	ctx := req.Context()
 	again := replayable(req)
 	for attempt := 0; ; attempt++ {
@@ -189,9 +212,9 @@ func (t *h1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // CloseIdleConnections closes every idle connection, its own and the
 // standard transport's.
-func (t *h1Transport) CloseIdleConnections() {
+func (t *Transport) CloseIdleConnections() {
 	t.hosts.Range(func(_, v any) bool {
-		v.(*h1Host).closeIdle(time.Time{})
+		v.(*host).closeIdle(time.Time{})
 		return true
 	})
 	t.std.CloseIdleConnections()
@@ -199,26 +222,26 @@ func (t *h1Transport) CloseIdleConnections() {
 
 // Close closes the idle connections and lets no more go idle (those in
 // use close when their answer ends).
-func (t *h1Transport) Close() {
+func (t *Transport) Close() {
 	t.closed.Store(true)
 	t.CloseIdleConnections()
 }
 
-func (t *h1Transport) host(u *url.URL) *h1Host {
+func (t *Transport) hostOf(u *url.URL) *host {
 	if v, ok := t.hosts.Load(u.Host); ok {
-		return v.(*h1Host)
+		return v.(*host)
 	}
 	port := u.Port()
 	if port == "" {
 		port = "80"
 	}
-	v, _ := t.hosts.LoadOrStore(u.Host, &h1Host{t: t, addr: net.JoinHostPort(u.Hostname(), port)})
-	return v.(*h1Host)
+	v, _ := t.hosts.LoadOrStore(u.Host, &host{t: t, addr: net.JoinHostPort(u.Hostname(), port)})
+	return v.(*host)
 }
 
 // get returns an idle connection (reused) or a new one. A request that is
 // not replayable checks its idle connection first.
-func (h *h1Host) get(ctx context.Context, replay bool) (*h1Conn, bool, error) {
+func (h *host) get(ctx context.Context, replay bool) (*conn, bool, error) {
 	for {
 		h.mu.Lock()
 		n := len(h.idle)
@@ -246,8 +269,8 @@ func (h *h1Host) get(ctx context.Context, replay bool) (*h1Conn, bool, error) {
 		return nil, false, err
 	}
 	h.t.dials.Add(1)
-	c := &h1Conn{host: h, conn: nc}
-	c.lr = h1LimitReader{c: nc, n: math.MaxInt64}
+	c := &conn{host: h, conn: nc}
+	c.lr = limitReader{c: nc, n: math.MaxInt64}
 	c.br = bufio.NewReaderSize(&c.lr, 4<<10)
 	c.bw = bufio.NewWriterSize(nc, 4<<10)
 	return c, false, nil
@@ -256,13 +279,13 @@ func (h *h1Host) get(ctx context.Context, replay bool) (*h1Conn, bool, error) {
 // alive reports whether an idle connection is still open and quiet:
 // nothing buffered, and a non-blocking peek at the socket finds neither
 // data nor the server's FIN (connAlive).
-func (c *h1Conn) alive() bool { return c.br.Buffered() == 0 && connAlive(c.conn) }
+func (c *conn) alive() bool { return c.br.Buffered() == 0 && connAlive(c.conn) }
 
 var aLongTimeAgo = time.Unix(1, 0)
 
 // put returns c to the idle pool, or closes it when the pool is full or
 // the transport closed.
-func (h *h1Host) put(c *h1Conn) {
+func (h *host) put(c *conn) {
 	c.since = time.Now()
 	h.mu.Lock()
 	if h.t.closed.Load() || len(h.idle) >= h.t.maxIdle {
@@ -279,14 +302,14 @@ func (h *h1Host) put(c *h1Conn) {
 
 // reap closes the connections idle for idleTimeout and re-arms itself
 // while some stay idle.
-func (h *h1Host) reap() {
+func (h *host) reap() {
 	h.mu.Lock()
 	h.timer = nil
 	h.mu.Unlock()
 	h.closeIdle(time.Now().Add(-h.t.idleTimeout))
 	h.mu.Lock()
 	if len(h.idle) > 0 && h.timer == nil {
-		next := h.idle[0].since.Add(h.t.idleTimeout).Sub(time.Now())
+		next := time.Until(h.idle[0].since.Add(h.t.idleTimeout))
 		h.timer = time.AfterFunc(max(next, time.Millisecond), h.reap)
 	}
 	h.mu.Unlock()
@@ -294,9 +317,9 @@ func (h *h1Host) reap() {
 
 // closeIdle closes the idle connections unused since before (all of them
 // when before is zero).
-func (h *h1Host) closeIdle(before time.Time) {
+func (h *host) closeIdle(before time.Time) {
 	h.mu.Lock()
-	var drop []*h1Conn
+	var drop []*conn
 	keep := h.idle[:0]
 	for _, c := range h.idle {
 		if before.IsZero() || c.since.Before(before) || c.since.Equal(before) {
@@ -313,11 +336,11 @@ func (h *h1Host) closeIdle(before time.Time) {
 	}
 }
 
-func (c *h1Conn) close() { _ = c.conn.Close() }
+func (c *conn) close() { _ = c.conn.Close() }
 
 // roundTrip writes req and reads its answer on c. retry reports a failure
 // before any byte of the answer arrived (the request may be sent again).
-func (c *h1Conn) roundTrip(req *http.Request) (resp *http.Response, retry bool, err error) {
+func (c *conn) roundTrip(req *http.Request) (resp *http.Response, retry bool, err error) {
 	ctx := req.Context()
 	stop := func() bool { return true }
 	if ctx.Done() != nil {
@@ -345,15 +368,15 @@ func (c *h1Conn) roundTrip(req *http.Request) (resp *http.Response, retry bool, 
 			return fail(nil, false)
 		}
 	}
-	c.lr.n = h1MaxHeaderBytes
+	c.lr.n = maxHeaderBytes
 	if _, err := c.br.Peek(1); err != nil {
-		return fail(h1ReadError(err), true)
+		return fail(readError(err), true)
 	}
 	trace := httptrace.ContextClientTrace(ctx)
 	for n1xx := 0; ; {
 		resp, err = http.ReadResponse(c.br, req)
 		if err != nil {
-			return fail(h1ReadError(err), false)
+			return fail(readError(err), false)
 		}
 		code := resp.StatusCode
 		if code < 100 || code >= 200 {
@@ -362,7 +385,7 @@ func (c *h1Conn) roundTrip(req *http.Request) (resp *http.Response, retry bool, 
 		if code == http.StatusSwitchingProtocols {
 			return fail(errors.New("sluice: backend switched protocols (101) for a request that asked for no upgrade"), false)
 		}
-		if n1xx++; n1xx > h1Max1xx {
+		if n1xx++; n1xx > max1xx {
 			return fail(errors.New("net/http: too many 1xx informational responses"), false)
 		}
 		if trace != nil && trace.Got1xxResponse != nil {
@@ -378,7 +401,7 @@ func (c *h1Conn) roundTrip(req *http.Request) (resp *http.Response, retry bool, 
 			_ = c.conn.SetDeadline(aLongTimeAgo) // the body's reads fail at once
 		}
 	}
-	b := &h1Body{c: c, rc: resp.Body, ctx: ctx, stop: stop, keep: !resp.Close && !req.Close}
+	b := &body{c: c, rc: resp.Body, ctx: ctx, stop: stop, keep: !resp.Close && !req.Close}
 	if resp.Body == http.NoBody {
 		b.finish(true)
 		return resp, false, nil
@@ -387,18 +410,18 @@ func (c *h1Conn) roundTrip(req *http.Request) (resp *http.Response, retry bool, 
 	return resp, false, nil
 }
 
-// h1ReadError names a response read that hit the header limit.
-func h1ReadError(err error) error {
-	if errors.Is(err, errH1HeadersTooLarge) {
-		return errH1HeadersTooLarge
+// readError names a response read that hit the header limit.
+func readError(err error) error {
+	if errors.Is(err, errHeadersTooLarge) {
+		return errHeadersTooLarge
 	}
 	return err
 }
 
-// h1Body is a response body: read to its end, it gives its connection
+// body is a response body: read to its end, it gives its connection
 // back to the idle pool.
-type h1Body struct {
-	c    *h1Conn
+type body struct {
+	c    *conn
 	rc   io.ReadCloser
 	ctx  context.Context
 	stop func() bool
@@ -406,7 +429,7 @@ type h1Body struct {
 	done bool // read and closed on the handler's goroutine only
 }
 
-func (b *h1Body) Read(p []byte) (int, error) {
+func (b *body) Read(p []byte) (int, error) {
 	if b.done {
 		return 0, io.EOF
 	}
@@ -424,7 +447,7 @@ func (b *h1Body) Read(p []byte) (int, error) {
 }
 
 // Close ends the body; one not read to its end closes the connection.
-func (b *h1Body) Close() error {
+func (b *body) Close() error {
 	if !b.done {
 		b.finish(false)
 	}
@@ -433,7 +456,7 @@ func (b *h1Body) Close() error {
 
 // finish returns the connection to the pool when the answer ended cleanly
 // on a connection that may be reused, and closes it otherwise.
-func (b *h1Body) finish(eof bool) {
+func (b *body) finish(eof bool) {
 	b.done = true
 	c := b.c
 	// stop is false when the context ended and its callback set a past
@@ -446,7 +469,7 @@ func (b *h1Body) finish(eof bool) {
 }
 
 // String names the transport in logs.
-func (t *h1Transport) String() string {
+func (t *Transport) String() string {
 	return fmt.Sprintf("sluice h1 transport (dials %d, reused %d, retried %d, standard %d)",
 		t.dials.Load(), t.reused.Load(), t.retried.Load(), t.fallback.Load())
 }

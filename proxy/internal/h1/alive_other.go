@@ -1,6 +1,6 @@
 //go:build !unix
 
-package proxy
+package h1
 
 import "net"
 

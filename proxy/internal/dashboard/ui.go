@@ -1,10 +1,9 @@
-package proxy
+package dashboard
 
 import (
 	"crypto/rand"
 	"embed"
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -15,27 +14,30 @@ import (
 	"time"
 )
 
-// The live dashboard on the admin listener:
+// The page and its event stream, which the proxy serves on its admin
+// listener:
 //
 //	GET /ui         one self-contained page (uPlot and the page's script
-//	                inlined; it loads nothing else)
+//	                inlined; it loads nothing else): ServePage
 //	GET /ui/events  Server-Sent Events: the kept history, then one
 //	                sample a second (event "sample", id BOOT-SEQ; resume
-//	                with Last-Event-ID or ?since=BOOT-SEQ)
-//	PUT /shadow     body {"shadow":true}: turn shadow mode on or off
+//	                with Last-Event-ID or ?since=BOOT-SEQ): ServeEvents
 //
-// With admin.token set, /ui needs the token once — as
-// "Authorization: Bearer TOKEN" or as ?token=TOKEN, which the page then
-// removes from the address bar and keeps in the tab's sessionStorage —
-// and answers with an HttpOnly, SameSite=Strict session cookie for /ui
-// that the page's reloads and the event stream use. Changes (PUT, POST)
-// need the Authorization header itself; the page sends it.
+// The page's changes go to the proxy's admin API (PUT /shadow, PUT
+// /stages/{name}/target), not here. With admin.token set, /ui needs the
+// token once — as "Authorization: Bearer TOKEN" or as ?token=TOKEN,
+// which the page then removes from the address bar and keeps in the
+// tab's sessionStorage — and answers with an HttpOnly, SameSite=Strict
+// session cookie for /ui that the page's reloads and the event stream
+// use (the proxy's Access). Changes (PUT, POST) need the Authorization
+// header itself; the page sends it.
 
 //go:embed ui/index.html ui/vendor/uplot/uPlot.iife.min.js ui/vendor/uplot/uPlot.min.css ui/vendor/uplot/LICENSE
 var uiFiles embed.FS
 
-// MaxUIViewers bounds the event streams open at once; more get 503.
-const MaxUIViewers = 64
+// MaxViewers bounds the event streams open at once in the process (all
+// dashboards together); more get 503.
+const MaxViewers = 64
 
 // uiWriteTimeout bounds one write to a viewer: a viewer that does not
 // read for that long is dropped (its browser reconnects).
@@ -75,26 +77,15 @@ var uiPage = sync.OnceValues(func() (string, error) {
 	return page, nil
 })
 
-// registerUI adds the dashboard's routes and PUT /shadow to mux.
-func (s *Server) registerUI(mux *http.ServeMux) {
-	mux.HandleFunc("GET /ui", s.handleUI)
-	mux.HandleFunc("GET /ui/events", s.handleUIEvents)
-	mux.Handle("PUT /shadow", s.auth.requireBearer(http.HandlerFunc(s.handleShadow)))
+// allowed reports whether r may see the dashboard (Options.Access).
+func (d *Dashboard) allowed(r *http.Request, page bool) bool {
+	return d.access == nil || d.access.Allowed(r, page)
 }
 
-// uiAuthorized reports whether r may see the dashboard: no token is
-// configured, or r carries it (header, session cookie, or for the page
-// itself ?token=).
-func (s *Server) uiAuthorized(r *http.Request, query bool) bool {
-	a := s.auth
-	if !a.enabled() || a.bearer(r) || a.session(r) {
-		return true
-	}
-	return query && r.URL.Query().Has("token") && a.match(r.URL.Query().Get("token"))
-}
-
-func (s *Server) handleUI(w http.ResponseWriter, r *http.Request) {
-	if !s.uiAuthorized(r, true) {
+// ServePage serves the page (GET /ui), or 401 to a request that Access
+// does not allow.
+func (d *Dashboard) ServePage(w http.ResponseWriter, r *http.Request) {
+	if !d.allowed(r, true) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="sluice admin"`)
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.WriteHeader(http.StatusUnauthorized)
@@ -104,7 +95,7 @@ func (s *Server) handleUI(w http.ResponseWriter, r *http.Request) {
 	}
 	page, err := uiPage()
 	if err != nil {
-		adminError(w, http.StatusInternalServerError, "dashboard: "+err.Error())
+		d.errorf(w, http.StatusInternalServerError, "dashboard: "+err.Error())
 		return
 	}
 	var nb [16]byte
@@ -117,12 +108,17 @@ func (s *Server) handleUI(w http.ResponseWriter, r *http.Request) {
 		"connect-src 'self'; img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
 	h.Set("Referrer-Policy", "no-referrer")
 	h.Set("X-Content-Type-Options", "nosniff")
-	s.auth.setSession(w)
+	if d.access != nil {
+		d.access.Grant(w)
+	}
 	_, _ = io.WriteString(w, strings.ReplaceAll(page, "{{NONCE}}", nonce))
 }
 
-// uiViewers counts the open event streams of all servers.
-var uiViewers atomic.Int64
+// viewers counts the open event streams of all dashboards.
+var viewers atomic.Int64
+
+// Viewers returns the number of event streams open in the process.
+func Viewers() int64 { return viewers.Load() }
 
 // parseSince reads a resume point "BOOT-SEQ": the samples after SEQ when
 // BOOT is this process's, else 0 (everything kept).
@@ -138,18 +134,24 @@ func (h *history) parseSince(v string) uint64 {
 	return n
 }
 
-func (s *Server) handleUIEvents(w http.ResponseWriter, r *http.Request) {
-	if !s.uiAuthorized(r, false) {
-		unauthorized(w, "the dashboard's event stream needs the admin token: open /ui?token=TOKEN, or send 'Authorization: Bearer TOKEN'")
+// ServeEvents serves the event stream (GET /ui/events): the samples
+// kept after the resume point (Last-Event-ID or ?since=), then each new
+// one, until the client leaves or the history closes (Run returned). It
+// answers 401 to a request that Access does not allow, 503 past
+// MaxViewers.
+func (d *Dashboard) ServeEvents(w http.ResponseWriter, r *http.Request) {
+	if !d.allowed(r, false) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="sluice admin"`)
+		d.errorf(w, http.StatusUnauthorized, "the dashboard's event stream needs the admin token: open /ui?token=TOKEN, or send 'Authorization: Bearer TOKEN'")
 		return
 	}
-	if v := uiViewers.Add(1); v > MaxUIViewers {
-		uiViewers.Add(-1)
-		adminError(w, http.StatusServiceUnavailable, fmt.Sprintf("too many dashboard viewers (at most %d)", MaxUIViewers))
+	if v := viewers.Add(1); v > MaxViewers {
+		viewers.Add(-1)
+		d.errorf(w, http.StatusServiceUnavailable, fmt.Sprintf("too many dashboard viewers (at most %d)", MaxViewers))
 		return
 	}
-	defer uiViewers.Add(-1)
-	hist := s.hist
+	defer viewers.Add(-1)
+	hist := d.hist
 	since := r.Header.Get("Last-Event-ID")
 	if q := r.URL.Query().Get("since"); q != "" {
 		since = q
@@ -205,50 +207,4 @@ func (s *Server) handleUIEvents(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-}
-
-// handleShadow is PUT /shadow: body {"shadow":true|false}. It applies the
-// running configuration with shadow changed — a new configuration
-// version, and, as with a reload that changes shadow, every stage starts
-// afresh (targets set through the API go back to the configured ones). A
-// reload from the file brings back the file's shadow setting.
-func (s *Server) handleShadow(w http.ResponseWriter, r *http.Request) {
-	var body struct {
-		Shadow *bool `json:"shadow"`
-	}
-	dec := json.NewDecoder(io.LimitReader(r.Body, 4096))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&body); err != nil {
-		adminError(w, http.StatusBadRequest, `body must be JSON like {"shadow":true}: `+err.Error())
-		return
-	}
-	if body.Shadow == nil {
-		adminError(w, http.StatusBadRequest, `shadow is required: {"shadow":true} or {"shadow":false}`)
-		return
-	}
-	old, version, err := s.setShadow(*body.Shadow)
-	if err != nil {
-		adminError(w, http.StatusBadRequest, err.Error())
-		return
-	}
-	if old != *body.Shadow {
-		s.log.Info("shadow mode changed", "old", old, "new", *body.Shadow, "config_version", version, "from", r.RemoteAddr)
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"shadow": *body.Shadow, "old": old, "config_version": version})
-}
-
-// setShadow applies the running configuration with Shadow = on (nothing
-// when it already is) and returns the old value and the running
-// configuration version.
-func (s *Server) setShadow(on bool) (old bool, version uint64, err error) {
-	err = s.applyFrom(func(cur *Config) *Config {
-		old = cur.Shadow
-		if old == on {
-			return nil
-		}
-		c := *cur // configurations are never modified once running: a shallow copy is enough
-		c.Shadow = on
-		return &c
-	})
-	return old, s.h.gen.Load().version, err
 }

@@ -1,4 +1,4 @@
-package proxy
+package h1
 
 import (
 	"bufio"
@@ -9,21 +9,21 @@ import (
 	"testing"
 )
 
-// verdicts feeds stream to a scanConn in pieces of the given size, asks
+// verdicts feeds stream to a ScanConn in pieces of the given size, asks
 // for the verdict of each request as soon as its header block is in (as
 // the server hands it to a handler) and returns the verdicts of the
 // first n requests.
 func verdicts(stream string, piece, n int) []string {
-	c := &scanConn{}
+	c := &ScanConn{}
 	var out []string
 	for i := 0; i < len(stream); i += piece {
 		c.scan([]byte(stream[i:min(i+piece, len(stream))]))
 		for uint64(len(out)) < c.blocks.Load() && len(out) < n {
-			out = append(out, c.next())
+			out = append(out, c.Next())
 		}
 	}
 	for len(out) < n {
-		out = append(out, c.next())
+		out = append(out, c.Next())
 	}
 	return out
 }
@@ -120,27 +120,27 @@ func TestScanVerdicts(t *testing.T) {
 }
 
 func TestScanBodyFault(t *testing.T) {
-	c := &scanConn{}
+	c := &ScanConn{}
 	c.scan([]byte("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n"))
-	if v := c.next(); v != "" {
+	if v := c.Next(); v != "" {
 		t.Fatalf("request 1 refused before its body: %q", v)
 	}
-	if f := c.bodyFault(1); f != "" {
+	if f := c.BodyFault(1); f != "" {
 		t.Fatalf("clean body so far, fault %q", f)
 	}
 	c.scan([]byte("ffffffffffffffff\r\n"))
-	if f := c.bodyFault(1); !strings.Contains(f, "out of range") {
+	if f := c.BodyFault(1); !strings.Contains(f, "out of range") {
 		t.Errorf("body fault %q, want the chunk size out of range", f)
 	}
 }
 
 func TestScanStopsOnUpgrade(t *testing.T) {
-	c := &scanConn{}
+	c := &ScanConn{}
 	c.scan([]byte("GET /ws HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n"))
-	if v := c.next(); v != "" {
+	if v := c.Next(); v != "" {
 		t.Fatalf("upgrade request refused: %q", v)
 	}
-	c.stop()
+	c.Stop()
 	if !c.stopped.Load() {
 		t.Fatal("stop not recorded")
 	}
@@ -182,7 +182,7 @@ func goFraming(stream []byte) []int {
 // the offset just past each header block it counted, and the first
 // refused request (0: none).
 func scanFraming(stream []byte) ([]int, uint64) {
-	c := &scanConn{}
+	c := &ScanConn{}
 	var ends []int
 	for i := range stream {
 		before := c.blocks.Load()
@@ -247,7 +247,7 @@ func FuzzScan(f *testing.F) {
 		if piece <= 0 {
 			piece = 1
 		}
-		c := &scanConn{}
+		c := &ScanConn{}
 		for i := 0; i < len(data); i += piece {
 			c.scan(data[i:min(i+piece, len(data))])
 		}

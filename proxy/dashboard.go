@@ -1,0 +1,135 @@
+package proxy
+
+import (
+	"net/http"
+	"sync"
+
+	"github.com/sluicehq/sluice/control"
+	"github.com/sluicehq/sluice/proxy/internal/dashboard"
+	"github.com/sluicehq/sluice/stage"
+)
+
+// The proxy's side of the live dashboard (internal/dashboard): the view
+// of the server it reads, its guard, and what the proxy knows of each
+// stage's controller that /state does not say. The routes are the admin
+// API's (admin.go).
+
+// dashView is the dashboard's read-only view of the server
+// (dashboard.View): the readings of GET /state as typed values, with
+// each stage's objective and setting floor.
+type dashView struct{ s *Server }
+
+var _ dashboard.View = dashView{}
+
+func (v dashView) State(n int) dashboard.State {
+	s := v.s
+	g := s.h.gen.Load()
+	doc := s.State(n)
+	out := dashboard.State{ConfigVersion: doc.ConfigVersion, Shadow: doc.Shadow, InFlight: doc.InFlight,
+		Streams: doc.Streams, Token: s.auth != nil && s.auth.enabled(), Shares: doc.Shares,
+		Stages: make([]dashboard.Stage, len(doc.Stages))}
+	for i, st := range doc.Stages {
+		ds := dashboard.Stage{State: st}
+		if stg := g.pol.Stage(st.Name); stg != nil {
+			ds.Objective = objectiveOf(stg)
+		}
+		if f, ok := settingFloor(g.cfg, st.Name, st.Kind); ok {
+			ds.Floor = &f
+		}
+		out.Stages[i] = ds
+	}
+	ps := &doc.Backends
+	waited, waitNS := g.pool.waits()
+	out.Pool = dashboard.Pool{Capacity: ps.Capacity, InFlight: ps.InFlight, Queue: ps.Queue.Length, QueueMax: ps.Queue.Max,
+		QueueTimeout: ps.Queue.Timeout, Rejected: ps.Queue.Full + ps.Queue.TimedOut, Waited: waited, WaitNS: waitNS,
+		Servers: make([]dashboard.Backend, len(ps.Servers))}
+	for i, b := range ps.Servers {
+		out.Pool.Servers[i] = dashboard.Backend{URL: b.URL, InFlight: b.InFlight, Limit: b.MaxConcurrency, Served: b.Served}
+	}
+	if p := doc.Policer; p != nil {
+		out.Policer = &dashboard.Policer{Controller: p.Controller, Rate: p.Rate, Burst: p.Burst, Offered: p.Offered,
+			Admitted: p.Admitted, Rejected: p.RejectedRate + p.RejectedSource, LiveConns: p.LiveConns,
+			Last: (*dashboard.PolicerPeriod)(p.Last), GuardError: p.GuardError, Decisions: p.Decisions}
+	}
+	for _, r := range doc.Resources {
+		out.Resources = append(out.Resources, dashboard.Resource{Stage: r.Stage, Resource: r.Resource, Sensor: r.Sensor,
+			Rate: r.Rate, HitsPerSec: r.HitsPerSec, Rejected: r.Rejected, Input: r.Input, SensorError: r.SensorError})
+	}
+	for _, sn := range doc.Sensors {
+		out.Sensors = append(out.Sensors, dashboard.Sensor(sn))
+	}
+	return out
+}
+
+// dashAccess guards the dashboard with the admin token
+// (dashboard.Access): without a token configured everyone may see it;
+// with one, a request that carries it (Authorization header, the session
+// cookie, or for the page itself ?token=).
+type dashAccess struct{ a *adminAuth }
+
+var _ dashboard.Access = dashAccess{}
+
+func (d dashAccess) Allowed(r *http.Request, page bool) bool {
+	a := d.a
+	if !a.enabled() || a.bearer(r) || a.session(r) {
+		return true
+	}
+	return page && r.URL.Query().Has("token") && a.match(r.URL.Query().Get("token"))
+}
+
+func (d dashAccess) Grant(w http.ResponseWriter) { d.a.setSession(w) }
+
+// objectiveOf returns the statistic a stage's response-time target holds:
+// "p90" (seda, with or without degradation), "mean" (yaksha), "target"
+// for another controller with a target, "" for one without.
+func objectiveOf(st *stage.Stage) string {
+	switch st.Controller().Unwrap().(type) {
+	case *control.SEDA, *control.Degrader:
+		return "p90"
+	case *control.Yaksha:
+		return "mean"
+	case control.Targeted:
+		return "target"
+	}
+	return ""
+}
+
+// floors caches the setting floors of one configuration.
+var floors struct {
+	mu  sync.Mutex
+	cfg *Config
+	m   map[string]float64
+}
+
+// settingFloor returns the most restrictive setting of stage name's
+// controller in cfg — the lowest rate of a rate controller, the highest
+// drop probability of yaksha — and whether it has one. A static
+// controller has none (its setting never moves), nor does an unknown one.
+func settingFloor(cfg *Config, name, kind string) (float64, bool) {
+	floors.mu.Lock()
+	defer floors.mu.Unlock()
+	if floors.cfg != cfg {
+		floors.cfg, floors.m = cfg, map[string]float64{}
+		if ctrls, err := cfg.StageControllers(); err == nil {
+			for n, c := range ctrls {
+				switch c := c.(type) {
+				case *control.SEDAConfig:
+					floors.m[n] = c.RateMin
+				case *control.VoigtCPUConfig:
+					floors.m[n] = c.MinRate
+				case *control.VoigtQueueConfig:
+					floors.m[n] = c.MinRate
+				case *control.KihlConfig:
+					floors.m[n] = 0
+				case *control.YakshaConfig:
+					floors.m[n] = c.MaxDrop
+				}
+			}
+		}
+	}
+	f, ok := floors.m[name]
+	if ok && kind == "none" {
+		return 0, false
+	}
+	return f, ok
+}
