@@ -3,6 +3,8 @@ package control
 import (
 	"slices"
 	"strings"
+
+	"github.com/sluicehq/sluice"
 )
 
 // Resource names a critical resource of Voigt & Gunningberg's resource
@@ -131,3 +133,64 @@ func (c *StaticRateConfig) Needs() Needs { return Needs{SplitBudget: true} }
 // Needs: a fixed concurrency limit waits in its own queue and is a budget
 // cluster mode may split.
 func (c *StaticConcurrencyConfig) Needs() Needs { return Needs{OwnQueue: true, SplitBudget: true} }
+
+// Besides what it needs, a controller says two things about itself for
+// readers of its state (the dashboard), so that no switch on controller
+// types lives outside this package: which statistic its response-time
+// target holds, and its most restrictive setting.
+
+// objective is implemented by controllers whose target holds a named
+// statistic.
+type objective interface{ Objective() string }
+
+// ObjectiveOf returns the statistic c's response-time target holds:
+// "p90" (seda, with or without degradation), "mean" (yaksha), "target"
+// for another controller with a target (Targeted), "" for one without.
+func ObjectiveOf(c sluice.Controller) string {
+	switch c := c.(type) {
+	case objective:
+		return c.Objective()
+	case Targeted:
+		return "target"
+	}
+	return ""
+}
+
+// Objective: SEDA holds the 90th percentile.
+func (s *SEDA) Objective() string { return "p90" }
+
+// Objective: degradation runs SEDA's controller on the 90th percentile.
+func (d *Degrader) Objective() string { return "p90" }
+
+// Objective: Yaksha holds the mean.
+func (y *Yaksha) Objective() string { return "mean" }
+
+// floorer is implemented by the configs of controllers whose setting has a
+// configured most restrictive value.
+type floorer interface{ Floor() float64 }
+
+// FloorOf returns the most restrictive setting cfg's controller can reach
+// — the lowest rate of a rate controller, the highest drop probability of
+// yaksha — and whether it has one (a static controller, whose setting
+// never moves, has none; nor do the concurrency limits).
+func FloorOf(cfg Config) (float64, bool) {
+	if f, ok := cfg.(floorer); ok {
+		return f.Floor(), true
+	}
+	return 0, false
+}
+
+// Floor: rate_min.
+func (c *SEDAConfig) Floor() float64 { return c.RateMin }
+
+// Floor: min_rate.
+func (c *VoigtCPUConfig) Floor() float64 { return c.MinRate }
+
+// Floor: min_rate.
+func (c *VoigtQueueConfig) Floor() float64 { return c.MinRate }
+
+// Floor: Kihl's rate can reach 0.
+func (c *KihlConfig) Floor() float64 { return 0 }
+
+// Floor: max_drop, the most yaksha drops.
+func (c *YakshaConfig) Floor() float64 { return c.MaxDrop }

@@ -120,3 +120,68 @@ func TestNeedsMatchBehaviour(t *testing.T) {
 		}
 	}
 }
+
+// What each controller says of itself for the dashboard: the statistic
+// its target holds and its most restrictive setting.
+func TestObjectiveAndFloorOfEveryController(t *testing.T) {
+	type want struct {
+		objective string
+		floor     float64
+		hasFloor  bool
+	}
+	wants := map[string]want{
+		"auto":               {"target", 0, false},
+		"bbr":                {"", 0, false},
+		"envoy-gradient":     {"", 0, false},
+		"gradient2":          {"", 0, false},
+		"kihl":               {"", 0, true},
+		"none":               {"", 0, false},
+		"seda":               {"p90", DefaultSEDAConfig().RateMin, true},
+		"static-concurrency": {"", 0, false},
+		"static-rate":        {"", 0, false},
+		"voigt-cpu":          {"", DefaultVoigtCPUConfig().MinRate, true},
+		"voigt-queue":        {"", DefaultVoigtQueueConfig().MinRate, true},
+		"yaksha":             {"mean", DefaultYakshaConfig().MaxDrop, true},
+	}
+	ready := func(cfg Config) {
+		// Those that need a target or a budget before they can be built.
+		switch c := cfg.(type) {
+		case *SEDAConfig:
+			c.Target = time.Second
+		case *YakshaConfig:
+			c.Tref = time.Second
+		case *StaticConcurrencyConfig:
+			c.Limit = 10
+		case *StaticRateConfig:
+			c.Rate = 10
+		}
+	}
+	for _, name := range Names() {
+		cfg, _ := NewConfig(name)
+		w, ok := wants[name]
+		if !ok {
+			t.Errorf("%s: not decided in this test", name)
+			continue
+		}
+		if f, has := FloorOf(cfg); f != w.floor || has != w.hasFloor {
+			t.Errorf("%s: floor %v %v, want %v %v", name, f, has, w.floor, w.hasFloor)
+		}
+		ready(cfg)
+		c, err := cfg.New()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if got := ObjectiveOf(c); got != w.objective {
+			t.Errorf("%s: objective %q, want %q", name, got, w.objective)
+		}
+	}
+	sc := DefaultSEDAConfig()
+	sc.Target, sc.Degrade.Enabled = time.Second, true
+	d, err := NewDegrader(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ObjectiveOf(d); got != "p90" {
+		t.Errorf("degrader: objective %q, want p90", got)
+	}
+}

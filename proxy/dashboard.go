@@ -79,20 +79,9 @@ func (d dashAccess) Allowed(r *http.Request, page bool) bool {
 
 func (d dashAccess) Grant(w http.ResponseWriter) { d.a.setSession(w) }
 
-// objectiveOf returns the statistic a stage's response-time target holds:
-// "p90" (seda, with or without degradation), "mean" (yaksha), "target"
-// for another controller with a target, "" for one without.
-func objectiveOf(st *stage.Stage) string {
-	switch st.Controller().Unwrap().(type) {
-	case *control.SEDA, *control.Degrader:
-		return "p90"
-	case *control.Yaksha:
-		return "mean"
-	case control.Targeted:
-		return "target"
-	}
-	return ""
-}
+// objectiveOf returns the statistic a stage's response-time target holds
+// (control.ObjectiveOf).
+func objectiveOf(st *stage.Stage) string { return control.ObjectiveOf(st.Controller().Unwrap()) }
 
 // floors caches the setting floors of one configuration.
 var floors struct {
@@ -102,9 +91,7 @@ var floors struct {
 }
 
 // settingFloor returns the most restrictive setting of stage name's
-// controller in cfg — the lowest rate of a rate controller, the highest
-// drop probability of yaksha — and whether it has one. A static
-// controller has none (its setting never moves), nor does an unknown one.
+// controller in cfg (control.FloorOf) and whether it has one.
 func settingFloor(cfg *Config, name, kind string) (float64, bool) {
 	floors.mu.Lock()
 	defer floors.mu.Unlock()
@@ -112,17 +99,8 @@ func settingFloor(cfg *Config, name, kind string) (float64, bool) {
 		floors.cfg, floors.m = cfg, map[string]float64{}
 		if ctrls, err := cfg.StageControllers(); err == nil {
 			for n, c := range ctrls {
-				switch c := c.(type) {
-				case *control.SEDAConfig:
-					floors.m[n] = c.RateMin
-				case *control.VoigtCPUConfig:
-					floors.m[n] = c.MinRate
-				case *control.VoigtQueueConfig:
-					floors.m[n] = c.MinRate
-				case *control.KihlConfig:
-					floors.m[n] = 0
-				case *control.YakshaConfig:
-					floors.m[n] = c.MaxDrop
+				if f, ok := control.FloorOf(c); ok {
+					floors.m[n] = f
 				}
 			}
 		}

@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/policy"
@@ -58,7 +60,7 @@ func newMetrics() *metrics {
 func (m *metrics) register(reg prometheus.Registerer, h *Handler, ov *overload) error {
 	for _, c := range []prometheus.Collector{m.upstreamErrors, m.gatewayErrors, m.poolRejected, m.badRequests,
 		m.reloads, m.targetChanges, &stateCollector{h: h}, policy.CollectorFor(h.policy),
-		overloadCollector{h: h, ov: ov}, sharesCollector{h: h}} {
+		overloadCollector{h: h, ov: ov}, sharesCollector{h: h}, targetCollector{h: h}} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}
@@ -113,4 +115,52 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descActive, prometheus.GaugeValue, float64(c.h.active.Load()))
 	ch <- prometheus.MustNewConstMetric(descVersion, prometheus.GaugeValue, float64(g.version))
 	ch <- prometheus.MustNewConstMetric(descLoaded, prometheus.GaugeValue, float64(g.loaded.UnixNano())/1e9)
+}
+
+// What the dashboard, the Grafana dashboard and the alert rules need
+// beyond /state's numbers: each stage's response-time target with the
+// statistic it holds, the most restrictive setting its controller can
+// reach, and the pool's wait.
+var (
+	descStageTarget = prometheus.NewDesc("proxy_stage_target_seconds",
+		"Response-time target of a stage's controller, in seconds, and the statistic it holds (objective: p90, mean, or target when unknown).",
+		[]string{"stage", "objective"}, nil)
+	descStageFloor = prometheus.NewDesc("proxy_stage_setting_floor",
+		"Most restrictive setting a stage's controller can reach (lowest rate in req/s, highest drop probability), for the controllers that have one.",
+		[]string{"stage", "kind"}, nil)
+	descQueueWait = prometheus.NewDesc("proxy_queue_wait_seconds_total",
+		"Time spent in the backend pool's wait queue by requests that waited and got a server slot, in seconds.", nil, nil)
+	descQueueWaits = prometheus.NewDesc("proxy_queue_waits_total",
+		"Requests that waited in the backend pool's queue and got a server slot.", nil, nil)
+)
+
+// targetCollector exports the stage targets and floors and the pool's
+// wait, read from the running generation at each scrape.
+type targetCollector struct{ h *Handler }
+
+func (c targetCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descStageTarget, descStageFloor, descQueueWait, descQueueWaits} {
+		ch <- d
+	}
+}
+
+func (c targetCollector) Collect(ch chan<- prometheus.Metric) {
+	g := c.h.gen.Load()
+	if g == nil {
+		return
+	}
+	for _, st := range g.pol.Stages() {
+		s := st.State(0)
+		if s.Target != "" {
+			if d, err := time.ParseDuration(s.Target); err == nil {
+				ch <- prometheus.MustNewConstMetric(descStageTarget, prometheus.GaugeValue, d.Seconds(), s.Name, objectiveOf(st))
+			}
+		}
+		if f, ok := settingFloor(g.cfg, s.Name, s.Kind); ok {
+			ch <- prometheus.MustNewConstMetric(descStageFloor, prometheus.GaugeValue, f, s.Name, s.Kind)
+		}
+	}
+	n, ns := g.pool.waits()
+	ch <- prometheus.MustNewConstMetric(descQueueWait, prometheus.CounterValue, float64(ns)/1e9)
+	ch <- prometheus.MustNewConstMetric(descQueueWaits, prometheus.CounterValue, float64(n))
 }
