@@ -3,7 +3,6 @@ package policer
 import (
 	"fmt"
 	"math"
-	"net/netip"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/netprefix"
@@ -157,28 +156,27 @@ func (l SourceLimit) validate(field string) error {
 	return nil
 }
 
-// compile validates s and builds its matcher.
-func (s *SourceConfig) compile() (*matcher, error) {
+// compile validates s and builds its table of rule prefixes (prefix →
+// rule index).
+func (s *SourceConfig) compile() (*netprefix.Table[int], error) {
 	if s.Default != nil {
 		if err := s.Default.validate("sources.default"); err != nil {
 			return nil, err
 		}
 	}
-	m := &matcher{byPrefix: make(map[netip.Prefix]int, len(s.Rules))}
+	m := &netprefix.Table[int]{}
 	for i, r := range s.Rules {
 		field := fmt.Sprintf("sources.rules[%d]", i)
 		p, err := netprefix.Parse(r.Prefix)
 		if err != nil {
 			return nil, badField(field+".prefix", fmt.Sprintf("%q", r.Prefix), err.Error())
 		}
-		if j, dup := m.byPrefix[p]; dup {
+		if j, added := m.Insert(p, i); !added {
 			return nil, badField(field+".prefix", fmt.Sprintf("%q", r.Prefix), fmt.Sprintf("the same prefix as sources.rules[%d]", j))
 		}
 		if err := r.limit().validate(field); err != nil {
 			return nil, err
 		}
-		m.byPrefix[p] = i
-		m.addLength(p.Addr().Is4(), p.Bits())
 	}
 	if s.MaxTracked < 0 || s.MaxTracked > MaxMaxTracked {
 		return nil, badField("sources.max_tracked", s.MaxTracked, fmt.Sprintf("must be in [0, %d]", MaxMaxTracked))

@@ -184,9 +184,9 @@ func (p *Policer) Stats() Stats {
 		RejectedSource: p.rejSource.Load(),
 		AcceptErrors:   p.acceptErrors.Load(),
 	}
-	if p.sources != nil && p.sources.idx != nil {
+	if p.sources != nil && p.sources.tats != nil {
 		s.TrackedSources, s.Evictions, s.LossyEvictions = p.sources.stats()
-		s.MaxTracked = p.sources.maxTracked
+		s.MaxTracked = p.sources.tats.Cap()
 	}
 	return s
 }

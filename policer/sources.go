@@ -3,50 +3,12 @@ package policer
 import (
 	"math"
 	"net/netip"
-	"slices"
 	"sync"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/lru"
+	"github.com/sluicehq/sluice/internal/netprefix"
 )
-
-// matcher finds the longest configured prefix containing an address: one
-// map lookup per distinct prefix length of the address's family, longest
-// first (at most 33 for IPv4, 129 for IPv6; in practice a handful).
-type matcher struct {
-	byPrefix   map[netip.Prefix]int // prefix → rule index
-	len4, len6 []int                // distinct prefix lengths, longest first
-}
-
-func (m *matcher) addLength(is4 bool, bits int) {
-	l := &m.len6
-	if is4 {
-		l = &m.len4
-	}
-	if slices.Contains(*l, bits) {
-		return
-	}
-	*l = append(*l, bits)
-	slices.Sort(*l)
-	slices.Reverse(*l)
-}
-
-// match returns the index of the rule with the longest prefix containing a
-// (an unmapped address without zone), or -1.
-func (m *matcher) match(a netip.Addr) int {
-	lens := m.len6
-	if a.Is4() {
-		lens = m.len4
-	}
-	for _, bits := range lens {
-		p, err := a.Prefix(bits)
-		if err != nil {
-			continue
-		}
-		if i, ok := m.byPrefix[p]; ok {
-			return i
-		}
-	}
-	return -1
-}
 
 // limitState is a compiled SourceLimit: a GCRA ("virtual scheduling")
 // token bucket. A bucket of rate r and size b admits a connection at t iff
@@ -89,37 +51,26 @@ func (s *limitState) take(tat *int64, t int64) bool {
 	return true
 }
 
-// entry is the bucket of one tracked source address, a node of the LRU
-// list (indices into sourceTable.ents; -1 ends the list).
-type entry struct {
-	addr       netip.Addr
-	tat        int64
-	prev, next int32
-}
-
 // sourceTable is the per-source part of a Policer. The per-address buckets
-// live in a table of at most maxTracked entries with least-recently-seen
-// replacement: the map and the entry slice never grow beyond it, and a
-// replacement reuses the slot without allocating.
+// (each its GCRA theoretical arrival time) live in an LRU map of at most
+// maxTracked entries with least-recently-seen replacement: it never grows
+// beyond that, and a replacement reuses the slot without allocating.
 type sourceTable struct {
 	mu         sync.Mutex
 	base       time.Time
-	m          *matcher
+	m          *netprefix.Table[int] // rule prefixes → rule index
 	rules      []limitState
 	def        limitState
 	hasDefault bool
 
-	maxTracked int
-	idx        map[netip.Addr]int32
-	ents       []entry
-	head, tail int32 // most and least recently seen; -1 when empty
+	tats *lru.Map[netip.Addr, int64] // per-address buckets; nil when no rule needs them
 
 	evictions      uint64 // replaced entries
 	lossyEvictions uint64 // replaced entries whose bucket was not full
 }
 
-func newSourceTable(c *SourceConfig, m *matcher, now time.Time) *sourceTable {
-	t := &sourceTable{base: now, m: m, maxTracked: c.MaxTracked, head: -1, tail: -1}
+func newSourceTable(c *SourceConfig, m *netprefix.Table[int], now time.Time) *sourceTable {
+	t := &sourceTable{base: now, m: m}
 	for _, r := range c.Rules {
 		t.rules = append(t.rules, compileLimit(r.limit(), r.PerAddress))
 	}
@@ -128,10 +79,8 @@ func newSourceTable(c *SourceConfig, m *matcher, now time.Time) *sourceTable {
 		t.hasDefault = true
 	}
 	if c.usesTable() {
-		// Start small; the map and slice grow on demand up to maxTracked.
-		n := min(c.MaxTracked, 1024)
-		t.idx = make(map[netip.Addr]int32, n)
-		t.ents = make([]entry, 0, n)
+		// Start small; the map grows on demand up to MaxTracked.
+		t.tats = lru.New[netip.Addr, int64](c.MaxTracked, min(c.MaxTracked, 1024))
 	}
 	return t
 }
@@ -147,7 +96,7 @@ func (t *sourceTable) admit(now time.Time, a netip.Addr) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var l *limitState
-	if i := t.m.match(a); i >= 0 {
+	if i, ok := t.m.Match(a); ok {
 		l = &t.rules[i]
 	} else if t.hasDefault {
 		l = &t.def
@@ -164,76 +113,33 @@ func (t *sourceTable) admit(now time.Time, a netip.Addr) bool {
 	if !l.perAddress {
 		return l.take(&l.tat, ns)
 	}
-	e := t.lookup(a, ns)
-	return l.take(&e.tat, ns)
+	return l.take(t.lookup(a, ns), ns)
 }
 
-// lookup returns the entry of a, creating it with a full bucket if needed
-// (replacing the least recently seen entry when the table is full), and
-// makes it the most recently seen. Called with mu held.
-func (t *sourceTable) lookup(a netip.Addr, ns int64) *entry {
-	if i, ok := t.idx[a]; ok {
-		t.toFront(i)
-		return &t.ents[i]
+// lookup returns the bucket (theoretical arrival time) of a, creating it
+// full if needed (replacing the least recently seen address when the
+// table is full), and makes it the most recently seen. Called with mu
+// held.
+func (t *sourceTable) lookup(a netip.Addr, ns int64) *int64 {
+	if tat := t.tats.Get(a); tat != nil {
+		return tat
 	}
-	var i int32
-	if len(t.ents) < t.maxTracked {
-		i = int32(len(t.ents))
-		t.ents = append(t.ents, entry{prev: -1, next: -1})
-	} else {
-		i = t.tail
-		old := &t.ents[i]
+	tat, _, old, evicted := t.tats.Put(a, ns) // tat ≤ now: a full bucket
+	if evicted {
 		t.evictions++
-		if old.tat > ns {
+		if old > ns {
 			t.lossyEvictions++
 		}
-		delete(t.idx, old.addr)
-		t.unlink(i)
 	}
-	t.ents[i] = entry{addr: a, tat: ns, prev: -1, next: -1}
-	t.idx[a] = i
-	t.pushFront(i)
-	return &t.ents[i]
-}
-
-func (t *sourceTable) unlink(i int32) {
-	e := &t.ents[i]
-	if e.prev >= 0 {
-		t.ents[e.prev].next = e.next
-	} else {
-		t.head = e.next
-	}
-	if e.next >= 0 {
-		t.ents[e.next].prev = e.prev
-	} else {
-		t.tail = e.prev
-	}
-	e.prev, e.next = -1, -1
-}
-
-func (t *sourceTable) pushFront(i int32) {
-	e := &t.ents[i]
-	e.prev, e.next = -1, t.head
-	if t.head >= 0 {
-		t.ents[t.head].prev = i
-	}
-	t.head = i
-	if t.tail < 0 {
-		t.tail = i
-	}
-}
-
-func (t *sourceTable) toFront(i int32) {
-	if t.head == i {
-		return
-	}
-	t.unlink(i)
-	t.pushFront(i)
+	return tat
 }
 
 // stats returns the number of tracked addresses and the eviction counts.
 func (t *sourceTable) stats() (tracked int, evictions, lossy uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return len(t.idx), t.evictions, t.lossyEvictions
+	if t.tats == nil {
+		return 0, t.evictions, t.lossyEvictions
+	}
+	return t.tats.Len(), t.evictions, t.lossyEvictions
 }

@@ -141,8 +141,8 @@ func TestSourceTableBounded(t *testing.T) {
 	if s.TrackedSources != maxTracked || s.MaxTracked != maxTracked {
 		t.Errorf("TrackedSources = %d (MaxTracked %d), want exactly %d", s.TrackedSources, s.MaxTracked, maxTracked)
 	}
-	if got := len(p.sources.ents); got != maxTracked || cap(p.sources.ents) > 2*maxTracked {
-		t.Errorf("entry slice len %d cap %d, want len %d and cap ≤ %d", got, cap(p.sources.ents), maxTracked, 2*maxTracked)
+	if got := p.sources.tats.Len(); got != maxTracked || p.sources.tats.Cap() != maxTracked {
+		t.Errorf("table holds %d of %d, want %d (internal/lru bounds its memory to its capacity)", got, p.sources.tats.Cap(), maxTracked)
 	}
 	if s.Evictions != n-maxTracked {
 		t.Errorf("Evictions = %d, want %d", s.Evictions, n-maxTracked)

@@ -3,7 +3,6 @@ package share
 import (
 	"fmt"
 	"math"
-	"net/netip"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -212,9 +211,7 @@ func (c *Config) OthersShare() float64 {
 type compiled struct {
 	names    []string  // client names; others is last
 	shares   []float64 // percent; others last
-	prefixes map[netip.Prefix]ClientID
-	lengths4 []int // distinct IPv4 prefix lengths, longest first
-	lengths6 []int // distinct IPv6 prefix lengths, longest first
+	prefixes netprefix.Table[ClientID]
 	headers  map[string]ClientID
 	apiKeys  map[string]ClientID
 	clientH  string // canonical header names
@@ -259,18 +256,15 @@ func (c *Config) compile() (*compiled, error) {
 
 	n := len(c.Clients)
 	cc := &compiled{
-		names:    make([]string, n+1),
-		shares:   make([]float64, n+1),
-		prefixes: make(map[netip.Prefix]ClientID),
-		headers:  make(map[string]ClientID),
-		apiKeys:  make(map[string]ClientID),
-		clientH:  canonicalHeader(c.ClientHeader),
-		apiKeyH:  canonicalHeader(c.APIKeyHeader),
+		names:   make([]string, n+1),
+		shares:  make([]float64, n+1),
+		headers: make(map[string]ClientID),
+		apiKeys: make(map[string]ClientID),
+		clientH: canonicalHeader(c.ClientHeader),
+		apiKeyH: canonicalHeader(c.APIKeyHeader),
 	}
 	byName := make(map[string]int, n)
-	prefixOwner := make(map[netip.Prefix]int)
 	sum := 0.0
-	var len4, len6 [129]bool
 	for i, cl := range c.Clients {
 		field := fmt.Sprintf("clients[%d]", i)
 		if !validName(cl.Name) {
@@ -296,15 +290,8 @@ func (c *Config) compile() (*compiled, error) {
 			if err != nil {
 				return nil, badField(fmt.Sprintf("%s.cidrs[%d]", field, k), fmt.Sprintf("%q", s), err.Error())
 			}
-			if j, dup := prefixOwner[p]; dup {
+			if j, added := cc.prefixes.Insert(p, ClientID(i)); !added {
 				return nil, badField(fmt.Sprintf("%s.cidrs[%d]", field, k), fmt.Sprintf("%q", s), fmt.Sprintf("the same prefix is already listed for clients[%d]", j))
-			}
-			prefixOwner[p] = i
-			cc.prefixes[p] = ClientID(i)
-			if p.Addr().Is4() {
-				len4[p.Bits()] = true
-			} else {
-				len6[p.Bits()] = true
 			}
 		}
 		for k, v := range cl.HeaderValues {
@@ -330,16 +317,6 @@ func (c *Config) compile() (*compiled, error) {
 		}
 	}
 	cc.names[n], cc.shares[n] = OthersName, c.OthersShare()
-	for l := 32; l >= 0; l-- {
-		if len4[l] {
-			cc.lengths4 = append(cc.lengths4, l)
-		}
-	}
-	for l := 128; l >= 0; l-- {
-		if len6[l] {
-			cc.lengths6 = append(cc.lengths6, l)
-		}
-	}
 	return cc, nil
 }
 

@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"net/textproto"
 	"sync"
+
+	"github.com/sluicehq/sluice/internal/lru"
 )
 
 // Identity is what a request says about its client.
@@ -41,6 +43,14 @@ type Matcher struct {
 	cache  *addrCache // nil: no cache
 }
 
+// addrCache is the address → client cache: a bounded LRU map of 16-byte
+// addresses (pointer-free, so the garbage collector has nothing in it to
+// scan), under its own lock.
+type addrCache struct {
+	mu sync.Mutex
+	m  *lru.Map[[16]byte, ClientID]
+}
+
 // NewMatcher validates cfg and returns its matcher. Shares.Matcher returns
 // the one built by New; use NewMatcher when only identification is needed.
 func NewMatcher(cfg Config) (*Matcher, error) {
@@ -53,8 +63,8 @@ func NewMatcher(cfg Config) (*Matcher, error) {
 
 func newMatcher(cc *compiled, cacheSize int) *Matcher {
 	m := &Matcher{cc: cc, others: ClientID(len(cc.names) - 1)}
-	if cacheSize > 0 && len(cc.prefixes) > 0 {
-		m.cache = newAddrCache(cacheSize)
+	if cacheSize > 0 && cc.prefixes.Len() > 0 {
+		m.cache = &addrCache{m: lru.New[[16]byte, ClientID](cacheSize, 0)}
 	}
 	return m
 }
@@ -80,7 +90,7 @@ func (m *Matcher) Match(id Identity) ClientID {
 // MatchAddr returns the client whose longest prefix contains a, or others.
 // An IPv4-mapped IPv6 address matches as IPv4; a zone is ignored.
 func (m *Matcher) MatchAddr(a netip.Addr) ClientID {
-	if !a.IsValid() || len(m.cc.prefixes) == 0 {
+	if !a.IsValid() || m.cc.prefixes.Len() == 0 {
 		return m.others
 	}
 	a = a.Unmap().WithZone("")
@@ -88,28 +98,24 @@ func (m *Matcher) MatchAddr(a netip.Addr) ClientID {
 		return m.walk(a)
 	}
 	k := a.As16() // IPv4 as ::ffff:a.b.c.d, which matches as IPv4 anyway
-	if c, ok := m.cache.get(k); ok {
-		return c
+	m.cache.mu.Lock()
+	if c := m.cache.m.Get(k); c != nil {
+		v := *c
+		m.cache.mu.Unlock()
+		return v
 	}
-	c := m.walk(a)
-	m.cache.put(k, c)
+	m.cache.mu.Unlock()
+	c := m.walk(a) // outside the lock; another goroutine may cache it meanwhile
+	m.cache.mu.Lock()
+	m.cache.m.Put(k, c)
+	m.cache.mu.Unlock()
 	return c
 }
 
 // walk finds the longest configured prefix containing a.
 func (m *Matcher) walk(a netip.Addr) ClientID {
-	lengths := m.cc.lengths6
-	if a.Is4() {
-		lengths = m.cc.lengths4
-	}
-	for _, l := range lengths {
-		p, err := a.Prefix(l)
-		if err != nil {
-			continue
-		}
-		if c, ok := m.cc.prefixes[p]; ok {
-			return c
-		}
+	if c, ok := m.cc.prefixes.Match(a); ok {
+		return c
 	}
 	return m.others
 }
@@ -145,105 +151,9 @@ func (m *Matcher) CacheLen() int {
 	if m.cache == nil {
 		return 0
 	}
-	return m.cache.len()
+	m.cache.mu.Lock()
+	defer m.cache.mu.Unlock()
+	return m.cache.m.Len()
 }
 
 func canonicalHeader(s string) string { return textproto.CanonicalMIMEHeaderKey(s) }
-
-// addrCache is a fixed-capacity LRU map from a 16-byte address to client.
-// Entries live in one slice (grown up to the capacity, then reused) linked
-// into a recency list by index, so a hit or an eviction allocates nothing,
-// and nothing in it holds a pointer for the garbage collector to scan.
-type addrCache struct {
-	mu         sync.Mutex
-	capacity   int
-	index      map[[16]byte]int32
-	ents       []cacheEntry
-	head, tail int32 // most and least recently used; -1 when empty
-}
-
-type cacheEntry struct {
-	key        [16]byte
-	val        ClientID
-	prev, next int32
-}
-
-func newAddrCache(capacity int) *addrCache {
-	return &addrCache{capacity: capacity, index: make(map[[16]byte]int32), head: -1, tail: -1}
-}
-
-func (c *addrCache) len() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.index)
-}
-
-func (c *addrCache) get(k [16]byte) (ClientID, bool) {
-	c.mu.Lock()
-	i, ok := c.index[k]
-	if !ok {
-		c.mu.Unlock()
-		return 0, false
-	}
-	c.toFront(i)
-	v := c.ents[i].val
-	c.mu.Unlock()
-	return v, true
-}
-
-func (c *addrCache) put(k [16]byte, v ClientID) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if i, ok := c.index[k]; ok { // another goroutine inserted it meanwhile
-		c.ents[i].val = v
-		c.toFront(i)
-		return
-	}
-	var i int32
-	if len(c.ents) < c.capacity {
-		i = int32(len(c.ents))
-		c.ents = append(c.ents, cacheEntry{prev: -1, next: -1})
-	} else { // evict the least recently used entry and reuse its slot
-		i = c.tail
-		c.unlink(i)
-		delete(c.index, c.ents[i].key)
-	}
-	c.ents[i].key, c.ents[i].val = k, v
-	c.index[k] = i
-	c.pushFront(i)
-}
-
-func (c *addrCache) unlink(i int32) {
-	e := &c.ents[i]
-	if e.prev >= 0 {
-		c.ents[e.prev].next = e.next
-	} else {
-		c.head = e.next
-	}
-	if e.next >= 0 {
-		c.ents[e.next].prev = e.prev
-	} else {
-		c.tail = e.prev
-	}
-	e.prev, e.next = -1, -1
-}
-
-func (c *addrCache) pushFront(i int32) {
-	e := &c.ents[i]
-	e.prev, e.next = -1, c.head
-	if c.head >= 0 {
-		c.ents[c.head].prev = i
-	}
-	c.head = i
-	if c.tail < 0 {
-		c.tail = i
-	}
-}
-
-func (c *addrCache) toFront(i int32) {
-	if c.head == i {
-		return
-	}
-	c.unlink(i)
-	c.pushFront(i)
-}

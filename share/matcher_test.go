@@ -86,44 +86,6 @@ func TestMatcher(t *testing.T) {
 	}
 }
 
-func TestAddrCacheLRU(t *testing.T) {
-	c := newAddrCache(3)
-	a := func(i byte) [16]byte { return netip.AddrFrom4([4]byte{192, 0, 2, i}).As16() }
-	c.put(a(1), 1)
-	c.put(a(2), 2)
-	c.put(a(3), 3)
-	if v, ok := c.get(a(1)); !ok || v != 1 { // 1 becomes most recent
-		t.Fatal("a(1) missing")
-	}
-	c.put(a(4), 4) // evicts 2, the least recently used
-	if _, ok := c.get(a(2)); ok {
-		t.Fatal("a(2) should have been evicted")
-	}
-	for i := byte(1); i <= 4; i++ {
-		if i == 2 {
-			continue
-		}
-		if v, ok := c.get(a(i)); !ok || v != ClientID(i) {
-			t.Fatalf("a(%d) = %d, %v", i, v, ok)
-		}
-	}
-	if c.len() != 3 {
-		t.Fatalf("len = %d, want 3", c.len())
-	}
-	c.put(a(3), 33) // update in place
-	if v, _ := c.get(a(3)); v != 33 || c.len() != 3 {
-		t.Fatalf("update: %d, len %d", v, c.len())
-	}
-	// The recency list stays consistent: walking it visits every entry once.
-	seen := 0
-	for i := c.head; i >= 0; i = c.ents[i].next {
-		seen++
-	}
-	if seen != 3 {
-		t.Fatalf("list has %d entries, want 3", seen)
-	}
-}
-
 // cacheHeapBound is the documented bound on heap growth of a full cache at
 // the default cap: 65536 entries at ≈ 120 bytes under churn (≈ 7.4 MB
 // measured), with room for the map's growth slack.

@@ -110,3 +110,19 @@ func TestMapDoesNotAllocateWhenFull(t *testing.T) {
 		t.Errorf("Put and Get on a full map allocate %v times", n)
 	}
 }
+
+// A flood of distinct keys leaves at most the capacity behind, in a slice
+// that did not grow past it.
+func TestMapMemoryIsBounded(t *testing.T) {
+	const capacity = 4096
+	m := New[uint32, int64](capacity, 1024)
+	for i := range uint32(1_000_000) {
+		m.Put(i, int64(i))
+	}
+	if m.Len() != capacity || len(m.ents) != capacity || cap(m.ents) > 2*capacity || len(m.index) != capacity {
+		t.Errorf("after 1,000,000 keys: len %d, entries %d (cap %d), index %d; want %d", m.Len(), len(m.ents), cap(m.ents), len(m.index), capacity)
+	}
+	if m.Get(999_999) == nil || m.Get(1_000_000-capacity-1) != nil {
+		t.Error("not the most recent keys that stayed")
+	}
+}
