@@ -312,29 +312,6 @@ func serviceDist(kind string, mean float64) (dist.Dist, error) {
 // serviceKinds are the choices of serviceDist.
 var serviceKinds = figure.ServiceKinds
 
-// meanStd returns the mean and population standard deviation of the
-// finite values of xs (NaN, NaN for none).
-func meanStd(xs []float64) (mean, std float64) {
-	s, n := 0.0, 0
-	for _, x := range xs {
-		if finite(x) {
-			s += x
-			n++
-		}
-	}
-	if n == 0 {
-		return math.NaN(), math.NaN()
-	}
-	mean = s / float64(n)
-	v := 0.0
-	for _, x := range xs {
-		if finite(x) {
-			v += (x - mean) * (x - mean)
-		}
-	}
-	return mean, math.Sqrt(v / float64(n))
-}
-
 func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
 
 // ratio returns a/b, or NaN when b is 0.
