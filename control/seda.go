@@ -249,7 +249,7 @@ func (c *SEDAConfig) New() (sluice.Controller, error) {
 //
 // The paper's law. A run for class c happens after NReq completions or
 // Timeout. With samp the p90 of the class's samples since the previous run
-// (seconds):
+// (seconds; the functions that implement each line in parentheses):
 //
 //	cur = α·cur + (1−α)·samp                       (observe)
 //	err = (cur − target_c)/target_c
