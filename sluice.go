@@ -271,5 +271,21 @@ type SampleTriggered interface {
 	TriggerSamples() int
 }
 
+// Stepper is a control loop's step, apart from its loop: the measurements
+// of the interval that just ended, the controller's Update and its
+// decisions put into force, at a now passed in. A stage with its
+// controller (stage.Stage) and the connection policer with its own
+// (policer.Policer) are Steppers; one runner drives either, live on the
+// wall clock (stage.Runner) and in virtual time on the simulator's clock
+// (the lab's sim.Runner, which runs stage.Runner's step).
+type Stepper interface {
+	// Step runs the control steps due at now, puts their decisions into
+	// force and returns them (none when nothing was due).
+	Step(now time.Time) []Decision
+	// Poll returns how often a runner calls Step: the control period, or
+	// less for a loop that also steps on samples (SEDA's nreq).
+	Poll() time.Duration
+}
+
 // Finite reports whether x is neither NaN nor ±Inf.
 func Finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }

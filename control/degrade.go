@@ -121,7 +121,7 @@ func (d *Degrader) Update(now time.Time, m sluice.Measurements) sluice.Decision 
 	if !usable(m.P90RT) {
 		return out(false, fmt.Sprintf("hold: unusable p90 %v", m.P90RT))
 	}
-	d.seda.noteDemand(0, m)
+	d.seda.classes[0].noteDemand(m)
 	cur, e, _ := d.seda.observe(0, m.P90RT)
 	obs := fmt.Sprintf("p90 %s (cur %s, target %s, err %+.2f) %s: ", fmtSec(m.P90RT), fmtSec(cur), fmtSec(cfg.targetOf(0)), e, d.seda.trigger(m))
 	if d.gateOn {

@@ -104,16 +104,49 @@ type SEDAConfig struct {
 	// start sets it: with recover_factor it brings seda back to full
 	// service within seconds after a backend stall.
 	DrainedReset bool `yaml:"drained_reset" json:"drained_reset"`
+	// LCReset (default true): a class's counter lc restarts at 0 on every
+	// run in which the class is not over its target, so lc_thresh counts
+	// the over-target runs of one overload: the lag before a higher class
+	// cuts its own rate (the paper's Fig. 15) comes back with every new
+	// overload. The paper never resets lc: once lc_thresh runs over
+	// target, in the stage's whole life, have found every lower class at
+	// rate_min, each later such run cuts the class's own rate at once.
+	// false is the paper's counter exactly.
+	LCReset bool `yaml:"lc_reset" json:"lc_reset"`
+	// KeepFlagOverTarget (default true): the flag a higher class's
+	// overload sets on a lower class (no increase on its next run) is
+	// kept through the lower class's own runs over target and consumed by
+	// its next run that is not over target, the first one that could
+	// increase. The paper consumes it at the class's next run whatever
+	// that run does: a flagged class whose next run is itself over target
+	// then loses the flag without it having held anything back, and may
+	// increase on the run after, before the higher class's next run flags
+	// it again. false is the paper's flag exactly.
+	KeepFlagOverTarget bool `yaml:"keep_flag_over_target" json:"keep_flag_over_target"`
 	// Degrade configures service degradation (single class only).
 	Degrade DegradeConfig `yaml:"degrade" json:"degrade"`
 }
 
 // DefaultSEDAConfig returns the parameters of Welsh & Culler's Figure 4 and
-// §3.3, one class, degradation off.
+// §3.3, one class, degradation off, and sluice's refinements on by default
+// (track_demand, decrease_holdoff, recover_to_served, lc_reset,
+// keep_flag_over_target; see SEDA). PaperSEDAConfig turns them off.
 func DefaultSEDAConfig() SEDAConfig {
 	return SEDAConfig{Classes: 1, NReq: 100, Timeout: time.Second, Alpha: 0.7, ErrI: -0.5, ErrD: 0,
 		AdjI: 2, AdjD: 1.2, CI: -0.1, RateMin: 0.05, RateMax: 5000, InitialRate: 5000,
-		AdjLoD: 10, LCThresh: 20, TrackDemand: true, DecreaseHoldoff: true, RecoverToServed: true, Degrade: DefaultDegradeConfig()}
+		AdjLoD: 10, LCThresh: 20, TrackDemand: true, DecreaseHoldoff: true, RecoverToServed: true,
+		LCReset: true, KeepFlagOverTarget: true, Degrade: DefaultDegradeConfig()}
+}
+
+// PaperSEDAConfig returns DefaultSEDAConfig with every refinement off: the
+// paper's law exactly (track_demand, decrease_holdoff, recover_to_served,
+// drained_reset, lc_reset and keep_flag_over_target false, recover_factor
+// 0).
+func PaperSEDAConfig() SEDAConfig {
+	c := DefaultSEDAConfig()
+	c.TrackDemand, c.DecreaseHoldoff, c.RecoverToServed = false, false, false
+	c.RecoverFactor, c.DrainedReset, c.LCReset, c.KeepFlagOverTarget = 0, false, false, false
+	return c
 }
 
 // classCount returns the effective number of classes.
@@ -214,33 +247,50 @@ func (c *SEDAConfig) New() (sluice.Controller, error) {
 // §5): AIMD control of the 90th-percentile response time of a stage through
 // one token bucket per request class.
 //
-// A run for class c happens after NReq completions or Timeout. With samp
-// the p90 of the class's samples since the previous run (seconds):
+// The paper's law. A run for class c happens after NReq completions or
+// Timeout. With samp the p90 of the class's samples since the previous run
+// (seconds; the functions that implement each line in parentheses):
 //
-//	cur = α·cur + (1−α)·samp        (the first run takes cur = samp)
+//	cur = α·cur + (1−α)·samp                       (observe)
 //	err = (cur − target_c)/target_c
-//	err > err_d: rate = rate/adj_d
-//	err < err_i: rate = rate + (−(err − c_i)·adj_i)
+//	err > err_d: rate = rate/adj_d                 (decrease, cut)
+//	err < err_i: rate = rate + (−(err − c_i)·adj_i) (raise, increase)
 //
 // rates clamped to [rate_min, rate_max]. With several classes (0 is the
 // highest priority), class c over target (err > err_d) divides the rate of
 // every lower class by adjlo_d; if all lower classes are already at
 // rate_min it increments lc_c, and once lc_c ≥ lc_thresh it divides its own
-// rate by adj_d; lc_c resets when class c is not over target. The lowest
-// class has no lower class to cut, so it divides its own rate at once (a
-// single class is the basic controller). A class over target also flags
-// every lower class so that its next run does not increase.
+// rate by adj_d. A class over target also flags every lower class so that
+// its next run does not increase. Where the paper is silent, sluice reads
+// it so: the first run takes cur = samp; the lowest class has no lower
+// class to cut, so it divides its own rate at once (a single class is the
+// §3.2 controller); a run without a usable p90 sample holds.
 //
-// With track_demand (the default), d_c is the admitted rate of class c over
-// its last interval (Measurements.Admitted/Elapsed): a cut of class c's rate
-// starts from min(rate_c, d_c), and an increase is skipped while
-// d_c < 0.9·rate_c. With decrease_holdoff (the default), a class over
-// target that cut a rate less than cur_c seconds ago holds instead of
-// cutting again while its p90 sample is below the one of that cut, and no
-// class cuts on a run whose own p90 sample is within target. With
-// recover_to_served (the default), s_c is class c's samples per second
-// since the first cut of its own rate after its last increase, and that
-// next increase is rate = max(rate + (−(err − c_i)·adj_i), 0.9·s_c).
+// Refinements. Each departure from that law is an option of SEDAConfig,
+// applied in its own step on top of the law (the step's name in
+// parentheses); off is the paper, and PaperSEDAConfig turns them all off.
+// With d_c the admitted rate of class c over its last interval
+// (Measurements.Admitted/Elapsed):
+//
+//   - track_demand (default on; cutBase, unusedRate): a cut of class c's
+//     rate starts from min(rate_c, d_c), and an increase is skipped while
+//     d_c < 0.9·rate_c.
+//   - decrease_holdoff (on; holdoff): a class over target that cut a rate
+//     less than cur_c seconds ago holds instead of cutting again while its
+//     p90 sample is below the one of that cut, and no class cuts on a run
+//     whose own p90 sample is within target.
+//   - recover_to_served (on; recoverToServed): with s_c class c's samples
+//     per second since the first cut of its own rate after its last
+//     increase, that next increase is at least 0.9·s_c.
+//   - recover_factor f (0: off; recoverFactor): while err < err_i and
+//     d_c ≥ 0.9·rate_c, an increase is at least rate·(1 + f·(c_i − err)).
+//   - drained_reset (off; drainedReset): after a cut of its own rate and
+//     before its next increase, a run whose own sample is below err_i,
+//     (samp − target_c)/target_c < err_i, restarts cur = samp.
+//   - lc_reset (on; adjust): lc_c = 0 on every run in which class c is not
+//     over target.
+//   - keep_flag_over_target (on; adjust): a lower class's flag is consumed
+//     by its next run that is not over target, not by its very next run.
 type SEDA struct {
 	cfg     SEDAConfig
 	classes []sedaClass
@@ -317,22 +367,6 @@ func (s *SEDA) Rates() []float64 {
 // has been measured.
 func (s *SEDA) Smoothed(c int) (float64, bool) { return s.classes[c].cur, s.classes[c].have }
 
-// observe smooths a new p90 sample of class c and returns cur and err.
-func (s *SEDA) observe(c int, samp float64) (cur, err float64, reset bool) {
-	s.classes[c].samp = samp
-	t := s.cfg.targetOf(c)
-	if s.cfg.DrainedReset && s.classes[c].have && s.classes[c].servedFor >= 0 && (samp-t)/t < s.cfg.ErrI {
-		s.classes[c].cur = samp
-		return samp, (samp - t) / t, true
-	}
-	if s.classes[c].have {
-		s.classes[c].cur = s.cfg.Alpha*s.classes[c].cur + (1-s.cfg.Alpha)*samp
-	} else {
-		s.classes[c].cur, s.classes[c].have = samp, true
-	}
-	return s.classes[c].cur, (s.classes[c].cur - t) / t, false
-}
-
 // Update runs the controller for class m.Class with the p90 m.P90RT of its
 // samples. Decision.New is that class's new rate; ClassRates holds every
 // class's rate when there are several.
@@ -342,7 +376,8 @@ func (s *SEDA) Update(now time.Time, m sluice.Measurements) sluice.Decision {
 		s.last = s.decide(now, m, 0, false, fmt.Sprintf("hold: class %d out of range [0, %d)", c, len(s.classes)))
 		return s.last
 	}
-	old := s.classes[c].rate
+	cl := &s.classes[c]
+	old := cl.rate
 	if !usable(m.Samples) || m.Samples < 1 {
 		s.last = s.decide(now, m, old, false, fmt.Sprintf("hold at %s: no completions since the last run", fmtRate(old)))
 		return s.last
@@ -351,8 +386,8 @@ func (s *SEDA) Update(now time.Time, m sluice.Measurements) sluice.Decision {
 		s.last = s.decide(now, m, old, false, fmt.Sprintf("hold at %s: unusable p90 %v", fmtRate(old), m.P90RT))
 		return s.last
 	}
-	s.noteDemand(c, m)
-	s.noteServed(c, m)
+	cl.noteDemand(m)
+	cl.noteServed(m)
 	cur, e, reset := s.observe(c, m.P90RT)
 	why := s.trigger(m)
 	if reset {
@@ -372,121 +407,167 @@ func (s *SEDA) trigger(m sluice.Measurements) string {
 	return fmt.Sprintf("after %v with %.0f samples", m.Elapsed.Round(time.Millisecond), m.Samples)
 }
 
-// noteDemand records class c's admitted rate over the interval of m, when
-// at least one request was admitted in it.
-func (s *SEDA) noteDemand(c int, m sluice.Measurements) {
+// noteDemand records the class's admitted rate over the interval of m
+// (d_c, for track_demand and recover_factor), when at least one request
+// was admitted in it.
+func (cl *sedaClass) noteDemand(m sluice.Measurements) {
 	if usable(m.Admitted) && m.Admitted >= 1 && m.Elapsed > 0 {
-		s.classes[c].demand = m.Admitted / m.Elapsed.Seconds()
+		cl.demand = m.Admitted / m.Elapsed.Seconds()
 	}
 }
 
-// noteServed adds m's samples and interval to class c's count since its
-// last cut, if it has one to recover from.
-func (s *SEDA) noteServed(c int, m sluice.Measurements) {
-	if s.classes[c].servedFor >= 0 && m.Elapsed > 0 {
-		s.classes[c].served += m.Samples
-		s.classes[c].servedFor += m.Elapsed.Seconds()
+// noteServed adds m's samples and interval to the class's count since
+// its last cut, if it has one to recover from (s_c, for
+// recover_to_served).
+func (cl *sedaClass) noteServed(m sluice.Measurements) {
+	if cl.servedFor >= 0 && m.Elapsed > 0 {
+		cl.served += m.Samples
+		cl.servedFor += m.Elapsed.Seconds()
 	}
 }
 
-// cutOwn sets class c's rate after a cut of its own rate and, at the
-// first cut of an overload, starts counting what it serves.
-func (s *SEDA) cutOwn(c int, rate float64) {
-	s.classes[c].rate = rate
-	if s.classes[c].servedFor < 0 {
-		s.classes[c].served, s.classes[c].servedFor = 0, 0
+// observe smooths a new p90 sample of class c (seconds) and returns cur,
+// err and whether drained_reset restarted the smoothing:
+//
+//	cur = α·cur + (1−α)·samp   (the first sample: cur = samp)
+//	err = (cur − target_c)/target_c
+func (s *SEDA) observe(c int, samp float64) (cur, err float64, reset bool) {
+	cl := &s.classes[c]
+	cl.samp = samp
+	t := s.cfg.targetOf(c)
+	if s.drainedReset(cl, samp, t) {
+		cl.cur = samp
+		return samp, (samp - t) / t, true
 	}
+	if cl.have {
+		cl.cur = s.cfg.Alpha*cl.cur + (1-s.cfg.Alpha)*samp
+	} else {
+		cl.cur, cl.have = samp, true
+	}
+	return cl.cur, (cl.cur - t) / t, false
 }
 
-// base returns the rate a cut of class c starts from, and a note for the
-// reason when it is the measured demand.
-func (s *SEDA) base(c int) (float64, string) {
-	if s.cfg.TrackDemand && s.classes[c].demand < s.classes[c].rate { // false for NaN
-		return s.classes[c].demand, fmt.Sprintf(" from admitted %s", fmtRate(s.classes[c].demand))
-	}
-	return s.classes[c].rate, ""
+// drainedReset is the drained_reset refinement (SEDAConfig.DrainedReset;
+// off: the paper's smoothing): it reports whether this run restarts the
+// smoothed p90 from its own sample samp (s), because the class cut its
+// own rate and has not increased since, and samp alone is below err_i,
+// (samp − target)/target < err_i. The samples that pushed cur up came
+// from a backlog that has drained; with α = 0.7 cur would keep the rate
+// at its cut for several more runs.
+func (s *SEDA) drainedReset(cl *sedaClass, samp, target float64) bool {
+	return s.cfg.DrainedReset && cl.have && cl.servedFor >= 0 && (samp-target)/target < s.cfg.ErrI
 }
 
-// adjust applies the AIMD law for class c with error e at now and returns
-// the reason.
+// adjust runs the law for class c with error e at now and returns the
+// reason: a decrease over target (e > err_d), an increase below err_i,
+// otherwise the rate is kept. Besides the steps of decrease and raise, two
+// refinements act here, on the class's bookkeeping of its priority:
+//
+//   - the flag: the paper consumes a class's no-increase flag at its next
+//     run; keep_flag_over_target keeps it through runs over target, so
+//     the next run that could increase is the one it holds back;
+//   - lc: the paper never resets the counter; lc_reset restarts it on
+//     every run not over target, so lc_thresh counts one overload's runs.
 func (s *SEDA) adjust(now time.Time, c int, e float64) string {
-	lo, hi := s.cfg.RateMin, s.cfg.RateMax
+	cl := &s.classes[c]
 	if e > s.cfg.ErrD {
-		s.markLower(c)
-		if s.cfg.DecreaseHoldoff && s.classes[c].samp <= s.cfg.targetOf(c) {
-			return fmt.Sprintf("smoothed p90 over target but this run's p90 %s is within it: no cut (the overload has passed)", fmtSec(s.classes[c].samp))
+		if !s.cfg.KeepFlagOverTarget {
+			cl.noInc = false
 		}
-		hold := time.Duration(s.classes[c].cur * float64(time.Second))
-		if s.cfg.DecreaseHoldoff && now.Sub(s.classes[c].lastCut) < hold && s.classes[c].samp < s.classes[c].cutSamp {
-			return fmt.Sprintf("over target, holding: p90 falling since the cut %v ago (%s < %s), within cur %v",
-				now.Sub(s.classes[c].lastCut).Round(time.Millisecond), fmtSec(s.classes[c].samp), fmtSec(s.classes[c].cutSamp), hold.Round(time.Millisecond))
-		}
-		s.classes[c].cutSamp = s.classes[c].samp
-		if c == len(s.classes)-1 {
-			s.classes[c].lastCut = now
-			old := s.classes[c].rate
-			b, from := s.base(c)
-			s.cutOwn(c, clamp(b/s.cfg.AdjD, lo, hi))
-			return fmt.Sprintf("over target: rate %s → %s (÷%g%s)", fmtRate(old), fmtRate(s.classes[c].rate), s.cfg.AdjD, from)
-		}
-		allMin := true
-		for l := c + 1; l < len(s.classes); l++ {
-			if s.classes[l].rate > lo {
-				allMin = false
-			}
-		}
-		if !allMin {
-			s.classes[c].lastCut = now
-			var b strings.Builder
-			for l := c + 1; l < len(s.classes); l++ {
-				from, _ := s.base(l)
-				s.classes[l].rate = clamp(from/s.cfg.AdjLoD, lo, hi)
-				fmt.Fprintf(&b, " %d:%.4g", l, s.classes[l].rate)
-			}
-			return fmt.Sprintf("over target: lower classes ÷%g →%s req/s", s.cfg.AdjLoD, b.String())
-		}
-		s.classes[c].lc++
-		if s.classes[c].lc < s.cfg.LCThresh {
-			return fmt.Sprintf("over target, lower classes at rate_min: lc %d/%d, rate kept at %s", s.classes[c].lc, s.cfg.LCThresh, fmtRate(s.classes[c].rate))
-		}
-		old := s.classes[c].rate
-		b, from := s.base(c)
-		s.cutOwn(c, clamp(b/s.cfg.AdjD, lo, hi))
-		s.classes[c].lastCut = now
-		return fmt.Sprintf("over target, lower classes at rate_min, lc %d ≥ %d: rate %s → %s (÷%g%s)",
-			s.classes[c].lc, s.cfg.LCThresh, fmtRate(old), fmtRate(s.classes[c].rate), s.cfg.AdjD, from)
+		return s.decrease(now, c)
 	}
-	s.classes[c].lc = 0
-	if s.classes[c].noInc {
-		s.classes[c].noInc = false
-		if e < s.cfg.ErrI {
-			return fmt.Sprintf("no increase this run (a higher class was over target): rate kept at %s", fmtRate(s.classes[c].rate))
+	flagged := cl.noInc
+	cl.noInc = false
+	if s.cfg.LCReset {
+		cl.lc = 0
+	}
+	switch {
+	case e >= s.cfg.ErrI:
+		return fmt.Sprintf("within band: rate kept at %s", fmtRate(cl.rate))
+	case flagged:
+		return fmt.Sprintf("no increase this run (a higher class was over target): rate kept at %s", fmtRate(cl.rate))
+	}
+	if why, unused := s.unusedRate(cl); unused {
+		return why
+	}
+	return s.raise(cl, e)
+}
+
+// decrease is the paper's response to class c over its target at now:
+// flag every lower class; then, while a lower class is above rate_min, cut
+// every lower class's rate by adjlo_d; else count lc_c and cut the class's
+// own rate by adj_d once lc_c ≥ lc_thresh. The lowest class cuts its own
+// rate at once. decrease_holdoff may hold the cut (holdoff); the time and
+// p90 sample of every run that reaches the cut are kept for it.
+func (s *SEDA) decrease(now time.Time, c int) string {
+	cl := &s.classes[c]
+	s.markLower(c)
+	if why, held := s.holdoff(now, c); held {
+		return why
+	}
+	cl.cutSamp = cl.samp
+	if c == len(s.classes)-1 {
+		cl.lastCut = now
+		old := cl.rate
+		from := s.cutOwn(cl)
+		return fmt.Sprintf("over target: rate %s → %s (÷%g%s)", fmtRate(old), fmtRate(cl.rate), s.cfg.AdjD, from)
+	}
+	if s.lowerAboveMin(c) {
+		cl.lastCut = now
+		return s.cutLower(c)
+	}
+	cl.lc++
+	if cl.lc < s.cfg.LCThresh {
+		return fmt.Sprintf("over target, lower classes at rate_min: lc %d/%d, rate kept at %s", cl.lc, s.cfg.LCThresh, fmtRate(cl.rate))
+	}
+	old := cl.rate
+	from := s.cutOwn(cl)
+	cl.lastCut = now
+	return fmt.Sprintf("over target, lower classes at rate_min, lc %d ≥ %d: rate %s → %s (÷%g%s)",
+		cl.lc, s.cfg.LCThresh, fmtRate(old), fmtRate(cl.rate), s.cfg.AdjD, from)
+}
+
+// cut is the paper's multiplicative decrease of a rate by a factor:
+// rate/by (by = adj_d or adjlo_d), clamped to [rate_min, rate_max].
+func (s *SEDA) cut(rate, by float64) float64 { return clamp(rate/by, s.cfg.RateMin, s.cfg.RateMax) }
+
+// increase is the paper's additive increase of a rate at error e < err_i:
+// rate + (−(e − c_i)·adj_i), not yet clamped.
+func (s *SEDA) increase(rate, e float64) float64 { return rate - (e-s.cfg.CI)*s.cfg.AdjI }
+
+// cutOwn cuts class cl's own rate by adj_d from cutBase and, at the first
+// cut of an overload, starts counting what the class serves (s_c). It
+// returns cutBase's note for the reason.
+func (s *SEDA) cutOwn(cl *sedaClass) string {
+	from, note := s.cutBase(cl)
+	cl.rate = s.cut(from, s.cfg.AdjD)
+	if cl.servedFor < 0 {
+		cl.served, cl.servedFor = 0, 0
+	}
+	return note
+}
+
+// cutLower cuts the rate of every class below c by adjlo_d, each from its
+// cutBase, and returns the reason.
+func (s *SEDA) cutLower(c int) string {
+	var b strings.Builder
+	for l := c + 1; l < len(s.classes); l++ {
+		lower := &s.classes[l]
+		from, _ := s.cutBase(lower)
+		lower.rate = s.cut(from, s.cfg.AdjLoD)
+		fmt.Fprintf(&b, " %d:%.4g", l, lower.rate)
+	}
+	return fmt.Sprintf("over target: lower classes ÷%g →%s req/s", s.cfg.AdjLoD, b.String())
+}
+
+// lowerAboveMin reports whether a class below c has a rate above rate_min.
+func (s *SEDA) lowerAboveMin(c int) bool {
+	for l := c + 1; l < len(s.classes); l++ {
+		if s.classes[l].rate > s.cfg.RateMin {
+			return true
 		}
 	}
-	if e < s.cfg.ErrI && s.cfg.TrackDemand && s.classes[c].demand < 0.9*s.classes[c].rate {
-		return fmt.Sprintf("below err_i but admitted %s < 0.9 × rate: rate kept at %s (not in use)", fmtRate(s.classes[c].demand), fmtRate(s.classes[c].rate))
-	}
-	if e < s.cfg.ErrI {
-		old := s.classes[c].rate
-		next := old - (e-s.cfg.CI)*s.cfg.AdjI
-		note := ""
-		if s.cfg.RecoverToServed && s.classes[c].servedFor > 0 {
-			if r := 0.9 * s.classes[c].served / s.classes[c].servedFor; r > next {
-				next = r
-				note = fmt.Sprintf(", first increase since the overload: 0.9 × served %s", fmtRate(s.classes[c].served/s.classes[c].servedFor))
-			}
-		}
-		if f := s.cfg.RecoverFactor; f > 0 && s.classes[c].demand >= 0.9*old {
-			if r := old * (1 + f*(s.cfg.CI-e)); r > next {
-				next = r
-				note += fmt.Sprintf(", multiplicative recovery ×%.3g", 1+f*(s.cfg.CI-e))
-			}
-		}
-		s.classes[c].servedFor = -1 // once per cut
-		s.classes[c].rate = clamp(next, lo, hi)
-		return fmt.Sprintf("below err_i %g: rate %s → %s (+%.4g%s)", s.cfg.ErrI, fmtRate(old), fmtRate(s.classes[c].rate), s.classes[c].rate-old, note)
-	}
-	return fmt.Sprintf("within band: rate kept at %s", fmtRate(s.classes[c].rate))
+	return false
 }
 
 // markLower flags every class below c so its next run does not increase.
@@ -494,6 +575,104 @@ func (s *SEDA) markLower(c int) {
 	for l := c + 1; l < len(s.classes); l++ {
 		s.classes[l].noInc = true
 	}
+}
+
+// cutBase is the rate a cut of class cl starts from: its rate, as in the
+// paper, or with the track_demand refinement (SEDAConfig.TrackDemand) its
+// admitted rate d_c when that is lower. A bucket that was not binding
+// admitted everything; dividing its idle rate (rate_max at the start)
+// takes dozens of runs to bite. It returns a note for the reason when the
+// cut starts from d_c.
+func (s *SEDA) cutBase(cl *sedaClass) (float64, string) {
+	if s.cfg.TrackDemand && cl.demand < cl.rate { // false for NaN
+		return cl.demand, fmt.Sprintf(" from admitted %s", fmtRate(cl.demand))
+	}
+	return cl.rate, ""
+}
+
+// holdoff is the decrease_holdoff refinement (SEDAConfig.DecreaseHoldoff;
+// off: every run over target cuts, as in the paper): class c over target
+// holds instead of cutting when its run's own p90 sample is within target
+// (only the smoothed value, which remembers the drained backlog, is over
+// it), or when it cut less than cur seconds ago and its sample is below
+// the one of that cut (the cut is already draining the backlog, and the
+// samples still come from requests admitted before it). It returns the
+// reason and whether to hold.
+func (s *SEDA) holdoff(now time.Time, c int) (string, bool) {
+	if !s.cfg.DecreaseHoldoff {
+		return "", false
+	}
+	cl := &s.classes[c]
+	if cl.samp <= s.cfg.targetOf(c) {
+		return fmt.Sprintf("smoothed p90 over target but this run's p90 %s is within it: no cut (the overload has passed)", fmtSec(cl.samp)), true
+	}
+	hold := time.Duration(cl.cur * float64(time.Second))
+	if since := now.Sub(cl.lastCut); since < hold && cl.samp < cl.cutSamp {
+		return fmt.Sprintf("over target, holding: p90 falling since the cut %v ago (%s < %s), within cur %v",
+			since.Round(time.Millisecond), fmtSec(cl.samp), fmtSec(cl.cutSamp), hold.Round(time.Millisecond)), true
+	}
+	return "", false
+}
+
+// unusedRate is track_demand's increase guard (SEDAConfig.TrackDemand;
+// off: the paper increases below err_i whatever the demand): the rate of
+// class cl is not raised while it admits less than 0.9 × its rate
+// (d_c < 0.9·rate_c, Voigt & Gunningberg's hits guard), since nobody uses
+// it. It returns the reason and whether to keep the rate.
+func (s *SEDA) unusedRate(cl *sedaClass) (string, bool) {
+	if s.cfg.TrackDemand && cl.demand < 0.9*cl.rate {
+		return fmt.Sprintf("below err_i but admitted %s < 0.9 × rate: rate kept at %s (not in use)", fmtRate(cl.demand), fmtRate(cl.rate)), true
+	}
+	return "", false
+}
+
+// raise increases class cl's rate at error e < err_i: the paper's
+// additive increase, which recoverToServed and recoverFactor may each
+// raise further, clamped to [rate_min, rate_max]. It ends the class's
+// count of what it served since its cut, and returns the reason.
+func (s *SEDA) raise(cl *sedaClass, e float64) string {
+	old := cl.rate
+	next := s.increase(old, e)
+	next, served := s.recoverToServed(cl, next)
+	next, factor := s.recoverFactor(cl, e, next)
+	cl.servedFor = -1 // once per cut
+	cl.rate = clamp(next, s.cfg.RateMin, s.cfg.RateMax)
+	return fmt.Sprintf("below err_i %g: rate %s → %s (+%.4g%s)", s.cfg.ErrI, fmtRate(old), fmtRate(cl.rate), cl.rate-old, served+factor)
+}
+
+// recoverToServed is the recover_to_served refinement
+// (SEDAConfig.RecoverToServed; off: the paper's additive step): the first
+// increase after a cut of the class's own rate goes at least to
+// 0.9·s_c, s_c its samples per second since that cut, when that is more
+// than next. The backlog that raised the p90 drained at the stage's
+// capacity, so s_c measures what the backend can do. It returns the rate
+// and a note for the reason.
+func (s *SEDA) recoverToServed(cl *sedaClass, next float64) (float64, string) {
+	if !s.cfg.RecoverToServed || cl.servedFor <= 0 {
+		return next, ""
+	}
+	if r := 0.9 * cl.served / cl.servedFor; r > next {
+		return r, fmt.Sprintf(", first increase since the overload: 0.9 × served %s", fmtRate(cl.served/cl.servedFor))
+	}
+	return next, ""
+}
+
+// recoverFactor is the recover_factor refinement (SEDAConfig.RecoverFactor
+// f; 0: the paper's additive step): while the class's rate binds
+// (d_c ≥ 0.9·rate_c), an increase at error e is at least
+// rate·(1 + f·(c_i − e)), when that is more than next, so a rate cut to
+// the floor by a stall climbs back in a few runs. It returns the rate and
+// a note for the reason.
+func (s *SEDA) recoverFactor(cl *sedaClass, e, next float64) (float64, string) {
+	f := s.cfg.RecoverFactor
+	binds := cl.demand >= 0.9*cl.rate // false for NaN: nothing admitted yet
+	if f <= 0 || !binds {
+		return next, ""
+	}
+	if r := cl.rate * (1 + f*(s.cfg.CI-e)); r > next {
+		return r, fmt.Sprintf(", multiplicative recovery ×%.3g", 1+f*(s.cfg.CI-e))
+	}
+	return next, ""
 }
 
 func (s *SEDA) decide(now time.Time, m sluice.Measurements, old float64, acted bool, reason string) sluice.Decision {

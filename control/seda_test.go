@@ -12,9 +12,10 @@ func p90(class int, p float64) sluice.Measurements {
 	return sluice.Measurements{Class: class, Samples: 100, P90RT: p, Completed: 100}
 }
 
-// sedaCfg is the paper's law (no decrease hold-off, no recovery to the
-// served rate; track_demand has no effect on measurements without
-// admissions).
+// sedaCfg is the paper's AIMD law (no decrease hold-off, no recovery to
+// the served rate; track_demand has no effect on measurements without
+// admissions), with the default lc_reset and keep_flag_over_target, which
+// only matter with several classes (PaperSEDAConfig turns them off too).
 func sedaCfg(target time.Duration, initial float64) SEDAConfig {
 	c := DefaultSEDAConfig()
 	c.Target, c.InitialRate, c.DecreaseHoldoff, c.RecoverToServed = target, initial, false, false

@@ -10,11 +10,13 @@
 //
 //   - Policer, the decision: a global gate.TokenBucket whose rate a
 //     controller (control.VoigtQueue on the backend wait queue) sets once
-//     per period with SetRate, plus optional per-source-address buckets
-//     (rates per IP or CIDR prefix, longest match, and a default rate for
-//     unlisted sources) kept in a table of bounded size. It is a
-//     deterministic state machine: every method that depends on time takes
-//     now.
+//     per period, plus optional per-source-address buckets (rates per IP
+//     or CIDR prefix, longest match, and a default rate for unlisted
+//     sources) kept in a table of bounded size; and its control loop's
+//     step (SetControl, Step, Poll), which makes it a sluice.Stepper that
+//     stage.Runner drives live and the simulator in virtual time, as it
+//     drives a stage. It is a deterministic state machine: every method
+//     that depends on time takes now.
 //   - Listener, a net.Listener wrapper that asks the Policer at accept
 //     time. Its Accept loop accepts from the inner listener, and resets
 //     (SO_LINGER 0, then close: the client sees a TCP RST, ECONNRESET) and

@@ -50,10 +50,10 @@ func (v Verdict) String() string {
 //  2. the global token bucket (gate.TokenBucket: Burst tokens refilled at
 //     Rate per second) holds a token (it is taken).
 //
-// The global rate is what the controller sets each period (SetRate); the
-// paper drives it with a PD controller on the listen queue
-// (control.VoigtQueue), allowed to increase only while CPU utilization is
-// below its reference.
+// The global rate is what the controller sets each period (Step, through
+// SetRate; see Control); the paper drives it with a PD controller on the
+// listen queue (control.VoigtQueue), allowed to increase only while CPU
+// utilization is below its reference.
 //
 // Per-source state is bounded: a prefix rule shared by its whole prefix has
 // one bucket; every per-address source (sources.default and per_address
@@ -80,6 +80,14 @@ type Policer struct {
 	mu       sync.Mutex // serialises Collect
 	last     time.Time
 	lastSnap [3]uint64 // offered, admitted, rejected at the last Collect
+
+	// The control loop (control.go): set before the first Step, then
+	// read-only; the last step's input under stepMu.
+	ctl      Control
+	stepMu   sync.Mutex // serialises Step
+	lastIn   sluice.Measurements
+	guardErr string
+	stepped  bool
 }
 
 // New validates cfg and returns a policer with a full global bucket whose
@@ -123,7 +131,7 @@ func (p *Policer) Admit(now time.Time, src netip.Addr) Verdict {
 
 // SetRate changes the global token rate from now on (connections per
 // second; finite and ≥ 0, or +Inf). On error the rate is unchanged. This is
-// the policer's actuator: a runner applies each controller decision's New
+// the policer's actuator: Step applies each decision of its controller's
 // here.
 func (p *Policer) SetRate(now time.Time, r float64) error {
 	if err := p.bucket.SetRateAt(now, r); err != nil {

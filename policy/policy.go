@@ -276,47 +276,30 @@ func (p *Policy) Step(now time.Time) []sluice.Decision {
 	return out
 }
 
-func (p *Policy) step(e *entry, now time.Time) []sluice.Decision {
-	ds := e.st.Step(now)
-	e.decisions.Add(uint64(len(ds)))
-	for _, d := range ds {
-		p.log.Debug("decision", "stage", e.name, "controller", d.Controller, "class", d.Class,
-			"old", d.Old, "new", d.New, "acted", d.Acted, "reason", d.Reason)
-	}
-	return ds
+func (p *Policy) step(e *entry, now time.Time) []sluice.Decision { return p.runner(e).Step(now) }
+
+// runner is the stage.Runner of e's stage: it counts and logs every
+// decision.
+func (p *Policy) runner(e *entry) stage.Runner {
+	return stage.Runner{Stepper: e.st, OnStep: func(_ time.Time, ds []sluice.Decision) {
+		e.decisions.Add(uint64(len(ds)))
+		for _, d := range ds {
+			p.log.Debug("decision", "stage", e.name, "controller", d.Controller, "class", d.Class,
+				"old", d.Old, "new", d.New, "acted", d.Acted, "reason", d.Reason)
+		}
+	}}
 }
 
-// Run drives every stage with the wall clock until ctx ends, one goroutine
-// per stage: each steps at its controller's period, or every
+// Run drives every stage with the wall clock until ctx ends, one
+// stage.Runner per stage: each steps at its controller's period, or every
 // stage.MaxPoll for a sample-triggered controller (SEDA's nreq). It
 // returns when all of them have stopped.
 func (p *Policy) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	for _, e := range p.entries {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			p.run(ctx, e)
-		}()
+		wg.Go(func() { p.runner(e).Run(ctx) })
 	}
 	wg.Wait()
-}
-
-func (p *Policy) run(ctx context.Context, e *entry) {
-	poll := e.st.Period()
-	if e.st.Triggered() && poll > stage.MaxPoll {
-		poll = stage.MaxPoll
-	}
-	tick := time.NewTicker(poll)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-tick.C:
-			p.step(e, now)
-		}
-	}
 }
 
 // Admit classifies r and puts it through its stage's gate (Policy

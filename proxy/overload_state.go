@@ -189,12 +189,9 @@ func (c overloadCollector) Collect(ch chan<- prometheus.Metric) {
 		count(descPolicerEvictions, st.Evictions, "all")
 		count(descPolicerEvictions, st.LossyEvictions, "lossy")
 		count(descPolicerDecisions, r.decisions.Load())
-		r.mu.Lock()
-		q, u, have := r.last.Queue, r.last.Utilization, r.have
-		r.mu.Unlock()
-		if have {
-			gauge(descPolicerQueue, q)
-			gauge(descPolicerUtil, u)
+		if m, _, have := r.p.LastStep(); have {
+			gauge(descPolicerQueue, m.Queue)
+			gauge(descPolicerUtil, m.Utilization)
 		}
 	}
 	for _, s := range o.sensors {

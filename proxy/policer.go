@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"math"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -13,11 +12,13 @@ import (
 	"github.com/sluicehq/sluice/stage"
 )
 
-// policerRunner drives the connection policer: every control period it
-// collects what the policer saw, reads the backend pool's wait queue (the
-// papers' listen queue) and the CPU guard's utilization, runs the
-// voigt-queue controller (docs/algorithms.md §1) and puts its rate into
-// force with SetRate. Decisions are kept in a history for /state.
+// policerRunner drives the connection policer: the policer steps its own
+// control loop (policer.Policer.Step: every control period it collects
+// what it saw, reads the backend pool's wait queue, the papers' listen
+// queue, and the CPU guard's utilization, runs the voigt-queue controller,
+// docs/algorithms.md §1, and puts its rate into force), and the shared
+// stage.Runner calls that step as it does a stage's. Decisions are kept in
+// a history for /state.
 //
 //	rate(t+1) = rate(t) + Kp·(q_ref − q(t)) − Kd·(q(t) − q(t−1))
 //
@@ -33,10 +34,6 @@ type policerRunner struct {
 	h     *Handler
 	cfg   *PolicerConfig
 
-	mu        sync.Mutex
-	last      sluice.Measurements
-	have      bool
-	guardErr  string
 	decisions atomic.Uint64
 }
 
@@ -46,6 +43,10 @@ func newPolicerRunner(cfg *PolicerConfig, guard *sensor, h *Handler, now time.Ti
 		return nil, err
 	}
 	r := &policerRunner{p: p, guard: guard, h: h, cfg: cfg}
+	ctl := policer.Control{Period: cfg.Control.Period, Queue: r.queueLen}
+	if guard != nil {
+		ctl.Utilization = guard
+	}
 	if cfg.Controller == PolicerControllerVoigtQueue {
 		q := cfg.voigtQueue()
 		c, err := control.NewVoigtQueue(q)
@@ -55,6 +56,10 @@ func newPolicerRunner(cfg *PolicerConfig, guard *sensor, h *Handler, now time.Ti
 		if r.ctrl, err = control.WithHistory(c, cfg.Control.History); err != nil {
 			return nil, err
 		}
+		ctl.Controller = r.ctrl
+	}
+	if err := p.SetControl(ctl); err != nil {
+		return nil, err
 	}
 	return r, nil
 }
@@ -67,46 +72,23 @@ func (r *policerRunner) queueLen() float64 {
 	return 0
 }
 
+// runner is the policer's stage.Runner: it counts the decisions.
+func (r *policerRunner) runner() stage.Runner {
+	return stage.Runner{Stepper: r.p, OnStep: func(_ time.Time, ds []sluice.Decision) { r.decisions.Add(uint64(len(ds))) }}
+}
+
 // Step ends a control period at now and applies the controller's
 // decision. Without a controller it only collects the period.
 func (r *policerRunner) Step(now time.Time) (sluice.Decision, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	m := r.p.Collect(now)
-	m.Queue = r.queueLen()
-	r.guardErr = ""
-	if r.guard != nil {
-		u, err := r.guard.Utilization(now)
-		m.Utilization = u
-		if err != nil {
-			r.guardErr = err.Error()
-		}
-	}
-	r.last, r.have = m, true
-	if r.ctrl == nil {
+	ds := r.runner().Step(now)
+	if len(ds) == 0 {
 		return sluice.Decision{}, false
 	}
-	d := r.ctrl.Update(now, m)
-	r.decisions.Add(1)
-	if err := r.p.SetRate(now, d.New); err != nil {
-		d.Reason += " (not applied: " + err.Error() + ")"
-	}
-	return d, true
+	return ds[0], true
 }
 
 // run steps every control period until ctx ends.
-func (r *policerRunner) run(ctx context.Context) {
-	tick := time.NewTicker(r.cfg.Control.Period)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-tick.C:
-			r.Step(now)
-		}
-	}
-}
+func (r *policerRunner) run(ctx context.Context) { r.runner().Run(ctx) }
 
 // PolicerState is the connection policer as /state shows it.
 type PolicerState struct {
@@ -165,11 +147,9 @@ func (r *policerRunner) state(n int, reg *policer.Registry) PolicerState {
 			ps.Decisions = append(ps.Decisions, stage.DecisionState{At: d.At, Old: d.Old, New: d.New, Acted: d.Acted, Reason: d.Reason})
 		}
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	ps.GuardError = r.guardErr
-	if r.have {
-		m := r.last
+	m, guardErr, stepped := r.p.LastStep()
+	ps.GuardError = guardErr
+	if stepped {
 		lp := &PolicerPeriod{Elapsed: m.Elapsed, Admitted: m.Admitted, Rejected: m.Rejected, Queue: m.Queue}
 		if s := m.Elapsed.Seconds(); s > 0 {
 			lp.HitsPerSec = m.Arrivals / s

@@ -104,10 +104,12 @@ func (s *Stage) Arrive(now time.Time, class int, w *Wait) (Ticket, gate.Outcome)
 // arrive is Arrive that, when w is nil and mk is not, makes the waiter
 // only if the request has to queue (the live path allocates it then), and
 // returns the waiter it queued.
+//
+// It reads top to bottom: the class's counters, the rate or drop gate,
+// then, for a concurrency stage, one decision taken under the limit's
+// lock (concGate.arrive) and acted on after it is released.
 func (s *Stage) arrive(now time.Time, class int, w *Wait, mk func() *Wait) (Ticket, gate.Outcome, *Wait) {
-	if class < 0 || class >= len(s.classes) {
-		class = len(s.classes) - 1
-	}
+	class = s.classOf(class)
 	cs := s.classes[class]
 	cs.rec.Arrive()
 	if s.agg != nil {
@@ -120,44 +122,79 @@ func (s *Stage) arrive(now time.Time, class int, w *Wait, mk func() *Wait) (Tick
 		}
 		cs.shadowRejected.Add(1)
 	}
-	held := false
-	if c := s.conc; c != nil && !s.gates.Off() {
-		c.mu.Lock()
-		if c.slots.TryAdmit() {
-			held = true
-		} else if !s.shadow && (w != nil || mk != nil) && c.wait > 0 && (c.drain <= 0 ||
-			float64(c.slots.Ahead(class)+1)/c.drain <= c.wait.Seconds()) {
-			if w == nil {
-				w = mk()
-			}
-			w.Class, w.Arrival, w.Deadline = class, now, now.Add(c.wait)
-			o, victim, evicted := c.slots.ArriveClass(now, w, class, w.Deadline)
-			c.mu.Unlock()
-			if evicted {
-				s.drop(victim)
-			}
-			if o == gate.Queued {
-				return Ticket{}, gate.Queued, w
-			}
-			s.reject(cs)
-			return Ticket{}, gate.Rejected, nil
-		} else {
-			// No queue, a predicted wait beyond the allowed one, or a full
-			// slot in shadow mode.
-			c.mu.Unlock()
-			if !s.shadow {
-				if c.wait > 0 && (w != nil || mk != nil) {
-					s.expired.Add(1)
-				}
-				s.reject(cs)
-				return Ticket{}, gate.Rejected, nil
-			}
-			cs.shadowRejected.Add(1)
-			return s.admit(cs, class, now, now, false), gate.Admitted, nil
-		}
-		c.mu.Unlock()
+	c := s.conc
+	if c == nil || s.gates.Off() {
+		return s.admit(cs, class, now, now, false), gate.Admitted, nil
 	}
-	return s.admit(cs, class, now, now, held), gate.Admitted, nil
+	// Shadow mode never queues: it admits a request that finds no slot.
+	mayWait := !s.shadow && (w != nil || mk != nil)
+	v := c.arrive(now, class, w, mk, mayWait)
+	if v.victim != nil {
+		s.drop(v.victim)
+	}
+	switch {
+	case v.held:
+		return s.admit(cs, class, now, now, true), gate.Admitted, nil
+	case v.queued != nil:
+		return Ticket{}, gate.Queued, v.queued
+	case s.shadow:
+		cs.shadowRejected.Add(1)
+		return s.admit(cs, class, now, now, false), gate.Admitted, nil
+	}
+	// No slot, and no room to wait: the predicted wait is beyond the
+	// allowed one (counted as an expired wait), or the stage has no
+	// queue, or the queue is full of waiters of its class or higher.
+	if v.tooLong {
+		s.expired.Add(1)
+	}
+	s.reject(cs)
+	return Ticket{}, gate.Rejected, nil
+}
+
+// slotVerdict is what concGate.arrive decided for one request under the
+// gate's lock, for the stage to act on once the lock is released.
+type slotVerdict struct {
+	held    bool  // it took a free slot
+	queued  *Wait // the waiter the queue took (nil: not queued)
+	victim  *Wait // a lower-class waiter evicted to make room (nil: none)
+	tooLong bool  // the gate queues, but the predicted wait exceeds the allowed one
+}
+
+// arrive decides, under c's lock, how a request of class that passed the
+// stage's other gates at now meets the concurrency limit: a free slot
+// (and nobody waiting) is taken; otherwise, when mayWait, the gate has a
+// queue (an allowed wait c.wait > 0) and the predicted wait fits in it,
+//
+//	fits ⇔ drain ≤ 0  ∨  (ahead + 1)/drain ≤ wait   (ahead: waiters served first, drain in req/s)
+//
+// the request is offered to the queue, as w or, when w is nil, a waiter
+// from mk, which the queue may refuse when full or take by evicting a
+// lower-class waiter.
+func (c *concGate) arrive(now time.Time, class int, w *Wait, mk func() *Wait, mayWait bool) (v slotVerdict) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.slots.TryAdmit() {
+		v.held = true
+		return v
+	}
+	canWait := mayWait && c.wait > 0
+	fits := canWait && (c.drain <= 0 || float64(c.slots.Ahead(class)+1)/c.drain <= c.wait.Seconds())
+	if !fits {
+		v.tooLong = canWait
+		return v
+	}
+	if w == nil {
+		w = mk()
+	}
+	w.Class, w.Arrival, w.Deadline = class, now, now.Add(c.wait)
+	o, victim, evicted := c.slots.ArriveClass(now, w, class, w.Deadline)
+	if evicted {
+		v.victim = victim
+	}
+	if o == gate.Queued {
+		v.queued = w
+	}
+	return v
 }
 
 // admit counts an admission and returns its ticket.

@@ -426,21 +426,17 @@ func (s *Stage) setCensor(c sluice.Controller) {
 	s.censorAt.Store(math.MaxInt64)
 }
 
-// Run drives the stage with the wall clock until ctx ends: every period,
-// or every MaxPoll for a sample-triggered controller, it calls Step.
-func (s *Stage) Run(ctx context.Context) {
-	poll := s.period
-	if s.Triggered() && poll > MaxPoll {
-		poll = MaxPoll
+// Poll returns how often a runner calls Step: the controller's period, or
+// MaxPoll for a sample-triggered controller when that is shorter.
+func (s *Stage) Poll() time.Duration {
+	if s.Triggered() && s.period > MaxPoll {
+		return MaxPoll
 	}
-	tick := time.NewTicker(poll)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-tick.C:
-			s.Step(now)
-		}
-	}
+	return s.period
 }
+
+var _ sluice.Stepper = (*Stage)(nil)
+
+// Run drives the stage with the wall clock until ctx ends (a Runner):
+// every Poll it calls Step.
+func (s *Stage) Run(ctx context.Context) { Runner{Stepper: s}.Run(ctx) }

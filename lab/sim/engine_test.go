@@ -180,8 +180,8 @@ func TestStreams(t *testing.T) {
 			t.Fatal("different names or seeds gave equal draws")
 		}
 	}
-	if a.streamName("open", "") == a.streamName("open", "") {
-		t.Error("unnamed streams are not distinct")
+	if first, second := a.streamName("open", ""), a.streamName("open", ""); first == second {
+		t.Errorf("unnamed streams are not distinct: %q twice", first)
 	}
 }
 

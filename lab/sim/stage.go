@@ -15,7 +15,7 @@ import (
 // clock), admitted requests go on to Next holding their ticket, a queued
 // request waits for its slot or its deadline, and every finished request
 // ends its ticket at the virtual time it finished. A ticker calls the
-// stage's Step as the live runner does (every period, or every
+// stage's Step as the live runner does (a Runner: every period, or every
 // stage.MaxPoll for a sample-triggered controller), so its controller runs
 // exactly as it runs live.
 //
@@ -26,7 +26,7 @@ type Stage struct {
 	st      *stage.Stage
 	next    Handler
 	classOf func(r *Request) int
-	ticker  *Ticker
+	run     *Runner
 	// OnStep, if set, sees the decisions of every step.
 	OnStep func(now time.Duration, ds []sluice.Decision)
 	// ExactTrigger, for a sample-triggered controller (SEDA's nreq),
@@ -50,27 +50,21 @@ func NewStage(e *Engine, st *stage.Stage, next Handler, classOf func(r *Request)
 		return nil, fmt.Errorf("sim: NewStage: nil stage")
 	}
 	s := &Stage{e: e, st: st, next: next, classOf: classOf}
-	poll := st.Period()
-	if st.Triggered() && poll > stage.MaxPoll {
-		poll = stage.MaxPoll
-	}
-	t, err := e.Every(poll, s.step)
+	run, err := NewRunner(e, st)
 	if err != nil {
 		return nil, err
 	}
-	s.ticker = t
+	run.OnStep = func(now time.Duration, ds []sluice.Decision) {
+		if s.OnStep != nil {
+			s.OnStep(now, ds)
+		}
+	}
+	s.run = run
 	return s, nil
 }
 
-func (s *Stage) step() {
-	ds := s.st.Step(s.e.Time())
-	if s.OnStep != nil && len(ds) > 0 {
-		s.OnStep(s.e.Now(), ds)
-	}
-}
-
 // Stop stops stepping the stage.
-func (s *Stage) Stop() { s.ticker.Stop() }
+func (s *Stage) Stop() { s.run.Stop() }
 
 // simWait is a request waiting for a slot.
 type simWait struct {
@@ -121,7 +115,7 @@ func (s *Stage) serve(r *Request, t stage.Ticket) {
 	r.Defer(func(r *Request) {
 		t.Finish(s.e.Time(), stage.Outcome{OK: r.Outcome == Completed})
 		if s.ExactTrigger && s.st.Triggered() {
-			s.step()
+			s.run.Step()
 		}
 	})
 	pass(s.e, s.next, r)

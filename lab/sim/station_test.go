@@ -9,8 +9,6 @@ import (
 	"github.com/sluicehq/sluice/lab/dist"
 )
 
-func ms(x float64) time.Duration { return Seconds(x / 1e3) }
-
 // submitAt submits a job of the given work at time at and records its
 // finish time in *done.
 func submitAt(e *Engine, st Station, at time.Duration, work float64, done *time.Duration) *Job {

@@ -6,19 +6,22 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/control"
 	"github.com/sluicehq/sluice/lab/dist"
 	"github.com/sluicehq/sluice/lab/figure"
 	"github.com/sluicehq/sluice/lab/report"
 	"github.com/sluicehq/sluice/lab/settle"
 	"github.com/sluicehq/sluice/lab/sim"
 	"github.com/sluicehq/sluice/monitor"
+	"github.com/sluicehq/sluice/policer"
 	"github.com/sluicehq/sluice/stage"
 )
 
 // This file holds what the scenarios share: driving a real stage.Stage (the
 // proxy's own controller, gates, monitors, trigger and censoring) in
-// virtual time through sim.Stage and keeping its steps, a log of the
-// requests the sources sent, and small statistics helpers.
+// virtual time through sim.Stage, and the proxy's connection policer
+// (policer.Policer) through sim.Policer, and keeping their steps; a log of
+// the requests the sources sent, and small statistics helpers.
 
 // step is one controller step: its decision, whose Inputs are the
 // measurements the controller saw over [start, end), and Extra, a
@@ -97,6 +100,73 @@ func (s *staged) initial() float64 {
 		return s.steps[0].Decision.Old
 	}
 	return s.st.Controller().Current().New
+}
+
+// trace returns s's steps and its setting before the first; false for a
+// nil s (a run without that stage).
+func (s *staged) trace() (steps []step, initial float64, ok bool) {
+	if s == nil {
+		return nil, 0, false
+	}
+	return s.steps, s.initial(), true
+}
+
+// stepTrace is a controller driven in virtual time whose steps were kept:
+// a stage (staged) or the connection policer (policing). A nil one has
+// none.
+type stepTrace interface {
+	trace() (steps []step, initial float64, ok bool)
+}
+
+// policing is the proxy's connection policer in virtual time: a
+// policer.Policer with its controller, the queue it steers and its CPU
+// guard, driven by sim.Policer exactly as the proxy's runner drives it
+// live, and every decision kept.
+type policing struct {
+	ctrl  sluice.Controller
+	entry *sim.Policer
+	steps []step
+}
+
+// newPolicing builds the policer of cfg at the engine's current time, with
+// the controller of ctrl on the given queue and CPU guard, and its entry
+// handler, which passes admitted requests to next.
+func newPolicing(e *sim.Engine, cfg policer.Config, ctrl control.VoigtQueueConfig, guard policer.UtilizationSource,
+	queue func() float64, next sim.Handler) (*policing, error) {
+	p, err := policer.New(cfg, e.Time())
+	if err != nil {
+		return nil, err
+	}
+	c, err := control.NewVoigtQueue(ctrl)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.SetControl(policer.Control{Controller: c, Queue: queue, Utilization: guard}); err != nil {
+		return nil, err
+	}
+	entry, err := sim.NewPolicer(e, p, next)
+	if err != nil {
+		return nil, err
+	}
+	pp := &policing{ctrl: c, entry: entry}
+	entry.OnStep = func(_ time.Duration, ds []sluice.Decision) {
+		for _, d := range ds {
+			pp.steps = append(pp.steps, step{Decision: d, Extra: math.NaN()})
+		}
+	}
+	return pp, nil
+}
+
+// trace returns p's steps and its rate before the first; false for a nil
+// p (a run without the policer).
+func (p *policing) trace() (steps []step, initial float64, ok bool) {
+	if p == nil {
+		return nil, 0, false
+	}
+	if len(p.steps) > 0 {
+		return p.steps, p.steps[0].Decision.Old, true
+	}
+	return nil, p.ctrl.Current().New, true
 }
 
 // gauges reads a station's utilization and a queue gauge every second of
@@ -241,29 +311,6 @@ func serviceDist(kind string, mean float64) (dist.Dist, error) {
 
 // serviceKinds are the choices of serviceDist.
 var serviceKinds = figure.ServiceKinds
-
-// meanStd returns the mean and population standard deviation of the
-// finite values of xs (NaN, NaN for none).
-func meanStd(xs []float64) (mean, std float64) {
-	s, n := 0.0, 0
-	for _, x := range xs {
-		if finite(x) {
-			s += x
-			n++
-		}
-	}
-	if n == 0 {
-		return math.NaN(), math.NaN()
-	}
-	mean = s / float64(n)
-	v := 0.0
-	for _, x := range xs {
-		if finite(x) {
-			v += (x - mean) * (x - mean)
-		}
-	}
-	return mean, math.Sqrt(v / float64(n))
-}
 
 func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
 

@@ -11,15 +11,17 @@ import (
 	"github.com/sluicehq/sluice/lab/dist"
 	"github.com/sluicehq/sluice/lab/figure"
 	"github.com/sluicehq/sluice/lab/sim"
+	"github.com/sluicehq/sluice/policer"
 	"github.com/sluicehq/sluice/stage"
 )
 
 // This file holds the model shared by the voigt-* scenarios: Voigt &
 // Gunningberg's web server (docs/algorithms.md §1) with its SURGE-like
-// workload, and the dual admission control architecture built from three
-// of the proxy's stages (stage.Stage, each with its controller,
-// control.VoigtQueue or control.VoigtCPU, its token bucket and its
-// sensor):
+// workload, and the dual admission control architecture built from the
+// proxy's own objects: its connection policer (policer.Policer with its
+// control.VoigtQueue on the listen queue) and two of its stages
+// (stage.Stage, each with its controller, control.VoigtQueue or
+// control.VoigtCPU, its token bucket and its sensor):
 //
 //	clients ─▶ connection policer ─▶ kernel ─▶ resource rules ─▶ listen queue ─▶ worker: CPU ─▶ link
 //	           (TCP SYN policing,     (CPU)    (/cgi-bin: CPU;   (FIFO, 1024,    (PS)        (PS over
@@ -291,7 +293,7 @@ type voigtRun struct {
 	m          voigtModel
 	controlled bool
 	duration   time.Duration
-	policer    *staged
+	policer    *policing
 	cgi        *staged
 	bw         *staged
 	monCPU     *gauges      // per second: CPU utilization, listen queue at the second's end
@@ -305,9 +307,10 @@ type voigtRun struct {
 type policed struct{}
 
 // voigtSim builds and runs the server with the given flows for duration.
-// The connection policer and the two resource rules are each the proxy's
-// stage (stage.Stage) with its controller, token bucket and sensor, driven
-// by sim.Stage as the proxy drives them.
+// The connection policer is the proxy's (policer.Policer with its
+// controller), driven by sim.Policer; the two resource rules are each the
+// proxy's stage (stage.Stage) with its controller, token bucket and
+// sensor, driven by sim.Stage. Both step as the proxy steps them live.
 func voigtSim(seed uint64, m voigtModel, flows []voigtFlow, controlled bool, duration time.Duration) (*voigtRun, error) {
 	e := sim.New(seed)
 	listen, err := sim.NewFIFO(e, sim.FIFOConfig{Servers: m.workers, QueueLimit: m.listenQueue, Timeout: m.timeout})
@@ -389,7 +392,10 @@ func voigtSim(seed uint64, m voigtModel, flows []voigtFlow, controlled bool, dur
 		})
 		// The connection policer on the listen queue, with the CPU
 		// utilization for its guard (the rate may only rise while the
-		// CPU is below util_ref).
+		// CPU is below util_ref): the paper's bucket of policer_burst
+		// and its PD controller, whose initial rate is the bucket's.
+		pol := policer.DefaultConfig()
+		pol.Rate, pol.Burst = m.policerInitial, m.policerBurst
 		polCfg := control.DefaultVoigtQueueConfig()
 		polCfg.Period, polCfg.InitialRate = m.period, m.policerInitial
 		polBusy, err := sim.NewBusy(e, cpu.Busy, "cpu")
@@ -401,8 +407,7 @@ func voigtSim(seed uint64, m voigtModel, flows []voigtFlow, controlled bool, dur
 			r.Data = policed{}
 			accepted.Handle(r)
 		})
-		if run.policer, err = newStaged(e, stage.Options{Name: "policer", Controller: &polCfg, Burst: m.policerBurst,
-			Utilization: polBusy, Queue: listenQueue}, pass, nil); err != nil {
+		if run.policer, err = newPolicing(e, pol, polCfg, polBusy, listenQueue, pass); err != nil {
 			return nil, err
 		}
 		// A SYN the policer discards costs almost nothing (early
@@ -495,13 +500,14 @@ func (w voigtWindow) meanRT() float64     { return ratio(w.rtSum, w.good) }
 // in seconds.
 func (w voigtWindow) smallRT() float64 { return ratio(w.smallRTSum, w.smallGood) }
 
-// ruleCounts sums a stage's arrivals and rejections over the steps
-// ending in (from, to].
-func ruleCounts(p *staged, from, to time.Duration) (offered, rejected float64) {
-	if p == nil {
+// ruleCounts sums a stage's or the policer's arrivals and rejections over
+// the steps ending in (from, to] (0, 0 for a nil one).
+func ruleCounts(p stepTrace, from, to time.Duration) (offered, rejected float64) {
+	steps, _, ok := p.trace()
+	if !ok {
 		return 0, 0
 	}
-	for _, st := range p.steps {
+	for _, st := range steps {
 		if st.end() > from && st.end() <= to {
 			offered += st.in().Arrivals
 			rejected += st.in().Rejected
@@ -511,13 +517,14 @@ func ruleCounts(p *staged, from, to time.Duration) (offered, rejected float64) {
 }
 
 // rateAt returns the rate a controller had in force at t: its last
-// decision at or before t (the initial rate before the first).
-func rateAt(p *staged, t time.Duration) float64 {
-	if p == nil {
+// decision at or before t (the initial rate before the first; NaN for a
+// nil one).
+func rateAt(p stepTrace, t time.Duration) float64 {
+	steps, r, ok := p.trace()
+	if !ok {
 		return math.NaN()
 	}
-	r := p.initial()
-	for _, st := range p.steps {
+	for _, st := range steps {
 		if st.end() > t {
 			break
 		}
