@@ -103,9 +103,6 @@ func (c *Context) Checked() []string {
 	return out
 }
 
-// Value returns a reflect.Value of v for a Context.
-func Value(v any) reflect.Value { return reflect.ValueOf(v) }
-
 type resolved struct {
 	key  string // canonical key: Prefix+key, the alias target, or key
 	vals []reflect.Value
