@@ -28,10 +28,10 @@ type AutoConfig struct {
 	// whether more concurrency brings more throughput (default 1.5).
 	HighProbe float64 `yaml:"high_probe" json:"high_probe"`
 	// LowProbe > 1 divides the limit for the low probe: it asks whether
-	// less concurrency would do (default 1.25).
+	// less concurrency would do (default 1.5).
 	LowProbe float64 `yaml:"low_probe" json:"low_probe"`
 	// MinCompletions is the number of successful completions a window
-	// needs before it is judged (default 100), unless it has run for
+	// needs before it is judged (default 200), unless it has run for
 	// MaxWindow (default 1s).
 	MinCompletions int           `yaml:"min_completions" json:"min_completions"`
 	MaxWindow      time.Duration `yaml:"max_window" json:"max_window"`
@@ -45,9 +45,9 @@ type AutoConfig struct {
 	StandingWait time.Duration `yaml:"standing_wait" json:"standing_wait"`
 }
 
-// DefaultAutoConfig returns the defaults: SLO 500ms, steps of 100ms,
-// initial limit 16 within [1, 10000], probes at L·1.5 and L/1.25, windows
-// of 100 completions or 1s.
+// DefaultAutoConfig returns the defaults: SLO 500ms, Period 100ms,
+// InitialLimit 16 within MinLimit 1 and MaxLimit 10000, HighProbe 1.5 and
+// LowProbe 1.5, windows of MinCompletions 200 or MaxWindow 1s.
 func DefaultAutoConfig() AutoConfig {
 	return AutoConfig{SLO: 500 * time.Millisecond, Period: 100 * time.Millisecond, InitialLimit: 16,
 		MinLimit: 1, MaxLimit: 10000, HighProbe: 1.5, LowProbe: 1.5, MinCompletions: 200, MaxWindow: time.Second}

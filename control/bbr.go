@@ -38,8 +38,9 @@ type BBRConfig struct {
 	CPUDecay float64 `yaml:"cpu_decay" json:"cpu_decay"`
 }
 
-// DefaultBBRConfig returns aegis's defaults: 100 buckets of 100 ms over
-// 10 s, CPU threshold 0.8, CPU decay 0.95 per 500 ms.
+// DefaultBBRConfig returns aegis's defaults: Period 100ms (one bucket),
+// Window 10s (a hundred buckets), CPUThreshold 0.8 and CPUDecay 0.95 (per
+// half second).
 func DefaultBBRConfig() BBRConfig {
 	return BBRConfig{Period: 100 * time.Millisecond, Window: 10 * time.Second, CPUThreshold: 0.8, CPUDecay: 0.95}
 }

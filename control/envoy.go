@@ -55,11 +55,13 @@ type EnvoyGradientConfig struct {
 	Seed uint64 `yaml:"seed" json:"seed"`
 }
 
-// DefaultEnvoyGradientConfig returns Envoy's defaults (p50, max 1000, 50
-// requests, jitter 15 %, floor and probe 3, buffer 25 %). Envoy has no
-// default for the two intervals, which its config requires; 100ms and 60s
-// are those of the example configuration in Envoy's adaptive concurrency
-// filter documentation.
+// DefaultEnvoyGradientConfig returns Envoy's defaults: Percentile 50,
+// MaxConcurrency 1000, RequestCount 50, Jitter 15 %, MinConcurrency 3 and
+// ProbeConcurrency 3 (the floor and the probe), Buffer 25 %. Envoy has no
+// default for the two intervals, which its config requires:
+// ConcurrencyUpdateInterval 100ms and MinRTTCalcInterval 60s are those of
+// the example configuration in Envoy's adaptive concurrency filter
+// documentation.
 func DefaultEnvoyGradientConfig() EnvoyGradientConfig {
 	return EnvoyGradientConfig{ConcurrencyUpdateInterval: 100 * time.Millisecond, MinRTTCalcInterval: 60 * time.Second,
 		RequestCount: 50, Jitter: 15, Buffer: 25, Percentile: 50, MaxConcurrency: 1000, MinConcurrency: 3, ProbeConcurrency: 3}

@@ -62,9 +62,10 @@ type Gradient2Config struct {
 }
 
 // DefaultGradient2Config returns the defaults of Gradient2Limit and
-// WindowedLimit: limit 20 in [20, 200], smoothing 0.2, queue size 4, long
-// window 600, tolerance 1.5, 1 s windows of at least 10 samples, 100 µs
-// RTT threshold; steps every 100 ms.
+// WindowedLimit: InitialLimit 20 within MinLimit 20 and MaxConcurrency
+// 200, Smoothing 0.2, QueueSize 4, LongWindow 600, RTTTolerance 1.5,
+// windows of MinWindowTime 1s and MaxWindowTime 1s that need WindowSize 10
+// samples, MinRTTThreshold 100µs, and a step every Period 100ms.
 func DefaultGradient2Config() Gradient2Config {
 	return Gradient2Config{Period: 100 * time.Millisecond, InitialLimit: 20, MinLimit: 20, MaxConcurrency: 200,
 		Smoothing: 0.2, QueueSize: 4, LongWindow: 600, RTTTolerance: 1.5,

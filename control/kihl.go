@@ -25,8 +25,8 @@ type KihlConfig struct {
 	InitialIntegral float64 `yaml:"initial_integral" json:"initial_integral"`
 }
 
-// DefaultKihlConfig returns the paper's parameters: h = 1 s, ρ_ref = 0.8,
-// {K, Ti} = {20, 2.8 s}.
+// DefaultKihlConfig returns the paper's parameters, h = 1 s, ρ_ref = 0.8,
+// K = 20 and Ti = 2.8 s, with MaxRate 100000.
 func DefaultKihlConfig() KihlConfig {
 	return KihlConfig{Period: time.Second, RhoRef: 0.8, K: 20, Ti: 2800 * time.Millisecond, MaxRate: 100000}
 }

@@ -132,7 +132,8 @@ type VoigtQueueConfig struct {
 }
 
 // DefaultVoigtQueueConfig returns the paper's connection-policer
-// controller: q_ref 100, Kp 1/16, Kd 1/4, initial rate 1000/s, min 10.
+// controller: QRef 100, Kp 1/16, Kd 1/4, InitialRate 1000 per second,
+// MinRate 10; MaxRate 100000 and UtilRef 90.
 func DefaultVoigtQueueConfig() VoigtQueueConfig {
 	return VoigtQueueConfig{Period: time.Second, QRef: 100, Kp: 1.0 / 16, Kd: 0.25, MinRate: 10, MaxRate: 100000,
 		InitialRate: 1000, UtilRef: 90}

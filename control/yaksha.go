@@ -49,8 +49,9 @@ type YakshaConfig struct {
 	MaxDrop float64 `yaml:"max_drop" json:"max_drop"`
 }
 
-// DefaultYakshaConfig returns the paper's design: h = 1 s, pole −0.1,
-// self-tuning over 10 s, λ0 estimated from the measured throughput.
+// DefaultYakshaConfig returns the paper's design: h = 1 s, Pole −0.1,
+// SelfTuning true over TuneWindow 10s, Lambda0 0 (λ0 estimated from the
+// measured throughput), Smoothing 0.5 and MaxDrop 0.99.
 func DefaultYakshaConfig() YakshaConfig {
 	return YakshaConfig{Period: time.Second, SelfTuning: true, Pole: design.DefaultYakshaPole,
 		TuneWindow: 10 * time.Second, Smoothing: 0.5, MaxDrop: 0.99}

@@ -78,8 +78,8 @@ type OutQueueConfig struct {
 	Mode QueueMode `yaml:"mode" json:"mode"`
 }
 
-// DefaultOutQueueConfig returns the defaults: scale 100, period 1s, 20
-// samples per period, mode "unsent", and no capacity (CapacityBytes must
+// DefaultOutQueueConfig returns the defaults: Scale 100, Period 1s,
+// SamplesPerPeriod 20, Mode "unsent", and no capacity (CapacityBytes must
 // be set).
 func DefaultOutQueueConfig() OutQueueConfig {
 	return OutQueueConfig{Scale: DefaultQueueScale, Period: time.Second, SamplesPerPeriod: DefaultSamplesPerPeriod, Mode: QueueUnsent}

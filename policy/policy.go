@@ -319,10 +319,11 @@ func (p *Policy) Admit(r *http.Request) (sluice.Admission, error) {
 	return a, nil
 }
 
-// Reject writes the rejection answer for r: the configured status (503 by
-// default), Retry-After in whole seconds (retry_after plus a uniform
-// jitter in [0, retry_jitter], rounded up), Cache-Control: no-store and
-// the body: JSON {"error":"overloaded","stage":…,"class":…,"retry_after_s":…}
+// Reject writes the rejection answer for r: the configured status
+// (reject.status, 503 by default), Retry-After in whole seconds
+// (retry_after plus a uniform jitter in [0, retry_jitter], rounded up),
+// Cache-Control: no-store and the body:
+// JSON {"error":"overloaded","stage":…,"class":…,"retry_after_s":…}
 // when the client's Accept prefers application/json, the configured
 // template otherwise, nothing for HEAD. Bodies are rendered once per stage,
 // class and Retry-After value. err is the error of Admit; any error gets

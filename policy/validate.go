@@ -54,11 +54,12 @@ type FieldError = sluice.FieldError
 func fieldErr(path, format string, a ...any) error { return sluice.FieldErrorf(path, format, a...) }
 
 // SetDefaults fills every unset field with its documented default, in
-// place: one class "default", the last class as the default class, trust
-// "trusted" for header and cookie rules, controller "none", burst 5,
-// window 4096, queue 1024 × 1s, long_lived 30s and differentiate true for
-// stages, status 503, retry_after 1s, a one-line text body, and the
-// X-Sluice-Quality header. Controller parameters are defaulted by their
+// place: the class order ["default"], the last class as the default
+// class, trust "trusted" for header and cookie rules; for stages
+// controller "none", burst 5, window 4096, queue.max 1024, queue.timeout
+// 1s, long_lived 30s and differentiate true; reject.status 503,
+// reject.retry_after 1s and a one-line text body; and the degrade.header
+// "X-Sluice-Quality". Controller parameters are defaulted by their
 // controller when decoded.
 func (c *Config) SetDefaults() {
 	if len(c.Classes.Order) == 0 {

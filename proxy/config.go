@@ -313,8 +313,8 @@ type UtilizationConfig struct {
 	// PID or Pidfile names the process for "process" (exactly one).
 	PID     int    `yaml:"pid,omitempty"`
 	Pidfile string `yaml:"pidfile,omitempty"`
-	// ProcessCPUs is the number of CPUs the process may keep busy, the
-	// capacity its CPU time is divided by, for "process" (default: the
+	// ProcessCPUs is, for "process", the number of CPUs the process may
+	// keep busy: the capacity its CPU time is divided by (default: the
 	// number of CPUs of this host).
 	ProcessCPUs float64 `yaml:"process_cpus,omitempty"`
 	// Header is the response header for "backend-header" (default

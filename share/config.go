@@ -166,10 +166,10 @@ type ClientConfig struct {
 	APIKeys []string `yaml:"api_keys" json:"api_keys"`
 }
 
-// DefaultConfig returns the defaults of every optional field: α = 0.2, a
-// 1 s manager period, 10 standby slots per client, a 10 s maximum delay,
-// a 65536-entry cache, the X-Sluice-Client and X-Api-Key headers and a
-// 1 MiB reply buffer. TotalBandwidth and Clients have no default.
+// DefaultConfig returns the defaults of every optional field: Alpha 0.2,
+// Period 1s, StandbyLimit 10, MaxDelay 10s, CacheSize 65536, ClientHeader
+// "X-Sluice-Client", APIKeyHeader "X-Api-Key" and ReplyBuffer 1 MiB.
+// TotalBandwidth and Clients have no default.
 func DefaultConfig() Config {
 	return Config{
 		Alpha:        DefaultAlpha,

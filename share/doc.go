@@ -112,9 +112,9 @@
 // because a request holds its standby slot from Begin (before the handler
 // runs) until its delay is over. A small limit (1–2) enforces the shares
 // strictly against clients that open parallel connections, at the price of
-// 503s for them; the default of 10 favours clients that pipeline a few
-// requests. The live test uses closed-loop clients with one request at a
-// time, like the paper's bw_tester.
+// 503s for them; StandbyLimit's default of 10 favours clients that
+// pipeline a few requests. The live test uses closed-loop clients with one
+// request at a time, like the paper's bw_tester.
 //
 // # others
 //
