@@ -107,18 +107,26 @@ func (c *AutoConfig) New() (sluice.Controller, error) { return NewAuto(*c) }
 //
 //	base (L) → high probe (a·L) → base → low probe (L/b) → …
 //
-// and compares each probe with the base window before it:
+// and compares each probe with the base window before it (r = X_probe/X_base):
 //
-//	X_high/X_base ≥ 1 + (a−1)/2   ⇒  L ← a·L (the service was not
-//	                                  saturated; the high probe's gain
-//	                                  doubles while growth repeats)
-//	X_low/X_base  ≥ 1 − (1−1/b)/4 ⇒  L ← L/b (less concurrency would do)
+//	high probe, r ≥ 0.9·a        ⇒  L ← a·L, the whole gain (the
+//	                                 service was not saturated; the
+//	                                 high probe's gain doubles, up to 4,
+//	                                 while growth repeats)
+//	high probe, r ≥ 1 + (a−1)/2  ⇒  L ← max(L, √b·r·L): part of the
+//	                                 gain puts the knee at W ≈ r·L
+//	low probe,  r ≥ 1 − (1−1/b)/4   ⇒  L ← L/√b (less concurrency would do)
+//	low probe,  r < 1 − 3(1−1/b)/4  ⇒  L ← L·√b (the knee is close: step back)
 //
-// and holds L otherwise. The thresholds are a fixed fraction of the change
+// and holds L otherwise. A high probe's gain counts only when the next
+// high probe confirms it (one window's gain may be noise), and a base
+// window whose mean service time exceeds SLO/4 cuts L in proportion,
+// L ← L·(SLO/4)/R (at most halving it): by Little's law such a limit only
+// queues inside the service. The thresholds are a fixed fraction of the change
 // each probe could make, so the same test works whatever the service's
 // speed, and a change of capacity between two windows moves both ratios
-// the same way. At equilibrium L sits just above b·W: the low probe finds
-// the knee, the service stays busy, and the queue inside the service
+// the same way. At equilibrium L sits between √b·W and b·W: the low probe
+// finds the knee, the service stays busy, and the queue inside the service
 // stays below (a·b − 1)·W during a high probe and (b − 1)·W otherwise.
 // The limit is clamped to [MinLimit, MaxLimit].
 //

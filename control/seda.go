@@ -128,9 +128,9 @@ type SEDAConfig struct {
 }
 
 // DefaultSEDAConfig returns the parameters of Welsh & Culler's Figure 4 and
-// §3.3, one class, degradation off, and sluice's refinements on by default
-// (track_demand, decrease_holdoff, recover_to_served, lc_reset,
-// keep_flag_over_target; see SEDA). PaperSEDAConfig turns them off.
+// §3.3 with Classes 1, Degrade off, and sluice's refinements TrackDemand,
+// DecreaseHoldoff, RecoverToServed, LCReset and KeepFlagOverTarget true
+// (see SEDA). PaperSEDAConfig turns them off.
 func DefaultSEDAConfig() SEDAConfig {
 	return SEDAConfig{Classes: 1, NReq: 100, Timeout: time.Second, Alpha: 0.7, ErrI: -0.5, ErrD: 0,
 		AdjI: 2, AdjD: 1.2, CI: -0.1, RateMin: 0.05, RateMax: 5000, InitialRate: 5000,

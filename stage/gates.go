@@ -2,11 +2,12 @@
 // stage: the unit sluice controls (a route of the proxy, a handler behind
 // the middleware, or a request type in the simulator).
 //
-// Gates is the deterministic part, shared by the simulator and the live
-// runtime: it turns a controller's decisions into gate settings and answers
-// "admit or not" at a given now. Stage adds the live part: per-class
-// recorders, the controller's runner, concurrency limits and the admin
-// view.
+// Gates is the deterministic gate: it turns a controller's decisions into
+// gate settings and answers "admit or not" at a given now. Stage wraps it
+// with the rest: per-class recorders, the concurrency limit and its class
+// wait queue, the controller's step (driven by a Runner live and by the
+// simulator's sim.Stage in virtual time: the same Stage either way) and
+// the admin view.
 package stage
 
 import (
@@ -25,11 +26,12 @@ import (
 const DefaultBurst = 5
 
 // Gates is the gate a controller drives, chosen by the kind of its initial
-// decision: a token bucket (one per class for multi-class SEDA) for
-// KindRate, a dropper for KindDropProbability, nothing for KindNone and
-// KindConcurrency (concurrency is enforced by a gate.Limiter or
-// gate.Slots the caller owns, sized by Limit). It also carries the quality
-// level of a degrading stage and the "gate off" switch. AdmitAt is safe for
+// decision: a token bucket for KindRate (one per class when the controller
+// reports per-class rates, Decision.ClassRates, as multi-class SEDA does),
+// a dropper for KindDropProbability, nothing for KindNone; for
+// KindConcurrency it holds the limit (Limit), which the Stage enforces
+// with its class-ordered slots (gate.ClassSlots). It also carries the
+// quality level of a degrading stage and the "gate off" switch. AdmitAt is safe for
 // concurrent use with Apply.
 type Gates struct {
 	kind    sluice.Kind
