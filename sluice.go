@@ -13,7 +13,6 @@ package sluice
 
 import (
 	"errors"
-	"math"
 	"time"
 )
 
@@ -286,6 +285,3 @@ type Stepper interface {
 	// less for a loop that also steps on samples (SEDA's nreq).
 	Poll() time.Duration
 }
-
-// Finite reports whether x is neither NaN nor ±Inf.
-func Finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }

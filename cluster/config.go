@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/fielderr"
 )
 
 // Defaults and bounds of a Config.
@@ -98,11 +98,7 @@ type Config struct {
 	LocalStages []string `yaml:"local_stages,omitempty" json:"local_stages,omitempty"`
 }
 
-// ConfigError is a configuration error naming the field (its YAML path
-// within the section) and the value: sluice's one FieldError.
-type ConfigError = sluice.FieldError
-
-func badField(field string, v any, want string) error { return sluice.InvalidField(field, v, want) }
+func badField(field string, v any, want string) error { return fielderr.Invalid(field, v, want) }
 
 // DefaultInstance returns the default instance id: the host name and the
 // process id ("host-1234"), or "sluice-1234" when the host name is not

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice"
 )
 
 func TestConfigDefaults(t *testing.T) {
@@ -52,7 +54,7 @@ func TestConfigValidateNamesTheField(t *testing.T) {
 		cfg.SetDefaults()
 		c.edit(&cfg)
 		err := cfg.Validate()
-		var ce *ConfigError
+		var ce *sluice.FieldError
 		if !errors.As(err, &ce) || ce.Path != c.field {
 			t.Errorf("%s: got %v", c.field, err)
 		}

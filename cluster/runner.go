@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/control"
+	"github.com/sluicehq/sluice/internal/mathx"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/share"
 	"github.com/sluicehq/sluice/stage"
@@ -82,7 +83,7 @@ func NewRunner(cfg Config, t Targets, opts RunnerOptions) (*Runner, error) {
 		if !ok {
 			return nil, fmt.Errorf("cluster: stage %q has no fixed budget to split (static-rate or static-concurrency)", st.Stage.Name())
 		}
-		if !sluice.Finite(st.Global) || st.Global <= 0 {
+		if !mathx.Finite(st.Global) || st.Global <= 0 {
 			return nil, fmt.Errorf("cluster: stage %q: global budget %g is invalid", st.Stage.Name(), st.Global)
 		}
 		if k == sluice.KindRate {

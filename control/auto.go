@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/mathx"
 )
 
 // AutoConfig configures the auto controller. Only the objective has to be
@@ -61,19 +62,19 @@ func (c *AutoConfig) Validate() error {
 	if err := checkPeriod("period", c.Period); err != nil {
 		return err
 	}
-	if !sluice.Finite(c.MinLimit) || c.MinLimit < 1 {
+	if !mathx.Finite(c.MinLimit) || c.MinLimit < 1 {
 		return badField("min_limit", c.MinLimit, "must be ≥ 1")
 	}
-	if !sluice.Finite(c.MaxLimit) || c.MaxLimit < c.MinLimit {
+	if !mathx.Finite(c.MaxLimit) || c.MaxLimit < c.MinLimit {
 		return badField("max_limit", c.MaxLimit, fmt.Sprintf("must be ≥ min_limit (%g)", c.MinLimit))
 	}
 	if err := checkRange("initial_limit", c.InitialLimit, c.MinLimit, c.MaxLimit); err != nil {
 		return err
 	}
-	if !sluice.Finite(c.HighProbe) || c.HighProbe <= 1 || c.HighProbe > 4 {
+	if !mathx.Finite(c.HighProbe) || c.HighProbe <= 1 || c.HighProbe > 4 {
 		return badField("high_probe", c.HighProbe, "must be within (1, 4]")
 	}
-	if !sluice.Finite(c.LowProbe) || c.LowProbe <= 1 || c.LowProbe > 4 {
+	if !mathx.Finite(c.LowProbe) || c.LowProbe <= 1 || c.LowProbe > 4 {
 		return badField("low_probe", c.LowProbe, "must be within (1, 4]")
 	}
 	if c.MinCompletions < 1 {
@@ -287,7 +288,7 @@ func (a *Auto) Update(now time.Time, m sluice.Measurements) sluice.Decision {
 		a.rP99 = ewma(a.rP99, a.tail.add(m.ServiceP99, n), 0.3)
 	}
 	el := m.Elapsed.Seconds()
-	if !(el > 0) || !sluice.Finite(el) {
+	if !(el > 0) || !mathx.Finite(el) {
 		el = 0
 	}
 	why, fence := "", false

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/mathx"
 )
 
 const (
@@ -56,7 +57,7 @@ func (c *BBRConfig) Validate() error {
 	if err := checkRange("cpu_threshold", c.CPUThreshold, 0, 1); err != nil {
 		return badField("cpu_threshold", c.CPUThreshold, "must be a utilization within [0, 1] (0: always shed above maxInFlight)")
 	}
-	if !sluice.Finite(c.CPUDecay) || c.CPUDecay < 0 || c.CPUDecay >= 1 {
+	if !mathx.Finite(c.CPUDecay) || c.CPUDecay < 0 || c.CPUDecay >= 1 {
 		return badField("cpu_decay", c.CPUDecay, "must be within [0, 1)")
 	}
 	return nil
@@ -194,7 +195,7 @@ func (b *BBR) Update(now time.Time, m sluice.Measurements) sluice.Decision {
 	if el <= 0 {
 		el = b.cfg.Period
 	}
-	cpuKnown := sluice.Finite(m.Utilization)
+	cpuKnown := mathx.Finite(m.Utilization)
 	if cpuKnown {
 		u := clamp(m.Utilization, 0, 1)
 		d := 0.0

@@ -6,19 +6,21 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/fielderr"
+	"github.com/sluicehq/sluice/internal/mathx"
 )
 
 // badField returns a validation error for field with value v; want says
 // what a valid value looks like.
-func badField(field string, v any, want string) error { return sluice.InvalidField(field, v, want) }
+func badField(field string, v any, want string) error { return fielderr.Invalid(field, v, want) }
 
 // FieldOf returns the name of the configuration field a validation error
 // names, or "" if err is not a field error.
-func FieldOf(err error) string { return sluice.FieldPath(err) }
+func FieldOf(err error) string { return fielderr.Path(err) }
 
 // checkPositive reports an error unless x is finite and > 0.
 func checkPositive(field string, x float64) error {
-	if !sluice.Finite(x) || x <= 0 {
+	if !mathx.Finite(x) || x <= 0 {
 		return badField(field, x, "must be a finite number > 0")
 	}
 	return nil
@@ -26,7 +28,7 @@ func checkPositive(field string, x float64) error {
 
 // checkNonNegative reports an error unless x is finite and ≥ 0.
 func checkNonNegative(field string, x float64) error {
-	if !sluice.Finite(x) || x < 0 {
+	if !mathx.Finite(x) || x < 0 {
 		return badField(field, x, "must be a finite number ≥ 0")
 	}
 	return nil
@@ -42,7 +44,7 @@ func checkPeriod(field string, d time.Duration) error {
 
 // checkRange reports an error unless lo ≤ x ≤ hi (x finite).
 func checkRange(field string, x, lo, hi float64) error {
-	if !sluice.Finite(x) || x < lo || x > hi {
+	if !mathx.Finite(x) || x < lo || x > hi {
 		return badField(field, x, fmt.Sprintf("must be within [%g, %g]", lo, hi))
 	}
 	return nil
@@ -74,7 +76,7 @@ func clamp(x, lo, hi float64) float64 {
 }
 
 // usable reports whether a measured quantity is finite and not negative.
-func usable(x float64) bool { return sluice.Finite(x) && x >= 0 }
+func usable(x float64) bool { return mathx.Finite(x) && x >= 0 }
 
 // perSecond converts a count over m.Elapsed (or h when Elapsed is not
 // positive) into a rate per second.

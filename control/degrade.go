@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/mathx"
 )
 
 // DegradeConfig configures SEDA service degradation (SEDAConfig.Degrade).
@@ -31,13 +32,13 @@ func DefaultDegradeConfig() DegradeConfig {
 }
 
 func (c *DegradeConfig) validate() error {
-	if !sluice.Finite(c.QualityMin) || c.QualityMin <= 0 || c.QualityMin >= 1 {
+	if !mathx.Finite(c.QualityMin) || c.QualityMin <= 0 || c.QualityMin >= 1 {
 		return badField("degrade.quality_min", c.QualityMin, "must be within (0, 1)")
 	}
-	if !sluice.Finite(c.QualityDown) || c.QualityDown <= 1 {
+	if !mathx.Finite(c.QualityDown) || c.QualityDown <= 1 {
 		return badField("degrade.quality_down", c.QualityDown, "must be a finite factor > 1")
 	}
-	if !sluice.Finite(c.QualityUp) || c.QualityUp <= 0 || c.QualityUp > 1 {
+	if !mathx.Finite(c.QualityUp) || c.QualityUp <= 0 || c.QualityUp > 1 {
 		return badField("degrade.quality_up", c.QualityUp, "must be within (0, 1]")
 	}
 	return nil

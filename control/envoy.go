@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/mathx"
 )
 
 // envoyFloorRuns is the number of consecutive sample intervals that keep
@@ -249,7 +250,7 @@ func (e *EnvoyGradient) Update(now time.Time, m sluice.Measurements) sluice.Deci
 	n, p := m.ServiceSamples, e.percentile(m)
 	ok := usable(n) && n >= 1 && usable(p)
 	if e.inWindow {
-		if ok && sluice.Finite(e.winSum+n*p) {
+		if ok && mathx.Finite(e.winSum+n*p) {
 			e.winN += n
 			e.winSum += n * p
 		}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/mathx"
 )
 
 // gradient2Warmup is the number of windows whose plain mean seeds longRtt
@@ -87,7 +88,7 @@ func (c *Gradient2Config) Validate() error {
 		return badField("initial_limit", c.InitialLimit,
 			fmt.Sprintf("must be within [min_limit, max_concurrency] = [%d, %d]", c.MinLimit, c.MaxConcurrency))
 	}
-	if !sluice.Finite(c.Smoothing) || c.Smoothing <= 0 || c.Smoothing > 1 {
+	if !mathx.Finite(c.Smoothing) || c.Smoothing <= 0 || c.Smoothing > 1 {
 		return badField("smoothing", c.Smoothing, "must be within (0, 1]")
 	}
 	if c.QueueSize < 0 {
@@ -96,7 +97,7 @@ func (c *Gradient2Config) Validate() error {
 	if c.LongWindow < 1 {
 		return badField("long_window", c.LongWindow, "must be ≥ 1 window")
 	}
-	if !sluice.Finite(c.RTTTolerance) || c.RTTTolerance < 1 {
+	if !mathx.Finite(c.RTTTolerance) || c.RTTTolerance < 1 {
 		return badField("rtt_tolerance", c.RTTTolerance, "must be a finite number ≥ 1")
 	}
 	if c.MinWindowTime < 100*time.Millisecond {
@@ -252,7 +253,7 @@ func (g *Gradient2) addSamples(m sluice.Measurements) {
 		return
 	}
 	sum := g.win.sum + n*mean
-	if !sluice.Finite(sum) || !sluice.Finite(g.win.samples+n) {
+	if !mathx.Finite(sum) || !mathx.Finite(g.win.samples+n) {
 		return
 	}
 	g.win.samples += n

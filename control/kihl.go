@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/mathx"
 )
 
 // KihlConfig configures the Kihl controller. Start from DefaultKihlConfig.
@@ -36,7 +37,7 @@ func (c *KihlConfig) Validate() error {
 	if err := checkPeriod("period", c.Period); err != nil {
 		return err
 	}
-	if !sluice.Finite(c.RhoRef) || c.RhoRef <= 0 || c.RhoRef > 1 {
+	if !mathx.Finite(c.RhoRef) || c.RhoRef <= 0 || c.RhoRef > 1 {
 		return badField("rho_ref", c.RhoRef, "must be within (0, 1]")
 	}
 	if err := checkPositive("k", c.K); err != nil {
@@ -49,7 +50,7 @@ func (c *KihlConfig) Validate() error {
 		return err
 	}
 	uMax := c.MaxRate * c.Period.Seconds()
-	if !sluice.Finite(c.InitialIntegral) || c.InitialIntegral < 0 || c.InitialIntegral > uMax {
+	if !mathx.Finite(c.InitialIntegral) || c.InitialIntegral < 0 || c.InitialIntegral > uMax {
 		return badField("initial_integral", c.InitialIntegral, fmt.Sprintf("must be within [0, max_rate·period] = [0, %g]", uMax))
 	}
 	return nil

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/control/design"
+	"github.com/sluicehq/sluice/internal/mathx"
 )
 
 // KihlTune is the auto tuning of one kihl stage (the proxy's
@@ -99,7 +100,7 @@ func (t *KihlTune) observe(now time.Time, m sluice.Measurements) bool {
 		return t.k > 0
 	}
 	rho, el := m.Utilization, m.Elapsed.Seconds()
-	if !sluice.Finite(rho) || rho < t.minUtil || !(m.Completed >= 1) || !(el > 0) {
+	if !mathx.Finite(rho) || rho < t.minUtil || !(m.Completed >= 1) || !(el > 0) {
 		return false
 	}
 	t.sumN += m.Completed

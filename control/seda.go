@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/mathx"
 )
 
 // SEDAConfig configures the SEDA controller. Start from DefaultSEDAConfig;
@@ -195,28 +196,28 @@ func (c *SEDAConfig) Validate() error {
 	if err := checkRange("alpha", c.Alpha, 0, 0.999999); err != nil {
 		return badField("alpha", c.Alpha, "must be within [0, 1)")
 	}
-	if !sluice.Finite(c.ErrI) {
+	if !mathx.Finite(c.ErrI) {
 		return badField("err_i", c.ErrI, "must be finite")
 	}
-	if !sluice.Finite(c.ErrD) || c.ErrD < c.ErrI {
+	if !mathx.Finite(c.ErrD) || c.ErrD < c.ErrI {
 		return badField("err_d", c.ErrD, fmt.Sprintf("must be finite and ≥ err_i (%g)", c.ErrI))
 	}
-	if !sluice.Finite(c.CI) || c.CI <= c.ErrI {
+	if !mathx.Finite(c.CI) || c.CI <= c.ErrI {
 		return badField("c_i", c.CI, fmt.Sprintf("must be finite and > err_i (%g) so that increases are positive", c.ErrI))
 	}
 	if err := checkPositive("adj_i", c.AdjI); err != nil {
 		return err
 	}
-	if !sluice.Finite(c.AdjD) || c.AdjD <= 1 {
+	if !mathx.Finite(c.AdjD) || c.AdjD <= 1 {
 		return badField("adj_d", c.AdjD, "must be a finite factor > 1")
 	}
 	if err := checkRateBounds("rate_min", c.RateMin, "rate_max", c.RateMax, "initial_rate", c.InitialRate); err != nil {
 		return err
 	}
-	if !sluice.Finite(c.AdjLoD) || c.AdjLoD <= 1 {
+	if !mathx.Finite(c.AdjLoD) || c.AdjLoD <= 1 {
 		return badField("adjlo_d", c.AdjLoD, "must be a finite factor > 1")
 	}
-	if !sluice.Finite(c.RecoverFactor) || c.RecoverFactor < 0 || c.RecoverFactor > 10 {
+	if !mathx.Finite(c.RecoverFactor) || c.RecoverFactor < 0 || c.RecoverFactor > 10 {
 		return badField("recover_factor", c.RecoverFactor, "must be within [0, 10] (0: the paper's additive increase)")
 	}
 	if c.LCThresh < 1 {

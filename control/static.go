@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/mathx"
 )
 
 // StaticRateConfig configures the fixed-token-rate baseline.
@@ -126,7 +127,7 @@ func (s *Static) Set(now time.Time, value float64, reason string) (sluice.Decisi
 			return s.cur, err
 		}
 	case sluice.KindConcurrency:
-		if !sluice.Finite(value) || value < 1 || value != math.Trunc(value) {
+		if !mathx.Finite(value) || value < 1 || value != math.Trunc(value) {
 			return s.cur, badField("limit", value, "must be a whole number ≥ 1")
 		}
 	default:

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/mathx"
 )
 
 // catalogue returns a constructor for every controller variant, built from
@@ -84,7 +85,7 @@ func randomMeasurements(r *rand.Rand, classes int) sluice.Measurements {
 func checkBounded(t *testing.T, name string, d sluice.Decision) {
 	t.Helper()
 	for _, x := range append([]float64{d.Old, d.New, d.Quality}, d.ClassRates...) {
-		if !sluice.Finite(x) || x < 0 {
+		if !mathx.Finite(x) || x < 0 {
 			t.Fatalf("%s: non-finite or negative output in %+v", name, d)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/mathx"
 )
 
 // VoigtCPUConfig configures the CPU rule. Start from DefaultVoigtCPUConfig.
@@ -36,7 +37,7 @@ func (c *VoigtCPUConfig) Validate() error {
 	if err := checkPeriod("period", c.Period); err != nil {
 		return err
 	}
-	if !sluice.Finite(c.UtilRef) || c.UtilRef <= 0 || c.UtilRef > 100 {
+	if !mathx.Finite(c.UtilRef) || c.UtilRef <= 0 || c.UtilRef > 100 {
 		return badField("util_ref", c.UtilRef, "must be a percentage within (0, 100]")
 	}
 	if err := checkPositive("kp", c.Kp); err != nil {
@@ -156,7 +157,7 @@ func (c *VoigtQueueConfig) Validate() error {
 	if err := checkRateBounds("min_rate", c.MinRate, "max_rate", c.MaxRate, "initial_rate", c.InitialRate); err != nil {
 		return err
 	}
-	if !sluice.Finite(c.UtilRef) || c.UtilRef <= 0 || c.UtilRef > 100 {
+	if !mathx.Finite(c.UtilRef) || c.UtilRef <= 0 || c.UtilRef > 100 {
 		return badField("util_ref", c.UtilRef, "must be a percentage within (0, 100]")
 	}
 	return nil
@@ -222,7 +223,7 @@ func (v *VoigtQueue) Update(now time.Time, m sluice.Measurements) sluice.Decisio
 	}
 	p, dTerm := v.cfg.Kp*(v.cfg.QRef-q), v.cfg.Kd*(q-qPrev)
 	delta := p - dTerm
-	if delta > 0 && sluice.Finite(m.Utilization) && 100*m.Utilization >= v.cfg.UtilRef {
+	if delta > 0 && mathx.Finite(m.Utilization) && 100*m.Utilization >= v.cfg.UtilRef {
 		v.cur = decision(now, "voigt-queue", sluice.KindRate, m, old, old, false,
 			fmt.Sprintf("queue %.4g (prev %.4g) would raise the rate by %.4g, but CPU %.1f%% ≥ %.4g%%: rate kept at %s",
 				q, qPrev, delta, 100*m.Utilization, v.cfg.UtilRef, fmtRate(old)))

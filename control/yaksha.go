@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/control/design"
+	"github.com/sluicehq/sluice/internal/mathx"
 )
 
 // minAdmitAvg is the floor on the running average of the admission
@@ -71,16 +72,16 @@ func (c *YakshaConfig) Validate() error {
 	if !c.SelfTuning && c.Lambda0 == 0 {
 		return badField("lambda0", c.Lambda0, "must be > 0 when self_tuning is false (the static design needs a nominal rate)")
 	}
-	if !sluice.Finite(c.Pole) || c.Pole >= 0 {
+	if !mathx.Finite(c.Pole) || c.Pole >= 0 {
 		return badField("pole", c.Pole, "must be a finite negative number (1/s), e.g. -0.1")
 	}
 	if c.TuneWindow <= 0 {
 		return badField("tune_window", c.TuneWindow, "must be a positive duration such as 10s")
 	}
-	if !sluice.Finite(c.Smoothing) || c.Smoothing < 0 || c.Smoothing >= 1 {
+	if !mathx.Finite(c.Smoothing) || c.Smoothing < 0 || c.Smoothing >= 1 {
 		return badField("smoothing", c.Smoothing, "must be within [0, 1)")
 	}
-	if !sluice.Finite(c.MaxDrop) || c.MaxDrop <= 0 || c.MaxDrop > 1 {
+	if !mathx.Finite(c.MaxDrop) || c.MaxDrop <= 0 || c.MaxDrop > 1 {
 		return badField("max_drop", c.MaxDrop, "must be within (0, 1]")
 	}
 	return nil
@@ -204,7 +205,7 @@ func (y *Yaksha) Update(now time.Time, m sluice.Measurements) sluice.Decision {
 		clamped = " (clamped)"
 	}
 	pd = clamp(pd, 0, y.cfg.MaxDrop)
-	if !sluice.Finite(pd) {
+	if !mathx.Finite(pd) {
 		pd = pdOld
 	}
 	reason := fmt.Sprintf("T %s (mean %s of %.0f) vs Tref %s: pd %.4f → %.4f%s [A %.4g, B %.4g, Kg %.4g",

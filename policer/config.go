@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/fielderr"
 	"github.com/sluicehq/sluice/internal/netprefix"
 )
 
@@ -104,11 +104,7 @@ func DefaultConfig() Config {
 	return Config{Rate: DefaultRate, Burst: DefaultBurst, Sources: SourceConfig{MaxTracked: DefaultMaxTracked}}
 }
 
-// ConfigError is a configuration error naming the field (its YAML path
-// within the section) and the value: sluice's one FieldError.
-type ConfigError = sluice.FieldError
-
-func badField(field string, v any, want string) error { return sluice.InvalidField(field, v, want) }
+func badField(field string, v any, want string) error { return fielderr.Invalid(field, v, want) }
 
 // Validate reports the first invalid field, naming its YAML path and value.
 func (c *Config) Validate() error {

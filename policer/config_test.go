@@ -5,6 +5,8 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice"
 )
 
 func TestDefaultConfig(t *testing.T) {
@@ -85,9 +87,9 @@ func TestValidate(t *testing.T) {
 				}
 				return
 			}
-			var ce *ConfigError
+			var ce *sluice.FieldError
 			if !errors.As(err, &ce) {
-				t.Fatalf("Validate() = %v, want a *ConfigError for %s", err, tt.field)
+				t.Fatalf("Validate() = %v, want a *sluice.FieldError for %s", err, tt.field)
 			}
 			if ce.Path != tt.field {
 				t.Errorf("field = %q, want %q (error %v)", ce.Path, tt.field, err)

@@ -6,7 +6,7 @@ import "github.com/sluicehq/sluice/control"
 // New would build for each configured stage: the stage's params decoded
 // strictly over its controller's defaults and validated (the implicit
 // stage is not included). It works on a copy of c with its defaults
-// filled in, and returns the first invalid setting as a *FieldError, as
+// filled in, and returns the first invalid setting as a *sluice.FieldError, as
 // Validate does. Callers that bind sensors or resolve parameters at run
 // time (the proxy) read periods and references from it; the returned
 // configurations are fresh copies the caller may keep.

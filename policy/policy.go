@@ -5,7 +5,7 @@
 // The proxy and the root package's Middleware both drive a *Policy.
 //
 // Lifecycle: decode the YAML strictly, SetDefaults, Validate (a
-// *FieldError names the YAML path), New, then Run in a goroutine. On
+// *sluice.FieldError names the YAML path), New, then Run in a goroutine. On
 // reload, build the new policy with Options.Previous: stages whose
 // configuration did not change are carried over with their controller
 // state and counters.
@@ -89,7 +89,7 @@ type entry struct {
 }
 
 // New builds a policy from cfg: a copy of cfg is given its defaults and
-// validated (the first problem is returned as a *FieldError), then every
+// validated (the first problem is returned as a *sluice.FieldError), then every
 // stage is built, or reused from opts.Previous. cfg itself is not
 // modified.
 func New(cfg Config, opts Options) (*Policy, error) {
@@ -145,7 +145,7 @@ func New(cfg Config, opts Options) (*Policy, error) {
 		cs := &comp.stages[i]
 		e, err := build(cs.cfg.Name, cs.ctrl, cs.fp, &cs.cfg)
 		if err != nil {
-			return nil, &FieldError{Path: fmt.Sprintf("stages[%d]", i), Msg: err.Error()}
+			return nil, &sluice.FieldError{Path: fmt.Sprintf("stages[%d]", i), Msg: err.Error()}
 		}
 		p.entries = append(p.entries, e)
 		p.byName[e.name] = e

@@ -17,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/classify"
 	"github.com/sluicehq/sluice/control"
+	"github.com/sluicehq/sluice/internal/fielderr"
 	"github.com/sluicehq/sluice/internal/httpx"
 	"github.com/sluicehq/sluice/internal/netprefix"
 	"github.com/sluicehq/sluice/internal/strictyaml"
@@ -46,12 +47,7 @@ const (
 	TrustAny     = "any"
 )
 
-// FieldError is a configuration error at a YAML path such as
-// "stages[0].params.target", with the line when known: sluice's one
-// FieldError.
-type FieldError = sluice.FieldError
-
-func fieldErr(path, format string, a ...any) error { return sluice.FieldErrorf(path, format, a...) }
+func fieldErr(path, format string, a ...any) error { return fielderr.Errorf(path, format, a...) }
 
 // SetDefaults fills every unset field with its documented default, in
 // place: the class order ["default"], the last class as the default
@@ -119,7 +115,7 @@ func (c *Config) SetDefaults() {
 	}
 }
 
-// Validate reports the first invalid setting as a *FieldError naming its
+// Validate reports the first invalid setting as a *sluice.FieldError naming its
 // path and value. Call it after SetDefaults: an unset field that has a
 // default is invalid here (status 0 is not an HTTP status). Validate
 // decodes every stage's params strictly (an unknown key is an error that
@@ -425,14 +421,14 @@ func compileStage(c *Config, i int, classes map[string]int) (compiledStage, clas
 func controlErr(p string, err error, order []string) error {
 	field := control.FieldOf(err)
 	if field == "" {
-		return &FieldError{Path: p + ".params", Msg: err.Error()}
+		return &sluice.FieldError{Path: p + ".params", Msg: err.Error()}
 	}
 	msg := strings.TrimPrefix(err.Error(), field+": ")
 	var idx int
 	if _, scanErr := fmt.Sscanf(field, "class_targets[%d]", &idx); scanErr == nil && idx >= 0 && idx < len(order) {
-		return &FieldError{Path: p + ".class_targets." + order[idx], Msg: msg}
+		return &sluice.FieldError{Path: p + ".class_targets." + order[idx], Msg: msg}
 	}
-	return &FieldError{Path: p + ".params." + field, Msg: msg}
+	return &sluice.FieldError{Path: p + ".params." + field, Msg: msg}
 }
 
 // reservedParams are controller fields the policy sets itself.
@@ -457,7 +453,7 @@ func decodeParams(p string, n *yaml.Node, dst control.Config) error {
 		return nil
 	}
 	if n.Kind != yaml.MappingNode {
-		return &FieldError{Path: p, Msg: fmt.Sprintf("must be a mapping of parameter names to values, not %s", nodeKind(n)), Line: n.Line}
+		return &sluice.FieldError{Path: p, Msg: fmt.Sprintf("must be a mapping of parameter names to values, not %s", nodeKind(n)), Line: n.Line}
 	}
 	if _, isSEDA := dst.(*control.SEDAConfig); isSEDA {
 		if err := refuseReserved(p, n); err != nil {
@@ -485,7 +481,7 @@ func refuseReserved(p string, n *yaml.Node) error {
 			continue
 		}
 		if why, res := reservedParams[k.Value]; res {
-			return &FieldError{Path: p + "." + k.Value, Msg: "must not be set in params: it " + why, Line: k.Line}
+			return &sluice.FieldError{Path: p + "." + k.Value, Msg: "must not be set in params: it " + why, Line: k.Line}
 		}
 	}
 	return nil

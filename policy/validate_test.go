@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/control"
 )
 
@@ -124,9 +125,9 @@ degrade: {header: "X Quality"}`, "degrade.header", `"X Quality"`},
 			c := parse(t, tc.yaml)
 			c.SetDefaults()
 			err := c.Validate()
-			var fe *FieldError
+			var fe *sluice.FieldError
 			if !errors.As(err, &fe) {
-				t.Fatalf("want a *FieldError at %s, got %v", tc.path, err)
+				t.Fatalf("want a *sluice.FieldError at %s, got %v", tc.path, err)
 			}
 			if fe.Path != tc.path || !strings.Contains(fe.Msg, tc.msg) {
 				t.Fatalf("got %q\nwant path %q with %q", err, tc.path, tc.msg)
@@ -141,7 +142,7 @@ degrade: {header: "X Quality"}`, "degrade.header", `"X Quality"`},
 func TestParamsErrorCarriesLine(t *testing.T) {
 	c := parse(t, "stages:\n  - name: a\n    controller: seda\n    params:\n      target: 1s\n      bogus: 3\n")
 	c.SetDefaults()
-	var fe *FieldError
+	var fe *sluice.FieldError
 	if err := c.Validate(); !errors.As(err, &fe) || fe.Line != 6 {
 		t.Fatalf("error %v, want line 6", err)
 	}

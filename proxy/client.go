@@ -762,7 +762,7 @@ func clientConnCap(cfg *Config) (int, string) {
 }
 
 // listenError is a failure to bind a configured address, as a
-// *FieldError naming the field and address.
+// *sluice.FieldError naming the field and address.
 func listenError(path, addr string, err error) error {
 	msg := err.Error()
 	var op *net.OpError

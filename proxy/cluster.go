@@ -5,9 +5,9 @@ import (
 	"slices"
 	"time"
 
-	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/control"
+	"github.com/sluicehq/sluice/internal/fielderr"
 	"github.com/sluicehq/sluice/policy"
 )
 
@@ -31,7 +31,7 @@ func (c *Config) validateCluster() error {
 		return nil
 	}
 	if err := cc.Validate(); err != nil {
-		return sluice.Under("cluster", err)
+		return fielderr.Under("cluster", err)
 	}
 	for i, name := range cc.LocalStages {
 		j := slices.IndexFunc(c.Stages, func(s policy.StageConfig) bool { return s.Name == name })
@@ -62,7 +62,7 @@ func (s *Server) newClusterRunner(g *generation, prev *generation, now time.Time
 	}
 	r, err := cluster.NewRunner(*cfg.Cluster, t, opts)
 	if err != nil {
-		return nil, sluice.Under("cluster", err)
+		return nil, fielderr.Under("cluster", err)
 	}
 	r.Prime(now)
 	return r, nil

@@ -11,9 +11,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/gate"
+	"github.com/sluicehq/sluice/internal/fielderr"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/share"
 )
@@ -322,12 +322,8 @@ type UtilizationConfig struct {
 	Header string `yaml:"header,omitempty"`
 }
 
-// FieldError is a configuration error at a YAML path such as
-// "backends.servers[1].url": sluice's one FieldError.
-type FieldError = sluice.FieldError
-
 func fieldErr(path, format string, args ...any) error {
-	return sluice.FieldErrorf(path, format, args...)
+	return fielderr.Errorf(path, format, args...)
 }
 
 // SetDefaults fills the documented defaults of every unset field,
@@ -431,7 +427,7 @@ func (c *Config) SetDefaults() {
 	}
 }
 
-// Validate reports the first invalid field as a *FieldError naming its
+// Validate reports the first invalid field as a *sluice.FieldError naming its
 // path and value. It checks the policy part too, and that TLS files load.
 // Call SetDefaults first.
 func (c *Config) Validate() error {

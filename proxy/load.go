@@ -42,7 +42,7 @@ func Parse(name string, data []byte) (*Config, error) {
 }
 
 // LocateError places an error about a loaded configuration (a
-// *FieldError from Listen, such as an address that cannot be bound) in
+// *sluice.FieldError from Listen, such as an address that cannot be bound) in
 // its file: the result is a *ConfigError naming the file, the line of the
 // field and the field. Other errors, and a file that cannot be read
 // again, get the file name only.

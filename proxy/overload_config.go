@@ -15,8 +15,9 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/control"
+	"github.com/sluicehq/sluice/internal/fielderr"
+	"github.com/sluicehq/sluice/internal/mathx"
 	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/policer"
 	"github.com/sluicehq/sluice/share"
@@ -597,7 +598,7 @@ func (c *Config) validateOverload() error {
 			return fieldErr("shares.reply_buffer", "%d: the proxy never buffers a reply (it takes the size from Content-Length or paces a reply of unknown size while streaming); reply_buffer is for the middleware", c.Shares.ReplyBuffer)
 		}
 		if err := c.Shares.Validate(); err != nil {
-			return sluice.Under("shares", err)
+			return fielderr.Under("shares", err)
 		}
 	}
 	return nil
@@ -670,13 +671,13 @@ func (k *KihlTuningConfig) validate(p string, c *Config, stage, ctrlName string,
 			return fieldErr(p+".tuning", "auto picks K and Ti: remove params.%s from stage %q (or use tuning: params)", key, stage)
 		}
 	}
-	if k.A1 == nil || k.A2 == nil || !sluice.Finite(*k.A1) || !sluice.Finite(*k.A2) {
+	if k.A1 == nil || k.A2 == nil || !mathx.Finite(*k.A1) || !mathx.Finite(*k.A2) {
 		return fieldErr(p+".a1", "a1 and a2 must be finite numbers")
 	}
 	if err := control.CheckKihlPlacement(period, *k.A1, *k.A2); err != nil {
 		return fieldErr(p+".a1", "(a1, a2) = (%g, %g) cannot be placed: %v", *k.A1, *k.A2, err)
 	}
-	if !sluice.Finite(k.Sigma) || k.Sigma < 0 {
+	if !mathx.Finite(k.Sigma) || k.Sigma < 0 {
 		return fieldErr(p+".sigma", "%v is invalid: must be σ in requests per period (> 0), or 0 to estimate it", k.Sigma)
 	}
 	if k.EstimatePeriods < 1 {
@@ -690,7 +691,7 @@ func (k *KihlTuningConfig) validate(p string, c *Config, stage, ctrlName string,
 
 func (p *PolicerConfig) validate() error {
 	if err := p.Config.Validate(); err != nil {
-		return sluice.Under("policer", err)
+		return fielderr.Under("policer", err)
 	}
 	switch p.Controller {
 	case PolicerControllerNone:

@@ -5,8 +5,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/control"
+	"github.com/sluicehq/sluice/internal/mathx"
 	"github.com/sluicehq/sluice/stage"
 )
 
@@ -64,7 +64,7 @@ func (o *overload) resourceStates(g *generation, n int) []ResourceState {
 					case r.cfg.Resource == ResourceCPU && l.Utilization != nil:
 						v := *l.Utilization
 						rs.Input = &v
-					case r.cfg.Resource == ResourceBandwidth && sluice.Finite(l.Queue):
+					case r.cfg.Resource == ResourceBandwidth && mathx.Finite(l.Queue):
 						v := l.Queue
 						rs.Input = &v
 					}
@@ -87,7 +87,7 @@ func (o *overload) resourceStates(g *generation, n int) []ResourceState {
 func sanitizeStages(sts []stage.State) {
 	for i := range sts {
 		for j := range sts[i].Classes {
-			if l := sts[i].Classes[j].Last; l != nil && !sluice.Finite(l.Queue) {
+			if l := sts[i].Classes[j].Last; l != nil && !mathx.Finite(l.Queue) {
 				cp := *l
 				cp.Queue = 0
 				if cp.SensorError == "" {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/control"
+	"github.com/sluicehq/sluice/internal/mathx"
 	"github.com/sluicehq/sluice/policer"
 	"github.com/sluicehq/sluice/stage"
 )
@@ -154,7 +155,7 @@ func (r *policerRunner) state(n int, reg *policer.Registry) PolicerState {
 		if s := m.Elapsed.Seconds(); s > 0 {
 			lp.HitsPerSec = m.Arrivals / s
 		}
-		if sluice.Finite(m.Utilization) {
+		if mathx.Finite(m.Utilization) {
 			u := 100 * m.Utilization
 			lp.Utilization = &u
 		}

@@ -20,8 +20,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/cluster"
+	"github.com/sluicehq/sluice/internal/fielderr"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/proxy/internal/dashboard"
 	"github.com/sluicehq/sluice/proxy/internal/h1"
@@ -165,7 +165,7 @@ func (s *Server) newGeneration(cfg *Config, prev *generation) (*generation, erro
 		if prev != nil && prev.shares != nil && reflect.DeepEqual(prev.cfg.Shares, cfg.Shares) {
 			shares = prev.shares
 		} else if shares, err = share.New(*cfg.Shares); err != nil {
-			return nil, sluice.Under("shares", err)
+			return nil, fielderr.Under("shares", err)
 		}
 	}
 	var prevPol *policy.Policy

@@ -5,7 +5,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/fielderr"
 	"github.com/sluicehq/sluice/internal/httpx"
 	"github.com/sluicehq/sluice/internal/netprefix"
 )
@@ -183,11 +183,7 @@ func DefaultConfig() Config {
 	}
 }
 
-// ConfigError is a configuration error naming the field (its YAML path
-// within the section) and the value: sluice's one FieldError.
-type ConfigError = sluice.FieldError
-
-func badField(field string, v any, want string) error { return sluice.InvalidField(field, v, want) }
+func badField(field string, v any, want string) error { return fielderr.Invalid(field, v, want) }
 
 // Validate reports the first invalid field, naming its YAML path and value.
 // It never changes c.

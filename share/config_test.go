@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/sluicehq/sluice"
 )
 
 func TestParseBandwidth(t *testing.T) {
@@ -199,7 +201,7 @@ func TestConfigValidate(t *testing.T) {
 		c := base()
 		tc.mod(&c)
 		err := c.Validate()
-		var ce *ConfigError
+		var ce *sluice.FieldError
 		if !errors.As(err, &ce) || ce.Path != tc.field {
 			t.Errorf("want an error on %s, got %v", tc.field, err)
 			continue
@@ -210,7 +212,7 @@ func TestConfigValidate(t *testing.T) {
 	}
 	// Default config lacks only total_bandwidth.
 	d := DefaultConfig()
-	var ce *ConfigError
+	var ce *sluice.FieldError
 	if err := d.Validate(); !errors.As(err, &ce) || ce.Path != "total_bandwidth" {
 		t.Errorf("DefaultConfig().Validate() = %v, want total_bandwidth", err)
 	}

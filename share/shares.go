@@ -159,7 +159,7 @@ type Shares struct {
 
 // New validates cfg and returns a Shares in its initial state: every
 // average 0, no client active, Â = B (or InitialMaxBandwidth). The error
-// is a *ConfigError naming the bad field.
+// is a *sluice.FieldError naming the bad field.
 func New(cfg Config) (*Shares, error) {
 	cc, err := cfg.compile()
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/mathx"
 )
 
 // State is a stage as the admin API shows it.
@@ -92,7 +93,7 @@ func (s *Stage) State(n int) State {
 	}
 	if e, ok := s.ctrl.Unwrap().(Estimator); ok {
 		for k, v := range e.Estimates() {
-			if sluice.Finite(v) {
+			if mathx.Finite(v) {
 				if st.Estimates == nil {
 					st.Estimates = map[string]float64{}
 				}

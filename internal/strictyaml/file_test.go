@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/fielderr"
 )
 
 func TestSplitPath(t *testing.T) {
@@ -80,7 +81,7 @@ func TestDecodeFileErrors(t *testing.T) {
 		t.Fatalf("a good file: %+v, %v", v, err)
 	}
 	// A validation error after decoding gets its path's line.
-	got := Locate("f.yaml", root, sluice.Under("list[1]", &sluice.FieldError{Path: "limit", Msg: "2 is too many"}))
+	got := Locate("f.yaml", root, fielderr.Under("list[1]", &sluice.FieldError{Path: "limit", Msg: "2 is too many"}))
 	if got.Error() != "f.yaml:4: list[1].limit: 2 is too many" {
 		t.Errorf("Locate: %v", got)
 	}
