@@ -449,7 +449,7 @@ func decodeParams(p string, n *yaml.Node, dst control.Config) error {
 	if n.Kind == yaml.DocumentNode && len(n.Content) == 1 {
 		n = n.Content[0]
 	}
-	if n = resolve(n); n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+	if n = strictyaml.Resolve(n); n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
 		return nil
 	}
 	if n.Kind != yaml.MappingNode {
@@ -465,34 +465,12 @@ func decodeParams(p string, n *yaml.Node, dst control.Config) error {
 
 // refuseReserved reports a reserved key among n's keys (merged ones too).
 func refuseReserved(p string, n *yaml.Node) error {
-	n = resolve(n)
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], n.Content[i+1]
-		if k.Tag == "!!merge" {
-			srcs := []*yaml.Node{resolve(v)}
-			if srcs[0].Kind == yaml.SequenceNode {
-				srcs = srcs[0].Content
-			}
-			for _, m := range srcs {
-				if err := refuseReserved(p, m); err != nil {
-					return err
-				}
-			}
-			continue
-		}
+	for _, k := range strictyaml.Keys(n) {
 		if why, res := reservedParams[k.Value]; res {
 			return &sluice.FieldError{Path: p + "." + k.Value, Msg: "must not be set in params: it " + why, Line: k.Line}
 		}
 	}
 	return nil
-}
-
-// resolve follows aliases (params: *common) to the node they name.
-func resolve(n *yaml.Node) *yaml.Node {
-	for i := 0; n.Kind == yaml.AliasNode && n.Alias != nil && i < 100; i++ {
-		n = n.Alias
-	}
-	return n
 }
 
 func nodeKind(n *yaml.Node) string {

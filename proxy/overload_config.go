@@ -18,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice/control"
 	"github.com/sluicehq/sluice/internal/fielderr"
 	"github.com/sluicehq/sluice/internal/mathx"
+	"github.com/sluicehq/sluice/internal/strictyaml"
 	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/policer"
 	"github.com/sluicehq/sluice/share"
@@ -627,26 +628,12 @@ func controllerPeriod(cc control.Config) time.Duration {
 	return ctrl.Period()
 }
 
-// paramsSet reports whether the stage's params mapping sets key.
+// paramsSet reports whether the stage's params mapping sets key (merged
+// keys too).
 func paramsSet(c *Config, stage, key string) bool {
 	for _, s := range c.Stages {
-		if s.Name != stage {
-			continue
-		}
-		n := &s.Params
-		if n.Kind == yaml.DocumentNode && len(n.Content) == 1 {
-			n = n.Content[0]
-		}
-		for n.Kind == yaml.AliasNode && n.Alias != nil {
-			n = n.Alias
-		}
-		if n.Kind != yaml.MappingNode {
-			return false
-		}
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			if n.Content[i].Value == key {
-				return true
-			}
+		if s.Name == stage && slices.ContainsFunc(strictyaml.Keys(&s.Params), func(k *yaml.Node) bool { return k.Value == key }) {
+			return true
 		}
 	}
 	return false

@@ -3,8 +3,11 @@ package strictyaml
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
+
+	"gopkg.in/yaml.v3"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/fielderr"
@@ -94,5 +97,36 @@ func TestDecodeFileErrors(t *testing.T) {
 	fe := &FileError{File: "g.yaml", Line: 2, Msg: "m"}
 	if Locate("f.yaml", root, fmt.Errorf("wrapped: %w", fe)) != fe {
 		t.Error("a *FileError is not returned as it is")
+	}
+}
+
+func TestKeys(t *testing.T) {
+	root := ParseRoot([]byte("base: &b {k: 1, ti: 2}\nparams:\n  <<: *b\n  own: 3\nalias: *b\nscalar: 4\n"))
+	var params, alias, scalar *yaml.Node
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		switch root.Content[i].Value {
+		case "params":
+			params = root.Content[i+1]
+		case "alias":
+			alias = root.Content[i+1]
+		case "scalar":
+			scalar = root.Content[i+1]
+		}
+	}
+	names := func(ks []*yaml.Node) string {
+		var out []string
+		for _, k := range ks {
+			out = append(out, fmt.Sprintf("%s@%d", k.Value, k.Line))
+		}
+		return strings.Join(out, " ")
+	}
+	if got := names(Keys(params)); got != "k@1 ti@1 own@4" {
+		t.Errorf("Keys(params) = %s", got)
+	}
+	if got := names(Keys(alias)); got != "k@1 ti@1" {
+		t.Errorf("Keys(alias) = %s", got)
+	}
+	if Keys(scalar) != nil || Keys(nil) != nil {
+		t.Error("Keys of a scalar or nil is not nil")
 	}
 }

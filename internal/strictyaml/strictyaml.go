@@ -220,6 +220,38 @@ func mergeSources(v *yaml.Node) []*yaml.Node {
 	return []*yaml.Node{v}
 }
 
+// Keys returns the key nodes of the mapping n (a document's mapping, an
+// alias of one, and the keys its merge keys bring in (<<: *base), in
+// order, a merged key after the merge key's position); nil when n is not
+// a mapping.
+func Keys(n *yaml.Node) []*yaml.Node {
+	if n == nil {
+		return nil
+	}
+	if n.Kind == yaml.DocumentNode && len(n.Content) == 1 {
+		n = n.Content[0]
+	}
+	n = resolve(n)
+	if n.Kind != yaml.MappingNode {
+		return nil
+	}
+	var out []*yaml.Node
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if k.Tag == "!!merge" || k.Value == "<<" {
+			for _, m := range mergeSources(v) {
+				out = append(out, Keys(m)...)
+			}
+			continue
+		}
+		out = append(out, k)
+	}
+	return out
+}
+
+// Resolve follows aliases (params: *common) to the node they name.
+func Resolve(n *yaml.Node) *yaml.Node { return resolve(n) }
+
 // resolve follows aliases (params: *common) to the node they name.
 func resolve(n *yaml.Node) *yaml.Node {
 	for i := 0; n.Kind == yaml.AliasNode && n.Alias != nil && i < 100; i++ {
