@@ -49,15 +49,13 @@ func (v dashView) State(n int) dashboard.State {
 	if p := doc.Policer; p != nil {
 		out.Policer = &dashboard.Policer{Controller: p.Controller, Rate: p.Rate, Burst: p.Burst, Offered: p.Offered,
 			Admitted: p.Admitted, Rejected: p.RejectedRate + p.RejectedSource, LiveConns: p.LiveConns,
-			Last: (*dashboard.PolicerPeriod)(p.Last), GuardError: p.GuardError, Decisions: p.Decisions}
+			Last: p.Last, GuardError: p.GuardError, Decisions: p.Decisions}
 	}
 	for _, r := range doc.Resources {
 		out.Resources = append(out.Resources, dashboard.Resource{Stage: r.Stage, Resource: r.Resource, Sensor: r.Sensor,
 			Rate: r.Rate, HitsPerSec: r.HitsPerSec, Rejected: r.Rejected, Input: r.Input, SensorError: r.SensorError})
 	}
-	for _, sn := range doc.Sensors {
-		out.Sensors = append(out.Sensors, dashboard.Sensor(sn))
-	}
+	out.Sensors = doc.Sensors
 	return out
 }
 

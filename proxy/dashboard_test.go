@@ -21,15 +21,9 @@ import (
 
 const uiToken = "0123456789abcdef-test"
 
-// sseEvent is one event of /ui/events.
-type sseEvent struct {
-	id   string
-	data dashboard.Sample
-}
-
-// openEvents opens /ui/events with the given headers and returns a reader
-// of its events and a func that closes it.
-func openEvents(t *testing.T, url string, hdr map[string]string) (*http.Response, func() (sseEvent, error)) {
+// openEvents opens /ui/events with the given headers and returns the
+// response and a reader of its events.
+func openEvents(t *testing.T, url string, hdr map[string]string) (*http.Response, *dashboard.EventReader) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, url, nil)
 	must(t, err)
@@ -39,28 +33,7 @@ func openEvents(t *testing.T, url string, hdr map[string]string) (*http.Response
 	resp, err := client.Do(req)
 	must(t, err)
 	t.Cleanup(func() { resp.Body.Close() })
-	br := bufio.NewReader(resp.Body)
-	next := func() (sseEvent, error) {
-		var ev sseEvent
-		for {
-			line, err := br.ReadString('\n')
-			if err != nil {
-				return ev, err
-			}
-			line = strings.TrimRight(line, "\n")
-			switch {
-			case strings.HasPrefix(line, "id: "):
-				ev.id = line[4:]
-			case strings.HasPrefix(line, "data: "):
-				if err := json.Unmarshal([]byte(line[6:]), &ev.data); err != nil {
-					return ev, err
-				}
-			case line == "" && ev.id != "":
-				return ev, nil
-			}
-		}
-	}
-	return resp, next
+	return resp, dashboard.NewEventReader(resp.Body)
 }
 
 // A token-protected, non-loopback admin listener: the page, its stream and
@@ -127,14 +100,14 @@ func TestUIAuthPublicListener(t *testing.T) {
 	if code, _, _ := get(t, admin+"/ui", session); code != 200 {
 		t.Errorf("GET /ui with the session cookie: %d", code)
 	}
-	resp, next := openEvents(t, admin+"/ui/events", session)
+	resp, events := openEvents(t, admin+"/ui/events", session)
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
 		t.Fatalf("/ui/events with the session cookie: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
-	ev, err := next()
+	_, smp, err := events.Next()
 	must(t, err)
-	if !ev.data.Token || ev.data.Seq == 0 {
-		t.Errorf("first sample: %+v", ev.data)
+	if !smp.Token || smp.Seq == 0 {
+		t.Errorf("first sample: %+v", smp)
 	}
 	// The cookie does not authorize a change; the header does.
 	req, _ := http.NewRequest(http.MethodPut, admin+"/stages/web/target", strings.NewReader(`{"target":"300ms"}`))
@@ -165,49 +138,26 @@ func TestUILoopbackOpen(t *testing.T) {
 	}
 }
 
-// The event stream replays the kept history, sends each new sample as it
-// is taken, resumes after Last-Event-ID (or ?since=), and starts over for
-// another process's id. The sampler is stepped by hand here.
-func TestUIEventsResume(t *testing.T) {
+// The event stream, wired to the real server: the kept history and each
+// new sample as the sampler takes it, with the server's stages and pool.
+// (Replay, resumption after Last-Event-ID or ?since=, and another
+// process's id: the dashboard's TestEventsFromView.)
+func TestUIEventsFromServer(t *testing.T) {
 	be := backend(t, func(w http.ResponseWriter, _ *http.Request) {})
 	r := startManual(t, baseConfig(be.URL, ""))
 	d := r.srv.dash
-	var boot string
-	for range 3 {
-		smp, _ := d.SampleAt(time.Now())
-		boot = smp.Boot
-	}
-	_, next := openEvents(t, r.admin+"/ui/events", nil)
-	var last sseEvent
-	for want := uint64(1); want <= 3; want++ {
-		ev, err := next()
-		must(t, err)
-		if ev.data.Seq != want || ev.id != boot+"-"+strconv.FormatUint(want, 10) || ev.data.Boot != boot {
-			t.Fatalf("event %d: id %q, sample %d of %q", want, ev.id, ev.data.Seq, ev.data.Boot)
-		}
-		last = ev
+	first, _ := d.SampleAt(time.Now())
+	_, events := openEvents(t, r.admin+"/ui/events", nil)
+	id, smp, err := events.Next()
+	must(t, err)
+	if smp.Seq != first.Seq || id != first.Boot+"-"+strconv.FormatUint(first.Seq, 10) {
+		t.Fatalf("first event: id %q, sample %d; want the kept sample %d", id, smp.Seq, first.Seq)
 	}
 	d.SampleAt(time.Now()) // a live one
-	ev, err := next()
+	_, smp, err = events.Next()
 	must(t, err)
-	if ev.data.Seq != 4 {
-		t.Fatalf("the live sample has seq %d, want 4", ev.data.Seq)
-	}
-	if len(ev.data.Stages) == 0 || ev.data.Pool.Capacity == 0 {
-		t.Errorf("sample without stages or pool: %+v", ev.data)
-	}
-	// Resume after seq 3: the next event is 4.
-	_, next2 := openEvents(t, r.admin+"/ui/events", map[string]string{"Last-Event-ID": last.id})
-	ev, err = next2()
-	must(t, err)
-	if ev.data.Seq != 4 {
-		t.Errorf("resumed after 3, got %d", ev.data.Seq)
-	}
-	_, next3 := openEvents(t, r.admin+"/ui/events?since=otherboot-3", nil)
-	ev, err = next3()
-	must(t, err)
-	if ev.data.Seq != 1 {
-		t.Errorf("another process's id: got seq %d, want the whole history from 1", ev.data.Seq)
+	if smp.Seq != first.Seq+1 || len(smp.Stages) == 0 || smp.Pool.Capacity == 0 {
+		t.Errorf("the live sample: seq %d, %d stages, pool capacity %v", smp.Seq, len(smp.Stages), smp.Pool.Capacity)
 	}
 	// What the history holds is exported (its value: the dashboard's
 	// TestUIEventsLongBacklog).
@@ -456,14 +406,5 @@ func TestDashViewIsState(t *testing.T) {
 	}
 	if a, b := jsonOf(st.Sensors), jsonOf(doc.Sensors); a != b {
 		t.Errorf("sensors\n%s\n/state has\n%s", a, b)
-	}
-	v, u := 0.5, 1234.0
-	sensor := SensorState{Name: "n", Source: "s", Description: "d", Unit: "u", Value: &v, Bytes: &u, At: now, Error: "e", Reads: 3, Errors: 1}
-	if a, b := jsonOf(dashboard.Sensor(sensor)), jsonOf(sensor); a != b {
-		t.Errorf("a sensor with every field\n%s\n/state has\n%s", a, b)
-	}
-	period := &PolicerPeriod{Elapsed: time.Second, HitsPerSec: 1, Admitted: 2, Rejected: 3, Queue: 4, Utilization: &v}
-	if a, b := jsonOf((*dashboard.PolicerPeriod)(period)), jsonOf(period); a != b {
-		t.Errorf("a policer period with every field\n%s\n/state has\n%s", a, b)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/sluicehq/sluice/control"
 	"github.com/sluicehq/sluice/internal/mathx"
 	"github.com/sluicehq/sluice/policer"
+	"github.com/sluicehq/sluice/proxy/internal/dashboard"
 	"github.com/sluicehq/sluice/stage"
 )
 
@@ -118,15 +119,11 @@ type PolicerState struct {
 	Decisions  []stage.DecisionState `json:"decisions"`
 }
 
-// PolicerPeriod is the input of the policer's last control step.
-type PolicerPeriod struct {
-	Elapsed     time.Duration `json:"elapsed_ns"`
-	HitsPerSec  float64       `json:"hits_per_second"`
-	Admitted    float64       `json:"admitted"`
-	Rejected    float64       `json:"rejected"`
-	Queue       float64       `json:"queue"`
-	Utilization *float64      `json:"utilization_percent,omitempty"`
-}
+// PolicerPeriod is the input of the policer's last control step: its
+// length, connections offered per second, admitted and rejected in it,
+// the wait queue, and the CPU guard's utilization in percent (nil when
+// unavailable). The dashboard carries the same type to the page.
+type PolicerPeriod = dashboard.PolicerPeriod
 
 func (r *policerRunner) state(n int, reg *policer.Registry) PolicerState {
 	st := r.p.Stats()

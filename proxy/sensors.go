@@ -13,6 +13,7 @@ import (
 	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/policer"
 	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/proxy/internal/dashboard"
 )
 
 // sensor is one live sensor of the proxy, shared by its consumers (a
@@ -91,21 +92,11 @@ func (s *sensor) queue() float64 {
 
 var _ monitor.UtilizationSource = (*sensor)(nil)
 
-// SensorState is a sensor as /state shows it.
-type SensorState struct {
-	Name        string   `json:"name"`
-	Source      string   `json:"source"`
-	Description string   `json:"description"`
-	Unit        string   `json:"unit"`
-	Value       *float64 `json:"value,omitempty"`
-	// Bytes is the mean queued bytes (outqueue) or bytes per second
-	// (bandwidth) of the last reading.
-	Bytes  *float64  `json:"bytes,omitempty"`
-	At     time.Time `json:"at,omitzero"`
-	Error  string    `json:"error,omitempty"`
-	Reads  uint64    `json:"reads"`
-	Errors uint64    `json:"errors"`
-}
+// SensorState is a sensor as /state shows it: its name, source,
+// description and unit, its last value (nil when it failed) and bytes,
+// when it was read, its error, and its reads and failed reads. The
+// dashboard carries the same type to the page.
+type SensorState = dashboard.Sensor
 
 func (s *sensor) state() SensorState {
 	s.mu.Lock()

@@ -1,14 +1,11 @@
 package dashboard
 
 import (
-	"bufio"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -207,26 +204,10 @@ func openEvents(t *testing.T, url string, hdr map[string]string) (*http.Response
 	resp, err := client.Do(req)
 	must(t, err)
 	t.Cleanup(func() { resp.Body.Close() })
-	br := bufio.NewReader(resp.Body)
+	er := NewEventReader(resp.Body)
 	next := func() (sseEvent, error) {
-		var ev sseEvent
-		for {
-			line, err := br.ReadString('\n')
-			if err != nil {
-				return ev, err
-			}
-			line = strings.TrimRight(line, "\n")
-			switch {
-			case strings.HasPrefix(line, "id: "):
-				ev.id = line[4:]
-			case strings.HasPrefix(line, "data: "):
-				if err := json.Unmarshal([]byte(line[6:]), &ev.data); err != nil {
-					return ev, err
-				}
-			case line == "" && ev.id != "":
-				return ev, nil
-			}
-		}
+		id, smp, err := er.Next()
+		return sseEvent{id: id, data: smp}, err
 	}
 	return resp, next
 }
