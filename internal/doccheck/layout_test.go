@@ -49,7 +49,7 @@ func TestArchitectureLayout(t *testing.T) {
 	section := text[start : start+1+end]
 	// The entries: the first word of each line of the code blocks.
 	listed := map[string]bool{}
-	entry := regexp.MustCompile("(?m)^([.a-z0-9/_-]+)/?\\s")
+	entry := regexp.MustCompile(`(?m)^([.a-z0-9/_-]+)/?\s`)
 	inBlock := false
 	for _, line := range strings.Split(section, "\n") {
 		if strings.HasPrefix(line, "```") {
