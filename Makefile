@@ -48,13 +48,15 @@ vet:
 	$(GO) -C lab/tools/peerref vet ./...
 
 ## lint: staticcheck (pinned in lab/go.mod as a tool) over every module,
-## and the import groups (standard library; other modules; sluice's own).
+## the import groups (standard library; other modules; sluice's own), and
+## that the product module depends on none of the lab's libraries.
 lint:
 	$(GO) -C lab build -o ../bin/staticcheck honnef.co/go/tools/cmd/staticcheck
 	bin/staticcheck ./...
 	cd lab && ../bin/staticcheck ./...
 	cd lab/tools/peerref && ../../../bin/staticcheck ./...
 	$(GO) -C lab run ./cmd/importgroups ..
+	./scripts/check-lean.sh
 
 fmt-check:
 	@out=$$(gofmt -l .); \
