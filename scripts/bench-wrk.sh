@@ -25,6 +25,10 @@
 # rounds, and the ratios of the medians to the pooled baseline and to
 # nginx. Only the ratios mean anything across machines.
 #
+# With SLUICE_BEFORE=PATH (another sluice binary, e.g. built from an
+# older commit), every sluice target T also runs as T-before with that
+# binary, in the same rounds: a before/after comparison in one run.
+#
 # The figures it checks (docs/profiling.md) for every sluice target:
 # req/s >= 1.0x pooled, CPU per request <= pooled's, p99 <= pooled's + 0.5
 # ms. A controller whose limit binds at -c64 answers 503s (reported, and
@@ -78,6 +82,12 @@ for t in "${targets[@]}"; do
 	kept+=("$t")
 done
 targets=("${kept[@]}")
+if [ -n "${SLUICE_BEFORE:-}" ]; then
+	[ -x "$SLUICE_BEFORE" ] || { echo "bench-wrk: SLUICE_BEFORE=$SLUICE_BEFORE is not an executable" >&2; exit 2; }
+	for t in "${targets[@]}"; do
+		case $t in pooled | nginx | haproxy) ;; *) targets+=("$t-before") ;; esac
+	done
+fi
 
 tmp=$(mktemp -d)
 chmod 755 "$tmp"
@@ -152,13 +162,15 @@ EOF
 		haproxy -f "$tmp/haproxy.cfg" -db 2>"$tmp/$t.log" &
 		;;
 	*)
+		bin=$tmp/bin-sluice ctl=$t
+		case $t in *-before) bin=$SLUICE_BEFORE ctl=${t%-before} ;; esac
 		extra=()
-		case $t in
+		case $ctl in
 		seda) extra=(--target-p90 500ms) ;;
 		yaksha) extra=(--target-mean 200ms) ;;
 		esac
-		"$tmp/bin-sluice" proxy --listen "127.0.0.1:$p" --backend "http://127.0.0.1:$be" \
-			--admin "127.0.0.1:$(port)" --controller "$t" "${extra[@]}" --log-level warn 2>"$tmp/$t.log" &
+		"$bin" proxy --listen "127.0.0.1:$p" --backend "http://127.0.0.1:$be" \
+			--admin "127.0.0.1:$(port)" --controller "$ctl" "${extra[@]}" --log-level warn 2>"$tmp/$t.log" &
 		;;
 	esac
 	pid[$t]=$!
