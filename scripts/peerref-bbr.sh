@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # peerref-bbr.sh: sluice's bbr controller against kratos/aegis's own BBR
 # limiter (github.com/go-kratos/aegis/ratelimit/bbr, used as a library) on
-# the workload of `sluice experiment adaptive`, in one process on
+# the workload of `sluice-lab experiment adaptive`, in one process on
 # 127.0.0.1. Builds lab/tools/peerref/cmd/bbr-compare (a nested module, not
 # part of the main one) and runs it; the tables go to stdout and to
 # out/peerref/bbr-compare.md, the per-second progress lines (each
