@@ -128,6 +128,11 @@ func (t *Transport) SetConfig(cfg Config) error {
 	return nil
 }
 
+// Collector returns a collector of the Transport's metrics (those New
+// registers with Options.Registerer), with the const label client=name
+// when name is not empty, for a caller that registers it itself.
+func (t *Transport) Collector(name string) prometheus.Collector { return newCollector(t, name) }
+
 // Config returns the configuration in force, with its defaults.
 func (t *Transport) Config() Config { return *t.cfg.Load() }
 
