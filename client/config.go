@@ -25,9 +25,9 @@ type Config struct {
 	// capacity on an answer nobody waits for. The call fails with
 	// ErrDeadline instead.
 	MinRemaining time.Duration `yaml:"min_remaining" json:"min_remaining"`
-	// PriorityHeader, TenantHeader and TimeoutHeader are the headers
-	// stamped on every attempt from its context (defaults
-	// X-Sluice-Priority, X-Sluice-Tenant, X-Sluice-Timeout).
+	// PriorityHeader (default X-Sluice-Priority), TenantHeader (default
+	// X-Sluice-Tenant) and TimeoutHeader (default X-Sluice-Timeout) are
+	// the headers stamped on every attempt from its context.
 	PriorityHeader string `yaml:"priority_header" json:"priority_header"`
 	TenantHeader   string `yaml:"tenant_header" json:"tenant_header"`
 	TimeoutHeader  string `yaml:"timeout_header" json:"timeout_header"`
@@ -139,12 +139,12 @@ const (
 	DefaultMaxDestinations    = 256
 )
 
-// DefaultConfig returns the defaults: Throttle.Enabled true, K 2 over a
-// Window of 10s from MinRequests 20; Retry.MaxAttempts 3, BudgetRatio 0.1,
-// BudgetMinPerSecond 10 over a BudgetWindow of 10s, Backoff 25ms,
-// MaxBackoff 250ms, MaxRetryAfter 5s, PerTryTimeout 0; MinRemaining 1ms;
-// the headers X-Sluice-Priority, X-Sluice-Tenant and X-Sluice-Timeout;
-// MaxDestinations 256.
+// DefaultConfig returns the defaults: Throttle.Enabled true, K 2, Window
+// 10s, MinRequests 20; Retry.MaxAttempts 3, BudgetRatio 0.1,
+// BudgetMinPerSecond 10, BudgetWindow 10s, Backoff 25ms, MaxBackoff
+// 250ms, MaxRetryAfter 5s, PerTryTimeout 0; MinRemaining 1ms;
+// PriorityHeader X-Sluice-Priority, TenantHeader X-Sluice-Tenant,
+// TimeoutHeader X-Sluice-Timeout; MaxDestinations 256.
 func DefaultConfig() Config {
 	var c Config
 	c.SetDefaults()

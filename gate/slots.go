@@ -173,8 +173,8 @@ func (r *ring[T]) removeAt(i int) {
 // until enough releases happen. Raising it frees slots for waiters, which
 // the caller pulls with Next.
 //
-// A reserve (SetReserve, r in [0, 1); 0 by default) keeps the top of the
-// limit for the higher classes: with n classes and limit L, class c takes
+// A reserve r in [0, 1) (SetReserve; a new Slots has none) keeps the top
+// of the limit for the higher classes: with n classes and limit L, class c takes
 // a slot only while fewer than
 //
 //	T_c = max(1, L − ⌈r·L·c/(n − 1)⌉)

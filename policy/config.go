@@ -159,10 +159,11 @@ type StageConfig struct {
 // PriorityConfig is how a stage sheds its lowest classes first (see
 // stage.Priority for the mechanism of each kind of gate).
 type PriorityConfig struct {
-	// Shed turns it on or off. Default: on, except under seda, yaksha,
-	// kihl, voigt-cpu and voigt-queue, whose papers define their own
-	// classes or none (their law stays as written unless shed is true;
-	// seda with one controller per class keeps the paper's class law).
+	// Shed turns it on or off (default: the controller's): true, except
+	// under seda, yaksha, kihl, voigt-cpu and voigt-queue, whose papers
+	// define their own classes or none (their law stays as written unless
+	// shed is true; seda with one controller per class keeps the paper's
+	// class law).
 	Shed *bool `yaml:"shed"`
 	// Reserve, in (0, 1), is the share of a concurrency limit that the
 	// lower classes leave to the higher ones while the limit rejects at

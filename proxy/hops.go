@@ -16,14 +16,11 @@ import (
 // backend refuses gets that answer, once. Every other field has the
 // client package's default.
 type UpstreamClientConfig struct {
-	// Throttle is Google's client-side adaptive throttling per server
-	// (default enabled false; k 2, window 10s, min_requests 20 when
-	// enabled).
+	// Throttle is Google's client-side adaptive throttling per server;
+	// off unless enabled (docs/config.md has its fields' defaults).
 	Throttle sclient.ThrottleConfig `yaml:"throttle"`
-	// Retry retries safe requests (default max_attempts 1: none; with
-	// more, budget_ratio 0.1, budget_min_per_second 10, budget_window
-	// 10s, backoff 25ms, max_backoff 250ms, max_retry_after 5s,
-	// per_try_timeout 0). A retry goes to the same server, and only a
+	// Retry retries safe requests; max_attempts is 1 unless set, so that
+	// nothing is retried. A retry goes to the same server, and only a
 	// request without a body is retried.
 	Retry sclient.RetryConfig `yaml:"retry"`
 	// MinRemaining is the least time left of a request's deadline with

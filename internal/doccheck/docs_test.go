@@ -86,20 +86,21 @@ func configRules() map[string]*doccheck.Rule {
 	classes.Derived = map[string]doccheck.Derived{"classes.default": withPhrase(derived("policy", "ClassesConfig", "Default"), "last of `order`")}
 
 	stages := section("stages[].")
-	stages.Derived = map[string]doccheck.Derived{"stages[].params": {Phrase: "controller defaults", Check: func() error {
-		cfg := proxyConfig(func(c *proxy.Config) {
-			c.Stages[0].Name, c.Stages[0].Controller = "s", "auto"
-			c.Classes.Rules = nil
-		})
-		ctrls, err := cfg.Config.StageControllers()
-		if err != nil {
-			return err
-		}
-		if want := control.DefaultAutoConfig(); !reflect.DeepEqual(ctrls["s"], &want) {
-			return fmt.Errorf("a stage without params has %+v, not the controller's defaults", ctrls["s"])
-		}
-		return nil
-	}}}
+	stages.Derived = map[string]doccheck.Derived{"stages[].priority.shed": {Phrase: "the controller's", Check: checkShedDefault},
+		"stages[].params": {Phrase: "controller defaults", Check: func() error {
+			cfg := proxyConfig(func(c *proxy.Config) {
+				c.Stages[0].Name, c.Stages[0].Controller = "s", "auto"
+				c.Classes.Rules = nil
+			})
+			ctrls, err := cfg.Config.StageControllers()
+			if err != nil {
+				return err
+			}
+			if want := control.DefaultAutoConfig(); !reflect.DeepEqual(ctrls["s"], &want) {
+				return fmt.Errorf("a stage without params has %+v, not the controller's defaults", ctrls["s"])
+			}
+			return nil
+		}}}
 
 	reject := section("reject.")
 	reject.Derived = map[string]doccheck.Derived{"reject.body": withPhrase(derived("policy", "RejectConfig", "Body"), "one-line text")}
@@ -116,6 +117,8 @@ func configRules() map[string]*doccheck.Rule {
 		"backends":                             {Context: backends},
 		"backends.queue":                       {Context: queue},
 		"backends.timeouts":                    {Context: section("backends.timeouts.")},
+		"backends.client":                      {Context: section("backends.client.")},
+		"hops":                                 {Context: section("hops.")},
 		"utilization":                          {Context: util},
 		"resources":                            {Context: resources},
 		"policer":                              {Context: policerCtx},
