@@ -6,21 +6,21 @@ import (
 	"time"
 )
 
-// The reserve's thresholds, T_c = max(1, L − ⌈r·L·c/(n−1)⌉), by hand.
+// The reserve's thresholds, T_c = L + ⌈r·L·(n−1−c)/(n−1)⌉, by hand.
 func TestSlotsReserveThresholds(t *testing.T) {
 	for _, c := range []struct {
 		limit, classes int
 		r              float64
 		want           []int
 	}{
-		{20, 2, 0.1, []int{20, 18}},
-		{20, 3, 0.1, []int{20, 19, 18}},
-		{100, 5, 0.2, []int{100, 95, 90, 85, 80}},
-		{3, 2, 0.1, []int{3, 2}},    // ⌈0.3⌉ = 1: a small limit still reserves a slot
-		{1, 2, 0.5, []int{1, 1}},    // never below one slot
-		{20, 2, 0, []int{20, 20}},   // no reserve
-		{20, 1, 0.5, []int{20}},     // one class: the limit
-		{10, 2, 0.99, []int{10, 1}}, // ⌈9.9⌉ = 10 → at least 1
+		{20, 2, 0.1, []int{22, 20}},
+		{20, 3, 0.1, []int{22, 21, 20}},
+		{100, 5, 0.2, []int{120, 115, 110, 105, 100}},
+		{3, 2, 0.1, []int{4, 3}},  // ⌈0.3⌉ = 1: a small limit still gets a slot of room
+		{1, 2, 0.5, []int{2, 1}},  // ⌈0.5⌉ = 1
+		{20, 2, 0, []int{20, 20}}, // no reserve
+		{20, 1, 0.5, []int{20}},   // one class: the limit
+		{10, 2, 0.99, []int{20, 10}},
 	} {
 		s, err := NewClassSlots[int](c.limit, 10, c.classes)
 		if err != nil {
@@ -47,48 +47,47 @@ func TestSlotsReserveThresholds(t *testing.T) {
 }
 
 // Without a queue (the peers' reject-at-once limits): the lowest class is
-// refused above its threshold while the higher class still gets the
-// reserved slots; a higher class is refused only when the lower one
-// already is.
+// refused at the limit while the higher class still gets the reserve's
+// room; a higher class is refused only when the lower one already is.
 func TestSlotsReserveRejectAtOnce(t *testing.T) {
 	s, _ := NewClassSlots[int](10, 0, 2)
-	if err := s.SetReserve(0.2); err != nil {
+	if err := s.SetReserve(0.2); err != nil { // T = {12, 10}
 		t.Fatal(err)
 	}
 	admitted := func(c int) bool {
 		o, _, _ := s.ArriveClass(t0, 0, c, time.Time{})
 		return o == Admitted
 	}
-	for i := range 8 {
+	for i := range 10 {
 		if !admitted(1) {
-			t.Fatalf("low request %d refused below its threshold 8", i)
+			t.Fatalf("low request %d refused below the limit", i)
 		}
 	}
 	if admitted(1) {
-		t.Fatal("low admitted at its threshold")
+		t.Fatal("low admitted at the limit")
 	}
 	if !admitted(0) || !admitted(0) {
 		t.Fatal("high refused in the reserve")
 	}
 	if admitted(0) || admitted(1) {
-		t.Fatal("admitted beyond the limit")
+		t.Fatal("admitted beyond the reserve")
 	}
-	// A release: the freed slot is above the low threshold (9 held).
+	// Releases: down to 11 held, the free slot is above the limit: high only.
 	s.Release(t0)
 	if admitted(1) {
-		t.Fatal("low took a reserved slot")
+		t.Fatal("low took a slot above the limit")
 	}
 	if !admitted(0) {
-		t.Fatal("high refused a free reserved slot")
+		t.Fatal("high refused a slot of the reserve")
 	}
 }
 
-// With a queue: a low waiter at its threshold keeps waiting while a high
-// arrival takes the free reserved slot at once; releases below the
-// threshold go to the low waiter.
+// With a queue: a low waiter at the limit keeps waiting while a high
+// arrival takes the reserve's room at once; releases below the limit go
+// to the low waiter.
 func TestSlotsReserveWithQueue(t *testing.T) {
-	s, _ := NewClassSlots[int](4, 10, 2)
-	if err := s.SetReserve(0.5); err != nil { // T = {4, 2}
+	s, _ := NewClassSlots[int](2, 10, 2)
+	if err := s.SetReserve(0.5); err != nil { // T = {3, 2}
 		t.Fatal(err)
 	}
 	for id := 1; id <= 2; id++ {
@@ -97,61 +96,61 @@ func TestSlotsReserveWithQueue(t *testing.T) {
 		}
 	}
 	if o, _, _ := s.ArriveClass(t0, 3, 1, time.Time{}); o != Queued {
-		t.Fatalf("low 3 at its threshold: %v, want queued", o)
+		t.Fatalf("low 3 at the limit: %v, want queued", o)
 	}
 	if _, ok := s.Next(t0); ok {
-		t.Fatal("Next granted a low waiter a reserved slot")
+		t.Fatal("Next granted a low waiter the reserve")
 	}
 	if o, _, _ := s.ArriveClass(t0, 4, 0, time.Time{}); o != Admitted {
 		t.Fatalf("high past a blocked low waiter: %v, want admitted", o)
 	}
 	// 3 held: releases down to 1 held let the low waiter in.
-	if _, ok := s.Release(t0); ok { // 2 held: the low waiter is still at T_1 = 2
+	if _, ok := s.Release(t0); ok { // 2 held: the low waiter is at T_1 = 2
 		t.Fatal("granted the low waiter with 2 held")
 	}
 	if w, ok := s.Release(t0); !ok || w != 3 { // 1 held
 		t.Fatalf("Release = %d, %v; want the low waiter 3", w, ok)
 	}
-	// A high waiter is served before a low one, and above the low threshold.
+	// A high waiter is served before a low one, and beyond the limit.
 	s2, _ := NewClassSlots[int](2, 10, 2)
-	_ = s2.SetReserve(0.5) // T = {2, 1}
-	s2.ArriveClass(t0, 1, 0, time.Time{})
-	s2.ArriveClass(t0, 2, 0, time.Time{})
-	s2.ArriveClass(t0, 3, 1, time.Time{})
-	s2.ArriveClass(t0, 4, 0, time.Time{})
-	if w, ok := s2.Release(t0); !ok || w != 4 {
-		t.Fatalf("Release = %d, %v; want the high waiter 4", w, ok)
+	_ = s2.SetReserve(0.5) // T = {3, 2}
+	for id := 1; id <= 3; id++ {
+		s2.ArriveClass(t0, id, 0, time.Time{})
+	}
+	s2.ArriveClass(t0, 4, 1, time.Time{})
+	s2.ArriveClass(t0, 5, 0, time.Time{})
+	if w, ok := s2.Release(t0); !ok || w != 5 {
+		t.Fatalf("Release = %d, %v; want the high waiter 5", w, ok)
 	}
 	if _, ok := s2.Release(t0); ok {
-		t.Fatal("the low waiter got a slot with 1 held (T_1 = 1)")
+		t.Fatal("the low waiter got a slot with 2 held (T_1 = 2)")
 	}
-	if w, ok := s2.Release(t0); !ok || w != 3 {
-		t.Fatalf("Release = %d, %v; want the low waiter 3", w, ok)
+	if w, ok := s2.Release(t0); !ok || w != 4 {
+		t.Fatalf("Release = %d, %v; want the low waiter 4", w, ok)
 	}
 }
 
-// Lowering the reserve (or raising the limit) lets blocked waiters in
+// Raising the reserve (or the limit) lets blocked high waiters in
 // through Next.
-func TestSlotsReserveLowered(t *testing.T) {
-	s, _ := NewClassSlots[int](4, 10, 2)
-	_ = s.SetReserve(0.5)
+func TestSlotsReserveRaised(t *testing.T) {
+	s, _ := NewClassSlots[int](2, 10, 2)
 	s.ArriveClass(t0, 1, 1, time.Time{})
 	s.ArriveClass(t0, 2, 1, time.Time{})
-	s.ArriveClass(t0, 3, 1, time.Time{})
+	s.ArriveClass(t0, 3, 0, time.Time{})
 	if _, ok := s.Next(t0); ok {
-		t.Fatal("granted at the threshold")
+		t.Fatal("granted at the limit")
 	}
-	_ = s.SetReserve(0)
+	_ = s.SetReserve(0.5)
 	if w, ok := s.Next(t0); !ok || w != 3 {
-		t.Fatalf("Next = %d, %v after the reserve was lifted", w, ok)
+		t.Fatalf("Next = %d, %v after the reserve was raised", w, ok)
 	}
 }
 
 // A low-priority crowd against a reject-at-once limit with the reserve:
 // the high class, offered a third of the capacity, keeps nearly all its
-// requests while the low class takes the rest; with no reserve the high
-// class loses about as many as the low. Virtual time, fixed service
-// times, a seeded source.
+// requests while the low class takes the rest of the limit; with no
+// reserve the high class loses about as many as the low. Virtual time,
+// fixed service times, a seeded source.
 func TestSlotsReserveCrowd(t *testing.T) {
 	run := func(reserve float64) (highOK, lowOK float64) {
 		const limit, service = 30, 100 * time.Millisecond // capacity 300 req/s
@@ -187,15 +186,15 @@ func TestSlotsReserveCrowd(t *testing.T) {
 		}
 		return float64(admitted[0]) / float64(offered[0]), float64(admitted[1]) / float64(offered[1])
 	}
-	high, low := run(0.2)
-	t.Logf("reserve 0.2: high %.4f admitted, low %.4f", high, low)
+	high, low := run(0.3)
+	t.Logf("reserve 0.3: high %.4f admitted, low %.1f req/s", high, low*3600)
 	if high < 0.994 {
-		t.Errorf("reserve 0.2: high priority admitted %.4f, want ≥ 0.994", high)
+		t.Errorf("reserve 0.3: high priority admitted %.4f, want ≥ 0.994", high)
 	}
-	// The low class gets the capacity the high one leaves, less what
-	// stays reserved: at least 140 of the 200 req/s, never zero.
-	if low*3600 < 140 {
-		t.Errorf("reserve 0.2: low priority admitted %.1f req/s, want ≥ 140 of the 200 left", low*3600)
+	// The low class gets the limit the high one leaves: at least 190 of
+	// the 200 req/s, never zero.
+	if low*3600 < 190 {
+		t.Errorf("reserve 0.3: low priority admitted %.1f req/s, want ≥ 190 of the 200 left", low*3600)
 	}
 	high0, _ := run(0)
 	t.Logf("no reserve: high %.4f admitted", high0)

@@ -173,22 +173,24 @@ func (r *ring[T]) removeAt(i int) {
 // until enough releases happen. Raising it frees slots for waiters, which
 // the caller pulls with Next.
 //
-// A reserve r in [0, 1) (SetReserve; a new Slots has none) keeps the top
-// of the limit for the higher classes: with n classes and limit L, class c takes
-// a slot only while fewer than
+// A reserve r in [0, 1) (SetReserve; a new Slots has none) gives the
+// higher classes room beyond the limit: with n classes and limit L, class
+// c takes a slot only while fewer than
 //
-//	T_c = max(1, L − ⌈r·L·c/(n − 1)⌉)
+//	T_c = L + ⌈r·L·(n − 1 − c)/(n − 1)⌉
 //
-// slots are held (T_0 = L; the lowest class sees L − ⌈r·L⌉). Since T_c
-// falls with c, a class is refused a slot only when every lower class
+// slots are held (the lowest class sees L, the highest L + ⌈r·L⌉). Since
+// T_c falls with c, a class is refused a slot only when every lower class
 // already is: the rule of the SRE book's criticality ("a backend task
 // will only reject requests of a given criticality if it's already
 // rejecting all requests of all lower criticalities", Beyer et al., Site
 // Reliability Engineering, ch. 21), as Envoy's per-priority circuit
-// breakers give each routing priority its own limit. A lower class is
-// never starved: alone it still gets T_low slots. A waiter of a class at
-// its threshold waits while slots above it go to higher classes; an
-// arrival of a higher class takes such a slot at once. With one class, or
+// breakers give each routing priority a limit of its own. The lowest
+// class alone still gets the whole limit, so a controller that measures
+// what the limit lets through (bbr's Little's law, gradient2's RTT) sees
+// the same with or without the reserve; a higher class arriving on a
+// limit full of lower ones gets in up to r·L beyond it, which a
+// controller sees and corrects at its next step. With one class, or
 // r = 0, every class sees L.
 //
 // Each class's queue is a ring buffer that grows by doubling up to
@@ -334,10 +336,10 @@ func (s *Slots[T]) TryAdmitClass(c int) bool {
 	return false
 }
 
-// SetReserve sets the share r in [0, 1) of the limit kept for the higher
-// classes (see Slots); on error it is unchanged. It applies from the next
-// operation: after lowering it, call Next until it returns false to admit
-// the waiters that now fit.
+// SetReserve sets the share r in [0, 1) of the limit by which the higher
+// classes may exceed it (see Slots); on error it is unchanged. It applies
+// from the next operation: after raising it, call Next until it returns
+// false to admit the waiters that now fit.
 func (s *Slots[T]) SetReserve(r float64) error {
 	if !(r >= 0 && r < 1) {
 		return fmt.Errorf("gate: reserve = %v: must be within [0, 1)", r)
@@ -371,8 +373,7 @@ func (s *Slots[T]) setThresholds() {
 	}
 	for c := range s.thr {
 		// 1e-9 keeps a product such as 0.1·20 from rounding up to 3.
-		cut := int(math.Ceil(s.reserve*float64(s.limit)*float64(c)/float64(n-1) - 1e-9))
-		s.thr[c] = max(1, s.limit-cut)
+		s.thr[c] = s.limit + int(math.Ceil(s.reserve*float64(s.limit)*float64(n-1-c)/float64(n-1)-1e-9))
 	}
 }
 
@@ -461,15 +462,19 @@ func (s *Slots[T]) Release(now time.Time) (next T, ok bool) {
 // than Target) met on the way are removed and kept for Expire.
 func (s *Slots[T]) Next(now time.Time) (next T, ok bool) {
 	standing := s.Standing(now)
-	for s.inFlight < s.limit && s.n > 0 {
+	top := s.limit
+	if s.thr != nil {
+		top = s.thr[0]
+	}
+	for s.inFlight < top && s.n > 0 {
 		var r *ring[T]
 		for i := range s.classes {
 			if s.classes[i].n > 0 {
 				r = &s.classes[i]
 				if s.thr != nil && s.inFlight >= s.thr[i] {
 					// Its class is at its threshold, and every lower
-					// class's is lower: the free slots stay for higher
-					// classes.
+					// class's is lower: the room left is the higher
+					// classes'.
 					return next, false
 				}
 				break

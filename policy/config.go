@@ -165,10 +165,10 @@ type PriorityConfig struct {
 	// shed is true; seda with one controller per class keeps the paper's
 	// class law).
 	Shed *bool `yaml:"shed"`
-	// Reserve, in (0, 1), is the share of a concurrency limit that the
-	// lower classes leave to the higher ones while the limit rejects at
-	// once, and, for a token bucket, how far ahead of it in seconds the
-	// highest class may run (default 0.2).
+	// Reserve, in (0, 1), is the share of a concurrency limit by which the
+	// highest class may exceed it while the limit rejects at once (the
+	// lower classes less, the lowest none), and, for a token bucket, how
+	// far ahead of it in seconds the highest class may run (default 0.3).
 	Reserve float64 `yaml:"reserve"`
 }
 

@@ -57,7 +57,7 @@ func fieldErr(path, format string, a ...any) error { return fielderr.Errorf(path
 // class, trust "trusted" for header and cookie rules; for stages
 // controller "none", burst 5, window 4096, queue.max 1024, queue.timeout
 // 1s, long_lived 30s, differentiate true, priority.shed from the
-// controller and priority.reserve 0.2; reject.status 503,
+// controller and priority.reserve 0.3; reject.status 503,
 // reject.retry_after 1s and a one-line text body; the degrade.header
 // "X-Sluice-Quality"; and the hops headers X-Sluice-Priority,
 // X-Sluice-Tenant and X-Sluice-Timeout with hops.max_timeout 5m.
@@ -492,7 +492,7 @@ func compileStage(c *Config, i int, classes map[string]int) (compiledStage, clas
 func compilePriority(p string, s *StageConfig, ctrl control.Config, classes int, differentiate bool) (stage.Priority, error) {
 	pc := s.Priority
 	if !(pc.Reserve > 0 && pc.Reserve < 1) {
-		return stage.Priority{}, fieldErr(p+".priority.reserve", "%v must be within (0, 1), such as 0.2", pc.Reserve)
+		return stage.Priority{}, fieldErr(p+".priority.reserve", "%v must be within (0, 1), such as 0.3", pc.Reserve)
 	}
 	out := stage.Priority{Shed: stage.ShedDefault, Reserve: pc.Reserve}
 	if pc.Shed != nil {

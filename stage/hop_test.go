@@ -292,34 +292,42 @@ func TestStagePriorityReserveFollowsQueue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range 8 {
+	for i := range 10 {
 		if _, o := s.Arrive(at(0), 1, nil); o != gate.Admitted {
 			t.Fatalf("low %d: %v", i, o)
 		}
 	}
 	if _, o := s.Arrive(at(0), 1, nil); o != gate.Rejected {
-		t.Fatalf("low at its threshold 8 (reserve 0.2 of 10): %v", o)
+		t.Fatalf("low at the limit: %v", o)
 	}
-	if _, o := s.Arrive(at(0), 0, nil); o != gate.Admitted {
-		t.Fatalf("high in the reserve: %v", o)
+	for i := range 3 { // reserve 0.3 of 10
+		if _, o := s.Arrive(at(0), 0, nil); o != gate.Admitted {
+			t.Fatalf("high %d in the reserve: %v", i, o)
+		}
 	}
-	if st := s.State(0); st.Priority == nil || st.InFlightLimited.Thresholds[1] != 8 {
+	if _, o := s.Arrive(at(0), 0, nil); o != gate.Rejected {
+		t.Fatalf("high beyond the reserve: %v", o)
+	}
+	if st := s.State(0); st.Priority == nil || st.InFlightLimited.Thresholds[0] != 13 || st.InFlightLimited.Thresholds[1] != 10 {
 		t.Fatalf("state: %+v %+v", st.Priority, st.InFlightLimited)
 	}
 	s.Step(at(1000)) // a queue opens: the reserve is lifted
-	if _, o := s.Arrive(at(1000), 1, nil); o != gate.Admitted {
-		t.Fatalf("low with a queue in force: %v", o)
+	if _, o := s.Arrive(at(1000), 0, nil); o != gate.Rejected {
+		t.Fatalf("high beyond the limit with a queue in force: %v", o)
 	}
 	if st := s.State(0); st.InFlightLimited.Thresholds != nil {
 		t.Fatalf("thresholds shown with a queue: %v", st.InFlightLimited.Thresholds)
 	}
-	// Off: the limit is everyone's.
+	// Off: nobody goes beyond the limit.
 	c2 := &scripted{cur: limitDecision(10, -1, 0)}
 	s2, _ := New(Options{Name: "c", Controller: scriptedConfig{c2}, ClassNames: []string{"hi", "lo"}, Priority: Priority{Shed: ShedOff}}, t0)
 	for i := range 10 {
 		if _, o := s2.Arrive(at(0), 1, nil); o != gate.Admitted {
 			t.Fatalf("shedding off: low %d %v", i, o)
 		}
+	}
+	if _, o := s2.Arrive(at(0), 0, nil); o != gate.Rejected {
+		t.Fatalf("shedding off: high beyond the limit %v", o)
 	}
 }
 

@@ -12,8 +12,8 @@ import (
 )
 
 // DefaultPriorityReserve is Priority.Reserve's default: the share of a
-// stage's capacity that its lower classes leave to the higher ones.
-const DefaultPriorityReserve = 0.2
+// stage's setting by which its highest class may exceed it.
+const DefaultPriorityReserve = 0.3
 
 // ShedMode says whether a stage sheds its lowest classes first.
 type ShedMode uint8
@@ -41,10 +41,15 @@ const (
 //     class first and a full queue evicts the newest waiter of the lowest
 //     class. While the limit rejects at once (no queue in force: the
 //     peers' gradient2, envoy-gradient and bbr always, auto when its SLO
-//     leaves no time to wait), class c is admitted only while fewer than
-//     T_c = max(1, L − ⌈Reserve·L·c/(n − 1)⌉) requests hold a slot
-//     (gate.Slots.SetReserve): a class is refused only when every lower
-//     class already is, the rule of the SRE book's criticality.
+//     leaves no time to wait), class c is admitted while fewer than
+//     T_c = L + ⌈Reserve·L·(n − 1 − c)/(n − 1)⌉ requests hold a slot
+//     (gate.Slots.SetReserve): the lowest class sees the limit L, the
+//     highest L + ⌈Reserve·L⌉, and a class is refused only when every
+//     lower class already is, the rule of the SRE book's criticality. The
+//     lowest class alone gets the whole limit, so the controller measures
+//     what it always did; a higher class arriving on a limit full of
+//     lower ones gets in beyond it, which the controller sees and
+//     corrects at its next step.
 //   - One token bucket (static-rate, kihl, voigt-cpu, voigt-queue, seda
 //     sharing one bucket): class c may run up to
 //     Reserve·(n − 1 − c)/(n − 1) seconds ahead of the bucket
@@ -66,10 +71,10 @@ type Priority struct {
 	// Shed turns priority shedding on or off; the zero value is the
 	// controller's default.
 	Shed ShedMode
-	// Reserve is in (0, 1): the share of a concurrency limit kept for the
-	// higher classes while the limit rejects at once, and, for a token
-	// bucket, how far ahead of it (in seconds) the highest class may run.
-	// 0 means DefaultPriorityReserve (0.2).
+	// Reserve is in (0, 1): the share of a concurrency limit by which the
+	// highest class may exceed it while the limit rejects at once, and,
+	// for a token bucket, how far ahead of it (in seconds) the highest
+	// class may run. 0 means DefaultPriorityReserve (0.3).
 	Reserve float64
 }
 
