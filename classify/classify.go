@@ -268,62 +268,57 @@ func (c *Classifier) ClassifyHop(r *http.Request) (stage, class int, h HopInfo) 
 	return stage, c.class(r, &pi), h
 }
 
-// readHop reads the hop headers of r.
+// readHop reads the hop headers of r: one map lookup each.
 func (c *Classifier) readHop(r *http.Request, pi *peerInfo) (h HopInfo) {
 	hc := c.hop
-	if v, ok := single(r.Header, hc.PriorityHeader); ok {
-		switch c.peer(r, pi); {
-		case !pi.trusted:
-			h.Untrusted |= HopPriority
-		case v == "":
-			h.Invalid |= HopPriority
-		default:
-			if cl, known := sluice.PriorityClass(v, hc.Classes); known && sluice.ValidPriority(v) {
-				h.Priority, h.Class = v, cl
-			} else {
-				h.Invalid |= HopPriority
-			}
-		}
-	} else if present(r.Header, hc.PriorityHeader) {
+	switch v, n := lines(r.Header, hc.PriorityHeader); {
+	case n == 0:
+	case !c.trustedPeer(r, pi):
+		h.Untrusted |= HopPriority
+	case n > 1 || v == "":
 		h.Invalid |= HopPriority
-	}
-	if v, ok := single(r.Header, hc.TenantHeader); ok {
-		switch c.peer(r, pi); {
-		case !pi.trusted:
-			h.Untrusted |= HopTenant
-		case sluice.ValidTenant(v):
-			h.Tenant = v
-		default:
-			h.Invalid |= HopTenant
+	default:
+		if cl, known := sluice.PriorityClass(v, hc.Classes); known && sluice.ValidPriority(v) {
+			h.Priority, h.Class = v, cl
+		} else {
+			h.Invalid |= HopPriority
 		}
-	} else if present(r.Header, hc.TenantHeader) {
+	}
+	switch v, n := lines(r.Header, hc.TenantHeader); {
+	case n == 0:
+	case !c.trustedPeer(r, pi):
+		h.Untrusted |= HopTenant
+	case n == 1 && sluice.ValidTenant(v):
+		h.Tenant = v
+	default:
 		h.Invalid |= HopTenant
 	}
-	if v, ok := single(r.Header, hc.TimeoutHeader); ok {
+	switch v, n := lines(r.Header, hc.TimeoutHeader); {
+	case n == 0:
+	case n > 1:
+		h.Invalid |= HopTimeout
+	default:
 		if d, valid := sluice.ParseTimeout(v); valid {
 			h.Timeout, h.HasTimeout = clampDuration(d, hc.MinTimeout, hc.MaxTimeout), true
 		} else {
 			h.Invalid |= HopTimeout
 		}
-	} else if present(r.Header, hc.TimeoutHeader) {
-		h.Invalid |= HopTimeout
 	}
 	return h
 }
 
-// single returns the value of header name when it has exactly one line.
-func single(h http.Header, name string) (string, bool) {
+// lines returns the first value of header name and its number of lines
+// (0 for an empty name).
+func lines(h http.Header, name string) (string, int) {
 	if name == "" {
-		return "", false
+		return "", 0
 	}
-	if v := h[name]; len(v) == 1 {
-		return v[0], true
+	v := h[name]
+	if len(v) == 0 {
+		return "", 0
 	}
-	return "", false
+	return v[0], len(v)
 }
-
-// present reports whether header name has any line.
-func present(h http.Header, name string) bool { return name != "" && len(h[name]) > 0 }
 
 // clampDuration limits d to [lo, hi] (hi 0: no upper bound).
 func clampDuration(d, lo, hi time.Duration) time.Duration {
@@ -416,6 +411,13 @@ func (c *Classifier) peer(r *http.Request, pi *peerInfo) {
 		pi.peer, _ = ParseRemoteAddr(r.RemoteAddr)
 		pi.trusted = c.Trusted(pi.peer)
 	}
+}
+
+// trustedPeer reports whether r's peer is a trusted proxy, deciding it
+// once per request.
+func (c *Classifier) trustedPeer(r *http.Request, pi *peerInfo) bool {
+	c.peer(r, pi)
+	return pi.trusted
 }
 
 func (c *Classifier) matchRule(cr *rule, r *http.Request, pi *peerInfo) bool {

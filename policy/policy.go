@@ -259,7 +259,8 @@ func (p *Policy) ClassifyRequest(r *http.Request, now time.Time) Request {
 	return out
 }
 
-// classifyRequest is ClassifyRequest with the request's entry.
+// classifyRequest is ClassifyRequest with the request's entry; a zero
+// now reads the clock, only when the request has a timeout.
 func (p *Policy) classifyRequest(r *http.Request, now time.Time) (*entry, Request) {
 	e, class, h := p.classifyHop(r)
 	p.hops.add(&h)
@@ -268,6 +269,9 @@ func (p *Policy) classifyRequest(r *http.Request, now time.Time) (*entry, Reques
 		out.Hop.Priority = p.classes[class]
 	}
 	if h.HasTimeout {
+		if now.IsZero() {
+			now = time.Now()
+		}
 		out.Deadline = now.Add(h.Timeout)
 	}
 	return e, out
@@ -402,7 +406,7 @@ func (p *Policy) Run(ctx context.Context) {
 // hop to carry (a believed priority or tenant, or a class other than the
 // default).
 func (p *Policy) Admit(r *http.Request) (sluice.Admission, error) {
-	e, cr := p.classifyRequest(r, time.Now())
+	e, cr := p.classifyRequest(r, time.Time{})
 	ctx := r.Context()
 	var cancel context.CancelFunc
 	if !cr.Deadline.IsZero() {

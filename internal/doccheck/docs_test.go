@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"testing"
 
+	"github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/control"
 	"github.com/sluicehq/sluice/internal/doccheck"
 	"github.com/sluicehq/sluice/proxy"
@@ -213,11 +214,29 @@ type mdDoc struct {
 	extra func(*doccheck.Block) *doccheck.Rule
 }
 
+// hopsRules: docs/hops.md states the defaults of the hops section, of
+// stages' priority and of the proxy's upstream client side, by their
+// paths in the proxy's configuration.
+func hopsRules() map[string]*doccheck.Rule {
+	r := &doccheck.Rule{Context: &doccheck.Context{Root: v(proxyConfig())}}
+	out := map[string]*doccheck.Rule{}
+	for _, s := range []string{"sluice at every hop: priorities, deadlines and a client side across services",
+		"What travels with a request", "Trust", "Shedding the lowest priority first", "Deadlines at a hop",
+		"What to set where", "How the pieces interact", "A chain of quick starts", "Sources"} {
+		out[s] = r
+	}
+	// The client side as package client has it (the proxy's upstream
+	// turns its throttle and retries off).
+	out["The client side"] = &doccheck.Rule{Context: &doccheck.Context{Root: v(client.DefaultConfig())}}
+	return out
+}
+
 func mdDocs() []mdDoc {
 	return []mdDoc{
 		{"docs/config.md", configRules(), controllerRule},
 		{"docs/algorithms.md", algorithmsRules(), nil},
 		{"docs/middleware.md", middlewareRules(), nil},
+		{"docs/hops.md", hopsRules(), nil},
 	}
 }
 
