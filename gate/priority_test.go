@@ -66,8 +66,10 @@ func TestSlotsReserveRejectAtOnce(t *testing.T) {
 	if admitted(1) {
 		t.Fatal("low admitted at the limit")
 	}
-	if !admitted(0) || !admitted(0) {
-		t.Fatal("high refused in the reserve")
+	for i := range 2 {
+		if !admitted(0) {
+			t.Fatalf("high request %d refused in the reserve", i)
+		}
 	}
 	if admitted(0) || admitted(1) {
 		t.Fatal("admitted beyond the reserve")

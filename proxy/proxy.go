@@ -120,8 +120,8 @@ type reqState struct {
 	arrival time.Time
 	quality float64    // 0 when the stage does not degrade
 	hop     sluice.Hop // what travels on to the backend (priority, tenant)
-	// dlCancel ends the upstream context's own deadline (ignore_client_abort
-	// with a deadline), or is nil.
+	// dlCancel ends the upstream context's deadline (a request with one),
+	// or is nil.
 	dlCancel context.CancelFunc
 
 	// client bandwidth share (shares.go); only the handler's goroutine
@@ -227,7 +227,7 @@ func (rs *reqState) finish(aborted bool) {
 	if rs.dlCancel != nil {
 		rs.dlCancel()
 	}
-	if aborted && rs.in.Context().Err() != nil {
+	if aborted && rs.Context.Err() != nil {
 		rs.clientGone.Store(true)
 	}
 	rs.shareEnd(!aborted)
@@ -316,7 +316,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	rs := &reqState{Context: ctx, h: h, gen: g, backend: b, sc: sc, arrival: arrival, hop: cr.Hop,
+	rs := &reqState{Context: r.Context(), h: h, gen: g, backend: b, sc: sc, arrival: arrival, hop: cr.Hop,
 		res: res, shareOn: g.shares != nil, in: r, writeWait0: ClientWriteWait(r)}
 	rs.poolHeld.Store(true)
 	rs.lc.Reset(t)
@@ -331,10 +331,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var uctx context.Context = rs
 	if g.ignoreAbort {
 		uctx = context.WithoutCancel(rs)
-		if dl, ok := ctx.Deadline(); ok {
-			// The client may leave; the request's deadline still holds.
-			uctx, rs.dlCancel = context.WithDeadline(uctx, dl)
-		}
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		// The request's deadline bounds the exchange (the client may
+		// leave before it under ignore_client_abort; the deadline still
+		// holds).
+		uctx, rs.dlCancel = context.WithDeadline(uctx, dl)
 	}
 	if g.overall > 0 || g.ignoreAbort {
 		uctx, rs.cancel = context.WithCancelCause(uctx)
@@ -502,7 +504,7 @@ func upstreamError(err error, rs *reqState, req *http.Request) (status int, caus
 		return http.StatusGatewayTimeout, "overall_timeout",
 			fmt.Sprintf("upstream timeout: no complete response from %s within %v", name, g.overall)
 	}
-	if rs.in.Context().Err() != nil {
+	if rs.Context.Err() != nil {
 		return 0, "client_canceled", "the client canceled the request"
 	}
 	if errors.Is(err, sclient.ErrThrottled) {
