@@ -210,14 +210,17 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ds.mu.Unlock()
 	switch v {
 	case Throttled:
+		closeBody(req)
 		return nil, ErrThrottled
 	case Late:
+		closeBody(req)
 		return nil, ErrDeadline
 	}
 	hop := sluice.HopFrom(ctx)
 	for first := true; ; first = false {
 		out, cancel, err := t.attempt(cfg, req, first, hop, deadline)
 		if err != nil {
+			closeBody(req)
 			return nil, err
 		}
 		resp, err := t.base.RoundTrip(out)
@@ -334,6 +337,14 @@ func (t *Transport) attempt(cfg *Config, req *http.Request, first bool, hop slui
 		}
 	}
 	return out, cancel, nil
+}
+
+// closeBody closes the body of a request that is not sent, as a
+// RoundTripper must.
+func closeBody(req *http.Request) {
+	if req.Body != nil {
+		_ = req.Body.Close()
+	}
 }
 
 // cancelBody ends a per-try timeout's context when the answer's body is
