@@ -145,6 +145,7 @@ func (s *Stage) arrive(now time.Time, r Request, w *Wait, mk func() *Wait) (Tick
 	if s.agg != nil {
 		s.agg.Arrive()
 	}
+	shadowed := false // counted as shadow-rejected already
 	if !r.Deadline.IsZero() && !r.Deadline.After(now) {
 		// Its caller has given up: serving it would be work nobody waits
 		// for.
@@ -153,13 +154,17 @@ func (s *Stage) arrive(now time.Time, r Request, w *Wait, mk func() *Wait) (Tick
 			return Ticket{}, gate.Rejected, nil, s.errDeadline
 		}
 		cs.shadowRejected.Add(1)
+		shadowed = true
 	}
 	if !s.gates.AdmitAt(now, class) {
 		if !s.shadow {
 			s.reject(cs)
 			return Ticket{}, gate.Rejected, nil, s.errReject
 		}
-		cs.shadowRejected.Add(1)
+		if !shadowed {
+			cs.shadowRejected.Add(1)
+			shadowed = true
+		}
 	}
 	c := s.conc
 	if c == nil || s.gates.Off() {
@@ -178,7 +183,9 @@ func (s *Stage) arrive(now time.Time, r Request, w *Wait, mk func() *Wait) (Tick
 	case v.queued != nil:
 		return Ticket{}, gate.Queued, v.queued, nil
 	case s.shadow:
-		cs.shadowRejected.Add(1)
+		if !shadowed {
+			cs.shadowRejected.Add(1)
+		}
 		return s.admit(cs, class, now, now, false), gate.Admitted, nil, nil
 	}
 	// No slot, and no room to wait: the predicted wait is beyond the

@@ -36,6 +36,18 @@ func TestStageDeadlinePassed(t *testing.T) {
 	if tot := s.Totals(0); tot.Rejected != 2 || tot.Deadline != 2 || tot.Admitted != 1 {
 		t.Errorf("totals %+v", tot)
 	}
+	// Shadow mode admits a late request and counts it once.
+	sh, err := New(Options{Name: "s", Controller: scriptedConfig{&scripted{cur: limitDecision(1, time.Second, 0)}}, Shadow: true}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh.Arrive(at(0), 0, nil) // the one slot
+	if _, o, err := sh.ArriveRequest(at(10), Request{Deadline: at(5)}, nil); o != gate.Admitted || err != nil {
+		t.Fatalf("shadow, late and no slot: %v, %v", o, err)
+	}
+	if tot := sh.Totals(0); tot.ShadowRejected != 1 || tot.Deadline != 0 {
+		t.Fatalf("shadow totals %+v", tot)
+	}
 	// A rate stage rejects a late request too, without taking a token.
 	rc := control.DefaultStaticRateConfig()
 	rc.Rate = 1
