@@ -34,6 +34,14 @@ type Request struct {
 	Finished time.Duration
 	// Outcome says how it finished; valid once Done.
 	Outcome Outcome
+	// Deadline is the virtual time by which the sender needs the answer,
+	// the deadline that travels with a request from hop to hop (the
+	// X-Sluice-Timeout header, a context's deadline); 0 means none.
+	// Stage admits against it (stage.Stage.ArriveRequest).
+	Deadline time.Duration
+	// Tenant is who the request is done for (X-Sluice-Tenant), kept by
+	// Stage for fair queueing within a class.
+	Tenant string
 	// Data is free for scenarios (for example a proxy-side timestamp).
 	Data any
 	// OnFinish is called once when the request finishes, after the
@@ -41,7 +49,9 @@ type Request struct {
 	OnFinish func(r *Request)
 
 	done     bool
+	canceled bool
 	deferred []func(r *Request)
+	cancels  []func(r *Request)
 }
 
 // ResponseTime returns Finished − Sent.
@@ -56,14 +66,45 @@ func (r *Request) Done() bool { return r.done }
 // the outcome.
 func (r *Request) Defer(fn func(r *Request)) { r.deferred = append(r.deferred, fn) }
 
+// OnCancel registers fn to run when the request's sender goes away
+// (Cancel) before it finished; functions run newest first, like Defer.
+// Stages use it to take a waiting request out of their queue, and a hop
+// to stop the calls it makes on the request's behalf.
+func (r *Request) OnCancel(fn func(r *Request)) { r.cancels = append(r.cancels, fn) }
+
+// Cancel says that the request's sender has gone (it gave up, closed its
+// connection, or its context ended), as a server sees a client leave:
+// the functions registered with OnCancel run, once. Cancel does not
+// finish the request: whoever holds it decides (a queue drops it; a
+// server may well finish work nobody waits for any more). It does
+// nothing once the request has finished or was canceled.
+func (r *Request) Cancel() {
+	if r.done || r.canceled {
+		return
+	}
+	r.canceled = true
+	fns := r.cancels
+	r.cancels = nil
+	for i := len(fns) - 1; i >= 0; i-- {
+		fns[i](r)
+	}
+}
+
+// Canceled reports whether the request's sender had gone (Cancel) before
+// it finished.
+func (r *Request) Canceled() bool { return r.canceled }
+
 // Finish ends the request at virtual time now with outcome o: it sets
 // Finished and Outcome, runs the deferred functions and then OnFinish. It
 // reports false and does nothing if the request had already finished.
+// The functions registered with OnCancel are dropped: a finished request
+// can no longer be canceled.
 func (r *Request) Finish(now time.Duration, o Outcome) bool {
 	if r.done {
 		return false
 	}
 	r.done = true
+	r.cancels = nil
 	r.Finished, r.Outcome = now, o
 	for i := len(r.deferred) - 1; i >= 0; i-- {
 		r.deferred[i](r)

@@ -11,10 +11,14 @@ import (
 
 // Stage is a Handler that puts each request through a stage.Stage, the
 // very stage the proxy and the middleware drive, in virtual time: the
-// stage's gate and wait queue decide (Stage.Arrive with the engine's
-// clock), admitted requests go on to Next holding their ticket, a queued
-// request waits for its slot or its deadline, and every finished request
-// ends its ticket at the virtual time it finished. A ticker calls the
+// stage's gate and wait queue decide (Stage.ArriveRequest with the
+// engine's clock, the request's class, tenant and Deadline), admitted
+// requests go on to Next holding their ticket, a queued request waits
+// for its slot, the end of its allowed wait or its own deadline, and
+// leaves the queue when its sender goes away (Request.Cancel, as the
+// middleware's Enter leaves it when the request's context ends), and
+// every finished request ends its ticket at the virtual time it
+// finished. A ticker calls the
 // stage's Step as the live runner does (a Runner: every period, or every
 // stage.MaxPoll for a sample-triggered controller), so its controller runs
 // exactly as it runs live.
@@ -94,7 +98,11 @@ func (s *Stage) Handle(r *Request) {
 	}
 	w := &simWait{s: s, r: r}
 	w.Notify = w
-	t, o := s.st.Arrive(s.e.Time(), c, &w.Wait)
+	req := stage.Request{Class: c, Tenant: r.Tenant}
+	if r.Deadline > 0 {
+		req.Deadline = s.e.Base().Add(r.Deadline)
+	}
+	t, o, _ := s.st.ArriveRequest(s.e.Time(), req, &w.Wait)
 	switch o {
 	case gate.Admitted:
 		s.serve(r, t)
@@ -103,6 +111,15 @@ func (s *Stage) Handle(r *Request) {
 	default:
 		w.timer = s.e.After(w.Deadline.Sub(s.e.Time()), func() {
 			if s.st.Leave(s.e.Time(), &w.Wait, true) {
+				r.Finish(s.e.Now(), Rejected)
+			}
+		})
+		r.OnCancel(func(r *Request) {
+			// The sender left while the request waited: out of the
+			// queue, counted as the middleware counts it (a rejection,
+			// not a deadline's).
+			if s.st.Leave(s.e.Time(), &w.Wait, false) {
+				w.timer.Stop()
 				r.Finish(s.e.Now(), Rejected)
 			}
 		})

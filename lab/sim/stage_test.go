@@ -54,3 +54,90 @@ func TestStageExactTrigger(t *testing.T) {
 		}
 	}
 }
+
+// TestStageDeadlineAndCancel: the deadline a request carries and its
+// sender leaving act in virtual time as they do live. A stage of one
+// slot with a queue in front of one server of 100 ms: the first request
+// is served; a queued one with a deadline of 50 ms leaves the queue then
+// (a deadline rejection); one whose deadline has already passed is
+// rejected on arrival (another); a queued one whose sender leaves at
+// 20 ms leaves the queue then and is never served; the last one is
+// served after the first.
+func TestStageDeadlineAndCancel(t *testing.T) {
+	e := New(1)
+	cfg := control.DefaultStaticConcurrencyConfig()
+	cfg.Limit = 1
+	st, err := stage.New(stage.Options{Name: "s", Controller: &cfg, QueueTimeout: time.Second}, e.Time())
+	if err != nil {
+		t.Fatal(err)
+	}
+	server, _ := NewFIFO(e, FIFOConfig{Servers: 1})
+	served := map[string]bool{}
+	visit := &Visit{Engine: e, Station: server, Work: func(r *Request) float64 {
+		served[r.Data.(string)] = true
+		return 0.1
+	}}
+	entry, err := NewStage(e, st, visit, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := map[string]*Request{}
+	send := func(at time.Duration, name string, deadline time.Duration) *Request {
+		r := &Request{ID: e.NextID(), Data: name, Deadline: deadline}
+		done[name] = r
+		e.Schedule(at, func() { r.Sent = e.Now(); entry.Handle(r) })
+		return r
+	}
+	send(0, "first", 0)
+	send(time.Millisecond, "short", 50*time.Millisecond)
+	send(10*time.Millisecond, "late", 5*time.Millisecond)
+	gone := send(2*time.Millisecond, "gone", 0)
+	send(3*time.Millisecond, "last", 0)
+	e.Schedule(20*time.Millisecond, gone.Cancel)
+	e.Run(time.Second)
+	want := map[string]struct {
+		o      Outcome
+		at     time.Duration
+		served bool
+	}{
+		"first": {Completed, 100 * time.Millisecond, true},
+		"short": {Rejected, 50 * time.Millisecond, false},
+		"late":  {Rejected, 10 * time.Millisecond, false},
+		"gone":  {Rejected, 20 * time.Millisecond, false},
+		"last":  {Completed, 200 * time.Millisecond, true},
+	}
+	for name, w := range want {
+		r := done[name]
+		if !r.Done() || r.Outcome != w.o || r.Finished != w.at || served[name] != w.served {
+			t.Errorf("%s: done %v, %v at %v, served %v; want %v at %v, served %v", name, r.Done(), r.Outcome, r.Finished, served[name], w.o, w.at, w.served)
+		}
+	}
+	if !gone.Canceled() || done["first"].Canceled() {
+		t.Errorf("Canceled: gone %v, first %v; want true, false", gone.Canceled(), done["first"].Canceled())
+	}
+	cs := st.State(0).Classes[0]
+	if cs.Deadline != 2 || cs.Rejected != 3 || cs.Completed != 2 {
+		t.Errorf("stage counted %d deadline rejections, %d rejected, %d completed; want 2, 3, 2", cs.Deadline, cs.Rejected, cs.Completed)
+	}
+}
+
+// TestRequestCancel: Cancel runs the OnCancel functions once, newest
+// first, and does nothing after Finish.
+func TestRequestCancel(t *testing.T) {
+	var order []int
+	r := &Request{}
+	r.OnCancel(func(*Request) { order = append(order, 1) })
+	r.OnCancel(func(*Request) { order = append(order, 2) })
+	r.Cancel()
+	r.Cancel()
+	if len(order) != 2 || order[0] != 2 || order[1] != 1 || !r.Canceled() {
+		t.Errorf("cancel ran %v, canceled %v; want [2 1], true", order, r.Canceled())
+	}
+	f := &Request{}
+	f.OnCancel(func(*Request) { t.Error("a finished request was canceled") })
+	f.Finish(0, Completed)
+	f.Cancel()
+	if f.Canceled() {
+		t.Error("a finished request reports Canceled")
+	}
+}
