@@ -1,12 +1,15 @@
 package testbed
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -43,6 +46,15 @@ type QueueConfig struct {
 	QueueLimit int `json:"queue_limit"`
 	// Size is the response body size in bytes (≥ 0).
 	Size int `json:"size"`
+	// Record keeps a record of every request (QueueRecord: arrival,
+	// finish, demand, the deadline of its user from LabDeadlineHeader,
+	// whether its caller had gone when it finished), served as CSV at
+	// GET /_records (Records).
+	Record bool `json:"record"`
+	// Control serves POST /_scale?factor=F, which calls SetScale(F): the
+	// capacity changed at run time from outside (the chain experiment's
+	// trigger).
+	Control bool `json:"control"`
 }
 
 // DefaultQueueConfig returns 4 FIFO workers with exponential 20 ms service
@@ -117,6 +129,23 @@ type Queue struct {
 	done    []completion // scratch
 	closed  bool
 	closing chan struct{}
+	records []QueueRecord // when cfg.Record
+}
+
+// QueueRecord is one request a Queue received (QueueConfig.Record).
+type QueueRecord struct {
+	// Arrival and Finish are when it arrived and when its service ended
+	// (zero: it had not ended, or it was refused, when the records were
+	// read).
+	Arrival, Finish time.Time
+	// Demand is its service demand in seconds (0 if refused).
+	Demand float64
+	// UserDeadline is the deadline of the user request it serves, from
+	// LabDeadlineHeader (zero: none).
+	UserDeadline time.Time
+	// Gone says its caller had gone (its connection closed) when its
+	// service ended.
+	Gone bool
 }
 
 type queueWaiter struct {
@@ -250,10 +279,102 @@ func (q *Queue) releaseLocked() {
 	}
 }
 
-// ServeHTTP answers /_meta and /healthz directly and every other path after
-// the request's service in the emulated server.
+// Records returns a copy of the records kept so far (QueueConfig.Record).
+func (q *Queue) Records() []QueueRecord {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return append([]QueueRecord(nil), q.records...)
+}
+
+// WriteRecords writes the records as CSV: a header line, then one line
+// per request, arrival_unix_ns,finish_unix_ns,demand_s,
+// user_deadline_unix_ns,gone (0 for a zero time; gone 0 or 1).
+func (q *Queue) WriteRecords(w io.Writer) error {
+	bw := bufio.NewWriter(w)
+	fmt.Fprintln(bw, "arrival_unix_ns,finish_unix_ns,demand_s,user_deadline_unix_ns,gone")
+	ns := func(t time.Time) int64 {
+		if t.IsZero() {
+			return 0
+		}
+		return t.UnixNano()
+	}
+	for _, r := range q.Records() {
+		gone := 0
+		if r.Gone {
+			gone = 1
+		}
+		fmt.Fprintf(bw, "%d,%d,%s,%d,%d\n", ns(r.Arrival), ns(r.Finish), strconv.FormatFloat(r.Demand, 'g', -1, 64), ns(r.UserDeadline), gone)
+	}
+	return bw.Flush()
+}
+
+// ParseQueueRecords reads the CSV of WriteRecords.
+func ParseQueueRecords(rd io.Reader) ([]QueueRecord, error) {
+	sc := bufio.NewScanner(rd)
+	var out []QueueRecord
+	tm := func(v int64) time.Time {
+		if v == 0 {
+			return time.Time{}
+		}
+		return time.Unix(0, v)
+	}
+	for line := 0; sc.Scan(); line++ {
+		if line == 0 {
+			continue
+		}
+		f := strings.Split(sc.Text(), ",")
+		if len(f) != 5 {
+			return nil, fmt.Errorf("records line %d: %d fields, want 5", line+1, len(f))
+		}
+		var v [3]int64
+		var err error
+		for i, j := range []int{0, 1, 3} {
+			if v[i], err = strconv.ParseInt(f[j], 10, 64); err != nil {
+				return nil, fmt.Errorf("records line %d: %w", line+1, err)
+			}
+		}
+		d, err := strconv.ParseFloat(f[2], 64)
+		if err != nil {
+			return nil, fmt.Errorf("records line %d: %w", line+1, err)
+		}
+		out = append(out, QueueRecord{Arrival: tm(v[0]), Finish: tm(v[1]), Demand: d, UserDeadline: tm(v[2]), Gone: f[4] == "1"})
+	}
+	return out, sc.Err()
+}
+
+// serveControl answers /_records and /_scale when configured, and
+// reports whether it did.
+func (q *Queue) serveControl(w http.ResponseWriter, r *http.Request) bool {
+	switch {
+	case r.URL.Path == "/_records" && q.cfg.Record:
+		w.Header().Set("Content-Type", "text/csv")
+		_ = q.WriteRecords(w)
+		return true
+	case r.URL.Path == "/_scale" && q.cfg.Control:
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", http.MethodPost)
+			http.Error(w, "POST /_scale?factor=F", http.StatusMethodNotAllowed)
+			return true
+		}
+		f, err := strconv.ParseFloat(r.URL.Query().Get("factor"), 64)
+		if err == nil {
+			err = q.SetScale(f)
+		}
+		if err != nil {
+			http.Error(w, "factor: "+err.Error(), http.StatusBadRequest)
+			return true
+		}
+		fmt.Fprintf(w, "scale %g: capacity %.1f req/s\n", f, q.Capacity())
+		return true
+	}
+	return false
+}
+
+// ServeHTTP answers /_meta and /healthz directly (and /_records and
+// /_scale when configured) and every other path after the request's
+// service in the emulated server.
 func (q *Queue) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if serveMeta(w, r, q.Meta) {
+	if serveMeta(w, r, q.Meta) || q.serveControl(w, r) {
 		return
 	}
 	status := q.serve(w, r)
@@ -280,8 +401,17 @@ func (q *Queue) serve(w http.ResponseWriter, r *http.Request) int {
 	wt := &queueWaiter{ch: make(chan struct{})}
 	q.waiters[id] = wt
 	var ok bool
-	q.done, ok = q.core.arrive(time.Now(), id, demand, q.done[:0])
+	now := time.Now()
+	rec := -1
+	if q.cfg.Record {
+		rec = len(q.records)
+		q.records = append(q.records, QueueRecord{Arrival: now, Demand: demand, UserDeadline: labDeadline(r.Header)})
+	}
+	q.done, ok = q.core.arrive(now, id, demand, q.done[:0])
 	if !ok {
+		if rec >= 0 {
+			q.records[rec].Demand = 0
+		}
 		delete(q.waiters, id)
 		var u float64
 		q.done, u = q.core.utilization(time.Now(), q.done)
@@ -302,6 +432,12 @@ func (q *Queue) serve(w http.ResponseWriter, r *http.Request) int {
 		http.Error(w, "queue backend closing", http.StatusServiceUnavailable)
 		return http.StatusServiceUnavailable
 	}
+	if rec >= 0 {
+		gone := r.Context().Err() != nil
+		q.mu.Lock()
+		q.records[rec].Finish, q.records[rec].Gone = time.Now(), gone
+		q.mu.Unlock()
+	}
 	h.Set(UtilizationHeader, formatUtilization(wt.utilization))
 	h.Set("X-Sluice-Demand-Ms", strconv.FormatFloat(demand*1e3, 'f', 3, 64))
 	h.Set("Content-Type", "text/plain; charset=utf-8")
@@ -309,6 +445,15 @@ func (q *Queue) serve(w http.ResponseWriter, r *http.Request) int {
 	w.WriteHeader(http.StatusOK)
 	w.Write(q.body)
 	return http.StatusOK
+}
+
+// labDeadline reads LabDeadlineHeader (zero when absent or malformed).
+func labDeadline(h http.Header) time.Time {
+	v, err := strconv.ParseInt(h.Get(LabDeadlineHeader), 10, 64)
+	if err != nil || v <= 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, v)
 }
 
 // Close stops the timer and answers every waiting request 503. It is

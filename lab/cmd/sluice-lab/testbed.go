@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluicehq/sluice/internal/cli"
+	"github.com/sluicehq/sluice/lab/retry"
 	"github.com/sluicehq/sluice/lab/testbed"
 )
 
@@ -28,11 +29,13 @@ func newTestbedCmd() *cobra.Command {
 	var f testbedFlags
 	cmd := &cobra.Command{
 		Use:   "testbed KIND [flags]",
-		Short: "Run a test backend: queue, cgi, static or bookstore",
+		Short: "Run a test backend: queue, tier, cgi, static or bookstore",
 		Long: `testbed runs an HTTP backend with known costs, to protect and to overload.
 
   queue      fixed capacity: --workers C servers, FIFO or processor sharing,
              service times from a distribution, emulated with timers
+  tier       a service of a chain: calls --next for every request, naive,
+             with a retry budget, grpc-go's retry throttling or sluice
   cgi        real CPU work: generate and sum N random numbers per request
   static     a SURGE-like file set (heavy-tailed sizes, Zipf popularity,
              /islarge/ for files over 50 KB, 20% dynamic under /cgi-bin/)
@@ -51,13 +54,13 @@ are not loopback need --allow-public. Ctrl-C stops it and prints a summary.`,
   sluice-lab testbed bookstore --db postgres://user:pass@127.0.0.1:5432/shop?sslmode=disable`,
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			return cli.Usagef("testbed: KIND required: queue, cgi, static or bookstore (see sluice-lab testbed --help)")
+			return cli.Usagef("testbed: KIND required: queue, tier, cgi, static or bookstore (see sluice-lab testbed --help)")
 		},
 	}
 	pf := cmd.PersistentFlags()
 	pf.StringVar(&f.listen, "listen", "127.0.0.1:8081", "address to listen on (host:port; port 0 picks a free port)")
 	pf.BoolVar(&f.allowPublic, "allow-public", false, "allow a listen address that is not loopback")
-	cmd.AddCommand(newTestbedQueueCmd(&f), newTestbedCGICmd(&f), newTestbedStaticCmd(&f), newTestbedBookstoreCmd(&f))
+	cmd.AddCommand(newTestbedQueueCmd(&f), newTestbedTierCmd(&f), newTestbedCGICmd(&f), newTestbedStaticCmd(&f), newTestbedBookstoreCmd(&f))
 	return cmd
 }
 
@@ -98,6 +101,77 @@ beyond C+L in the system are answered 503 at once.`,
 	fl.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the service-time draws")
 	fl.IntVar(&cfg.QueueLimit, "queue-limit", cfg.QueueLimit, "requests allowed to wait beyond the workers (0 = unlimited)")
 	fl.IntVar(&cfg.Size, "size", cfg.Size, "response body size in bytes")
+	fl.BoolVar(&cfg.Record, "record", false, "keep a record of every request, served as CSV at GET /_records")
+	fl.BoolVar(&cfg.Control, "control", false, "serve POST /_scale?factor=F: multiply the demand of new requests by F (F = 3: a third of the capacity)")
+	return cmd
+}
+
+func newTestbedTierCmd(f *testbedFlags) *cobra.Command {
+	cfg := testbed.DefaultTierConfig()
+	var policyFile string
+	var slo time.Duration
+	cmd := &cobra.Command{
+		Use:   "tier",
+		Short: "A service of a chain: calls the next hop for every request",
+		Long: `tier is one service of a chain (the graph figures): for every request it
+calls --next once and relays the answer (504 when the call ran out of
+time, 503 when sluice's client side throttled it, 502 otherwise). The
+call carries the request's context: it ends when the caller leaves.
+
+  naive          no overload control: each call retried up to --attempts
+                 times after --backoff, each attempt bounded by --per-try
+  budget         the same within a retry budget per destination (Finagle,
+                 Envoy): --budget-ratio of the calls + --budget-min per
+                 second over --budget-window
+  grpc-throttle  the same while grpc-go's token count (--max-tokens,
+                 --token-ratio) allows retries (gRFC A6)
+  sluice         sluice's middleware with --policy (default: one stage,
+                 auto told --slo) in front, sluice's client side (its
+                 defaults) on the calls: the deadline and the priority
+                 travel on
+
+The headers named by --forward are passed on as they came.`,
+		Example: `  sluice-lab testbed tier --next http://127.0.0.1:8081 --mode naive --per-try 300ms
+  sluice-lab testbed tier --listen 127.0.0.1:8082 --next http://127.0.0.1:8081 --mode sluice --slo 250ms`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			switch {
+			case policyFile != "":
+				p, err := testbed.LoadTierPolicy(policyFile)
+				if err != nil {
+					return cli.Usagef("--policy: %v", err)
+				}
+				cfg.Policy = p
+			case slo > 0:
+				st := &cfg.Policy.Stages[0]
+				if err := st.Params.Encode(map[string]any{"slo": slo.String()}); err != nil {
+					return err
+				}
+			}
+			return serveTestbed(cmd, f, "tier", func(context.Context) (testbed.Backend, string, error) {
+				t, err := testbed.NewTier(cfg)
+				if err != nil {
+					return nil, "", cli.Usagef("%v", err)
+				}
+				return t, fmt.Sprintf("mode %s, next %s", cfg.Mode, cfg.Next), nil
+			})
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&cfg.Next, "next", "", "base URL of the next hop (loopback; required)")
+	fl.StringVar(&cfg.Mode, "mode", cfg.Mode, "naive, budget, grpc-throttle or sluice")
+	fl.IntVar(&cfg.Retry.MaxAttempts, "attempts", retry.DefaultMaxAttempts, "most attempts of a call (naive, budget, grpc-throttle)")
+	fl.DurationVar(&cfg.Retry.PerTry, "per-try", 0, "each attempt's timeout (0: none)")
+	fl.DurationVar(&cfg.Retry.Backoff, "backoff", 0, "wait before a retry (0: at once)")
+	fl.Float64Var(&cfg.Retry.BudgetRatio, "budget-ratio", retry.DefaultBudgetRatio, "budget: retries per call")
+	fl.Float64Var(&cfg.Retry.BudgetMinPerSecond, "budget-min", retry.DefaultBudgetMinPerSecond, "budget: retries per second always allowed")
+	fl.DurationVar(&cfg.Retry.BudgetWindow, "budget-window", retry.DefaultBudgetWindow, "budget: how far back calls and retries count")
+	fl.Float64Var(&cfg.Retry.MaxTokens, "max-tokens", retry.DefaultMaxTokens, "grpc-throttle: maxTokens")
+	fl.Float64Var(&cfg.Retry.TokenRatio, "token-ratio", retry.DefaultTokenRatio, "grpc-throttle: tokenRatio")
+	fl.StringVar(&policyFile, "policy", "", "sluice: the admission policy's YAML (package policy: classes, stages, ...)")
+	fl.DurationVar(&slo, "slo", 0, "sluice without --policy: the SLO of the one auto stage (0: auto's default)")
+	fl.StringSliceVar(&cfg.Forward, "forward", cfg.Forward, "request headers passed on to the next hop")
+	fl.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the client side's and the policies' draws")
 	return cmd
 }
 
