@@ -17,4 +17,6 @@ var registry = map[string]func(ps *Params) RunFunc{
 	"voigt-bandwidth":       voigtBandwidth,
 	"lijamin-epochs":        lijaminEpochs,
 	"adaptive":              adaptivePhasesScenario,
+	"graph":                 graphChain(false),
+	"graph-crowd":           graphChain(true),
 }

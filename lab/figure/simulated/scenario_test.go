@@ -13,7 +13,7 @@ import (
 
 func TestRegistry(t *testing.T) {
 	want := []string{"kihl-step", "kihl-distribution", "yaksha-load-sweep", "yaksha-workload-shift",
-		"seda-spike", "seda-classes", "seda-degradation", "voigt-sweep", "voigt-step", "voigt-bandwidth", "lijamin-epochs", "adaptive"}
+		"seda-spike", "seda-classes", "seda-degradation", "voigt-sweep", "voigt-step", "voigt-bandwidth", "lijamin-epochs", "adaptive", "graph", "graph-crowd"}
 	if got := Names(); !slices.Equal(got, want) {
 		t.Fatalf("Names() = %v, want %v", got, want)
 	}
@@ -119,7 +119,7 @@ func writeRun(t *testing.T, name string, seed uint64, sets ...string) string {
 }
 
 func TestDeterminism(t *testing.T) {
-	for _, name := range []string{"kihl-step", "seda-spike"} {
+	for _, name := range []string{"kihl-step", "seda-spike", "graph"} {
 		t.Run(name, func(t *testing.T) {
 			a := writeRun(t, name, 1)
 			b := writeRun(t, name, 1)
