@@ -67,6 +67,8 @@ var registry = map[string]func(ctx context.Context, env *Env) (*figure.Result, e
 	"voigt-bandwidth":       runVoigtBandwidth,
 	"lijamin-epochs":        runLiJaminEpochs,
 	"adaptive":              runAdaptive,
+	"graph":                 runGraph,
+	"graph-crowd":           runGraphCrowd,
 	"peers":                 runPeers,
 	"cluster":               runCluster,
 }

@@ -1,0 +1,72 @@
+package live
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/lab/figure"
+	"github.com/sluicehq/sluice/lab/testbed"
+)
+
+// The quick forms stay short; the full ones are the figure's defaults.
+func TestGraphPlan(t *testing.T) {
+	for _, crowd := range []bool{false, true} {
+		full := planGraph(newEnv("graph", Options{}), crowd)
+		if d := figure.DefaultGraph(crowd); full.c.End() != d.End() || len(full.c.Rows) != len(d.Rows) {
+			t.Errorf("crowd %v: the full form is not the figure's defaults", crowd)
+		}
+		quick := planGraph(newEnv("graph", Options{Quick: true}), crowd)
+		if load := time.Duration(len(quick.c.Rows)) * quick.c.End(); load > 70*time.Second {
+			t.Errorf("crowd %v: the quick form runs %v of load", crowd, load)
+		}
+	}
+}
+
+// The configurations the experiment writes are accepted by the programs
+// that read them: the tiers' policy file and the proxies' configuration.
+func TestGraphConfigs(t *testing.T) {
+	pl := planGraph(newEnv("graph", Options{}), false)
+	dir := t.TempDir()
+	file, err := pl.writePolicy(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol, err := testbed.LoadTierPolicy(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pol.Stages) != 1 || pol.Stages[0].Controller != "auto" || len(pol.Classes.Order) != 2 {
+		t.Errorf("policy read back: %+v", pol)
+	}
+	if _, err := pl.proxyConfig("127.0.0.1:1", "127.0.0.1:2", "http://127.0.0.1:3"); err != nil {
+		t.Errorf("proxy configuration: %v", err)
+	}
+}
+
+// stampDeadline puts the context's deadline in the lab's header, on a
+// copy of the request.
+func TestStampDeadline(t *testing.T) {
+	var got string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = r.Header.Get(testbed.LabDeadlineHeader)
+	}))
+	defer srv.Close()
+	dl := time.Now().Add(time.Minute)
+	ctx, cancel := context.WithDeadline(context.Background(), dl)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	resp, err := stampDeadline{next: tr}.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got != strconv.FormatInt(dl.UnixNano(), 10) || req.Header.Get(testbed.LabDeadlineHeader) != "" {
+		t.Errorf("the server saw %q, the caller's request has %q; want the deadline, and nothing", got, req.Header.Get(testbed.LabDeadlineHeader))
+	}
+}
