@@ -293,3 +293,37 @@ func TestQueueRecordsAndScale(t *testing.T) {
 }
 
 func math3(v float64) int { return int(v*1000 + 0.5) }
+
+// With FreeGone, the handler of a request whose client has gone returns
+// at once, answering nothing, and its work is still done and recorded.
+func TestQueueFreeGone(t *testing.T) {
+	cfg := queueCfg(1, DisciplineFIFO, "det:200ms")
+	cfg.Record, cfg.FreeGone = true, true
+	q := newTestQueue(t, cfg)
+	ctx, cancel := context.WithCancel(t.Context())
+	req := httptest.NewRequestWithContext(ctx, http.MethodGet, "/x", nil)
+	w := httptest.NewRecorder()
+	done := make(chan struct{})
+	start := time.Now()
+	go func() { q.ServeHTTP(w, req); close(done) }()
+	time.Sleep(20 * time.Millisecond)
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(150 * time.Millisecond):
+		t.Fatal("the handler did not return when its client left")
+	}
+	if w.Body.Len() != 0 {
+		t.Errorf("answered %q to a client that left", w.Body.String())
+	}
+	var recs []QueueRecord
+	for range 100 {
+		if recs = q.Records(); len(recs) == 1 && !recs[0].Finish.IsZero() {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if len(recs) != 1 || !recs[0].Gone || recs[0].Finish.Sub(start) < 190*time.Millisecond {
+		t.Errorf("records %+v: want the work done (finished ~200ms after the start) for a client that had gone", recs)
+	}
+}

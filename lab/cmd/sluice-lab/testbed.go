@@ -103,6 +103,7 @@ beyond C+L in the system are answered 503 at once.`,
 	fl.IntVar(&cfg.Size, "size", cfg.Size, "response body size in bytes")
 	fl.BoolVar(&cfg.Record, "record", false, "keep a record of every request, served as CSV at GET /_records")
 	fl.BoolVar(&cfg.Control, "control", false, "serve POST /_scale?factor=F: multiply the demand of new requests by F (F = 3: a third of the capacity)")
+	fl.BoolVar(&cfg.FreeGone, "free-gone", false, "end the handler of a request whose client has gone at once; its work is still done")
 	return cmd
 }
 

@@ -158,7 +158,7 @@ func (pl graphPlan) runRow(ctx context.Context, env *Env, dir, row string) (run 
 	procs := &graphProcs{}
 	defer func() { err = errors.Join(err, procs.Close()) }()
 	be, err := startChildBackend(ctx, env.Executable, nil, "queue", "--workers", strconv.Itoa(c.Workers),
-		"--service", c.Service.String(), "--seed", strconv.FormatUint(env.Seed, 10), "--record", "--control")
+		"--service", c.Service.String(), "--seed", strconv.FormatUint(env.Seed, 10), "--record", "--control", "--free-gone")
 	if err != nil {
 		return nil, fmt.Errorf("backend: %w", err)
 	}
