@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/lab/dist"
 	"github.com/sluicehq/sluice/lab/report"
 	"github.com/sluicehq/sluice/lab/retry"
@@ -160,6 +161,15 @@ type GraphParams struct {
 	Arrivals string
 	// Rows are the rows to run.
 	Rows []string
+	// Admission, Throttle, RetryBudget and PerTry take the in-process
+	// row apart (the ablation of docs/experiments.md): Admission puts
+	// the middleware's stage in front of every tier, Throttle and
+	// RetryBudget switch the client side's adaptive throttling and retry
+	// budget, and PerTry is its per-try timeout (0: none, the default).
+	// They are the simulator's (`sluice-lab sim graph --set
+	// admission=false`); the live experiment runs the defaults.
+	Admission, Throttle, RetryBudget bool
+	PerTry                           time.Duration
 	// CollapseHold is how long the naive row's goodput must stay below
 	// CollapseFraction of its level before after the trigger.
 	CollapseHold     time.Duration
@@ -201,6 +211,10 @@ func DeclareGraph(ps *Params, c *GraphParams, crowd bool) {
 		ps.Float(&c.CollapseFraction, "collapse_fraction", 0.2, 0.01, 1, "collapsed: goodput below this fraction of its level before")
 		ps.Subset(&c.Rows, "rows", GraphRows, GraphRows, "rows to run")
 	}
+	ps.Bool(&c.Admission, "admission", true, "inprocess row: the middleware's stage in front of every tier (false: none, an ablation)")
+	ps.Bool(&c.Throttle, "throttle", true, "inprocess row: the client side's adaptive throttling (false: off, an ablation)")
+	ps.Bool(&c.RetryBudget, "retry_budget", true, "inprocess row: the client side's retry budget (false: unbounded, an ablation)")
+	ps.Duration(&c.PerTry, "per_try", 0, 0, time.Hour, "inprocess row: the client side's per-try timeout (0: none, its default; an ablation: a timed-out attempt is sent again while the destination still works on it)")
 	ps.Choice(&c.Arrivals, "arrivals", "constant", []string{"constant", "poisson"}, "user arrivals: evenly spaced, or Poisson (whose ±8 % per second at 140 req/s would decide a per-second 95 % bar by chance)")
 }
 
@@ -284,6 +298,24 @@ func (c GraphParams) Retry(row string, perTry time.Duration) retry.Config {
 		BudgetRatio: c.BudgetRatio, BudgetMinPerSecond: c.BudgetMinPerSecond, BudgetWindow: c.BudgetWindow,
 		MaxTokens: c.MaxTokens, TokenRatio: c.TokenRatio}
 	cfg.SetDefaults()
+	return cfg
+}
+
+// SluiceClient returns the in-process row's client side, at the clients
+// and at every tier: sluice's defaults (client.DefaultConfig), with the
+// throttle off unless Throttle, and the retry budget unbounded (a ratio
+// of 1 retry per call and 10⁹ retries per second) unless RetryBudget,
+// and PerTry as its per-try timeout.
+func (c GraphParams) SluiceClient() client.Config {
+	cfg := client.DefaultConfig()
+	cfg.Retry.PerTryTimeout = c.PerTry
+	if !c.Throttle {
+		off := false
+		cfg.Throttle.Enabled = &off
+	}
+	if !c.RetryBudget {
+		cfg.Retry.BudgetRatio, cfg.Retry.BudgetMinPerSecond = 1, 1e9
+	}
 	return cfg
 }
 

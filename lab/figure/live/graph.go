@@ -307,7 +307,7 @@ func (s stampDeadline) RoundTrip(req *http.Request) (*http.Response, error) {
 // others.
 func (pl graphPlan) clientOf(row string, seed uint64, base *http.Transport) (http.RoundTripper, error) {
 	if row == figure.GraphInProcess {
-		return client.New(base, client.DefaultConfig(), client.Options{Rand: rand.New(rand.NewPCG(seed, 0x636c69656e74))})
+		return client.New(base, pl.c.SluiceClient(), client.Options{Rand: rand.New(rand.NewPCG(seed, 0x636c69656e74))})
 	}
 	return retry.NewTransport(base, pl.c.Retry(row, pl.c.ClientTimeout), seed)
 }

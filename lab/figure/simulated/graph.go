@@ -180,7 +180,7 @@ func (ch *chainSim) sluiceCaller(next sim.Handler, cfg client.Config) (*caller, 
 		return nil, err
 	}
 	d := client.NewDest(&cfg)
-	return &caller{ch: ch, next: next, carry: true,
+	return &caller{ch: ch, next: next, carry: true, perTry: cfg.Retry.PerTryTimeout,
 		newPolicy: func() decider { return &sluicePolicy{d: d} }}, nil
 }
 
@@ -419,9 +419,12 @@ func (ch *chainSim) build() ([]*caller, error) {
 	hop := func(name, front string, perTry time.Duration, next sim.Handler) (sim.Handler, error) {
 		switch row {
 		case figure.GraphInProcess:
-			cl, err := ch.sluiceCaller(next, client.DefaultConfig())
+			cl, err := ch.sluiceCaller(next, c.SluiceClient())
 			if err != nil {
 				return nil, err
+			}
+			if !c.Admission {
+				return &tier{cl: cl, carry: true}, nil
 			}
 			return ch.sluiceStage(name, &tier{cl: cl, carry: true})
 		case figure.GraphProxy:
@@ -467,7 +470,7 @@ func (ch *chainSim) build() ([]*caller, error) {
 	for range c.Classes() {
 		var cl *caller
 		if row == figure.GraphInProcess {
-			cl, err = ch.sluiceCaller(next, client.DefaultConfig())
+			cl, err = ch.sluiceCaller(next, c.SluiceClient())
 		} else {
 			cl, err = ch.labCaller(next, c.ClientTimeout)
 		}

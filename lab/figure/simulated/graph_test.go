@@ -2,6 +2,8 @@ package simulated
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -52,4 +54,82 @@ func TestGraphShort(t *testing.T) {
 	within(t, s, "collapse_s_naive", 8, 8)
 	within(t, s, "recovery_s_inprocess", 0, 1)
 	within(t, s, "late_calls_inprocess", 0, 0)
+}
+
+// The in-process row taken apart, in the short form (one row, 24 s of
+// virtual time): with every mechanism its checks hold; without the one
+// each check stands on, that check fails. This is what the chain figure
+// measures, so a change that removes a mechanism fails here:
+//
+//   - admission (the middleware's stage at every tier) is what keeps
+//     goodput during the trigger, the recovery and the waste: without
+//     it, deadlines carried and the client side alone still leave the
+//     backend a queue of work for callers that are gone;
+//   - with per-try timeouts (a timed-out attempt sent again while the
+//     backend still works on it) and no admission, the client side's
+//     retry budget and throttle are what hold the amplification near 1;
+//     with both off it is more than doubled.
+func TestGraphAblation(t *testing.T) {
+	short := []string{"warm=6s", "after=8s", "rows=inprocess"}
+	failed := func(sets ...string) map[string]bool {
+		t.Helper()
+		p, err := Prepare("graph")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Set(append(slices.Clone(short), sets...)...); err != nil {
+			t.Fatal(err)
+		}
+		res, err := p.Run(1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]bool{}
+		for _, c := range res.Checks {
+			if !c.Pass {
+				metric, _, _ := strings.Cut(c.Measured, " ")
+				out[metric] = true
+			}
+		}
+		return out
+	}
+	const (
+		recovery = "recovery_s_inprocess"
+		trigger  = "goodput_trigger_rps_inprocess"
+		amp      = "amplification_inprocess"
+		wasted   = "wasted_fraction_inprocess"
+		late     = "late_calls_inprocess"
+		moonshot = "min_goodput_rps_inprocess"
+	)
+	if f := failed(); len(f) > 1 || (len(f) == 1 && !f[moonshot]) {
+		t.Errorf("every mechanism on: failed %v, want none but the moonshot", slices.Sorted(maps.Keys(f)))
+	}
+	for _, tc := range []struct {
+		sets []string
+		fail []string // checks that must fail
+		pass []string // checks that must still hold
+	}{
+		{[]string{"admission=false"}, []string{recovery, trigger, wasted}, []string{amp, late}},
+		{[]string{"admission=false", "per_try=300ms"}, []string{recovery, trigger, wasted, amp}, []string{late}},
+		{[]string{"admission=false", "per_try=300ms", "throttle=false", "retry_budget=false"}, []string{recovery, trigger, wasted, amp}, []string{late}},
+	} {
+		f := failed(tc.sets...)
+		for _, m := range tc.fail {
+			if !f[m] {
+				t.Errorf("%v: the check on %s holds; without the mechanism it must fail", tc.sets, m)
+			}
+		}
+		for _, m := range tc.pass {
+			if f[m] {
+				t.Errorf("%v: the check on %s fails", tc.sets, m)
+			}
+		}
+	}
+	// The budget and the throttle bound the retries: with per-try
+	// timeouts and no admission, amplification stays near 1 with them
+	// and is more than doubled without.
+	with := run(t, "graph", 1, append(slices.Clone(short), "admission=false", "per_try=300ms")...)
+	without := run(t, "graph", 1, append(slices.Clone(short), "admission=false", "per_try=300ms", "throttle=false", "retry_budget=false")...)
+	within(t, with, amp, 1, 1.3)
+	within(t, without, amp, 2, 3)
 }
