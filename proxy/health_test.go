@@ -214,3 +214,29 @@ func TestReadyzShedding(t *testing.T) {
 	<-loadDone
 	eventually(t, "/readyz ready again", func() bool { c, _, _ := get(t, r.admin+"/readyz", nil); return c == 200 })
 }
+
+// TestDemandRatioMetric: a rate stage of 5 req/s offered 40 requests in a
+// control period of 2 s (20 req/s) exports sluice_demand_ratio 4.
+func TestDemandRatioMetric(t *testing.T) {
+	be := backend(t, func(w http.ResponseWriter, r *http.Request) {})
+	r := startManual(t, baseConfig(be.URL, `stages:
+  - name: api
+    match: {path_prefix: /}
+    controller: static-rate
+    burst: 1000
+    params: {rate: 5, period: 2s}
+`))
+	step := func(now time.Time) { r.srv.h.gen.Load().pol.Step(now) }
+	t0 := time.Now().Add(time.Hour)
+	step(t0)
+	if m := r.metricsText(t); !strings.Contains(m, `sluice_demand_ratio{stage="api"} 0`+"\n") {
+		t.Fatalf("sluice_demand_ratio is not 0 after an idle period:\n%s", grepLines(m, "sluice_demand_ratio"))
+	}
+	for range 40 {
+		get(t, r.url+"/x", nil)
+	}
+	step(t0.Add(2 * time.Second))
+	if m := r.metricsText(t); !strings.Contains(m, `sluice_demand_ratio{stage="api"} 4`+"\n") {
+		t.Fatalf("sluice_demand_ratio is not 4:\n%s", grepLines(m, "sluice_demand_ratio"))
+	}
+}
