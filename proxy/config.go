@@ -197,6 +197,10 @@ type AdminConfig struct {
 	// not loopback; optional (default none) on loopback. GET /config
 	// shows it redacted.
 	Token string `yaml:"token,omitempty"`
+	// TokenFile names a file whose first line is the token, read when the
+	// configuration is loaded (a mounted Kubernetes Secret keeps the
+	// token out of a ConfigMap); exclusive with Token (default none).
+	TokenFile string `yaml:"token_file,omitempty"`
 	// Pprof serves net/http/pprof under /debug/pprof/ (default false).
 	Pprof bool `yaml:"pprof"`
 }

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -331,6 +332,34 @@ func TestPoolDisciplineValidation(t *testing.T) {
 		cfg.SetDefaults()
 		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), c.path) {
 			t.Errorf("%s: Validate() = %v", c.path, err)
+		}
+	}
+}
+
+// admin.token_file reads the token from a file (a mounted Secret); its
+// errors name the file's line and the field, never the token.
+func TestAdminTokenFile(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "token")
+	must(t, os.WriteFile(good, []byte("0123456789abcdef0123\n"), 0o600))
+	short := filepath.Join(dir, "short")
+	must(t, os.WriteFile(short, []byte("s3cr3t\n"), 0o600))
+	head := goodHead + "admin:\n  addr: 0.0.0.0:9901\n  allow_public: true\n"
+	cfg, err := Parse("p.yaml", []byte(head+"  token_file: "+good+"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Admin.Token != "0123456789abcdef0123" {
+		t.Fatalf("token %q from the file", cfg.Admin.Token)
+	}
+	for _, tc := range []struct{ text, want string }{
+		{"  token_file: " + filepath.Join(dir, "none") + "\n", "p.yaml:9: admin.token_file: "},
+		{"  token_file: " + short + "\n", "p.yaml:9: admin.token_file: the token in"},
+		{"  token: 0123456789abcdef0123\n  token_file: " + good + "\n", "p.yaml:10: admin.token_file: is set with admin.token"},
+	} {
+		_, err := Parse("p.yaml", []byte(head+tc.text))
+		if err == nil || !strings.HasPrefix(err.Error(), tc.want) || strings.Contains(err.Error(), "s3cr3t") {
+			t.Errorf("%q: error %v, want prefix %q (and no token)", tc.text, err, tc.want)
 		}
 	}
 }
