@@ -11,7 +11,7 @@ GO ?= go
 RACE_PKGS = . ./gate/... ./monitor/... ./control/... ./stage/... ./policer/... ./policy/... ./classify/... ./share/... ./proxy/... ./cluster ./internal/localredis
 LAB_RACE_PKGS = ./reliability/... ./dashboard/...
 
-.PHONY: all build lab test vet lint fmt-check demo bench reliability clean
+.PHONY: all build lab image test vet lint fmt-check demo bench reliability clean
 
 all: build lab
 
@@ -22,6 +22,12 @@ build:
 ## lab: the lab's binary, bin/sluice-lab.
 lab:
 	$(GO) -C lab build -o ../bin/sluice-lab ./cmd/sluice-lab
+
+## image: the container image, built from scratch without pulling
+## anything (static binary, CA certificates, user nonroot 65532), as an
+## OCI archive: bin/sluice-image.oci.tar (podman load -i ...).
+image:
+	./scripts/image.sh
 
 ## test: formatting, import groups, vet and staticcheck in both modules,
 ## all tests, -race on the concurrent packages, the dashboard in Chromium

@@ -46,13 +46,16 @@ var (
 	descMaxWait = prometheus.NewDesc("sluice_queue_max_wait_seconds",
 		"Longest a new arrival may wait for a concurrency slot (0: rejected at once when no slot is free).",
 		[]string{"stage"}, nil)
+	descDemand = prometheus.NewDesc("sluice_demand_ratio",
+		"Offered load over the capacity the stage's controller grants, over its last control period (stage.State.DemandRatio): concurrency (offered req/s × mean response time) / limit, rate offered req/s / rate, else offered / admitted. Above 1 more capacity would serve refused or queued work; the metric to autoscale on.",
+		[]string{"stage"}, nil)
 	descEstimate = prometheus.NewDesc("sluice_controller_estimate",
 		"A controller's own estimate, by name (auto: limit, throughput_rps, service_mean_s, service_p99_s).",
 		[]string{"stage", "name"}, nil)
 )
 
 var allDescs = []*prometheus.Desc{descRequests, descRT, descRTMean, descGate, descQuality, descGateOff,
-	descDecisions, descInFlight, descQueued, descMaxWait, descEstimate, descHopInvalid, descHopUntrusted}
+	descDecisions, descInFlight, descQueued, descMaxWait, descEstimate, descDemand, descHopInvalid, descHopUntrusted}
 
 // collector reports the metrics of the policy current() returns.
 type collector struct {
@@ -64,7 +67,7 @@ type collector struct {
 // sluice_response_time_mean_seconds, sluice_gate_setting, sluice_quality,
 // sluice_gate_off, sluice_controller_decisions_total, sluice_in_flight,
 // sluice_queue_length, sluice_queue_max_wait_seconds,
-// sluice_controller_estimate) and the hop headers it refused
+// sluice_controller_estimate, sluice_demand_ratio) and the hop headers it refused
 // (sluice_hop_invalid_total, sluice_hop_untrusted_total). Nothing is registered: pass it to a registry. Two
 // policies' collectors describe the same metrics, so register only one at
 // a time; a proxy that reloads should register CollectorFor once instead.
@@ -129,6 +132,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descInFlight, prometheus.GaugeValue, float64(l.InFlight), name)
 			ch <- prometheus.MustNewConstMetric(descQueued, prometheus.GaugeValue, float64(l.Queued), name)
 			ch <- prometheus.MustNewConstMetric(descMaxWait, prometheus.GaugeValue, l.MaxWaitSeconds, name)
+		}
+		if d, ok := st.DemandRatio(); ok {
+			ch <- prometheus.MustNewConstMetric(descDemand, prometheus.GaugeValue, d, name)
 		}
 		for k, v := range st.Estimates {
 			ch <- prometheus.MustNewConstMetric(descEstimate, prometheus.GaugeValue, v, name, k)

@@ -24,6 +24,8 @@ const DefaultStateDecisions = 10
 
 // adminHandler serves the admin API:
 //
+//	GET  /healthz                 200 while the process is alive (never shed, no token)
+//	GET  /readyz                  200 when sluice can serve, else 503 and why (health.go; no token)
 //	GET  /metrics                 Prometheus metrics (sluice_* and proxy_*)
 //	GET  /state                   JSON: stages, classes, decisions, backends, queue
 //	GET  /config                  the running configuration (YAML; JSON with ?format=json
@@ -36,6 +38,8 @@ const DefaultStateDecisions = 10
 func (s *Server) adminHandler(withPprof bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{ErrorLog: serverLog(s.log)}))
+	mux.HandleFunc("GET /healthz", serveHealthz)
+	mux.HandleFunc("GET /readyz", s.ready.serve)
 	mux.HandleFunc("GET /state", s.handleState)
 	mux.HandleFunc("GET /config", s.handleConfig)
 	mux.Handle("POST /reload", s.auth.requireBearer(http.HandlerFunc(s.handleReload)))
@@ -45,7 +49,7 @@ func (s *Server) adminHandler(withPprof bool) http.Handler {
 	mux.Handle("PUT /shadow", s.auth.requireBearer(http.HandlerFunc(s.handleShadow)))
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		_, _ = io.WriteString(w, "sluice admin\n\nGET  /ui                        live dashboard\nGET  /metrics\nGET  /state[?decisions=N]\nGET  /config[?format=json]\nPOST /reload\nPUT  /stages/{name}/target  {\"target\":\"300ms\"}\nPUT  /shadow                {\"shadow\":true}\n")
+		_, _ = io.WriteString(w, "sluice admin\n\nGET  /ui                        live dashboard\nGET  /healthz\nGET  /readyz\nGET  /metrics\nGET  /state[?decisions=N]\nGET  /config[?format=json]\nPOST /reload\nPUT  /stages/{name}/target  {\"target\":\"300ms\"}\nPUT  /shadow                {\"shadow\":true}\n")
 		if withPprof {
 			_, _ = io.WriteString(w, "GET  /debug/pprof/\n")
 		}

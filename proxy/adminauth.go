@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"net/http"
+	"os"
 	"strings"
 )
 
@@ -39,6 +40,29 @@ func checkAdminToken(tok string) error {
 	}
 	if tok == redactedToken {
 		return errors.New("is the redacted placeholder that GET /config prints: put the real token in the file")
+	}
+	return nil
+}
+
+// readTokenFile sets Token from the first line of TokenFile.
+func (a *AdminConfig) readTokenFile() error {
+	if a.TokenFile == "" {
+		return nil
+	}
+	if a.Token != "" {
+		return fieldErr("admin.token_file", "is set with admin.token: give one of them")
+	}
+	b, err := os.ReadFile(a.TokenFile)
+	if err != nil {
+		return fieldErr("admin.token_file", "%q cannot be read: %v", a.TokenFile, err)
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	a.Token = strings.TrimSpace(line)
+	if a.Token == "" {
+		return fieldErr("admin.token_file", "%q is empty: put the token on its first line", a.TokenFile)
+	}
+	if err := checkAdminToken(a.Token); err != nil {
+		return fieldErr("admin.token_file", "the token in %q is invalid: %v", a.TokenFile, err)
 	}
 	return nil
 }

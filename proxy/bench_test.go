@@ -68,9 +68,16 @@ func BenchmarkHandler(b *testing.B) {
 	for _, c := range []struct {
 		name string
 		h    http.Handler
-	}{{"bare-reverseproxy", bare}, {"bare-reverseproxy-bufferpool", &pooled}, {"sluice-seda", srv.Handler()}} {
+		path string
+	}{{"bare-reverseproxy", bare, ""}, {"bare-reverseproxy-bufferpool", &pooled, ""}, {"sluice-seda", srv.Handler(), ""},
+		// A backend probe path (health.backend_paths): past admission control.
+		{"sluice-probe-path", srv.Handler(), "/healthz"}} {
 		b.Run(c.name, func(b *testing.B) {
 			req := benchRequest()
+			if c.path != "" {
+				req = req.Clone(req.Context())
+				req.URL.Path, req.RequestURI = c.path, c.path
+			}
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
 				w := &discardWriter{h: http.Header{}}

@@ -97,6 +97,16 @@ type Config struct {
 	// in-flight requests to complete before closing their connections
 	// (default 30s).
 	DrainTimeout time.Duration `yaml:"drain_timeout"`
+	// Health is what the proxy answers to health probes (/healthz,
+	// /readyz) and which of the backend's own probe paths pass through
+	// unshed (HealthConfig). A reload applies changes.
+	Health HealthConfig `yaml:"health"`
+	// WatchConfig, when positive, is how often the proxy reads its
+	// configuration file and reloads it when its content changed (a
+	// mounted Kubernetes ConfigMap changes by a symlink swap, which no
+	// signal announces); default 0: off, reload on SIGHUP or POST
+	// /reload only.
+	WatchConfig time.Duration `yaml:"watch_config"`
 	// Config is the admission policy, inline: classes, stages, reject,
 	// shadow, degrade.
 	policy.Config `yaml:",inline"`
@@ -187,6 +197,10 @@ type AdminConfig struct {
 	// not loopback; optional (default none) on loopback. GET /config
 	// shows it redacted.
 	Token string `yaml:"token,omitempty"`
+	// TokenFile names a file whose first line is the token, read when the
+	// configuration is loaded (a mounted Kubernetes Secret keeps the
+	// token out of a ConfigMap); exclusive with Token (default none).
+	TokenFile string `yaml:"token_file,omitempty"`
 	// Pprof serves net/http/pprof under /debug/pprof/ (default false).
 	Pprof bool `yaml:"pprof"`
 }
@@ -424,6 +438,7 @@ func (c *Config) SetDefaults() {
 	if c.DrainTimeout == 0 {
 		c.DrainTimeout = DefaultDrainTimeout
 	}
+	c.Health.setDefaults()
 	policySetDefaults(&c.Config)
 	c.setUpstreamClientDefaults()
 	c.setOverloadDefaults()
@@ -517,6 +532,12 @@ func (c *Config) Validate() error {
 	}
 	if c.DrainTimeout < 0 {
 		return fieldErr("drain_timeout", "%v is invalid: must be a positive duration", c.DrainTimeout)
+	}
+	if c.WatchConfig < 0 {
+		return fieldErr("watch_config", "%v is invalid: must be a positive duration, or 0 for off", c.WatchConfig)
+	}
+	if err := c.Health.validate(); err != nil {
+		return err
 	}
 	if err := policyValidate(&c.Config); err != nil {
 		return err

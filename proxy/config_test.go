@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -68,6 +69,14 @@ backends:
 		{"cgroup without dir", goodHead + "utilization:\n  source: cgroup\n", 6, "utilization.cgroup", "directory is required"},
 		{"bad cpu list", goodHead + "utilization:\n  source: host\n  cpus: 3-1\n", 8, "utilization.cpus", "3-1"},
 		{"header without backend-header", goodHead + "utilization:\n  header: X-U\n", 7, "utilization.header", "only used"},
+		{"bad probe path", goodHead + "health:\n  backend_paths: [healthz]\n", 7, "health.backend_paths[0]", "must be a path"},
+		{"duplicate probe path", goodHead + "health:\n  backend_paths: [/a, /a]\n", 7, "health.backend_paths[1]", "already"},
+		{"bad listener prefix", goodHead + "health:\n  listener_prefix: sluice/\n", 7, "health.listener_prefix", "invalid"},
+		{"prefix hides a probe path", goodHead + "health:\n  listener_prefix: /x\n  backend_paths: [/x/readyz]\n", 7, "health.listener_prefix", "never be reached"},
+		{"negative check interval", goodHead + "health:\n  check_interval: -1s\n", 7, "health.check_interval", "positive"},
+		{"ready_shed above 1", goodHead + "health:\n  ready_shed:\n    above: 2\n", 8, "health.ready_shed.above", "(0, 1]"},
+		{"ready_shed below above", goodHead + "health:\n  ready_shed:\n    above: 0.3\n    below: 0.5\n", 9, "health.ready_shed.below", "[0, above]"},
+		{"ready_shed unknown key", goodHead + "health:\n  ready_shed:\n    over: 0.3\n", 8, "health.ready_shed.over", "over"},
 		{"top level not a mapping", "- a\n- b\n", 1, "", "mapping"},
 		{"empty", "", 0, "", "empty"},
 		{"syntax", "listeners: [\n", 0, "", ""},
@@ -323,6 +332,34 @@ func TestPoolDisciplineValidation(t *testing.T) {
 		cfg.SetDefaults()
 		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), c.path) {
 			t.Errorf("%s: Validate() = %v", c.path, err)
+		}
+	}
+}
+
+// admin.token_file reads the token from a file (a mounted Secret); its
+// errors name the file's line and the field, never the token.
+func TestAdminTokenFile(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "token")
+	must(t, os.WriteFile(good, []byte("0123456789abcdef0123\n"), 0o600))
+	short := filepath.Join(dir, "short")
+	must(t, os.WriteFile(short, []byte("s3cr3t\n"), 0o600))
+	head := goodHead + "admin:\n  addr: 0.0.0.0:9901\n  allow_public: true\n"
+	cfg, err := Parse("p.yaml", []byte(head+"  token_file: "+good+"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Admin.Token != "0123456789abcdef0123" {
+		t.Fatalf("token %q from the file", cfg.Admin.Token)
+	}
+	for _, tc := range []struct{ text, want string }{
+		{"  token_file: " + filepath.Join(dir, "none") + "\n", "p.yaml:9: admin.token_file: "},
+		{"  token_file: " + short + "\n", "p.yaml:9: admin.token_file: the token in"},
+		{"  token: 0123456789abcdef0123\n  token_file: " + good + "\n", "p.yaml:10: admin.token_file: is set with admin.token"},
+	} {
+		_, err := Parse("p.yaml", []byte(head+tc.text))
+		if err == nil || !strings.HasPrefix(err.Error(), tc.want) || strings.Contains(err.Error(), "s3cr3t") {
+			t.Errorf("%q: error %v, want prefix %q (and no token)", tc.text, err, tc.want)
 		}
 	}
 }

@@ -35,7 +35,11 @@ func Parse(name string, data []byte) (*Config, error) {
 		return nil, err
 	}
 	cfg.SetDefaults()
-	if err := cfg.Validate(); err != nil {
+	err = cfg.Admin.readTokenFile()
+	if err == nil {
+		err = cfg.Validate()
+	}
+	if err != nil {
 		return nil, strictyaml.Locate(name, root, err)
 	}
 	return &cfg, nil

@@ -18,6 +18,7 @@ type metrics struct {
 	reloads        *prometheus.CounterVec
 	targetChanges  *prometheus.CounterVec
 	deadline       *prometheus.CounterVec
+	probes         prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -50,6 +51,10 @@ func newMetrics() *metrics {
 			Name: "proxy_deadline_exceeded_total",
 			Help: "Admitted requests answered 504 because their deadline passed: while waiting for a server (pool_queue), or before the server answered or could be sent the request (upstream).",
 		}, []string{"where"}),
+		probes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "proxy_probe_requests_total",
+			Help: "Requests for the backend's own probe paths (health.backend_paths), forwarded past admission control: never shed, never sampled.",
+		}),
 	}
 	// The fixed label values exist from the start at 0, so that rate()
 	// and the alert rules see them before the first event.
@@ -67,7 +72,7 @@ func newMetrics() *metrics {
 
 func (m *metrics) register(reg prometheus.Registerer, h *Handler, ov *overload) error {
 	for _, c := range []prometheus.Collector{m.upstreamErrors, m.gatewayErrors, m.poolRejected, m.badRequests,
-		m.reloads, m.targetChanges, m.deadline, h.client.Collector(""), &stateCollector{h: h}, policy.CollectorFor(h.policy),
+		m.reloads, m.targetChanges, m.deadline, m.probes, h.client.Collector(""), &stateCollector{h: h}, policy.CollectorFor(h.policy),
 		overloadCollector{h: h, ov: ov}, sharesCollector{h: h}, targetCollector{h: h}} {
 		if err := reg.Register(c); err != nil {
 			return err

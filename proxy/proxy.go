@@ -68,6 +68,13 @@ type Handler struct {
 	warn    rate.Sometimes // rate-limits upstream error logs
 	streams atomic.Int64   // long-lived responses in progress
 	active  atomic.Int64   // requests in progress
+	// offered counts the requests that reached admission control, shed
+	// those of them refused with 503 (by a stage, the pool or a client
+	// share): /readyz's shed fraction (health.go).
+	offered, shed atomic.Uint64
+	// ready is the server's readiness, for health.listener_prefix (nil in
+	// Check and benchmarks).
+	ready *readiness
 }
 
 // stateKey finds a request's *reqState in its context.
@@ -269,6 +276,21 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	g := h.gen.Load()
+	if pre := g.cfg.Health.ListenerPrefix; pre != "" && h.ready != nil && strings.HasPrefix(r.URL.Path, pre) {
+		switch r.URL.Path[len(pre):] {
+		case "/healthz":
+			serveHealthz(w, r)
+			return
+		case "/readyz":
+			h.ready.serve(w, r)
+			return
+		}
+	}
+	if g.isProbePath(r.URL.Path) {
+		h.serveProbe(w, r, g, arrival)
+		return
+	}
+	h.offered.Add(1)
 	cr := g.pol.ClassifyRequest(r, arrival)
 	st := cr.Stage
 	// The request's deadline (its timeout header's) bounds its waits here
@@ -284,6 +306,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	t, err := st.EnterRequest(ctx, stage.Request{Class: cr.Class, Tenant: cr.Hop.Tenant})
 	if err != nil {
 		if errors.Is(err, sluice.ErrRejected) {
+			h.shed.Add(1)
 			g.pol.Reject(w, r, err)
 		}
 		// Otherwise the client left while queued: nobody to answer.
@@ -295,6 +318,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			// An explicit rejection by the share policy: not a backend
 			// failure, not a response-time sample.
 			t.Finish(time.Now(), stage.Outcome{OK: true, NoSample: true})
+			h.shed.Add(1)
 			shareRejected(w, err)
 			return
 		}
@@ -310,6 +334,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		t.Finish(time.Now(), stage.Outcome{OK: false, NoSample: true})
 		switch {
 		case saturated:
+			h.shed.Add(1)
 			h.poolRejected(w, g, err)
 		case errors.Is(err, context.DeadlineExceeded) && r.Context().Err() == nil:
 			h.deadlinePassed(w, "pool_queue", "sluice: the request's deadline passed while it waited for a backend\n")

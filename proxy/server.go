@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/textproto"
+	"os"
 	"reflect"
 	"strconv"
 	"sync"
@@ -70,6 +72,10 @@ type Server struct {
 	connsFrom string               // where the cap comes from
 	cm        *clientMetrics       // client-side refusals and connections
 	clm       *cluster.Metrics     // cluster mode's metrics, registered on first use
+	ready     readiness            // what /readyz answers (health.go)
+
+	watchMu sync.Mutex
+	fileSum [sha256.Size]byte // digest of the file content last read by a reload or the watch
 
 	mu       sync.Mutex // serialises Apply and the runner lifecycle
 	runCtx   context.Context
@@ -103,6 +109,7 @@ func New(cfg *Config, opts Options) (*Server, error) {
 	m := newMetrics()
 	s := &Server{h: newHandler(m, logger), m: m, reg: reg, log: logger, file: opts.ConfigFile, adjust: opts.Adjust,
 		auth: newAdminAuth(cfg.Admin.Token)}
+	s.h.ready = &s.ready
 	s.dash = dashboard.New(dashView{s}, dashboard.Options{Access: dashAccess{s.auth}, Error: adminError, Logger: logger})
 	ov, err := buildOverload(cfg, s.h, logger, time.Now())
 	if err != nil {
@@ -125,6 +132,9 @@ func New(cfg *Config, opts Options) (*Server, error) {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("proxy: metrics: %w", err)
 		}
+	}
+	if err := reg.Register(readyCollector{&s.ready}); err != nil {
+		return nil, fmt.Errorf("proxy: metrics: %w", err)
 	}
 	if err := s.dash.Register(reg); err != nil {
 		return nil, fmt.Errorf("proxy: metrics: %w", err)
@@ -289,7 +299,21 @@ func (s *Server) Reload() error {
 		s.m.reloads.WithLabelValues("error").Inc()
 		return errors.New("no configuration file to reload (started without --config)")
 	}
-	cfg, err := LoadFile(s.file)
+	data, err := os.ReadFile(s.file)
+	if err != nil {
+		s.m.reloads.WithLabelValues("error").Inc()
+		return &ConfigError{File: s.file, Msg: err.Error()}
+	}
+	return s.reloadData(data)
+}
+
+// reloadData applies data, the configuration file's content, and
+// remembers its digest for the watch (watch.go).
+func (s *Server) reloadData(data []byte) error {
+	s.watchMu.Lock()
+	s.fileSum = sha256.Sum256(data)
+	s.watchMu.Unlock()
+	cfg, err := Parse(s.file, data)
 	if err == nil && s.adjust != nil {
 		err = s.adjust(cfg)
 	}
@@ -441,6 +465,10 @@ func (s *Server) Serve(ctx context.Context) error {
 		s.ov.run(runCtx, &s.runs)
 		s.runs.Go(func() { s.dash.Run(runCtx) })
 	}
+	s.runs.Go(func() { s.runHealth(runCtx) })
+	if s.file != "" {
+		s.runs.Go(func() { s.runWatch(runCtx) })
+	}
 	cfg := g.cfg
 	s.mu.Unlock()
 
@@ -477,6 +505,7 @@ func (s *Server) shutdown(timeout time.Duration) {
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
+	s.ready.draining.Store(true)
 	s.log.Info("draining", "in_flight", s.h.active.Load(), "timeout", timeout)
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()

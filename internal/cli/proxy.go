@@ -88,9 +88,15 @@ user's request: each hop rejects its excess at once (503 with
 Retry-After) instead.
 
 The admin API (metrics, state, reload, targets, and the live dashboard at
-/ui) listens on --admin (default 127.0.0.1:9901). SIGHUP reloads the file (an invalid file keeps
-the running configuration); SIGTERM or SIGINT stops accepting, lets
-in-flight requests finish for up to drain_timeout, and exits 0.`,
+/ui) listens on --admin (default 127.0.0.1:9901), with the probes
+/healthz (alive) and /readyz (a backend reachable, not draining) that
+need no token; requests for the backend's own /healthz, /readyz and
+/livez pass through unshed (health in docs/config.md). SIGHUP reloads the
+file (an invalid file keeps the running configuration), and so does a
+change of its content with watch_config set (a Kubernetes ConfigMap;
+docs/operations.md); SIGTERM or SIGINT makes /readyz answer 503, stops
+accepting, lets in-flight requests finish for up to drain_timeout, and
+exits 0.`,
 		Example: `  sluice proxy --listen 127.0.0.1:8080 --backend http://127.0.0.1:8081
   sluice proxy --listen 127.0.0.1:8080 --backend http://127.0.0.1:8081 --slo 250ms
   sluice proxy --listen 127.0.0.1:8080 --backend http://127.0.0.1:8081 --controller seda --target-p90 500ms

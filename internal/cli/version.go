@@ -13,6 +13,15 @@ import (
 //	go build -ldflags "-X github.com/sluicehq/sluice/internal/cli.version=v1.2.3" ./cmd/sluice
 var version string
 
+// commit is the VCS revision set at link time, for builds that record
+// none (-buildvcs=false, a build outside the repository such as the
+// container image's: scripts/image.sh):
+//
+//	go build -ldflags "-X github.com/sluicehq/sluice/internal/cli.commit=$(git rev-parse HEAD)" ./cmd/sluice
+//
+// A revision recorded in the build info wins.
+var commit string
+
 // BuildInfo is what `sluice version` prints: where the binary comes from.
 type BuildInfo struct {
 	// Version is the module version ("(devel)" for a build from a source
@@ -43,6 +52,9 @@ func Version() BuildInfo {
 	}
 	if version != "" {
 		b.Version = version
+	}
+	if b.Commit == "" {
+		b.Commit = commit
 	}
 	return b
 }

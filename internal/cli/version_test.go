@@ -44,6 +44,12 @@ func TestVersionCommand(t *testing.T) {
 	if v := Version().Version; v != "v9.9.9" {
 		t.Errorf("version set at link time: %q", v)
 	}
+	oldCommit := commit
+	commit = "0123abcd"
+	t.Cleanup(func() { commit = oldCommit })
+	if b := Version(); b.Commit == "" {
+		t.Errorf("commit set at link time is not reported: %+v", b)
+	}
 	if code, _, errOut := runCLI(t, "version", "extra"); code != 2 {
 		t.Errorf("version extra: exit %d (%s), want 2", code, errOut)
 	}

@@ -79,6 +79,7 @@ func proxyConfig(mods ...func(*proxy.Config)) proxy.Config {
 		Policer:   &proxy.PolicerConfig{},
 		Shares:    &share.Config{},
 		Cluster:   &cluster.Config{},
+		Health:    proxy.HealthConfig{ReadyShed: &proxy.ReadyShedConfig{}},
 	}
 	c.Stages = []policy.StageConfig{{}}
 	c.Classes.Rules = []policy.ClassRule{{Header: &policy.HeaderMatch{}, Cookie: &policy.HeaderMatch{}}}
@@ -272,6 +273,29 @@ func goTypes() []goType {
 		{"proxy", "PoolQueueConfig", "", &doccheck.Context{Root: v(p.Backends.Queue),
 			Roots: map[string]reflect.Value{"CoDelTarget": v(pc.Backends.Queue), "CoDelInterval": v(pc.Backends.Queue)}}},
 		{"proxy", "TimeoutsConfig", "", ctxOf(p.Backends.Timeouts)},
+		{"proxy", "HealthConfig", "", &doccheck.Context{Root: v(p.Health),
+			Roots: map[string]reflect.Value{"ReadyShed": v(proxyConfig(func(c *proxy.Config) { c.Health.ReadyShed = nil }).Health)},
+			Derived: map[string]doccheck.Derived{"BackendPaths": {Phrase: "/healthz, /readyz and /livez", Check: func() error {
+				if got := p.Health.BackendPaths; !reflect.DeepEqual(got, []string{"/healthz", "/readyz", "/livez"}) {
+					return fmt.Errorf("backend_paths is %q", got)
+				}
+				return nil
+			}}}}},
+		{"proxy", "ReadyShedConfig", "", &doccheck.Context{Root: v(*p.Health.ReadyShed), Derived: map[string]doccheck.Derived{
+			"Below": {Phrase: "half of Above", Check: func() error {
+				c := proxyConfig(func(c *proxy.Config) { c.Health.ReadyShed.Above = 0.8 })
+				if c.Health.ReadyShed.Below != 0.4 {
+					return fmt.Errorf("below is %v with above 0.8", c.Health.ReadyShed.Below)
+				}
+				return nil
+			}},
+			"ClearFor": {Phrase: "For", Check: func() error {
+				c := proxyConfig(func(c *proxy.Config) { c.Health.ReadyShed.For = 7 * time.Second })
+				if c.Health.ReadyShed.ClearFor != 7*time.Second {
+					return fmt.Errorf("clear_for is %v with for 7s", c.Health.ReadyShed.ClearFor)
+				}
+				return nil
+			}}}}},
 		{"proxy", "UtilizationConfig", "", &doccheck.Context{Root: v(p.Utilization),
 			Roots: map[string]reflect.Value{"Header": v(proxyConfig(withBackendHeader).Utilization), "ProcessCPUs": v(pc.Utilization)},
 			Derived: map[string]doccheck.Derived{"ProcessCPUs": {Phrase: "the number of CPUs of this host", Check: func() error {

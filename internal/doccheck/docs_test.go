@@ -82,6 +82,12 @@ func configRules() map[string]*doccheck.Rule {
 		"cluster.timeout":       withPhrase(derived("cluster", "Config", "Timeout"), "period/4"),
 		"cluster.heartbeat_ttl": withPhrase(derived("cluster", "Config", "HeartbeatTTL"), "3 × period")}
 
+	healthCtx := section("health.")
+	healthCtx.Derived = map[string]doccheck.Derived{
+		"health.ready_shed.below":     withPhrase(derived("proxy", "ReadyShedConfig", "Below"), "half of `above`"),
+		"health.ready_shed.clear_for": withPhrase(derived("proxy", "ReadyShedConfig", "ClearFor"), "`for`")}
+	healthCtx.Roots = map[string]reflect.Value{"health.ready_shed": cond(func(c *proxy.Config) { c.Health.ReadyShed = nil })}
+
 	classes := section("classes.")
 	classes.Roots = map[string]reflect.Value{"classes.rules": cond(func(c *proxy.Config) { c.Classes.Rules = nil })}
 	classes.Derived = map[string]doccheck.Derived{"classes.default": withPhrase(derived("policy", "ClassesConfig", "Default"), "last of `order`")}
@@ -126,6 +132,8 @@ func configRules() map[string]*doccheck.Rule {
 		"Client shares":                        {Context: shares},
 		"cluster":                              {Context: clusterCtx},
 		"drain_timeout":                        {Context: self("drain_timeout")},
+		"health":                               {Context: healthCtx},
+		"watch_config":                         {Context: self("watch_config")},
 		"classes":                              {Context: classes},
 		"stages":                               {Context: stages},
 		"reject":                               {Context: reject},

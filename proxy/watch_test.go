@@ -1,0 +1,119 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// configMapDir lays out a directory the way kubelet mounts a ConfigMap:
+// the file is a symlink through ..data, a symlink to a timestamped
+// directory that holds the content; an update writes a new directory and
+// renames a new ..data over the old one (atomic_writer.go in kubelet).
+type configMapDir struct {
+	t   *testing.T
+	dir string
+	n   int
+}
+
+func newConfigMapDir(t *testing.T, name, content string) *configMapDir {
+	d := &configMapDir{t: t, dir: t.TempDir()}
+	d.update(name, content)
+	must(t, os.Symlink(filepath.Join("..data", name), filepath.Join(d.dir, name)))
+	return d
+}
+
+// update swaps in a new version of the ConfigMap holding name.
+func (d *configMapDir) update(name, content string) {
+	d.n++
+	ts := fmt.Sprintf("..2026_11_27_04_00_%02d.%d", d.n, d.n)
+	must(d.t, os.Mkdir(filepath.Join(d.dir, ts), 0o755))
+	must(d.t, os.WriteFile(filepath.Join(d.dir, ts, name), []byte(content), 0o644))
+	tmp := filepath.Join(d.dir, "..data_tmp")
+	must(d.t, os.Symlink(ts, tmp))
+	old, _ := os.Readlink(filepath.Join(d.dir, "..data"))
+	must(d.t, os.Rename(tmp, filepath.Join(d.dir, "..data")))
+	if old != "" {
+		must(d.t, os.RemoveAll(filepath.Join(d.dir, old)))
+	}
+}
+
+func TestWatchConfigFollowsConfigMapSwap(t *testing.T) {
+	be := backend(t, nil)
+	base := baseConfig(be.URL, "watch_config: 20ms\n")
+	cm := newConfigMapDir(t, "sluice.yaml", base)
+	file := filepath.Join(cm.dir, "sluice.yaml")
+	c, err := LoadFile(file)
+	must(t, err)
+	srv, err := New(c, Options{ConfigFile: file, Logger: testLogger(t), Registry: prometheus.NewRegistry()})
+	must(t, err)
+	must(t, srv.Listen())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	version := func() uint64 { return srv.h.gen.Load().version }
+	// Nothing changed: no reload (the started file is the baseline).
+	time.Sleep(100 * time.Millisecond)
+	if v := version(); v != 1 {
+		t.Fatalf("config version %d before any change, want 1", v)
+	}
+	cm.update("sluice.yaml", base+"shadow: true\n")
+	eventually(t, "the swapped ConfigMap applied", func() bool { return version() == 2 && srv.Config().Shadow })
+
+	// An invalid version keeps the running configuration, once.
+	cm.update("sluice.yaml", base+"shadow: maybe\n")
+	eventually(t, "the invalid version refused", func() bool {
+		return strings.Contains(metricsOf(t, srv), `proxy_reloads_total{result="error"} 1`)
+	})
+	time.Sleep(100 * time.Millisecond)
+	if v := version(); v != 2 || !strings.Contains(metricsOf(t, srv), `proxy_reloads_total{result="error"} 1`) {
+		t.Fatalf("after an invalid version: config version %d (want 2), reload errors:\n%s", v, grepLines(metricsOf(t, srv), "proxy_reloads_total"))
+	}
+	// Fixed: applied.
+	cm.update("sluice.yaml", base+"shadow: false\n")
+	eventually(t, "the fixed ConfigMap applied", func() bool { return version() == 3 && !srv.Config().Shadow })
+}
+
+func TestWatchConfigOff(t *testing.T) {
+	be := backend(t, nil)
+	r := startProxy(t, baseConfig(be.URL, ""))
+	must(t, os.WriteFile(r.file, []byte(baseConfig(be.URL, "shadow: true\n")), 0o644))
+	time.Sleep(1500 * time.Millisecond) // more than watchIdle
+	if v := r.srv.h.gen.Load().version; v != 1 {
+		t.Fatalf("without watch_config the file was reloaded (version %d)", v)
+	}
+}
+
+// metricsOf gathers srv's registry as text.
+func metricsOf(t *testing.T, srv *Server) string {
+	t.Helper()
+	mfs, err := srv.reg.Gather()
+	must(t, err)
+	var b strings.Builder
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			b.WriteString(mf.GetName())
+			if len(m.GetLabel()) > 0 {
+				b.WriteString("{")
+				for i, l := range m.GetLabel() {
+					if i > 0 {
+						b.WriteString(",")
+					}
+					fmt.Fprintf(&b, "%s=%q", l.GetName(), l.GetValue())
+				}
+				b.WriteString("}")
+			}
+			v := m.GetCounter().GetValue() + m.GetGauge().GetValue()
+			fmt.Fprintf(&b, " %g\n", v)
+		}
+	}
+	return b.String()
+}
