@@ -350,3 +350,10 @@ func startTime(pid int) (uint64, error) {
 	}
 	return strconv.ParseUint(f[19], 10, 64)
 }
+
+// Dropped returns the number of SYNs the table dropped (Counters.Dropped);
+// it makes a Table a policer.Kernel.
+func (t *Table) Dropped() (uint64, error) {
+	c, err := t.Counters()
+	return c.Dropped, err
+}

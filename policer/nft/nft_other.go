@@ -30,3 +30,6 @@ func (*Table) Counters() (Counters, error) { return Counters{}, nil }
 
 // Close does nothing.
 func (*Table) Close() error { return nil }
+
+// Dropped returns 0.
+func (*Table) Dropped() (uint64, error) { return 0, nil }
