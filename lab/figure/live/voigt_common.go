@@ -225,7 +225,7 @@ func voigtStateOf(doc proxy.StateDoc) voigtSample {
 		largeRate: nan, largeOffered: nan, largeRejected: nan, outQueue: nan, outBytes: nan, cpu: nan, link: nan,
 		queue: float64(doc.Backends.Queue.Length)}
 	if p := doc.Policer; p != nil {
-		s.polRate, s.polOffered, s.polRejected = p.Rate, float64(p.Offered), float64(p.RejectedRate+p.RejectedSource)
+		s.polRate, s.polOffered, s.polRejected = p.Rate, float64(p.Offered), float64(p.RejectedRate+p.RejectedSource+p.RejectedKernel)
 	}
 	for _, r := range doc.Resources {
 		switch r.Stage {
