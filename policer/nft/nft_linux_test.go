@@ -25,6 +25,12 @@ import (
 // SLUICE_NFT_HELPER set it opens a table, prints its name and waits to be
 // killed.
 func TestMain(m *testing.M) {
+	if os.Getenv("SLUICE_NFT_HELPER") == "probe" {
+		// Without CAP_NET_ADMIN (TestWithoutCapability): report Open's error.
+		_, err := Open(Config{Listeners: []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:9")}, Rate: 5, Burst: 1})
+		fmt.Printf("unsupported=%v err=%v\n", errors.Is(err, ErrUnsupported), err)
+		os.Exit(0)
+	}
 	if os.Getenv("SLUICE_NFT_HELPER") != "" {
 		t, err := Open(Config{Listeners: []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:9")}, Rate: 5, Burst: 1})
 		if err != nil {
@@ -327,5 +333,26 @@ func TestKernelRate(t *testing.T) {
 	}
 	if p, s, ok := parseName(TablePrefix + "12_345_1"); !ok || p != 12 || s != 345 {
 		t.Errorf("parseName: %d %d %v", p, s, ok)
+	}
+}
+
+// TestWithoutCapability: a process without CAP_NET_ADMIN gets an error
+// wrapping ErrUnsupported that says what is missing (the caller then keeps
+// the user-space reset). The helper runs under setpriv with the capability
+// dropped.
+func TestWithoutCapability(t *testing.T) {
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		t.Skip("setpriv (util-linux) not installed")
+	}
+	cmd := exec.Command(setpriv, "--bounding-set=-net_admin", "--inh-caps=-net_admin", os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "SLUICE_NFT_HELPER=probe")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Skipf("cannot drop the capability here: %v: %s", err, out)
+	}
+	got := strings.TrimSpace(string(out))
+	if !strings.Contains(got, "unsupported=true") || !strings.Contains(got, "CAP_NET_ADMIN") {
+		t.Fatalf("without CAP_NET_ADMIN: %s; want an ErrUnsupported naming the capability", got)
 	}
 }
