@@ -11,11 +11,17 @@
 // that a later process can tell a stale table of a dead process from a
 // live one even after the pid is reused (RemoveStale). It holds one base
 // chain, "syn", on the prerouting hook at priority raw (−300, before
-// conntrack), and one rule per listener:
+// conntrack), with one rule per listener, and a regular chain "global":
 //
-//	[ip|ip6 daddr <listener address>] | [fib daddr type local]   (unspecified address)
-//	meta l4proto tcp  tcp dport <port>  tcp flags & (syn|ack) == syn
-//	counter name "offered"  limit name "rate" (over)  counter name "dropped"  drop
+//	syn:    [ip|ip6 daddr <listener address>] | [fib daddr type local]   (unspecified address)
+//	        meta l4proto tcp  tcp dport <port>  tcp flags & (syn|ack) == syn
+//	        counter name "offered"  goto global   (or goto src, with Config.Sources)
+//	global: limit name "rate" (over)  counter name "dropped"  drop
+//
+// With per-source limits, chain "src" sends a SYN to the chain of the
+// longest prefix holding its source address (src_<i>: limit name src_<i>
+// (over), counter name "dropped_source", drop; then goto global), and any
+// other SYN to global.
 //
 // The listeners share one named limit object ("rate": Rate packets per
 // second, a bucket of Burst packets; the kernel's nft_limit is a token
@@ -67,14 +73,31 @@ type Config struct {
 	Rate float64
 	// Burst is the limit's bucket in packets (≥ 1).
 	Burst int
+	// Sources are per-source-prefix limits checked before the global one,
+	// the longest matching prefix first: a SYN from a listed prefix must
+	// take a token of that prefix's bucket (shared by the prefix), then a
+	// global one. Rate 0 drops every SYN from the prefix, +Inf exempts it
+	// from per-source policing. A SYN from an unlisted source meets only
+	// the global limit.
+	Sources []Source
+}
+
+// Source is the SYN limit of one source prefix: Rate SYNs per second
+// (finite and ≥ 0, or +Inf), a bucket of Burst (≥ 1 for a finite positive
+// rate).
+type Source struct {
+	Prefix netip.Prefix
+	Rate   float64
+	Burst  int
 }
 
 // Counters are a table's packet counters since Open.
 type Counters struct {
 	// Offered is the number of SYNs that reached the listeners' rules
 	// (the paper's hits, retransmitted SYNs included); Dropped those the
-	// limit dropped.
-	Offered, Dropped uint64
+	// global limit dropped, DroppedSource those a source prefix's limit
+	// dropped.
+	Offered, Dropped, DroppedSource uint64
 }
 
 // kernelRate returns the limit's rate and unit in the kernel's integer

@@ -9,6 +9,7 @@ import (
 	"math"
 	"net/netip"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,10 +22,13 @@ import (
 
 // Names of the objects inside a table.
 const (
-	chainName   = "syn"
-	limitName   = "rate"
-	offeredName = "offered"
-	droppedName = "dropped"
+	chainName         = "syn"
+	globalChain       = "global"
+	srcChain          = "src"
+	limitName         = "rate"
+	offeredName       = "offered"
+	droppedName       = "dropped"
+	droppedSourceName = "dropped_source"
 )
 
 var seq atomic.Uint64 // tables opened by this process
@@ -36,7 +40,8 @@ type Table struct {
 	mu     sync.Mutex
 	conn   *nftables.Conn
 	table  *nftables.Table
-	chain  *nftables.Chain
+	chain  *nftables.Chain // the base chain: one rule per listener
+	global *nftables.Chain // the global limit
 	cfg    Config
 	rate   float64 // in force
 	closed bool
@@ -61,6 +66,17 @@ func Open(cfg Config) (*Table, error) {
 			return nil, fmt.Errorf("nft: listener address %v is not a bound address and port", l)
 		}
 	}
+	for _, src := range cfg.Sources {
+		if !src.Prefix.IsValid() || src.Prefix != src.Prefix.Masked() {
+			return nil, fmt.Errorf("nft: source prefix %v is not a masked prefix", src.Prefix)
+		}
+		if math.IsNaN(src.Rate) || src.Rate < 0 {
+			return nil, fmt.Errorf("nft: source %v: rate %v must be >= 0", src.Prefix, src.Rate)
+		}
+		if _, _, limited := kernelRate(src.Rate); limited && src.Burst < 1 {
+			return nil, fmt.Errorf("nft: source %v: burst %d must be >= 1", src.Prefix, src.Burst)
+		}
+	}
 	c, err := nftables.New()
 	if err != nil {
 		return nil, unsupported("netlink socket", err)
@@ -80,10 +96,22 @@ func Open(cfg Config) (*Table, error) {
 		Name: chainName, Table: t.table, Type: nftables.ChainTypeFilter,
 		Hooknum: nftables.ChainHookPrerouting, Priority: nftables.ChainPriorityRaw,
 	})
-	for _, n := range []string{offeredName, droppedName} {
+	t.global = c.AddChain(&nftables.Chain{Name: globalChain, Table: t.table})
+	for _, n := range []string{offeredName, droppedName, droppedSourceName} {
 		c.AddObj(&nftables.NamedObj{Table: t.table, Name: n, Type: nftables.ObjTypeCounter, Obj: &expr.Counter{}})
 	}
-	t.addRules(cfg.Rate)
+	next := globalChain
+	if len(cfg.Sources) > 0 {
+		t.addSources()
+		next = srcChain
+	}
+	for _, l := range cfg.Listeners {
+		e := append(matchListener(l),
+			&expr.Objref{Type: int(nftables.ObjTypeCounter), Name: offeredName},
+			&expr.Verdict{Kind: expr.VerdictGoto, Chain: next})
+		c.AddRule(&nftables.Rule{Table: t.table, Chain: t.chain, Exprs: e})
+	}
+	t.addGlobal(cfg.Rate)
 	if err := c.Flush(); err != nil {
 		// The batch is atomic: nothing was created.
 		return nil, unsupported("creating table "+name, err)
@@ -103,29 +131,91 @@ func unsupported(what string, err error) error {
 	return fmt.Errorf("nft: %s: %w", what, err)
 }
 
-// addRules queues the limit object (when the rate needs one) and one rule
-// per listener at rate r.
-func (t *Table) addRules(r float64) {
+// addGlobal queues the global limit object (when the rate needs one) and
+// the global chain's rule at rate r.
+func (t *Table) addGlobal(r float64) {
 	krate, unit, limited := kernelRate(r)
-	if limited {
+	var e []expr.Any
+	switch {
+	case limited:
 		t.conn.AddObj(&nftables.NamedObj{Table: t.table, Name: limitName, Type: nftables.ObjTypeLimit,
 			Obj: &expr.Limit{Type: expr.LimitTypePkts, Rate: krate, Over: true, Unit: limitUnit(unit), Burst: uint32(t.cfg.Burst)}})
+		e = append(e, &expr.Objref{Type: int(nftables.ObjTypeLimit), Name: limitName})
+	case math.IsInf(r, 1):
+		return // no limit: the SYN falls through
 	}
-	for _, l := range t.cfg.Listeners {
-		e := matchListener(l)
-		e = append(e, &expr.Objref{Type: int(nftables.ObjTypeCounter), Name: offeredName})
+	e = append(e,
+		&expr.Objref{Type: int(nftables.ObjTypeCounter), Name: droppedName},
+		&expr.Verdict{Kind: expr.VerdictDrop})
+	t.conn.AddRule(&nftables.Rule{Table: t.table, Chain: t.global, Exprs: e})
+}
+
+// addSources queues the per-source chains: "src" dispatches a SYN to the
+// chain of the longest prefix holding its source address, or to global.
+func (t *Table) addSources() {
+	src := t.conn.AddChain(&nftables.Chain{Name: srcChain, Table: t.table})
+	order := make([]int, len(t.cfg.Sources))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool {
+		return t.cfg.Sources[order[a]].Prefix.Bits() > t.cfg.Sources[order[b]].Prefix.Bits()
+	})
+	for _, i := range order {
+		so := t.cfg.Sources[i]
+		name := fmt.Sprintf("%s_%d", srcChain, i)
+		ch := t.conn.AddChain(&nftables.Chain{Name: name, Table: t.table})
+		krate, unit, limited := kernelRate(so.Rate)
+		var e []expr.Any
 		switch {
 		case limited:
-			e = append(e, &expr.Objref{Type: int(nftables.ObjTypeLimit), Name: limitName})
-		case math.IsInf(r, 1):
-			t.conn.AddRule(&nftables.Rule{Table: t.table, Chain: t.chain, Exprs: e})
-			continue
+			t.conn.AddObj(&nftables.NamedObj{Table: t.table, Name: name, Type: nftables.ObjTypeLimit,
+				Obj: &expr.Limit{Type: expr.LimitTypePkts, Rate: krate, Over: true, Unit: limitUnit(unit), Burst: uint32(so.Burst)}})
+			e = append(e, &expr.Objref{Type: int(nftables.ObjTypeLimit), Name: name})
+			fallthrough
+		case so.Rate == 0:
+			e = append(e,
+				&expr.Objref{Type: int(nftables.ObjTypeCounter), Name: droppedSourceName},
+				&expr.Verdict{Kind: expr.VerdictDrop})
+			t.conn.AddRule(&nftables.Rule{Table: t.table, Chain: ch, Exprs: e})
 		}
-		e = append(e,
-			&expr.Objref{Type: int(nftables.ObjTypeCounter), Name: droppedName},
-			&expr.Verdict{Kind: expr.VerdictDrop})
-		t.conn.AddRule(&nftables.Rule{Table: t.table, Chain: t.chain, Exprs: e})
+		t.conn.AddRule(&nftables.Rule{Table: t.table, Chain: ch, Exprs: []expr.Any{&expr.Verdict{Kind: expr.VerdictGoto, Chain: globalChain}}})
+		m := append(matchSource(so.Prefix), &expr.Verdict{Kind: expr.VerdictGoto, Chain: name})
+		t.conn.AddRule(&nftables.Rule{Table: t.table, Chain: src, Exprs: m})
 	}
+	t.conn.AddRule(&nftables.Rule{Table: t.table, Chain: src, Exprs: []expr.Any{&expr.Verdict{Kind: expr.VerdictGoto, Chain: globalChain}}})
+}
+
+// matchSource returns the expressions matching a packet whose source
+// address is in p.
+func matchSource(p netip.Prefix) []expr.Any {
+	a := p.Addr()
+	off, n, proto := uint32(12), 4, byte(unix.NFPROTO_IPV4)
+	if a.Is6() && !a.Is4In6() {
+		off, n, proto = 8, 16, unix.NFPROTO_IPV6
+	}
+	full := a.AsSlice()[len(a.AsSlice())-n:]
+	mask := make([]byte, n)
+	bits := p.Bits()
+	if a.Is4In6() {
+		bits -= 96
+	}
+	for i := range mask {
+		switch {
+		case bits >= 8:
+			mask[i] = 0xff
+			bits -= 8
+		case bits > 0:
+			mask[i] = byte(0xff << (8 - bits))
+			bits = 0
+		}
+	}
+	e := nfproto(proto)
+	e = append(e, &expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: uint32(n)})
+	if p.Bits() < 8*n {
+		e = append(e, &expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: uint32(n), Mask: mask, Xor: make([]byte, n)})
+	}
+	return append(e, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: full})
 }
 
 func limitUnit(seconds uint64) expr.LimitTime {
@@ -196,7 +286,8 @@ func (t *Table) Rate() float64 {
 
 // SetRate puts rate r (SYNs per second, finite and ≥ 0, or +Inf) into
 // force: when its kernel representation differs from the one in force, the
-// rules and the limit object are replaced in one atomic batch. On error
+// global chain's rule and the limit object are replaced in one atomic
+// batch (the listeners' rules and the source limits stay). On error
 // the previous rate stays in force.
 func (t *Table) SetRate(r float64) error {
 	if math.IsNaN(r) || r < 0 {
@@ -211,11 +302,11 @@ func (t *Table) SetRate(r float64) error {
 		t.rate = r
 		return nil
 	}
-	t.conn.FlushChain(t.chain)
+	t.conn.FlushChain(t.global)
 	if _, _, limited := kernelRate(t.rate); limited {
 		t.conn.DeleteObject(&nftables.NamedObj{Table: t.table, Name: limitName, Type: nftables.ObjTypeLimit})
 	}
-	t.addRules(r)
+	t.addGlobal(r)
 	if err := t.conn.Flush(); err != nil {
 		return fmt.Errorf("nft: setting rate %g in %s: %w", r, t.table.Name, err)
 	}
@@ -241,7 +332,7 @@ func (t *Table) Counters() (Counters, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var out Counters
-	for _, n := range []string{offeredName, droppedName} {
+	for _, n := range []string{offeredName, droppedName, droppedSourceName} {
 		o, err := t.conn.GetObject(&nftables.NamedObj{Table: t.table, Name: n, Type: nftables.ObjTypeCounter})
 		if err != nil {
 			return Counters{}, fmt.Errorf("nft: reading counter %s of %s: %w", n, t.table.Name, err)
@@ -254,10 +345,13 @@ func (t *Table) Counters() (Counters, error) {
 		if !ok {
 			return Counters{}, fmt.Errorf("nft: counter %s of %s: unexpected object %T", n, t.table.Name, no.Obj)
 		}
-		if n == offeredName {
+		switch n {
+		case offeredName:
 			out.Offered = cnt.Packets
-		} else {
+		case droppedName:
 			out.Dropped = cnt.Packets
+		default:
+			out.DroppedSource = cnt.Packets
 		}
 	}
 	return out, nil

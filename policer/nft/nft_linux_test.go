@@ -98,13 +98,17 @@ func limitOf(t *testing.T, tb *Table) *expr.Limit {
 	return l
 }
 
-func rulesOf(t *testing.T, tb *Table) []*nftables.Rule {
+func rulesOf(t *testing.T, tb *Table, chain ...*nftables.Chain) []*nftables.Rule {
 	t.Helper()
 	c, err := nftables.New()
 	if err != nil {
 		t.Fatal(err)
 	}
-	rs, err := c.GetRules(tb.table, tb.chain)
+	ch := tb.chain
+	if len(chain) > 0 {
+		ch = chain[0]
+	}
+	rs, err := c.GetRules(tb.table, ch)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,14 +149,24 @@ func TestOpenSetRateClose(t *testing.T) {
 		if err := tb.SetRate(r); err != nil {
 			t.Fatal(err)
 		}
-		rs := rulesOf(t, tb)
-		if len(rs) != len(lns) {
-			t.Fatalf("after SetRate(%g): %d rules", r, len(rs))
+		if n := len(rulesOf(t, tb)); n != len(lns) {
+			t.Fatalf("after SetRate(%g): %d listener rules", r, n)
 		}
-		last := rs[0].Exprs[len(rs[0].Exprs)-1]
-		_, drops := last.(*expr.Verdict)
-		if drops == math.IsInf(r, 1) {
-			t.Fatalf("after SetRate(%g): last expression %T", r, last)
+		gs := rulesOf(t, tb, tb.global)
+		if math.IsInf(r, 1) {
+			if len(gs) != 0 {
+				t.Fatalf("after SetRate(+Inf): %d global rules, want none", len(gs))
+			}
+			continue
+		}
+		if len(gs) != 1 {
+			t.Fatalf("after SetRate(%g): %d global rules", r, len(gs))
+		}
+		last, _ := gs[0].Exprs[len(gs[0].Exprs)-1].(*expr.Verdict)
+		o, _ := gs[0].Exprs[0].(*expr.Objref)
+		limited := o != nil && o.Type == int(nftables.ObjTypeLimit)
+		if last == nil || last.Kind != expr.VerdictDrop || limited != (r > 0) {
+			t.Fatalf("after SetRate(%g): global rule %v", r, gs[0].Exprs)
 		}
 	}
 	if got := limitOf(t, tb).Rate; got != 55 {
@@ -354,5 +368,74 @@ func TestWithoutCapability(t *testing.T) {
 	got := strings.TrimSpace(string(out))
 	if !strings.Contains(got, "unsupported=true") || !strings.Contains(got, "CAP_NET_ADMIN") {
 		t.Fatalf("without CAP_NET_ADMIN: %s; want an ErrUnsupported naming the capability", got)
+	}
+}
+
+// TestSourcePrefixes: a SYN from a denied prefix is dropped by its rule
+// (counted as a source drop), a longer prefix inside it that is exempt
+// passes, and an unlisted source meets only the global limit.
+func TestSourcePrefixes(t *testing.T) {
+	ln, err := net.Listen("tcp", "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	port := ln.Addr().(*net.TCPAddr).AddrPort().Port()
+	tb := open(t, Config{Listeners: []netip.AddrPort{ln.Addr().(*net.TCPAddr).AddrPort()}, Rate: 1000, Burst: 20,
+		Sources: []Source{
+			{Prefix: netip.MustParsePrefix("127.0.0.0/24"), Rate: 0},
+			{Prefix: netip.MustParsePrefix("127.0.0.1/32"), Rate: math.Inf(1)},
+			{Prefix: netip.MustParsePrefix("127.0.0.9/32"), Rate: 2, Burst: 1},
+		}})
+	dial := func(src string) error {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 300 * time.Millisecond}
+		c, err := d.Dial("tcp", netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), port).String())
+		if err == nil {
+			c.Close()
+		}
+		return err
+	}
+	if err := dial("127.0.0.1"); err != nil {
+		t.Errorf("exempt /32 inside a denied /24: %v", err)
+	}
+	if err := dial("127.0.0.7"); err == nil {
+		t.Error("denied prefix: connected")
+	}
+	if err := dial("127.0.1.5"); err != nil {
+		t.Errorf("unlisted source: %v", err)
+	}
+	// 127.0.0.9: a bucket of 1 at 2/s: the first passes, an immediate
+	// second is dropped (its retransmission is after the 300 ms timeout).
+	if err := dial("127.0.0.9"); err != nil {
+		t.Errorf("limited source, first connection: %v", err)
+	}
+	if err := dial("127.0.0.9"); err == nil {
+		t.Error("limited source, second connection at once: connected")
+	}
+	c, err := tb.Counters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.DroppedSource < 2 || c.Dropped != 0 {
+		t.Errorf("counters %+v: want ≥ 2 source drops, no global drop", c)
+	}
+	// A rate change leaves the source rules in place.
+	if err := tb.SetRate(500); err != nil {
+		t.Fatal(err)
+	}
+	if err := dial("127.0.0.7"); err == nil {
+		t.Error("denied prefix after SetRate: connected")
+	}
+	if err := dial("127.0.0.1"); err != nil {
+		t.Errorf("exempt after SetRate: %v", err)
 	}
 }
