@@ -14,25 +14,47 @@ type Kernel interface {
 	// force (finite and ≥ 0, or +Inf).
 	SetRate(rate float64) error
 	// Dropped returns the number of SYNs dropped so far (retransmissions
-	// included).
-	Dropped() (uint64, error)
+	// included), by the global limit and by per-source limits.
+	Dropped() (global, source uint64, err error)
 }
 
 // UseKernel moves the global bucket into the kernel: from now on k
 // enforces the global rate (SetRate, and Step's decisions, set k's rate
-// too), Admit no longer takes global tokens (per-source buckets stay in
-// user space: a connection the kernel let through is still reset by the
-// Listener if its source bucket is empty), and the SYNs k drops are
+// too), Admit no longer takes global tokens, and the SYNs k drops are
 // counted in Stats.RejectedKernel and as offered and rejected in Collect's
-// periods. It sets k's rate to the current one first and returns that
-// error, leaving the policer as it was. Call it before the policer
-// serves; it is not safe for use concurrent with Admit or Step.
-func (p *Policer) UseKernel(k Kernel) error {
+// periods. With sources true k enforces the per-source limits as well
+// (their prefixes given to it by the caller) and Admit skips them;
+// otherwise they stay in user space: a connection the kernel let through
+// is still reset by the Listener if its source bucket is empty. It sets
+// k's rate to the current one first and returns that error, leaving the
+// policer as it was. Call it before the policer serves; it is not safe for
+// use concurrent with Admit or Step.
+func (p *Policer) UseKernel(k Kernel, sources bool) error {
 	if err := k.SetRate(p.Rate()); err != nil {
 		return fmt.Errorf("policer: %w", err)
 	}
-	p.kernel = k
+	p.kernel, p.kernelSources = k, sources
 	return nil
+}
+
+// KernelSources reports whether the per-source limits are enforced in the
+// kernel (UseKernel with sources).
+func (p *Policer) KernelSources() bool { return p.kernel != nil && p.kernelSources }
+
+// KernelExpressible reports whether c's per-source policing can be
+// enforced by a kernel limit per prefix: no per-address buckets (no
+// sources.default, no per_address rule), which would need one bucket per
+// client address.
+func (c *SourceConfig) KernelExpressible() bool {
+	if c.Default != nil {
+		return false
+	}
+	for _, r := range c.Rules {
+		if r.PerAddress && r.limit().stateful() {
+			return false
+		}
+	}
+	return true
 }
 
 // InKernel reports whether the global rate is enforced in the kernel
@@ -45,10 +67,11 @@ func (p *Policer) kernelDropped() (uint64, error) {
 	if p.kernel == nil {
 		return 0, nil
 	}
-	n, err := p.kernel.Dropped()
+	g, src, err := p.kernel.Dropped()
 	if err != nil {
 		return p.rejKernel.Load(), err
 	}
+	n := g + src
 	p.rejKernel.Store(n)
 	return n, nil
 }

@@ -22,7 +22,7 @@ func (k *fakeKernel) SetRate(r float64) error {
 	k.rates = append(k.rates, r)
 	return nil
 }
-func (k *fakeKernel) Dropped() (uint64, error) { return k.dropped, k.err }
+func (k *fakeKernel) Dropped() (global, source uint64, err error) { return k.dropped, 0, k.err }
 
 func TestUseKernel(t *testing.T) {
 	t0 := time.Unix(0, 0)
@@ -31,11 +31,11 @@ func TestUseKernel(t *testing.T) {
 		t.Fatal(err)
 	}
 	k := &fakeKernel{err: errors.New("no")}
-	if err := p.UseKernel(k); err == nil || p.InKernel() {
+	if err := p.UseKernel(k, false); err == nil || p.InKernel() {
 		t.Fatal("UseKernel with a failing kernel: accepted")
 	}
 	k.err = nil
-	if err := p.UseKernel(k); err != nil || !p.InKernel() {
+	if err := p.UseKernel(k, false); err != nil || !p.InKernel() {
 		t.Fatal(err)
 	}
 	if len(k.rates) != 1 || k.rates[0] != 1 {
@@ -72,3 +72,38 @@ func TestUseKernel(t *testing.T) {
 		t.Fatal("a kernel error of SetRate was not returned")
 	}
 }
+
+// TestUseKernelSources: with the per-source limits in the kernel, Admit
+// applies none; the kernel's source drops count as rejected.
+func TestUseKernelSources(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	cfg := Config{Rate: 1, Burst: 1, Sources: SourceConfig{Rules: []SourceRule{{Prefix: "192.0.2.0/24", Rate: 0}}}}
+	if !cfg.Sources.KernelExpressible() {
+		t.Fatal("a shared prefix rule is kernel-expressible")
+	}
+	p, err := New(cfg, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := &srcKernel{}
+	if err := p.UseKernel(k, true); err != nil || !p.KernelSources() {
+		t.Fatal(err)
+	}
+	if v := p.Admit(t0, netip.MustParseAddr("192.0.2.1")); v != Admitted {
+		t.Fatalf("verdict %v with the source limits in the kernel", v)
+	}
+	k.src = 3
+	if st := p.Stats(); st.RejectedKernel != 3 || st.RejectedSource != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+	for _, c := range []SourceConfig{{Default: &SourceLimit{Rate: 1, Burst: 1}}, {Rules: []SourceRule{{Prefix: "192.0.2.0/24", Rate: 1, Burst: 1, PerAddress: true}}}} {
+		if c.KernelExpressible() {
+			t.Errorf("%+v: per-address buckets are not kernel-expressible", c)
+		}
+	}
+}
+
+type srcKernel struct{ src uint64 }
+
+func (k *srcKernel) SetRate(float64) error                       { return nil }
+func (k *srcKernel) Dropped() (global, source uint64, err error) { return 0, k.src, nil }

@@ -78,7 +78,8 @@ type Policer struct {
 	acceptErrors                          atomic.Uint64
 	rejKernel                             atomic.Uint64 // the kernel's last drop count read
 
-	kernel Kernel // the global bucket in the kernel (UseKernel), or nil
+	kernel        Kernel // the global bucket in the kernel (UseKernel), or nil
+	kernelSources bool   // the per-source limits too
 
 	mu       sync.Mutex // serialises Collect
 	last     time.Time
@@ -120,7 +121,7 @@ func New(cfg Config, now time.Time) (*Policer, error) {
 // no global token.
 func (p *Policer) Admit(now time.Time, src netip.Addr) Verdict {
 	p.offered.Add(1)
-	if p.sources != nil && !p.sources.admit(now, src) {
+	if p.sources != nil && !p.kernelSources && !p.sources.admit(now, src) {
 		p.rejSource.Add(1)
 		return RejectedSource
 	}
@@ -172,8 +173,8 @@ type Stats struct {
 	RejectedRate   uint64
 	RejectedSource uint64
 	// RejectedKernel is the number of connection requests (SYNs,
-	// retransmissions included) the kernel dropped (UseKernel); zero
-	// without. KernelError is the error of reading it, "" for none.
+	// retransmissions included) the kernel dropped (UseKernel), by the
+	// global limit or a per-source one; zero without. KernelError is the error of reading it, "" for none.
 	RejectedKernel uint64
 	KernelError    string
 	// AcceptErrors is the number of errors the inner listeners returned

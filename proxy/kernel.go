@@ -4,6 +4,7 @@ import (
 	"net"
 	"net/netip"
 
+	"github.com/sluicehq/sluice/internal/netprefix"
 	"github.com/sluicehq/sluice/policer/nft"
 )
 
@@ -31,9 +32,23 @@ func (s *Server) startKernel(addrs []net.Addr) error {
 			lns = append(lns, ta.AddrPort())
 		}
 	}
-	t, err := nft.Open(nft.Config{Listeners: lns, Rate: p.Rate(), Burst: p.Burst()})
+	nc := nft.Config{Listeners: lns, Rate: p.Rate(), Burst: p.Burst()}
+	// Per-source limits go to the kernel too when each is one bucket per
+	// prefix; per-address buckets stay in user space (all of them, so the
+	// longest-prefix order holds).
+	srcInKernel := len(pc.Sources.Rules) > 0 && pc.Sources.KernelExpressible()
+	if srcInKernel {
+		for _, r := range pc.Sources.Rules {
+			pfx, err := netprefix.Parse(r.Prefix)
+			if err != nil { // validated at load
+				return fieldErr("policer.sources", "%v", err)
+			}
+			nc.Sources = append(nc.Sources, nft.Source{Prefix: pfx, Rate: r.Rate, Burst: r.Burst})
+		}
+	}
+	t, err := nft.Open(nc)
 	if err == nil {
-		if err = p.UseKernel(t); err != nil {
+		if err = p.UseKernel(t, srcInKernel); err != nil {
 			_ = t.Close()
 		}
 	}
@@ -47,7 +62,15 @@ func (s *Server) startKernel(addrs []net.Addr) error {
 	}
 	s.kernel = t
 	s.ov.pol.path = "kernel: nftables table inet " + t.Name()
-	s.log.Info("connection policer: kernel early discard (excess SYNs dropped by nftables)", "table", "inet "+t.Name(), "listeners", len(lns), "rate", p.Rate(), "burst", p.Burst())
+	sources := "none"
+	switch {
+	case srcInKernel:
+		sources = "kernel"
+	case len(pc.Sources.Rules) > 0 || pc.Sources.Default != nil:
+		sources = "user space (per-address buckets)"
+	}
+	s.log.Info("connection policer: kernel early discard (excess SYNs dropped by nftables)", "table", "inet "+t.Name(),
+		"listeners", len(lns), "rate", p.Rate(), "burst", p.Burst(), "sources", sources)
 	return nil
 }
 

@@ -70,6 +70,34 @@ func TestPolicerKernelPath(t *testing.T) {
 	}
 }
 
+// TestPolicerKernelSourceRule: a per-prefix rule goes to the kernel too:
+// a SYN from the denied source gets no answer and is counted as a kernel
+// drop, another source is served.
+func TestPolicerKernelSourceRule(t *testing.T) {
+	b := backend(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") })
+	p := startManual(t, strings.Replace(baseConfig(b.URL, `policer:
+  controller: none
+  sources:
+    rules:
+      - {prefix: 127.0.0.7, rate: 0}
+`), "127.0.0.1:0", "0.0.0.0:0", 1))
+	if st := p.state(t).Policer; !strings.HasPrefix(st.Path, "kernel:") {
+		t.Skipf("kernel path not in force: %s", st.Path)
+	}
+	port := p.addr[strings.LastIndexByte(p.addr, ':'):]
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 7)}, Timeout: 300 * time.Millisecond}
+	if c, err := d.Dial("tcp", "127.0.0.1"+port); err == nil {
+		c.Close()
+		t.Fatal("denied source connected")
+	}
+	if code, _, _ := get(t, "http://127.0.0.1"+port+"/", nil); code != 200 {
+		t.Fatalf("allowed source: %d", code)
+	}
+	if st := p.state(t).Policer; st.RejectedKernel < 1 || st.RejectedSource != 0 || st.Admitted != 1 {
+		t.Errorf("policer %+v, want the denied SYN dropped in the kernel, 1 admitted", st)
+	}
+}
+
 func inetTables(t *testing.T) []string {
 	t.Helper()
 	c, err := nftables.New()

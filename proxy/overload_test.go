@@ -129,6 +129,7 @@ func TestPolicerPerSourceRule(t *testing.T) {
 	b := backend(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") })
 	p := startManual(t, strings.Replace(baseConfig(b.URL, `policer:
   controller: none
+  kernel: off # the user-space reset (kernel_linux_test.go has the kernel's)
   sources:
     rules:
       - {prefix: 127.0.0.7, rate: 0}

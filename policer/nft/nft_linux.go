@@ -445,9 +445,9 @@ func startTime(pid int) (uint64, error) {
 	return strconv.ParseUint(f[19], 10, 64)
 }
 
-// Dropped returns the number of SYNs the table dropped (Counters.Dropped);
-// it makes a Table a policer.Kernel.
-func (t *Table) Dropped() (uint64, error) {
+// Dropped returns the number of SYNs the table dropped by the global
+// limit and by the source limits; it makes a Table a policer.Kernel.
+func (t *Table) Dropped() (global, source uint64, err error) {
 	c, err := t.Counters()
-	return c.Dropped, err
+	return c.Dropped, c.DroppedSource, err
 }

@@ -31,5 +31,5 @@ func (*Table) Counters() (Counters, error) { return Counters{}, nil }
 // Close does nothing.
 func (*Table) Close() error { return nil }
 
-// Dropped returns 0.
-func (*Table) Dropped() (uint64, error) { return 0, nil }
+// Dropped returns 0, 0.
+func (*Table) Dropped() (global, source uint64, err error) { return 0, 0, nil }
