@@ -34,5 +34,9 @@
 // setsockopt(2) and one close(2) per rejected connection, no read, no
 // HTTP parsing, no goroutine. The paper's kernel module dropped the SYN
 // itself; the client then retried with exponential back-off, whereas a
-// reset here fails its connect-and-read at once.
+// reset here fails its connect-and-read at once. Package policer/nft does
+// what the paper did where it can (Linux, CAP_NET_ADMIN): an nftables
+// table drops the SYNs beyond the global rate, and Policer.UseKernel
+// hands the global bucket to it (the Listener then applies only the
+// per-source buckets).
 package policer

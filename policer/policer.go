@@ -76,6 +76,10 @@ type Policer struct {
 
 	offered, admitted, rejRate, rejSource atomic.Uint64
 	acceptErrors                          atomic.Uint64
+	rejKernel                             atomic.Uint64 // the kernel's last drop count read
+
+	kernel        Kernel // the global bucket in the kernel (UseKernel), or nil
+	kernelSources bool   // the per-source limits too
 
 	mu       sync.Mutex // serialises Collect
 	last     time.Time
@@ -117,11 +121,11 @@ func New(cfg Config, now time.Time) (*Policer, error) {
 // no global token.
 func (p *Policer) Admit(now time.Time, src netip.Addr) Verdict {
 	p.offered.Add(1)
-	if p.sources != nil && !p.sources.admit(now, src) {
+	if p.sources != nil && !p.kernelSources && !p.sources.admit(now, src) {
 		p.rejSource.Add(1)
 		return RejectedSource
 	}
-	if !p.bucket.AllowAt(now) {
+	if p.kernel == nil && !p.bucket.AllowAt(now) {
 		p.rejRate.Add(1)
 		return RejectedRate
 	}
@@ -132,12 +136,14 @@ func (p *Policer) Admit(now time.Time, src netip.Addr) Verdict {
 // SetRate changes the global token rate from now on (connections per
 // second; finite and ≥ 0, or +Inf). On error the rate is unchanged. This is
 // the policer's actuator: Step applies each decision of its controller's
-// here.
+// here. With the global bucket in the kernel (UseKernel) the kernel's rate
+// is set too; its error is returned, the user-space rate (shown by Rate)
+// being changed already.
 func (p *Policer) SetRate(now time.Time, r float64) error {
 	if err := p.bucket.SetRateAt(now, r); err != nil {
 		return fmt.Errorf("policer: %w", err)
 	}
-	return nil
+	return p.setKernelRate(r)
 }
 
 // Rate returns the global token rate in connections per second.
@@ -160,12 +166,17 @@ type Stats struct {
 	Rate  float64
 	Burst int
 	// Offered is the number of connections decided (the paper's hits);
-	// Offered = Admitted + RejectedRate + RejectedSource, up to
-	// connections being decided while the snapshot is taken.
+	// Offered = Admitted + RejectedRate + RejectedSource + RejectedKernel,
+	// up to connections being decided while the snapshot is taken.
 	Offered        uint64
 	Admitted       uint64
 	RejectedRate   uint64
 	RejectedSource uint64
+	// RejectedKernel is the number of connection requests (SYNs,
+	// retransmissions included) the kernel dropped (UseKernel), by the
+	// global limit or a per-source one; zero without. KernelError is the error of reading it, "" for none.
+	RejectedKernel uint64
+	KernelError    string
 	// AcceptErrors is the number of errors the inner listeners returned
 	// from Accept (returned unchanged to the caller).
 	AcceptErrors uint64
@@ -178,8 +189,8 @@ type Stats struct {
 	LossyEvictions uint64
 }
 
-// Rejected returns RejectedRate + RejectedSource.
-func (s Stats) Rejected() uint64 { return s.RejectedRate + s.RejectedSource }
+// Rejected returns RejectedRate + RejectedSource + RejectedKernel.
+func (s Stats) Rejected() uint64 { return s.RejectedRate + s.RejectedSource + s.RejectedKernel }
 
 // Stats returns the cumulative counters.
 func (p *Policer) Stats() Stats {
@@ -191,6 +202,14 @@ func (p *Policer) Stats() Stats {
 		RejectedRate:   p.rejRate.Load(),
 		RejectedSource: p.rejSource.Load(),
 		AcceptErrors:   p.acceptErrors.Load(),
+	}
+	if p.kernel != nil {
+		k, err := p.kernelDropped()
+		if err != nil {
+			s.KernelError = err.Error()
+		}
+		s.RejectedKernel = k
+		s.Offered += k
 	}
 	if p.sources != nil && p.sources.tats != nil {
 		s.TrackedSources, s.Evictions, s.LossyEvictions = p.sources.stats()
@@ -205,7 +224,8 @@ func (p *Policer) Stats() Stats {
 //   - Elapsed = now − the previous Collect's now (or New's), zero if now is
 //     not after it;
 //   - Arrivals = connections offered (the paper's hits), Admitted, and
-//     Rejected (both reasons);
+//     Rejected (every reason; with the kernel path, UseKernel, the SYNs
+//     the kernel dropped count in Arrivals and Rejected);
 //   - Completed = 0, Samples = 0, MeanRT = P90RT = NaN (the policer sees no
 //     responses), Utilization = NaN and Queue = 0: the runner fills
 //     Utilization from the CPU sensor and Queue from the backend wait queue.
@@ -221,7 +241,8 @@ func (p *Policer) Collect(now time.Time) sluice.Measurements {
 		elapsed = 0
 	}
 	p.last = now
-	cur := [3]uint64{p.offered.Load(), p.admitted.Load(), p.rejRate.Load() + p.rejSource.Load()}
+	k, _ := p.kernelDropped() // on error: the last count, caught up next period
+	cur := [3]uint64{p.offered.Load() + k, p.admitted.Load(), p.rejRate.Load() + p.rejSource.Load() + k}
 	d := [3]float64{}
 	for i := range cur {
 		d[i] = float64(cur[i] - p.lastSnap[i])

@@ -48,7 +48,7 @@ func (v dashView) State(n int) dashboard.State {
 	}
 	if p := doc.Policer; p != nil {
 		out.Policer = &dashboard.Policer{Controller: p.Controller, Rate: p.Rate, Burst: p.Burst, Offered: p.Offered,
-			Admitted: p.Admitted, Rejected: p.RejectedRate + p.RejectedSource, LiveConns: p.LiveConns,
+			Admitted: p.Admitted, Rejected: p.RejectedRate + p.RejectedSource + p.RejectedKernel, LiveConns: p.LiveConns,
 			Last: p.Last, GuardError: p.GuardError, Decisions: p.Decisions}
 	}
 	for _, r := range doc.Resources {

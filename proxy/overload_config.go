@@ -76,6 +76,11 @@ const (
 	// of PolicerConfig.Controller.
 	PolicerControllerVoigtQueue = "voigt-queue"
 	PolicerControllerNone       = "none"
+	// PolicerKernelAuto, PolicerKernelOn and PolicerKernelOff are the
+	// values of PolicerConfig.Kernel; auto is the default.
+	PolicerKernelAuto = "auto"
+	PolicerKernelOn   = "on"
+	PolicerKernelOff  = "off"
 )
 
 // SensorConfig is the sensor of a resource rule: a utilization source
@@ -162,6 +167,13 @@ type PolicerConfig struct {
 	Controller string `yaml:"controller"`
 	// Control are the voigt-queue controller's parameters.
 	Control PolicerControl `yaml:"control"`
+	// Kernel is where the global rate is enforced: "auto" (the default)
+	// drops excess SYNs in the kernel (nftables, package policer/nft) when
+	// sluice runs on Linux with CAP_NET_ADMIN and resets them at accept
+	// in user space otherwise, saying once in the log which path is in
+	// force; "on" requires the kernel path (start fails without it);
+	// "off" keeps the user-space reset.
+	Kernel string `yaml:"kernel"`
 }
 
 // PolicerControl are the parameters of the policer's voigt-queue
@@ -263,6 +275,9 @@ func (p *PolicerConfig) setDefaults(utilRef float64) {
 	}
 	if p.Controller == "" {
 		p.Controller = PolicerControllerVoigtQueue
+	}
+	if p.Kernel == "" {
+		p.Kernel = PolicerKernelAuto
 	}
 	q := control.DefaultVoigtQueueConfig()
 	c := &p.Control
@@ -679,6 +694,11 @@ func (k *KihlTuningConfig) validate(p string, c *Config, stage, ctrlName string,
 func (p *PolicerConfig) validate() error {
 	if err := p.Config.Validate(); err != nil {
 		return fielderr.Under("policer", err)
+	}
+	switch p.Kernel {
+	case PolicerKernelAuto, PolicerKernelOn, PolicerKernelOff:
+	default:
+		return fieldErr("policer.kernel", "%q is invalid: must be %s, %s or %s", p.Kernel, PolicerKernelAuto, PolicerKernelOn, PolicerKernelOff)
 	}
 	switch p.Controller {
 	case PolicerControllerNone:

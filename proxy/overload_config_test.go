@@ -86,6 +86,7 @@ func TestOverloadConfigErrors(t *testing.T) {
 			"only used with tuning: auto"},
 		{"policer bad burst", "policer: {burst: -1}\n", "p.yaml:22: policer.burst: -1 is invalid"},
 		{"policer bad controller", "policer: {controller: pid}\n", "policer.controller: \"pid\" is invalid"},
+		{"policer bad kernel", "policer: {kernel: yes}\n", "policer.kernel: \"yes\" is invalid: must be auto, on or off"},
 		{"policer inf rate with control", "policer: {rate: .inf}\n", "policer.rate: +Inf needs controller: none"},
 		{"policer rate out of bounds", "policer: {rate: 5, control: {min_rate: 10}}\n", "policer.rate: 5 is invalid: must be within [min_rate, max_rate]"},
 		{"policer bad q_ref", "policer: {control: {q_ref: -3}}\n", "policer.control.q_ref: -3 is invalid"},

@@ -109,7 +109,7 @@ var (
 	descPolicerAdmitted = prometheus.NewDesc("proxy_policer_admitted_total",
 		"Connections the connection policer admitted.", nil, nil)
 	descPolicerRejected = prometheus.NewDesc("proxy_policer_rejected_total",
-		"Connections reset at accept time by the connection policer, by reason (rate: the global bucket was empty; source: the source address's bucket).",
+		"Connections refused by the connection policer, by reason (rate: reset at accept, the global bucket was empty; source: reset at accept, the source address's bucket; kernel: SYNs dropped by the kernel path, retransmissions included).",
 		[]string{"reason"}, nil)
 	descPolicerAcceptErrors = prometheus.NewDesc("proxy_policer_accept_errors_total",
 		"Errors returned by accept(2) on the policed listeners.", nil, nil)
@@ -184,6 +184,7 @@ func (c overloadCollector) Collect(ch chan<- prometheus.Metric) {
 		count(descPolicerAdmitted, st.Admitted)
 		count(descPolicerRejected, st.RejectedRate, "rate")
 		count(descPolicerRejected, st.RejectedSource, "source")
+		count(descPolicerRejected, st.RejectedKernel, "kernel")
 		count(descPolicerAcceptErrors, st.AcceptErrors)
 		gauge(descPolicerTracked, float64(st.TrackedSources))
 		count(descPolicerEvictions, st.Evictions, "all")

@@ -87,7 +87,7 @@ func TestPolicerResetsBeforeHTTP(t *testing.T) {
 		_, _ = io.WriteString(w, "ok")
 	})
 	// Two tokens and (practically) no refill: two connections pass.
-	p := startManual(t, baseConfig(b.URL, "policer:\n  rate: 0.001\n  burst: 2\n  controller: none\n"))
+	p := startManual(t, baseConfig(b.URL, "policer:\n  rate: 0.001\n  burst: 2\n  controller: none\n  kernel: off\n"))
 	for i := range 2 {
 		c, br := rawConn(t, p.addr)
 		_, _ = io.WriteString(c, "GET /ok HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
@@ -129,6 +129,7 @@ func TestPolicerPerSourceRule(t *testing.T) {
 	b := backend(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") })
 	p := startManual(t, strings.Replace(baseConfig(b.URL, `policer:
   controller: none
+  kernel: off # the user-space reset (kernel_linux_test.go has the kernel's)
   sources:
     rules:
       - {prefix: 127.0.0.7, rate: 0}
@@ -354,6 +355,7 @@ policer:
   rate: 1000
   burst: 20
   control: {period: 100ms, q_ref: 10, kp: 2, kd: 0.5, min_rate: 10}
+  kernel: off # the test watches for the user-space reset
 `, b.URL)
 	p := startManual(t, cfg)
 	pr := p.srv.ov.pol

@@ -35,6 +35,7 @@ type policerRunner struct {
 	guard *sensor         // CPU guard, nil for none
 	h     *Handler
 	cfg   *PolicerConfig
+	path  string // where the global rate is enforced, for /state (set by Listen)
 
 	decisions atomic.Uint64
 }
@@ -107,6 +108,13 @@ type PolicerState struct {
 	Admitted       uint64 `json:"admitted"`
 	RejectedRate   uint64 `json:"rejected_rate"`
 	RejectedSource uint64 `json:"rejected_source"`
+	// RejectedKernel counts the SYNs the kernel dropped (retransmissions
+	// included), with the kernel path; Path says where the global rate is
+	// enforced (the kernel's table, or user space and why) and
+	// KernelError the last error reading the kernel's counter.
+	RejectedKernel uint64 `json:"rejected_kernel"`
+	Path           string `json:"path,omitempty"`
+	KernelError    string `json:"kernel_error,omitempty"`
 	AcceptErrors   uint64 `json:"accept_errors"`
 	TrackedSources int    `json:"tracked_sources"`
 	Evictions      uint64 `json:"evictions"`
@@ -129,7 +137,8 @@ func (r *policerRunner) state(n int, reg *policer.Registry) PolicerState {
 	st := r.p.Stats()
 	ps := PolicerState{Controller: r.cfg.Controller, Rate: st.Rate, Burst: st.Burst, Offered: st.Offered,
 		Admitted: st.Admitted, RejectedRate: st.RejectedRate, RejectedSource: st.RejectedSource,
-		AcceptErrors: st.AcceptErrors, TrackedSources: st.TrackedSources, Evictions: st.Evictions}
+		AcceptErrors: st.AcceptErrors, TrackedSources: st.TrackedSources, Evictions: st.Evictions,
+		RejectedKernel: st.RejectedKernel, Path: r.path, KernelError: st.KernelError}
 	if math.IsInf(ps.Rate, 1) {
 		ps.Rate = math.MaxFloat64 // JSON has no +Inf
 	}

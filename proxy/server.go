@@ -24,6 +24,7 @@ import (
 
 	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/internal/fielderr"
+	"github.com/sluicehq/sluice/policer/nft"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/proxy/internal/dashboard"
 	"github.com/sluicehq/sluice/proxy/internal/h1"
@@ -64,7 +65,8 @@ type Server struct {
 
 	adjust func(*Config) error // Options.Adjust
 
-	ov *overload // sensors, resource rules and the connection policer
+	ov     *overload  // sensors, resource rules and the connection policer
+	kernel *nft.Table // the policer's kernel path (proxy/kernel.go), or nil
 
 	auth      *adminAuth           // admin.token (admin cannot change on reload)
 	dash      *dashboard.Dashboard // the live dashboard (internal/dashboard; its view: dashboard.go)
@@ -351,6 +353,7 @@ func (s *Server) Listen() error {
 	}
 	cfg := s.h.gen.Load().cfg
 	var lns []net.Listener
+	var bound []net.Addr // the client listeners' addresses, for the kernel path
 	fail := func(err error) error {
 		for _, l := range lns {
 			l.Close()
@@ -363,6 +366,7 @@ func (s *Server) Listen() error {
 		if err != nil {
 			return fail(listenError(fmt.Sprintf("listeners[%d].addr", i), lc.Addr, err))
 		}
+		bound = append(bound, ln.Addr())
 		if s.ov.accept != nil {
 			// Early discard: the policer resets non-compliant connections
 			// before anything is read (and tracks the admitted ones for
@@ -413,6 +417,10 @@ func (s *Server) Listen() error {
 	aln, err := net.Listen("tcp", cfg.Admin.Addr)
 	if err != nil {
 		return fail(listenError("admin.addr", cfg.Admin.Addr, err))
+	}
+	if err := s.startKernel(bound); err != nil {
+		aln.Close()
+		return fail(err)
 	}
 	s.lns, s.adminLn = lns, aln
 	s.admin = &http.Server{Handler: s.adminHandler(cfg.Admin.Pprof), ReadHeaderTimeout: DefaultReadHeaderTimeout,
@@ -519,6 +527,7 @@ func (s *Server) shutdown(timeout time.Duration) {
 		})
 	}
 	wg.Wait()
+	s.stopKernel() // no listener left: the table polices nothing
 	_ = s.admin.Close()
 	s.mu.Lock()
 	s.running = false

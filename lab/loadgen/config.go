@@ -59,6 +59,15 @@ type Config struct {
 	// Timeout after its intended send time and counts a timeout.
 	// Zero means DefaultTimeout.
 	Timeout time.Duration
+	// ConnectTimeout, when > 0, aborts a request whose TCP connection is
+	// not established within ConnectTimeout of the start of its dial and
+	// counts it as a transport error, as the Voigt & Gunningberg paper's
+	// load generator (sclient) aborts "requests that do not establish a
+	// connection to the server in a specified amount of time": a SYN the
+	// server dropped (kernel early discard) is then a refused request, not
+	// one delayed by TCP's 1 s SYN retransmission. Zero (the default): the
+	// dial may take until the request's deadline.
+	ConnectTimeout time.Duration
 	// Workload chooses the requests; required.
 	Workload Workload
 
@@ -208,6 +217,9 @@ func (c Config) Validate() error {
 	}
 	if c.Timeout <= 0 {
 		return fieldErr("Timeout", "%v must be positive", c.Timeout)
+	}
+	if c.ConnectTimeout < 0 {
+		return fieldErr("ConnectTimeout", "%v must be ≥ 0", c.ConnectTimeout)
 	}
 	if c.Workload == nil {
 		return fieldErr("Workload", "required")

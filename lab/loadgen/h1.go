@@ -93,6 +93,10 @@ var errAborted = errors.New("load run cancelled")
 // errDeadline reports an exchange that missed its deadline.
 var errDeadline = errors.New("request deadline exceeded")
 
+// errConnectTimeout reports a dial that missed Config.ConnectTimeout (a
+// transport error: the server did not accept the connection).
+var errConnectTimeout = errors.New("connection not established within the connect timeout")
+
 // h1Exchange sends GET path over a connection for transport index ti and
 // reads the whole response. It returns the status, the body bytes read,
 // and an error (errDeadline, errAborted or a transport error).
@@ -246,7 +250,13 @@ func (r *runner) h1Get(u *user, ti int, deadline time.Time) (*h1conn, error) {
 }
 
 func (r *runner) h1Dial(ti int, deadline time.Time) (*h1conn, error) {
-	ctx, cancel := context.WithDeadline(r.abortCtx, deadline)
+	dialEnd, connectLimited := deadline, false
+	if ct := r.cfg.ConnectTimeout; ct > 0 {
+		if e := time.Now().Add(ct); e.Before(deadline) {
+			dialEnd, connectLimited = e, true
+		}
+	}
+	ctx, cancel := context.WithDeadline(r.abortCtx, dialEnd)
 	defer cancel()
 	nc, err := r.dialers[ti].DialContext(ctx, "tcp", r.hostport)
 	if err != nil {
@@ -254,6 +264,9 @@ func (r *runner) h1Dial(ti int, deadline time.Time) (*h1conn, error) {
 			return nil, errAborted
 		}
 		if ctx.Err() != nil {
+			if connectLimited {
+				return nil, errConnectTimeout
+			}
 			return nil, errDeadline
 		}
 		return nil, err

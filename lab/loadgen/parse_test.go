@@ -305,6 +305,7 @@ func TestConfigValidate(t *testing.T) {
 		{"remote target", func(c *Config) { c.Target = "http://10.0.0.1" }, "Target"},
 		{"no duration", func(c *Config) { c.Duration = 0 }, "Duration"},
 		{"negative timeout", func(c *Config) { c.Timeout = -1 }, "Timeout"},
+		{"negative connect timeout", func(c *Config) { c.ConnectTimeout = -1 }, "ConnectTimeout"},
 		{"no workload", func(c *Config) { c.Workload = nil }, "Workload"},
 		{"no arrivals", func(c *Config) { c.Arrivals = nil }, "Arrivals"},
 		{"inflight", func(c *Config) { c.MaxInflight = -5 }, "MaxInflight"},

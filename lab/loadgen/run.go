@@ -238,6 +238,9 @@ func (r *runner) setupIdentities() {
 
 func (r *runner) newDialer(local *net.TCPAddr) *net.Dialer {
 	d := &net.Dialer{Timeout: r.cfg.Timeout, KeepAlive: 30 * time.Second}
+	if ct := r.cfg.ConnectTimeout; ct > 0 && ct < d.Timeout {
+		d.Timeout = ct
+	}
 	if local != nil {
 		d.LocalAddr = local
 	}

@@ -82,6 +82,16 @@ func fileMix(entries []testbed.FileEntry) (pDynamic, pLarge, meanBytes float64) 
 // simulator's 2 s).
 const voigtTimeout = 2 * time.Second
 
+// voigtConnectTimeout is how long the clients of the CPU experiments wait
+// for their connection to be established: as the paper's sclient, which
+// aborts "requests that do not establish a connection to the server in a
+// specified amount of time", a SYN the connection policer dropped in the
+// kernel is a refused request (as in the simulator) instead of one served
+// a second late after TCP's SYN retransmission. Below TCP's initial 1 s
+// retransmission timeout; a connection the server accepts is established
+// within a round trip on loopback.
+const voigtConnectTimeout = 500 * time.Millisecond
+
 // voigtQueueTimeout bounds the wait in the proxy's queue: the clients'
 // timeout, as the simulator's listen queue. The proxy runs with
 // backends.ignore_client_abort, so a request whose client gave up keeps
@@ -225,7 +235,7 @@ func voigtStateOf(doc proxy.StateDoc) voigtSample {
 		largeRate: nan, largeOffered: nan, largeRejected: nan, outQueue: nan, outBytes: nan, cpu: nan, link: nan,
 		queue: float64(doc.Backends.Queue.Length)}
 	if p := doc.Policer; p != nil {
-		s.polRate, s.polOffered, s.polRejected = p.Rate, float64(p.Offered), float64(p.RejectedRate+p.RejectedSource)
+		s.polRate, s.polOffered, s.polRejected = p.Rate, float64(p.Offered), float64(p.RejectedRate+p.RejectedSource+p.RejectedKernel)
 	}
 	for _, r := range doc.Resources {
 		switch r.Stage {
@@ -618,8 +628,8 @@ func (r *cpuRun) run(ctx context.Context, env *Env, b *cpuBackend) error {
 		arr = dist.Poisson{Rate: r.rate}
 	}
 	ph := phase{name: r.name, length: r.length, target: px.URL, grace: 500 * time.Millisecond,
-		loads: []loadgen.Config{{Mode: loadgen.ModeOpen, Duration: r.length, Seed: r.seed, Timeout: voigtTimeout, Workload: wl,
-			Arrivals: arr, DisableKeepAlives: true, MaxInflight: voigtMaxInflight, MaxConns: voigtMaxInflight}}}
+		loads: []loadgen.Config{{Mode: loadgen.ModeOpen, Duration: r.length, Seed: r.seed, Timeout: voigtTimeout, ConnectTimeout: voigtConnectTimeout,
+			Workload: wl, Arrivals: arr, DisableKeepAlives: true, MaxInflight: voigtMaxInflight, MaxConns: voigtMaxInflight}}}
 	stop := sampleProxy(px, b.cpuSeconds(), nil, voigtSampleEvery)
 	res, runErr := ph.run(ctx, env)
 	r.samples = stop()

@@ -53,6 +53,17 @@ func policerStep(ss []voigtSample, st stepTimes, h time.Duration) (initial, atSt
 	return initial, atStep, after5, toHalf, minRate, minAt
 }
 
+// periodsBelow returns the periods from the step until the policer's
+// rate is below level (NaN if it never is), rounded as policerStep does.
+func periodsBelow(ss []voigtSample, st stepTimes, h time.Duration, level float64) float64 {
+	for _, s := range ss {
+		if s.t > st.at && s.polRate < level {
+			return math.Max(1, math.Round(float64(s.t-st.at)/float64(h)))
+		}
+	}
+	return math.NaN()
+}
+
 // rtSettle returns the seconds from the step's start until the
 // per-second mean RT (of the bins from the step on) is back within factor
 // × before for the rest of the step; NaN if it never is. bins are one
@@ -158,6 +169,11 @@ func analyseVoigtStep(s *report.Summary, st stepTimes, ctl, unc *cpuRun, b *cpuB
 		w := windowOf(v.run.recs, st.at, st.end, nil)
 		s.Set("mean_rt_ms_step"+v.suffix, w.meanRT())
 		s.Set("throughput_rps_step"+v.suffix, w.throughput())
+		if v.run == ctl {
+			// How fast the policer closes the gap to what the server
+			// sustains (figure.HalfwayToCapacity).
+			s.Set("periods_to_halfway_to_capacity", periodsBelow(ctl.samples, st, h, (initial+w.throughput())/2))
+		}
 		s.Set("failed_fraction_step"+v.suffix, ratio(float64(w.timeouts), float64(w.offered)))
 		bs := binRecords(v.run.recs, time.Second, st.length, 0, nil)
 		bins[v.suffix] = bs
@@ -209,14 +225,14 @@ func renderVoigtStep(res *figure.Result, st stepTimes, sched dist.Schedule, ctl,
 	res.AddTable("per_second.csv", perSec)
 
 	res.Checks = figure.VoigtStepChecks(s, st.end-st.at, low*pDyn)
-	res.Key = []string{"policer_rate_after_5_periods", "periods_to_half_rate", "policer_rate_min", "mean_rt_ms_step",
+	res.Key = []string{"policer_rate_after_5_periods", "periods_to_half_rate", "periods_to_halfway_to_capacity", "policer_rate_min", "throughput_rps_step", "mean_rt_ms_step",
 		"mean_rt_ms_step_uncontrolled", "rt_settle_s", "policer_rate_end", "policer_drop_fraction_after", "cgi_rate_at_step"}
 	res.Setup = []string{
 		b.where(),
 		fmt.Sprintf("Service: real CPU work calibrated before the runs (%.2f ns per random number, %v of HTTP handling per request): %v per static request and %v per dynamic one, the simulator's kernel + worker demands. Replies are small, so the bandwidth rule stays idle.",
 			b.ns, b.overhead.Round(time.Microsecond), b.static, b.dynamic),
-		fmt.Sprintf("Load: the SURGE-like file set of the static testbed (%d files, file-set seed %d; %.1f %% dynamic requests, %.1f %% for /islarge/), open loop at a constant rate, one connection per request, client timeout %v. Rate %g req/s, %g req/s from t = %v to %v, then %g req/s until %v.",
-			voigtFiles, voigtFileSeed, 100*pDyn, 100*pLarge, voigtTimeout, low, high, st.at, st.end, low, st.length),
+		fmt.Sprintf("Load: the SURGE-like file set of the static testbed (%d files, file-set seed %d; %.1f %% dynamic requests, %.1f %% for /islarge/), open loop at a constant rate, one connection per request, client timeout %v, connect timeout %v (sclient's abort). Rate %g req/s, %g req/s from t = %v to %v, then %g req/s until %v.",
+			voigtFiles, voigtFileSeed, 100*pDyn, 100*pLarge, voigtTimeout, voigtConnectTimeout, low, high, st.at, st.end, low, st.length),
 		fmt.Sprintf("Shortened from the paper's 120 s (step at 50–70 s) to fit the time budget: the step starts at %v and lasts %v; the metrics 'after' use %v–%v, 'before' %v–%v. No time compression (time_scale 1, control period 1 s).",
 			st.at, st.end-st.at, st.afterFrom, st.length, st.beforeFrom, st.at),
 		fmt.Sprintf("Proxy: pool of %d backend connections, wait queue 1024 with a %v timeout. Controlled: voigt-cpu on /cgi-bin/ (util_ref 90, kp 0.2, min 10, initial 10/s), voigt-queue on /islarge/ (q_ref 35), and the connection policer (initial 1000/s, bucket 20, PD on the wait queue q_ref 100, kp 1/16, kd 1/4). Uncontrolled: the same proxy without them. The policer's and rules' rates are sampled from the proxy's state every %v. "+queueNote,

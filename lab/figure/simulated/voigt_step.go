@@ -175,10 +175,23 @@ func analyseVoigtStep(res *figure.Result, c voigtStepParams, r *voigtStepRun) {
 		}
 		s.Set("rt_settle_s"+v.suffix, settle)
 	}
+	// How fast the policer closes the gap to what the server sustains:
+	// periods from the step until its rate is below the midpoint of its
+	// initial rate and the controlled throughput during the step
+	// (figure.HalfwayToCapacity).
+	mid := (initial + s.Metric("throughput_rps_step")) / 2
+	toMid := math.NaN()
+	for _, st := range ctl.policer.steps {
+		if end := st.end(); end > c.stepAt && st.Decision.New < mid {
+			toMid = float64((end - c.stepAt + h - 1) / h)
+			break
+		}
+	}
+	s.Set("periods_to_halfway_to_capacity", toMid)
 	res.AddTable("timeseries.csv", voigtTimeseries(ctl, 0))
 	res.AddTable("timeseries_uncontrolled.csv", voigtTimeseries(unc, 0))
-	res.Key = []string{"policer_rate_after_5_periods", "periods_to_half_rate", "policer_rate_min", "mean_rt_ms_step",
-		"mean_rt_ms_max", "rt_settle_s", "rt_settle_s_uncontrolled", "policer_rate_end", "policer_drop_fraction_after"}
+	res.Key = []string{"policer_rate_after_5_periods", "periods_to_half_rate", "periods_to_halfway_to_capacity", "policer_rate_min",
+		"throughput_rps_step", "mean_rt_ms_step", "mean_rt_ms_max", "rt_settle_s", "rt_settle_s_uncontrolled", "policer_rate_end", "policer_drop_fraction_after"}
 	// The CPU rule should have climbed to the dynamic requests' offered
 	// rate at the low load by the step.
 	pDyn := fl.mix[voigtDynamic] / (fl.mix[voigtStatic] + fl.mix[voigtDynamic] + fl.mix[voigtLarge])

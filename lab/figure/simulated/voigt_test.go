@@ -60,6 +60,7 @@ func TestVoigtStep(t *testing.T) {
 		// and below 500/s within 8.
 		within(t, s, "policer_rate_after_5_periods", 0, 600)
 		within(t, s, "periods_to_half_rate", 1, 8)
+		within(t, s, "periods_to_halfway_to_capacity", 1, 8)
 		within(t, s, "policer_rate_min", 300, 450)
 		within(t, s, "policer_drop_fraction_after", 0, 0)
 		within(t, s, "mean_rt_ms_after", 0, 10)

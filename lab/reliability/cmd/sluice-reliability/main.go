@@ -12,7 +12,8 @@
 // time from its return to ≥ 99 % served), conns (25,000 connections:
 // idle keep-alives, then silent ones), reload (SIGHUP every 2 s under
 // load), soak (3× capacity for 10 minutes: failures, RSS, goroutines),
-// all. --scale shortens every duration for a quick check. Results go to
+// discard (CPU per refused connection attempt: the policer's kernel
+// path, its user-space reset, a 503), all. --scale shortens every duration for a quick check. Results go to
 // --out as JSON and as a Markdown table (results.md). Load goes only to
 // 127.0.0.1, bounded in time.
 package main
@@ -59,7 +60,7 @@ func main() {
 	flag.StringVar(&opt.modes, "modes", "default,seda", "stall and soak: sluice modes, comma-separated: default (the quick start with no controller flag), seda")
 	flag.StringVar(&opt.seda, "seda", "--controller seda --target-p90 200ms", "the quick-start flags of the seda mode")
 	flag.Usage = func() {
-		fmt.Fprintln(os.Stderr, "usage: sluice-reliability [flags] corpus|slow|stall|conns|reload|soak|all ...")
+		fmt.Fprintln(os.Stderr, "usage: sluice-reliability [flags] corpus|slow|stall|conns|reload|soak|discard|all ...")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -69,7 +70,7 @@ func main() {
 		os.Exit(2)
 	}
 	if len(tests) == 1 && tests[0] == "all" {
-		tests = []string{"corpus", "slow", "stall", "conns", "reload", "soak"}
+		tests = []string{"corpus", "slow", "stall", "conns", "reload", "soak", "discard"}
 	}
 	if err := os.MkdirAll(opt.out, 0o755); err != nil {
 		fatal(err)
@@ -84,7 +85,7 @@ func main() {
 	failed := false
 	for _, t := range tests {
 		fn, ok := map[string]func() (string, bool, error){"corpus": runCorpus, "slow": runSlow, "stall": runStall,
-			"conns": runConns, "reload": runReload, "soak": runSoak}[t]
+			"conns": runConns, "reload": runReload, "soak": runSoak, "discard": runDiscard}[t]
 		if !ok {
 			fmt.Fprintf(os.Stderr, "unknown test %q\n", t)
 			os.Exit(2)
