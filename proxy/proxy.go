@@ -371,6 +371,14 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 	out["X-Forwarded-For"] = vals[0:1:1]
 	out["X-Forwarded-Host"] = vals[1:2:2]
 	out["X-Forwarded-Proto"] = vals[2:3:3]
+	// The proxy answers the client's "Expect: 100-continue" itself, as
+	// nginx does: Go's server sends the 100 when the body is first read
+	// (by request buffering, or by the upstream transport as it streams
+	// the body). Passed on, the backend's own 100 would follow it (two
+	// 100s with request buffering), or race it: the standard transport
+	// starts the body, whose first read sends the server's 100, as it
+	// hands the backend's 100 to ReverseProxy to forward.
+	delete(out, "Expect")
 	if g.degradeHeader != "" {
 		delete(out, g.degradeHeader)
 		if rs.quality > 0 {
