@@ -43,6 +43,7 @@ type generation struct {
 	retryAfter    string
 	reported      []reportedHeader // backend-reported utilization headers
 	shares        *share.Shares    // client bandwidth shares, or nil
+	buf           bufferPolicy     // response_buffering
 	cluster       *cluster.Runner  // cluster mode's runner, or nil
 	version       uint64
 	loaded        time.Time
@@ -57,6 +58,7 @@ type generation struct {
 type Handler struct {
 	gen     atomic.Pointer[generation]
 	rp      *httputil.ReverseProxy
+	buf     *respBuffers // response buffering's memory, files and counters
 	m       *metrics
 	cm      *clientMetrics // client-side refusals; nil in Check and benchmarks
 	log     *slog.Logger
@@ -75,6 +77,8 @@ var errOverallTimeout = errors.New("sluice: upstream overall timeout")
 
 func newHandler(m *metrics, log *slog.Logger) *Handler {
 	h := &Handler{m: m, log: log, warn: rate.Sometimes{Interval: time.Second}}
+	chunks := newBufferPool()
+	h.buf = newRespBuffers(chunks, log)
 	h.rp = &httputil.ReverseProxy{
 		Rewrite:   h.rewrite,
 		Transport: genTransport{},
@@ -85,7 +89,7 @@ func newHandler(m *metrics, log *slog.Logger) *Handler {
 		// proxy's CPU was in write syscalls under wrk -c64.
 		FlushInterval:  0,
 		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelDebug),
-		BufferPool:     newBufferPool(),
+		BufferPool:     chunks,
 		ModifyResponse: h.modifyResponse,
 		ErrorHandler:   h.errorHandler,
 	}
@@ -123,7 +127,13 @@ type reqState struct {
 	in         *http.Request
 	writeWait0 time.Duration
 	// upstream wraps the backend's response body to see its end.
-	upstream  upstreamBody
+	upstream upstreamBody
+	// spool is the response's buffer (buffering.go), or nil; buffered is
+	// set with it, before its filler starts. bpWait sums the filler's
+	// waits for the client, ns: with back-pressure, the client's time.
+	spool     *spool
+	buffered  bool
+	bpWait    atomic.Int64
 	longTimer *time.Timer
 	overTimer *time.Timer
 	cancel    context.CancelCauseFunc
@@ -168,11 +178,21 @@ func (rs *reqState) releasePool() {
 // outcome is how the request went as the stage should count it: time
 // spent on the client (a slow reader or uploader) and injected share
 // delays are not the backend's; a client whose request body failed is
-// neither a backend failure nor a sample.
+// neither a backend failure nor a sample. A buffered response's backend
+// is read while the client is written to and while a share delay runs:
+// only the time its filler waited for the client is left out.
 func (rs *reqState) outcome(aborted bool) stage.Outcome {
-	excluded := time.Duration(rs.shareDelay.Load())
+	var excluded time.Duration
+	if rs.buffered {
+		excluded = time.Duration(rs.bpWait.Load())
+	} else {
+		excluded = time.Duration(rs.shareDelay.Load())
+		if rs.in != nil {
+			excluded += ClientWriteWait(rs.in) - rs.writeWait0
+		}
+	}
 	if rs.in != nil {
-		excluded += ClientWriteWait(rs.in) - rs.writeWait0 + ClientReadWait(rs.in)
+		excluded += ClientReadWait(rs.in)
 	}
 	if rs.clientFault.Load() {
 		return stage.Outcome{OK: true, NoSample: true, Excluded: excluded}
@@ -189,6 +209,15 @@ func (rs *reqState) outcome(aborted bool) stage.Outcome {
 // last bytes to a client that may be slow to read them.
 func (rs *reqState) upstreamDone() {
 	if rs.lc.Done(time.Now(), rs.outcome(false)) {
+		rs.releasePool()
+	}
+}
+
+// upstreamFailed ends the request's use of the backend when a buffered
+// response's body failed to read (its filler saw the error): the client
+// still gets what came before, and then its connection is aborted.
+func (rs *reqState) upstreamFailed() {
+	if rs.lc.Done(time.Now(), rs.outcome(true)) {
 		rs.releasePool()
 	}
 }
@@ -210,6 +239,9 @@ func (rs *reqState) finish(aborted bool) {
 	rs.shareEnd(!aborted)
 	rs.lc.Done(time.Now(), rs.outcome(aborted)) // no-op when upstreamDone ran
 	rs.releasePool()
+	if rs.spool != nil {
+		_ = rs.spool.Close() // ReverseProxy closed it, unless it panicked first
+	}
 	if rs.streamed.Load() {
 		rs.h.streams.Add(-1)
 	}
@@ -219,7 +251,7 @@ func (rs *reqState) finish(aborted bool) {
 type upstreamBody struct {
 	rs   *reqState
 	rc   io.ReadCloser
-	done bool // read by the handler's goroutine only
+	done bool // read by the goroutine reading the body only (the handler's, or a buffer's filler)
 }
 
 func (b *upstreamBody) Read(p []byte) (int, error) {
@@ -426,10 +458,13 @@ func (h *Handler) modifyResponse(res *http.Response) error {
 		rs.stream()
 	}
 	// The end of the upstream body ends the request's use of the backend
-	// (a 101's body is the upgraded connection: left alone).
+	// (a 101's body is the upgraded connection: left alone). Response
+	// buffering reads it as fast as the backend sends it.
 	if res.StatusCode != http.StatusSwitchingProtocols {
+		body := hasBody(res)
 		rs.upstream = upstreamBody{rs: rs, rc: res.Body}
 		res.Body = &rs.upstream
+		rs.h.buf.buffer(rs, res, body)
 	}
 	return rs.shareBefore(res)
 }
@@ -531,21 +566,25 @@ func (genTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 const copyBufferSize = 32 << 10
 
-// bufferPool recycles the 32 KiB copy buffers of ReverseProxy without
-// allocating.
+// bufferPool recycles the 32 KiB copy buffers of ReverseProxy, and the
+// chunks of response buffers, without allocating.
 type bufferPool struct{ p sync.Pool }
 
 func newBufferPool() *bufferPool {
 	return &bufferPool{p: sync.Pool{New: func() any { return new([copyBufferSize]byte) }}}
 }
 
-func (b *bufferPool) Get() []byte { return b.p.Get().(*[copyBufferSize]byte)[:] }
+func (b *bufferPool) Get() []byte { return b.getChunk()[:] }
 
 func (b *bufferPool) Put(x []byte) {
 	if cap(x) >= copyBufferSize {
-		b.p.Put((*[copyBufferSize]byte)(x[:copyBufferSize]))
+		b.putChunk((*[copyBufferSize]byte)(x[:copyBufferSize]))
 	}
 }
+
+func (b *bufferPool) getChunk() *[copyBufferSize]byte { return b.p.Get().(*[copyBufferSize]byte) }
+
+func (b *bufferPool) putChunk(c *[copyBufferSize]byte) { b.p.Put(c) }
 
 // policy returns the running policy (for metrics that follow reloads).
 func (h *Handler) policy() *policy.Policy {

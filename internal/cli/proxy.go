@@ -32,6 +32,7 @@ type proxyFlags struct {
 	adminTokenFile string
 	shadow         bool
 	pprof          bool
+	buffering      bool // --response-buffering
 	logLevel       string
 	// clusterRedis and clusterInstance override (or create) the cluster
 	// section, for every instance of a cluster started from one file.
@@ -71,6 +72,11 @@ start proxies --listen to --backend with one stage for every request:
                         the peers' adaptive concurrency limits (Netflix,
                         Envoy, kratos/Sentinel) with their own defaults
   --controller none     measure only
+
+Responses are buffered (response_buffering in docs/config.md): read from
+the backend as fast as it sends them, into memory and then temporary
+files, so that clients that read slowly hold no backend slot;
+--response-buffering=false passes them through.
 
 The admin API (metrics, state, reload, targets, and the live dashboard at
 /ui) listens on --admin (default 127.0.0.1:9901). SIGHUP reloads the file (an invalid file keeps
@@ -131,6 +137,7 @@ in-flight requests finish for up to drain_timeout, and exits 0.`,
 	fl.StringVar(&f.admin, "admin", proxy.DefaultAdminAddr, "quick start: admin API address (loopback only)")
 	fl.StringVar(&f.adminTokenFile, "admin-token-file", "", "quick start: file holding the admin token (admin.token), required by /ui and every change")
 	fl.BoolVar(&f.shadow, "shadow", false, "quick start: decide and record, but admit every request")
+	fl.BoolVar(&f.buffering, "response-buffering", true, "quick start: buffer responses in memory and temporary files so that slow clients hold no backend slot (response_buffering.enabled)")
 	fl.BoolVar(&f.pprof, "pprof", false, "quick start: serve Go's profiler at /debug/pprof/ on the admin address (admin.pprof; docs/profiling.md)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fl.StringArrayVar(&f.clusterRedis, "cluster-redis", nil, "cluster mode: Redis address host:port (repeat for a Redis Cluster's seeds); sets cluster.addrs, adding a cluster section if the file has none")
@@ -168,7 +175,7 @@ func (f *proxyFlags) clusterAdjust() func(*proxy.Config) error {
 
 // onlyConfig refuses quick-start flags next to --config.
 func (f *proxyFlags) onlyConfig(cmd *cobra.Command) error {
-	for _, name := range []string{"listen", "backend", "controller", "slo", "target-p90", "target-mean", "admin", "admin-token-file", "shadow", "pprof"} {
+	for _, name := range []string{"listen", "backend", "controller", "slo", "target-p90", "target-mean", "admin", "admin-token-file", "shadow", "pprof", "response-buffering"} {
 		if cmd.Flags().Changed(name) {
 			return usagef("--%s is a quick-start flag: set it in %s instead, or drop --config", name, f.config)
 		}
@@ -252,6 +259,7 @@ func (f *proxyFlags) quickStart(cmd *cobra.Command) (*proxy.Config, error) {
 	}
 	cfg.Stages = []policy.StageConfig{st}
 	cfg.Shadow = f.shadow
+	cfg.ResponseBuffering.Enabled = &f.buffering
 	cfg.SetDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, usageError{quickStartError(err)}
