@@ -579,8 +579,9 @@ func (s *spool) fallBackLocked() {
 	}
 }
 
-// fillerDone ends the filler: it closes the backend's body, counts the
-// response and, if the request is over, frees the spool.
+// fillerDone ends the filler: it closes the backend's body, gives back
+// the chunk it staged file writes in, counts the response and, if the
+// request is over, frees the spool.
 func (s *spool) fillerDone() {
 	s.mu.Lock()
 	s.running = false
@@ -588,7 +589,12 @@ func (s *spool) fillerDone() {
 	s.srcClosed = true
 	free := s.closed
 	complete := s.done && s.err == io.EOF
+	stage := s.stage // the file writes' chunk: not needed any more
+	s.stage = nil
 	s.mu.Unlock()
+	if stage != nil {
+		s.b.chunks.putChunk(stage)
+	}
 	if closeSrc {
 		_ = s.src.Close()
 	}
