@@ -359,7 +359,8 @@ func (b *respBuffers) buffer(rs *reqState, res *http.Response, hadBody bool) {
 		b.unbuf[unbufBudget].Inc()
 		return
 	}
-	s := &spool{b: b, p: p, rs: rs, src: res.Body, ready: make(chan struct{}, 1), space: make(chan struct{}, 1)}
+	s := &spool{b: b, p: p, rs: rs, src: res.Body}
+	s.segs = s.segs0[:0]
 	rs.spool, rs.buffered = s, true
 	res.Body = s
 	if res.ContentLength > 0 && res.ProtoMajor == 1 && res.Trailer == nil {
@@ -379,8 +380,11 @@ type spool struct {
 	rs  *reqState
 	src io.ReadCloser // the backend's body (rs.upstream); read by the filler only
 
-	ready chan struct{} // wakes the reader: data, or the end
-	space chan struct{} // wakes a waiting filler: the client read, or closed
+	// ready wakes the reader (data, or the end), space a waiting filler
+	// (the client read, or closed). Both are made when the filler
+	// goroutine starts: a response read whole by prime needs neither.
+	ready chan struct{}
+	space chan struct{}
 
 	started bool // primed; touched by the handler's goroutine only
 
@@ -397,9 +401,10 @@ type spool struct {
 	err       error // with done
 	closed    bool  // ReverseProxy closed the body (or the request ended)
 	freed     bool
-	spilled   bool // some of the body went to f
-	fellBack  bool // waited for the client for lack of memory and disk
-	streamed  bool // became long-lived: pass-through from then on
+	segs0     [2]segment // segs's first array: a small response allocates none
+	spilled   bool       // some of the body went to f
+	fellBack  bool       // waited for the client for lack of memory and disk
+	streamed  bool       // became long-lived: pass-through from then on
 }
 
 // segment is a range of unread bytes: chunk[r:w] of a memory chunk, or
@@ -410,6 +415,7 @@ type segment struct {
 	r, w   int64
 }
 
+// signal wakes the receiver of ch, if any (nil: none).
 func signal(ch chan struct{}) {
 	select {
 	case ch <- struct{}{}:
@@ -425,6 +431,7 @@ func (s *spool) prime() {
 		s.fillerDone()
 		return
 	}
+	s.ready, s.space = make(chan struct{}, 1), make(chan struct{}, 1)
 	s.mu.Lock()
 	s.running = true
 	s.mu.Unlock()
