@@ -40,7 +40,10 @@ import (
 // writes to the client at the client's pace, so the backend is released
 // when it has sent its last byte. A fast client reads the spool as fast
 // as it fills: memory is given back as the client reads, and the disk is
-// only used for what a slow client leaves behind.
+// only used for what a slow client leaves behind. What a client has not
+// read within parkAfter of the backend's last byte moves from memory to
+// the file (park), so that slow readers do not keep the memory from the
+// clients that keep up.
 //
 // The filler is a goroutine, except that its first read is made by the
 // handler's goroutine (prime): a response whose body arrived with its
@@ -85,6 +88,11 @@ const bufChunk = copyBufferSize
 // budgetRetry is how often a filler waiting for its client retries the
 // memory and disk caps, which other responses may have freed meanwhile.
 const budgetRetry = 100 * time.Millisecond
+
+// parkAfter is how long after the backend's last byte a response's client
+// may take to read what the response holds in memory; what it has not
+// read by then moves to the response's temporary file (park).
+const parkAfter = 200 * time.Millisecond
 
 // tempPrefix starts the name of every temporary file: sluice-resp-PID-.
 const tempPrefix = "sluice-resp-"
@@ -442,7 +450,74 @@ func (s *spool) prime() {
 func (s *spool) fill() {
 	for s.step() {
 	}
+	s.park()
 	s.fillerDone()
+}
+
+// park keeps the filler, once the backend's body has ended, until the
+// client has read what the response holds in memory, for at most
+// parkAfter; then it moves what is left to the temporary file. Memory
+// thus serves the clients that keep up: a thousand slow readers would
+// otherwise hold all of max_memory_bytes for as long as they read, and
+// every other response, however fast its client, would go through the
+// disk (1 MiB answers to fast clients took 3 ms more at the median and
+// 18 ms more at the 99th percentile under the slow-read attack).
+func (s *spool) park() {
+	t := time.NewTimer(parkAfter)
+	defer t.Stop()
+	for {
+		s.mu.Lock()
+		idle := s.closed || s.memHeld == 0 || s.streamed
+		s.mu.Unlock()
+		if idle {
+			return
+		}
+		select {
+		case <-s.space: // the client read, or went away
+		case <-t.C:
+			s.spill()
+			return
+		}
+	}
+}
+
+// spill moves the unread bytes of the budgeted memory chunks to the
+// temporary file, within the disk caps, in place in the queue; the
+// chunks go back to the pool and the budget. Called by the filler after
+// the body's end.
+func (s *spool) spill() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := range s.segs {
+		seg := &s.segs[i]
+		if seg.chunk == nil || !seg.budget || seg.r >= seg.w {
+			continue
+		}
+		n := seg.w - seg.r
+		if s.closed || s.noDisk || s.p.file == 0 || s.fileEnd+n > s.p.file || !take(&s.b.disk, s.p.maxDisk, n) {
+			return
+		}
+		if s.f == nil {
+			f, err := s.b.tempFile(s.p.dir)
+			if err != nil {
+				s.noDisk = true
+				s.b.disk.Add(-n)
+				return
+			}
+			s.f = f
+		}
+		if _, err := s.f.WriteAt(seg.chunk[seg.r:seg.w], s.fileEnd); err != nil {
+			s.noDisk = true
+			s.b.disk.Add(-n)
+			return
+		}
+		s.memHeld -= bufChunk
+		s.b.mem.Add(-bufChunk)
+		s.b.chunks.putChunk(seg.chunk)
+		*seg = segment{r: s.fileEnd, w: s.fileEnd + n}
+		s.fileEnd += n
+		s.spilled = true
+	}
 }
 
 // step reads one piece of the body from the backend into the spool,
