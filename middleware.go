@@ -53,6 +53,15 @@ type StreamDeadline interface {
 	StreamDeadline() time.Time
 }
 
+// RequestContext is implemented by an Admission whose handler gets a
+// context of its own: the request's, with a deadline its timeout header
+// gave and what travels on to the next hop (WithHop). The middleware
+// serves the handler with that context when Context returns one (nil
+// keeps the request's), until Done.
+type RequestContext interface {
+	Context() context.Context
+}
+
 // qualityKey is the context key of the quality level.
 type qualityKey struct{}
 
@@ -94,7 +103,10 @@ func QualityFrom(ctx context.Context) float64 {
 // panic continues).
 //
 // A quality level below 1 is put in the request context (read it with
-// QualityFrom). The handler's ResponseWriter is wrapped to see the status
+// QualityFrom), and so is the context of an Admission that implements
+// RequestContext: the policy package's carries the deadline of the
+// request's timeout header and its Hop (priority, tenant), which sluice's
+// client side stamps on the calls the handler makes with it. The handler's ResponseWriter is wrapped to see the status
 // (a 5xx is Done(false)), failed writes and long-lived responses: a
 // hijacked connection, a 101 status, a text/event-stream Content-Type or a
 // response still being written after the admission's StreamDeadline (seen
@@ -130,8 +142,17 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	rw := writerPool.Get().(*responseWriter)
 	rw.reset(w, a)
+	ctx := r.Context()
+	if c, ok := a.(RequestContext); ok {
+		if hc := c.Context(); hc != nil {
+			ctx = hc
+		}
+	}
 	if q := a.Quality(); q < 1 {
-		r = r.WithContext(WithQuality(r.Context(), q))
+		ctx = WithQuality(ctx, q)
+	}
+	if ctx != r.Context() {
+		r = r.WithContext(ctx)
 	}
 	finished := false
 	defer func() {

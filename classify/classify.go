@@ -11,6 +11,10 @@
 // trusted proxy; such proxies must remove or overwrite those headers when
 // they come from their own clients.
 //
+// The same trust decides the headers that travel from hop to hop
+// (ClassifyHop): a priority header gives the request's class, and with the
+// tenant header it is believed only from a trusted proxy.
+//
 // A compiled Classifier is immutable and safe for concurrent use; its
 // request methods do not allocate.
 package classify
@@ -21,6 +25,9 @@ import (
 	"net/netip"
 	"regexp"
 	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice"
 )
 
 // MaxForwardedHops is the number of X-Forwarded-For entries read at most;
@@ -78,6 +85,70 @@ type Config struct {
 	// TrustedProxies are the peers whose X-Forwarded-For and trusted class
 	// headers and cookies are believed.
 	TrustedProxies []netip.Prefix
+	// Hop says how ClassifyHop reads the headers that travel from hop to
+	// hop (nil: it reads none).
+	Hop *HopConfig
+}
+
+// HopConfig names the headers that carry a request's priority, tenant
+// and remaining time from one hop to the next (sluice.PriorityHeader,
+// sluice.TenantHeader, sluice.TimeoutHeader by default in the policy),
+// and how they are read. The priority and the tenant are believed only
+// from trusted proxies, as class headers are; the timeout from any peer,
+// since a deadline only shortens the life of the sender's own request.
+type HopConfig struct {
+	// PriorityHeader, TenantHeader and TimeoutHeader are the header names
+	// ("" reads nothing).
+	PriorityHeader, TenantHeader, TimeoutHeader string
+	// Classes are the class names, highest first, onto which a priority
+	// maps (sluice.PriorityClass).
+	Classes []string
+	// MinTimeout and MaxTimeout bound a timeout (0 ≤ MinTimeout ≤
+	// MaxTimeout; MaxTimeout 0 means no upper bound): a larger one is
+	// MaxTimeout, a smaller one (negative too) MinTimeout.
+	MinTimeout, MaxTimeout time.Duration
+}
+
+// HopHeader identifies one of the hop headers.
+type HopHeader uint8
+
+// The hop headers, as bits of HopInfo's sets.
+const (
+	HopPriority HopHeader = 1 << iota
+	HopTenant
+	HopTimeout
+)
+
+// String returns "priority", "tenant" or "timeout".
+func (h HopHeader) String() string {
+	switch h {
+	case HopPriority:
+		return "priority"
+	case HopTenant:
+		return "tenant"
+	case HopTimeout:
+		return "timeout"
+	}
+	return "unknown"
+}
+
+// HopInfo is what a request's hop headers say, as ClassifyHop read them.
+type HopInfo struct {
+	// Priority is the priority header's value when it is believed and
+	// names a class or a criticality ("" otherwise); Class its class.
+	Priority string
+	Class    int
+	// Tenant is the tenant header's value when it is believed and valid.
+	Tenant string
+	// Timeout is the timeout header's value, clamped to the bounds, when
+	// HasTimeout.
+	Timeout    time.Duration
+	HasTimeout bool
+	// Invalid has the headers that were present but malformed (several
+	// lines, a bad value, a priority that names no class): each is treated
+	// as absent. Untrusted has the priority and tenant headers sent by a
+	// peer that is not a trusted proxy: ignored.
+	Invalid, Untrusted HopHeader
 }
 
 // Classifier is a compiled Config. It is immutable and safe for concurrent
@@ -87,6 +158,7 @@ type Classifier struct {
 	rules   []rule
 	def     int
 	trusted []netip.Prefix
+	hop     *HopConfig // canonical header names; nil reads none
 }
 
 type rule struct {
@@ -149,6 +221,19 @@ func New(cfg Config) (*Classifier, error) {
 		}
 		c.trusted = append(c.trusted, unmapPrefix(p))
 	}
+	if h := cfg.Hop; h != nil {
+		if h.MinTimeout < 0 || (h.MaxTimeout != 0 && h.MaxTimeout < h.MinTimeout) {
+			return nil, fmt.Errorf("classify: hop timeout bounds [%v, %v] are invalid", h.MinTimeout, h.MaxTimeout)
+		}
+		hc := *h
+		hc.Classes = append([]string(nil), h.Classes...)
+		for _, name := range []*string{&hc.PriorityHeader, &hc.TenantHeader, &hc.TimeoutHeader} {
+			if *name != "" {
+				*name = http.CanonicalHeaderKey(*name)
+			}
+		}
+		c.hop = &hc
+	}
 	return c, nil
 }
 
@@ -165,6 +250,82 @@ func unmapPrefix(p netip.Prefix) netip.Prefix {
 // when none does) and r's class. It does not allocate.
 func (c *Classifier) Classify(r *http.Request) (stage, class int) {
 	return c.Stage(r), c.Class(r)
+}
+
+// ClassifyHop is Classify that also reads r's hop headers (Config.Hop):
+// a believed priority that names a class gives the class, before the
+// class rules are tried. The trust of the peer is decided once, for the
+// hop headers and the class rules alike. It does not allocate.
+func (c *Classifier) ClassifyHop(r *http.Request) (stage, class int, h HopInfo) {
+	stage = c.Stage(r)
+	var pi peerInfo
+	if c.hop != nil {
+		h = c.readHop(r, &pi)
+	}
+	if h.Priority != "" {
+		return stage, h.Class, h
+	}
+	return stage, c.class(r, &pi), h
+}
+
+// readHop reads the hop headers of r: one map lookup each.
+func (c *Classifier) readHop(r *http.Request, pi *peerInfo) (h HopInfo) {
+	hc := c.hop
+	switch v, n := lines(r.Header, hc.PriorityHeader); {
+	case n == 0:
+	case !c.trustedPeer(r, pi):
+		h.Untrusted |= HopPriority
+	case n > 1 || v == "":
+		h.Invalid |= HopPriority
+	default:
+		if cl, known := sluice.PriorityClass(v, hc.Classes); known && sluice.ValidPriority(v) {
+			h.Priority, h.Class = v, cl
+		} else {
+			h.Invalid |= HopPriority
+		}
+	}
+	switch v, n := lines(r.Header, hc.TenantHeader); {
+	case n == 0:
+	case !c.trustedPeer(r, pi):
+		h.Untrusted |= HopTenant
+	case n == 1 && sluice.ValidTenant(v):
+		h.Tenant = v
+	default:
+		h.Invalid |= HopTenant
+	}
+	switch v, n := lines(r.Header, hc.TimeoutHeader); {
+	case n == 0:
+	case n > 1:
+		h.Invalid |= HopTimeout
+	default:
+		if d, valid := sluice.ParseTimeout(v); valid {
+			h.Timeout, h.HasTimeout = clampDuration(d, hc.MinTimeout, hc.MaxTimeout), true
+		} else {
+			h.Invalid |= HopTimeout
+		}
+	}
+	return h
+}
+
+// lines returns the first value of header name and its number of lines
+// (0 for an empty name).
+func lines(h http.Header, name string) (string, int) {
+	if name == "" {
+		return "", 0
+	}
+	v := h[name]
+	if len(v) == 0 {
+		return "", 0
+	}
+	return v[0], len(v)
+}
+
+// clampDuration limits d to [lo, hi] (hi 0: no upper bound).
+func clampDuration(d, lo, hi time.Duration) time.Duration {
+	if hi > 0 && d > hi {
+		return hi
+	}
+	return max(d, lo)
 }
 
 // Stage returns the index of the first stage whose rule matches r, or -1.
@@ -230,12 +391,14 @@ type peerInfo struct {
 // Class returns r's class: that of the first rule that matches, or the
 // default class. It does not allocate.
 func (c *Classifier) Class(r *http.Request) int {
-	if len(c.rules) == 0 {
-		return c.def
-	}
 	var pi peerInfo
+	return c.class(r, &pi)
+}
+
+// class is Class with what is known of the peer so far.
+func (c *Classifier) class(r *http.Request, pi *peerInfo) int {
 	for i := range c.rules {
-		if c.matchRule(&c.rules[i], r, &pi) {
+		if c.matchRule(&c.rules[i], r, pi) {
 			return c.rules[i].class
 		}
 	}
@@ -248,6 +411,13 @@ func (c *Classifier) peer(r *http.Request, pi *peerInfo) {
 		pi.peer, _ = ParseRemoteAddr(r.RemoteAddr)
 		pi.trusted = c.Trusted(pi.peer)
 	}
+}
+
+// trustedPeer reports whether r's peer is a trusted proxy, deciding it
+// once per request.
+func (c *Classifier) trustedPeer(r *http.Request, pi *peerInfo) bool {
+	c.peer(r, pi)
+	return pi.trusted
 }
 
 func (c *Classifier) matchRule(cr *rule, r *http.Request, pi *peerInfo) bool {

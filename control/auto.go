@@ -155,6 +155,12 @@ func (c *AutoConfig) New() (sluice.Controller, error) { return NewAuto(*c) }
 // failures and timeouts are never samples. It needs no response-time
 // target for its limit, has no integrator to wind up, and runs the same
 // live and in the simulator.
+//
+// By priority (a stage with several classes, stage.Priority): the stage's
+// wait queue serves the highest class first and a full queue evicts the
+// lowest class's newest waiter; while Auto's MaxWait leaves no queue, the
+// stage's class thresholds keep the top of the limit for the higher
+// classes. The law above is the same for every class.
 type Auto struct {
 	cfg     AutoConfig
 	limit   float64 // L

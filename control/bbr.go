@@ -128,6 +128,10 @@ func (c *BBRConfig) New() (sluice.Controller, error) { return NewBBR(*c) }
 // service-time sample in the window aegis falls back to minRT = 1 ms,
 // which admits only two requests at a hot start; here the gate stays off
 // until a bucket has samples (Acted false).
+//
+// By priority (stage.Priority, on by default): while BBR sheds, a class
+// is admitted only below its threshold of the limit, so the lowest class
+// is refused first; aegis has no classes.
 type BBR struct {
 	cfg      BBRConfig
 	maxCount int // buckets a window holds

@@ -142,6 +142,10 @@ func (c *EnvoyGradientConfig) New() (sluice.Controller, error) { return NewEnvoy
 // before the fence, are dropped (Envoy clears the histogram when the
 // window opens). Envoy's jitter is in whole milliseconds; here in
 // nanoseconds.
+//
+// By priority (stage.Priority, on by default): a class is admitted only
+// below its threshold of the limit, so the lowest class is refused first;
+// Envoy's controller has no classes.
 type EnvoyGradient struct {
 	cfg EnvoyGradientConfig
 	rng *rand.Rand

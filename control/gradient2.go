@@ -164,6 +164,11 @@ func (c *Gradient2Config) New() (sluice.Controller, error) { return NewGradient2
 // Known user pain with the original (kept here, as it is the algorithm):
 // the limit drifts up under steady timeouts, because timed-out requests
 // are not samples (Gradient2Limit updates only on completed requests).
+//
+// By priority (stage.Priority, on by default): a class is admitted only
+// below its threshold of the limit, so the lowest class is refused first;
+// Netflix's partitioned limiters split a limit by percentage instead,
+// which guarantees shares rather than shedding the lowest first.
 type Gradient2 struct {
 	cfg   Gradient2Config
 	alpha float64 // 2/(long_window+1)

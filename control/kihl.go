@@ -78,6 +78,10 @@ func (c *KihlConfig) New() (sluice.Controller, error) { return NewKihl(*c) }
 // (the gate is not binding: everything offered was admitted) and the error
 // is positive. Utilization above 1 is read as 1; a NaN, infinite or
 // negative utilization or arrival count holds the setting.
+//
+// By priority: only when the stage asks (stage.Priority, ShedOn), the
+// higher classes may run ahead of the token bucket; by default the
+// paper's gate, which has no classes.
 type Kihl struct {
 	cfg   KihlConfig
 	integ float64 // I(k), admissions per period

@@ -60,6 +60,13 @@ type Needs struct {
 	// SplitBudget: the controller's setting is a fixed budget (Static)
 	// that cluster mode may split across instances.
 	SplitBudget bool
+	// PriorityOptIn: the controller's paper defines its own classes (SEDA)
+	// or none (Yaksha, Andersson & Kihl, Voigt & Gunningberg), so its
+	// stage sheds the lowest priority first only when asked to
+	// (stage.Priority, a stage's priority.shed), and the paper's law is
+	// unchanged by default. Every other controller's stage sheds by
+	// priority unless told not to.
+	PriorityOptIn bool
 }
 
 // Binds reports whether a rule on resource r may drive the controller.
@@ -108,7 +115,7 @@ func NamesWhereText(keep func(Needs) bool) string { return orList(NamesWhere(kee
 // Needs: Andersson & Kihl's PI controller steers the utilization a CPU
 // rule's sensor (or the runtime's) measures; without one it holds.
 func (c *KihlConfig) Needs() Needs {
-	return Needs{Utilization: NeedRequired, Resources: []Resource{ResourceCPU}}
+	return Needs{Utilization: NeedRequired, Resources: []Resource{ResourceCPU}, PriorityOptIn: true}
 }
 
 // Needs: as KihlConfig's.
@@ -117,15 +124,23 @@ func (c *KihlAutoConfig) Needs() Needs { return c.Base.Needs() }
 // Needs: Voigt & Gunningberg's CPU rule steers the utilization; without one
 // it holds.
 func (c *VoigtCPUConfig) Needs() Needs {
-	return Needs{Utilization: NeedRequired, Resources: []Resource{ResourceCPU}}
+	return Needs{Utilization: NeedRequired, Resources: []Resource{ResourceCPU}, PriorityOptIn: true}
 }
 
 // Needs: Voigt & Gunningberg's queue rule steers the queue (the pool's,
 // or a bandwidth rule's outgoing queue) and reads the utilization, when
 // there is one, to refuse increases while the CPU is at its reference.
 func (c *VoigtQueueConfig) Needs() Needs {
-	return Needs{Utilization: NeedOptional, Resources: []Resource{ResourceBandwidth}}
+	return Needs{Utilization: NeedOptional, Resources: []Resource{ResourceBandwidth}, PriorityOptIn: true}
 }
+
+// Needs: SEDA's paper has classes of its own (one rate per class, lower
+// classes cut first); by priority otherwise only when asked.
+func (c *SEDAConfig) Needs() Needs { return Needs{PriorityOptIn: true} }
+
+// Needs: Yaksha's paper has one drop probability for every request; by
+// priority only when asked.
+func (c *YakshaConfig) Needs() Needs { return Needs{PriorityOptIn: true} }
 
 // Needs: a fixed rate is a budget cluster mode may split.
 func (c *StaticRateConfig) Needs() Needs { return Needs{SplitBudget: true} }

@@ -18,14 +18,14 @@ func TestNeedsOfEveryController(t *testing.T) {
 		"bbr":                {}, // reads a utilization when a caller passes one; the proxy passes none (docs/config.md, bbr)
 		"envoy-gradient":     {},
 		"gradient2":          {},
-		"kihl":               {Utilization: NeedRequired, Resources: []Resource{ResourceCPU}},
+		"kihl":               {Utilization: NeedRequired, Resources: []Resource{ResourceCPU}, PriorityOptIn: true},
 		"none":               {},
-		"seda":               {},
+		"seda":               {PriorityOptIn: true},
 		"static-concurrency": {OwnQueue: true, SplitBudget: true},
 		"static-rate":        {SplitBudget: true},
-		"voigt-cpu":          {Utilization: NeedRequired, Resources: []Resource{ResourceCPU}},
-		"voigt-queue":        {Utilization: NeedOptional, Resources: []Resource{ResourceBandwidth}},
-		"yaksha":             {},
+		"voigt-cpu":          {Utilization: NeedRequired, Resources: []Resource{ResourceCPU}, PriorityOptIn: true},
+		"voigt-queue":        {Utilization: NeedOptional, Resources: []Resource{ResourceBandwidth}, PriorityOptIn: true},
+		"yaksha":             {PriorityOptIn: true},
 	}
 	for _, name := range Names() {
 		cfg, err := NewConfig(name)
@@ -38,7 +38,8 @@ func TestNeedsOfEveryController(t *testing.T) {
 			continue
 		}
 		got := NeedsOf(cfg)
-		if got.Utilization != w.Utilization || got.OwnQueue != w.OwnQueue || got.SplitBudget != w.SplitBudget || !slices.Equal(got.Resources, w.Resources) {
+		if got.Utilization != w.Utilization || got.OwnQueue != w.OwnQueue || got.SplitBudget != w.SplitBudget ||
+			got.PriorityOptIn != w.PriorityOptIn || !slices.Equal(got.Resources, w.Resources) {
 			t.Errorf("%s: needs %+v, want %+v", name, got, w)
 		}
 	}

@@ -292,6 +292,11 @@ func (c *SEDAConfig) New() (sluice.Controller, error) {
 //     over target.
 //   - keep_flag_over_target (on; adjust): a lower class's flag is consumed
 //     by its next run that is not over target, not by its very next run.
+//
+// By priority: with Classes, the paper's own class law above (lower
+// classes cut first). A stage that shares one controller among its
+// classes sheds the lowest first only when asked (stage.Priority,
+// ShedOn), by the bucket's run-ahead.
 type SEDA struct {
 	cfg     SEDAConfig
 	classes []sedaClass

@@ -95,6 +95,11 @@ func (c *NoneConfig) New() (sluice.Controller, error) {
 // (static-rate, like nginx limit_req), a fixed concurrency cap
 // (static-concurrency, like HAProxy maxconn) or no control at all (none).
 // Update only records the measurements it was given.
+//
+// By priority (stage.Priority, on by default): static-rate's bucket lets
+// the higher classes run ahead of it, so that the lowest is refused first;
+// static-concurrency's wait queue serves the highest class first and a
+// full queue evicts the lowest's newest waiter.
 type Static struct {
 	period time.Duration
 	cur    sluice.Decision

@@ -62,6 +62,10 @@ func (c *VoigtCPUConfig) New() (sluice.Controller, error) { return NewVoigtCPU(*
 // nobody uses is not grown). hits(t) is Measurements.Arrivals per second
 // of the interval. A NaN, infinite or negative utilization or hit count
 // holds the rate; utilization above 1 is read as 1.
+//
+// By priority: only when the stage asks (stage.Priority, ShedOn), the
+// higher classes may run ahead of the token bucket; by default the
+// paper's gate, which has no classes. VoigtQueue likewise.
 type VoigtCPU struct {
 	cfg VoigtCPUConfig
 	cur sluice.Decision

@@ -108,6 +108,11 @@ func (c *YakshaConfig) New() (sluice.Controller, error) { return NewYaksha(*c) }
 // B are recomputed. Without it, Kg = λ0·Tref² is fixed. A period without
 // response-time samples, or with an unusable mean, holds pd. T(−1) is taken
 // as Tref.
+//
+// By priority: only when the stage asks (stage.Priority, ShedOn), the
+// drops go to the lowest classes first, in proportion to each class's
+// arrivals of the last period; by default the paper's single drop
+// probability for every request.
 type Yaksha struct {
 	cfg     YakshaConfig
 	alpha   float64

@@ -53,8 +53,13 @@ func (d *Dropper) SetProbability(p float64) error {
 func (d *Dropper) Probability() float64 { return math.Float64frombits(d.pBits.Load()) }
 
 // Admit decides one request: true means admitted, false means dropped.
-func (d *Dropper) Admit() bool {
-	p := math.Float64frombits(d.pBits.Load())
+func (d *Dropper) Admit() bool { return d.AdmitWith(math.Float64frombits(d.pBits.Load())) }
+
+// AdmitWith decides one request with drop probability p instead of the
+// Dropper's own, drawing from the same source (a stage that drops by
+// class computes each class's p from its own; stage.Gates). p ≤ 0 admits
+// and p ≥ 1 drops without a draw.
+func (d *Dropper) AdmitWith(p float64) bool {
 	if p <= 0 {
 		return true
 	}

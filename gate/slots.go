@@ -2,6 +2,7 @@ package gate
 
 import (
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -172,6 +173,26 @@ func (r *ring[T]) removeAt(i int) {
 // until enough releases happen. Raising it frees slots for waiters, which
 // the caller pulls with Next.
 //
+// A reserve r in [0, 1) (SetReserve; a new Slots has none) gives the
+// higher classes room beyond the limit: with n classes and limit L, class
+// c takes a slot only while fewer than
+//
+//	T_c = L + ⌈r·L·(n − 1 − c)/(n − 1)⌉
+//
+// slots are held (the lowest class sees L, the highest L + ⌈r·L⌉). Since
+// T_c falls with c, a class is refused a slot only when every lower class
+// already is: the rule of the SRE book's criticality ("a backend task
+// will only reject requests of a given criticality if it's already
+// rejecting all requests of all lower criticalities", Beyer et al., Site
+// Reliability Engineering, ch. 21), as Envoy's per-priority circuit
+// breakers give each routing priority a limit of its own. The lowest
+// class alone still gets the whole limit, so a controller that measures
+// what the limit lets through (bbr's Little's law, gradient2's RTT) sees
+// the same with or without the reserve; a higher class arriving on a
+// limit full of lower ones gets in up to r·L beyond it, which a
+// controller sees and corrects at its next step. With one class, or
+// r = 0, every class sees L.
+//
 // Each class's queue is a ring buffer that grows by doubling up to
 // maxQueue and is then reused, so there is no allocation per operation in
 // steady state. Remove is O(distance to the nearer end of the queue);
@@ -189,6 +210,11 @@ type Slots[T comparable] struct {
 
 	classes []ring[T]
 	n       int // waiters in all classes
+
+	// reserve is SetReserve's r; thr[c] is class c's threshold T_c, nil
+	// when every class sees the limit (r = 0 or one class).
+	reserve float64
+	thr     []int
 
 	// lastEmpty is the last time the queue was seen empty (CoDel's
 	// "standing" test); valid once seen.
@@ -294,6 +320,63 @@ func (s *Slots[T]) TryAdmit() bool {
 	return false
 }
 
+// TryAdmitClass takes a slot for a request of class c (out of range: the
+// lowest) if one is free below the class's threshold (SetReserve) and no
+// waiter of class c or higher waits (no barging past them), and reports
+// whether it did. Without a reserve it is TryAdmit.
+func (s *Slots[T]) TryAdmitClass(c int) bool {
+	if s.thr == nil {
+		return s.TryAdmit()
+	}
+	c = s.clampClass(c)
+	if s.inFlight < s.thr[c] && s.Ahead(c) == 0 {
+		s.inFlight++
+		return true
+	}
+	return false
+}
+
+// SetReserve sets the share r in [0, 1) of the limit by which the higher
+// classes may exceed it (see Slots); on error it is unchanged. It applies
+// from the next operation: after raising it, call Next until it returns
+// false to admit the waiters that now fit.
+func (s *Slots[T]) SetReserve(r float64) error {
+	if !(r >= 0 && r < 1) {
+		return fmt.Errorf("gate: reserve = %v: must be within [0, 1)", r)
+	}
+	s.reserve = r
+	s.setThresholds()
+	return nil
+}
+
+// Reserve returns the share of the limit kept for the higher classes.
+func (s *Slots[T]) Reserve() float64 { return s.reserve }
+
+// Threshold returns the number of slots below which class c (out of range:
+// the lowest) takes a slot: T_c of Slots, the limit without a reserve.
+func (s *Slots[T]) Threshold(c int) int {
+	if s.thr == nil {
+		return s.limit
+	}
+	return s.thr[s.clampClass(c)]
+}
+
+// setThresholds computes thr from the limit and the reserve.
+func (s *Slots[T]) setThresholds() {
+	n := len(s.classes)
+	if s.reserve == 0 || n == 1 {
+		s.thr = nil
+		return
+	}
+	if len(s.thr) != n {
+		s.thr = make([]int, n)
+	}
+	for c := range s.thr {
+		// 1e-9 keeps a product such as 0.1·20 from rounding up to 3.
+		s.thr[c] = s.limit + int(math.Ceil(s.reserve*float64(s.limit)*float64(n-1-c)/float64(n-1)-1e-9))
+	}
+}
+
 // Arrive offers request t of class 0 at now; see ArriveClass.
 func (s *Slots[T]) Arrive(now time.Time, t T, deadline time.Time) Outcome {
 	o, _, _ := s.ArriveClass(now, t, 0, deadline)
@@ -311,10 +394,10 @@ func (s *Slots[T]) Arrive(now time.Time, t T, deadline time.Time) Outcome {
 // (kept for Expire) to make room.
 func (s *Slots[T]) ArriveClass(now time.Time, t T, c int, deadline time.Time) (o Outcome, victim T, evicted bool) {
 	s.noteEmpty(now)
-	if s.TryAdmit() {
+	c = s.clampClass(c)
+	if s.TryAdmitClass(c) {
 		return Admitted, victim, false
 	}
-	c = s.clampClass(c)
 	if s.n >= s.maxQueue {
 		s.sweep(now)
 		if s.n >= s.maxQueue {
@@ -379,11 +462,21 @@ func (s *Slots[T]) Release(now time.Time) (next T, ok bool) {
 // than Target) met on the way are removed and kept for Expire.
 func (s *Slots[T]) Next(now time.Time) (next T, ok bool) {
 	standing := s.Standing(now)
-	for s.inFlight < s.limit && s.n > 0 {
+	top := s.limit
+	if s.thr != nil {
+		top = s.thr[0]
+	}
+	for s.inFlight < top && s.n > 0 {
 		var r *ring[T]
 		for i := range s.classes {
 			if s.classes[i].n > 0 {
 				r = &s.classes[i]
+				if s.thr != nil && s.inFlight >= s.thr[i] {
+					// Its class is at its threshold, and every lower
+					// class's is lower: the room left is the higher
+					// classes'.
+					return next, false
+				}
 				break
 			}
 		}
@@ -458,6 +551,7 @@ func (s *Slots[T]) SetLimit(n int) error {
 		return err
 	}
 	s.limit = n
+	s.setThresholds()
 	return nil
 }
 

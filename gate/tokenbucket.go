@@ -136,7 +136,23 @@ func (b *TokenBucket) ns(now time.Time) float64 {
 
 // AllowAt reports whether one request arriving at now is admitted, and if so
 // takes a token. A now earlier than a previous call refills nothing.
-func (b *TokenBucket) AllowAt(now time.Time) bool {
+func (b *TokenBucket) AllowAt(now time.Time) bool { return b.allowAt(now, 0) }
+
+// AllowAheadAt is AllowAt for a request that may run up to ahead earlier
+// than the bucket allows: it is admitted iff now ≥ tat − τ − ahead, so it
+// may take a token the bucket will only hold ahead from now, leaving the
+// bucket in debt by up to ahead·Rate tokens; later requests repay it, and
+// the bucket still admits at most Burst + Rate·(T + ahead) requests over
+// any interval T. A stage gives higher request classes a longer ahead
+// than lower ones, so that when the bucket runs dry the lower classes are
+// refused first and the higher ones keep their requests (stage.Gates;
+// docs/hops.md). ahead ≤ 0 is AllowAt.
+func (b *TokenBucket) AllowAheadAt(now time.Time, ahead time.Duration) bool {
+	return b.allowAt(now, math.Max(float64(ahead), 0))
+}
+
+// allowAt decides one request with an extra tolerance of ahead ns.
+func (b *TokenBucket) allowAt(now time.Time, ahead float64) bool {
 	if b.inf.Load() {
 		return true
 	}
@@ -157,7 +173,7 @@ func (b *TokenBucket) AllowAt(now time.Time) bool {
 			continue // another call moved last: read both again
 		}
 		tat := math.Float64frombits(old)
-		if t < tat-set.tau {
+		if t < tat-set.tau-ahead {
 			return false
 		}
 		if b.tat.CompareAndSwap(old, math.Float64bits(math.Max(tat, t)+set.t)) {

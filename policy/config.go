@@ -32,6 +32,35 @@ type Config struct {
 	// Degrade configures how a degrading stage tells the backend its
 	// quality level.
 	Degrade DegradeConfig `yaml:"degrade"`
+	// Hops names the headers that carry a request's priority, tenant and
+	// remaining time from one hop to the next, and bounds the time
+	// (docs/hops.md).
+	Hops HopsConfig `yaml:"hops"`
+}
+
+// HopsConfig is how a request's priority, tenant and deadline travel
+// from hop to hop. The priority (a class name of classes.order, or a
+// criticality: CRITICAL_PLUS, CRITICAL, SHEDDABLE_PLUS, SHEDDABLE) and
+// the tenant are believed only from classes.trusted_proxies; a believed
+// priority gives the request's class before classes.rules are tried. The
+// timeout, in grpc-timeout's encoding ("250m" is 250 ms), is read from
+// any peer, clamped to [MinTimeout, MaxTimeout], and is the request's
+// deadline at this hop. A malformed value is treated as absent and
+// counted (sluice_hop_invalid_total), an untrusted priority or tenant is
+// ignored and counted (sluice_hop_untrusted_total).
+type HopsConfig struct {
+	// PriorityHeader carries the priority (default X-Sluice-Priority).
+	PriorityHeader string `yaml:"priority_header"`
+	// TenantHeader carries the tenant (default X-Sluice-Tenant).
+	TenantHeader string `yaml:"tenant_header"`
+	// TimeoutHeader carries the time left (default X-Sluice-Timeout).
+	TimeoutHeader string `yaml:"timeout_header"`
+	// MinTimeout is the least time a timeout header may give (default 0:
+	// a negative or zero timeout is a deadline already passed, and the
+	// request is rejected as such).
+	MinTimeout time.Duration `yaml:"min_timeout"`
+	// MaxTimeout is the most time a timeout header may give (default 5m).
+	MaxTimeout time.Duration `yaml:"max_timeout"`
 }
 
 // ClassesConfig defines request classes in priority order and the rules
@@ -122,6 +151,25 @@ type StageConfig struct {
 	// concurrency slot (default 30s). WebSocket upgrades and
 	// text/event-stream responses are streams from the start.
 	LongLived time.Duration `yaml:"long_lived"`
+	// Priority is how a stage with several classes sheds its lowest
+	// classes first (docs/hops.md).
+	Priority PriorityConfig `yaml:"priority"`
+}
+
+// PriorityConfig is how a stage sheds its lowest classes first (see
+// stage.Priority for the mechanism of each kind of gate).
+type PriorityConfig struct {
+	// Shed turns it on or off (default: the controller's): true, except
+	// under seda, yaksha, kihl, voigt-cpu and voigt-queue, whose papers
+	// define their own classes or none (their law stays as written unless
+	// shed is true; seda with one controller per class keeps the paper's
+	// class law).
+	Shed *bool `yaml:"shed"`
+	// Reserve, in (0, 1), is the share of a concurrency limit by which the
+	// highest class may exceed it while the limit rejects at once (the
+	// lower classes less, the lowest none), and, for a token bucket, how
+	// far ahead of it in seconds the highest class may run (default 0.3).
+	Reserve float64 `yaml:"reserve"`
 }
 
 // MatchConfig selects requests; every given condition must hold, and an

@@ -11,8 +11,14 @@ import (
 // last period.
 var (
 	descRequests = prometheus.NewDesc("sluice_requests_total",
-		"Requests per stage, class and outcome: offered, admitted, rejected, shadow_rejected (would have been rejected; shadow mode admitted them), completed, error.",
+		"Requests per stage, class and outcome: offered, admitted, rejected, shadow_rejected (would have been rejected; shadow mode admitted them), completed, error; deadline: the part of rejected refused because the request's deadline passed or would pass before service (counted at once, the others at each control period).",
 		[]string{"stage", "class", "outcome"}, nil)
+	descHopInvalid = prometheus.NewDesc("sluice_hop_invalid_total",
+		"Hop headers (priority, tenant, timeout) that were malformed and treated as absent.",
+		[]string{"header"}, nil)
+	descHopUntrusted = prometheus.NewDesc("sluice_hop_untrusted_total",
+		"Priority and tenant headers sent by a peer that is not a trusted proxy, and ignored.",
+		[]string{"header"}, nil)
 	descRT = prometheus.NewDesc("sluice_response_time_seconds",
 		"Response-time quantiles of the last control period (NaN without samples).",
 		[]string{"stage", "class", "quantile"}, nil)
@@ -46,7 +52,7 @@ var (
 )
 
 var allDescs = []*prometheus.Desc{descRequests, descRT, descRTMean, descGate, descQuality, descGateOff,
-	descDecisions, descInFlight, descQueued, descMaxWait, descEstimate}
+	descDecisions, descInFlight, descQueued, descMaxWait, descEstimate, descHopInvalid, descHopUntrusted}
 
 // collector reports the metrics of the policy current() returns.
 type collector struct {
@@ -58,7 +64,8 @@ type collector struct {
 // sluice_response_time_mean_seconds, sluice_gate_setting, sluice_quality,
 // sluice_gate_off, sluice_controller_decisions_total, sluice_in_flight,
 // sluice_queue_length, sluice_queue_max_wait_seconds,
-// sluice_controller_estimate). Nothing is registered: pass it to a registry. Two
+// sluice_controller_estimate) and the hop headers it refused
+// (sluice_hop_invalid_total, sluice_hop_untrusted_total). Nothing is registered: pass it to a registry. Two
 // policies' collectors describe the same metrics, so register only one at
 // a time; a proxy that reloads should register CollectorFor once instead.
 func (p *Policy) Collector() prometheus.Collector {
@@ -93,7 +100,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 				outcome string
 				v       uint64
 			}{{"offered", cs.Offered}, {"admitted", cs.Admitted}, {"rejected", cs.Rejected},
-				{"shadow_rejected", cs.ShadowRejected}, {"completed", cs.Completed}, {"error", cs.Errors}} {
+				{"shadow_rejected", cs.ShadowRejected}, {"completed", cs.Completed}, {"error", cs.Errors},
+				{"deadline", cs.Deadline}} {
 				ch <- prometheus.MustNewConstMetric(descRequests, prometheus.CounterValue, float64(o.v), name, class, o.outcome)
 			}
 			p50, p90, p99, mean := math.NaN(), math.NaN(), math.NaN(), math.NaN()
@@ -125,5 +133,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		for k, v := range st.Estimates {
 			ch <- prometheus.MustNewConstMetric(descEstimate, prometheus.GaugeValue, v, name, k)
 		}
+	}
+	for i, hh := range hopHeaders {
+		ch <- prometheus.MustNewConstMetric(descHopInvalid, prometheus.CounterValue, float64(p.hops.invalid[i].Load()), hh.String())
+		ch <- prometheus.MustNewConstMetric(descHopUntrusted, prometheus.CounterValue, float64(p.hops.untrusted[i].Load()), hh.String())
 	}
 }

@@ -76,6 +76,32 @@ type Policy struct {
 	classes []string
 	reject  *rejecter
 	log     *slog.Logger
+	hops    *hopCounts // shared with the successor on reload
+	// defClass is the index of classes.default.
+	defClass int
+}
+
+// hopCounts counts the hop headers that were malformed or untrusted, by
+// header (classify.HopPriority, HopTenant, HopTimeout).
+type hopCounts struct {
+	invalid, untrusted [3]atomic.Uint64
+}
+
+// hopHeaders are the hop headers in the order of hopCounts' arrays.
+var hopHeaders = [3]classify.HopHeader{classify.HopPriority, classify.HopTenant, classify.HopTimeout}
+
+func (h *hopCounts) add(info *classify.HopInfo) {
+	if info.Invalid|info.Untrusted == 0 {
+		return
+	}
+	for i, hh := range hopHeaders {
+		if info.Invalid&hh != 0 {
+			h.invalid[i].Add(1)
+		}
+		if info.Untrusted&hh != 0 {
+			h.untrusted[i].Add(1)
+		}
+	}
 }
 
 // entry is one stage of the policy.
@@ -111,7 +137,12 @@ func New(cfg Config, opts Options) (*Policy, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	p := &Policy{cfg: c, cls: cls, byName: map[string]*entry{}, classes: c.Classes.Order, reject: comp.reject, log: log}
+	p := &Policy{cfg: c, cls: cls, byName: map[string]*entry{}, classes: c.Classes.Order, reject: comp.reject, log: log,
+		hops: new(hopCounts)}
+	if opts.Previous != nil {
+		p.hops = opts.Previous.hops
+	}
+	p.defClass = comp.cls.DefaultClass
 	build := func(name string, ctrl control.Config, fp fingerprint, sc *StageConfig) (*entry, error) {
 		e := &entry{idx: len(p.entries), name: name, fp: fp, longLived: DefaultLongLived}
 		if sc != nil {
@@ -130,6 +161,7 @@ func New(cfg Config, opts Options) (*Policy, error) {
 		}
 		if sc != nil {
 			so.Burst, so.Window, so.MaxQueue, so.QueueTimeout = sc.Burst, sc.Window, sc.Queue.Max, sc.Queue.Timeout
+			so.Priority = fp.priority
 		}
 		st, err := stage.New(so, now)
 		if err != nil {
@@ -182,19 +214,75 @@ func (p *Policy) Config() Config { return p.cfg }
 // highest), the class indexes of Classify.
 func (p *Policy) ClassNames() []string { return append([]string(nil), p.classes...) }
 
-func (p *Policy) classify(r *http.Request) (*entry, int) {
-	i, class := p.cls.Classify(r)
-	if i < 0 {
-		return p.entries[len(p.entries)-1], class
-	}
-	return p.entries[i], class
+// Classify returns r's stage (the implicit "default" stage when no stage
+// matches) and class index: the class of a believed priority header, or
+// of the class rules. It does not allocate.
+func (p *Policy) Classify(r *http.Request) (st *stage.Stage, class int) {
+	e, class, _ := p.classifyHop(r)
+	return e.st, class
 }
 
-// Classify returns r's stage (the implicit "default" stage when no stage
-// matches) and class index. It does not allocate.
-func (p *Policy) Classify(r *http.Request) (st *stage.Stage, class int) {
-	e, class := p.classify(r)
-	return e.st, class
+// classifyHop is classify with the hop headers (Config.Hops).
+func (p *Policy) classifyHop(r *http.Request) (*entry, int, classify.HopInfo) {
+	i, class, h := p.cls.ClassifyHop(r)
+	if i < 0 {
+		return p.entries[len(p.entries)-1], class, h
+	}
+	return p.entries[i], class, h
+}
+
+// Request is one request as the policy reads it: its stage, its class,
+// what travels on with it to the next hop, and its deadline.
+type Request struct {
+	// Stage is the request's stage (the implicit "default" stage when no
+	// stage matches) and Class its class index.
+	Stage *stage.Stage
+	Class int
+	// Hop is what the request carries to the next hop: the priority it
+	// came with when that was believed (as it came: a class name or a
+	// criticality), else the name of its class here unless that is the
+	// default class (classes.default: absent, the next hop gives the
+	// request its own default); and its tenant, when believed.
+	Hop sluice.Hop
+	// Deadline is now plus the timeout header's time, clamped to
+	// hops.min_timeout and hops.max_timeout (zero: no header). The
+	// request's context may have an earlier one.
+	Deadline time.Time
+}
+
+// ClassifyRequest reads r at now: its stage and class, its hop headers
+// (counting those that are malformed or untrusted in
+// sluice_hop_invalid_total and sluice_hop_untrusted_total) and its
+// deadline. It does not allocate.
+func (p *Policy) ClassifyRequest(r *http.Request, now time.Time) Request {
+	_, out := p.classifyRequest(r, now)
+	return out
+}
+
+// classifyRequest is ClassifyRequest with the request's entry; a zero
+// now reads the clock, only when the request has a timeout.
+func (p *Policy) classifyRequest(r *http.Request, now time.Time) (*entry, Request) {
+	e, class, h := p.classifyHop(r)
+	p.hops.add(&h)
+	out := Request{Stage: e.st, Class: class, Hop: sluice.Hop{Priority: h.Priority, Tenant: h.Tenant}}
+	if out.Hop.Priority == "" && class != p.defClass && class >= 0 && class < len(p.classes) {
+		out.Hop.Priority = p.classes[class]
+	}
+	if h.HasTimeout {
+		if now.IsZero() {
+			now = time.Now()
+		}
+		out.Deadline = now.Add(h.Timeout)
+	}
+	return e, out
+}
+
+// HopHeaders returns the names of the headers that carry a request's
+// priority, tenant and remaining time (hops.priority_header,
+// hops.tenant_header, hops.timeout_header).
+func (p *Policy) HopHeaders() (priority, tenant, timeout string) {
+	h := &p.cfg.Hops
+	return h.PriorityHeader, h.TenantHeader, h.TimeoutHeader
 }
 
 // ClientIP returns r's client address: the peer, or the first untrusted
@@ -307,15 +395,41 @@ func (p *Policy) Run(ctx context.Context) {
 // sluice.ErrRejected; if r's context ends while the request waits for a
 // concurrency slot, the context's error. The Admission is pooled: it must
 // not be used after Done. Admit does not allocate in the steady state.
+//
+// The request's deadline is its context's, or the timeout header's when
+// that is earlier: a request whose deadline has passed, or would pass
+// before it gets a slot, is rejected (stage.ErrDeadline). An admitted
+// request's handler gets, through the Admission's Context, that deadline
+// and what travels on to the next hop (sluice.WithHop); sluice's client
+// side (package client) stamps them on the calls made with it. That costs
+// allocations only for a request that has a deadline from its header or a
+// hop to carry (a believed priority or tenant, or a class other than the
+// default).
 func (p *Policy) Admit(r *http.Request) (sluice.Admission, error) {
-	e, class := p.classify(r)
-	t, err := e.st.Enter(r.Context(), class)
+	e, cr := p.classifyRequest(r, time.Time{})
+	ctx := r.Context()
+	var cancel context.CancelFunc
+	if !cr.Deadline.IsZero() {
+		if d, ok := ctx.Deadline(); !ok || cr.Deadline.Before(d) {
+			ctx, cancel = context.WithDeadline(ctx, cr.Deadline)
+		}
+	}
+	t, err := cr.Stage.EnterRequest(ctx, stage.Request{Class: cr.Class, Tenant: cr.Hop.Tenant})
 	if err != nil {
+		if cancel != nil {
+			cancel()
+		}
 		return nil, err
 	}
 	a := admissionPool.Get().(*admission)
 	a.lc.Reset(t)
-	a.e, a.q = e, e.st.Quality()
+	a.e, a.q = e, cr.Stage.Quality()
+	a.ctx, a.cancel = nil, cancel
+	if cr.Hop != (sluice.Hop{}) {
+		a.ctx = sluice.WithHop(ctx, cr.Hop)
+	} else if cancel != nil {
+		a.ctx = ctx
+	}
 	return a, nil
 }
 
@@ -329,7 +443,7 @@ func (p *Policy) Admit(r *http.Request) (sluice.Admission, error) {
 // class and Retry-After value. err is the error of Admit; any error gets
 // the same answer (a client that went away does not read it).
 func (p *Policy) Reject(w http.ResponseWriter, r *http.Request, err error) {
-	e, class := p.classify(r)
+	e, class, _ := p.classifyHop(r)
 	cn := DefaultClass
 	if class >= 0 && class < len(p.classes) {
 		cn = p.classes[class]
@@ -345,9 +459,11 @@ var _ sluice.Policy = (*Policy)(nil)
 
 // admission implements sluice.Admission for a stage ticket.
 type admission struct {
-	lc stage.Lifecycle
-	e  *entry
-	q  float64
+	lc     stage.Lifecycle
+	e      *entry
+	q      float64
+	ctx    context.Context    // the handler's context; nil: the request's
+	cancel context.CancelFunc // ends the deadline's context, or nil
 }
 
 var admissionPool = sync.Pool{New: func() any { return new(admission) }}
@@ -355,7 +471,13 @@ var admissionPool = sync.Pool{New: func() any { return new(admission) }}
 var (
 	_ sluice.Admission      = (*admission)(nil)
 	_ sluice.StreamDeadline = (*admission)(nil)
+	_ sluice.RequestContext = (*admission)(nil)
 )
+
+// Context returns the handler's context: the request's with the
+// deadline of its timeout header and what travels on to the next hop, or
+// nil when there is neither.
+func (a *admission) Context() context.Context { return a.ctx }
 
 // Quality returns the stage's quality level at admission.
 func (a *admission) Quality() float64 { return a.q }
@@ -372,7 +494,10 @@ func (a *admission) Done(ok bool) {
 	if !a.lc.Done(time.Now(), stage.Outcome{OK: ok}) {
 		return
 	}
+	if a.cancel != nil {
+		a.cancel()
+	}
 	a.lc.Reset(stage.Ticket{})
-	a.e = nil
+	a.e, a.ctx, a.cancel = nil, nil, nil
 	admissionPool.Put(a)
 }

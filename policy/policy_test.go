@@ -291,28 +291,32 @@ stages:
 	}
 	p.Step(time.Now().Add(time.Second))
 	const want = `
-# HELP sluice_requests_total Requests per stage, class and outcome: offered, admitted, rejected, shadow_rejected (would have been rejected; shadow mode admitted them), completed, error.
+# HELP sluice_requests_total Requests per stage, class and outcome: offered, admitted, rejected, shadow_rejected (would have been rejected; shadow mode admitted them), completed, error; deadline: the part of rejected refused because the request's deadline passed or would pass before service (counted at once, the others at each control period).
 # TYPE sluice_requests_total counter
 sluice_requests_total{class="bronze",outcome="admitted",stage="api"} 1
 sluice_requests_total{class="bronze",outcome="completed",stage="api"} 1
+sluice_requests_total{class="bronze",outcome="deadline",stage="api"} 0
 sluice_requests_total{class="bronze",outcome="error",stage="api"} 0
 sluice_requests_total{class="bronze",outcome="offered",stage="api"} 2
 sluice_requests_total{class="bronze",outcome="rejected",stage="api"} 1
 sluice_requests_total{class="bronze",outcome="shadow_rejected",stage="api"} 0
 sluice_requests_total{class="gold",outcome="admitted",stage="api"} 0
 sluice_requests_total{class="gold",outcome="completed",stage="api"} 0
+sluice_requests_total{class="gold",outcome="deadline",stage="api"} 0
 sluice_requests_total{class="gold",outcome="error",stage="api"} 0
 sluice_requests_total{class="gold",outcome="offered",stage="api"} 0
 sluice_requests_total{class="gold",outcome="rejected",stage="api"} 0
 sluice_requests_total{class="gold",outcome="shadow_rejected",stage="api"} 0
 sluice_requests_total{class="bronze",outcome="admitted",stage="default"} 0
 sluice_requests_total{class="bronze",outcome="completed",stage="default"} 0
+sluice_requests_total{class="bronze",outcome="deadline",stage="default"} 0
 sluice_requests_total{class="bronze",outcome="error",stage="default"} 0
 sluice_requests_total{class="bronze",outcome="offered",stage="default"} 0
 sluice_requests_total{class="bronze",outcome="rejected",stage="default"} 0
 sluice_requests_total{class="bronze",outcome="shadow_rejected",stage="default"} 0
 sluice_requests_total{class="gold",outcome="admitted",stage="default"} 0
 sluice_requests_total{class="gold",outcome="completed",stage="default"} 0
+sluice_requests_total{class="gold",outcome="deadline",stage="default"} 0
 sluice_requests_total{class="gold",outcome="error",stage="default"} 0
 sluice_requests_total{class="gold",outcome="offered",stage="default"} 0
 sluice_requests_total{class="gold",outcome="rejected",stage="default"} 0
@@ -383,16 +387,27 @@ stages: [{name: api, controller: static-rate, params: {rate: 1}, burst: 1}]
 	}
 }
 
+// Admit allocates nothing for a request that has nothing to carry to the
+// next hop (one class, no hop headers), and one context when it has (its
+// class in a policy of several).
 func TestAdmitDoesNotAllocate(t *testing.T) {
-	p := build(t, strings.Replace(validBase, "{target: 200ms}", "{target: 200ms}\n    burst: 1000000", 1), Options{})
-	r := request("GET", "/api/x", "10.0.0.1:1", "X-Priority", "gold")
-	if n := testing.AllocsPerRun(1000, func() {
-		a, err := p.Admit(r)
-		if err != nil {
-			t.Fatal(err)
+	for _, c := range []struct {
+		yaml   string
+		allocs float64
+	}{
+		{strings.Replace(validBase, "{target: 200ms}", "{target: 200ms}\n    burst: 1000000", 1), 1},
+		{"stages: [{name: api, match: {path_prefix: /api/}, controller: static-rate, params: {rate: 1e9}}]", 0},
+	} {
+		p := build(t, c.yaml, Options{})
+		r := request("GET", "/api/x", "10.0.0.1:1", "X-Priority", "gold")
+		if n := testing.AllocsPerRun(1000, func() {
+			a, err := p.Admit(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a.Done(true)
+		}); n > c.allocs {
+			t.Fatalf("Admit+Done: %v allocs, want %v", n, c.allocs)
 		}
-		a.Done(true)
-	}); n > 0 {
-		t.Fatalf("Admit+Done: %v allocs", n)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"net/http"
 	"net/netip"
 	"reflect"
 	"regexp"
@@ -38,6 +39,8 @@ const (
 	DefaultContentType   = "text/plain; charset=utf-8"
 	DefaultRejectBody    = "503 overloaded: stage {{.Stage}} is shedding load; retry after {{.RetryAfter}} s\n"
 	DefaultDegradeHeader = "X-Sluice-Quality"
+	DefaultMaxTimeout    = 5 * time.Minute
+	DefaultReserve       = stage.DefaultPriorityReserve
 	// ImplicitStage is the name of the stage of requests that match no
 	// configured stage; it has no admission control and the name is
 	// reserved.
@@ -53,10 +56,12 @@ func fieldErr(path, format string, a ...any) error { return fielderr.Errorf(path
 // place: the class order ["default"], the last class as the default
 // class, trust "trusted" for header and cookie rules; for stages
 // controller "none", burst 5, window 4096, queue.max 1024, queue.timeout
-// 1s, long_lived 30s and differentiate true; reject.status 503,
-// reject.retry_after 1s and a one-line text body; and the degrade.header
-// "X-Sluice-Quality". Controller parameters are defaulted by their
-// controller when decoded.
+// 1s, long_lived 30s, differentiate true, priority.shed from the
+// controller and priority.reserve 0.3; reject.status 503,
+// reject.retry_after 1s and a one-line text body; the degrade.header
+// "X-Sluice-Quality"; and the hops headers X-Sluice-Priority,
+// X-Sluice-Tenant and X-Sluice-Timeout with hops.max_timeout 5m.
+// Controller parameters are defaulted by their controller when decoded.
 func (c *Config) SetDefaults() {
 	if len(c.Classes.Order) == 0 {
 		c.Classes.Order = []string{DefaultClass}
@@ -97,6 +102,15 @@ func (c *Config) SetDefaults() {
 			t := true
 			s.Differentiate = &t
 		}
+		if s.Priority.Shed == nil {
+			if ctrl, err := control.NewConfig(s.Controller); err == nil {
+				shed := !control.NeedsOf(ctrl).PriorityOptIn
+				s.Priority.Shed = &shed
+			}
+		}
+		if s.Priority.Reserve == 0 {
+			s.Priority.Reserve = DefaultReserve
+		}
 	}
 	if c.Reject.Status == 0 {
 		c.Reject.Status = DefaultRejectStatus
@@ -112,6 +126,19 @@ func (c *Config) SetDefaults() {
 	}
 	if c.Degrade.Header == "" {
 		c.Degrade.Header = DefaultDegradeHeader
+	}
+	h := &c.Hops
+	if h.PriorityHeader == "" {
+		h.PriorityHeader = sluice.PriorityHeader
+	}
+	if h.TenantHeader == "" {
+		h.TenantHeader = sluice.TenantHeader
+	}
+	if h.TimeoutHeader == "" {
+		h.TimeoutHeader = sluice.TimeoutHeader
+	}
+	if h.MaxTimeout == 0 {
+		h.MaxTimeout = DefaultMaxTimeout
 	}
 }
 
@@ -160,6 +187,10 @@ func (c *Config) clone() Config {
 			d := *s.Differentiate
 			s.Differentiate = &d
 		}
+		if s.Priority.Shed != nil {
+			d := *s.Priority.Shed
+			s.Priority.Shed = &d
+		}
 	}
 	return out
 }
@@ -191,6 +222,7 @@ type fingerprint struct {
 	maxQueue     int
 	queueTimeout time.Duration
 	shadow       bool
+	priority     stage.Priority
 }
 
 func (f *fingerprint) equal(g *fingerprint) bool { return reflect.DeepEqual(f, g) }
@@ -223,7 +255,40 @@ func compile(c *Config) (*compiled, error) {
 	if !httpx.IsToken(c.Degrade.Header) {
 		return nil, fieldErr("degrade.header", "%q is not a valid header name", c.Degrade.Header)
 	}
+	if err := compileHops(c, out); err != nil {
+		return nil, err
+	}
 	return out, nil
+}
+
+// compileHops checks the hops section and sets the classifier's reading
+// of the hop headers.
+func compileHops(c *Config, out *compiled) error {
+	h := &c.Hops
+	seen := map[string]string{http.CanonicalHeaderKey(c.Degrade.Header): "degrade.header"}
+	for _, f := range []struct{ path, v string }{{"hops.priority_header", h.PriorityHeader},
+		{"hops.tenant_header", h.TenantHeader}, {"hops.timeout_header", h.TimeoutHeader}} {
+		if !httpx.IsToken(f.v) {
+			return fieldErr(f.path, "%q is not a valid header name", f.v)
+		}
+		k := http.CanonicalHeaderKey(f.v)
+		if other, dup := seen[k]; dup {
+			return fieldErr(f.path, "%q is already %s", f.v, other)
+		}
+		seen[k] = f.path
+	}
+	if h.MinTimeout < 0 {
+		return fieldErr("hops.min_timeout", "%v must be ≥ 0", h.MinTimeout)
+	}
+	if h.MaxTimeout <= 0 {
+		return fieldErr("hops.max_timeout", "%v must be a positive duration such as 5m", h.MaxTimeout)
+	}
+	if h.MaxTimeout < h.MinTimeout {
+		return fieldErr("hops.max_timeout", "%v must be ≥ hops.min_timeout (%v)", h.MaxTimeout, h.MinTimeout)
+	}
+	out.cls.Hop = &classify.HopConfig{PriorityHeader: h.PriorityHeader, TenantHeader: h.TenantHeader, TimeoutHeader: h.TimeoutHeader,
+		Classes: slices.Clone(c.Classes.Order), MinTimeout: h.MinTimeout, MaxTimeout: h.MaxTimeout}
+	return nil
 }
 
 func compileClasses(c *Config, out *compiled) error {
@@ -412,9 +477,35 @@ func compileStage(c *Config, i int, classes map[string]int) (compiledStage, clas
 	if _, err := ctrl.New(); err != nil {
 		return compiledStage{}, rule, controlErr(p, err, c.Classes.Order)
 	}
+	prio, err := compilePriority(p, &s, ctrl, n, differentiate)
+	if err != nil {
+		return compiledStage{}, rule, err
+	}
 	cs := compiledStage{cfg: s, ctrl: ctrl, fp: fingerprint{ctrl: ctrl, classes: slices.Clone(c.Classes.Order),
-		burst: s.Burst, window: s.Window, maxQueue: s.Queue.Max, queueTimeout: s.Queue.Timeout, shadow: c.Shadow}}
+		burst: s.Burst, window: s.Window, maxQueue: s.Queue.Max, queueTimeout: s.Queue.Timeout, shadow: c.Shadow,
+		priority: prio}}
 	return cs, rule, nil
+}
+
+// compilePriority checks a stage's priority section and returns the
+// stage's priority options.
+func compilePriority(p string, s *StageConfig, ctrl control.Config, classes int, differentiate bool) (stage.Priority, error) {
+	pc := s.Priority
+	if !(pc.Reserve > 0 && pc.Reserve < 1) {
+		return stage.Priority{}, fieldErr(p+".priority.reserve", "%v must be within (0, 1), such as 0.3", pc.Reserve)
+	}
+	out := stage.Priority{Shed: stage.ShedDefault, Reserve: pc.Reserve}
+	if pc.Shed != nil {
+		out.Shed = stage.ShedOff
+		if *pc.Shed {
+			out.Shed = stage.ShedOn
+		}
+	}
+	if _, isSEDA := ctrl.(*control.SEDAConfig); isSEDA && out.Shed == stage.ShedOn && classes > 1 && differentiate {
+		return stage.Priority{}, fieldErr(p+".priority.shed",
+			"seda with one controller per class sheds by the paper's class law (adjlo_d, lc_thresh); to shed one shared bucket by priority, set %s.differentiate: false", p)
+	}
+	return out, nil
 }
 
 // controlErr maps a controller validation error to the stage's path.

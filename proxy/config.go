@@ -283,6 +283,10 @@ type BackendsConfig struct {
 	// discarded. By default the upstream request is canceled at once and
 	// its slot freed, which spares work only if the backend notices.
 	IgnoreClientAbort bool `yaml:"ignore_client_abort"`
+	// Client is sluice's client side on the upstream calls: throttling,
+	// retries and the deadline's least remainder (UpstreamClientConfig;
+	// by default no throttling and no retries).
+	Client UpstreamClientConfig `yaml:"client"`
 }
 
 // ServerConfig is one upstream server.
@@ -480,6 +484,7 @@ func (c *Config) SetDefaults() {
 	}
 	c.ResponseBuffering.setDefaults()
 	policySetDefaults(&c.Config)
+	c.setUpstreamClientDefaults()
 	c.setOverloadDefaults()
 	if c.Cluster != nil {
 		c.Cluster.SetDefaults()
@@ -576,6 +581,9 @@ func (c *Config) Validate() error {
 		return err
 	}
 	if err := policyValidate(&c.Config); err != nil {
+		return err
+	}
+	if err := c.validateUpstreamClient(); err != nil {
 		return err
 	}
 	if err := c.validateCluster(); err != nil {

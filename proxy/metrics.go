@@ -17,6 +17,7 @@ type metrics struct {
 	badRequests    prometheus.Counter
 	reloads        *prometheus.CounterVec
 	targetChanges  *prometheus.CounterVec
+	deadline       *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -45,6 +46,10 @@ func newMetrics() *metrics {
 			Name: "proxy_target_changes_total",
 			Help: "Response-time targets changed through the admin API, by stage.",
 		}, []string{"stage"}),
+		deadline: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "proxy_deadline_exceeded_total",
+			Help: "Admitted requests answered 504 because their deadline passed: while waiting for a server (pool_queue), or before the server answered or could be sent the request (upstream).",
+		}, []string{"where"}),
 	}
 	// The fixed label values exist from the start at 0, so that rate()
 	// and the alert rules see them before the first event.
@@ -54,12 +59,15 @@ func newMetrics() *metrics {
 	for _, c := range []string{"502", "504"} {
 		m.gatewayErrors.WithLabelValues(c)
 	}
+	for _, w := range []string{"pool_queue", "upstream"} {
+		m.deadline.WithLabelValues(w)
+	}
 	return m
 }
 
 func (m *metrics) register(reg prometheus.Registerer, h *Handler, ov *overload) error {
 	for _, c := range []prometheus.Collector{m.upstreamErrors, m.gatewayErrors, m.poolRejected, m.badRequests,
-		m.reloads, m.targetChanges, &stateCollector{h: h}, policy.CollectorFor(h.policy),
+		m.reloads, m.targetChanges, m.deadline, h.client.Collector(""), &stateCollector{h: h}, policy.CollectorFor(h.policy),
 		overloadCollector{h: h, ov: ov}, sharesCollector{h: h}, targetCollector{h: h}} {
 		if err := reg.Register(c); err != nil {
 			return err

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/sluicehq/sluice"
+	sclient "github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/internal/httpx"
 	"github.com/sluicehq/sluice/policy"
@@ -41,13 +42,16 @@ type generation struct {
 	preserveHost  bool
 	ignoreAbort   bool // backends.ignore_client_abort
 	retryAfter    string
-	reported      []reportedHeader // backend-reported utilization headers
-	shares        *share.Shares    // client bandwidth shares, or nil
-	buf           bufferPolicy     // response_buffering
-	cluster       *cluster.Runner  // cluster mode's runner, or nil
-	version       uint64
-	loaded        time.Time
-	stop          context.CancelFunc // stops the policy's runners; nil until started
+	// The hop headers (canonical): removed from what the client sent,
+	// set from this hop's reading of the request.
+	priorityHeader, tenantHeader, timeoutHeader string
+	reported                                    []reportedHeader // backend-reported utilization headers
+	shares                                      *share.Shares    // client bandwidth shares, or nil
+	buf                                         bufferPolicy     // response_buffering
+	cluster                                     *cluster.Runner  // cluster mode's runner, or nil
+	version                                     uint64
+	loaded                                      time.Time
+	stop                                        context.CancelFunc // stops the policy's runners; nil until started
 }
 
 // Handler is the proxy's request path: smuggling guard, classification,
@@ -58,7 +62,8 @@ type generation struct {
 type Handler struct {
 	gen     atomic.Pointer[generation]
 	rp      *httputil.ReverseProxy
-	buf     *respBuffers // response buffering's memory, files and counters
+	buf     *respBuffers       // response buffering's memory, files and counters
+	client  *sclient.Transport // sluice's client side on the upstream calls
 	m       *metrics
 	cm      *clientMetrics // client-side refusals; nil in Check and benchmarks
 	log     *slog.Logger
@@ -79,9 +84,20 @@ func newHandler(m *metrics, log *slog.Logger) *Handler {
 	h := &Handler{m: m, log: log, warn: rate.Sometimes{Interval: time.Second}}
 	chunks := newBufferPool()
 	h.buf = newRespBuffers(chunks, log)
+	// The upstream client side, for the handler's life: its destinations'
+	// counts survive reloads, which only change its settings (SetConfig).
+	// The proxy builds every outgoing request for one call, so the hop
+	// headers are stamped on it in place.
+	var cfg Config
+	cfg.setUpstreamClientDefaults()
+	ct, err := sclient.New(genTransport{}, cfg.upstreamClient(), sclient.Options{StampInPlace: true})
+	if err != nil {
+		panic("proxy: the default upstream client configuration is invalid: " + err.Error())
+	}
+	h.client = ct
 	h.rp = &httputil.ReverseProxy{
 		Rewrite:   h.rewrite,
-		Transport: genTransport{},
+		Transport: ct,
 		// 0: a response of known length goes out in as few writes as its
 		// size allows; ReverseProxy itself flushes every write of event
 		// streams and of bodies of unknown length. -1 (flush every write)
@@ -106,7 +122,11 @@ type reqState struct {
 	backend *Backend
 	sc      *h1.ScanConn
 	arrival time.Time
-	quality float64 // 0 when the stage does not degrade
+	quality float64    // 0 when the stage does not degrade
+	hop     sluice.Hop // what travels on to the backend (priority, tenant)
+	// dlCancel ends the upstream context's deadline (a request with one),
+	// or is nil.
+	dlCancel context.CancelFunc
 
 	// client bandwidth share (shares.go); only the handler's goroutine
 	// touches these but shareDelay, read by stream.
@@ -233,6 +253,9 @@ func (rs *reqState) finish(aborted bool) {
 	if rs.cancel != nil {
 		rs.cancel(nil)
 	}
+	if rs.dlCancel != nil {
+		rs.dlCancel()
+	}
 	if aborted && rs.Context.Err() != nil {
 		rs.clientGone.Store(true)
 	}
@@ -278,8 +301,19 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	g := h.gen.Load()
-	st, class := g.pol.Classify(r)
-	t, err := st.Enter(r.Context(), class)
+	cr := g.pol.ClassifyRequest(r, arrival)
+	st := cr.Stage
+	// The request's deadline (its timeout header's) bounds its waits here
+	// (the stage's queue, the pool's) and its upstream exchange.
+	ctx := r.Context()
+	if !cr.Deadline.IsZero() {
+		if d, ok := ctx.Deadline(); !ok || cr.Deadline.Before(d) {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithDeadline(ctx, cr.Deadline)
+			defer cancel()
+		}
+	}
+	t, err := st.EnterRequest(ctx, stage.Request{Class: cr.Class, Tenant: cr.Hop.Tenant})
 	if err != nil {
 		if errors.Is(err, sluice.ErrRejected) {
 			g.pol.Reject(w, r, err)
@@ -297,20 +331,24 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	b, err := g.pool.Acquire(r.Context())
+	b, err := g.pool.Acquire(ctx)
 	if err != nil {
 		res.Release()
 		saturated := errors.Is(err, ErrPoolQueueFull) || errors.Is(err, ErrPoolQueueTimeout)
-		// A saturated pool, or a client that left while queued, fails the
-		// request, but its wait says nothing about the backend: no sample
-		// (a queue timeout is not a response time).
+		// A saturated pool, a deadline that passed in the pool's queue, or
+		// a client that left while queued, fails the request, but its wait
+		// says nothing about the backend: no sample (a queue timeout is
+		// not a response time).
 		t.Finish(time.Now(), stage.Outcome{OK: false, NoSample: true})
-		if saturated {
+		switch {
+		case saturated:
 			h.poolRejected(w, g, err)
+		case errors.Is(err, context.DeadlineExceeded) && r.Context().Err() == nil:
+			h.deadlinePassed(w, "pool_queue", "sluice: the request's deadline passed while it waited for a backend\n")
 		}
 		return
 	}
-	rs := &reqState{Context: r.Context(), h: h, gen: g, backend: b, sc: sc, arrival: arrival,
+	rs := &reqState{Context: r.Context(), h: h, gen: g, backend: b, sc: sc, arrival: arrival, hop: cr.Hop,
 		res: res, shareOn: g.shares != nil, in: r, writeWait0: ClientWriteWait(r)}
 	rs.poolHeld.Store(true)
 	rs.lc.Reset(t)
@@ -322,12 +360,18 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// cancellation. Either way it gets a Done channel of its own when a
 	// timer or ignore_client_abort needs one, which also keeps
 	// ReverseProxy from watching the client's connection itself.
-	var ctx context.Context = rs
+	var uctx context.Context = rs
 	if g.ignoreAbort {
-		ctx = context.WithoutCancel(rs)
+		uctx = context.WithoutCancel(rs)
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		// The request's deadline bounds the exchange (the client may
+		// leave before it under ignore_client_abort; the deadline still
+		// holds).
+		uctx, rs.dlCancel = context.WithDeadline(uctx, dl)
 	}
 	if g.overall > 0 || g.ignoreAbort {
-		ctx, rs.cancel = context.WithCancelCause(ctx)
+		uctx, rs.cancel = context.WithCancelCause(uctx)
 	}
 	if g.overall > 0 {
 		rs.overTimer = time.AfterFunc(g.overall, func() { rs.cancel(errOverallTimeout) })
@@ -341,9 +385,21 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			rs.finish(true)
 		}
 	}()
-	h.rp.ServeHTTP(w, r.WithContext(ctx))
+	h.rp.ServeHTTP(w, r.WithContext(uctx))
 	completed = true
 	rs.finish(false)
+}
+
+// deadlinePassed answers an admitted request whose deadline passed before
+// the backend answered it: 504, counted by where it passed.
+func (h *Handler) deadlinePassed(w http.ResponseWriter, where, msg string) {
+	h.m.deadline.WithLabelValues(where).Inc()
+	h.m.gatewayErrors.WithLabelValues("504").Inc()
+	hd := w.Header()
+	hd.Set("Content-Type", "text/plain; charset=utf-8")
+	hd.Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusGatewayTimeout)
+	_, _ = io.WriteString(w, msg)
 }
 
 // poolRejected answers a request the stage admitted but the backend pool
@@ -417,6 +473,19 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 			out[g.degradeHeader] = []string{strconv.FormatFloat(rs.quality, 'f', 3, 64)}
 		}
 	}
+	// What travels on is this hop's reading of the request, never the
+	// client's headers as sent: an untrusted client's priority or tenant
+	// must not reach a backend that trusts this proxy. The client side
+	// (h.client) stamps the time left when it sends the request.
+	delete(out, g.priorityHeader)
+	delete(out, g.tenantHeader)
+	delete(out, g.timeoutHeader)
+	if rs.hop.Priority != "" {
+		out[g.priorityHeader] = []string{rs.hop.Priority}
+	}
+	if rs.hop.Tenant != "" {
+		out[g.tenantHeader] = []string{rs.hop.Tenant}
+	}
 }
 
 func peerAddr(remote string) netip.Addr {
@@ -481,6 +550,14 @@ func upstreamError(err error, rs *reqState, req *http.Request) (status int, caus
 	if rs.Context.Err() != nil {
 		return 0, "client_canceled", "the client canceled the request"
 	}
+	if errors.Is(err, sclient.ErrThrottled) {
+		return http.StatusServiceUnavailable, "throttled",
+			fmt.Sprintf("upstream %s refuses too many requests: throttled at the proxy", name)
+	}
+	if errors.Is(err, sclient.ErrDeadline) || errors.Is(req.Context().Err(), context.DeadlineExceeded) {
+		return http.StatusGatewayTimeout, "deadline",
+			fmt.Sprintf("the request's deadline passed before %s answered", name)
+	}
 	var op *net.OpError
 	if errors.As(err, &op) && op.Op == "dial" {
 		if op.Timeout() {
@@ -541,11 +618,20 @@ func (h *Handler) errorHandler(w http.ResponseWriter, req *http.Request, err err
 	}
 	rs.failed.Store(true)
 	h.m.upstreamErrors.WithLabelValues(rs.backend.Name, cause).Inc()
-	h.m.gatewayErrors.WithLabelValues(strconv.Itoa(status)).Inc()
-	h.warn.Do(func() {
-		h.log.Warn("upstream error", "backend", rs.backend.Name, "cause", cause, "status", status, "err", err)
-	})
 	hd := w.Header()
+	switch cause {
+	case "throttled":
+		// A rejection, as the backend's own 503 would be: Retry-After.
+		hd.Set("Retry-After", rs.gen.retryAfter)
+	case "deadline":
+		h.m.deadline.WithLabelValues("upstream").Inc()
+		h.m.gatewayErrors.WithLabelValues("504").Inc()
+	default:
+		h.m.gatewayErrors.WithLabelValues(strconv.Itoa(status)).Inc()
+		h.warn.Do(func() {
+			h.log.Warn("upstream error", "backend", rs.backend.Name, "cause", cause, "status", status, "err", err)
+		})
+	}
 	hd.Set("Content-Type", "text/plain; charset=utf-8")
 	hd.Set("Cache-Control", "no-store")
 	w.WriteHeader(status)

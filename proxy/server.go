@@ -154,7 +154,10 @@ func (s *Server) Config() *Config { return s.h.gen.Load().cfg }
 func (s *Server) newGeneration(cfg *Config, prev *generation) (*generation, error) {
 	var pool *Pool
 	var err error
-	if prev != nil && reflect.DeepEqual(prev.cfg.Backends, cfg.Backends) {
+	if err := cfg.validateUpstreamClient(); err != nil {
+		return nil, err // Validate checked it; a config built without Validate lands here
+	}
+	if prev != nil && samePool(prev.cfg.Backends, cfg.Backends) {
 		pool = prev.pool
 	} else {
 		if pool, err = NewPool(cfg.Backends); err != nil {
@@ -202,12 +205,26 @@ func (s *Server) newGeneration(cfg *Config, prev *generation) (*generation, erro
 	if cfg.Degrade.Header != "" {
 		g.degradeHeader = textproto.CanonicalMIMEHeaderKey(cfg.Degrade.Header)
 	}
+	g.priorityHeader = textproto.CanonicalMIMEHeaderKey(cfg.Hops.PriorityHeader)
+	g.tenantHeader = textproto.CanonicalMIMEHeaderKey(cfg.Hops.TenantHeader)
+	g.timeoutHeader = textproto.CanonicalMIMEHeaderKey(cfg.Hops.TimeoutHeader)
 	if cfg.Cluster != nil {
 		if g.cluster, err = s.newClusterRunner(g, prev, time.Now()); err != nil {
 			return nil, err
 		}
 	}
+	// The upstream client side takes the generation's settings (checked
+	// above, so this cannot fail).
+	_ = s.h.client.SetConfig(cfg.upstreamClient())
 	return g, nil
+}
+
+// samePool reports whether two backends sections describe the same pool:
+// the upstream client side's settings do not (the handler's client side
+// takes them at once).
+func samePool(a, b BackendsConfig) bool {
+	a.Client, b.Client = UpstreamClientConfig{}, UpstreamClientConfig{}
+	return reflect.DeepEqual(a, b)
 }
 
 // Apply validates cfg against the running configuration and swaps it in

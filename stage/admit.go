@@ -2,6 +2,7 @@ package stage
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -11,8 +12,10 @@ import (
 )
 
 // ErrQueueTimeout is the rejection of a request that waited for a slot
-// until its deadline, was predicted to miss it, or was evicted from a full
-// queue by a higher class. It wraps sluice.ErrRejected.
+// until the end of its allowed wait, was predicted to wait longer, or was
+// evicted from a full queue by a higher class. It wraps
+// sluice.ErrRejected. (A request that reaches its own deadline gets
+// ErrDeadline.)
 var ErrQueueTimeout = fmt.Errorf("stage: no concurrency slot within the allowed wait: %w", sluice.ErrRejected)
 
 // Waiter is told how a queued request left the queue. The stage calls
@@ -21,23 +24,30 @@ var ErrQueueTimeout = fmt.Errorf("stage: no concurrency slot within the allowed 
 type Waiter interface {
 	// Granted hands the request its ticket: it holds a slot.
 	Granted(t Ticket)
-	// Dropped says the request was rejected while it waited (deadline,
-	// eviction by a higher class): answer it as a rejection.
+	// Dropped says the request was rejected while it waited (the end of
+	// its allowed wait or its own deadline, eviction by a higher class):
+	// answer it as a rejection. err is ErrQueueTimeout or ErrDeadline.
 	Dropped(err error)
 }
 
 // Wait is one request waiting for a slot of a concurrency stage. The
-// caller owns it and fills Class and Notify before Arrive; Arrive sets
-// Arrival and, when it queues the request, Deadline. A Wait may be reused
-// once Notify has been told or Leave has returned true.
+// caller owns it and fills Notify before Arrive; Arrive sets Class,
+// Tenant and Arrival and, when it queues the request, Deadline. A Wait may
+// be reused once Notify has been told or Leave has returned true.
 type Wait struct {
 	// Class is the request's class index (out of range: the lowest).
 	Class int
+	// Tenant is the request's tenant (Request.Tenant), kept for fair
+	// queueing within a class.
+	Tenant string
 	// Notify is told when the request leaves the queue.
 	Notify Waiter
 	// Arrival is when it arrived; Deadline when it stops waiting (the
-	// caller arms a timer that calls Leave at Deadline).
+	// caller arms a timer that calls Leave at Deadline): the end of the
+	// allowed wait, or the request's own deadline when that comes first.
 	Arrival, Deadline time.Time
+	// byDeadline: Deadline is the request's own deadline.
+	byDeadline bool
 }
 
 // concGate is a stage's concurrency limit with its wait queue: the
@@ -51,6 +61,7 @@ type concGate struct {
 	drain    float64       // predicted slot release rate, req/s (0: no prediction)
 	expired  []*Wait       // scratch: waiters to tell Dropped after unlock
 	setLimit int
+	reserve  float64 // Priority's reserve, in force while wait ≤ 0 (0: none)
 }
 
 func newConcGate(limit, maxQueue, classes int, timeout time.Duration) (*concGate, error) {
@@ -78,6 +89,15 @@ func (c *concGate) apply(now time.Time, d sluice.Decision) []*Wait {
 		c.wait = c.defWait
 	}
 	c.drain = d.Drain
+	if c.reserve > 0 {
+		// The reserve protects the higher classes while the limit
+		// rejects at once; a queue does it by its class order.
+		r := 0.0
+		if c.wait <= 0 {
+			r = c.reserve
+		}
+		_ = c.slots.SetReserve(r)
+	}
 	var granted []*Wait
 	for {
 		w, ok := c.slots.Next(now)
@@ -97,96 +117,146 @@ func (c *concGate) apply(now time.Time, d sluice.Decision) []*Wait {
 // no clock and does not block: the simulator and the live Enter both use
 // it.
 func (s *Stage) Arrive(now time.Time, class int, w *Wait) (Ticket, gate.Outcome) {
-	t, o, _ := s.arrive(now, class, w, nil)
+	t, o, _, _ := s.arrive(now, Request{Class: class}, w, nil)
 	return t, o
 }
 
-// arrive is Arrive that, when w is nil and mk is not, makes the waiter
-// only if the request has to queue (the live path allocates it then), and
-// returns the waiter it queued.
+// ArriveRequest is Arrive for a request with a deadline or a tenant; a
+// rejection comes with its error (wrapping sluice.ErrRejected): ErrDeadline
+// when the request's deadline has passed or its predicted wait for a slot
+// exceeds what is left of it, the stage's plain rejection otherwise.
+func (s *Stage) ArriveRequest(now time.Time, r Request, w *Wait) (Ticket, gate.Outcome, error) {
+	t, o, _, err := s.arrive(now, r, w, nil)
+	return t, o, err
+}
+
+// arrive is ArriveRequest that, when w is nil and mk is not, makes the
+// waiter only if the request has to queue (the live path allocates it
+// then), and returns the waiter it queued.
 //
-// It reads top to bottom: the class's counters, the rate or drop gate,
-// then, for a concurrency stage, one decision taken under the limit's
-// lock (concGate.arrive) and acted on after it is released.
-func (s *Stage) arrive(now time.Time, class int, w *Wait, mk func() *Wait) (Ticket, gate.Outcome, *Wait) {
-	class = s.classOf(class)
+// It reads top to bottom: the class's counters, the request's deadline,
+// the rate or drop gate, then, for a concurrency stage, one decision taken
+// under the limit's lock (concGate.arrive) and acted on after it is
+// released.
+func (s *Stage) arrive(now time.Time, r Request, w *Wait, mk func() *Wait) (Ticket, gate.Outcome, *Wait, error) {
+	class := s.classOf(r.Class)
 	cs := s.classes[class]
 	cs.rec.Arrive()
 	if s.agg != nil {
 		s.agg.Arrive()
 	}
+	shadowed := false // counted as shadow-rejected already
+	if !r.Deadline.IsZero() && !r.Deadline.After(now) {
+		// Its caller has given up: serving it would be work nobody waits
+		// for.
+		if !s.shadow {
+			s.rejectDeadline(cs)
+			return Ticket{}, gate.Rejected, nil, s.errDeadline
+		}
+		cs.shadowRejected.Add(1)
+		shadowed = true
+	}
 	if !s.gates.AdmitAt(now, class) {
 		if !s.shadow {
 			s.reject(cs)
-			return Ticket{}, gate.Rejected, nil
+			return Ticket{}, gate.Rejected, nil, s.errReject
 		}
-		cs.shadowRejected.Add(1)
+		if !shadowed {
+			cs.shadowRejected.Add(1)
+			shadowed = true
+		}
 	}
 	c := s.conc
 	if c == nil || s.gates.Off() {
-		return s.admit(cs, class, now, now, false), gate.Admitted, nil
+		return s.admit(cs, class, now, now, false), gate.Admitted, nil, nil
 	}
 	// Shadow mode never queues: it admits a request that finds no slot.
 	mayWait := !s.shadow && (w != nil || mk != nil)
-	v := c.arrive(now, class, w, mk, mayWait)
+	r.Class = class
+	v := c.arrive(now, r, w, mk, mayWait)
 	if v.victim != nil {
-		s.drop(v.victim)
+		s.drop(v.victim, true)
 	}
 	switch {
 	case v.held:
-		return s.admit(cs, class, now, now, true), gate.Admitted, nil
+		return s.admit(cs, class, now, now, true), gate.Admitted, nil, nil
 	case v.queued != nil:
-		return Ticket{}, gate.Queued, v.queued
+		return Ticket{}, gate.Queued, v.queued, nil
 	case s.shadow:
-		cs.shadowRejected.Add(1)
-		return s.admit(cs, class, now, now, false), gate.Admitted, nil
+		if !shadowed {
+			cs.shadowRejected.Add(1)
+		}
+		return s.admit(cs, class, now, now, false), gate.Admitted, nil, nil
 	}
 	// No slot, and no room to wait: the predicted wait is beyond the
-	// allowed one (counted as an expired wait), or the stage has no
-	// queue, or the queue is full of waiters of its class or higher.
+	// allowed one or beyond the request's deadline (counted as an
+	// expired wait), or the stage has no queue, or the queue is full of
+	// waiters of its class or higher.
 	if v.tooLong {
 		s.expired.Add(1)
+		if v.deadline {
+			s.rejectDeadline(cs)
+			return Ticket{}, gate.Rejected, nil, s.errDeadline
+		}
 	}
 	s.reject(cs)
-	return Ticket{}, gate.Rejected, nil
+	return Ticket{}, gate.Rejected, nil, s.errReject
 }
 
 // slotVerdict is what concGate.arrive decided for one request under the
 // gate's lock, for the stage to act on once the lock is released.
 type slotVerdict struct {
-	held    bool  // it took a free slot
-	queued  *Wait // the waiter the queue took (nil: not queued)
-	victim  *Wait // a lower-class waiter evicted to make room (nil: none)
-	tooLong bool  // the gate queues, but the predicted wait exceeds the allowed one
+	held     bool  // it took a free slot
+	queued   *Wait // the waiter the queue took (nil: not queued)
+	victim   *Wait // a lower-class waiter evicted to make room (nil: none)
+	tooLong  bool  // the gate queues, but the predicted wait exceeds the allowed one
+	deadline bool  // tooLong because of the request's own deadline
 }
 
-// arrive decides, under c's lock, how a request of class that passed the
-// stage's other gates at now meets the concurrency limit: a free slot
-// (and nobody waiting) is taken; otherwise, when mayWait, the gate has a
-// queue (an allowed wait c.wait > 0) and the predicted wait fits in it,
+// arrive decides, under c's lock, how request r that passed the stage's
+// other gates at now meets the concurrency limit: a free slot (below its
+// class's threshold, and nobody of its class or higher waiting) is taken;
+// otherwise, when mayWait, the gate has a queue (an allowed wait
+// c.wait > 0) and the predicted wait fits in the wait allowed and in
+// what is left of the request's deadline,
 //
-//	fits ⇔ drain ≤ 0  ∨  (ahead + 1)/drain ≤ wait   (ahead: waiters served first, drain in req/s)
+//	fits ⇔ drain ≤ 0  ∨  (ahead + 1)/drain ≤ min(wait, deadline − now)
+//	       (ahead: waiters served first, drain in req/s)
 //
 // the request is offered to the queue, as w or, when w is nil, a waiter
 // from mk, which the queue may refuse when full or take by evicting a
-// lower-class waiter.
-func (c *concGate) arrive(now time.Time, class int, w *Wait, mk func() *Wait, mayWait bool) (v slotVerdict) {
+// lower-class waiter. It waits until the end of the allowed wait or its
+// deadline, whichever comes first.
+func (c *concGate) arrive(now time.Time, r Request, w *Wait, mk func() *Wait, mayWait bool) (v slotVerdict) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.slots.TryAdmit() {
+	class := r.Class
+	if c.slots.TryAdmitClass(class) {
 		v.held = true
 		return v
 	}
 	canWait := mayWait && c.wait > 0
-	fits := canWait && (c.drain <= 0 || float64(c.slots.Ahead(class)+1)/c.drain <= c.wait.Seconds())
-	if !fits {
-		v.tooLong = canWait
+	wait, byDeadline := c.wait, false
+	if !r.Deadline.IsZero() {
+		if left := r.Deadline.Sub(now); left < wait {
+			wait, byDeadline = left, true
+		}
+	}
+	if canWait && c.drain > 0 {
+		pred := float64(c.slots.Ahead(class)+1) / c.drain
+		if pred > wait.Seconds() {
+			v.tooLong = true
+			v.deadline = byDeadline && pred <= c.wait.Seconds()
+			return v
+		}
+	}
+	if !canWait {
 		return v
 	}
 	if w == nil {
 		w = mk()
 	}
-	w.Class, w.Arrival, w.Deadline = class, now, now.Add(c.wait)
+	w.Class, w.Tenant, w.Arrival, w.Deadline, w.byDeadline = class, r.Tenant, now, now.Add(wait), byDeadline
 	o, victim, evicted := c.slots.ArriveClass(now, w, class, w.Deadline)
 	if evicted {
 		v.victim = victim
@@ -219,10 +289,24 @@ func (s *Stage) reject(cs *classState) {
 	}
 }
 
-// drop rejects a waiter that left the queue without a slot.
-func (s *Stage) drop(w *Wait) {
+// rejectDeadline counts a rejection because of the request's deadline.
+func (s *Stage) rejectDeadline(cs *classState) {
+	cs.deadline.Add(1)
+	s.reject(cs)
+}
+
+// drop rejects a waiter that left the queue without a slot: evicted by a
+// higher class, or expired (at the end of its allowed wait or at its own
+// deadline).
+func (s *Stage) drop(w *Wait, evicted bool) {
 	s.expired.Add(1)
-	s.reject(s.classes[s.classOf(w.Class)])
+	cs := s.classes[s.classOf(w.Class)]
+	if !evicted && w.byDeadline {
+		s.rejectDeadline(cs)
+		w.Notify.Dropped(ErrDeadline)
+		return
+	}
+	s.reject(cs)
 	w.Notify.Dropped(ErrQueueTimeout)
 }
 
@@ -233,12 +317,18 @@ func (s *Stage) classOf(c int) int {
 	return c
 }
 
-// Leave takes a queued request out of the queue at now: its deadline
+// Leave takes a queued request out of the queue at now: its Deadline
 // passed (timedOut) or its client went away. It reports whether the
 // request was still waiting; false means Notify has been or is being
 // told (the caller then waits for that). A request that leaves is counted
-// as rejected.
+// as rejected, and, timed out at its own deadline, as a deadline
+// rejection.
 func (s *Stage) Leave(now time.Time, w *Wait, timedOut bool) bool {
+	return s.leave(w, timedOut, timedOut && w.byDeadline)
+}
+
+// leave is Leave, with the deadline rejection said by the caller.
+func (s *Stage) leave(w *Wait, timedOut, deadline bool) bool {
 	c := s.conc
 	if c == nil {
 		return false
@@ -250,7 +340,12 @@ func (s *Stage) Leave(now time.Time, w *Wait, timedOut bool) bool {
 		if timedOut {
 			s.expired.Add(1)
 		}
-		s.reject(s.classes[s.classOf(w.Class)])
+		cs := s.classes[s.classOf(w.Class)]
+		if deadline {
+			s.rejectDeadline(cs)
+		} else {
+			s.reject(cs)
+		}
 	}
 	return removed
 }
@@ -273,7 +368,7 @@ func (s *Stage) leaveService(t Ticket, now time.Time) {
 	c.expired = c.expired[:0]
 	c.mu.Unlock()
 	for _, w := range dropped {
-		s.drop(w)
+		s.drop(w, false)
 	}
 	if ok {
 		s.grant(next, now)
@@ -318,25 +413,38 @@ func (s *Stage) getWait() *Wait { return &s.waitPool.Get().(*liveWait).Wait }
 
 // Enter is the live, blocking form of Arrive: it decides one request of
 // the given class (out of range: the lowest) at the wall clock's now and,
-// when the stage queues it, waits for its slot. It returns an error
-// wrapping sluice.ErrRejected when the gate refuses it or its wait ends
-// without a slot, or ctx's error if ctx ends while it waits. It does not
-// allocate: waiters, their channels and timers are pooled.
+// when the stage queues it, waits for its slot. ctx's deadline is the
+// request's (Request.Deadline) and the tenant of its sluice.Hop the
+// request's tenant. It returns an error wrapping sluice.ErrRejected when
+// the gate refuses it, its deadline passes or would pass before it gets
+// a slot (ErrDeadline), or its wait ends without a slot; or ctx's error
+// if ctx is canceled while it waits. It does not allocate: waiters, their
+// channels and timers are pooled.
 func (s *Stage) Enter(ctx context.Context, class int) (Ticket, error) {
+	return s.EnterRequest(ctx, Request{Class: class})
+}
+
+// EnterRequest is Enter for r: its class and tenant, and its deadline, or
+// ctx's when that is earlier or r has none. The tenant of ctx's
+// sluice.Hop is used when r has none.
+func (s *Stage) EnterRequest(ctx context.Context, r Request) (Ticket, error) {
 	now := time.Now()
-	if s.conc == nil {
-		t, o := s.Arrive(now, class, nil)
-		if o != gate.Admitted {
-			return Ticket{}, s.errReject
-		}
-		return t, nil
+	if d, ok := ctx.Deadline(); ok && (r.Deadline.IsZero() || d.Before(r.Deadline)) {
+		r.Deadline = d
 	}
-	t, o, w := s.arrive(now, class, nil, s.mkWait)
+	if s.conc == nil {
+		t, _, _, err := s.arrive(now, r, nil, nil)
+		return t, err
+	}
+	if r.Tenant == "" {
+		r.Tenant = sluice.HopFrom(ctx).Tenant
+	}
+	t, o, w, err := s.arrive(now, r, nil, s.mkWait)
 	switch o {
 	case gate.Admitted:
 		return t, nil
 	case gate.Rejected:
-		return Ticket{}, s.errReject
+		return Ticket{}, err
 	}
 	lw := w.Notify.(*liveWait)
 	if lw.timer == nil {
@@ -344,14 +452,14 @@ func (s *Stage) Enter(ctx context.Context, class int) (Ticket, error) {
 	} else {
 		lw.timer.Reset(lw.Deadline.Sub(now))
 	}
-	r, err := s.await(ctx, lw)
+	got, err := s.await(ctx, lw)
 	lw.timer.Stop()
 	lw.Wait = Wait{Notify: lw}
 	s.waitPool.Put(lw)
 	if err != nil {
 		return Ticket{}, err
 	}
-	return r, nil
+	return got, nil
 }
 
 // await waits for lw's slot, its deadline or ctx, and leaves lw with no
@@ -361,7 +469,13 @@ func (s *Stage) await(ctx context.Context, lw *liveWait) (Ticket, error) {
 	select {
 	case r = <-lw.ch:
 	case <-ctx.Done():
-		if s.Leave(time.Now(), &lw.Wait, false) {
+		// A context that reached its deadline is the request's own
+		// deadline: a deadline rejection, as when the timer wins.
+		late := errors.Is(ctx.Err(), context.DeadlineExceeded)
+		if s.leave(&lw.Wait, late, late) {
+			if late {
+				return Ticket{}, s.errDeadline
+			}
 			return Ticket{}, ctx.Err()
 		}
 		// Granted or dropped at the same moment: take the result, and give
@@ -372,11 +486,17 @@ func (s *Stage) await(ctx context.Context, lw *liveWait) (Ticket, error) {
 		return Ticket{}, ctx.Err()
 	case <-lw.timer.C:
 		if s.Leave(time.Now(), &lw.Wait, true) {
+			if lw.byDeadline {
+				return Ticket{}, s.errDeadline
+			}
 			return Ticket{}, s.errTimeout
 		}
 		r = <-lw.ch // granted at the deadline: serve it
 	}
 	if r.err != nil {
+		if errors.Is(r.err, ErrDeadline) {
+			return Ticket{}, s.errDeadline
+		}
 		return Ticket{}, s.errTimeout
 	}
 	return r.t, nil

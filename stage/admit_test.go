@@ -37,7 +37,10 @@ func TestArriveOutcomes(t *testing.T) {
 		{name: "queued", maxWait: time.Second, want: gate.Queued},
 		{name: "predicted wait fits", maxWait: time.Second, drain: 2, want: gate.Queued},
 		{name: "predicted wait too long", maxWait: 100 * time.Millisecond, drain: 1, want: gate.Rejected, rejected: 1, expired: 1},
-		{name: "no queue", maxWait: -1, want: gate.Rejected, rejected: 1},
+		{name: "no queue", maxWait: -1, class: 1, want: gate.Rejected, rejected: 1},
+		// Priority shedding (on by default): a higher class gets the
+		// reserve's room beyond a limit that rejects at once.
+		{name: "no queue, a higher class in the reserve", maxWait: -1, class: 0, want: gate.Admitted, held: true},
 		{name: "no waiter", maxWait: time.Second, noWaiter: true, want: gate.Rejected, rejected: 1},
 		{name: "full queue of its class", maxWait: time.Second, maxQueue: 1, queued: []int{0}, want: gate.Rejected, rejected: 1},
 		{name: "full queue, evicts a lower class", maxWait: time.Second, maxQueue: 1, queued: []int{1}, want: gate.Queued,

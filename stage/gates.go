@@ -41,6 +41,14 @@ type Gates struct {
 	off     atomic.Bool
 	quality atomic.Uint64 // float64 bits; 0 = not degrading
 	limit   atomic.Int64
+
+	// Priority shedding (Priority; set once, before use): the reserve (0:
+	// off), each class's tolerance ahead of a single bucket, each class's
+	// drop probability (float64 bits) and the last period's class mix.
+	prioReserve float64
+	ahead       []time.Duration
+	classDrop   []atomic.Uint64
+	mix         []float64
 }
 
 // NewGates builds the gates for a controller whose setting in force is
@@ -98,13 +106,27 @@ func (g *Gates) AdmitAt(now time.Time, class int) bool {
 	}
 	switch {
 	case g.bucket != nil:
+		if g.ahead != nil {
+			return g.bucket.AllowAheadAt(now, g.ahead[clampClass(class, len(g.ahead))])
+		}
 		return g.bucket.AllowAt(now)
 	case g.classes != nil:
 		return g.classes.AllowAt(now, class)
 	case g.drop != nil:
+		if g.classDrop != nil {
+			return g.drop.AdmitWith(math.Float64frombits(g.classDrop[clampClass(class, len(g.classDrop))].Load()))
+		}
 		return g.drop.Admit()
 	}
 	return true
+}
+
+// clampClass maps an out-of-range class to the lowest of n.
+func clampClass(c, n int) int {
+	if c < 0 || c >= n {
+		return n - 1
+	}
+	return c
 }
 
 // Apply puts a decision into force at now. A decision of another kind than
@@ -122,7 +144,9 @@ func (g *Gates) Apply(now time.Time, d sluice.Decision) error {
 			err = g.classes.SetRatesAt(now, d.ClassRates)
 		}
 	case g.drop != nil:
-		err = g.drop.SetProbability(d.New)
+		if err = g.drop.SetProbability(d.New); err == nil && g.classDrop != nil {
+			g.splitDrops(d.New)
+		}
 	case g.kind == sluice.KindConcurrency:
 		g.limit.Store(int64(d.New))
 	}

@@ -58,6 +58,10 @@ type Options struct {
 	// may shorten the wait (Decision.MaxWait, Decision.Drain).
 	MaxQueue     int
 	QueueTimeout time.Duration
+	// Priority is how a stage with several classes sheds the lowest first
+	// (see Priority); the zero value takes the controller's default, with
+	// a reserve of DefaultPriorityReserve.
+	Priority Priority
 }
 
 // classState is the live state of one class.
@@ -68,6 +72,9 @@ type classState struct {
 	offered, admitted, rejected, completed atomic.Uint64
 	errors, shadowRejected                 atomic.Uint64
 	last                                   atomic.Pointer[Period]
+	// deadline counts, as they happen, the rejections of requests whose
+	// deadline passed or would pass before service (also in rejected).
+	deadline atomic.Uint64
 }
 
 // Period is what a class measured over its last collected interval.
@@ -94,20 +101,25 @@ type Period struct {
 // feeds the controller with the measurements of each interval and puts its
 // decisions into force. All methods are safe for concurrent use.
 type Stage struct {
-	name       string
-	ctrl       *control.Logged
-	gates      *Gates
-	conc       *concGate // the concurrency limit and wait queue, or nil
-	classes    []*classState
-	agg        *monitor.Recorder // the controller's input when it is not class-aware
-	classAware bool
-	trigger    atomic.Int64 // SEDA's nreq (re-read after every step)
-	period     time.Duration
-	shadow     bool
-	util       monitor.UtilizationSource
-	queue      func() float64
-	errReject  error
-	errTimeout error // a wait that ended without a slot
+	name        string
+	ctrl        *control.Logged
+	gates       *Gates
+	conc        *concGate // the concurrency limit and wait queue, or nil
+	classes     []*classState
+	classNames  []string
+	agg         *monitor.Recorder // the controller's input when it is not class-aware
+	classAware  bool
+	trigger     atomic.Int64 // SEDA's nreq (re-read after every step)
+	period      time.Duration
+	shadow      bool
+	util        monitor.UtilizationSource
+	queue       func() float64
+	errReject   error
+	errTimeout  error // a wait that ended without a slot
+	errDeadline error // a request whose deadline passes before service
+	// shedMix: the gates split a drop probability by the class mix
+	// (Priority), so Step hands them each class's arrivals.
+	shedMix bool
 
 	waitPool sync.Pool    // of *liveWait
 	mkWait   func() *Wait // s.getWait, bound once
@@ -168,9 +180,19 @@ func New(opts Options, now time.Time) (*Stage, error) {
 	}
 	s := &Stage{name: opts.Name, ctrl: logged, gates: g, period: c.Period(), shadow: opts.Shadow,
 		util: opts.Utilization, queue: opts.Queue, created: now,
-		classAware: len(c.Current().ClassRates) > 0,
-		errReject:  fmt.Errorf("stage %q: %w", opts.Name, sluice.ErrRejected),
-		errTimeout: fmt.Errorf("stage %q: %w", opts.Name, ErrQueueTimeout)}
+		classAware:  len(c.Current().ClassRates) > 0,
+		errReject:   fmt.Errorf("stage %q: %w", opts.Name, sluice.ErrRejected),
+		errTimeout:  fmt.Errorf("stage %q: %w", opts.Name, ErrQueueTimeout),
+		errDeadline: fmt.Errorf("stage %q: %w", opts.Name, ErrDeadline),
+		classNames:  append([]string(nil), opts.ClassNames...)}
+	shed, reserve, err := opts.Priority.resolve(opts.Controller, n)
+	if err != nil {
+		return nil, fmt.Errorf("stage %q: %w", opts.Name, err)
+	}
+	if shed {
+		g.setPriority(n, reserve)
+		s.shedMix = g.classDrop != nil
+	}
 	s.waitPool.New = newLiveWait
 	s.mkWait = s.getWait
 	s.setCensor(c)
@@ -188,6 +210,9 @@ func New(opts Options, now time.Time) (*Stage, error) {
 	if g.Kind() == sluice.KindConcurrency {
 		if s.conc, err = newConcGate(g.Limit(), opts.MaxQueue, n, opts.QueueTimeout); err != nil {
 			return nil, fmt.Errorf("stage %q: %w", opts.Name, err)
+		}
+		if shed {
+			s.conc.reserve = reserve
 		}
 		if granted := s.conc.apply(now, c.Current()); len(granted) > 0 {
 			return nil, fmt.Errorf("stage %q: waiters before start", opts.Name)
@@ -277,8 +302,18 @@ func (s *Stage) Step(now time.Time) []sluice.Decision {
 	}
 	var m sluice.Measurements
 	if s.agg != nil {
-		for _, cs := range s.classes {
-			s.collect(cs, now)
+		var mix []float64
+		if s.shedMix {
+			mix = make([]float64, len(s.classes))
+		}
+		for i, cs := range s.classes {
+			cm := s.collect(cs, now)
+			if mix != nil {
+				mix[i] = cm.Arrivals
+			}
+		}
+		if mix != nil {
+			s.gates.SetClassMix(mix)
 		}
 		m = s.sense(now, s.agg.Collect(now), nil)
 	} else {

@@ -9,17 +9,20 @@ import (
 
 // State is a stage as the admin API shows it.
 type State struct {
-	Name            string        `json:"name"`
-	Controller      string        `json:"controller"`
-	Kind            string        `json:"kind"`
-	Unit            string        `json:"unit"`
-	Setting         float64       `json:"setting"`
-	ClassRates      []float64     `json:"class_rates,omitempty"`
-	Quality         float64       `json:"quality"`
-	GateOff         bool          `json:"gate_off"`
-	Shadow          bool          `json:"shadow"`
-	Target          string        `json:"target,omitempty"`
-	InFlightLimited *LimiterState `json:"concurrency,omitempty"`
+	Name       string    `json:"name"`
+	Controller string    `json:"controller"`
+	Kind       string    `json:"kind"`
+	Unit       string    `json:"unit"`
+	Setting    float64   `json:"setting"`
+	ClassRates []float64 `json:"class_rates,omitempty"`
+	Quality    float64   `json:"quality"`
+	GateOff    bool      `json:"gate_off"`
+	Shadow     bool      `json:"shadow"`
+	Target     string    `json:"target,omitempty"`
+	// Priority is how the stage sheds its lowest classes first (Priority);
+	// nil when it does not (one class, or shedding off).
+	Priority        *PriorityState `json:"priority,omitempty"`
+	InFlightLimited *LimiterState  `json:"concurrency,omitempty"`
 	// Estimates are the controller's own estimates (auto: limit,
 	// throughput, service times), by name, for controllers that keep
 	// some; unknown values are left out.
@@ -44,18 +47,34 @@ type LimiterState struct {
 	MaxWait        string  `json:"max_wait"`
 	MaxWaitSeconds float64 `json:"max_wait_s"`
 	Drain          float64 `json:"drain_rps"`
+	// Thresholds are the in-flight counts below which each class takes a
+	// slot, while the priority reserve is in force (Priority); omitted
+	// when every class sees the limit.
+	Thresholds []int `json:"class_thresholds,omitempty"`
+}
+
+// PriorityState is a stage's priority shedding as the admin API shows it.
+type PriorityState struct {
+	// Reserve is Priority.Reserve in force.
+	Reserve float64 `json:"reserve"`
+	// ClassDrops are each class's drop probabilities of a dropping gate.
+	ClassDrops []float64 `json:"class_drop_probabilities,omitempty"`
 }
 
 // ClassState holds one class's totals since start and its last period.
 type ClassState struct {
-	Name           string  `json:"name"`
-	Offered        uint64  `json:"offered"`
-	Admitted       uint64  `json:"admitted"`
-	Rejected       uint64  `json:"rejected"`
-	ShadowRejected uint64  `json:"shadow_rejected"`
-	Completed      uint64  `json:"completed"`
-	Errors         uint64  `json:"errors"`
-	Last           *Period `json:"last_period,omitempty"`
+	Name           string `json:"name"`
+	Offered        uint64 `json:"offered"`
+	Admitted       uint64 `json:"admitted"`
+	Rejected       uint64 `json:"rejected"`
+	ShadowRejected uint64 `json:"shadow_rejected"`
+	Completed      uint64 `json:"completed"`
+	Errors         uint64 `json:"errors"`
+	// Deadline counts the rejections (also in Rejected) of requests whose
+	// deadline had passed, or would pass before they got service; unlike
+	// the other totals it is counted as they happen.
+	Deadline uint64  `json:"rejected_deadline"`
+	Last     *Period `json:"last_period,omitempty"`
 }
 
 // DecisionState is one decision as the admin API shows it.
@@ -77,7 +96,7 @@ func (s *Stage) Totals(c int) ClassState {
 	cs := s.classes[c]
 	return ClassState{Name: cs.name, Offered: cs.offered.Load(), Admitted: cs.admitted.Load(),
 		Rejected: cs.rejected.Load(), ShadowRejected: cs.shadowRejected.Load(),
-		Completed: cs.completed.Load(), Errors: cs.errors.Load(), Last: cs.last.Load()}
+		Completed: cs.completed.Load(), Errors: cs.errors.Load(), Deadline: cs.deadline.Load(), Last: cs.last.Load()}
 }
 
 // State returns the stage's current state with its last n decisions.
@@ -101,10 +120,18 @@ func (s *Stage) State(n int) State {
 			}
 		}
 	}
+	if on, r := s.gates.Shedding(); on {
+		st.Priority = &PriorityState{Reserve: r, ClassDrops: s.gates.ClassDrops()}
+	}
 	if c := s.conc; c != nil {
 		c.mu.Lock()
 		st.InFlightLimited = &LimiterState{Limit: c.setLimit, InFlight: c.slots.InFlight(), Queued: c.slots.QueueLen(),
 			MaxWait: c.wait.String(), MaxWaitSeconds: c.wait.Seconds(), Drain: c.drain}
+		if c.slots.Reserve() > 0 {
+			for cl := range s.classes {
+				st.InFlightLimited.Thresholds = append(st.InFlightLimited.Thresholds, c.slots.Threshold(cl))
+			}
+		}
 		c.mu.Unlock()
 	}
 	for c := range s.classes {

@@ -38,6 +38,9 @@ type proxyFlags struct {
 	// section, for every instance of a cluster started from one file.
 	clusterRedis    []string
 	clusterInstance string
+	// trusted are the quick start's classes.trusted_proxies: the hops
+	// before this one, whose priority and tenant headers it believes.
+	trusted []string
 }
 
 // NewProxyCmd returns the proxy command: sluice in front of a service,
@@ -77,6 +80,18 @@ Responses are buffered (response_buffering in docs/config.md): read from
 the backend as fast as it sends them, into memory and then temporary
 files, so that clients that read slowly hold no backend slot;
 --response-buffering=false passes them through.
+
+Across hops (docs/hops.md): a request's priority, tenant and deadline
+travel in X-Sluice-Priority, X-Sluice-Tenant and X-Sluice-Timeout (the
+time left, "250m" is 250 ms). The priority and the tenant are believed
+only from --trusted-proxy peers (classes.trusted_proxies; give the
+address of the hop in front, such as another sluice); the timeout from
+anyone, clamped to 5m. A request whose deadline passes, or would pass
+before it is served, is never sent on; the proxy passes on the time
+left. Its upstream calls are not retried and not throttled unless
+backends.client says so, so a chain of sluice proxies cannot multiply a
+user's request: each hop rejects its excess at once (503 with
+Retry-After) instead.
 
 The admin API (metrics, state, reload, targets, and the live dashboard at
 /ui) listens on --admin (default 127.0.0.1:9901). SIGHUP reloads the file (an invalid file keeps
@@ -139,6 +154,7 @@ in-flight requests finish for up to drain_timeout, and exits 0.`,
 	fl.BoolVar(&f.shadow, "shadow", false, "quick start: decide and record, but admit every request")
 	fl.BoolVar(&f.buffering, "response-buffering", true, "quick start: buffer responses in memory and temporary files so that slow clients hold no backend slot (response_buffering.enabled)")
 	fl.BoolVar(&f.pprof, "pprof", false, "quick start: serve Go's profiler at /debug/pprof/ on the admin address (admin.pprof; docs/profiling.md)")
+	fl.StringArrayVar(&f.trusted, "trusted-proxy", nil, "quick start: address or CIDR of a trusted hop in front (classes.trusted_proxies): its X-Forwarded-For, X-Sluice-Priority and X-Sluice-Tenant are believed (repeat for several)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fl.StringArrayVar(&f.clusterRedis, "cluster-redis", nil, "cluster mode: Redis address host:port (repeat for a Redis Cluster's seeds); sets cluster.addrs, adding a cluster section if the file has none")
 	fl.StringVar(&f.clusterInstance, "cluster-instance", "", "cluster mode: this instance's id (cluster.instance; default host name and pid)")
@@ -175,7 +191,7 @@ func (f *proxyFlags) clusterAdjust() func(*proxy.Config) error {
 
 // onlyConfig refuses quick-start flags next to --config.
 func (f *proxyFlags) onlyConfig(cmd *cobra.Command) error {
-	for _, name := range []string{"listen", "backend", "controller", "slo", "target-p90", "target-mean", "admin", "admin-token-file", "shadow", "pprof", "response-buffering"} {
+	for _, name := range []string{"listen", "backend", "controller", "slo", "target-p90", "target-mean", "admin", "admin-token-file", "shadow", "pprof", "response-buffering", "trusted-proxy"} {
 		if cmd.Flags().Changed(name) {
 			return usagef("--%s is a quick-start flag: set it in %s instead, or drop --config", name, f.config)
 		}
@@ -260,6 +276,7 @@ func (f *proxyFlags) quickStart(cmd *cobra.Command) (*proxy.Config, error) {
 	cfg.Stages = []policy.StageConfig{st}
 	cfg.Shadow = f.shadow
 	cfg.ResponseBuffering.Enabled = &f.buffering
+	cfg.Classes.TrustedProxies = append([]string(nil), f.trusted...)
 	cfg.SetDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, usageError{quickStartError(err)}
@@ -278,7 +295,7 @@ func quickStartError(err error) error {
 	for _, m := range []struct{ path, flag string }{
 		{"listeners[0].addr", "--listen"}, {"admin.addr", "--admin"}, {"admin.token", "--admin-token-file"}, {"backends.servers", "--backend"},
 		{"stages[0].params.target", "--target-p90"}, {"stages[0].params.tref", "--target-mean"},
-		{"stages[0].params.slo", "--slo"},
+		{"stages[0].params.slo", "--slo"}, {"classes.trusted_proxies", "--trusted-proxy"},
 		{"stages[0]", "--controller"},
 	} {
 		if strings.HasPrefix(msg, m.path) {

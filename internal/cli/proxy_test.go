@@ -54,6 +54,7 @@ func TestProxyUsageErrors(t *testing.T) {
 		{[]string{"proxy", "--listen", "127.0.0.1:0", "--backend", "http://127.0.0.1:1", "--controller", "kihl"}, `--controller "kihl" is invalid`},
 		{[]string{"proxy", "--listen", "127.0.0.1:0", "--backend", "http://127.0.0.1:1", "--controller", "seda", "--target-p90", "-1s"}, "--target-p90: stages[0].params.target"},
 		{[]string{"proxy", "--listen", "127.0.0.1:0", "--backend", "http://127.0.0.1:1", "--slo", "-1s"}, "--slo: stages[0].params.slo"},
+		{[]string{"proxy", "--listen", "127.0.0.1:0", "--backend", "http://127.0.0.1:1", "--trusted-proxy", "10.0.0.1/8"}, "--trusted-proxy: classes.trusted_proxies[0]"},
 		{[]string{"proxy", "--listen", "nowhere", "--backend", "http://127.0.0.1:1"}, "--listen: listeners[0].addr"},
 		{[]string{"proxy", "--listen", "127.0.0.1:0", "--backend", "ftp://x"}, "--backend: backends.servers[0].url"},
 		{[]string{"proxy", "--listen", "127.0.0.1:0", "--backend", "http://127.0.0.1:1", "--admin", "0.0.0.0:9901"}, "--admin: admin.addr"},
@@ -194,5 +195,24 @@ func TestProxyQuickStartResponseBuffering(t *testing.T) {
 		if cfg.ResponseBuffering.MemoryBytes != proxy.DefaultResponseMemoryBytes {
 			t.Errorf("%v: memory_bytes %d, want the default", args, cfg.ResponseBuffering.MemoryBytes)
 		}
+	}
+}
+
+// The quick start's hops: --trusted-proxy believes the hop in front; the
+// upstream calls are neither retried nor throttled (a chain of quick
+// starts cannot multiply a request), and deadlines are read and passed on.
+func TestProxyQuickStartHops(t *testing.T) {
+	f := &proxyFlags{listen: "127.0.0.1:0", backends: []string{"http://127.0.0.1:1"}, controller: "auto",
+		admin: "127.0.0.1:0", trusted: []string{"127.0.0.1", "10.0.0.0/8"}}
+	cfg, err := f.quickStart(&cobra.Command{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Classes.TrustedProxies; len(got) != 2 || got[0] != "127.0.0.1" {
+		t.Errorf("trusted proxies %v", got)
+	}
+	u := cfg.Backends.Client
+	if *u.Throttle.Enabled || u.Retry.MaxAttempts != 1 || cfg.Hops.TimeoutHeader != "X-Sluice-Timeout" || cfg.Hops.MaxTimeout != policy.DefaultMaxTimeout {
+		t.Errorf("upstream client %+v, hops %+v", u, cfg.Hops)
 	}
 }

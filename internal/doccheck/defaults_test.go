@@ -16,6 +16,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/control"
 	"github.com/sluicehq/sluice/gate"
@@ -40,7 +41,7 @@ import (
 const root = "../.."
 
 // goPackages are the packages whose comments are checked, by directory.
-var goPackages = []string{"cluster", "control", "gate", "monitor", "policer", "policy", "proxy", "share", "stage"}
+var goPackages = []string{"client", "cluster", "control", "gate", "monitor", "policer", "policy", "proxy", "share", "stage"}
 
 // knownDrift lists defaults stated wrongly in the files offLimits names,
 // whose owners fix them: each entry is a finding as it stands (file, key,
@@ -213,6 +214,13 @@ func goTypes() []goType {
 				return nil
 			}}}}},
 		{"policy", "DegradeConfig", "", ctxOf(pol.Degrade)},
+		{"policy", "HopsConfig", "", ctxOf(pol.Hops)},
+		{"policy", "PriorityConfig", "", &doccheck.Context{Root: v(pol.Stages[0].Priority), Derived: map[string]doccheck.Derived{
+			"Shed": {Phrase: "the controller's", Check: checkShedDefault}}}},
+
+		{"client", "Config", "DefaultConfig", ctxOf(client.DefaultConfig())},
+		{"client", "ThrottleConfig", "", ctxOf(client.DefaultConfig().Throttle)},
+		{"client", "RetryConfig", "", ctxOf(client.DefaultConfig().Retry)},
 
 		{"share", "Config", "DefaultConfig", ctxOf(share.DefaultConfig())},
 
@@ -262,6 +270,7 @@ func goTypes() []goType {
 				return nil
 			}}}}},
 		{"proxy", "ServerConfig", "", ctxOf(p.Backends.Servers[0])},
+		{"proxy", "UpstreamClientConfig", "", ctxOf(p.Backends.Client)},
 		{"proxy", "PoolQueueConfig", "", &doccheck.Context{Root: v(p.Backends.Queue),
 			Roots: map[string]reflect.Value{"CoDelTarget": v(pc.Backends.Queue), "CoDelInterval": v(pc.Backends.Queue)}}},
 		{"proxy", "TimeoutsConfig", "", ctxOf(p.Backends.Timeouts)},
@@ -287,6 +296,21 @@ func goTypes() []goType {
 				return nil
 			}}}}},
 	}
+}
+
+// checkShedDefault: a stage's priority.shed defaults to true, except under
+// the controllers whose papers define their own classes or none.
+func checkShedDefault() error {
+	for _, name := range control.Names() {
+		var c policy.Config
+		c.Stages = []policy.StageConfig{{Name: "s", Controller: name}}
+		c.SetDefaults()
+		cfg, _ := control.NewConfig(name)
+		if got, want := *c.Stages[0].Priority.Shed, !control.NeedsOf(cfg).PriorityOptIn; got != want {
+			return fmt.Errorf("priority.shed of a %s stage defaults to %v", name, got)
+		}
+	}
+	return nil
 }
 
 // file returns the file of a finding.

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"testing"
 
+	"github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/control"
 	"github.com/sluicehq/sluice/internal/doccheck"
 	"github.com/sluicehq/sluice/proxy"
@@ -89,20 +90,21 @@ func configRules() map[string]*doccheck.Rule {
 	classes.Derived = map[string]doccheck.Derived{"classes.default": withPhrase(derived("policy", "ClassesConfig", "Default"), "last of `order`")}
 
 	stages := section("stages[].")
-	stages.Derived = map[string]doccheck.Derived{"stages[].params": {Phrase: "controller defaults", Check: func() error {
-		cfg := proxyConfig(func(c *proxy.Config) {
-			c.Stages[0].Name, c.Stages[0].Controller = "s", "auto"
-			c.Classes.Rules = nil
-		})
-		ctrls, err := cfg.Config.StageControllers()
-		if err != nil {
-			return err
-		}
-		if want := control.DefaultAutoConfig(); !reflect.DeepEqual(ctrls["s"], &want) {
-			return fmt.Errorf("a stage without params has %+v, not the controller's defaults", ctrls["s"])
-		}
-		return nil
-	}}}
+	stages.Derived = map[string]doccheck.Derived{"stages[].priority.shed": {Phrase: "the controller's", Check: checkShedDefault},
+		"stages[].params": {Phrase: "controller defaults", Check: func() error {
+			cfg := proxyConfig(func(c *proxy.Config) {
+				c.Stages[0].Name, c.Stages[0].Controller = "s", "auto"
+				c.Classes.Rules = nil
+			})
+			ctrls, err := cfg.Config.StageControllers()
+			if err != nil {
+				return err
+			}
+			if want := control.DefaultAutoConfig(); !reflect.DeepEqual(ctrls["s"], &want) {
+				return fmt.Errorf("a stage without params has %+v, not the controller's defaults", ctrls["s"])
+			}
+			return nil
+		}}}
 
 	reject := section("reject.")
 	reject.Derived = map[string]doccheck.Derived{"reject.body": withPhrase(derived("policy", "RejectConfig", "Body"), "one-line text")}
@@ -119,6 +121,8 @@ func configRules() map[string]*doccheck.Rule {
 		"backends":                             {Context: backends},
 		"backends.queue":                       {Context: queue},
 		"backends.timeouts":                    {Context: section("backends.timeouts.")},
+		"backends.client":                      {Context: section("backends.client.")},
+		"hops":                                 {Context: section("hops.")},
 		"utilization":                          {Context: util},
 		"resources":                            {Context: resources},
 		"policer":                              {Context: policerCtx},
@@ -214,11 +218,29 @@ type mdDoc struct {
 	extra func(*doccheck.Block) *doccheck.Rule
 }
 
+// hopsRules: docs/hops.md states the defaults of the hops section, of
+// stages' priority and of the proxy's upstream client side, by their
+// paths in the proxy's configuration.
+func hopsRules() map[string]*doccheck.Rule {
+	r := &doccheck.Rule{Context: &doccheck.Context{Root: v(proxyConfig())}}
+	out := map[string]*doccheck.Rule{}
+	for _, s := range []string{"sluice at every hop: priorities, deadlines and a client side across services",
+		"What travels with a request", "Trust", "Shedding the lowest priority first", "Deadlines at a hop",
+		"What to set where", "How the pieces interact", "A chain of quick starts", "Sources"} {
+		out[s] = r
+	}
+	// The client side as package client has it (the proxy's upstream
+	// turns its throttle and retries off).
+	out["The client side"] = &doccheck.Rule{Context: &doccheck.Context{Root: v(client.DefaultConfig())}}
+	return out
+}
+
 func mdDocs() []mdDoc {
 	return []mdDoc{
 		{"docs/config.md", configRules(), controllerRule},
 		{"docs/algorithms.md", algorithmsRules(), nil},
 		{"docs/middleware.md", middlewareRules(), nil},
+		{"docs/hops.md", hopsRules(), nil},
 	}
 }
 

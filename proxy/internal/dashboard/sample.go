@@ -337,6 +337,15 @@ func stageNumbers(st *stage.State) map[string]float64 {
 		out["concurrency.max_wait_s"] = c.MaxWaitSeconds
 		out["concurrency.drain_rps"] = c.Drain
 	}
+	if p := st.Priority; p != nil {
+		if !finite(p.Reserve) {
+			return nil
+		}
+		if out == nil {
+			out = make(map[string]float64, 1+len(st.Estimates))
+		}
+		out["priority.reserve"] = p.Reserve
+	}
 	for k, v := range st.Estimates {
 		if !finite(v) {
 			return nil

@@ -1,0 +1,249 @@
+package client
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/fielderr"
+	"github.com/sluicehq/sluice/internal/httpx"
+	"github.com/sluicehq/sluice/internal/mathx"
+)
+
+// Config is the client side's configuration. Start from DefaultConfig;
+// its YAML form is the proxy's backends.client section. The zero value of
+// a field means its default (SetDefaults fills them).
+type Config struct {
+	// Throttle is Google's client-side adaptive throttling, per
+	// destination.
+	Throttle ThrottleConfig `yaml:"throttle" json:"throttle"`
+	// Retry says when and how often a call is sent again.
+	Retry RetryConfig `yaml:"retry" json:"retry"`
+	// MinRemaining is the least time left of a call's deadline with which
+	// an attempt is sent (default 1ms): with less, the attempt could not
+	// come back in time, and sending it would spend the destination's
+	// capacity on an answer nobody waits for. The call fails with
+	// ErrDeadline instead.
+	MinRemaining time.Duration `yaml:"min_remaining" json:"min_remaining"`
+	// PriorityHeader (default X-Sluice-Priority), TenantHeader (default
+	// X-Sluice-Tenant) and TimeoutHeader (default X-Sluice-Timeout) are
+	// the headers stamped on every attempt from its context.
+	PriorityHeader string `yaml:"priority_header" json:"priority_header"`
+	TenantHeader   string `yaml:"tenant_header" json:"tenant_header"`
+	TimeoutHeader  string `yaml:"timeout_header" json:"timeout_header"`
+	// MaxDestinations bounds the destinations (host:port) with state of
+	// their own (default 256); calls to others share one, labelled
+	// "others" in the metrics.
+	MaxDestinations int `yaml:"max_destinations" json:"max_destinations"`
+}
+
+// ThrottleConfig is client-side adaptive throttling (Beyer et al., Site
+// Reliability Engineering, O'Reilly 2016, ch. 21 "Handling Overload"):
+// over the last Window, a destination that refused more than 1/K of the
+// attempts made to it gets each new attempt refused locally with
+// probability
+//
+//	p = max(0, (requests − K·accepts) / (requests + 1))
+//
+// where requests counts every attempt the caller made, locally refused
+// ones included (at least MinRequests of them, or nothing is refused),
+// and accepts those the destination did not refuse for overload (any answer but 429 and 503; a transport failure, which says
+// nothing about overload, counts as accepted, so that a dead destination
+// is left to timeouts and health checks rather than throttled).
+type ThrottleConfig struct {
+	// Enabled turns throttling on (default true; the proxy's upstream
+	// defaults it to false).
+	Enabled *bool `yaml:"enabled" json:"enabled"`
+	// K is the multiplier of accepts (default 2, the book's; a smaller K
+	// throttles sooner).
+	K float64 `yaml:"k" json:"k"`
+	// Window is how far back requests and accepts count (default 10s; the
+	// book counts two minutes, over which a ten-second overload moves the
+	// ratio too little to throttle at all; go-zero's breaker counts 10 s).
+	Window time.Duration `yaml:"window" json:"window"`
+	// MinRequests is the fewest requests in the window with which the
+	// throttle refuses anything (default 20): the formula's +1 alone
+	// would refuse half the calls after a single 503. Ports do the same
+	// (kratos/aegis waits for 100 requests, go-zero subtracts 5).
+	MinRequests int `yaml:"min_requests" json:"min_requests"`
+}
+
+// RetryConfig says when a call is sent again. An attempt is retried only
+// when all of these hold: the request is safe to send twice (an
+// idempotent method — GET, HEAD, OPTIONS, TRACE, PUT, DELETE, RFC 9110
+// §9.2.2 — or an Idempotency-Key header, and a body that can be sent
+// again: none, or GetBody set); it failed in a way a retry can help (a
+// transport failure, or status 429, 502, 503 or 504); fewer than
+// MaxAttempts attempts were made; the destination's retry budget has a
+// retry left; its throttle lets the retry go; and the wait before it
+// leaves at least MinRemaining of the deadline. The wait is exponential
+// with full jitter (AWS, "Exponential Backoff And Jitter", 2015),
+//
+//	wait = U·min(MaxBackoff, Backoff·2^(n−1)),  U uniform in [0, 1), n the attempts made,
+//
+// and at least the Retry-After of the answer (RFC 9110 §10.2.3); an
+// answer that asks to wait more than MaxRetryAfter is not retried.
+//
+// The budget is per destination, after Finagle's RetryBudget and Envoy's
+// retry budget: over the last BudgetWindow the retries may be at most
+//
+//	BudgetMinPerSecond·BudgetWindow + BudgetRatio·calls
+//
+// so that retries add at most BudgetRatio to the load a destination sees
+// however badly it fails, besides a small floor that lets a quiet caller
+// retry at all. With three attempts and no budget, two hops that each
+// retry can multiply a user's request ninefold; with a 10 % budget, 1.1×
+// per hop.
+type RetryConfig struct {
+	// MaxAttempts is the most attempts of one call, the first included
+	// (default 3, the SRE book's; 1: never retry).
+	MaxAttempts int `yaml:"max_attempts" json:"max_attempts"`
+	// BudgetRatio is the retries allowed per call made (default 0.1, the
+	// SRE book's per-client budget; Finagle and Envoy use 0.2).
+	BudgetRatio float64 `yaml:"budget_ratio" json:"budget_ratio"`
+	// BudgetMinPerSecond is the floor of the budget in retries per second
+	// (default 10, Finagle's minRetriesPerSec).
+	BudgetMinPerSecond float64 `yaml:"budget_min_per_second" json:"budget_min_per_second"`
+	// BudgetWindow is how far back calls and retries count (default 10s,
+	// Finagle's ttl).
+	BudgetWindow time.Duration `yaml:"budget_window" json:"budget_window"`
+	// Backoff is the first wait's bound (default 25ms) and MaxBackoff the
+	// largest (default 250ms), Envoy's retry back-off.
+	Backoff    time.Duration `yaml:"backoff" json:"backoff"`
+	MaxBackoff time.Duration `yaml:"max_backoff" json:"max_backoff"`
+	// MaxRetryAfter is the longest Retry-After honoured (default 5s): an
+	// answer that asks for longer is returned as it is.
+	MaxRetryAfter time.Duration `yaml:"max_retry_after" json:"max_retry_after"`
+	// PerTryTimeout bounds each attempt (default 0: an attempt may use
+	// all that is left of the call's deadline); the attempt's own
+	// deadline is the earlier of the two, and it is what the timeout
+	// header carries. A retry after a timed-out attempt re-sends work the
+	// destination may still be doing, so leave it 0 unless the
+	// destination cancels work whose caller is gone.
+	PerTryTimeout time.Duration `yaml:"per_try_timeout" json:"per_try_timeout"`
+}
+
+// Defaults of Config.
+const (
+	DefaultK                  = 2
+	DefaultThrottleWindow     = 10 * time.Second
+	DefaultMinRequests        = 20
+	DefaultMaxAttempts        = 3
+	DefaultBudgetRatio        = 0.1
+	DefaultBudgetMinPerSecond = 10
+	DefaultBudgetWindow       = 10 * time.Second
+	DefaultBackoff            = 25 * time.Millisecond
+	DefaultMaxBackoff         = 250 * time.Millisecond
+	DefaultMaxRetryAfter      = 5 * time.Second
+	DefaultMinRemaining       = time.Millisecond
+	DefaultMaxDestinations    = 256
+)
+
+// DefaultConfig returns the defaults: Throttle.Enabled true, K 2, Window
+// 10s, MinRequests 20; Retry.MaxAttempts 3, BudgetRatio 0.1,
+// BudgetMinPerSecond 10, BudgetWindow 10s, Backoff 25ms, MaxBackoff
+// 250ms, MaxRetryAfter 5s, PerTryTimeout 0; MinRemaining 1ms;
+// PriorityHeader X-Sluice-Priority, TenantHeader X-Sluice-Tenant,
+// TimeoutHeader X-Sluice-Timeout; MaxDestinations 256.
+func DefaultConfig() Config {
+	var c Config
+	c.SetDefaults()
+	return c
+}
+
+// SetDefaults fills every field whose zero value means its default.
+func (c *Config) SetDefaults() {
+	t := &c.Throttle
+	if t.Enabled == nil {
+		on := true
+		t.Enabled = &on
+	}
+	if t.K == 0 {
+		t.K = DefaultK
+	}
+	if t.Window == 0 {
+		t.Window = DefaultThrottleWindow
+	}
+	if t.MinRequests == 0 {
+		t.MinRequests = DefaultMinRequests
+	}
+	r := &c.Retry
+	if r.MaxAttempts == 0 {
+		r.MaxAttempts = DefaultMaxAttempts
+	}
+	if r.BudgetMinPerSecond == 0 {
+		r.BudgetMinPerSecond = DefaultBudgetMinPerSecond
+	}
+	if r.BudgetRatio == 0 {
+		r.BudgetRatio = DefaultBudgetRatio
+	}
+	if r.BudgetWindow == 0 {
+		r.BudgetWindow = DefaultBudgetWindow
+	}
+	if r.Backoff == 0 {
+		r.Backoff = DefaultBackoff
+	}
+	if r.MaxBackoff == 0 {
+		r.MaxBackoff = DefaultMaxBackoff
+	}
+	if r.MaxRetryAfter == 0 {
+		r.MaxRetryAfter = DefaultMaxRetryAfter
+	}
+	if c.MinRemaining == 0 {
+		c.MinRemaining = DefaultMinRemaining
+	}
+	if c.PriorityHeader == "" {
+		c.PriorityHeader = sluice.PriorityHeader
+	}
+	if c.TenantHeader == "" {
+		c.TenantHeader = sluice.TenantHeader
+	}
+	if c.TimeoutHeader == "" {
+		c.TimeoutHeader = sluice.TimeoutHeader
+	}
+	if c.MaxDestinations == 0 {
+		c.MaxDestinations = DefaultMaxDestinations
+	}
+}
+
+// Validate reports the first invalid field as a *sluice.FieldError naming
+// its YAML path (call SetDefaults first).
+func (c *Config) Validate() error {
+	bad := fielderr.Invalid
+	t, r := &c.Throttle, &c.Retry
+	switch {
+	case !mathx.Finite(t.K) || t.K < 1:
+		return bad("throttle.k", t.K, "must be ≥ 1 (2 is the SRE book's)")
+	case t.Window <= 0:
+		return bad("throttle.window", t.Window, "must be a positive duration such as 10s")
+	case t.MinRequests < 1:
+		return bad("throttle.min_requests", t.MinRequests, "must be ≥ 1")
+	case r.MaxAttempts < 1 || r.MaxAttempts > 10:
+		return bad("retry.max_attempts", r.MaxAttempts, "must be within [1, 10] (1: no retries)")
+	case !mathx.Finite(r.BudgetRatio) || r.BudgetRatio <= 0 || r.BudgetRatio > 1:
+		return bad("retry.budget_ratio", r.BudgetRatio, "must be within (0, 1], such as 0.1")
+	case !mathx.Finite(r.BudgetMinPerSecond) || r.BudgetMinPerSecond < 0:
+		return bad("retry.budget_min_per_second", r.BudgetMinPerSecond, "must be a finite number ≥ 0")
+	case r.BudgetWindow <= 0:
+		return bad("retry.budget_window", r.BudgetWindow, "must be a positive duration such as 10s")
+	case r.Backoff <= 0:
+		return bad("retry.backoff", r.Backoff, "must be a positive duration such as 25ms")
+	case r.MaxBackoff < r.Backoff:
+		return bad("retry.max_backoff", r.MaxBackoff, fmt.Sprintf("must be ≥ retry.backoff (%v)", r.Backoff))
+	case r.MaxRetryAfter <= 0:
+		return bad("retry.max_retry_after", r.MaxRetryAfter, "must be a positive duration such as 5s")
+	case r.PerTryTimeout < 0:
+		return bad("retry.per_try_timeout", r.PerTryTimeout, "must be a positive duration, or 0 for none")
+	case c.MinRemaining < 0:
+		return bad("min_remaining", c.MinRemaining, "must be a duration ≥ 0 such as 1ms")
+	case c.MaxDestinations < 1:
+		return bad("max_destinations", c.MaxDestinations, "must be ≥ 1")
+	}
+	for _, h := range []struct{ path, v string }{{"priority_header", c.PriorityHeader},
+		{"tenant_header", c.TenantHeader}, {"timeout_header", c.TimeoutHeader}} {
+		if !httpx.IsToken(h.v) {
+			return fielderr.Errorf(h.path, "%q is not a valid header name", h.v)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,285 @@
+package client
+
+import (
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"sync/atomic"
+	"time"
+)
+
+// Dest is the client side's state for one destination: the adaptive
+// throttle (requests and accepts of the last Throttle.Window) and the
+// retry budget (calls and retries of the last Retry.BudgetWindow), with
+// counters for metrics. It is a deterministic state machine: time is an
+// argument and randomness comes from the *rand.Rand its callers pass;
+// nothing in it reads the clock, sleeps or starts a goroutine, so the
+// simulator drives it in virtual time as Transport drives it live. It is
+// not safe for concurrent use (Transport holds a lock per destination),
+// except its counters (Counts), which may be read at any time.
+type Dest struct {
+	cfg      *Config
+	throttle window // a: requests, b: accepts
+	budget   window // a: calls, b: retries
+
+	attempts, retries, throttled, exhausted, late atomic.Uint64
+	prob                                          atomic.Uint64 // last throttle probability, float64 bits
+}
+
+// NewDest returns the state of a destination under cfg, which must be
+// valid (SetDefaults, Validate); Dest keeps the pointer.
+func NewDest(cfg *Config) *Dest {
+	d := &Dest{cfg: cfg}
+	d.throttle.init(cfg.Throttle.Window)
+	d.budget.init(cfg.Retry.BudgetWindow)
+	return d
+}
+
+// ThrottleProbability returns the probability with which an attempt at
+// now is refused locally:
+//
+//	p = max(0, (requests − K·accepts) / (requests + 1))
+//
+// over the last Throttle.Window, or 0 when throttling is off or the
+// window holds fewer than Throttle.MinRequests requests.
+func (d *Dest) ThrottleProbability(now time.Time) float64 {
+	t := &d.cfg.Throttle
+	if t.Enabled == nil || !*t.Enabled {
+		return 0
+	}
+	req, acc := d.throttle.sums(now)
+	if req < float64(t.MinRequests) {
+		return 0
+	}
+	return math.Max(0, (req-t.K*acc)/(req+1))
+}
+
+// admit decides whether an attempt at now goes out: it counts the attempt
+// as a request and, with probability p, refuses it. It draws from rng
+// only when p > 0.
+func (d *Dest) admit(now time.Time, rng *rand.Rand) bool {
+	p := d.ThrottleProbability(now)
+	d.prob.Store(math.Float64bits(p))
+	d.throttle.add(now, 1, 0)
+	if p > 0 && rng.Float64() < p {
+		d.throttled.Add(1)
+		return false
+	}
+	d.attempts.Add(1)
+	return true
+}
+
+// answered counts an attempt's answer at now: accepted unless the
+// destination refused it for overload.
+func (d *Dest) answered(now time.Time, accepted bool) {
+	if accepted {
+		d.throttle.add(now, 0, 1)
+	}
+}
+
+// canRetry reports whether the budget has a retry left at now:
+//
+//	retries + 1 ≤ BudgetMinPerSecond·BudgetWindow + BudgetRatio·calls
+func (d *Dest) canRetry(now time.Time) bool {
+	r := &d.cfg.Retry
+	calls, retries := d.budget.sums(now)
+	return retries+1 <= r.BudgetMinPerSecond*r.BudgetWindow.Seconds()+r.BudgetRatio*calls
+}
+
+// Counts are a destination's counters since it was made.
+type Counts struct {
+	// Attempts were sent (first attempts and retries); Retries of them
+	// were retries.
+	Attempts, Retries uint64
+	// Throttled attempts were refused by the throttle; BudgetExhausted
+	// retries were not made for want of budget; Deadline attempts were
+	// not sent for want of time (MinRemaining).
+	Throttled, BudgetExhausted, Deadline uint64
+	// ThrottleProbability is the probability of the last decision.
+	ThrottleProbability float64
+}
+
+// Counts returns the counters. Safe for concurrent use.
+func (d *Dest) Counts() Counts {
+	return Counts{Attempts: d.attempts.Load(), Retries: d.retries.Load(), Throttled: d.throttled.Load(),
+		BudgetExhausted: d.exhausted.Load(), Deadline: d.late.Load(),
+		ThrottleProbability: math.Float64frombits(d.prob.Load())}
+}
+
+// Verdict is what the client side decides about an attempt.
+type Verdict uint8
+
+const (
+	// Send: the attempt goes out.
+	Send Verdict = iota
+	// Throttled: the throttle refused it (ErrThrottled).
+	Throttled
+	// Late: less than MinRemaining of the deadline is left (ErrDeadline).
+	Late
+)
+
+// Stop says why a call made no further attempt.
+type Stop uint8
+
+const (
+	// StopDone: the answer is final (a success, or a failure a retry
+	// would not help).
+	StopDone Stop = iota
+	// StopUnsafe: the request is not safe to send twice.
+	StopUnsafe
+	// StopAttempts: MaxAttempts were made.
+	StopAttempts
+	// StopBudget: the destination's retry budget is spent.
+	StopBudget
+	// StopThrottled: the throttle refused the retry.
+	StopThrottled
+	// StopRetryAfter: the answer asked to wait longer than MaxRetryAfter.
+	StopRetryAfter
+	// StopDeadline: the wait would leave less than MinRemaining.
+	StopDeadline
+	// StopRetry: not a stop; the call is retried.
+	StopRetry
+)
+
+// String names the stop for logs and tests.
+func (s Stop) String() string {
+	switch s {
+	case StopDone:
+		return "done"
+	case StopUnsafe:
+		return "unsafe"
+	case StopAttempts:
+		return "attempts"
+	case StopBudget:
+		return "budget"
+	case StopThrottled:
+		return "throttled"
+	case StopRetryAfter:
+		return "retry_after"
+	case StopDeadline:
+		return "deadline"
+	case StopRetry:
+		return "retry"
+	}
+	return "unknown"
+}
+
+// Result is how an attempt ended, as the client side judges it.
+type Result struct {
+	// Status is the answer's status code (0: no answer, a transport
+	// failure or a timeout of the attempt).
+	Status int
+	// RetryAfter is the answer's Retry-After, when HasRetryAfter.
+	RetryAfter    time.Duration
+	HasRetryAfter bool
+}
+
+// retryable reports whether a retry may help after r.
+func (r Result) retryable() bool {
+	switch r.Status {
+	case 0, http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return true
+	}
+	return false
+}
+
+// accepted reports whether the destination took the attempt (any answer
+// but an overload refusal; a transport failure says nothing of overload).
+func (r Result) accepted() bool {
+	return r.Status != http.StatusTooManyRequests && r.Status != http.StatusServiceUnavailable
+}
+
+// Call is one call (a request and its retries) to one destination,
+// decided at times passed in: Begin decides the first attempt, Done each
+// attempt's sequel. The zero value is ready for Begin; a Call must not be
+// copied once begun, nor used by two goroutines at once (the Dest under
+// it is shared: its callers serialise their calls on it).
+type Call struct {
+	d        *Dest
+	safe     bool
+	deadline time.Time // zero: none
+	attempts int
+}
+
+// Begin starts a call to d at now: safe says whether the request may be
+// sent twice, deadline is the caller's (zero: none). It counts the call
+// in the retry budget and decides the first attempt: Late when less than
+// MinRemaining of the deadline is left, Throttled when the throttle
+// refuses it (drawing from rng), Send otherwise.
+func (c *Call) Begin(d *Dest, now time.Time, safe bool, deadline time.Time, rng *rand.Rand) Verdict {
+	*c = Call{d: d, safe: safe, deadline: deadline}
+	d.budget.add(now, 1, 0)
+	if c.short(now) {
+		d.late.Add(1)
+		return Late
+	}
+	if !d.admit(now, rng) {
+		return Throttled
+	}
+	c.attempts = 1
+	return Send
+}
+
+// short reports whether less than MinRemaining of the deadline is left at t.
+func (c *Call) short(t time.Time) bool {
+	return !c.deadline.IsZero() && c.deadline.Sub(t) < c.d.cfg.MinRemaining
+}
+
+// Attempts returns the attempts sent so far.
+func (c *Call) Attempts() int { return c.attempts }
+
+// Done records at now how the last attempt ended and decides the next:
+// StopRetry with the wait before the retry, which is then sent (Done has
+// taken its retry from the budget and let it through the throttle), or
+// why the call stops. It draws from rng for the jitter and the throttle.
+func (c *Call) Done(now time.Time, r Result, rng *rand.Rand) (Stop, time.Duration) {
+	d, cfg := c.d, &c.d.cfg.Retry
+	d.answered(now, r.accepted())
+	switch {
+	case !r.retryable():
+		return StopDone, 0
+	case !c.safe:
+		return StopUnsafe, 0
+	case c.attempts >= cfg.MaxAttempts:
+		return StopAttempts, 0
+	case r.HasRetryAfter && r.RetryAfter > cfg.MaxRetryAfter:
+		return StopRetryAfter, 0
+	}
+	wait := Backoff(cfg.Backoff, cfg.MaxBackoff, c.attempts, rng.Float64())
+	if r.HasRetryAfter && r.RetryAfter > wait {
+		wait = r.RetryAfter
+	}
+	if c.short(now.Add(wait)) {
+		d.late.Add(1)
+		return StopDeadline, 0
+	}
+	if !d.canRetry(now) {
+		d.exhausted.Add(1)
+		return StopBudget, 0
+	}
+	if !d.admit(now, rng) {
+		return StopThrottled, 0
+	}
+	d.budget.add(now, 0, 1)
+	c.attempts++
+	d.retries.Add(1)
+	return StopRetry, wait
+}
+
+// Abandon records at now that the last attempt ended because its caller
+// gave up (its context ended): the destination did not refuse it, and
+// the call stops.
+func (c *Call) Abandon(now time.Time) { c.d.answered(now, true) }
+
+// Backoff returns the wait before retry n (n ≥ 1 attempts made), with
+// full jitter: u·min(max, base·2^(n−1)), u in [0, 1).
+func Backoff(base, maxWait time.Duration, n int, u float64) time.Duration {
+	b := maxWait
+	if n < 40 {
+		b = min(maxWait, base<<(n-1))
+		if b <= 0 { // overflow
+			b = maxWait
+		}
+	}
+	return time.Duration(u * float64(b))
+}

@@ -1,0 +1,315 @@
+package client
+
+import (
+	"errors"
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func ms(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+
+func testConfig(mod func(*Config)) *Config {
+	c := DefaultConfig()
+	if mod != nil {
+		mod(&c)
+	}
+	c.SetDefaults()
+	if err := c.Validate(); err != nil {
+		panic(err)
+	}
+	return &c
+}
+
+func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
+
+// The SRE formula, p = max(0, (requests − K·accepts)/(requests + 1)),
+// step by step, and its window: counts older than Window leave it.
+func TestThrottleProbability(t *testing.T) {
+	exact := func(c *Config) { c.Throttle.MinRequests = 1 }
+	d := NewDest(testConfig(exact)) // K 2, window 10 s
+	rng := rand.New(rand.NewPCG(1, 2))
+	if p := d.ThrottleProbability(t0); p != 0 {
+		t.Fatalf("fresh: %v", p)
+	}
+	// 10 attempts, 4 accepted: (10 − 8)/11.
+	for i := range 10 {
+		var c Call
+		if v := c.Begin(d, ms(i), false, time.Time{}, rng); v != Send {
+			t.Fatalf("attempt %d: %v", i, v)
+		}
+		st := 503
+		if i < 4 {
+			st = 200
+		}
+		c.Done(ms(i), Result{Status: st}, rng)
+	}
+	if p := d.ThrottleProbability(ms(10)); !near(p, 2.0/11) {
+		t.Fatalf("p = %v, want 2/11", p)
+	}
+	// Fewer than MinRequests (20 by default): nothing refused yet.
+	dm := NewDest(testConfig(nil))
+	for i := range 19 {
+		var c Call
+		c.Begin(dm, ms(i), false, time.Time{}, rng)
+		c.Done(ms(i), Result{Status: 503}, rng)
+	}
+	if p := dm.ThrottleProbability(ms(19)); p != 0 {
+		t.Fatalf("19 requests: p = %v", p)
+	}
+	var c20 Call
+	c20.Begin(dm, ms(19), false, time.Time{}, rng)
+	c20.Done(ms(19), Result{Status: 503}, rng)
+	if p := dm.ThrottleProbability(ms(20)); !near(p, 20.0/21) {
+		t.Fatalf("20 refused requests: p = %v, want 20/21", p)
+	}
+	// Half accepted: p = 0.
+	d2 := NewDest(testConfig(exact))
+	for i := range 10 {
+		var c Call
+		c.Begin(d2, ms(i), false, time.Time{}, rng)
+		st := 503
+		if i%2 == 0 {
+			st = 200
+		}
+		c.Done(ms(i), Result{Status: st}, rng)
+	}
+	if p := d2.ThrottleProbability(ms(10)); p != 0 {
+		t.Fatalf("half accepted: p = %v, want 0", p)
+	}
+	// A transport failure and a 500 are accepted (not overload); 429 is not.
+	d3 := NewDest(testConfig(exact))
+	for _, st := range []int{0, 500, 429} {
+		var c Call
+		c.Begin(d3, t0, false, time.Time{}, rng)
+		c.Done(t0, Result{Status: st}, rng)
+	}
+	if p := d3.ThrottleProbability(t0); !near(p, (3-2*2)/4.0) && p != 0 {
+		t.Fatalf("p = %v", p)
+	}
+	if req, acc := d3.throttle.sums(t0); req != 3 || acc != 2 {
+		t.Fatalf("requests %v accepts %v, want 3 and 2", req, acc)
+	}
+	// The window: after 10 s the first dest's counts are gone.
+	if p := d.ThrottleProbability(ms(10 + 10000)); p != 0 {
+		t.Fatalf("after the window: p = %v", p)
+	}
+	// Off: always 0.
+	off := false
+	d4 := NewDest(testConfig(func(c *Config) { c.Throttle.Enabled = &off }))
+	for i := range 10 {
+		var c Call
+		c.Begin(d4, t0, false, time.Time{}, rng)
+		c.Done(t0, Result{Status: 503}, rng)
+		_ = i
+	}
+	if p := d4.ThrottleProbability(t0); p != 0 {
+		t.Fatalf("off: p = %v", p)
+	}
+}
+
+// Under a destination that refuses everything, the throttle refuses
+// locally most attempts; the refused ones count as requests (the SRE
+// book's "requests" include them), so p climbs towards 1; once the
+// destination accepts again, p falls back to 0 within the window.
+func TestThrottleEngagesAndRecovers(t *testing.T) {
+	d := NewDest(testConfig(nil))
+	rng := rand.New(rand.NewPCG(3, 4))
+	sent, throttled := 0, 0
+	now := t0
+	for i := range 2000 { // 200 req/s for 10 s, all refused
+		now = t0.Add(time.Duration(i) * 5 * time.Millisecond)
+		var c Call
+		if c.Begin(d, now, false, time.Time{}, rng) == Throttled {
+			throttled++
+			continue
+		}
+		sent++
+		c.Done(now, Result{Status: 503}, rng)
+	}
+	if float64(throttled)/2000 < 0.9 {
+		t.Fatalf("throttled %d of 2000 against a refusing destination", throttled)
+	}
+	// Recovery: the destination accepts everything again. What the
+	// throttle lets through is accepted, so over each window the refusal
+	// rate goes from p to about 2p − 1 (K = 2): it halves the traffic it
+	// refuses every window, a slow start back to full traffic.
+	recovered := time.Duration(0)
+	last := d.ThrottleProbability(now)
+	start := now
+	for i := 0; i < 16000 && recovered == 0; i++ { // up to 80 s
+		now = now.Add(5 * time.Millisecond)
+		var c Call
+		if c.Begin(d, now, false, time.Time{}, rng) == Send {
+			c.Done(now, Result{Status: 200}, rng)
+		}
+		if i%2000 == 1999 { // every window
+			p := d.ThrottleProbability(now)
+			if p > last+0.02 {
+				t.Fatalf("p rose from %v to %v while the destination accepted everything", last, p)
+			}
+			last = p
+			if p == 0 {
+				recovered = now.Sub(start)
+			}
+		}
+	}
+	t.Logf("throttle back to 0 %v after a 10 s total refusal", recovered)
+	if recovered == 0 || recovered > 70*time.Second {
+		t.Fatalf("not recovered within 70 s (p = %v)", last)
+	}
+	if c := d.Counts(); c.Throttled < uint64(throttled) || c.Attempts == 0 {
+		t.Fatalf("counts %+v", c)
+	}
+}
+
+// The retry budget: at most min·window + ratio·calls retries in the
+// window, whatever the destination does.
+func TestRetryBudget(t *testing.T) {
+	off := false
+	cfg := testConfig(func(c *Config) {
+		c.Throttle.Enabled = &off
+		c.Retry.BudgetMinPerSecond = 1 // floor 10 retries per 10 s
+		c.Retry.MaxAttempts = 10
+	})
+	d := NewDest(cfg)
+	rng := rand.New(rand.NewPCG(5, 6))
+	calls, retries, exhausted := 0, 0, 0
+	for i := range 1000 { // 100 calls/s for 10 s, every attempt fails
+		now := t0.Add(time.Duration(i) * 10 * time.Millisecond)
+		var c Call
+		c.Begin(d, now, true, time.Time{}, rng)
+		calls++
+		for {
+			stop, _ := c.Done(now, Result{Status: 503}, rng)
+			if stop == StopBudget {
+				exhausted++
+			}
+			if stop != StopRetry {
+				break
+			}
+			retries++
+		}
+	}
+	if max := 10 + 0.1*float64(calls); float64(retries) > max || float64(retries) < max-2 {
+		t.Fatalf("%d retries for %d calls, want ≤ %v and close to it", retries, calls, max)
+	}
+	if exhausted == 0 || d.Counts().BudgetExhausted != uint64(exhausted) || d.Counts().Retries != uint64(retries) {
+		t.Fatalf("exhausted %d, counts %+v", exhausted, d.Counts())
+	}
+}
+
+// Call.Done's decisions, one reason each.
+func TestCallStops(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	off := false
+	cfg := testConfig(func(c *Config) { c.Throttle.Enabled = &off })
+	cases := []struct {
+		name     string
+		safe     bool
+		deadline time.Time
+		r        Result
+		want     Stop
+	}{
+		{"success", true, time.Time{}, Result{Status: 200}, StopDone},
+		{"500 is final", true, time.Time{}, Result{Status: 500}, StopDone},
+		{"404 is final", true, time.Time{}, Result{Status: 404}, StopDone},
+		{"503 retried", true, time.Time{}, Result{Status: 503}, StopRetry},
+		{"502 retried", true, time.Time{}, Result{Status: 502}, StopRetry},
+		{"504 retried", true, time.Time{}, Result{Status: 504}, StopRetry},
+		{"429 retried", true, time.Time{}, Result{Status: 429}, StopRetry},
+		{"transport failure retried", true, time.Time{}, Result{}, StopRetry},
+		{"unsafe", false, time.Time{}, Result{Status: 503}, StopUnsafe},
+		{"Retry-After too long", true, time.Time{}, Result{Status: 503, RetryAfter: 6 * time.Second, HasRetryAfter: true}, StopRetryAfter},
+		{"Retry-After past the deadline", true, ms(1000), Result{Status: 503, RetryAfter: time.Second, HasRetryAfter: true}, StopDeadline},
+		{"Retry-After within the deadline", true, ms(1500), Result{Status: 503, RetryAfter: time.Second, HasRetryAfter: true}, StopRetry},
+	}
+	for _, c := range cases {
+		d := NewDest(cfg)
+		var call Call
+		if v := call.Begin(d, t0, c.safe, c.deadline, rng); v != Send {
+			t.Fatalf("%s: begin %v", c.name, v)
+		}
+		stop, wait := call.Done(t0, c.r, rng)
+		if stop != c.want {
+			t.Errorf("%s: %v, want %v", c.name, stop, c.want)
+		}
+		if c.r.HasRetryAfter && stop == StopRetry && wait < c.r.RetryAfter {
+			t.Errorf("%s: wait %v < Retry-After %v", c.name, wait, c.r.RetryAfter)
+		}
+	}
+	// Attempts: three at most by default.
+	d := NewDest(cfg)
+	var call Call
+	call.Begin(d, t0, true, time.Time{}, rng)
+	var stops []Stop
+	for range 4 {
+		s, _ := call.Done(t0, Result{Status: 503}, rng)
+		stops = append(stops, s)
+		if s != StopRetry {
+			break
+		}
+	}
+	if len(stops) != 3 || stops[2] != StopAttempts || call.Attempts() != 3 {
+		t.Errorf("stops %v after %d attempts", stops, call.Attempts())
+	}
+	// Begin: a deadline closer than MinRemaining is Late; the throttle's
+	// refusal is Throttled.
+	if v := call.Begin(NewDest(cfg), t0, true, t0.Add(999*time.Microsecond), rng); v != Late {
+		t.Errorf("0.999 ms left: %v", v)
+	}
+	if v := call.Begin(NewDest(cfg), t0, true, t0.Add(time.Millisecond), rng); v != Send {
+		t.Errorf("1 ms left: %v", v)
+	}
+}
+
+// Full jitter: the wait is uniform below min(max, base·2^(n−1)).
+func TestBackoff(t *testing.T) {
+	base, top := 25*time.Millisecond, 250*time.Millisecond
+	for _, c := range []struct {
+		n    int
+		u    float64
+		want time.Duration
+	}{
+		{1, 0, 0}, {1, 0.5, 12500 * time.Microsecond}, {2, 0.5, 25 * time.Millisecond}, {3, 0.999999, 99999900},
+		{4, 1, 200 * time.Millisecond}, {5, 1, top}, {50, 0.5, top / 2}, {63, 1, top},
+	} {
+		if got := Backoff(base, top, c.n, c.u); got != c.want {
+			t.Errorf("Backoff(n=%d, u=%v) = %v, want %v", c.n, c.u, got, c.want)
+		}
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	for _, c := range []struct {
+		mod  func(*Config)
+		path string
+	}{
+		{func(c *Config) { c.Throttle.K = 0.5 }, "throttle.k"},
+		{func(c *Config) { c.Throttle.Window = -1 }, "throttle.window"},
+		{func(c *Config) { c.Retry.MaxAttempts = 11 }, "retry.max_attempts"},
+		{func(c *Config) { c.Retry.BudgetRatio = 2 }, "retry.budget_ratio"},
+		{func(c *Config) { c.Retry.BudgetMinPerSecond = -1 }, "retry.budget_min_per_second"},
+		{func(c *Config) { c.Retry.MaxBackoff = time.Millisecond }, "retry.max_backoff"},
+		{func(c *Config) { c.Retry.PerTryTimeout = -1 }, "retry.per_try_timeout"},
+		{func(c *Config) { c.MinRemaining = -1 }, "min_remaining"},
+		{func(c *Config) { c.TimeoutHeader = "a b" }, "timeout_header"},
+	} {
+		cfg := DefaultConfig()
+		c.mod(&cfg)
+		cfg.SetDefaults()
+		err := cfg.Validate()
+		var fe *sluice.FieldError
+		if !errors.As(err, &fe) || fe.Path != c.path {
+			t.Errorf("%s: %v", c.path, err)
+		}
+	}
+	if cfg := DefaultConfig(); cfg.Validate() != nil || !*cfg.Throttle.Enabled || cfg.Retry.MaxAttempts != 3 {
+		t.Errorf("defaults %+v", cfg)
+	}
+}
