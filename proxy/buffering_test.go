@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice"
 )
 
 // pattern returns n bytes that are not all alike, so that a reordered or
@@ -432,4 +434,78 @@ func TestResponseBufferingConfigErrors(t *testing.T) {
 			t.Errorf("%q: %v: no file:line", tc.section, err)
 		}
 	}
+}
+
+// A request's deadline (X-Sluice-Timeout) bounds the backend's side of a
+// buffered response, not the client's reading of it. A response the
+// backend finished in time reaches a client that starts to read after the
+// deadline whole, and counts one sample of the backend's time (not the
+// client's), taken when the backend finished; a backend still sending
+// at the deadline is cut there, its slot given back at once, and the
+// client gets the bytes before the cut and then a truncated answer.
+func TestBufferedResponseUnderDeadline(t *testing.T) {
+	body := pattern(bigBody)
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	be := backend(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		if r.URL.Path == "/cut" {
+			_, _ = w.Write(body[:1<<20])
+			http.NewResponseController(w).Flush()
+			select {
+			case <-release:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		_, _ = w.Write(body)
+	})
+	r := startManual(t, baseConfig(be.URL, `stages:
+  - name: api
+    match: {path_prefix: /}
+    controller: static-rate
+    params: {rate: 100000}
+`))
+	step := func(now time.Time) { r.srv.h.gen.Load().pol.Step(now) }
+	t0 := time.Now().Add(time.Hour)
+	step(t0)
+	send := func(path string, timeout time.Duration) *slowClient {
+		c, err := net.Dial("tcp", r.addr)
+		must(t, err)
+		t.Cleanup(func() { c.Close() })
+		_ = c.SetDeadline(time.Now().Add(testTimeout))
+		_, err = fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: a\r\n%s: %s\r\n\r\n", path, sluice.TimeoutHeader, sluice.FormatTimeout(timeout))
+		must(t, err)
+		return &slowClient{c: c, br: bufio.NewReader(c)}
+	}
+
+	c := send("/whole", 500*time.Millisecond)
+	eventually(t, "the backend's slot given back before the client reads", func() bool {
+		st := r.state(t)
+		return st.Backends.InFlight == 0 && st.InFlight == 1
+	})
+	time.Sleep(time.Second) // the deadline passes; the client has read nothing
+	resp, got, err := c.read(t)
+	if err != nil || resp.StatusCode != 200 || !bytes.Equal(got, body) {
+		t.Fatalf("a response finished before its deadline: %v, %d bytes (equal %v), %v", resp, len(got), bytes.Equal(got, body), err)
+	}
+	step(t0.Add(2 * time.Second))
+	last := r.state(t).Stages[0].Classes[0].Last
+	if last == nil || last.Samples != 1 || last.P50MS >= 500 {
+		t.Fatalf("last period %+v: want one sample of the backend's time, under the 500 ms deadline", last)
+	}
+
+	c = send("/cut", 300*time.Millisecond)
+	eventually(t, "the backend cut at the deadline and its slot given back", func() bool {
+		st := r.state(t)
+		return st.Backends.InFlight == 0 && st.InFlight == 1
+	})
+	resp, got, err = c.read(t)
+	if resp == nil || resp.StatusCode != 200 || err == nil || len(got) >= len(body) || !bytes.Equal(got, body[:len(got)]) {
+		t.Fatalf("a response cut at its deadline: %v, %d bytes, %v; want a truncated body and an error", resp, len(got), err)
+	}
+	eventually(t, "the request over and the buffers freed", func() bool {
+		st := r.state(t)
+		return st.InFlight == 0 && st.ResponseBuffering.MemoryBytes == 0 && st.ResponseBuffering.DiskBytes == 0
+	})
 }
