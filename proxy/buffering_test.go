@@ -286,6 +286,46 @@ func TestBufferBudgetFallsBackToPassThrough(t *testing.T) {
 	}
 }
 
+// The same when the temporary files' cap is full too: the first response
+// fills its memory and the disk cap (all but less than a chunk, the
+// filler's unit) and then waits for its client
+// (back-pressure on the backend); the second finds both caps taken and
+// is passed through; both are counted as budget and arrive whole.
+func TestBufferDiskCapFallsBackToPassThrough(t *testing.T) {
+	body := pattern(bigBody)
+	be := newBigBackend(t, body, false)
+	dir := t.TempDir()
+	p := startProxy(t, bufConfig(be.url, "  temp_dir: "+dir+"\n  memory_bytes: 65536\n  max_memory_bytes: 65536\n  max_file_bytes: 1048576\n  max_disk_bytes: 1048576\n"))
+	first := newSlowClient(t, p.addr, "/1")
+	eventually(t, "the first response's memory and disk full", func() bool {
+		b := p.state(t).ResponseBuffering
+		return b.MemoryBytes == 65536 && b.DiskBytes > 1<<20-bufChunk && b.Files == 1
+	})
+	second := newSlowClient(t, p.addr, "/2")
+	eventually(t, "both at the backend", func() bool { return be.writing.Load() == 2 })
+	time.Sleep(200 * time.Millisecond)
+	if st := p.state(t); st.Backends.InFlight != 2 || st.ResponseBuffering.Files != 1 {
+		t.Errorf("both responses must hold their slots, one file: pool %d, %+v", st.Backends.InFlight, st.ResponseBuffering)
+	}
+	if v := p.metric(t, `proxy_responses_unbuffered_total{reason="budget"}`); v != 2 {
+		t.Errorf(`proxy_responses_unbuffered_total{reason="budget"} = %v, want 2`, v)
+	}
+	for i, c := range []*slowClient{second, first} {
+		resp, got, err := c.read(t)
+		if err != nil || resp.StatusCode != 200 || !bytes.Equal(got, body) {
+			t.Fatalf("answer %d: %d bytes (equal %v), %v", i, len(got), bytes.Equal(got, body), err)
+		}
+	}
+	eventually(t, "the buffers freed", func() bool {
+		st := p.state(t)
+		b := st.ResponseBuffering
+		return st.InFlight == 0 && b.MemoryBytes == 0 && b.DiskBytes == 0 && b.Files == 0 && fdsIn(t, dir) == 0
+	})
+	if v := p.metric(t, `proxy_gateway_errors_total{code="502"}`); v > 0 {
+		t.Errorf("502s: %v", v)
+	}
+}
+
 // A backend that fails in the middle of a buffered body: the backend is
 // released at once, and the client gets the bytes before the failure and
 // then a truncated answer, never a complete-looking one.
@@ -508,4 +548,38 @@ func TestBufferedResponseUnderDeadline(t *testing.T) {
 		st := r.state(t)
 		return st.InFlight == 0 && st.ResponseBuffering.MemoryBytes == 0 && st.ResponseBuffering.DiskBytes == 0
 	})
+}
+
+// ReverseProxy's copy buffers: 32 KiB while fewer than
+// maxLargeCopyBuffers are lent (slow readers hold theirs for as long as
+// they read), 4 KiB beyond; each comes back to its own pool and a large
+// one given back is lent again.
+func TestCopyBuffersBounded(t *testing.T) {
+	p := newBufferPool()
+	var lent [][]byte
+	for range maxLargeCopyBuffers {
+		b := p.Get()
+		if len(b) != copyBufferSize {
+			t.Fatalf("buffer %d: %d bytes, want %d", len(lent), len(b), copyBufferSize)
+		}
+		lent = append(lent, b)
+	}
+	small := p.Get()
+	if len(small) != smallCopyBufferSize {
+		t.Fatalf("beyond the cap: %d bytes, want %d", len(small), smallCopyBufferSize)
+	}
+	p.Put(small)
+	if got := p.large.Load(); got != maxLargeCopyBuffers {
+		t.Fatalf("a small buffer given back changed the large count: %d", got)
+	}
+	p.Put(lent[0])
+	if b := p.Get(); len(b) != copyBufferSize {
+		t.Fatalf("after one large buffer came back: %d bytes, want %d", len(b), copyBufferSize)
+	}
+	for _, b := range lent[1:] {
+		p.Put(b)
+	}
+	if got := p.large.Load(); got != 1 {
+		t.Fatalf("large buffers lent: %d, want 1", got)
+	}
 }

@@ -288,6 +288,17 @@ func TestWebSocketUpgradeEcho(t *testing.T) {
 		st := p.state(t)
 		return st.Streams == 1 && st.Backends.InFlight == 0
 	})
+	// An upgraded connection is never buffered (buffering is on by
+	// default): no buffer memory, no file, no buffered response.
+	if b := p.state(t).ResponseBuffering; !b.Enabled || b.MemoryBytes != 0 || b.Files != 0 {
+		t.Errorf("response buffers during the upgrade: %+v", b)
+	}
+	m := p.metricsText(t)
+	for _, want := range []string{`proxy_responses_buffered_total{where="memory"} 0`, `proxy_responses_buffered_total{where="disk"} 0`} {
+		if !strings.Contains(m, want+"\n") {
+			t.Errorf("metrics lack %s:\n%s", want, grepLines(m, "proxy_response"))
+		}
+	}
 	c.Close()
 	eventually(t, "the upgraded connection to end", func() bool { return p.state(t).Streams == 0 })
 }
