@@ -367,7 +367,7 @@ func (b *respBuffers) buffer(rs *reqState, res *http.Response, hadBody bool) {
 		b.unbuf[unbufBudget].Inc()
 		return
 	}
-	s := &spool{b: b, p: p, rs: rs, src: res.Body}
+	s := &spool{b: b, p: p, rs: rs, src: res.Body, length: res.ContentLength}
 	s.segs = s.segs0[:0]
 	rs.spool, rs.buffered = s, true
 	res.Body = s
@@ -394,10 +394,12 @@ type spool struct {
 	ready chan struct{}
 	space chan struct{}
 
-	started bool // primed; touched by the handler's goroutine only
+	started bool  // primed; touched by the handler's goroutine only
+	length  int64 // the body's Content-Length, or -1
 
 	mu        sync.Mutex
 	segs      []segment // unread data in order; segs[0] is read next
+	got       int64     // bytes read from the backend
 	memHeld   int64     // bytes of budgeted chunks in segs
 	f         *os.File  // the temporary file, once needed
 	fileEnd   int64     // bytes written to f (its size)
@@ -435,7 +437,13 @@ func signal(ch chan struct{}) {
 // starts the filler if the body goes on.
 func (s *spool) prime() {
 	s.started = true
-	if !s.step() {
+	more := s.step()
+	if more && s.length > 0 && s.got >= s.length {
+		// The whole body, without the io.EOF a reader may give only at
+		// its next call, which then returns at once.
+		more = s.step()
+	}
+	if !more {
 		s.fillerDone()
 		return
 	}
@@ -582,6 +590,7 @@ func (s *spool) step() bool {
 	default:
 		s.segs[len(s.segs)-1].w += int64(n)
 	}
+	s.got += int64(n)
 	if err != nil {
 		s.done, s.err = true, err
 	}

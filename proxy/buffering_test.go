@@ -583,3 +583,27 @@ func TestCopyBuffersBounded(t *testing.T) {
 		t.Fatalf("large buffers lent: %d, want 1", got)
 	}
 }
+
+// A body of known length that arrived with its headers is read whole by
+// prime on the handler's goroutine, with no filler goroutine, even from a
+// reader that gives its io.EOF only at the call after the last byte.
+func TestPrimeReadsASmallBodyWhole(t *testing.T) {
+	cfg := ResponseBufferingConfig{}
+	cfg.setDefaults()
+	p := newBufferPolicy(&cfg)
+	b := newRespBuffers(newBufferPool(), testLogger(t))
+	s := &spool{b: b, p: &p, rs: &reqState{}, src: io.NopCloser(strings.NewReader("hello")), length: 5}
+	s.segs = s.segs0[:0]
+	s.prime()
+	if s.running || s.ready != nil || !s.done || s.err != io.EOF {
+		t.Fatalf("after prime: running %v, channels %v, done %v, err %v; want the body read whole", s.running, s.ready != nil, s.done, s.err)
+	}
+	got, err := io.ReadAll(s)
+	if err != nil || string(got) != "hello" {
+		t.Fatalf("read %q, %v", got, err)
+	}
+	must(t, s.Close())
+	if m := b.mem.Load(); m != 0 {
+		t.Fatalf("memory held after close: %d", m)
+	}
+}
