@@ -519,20 +519,27 @@ func TestBufferedResponseUnderDeadline(t *testing.T) {
 		return &slowClient{c: c, br: bufio.NewReader(c)}
 	}
 
-	c := send("/whole", 500*time.Millisecond)
+	// 3 s: the 16 MiB take 50-250 ms here, over a second under -race on
+	// a loaded machine.
+	const whole = 3 * time.Second
+	sent := time.Now()
+	c := send("/whole", whole)
 	eventually(t, "the backend's slot given back before the client reads", func() bool {
 		st := r.state(t)
 		return st.Backends.InFlight == 0 && st.InFlight == 1
 	})
-	time.Sleep(time.Second) // the deadline passes; the client has read nothing
+	if be := time.Since(sent); be >= whole {
+		t.Fatalf("the backend took %v, past the deadline of %v: the machine is too slow for this test", be, whole)
+	}
+	time.Sleep(time.Until(sent.Add(whole + 200*time.Millisecond))) // the deadline passes; the client has read nothing
 	resp, got, err := c.read(t)
 	if err != nil || resp.StatusCode != 200 || !bytes.Equal(got, body) {
 		t.Fatalf("a response finished before its deadline: %v, %d bytes (equal %v), %v", resp, len(got), bytes.Equal(got, body), err)
 	}
 	step(t0.Add(2 * time.Second))
 	last := r.state(t).Stages[0].Classes[0].Last
-	if last == nil || last.Samples != 1 || last.P50MS >= 500 {
-		t.Fatalf("last period %+v: want one sample of the backend's time, under the 500 ms deadline", last)
+	if last == nil || last.Samples != 1 || last.P50MS >= float64(whole/time.Millisecond) {
+		t.Fatalf("last period %+v: want one sample of the backend's time, under the %v deadline", last, whole)
 	}
 
 	c = send("/cut", 300*time.Millisecond)
