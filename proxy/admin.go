@@ -90,6 +90,9 @@ type StateDoc struct {
 	// cluster section): mode, live instances, each global budget and
 	// client allocation with this instance's part and the demand.
 	Cluster *cluster.View `json:"cluster,omitempty"`
+	// ResponseBuffering is the response buffers' memory and disk in use
+	// against their caps, and the open temporary files.
+	ResponseBuffering BufferState `json:"response_buffering"`
 }
 
 // State returns the proxy's state with the last n decisions per stage,
@@ -98,7 +101,7 @@ func (s *Server) State(n int) StateDoc {
 	g := s.h.gen.Load()
 	doc := StateDoc{ConfigVersion: g.version, LoadedAt: g.loaded, ConfigFile: s.file, Shadow: g.cfg.Shadow,
 		InFlight: s.h.active.Load(), Streams: s.h.streams.Load(), Stages: g.pol.State(n), Backends: g.pool.State(),
-		Resources: s.ov.resourceStates(g, n)}
+		Resources: s.ov.resourceStates(g, n), ResponseBuffering: s.h.buf.state(&g.buf)}
 	sanitizeStages(doc.Stages)
 	if s.ov.pol != nil {
 		ps := s.ov.pol.state(n, s.ov.registry)

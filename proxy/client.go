@@ -248,6 +248,7 @@ func (l *clientListener) Accept() (net.Conn, error) {
 			resetConn(c)
 			continue
 		}
+		limitUnsent(c)
 		cc := &clientConn{Conn: c, lim: l.lim, send: l.send}
 		if l.scan {
 			return h1.NewScanConn(cc), nil
@@ -264,6 +265,10 @@ func resetConn(c net.Conn) {
 	}
 	_ = c.Close()
 }
+
+// unsentLimit is the most bytes the kernel holds unsent on a client
+// connection (sockopt_linux.go).
+const unsentLimit = 128 << 10
 
 // clientConn is an accepted client connection. Every write has its own
 // deadline, send after it starts (bounded by any deadline the server

@@ -78,6 +78,11 @@ func (m *metrics) register(reg prometheus.Registerer, h *Handler, ov *overload) 
 			return err
 		}
 	}
+	for _, c := range h.buf.collectors() {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

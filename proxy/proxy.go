@@ -47,6 +47,7 @@ type generation struct {
 	priorityHeader, tenantHeader, timeoutHeader string
 	reported                                    []reportedHeader // backend-reported utilization headers
 	shares                                      *share.Shares    // client bandwidth shares, or nil
+	buf                                         bufferPolicy     // response_buffering
 	cluster                                     *cluster.Runner  // cluster mode's runner, or nil
 	version                                     uint64
 	loaded                                      time.Time
@@ -61,6 +62,7 @@ type generation struct {
 type Handler struct {
 	gen     atomic.Pointer[generation]
 	rp      *httputil.ReverseProxy
+	buf     *respBuffers       // response buffering's memory, files and counters
 	client  *sclient.Transport // sluice's client side on the upstream calls
 	m       *metrics
 	cm      *clientMetrics // client-side refusals; nil in Check and benchmarks
@@ -87,6 +89,8 @@ var errOverallTimeout = errors.New("sluice: upstream overall timeout")
 
 func newHandler(m *metrics, log *slog.Logger) *Handler {
 	h := &Handler{m: m, log: log, warn: rate.Sometimes{Interval: time.Second}}
+	chunks := newBufferPool()
+	h.buf = newRespBuffers(chunks, log)
 	// The upstream client side, for the handler's life: its destinations'
 	// counts survive reloads, which only change its settings (SetConfig).
 	// The proxy builds every outgoing request for one call, so the hop
@@ -108,7 +112,7 @@ func newHandler(m *metrics, log *slog.Logger) *Handler {
 		// proxy's CPU was in write syscalls under wrk -c64.
 		FlushInterval:  0,
 		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelDebug),
-		BufferPool:     newBufferPool(),
+		BufferPool:     chunks,
 		ModifyResponse: h.modifyResponse,
 		ErrorHandler:   h.errorHandler,
 	}
@@ -150,7 +154,13 @@ type reqState struct {
 	in         *http.Request
 	writeWait0 time.Duration
 	// upstream wraps the backend's response body to see its end.
-	upstream  upstreamBody
+	upstream upstreamBody
+	// spool is the response's buffer (buffering.go), or nil; buffered is
+	// set with it, before its filler starts. bpWait sums the filler's
+	// waits for the client, ns: with back-pressure, the client's time.
+	spool     *spool
+	buffered  bool
+	bpWait    atomic.Int64
 	longTimer *time.Timer
 	overTimer *time.Timer
 	cancel    context.CancelCauseFunc
@@ -195,11 +205,21 @@ func (rs *reqState) releasePool() {
 // outcome is how the request went as the stage should count it: time
 // spent on the client (a slow reader or uploader) and injected share
 // delays are not the backend's; a client whose request body failed is
-// neither a backend failure nor a sample.
+// neither a backend failure nor a sample. A buffered response's backend
+// is read while the client is written to and while a share delay runs:
+// only the time its filler waited for the client is left out.
 func (rs *reqState) outcome(aborted bool) stage.Outcome {
-	excluded := time.Duration(rs.shareDelay.Load())
+	var excluded time.Duration
+	if rs.buffered {
+		excluded = time.Duration(rs.bpWait.Load())
+	} else {
+		excluded = time.Duration(rs.shareDelay.Load())
+		if rs.in != nil {
+			excluded += ClientWriteWait(rs.in) - rs.writeWait0
+		}
+	}
 	if rs.in != nil {
-		excluded += ClientWriteWait(rs.in) - rs.writeWait0 + ClientReadWait(rs.in)
+		excluded += ClientReadWait(rs.in)
 	}
 	if rs.clientFault.Load() {
 		return stage.Outcome{OK: true, NoSample: true, Excluded: excluded}
@@ -216,6 +236,15 @@ func (rs *reqState) outcome(aborted bool) stage.Outcome {
 // last bytes to a client that may be slow to read them.
 func (rs *reqState) upstreamDone() {
 	if rs.lc.Done(time.Now(), rs.outcome(false)) {
+		rs.releasePool()
+	}
+}
+
+// upstreamFailed ends the request's use of the backend when a buffered
+// response's body failed to read (its filler saw the error): the client
+// still gets what came before, and then its connection is aborted.
+func (rs *reqState) upstreamFailed() {
+	if rs.lc.Done(time.Now(), rs.outcome(true)) {
 		rs.releasePool()
 	}
 }
@@ -240,6 +269,9 @@ func (rs *reqState) finish(aborted bool) {
 	rs.shareEnd(!aborted)
 	rs.lc.Done(time.Now(), rs.outcome(aborted)) // no-op when upstreamDone ran
 	rs.releasePool()
+	if rs.spool != nil {
+		_ = rs.spool.Close() // ReverseProxy closed it, unless it panicked first
+	}
 	if rs.streamed.Load() {
 		rs.h.streams.Add(-1)
 	}
@@ -249,7 +281,7 @@ func (rs *reqState) finish(aborted bool) {
 type upstreamBody struct {
 	rs   *reqState
 	rc   io.ReadCloser
-	done bool // read by the handler's goroutine only
+	done bool // read by the goroutine reading the body only (the handler's, or a buffer's filler)
 }
 
 func (b *upstreamBody) Read(p []byte) (int, error) {
@@ -452,6 +484,14 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 	out["X-Forwarded-For"] = vals[0:1:1]
 	out["X-Forwarded-Host"] = vals[1:2:2]
 	out["X-Forwarded-Proto"] = vals[2:3:3]
+	// The proxy answers the client's "Expect: 100-continue" itself, as
+	// nginx does: Go's server sends the 100 when the body is first read
+	// (by request buffering, or by the upstream transport as it streams
+	// the body). Passed on, the backend's own 100 would follow it (two
+	// 100s with request buffering), or race it: the standard transport
+	// starts the body, whose first read sends the server's 100, as it
+	// hands the backend's 100 to ReverseProxy to forward.
+	delete(out, "Expect")
 	if g.degradeHeader != "" {
 		delete(out, g.degradeHeader)
 		if rs.quality > 0 {
@@ -512,10 +552,13 @@ func (h *Handler) modifyResponse(res *http.Response) error {
 		rs.stream()
 	}
 	// The end of the upstream body ends the request's use of the backend
-	// (a 101's body is the upgraded connection: left alone).
+	// (a 101's body is the upgraded connection: left alone). Response
+	// buffering reads it as fast as the backend sends it.
 	if res.StatusCode != http.StatusSwitchingProtocols {
+		body := hasBody(res)
 		rs.upstream = upstreamBody{rs: rs, rc: res.Body}
 		res.Body = &rs.upstream
+		rs.h.buf.buffer(rs, res, body)
 	}
 	return rs.shareBefore(res)
 }
@@ -634,21 +677,61 @@ func (genTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 const copyBufferSize = 32 << 10
 
-// bufferPool recycles the 32 KiB copy buffers of ReverseProxy without
-// allocating.
-type bufferPool struct{ p sync.Pool }
+// maxLargeCopyBuffers is how many 32 KiB copy buffers ReverseProxy may
+// hold at once (8 MiB); a response copied while they are all out gets a
+// buffer of smallCopyBufferSize. ReverseProxy holds a copy buffer from
+// the response's first byte to its last: a client that reads slowly
+// holds it for as long as it reads, so a thousand slow readers would hold
+// 32 MiB of them (the larger part of the proxy's memory under the
+// slow-read attack), on top of the response buffers' own budget. The
+// fast responses of normal traffic give theirs back within a round
+// trip, so the cap is not reached without hundreds of slow clients; a
+// response with the small buffer takes 8 reads and writes where it would
+// take one.
+const maxLargeCopyBuffers = 256
+
+// smallCopyBufferSize is the copy buffer beyond maxLargeCopyBuffers:
+// 4 KiB, the size of net/http's connection write buffer.
+const smallCopyBufferSize = 4 << 10
+
+// bufferPool recycles the copy buffers of ReverseProxy (Get, Put), and
+// the 32 KiB chunks of response buffers (getChunk, putChunk), without
+// allocating. It is safe for concurrent use.
+type bufferPool struct {
+	p     sync.Pool    // *[copyBufferSize]byte
+	small sync.Pool    // *[smallCopyBufferSize]byte
+	large atomic.Int64 // 32 KiB copy buffers lent by Get and not yet Put
+}
 
 func newBufferPool() *bufferPool {
-	return &bufferPool{p: sync.Pool{New: func() any { return new([copyBufferSize]byte) }}}
+	return &bufferPool{p: sync.Pool{New: func() any { return new([copyBufferSize]byte) }},
+		small: sync.Pool{New: func() any { return new([smallCopyBufferSize]byte) }}}
 }
 
-func (b *bufferPool) Get() []byte { return b.p.Get().(*[copyBufferSize]byte)[:] }
+// Get lends ReverseProxy a copy buffer: 32 KiB while fewer than
+// maxLargeCopyBuffers are lent, else 4 KiB.
+func (b *bufferPool) Get() []byte {
+	if b.large.Add(1) > maxLargeCopyBuffers {
+		b.large.Add(-1)
+		return b.small.Get().(*[smallCopyBufferSize]byte)[:]
+	}
+	return b.getChunk()[:]
+}
 
+// Put takes back a buffer Get lent.
 func (b *bufferPool) Put(x []byte) {
-	if cap(x) >= copyBufferSize {
-		b.p.Put((*[copyBufferSize]byte)(x[:copyBufferSize]))
+	switch {
+	case cap(x) >= copyBufferSize:
+		b.large.Add(-1)
+		b.putChunk((*[copyBufferSize]byte)(x[:copyBufferSize]))
+	case cap(x) >= smallCopyBufferSize:
+		b.small.Put((*[smallCopyBufferSize]byte)(x[:smallCopyBufferSize]))
 	}
 }
+
+func (b *bufferPool) getChunk() *[copyBufferSize]byte { return b.p.Get().(*[copyBufferSize]byte) }
+
+func (b *bufferPool) putChunk(c *[copyBufferSize]byte) { b.p.Put(c) }
 
 // policy returns the running policy (for metrics that follow reloads).
 func (h *Handler) policy() *policy.Policy {

@@ -288,6 +288,17 @@ func TestWebSocketUpgradeEcho(t *testing.T) {
 		st := p.state(t)
 		return st.Streams == 1 && st.Backends.InFlight == 0
 	})
+	// An upgraded connection is never buffered (buffering is on by
+	// default): no buffer memory, no file, no buffered response.
+	if b := p.state(t).ResponseBuffering; !b.Enabled || b.MemoryBytes != 0 || b.Files != 0 {
+		t.Errorf("response buffers during the upgrade: %+v", b)
+	}
+	m := p.metricsText(t)
+	for _, want := range []string{`proxy_responses_buffered_total{where="memory"} 0`, `proxy_responses_buffered_total{where="disk"} 0`} {
+		if !strings.Contains(m, want+"\n") {
+			t.Errorf("metrics lack %s:\n%s", want, grepLines(m, "proxy_response"))
+		}
+	}
 	c.Close()
 	eventually(t, "the upgraded connection to end", func() bool { return p.state(t).Streams == 0 })
 }
@@ -413,6 +424,48 @@ func TestPipelinedRequestsKeepFraming(t *testing.T) {
 		if resp.StatusCode != w.status || resp.Header.Get("X-Got-Path") != w.path {
 			t.Errorf("response %d: %d %q, want %d %q", i+1, resp.StatusCode, resp.Header.Get("X-Got-Path"), w.status, w.path)
 		}
+	}
+}
+
+// TestExpectContinueAnsweredOnce: a POST with "Expect: 100-continue"
+// whose body comes at once, with a GET pipelined behind it, gets one 100
+// (the proxy's own, sent when it reads the body) and then both answers;
+// the backend is not asked to continue (it would send a second 100).
+// With and without request buffering.
+func TestExpectContinueAnsweredOnce(t *testing.T) {
+	for _, buffering := range []bool{true, false} {
+		t.Run(fmt.Sprintf("request_buffering=%v", buffering), func(t *testing.T) {
+			be := backend(t, echoHeaders)
+			p := startProxy(t, withBackend(fmt.Sprintf(`listeners:
+  - {addr: 127.0.0.1:0, request_buffering: %v}
+admin: {addr: 127.0.0.1:0}
+backends: {servers: [{url: BACKEND}]}
+`, buffering), be.URL))
+			for i := range 20 {
+				conn, br := rawConn(t, p.addr)
+				_, err := io.WriteString(conn, "POST /1 HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\nhello"+
+					"GET /2 HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+				must(t, err)
+				var got []int
+				for {
+					resp, body := readResponse(t, br)
+					got = append(got, resp.StatusCode)
+					if e := resp.Header.Get("X-Got-Expect"); e != "" {
+						t.Errorf("run %d: the backend got Expect: %s", i, e)
+					}
+					if resp.StatusCode == 200 && resp.Header.Get("X-Got-Path") == "/1" && body != "hello" {
+						t.Errorf("run %d: the backend got body %q", i, body)
+					}
+					if resp.Close || len(got) > 4 {
+						break
+					}
+				}
+				if fmt.Sprint(got) != "[100 200 200]" {
+					t.Fatalf("run %d: answers %v, want [100 200 200]", i, got)
+				}
+				conn.Close()
+			}
+		})
 	}
 }
 

@@ -123,6 +123,12 @@ func New(cfg *Config, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.h.gen.Store(g)
+	s.h.buf.use(&g.buf)
+	if n, err := sweepTempFiles(cfg.ResponseBuffering.TempDir); err != nil {
+		logger.Warn("response buffering: cannot remove stale temporary files", "dir", cfg.ResponseBuffering.TempDir, "err", err)
+	} else if n > 0 {
+		logger.Info("response buffering: removed stale temporary files of processes no longer running", "files", n)
+	}
 	if err := m.register(reg, s.h, s.ov); err != nil {
 		return nil, fmt.Errorf("proxy: metrics: %w", err)
 	}
@@ -204,6 +210,7 @@ func (s *Server) newGeneration(cfg *Config, prev *generation) (*generation, erro
 		return nil, err
 	}
 	g := &generation{cfg: cfg, pol: pol, pool: pool, shares: shares, reported: s.ov.reported, overall: cfg.Backends.Timeouts.Overall,
+		buf:          newBufferPolicy(&cfg.ResponseBuffering),
 		preserveHost: cfg.Backends.PreserveHost == nil || *cfg.Backends.PreserveHost,
 		ignoreAbort:  cfg.Backends.IgnoreClientAbort,
 		retryAfter:   strconv.Itoa(max(secs, 1)), version: s.version, loaded: time.Now()}
@@ -279,6 +286,7 @@ func (s *Server) applyFrom(next func(running *Config) *Config) error {
 		s.startRunners(g)
 	}
 	s.h.gen.Store(g)
+	s.h.buf.use(&g.buf)
 	if old.stop != nil {
 		old.stop()
 	}

@@ -42,8 +42,12 @@ import (
 // and nothing is sent. The reply is recorded (bytes, and the response time
 // from admission to the last byte, the delay included) when it is
 // complete. The stage's own response-time sample excludes the injected
-// delay: it measures the backend, not the share policy. The request keeps
-// its backend pool slot while it is delayed.
+// delay: it measures the backend, not the share policy. A buffered
+// response (buffering.go) is read from the backend while it waits for its
+// turn or its delay, and while it is paced (the pacing is on the client's
+// side of the buffer): its backend slot is given back when the backend is
+// done. A response that is not buffered keeps its slot while it is
+// delayed.
 
 // identify returns the share client of r.
 func (g *generation) identify(r *http.Request) share.ClientID {

@@ -13,6 +13,8 @@
 #                   the quick start with that --controller
 #   nginx haproxy   the two with keep-alive upstreams, one worker/thread
 #                   per core (installed with apt-get when run as root)
+#   T-unbuffered    sluice target T with --response-buffering=false
+#                   (response buffering off; not in the default set)
 #
 # req/s counts 200 answers only. Every target proxies to one trivial backend (a $SIZE-byte 200 reply,
 # default 1024) on free 127.0.0.1 ports. Each round runs every target once
@@ -47,7 +49,9 @@ size=${SIZE:-1024}
 cd "$(dirname "$0")/.."
 
 for t in "${targets[@]}"; do
-	case " ${all[*]} " in *" $t "*) ;; *)
+	base=${t%-unbuffered}
+	case "$base" in pooled | nginx | haproxy) [ "$base" = "$t" ] || base=unknown ;; esac
+	case " ${all[*]} " in *" $base "*) ;; *)
 		echo "bench-wrk: unknown target $t (valid: ${all[*]})" >&2
 		exit 2
 		;;
@@ -85,7 +89,7 @@ targets=("${kept[@]}")
 if [ -n "${SLUICE_BEFORE:-}" ]; then
 	[ -x "$SLUICE_BEFORE" ] || { echo "bench-wrk: SLUICE_BEFORE=$SLUICE_BEFORE is not an executable" >&2; exit 2; }
 	for t in "${targets[@]}"; do
-		case $t in pooled | nginx | haproxy) ;; *) targets+=("$t-before") ;; esac
+		case $t in pooled | nginx | haproxy | *-unbuffered) ;; *) targets+=("$t-before") ;; esac
 	done
 fi
 
@@ -165,9 +169,10 @@ EOF
 		bin=$tmp/bin-sluice ctl=$t
 		case $t in *-before) bin=$SLUICE_BEFORE ctl=${t%-before} ;; esac
 		extra=()
+		case $ctl in *-unbuffered) ctl=${ctl%-unbuffered} extra=(--response-buffering=false) ;; esac
 		case $ctl in
-		seda) extra=(--target-p90 500ms) ;;
-		yaksha) extra=(--target-mean 200ms) ;;
+		seda) extra+=(--target-p90 500ms) ;;
+		yaksha) extra+=(--target-mean 200ms) ;;
 		esac
 		"$bin" proxy --listen "127.0.0.1:$p" --backend "http://127.0.0.1:$be" \
 			--admin "127.0.0.1:$(port)" --controller "$ctl" "${extra[@]}" --log-level warn 2>"$tmp/$t.log" &

@@ -32,6 +32,7 @@ type proxyFlags struct {
 	adminTokenFile string
 	shadow         bool
 	pprof          bool
+	buffering      bool // --response-buffering
 	logLevel       string
 	// clusterRedis and clusterInstance override (or create) the cluster
 	// section, for every instance of a cluster started from one file.
@@ -74,6 +75,11 @@ start proxies --listen to --backend with one stage for every request:
                         the peers' adaptive concurrency limits (Netflix,
                         Envoy, kratos/Sentinel) with their own defaults
   --controller none     measure only
+
+Responses are buffered (response_buffering in docs/config.md): read from
+the backend as fast as it sends them, into memory and then temporary
+files, so that clients that read slowly hold no backend slot;
+--response-buffering=false passes them through.
 
 Across hops (docs/hops.md): a request's priority, tenant and deadline
 travel in X-Sluice-Priority, X-Sluice-Tenant and X-Sluice-Timeout (the
@@ -152,6 +158,7 @@ exits 0.`,
 	fl.StringVar(&f.admin, "admin", proxy.DefaultAdminAddr, "quick start: admin API address (loopback only)")
 	fl.StringVar(&f.adminTokenFile, "admin-token-file", "", "quick start: file holding the admin token (admin.token), required by /ui and every change")
 	fl.BoolVar(&f.shadow, "shadow", false, "quick start: decide and record, but admit every request")
+	fl.BoolVar(&f.buffering, "response-buffering", true, "quick start: buffer responses in memory and temporary files so that slow clients hold no backend slot (response_buffering.enabled)")
 	fl.BoolVar(&f.pprof, "pprof", false, "quick start: serve Go's profiler at /debug/pprof/ on the admin address (admin.pprof; docs/profiling.md)")
 	fl.StringArrayVar(&f.trusted, "trusted-proxy", nil, "quick start: address or CIDR of a trusted hop in front (classes.trusted_proxies): its X-Forwarded-For, X-Sluice-Priority and X-Sluice-Tenant are believed (repeat for several)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
@@ -190,7 +197,7 @@ func (f *proxyFlags) clusterAdjust() func(*proxy.Config) error {
 
 // onlyConfig refuses quick-start flags next to --config.
 func (f *proxyFlags) onlyConfig(cmd *cobra.Command) error {
-	for _, name := range []string{"listen", "backend", "controller", "slo", "target-p90", "target-mean", "admin", "admin-token-file", "shadow", "pprof", "trusted-proxy"} {
+	for _, name := range []string{"listen", "backend", "controller", "slo", "target-p90", "target-mean", "admin", "admin-token-file", "shadow", "pprof", "response-buffering", "trusted-proxy"} {
 		if cmd.Flags().Changed(name) {
 			return usagef("--%s is a quick-start flag: set it in %s instead, or drop --config", name, f.config)
 		}
@@ -274,6 +281,7 @@ func (f *proxyFlags) quickStart(cmd *cobra.Command) (*proxy.Config, error) {
 	}
 	cfg.Stages = []policy.StageConfig{st}
 	cfg.Shadow = f.shadow
+	cfg.ResponseBuffering.Enabled = &f.buffering
 	cfg.Classes.TrustedProxies = append([]string(nil), f.trusted...)
 	cfg.SetDefaults()
 	if err := cfg.Validate(); err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/proxy"
 )
 
 func TestProxyUsageErrors(t *testing.T) {
@@ -170,6 +171,29 @@ func TestProxyQuickStartSEDABurst(t *testing.T) {
 		}
 		if got := cfg.Stages[0].Burst; got != c.burst {
 			t.Errorf("%s: stage burst %d, want %d", c.controller, got, c.burst)
+		}
+	}
+}
+
+// The quick start buffers responses unless --response-buffering=false.
+func TestProxyQuickStartResponseBuffering(t *testing.T) {
+	for _, args := range [][]string{nil, {"--response-buffering=false"}} {
+		cmd := NewProxyCmd()
+		if err := cmd.ParseFlags(append([]string{"--listen", "127.0.0.1:0", "--backend", "http://127.0.0.1:1", "--admin", "127.0.0.1:0"}, args...)); err != nil {
+			t.Fatal(err)
+		}
+		f := &proxyFlags{listen: "127.0.0.1:0", backends: []string{"http://127.0.0.1:1"}, controller: "auto", admin: "127.0.0.1:0"}
+		f.buffering, _ = cmd.Flags().GetBool("response-buffering")
+		cfg, err := f.quickStart(cmd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := args == nil
+		if got := cfg.ResponseBuffering.Enabled; got == nil || *got != want {
+			t.Errorf("%v: response_buffering.enabled %v, want %v", args, got, want)
+		}
+		if cfg.ResponseBuffering.MemoryBytes != proxy.DefaultResponseMemoryBytes {
+			t.Errorf("%v: memory_bytes %d, want the default", args, cfg.ResponseBuffering.MemoryBytes)
 		}
 	}
 }

@@ -258,6 +258,8 @@ func goTypes() []goType {
 		{"proxy", "ListenerConfig", "", &doccheck.Context{Root: v(p.Listeners[0]), Derived: map[string]doccheck.Derived{
 			"RequestBufferDir": {Phrase: "the system's temporary directory"}}}},
 		{"proxy", "AdminConfig", "", ctxOf(p.Admin)},
+		{"proxy", "ResponseBufferingConfig", "", &doccheck.Context{Root: v(p.ResponseBuffering), Derived: map[string]doccheck.Derived{
+			"TempDir": {Phrase: "the system's temporary directory"}}}},
 		{"proxy", "BackendsConfig", "", &doccheck.Context{Root: v(p.Backends), Derived: map[string]doccheck.Derived{
 			"MaxIdleConnsPerHost": {Phrase: "the largest max_concurrency", Check: func() error {
 				c := proxyConfig(func(c *proxy.Config) {

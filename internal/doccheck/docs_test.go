@@ -48,6 +48,9 @@ func configRules() map[string]*doccheck.Rule {
 	backends.Derived = map[string]doccheck.Derived{
 		"backends.max_idle_conns_per_host": withPhrase(derived("proxy", "BackendsConfig", "MaxIdleConnsPerHost"), "largest `max_concurrency`")}
 
+	buffering := section("response_buffering.")
+	buffering.Derived = map[string]doccheck.Derived{"response_buffering.temp_dir": {Phrase: "system temp dir"}}
+
 	listeners := section("listeners[].")
 	listeners.Derived = map[string]doccheck.Derived{"listeners[].request_buffer_dir": {Phrase: "system temp dir"}}
 
@@ -134,6 +137,7 @@ func configRules() map[string]*doccheck.Rule {
 		"drain_timeout":                        {Context: self("drain_timeout")},
 		"health":                               {Context: healthCtx},
 		"watch_config":                         {Context: self("watch_config")},
+		"response_buffering":                   {Context: buffering},
 		"classes":                              {Context: classes},
 		"stages":                               {Context: stages},
 		"reject":                               {Context: reject},

@@ -255,3 +255,69 @@ func (b *CapacityBackend) Close() error {
 func (b *CapacityBackend) String() string {
 	return fmt.Sprintf("%d workers × %v (%.0f req/s)", cap(b.workers), b.service, float64(cap(b.workers))/b.service.Seconds())
 }
+
+// LargeBackend is a net/http backend with a fixed number of workers that
+// answers every request with Size bytes (and a Content-Length) after a
+// fixed service time, holding its worker until the last byte is written:
+// a worker is busy for the service time plus the time its answer takes to
+// leave, as in a thread-per-request server whose writes block. It records
+// how long each worker was held.
+type LargeBackend struct {
+	URL     string
+	Size    int
+	srv     *http.Server
+	workers chan struct{}
+	service time.Duration
+	body    []byte
+
+	mu    sync.Mutex
+	holds []time.Duration // per answered request, since the last call of Holds
+}
+
+// NewLargeBackend starts a LargeBackend on 127.0.0.1.
+func NewLargeBackend(workers int, service time.Duration, size int) (*LargeBackend, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	b := &LargeBackend{URL: "http://" + ln.Addr().String(), Size: size, workers: make(chan struct{}, workers), service: service,
+		body: []byte(strings.Repeat("0123456789abcdef", (size+15)/16)[:size])}
+	b.srv = &http.Server{Handler: b, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = b.srv.Serve(ln) }()
+	return b, nil
+}
+
+func (b *LargeBackend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	select {
+	case b.workers <- struct{}{}:
+	case <-r.Context().Done():
+		return
+	}
+	start := time.Now()
+	defer func() {
+		<-b.workers
+		b.mu.Lock()
+		b.holds = append(b.holds, time.Since(start))
+		b.mu.Unlock()
+	}()
+	time.Sleep(b.service)
+	w.Header().Set("Content-Length", strconv.Itoa(len(b.body)))
+	w.Header().Set("Content-Type", "application/octet-stream")
+	_, _ = w.Write(b.body)
+}
+
+// Busy returns the number of workers held now.
+func (b *LargeBackend) Busy() int { return len(b.workers) }
+
+// Holds returns how long each request answered since the last Reset held
+// its worker, and forgets them.
+func (b *LargeBackend) Holds() []time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	h := b.holds
+	b.holds = nil
+	return h
+}
+
+// Close stops the backend.
+func (b *LargeBackend) Close() error { return b.srv.Close() }

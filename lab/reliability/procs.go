@@ -30,6 +30,7 @@ type Proc struct {
 	cmd   *exec.Cmd
 	dir   string
 	log   *os.File
+	env   []string // added to the environment
 }
 
 // FreeAddr returns a loopback address whose port was free a moment ago.
@@ -48,6 +49,12 @@ func FreeAddr() (string, error) {
 // with that configuration text (ADDR, ADMIN and BACKEND replaced). Its
 // log goes to dir.
 func StartSluice(bin, dir, backend string, args []string, config string) (*Proc, error) {
+	return StartSluiceEnv(bin, dir, backend, args, config, nil)
+}
+
+// StartSluiceEnv is StartSluice with env added to the process's
+// environment (such as TMPDIR, for its temporary files).
+func StartSluiceEnv(bin, dir, backend string, args []string, config string, env []string) (*Proc, error) {
 	addr, err := FreeAddr()
 	if err != nil {
 		return nil, err
@@ -68,7 +75,7 @@ func StartSluice(bin, dir, backend string, args []string, config string) (*Proc,
 		argv = append(argv, "--listen", addr, "--backend", backend, "--admin", admin)
 		argv = append(argv, args...)
 	}
-	p := &Proc{Name: "sluice", Addr: addr, Admin: "http://" + admin, dir: dir}
+	p := &Proc{Name: "sluice", Addr: addr, Admin: "http://" + admin, dir: dir, env: env}
 	return p, p.start(bin, argv, "http://"+admin+"/state")
 }
 
@@ -135,6 +142,9 @@ func (p *Proc) start(bin string, argv []string, ready string) error {
 		bin = "/bin/sh"
 	}
 	p.cmd = exec.Command(bin, argv...)
+	if len(p.env) > 0 {
+		p.cmd.Env = append(os.Environ(), p.env...)
+	}
 	p.cmd.Stdout, p.cmd.Stderr = log, log
 	if err := p.cmd.Start(); err != nil {
 		return err

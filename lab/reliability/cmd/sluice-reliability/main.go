@@ -8,7 +8,10 @@
 //
 // Tests: corpus (the smuggling corpus, sluice and nginx), slow
 // (slowhttptest -H, -B, -R, -X with 1,000 connections beside a probe
-// load), stall (a backend that hangs under a constant open-loop rate:
+// load), slowread (slowhttptest -X against 1 MiB responses of a backend
+// of 16 workers × 10 ms, beside 10 req/s of normal requests for them:
+// sluice's quick start, the same without response buffering, and nginx),
+// stall (a backend that hangs under a constant open-loop rate:
 // time from its return to ≥ 99 % served), conns (25,000 connections:
 // idle keep-alives, then silent ones), reload (SIGHUP every 2 s under
 // load), soak (3× capacity for 10 minutes: failures, RSS, goroutines),
@@ -60,7 +63,7 @@ func main() {
 	flag.StringVar(&opt.modes, "modes", "default,seda", "stall and soak: sluice modes, comma-separated: default (the quick start with no controller flag), seda")
 	flag.StringVar(&opt.seda, "seda", "--controller seda --target-p90 200ms", "the quick-start flags of the seda mode")
 	flag.Usage = func() {
-		fmt.Fprintln(os.Stderr, "usage: sluice-reliability [flags] corpus|slow|stall|conns|reload|soak|discard|all ...")
+		fmt.Fprintln(os.Stderr, "usage: sluice-reliability [flags] corpus|slow|slowread|stall|conns|reload|soak|discard|all ...")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -70,7 +73,7 @@ func main() {
 		os.Exit(2)
 	}
 	if len(tests) == 1 && tests[0] == "all" {
-		tests = []string{"corpus", "slow", "stall", "conns", "reload", "soak", "discard"}
+		tests = []string{"corpus", "slow", "slowread", "stall", "conns", "reload", "soak", "discard"}
 	}
 	if err := os.MkdirAll(opt.out, 0o755); err != nil {
 		fatal(err)
@@ -84,7 +87,7 @@ func main() {
 	reliability.ChildFDLimit = raiseFDLimit()
 	failed := false
 	for _, t := range tests {
-		fn, ok := map[string]func() (string, bool, error){"corpus": runCorpus, "slow": runSlow, "stall": runStall,
+		fn, ok := map[string]func() (string, bool, error){"corpus": runCorpus, "slow": runSlow, "slowread": runSlowRead, "stall": runStall,
 			"conns": runConns, "reload": runReload, "soak": runSoak, "discard": runDiscard}[t]
 		if !ok {
 			fmt.Fprintf(os.Stderr, "unknown test %q\n", t)
