@@ -451,6 +451,32 @@ func (p *Policy) Reject(w http.ResponseWriter, r *http.Request, err error) {
 	p.reject.write(w, r, e.idx, e.name, class, cn)
 }
 
+// Rejection is what a rejection says, for a caller that answers it in
+// another protocol than Reject's HTTP (gRPC: package grpcsluice).
+type Rejection struct {
+	// Stage and Class name the rejected request's stage and class.
+	Stage, Class string
+	// RetryAfter is the delay the caller is asked to wait before trying
+	// again: reject.retry_after plus a uniform jitter in [0,
+	// reject.retry_jitter], drawn as Reject draws it (Reject then rounds
+	// it up to whole seconds).
+	RetryAfter time.Duration
+}
+
+// Rejection returns what the rejection of r says (see Reject).
+func (p *Policy) Rejection(r *http.Request) Rejection {
+	e, class, _ := p.classifyHop(r)
+	cn := DefaultClass
+	if class >= 0 && class < len(p.classes) {
+		cn = p.classes[class]
+	}
+	return Rejection{Stage: e.name, Class: cn, RetryAfter: p.reject.retryDelay()}
+}
+
+// HeaderNames returns the canonical names of the request headers the
+// policy reads to classify a request (classify.Classifier.HeaderNames).
+func (p *Policy) HeaderNames() []string { return p.cls.HeaderNames() }
+
 // Is reports whether err is a rejection by admission control (as opposed
 // to a client that gave up while queued).
 func Is(err error) bool { return errors.Is(err, sluice.ErrRejected) }
