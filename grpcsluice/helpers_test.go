@@ -121,6 +121,12 @@ func serve(t testing.TB, lis net.Listener, srv *Server, svc *service) {
 	if srv != nil {
 		opts = append(opts, grpc.ChainUnaryInterceptor(srv.UnaryInterceptor()), grpc.ChainStreamInterceptor(srv.StreamInterceptor()))
 	}
+	serveOpts(t, lis, opts, svc)
+}
+
+// serveOpts is serve with server options.
+func serveOpts(t testing.TB, lis net.Listener, opts []grpc.ServerOption, svc *service) {
+	t.Helper()
 	g := grpc.NewServer(opts...)
 	testpb.RegisterTestServiceServer(g, svc)
 	healthpb.RegisterHealthServer(g, health.NewServer())
@@ -132,8 +138,18 @@ func serve(t testing.TB, lis net.Listener, srv *Server, svc *service) {
 // connection to it with the given dial options.
 func bufDial(t testing.TB, srv *Server, svc *service, dopts ...grpc.DialOption) *grpc.ClientConn {
 	t.Helper()
+	var opts []grpc.ServerOption
+	if srv != nil {
+		opts = append(opts, grpc.ChainUnaryInterceptor(srv.UnaryInterceptor()), grpc.ChainStreamInterceptor(srv.StreamInterceptor()))
+	}
+	return bufDialOpts(t, opts, svc, dopts...)
+}
+
+// bufDialOpts is bufDial with server options.
+func bufDialOpts(t testing.TB, opts []grpc.ServerOption, svc *service, dopts ...grpc.DialOption) *grpc.ClientConn {
+	t.Helper()
 	lis := bufconn.Listen(1 << 20)
-	serve(t, lis, srv, svc)
+	serveOpts(t, lis, opts, svc)
 	dopts = append(dopts, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }))
 	cc, err := grpc.NewClient("passthrough:///bufnet", dopts...)
