@@ -2,6 +2,7 @@ package testbed
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -267,12 +268,57 @@ func (q *Queue) serve(w http.ResponseWriter, r *http.Request) int {
 		return http.StatusBadRequest
 	}
 	h := w.Header()
-	q.mu.Lock()
-	if q.closed {
-		q.mu.Unlock()
+	res, err := q.Serve(quality)
+	switch {
+	case errors.Is(err, ErrQueueClosed):
 		h.Set("Retry-After", "1")
 		http.Error(w, "queue backend closing", http.StatusServiceUnavailable)
 		return http.StatusServiceUnavailable
+	case errors.Is(err, ErrQueueFull):
+		h.Set(UtilizationHeader, formatUtilization(res.Utilization))
+		h.Set("Retry-After", "1")
+		http.Error(w, "queue backend full", http.StatusServiceUnavailable)
+		return http.StatusServiceUnavailable
+	}
+	h.Set(UtilizationHeader, formatUtilization(res.Utilization))
+	h.Set("X-Sluice-Demand-Ms", strconv.FormatFloat(res.Demand*1e3, 'f', 3, 64))
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("Content-Length", strconv.Itoa(len(q.body)))
+	w.WriteHeader(http.StatusOK)
+	w.Write(q.body)
+	return http.StatusOK
+}
+
+// Errors of Queue.Serve.
+var (
+	// ErrQueueFull: the system already held Workers+QueueLimit requests.
+	ErrQueueFull = errors.New("queue backend full")
+	// ErrQueueClosed: the backend is closed, or closed while the request
+	// waited.
+	ErrQueueClosed = errors.New("queue backend closing")
+)
+
+// Served is one request's service by Serve.
+type Served struct {
+	// Demand is the request's demand in seconds (its drawn service time
+	// times its quality's factor and the scale).
+	Demand float64
+	// Utilization is the busy fraction at its completion (or at its
+	// rejection).
+	Utilization float64
+}
+
+// Serve runs one request of the given quality through the emulated
+// server and returns when its service completes: the model behind every
+// protocol the Queue is served over (HTTP here, gRPC in GRPCService).
+// It is ErrQueueFull at once when the queue limit refuses the request,
+// ErrQueueClosed when the backend is closed. A caller that stops waiting
+// does not take its request out: like a real server, the work is done.
+func (q *Queue) Serve(quality float64) (Served, error) {
+	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
+		return Served{}, ErrQueueClosed
 	}
 	demand := q.svc.Sample(q.rng) * EffectiveQuality(quality) * q.scale
 	q.nextID++
@@ -287,10 +333,7 @@ func (q *Queue) serve(w http.ResponseWriter, r *http.Request) int {
 		q.done, u = q.core.utilization(time.Now(), q.done)
 		q.releaseLocked()
 		q.mu.Unlock()
-		h.Set(UtilizationHeader, formatUtilization(u))
-		h.Set("Retry-After", "1")
-		http.Error(w, "queue backend full", http.StatusServiceUnavailable)
-		return http.StatusServiceUnavailable
+		return Served{Demand: demand, Utilization: u}, ErrQueueFull
 	}
 	q.releaseLocked()
 	q.mu.Unlock()
@@ -298,17 +341,9 @@ func (q *Queue) serve(w http.ResponseWriter, r *http.Request) int {
 	select {
 	case <-wt.ch:
 	case <-q.closing:
-		h.Set("Retry-After", "1")
-		http.Error(w, "queue backend closing", http.StatusServiceUnavailable)
-		return http.StatusServiceUnavailable
+		return Served{Demand: demand}, ErrQueueClosed
 	}
-	h.Set(UtilizationHeader, formatUtilization(wt.utilization))
-	h.Set("X-Sluice-Demand-Ms", strconv.FormatFloat(demand*1e3, 'f', 3, 64))
-	h.Set("Content-Type", "text/plain; charset=utf-8")
-	h.Set("Content-Length", strconv.Itoa(len(q.body)))
-	w.WriteHeader(http.StatusOK)
-	w.Write(q.body)
-	return http.StatusOK
+	return Served{Demand: demand, Utilization: wt.utilization}, nil
 }
 
 // Close stops the timer and answers every waiting request 503. It is

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
 
 	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/lab/testbed"
@@ -28,11 +29,13 @@ func newTestbedCmd() *cobra.Command {
 	var f testbedFlags
 	cmd := &cobra.Command{
 		Use:   "testbed KIND [flags]",
-		Short: "Run a test backend: queue, cgi, static or bookstore",
+		Short: "Run a test backend: queue, grpc, cgi, static or bookstore",
 		Long: `testbed runs an HTTP backend with known costs, to protect and to overload.
 
   queue      fixed capacity: --workers C servers, FIFO or processor sharing,
              service times from a distribution, emulated with timers
+  grpc       the queue's model served over gRPC (h2c): grpc-go's interop
+             test service grpc.testing.TestService, all four call shapes
   cgi        real CPU work: generate and sum N random numbers per request
   static     a SURGE-like file set (heavy-tailed sizes, Zipf popularity,
              /islarge/ for files over 50 KB, 20% dynamic under /cgi-bin/)
@@ -45,19 +48,20 @@ It listens on 127.0.0.1:8081 unless --listen says otherwise; addresses that
 are not loopback need --allow-public. Ctrl-C stops it and prints a summary.`,
 		Example: `  sluice-lab testbed queue --workers 4 --service det:10ms
   sluice-lab testbed queue --listen 127.0.0.1:9000 --workers 8 --discipline ps --service exp:20ms
+  sluice-lab testbed grpc --listen 127.0.0.1:9090 --workers 4 --service det:10ms
   sluice-lab testbed cgi --work "/cgi-bin/=200000,/=1000"
   sluice-lab testbed static --files 2000 --seed 7
   sluice-lab testbed bookstore --scale 1
   sluice-lab testbed bookstore --db postgres://user:pass@127.0.0.1:5432/shop?sslmode=disable`,
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			return cli.Usagef("testbed: KIND required: queue, cgi, static or bookstore (see sluice-lab testbed --help)")
+			return cli.Usagef("testbed: KIND required: queue, grpc, cgi, static or bookstore (see sluice-lab testbed --help)")
 		},
 	}
 	pf := cmd.PersistentFlags()
 	pf.StringVar(&f.listen, "listen", "127.0.0.1:8081", "address to listen on (host:port; port 0 picks a free port)")
 	pf.BoolVar(&f.allowPublic, "allow-public", false, "allow a listen address that is not loopback")
-	cmd.AddCommand(newTestbedQueueCmd(&f), newTestbedCGICmd(&f), newTestbedStaticCmd(&f), newTestbedBookstoreCmd(&f))
+	cmd.AddCommand(newTestbedQueueCmd(&f), newTestbedGRPCCmd(&f), newTestbedCGICmd(&f), newTestbedStaticCmd(&f), newTestbedBookstoreCmd(&f))
 	return cmd
 }
 
@@ -99,6 +103,89 @@ beyond C+L in the system are answered 503 at once.`,
 	fl.IntVar(&cfg.QueueLimit, "queue-limit", cfg.QueueLimit, "requests allowed to wait beyond the workers (0 = unlimited)")
 	fl.IntVar(&cfg.Size, "size", cfg.Size, "response body size in bytes")
 	return cmd
+}
+
+func newTestbedGRPCCmd(f *testbedFlags) *cobra.Command {
+	cfg := testbed.DefaultQueueConfig()
+	cmd := &cobra.Command{
+		Use:   "grpc",
+		Short: "The queue's capacity model served over gRPC",
+		Long: `grpc serves the queue backend's model (the same flags as testbed queue)
+over gRPC without TLS (h2c): grpc-go's own interop test service,
+grpc.testing.TestService, from google.golang.org/grpc/interop/grpc_testing
+at the version the lab's go.mod pins, and the health service. EmptyCall
+and UnaryCall are one unit of work each; StreamingOutputCall one per
+response; StreamingInputCall one after the last message; FullDuplexCall
+and HalfDuplexCall one per response to each message. The quality is the
+x-sluice-quality metadata; responses carry x-sluice-utilization and
+x-sluice-demand-ms header metadata. A full queue (--queue-limit) answers
+RESOURCE_EXHAUSTED with a RetryInfo of 1s.`,
+		Example: `  sluice-lab testbed grpc --listen 127.0.0.1:9090 --workers 4 --service det:10ms
+  sluice-lab load --grpc --target 127.0.0.1:9090 --rate 300 --duration 10s`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := cfg.Validate(); err != nil {
+				return flagError(err, map[string]string{"workers": "workers", "discipline": "discipline",
+					"service": "service", "queue_limit": "queue-limit", "size": "size"})
+			}
+			return serveGRPCTestbed(cmd, f, cfg)
+		},
+	}
+	fl := cmd.Flags()
+	fl.IntVar(&cfg.Workers, "workers", cfg.Workers, "number of servers (CPUs)")
+	fl.StringVar(&cfg.Discipline, "discipline", cfg.Discipline, "fifo or ps (processor sharing)")
+	fl.StringVar(&cfg.Service, "service", cfg.Service, "service-time distribution: exp:20ms, det:10ms, lognormal:20ms,1.5, pareto:1ms,2s,1.2")
+	fl.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the service-time draws")
+	fl.IntVar(&cfg.QueueLimit, "queue-limit", cfg.QueueLimit, "requests allowed to wait beyond the workers (0 = unlimited)")
+	fl.IntVar(&cfg.Size, "size", cfg.Size, "default response payload size in bytes")
+	return cmd
+}
+
+// serveGRPCTestbed serves the queue model over gRPC until the context
+// ends and prints a one-line summary.
+func serveGRPCTestbed(cmd *cobra.Command, f *testbedFlags, cfg testbed.QueueConfig) error {
+	if err := testbed.CheckListenAddr(f.listen, f.allowPublic); err != nil {
+		return cli.Usagef("--listen: %v", err)
+	}
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ln, err := net.Listen("tcp", f.listen)
+	if err != nil {
+		return fmt.Errorf("testbed grpc: %w", err)
+	}
+	defer ln.Close()
+	q, err := testbed.NewQueue(cfg)
+	if err != nil {
+		return fmt.Errorf("testbed grpc: %w", err)
+	}
+	defer q.Close()
+	g := testbed.NewGRPCServer(q)
+	served := make(chan error, 1)
+	go func() { served <- g.Serve(ln) }()
+	start := time.Now()
+	out := cmd.OutOrStdout()
+	fmt.Fprintf(out, "testbed grpc listening on %s (h2c; %d %s workers, service %s, capacity %.1f calls/s)\n",
+		ln.Addr(), cfg.Workers, cfg.Discipline, cfg.Service, q.Capacity())
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-served:
+	}
+	stopped := make(chan struct{})
+	go func() { g.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(5 * time.Second):
+		g.Stop()
+	}
+	_ = q.Close()
+	st := q.Stats()
+	fmt.Fprintf(out, "testbed grpc: served %d calls (%d rejected, %d errors) in %s\n",
+		st.Requests, st.Rejected, st.Errors, time.Since(start).Round(time.Millisecond))
+	if serveErr != nil && !errors.Is(serveErr, grpc.ErrServerStopped) {
+		return fmt.Errorf("testbed grpc: %w", serveErr)
+	}
+	return nil
 }
 
 func newTestbedCGICmd(f *testbedFlags) *cobra.Command {
