@@ -15,7 +15,10 @@ import (
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
 
+	"github.com/sluicehq/sluice/grpcsluice"
 	"github.com/sluicehq/sluice/internal/cli"
+	"github.com/sluicehq/sluice/internal/strictyaml"
+	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/lab/testbed"
 )
 
@@ -107,6 +110,7 @@ beyond C+L in the system are answered 503 at once.`,
 
 func newTestbedGRPCCmd(f *testbedFlags) *cobra.Command {
 	cfg := testbed.DefaultQueueConfig()
+	var policyFile string
 	cmd := &cobra.Command{
 		Use:   "grpc",
 		Short: "The queue's capacity model served over gRPC",
@@ -119,18 +123,32 @@ response; StreamingInputCall one after the last message; FullDuplexCall
 and HalfDuplexCall one per response to each message. The quality is the
 x-sluice-quality metadata; responses carry x-sluice-utilization and
 x-sluice-demand-ms header metadata. A full queue (--queue-limit) answers
-RESOURCE_EXHAUSTED with a RetryInfo of 1s.`,
+RESOURCE_EXHAUSTED with a RetryInfo of 1s.
+
+With --policy FILE (a policy configuration: classes, stages, reject, hops;
+the middleware's YAML, stages matched with match.grpc_service or
+match.grpc_method) the server runs sluice's gRPC server interceptors
+(package grpcsluice) in front of the service, as a Go service would, and
+prints each stage's admitted and rejected calls when it stops.`,
 		Example: `  sluice-lab testbed grpc --listen 127.0.0.1:9090 --workers 4 --service det:10ms
-  sluice-lab load --grpc --target 127.0.0.1:9090 --rate 300 --duration 10s`,
+  sluice-lab load --grpc --target http://127.0.0.1:9090 --rate 300 --duration 10s`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := cfg.Validate(); err != nil {
 				return flagError(err, map[string]string{"workers": "workers", "discipline": "discipline",
 					"service": "service", "queue_limit": "queue-limit", "size": "size"})
 			}
-			return serveGRPCTestbed(cmd, f, cfg)
+			var pol *policy.Policy
+			if policyFile != "" {
+				var err error
+				if pol, err = loadPolicy(policyFile); err != nil {
+					return cli.Usagef("--policy: %v", err)
+				}
+			}
+			return serveGRPCTestbed(cmd, f, cfg, pol)
 		},
 	}
+	cmd.Flags().StringVar(&policyFile, "policy", "", "policy YAML: run sluice's gRPC server interceptors in front of the service")
 	fl := cmd.Flags()
 	fl.IntVar(&cfg.Workers, "workers", cfg.Workers, "number of servers (CPUs)")
 	fl.StringVar(&cfg.Discipline, "discipline", cfg.Discipline, "fifo or ps (processor sharing)")
@@ -141,9 +159,28 @@ RESOURCE_EXHAUSTED with a RetryInfo of 1s.`,
 	return cmd
 }
 
+// loadPolicy reads a policy configuration strictly: errors name the file,
+// the line and the field.
+func loadPolicy(name string) (*policy.Policy, error) {
+	data, err := os.ReadFile(name)
+	if err != nil {
+		return nil, err
+	}
+	var pc policy.Config
+	root, err := strictyaml.DecodeFile(name, data, &pc, "classes, stages, reject, hops")
+	if err != nil {
+		return nil, err
+	}
+	pc.SetDefaults()
+	if err := pc.Validate(); err != nil {
+		return nil, strictyaml.Locate(name, root, err)
+	}
+	return policy.New(pc, policy.Options{})
+}
+
 // serveGRPCTestbed serves the queue model over gRPC until the context
 // ends and prints a one-line summary.
-func serveGRPCTestbed(cmd *cobra.Command, f *testbedFlags, cfg testbed.QueueConfig) error {
+func serveGRPCTestbed(cmd *cobra.Command, f *testbedFlags, cfg testbed.QueueConfig, pol *policy.Policy) error {
 	if err := testbed.CheckListenAddr(f.listen, f.allowPublic); err != nil {
 		return cli.Usagef("--listen: %v", err)
 	}
@@ -159,13 +196,21 @@ func serveGRPCTestbed(cmd *cobra.Command, f *testbedFlags, cfg testbed.QueueConf
 		return fmt.Errorf("testbed grpc: %w", err)
 	}
 	defer q.Close()
-	g := testbed.NewGRPCServer(q)
+	var opts []grpc.ServerOption
+	protected := ""
+	if pol != nil {
+		go pol.Run(ctx)
+		s := grpcsluice.NewServer(pol, grpcsluice.ServerOptions{})
+		opts = append(opts, grpc.ChainUnaryInterceptor(s.UnaryInterceptor()), grpc.ChainStreamInterceptor(s.StreamInterceptor()))
+		protected = fmt.Sprintf("; sluice interceptors, %d stages", len(pol.Stages()))
+	}
+	g := testbed.NewGRPCServer(q, opts...)
 	served := make(chan error, 1)
 	go func() { served <- g.Serve(ln) }()
 	start := time.Now()
 	out := cmd.OutOrStdout()
-	fmt.Fprintf(out, "testbed grpc listening on %s (h2c; %d %s workers, service %s, capacity %.1f calls/s)\n",
-		ln.Addr(), cfg.Workers, cfg.Discipline, cfg.Service, q.Capacity())
+	fmt.Fprintf(out, "testbed grpc listening on %s (h2c; %d %s workers, service %s, capacity %.1f calls/s%s)\n",
+		ln.Addr(), cfg.Workers, cfg.Discipline, cfg.Service, q.Capacity(), protected)
 	var serveErr error
 	select {
 	case <-ctx.Done():
@@ -182,6 +227,17 @@ func serveGRPCTestbed(cmd *cobra.Command, f *testbedFlags, cfg testbed.QueueConf
 	st := q.Stats()
 	fmt.Fprintf(out, "testbed grpc: served %d calls (%d rejected, %d errors) in %s\n",
 		st.Requests, st.Rejected, st.Errors, time.Since(start).Round(time.Millisecond))
+	if pol != nil {
+		pol.Step(time.Now().Add(time.Hour)) // collect the last counts
+		for _, st := range pol.Stages() {
+			var adm, rej, late uint64
+			for c := range st.Classes() {
+				tot := st.Totals(c)
+				adm, rej, late = adm+tot.Admitted, rej+tot.Rejected, late+tot.Deadline
+			}
+			fmt.Fprintf(out, "  stage %s: admitted %d, rejected %d (deadline %d)\n", st.Name(), adm, rej, late)
+		}
+	}
 	if serveErr != nil && !errors.Is(serveErr, grpc.ErrServerStopped) {
 		return fmt.Errorf("testbed grpc: %w", serveErr)
 	}
