@@ -45,7 +45,9 @@ import (
 //     within the destination's retry budget, after a back-off with full
 //     jitter and no earlier than the pushback. A stream is retried only
 //     before any response message was received, and only while at most
-//     MaxReplay messages were sent on it (they are sent again).
+//     MaxReplay messages were sent on it (they are sent again). As
+//     always with gRPC, a SendMsg that returns io.EOF means the attempt
+//     ended: its status, and the retry, come with RecvMsg.
 //
 // Retries assume that an UNAVAILABLE call was not done: true of
 // transport failures and of sluice's servers (which refuse before the

@@ -73,6 +73,7 @@ type bound struct {
 	pol      *policy.Policy
 	hdr      []header // the headers the policy reads
 	needPeer bool     // class rules may read the peer
+	needHost bool     // stage rules read the host
 }
 
 // header is a header name in its HTTP (canonical) and metadata (lower
@@ -97,7 +98,11 @@ func NewServer(p *policy.Policy, opts ServerOptions) *Server {
 // SetPolicy puts p into force for the calls that arrive from now on (a
 // reload).
 func (s *Server) SetPolicy(p *policy.Policy) {
-	b := &bound{pol: p, needPeer: len(p.Config().Classes.Rules) > 0}
+	cfg := p.Config()
+	b := &bound{pol: p, needPeer: len(cfg.Classes.Rules) > 0}
+	for _, st := range cfg.Stages {
+		b.needHost = b.needHost || st.Match.Host != ""
+	}
 	for _, n := range p.HeaderNames() {
 		b.hdr = append(b.hdr, header{canon: n, md: strings.ToLower(n)})
 	}
@@ -234,7 +239,7 @@ func (s *Server) admit(ctx context.Context, fullMethod string) (sluice.Admission
 	b := s.b.Load()
 	cr := requestPool.Get().(*callRequest)
 	r := b.request(cr, ctx, fullMethod)
-	a, err := b.pol.Admit(r)
+	a, err := b.pol.AdmitContext(ctx, r)
 	if err != nil {
 		err = b.refusal(ctx, r, err)
 		b.release(cr)
@@ -253,7 +258,8 @@ func (s *Server) admit(ctx context.Context, fullMethod string) (sluice.Admission
 	return a, hctx, nil
 }
 
-// request fills cr with the call's HTTP view and returns it with ctx.
+// request fills cr with the call's HTTP view (its context is the
+// call's, passed to AdmitContext beside it).
 func (b *bound) request(cr *callRequest, ctx context.Context, fullMethod string) *http.Request {
 	r := &cr.r
 	r.Method = http.MethodPost
@@ -267,15 +273,17 @@ func (b *bound) request(cr *callRequest, ctx context.Context, fullMethod string)
 			found = true
 		}
 	}
-	if v := metadata.ValueFromIncomingContext(ctx, ":authority"); len(v) > 0 {
-		r.Host = v[0]
+	if b.needHost {
+		if v := metadata.ValueFromIncomingContext(ctx, ":authority"); len(v) > 0 {
+			r.Host = v[0]
+		}
 	}
 	if found || b.needPeer {
 		if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
 			r.RemoteAddr = p.Addr.String()
 		}
 	}
-	return r.WithContext(ctx)
+	return r
 }
 
 // release recycles cr.

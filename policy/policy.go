@@ -406,8 +406,15 @@ func (p *Policy) Run(ctx context.Context) {
 // hop to carry (a believed priority or tenant, or a class other than the
 // default).
 func (p *Policy) Admit(r *http.Request) (sluice.Admission, error) {
+	return p.AdmitContext(r.Context(), r)
+}
+
+// AdmitContext is Admit with ctx as the request's context instead of
+// r.Context(): for a caller that reads another protocol's call as an
+// HTTP request (gRPC: package grpcsluice) and so saves the copy that
+// r.WithContext makes.
+func (p *Policy) AdmitContext(ctx context.Context, r *http.Request) (sluice.Admission, error) {
 	e, cr := p.classifyRequest(r, time.Time{})
-	ctx := r.Context()
 	var cancel context.CancelFunc
 	if !cr.Deadline.IsZero() {
 		if d, ok := ctx.Deadline(); !ok || cr.Deadline.Before(d) {
