@@ -53,6 +53,7 @@ type Pool struct {
 	transport *http.Transport   // the standard transport: https, HTTP/2, bodies, upgrades
 	h1        *h1.Transport     // the common request's transport, falling back to transport
 	rt        http.RoundTripper // h1, or a stand-in in benchmarks
+	h2c       h2cTransport      // gRPC calls to http:// servers (grpc.go)
 	cfg       BackendsConfig
 	busy      *monitor.Busy // busy time of the slots, when a pool-busy sensor reads it
 

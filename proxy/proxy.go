@@ -270,6 +270,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	g := h.gen.Load()
 	cr := g.pol.ClassifyRequest(r, arrival)
+	grpcCall := isGRPC(r)
+	if grpcCall {
+		cr.Deadline = grpcDeadline(r, arrival, cr.Deadline)
+	}
 	st := cr.Stage
 	// The request's deadline (its timeout header's) bounds its waits here
 	// (the stage's queue, the pool's) and its upstream exchange.
@@ -283,7 +287,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	t, err := st.EnterRequest(ctx, stage.Request{Class: cr.Class, Tenant: cr.Hop.Tenant})
 	if err != nil {
-		if errors.Is(err, sluice.ErrRejected) {
+		switch {
+		case errors.Is(err, sluice.ErrRejected) && grpcCall:
+			h.rejectGRPC(w, r, g, err)
+		case errors.Is(err, sluice.ErrRejected):
 			g.pol.Reject(w, r, err)
 		}
 		// Otherwise the client left while queued: nobody to answer.
@@ -309,8 +316,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// not a response time).
 		t.Finish(time.Now(), stage.Outcome{OK: false, NoSample: true})
 		switch {
+		case saturated && grpcCall:
+			h.poolRejectedGRPC(w, g, err)
 		case saturated:
 			h.poolRejected(w, g, err)
+		case errors.Is(err, context.DeadlineExceeded) && r.Context().Err() == nil && grpcCall:
+			h.m.deadline.WithLabelValues("pool_queue").Inc()
+			writeGRPCStatus(w, grpcDeadlineExceeded, "sluice: the call's deadline passed while it waited for a backend", nil, -1)
 		case errors.Is(err, context.DeadlineExceeded) && r.Context().Err() == nil:
 			h.deadlinePassed(w, "pool_queue", "sluice: the request's deadline passed while it waited for a backend\n")
 		}
@@ -603,6 +615,9 @@ func (genTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	rs := stateOf(req.Context())
 	if rs == nil {
 		return nil, errors.New("sluice: request without proxy state")
+	}
+	if grpcContent(req.Header) && req.ProtoMajor == 2 {
+		return rs.gen.pool.roundTripGRPC(req)
 	}
 	return rs.gen.pool.rt.RoundTrip(req)
 }
