@@ -237,7 +237,7 @@ func grpcRules() map[string]*doccheck.Rule {
 	r := &doccheck.Rule{Context: &doccheck.Context{Root: v(policyConfig())}}
 	out := map[string]*doccheck.Rule{}
 	for _, s := range []string{"sluice with gRPC", "The server side", "Which status, and what the caller should do",
-		"What travels", "Streams, exemptions, failures", "Test service and load"} {
+		"What travels", "Streams, exemptions, failures", "Through the proxy", "Test service and load"} {
 		out[s] = r
 	}
 	out["The client side"] = &doccheck.Rule{Context: &doccheck.Context{Root: v(client.DefaultConfig())}}
