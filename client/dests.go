@@ -69,9 +69,6 @@ func (d *Dests) SetConfig(cfg Config) error {
 // Config returns the configuration in force, with its defaults.
 func (d *Dests) Config() Config { return *d.cfg.Load() }
 
-// config returns the configuration in force, shared.
-func (d *Dests) config() *Config { return d.cfg.Load() }
-
 // Collector returns a collector of the metrics (those NewDests registers
 // with Options.Registerer), with the const label client=name when name
 // is not empty, for a caller that registers it itself.

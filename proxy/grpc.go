@@ -190,3 +190,24 @@ func cleartextProtocols() *http.Protocols {
 	p.SetUnencryptedHTTP2(true)
 	return &p
 }
+
+// grpcFailed reports whether a gRPC answer, read to its end, failed as
+// the service's fault (its grpc-status, in the trailers or, trailers-only,
+// in the header): UNKNOWN, CANCELLED, DEADLINE_EXCEEDED,
+// RESOURCE_EXHAUSTED, INTERNAL, UNAVAILABLE or DATA_LOSS, as a 5xx is.
+// The caller's errors (INVALID_ARGUMENT, NOT_FOUND, …) are not, as a 4xx
+// is not.
+func grpcFailed(res *http.Response) bool {
+	v := res.Trailer["Grpc-Status"]
+	if len(v) == 0 {
+		v = res.Header["Grpc-Status"]
+	}
+	if len(v) == 0 {
+		return true // no status: the call did not end properly
+	}
+	switch v[0] {
+	case "1", "2", "4", "8", "13", "14", "15":
+		return true
+	}
+	return false
+}

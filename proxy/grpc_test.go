@@ -14,7 +14,6 @@ import (
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
-
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -407,4 +406,31 @@ func TestH2CContinuationFloodCut(t *testing.T) {
 	}
 	t.Logf("CONTINUATION flood: %d bytes written before the connection closed", written)
 	stillServes(t, p.addr)
+}
+
+// A call whose grpc-status is the service's failure (in the trailers,
+// under HTTP 200) counts as failed for the stage, as a 5xx does; the
+// caller's errors do not.
+func TestGRPCStatusIsTheOutcome(t *testing.T) {
+	_, url := startGRPCBackend(t)
+	p := startProxy(t, baseConfig(url, `stages:
+  - {name: api, match: {grpc_service: grpc.testing.TestService}, controller: static-rate, params: {rate: 100000}}
+`))
+	tc := grpcThrough(t, p.addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, c := range []codes.Code{codes.Internal, codes.Unavailable, codes.NotFound, codes.OK} {
+		req := &testpb.SimpleRequest{}
+		if c != codes.OK {
+			req.ResponseStatus = &testpb.EchoStatus{Code: int32(c), Message: "x"}
+		}
+		if _, err := tc.UnaryCall(ctx, req); status.Code(err) != c {
+			t.Fatalf("code %v, want %v", status.Code(err), c)
+		}
+	}
+	eventually(t, "two failures counted", func() bool {
+		m := p.metricsText(t)
+		return strings.Contains(m, `sluice_requests_total{class="default",outcome="error",stage="api"} 2`) &&
+			strings.Contains(m, `sluice_requests_total{class="default",outcome="completed",stage="api"} 4`)
+	})
 }

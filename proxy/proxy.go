@@ -242,13 +242,17 @@ func (rs *reqState) finish(aborted bool) {
 type upstreamBody struct {
 	rs   *reqState
 	rc   io.ReadCloser
-	done bool // read by the handler's goroutine only
+	done bool           // read by the handler's goroutine only
+	grpc *http.Response // a gRPC answer, whose status comes at the end (grpc.go)
 }
 
 func (b *upstreamBody) Read(p []byte) (int, error) {
 	n, err := b.rc.Read(p)
 	if err == io.EOF && !b.done {
 		b.done = true
+		if b.grpc != nil && grpcFailed(b.grpc) {
+			b.rs.failed.Store(true)
+		}
 		b.rs.upstreamDone()
 	}
 	return n, err
@@ -502,6 +506,9 @@ func (h *Handler) modifyResponse(res *http.Response) error {
 	// (a 101's body is the upgraded connection: left alone).
 	if res.StatusCode != http.StatusSwitchingProtocols {
 		rs.upstream = upstreamBody{rs: rs, rc: res.Body}
+		if grpcContent(res.Header) {
+			rs.upstream.grpc = res
+		}
 		res.Body = &rs.upstream
 	}
 	return rs.shareBefore(res)

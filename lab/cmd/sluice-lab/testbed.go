@@ -18,8 +18,8 @@ import (
 	"github.com/sluicehq/sluice/grpcsluice"
 	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/internal/strictyaml"
-	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/lab/testbed"
+	"github.com/sluicehq/sluice/policy"
 )
 
 // testbedFlags are the flags shared by every `sluice-lab testbed` kind.
