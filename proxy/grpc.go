@@ -139,21 +139,33 @@ func encodeGRPCMessage(s string) string {
 // h2cTransport is a pool's transport for gRPC calls to http:// servers:
 // HTTP/2 with prior knowledge, made on first use.
 type h2cTransport struct {
-	once sync.Once
-	t    *http.Transport
+	mu sync.Mutex
+	t  *http.Transport
 }
 
 // get returns the transport for cfg.
 func (h *h2cTransport) get(cfg *BackendsConfig) *http.Transport {
-	h.once.Do(func() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.t == nil {
 		var p http.Protocols
 		p.SetUnencryptedHTTP2(true)
 		d := &net.Dialer{Timeout: cfg.Timeouts.Dial, KeepAlive: 30 * time.Second}
 		h.t = &http.Transport{Proxy: nil, DialContext: d.DialContext, Protocols: &p, DisableCompression: true,
 			MaxIdleConnsPerHost: cfg.MaxIdleConnsPerHost, IdleConnTimeout: cfg.IdleConnTimeout,
 			ResponseHeaderTimeout: cfg.Timeouts.ResponseHeader}
-	})
+	}
 	return h.t
+}
+
+// closeIdle closes the idle connections of the transport, if it was made.
+func (h *h2cTransport) closeIdle() {
+	h.mu.Lock()
+	t := h.t
+	h.mu.Unlock()
+	if t != nil {
+		t.CloseIdleConnections()
+	}
 }
 
 // roundTripGRPC sends a gRPC call upstream: over h2c to an http://

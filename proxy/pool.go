@@ -256,7 +256,10 @@ func (p *Pool) Transport() *http.Transport { return p.transport }
 
 // CloseIdleConnections closes the idle upstream connections of both
 // transports.
-func (p *Pool) CloseIdleConnections() { p.h1.CloseIdleConnections() }
+func (p *Pool) CloseIdleConnections() {
+	p.h1.CloseIdleConnections()
+	p.h2c.closeIdle()
+}
 
 // Close closes the idle upstream connections and keeps no more idle: a
 // retired pool's connections close as their answers end.
