@@ -480,6 +480,11 @@ func (p *Policy) Rejection(r *http.Request) Rejection {
 	return Rejection{Stage: e.name, Class: cn, RetryAfter: p.reject.retryDelay()}
 }
 
+// CountInvalid counts a hop value that was malformed and treated as
+// absent, read elsewhere than in the hop headers (the proxy's reading of
+// a gRPC call's grpc-timeout), in sluice_hop_invalid_total{header}.
+func (p *Policy) CountInvalid(h classify.HopHeader) { p.hops.add(&classify.HopInfo{Invalid: h}) }
+
 // HeaderNames returns the canonical names of the request headers the
 // policy reads to classify a request (classify.Classifier.HeaderNames).
 func (p *Policy) HeaderNames() []string { return p.cls.HeaderNames() }

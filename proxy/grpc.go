@@ -17,6 +17,8 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/classify"
+	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/stage"
 )
 
@@ -53,15 +55,17 @@ func grpcContent(h http.Header) bool {
 }
 
 // grpcDeadline returns the earlier of d and the deadline r's grpc-timeout
-// gives at now (zero: none). A malformed grpc-timeout is ignored, as a
-// malformed timeout header is.
-func grpcDeadline(r *http.Request, now, d time.Time) time.Time {
+// gives at now (zero: none). A malformed grpc-timeout (one that does not
+// parse, or several) is treated as absent, as a malformed timeout header
+// is, and counted in sluice_hop_invalid_total{header="timeout"}.
+func grpcDeadline(pol *policy.Policy, r *http.Request, now, d time.Time) time.Time {
 	v := r.Header["Grpc-Timeout"]
-	if len(v) != 1 {
+	if len(v) == 0 {
 		return d
 	}
 	t, ok := sluice.ParseTimeout(v[0])
-	if !ok {
+	if !ok || len(v) != 1 {
+		pol.CountInvalid(classify.HopTimeout)
 		return d
 	}
 	g := now.Add(t)
@@ -169,10 +173,15 @@ func (h *h2cTransport) closeIdle() {
 }
 
 // roundTripGRPC sends a gRPC call upstream: over h2c to an http://
-// server, with grpc-timeout set to the time the call has left.
+// server, with grpc-timeout set to the time the call has left (and
+// without one that was malformed).
 func (p *Pool) roundTripGRPC(req *http.Request) (*http.Response, error) {
 	if dl, ok := req.Context().Deadline(); ok {
 		req.Header.Set("Grpc-Timeout", sluice.FormatTimeout(time.Until(dl)))
+	} else {
+		// A grpc-timeout that gave no deadline was malformed: treated as
+		// absent here, it does not go on to fail the call upstream.
+		req.Header.Del("Grpc-Timeout")
 	}
 	if req.URL.Scheme == "http" {
 		return p.h2c.get(&p.cfg).RoundTrip(req)

@@ -434,3 +434,40 @@ func TestGRPCStatusIsTheOutcome(t *testing.T) {
 			strings.Contains(m, `sluice_requests_total{class="default",outcome="completed",stage="api"} 4`)
 	})
 }
+
+// A malformed grpc-timeout is treated as absent and counted: the call is
+// proxied without a deadline, and sluice_hop_invalid_total{header="timeout"}
+// counts it.
+func TestGRPCMalformedTimeoutCounted(t *testing.T) {
+	_, url := startGRPCBackend(t)
+	p := startProxy(t, baseConfig(url, ""))
+	c, fr := h2cConn(t, p.addr)
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	must(t, fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: grpcHeaders(t, "grpc-timeout", "1x"), EndHeaders: true}))
+	// One empty message: the 5-byte gRPC frame header of a zero-length
+	// Empty.
+	must(t, fr.WriteData(1, true, []byte{0, 0, 0, 0, 0}))
+	dec := hpack.NewDecoder(4096, nil)
+	var grpcStatus string
+	for grpcStatus == "" {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("reading the answer: %v", err)
+		}
+		if hf, ok := f.(*http2.HeadersFrame); ok {
+			fields, err := dec.DecodeFull(hf.HeaderBlockFragment())
+			must(t, err)
+			for _, f := range fields {
+				if f.Name == "grpc-status" {
+					grpcStatus = f.Value
+				}
+			}
+		}
+	}
+	if grpcStatus != "0" {
+		t.Errorf("grpc-status %q, want 0: a malformed grpc-timeout is no deadline", grpcStatus)
+	}
+	if m := p.metricsText(t); !strings.Contains(m, `sluice_hop_invalid_total{header="timeout"} 1`) {
+		t.Errorf("the malformed grpc-timeout is not counted:\n%s", grepLines(m, "sluice_hop_invalid_total"))
+	}
+}

@@ -276,7 +276,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	cr := g.pol.ClassifyRequest(r, arrival)
 	grpcCall := isGRPC(r)
 	if grpcCall {
-		cr.Deadline = grpcDeadline(r, arrival, cr.Deadline)
+		cr.Deadline = grpcDeadline(g.pol, r, arrival, cr.Deadline)
 	}
 	st := cr.Stage
 	// The request's deadline (its timeout header's) bounds its waits here
