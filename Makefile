@@ -8,7 +8,7 @@
 # as it is here. Every target below covers both.
 GO ?= go
 # Packages with goroutines, locks or atomics run under the race detector.
-RACE_PKGS = . ./gate/... ./monitor/... ./control/... ./stage/... ./policer/... ./policy/... ./classify/... ./share/... ./proxy/... ./cluster ./internal/localredis
+RACE_PKGS = . ./gate/... ./monitor/... ./control/... ./stage/... ./policer/... ./policy/... ./classify/... ./share/... ./client/... ./grpcsluice/... ./proxy/... ./cluster ./internal/localredis
 LAB_RACE_PKGS = ./reliability/... ./dashboard/...
 
 .PHONY: all build lab image test vet lint fmt-check demo bench reliability clean

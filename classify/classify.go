@@ -24,6 +24,7 @@ import (
 	"net/http"
 	"net/netip"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -37,6 +38,9 @@ const MaxForwardedHops = 32
 // StageRule selects the requests of one stage; every condition that is set
 // must hold, and a rule with no condition matches every request.
 type StageRule struct {
+	// Path, when set, must equal the request path (r.URL.Path): a gRPC
+	// method's full name, "/pkg.Service/Method".
+	Path string
 	// PathPrefix matches request paths (r.URL.Path) that start with it.
 	PathPrefix string
 	// PathRegex, when non-nil, must match r.URL.Path (unanchored unless the
@@ -237,6 +241,37 @@ func New(cfg Config) (*Classifier, error) {
 	return c, nil
 }
 
+// HeaderNames returns the canonical names of the request headers the
+// classifier reads: the hop headers, the headers of class rules, Cookie
+// for cookie rules and X-Forwarded-For for address rules. A caller that
+// builds a request from another protocol's metadata (gRPC's) needs to
+// copy only these.
+func (c *Classifier) HeaderNames() []string {
+	var out []string
+	add := func(n string) {
+		if n != "" && !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	if h := c.hop; h != nil {
+		add(h.PriorityHeader)
+		add(h.TenantHeader)
+		add(h.TimeoutHeader)
+	}
+	for _, r := range c.rules {
+		if r.header != nil {
+			add(r.header.Name)
+		}
+		if r.cookie != nil {
+			add("Cookie")
+		}
+		if len(r.cidrs) > 0 {
+			add("X-Forwarded-For")
+		}
+	}
+	return out
+}
+
 // unmapPrefix turns an IPv4-mapped IPv6 prefix (::ffff:10.0.0.0/104) into
 // its IPv4 form so that it matches unmapped addresses.
 func unmapPrefix(p netip.Prefix) netip.Prefix {
@@ -340,6 +375,9 @@ func (c *Classifier) Stage(r *http.Request) int {
 
 func (s *StageRule) matches(r *http.Request) bool {
 	path := r.URL.Path
+	if s.Path != "" && path != s.Path {
+		return false
+	}
 	if s.PathPrefix != "" && !strings.HasPrefix(path, s.PathPrefix) {
 		return false
 	}

@@ -91,13 +91,10 @@ func BenchmarkDecisions(b *testing.B) {
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			ds := t.dest("a.test:80")
-			var c Call
-			ds.mu.Lock()
+			var c LiveCall
 			now := time.Now()
-			c.Begin(ds.d, now, true, time.Time{}, ds.rng)
-			c.Done(now, Result{Status: 200}, ds.rng)
-			ds.mu.Unlock()
+			t.Begin(&c, "a.test:80", now, true, time.Time{})
+			c.Done(now, Result{Status: 200})
 		}
 	})
 }

@@ -172,10 +172,18 @@ type Result struct {
 	// RetryAfter is the answer's Retry-After, when HasRetryAfter.
 	RetryAfter    time.Duration
 	HasRetryAfter bool
+	// Judged marks a result that its caller judged itself instead of by
+	// an HTTP status (a gRPC status, package grpcsluice): Status is then
+	// ignored, Retryable says whether a retry may help and Refused
+	// whether the destination refused the attempt for overload.
+	Judged, Retryable, Refused bool
 }
 
 // retryable reports whether a retry may help after r.
 func (r Result) retryable() bool {
+	if r.Judged {
+		return r.Retryable
+	}
 	switch r.Status {
 	case 0, http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
 		return true
@@ -186,6 +194,9 @@ func (r Result) retryable() bool {
 // accepted reports whether the destination took the attempt (any answer
 // but an overload refusal; a transport failure says nothing of overload).
 func (r Result) accepted() bool {
+	if r.Judged {
+		return !r.Refused
+	}
 	return r.Status != http.StatusTooManyRequests && r.Status != http.StatusServiceUnavailable
 }
 

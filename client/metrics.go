@@ -4,11 +4,11 @@ import "github.com/prometheus/client_golang/prometheus"
 
 // collector reports every destination's counters.
 type collector struct {
-	t                                                       *Transport
+	d                                                       *Dests
 	attempts, retries, throttled, exhausted, deadline, prob *prometheus.Desc
 }
 
-func newCollector(t *Transport, name string) *collector {
+func newCollector(ds *Dests, name string) *collector {
 	var cl prometheus.Labels
 	if name != "" {
 		cl = prometheus.Labels{"client": name}
@@ -16,7 +16,7 @@ func newCollector(t *Transport, name string) *collector {
 	d := func(metric, help string) *prometheus.Desc {
 		return prometheus.NewDesc(metric, help, []string{"destination"}, cl)
 	}
-	return &collector{t: t,
+	return &collector{d: ds,
 		attempts:  d("sluice_client_attempts_total", "Attempts sent to the destination (host:port), first attempts and retries."),
 		retries:   d("sluice_client_retries_total", "Retries sent to the destination."),
 		throttled: d("sluice_client_throttled_total", "Attempts the adaptive throttle refused locally."),
@@ -33,16 +33,9 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
-	c.t.mu.RLock()
-	states := make([]*destState, 0, len(c.t.dests)+1)
-	for _, ds := range c.t.dests {
-		states = append(states, ds)
-	}
-	c.t.mu.RUnlock()
-	states = append(states, c.t.others)
-	for _, ds := range states {
+	for _, ds := range c.d.states() {
 		n := ds.d.Counts()
-		if ds == c.t.others && n.Attempts+n.Throttled+n.Deadline == 0 {
+		if ds == c.d.others && n.Attempts+n.Throttled+n.Deadline == 0 {
 			continue
 		}
 		for _, m := range []struct {

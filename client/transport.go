@@ -9,8 +9,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -75,22 +73,8 @@ type Options struct {
 // timeout's value). A Transport is safe for concurrent use.
 type Transport struct {
 	base    http.RoundTripper
-	cfg     atomic.Pointer[Config]
 	inPlace bool
-
-	mu     sync.RWMutex
-	dests  map[string]*destState
-	others *destState
-	seedMu sync.Mutex
-	seed   *rand.Rand
-}
-
-// destState is a destination's Dest with its lock and random source.
-type destState struct {
-	name string
-	mu   sync.Mutex
-	d    *Dest
-	rng  *rand.Rand
+	*Dests
 }
 
 // New returns a Transport sending through base (nil:
@@ -100,114 +84,35 @@ func New(base http.RoundTripper, cfg Config, opts Options) (*Transport, error) {
 	if base == nil {
 		base = http.DefaultTransport
 	}
-	t := &Transport{base: base, inPlace: opts.StampInPlace, dests: map[string]*destState{}, seed: opts.Rand}
-	if err := t.SetConfig(cfg); err != nil {
+	d, err := NewDests(canonical(cfg), opts)
+	if err != nil {
 		return nil, err
 	}
-	t.others = t.newDest("others")
-	if opts.Registerer != nil {
-		if err := opts.Registerer.Register(newCollector(t, opts.Name)); err != nil {
-			return nil, err
-		}
-	}
-	return t, nil
+	return &Transport{base: base, inPlace: opts.StampInPlace, Dests: d}, nil
 }
 
 // SetConfig puts cfg into force for the calls that start from now on (a
 // reload): every destination keeps its counts and counters. An invalid
 // cfg is an error and changes nothing.
-func (t *Transport) SetConfig(cfg Config) error {
+func (t *Transport) SetConfig(cfg Config) error { return t.Dests.SetConfig(canonical(cfg)) }
+
+// canonical returns cfg with its defaults and its header names in
+// canonical form.
+func canonical(cfg Config) Config {
 	cfg.SetDefaults()
-	if err := cfg.Validate(); err != nil {
-		return err
-	}
 	cfg.PriorityHeader = http.CanonicalHeaderKey(cfg.PriorityHeader)
 	cfg.TenantHeader = http.CanonicalHeaderKey(cfg.TenantHeader)
 	cfg.TimeoutHeader = http.CanonicalHeaderKey(cfg.TimeoutHeader)
-	t.cfg.Store(&cfg)
-	return nil
-}
-
-// Collector returns a collector of the Transport's metrics (those New
-// registers with Options.Registerer), with the const label client=name
-// when name is not empty, for a caller that registers it itself.
-func (t *Transport) Collector(name string) prometheus.Collector { return newCollector(t, name) }
-
-// Config returns the configuration in force, with its defaults.
-func (t *Transport) Config() Config { return *t.cfg.Load() }
-
-func (t *Transport) newDest(name string) *destState {
-	t.seedMu.Lock()
-	var a, b uint64
-	if t.seed != nil {
-		a, b = t.seed.Uint64(), t.seed.Uint64()
-	} else {
-		a, b = rand.Uint64(), rand.Uint64()
-	}
-	t.seedMu.Unlock()
-	return &destState{name: name, d: NewDest(t.cfg.Load()), rng: rand.New(rand.NewPCG(a, b))}
-}
-
-// dest returns the state of destination host, making it if there is room.
-func (t *Transport) dest(host string) *destState {
-	t.mu.RLock()
-	ds, ok := t.dests[host]
-	t.mu.RUnlock()
-	if ok {
-		return ds
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if ds, ok := t.dests[host]; ok {
-		return ds
-	}
-	if len(t.dests) >= t.cfg.Load().MaxDestinations {
-		return t.others
-	}
-	ds = t.newDest(host)
-	t.dests[host] = ds
-	return ds
-}
-
-// Dest returns the state of destination host (host:port as in the
-// request URL), for tests and reports; nil when it has none of its own.
-func (t *Transport) Dest(host string) *Dest {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	if ds, ok := t.dests[host]; ok {
-		return ds.d
-	}
-	return nil
-}
-
-// sync puts cfg into force on the destination, keeping its counts when
-// the windows' spans did not change. ds.mu is held.
-func (ds *destState) sync(cfg *Config) {
-	d := ds.d
-	if d.cfg == cfg {
-		return
-	}
-	old := d.cfg
-	d.cfg = cfg
-	if old.Throttle.Window != cfg.Throttle.Window {
-		d.throttle.init(cfg.Throttle.Window)
-	}
-	if old.Retry.BudgetWindow != cfg.Retry.BudgetWindow {
-		d.budget.init(cfg.Retry.BudgetWindow)
-	}
+	return cfg
 }
 
 // RoundTrip sends req, and its retries (see Transport).
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	cfg := t.cfg.Load()
 	ctx := req.Context()
 	deadline, _ := ctx.Deadline()
-	ds := t.dest(req.URL.Host)
-	var call Call
-	ds.mu.Lock()
-	ds.sync(cfg)
-	v := call.Begin(ds.d, time.Now(), safeToRetry(req), deadline, ds.rng)
-	ds.mu.Unlock()
+	var call LiveCall
+	v := t.Begin(&call, req.URL.Host, time.Now(), safeToRetry(req), deadline)
+	cfg := call.ds.d.cfg
 	switch v {
 	case Throttled:
 		closeBody(req)
@@ -227,9 +132,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if err != nil && ctx.Err() != nil {
 			// The caller is gone or out of time: nothing to retry for,
 			// and nothing learnt of the destination.
-			ds.mu.Lock()
 			call.Abandon(time.Now())
-			ds.mu.Unlock()
 			if cancel != nil {
 				cancel()
 			}
@@ -241,9 +144,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			res.Status = resp.StatusCode
 			res.RetryAfter, res.HasRetryAfter = RetryAfter(resp.Header, now)
 		}
-		ds.mu.Lock()
-		stop, wait := call.Done(now, res, ds.rng)
-		ds.mu.Unlock()
+		stop, wait := call.Done(now, res)
 		if stop != StopRetry || !sleep(ctx, wait) {
 			if cancel != nil {
 				if resp != nil {
@@ -254,9 +155,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 			return resp, err
 		}
-		if call.short(time.Now()) {
+		if call.Overran(time.Now()) {
 			// The wait overran: the last answer stands.
-			ds.d.late.Add(1)
 			if cancel != nil {
 				resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: cancel}
 			}

@@ -186,6 +186,13 @@ type MatchConfig struct {
 	// Host is compared case-insensitively with the request's host without
 	// its port; write it without port.
 	Host string `yaml:"host"`
+	// GRPCService matches the calls of a gRPC service, by its full name
+	// ("pkg.Service": the paths "/pkg.Service/…"); GRPCMethod one method,
+	// by its full name ("/pkg.Service/Method", the path of its calls).
+	// Each excludes path_prefix and path_regex. The proxy and the gRPC
+	// interceptors (package grpcsluice) match them alike.
+	GRPCService string `yaml:"grpc_service"`
+	GRPCMethod  string `yaml:"grpc_method"`
 }
 
 // QueueConfig sizes a wait queue.

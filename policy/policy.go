@@ -406,8 +406,15 @@ func (p *Policy) Run(ctx context.Context) {
 // hop to carry (a believed priority or tenant, or a class other than the
 // default).
 func (p *Policy) Admit(r *http.Request) (sluice.Admission, error) {
+	return p.AdmitContext(r.Context(), r)
+}
+
+// AdmitContext is Admit with ctx as the request's context instead of
+// r.Context(): for a caller that reads another protocol's call as an
+// HTTP request (gRPC: package grpcsluice) and so saves the copy that
+// r.WithContext makes.
+func (p *Policy) AdmitContext(ctx context.Context, r *http.Request) (sluice.Admission, error) {
 	e, cr := p.classifyRequest(r, time.Time{})
-	ctx := r.Context()
 	var cancel context.CancelFunc
 	if !cr.Deadline.IsZero() {
 		if d, ok := ctx.Deadline(); !ok || cr.Deadline.Before(d) {
@@ -450,6 +457,37 @@ func (p *Policy) Reject(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	p.reject.write(w, r, e.idx, e.name, class, cn)
 }
+
+// Rejection is what a rejection says, for a caller that answers it in
+// another protocol than Reject's HTTP (gRPC: package grpcsluice).
+type Rejection struct {
+	// Stage and Class name the rejected request's stage and class.
+	Stage, Class string
+	// RetryAfter is the delay the caller is asked to wait before trying
+	// again: reject.retry_after plus a uniform jitter in [0,
+	// reject.retry_jitter], drawn as Reject draws it (Reject then rounds
+	// it up to whole seconds).
+	RetryAfter time.Duration
+}
+
+// Rejection returns what the rejection of r says (see Reject).
+func (p *Policy) Rejection(r *http.Request) Rejection {
+	e, class, _ := p.classifyHop(r)
+	cn := DefaultClass
+	if class >= 0 && class < len(p.classes) {
+		cn = p.classes[class]
+	}
+	return Rejection{Stage: e.name, Class: cn, RetryAfter: p.reject.retryDelay()}
+}
+
+// CountInvalid counts a hop value that was malformed and treated as
+// absent, read elsewhere than in the hop headers (the proxy's reading of
+// a gRPC call's grpc-timeout), in sluice_hop_invalid_total{header}.
+func (p *Policy) CountInvalid(h classify.HopHeader) { p.hops.add(&classify.HopInfo{Invalid: h}) }
+
+// HeaderNames returns the canonical names of the request headers the
+// policy reads to classify a request (classify.Classifier.HeaderNames).
+func (p *Policy) HeaderNames() []string { return p.cls.HeaderNames() }
 
 // Is reports whether err is a rejection by admission control (as opposed
 // to a client that gave up while queued).

@@ -93,7 +93,11 @@ func ceilSecs(d time.Duration) int {
 
 // retrySecs draws the Retry-After value: ⌈(retry_after + U·jitter)/1s⌉
 // with U uniform in [0, 1].
-func (r *rejecter) retrySecs() int {
+func (r *rejecter) retrySecs() int { return ceilSecs(r.retryDelay()) }
+
+// retryDelay draws the delay a rejected caller is asked to wait:
+// retry_after + U·jitter, U uniform in [0, 1].
+func (r *rejecter) retryDelay() time.Duration {
 	d := r.retry
 	if r.jitter > 0 {
 		var j int64
@@ -106,7 +110,7 @@ func (r *rejecter) retrySecs() int {
 		}
 		d += time.Duration(j)
 	}
-	return ceilSecs(d)
+	return d
 }
 
 func (r *rejecter) body(stageIdx int, stageName string, class int, className string, secs int) *rendered {

@@ -383,6 +383,9 @@ func compileStage(c *Config, i int, classes map[string]int) (compiledStage, clas
 		return compiledStage{}, rule, fieldErr(p+".match.path_prefix", "%q must start with '/'", m.PathPrefix)
 	}
 	rule.PathPrefix = m.PathPrefix
+	if err := compileGRPC(p+".match", m, &rule); err != nil {
+		return compiledStage{}, rule, err
+	}
 	if m.PathRegex != "" {
 		re, err := regexp.Compile(m.PathRegex)
 		if err != nil {
@@ -609,4 +612,38 @@ func isStandardMethod(m string) bool {
 		return true
 	}
 	return false
+}
+
+// grpcNameRE is a protobuf full name: dot-separated identifiers.
+var grpcNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$`)
+
+// compileGRPC compiles match.grpc_service and match.grpc_method into
+// rule (a path prefix, an exact path).
+func compileGRPC(p string, m MatchConfig, rule *classify.StageRule) error {
+	if m.GRPCService == "" && m.GRPCMethod == "" {
+		return nil
+	}
+	field := p + ".grpc_service"
+	if m.GRPCMethod != "" {
+		field = p + ".grpc_method"
+	}
+	switch {
+	case m.GRPCService != "" && m.GRPCMethod != "":
+		return fieldErr(p+".grpc_method", "set grpc_service or grpc_method, not both")
+	case m.PathPrefix != "" || m.PathRegex != "":
+		return fieldErr(field, "excludes path_prefix and path_regex: a gRPC call's path is its method's name")
+	}
+	if s := m.GRPCService; s != "" {
+		if !grpcNameRE.MatchString(s) {
+			return fieldErr(field, "%q is not a service's full name such as grpc.testing.TestService", s)
+		}
+		rule.PathPrefix = "/" + s + "/"
+		return nil
+	}
+	svc, meth, ok := strings.Cut(strings.TrimPrefix(m.GRPCMethod, "/"), "/")
+	if !ok || !strings.HasPrefix(m.GRPCMethod, "/") || !grpcNameRE.MatchString(svc) || !grpcNameRE.MatchString(meth) || strings.Contains(meth, ".") {
+		return fieldErr(field, "%q is not a method's full name such as /grpc.testing.TestService/UnaryCall", m.GRPCMethod)
+	}
+	rule.Path = m.GRPCMethod
+	return nil
 }

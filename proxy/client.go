@@ -386,6 +386,9 @@ func (g *clientGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h1.RestoreTLS(r)
 	sc, _ := r.Context().Value(connKey{}).(*h1.ScanConn)
 	var ord uint64
+	if sc != nil && r.ProtoMajor == 2 && sc.HTTP2() {
+		sc = nil // h2c: HTTP/2 framing, nothing to smuggle through
+	}
 	if sc != nil {
 		if reason := sc.Next(); reason != "" {
 			g.bad.Inc()

@@ -53,6 +53,7 @@ type Pool struct {
 	transport *http.Transport   // the standard transport: https, HTTP/2, bodies, upgrades
 	h1        *h1.Transport     // the common request's transport, falling back to transport
 	rt        http.RoundTripper // h1, or a stand-in in benchmarks
+	h2c       h2cTransport      // gRPC calls to http:// servers (grpc.go)
 	cfg       BackendsConfig
 	busy      *monitor.Busy // busy time of the slots, when a pool-busy sensor reads it
 
@@ -255,7 +256,10 @@ func (p *Pool) Transport() *http.Transport { return p.transport }
 
 // CloseIdleConnections closes the idle upstream connections of both
 // transports.
-func (p *Pool) CloseIdleConnections() { p.h1.CloseIdleConnections() }
+func (p *Pool) CloseIdleConnections() {
+	p.h1.CloseIdleConnections()
+	p.h2c.closeIdle()
+}
 
 // Close closes the idle upstream connections and keeps no more idle: a
 // retired pool's connections close as their answers end.

@@ -281,13 +281,17 @@ func (rs *reqState) finish(aborted bool) {
 type upstreamBody struct {
 	rs   *reqState
 	rc   io.ReadCloser
-	done bool // read by the goroutine reading the body only (the handler's, or a buffer's filler)
+	done bool           // read by the goroutine reading the body only (the handler's, or a buffer's filler)
+	grpc *http.Response // a gRPC answer, whose status comes at the end (grpc.go)
 }
 
 func (b *upstreamBody) Read(p []byte) (int, error) {
 	n, err := b.rc.Read(p)
 	if err == io.EOF && !b.done {
 		b.done = true
+		if b.grpc != nil && grpcFailed(b.grpc) {
+			b.rs.failed.Store(true)
+		}
 		b.rs.upstreamDone()
 	}
 	return n, err
@@ -324,6 +328,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	h.offered.Add(1)
 	cr := g.pol.ClassifyRequest(r, arrival)
+	grpcCall := isGRPC(r)
+	if grpcCall {
+		cr.Deadline = grpcDeadline(g.pol, r, arrival, cr.Deadline)
+	}
 	st := cr.Stage
 	// The request's deadline (its timeout header's) bounds its waits here
 	// (the stage's queue, the pool's) and its upstream exchange.
@@ -337,7 +345,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	t, err := st.EnterRequest(ctx, stage.Request{Class: cr.Class, Tenant: cr.Hop.Tenant})
 	if err != nil {
-		if errors.Is(err, sluice.ErrRejected) {
+		switch {
+		case errors.Is(err, sluice.ErrRejected) && grpcCall:
+			h.shed.Add(1)
+			h.rejectGRPC(w, r, g, err)
+		case errors.Is(err, sluice.ErrRejected):
 			h.shed.Add(1)
 			g.pol.Reject(w, r, err)
 		}
@@ -365,9 +377,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// not a response time).
 		t.Finish(time.Now(), stage.Outcome{OK: false, NoSample: true})
 		switch {
+		case saturated && grpcCall:
+			h.shed.Add(1)
+			h.poolRejectedGRPC(w, g, err)
 		case saturated:
 			h.shed.Add(1)
 			h.poolRejected(w, g, err)
+		case errors.Is(err, context.DeadlineExceeded) && r.Context().Err() == nil && grpcCall:
+			h.m.deadline.WithLabelValues("pool_queue").Inc()
+			writeGRPCStatus(w, grpcDeadlineExceeded, "sluice: the call's deadline passed while it waited for a backend", nil, -1)
 		case errors.Is(err, context.DeadlineExceeded) && r.Context().Err() == nil:
 			h.deadlinePassed(w, "pool_queue", "sluice: the request's deadline passed while it waited for a backend\n")
 		}
@@ -557,6 +575,9 @@ func (h *Handler) modifyResponse(res *http.Response) error {
 	if res.StatusCode != http.StatusSwitchingProtocols {
 		body := hasBody(res)
 		rs.upstream = upstreamBody{rs: rs, rc: res.Body}
+		if grpcContent(res.Header) {
+			rs.upstream.grpc = res
+		}
 		res.Body = &rs.upstream
 		rs.h.buf.buffer(rs, res, body)
 	}
@@ -671,6 +692,9 @@ func (genTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	rs := stateOf(req.Context())
 	if rs == nil {
 		return nil, errors.New("sluice: request without proxy state")
+	}
+	if grpcContent(req.Header) && req.ProtoMajor == 2 {
+		return rs.gen.pool.roundTripGRPC(req)
 	}
 	return rs.gen.pool.rt.RoundTrip(req)
 }

@@ -419,6 +419,8 @@ func (s *Server) Listen() error {
 			// Only to make Serve set up HTTP/2 for the *tls.Conns the
 			// listener hands over.
 			srv.TLSConfig = &tls.Config{NextProtos: []string{"h2", "http/1.1"}, MinVersion: tls.VersionTLS12}
+		} else {
+			srv.Protocols = cleartextProtocols()
 		}
 		s.servers = append(s.servers, srv)
 	}

@@ -93,6 +93,14 @@ backends.client says so, so a chain of sluice proxies cannot multiply a
 user's request: each hop rejects its excess at once (503 with
 Retry-After) instead.
 
+gRPC (docs/grpc.md): a listener without TLS also speaks HTTP/2 with prior
+knowledge (h2c), one with TLS negotiates h2; a gRPC call goes upstream
+over h2c to an http:// backend and over TLS to an https:// one, all four
+call shapes and trailers intact. Its grpc-timeout is its deadline, its
+grpc-status its outcome, and a rejected call gets a gRPC answer
+(grpc-status 8, RESOURCE_EXHAUSTED, with a RetryInfo pushback) instead of
+a 503. Stages select calls with match.grpc_service or match.grpc_method.
+
 The admin API (metrics, state, reload, targets, and the live dashboard at
 /ui) listens on --admin (default 127.0.0.1:9901), with the probes
 /healthz (alive) and /readyz (a backend reachable, not draining) that

@@ -243,12 +243,26 @@ func hopsRules() map[string]*doccheck.Rule {
 	return out
 }
 
+// grpcRules: docs/grpc.md states the policy's defaults on the server
+// side and package client's on the client side.
+func grpcRules() map[string]*doccheck.Rule {
+	r := &doccheck.Rule{Context: &doccheck.Context{Root: v(policyConfig())}}
+	out := map[string]*doccheck.Rule{}
+	for _, s := range []string{"sluice with gRPC", "The server side", "Which status, and what the caller should do",
+		"What travels", "Streams, exemptions, failures", "Through the proxy", "Test service and load"} {
+		out[s] = r
+	}
+	out["The client side"] = &doccheck.Rule{Context: &doccheck.Context{Root: v(client.DefaultConfig())}}
+	return out
+}
+
 func mdDocs() []mdDoc {
 	return []mdDoc{
 		{"docs/config.md", configRules(), controllerRule},
 		{"docs/algorithms.md", algorithmsRules(), nil},
 		{"docs/middleware.md", middlewareRules(), nil},
 		{"docs/hops.md", hopsRules(), nil},
+		{"docs/grpc.md", grpcRules(), nil},
 	}
 }
 

@@ -129,6 +129,10 @@ type Config struct {
 	// transports Run builds (in-process experiments and tests). It cannot
 	// be combined with SourceAddrs.
 	Transport http.RoundTripper
+	// GRPC, when non-nil, makes every request a gRPC call to grpc-go's
+	// interop test service (see GRPCConfig); workload paths name the
+	// methods. It cannot be combined with Transport.
+	GRPC *GRPCConfig
 	// Progress, when non-nil, is called about once per second from Run's
 	// goroutine with a snapshot of the run.
 	Progress func(Progress)
@@ -174,6 +178,11 @@ type RequestRecord struct {
 	Bytes int64
 	// Err is the transport error, if any.
 	Err error
+	// GRPCCode is the call's gRPC status code ("OK", "RESOURCE_EXHAUSTED",
+	// …) in gRPC mode, "" otherwise; Status is then 200 for OK, 429 for
+	// RESOURCE_EXHAUSTED, 503 for UNAVAILABLE, 500 for other codes, 0 for
+	// timeouts and transport failures.
+	GRPCCode string
 }
 
 var outcomeNames = [...]string{
@@ -291,6 +300,14 @@ func (c Config) Validate() error {
 	}
 	if len(c.SourceAddrs) > 0 && len(c.Clients) > 0 && len(c.SourceAddrs) != len(c.Clients) {
 		return fieldErr("SourceAddrs", "%d addresses but %d Clients; client i uses address i, so the counts must match", len(c.SourceAddrs), len(c.Clients))
+	}
+	if c.GRPC != nil {
+		if c.Transport != nil {
+			return fieldErr("GRPC", "cannot be used with a custom Transport")
+		}
+		if err := c.GRPC.validate(); err != nil {
+			return err
+		}
 	}
 	if c.Transport != nil && len(c.SourceAddrs) > 0 {
 		return fieldErr("SourceAddrs", "cannot be used with a custom Transport")

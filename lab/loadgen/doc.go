@@ -26,6 +26,15 @@
 // finished Timeout after its intended send time is aborted and counted as
 // a timeout.
 //
+// # gRPC
+//
+// With Config.GRPC set, every request is a gRPC call to grpc-go's interop
+// test service (grpc.testing.TestService, as `sluice-lab testbed grpc`
+// serves it) over h2c or TLS; workload paths name the methods, the
+// deadline travels as grpc-timeout and classes and clients as metadata.
+// OK is ok, RESOURCE_EXHAUSTED and UNAVAILABLE rejected, DEADLINE_EXCEEDED
+// a timeout, other codes HTTP errors (see GRPCConfig).
+//
 // # Outcomes
 //
 // 2xx and 3xx responses are OK (redirects are not followed); 503 and 429

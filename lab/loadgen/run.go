@@ -14,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"google.golang.org/grpc/codes"
 )
 
 // maxBody is how much of a body a session that NeedsBody sees.
@@ -45,6 +47,8 @@ type runner struct {
 	clientName []string
 	clientHdr  bool
 	clientPick picker
+
+	grpc grpcClients // gRPC mode (Config.GRPC)
 
 	inflight    atomic.Int64
 	maxInflight int
@@ -81,6 +85,12 @@ func newRunner(cfg Config) (*runner, error) {
 			r.pools = append(r.pools, newConnPool(cfg.MaxConns))
 		}
 	}
+	if cfg.GRPC != nil {
+		r.lean = false
+		if err := r.setupGRPC(u.Scheme); err != nil {
+			return nil, err
+		}
+	}
 	r.abortCtx, r.abortFn = context.WithCancel(context.Background())
 	r.start = time.Now()
 	r.rec = newRecorder(cfg.Timeout+time.Second, r.start.UnixMilli())
@@ -96,6 +106,7 @@ func (r *runner) abort() {
 // close releases the run's resources once every goroutine has finished.
 func (r *runner) close() {
 	r.abortFn()
+	r.closeGRPC()
 	for _, t := range r.own {
 		t.CloseIdleConnections()
 	}
@@ -424,7 +435,14 @@ func (r *runner) do(u *user, req Request, intended time.Duration, class, client 
 	status, n := 0, int64(0)
 	var err error
 	var out outcome
-	if r.lean && strings.HasPrefix(target, "/") {
+	var code codes.Code
+	if r.cfg.GRPC != nil {
+		status, n, code, err = r.grpcCall(u, ti, target, className, clientName, deadline)
+		target = r.base + target
+		if err != nil {
+			out = r.errOutcome(deadline, err)
+		}
+	} else if r.lean && strings.HasPrefix(target, "/") {
 		status, n, err = r.h1Exchange(u, ti, target, className, clientName, deadline)
 		target = r.base + target
 		switch {
@@ -462,7 +480,7 @@ func (r *runner) do(u *user, req Request, intended time.Duration, class, client 
 	if r.cfg.OnRequest != nil {
 		r.cfg.OnRequest(RequestRecord{Type: req.Type, Class: className, Client: clientName, URL: target,
 			Intended: intended, Sent: sent, Done: done, Latency: done - intended, Status: status,
-			Outcome: outcomeNames[out], Bytes: n, Err: err})
+			Outcome: outcomeNames[out], Bytes: n, Err: err, GRPCCode: grpcCodeName(r.cfg.GRPC != nil, code)})
 	}
 	if u.body != nil && out == outOK {
 		return status, *u.body, out

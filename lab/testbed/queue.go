@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -401,12 +402,64 @@ func (q *Queue) serve(w http.ResponseWriter, r *http.Request) int {
 		return http.StatusBadRequest
 	}
 	h := w.Header()
-	q.mu.Lock()
-	if q.closed {
-		q.mu.Unlock()
+	res, err := q.Serve(r.Context(), quality, labDeadline(r.Header))
+	switch {
+	case errors.Is(err, ErrQueueGone):
+		return 0
+	case errors.Is(err, ErrQueueClosed):
 		h.Set("Retry-After", "1")
 		http.Error(w, "queue backend closing", http.StatusServiceUnavailable)
 		return http.StatusServiceUnavailable
+	case errors.Is(err, ErrQueueFull):
+		h.Set(UtilizationHeader, formatUtilization(res.Utilization))
+		h.Set("Retry-After", "1")
+		http.Error(w, "queue backend full", http.StatusServiceUnavailable)
+		return http.StatusServiceUnavailable
+	}
+	h.Set(UtilizationHeader, formatUtilization(res.Utilization))
+	h.Set("X-Sluice-Demand-Ms", strconv.FormatFloat(res.Demand*1e3, 'f', 3, 64))
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("Content-Length", strconv.Itoa(len(q.body)))
+	w.WriteHeader(http.StatusOK)
+	w.Write(q.body)
+	return http.StatusOK
+}
+
+// Errors of Queue.Serve.
+var (
+	// ErrQueueFull: the system already held Workers+QueueLimit requests.
+	ErrQueueFull = errors.New("queue backend full")
+	// ErrQueueClosed: the backend is closed, or closed while the request
+	// waited.
+	ErrQueueClosed = errors.New("queue backend closing")
+	// ErrQueueGone: with FreeGone, the caller's context ended while the
+	// request waited (its work stays queued and is still done).
+	ErrQueueGone = errors.New("queue backend: caller gone")
+)
+
+// Served is one request's service by Serve.
+type Served struct {
+	// Demand is the request's demand in seconds (its drawn service time
+	// times its quality's factor and the scale).
+	Demand float64
+	// Utilization is the busy fraction at its completion (or at its
+	// rejection).
+	Utilization float64
+}
+
+// Serve runs one request of the given quality through the emulated
+// server and returns when its service completes: the model behind every
+// protocol the Queue is served over (HTTP here, gRPC in GRPCService).
+// It is ErrQueueFull at once when the queue limit refuses the request,
+// ErrQueueClosed when the backend is closed, ErrQueueGone when ctx ends
+// first and FreeGone is set. userDeadline (zero: none) is recorded with
+// Record. A caller that stops waiting
+// does not take its request out: like a real server, the work is done.
+func (q *Queue) Serve(ctx context.Context, quality float64, userDeadline time.Time) (Served, error) {
+	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
+		return Served{}, ErrQueueClosed
 	}
 	demand := q.svc.Sample(q.rng) * EffectiveQuality(quality) * q.scale
 	q.nextID++
@@ -417,7 +470,7 @@ func (q *Queue) serve(w http.ResponseWriter, r *http.Request) int {
 	now := time.Now()
 	if q.cfg.Record {
 		wt.rec = len(q.records)
-		q.records = append(q.records, QueueRecord{Arrival: now, Demand: demand, UserDeadline: labDeadline(r.Header)})
+		q.records = append(q.records, QueueRecord{Arrival: now, Demand: demand, UserDeadline: userDeadline})
 	}
 	q.done, ok = q.core.arrive(now, id, demand, q.done[:0])
 	if !ok {
@@ -429,10 +482,7 @@ func (q *Queue) serve(w http.ResponseWriter, r *http.Request) int {
 		q.done, u = q.core.utilization(time.Now(), q.done)
 		q.releaseLocked()
 		q.mu.Unlock()
-		h.Set(UtilizationHeader, formatUtilization(u))
-		h.Set("Retry-After", "1")
-		http.Error(w, "queue backend full", http.StatusServiceUnavailable)
-		return http.StatusServiceUnavailable
+		return Served{Demand: demand, Utilization: u}, ErrQueueFull
 	}
 	q.releaseLocked()
 	q.mu.Unlock()
@@ -440,7 +490,7 @@ func (q *Queue) serve(w http.ResponseWriter, r *http.Request) int {
 	var gone <-chan struct{}
 	if q.cfg.Record {
 		// Seen at the work's completion (releaseLocked).
-		stop := context.AfterFunc(r.Context(), func() {
+		stop := context.AfterFunc(ctx, func() {
 			q.mu.Lock()
 			wt.gone = true
 			q.mu.Unlock()
@@ -448,25 +498,17 @@ func (q *Queue) serve(w http.ResponseWriter, r *http.Request) int {
 		defer stop()
 	}
 	if q.cfg.FreeGone {
-		gone = r.Context().Done()
+		gone = ctx.Done()
 	}
 	select {
 	case <-wt.ch:
 	case <-gone:
 		// Nobody reads an answer; the work stays queued.
-		return 0
+		return Served{Demand: demand}, ErrQueueGone
 	case <-q.closing:
-		h.Set("Retry-After", "1")
-		http.Error(w, "queue backend closing", http.StatusServiceUnavailable)
-		return http.StatusServiceUnavailable
+		return Served{Demand: demand}, ErrQueueClosed
 	}
-	h.Set(UtilizationHeader, formatUtilization(wt.utilization))
-	h.Set("X-Sluice-Demand-Ms", strconv.FormatFloat(demand*1e3, 'f', 3, 64))
-	h.Set("Content-Type", "text/plain; charset=utf-8")
-	h.Set("Content-Length", strconv.Itoa(len(q.body)))
-	w.WriteHeader(http.StatusOK)
-	w.Write(q.body)
-	return http.StatusOK
+	return Served{Demand: demand, Utilization: wt.utilization}, nil
 }
 
 // labDeadline reads LabDeadlineHeader (zero when absent or malformed).

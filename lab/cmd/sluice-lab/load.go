@@ -58,6 +58,11 @@ type loadFlags struct {
 	clients      string
 	clientHeader string
 	sourceAddrs  string
+
+	grpc             bool
+	grpcResponseSize int32
+	grpcResponses    int
+	grpcConns        int
 }
 
 func newLoadCmd() *cobra.Command {
@@ -99,6 +104,18 @@ user (closed loop) or request (open loop) in --class-header; --clients
 127.0.0.2-127.0.0.5 binds each client (or each address, if no --clients)
 to its own source address.
 
+gRPC (--grpc): every request is a call to grpc-go's interop test service
+grpc.testing.TestService (as sluice-lab testbed grpc serves it), over h2c
+for an http target and TLS (ALPN h2) for https. The target's path, or
+--paths, names the methods: "/grpc.testing.TestService/UnaryCall" (the
+default), EmptyCall, StreamingOutputCall, StreamingInputCall,
+FullDuplexCall, HalfDuplexCall; --grpc-responses messages per streaming
+call, --grpc-response-size bytes per response. Each call's deadline is its
+intended send time plus --timeout (sent as grpc-timeout); classes and
+clients travel as metadata (--class-header X-Sluice-Priority sends
+priorities). OK is ok, RESOURCE_EXHAUSTED and UNAVAILABLE rejected,
+DEADLINE_EXCEEDED a timeout, other codes errors.
+
 Statuses: 2xx/3xx ok, 503/429 rejected, other 4xx/5xx errors, transport
 failures errors, timeouts separate. Results go to --out: summary.json,
 timeseries*.csv, latency.hgrm, latency.hlog, hgrm/. Ctrl-C stops the run
@@ -107,6 +124,8 @@ and writes the partial results.`,
   sluice-lab load --target http://127.0.0.1:8080 --schedule "0s:300,50s:850,70s:300" --arrival constant --timeout 2s --duration 100s
   sluice-lab load --target http://127.0.0.1:8081 --workload tpcw --mix browsing --users 400 --think exp:0.7s,max=7s --duration 120s
   sluice-lab load --target http://127.0.0.1:8082 --workload surge --rate 200 --classes gold:0.2,bronze:0.8
+  sluice-lab load --grpc --target http://127.0.0.1:9090 --rate 300 --timeout 500ms --classes CRITICAL:0.2,SHEDDABLE:0.8 --class-header X-Sluice-Priority
+  sluice-lab load --grpc --target http://127.0.0.1:9090 --paths "/grpc.testing.TestService/FullDuplexCall:1" --grpc-responses 10 --users 20 --think det:0
   sluice-lab load --target http://127.0.0.1:8080 --users-schedule "0s:3,10s:1000" --think det:20ms --retry-wait 5s --markov mail.yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -144,6 +163,10 @@ and writes the partial results.`,
 	fl.StringVar(&f.classHeader, "class-header", loadgen.DefaultClassHeader, "header carrying the class")
 	fl.StringVar(&f.clients, "clients", "", `client identities and weights "A:1,B:3"`)
 	fl.StringVar(&f.clientHeader, "client-header", loadgen.DefaultClientHeader, "header carrying the client identity")
+	fl.BoolVar(&f.grpc, "grpc", false, "send gRPC calls to grpc.testing.TestService instead of HTTP GETs")
+	fl.Int32Var(&f.grpcResponseSize, "grpc-response-size", 0, "gRPC: payload bytes per response (0: the server's default)")
+	fl.IntVar(&f.grpcResponses, "grpc-responses", 1, "gRPC: messages per streaming call")
+	fl.IntVar(&f.grpcConns, "grpc-conns", 1, "gRPC: HTTP/2 connections per source address")
 	fl.StringVar(&f.sourceAddrs, "source-addrs", "", "source addresses in 127.0.0.0/8, e.g. 127.0.0.2-127.0.0.5 (one per client)")
 	return cmd
 }
@@ -168,6 +191,15 @@ func buildLoadConfig(cmd *cobra.Command, f *loadFlags) (loadgen.Config, error) {
 		return cfg, cli.Usagef("--timeout: %v must be positive", f.timeout)
 	}
 	cfg.Timeout = f.timeout
+	if f.grpc {
+		cfg.GRPC = &loadgen.GRPCConfig{ResponseSize: f.grpcResponseSize, Responses: f.grpcResponses, Conns: f.grpcConns}
+	} else {
+		for _, n := range []string{"grpc-response-size", "grpc-responses", "grpc-conns"} {
+			if changed(n) {
+				return cfg, cli.Usagef("--%s applies to --grpc", n)
+			}
+		}
+	}
 
 	open := changed("rate") || changed("schedule")
 	closed := changed("users") || changed("users-schedule")
@@ -313,6 +345,9 @@ func workloadKind(cmd *cobra.Command, f *loadFlags) (string, error) {
 	default:
 		return "", cli.Usagef("--workload: %q must be urls, paths, markov, surge or tpcw", kind)
 	}
+	if f.grpc && kind != "target" && kind != "paths" {
+		return "", cli.Usagef("--grpc takes its methods from the target's path or --paths, not --workload %s", kind)
+	}
 	if changed("mix") && kind != "tpcw" {
 		return "", cli.Usagef("--mix applies to --workload tpcw")
 	}
@@ -325,6 +360,14 @@ func buildWorkload(ctx context.Context, kind string, f *loadFlags) (loadgen.Work
 	case "target":
 		u, _ := loadgen.CheckLoopbackURL("--target", f.target)
 		p := u.RequestURI()
+		if f.grpc {
+			if p == "/" {
+				p = loadgen.DefaultGRPCMethod
+			}
+			if err := loadgen.CheckGRPCMethod("--target", p); err != nil {
+				return nil, cli.Usage(err)
+			}
+		}
 		return loadgen.NewURLs("target", "--target", []loadgen.Weighted{{Name: p, Weight: 1}})
 	case "urls":
 		ws, err := loadgen.ReadURLList("--urls", f.urls)
@@ -340,6 +383,13 @@ func buildWorkload(ctx context.Context, kind string, f *loadFlags) (loadgen.Work
 		ws, err := loadgen.ParseWeighted("--paths", f.paths)
 		if err != nil {
 			return nil, cli.Usage(err)
+		}
+		for _, w := range ws {
+			if f.grpc {
+				if err := loadgen.CheckGRPCMethod("--paths", w.Name); err != nil {
+					return nil, cli.Usage(err)
+				}
+			}
 		}
 		w, err := loadgen.NewURLs("paths", "--paths", ws)
 		if err != nil {

@@ -13,10 +13,14 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
 
+	"github.com/sluicehq/sluice/grpcsluice"
 	"github.com/sluicehq/sluice/internal/cli"
+	"github.com/sluicehq/sluice/internal/strictyaml"
 	"github.com/sluicehq/sluice/lab/retry"
 	"github.com/sluicehq/sluice/lab/testbed"
+	"github.com/sluicehq/sluice/policy"
 )
 
 // testbedFlags are the flags shared by every `sluice-lab testbed` kind.
@@ -29,13 +33,15 @@ func newTestbedCmd() *cobra.Command {
 	var f testbedFlags
 	cmd := &cobra.Command{
 		Use:   "testbed KIND [flags]",
-		Short: "Run a test backend: queue, tier, cgi, static or bookstore",
+		Short: "Run a test backend: queue, tier, grpc, cgi, static or bookstore",
 		Long: `testbed runs an HTTP backend with known costs, to protect and to overload.
 
   queue      fixed capacity: --workers C servers, FIFO or processor sharing,
              service times from a distribution, emulated with timers
   tier       a service of a chain: calls --next for every request, naive,
              with a retry budget, grpc-go's retry throttling or sluice
+  grpc       the queue's model served over gRPC (h2c): grpc-go's interop
+             test service grpc.testing.TestService, all four call shapes
   cgi        real CPU work: generate and sum N random numbers per request
   static     a SURGE-like file set (heavy-tailed sizes, Zipf popularity,
              /islarge/ for files over 50 KB, 20% dynamic under /cgi-bin/)
@@ -48,19 +54,20 @@ It listens on 127.0.0.1:8081 unless --listen says otherwise; addresses that
 are not loopback need --allow-public. Ctrl-C stops it and prints a summary.`,
 		Example: `  sluice-lab testbed queue --workers 4 --service det:10ms
   sluice-lab testbed queue --listen 127.0.0.1:9000 --workers 8 --discipline ps --service exp:20ms
+  sluice-lab testbed grpc --listen 127.0.0.1:9090 --workers 4 --service det:10ms
   sluice-lab testbed cgi --work "/cgi-bin/=200000,/=1000"
   sluice-lab testbed static --files 2000 --seed 7
   sluice-lab testbed bookstore --scale 1
   sluice-lab testbed bookstore --db postgres://user:pass@127.0.0.1:5432/shop?sslmode=disable`,
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			return cli.Usagef("testbed: KIND required: queue, tier, cgi, static or bookstore (see sluice-lab testbed --help)")
+			return cli.Usagef("testbed: KIND required: queue, tier, grpc, cgi, static or bookstore (see sluice-lab testbed --help)")
 		},
 	}
 	pf := cmd.PersistentFlags()
 	pf.StringVar(&f.listen, "listen", "127.0.0.1:8081", "address to listen on (host:port; port 0 picks a free port)")
 	pf.BoolVar(&f.allowPublic, "allow-public", false, "allow a listen address that is not loopback")
-	cmd.AddCommand(newTestbedQueueCmd(&f), newTestbedTierCmd(&f), newTestbedCGICmd(&f), newTestbedStaticCmd(&f), newTestbedBookstoreCmd(&f))
+	cmd.AddCommand(newTestbedQueueCmd(&f), newTestbedTierCmd(&f), newTestbedGRPCCmd(&f), newTestbedCGICmd(&f), newTestbedStaticCmd(&f), newTestbedBookstoreCmd(&f))
 	return cmd
 }
 
@@ -174,6 +181,142 @@ The headers named by --forward are passed on as they came.`,
 	fl.StringSliceVar(&cfg.Forward, "forward", cfg.Forward, "request headers passed on to the next hop")
 	fl.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the client side's and the policies' draws")
 	return cmd
+}
+
+func newTestbedGRPCCmd(f *testbedFlags) *cobra.Command {
+	cfg := testbed.DefaultQueueConfig()
+	var policyFile string
+	cmd := &cobra.Command{
+		Use:   "grpc",
+		Short: "The queue's capacity model served over gRPC",
+		Long: `grpc serves the queue backend's model (the same flags as testbed queue)
+over gRPC without TLS (h2c): grpc-go's own interop test service,
+grpc.testing.TestService, from google.golang.org/grpc/interop/grpc_testing
+at the version the lab's go.mod pins, and the health service. EmptyCall
+and UnaryCall are one unit of work each; StreamingOutputCall one per
+response; StreamingInputCall one after the last message; FullDuplexCall
+and HalfDuplexCall one per response to each message. The quality is the
+x-sluice-quality metadata; responses carry x-sluice-utilization and
+x-sluice-demand-ms header metadata. A full queue (--queue-limit) answers
+RESOURCE_EXHAUSTED with a RetryInfo of 1s.
+
+With --policy FILE (a policy configuration: classes, stages, reject, hops;
+the middleware's YAML, stages matched with match.grpc_service or
+match.grpc_method) the server runs sluice's gRPC server interceptors
+(package grpcsluice) in front of the service, as a Go service would, and
+prints each stage's admitted and rejected calls when it stops.`,
+		Example: `  sluice-lab testbed grpc --listen 127.0.0.1:9090 --workers 4 --service det:10ms
+  sluice-lab load --grpc --target http://127.0.0.1:9090 --rate 300 --duration 10s`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := cfg.Validate(); err != nil {
+				return flagError(err, map[string]string{"workers": "workers", "discipline": "discipline",
+					"service": "service", "queue_limit": "queue-limit", "size": "size"})
+			}
+			var pol *policy.Policy
+			if policyFile != "" {
+				var err error
+				if pol, err = loadPolicy(policyFile); err != nil {
+					return cli.Usagef("--policy: %v", err)
+				}
+			}
+			return serveGRPCTestbed(cmd, f, cfg, pol)
+		},
+	}
+	cmd.Flags().StringVar(&policyFile, "policy", "", "policy YAML: run sluice's gRPC server interceptors in front of the service")
+	fl := cmd.Flags()
+	fl.IntVar(&cfg.Workers, "workers", cfg.Workers, "number of servers (CPUs)")
+	fl.StringVar(&cfg.Discipline, "discipline", cfg.Discipline, "fifo or ps (processor sharing)")
+	fl.StringVar(&cfg.Service, "service", cfg.Service, "service-time distribution: exp:20ms, det:10ms, lognormal:20ms,1.5, pareto:1ms,2s,1.2")
+	fl.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the service-time draws")
+	fl.IntVar(&cfg.QueueLimit, "queue-limit", cfg.QueueLimit, "requests allowed to wait beyond the workers (0 = unlimited)")
+	fl.IntVar(&cfg.Size, "size", cfg.Size, "default response payload size in bytes")
+	return cmd
+}
+
+// loadPolicy reads a policy configuration strictly: errors name the file,
+// the line and the field.
+func loadPolicy(name string) (*policy.Policy, error) {
+	data, err := os.ReadFile(name)
+	if err != nil {
+		return nil, err
+	}
+	var pc policy.Config
+	root, err := strictyaml.DecodeFile(name, data, &pc, "classes, stages, reject, hops")
+	if err != nil {
+		return nil, err
+	}
+	pc.SetDefaults()
+	if err := pc.Validate(); err != nil {
+		return nil, strictyaml.Locate(name, root, err)
+	}
+	return policy.New(pc, policy.Options{})
+}
+
+// serveGRPCTestbed serves the queue model over gRPC until the context
+// ends and prints a one-line summary.
+func serveGRPCTestbed(cmd *cobra.Command, f *testbedFlags, cfg testbed.QueueConfig, pol *policy.Policy) error {
+	if err := testbed.CheckListenAddr(f.listen, f.allowPublic); err != nil {
+		return cli.Usagef("--listen: %v", err)
+	}
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ln, err := net.Listen("tcp", f.listen)
+	if err != nil {
+		return fmt.Errorf("testbed grpc: %w", err)
+	}
+	defer ln.Close()
+	q, err := testbed.NewQueue(cfg)
+	if err != nil {
+		return fmt.Errorf("testbed grpc: %w", err)
+	}
+	defer q.Close()
+	var opts []grpc.ServerOption
+	protected := ""
+	if pol != nil {
+		go pol.Run(ctx)
+		s := grpcsluice.NewServer(pol, grpcsluice.ServerOptions{})
+		opts = append(opts, grpc.ChainUnaryInterceptor(s.UnaryInterceptor()), grpc.ChainStreamInterceptor(s.StreamInterceptor()))
+		protected = fmt.Sprintf("; sluice interceptors, %d stages", len(pol.Stages()))
+	}
+	g := testbed.NewGRPCServer(q, opts...)
+	served := make(chan error, 1)
+	go func() { served <- g.Serve(ln) }()
+	start := time.Now()
+	out := cmd.OutOrStdout()
+	fmt.Fprintf(out, "testbed grpc listening on %s (h2c; %d %s workers, service %s, capacity %.1f calls/s%s)\n",
+		ln.Addr(), cfg.Workers, cfg.Discipline, cfg.Service, q.Capacity(), protected)
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-served:
+	}
+	stopped := make(chan struct{})
+	go func() { g.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(5 * time.Second):
+		g.Stop()
+	}
+	_ = q.Close()
+	st := q.Stats()
+	fmt.Fprintf(out, "testbed grpc: served %d calls (%d rejected, %d errors) in %s\n",
+		st.Requests, st.Rejected, st.Errors, time.Since(start).Round(time.Millisecond))
+	if pol != nil {
+		pol.Step(time.Now().Add(time.Hour)) // collect the last counts
+		for _, st := range pol.Stages() {
+			var adm, rej, late uint64
+			for c := range st.Classes() {
+				tot := st.Totals(c)
+				adm, rej, late = adm+tot.Admitted, rej+tot.Rejected, late+tot.Deadline
+			}
+			fmt.Fprintf(out, "  stage %s: admitted %d, rejected %d (deadline %d)\n", st.Name(), adm, rej, late)
+		}
+	}
+	if serveErr != nil && !errors.Is(serveErr, grpc.ErrServerStopped) {
+		return fmt.Errorf("testbed grpc: %w", serveErr)
+	}
+	return nil
 }
 
 func newTestbedCGICmd(f *testbedFlags) *cobra.Command {

@@ -11,6 +11,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	testpb "google.golang.org/grpc/interop/grpc_testing"
 )
 
 func TestTestbedUsageErrors(t *testing.T) {
@@ -115,5 +119,46 @@ func TestTestbedServes(t *testing.T) {
 				t.Errorf("exit error %v, stderr %q", err, errOut.String())
 			}
 		})
+	}
+}
+
+// TestTestbedGRPCServes starts `testbed grpc` on a free loopback port,
+// makes one call, stops it like Ctrl-C would, and checks the summary.
+func TestTestbedGRPCServes(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pr, pw := io.Pipe()
+	var errOut bytes.Buffer
+	root := newRootCmd(pw, &errOut)
+	root.SetArgs([]string{"testbed", "--listen", "127.0.0.1:0", "grpc", "--workers", "2", "--service", "det:1ms"})
+	done := make(chan error, 1)
+	go func() {
+		err := root.ExecuteContext(ctx)
+		pw.Close()
+		done <- err
+	}()
+	lines := bufio.NewScanner(pr)
+	if !lines.Scan() {
+		t.Fatalf("no output; stderr %q, err %v", errOut.String(), <-done)
+	}
+	m := regexp.MustCompile(`^testbed grpc listening on (127\.0\.0\.1:\d+) \(h2c`).FindStringSubmatch(lines.Text())
+	if m == nil {
+		t.Fatalf("first line %q", lines.Text())
+	}
+	cc, err := grpc.NewClient(m[1], grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	if _, err := testpb.NewTestServiceClient(cc).UnaryCall(ctx, &testpb.SimpleRequest{ResponseSize: 8}); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if !lines.Scan() || !strings.HasPrefix(lines.Text(), "testbed grpc: served 1 calls (0 rejected, 0 errors)") {
+		t.Errorf("summary line %q", lines.Text())
+	}
+	io.Copy(io.Discard, pr)
+	if err := <-done; err != nil {
+		t.Errorf("exit error %v, stderr %q", err, errOut.String())
 	}
 }

@@ -94,6 +94,8 @@ type ScanConn struct {
 	// Conn is the connection scanned (a *tls.Conn on a TLS listener).
 	net.Conn
 	stopped atomic.Bool   // set on upgrade; the parser stops at the next Read
+	h2      atomic.Bool   // the connection opened with HTTP/2's preface (h2c)
+	pre     int           // bytes of HTTP/2's preface matched at the start; -1: not HTTP/2
 	served  atomic.Uint64 // requests handed to handlers so far
 
 	blocks    atomic.Uint64 // header blocks completed
@@ -132,11 +134,48 @@ func (c *ScanConn) Read(p []byte) (int, error) {
 		if c.stopped.Load() {
 			c.state = scanStopped
 		} else {
-			c.scan(p[:n])
+			b := p[:n]
+			if c.pre >= 0 {
+				b = c.preface(b)
+			}
+			c.scan(b)
 		}
 	}
 	return n, err
 }
+
+// h2Preface opens every HTTP/2 connection with prior knowledge (RFC 9113
+// §3.4): an h2c client, such as a gRPC client without TLS.
+const h2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+// preface matches the start of the connection against HTTP/2's preface
+// and returns what is left to scan as HTTP/1. A connection that opens
+// with the whole preface is HTTP/2: HTTP/1 framing, and so smuggling,
+// does not apply to it, and the parser stops (HTTP2 reports it). On the
+// first byte that differs, the bytes matched so far are scanned as the
+// HTTP/1 request line they begin, then the rest.
+func (c *ScanConn) preface(b []byte) []byte {
+	for i := 0; i < len(b); i++ {
+		if b[i] != h2Preface[c.pre] {
+			matched := c.pre
+			c.pre = -1
+			c.scan([]byte(h2Preface[:matched]))
+			return b[i:]
+		}
+		if c.pre++; c.pre == len(h2Preface) {
+			c.pre = -1
+			c.h2.Store(true)
+			c.state = scanStopped
+			return nil
+		}
+	}
+	return nil
+}
+
+// HTTP2 reports whether the connection opened with HTTP/2's preface: its
+// requests are HTTP/2 streams, which the scanner does not follow (Next
+// does not apply to them).
+func (c *ScanConn) HTTP2() bool { return c.h2.Load() }
 
 // Next returns the verdict for the next request the server hands to a
 // handler on this connection: "" for a clean request, otherwise why it is

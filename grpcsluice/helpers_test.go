@@ -1,0 +1,195 @@
+package grpcsluice
+
+import (
+	"context"
+	"io"
+	"net"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	testpb "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/test/bufconn"
+	"gopkg.in/yaml.v3"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/stage"
+)
+
+// newPolicy decodes a policy YAML document strictly and builds it.
+func newPolicy(t testing.TB, src string) *policy.Policy {
+	t.Helper()
+	var c policy.Config
+	dec := yaml.NewDecoder(strings.NewReader(src))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil {
+		t.Fatalf("decode: %v\n%s", err, src)
+	}
+	p, err := policy.New(c, policy.Options{})
+	if err != nil {
+		t.Fatalf("policy.New: %v", err)
+	}
+	return p
+}
+
+// seen is what the test service saw of a call.
+type seen struct {
+	hop      sluice.Hop
+	deadline time.Duration // left at the handler; 0: none
+	md       metadata.MD
+}
+
+// service is grpc-go's interop TestService: UnaryCall answers at once
+// (after block, when set), FullDuplexCall echoes each message.
+type service struct {
+	testpb.UnimplementedTestServiceServer
+	calls atomic.Int64
+	block chan struct{}
+	last  atomic.Pointer[seen]
+	// fail, when set, answers a call before the handler's work.
+	fail func(n int64) error
+}
+
+func (s *service) record(ctx context.Context) {
+	v := &seen{hop: sluice.HopFrom(ctx)}
+	if d, ok := ctx.Deadline(); ok {
+		v.deadline = time.Until(d)
+	}
+	v.md, _ = metadata.FromIncomingContext(ctx)
+	s.last.Store(v)
+}
+
+func (s *service) UnaryCall(ctx context.Context, in *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+	n := s.calls.Add(1)
+	s.record(ctx)
+	if s.fail != nil {
+		if err := s.fail(n); err != nil {
+			return nil, err
+		}
+	}
+	if s.block != nil {
+		select {
+		case <-s.block:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return &testpb.SimpleResponse{}, nil
+}
+
+func (s *service) EmptyCall(ctx context.Context, in *testpb.Empty) (*testpb.Empty, error) {
+	s.calls.Add(1)
+	s.record(ctx)
+	return &testpb.Empty{}, nil
+}
+
+func (s *service) FullDuplexCall(st testpb.TestService_FullDuplexCallServer) error {
+	n := s.calls.Add(1)
+	s.record(st.Context())
+	if s.fail != nil {
+		if err := s.fail(n); err != nil {
+			return err
+		}
+	}
+	for {
+		in, err := st.Recv()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		out := &testpb.StreamingOutputCallResponse{Payload: in.GetPayload()}
+		if err := st.Send(out); err != nil {
+			return err
+		}
+	}
+}
+
+// serve starts a gRPC server with srv's interceptors (nil: none), the
+// test service and the health service, on lis; it stops with the test.
+func serve(t testing.TB, lis net.Listener, srv *Server, svc *service) {
+	t.Helper()
+	var opts []grpc.ServerOption
+	if srv != nil {
+		opts = append(opts, grpc.ChainUnaryInterceptor(srv.UnaryInterceptor()), grpc.ChainStreamInterceptor(srv.StreamInterceptor()))
+	}
+	serveOpts(t, lis, opts, svc)
+}
+
+// serveOpts is serve with server options.
+func serveOpts(t testing.TB, lis net.Listener, opts []grpc.ServerOption, svc *service) {
+	t.Helper()
+	g := grpc.NewServer(opts...)
+	testpb.RegisterTestServiceServer(g, svc)
+	healthpb.RegisterHealthServer(g, health.NewServer())
+	go func() { _ = g.Serve(lis) }()
+	t.Cleanup(g.Stop)
+}
+
+// bufDial starts a server on an in-memory listener and returns a client
+// connection to it with the given dial options.
+func bufDial(t testing.TB, srv *Server, svc *service, dopts ...grpc.DialOption) *grpc.ClientConn {
+	t.Helper()
+	var opts []grpc.ServerOption
+	if srv != nil {
+		opts = append(opts, grpc.ChainUnaryInterceptor(srv.UnaryInterceptor()), grpc.ChainStreamInterceptor(srv.StreamInterceptor()))
+	}
+	return bufDialOpts(t, opts, svc, dopts...)
+}
+
+// bufDialOpts is bufDial with server options.
+func bufDialOpts(t testing.TB, opts []grpc.ServerOption, svc *service, dopts ...grpc.DialOption) *grpc.ClientConn {
+	t.Helper()
+	lis := bufconn.Listen(1 << 20)
+	serveOpts(t, lis, opts, svc)
+	dopts = append(dopts, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }))
+	cc, err := grpc.NewClient("passthrough:///bufnet", dopts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cc.Close() })
+	return cc
+}
+
+// tcpDial is bufDial over a real loopback TCP socket.
+func tcpDial(t testing.TB, srv *Server, svc *service, dopts ...grpc.DialOption) *grpc.ClientConn {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	serve(t, lis, srv, svc)
+	dopts = append(dopts, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient(lis.Addr().String(), dopts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cc.Close() })
+	return cc
+}
+
+func ctxT(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func contextWithTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, d)
+}
+
+// totals returns class c's counters of stage name after a control step
+// has collected them.
+func totals(pol *policy.Policy, name string, c int) stage.ClassState {
+	pol.Step(time.Now().Add(time.Minute))
+	return pol.Stage(name).Totals(c)
+}

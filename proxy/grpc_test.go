@@ -1,0 +1,473 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	testpb "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+)
+
+// grpcBackend is grpc-go's interop TestService: it echoes, streams, and
+// answers an asked status with a detail and a trailer. It records the
+// time left of each call's deadline.
+type grpcBackend struct {
+	testpb.UnimplementedTestServiceServer
+	left chan time.Duration
+}
+
+func (b *grpcBackend) note(ctx context.Context) {
+	if d, ok := ctx.Deadline(); ok {
+		select {
+		case b.left <- time.Until(d):
+		default:
+		}
+	}
+}
+
+func (b *grpcBackend) EmptyCall(ctx context.Context, _ *testpb.Empty) (*testpb.Empty, error) {
+	b.note(ctx)
+	return &testpb.Empty{}, nil
+}
+
+func (b *grpcBackend) UnaryCall(ctx context.Context, in *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+	b.note(ctx)
+	if c := in.GetResponseStatus(); c != nil {
+		_ = grpc.SetTrailer(ctx, metadata.Pairs("x-trailer", "kept"))
+		st, _ := status.New(codes.Code(c.GetCode()), c.GetMessage()).WithDetails(&errdetails.ErrorInfo{Reason: "TEST"})
+		return nil, st.Err()
+	}
+	return &testpb.SimpleResponse{Payload: &testpb.Payload{Body: make([]byte, in.GetResponseSize())}}, nil
+}
+
+func (b *grpcBackend) StreamingOutputCall(in *testpb.StreamingOutputCallRequest, st testpb.TestService_StreamingOutputCallServer) error {
+	for _, p := range in.GetResponseParameters() {
+		if err := st.Send(&testpb.StreamingOutputCallResponse{Payload: &testpb.Payload{Body: make([]byte, p.GetSize())}}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *grpcBackend) StreamingInputCall(st testpb.TestService_StreamingInputCallServer) error {
+	var n int32
+	for {
+		in, err := st.Recv()
+		if err == io.EOF {
+			return st.SendAndClose(&testpb.StreamingInputCallResponse{AggregatedPayloadSize: n})
+		}
+		if err != nil {
+			return err
+		}
+		n += int32(len(in.GetPayload().GetBody()))
+	}
+}
+
+func (b *grpcBackend) FullDuplexCall(st testpb.TestService_FullDuplexCallServer) error {
+	for {
+		in, err := st.Recv()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := st.Send(&testpb.StreamingOutputCallResponse{Payload: in.GetPayload()}); err != nil {
+			return err
+		}
+	}
+}
+
+// startGRPCBackend serves a grpcBackend over h2c on loopback.
+func startGRPCBackend(t *testing.T) (*grpcBackend, string) {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &grpcBackend{left: make(chan time.Duration, 100)}
+	g := grpc.NewServer()
+	testpb.RegisterTestServiceServer(g, b)
+	go func() { _ = g.Serve(lis) }()
+	t.Cleanup(g.Stop)
+	return b, "http://" + lis.Addr().String()
+}
+
+// grpcThrough returns a client of the proxy's listener over h2c.
+func grpcThrough(t *testing.T, addr string) testpb.TestServiceClient {
+	t.Helper()
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	return testpb.NewTestServiceClient(cc)
+}
+
+// The proxy forwards gRPC over h2c on both sides: all four call shapes,
+// a status with its details and trailers intact, and the deadline as the
+// time left.
+func TestGRPCThroughProxyH2C(t *testing.T) {
+	be, url := startGRPCBackend(t)
+	p := startProxy(t, baseConfig(url, ""))
+	tc := grpcThrough(t, p.addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+
+	resp, err := tc.UnaryCall(ctx, &testpb.SimpleRequest{ResponseSize: 1000})
+	if err != nil || len(resp.GetPayload().GetBody()) != 1000 {
+		t.Fatalf("unary: %v", err)
+	}
+	select {
+	case left := <-be.left:
+		if left <= 0 || left > 5*time.Second {
+			t.Errorf("backend's deadline: %v left, want (0, 5s]", left)
+		}
+	default:
+		t.Error("the call reached the backend without a deadline")
+	}
+
+	var tr metadata.MD
+	_, err = tc.UnaryCall(ctx, &testpb.SimpleRequest{ResponseStatus: &testpb.EchoStatus{Code: int32(codes.NotFound), Message: "no such thing"}}, grpc.Trailer(&tr))
+	st := status.Convert(err)
+	if st.Code() != codes.NotFound || st.Message() != "no such thing" || len(st.Details()) != 1 {
+		t.Errorf("status through the proxy: %v, details %v", err, st.Details())
+	}
+	if v := tr.Get("x-trailer"); len(v) != 1 || v[0] != "kept" {
+		t.Errorf("trailer x-trailer %q", v)
+	}
+
+	so, err := tc.StreamingOutputCall(ctx, &testpb.StreamingOutputCallRequest{ResponseParameters: []*testpb.ResponseParameters{{Size: 1}, {Size: 2}, {Size: 3}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for {
+		m, err := so.Recv()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("server stream: %v", err)
+		}
+		n++
+		if len(m.GetPayload().GetBody()) != n {
+			t.Errorf("response %d: %d bytes", n, len(m.GetPayload().GetBody()))
+		}
+	}
+	if n != 3 {
+		t.Errorf("server stream: %d responses, want 3", n)
+	}
+
+	si, err := tc.StreamingInputCall(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 4 {
+		if err := si.Send(&testpb.StreamingInputCallRequest{Payload: &testpb.Payload{Body: make([]byte, 100)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if agg, err := si.CloseAndRecv(); err != nil || agg.GetAggregatedPayloadSize() != 400 {
+		t.Errorf("client stream: %v, %d", err, agg.GetAggregatedPayloadSize())
+	}
+
+	fd, err := tc.FullDuplexCall(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		body := []byte{byte(i), byte(i)}
+		if err := fd.Send(&testpb.StreamingOutputCallRequest{Payload: &testpb.Payload{Body: body}}); err != nil {
+			t.Fatal(err)
+		}
+		m, err := fd.Recv()
+		if err != nil || string(m.GetPayload().GetBody()) != string(body) {
+			t.Fatalf("duplex %d: %v", i, err)
+		}
+	}
+	if err := fd.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fd.Recv(); err != io.EOF {
+		t.Errorf("duplex end: %v", err)
+	}
+
+	// A plain HTTP/2 (h2c) request that is not gRPC is still proxied.
+	code, _, _ := get(t, p.url+"/grpc.testing.TestService/EmptyCall", nil)
+	if code == 0 {
+		t.Error("a non-gRPC request got no answer")
+	}
+}
+
+// A call its stage refuses is answered as gRPC: RESOURCE_EXHAUSTED with
+// a RetryInfo and the pushback trailer, not an HTTP 503 (which a gRPC
+// client would read as UNAVAILABLE); stages select methods.
+func TestGRPCRejectionShapedAsGRPC(t *testing.T) {
+	_, url := startGRPCBackend(t)
+	p := startProxy(t, baseConfig(url, `stages:
+  - {name: empty, match: {grpc_method: /grpc.testing.TestService/EmptyCall}, controller: static-rate, params: {rate: 0.001}, burst: 1}
+reject: {retry_after: 2s, retry_jitter: 0s}
+`))
+	tc := grpcThrough(t, p.addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := tc.EmptyCall(ctx, &testpb.Empty{}); err != nil {
+		t.Fatalf("first call: %v", err)
+	}
+	var hdr, tr metadata.MD
+	_, err := tc.EmptyCall(ctx, &testpb.Empty{}, grpc.Header(&hdr), grpc.Trailer(&tr))
+	st := status.Convert(err)
+	if st.Code() != codes.ResourceExhausted {
+		t.Fatalf("refused call: %v, want RESOURCE_EXHAUSTED", err)
+	}
+	var delay time.Duration
+	for _, d := range st.Details() {
+		if ri, ok := d.(*errdetails.RetryInfo); ok {
+			delay = ri.GetRetryDelay().AsDuration()
+		}
+	}
+	if delay != 2*time.Second {
+		t.Errorf("RetryInfo delay %v, want 2s (details %v)", delay, st.Details())
+	}
+	if v := tr.Get("grpc-retry-pushback-ms"); len(v) != 1 || v[0] != "2000" {
+		t.Errorf("pushback trailer %q", v)
+	}
+	// Other methods are in no stage: not refused.
+	for range 5 {
+		if _, err := tc.UnaryCall(ctx, &testpb.SimpleRequest{}); err != nil {
+			t.Fatalf("UnaryCall: %v", err)
+		}
+	}
+	// A deadline already too short is DEADLINE_EXCEEDED, never
+	// RESOURCE_EXHAUSTED.
+	short, cancel2 := context.WithTimeout(ctx, time.Nanosecond)
+	defer cancel2()
+	if _, err := tc.UnaryCall(short, &testpb.SimpleRequest{}); status.Code(err) != codes.DeadlineExceeded {
+		t.Errorf("expired call: %v", err)
+	}
+	_ = errors.New
+}
+
+// The proxy forwards gRPC over TLS on both sides (ALPN h2).
+func TestGRPCThroughProxyTLS(t *testing.T) {
+	certFile, keyFile, pool := selfSigned(t)
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	must(t, err)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	g := grpc.NewServer(grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{cert}})))
+	testpb.RegisterTestServiceServer(g, &grpcBackend{left: make(chan time.Duration, 100)})
+	go func() { _ = g.Serve(lis) }()
+	t.Cleanup(g.Stop)
+	p := startProxy(t, withBackend(fmt.Sprintf(`listeners:
+  - addr: 127.0.0.1:0
+    tls: {cert: %s, key: %s}
+admin:
+  addr: 127.0.0.1:0
+backends:
+  servers:
+    - url: BACKEND
+`, certFile, keyFile), "https://"+lis.Addr().String()))
+	// The test's own CA for the upstream, as a system CA would be.
+	p.srv.h.gen.Load().pool.transport.TLSClientConfig = &tls.Config{RootCAs: pool}
+	cc, err := grpc.NewClient(p.addr, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: pool})))
+	must(t, err)
+	defer cc.Close()
+	tc := testpb.NewTestServiceClient(cc)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := tc.UnaryCall(ctx, &testpb.SimpleRequest{ResponseSize: 10}); err != nil {
+		t.Fatalf("unary over TLS: %v", err)
+	}
+	fd, err := tc.FullDuplexCall(ctx)
+	must(t, err)
+	for i := range 3 {
+		must(t, fd.Send(&testpb.StreamingOutputCallRequest{Payload: &testpb.Payload{Body: []byte{byte(i)}}}))
+		if _, err := fd.Recv(); err != nil {
+			t.Fatalf("duplex over TLS: %v", err)
+		}
+	}
+	must(t, fd.CloseSend())
+	if _, err := fd.Recv(); err != io.EOF {
+		t.Errorf("duplex end: %v", err)
+	}
+}
+
+// h2cConn opens a raw HTTP/2 connection with prior knowledge to addr: the
+// preface, an empty SETTINGS, and a Framer on it.
+func h2cConn(t *testing.T, addr string) (net.Conn, *http2.Framer) {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	must(t, err)
+	t.Cleanup(func() { c.Close() })
+	_, err = io.WriteString(c, http2.ClientPreface)
+	must(t, err)
+	fr := http2.NewFramer(c, c)
+	must(t, fr.WriteSettings())
+	return c, fr
+}
+
+// grpcHeaders is the HPACK block of a gRPC call's request headers.
+func grpcHeaders(t *testing.T, extra ...string) []byte {
+	var buf bytes.Buffer
+	enc := hpack.NewEncoder(&buf)
+	kv := append([]string{":method", "POST", ":scheme", "http", ":authority", "proxy", ":path", "/grpc.testing.TestService/EmptyCall",
+		"content-type", "application/grpc", "te", "trailers"}, extra...)
+	for i := 0; i+1 < len(kv); i += 2 {
+		must(t, enc.WriteField(hpack.HeaderField{Name: kv[i], Value: kv[i+1]}))
+	}
+	return buf.Bytes()
+}
+
+// stillServes checks that the proxy answers a gRPC call.
+func stillServes(t *testing.T, addr string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := grpcThrough(t, addr).EmptyCall(ctx, &testpb.Empty{}); err != nil {
+		t.Fatalf("the proxy no longer serves: %v", err)
+	}
+}
+
+// Rapid reset (CVE-2023-44487): a client that opens streams and resets
+// them at once, as fast as it can for at most 2 s, does not take the
+// proxy down; net/http's HTTP/2 server bounds the handlers such a
+// connection can start and closes it.
+func TestH2CRapidResetSurvived(t *testing.T) {
+	_, url := startGRPCBackend(t)
+	p := startProxy(t, baseConfig(url, ""))
+	c, fr := h2cConn(t, p.addr)
+	block := grpcHeaders(t)
+	deadline := time.Now().Add(2 * time.Second)
+	_ = c.SetWriteDeadline(deadline)
+	sent := 0
+	for id := uint32(1); time.Now().Before(deadline) && id < 1<<20; id += 2 {
+		if fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block, EndHeaders: true}) != nil ||
+			fr.WriteRSTStream(id, http2.ErrCodeCancel) != nil {
+			break // the server closed the connection
+		}
+		sent++
+	}
+	t.Logf("rapid reset: %d streams opened and reset before the write failed or 2 s passed", sent)
+	stillServes(t, p.addr)
+}
+
+// CONTINUATION flood (CVE-2023-45288): a header block that never ends is
+// cut at the listener's max_header_bytes and the connection closed,
+// within a bounded time, and the proxy still serves.
+func TestH2CContinuationFloodCut(t *testing.T) {
+	_, url := startGRPCBackend(t)
+	p := startProxy(t, baseConfig(url, ""))
+	c, fr := h2cConn(t, p.addr)
+	must(t, fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: grpcHeaders(t), EndHeaders: false}))
+	junk := grpcHeaders(t, "x-junk", strings.Repeat("j", 4000))
+	deadline := time.Now().Add(3 * time.Second)
+	_ = c.SetDeadline(deadline)
+	written := 0
+	closed := make(chan struct{})
+	go func() { // the server's frames: it closes the connection
+		defer close(closed)
+		for {
+			if _, err := fr.ReadFrame(); err != nil {
+				return
+			}
+		}
+	}()
+	for time.Now().Before(deadline) {
+		if fr.WriteContinuation(1, false, junk) != nil {
+			break
+		}
+		written += len(junk)
+	}
+	select {
+	case <-closed:
+	case <-time.After(4 * time.Second):
+		t.Fatal("the connection is still open")
+	}
+	if written > 8<<20 {
+		t.Errorf("the proxy read %d bytes of one header block before closing", written)
+	}
+	t.Logf("CONTINUATION flood: %d bytes written before the connection closed", written)
+	stillServes(t, p.addr)
+}
+
+// A call whose grpc-status is the service's failure (in the trailers,
+// under HTTP 200) counts as failed for the stage, as a 5xx does; the
+// caller's errors do not.
+func TestGRPCStatusIsTheOutcome(t *testing.T) {
+	_, url := startGRPCBackend(t)
+	p := startProxy(t, baseConfig(url, `stages:
+  - {name: api, match: {grpc_service: grpc.testing.TestService}, controller: static-rate, params: {rate: 100000}}
+`))
+	tc := grpcThrough(t, p.addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, c := range []codes.Code{codes.Internal, codes.Unavailable, codes.NotFound, codes.OK} {
+		req := &testpb.SimpleRequest{}
+		if c != codes.OK {
+			req.ResponseStatus = &testpb.EchoStatus{Code: int32(c), Message: "x"}
+		}
+		if _, err := tc.UnaryCall(ctx, req); status.Code(err) != c {
+			t.Fatalf("code %v, want %v", status.Code(err), c)
+		}
+	}
+	eventually(t, "two failures counted", func() bool {
+		m := p.metricsText(t)
+		return strings.Contains(m, `sluice_requests_total{class="default",outcome="error",stage="api"} 2`) &&
+			strings.Contains(m, `sluice_requests_total{class="default",outcome="completed",stage="api"} 4`)
+	})
+}
+
+// A malformed grpc-timeout is treated as absent and counted: the call is
+// proxied without a deadline, and sluice_hop_invalid_total{header="timeout"}
+// counts it.
+func TestGRPCMalformedTimeoutCounted(t *testing.T) {
+	_, url := startGRPCBackend(t)
+	p := startProxy(t, baseConfig(url, ""))
+	c, fr := h2cConn(t, p.addr)
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	must(t, fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: grpcHeaders(t, "grpc-timeout", "1x"), EndHeaders: true}))
+	// One empty message: the 5-byte gRPC frame header of a zero-length
+	// Empty.
+	must(t, fr.WriteData(1, true, []byte{0, 0, 0, 0, 0}))
+	dec := hpack.NewDecoder(4096, nil)
+	var grpcStatus string
+	for grpcStatus == "" {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("reading the answer: %v", err)
+		}
+		if hf, ok := f.(*http2.HeadersFrame); ok {
+			fields, err := dec.DecodeFull(hf.HeaderBlockFragment())
+			must(t, err)
+			for _, f := range fields {
+				if f.Name == "grpc-status" {
+					grpcStatus = f.Value
+				}
+			}
+		}
+	}
+	if grpcStatus != "0" {
+		t.Errorf("grpc-status %q, want 0: a malformed grpc-timeout is no deadline", grpcStatus)
+	}
+	if m := p.metricsText(t); !strings.Contains(m, `sluice_hop_invalid_total{header="timeout"} 1`) {
+		t.Errorf("the malformed grpc-timeout is not counted:\n%s", grepLines(m, "sluice_hop_invalid_total"))
+	}
+}
