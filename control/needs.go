@@ -134,6 +134,11 @@ func (c *VoigtQueueConfig) Needs() Needs {
 	return Needs{Utilization: NeedOptional, Resources: []Resource{ResourceBandwidth}, PriorityOptIn: true}
 }
 
+// Needs: kratos/aegis BBR's CPU condition reads the runtime's
+// utilization when it has one (a container-aware cgroup reading where
+// configured); without one the condition counts as met.
+func (c *BBRConfig) Needs() Needs { return Needs{Utilization: NeedOptional} }
+
 // Needs: SEDA's paper has classes of its own (one rate per class, lower
 // classes cut first); by priority otherwise only when asked.
 func (c *SEDAConfig) Needs() Needs { return Needs{PriorityOptIn: true} }

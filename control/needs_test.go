@@ -15,7 +15,7 @@ import (
 func TestNeedsOfEveryController(t *testing.T) {
 	want := map[string]Needs{
 		"auto":               {},
-		"bbr":                {}, // reads a utilization when a caller passes one; the proxy passes none (docs/config.md, bbr)
+		"bbr":                {Utilization: NeedOptional}, // the CPU condition reads the runtime's utilization when one is configured (docs/config.md, bbr)
 		"envoy-gradient":     {},
 		"gradient2":          {},
 		"kihl":               {Utilization: NeedRequired, Resources: []Resource{ResourceCPU}, PriorityOptIn: true},

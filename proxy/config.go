@@ -292,6 +292,10 @@ const (
 	UtilizationNone          = "none"
 	UtilizationHost          = "host"
 	UtilizationCgroup        = "cgroup"
+	// UtilizationAuto is "cgroup" (this process's own group) when this
+	// process runs in a CPU-limited cgroup (a quota, or fewer CPUs than
+	// the host's), else "host".
+	UtilizationAuto = "auto"
 	UtilizationBackendHeader = "backend-header"
 	// DefaultUtilizationHeader is the response header a backend reports
 	// its utilization in (what sluice's testbed backends send).
@@ -304,7 +308,9 @@ const (
 type UtilizationConfig struct {
 	// Source is "none" (default: kihl and voigt-cpu hold their setting),
 	// "host" (busy fraction of the host's CPUs, or of a CPU list, from
-	// /proc/stat), "cgroup" (CPU use of a cgroup v2 against its quota),
+	// /proc/stat), "cgroup" (CPU use of a cgroup v2 or v1 against its
+	// quota and cpuset), "auto" ("cgroup" of this process's own group
+	// when it is CPU-limited, else "host"),
 	// "process" (CPU use of one backend process), "pool-busy" (busy
 	// fraction of the backend pool's slots) or "backend-header" (the mean
 	// of the values the servers report in a response header).
@@ -312,8 +318,13 @@ type UtilizationConfig struct {
 	// CPUs restricts "host" to a CPU list such as "0-3,8" (default: all).
 	CPUs string `yaml:"cpus,omitempty"`
 	// Cgroup is the cgroup v2 directory for "cgroup", e.g.
-	// /sys/fs/cgroup/system.slice/app.service.
+	// /sys/fs/cgroup/system.slice/app.service (default: none, meaning the
+	// group this process runs in, v2 or v1, found from /proc/self/cgroup).
 	Cgroup string `yaml:"cgroup,omitempty"`
+	// CgroupCPUs is, for "cgroup" and "auto", the capacity in CPUs the
+	// group's CPU time is divided by, in place of its quota and cpuset
+	// (default 0: the group's limits).
+	CgroupCPUs float64 `yaml:"cgroup_cpus,omitempty"`
 	// PID or Pidfile names the process for "process" (exactly one).
 	PID     int    `yaml:"pid,omitempty"`
 	Pidfile string `yaml:"pidfile,omitempty"`
