@@ -289,13 +289,13 @@ type TimeoutsConfig struct {
 
 // Utilization sources (UtilizationConfig.Source).
 const (
-	UtilizationNone          = "none"
-	UtilizationHost          = "host"
-	UtilizationCgroup        = "cgroup"
+	UtilizationNone   = "none"
+	UtilizationHost   = "host"
+	UtilizationCgroup = "cgroup"
 	// UtilizationAuto is "cgroup" (this process's own group) when this
 	// process runs in a CPU-limited cgroup (a quota, or fewer CPUs than
 	// the host's), else "host".
-	UtilizationAuto = "auto"
+	UtilizationAuto          = "auto"
 	UtilizationBackendHeader = "backend-header"
 	// DefaultUtilizationHeader is the response header a backend reports
 	// its utilization in (what sluice's testbed backends send).
