@@ -22,7 +22,7 @@ func TestNeedsOfEveryController(t *testing.T) {
 		"none":               {},
 		"seda":               {PriorityOptIn: true},
 		"static-concurrency": {OwnQueue: true, SplitBudget: true},
-		"static-rate":        {SplitBudget: true},
+		"static-rate":        {SplitBudget: true, Quota: true},
 		"voigt-cpu":          {Utilization: NeedRequired, Resources: []Resource{ResourceCPU}, PriorityOptIn: true},
 		"voigt-queue":        {Utilization: NeedOptional, Resources: []Resource{ResourceBandwidth}, PriorityOptIn: true},
 		"yaksha":             {PriorityOptIn: true},

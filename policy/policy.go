@@ -79,6 +79,8 @@ type Policy struct {
 	hops    *hopCounts // shared with the successor on reload
 	// defClass is the index of classes.default.
 	defClass int
+	// anyRateLimit: some stage has ratelimit_headers.
+	anyRateLimit bool
 }
 
 // hopCounts counts the hop headers that were malformed or untrusted, by
@@ -110,6 +112,7 @@ type entry struct {
 	name      string
 	st        *stage.Stage
 	longLived time.Duration
+	rateLimit bool // send RateLimit-Policy and RateLimit (ratelimit_headers)
 	fp        fingerprint
 	decisions *atomic.Uint64 // shared with the successor that reuses st
 }
@@ -146,7 +149,7 @@ func New(cfg Config, opts Options) (*Policy, error) {
 	build := func(name string, ctrl control.Config, fp fingerprint, sc *StageConfig) (*entry, error) {
 		e := &entry{idx: len(p.entries), name: name, fp: fp, longLived: DefaultLongLived}
 		if sc != nil {
-			e.longLived = sc.LongLived
+			e.longLived, e.rateLimit = sc.LongLived, sc.RateLimitHeaders
 		}
 		if prev := opts.Previous; prev != nil {
 			if old, ok := prev.byName[name]; ok && old.fp.equal(&fp) {
@@ -181,6 +184,7 @@ func New(cfg Config, opts Options) (*Policy, error) {
 		}
 		p.entries = append(p.entries, e)
 		p.byName[e.name] = e
+		p.anyRateLimit = p.anyRateLimit || e.rateLimit
 	}
 	none := control.DefaultNoneConfig()
 	dfp := fingerprint{ctrl: &none, classes: c.Classes.Order, burst: DefaultBurst, window: DefaultWindow,
@@ -434,8 +438,10 @@ func (p *Policy) Admit(r *http.Request) (sluice.Admission, error) {
 }
 
 // Reject writes the rejection answer for r: the configured status
-// (reject.status, 503 by default), Retry-After in whole seconds
-// (retry_after plus a uniform jitter in [0, retry_jitter], rounded up),
+// (reject.status, 503 by default), Retry-After in whole seconds (the
+// stage's computed wait, stage.Stage.RetryAfter, bounded to
+// [retry_after, retry_after_max], plus a uniform jitter in [0,
+// retry_jitter], rounded up),
 // Cache-Control: no-store and the body:
 // JSON {"error":"overloaded","stage":…,"class":…,"retry_after_s":…}
 // when the client's Accept prefers application/json, the configured
@@ -448,7 +454,14 @@ func (p *Policy) Reject(w http.ResponseWriter, r *http.Request, err error) {
 	if class >= 0 && class < len(p.classes) {
 		cn = p.classes[class]
 	}
-	p.reject.write(w, r, e.idx, e.name, class, cn)
+	var wait time.Duration
+	if e.st != nil {
+		wait = e.st.RetryAfter(time.Now(), class)
+	}
+	if e.rateLimit {
+		writeRateLimit(w.Header(), e, time.Now())
+	}
+	p.reject.write(w, r, e.idx, e.name, class, cn, wait)
 }
 
 // Is reports whether err is a rejection by admission control (as opposed
@@ -469,9 +482,10 @@ type admission struct {
 var admissionPool = sync.Pool{New: func() any { return new(admission) }}
 
 var (
-	_ sluice.Admission      = (*admission)(nil)
-	_ sluice.StreamDeadline = (*admission)(nil)
-	_ sluice.RequestContext = (*admission)(nil)
+	_ sluice.Admission       = (*admission)(nil)
+	_ sluice.ResponseHeaders = (*admission)(nil)
+	_ sluice.StreamDeadline  = (*admission)(nil)
+	_ sluice.RequestContext  = (*admission)(nil)
 )
 
 // Context returns the handler's context: the request's with the

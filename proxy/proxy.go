@@ -289,9 +289,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// Otherwise the client left while queued: nobody to answer.
 		return
 	}
+	g.pol.WriteRateLimit(w.Header(), st.Name(), time.Now())
 	var res share.Reservation
 	if g.shares != nil {
-		if res, err = g.shares.Begin(time.Now(), g.identify(r)); err != nil {
+		c := g.identify(r)
+		g.shares.RateLimit(w.Header(), c)
+		if res, err = g.shares.Begin(time.Now(), c); err != nil {
 			// An explicit rejection by the share policy: not a backend
 			// failure, not a response-time sample.
 			t.Finish(time.Now(), stage.Outcome{OK: true, NoSample: true})
