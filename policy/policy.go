@@ -218,6 +218,15 @@ func (p *Policy) Config() Config { return p.cfg }
 // highest), the class indexes of Classify.
 func (p *Policy) ClassNames() []string { return append([]string(nil), p.classes...) }
 
+// ClassName returns the name of class index c (the default class for an
+// index out of range). It does not allocate.
+func (p *Policy) ClassName(c int) string {
+	if c >= 0 && c < len(p.classes) {
+		return p.classes[c]
+	}
+	return DefaultClass
+}
+
 // Classify returns r's stage (the implicit "default" stage when no stage
 // matches) and class index: the class of a believed priority header, or
 // of the class rules. It does not allocate.

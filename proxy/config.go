@@ -97,6 +97,10 @@ type Config struct {
 	// in-flight requests to complete before closing their connections
 	// (default 30s).
 	DrainTimeout time.Duration `yaml:"drain_timeout"`
+	// Telemetry exports traces and metrics over OTLP beside Prometheus;
+	// without its otlp section nothing is exported. Changing it needs a
+	// restart.
+	Telemetry TelemetryConfig `yaml:"telemetry"`
 	// Config is the admission policy, inline: classes, stages, reject,
 	// shadow, degrade.
 	policy.Config `yaml:",inline"`
@@ -344,6 +348,7 @@ func fieldErr(path, format string, args ...any) error {
 // SetDefaults fills the documented defaults of every unset field,
 // including the policy's.
 func (c *Config) SetDefaults() {
+	c.Telemetry.setDefaults()
 	for i := range c.Listeners {
 		l := &c.Listeners[i]
 		if l.ReadHeaderTimeout == 0 {
@@ -538,6 +543,9 @@ func (c *Config) Validate() error {
 	if err := c.validateCluster(); err != nil {
 		return err
 	}
+	if err := c.Telemetry.validate(); err != nil {
+		return err
+	}
 	return c.validateOverload()
 }
 
@@ -666,7 +674,8 @@ func isLoopbackAddr(addr string) bool {
 func sameListeners(a, b *Config) bool {
 	if len(a.Listeners) != len(b.Listeners) || a.Admin != b.Admin || a.Utilization != b.Utilization ||
 		a.MaxClientConnections != b.MaxClientConnections ||
-		!reflect.DeepEqual(a.Resources, b.Resources) || !reflect.DeepEqual(a.Policer, b.Policer) {
+		!reflect.DeepEqual(a.Resources, b.Resources) || !reflect.DeepEqual(a.Policer, b.Policer) ||
+		!reflect.DeepEqual(a.Telemetry, b.Telemetry) {
 		return false
 	}
 	for i := range a.Listeners {

@@ -126,6 +126,7 @@ func configRules() map[string]*doccheck.Rule {
 		"Client shares":                        {Context: shares},
 		"cluster":                              {Context: clusterCtx},
 		"drain_timeout":                        {Context: self("drain_timeout")},
+		"telemetry":                            {Context: section("telemetry.otlp.")},
 		"classes":                              {Context: classes},
 		"stages":                               {Context: stages},
 		"reject":                               {Context: reject},
