@@ -9,12 +9,13 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/httpx"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/proxy/internal/telemetry"
 	"github.com/sluicehq/sluice/stage"
-	"go.opentelemetry.io/otel/trace"
 )
 
 // TelemetryConfig is the telemetry section: OpenTelemetry export beside
