@@ -381,3 +381,34 @@ func TestCgroupSourceOfThisProcess(t *testing.T) {
 	}
 	t.Logf("cgroup: %s; auto: %s", cg.Describe(), auto.Describe())
 }
+
+// bbr reads the top-level utilization sensor when one is configured
+// (control.Needs: NeedOptional): its CPU condition uses the reading, and a
+// config without a sensor is as before (condition taken as met).
+func TestBBRReadsConfiguredUtilization(t *testing.T) {
+	b := backend(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Sluice-Utilization", "0.3")
+		_, _ = io.WriteString(w, "ok")
+	})
+	for _, tc := range []struct {
+		util, want string
+	}{
+		{"utilization: {source: backend-header}\n", "CPU 0."},
+		{"", "no CPU reading"},
+	} {
+		p := startManual(t, baseConfig(b.URL, tc.util+`stages:
+  - {name: api, match: {path_prefix: /}, controller: bbr, params: {period: 100ms}}
+`))
+		if code, _, _ := get(t, p.url+"/", nil); code != 200 {
+			t.Fatalf("request: %d", code)
+		}
+		st := p.srv.h.gen.Load().pol.Stage("api")
+		ds := st.Step(time.Now().Add(time.Second))
+		if len(ds) != 1 || !strings.Contains(ds[0].Reason, tc.want) {
+			t.Errorf("%q: decisions %+v, want a reason with %q", tc.util, ds, tc.want)
+		}
+		if u := st.Totals(0).Last.Utilization; (u != nil) != (tc.util != "") || (u != nil && *u != 0.3) {
+			t.Errorf("%q: the period's utilization %v", tc.util, u)
+		}
+	}
+}
