@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"compress/gzip"
-	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -265,5 +264,22 @@ func TestTelemetryConfigErrors(t *testing.T) {
 	if err != nil || s.h.tel != nil || s.h.tel.Tracing() {
 		t.Fatalf("default: %v, telemetry %v", err, s.h.tel)
 	}
-	_ = context.Background
+}
+
+// Telemetry cannot change on reload: the running exporters stay, and the
+// reload says a restart is needed.
+func TestTelemetryChangeNeedsRestart(t *testing.T) {
+	rc := newOTLPReceiver(t)
+	be := backend(t, echoHeaders)
+	p := startProxy(t, baseConfig(be.URL, "telemetry:\n  otlp: {endpoint: "+rc.srv.URL+", traces: true}\n"))
+	next, err := Parse("p.yaml", []byte(baseConfig(be.URL, "")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.srv.Apply(next); err == nil || !strings.Contains(err.Error(), "telemetry changed: restart sluice") {
+		t.Fatalf("Apply without telemetry: %v, want a restart-needed error", err)
+	}
+	if !p.srv.h.tel.Tracing() {
+		t.Error("the running exporters were dropped")
+	}
 }
