@@ -65,6 +65,15 @@ type RequestContext interface {
 // qualityKey is the context key of the quality level.
 type qualityKey struct{}
 
+// ResponseHeaders is implemented by an Admission that adds header fields
+// to the response of the request it admitted (the policy package's: the
+// IETF RateLimit fields of a stage with ratelimit_headers). Middleware
+// calls SetResponseHeaders before the handler runs; a handler may
+// overwrite them.
+type ResponseHeaders interface {
+	SetResponseHeaders(h http.Header)
+}
+
 // qualityCtx carries a quality level. It is one allocation, and QualityFrom
 // reads it without boxing the float.
 type qualityCtx struct {
@@ -139,6 +148,9 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if a == nil { // a policy without accounting for this request
 		m.next.ServeHTTP(w, r)
 		return
+	}
+	if h, ok := a.(ResponseHeaders); ok {
+		h.SetResponseHeaders(w.Header())
 	}
 	rw := writerPool.Get().(*responseWriter)
 	rw.reset(w, a)

@@ -69,7 +69,7 @@ var okHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { 
 func TestMiddlewareAdmitsAndRejects(t *testing.T) {
 	p := newPolicy(t, `
 stages: [{name: api, controller: static-rate, params: {rate: 0.001}, burst: 1}]
-reject: {retry_after: 2s}
+reject: {retry_after: 2s, retry_after_max: 2s}
 `)
 	srv := serve(t, sluice.Middleware(p)(okHandler))
 	get := func(accept string) (*http.Response, string) {

@@ -60,6 +60,10 @@ type Needs struct {
 	// SplitBudget: the controller's setting is a fixed budget (Static)
 	// that cluster mode may split across instances.
 	SplitBudget bool
+	// Quota: the controller's setting is a fixed request rate, a quota
+	// the IETF RateLimit header fields can advertise (a stage's
+	// ratelimit_headers).
+	Quota bool
 	// PriorityOptIn: the controller's paper defines its own classes (SEDA)
 	// or none (Yaksha, Andersson & Kihl, Voigt & Gunningberg), so its
 	// stage sheds the lowest priority first only when asked to
@@ -134,6 +138,11 @@ func (c *VoigtQueueConfig) Needs() Needs {
 	return Needs{Utilization: NeedOptional, Resources: []Resource{ResourceBandwidth}, PriorityOptIn: true}
 }
 
+// Needs: kratos/aegis BBR's CPU condition reads the runtime's
+// utilization when it has one (a container-aware cgroup reading where
+// configured); without one the condition counts as met.
+func (c *BBRConfig) Needs() Needs { return Needs{Utilization: NeedOptional} }
+
 // Needs: SEDA's paper has classes of its own (one rate per class, lower
 // classes cut first); by priority otherwise only when asked.
 func (c *SEDAConfig) Needs() Needs { return Needs{PriorityOptIn: true} }
@@ -143,7 +152,7 @@ func (c *SEDAConfig) Needs() Needs { return Needs{PriorityOptIn: true} }
 func (c *YakshaConfig) Needs() Needs { return Needs{PriorityOptIn: true} }
 
 // Needs: a fixed rate is a budget cluster mode may split.
-func (c *StaticRateConfig) Needs() Needs { return Needs{SplitBudget: true} }
+func (c *StaticRateConfig) Needs() Needs { return Needs{SplitBudget: true, Quota: true} }
 
 // Needs: a fixed concurrency limit waits in its own queue and is a budget
 // cluster mode may split.

@@ -15,14 +15,14 @@ import (
 func TestNeedsOfEveryController(t *testing.T) {
 	want := map[string]Needs{
 		"auto":               {},
-		"bbr":                {}, // reads a utilization when a caller passes one; the proxy passes none (docs/config.md, bbr)
+		"bbr":                {Utilization: NeedOptional}, // the CPU condition reads the runtime's utilization when one is configured (docs/config.md, bbr)
 		"envoy-gradient":     {},
 		"gradient2":          {},
 		"kihl":               {Utilization: NeedRequired, Resources: []Resource{ResourceCPU}, PriorityOptIn: true},
 		"none":               {},
 		"seda":               {PriorityOptIn: true},
 		"static-concurrency": {OwnQueue: true, SplitBudget: true},
-		"static-rate":        {SplitBudget: true},
+		"static-rate":        {SplitBudget: true, Quota: true},
 		"voigt-cpu":          {Utilization: NeedRequired, Resources: []Resource{ResourceCPU}, PriorityOptIn: true},
 		"voigt-queue":        {Utilization: NeedOptional, Resources: []Resource{ResourceBandwidth}, PriorityOptIn: true},
 		"yaksha":             {PriorityOptIn: true},

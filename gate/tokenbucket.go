@@ -182,6 +182,26 @@ func (b *TokenBucket) allowAt(now time.Time, ahead float64) bool {
 	}
 }
 
+// WaitAt returns how long after now a request with tolerance ahead (see
+// AllowAheadAt; 0 for AllowAt) would be admitted if nothing else took a
+// token first: max(0, tat − τ − ahead − now), 0 for an infinite rate and
+// math.MaxInt64 for a zero rate. It takes no token.
+func (b *TokenBucket) WaitAt(now time.Time, ahead time.Duration) time.Duration {
+	if b.inf.Load() {
+		return 0
+	}
+	set := b.set.Load()
+	if set == nil || set.rate == 0 {
+		return time.Duration(math.MaxInt64)
+	}
+	t := math.Max(b.ns(now), math.Float64frombits(b.floor.Load()))
+	w := math.Float64frombits(b.tat.Load()) - set.tau - math.Max(float64(ahead), 0) - t
+	if w <= 0 {
+		return 0
+	}
+	return time.Duration(math.Min(w, math.MaxInt64))
+}
+
 // Allow is AllowAt(time.Now()), for live callers.
 func (b *TokenBucket) Allow() bool { return b.AllowAt(time.Now()) }
 

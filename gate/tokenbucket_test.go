@@ -354,3 +354,47 @@ func TestTokenBucketStaleClockReadingDecidedAtLatest(t *testing.T) {
 		}
 	}
 }
+
+// WaitAt is the time to the next admission: 0 while the bucket holds a
+// token, then the refill time of the missing token, less a class's ahead.
+func TestTokenBucketWaitAt(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	b, err := NewTokenBucket(4, 2) // T = 250 ms, τ = 250 ms
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := b.WaitAt(t0, 0); w != 0 {
+		t.Errorf("full bucket: WaitAt = %v, want 0", w)
+	}
+	for range 2 {
+		if !b.AllowAt(t0) {
+			t.Fatal("burst refused")
+		}
+	}
+	if b.AllowAt(t0) {
+		t.Fatal("empty bucket admitted")
+	}
+	// tat = t0 + 500 ms; a token at tat − τ = t0 + 250 ms.
+	if w := b.WaitAt(t0, 0); w != 250*time.Millisecond {
+		t.Errorf("empty bucket: WaitAt = %v, want 250ms", w)
+	}
+	if w := b.WaitAt(t0.Add(100*time.Millisecond), 0); w != 150*time.Millisecond {
+		t.Errorf("100 ms later: WaitAt = %v, want 150ms", w)
+	}
+	if w := b.WaitAt(t0, 100*time.Millisecond); w != 150*time.Millisecond {
+		t.Errorf("ahead 100 ms: WaitAt = %v, want 150ms", w)
+	}
+	if !b.AllowAt(t0.Add(250 * time.Millisecond)) {
+		t.Error("refused at the time WaitAt gave")
+	}
+	if err := b.SetRateAt(t0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if w := b.WaitAt(t0, 0); w != time.Duration(math.MaxInt64) {
+		t.Errorf("rate 0: WaitAt = %v, want forever", w)
+	}
+	inf, _ := NewTokenBucket(math.Inf(1), 1)
+	if w := inf.WaitAt(t0, 0); w != 0 {
+		t.Errorf("rate +Inf: WaitAt = %v", w)
+	}
+}

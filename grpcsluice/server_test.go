@@ -22,12 +22,13 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // A call its stage's gate refuses is RESOURCE_EXHAUSTED with a RetryInfo
 // detail and the grpc-retry-pushback-ms trailer carrying the same
-// pushback, within [retry_after, retry_after + retry_jitter]; the
-// handler never runs; the health service is exempt.
+// pushback: the stage's computed wait (here the next token, ~1000 s
+// away) bounded to [retry_after, retry_after_max], plus up to
+// retry_jitter; the handler never runs; the health service is exempt.
 func TestShedIsResourceExhaustedWithRetryInfo(t *testing.T) {
 	pol := newPolicy(t, `
 stages: [{name: api, match: {path_prefix: /}, controller: static-rate, params: {rate: 0.001}, burst: 1}]
-reject: {retry_after: 2s, retry_jitter: 1s}`)
+reject: {retry_after: 2s, retry_after_max: 2s, retry_jitter: 1s}`)
 	svc := &service{}
 	cc := bufDial(t, NewServer(pol, ServerOptions{}), svc)
 	tc := testpb.NewTestServiceClient(cc)

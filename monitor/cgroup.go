@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -15,37 +16,72 @@ import (
 	"time"
 )
 
-// Cgroup measures the CPU utilization of a cgroup v2 group (a container,
-// a systemd service) against the CPU capacity the group may use:
+// Cgroup measures the CPU utilization of a cgroup (a container, a
+// systemd service, a Kubernetes pod's container), v2 or v1, against the
+// CPU capacity the group may use:
 //
 //	utilization = Δusage / (Δwall · capacity)
 //
-// clamped to [0, 1], where usage is usage_usec from <dir>/cpu.stat and
-// capacity, in CPUs, comes from the group's limits, re-read at every call
+// clamped to [0, 1], where usage is the group's CPU time (v2: usage_usec
+// in <dir>/cpu.stat; v1: cpuacct.usage, nanoseconds, in the cpuacct
+// directory) and capacity, in CPUs, is the override given to
+// NewCgroupAt, else comes from the group's limits, re-read at every call
 // so that a changed limit takes effect at once:
 //
-//   - <dir>/cpu.max "quota period" gives quota/period CPUs; if
-//     <dir>/cpuset.cpus.effective lists fewer CPUs than that, the smaller
-//     number is used (a group cannot run on more CPUs than it has);
-//   - cpu.max "max …", or no cpu.max at all (the root group has none),
-//     means no quota: the number of CPUs in cpuset.cpus.effective if the
-//     file exists and is not empty, else runtime.NumCPU().
+//   - the quota: v2 <dir>/cpu.max "quota period", v1
+//     cpu.cfs_quota_us / cpu.cfs_period_us, gives quota/period CPUs; if
+//     the cpuset (v2 <dir>/cpuset.cpus.effective, v1
+//     cpuset.effective_cpus or cpuset.cpus) lists fewer CPUs than that,
+//     the smaller number is used (a group cannot run on more CPUs than it
+//     has);
+//   - no quota (v2 cpu.max "max …" or no cpu.max at all, as in the root
+//     group; v1 cfs_quota_us -1) means the number of CPUs in the cpuset if
+//     it is known and not empty, else runtime.NumCPU().
 //
 // Readings above 1 (the usage counter and the caller's clock read at
 // slightly different instants, or cpu.max.burst letting the group run past
 // its quota for a while) are clamped to 1.
 //
-// The prometheus/procfs module has no reader for cgroup v2 cpu.stat, so
-// this small key/value file is parsed here.
+// The prometheus/procfs module has no reader for cgroup v2 cpu.stat or the
+// v1 cpu and cpuacct files, so these small files are parsed here.
 //
 // Cgroup is safe for concurrent use. The zero value is not usable; create
-// one with NewCgroup.
+// one with NewCgroup or NewCgroupAt.
 type Cgroup struct {
-	dir string
+	paths CgroupPaths
+	cpus  float64 // capacity override in CPUs, 0 for the group's limits
 
 	mu        sync.Mutex
-	prevUsage int64 // usage_usec at prevAt
+	prevUsage int64 // CPU time at prevAt, nanoseconds
 	prevAt    time.Time
+}
+
+// CgroupPaths locates the CPU files of one cgroup.
+type CgroupPaths struct {
+	// Version is 2 (the unified hierarchy) or 1.
+	Version int
+	// Dir is, for v2, the group's directory (cpu.stat, cpu.max,
+	// cpuset.cpus.effective); for v1, the group's directory in the cpu
+	// controller's hierarchy (cpu.cfs_quota_us, cpu.cfs_period_us).
+	Dir string
+	// CPUAcct is, for v1, the group's directory in the cpuacct hierarchy
+	// (cpuacct.usage); often the same directory as Dir ("cpu,cpuacct").
+	CPUAcct string
+	// CPUSet is, for v1, the group's directory in the cpuset hierarchy, or
+	// "" when the cpuset controller is not mounted.
+	CPUSet string
+}
+
+// String returns "v2 <dir>" or "v1 <dir>" (with the cpuacct directory when
+// it differs).
+func (p CgroupPaths) String() string {
+	if p.Version == 1 {
+		if p.CPUAcct != "" && p.CPUAcct != p.Dir {
+			return "v1 " + p.Dir + " (cpuacct " + p.CPUAcct + ")"
+		}
+		return "v1 " + p.Dir
+	}
+	return "v2 " + p.Dir
 }
 
 // NewCgroup returns a source for the cgroup v2 directory dir (for example
@@ -53,7 +89,27 @@ type Cgroup struct {
 // now. It returns an error naming the file if cpu.stat, cpu.max or
 // cpuset.cpus.effective cannot be read or parsed.
 func NewCgroup(dir string, now time.Time) (*Cgroup, error) {
-	c := &Cgroup{dir: dir}
+	return NewCgroupAt(CgroupPaths{Version: 2, Dir: dir}, 0, now)
+}
+
+// NewCgroupAt returns a source for the group at p (from DetectCgroup, or
+// written out) and takes its first reading at now. cpus, when positive,
+// is the capacity in CPUs the usage is divided by, in place of the
+// group's quota and cpuset (an operator who knows better: a quota set
+// above the group, a burst allowance); 0 reads the limits. It returns an
+// error naming the file if a usage or limit file cannot be read or
+// parsed, and an error if cpus is negative, NaN or infinite.
+func NewCgroupAt(p CgroupPaths, cpus float64, now time.Time) (*Cgroup, error) {
+	if p.Version != 1 && p.Version != 2 {
+		return nil, fmt.Errorf("monitor: cgroup: version %d is not 1 or 2", p.Version)
+	}
+	if p.Version == 1 && p.CPUAcct == "" {
+		p.CPUAcct = p.Dir
+	}
+	if cpus < 0 || math.IsNaN(cpus) || math.IsInf(cpus, 0) {
+		return nil, fmt.Errorf("monitor: cgroup: capacity %v CPUs is invalid: must be > 0, or 0 for the group's limits", cpus)
+	}
+	c := &Cgroup{paths: p, cpus: cpus}
 	usage, err := c.usage()
 	if err != nil {
 		return nil, err
@@ -65,9 +121,23 @@ func NewCgroup(dir string, now time.Time) (*Cgroup, error) {
 	return c, nil
 }
 
-// usage returns usage_usec from cpu.stat, in microseconds.
+// Paths returns where the group's files are.
+func (c *Cgroup) Paths() CgroupPaths { return c.paths }
+
+// usage returns the group's CPU time in nanoseconds.
 func (c *Cgroup) usage() (int64, error) {
-	path := filepath.Join(c.dir, "cpu.stat")
+	if c.paths.Version == 1 {
+		path := filepath.Join(c.paths.CPUAcct, "cpuacct.usage")
+		v, err := readInt(path)
+		if err != nil {
+			return 0, err
+		}
+		if v < 0 {
+			return 0, fmt.Errorf("monitor: cgroup: %s: %d is not a count of nanoseconds", path, v)
+		}
+		return v, nil
+	}
+	path := filepath.Join(c.paths.Dir, "cpu.stat")
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return 0, fmt.Errorf("monitor: cgroup: %w", err)
@@ -79,21 +149,38 @@ func (c *Cgroup) usage() (int64, error) {
 			continue
 		}
 		v, err := strconv.ParseInt(strings.TrimSpace(val), 10, 64)
-		if err != nil || v < 0 {
+		if err != nil || v < 0 || v > math.MaxInt64/1000 {
 			return 0, fmt.Errorf("monitor: cgroup: %s:%d: usage_usec %q is not a count of microseconds", path, line, val)
 		}
-		return v, nil
+		return v * 1000, nil
 	}
 	if err := sc.Err(); err != nil {
 		return 0, fmt.Errorf("monitor: cgroup: read %s: %w", path, err)
 	}
-	return 0, fmt.Errorf("monitor: cgroup: %s has no usage_usec line (is %s a cgroup v2 directory with the cpu controller?)", path, c.dir)
+	return 0, fmt.Errorf("monitor: cgroup: %s has no usage_usec line (is %s a cgroup v2 directory with the cpu controller?)", path, c.paths.Dir)
+}
+
+// readInt reads a file holding one decimal integer (v1 cgroup files).
+func readInt(path string) (int64, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0, fmt.Errorf("monitor: cgroup: %w", err)
+	}
+	s := strings.TrimSpace(string(data))
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("monitor: cgroup: %s: %q is not an integer", path, s)
+	}
+	return v, nil
 }
 
 // Capacity returns the number of CPUs the group may use now, as described
 // on Cgroup. It returns an error naming the file if a limit file exists
 // but cannot be read or parsed.
 func (c *Cgroup) Capacity() (float64, error) {
+	if c.cpus > 0 {
+		return c.cpus, nil
+	}
 	quota, hasQuota, err := c.quota()
 	if err != nil {
 		return 0, err
@@ -113,10 +200,44 @@ func (c *Cgroup) Capacity() (float64, error) {
 	return float64(runtime.NumCPU()), nil
 }
 
-// quota parses cpu.max: "max [period]" or "quota period" (microseconds).
-// It reports ok = false when there is no quota or no cpu.max file.
+// Limited reports whether the group's CPU is limited below this host's:
+// a quota, or a cpuset with fewer CPUs than runtime.NumCPU(). The
+// capacity override does not count.
+func (c *Cgroup) Limited() (bool, error) {
+	_, hasQuota, err := c.quota()
+	if err != nil || hasQuota {
+		return hasQuota, err
+	}
+	set, hasSet, err := c.cpuset()
+	return hasSet && set < runtime.NumCPU(), err
+}
+
+// quota returns the group's quota in CPUs. It reports ok = false when
+// there is no quota or no quota file.
 func (c *Cgroup) quota() (cpus float64, ok bool, err error) {
-	path := filepath.Join(c.dir, "cpu.max")
+	if c.paths.Version == 1 {
+		qPath := filepath.Join(c.paths.Dir, "cpu.cfs_quota_us")
+		if _, err := os.Stat(qPath); errors.Is(err, fs.ErrNotExist) {
+			return 0, false, nil
+		}
+		q, err := readInt(qPath)
+		if err != nil {
+			return 0, false, err
+		}
+		if q < 0 {
+			return 0, false, nil // -1: no quota
+		}
+		pPath := filepath.Join(c.paths.Dir, "cpu.cfs_period_us")
+		p, err := readInt(pPath)
+		if err != nil {
+			return 0, false, err
+		}
+		if q == 0 || p <= 0 {
+			return 0, false, fmt.Errorf("monitor: cgroup: %s / %s: %d/%d is not a quota over a period in microseconds", qPath, pPath, q, p)
+		}
+		return float64(q) / float64(p), true, nil
+	}
+	path := filepath.Join(c.paths.Dir, "cpu.max")
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0, false, nil
@@ -140,25 +261,34 @@ func (c *Cgroup) quota() (cpus float64, ok bool, err error) {
 	return float64(q) / float64(p), true, nil
 }
 
-// cpuset counts the CPUs in cpuset.cpus.effective. It reports ok = false
+// cpuset counts the CPUs of the group's cpuset. It reports ok = false
 // when the file does not exist or is empty (no cpuset controller).
 func (c *Cgroup) cpuset() (n int, ok bool, err error) {
-	path := filepath.Join(c.dir, "cpuset.cpus.effective")
-	data, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return 0, false, nil
+	var paths []string
+	switch {
+	case c.paths.Version == 2:
+		paths = []string{filepath.Join(c.paths.Dir, "cpuset.cpus.effective")}
+	case c.paths.CPUSet != "":
+		paths = []string{filepath.Join(c.paths.CPUSet, "cpuset.effective_cpus"), filepath.Join(c.paths.CPUSet, "cpuset.cpus")}
 	}
-	if err != nil {
-		return 0, false, fmt.Errorf("monitor: cgroup: %w", err)
+	for _, path := range paths {
+		data, err := os.ReadFile(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return 0, false, fmt.Errorf("monitor: cgroup: %w", err)
+		}
+		if strings.TrimSpace(string(data)) == "" {
+			return 0, false, nil
+		}
+		cpus, err := ParseCPUList(string(data))
+		if err != nil {
+			return 0, false, fmt.Errorf("monitor: cgroup: %s: %w", path, err)
+		}
+		return len(cpus), true, nil
 	}
-	if strings.TrimSpace(string(data)) == "" {
-		return 0, false, nil
-	}
-	cpus, err := ParseCPUList(string(data))
-	if err != nil {
-		return 0, false, fmt.Errorf("monitor: cgroup: %s: %w", path, err)
-	}
-	return len(cpus), true, nil
+	return 0, false, nil
 }
 
 // Utilization returns the group's CPU usage since the previous reading as
@@ -180,18 +310,35 @@ func (c *Cgroup) Utilization(now time.Time) (float64, error) {
 	}
 	wall := now.Sub(c.prevAt)
 	if wall <= 0 {
-		return 0, fmt.Errorf("monitor: cgroup %s: %w (now %v, previous %v)", c.dir, ErrNoTimeElapsed, now, c.prevAt)
+		return 0, fmt.Errorf("monitor: cgroup %s: %w (now %v, previous %v)", c.paths.Dir, ErrNoTimeElapsed, now, c.prevAt)
 	}
 	dUsage := usage - c.prevUsage
 	if dUsage < 0 {
-		err := fmt.Errorf("monitor: cgroup: %s: usage_usec went backwards (%d → %d); taking a new baseline", filepath.Join(c.dir, "cpu.stat"), c.prevUsage, usage)
+		err := fmt.Errorf("monitor: cgroup: %s: the CPU usage went backwards (%d ns → %d ns); taking a new baseline", c.usagePath(), c.prevUsage, usage)
 		c.prevUsage, c.prevAt = usage, now
 		return 0, err
 	}
 	c.prevUsage, c.prevAt = usage, now
-	wallUsec := float64(wall) / float64(time.Microsecond)
-	return clamp01(float64(dUsage) / (wallUsec * capacity)), nil
+	return clamp01(float64(dUsage) / (float64(wall) * capacity)), nil
 }
 
-// Describe returns "cgroup <dir>".
-func (c *Cgroup) Describe() string { return "cgroup " + c.dir }
+// usagePath is the file the usage is read from.
+func (c *Cgroup) usagePath() string {
+	if c.paths.Version == 1 {
+		return filepath.Join(c.paths.CPUAcct, "cpuacct.usage")
+	}
+	return filepath.Join(c.paths.Dir, "cpu.stat")
+}
+
+// Describe returns "cgroup <dir>" for a v2 group, "cgroup v1 <dir>" for a
+// v1 group, followed by ", N CPUs" when the capacity is overridden.
+func (c *Cgroup) Describe() string {
+	d := "cgroup " + c.paths.Dir
+	if c.paths.Version == 1 {
+		d = "cgroup " + c.paths.String()
+	}
+	if c.cpus > 0 {
+		d += fmt.Sprintf(", %g CPUs", c.cpus)
+	}
+	return d
+}

@@ -151,6 +151,10 @@ type StageConfig struct {
 	// concurrency slot (default 30s). WebSocket upgrades and
 	// text/event-stream responses are streams from the start.
 	LongLived time.Duration `yaml:"long_lived"`
+	// RateLimitHeaders sends the IETF RateLimit-Policy and RateLimit
+	// fields (draft-ietf-httpapi-ratelimit-headers-10) on the stage's
+	// answers, admitted and rejected (default false; static-rate only).
+	RateLimitHeaders bool `yaml:"ratelimit_headers"`
 	// Priority is how a stage with several classes sheds its lowest
 	// classes first (docs/hops.md).
 	Priority PriorityConfig `yaml:"priority"`
@@ -207,9 +211,17 @@ type QueueConfig struct {
 type RejectConfig struct {
 	// Status is the HTTP status, within 400–599 (default 503).
 	Status int `yaml:"status"`
-	// RetryAfter is the Retry-After value (default 1s; sent in whole
-	// seconds, rounded up; must be > 0).
+	// RetryAfter is the least Retry-After value (default 1s; sent in
+	// whole seconds, rounded up; must be > 0). Retry-After is computed
+	// from the rejecting stage's state (stage.Stage.RetryAfter: the time
+	// to the class's next token, the drain time of the queue ahead, or
+	// the controller's next adjustment) and bounded to
+	// [RetryAfter, RetryAfterMax].
 	RetryAfter time.Duration `yaml:"retry_after"`
+	// RetryAfterMax is the greatest computed Retry-After value (default
+	// 30s, or retry_after when that is larger); equal to RetryAfter, the
+	// value is fixed.
+	RetryAfterMax time.Duration `yaml:"retry_after_max"`
 	// RetryJitter adds a uniformly random 0..jitter to Retry-After so that
 	// rejected clients do not retry in step (default 0).
 	RetryJitter time.Duration `yaml:"retry_jitter"`

@@ -79,6 +79,8 @@ type Policy struct {
 	hops    *hopCounts // shared with the successor on reload
 	// defClass is the index of classes.default.
 	defClass int
+	// anyRateLimit: some stage has ratelimit_headers.
+	anyRateLimit bool
 }
 
 // hopCounts counts the hop headers that were malformed or untrusted, by
@@ -110,6 +112,7 @@ type entry struct {
 	name      string
 	st        *stage.Stage
 	longLived time.Duration
+	rateLimit bool // send RateLimit-Policy and RateLimit (ratelimit_headers)
 	fp        fingerprint
 	decisions *atomic.Uint64 // shared with the successor that reuses st
 }
@@ -146,7 +149,7 @@ func New(cfg Config, opts Options) (*Policy, error) {
 	build := func(name string, ctrl control.Config, fp fingerprint, sc *StageConfig) (*entry, error) {
 		e := &entry{idx: len(p.entries), name: name, fp: fp, longLived: DefaultLongLived}
 		if sc != nil {
-			e.longLived = sc.LongLived
+			e.longLived, e.rateLimit = sc.LongLived, sc.RateLimitHeaders
 		}
 		if prev := opts.Previous; prev != nil {
 			if old, ok := prev.byName[name]; ok && old.fp.equal(&fp) {
@@ -181,6 +184,7 @@ func New(cfg Config, opts Options) (*Policy, error) {
 		}
 		p.entries = append(p.entries, e)
 		p.byName[e.name] = e
+		p.anyRateLimit = p.anyRateLimit || e.rateLimit
 	}
 	none := control.DefaultNoneConfig()
 	dfp := fingerprint{ctrl: &none, classes: c.Classes.Order, burst: DefaultBurst, window: DefaultWindow,
@@ -213,6 +217,15 @@ func (p *Policy) Config() Config { return p.cfg }
 // ClassNames returns the class names in priority order (index 0 is the
 // highest), the class indexes of Classify.
 func (p *Policy) ClassNames() []string { return append([]string(nil), p.classes...) }
+
+// ClassName returns the name of class index c (the default class for an
+// index out of range). It does not allocate.
+func (p *Policy) ClassName(c int) string {
+	if c >= 0 && c < len(p.classes) {
+		return p.classes[c]
+	}
+	return DefaultClass
+}
 
 // Classify returns r's stage (the implicit "default" stage when no stage
 // matches) and class index: the class of a believed priority header, or
@@ -441,8 +454,10 @@ func (p *Policy) AdmitContext(ctx context.Context, r *http.Request) (sluice.Admi
 }
 
 // Reject writes the rejection answer for r: the configured status
-// (reject.status, 503 by default), Retry-After in whole seconds
-// (retry_after plus a uniform jitter in [0, retry_jitter], rounded up),
+// (reject.status, 503 by default), Retry-After in whole seconds (the
+// stage's computed wait, stage.Stage.RetryAfter, bounded to
+// [retry_after, retry_after_max], plus a uniform jitter in [0,
+// retry_jitter], rounded up),
 // Cache-Control: no-store and the body:
 // JSON {"error":"overloaded","stage":…,"class":…,"retry_after_s":…}
 // when the client's Accept prefers application/json, the configured
@@ -455,7 +470,14 @@ func (p *Policy) Reject(w http.ResponseWriter, r *http.Request, err error) {
 	if class >= 0 && class < len(p.classes) {
 		cn = p.classes[class]
 	}
-	p.reject.write(w, r, e.idx, e.name, class, cn)
+	var wait time.Duration
+	if e.st != nil {
+		wait = e.st.RetryAfter(time.Now(), class)
+	}
+	if e.rateLimit {
+		writeRateLimit(w.Header(), e, time.Now())
+	}
+	p.reject.write(w, r, e.idx, e.name, class, cn, wait)
 }
 
 // Rejection is what a rejection says, for a caller that answers it in
@@ -464,9 +486,9 @@ type Rejection struct {
 	// Stage and Class name the rejected request's stage and class.
 	Stage, Class string
 	// RetryAfter is the delay the caller is asked to wait before trying
-	// again: reject.retry_after plus a uniform jitter in [0,
-	// reject.retry_jitter], drawn as Reject draws it (Reject then rounds
-	// it up to whole seconds).
+	// again: the stage's computed wait bounded to [retry_after,
+	// retry_after_max] plus a uniform jitter in [0, retry_jitter], drawn
+	// as Reject draws it (Reject then rounds it up to whole seconds).
 	RetryAfter time.Duration
 }
 
@@ -477,7 +499,11 @@ func (p *Policy) Rejection(r *http.Request) Rejection {
 	if class >= 0 && class < len(p.classes) {
 		cn = p.classes[class]
 	}
-	return Rejection{Stage: e.name, Class: cn, RetryAfter: p.reject.retryDelay()}
+	var wait time.Duration
+	if e.st != nil {
+		wait = e.st.RetryAfter(time.Now(), class)
+	}
+	return Rejection{Stage: e.name, Class: cn, RetryAfter: p.reject.retryDelay(wait)}
 }
 
 // CountInvalid counts a hop value that was malformed and treated as
@@ -507,9 +533,10 @@ type admission struct {
 var admissionPool = sync.Pool{New: func() any { return new(admission) }}
 
 var (
-	_ sluice.Admission      = (*admission)(nil)
-	_ sluice.StreamDeadline = (*admission)(nil)
-	_ sluice.RequestContext = (*admission)(nil)
+	_ sluice.Admission       = (*admission)(nil)
+	_ sluice.ResponseHeaders = (*admission)(nil)
+	_ sluice.StreamDeadline  = (*admission)(nil)
+	_ sluice.RequestContext  = (*admission)(nil)
 )
 
 // Context returns the handler's context: the request's with the

@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"math"
 	"math/rand/v2"
+	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
@@ -410,4 +413,91 @@ func TestAdmitDoesNotAllocate(t *testing.T) {
 			t.Fatalf("Admit+Done: %v allocs, want %v", n, c.allocs)
 		}
 	}
+}
+
+// Retry-After is computed from the rejecting stage's state and bounded to
+// [retry_after, retry_after_max]: a static rate of 0.2/s has its next
+// token 5 s away, one of 0.01/s 100 s away (capped), one of 4/s 250 ms
+// away (raised to the least value).
+func TestRejectRetryAfterFromStage(t *testing.T) {
+	for _, tc := range []struct {
+		rate  string
+		extra string
+		want  string
+	}{
+		{"0.2", "", "5"},
+		{"0.01", "", "30"},
+		{"0.01", "\nreject: {retry_after_max: 1m}", "60"},
+		{"0.01", "\nreject: {retry_after: 2s, retry_after_max: 2s}", "2"},
+		{"4", "", "1"},
+	} {
+		p := build(t, "stages: [{name: s, controller: static-rate, params: {rate: "+tc.rate+"}, burst: 1}]"+tc.extra, Options{})
+		r := request("GET", "/", "192.0.2.1:1")
+		a, err := p.Admit(r)
+		if err != nil {
+			t.Fatalf("rate %s: first request: %v", tc.rate, err)
+		}
+		a.Done(true)
+		_, err = p.Admit(r)
+		if !Is(err) {
+			t.Fatalf("rate %s: second request: %v, want a rejection", tc.rate, err)
+		}
+		w := httptest.NewRecorder()
+		p.Reject(w, r, err)
+		if got := w.Header().Get("Retry-After"); got != tc.want {
+			t.Errorf("rate %s%s: Retry-After %q, want %q", tc.rate, tc.extra, got, tc.want)
+		}
+	}
+}
+
+// A static-rate stage with ratelimit_headers advertises its bucket in the
+// IETF fields (draft-ietf-httpapi-ratelimit-headers-10), on admitted
+// answers and rejections, with values from the gate's state.
+func TestRateLimitHeaders(t *testing.T) {
+	p := build(t, `
+stages:
+  - {name: api, match: {path_prefix: /api/}, controller: static-rate, params: {rate: 2}, burst: 4, ratelimit_headers: true}
+  - {name: other, match: {path_prefix: /y}, controller: static-rate, params: {rate: 2}, burst: 4}`, Options{})
+	st := p.Stage("api")
+	h := okHandler(t, p)
+	for i := range 4 {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, request("GET", "/api/x", "192.0.2.1:1"))
+		if w.Code != 200 {
+			t.Fatalf("request %d: %d", i, w.Code)
+		}
+		q, _ := st.Quota(time.Now())
+		// Whole tokens left and seconds to a full bucket, as the gate has them.
+		wantR := int(math.Floor(q.Tokens))
+		wantT := int(math.Ceil((4 - q.Tokens) / 2))
+		if got := w.Header().Get("RateLimit-Policy"); got != `"api";q=4;w=2` {
+			t.Errorf("request %d: RateLimit-Policy %q", i, got)
+		}
+		// The gate refills between the answer and the check: allow one
+		// token's worth of drift, not more.
+		got := w.Header().Get("RateLimit")
+		var r, tt int
+		if _, err := fmt.Sscanf(got, `"api";r=%d;t=%d`, &r, &tt); err != nil {
+			t.Fatalf("request %d: RateLimit %q: %v", i, got, err)
+		}
+		if r != 3-i || (r != wantR && r != wantR-1) || (tt != wantT && tt != wantT+1) || tt < 1 {
+			t.Errorf("request %d: RateLimit %q; gate now holds %.3f tokens (r %d, t %d)", i, got, q.Tokens, wantR, wantT)
+		}
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, request("GET", "/api/x", "192.0.2.1:1"))
+	if w.Code != 503 || w.Header().Get("RateLimit") != `"api";r=0;t=2` || w.Header().Get("RateLimit-Policy") != `"api";q=4;w=2` {
+		t.Errorf("rejection: %d RateLimit %q Policy %q", w.Code, w.Header().Get("RateLimit"), w.Header().Get("RateLimit-Policy"))
+	}
+	// A stage without the option sends neither field.
+	w = httptest.NewRecorder()
+	h.ServeHTTP(w, request("GET", "/y", "192.0.2.1:1"))
+	if w.Header().Get("RateLimit") != "" || w.Header().Get("RateLimit-Policy") != "" {
+		t.Errorf("stage without ratelimit_headers: %v", w.Header())
+	}
+}
+
+func okHandler(t *testing.T, p *Policy) http.Handler {
+	t.Helper()
+	return sluice.Middleware(p)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 }

@@ -37,7 +37,8 @@ type executor interface {
 // and Retry-After value and then reused.
 type rejecter struct {
 	status    int
-	retry     time.Duration
+	retry     time.Duration // least value
+	retryMax  time.Duration // greatest value before jitter
 	jitter    time.Duration
 	ctype     string
 	mediaType string
@@ -58,7 +59,7 @@ type rendered struct {
 }
 
 func newRejecter(r *RejectConfig, mediaType string) (*rejecter, error) {
-	rej := &rejecter{status: r.Status, retry: r.RetryAfter, jitter: r.RetryJitter, ctype: r.ContentType, mediaType: mediaType}
+	rej := &rejecter{status: r.Status, retry: r.RetryAfter, retryMax: max(r.RetryAfterMax, r.RetryAfter), jitter: r.RetryJitter, ctype: r.ContentType, mediaType: mediaType}
 	var err error
 	if mediaType == "text/html" {
 		rej.tmpl, err = htmltemplate.New("reject").Parse(r.Body)
@@ -75,7 +76,7 @@ func newRejecter(r *RejectConfig, mediaType string) (*rejecter, error) {
 // random source of the jitter (nil: the global source).
 func (r *rejecter) bind(stages, classes int, rng *rand.Rand) {
 	r.rng = rng
-	n := int(r.jitter/time.Second) + 2
+	n := ceilSecs(r.retryMax+r.jitter) - ceilSecs(r.retry) + 1
 	n = min(n, maxCachedRetry)
 	r.cache = make([][][]atomic.Pointer[rendered], stages)
 	for i := range r.cache {
@@ -91,14 +92,15 @@ func ceilSecs(d time.Duration) int {
 	return int((d + time.Second - 1) / time.Second)
 }
 
-// retrySecs draws the Retry-After value: ⌈(retry_after + U·jitter)/1s⌉
-// with U uniform in [0, 1].
-func (r *rejecter) retrySecs() int { return ceilSecs(r.retryDelay()) }
+// retrySecs draws the Retry-After value for a stage's computed wait d:
+// ⌈retryDelay(d)/1s⌉.
+func (r *rejecter) retrySecs(d time.Duration) int { return ceilSecs(r.retryDelay(d)) }
 
-// retryDelay draws the delay a rejected caller is asked to wait:
-// retry_after + U·jitter, U uniform in [0, 1].
-func (r *rejecter) retryDelay() time.Duration {
-	d := r.retry
+// retryDelay draws the delay a rejected caller is asked to wait for a
+// stage's computed wait d: clamp(d, retry_after, retry_after_max) +
+// U·jitter, U uniform in [0, 1].
+func (r *rejecter) retryDelay(d time.Duration) time.Duration {
+	d = min(max(d, r.retry), r.retryMax)
 	if r.jitter > 0 {
 		var j int64
 		if r.rng != nil {
@@ -143,9 +145,10 @@ func (r *rejecter) render(stageName, className string, secs int) *rendered {
 	return &rendered{secs: strconv.Itoa(secs), text: buf.Bytes(), json: append(j, '\n')}
 }
 
-// write writes the rejection.
-func (r *rejecter) write(w http.ResponseWriter, req *http.Request, stageIdx int, stageName string, class int, className string) {
-	b := r.body(stageIdx, stageName, class, className, r.retrySecs())
+// write writes the rejection; wait is the stage's computed Retry-After
+// before bounds and jitter.
+func (r *rejecter) write(w http.ResponseWriter, req *http.Request, stageIdx int, stageName string, class int, className string, wait time.Duration) {
+	b := r.body(stageIdx, stageName, class, className, r.retrySecs(wait))
 	data, ct := b.text, r.ctype
 	if prefersJSON(req.Header["Accept"], r.mediaType) {
 		data, ct = b.json, "application/json"

@@ -36,6 +36,7 @@ const (
 	DefaultLongLived     = 30 * time.Second
 	DefaultRejectStatus  = 503
 	DefaultRetryAfter    = time.Second
+	DefaultRetryAfterMax = 30 * time.Second
 	DefaultContentType   = "text/plain; charset=utf-8"
 	DefaultRejectBody    = "503 overloaded: stage {{.Stage}} is shedding load; retry after {{.RetryAfter}} s\n"
 	DefaultDegradeHeader = "X-Sluice-Quality"
@@ -117,6 +118,9 @@ func (c *Config) SetDefaults() {
 	}
 	if c.Reject.RetryAfter == 0 {
 		c.Reject.RetryAfter = DefaultRetryAfter
+	}
+	if c.Reject.RetryAfterMax == 0 {
+		c.Reject.RetryAfterMax = max(DefaultRetryAfterMax, c.Reject.RetryAfter)
 	}
 	if c.Reject.ContentType == "" {
 		c.Reject.ContentType = DefaultContentType
@@ -436,6 +440,10 @@ func compileStage(c *Config, i int, classes map[string]int) (compiledStage, clas
 	if err := decodeParams(p+".params", &s.Params, ctrl); err != nil {
 		return compiledStage{}, rule, err
 	}
+	if s.RateLimitHeaders && !control.NeedsOf(ctrl).Quota {
+		return compiledStage{}, rule, fieldErr(p+".ratelimit_headers", "is only for a stage with a fixed quota (controller %s), not %s",
+			control.NamesWhereText(func(n control.Needs) bool { return n.Quota }), s.Controller)
+	}
 	differentiate := s.Differentiate == nil || *s.Differentiate
 	sortedTargets := make([]string, 0, len(s.ClassTargets))
 	for name := range s.ClassTargets {
@@ -585,6 +593,9 @@ func compileReject(r *RejectConfig) (*rejecter, error) {
 	}
 	if r.RetryAfter <= 0 {
 		return nil, fieldErr("reject.retry_after", "%v must be > 0 (clients need a Retry-After)", r.RetryAfter)
+	}
+	if r.RetryAfterMax < r.RetryAfter {
+		return nil, fieldErr("reject.retry_after_max", "%v must be ≥ retry_after (%v); equal to it sends a fixed Retry-After", r.RetryAfterMax, r.RetryAfter)
 	}
 	if r.RetryJitter < 0 {
 		return nil, fieldErr("reject.retry_jitter", "%v must be ≥ 0", r.RetryJitter)

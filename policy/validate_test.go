@@ -112,6 +112,10 @@ reject: {status: 600}`, "reject.status", "600"},
 reject: {retry_after: -1s}`, "reject.retry_after", "-1s"},
 		{"negative jitter", `
 reject: {retry_jitter: -1s}`, "reject.retry_jitter", "-1s"},
+		{"ratelimit headers on an adaptive stage", `
+stages: [{name: a, controller: seda, params: {target: 100ms}, ratelimit_headers: true}]`, "stages[0].ratelimit_headers", "only for a stage with a fixed quota (controller static-rate), not seda"},
+		{"retry max below min", `
+reject: {retry_after: 5s, retry_after_max: 2s}`, "reject.retry_after_max", "must be ≥ retry_after"},
 		{"bad template", `
 reject: {body: "{{.Stage"}`, "reject.body", "unclosed action"},
 		{"template field", `

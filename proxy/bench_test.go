@@ -65,13 +65,30 @@ func BenchmarkHandler(b *testing.B) {
 		b.Fatal(err)
 	}
 	srv.h.gen.Load().pool.rt = cannedTransport{}
+	// The same with OTLP traces on (every request sampled), exported to a
+	// receiver that discards them: the cost of tracing; "sluice-seda" is
+	// the telemetry-off path.
+	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.Copy(io.Discard, r.Body) }))
+	defer sink.Close()
+	tcfg, err := Parse("bench.yaml", []byte(baseConfig("http://127.0.0.1:8081", sedaStage+
+		"telemetry:\n  otlp: {endpoint: "+sink.URL+", traces: true}\n")))
+	if err != nil {
+		b.Fatal(err)
+	}
+	traced, err := New(tcfg, Options{Registry: prometheus.NewRegistry()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = traced.tel.Shutdown(b.Context()) }()
+	traced.h.gen.Load().pool.rt = cannedTransport{}
 	for _, c := range []struct {
 		name string
 		h    http.Handler
 		path string
 	}{{"bare-reverseproxy", bare, ""}, {"bare-reverseproxy-bufferpool", &pooled, ""}, {"sluice-seda", srv.Handler(), ""},
 		// A backend probe path (health.backend_paths): past admission control.
-		{"sluice-probe-path", srv.Handler(), "/healthz"}} {
+		{"sluice-probe-path", srv.Handler(), "/healthz"},
+		{"sluice-seda-otlp-traces", traced.Handler(), ""}} {
 		b.Run(c.name, func(b *testing.B) {
 			req := benchRequest()
 			if c.path != "" {

@@ -117,6 +117,10 @@ type Config struct {
 	// client does not hold a backend (nginx's proxy_buffering). A reload
 	// applies changes.
 	ResponseBuffering ResponseBufferingConfig `yaml:"response_buffering"`
+	// Telemetry exports traces and metrics over OTLP beside Prometheus;
+	// without its otlp section nothing is exported. Changing it needs a
+	// restart.
+	Telemetry TelemetryConfig `yaml:"telemetry"`
 	// Config is the admission policy, inline: classes, stages, reject,
 	// shadow, degrade.
 	policy.Config `yaml:",inline"`
@@ -361,9 +365,13 @@ type TimeoutsConfig struct {
 
 // Utilization sources (UtilizationConfig.Source).
 const (
-	UtilizationNone          = "none"
-	UtilizationHost          = "host"
-	UtilizationCgroup        = "cgroup"
+	UtilizationNone   = "none"
+	UtilizationHost   = "host"
+	UtilizationCgroup = "cgroup"
+	// UtilizationAuto is "cgroup" (this process's own group) when this
+	// process runs in a CPU-limited cgroup (a quota, or fewer CPUs than
+	// the host's), else "host".
+	UtilizationAuto          = "auto"
 	UtilizationBackendHeader = "backend-header"
 	// DefaultUtilizationHeader is the response header a backend reports
 	// its utilization in (what sluice's testbed backends send).
@@ -376,7 +384,9 @@ const (
 type UtilizationConfig struct {
 	// Source is "none" (default: kihl and voigt-cpu hold their setting),
 	// "host" (busy fraction of the host's CPUs, or of a CPU list, from
-	// /proc/stat), "cgroup" (CPU use of a cgroup v2 against its quota),
+	// /proc/stat), "cgroup" (CPU use of a cgroup v2 or v1 against its
+	// quota and cpuset), "auto" ("cgroup" of this process's own group
+	// when it is CPU-limited, else "host"),
 	// "process" (CPU use of one backend process), "pool-busy" (busy
 	// fraction of the backend pool's slots) or "backend-header" (the mean
 	// of the values the servers report in a response header).
@@ -384,8 +394,13 @@ type UtilizationConfig struct {
 	// CPUs restricts "host" to a CPU list such as "0-3,8" (default: all).
 	CPUs string `yaml:"cpus,omitempty"`
 	// Cgroup is the cgroup v2 directory for "cgroup", e.g.
-	// /sys/fs/cgroup/system.slice/app.service.
+	// /sys/fs/cgroup/system.slice/app.service (default: none, meaning the
+	// group this process runs in, v2 or v1, found from /proc/self/cgroup).
 	Cgroup string `yaml:"cgroup,omitempty"`
+	// CgroupCPUs is, for "cgroup" and "auto", the capacity in CPUs the
+	// group's CPU time is divided by, in place of its quota and cpuset
+	// (default 0: the group's limits).
+	CgroupCPUs float64 `yaml:"cgroup_cpus,omitempty"`
 	// PID or Pidfile names the process for "process" (exactly one).
 	PID     int    `yaml:"pid,omitempty"`
 	Pidfile string `yaml:"pidfile,omitempty"`
@@ -405,6 +420,7 @@ func fieldErr(path, format string, args ...any) error {
 // SetDefaults fills the documented defaults of every unset field,
 // including the policy's.
 func (c *Config) SetDefaults() {
+	c.Telemetry.setDefaults()
 	for i := range c.Listeners {
 		l := &c.Listeners[i]
 		if l.ReadHeaderTimeout == 0 {
@@ -610,6 +626,9 @@ func (c *Config) Validate() error {
 	if err := c.validateCluster(); err != nil {
 		return err
 	}
+	if err := c.Telemetry.validate(); err != nil {
+		return err
+	}
 	return c.validateOverload()
 }
 
@@ -789,7 +808,8 @@ func isLoopbackAddr(addr string) bool {
 func sameListeners(a, b *Config) bool {
 	if len(a.Listeners) != len(b.Listeners) || a.Admin != b.Admin || a.Utilization != b.Utilization ||
 		a.MaxClientConnections != b.MaxClientConnections ||
-		!reflect.DeepEqual(a.Resources, b.Resources) || !reflect.DeepEqual(a.Policer, b.Policer) {
+		!reflect.DeepEqual(a.Resources, b.Resources) || !reflect.DeepEqual(a.Policer, b.Policer) ||
+		!reflect.DeepEqual(a.Telemetry, b.Telemetry) {
 		return false
 	}
 	for i := range a.Listeners {

@@ -473,3 +473,26 @@ stages:
 		return false
 	})
 }
+
+// Through the proxy, a static-rate stage with ratelimit_headers advertises
+// its bucket on the backend's answer and on the rejection, and the
+// rejection's Retry-After is the time to the next token: 5 s at 0.2/s.
+func TestProxyRateLimitHeadersAndRetryAfter(t *testing.T) {
+	be := backend(t, echoHeaders)
+	p := startProxy(t, baseConfig(be.URL, `stages:
+  - name: api
+    match: {path_prefix: /}
+    controller: static-rate
+    params: {rate: 0.2}
+    burst: 1
+    ratelimit_headers: true
+`))
+	code, h, _ := get(t, p.url+"/", nil)
+	if code != 200 || h.Get("RateLimit-Policy") != `"api";q=1;w=5` || h.Get("RateLimit") != `"api";r=0;t=5` {
+		t.Fatalf("admitted: %d RateLimit-Policy %q RateLimit %q", code, h.Get("RateLimit-Policy"), h.Get("RateLimit"))
+	}
+	code, h, _ = get(t, p.url+"/", nil)
+	if code != 503 || h.Get("Retry-After") != "5" || h.Get("RateLimit") != `"api";r=0;t=5` {
+		t.Fatalf("rejected: %d Retry-After %q RateLimit %q", code, h.Get("Retry-After"), h.Get("RateLimit"))
+	}
+}

@@ -202,7 +202,7 @@ type PolicerControl struct {
 }
 
 // utilizationSources lists the sources a utilization sensor accepts.
-var utilizationSources = []string{UtilizationHost, UtilizationCgroup, UtilizationProcess, UtilizationPoolBusy, UtilizationBackendHeader}
+var utilizationSources = []string{UtilizationHost, UtilizationCgroup, UtilizationAuto, UtilizationProcess, UtilizationPoolBusy, UtilizationBackendHeader}
 
 func isUtilizationSource(s string) bool { return slices.Contains(utilizationSources, s) }
 
@@ -417,12 +417,12 @@ func (u *UtilizationConfig) validate(path string) error {
 			}
 			return fieldErr(p, "the host CPU sensor is unavailable: %v", err)
 		}
-	case UtilizationCgroup:
-		if u.Cgroup == "" {
-			return fieldErr(path+".cgroup", "a cgroup v2 directory is required with source: cgroup")
+	case UtilizationCgroup, UtilizationAuto:
+		if u.CgroupCPUs < 0 || math.IsNaN(u.CgroupCPUs) || math.IsInf(u.CgroupCPUs, 0) {
+			return fieldErr(path+".cgroup_cpus", "%v is invalid: must be the number of CPUs the group may use (> 0), or 0 for its limits", u.CgroupCPUs)
 		}
-		if _, err := monitor.NewCgroup(u.Cgroup, time.Now()); err != nil {
-			return fieldErr(path+".cgroup", "the cgroup CPU sensor is unavailable for %q: %v", u.Cgroup, err)
+		if _, err := newCgroupSource(u, time.Now()); err != nil {
+			return fielderr.Under(path, err)
 		}
 	case UtilizationProcess:
 		if (u.PID == 0) == (u.Pidfile == "") {
@@ -451,9 +451,16 @@ func (u *UtilizationConfig) validate(path string) error {
 		}
 		return nil
 	}
+	onlyOf := func(field string, set bool, sources ...string) error {
+		if set && !slices.Contains(sources, u.Source) {
+			return fieldErr(path+"."+field, "is only used with source: %s", strings.Join(sources, " or "))
+		}
+		return nil
+	}
 	for _, e := range []error{
 		only("cpus", UtilizationHost, u.CPUs != ""),
 		only("cgroup", UtilizationCgroup, u.Cgroup != ""),
+		onlyOf("cgroup_cpus", u.CgroupCPUs != 0, UtilizationCgroup, UtilizationAuto),
 		only("header", UtilizationBackendHeader, u.Header != ""),
 		only("pid", UtilizationProcess, u.PID != 0),
 		only("pidfile", UtilizationProcess, u.Pidfile != ""),
@@ -464,6 +471,53 @@ func (u *UtilizationConfig) validate(path string) error {
 		}
 	}
 	return nil
+}
+
+// newCgroupSource builds the cgroup sensor of u (source cgroup or auto):
+// the directory u names, else the group this process runs in; for auto,
+// the host's /proc/stat when that group is not CPU-limited or cannot be
+// found. Its error is a *sluice.FieldError relative to u ("cgroup",
+// "source").
+func newCgroupSource(u *UtilizationConfig, now time.Time) (monitor.UtilizationSource, error) {
+	if u.Cgroup != "" {
+		cg, err := monitor.NewCgroupAt(monitor.CgroupPaths{Version: 2, Dir: u.Cgroup}, u.CgroupCPUs, now)
+		if err != nil {
+			return nil, fieldErr("cgroup", "the cgroup CPU sensor is unavailable for %q: %v", u.Cgroup, err)
+		}
+		return cg, nil
+	}
+	p, err := monitor.DetectCgroup(monitor.DefaultCgroupRoot, "/proc/self/cgroup")
+	var cg *monitor.Cgroup
+	if err == nil {
+		cg, err = monitor.NewCgroupAt(p, u.CgroupCPUs, now)
+	}
+	if u.Source == UtilizationCgroup {
+		if err != nil {
+			return nil, fieldErr("source", "the cgroup CPU sensor cannot find this process's cgroup (set cgroup: to a cgroup v2 directory): %v", err)
+		}
+		return cg, nil
+	}
+	if err == nil {
+		limited, lerr := cg.Limited()
+		if lerr != nil {
+			return nil, fieldErr("source", "auto: the cgroup CPU sensor is unavailable: %v", lerr)
+		}
+		if limited {
+			return cg, nil
+		}
+	}
+	ps, perr := monitor.NewProcStat("/proc", nil)
+	if perr != nil {
+		return nil, fieldErr("source", "auto: neither a CPU-limited cgroup (%v) nor the host CPU sensor (%v) is available", err, perr)
+	}
+	return autoHost{ps}, nil
+}
+
+// autoHost is the host sensor auto chose: its description says why.
+type autoHost struct{ *monitor.ProcStat }
+
+func (a autoHost) Describe() string {
+	return a.ProcStat.Describe() + " (auto: this process's cgroup has no CPU limit)"
 }
 
 // newProcessSource builds the process sensor of u.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/control"
+	"github.com/sluicehq/sluice/monitor"
 )
 
 // TestOverloadConfigErrors: resource rules, sensors and the policer are
@@ -45,7 +46,7 @@ func TestOverloadConfigErrors(t *testing.T) {
 	for _, tc := range []struct{ name, cfg, want string }{
 		{"cgroup missing", "utilization: {source: cgroup, cgroup: " + dir + "/nope}\n",
 			"p.yaml:22: utilization.cgroup: the cgroup CPU sensor is unavailable"},
-		{"cgroup without dir", "utilization: {source: cgroup}\n", "p.yaml:22: utilization.cgroup: a cgroup v2 directory is required"},
+		{"cgroup_cpus NaN", "utilization: {source: auto, cgroup_cpus: .nan}\n", "p.yaml:22: utilization.cgroup_cpus: NaN is invalid"},
 		{"host cpu list not present", "utilization: {source: host, cpus: \"60000\"}\n", "p.yaml:22: utilization.cpus: the host CPU sensor is unavailable"},
 		{"bad cpu list", "utilization: {source: host, cpus: \"3-1\"}\n", "p.yaml:22: utilization.cpus"},
 		{"no such process", "utilization: {source: process, pid: 999999999}\n", "p.yaml:22: utilization.pid: the process CPU sensor is unavailable"},
@@ -341,4 +342,74 @@ resources:
 		t.Errorf("/metrics: %s", grepLines(m, "proxy_resource"))
 	}
 	c.Close()
+}
+
+// TestCgroupSourceOfThisProcess: source cgroup without a directory reads
+// the group this process runs in (v2 or v1, found from /proc/self/cgroup),
+// with cgroup_cpus as its capacity; auto reads it only when it is
+// CPU-limited, else the host's /proc/stat.
+func TestCgroupSourceOfThisProcess(t *testing.T) {
+	p, err := monitor.DetectCgroup(monitor.DefaultCgroupRoot, "/proc/self/cgroup")
+	if err != nil {
+		t.Skipf("no cgroup here: %v", err)
+	}
+	now := time.Now()
+	src, err := newCgroupSource(&UtilizationConfig{Source: UtilizationCgroup, CgroupCPUs: 1.5}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cg, ok := src.(*monitor.Cgroup)
+	if !ok || cg.Paths() != p {
+		t.Fatalf("source cgroup = %#v, want the group at %+v", src, p)
+	}
+	if c, err := cg.Capacity(); err != nil || c != 1.5 {
+		t.Errorf("cgroup_cpus 1.5: Capacity() = %v, %v", c, err)
+	}
+	limited, err := cg.Limited()
+	if err != nil {
+		t.Fatal(err)
+	}
+	auto, err := newCgroupSource(&UtilizationConfig{Source: UtilizationAuto}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, isCgroup := auto.(*monitor.Cgroup)
+	if isCgroup != limited {
+		t.Errorf("auto chose %q; this process's group (%v) is limited: %v", auto.Describe(), p, limited)
+	}
+	if !limited && !strings.Contains(auto.Describe(), "/proc/stat") {
+		t.Errorf("auto on an unlimited group: %q, want the host's /proc/stat", auto.Describe())
+	}
+	t.Logf("cgroup: %s; auto: %s", cg.Describe(), auto.Describe())
+}
+
+// bbr reads the top-level utilization sensor when one is configured
+// (control.Needs: NeedOptional): its CPU condition uses the reading, and a
+// config without a sensor is as before (condition taken as met).
+func TestBBRReadsConfiguredUtilization(t *testing.T) {
+	b := backend(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Sluice-Utilization", "0.3")
+		_, _ = io.WriteString(w, "ok")
+	})
+	for _, tc := range []struct {
+		util, want string
+	}{
+		{"utilization: {source: backend-header}\n", "CPU 0."},
+		{"", "no CPU reading"},
+	} {
+		p := startManual(t, baseConfig(b.URL, tc.util+`stages:
+  - {name: api, match: {path_prefix: /}, controller: bbr, params: {period: 100ms}}
+`))
+		if code, _, _ := get(t, p.url+"/", nil); code != 200 {
+			t.Fatalf("request: %d", code)
+		}
+		st := p.srv.h.gen.Load().pol.Stage("api")
+		ds := st.Step(time.Now().Add(time.Second))
+		if len(ds) != 1 || !strings.Contains(ds[0].Reason, tc.want) {
+			t.Errorf("%q: decisions %+v, want a reason with %q", tc.util, ds, tc.want)
+		}
+		if u := st.Totals(0).Last.Utilization; (u != nil) != (tc.util != "") || (u != nil && *u != 0.3) {
+			t.Errorf("%q: the period's utilization %v", tc.util, u)
+		}
+	}
 }

@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/time/rate"
 
 	"github.com/sluicehq/sluice"
@@ -26,6 +27,7 @@ import (
 	"github.com/sluicehq/sluice/internal/httpx"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/proxy/internal/h1"
+	"github.com/sluicehq/sluice/proxy/internal/telemetry"
 	"github.com/sluicehq/sluice/share"
 	"github.com/sluicehq/sluice/stage"
 )
@@ -77,6 +79,9 @@ type Handler struct {
 	// ready is the server's readiness, for health.listener_prefix (nil in
 	// Check and benchmarks).
 	ready *readiness
+	// tel exports traces (a server span per request) when configured;
+	// nil is off, set once before serving.
+	tel *telemetry.Telemetry
 }
 
 // stateKey finds a request's *reqState in its context.
@@ -311,6 +316,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)
 		return
 	}
+	var span trace.Span // the server span when tracing; nil otherwise
+	if h.tel.Tracing() {
+		r, span = h.tel.StartServer(r)
+		defer span.End()
+	}
 	g := h.gen.Load()
 	if pre := g.cfg.Health.ListenerPrefix; pre != "" && h.ready != nil && strings.HasPrefix(r.URL.Path, pre) {
 		switch r.URL.Path[len(pre):] {
@@ -345,6 +355,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	t, err := st.EnterRequest(ctx, stage.Request{Class: cr.Class, Tenant: cr.Hop.Tenant})
 	if err != nil {
+		if span != nil {
+			h.traceDecision(span, g, cr, stage.Ticket{}, err)
+		}
 		switch {
 		case errors.Is(err, sluice.ErrRejected) && grpcCall:
 			h.shed.Add(1)
@@ -356,13 +369,23 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// Otherwise the client left while queued: nobody to answer.
 		return
 	}
+	if span != nil {
+		h.traceDecision(span, g, cr, t, nil)
+	}
+	g.pol.WriteRateLimit(w.Header(), st.Name(), time.Now())
 	var res share.Reservation
 	if g.shares != nil {
-		if res, err = g.shares.Begin(time.Now(), g.identify(r)); err != nil {
+		c := g.identify(r)
+		g.shares.RateLimit(w.Header(), c)
+		if res, err = g.shares.Begin(time.Now(), c); err != nil {
 			// An explicit rejection by the share policy: not a backend
 			// failure, not a response-time sample.
 			t.Finish(time.Now(), stage.Outcome{OK: true, NoSample: true})
 			h.shed.Add(1)
+			if span != nil {
+				telemetry.Shed(span, "share")
+				telemetry.Status(span, http.StatusServiceUnavailable)
+			}
 			shareRejected(w, err)
 			return
 		}
@@ -379,9 +402,17 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case saturated && grpcCall:
 			h.shed.Add(1)
+			if span != nil {
+				telemetry.Shed(span, "pool")
+				telemetry.Status(span, http.StatusOK)
+			}
 			h.poolRejectedGRPC(w, g, err)
 		case saturated:
 			h.shed.Add(1)
+			if span != nil {
+				telemetry.Shed(span, "pool")
+				telemetry.Status(span, http.StatusServiceUnavailable)
+			}
 			h.poolRejected(w, g, err)
 		case errors.Is(err, context.DeadlineExceeded) && r.Context().Err() == nil && grpcCall:
 			h.m.deadline.WithLabelValues("pool_queue").Inc()
@@ -472,6 +503,9 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 	rs := stateOf(pr.In.Context())
 	g := rs.gen
 	pr.SetURL(rs.backend.URL)
+	if h.tel.Tracing() {
+		h.tel.Inject(rs, pr.Out.Header) // the backend's spans are the proxy span's children
+	}
 	if g.preserveHost {
 		pr.Out.Host = pr.In.Host
 	}
@@ -549,6 +583,9 @@ func (h *Handler) modifyResponse(res *http.Response) error {
 	rs := stateOf(res.Request.Context())
 	if rs == nil {
 		return nil
+	}
+	if h.tel.Tracing() {
+		telemetry.Status(trace.SpanFromContext(rs), res.StatusCode)
 	}
 	for _, rh := range rs.gen.reported {
 		if v, ok := res.Header[rh.header]; ok && len(v) > 0 {
@@ -680,6 +717,9 @@ func (h *Handler) errorHandler(w http.ResponseWriter, req *http.Request, err err
 	}
 	hd.Set("Content-Type", "text/plain; charset=utf-8")
 	hd.Set("Cache-Control", "no-store")
+	if h.tel.Tracing() {
+		telemetry.Status(trace.SpanFromContext(rs), status)
+	}
 	w.WriteHeader(status)
 	_, _ = io.WriteString(w, "sluice: "+msg+"\n")
 }

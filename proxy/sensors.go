@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/control"
+	"github.com/sluicehq/sluice/internal/fielderr"
 	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/policer"
 	"github.com/sluicehq/sluice/policy"
@@ -279,10 +280,10 @@ func (o *overload) utilizationSensor(name string, u *UtilizationConfig, h *Handl
 			return nil, fieldErr(name+".source", "the host CPU sensor is unavailable: %v", err)
 		}
 		src = ps
-	case UtilizationCgroup:
-		cg, err := monitor.NewCgroup(u.Cgroup, now)
+	case UtilizationCgroup, UtilizationAuto:
+		cg, err := newCgroupSource(u, now)
 		if err != nil {
-			return nil, fieldErr(name+".cgroup", "the cgroup CPU sensor is unavailable for %q: %v", u.Cgroup, err)
+			return nil, fielderr.Under(name, err)
 		}
 		src = cg
 	case UtilizationProcess:

@@ -28,6 +28,7 @@ import (
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/proxy/internal/dashboard"
 	"github.com/sluicehq/sluice/proxy/internal/h1"
+	"github.com/sluicehq/sluice/proxy/internal/telemetry"
 	"github.com/sluicehq/sluice/share"
 )
 
@@ -77,7 +78,8 @@ type Server struct {
 	ready     readiness            // what /readyz answers (health.go)
 
 	watchMu sync.Mutex
-	fileSum [sha256.Size]byte // digest of the file content last read by a reload or the watch
+	fileSum [sha256.Size]byte    // digest of the file content last read by a reload or the watch
+	tel     *telemetry.Telemetry // OTLP export (telemetry.otlp), nil when off
 
 	mu       sync.Mutex // serialises Apply and the runner lifecycle
 	runCtx   context.Context
@@ -147,6 +149,10 @@ func New(cfg *Config, opts Options) (*Server, error) {
 	if err := s.dash.Register(reg); err != nil {
 		return nil, fmt.Errorf("proxy: metrics: %w", err)
 	}
+	if s.tel, err = newTelemetry(&cfg.Telemetry, s, buildVersion()); err != nil {
+		return nil, err
+	}
+	s.h.tel = s.tel
 	return s, nil
 }
 
@@ -271,7 +277,7 @@ func (s *Server) applyFrom(next func(running *Config) *Config) error {
 		return nil
 	}
 	if !sameListeners(old.cfg, cfg) {
-		return errors.New("listeners, admin, utilization, resources or policer changed: restart sluice to apply them (a reload applies backends, classes, stages, reject, shadow, degrade, shares and drain_timeout)")
+		return errors.New("listeners, admin, utilization, resources, policer or telemetry changed: restart sluice to apply them (a reload applies backends, classes, stages, reject, shadow, degrade, shares and drain_timeout)")
 	}
 	g, err := s.newGeneration(cfg, old)
 	if err != nil {
@@ -550,6 +556,14 @@ func (s *Server) shutdown(timeout time.Duration) {
 	s.mu.Unlock()
 	s.runs.Wait()
 	s.h.gen.Load().pool.Close()
+	if s.tel != nil {
+		// The last spans and one last metrics export, within 5 s.
+		tctx, tcancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := s.tel.Shutdown(tctx); err != nil {
+			s.log.Warn("telemetry: final export failed", "err", err)
+		}
+		tcancel()
+	}
 	s.log.Info("stopped")
 }
 

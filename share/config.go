@@ -135,6 +135,11 @@ type Config struct {
 	// from the start of its turn, so the client's aggregate bandwidth
 	// tracks its available bandwidth d_i however many requests it opens.
 	Parallel bool `yaml:"parallel" json:"parallel"`
+	// RateLimitHeaders sends the IETF RateLimit-Policy and RateLimit
+	// fields (draft-ietf-httpapi-ratelimit-headers-10) with each client's
+	// allocation and headroom in content bytes per second on its answers,
+	// delayed, sent or rejected (default false). See Shares.RateLimit.
+	RateLimitHeaders bool `yaml:"ratelimit_headers" json:"ratelimit_headers"`
 	// Clients are the configured clients. Their shares sum to at most 100;
 	// the rest goes to the implicit client "others".
 	Clients []ClientConfig `yaml:"clients" json:"clients"`

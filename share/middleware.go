@@ -58,11 +58,13 @@ func Middleware(s *Shares, identify func(*http.Request) ClientID) func(http.Hand
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			t0 := time.Now()
-			res, err := s.Begin(t0, identify(r))
+			c := identify(r)
+			res, err := s.Begin(t0, c)
 			if err != nil {
-				writeRejection(w, err)
+				writeRejection(w, err, s, c)
 				return
 			}
+			s.RateLimit(w.Header(), c)
 			defer res.Release() // also on panic
 			rw := &replyWriter{w: w, res: &res, ctx: r.Context(), max: maxBuf, status: http.StatusOK}
 			next.ServeHTTP(rw, r)
@@ -71,8 +73,9 @@ func Middleware(s *Shares, identify func(*http.Request) ClientID) func(http.Hand
 	}
 }
 
-// writeRejection answers an explicit, cheap 503 with Retry-After.
-func writeRejection(w http.ResponseWriter, err error) {
+// writeRejection answers an explicit, cheap 503 with Retry-After (and
+// client c's RateLimit fields when s sends them).
+func writeRejection(w http.ResponseWriter, err error, s *Shares, c ClientID) {
 	retry, reason := time.Second, "rejected"
 	var re *RejectError
 	if errors.As(err, &re) {
@@ -83,6 +86,7 @@ func writeRejection(w http.ResponseWriter, err error) {
 	h.Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(retry.Seconds())))))
 	h.Set("Content-Type", "text/plain; charset=utf-8")
 	h.Set("X-Content-Type-Options", "nosniff")
+	s.RateLimit(h, c)
 	w.WriteHeader(http.StatusServiceUnavailable)
 	_, _ = io.WriteString(w, "503 Service Unavailable: client bandwidth share exceeded ("+reason+")\n")
 }
@@ -213,7 +217,7 @@ func (rw *replyWriter) release(size int64) error {
 		rw.state = aborted
 		rw.buf = nil
 		rw.res.Release()
-		writeRejection(rw.w, err)
+		writeRejection(rw.w, err, rw.res.s, rw.res.client)
 		return err
 	}
 	if err := rw.res.Wait(rw.ctx, d); err != nil {

@@ -284,3 +284,30 @@ func TestMiddlewareHijackIsReleased(t *testing.T) {
 		t.Fatalf("after a hijack: standby %d, replies %d", snap.Standby, snap.Replies)
 	}
 }
+
+// With ratelimit_headers, client a's answers, sent or rejected, carry its
+// allocation and headroom: b_a = 100 B/s, d_a = 2·100 − 50 = 150 B/s,
+// avg_a = 50 B/s, so r = 150 − 50 = 100 bytes.
+func TestMiddlewareRateLimitHeaders(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const policy, limit = `"a";q=100;qu="content-bytes";w=1`, `"a";r=100;t=1`
+		_, _, mw := middlewareFixture(t, func(c *Config) { c.RateLimitHeaders = true })
+		rec := httptest.NewRecorder()
+		mw(bodyHandler(10, 10, true)).ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+		if rec.Code != 200 || rec.Header().Get("RateLimit-Policy") != policy || rec.Header().Get("RateLimit") != limit {
+			t.Errorf("sent: %d RateLimit-Policy %q RateLimit %q", rec.Code, rec.Header().Get("RateLimit-Policy"), rec.Header().Get("RateLimit"))
+		}
+		_, _, mw = middlewareFixture(t, func(c *Config) { c.RateLimitHeaders, c.MaxDelay = true, time.Second })
+		rec = httptest.NewRecorder()
+		mw(bodyHandler(1000, 1000, false)).ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+		if rec.Code != 503 || rec.Header().Get("RateLimit-Policy") != policy || rec.Header().Get("RateLimit") != limit {
+			t.Errorf("rejected: %d RateLimit-Policy %q RateLimit %q", rec.Code, rec.Header().Get("RateLimit-Policy"), rec.Header().Get("RateLimit"))
+		}
+		_, _, mw = middlewareFixture(t, nil)
+		rec = httptest.NewRecorder()
+		mw(bodyHandler(10, 10, true)).ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+		if rec.Header().Get("RateLimit") != "" || rec.Header().Get("RateLimit-Policy") != "" {
+			t.Errorf("off by default: %v", rec.Header())
+		}
+	})
+}

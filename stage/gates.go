@@ -121,6 +121,26 @@ func (g *Gates) AdmitAt(now time.Time, class int) bool {
 	return true
 }
 
+// TokenWait returns, for a rate gate, how long after now a request of
+// class would find a token (gate.TokenBucket.WaitAt with the class's
+// priority tolerance); 0 for other gates and while the gate is off.
+func (g *Gates) TokenWait(now time.Time, class int) time.Duration {
+	if g.off.Load() {
+		return 0
+	}
+	switch {
+	case g.bucket != nil:
+		var ahead time.Duration
+		if g.ahead != nil {
+			ahead = g.ahead[clampClass(class, len(g.ahead))]
+		}
+		return g.bucket.WaitAt(now, ahead)
+	case g.classes != nil:
+		return g.classes.Bucket(class).WaitAt(now, 0)
+	}
+	return 0
+}
+
 // clampClass maps an out-of-range class to the lowest of n.
 func clampClass(c, n int) int {
 	if c < 0 || c >= n {

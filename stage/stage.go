@@ -137,6 +137,12 @@ type Stage struct {
 	waits   waitMeter
 	expired atomic.Uint64 // waiters that left the queue without a slot
 
+	// For Retry-After on the rejection path, read without mu: each
+	// input's last step (Unix ns) and the last period's mean service
+	// time (ns, 0 unknown).
+	lastStep []atomic.Int64
+	svcMean  atomic.Int64
+
 	mu      sync.Mutex // serialises Step and SetTarget
 	lastRun []time.Time
 	created time.Time
@@ -234,8 +240,10 @@ func New(opts Options, now time.Time) (*Stage, error) {
 		}
 	}
 	s.lastRun = make([]time.Time, inputs)
+	s.lastStep = make([]atomic.Int64, inputs)
 	for i := range s.lastRun {
 		s.lastRun[i] = now
+		s.lastStep[i].Store(now.UnixNano())
 	}
 	return s, nil
 }
@@ -330,6 +338,9 @@ func (s *Stage) concurrency(now time.Time, m *sluice.Measurements) {
 	st := s.svc.Stats(true)
 	m.ServiceSamples = float64(st.Count)
 	m.ServiceMean, m.ServiceP50, m.ServiceP90, m.ServiceP99, m.ServiceMin = serviceStats(st)
+	if st.Count > 0 {
+		s.svcMean.Store(int64(st.Mean))
+	}
 	m.QueueWaitMean, m.QueueWaitMin = s.waits.collect()
 	m.Expired = float64(s.expired.Swap(0))
 }
@@ -400,6 +411,7 @@ func (s *Stage) sense(now time.Time, m sluice.Measurements, p *Period) sluice.Me
 func (s *Stage) decide(now time.Time, input int, m sluice.Measurements) sluice.Decision {
 	d := s.ctrl.Update(now, m)
 	s.lastRun[input] = now
+	s.lastStep[input].Store(now.UnixNano())
 	if err := s.gates.Apply(now, d); err != nil {
 		// Controllers return finite bounded settings of their own kind, so
 		// this is a programming error; keep the previous setting.

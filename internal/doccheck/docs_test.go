@@ -138,6 +138,7 @@ func configRules() map[string]*doccheck.Rule {
 		"health":                               {Context: healthCtx},
 		"watch_config":                         {Context: self("watch_config")},
 		"response_buffering":                   {Context: buffering},
+		"telemetry":                            {Context: section("telemetry.otlp.")},
 		"classes":                              {Context: classes},
 		"stages":                               {Context: stages},
 		"reject":                               {Context: reject},

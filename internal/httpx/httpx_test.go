@@ -18,3 +18,16 @@ func TestIsTokenAndEventStream(t *testing.T) {
 		t.Errorf("IsEventStream allocates %v times", n)
 	}
 }
+
+func TestSFString(t *testing.T) {
+	for in, want := range map[string]string{
+		"api":       `"api"`,
+		`a"b\c`:     `"a\"b\\c"`,
+		"tab\there": `"tab?here"`,
+		"é":         `"??"`,
+	} {
+		if got := SFString(in); got != want {
+			t.Errorf("SFString(%q) = %s, want %s", in, got, want)
+		}
+	}
+}
