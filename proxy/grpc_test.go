@@ -223,7 +223,7 @@ func TestGRPCRejectionShapedAsGRPC(t *testing.T) {
 	_, url := startGRPCBackend(t)
 	p := startProxy(t, baseConfig(url, `stages:
   - {name: empty, match: {grpc_method: /grpc.testing.TestService/EmptyCall}, controller: static-rate, params: {rate: 0.001}, burst: 1}
-reject: {retry_after: 2s, retry_jitter: 0s}
+reject: {retry_after: 2s, retry_after_max: 2s, retry_jitter: 0s}
 `))
 	tc := grpcThrough(t, p.addr)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
