@@ -48,6 +48,8 @@ type Wait struct {
 	Arrival, Deadline time.Time
 	// byDeadline: Deadline is the request's own deadline.
 	byDeadline bool
+	// tag is its virtual finish time under fair queueing (Tenants).
+	tag float64
 }
 
 // concGate is a stage's concurrency limit with its wait queue: the
@@ -61,7 +63,8 @@ type concGate struct {
 	drain    float64       // predicted slot release rate, req/s (0: no prediction)
 	expired  []*Wait       // scratch: waiters to tell Dropped after unlock
 	setLimit int
-	reserve  float64 // Priority's reserve, in force while wait ≤ 0 (0: none)
+	reserve  float64    // Priority's reserve, in force while wait ≤ 0 (0: none)
+	fair     *fairQueue // weighted fair queueing among tenants (nil: FIFO)
 }
 
 func newConcGate(limit, maxQueue, classes int, timeout time.Duration) (*concGate, error) {
@@ -104,6 +107,7 @@ func (c *concGate) apply(now time.Time, d sluice.Decision) []*Wait {
 		if !ok {
 			break
 		}
+		c.left(w, true)
 		granted = append(granted, w)
 	}
 	return granted
@@ -242,8 +246,12 @@ func (c *concGate) arrive(now time.Time, r Request, w *Wait, mk func() *Wait, ma
 			wait, byDeadline = left, true
 		}
 	}
+	tag := 0.0
+	if c.fair != nil && canWait {
+		tag = c.fair.tag(class, r.Tenant)
+	}
 	if canWait && c.drain > 0 {
-		pred := float64(c.slots.Ahead(class)+1) / c.drain
+		pred := float64(c.slots.AheadTagged(class, tag)+1) / c.drain
 		if pred > wait.Seconds() {
 			v.tooLong = true
 			v.deadline = byDeadline && pred <= c.wait.Seconds()
@@ -256,15 +264,27 @@ func (c *concGate) arrive(now time.Time, r Request, w *Wait, mk func() *Wait, ma
 	if w == nil {
 		w = mk()
 	}
-	w.Class, w.Tenant, w.Arrival, w.Deadline, w.byDeadline = class, r.Tenant, now, now.Add(wait), byDeadline
-	o, victim, evicted := c.slots.ArriveClass(now, w, class, w.Deadline)
+	w.Class, w.Tenant, w.Arrival, w.Deadline, w.byDeadline, w.tag = class, r.Tenant, now, now.Add(wait), byDeadline, tag
+	o, victim, evicted := c.slots.ArriveTagged(now, w, class, tag, w.Deadline)
 	if evicted {
+		c.left(victim, false)
 		v.victim = victim
 	}
 	if o == gate.Queued {
+		if c.fair != nil {
+			c.fair.queued(w)
+		}
 		v.queued = w
 	}
 	return v
+}
+
+// left records, under c's lock, that w left the queue (served: with a
+// slot).
+func (c *concGate) left(w *Wait, served bool) {
+	if c.fair != nil {
+		c.fair.left(w, served)
+	}
 }
 
 // admit counts an admission and returns its ticket.
@@ -335,6 +355,9 @@ func (s *Stage) leave(w *Wait, timedOut, deadline bool) bool {
 	}
 	c.mu.Lock()
 	removed := c.slots.Remove(w)
+	if removed {
+		c.left(w, false)
+	}
 	c.mu.Unlock()
 	if removed {
 		if timedOut {
@@ -363,6 +386,9 @@ func (s *Stage) leaveService(t Ticket, now time.Time) {
 	c := s.conc
 	c.mu.Lock()
 	next, ok := c.slots.Release(now)
+	if ok {
+		c.left(next, true)
+	}
 	c.slots.Expire(now, c.collect)
 	dropped := c.expired
 	c.expired = c.expired[:0]
@@ -375,7 +401,10 @@ func (s *Stage) leaveService(t Ticket, now time.Time) {
 	}
 }
 
-func (c *concGate) collect(w *Wait) { c.expired = append(c.expired, w) }
+func (c *concGate) collect(w *Wait) {
+	c.left(w, false)
+	c.expired = append(c.expired, w)
+}
 
 // grant admits waiter w, which got a slot at now.
 func (s *Stage) grant(w *Wait, now time.Time) {

@@ -2,6 +2,8 @@ package stage
 
 import (
 	"context"
+	"github.com/sluicehq/sluice/gate"
+	"strconv"
 	"testing"
 	"time"
 
@@ -91,3 +93,71 @@ func BenchmarkAdmissionAutoQueued(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkAdmissionTenants is the admission decision of a fair-queueing
+// stage with 1,000 distinct tenants, in virtual time on one goroutine:
+// each iteration one request of the next tenant arrives at a full limit
+// and queues (its tag, the predicted wait over the waiters its tag
+// follows) and one request in service ends, handing its slot to the
+// waiter with the smallest tag. The queue holds about 64 waiters.
+func BenchmarkAdmissionTenants(b *testing.B) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	cfg := control.StaticConcurrencyConfig{Limit: 64, Period: time.Hour}
+	s, err := New(Options{Name: "b", Controller: &cfg, MaxQueue: 128, QueueTimeout: time.Hour, Tenants: Tenants{Fair: true}}, now)
+	if err != nil {
+		b.Fatal(err)
+	}
+	tenants := make([]string, 1000)
+	for i := range tenants {
+		tenants[i] = "tenant-" + strconv.Itoa(i)
+	}
+	const ring = 256
+	held := make([]Ticket, 0, ring)
+	waits := make([]benchWaiter, ring)
+	for i := range waits {
+		waits[i].Notify = &waits[i]
+		waits[i].held = &held
+	}
+	i := 0
+	arrive := func() {
+		now = now.Add(time.Microsecond)
+		w := &waits[i%ring]
+		if w.waiting {
+			s.Leave(now, &w.Wait, false)
+			w.waiting = false
+		}
+		tk, o, _ := s.ArriveRequest(now, Request{Tenant: tenants[i%len(tenants)]}, &w.Wait)
+		switch o {
+		case gate.Admitted:
+			held = append(held, tk)
+		case gate.Queued:
+			w.waiting = true
+		}
+		i++
+	}
+	for s.QueueLen() < 64 {
+		arrive()
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		arrive()
+		if len(held) > 0 {
+			t := held[0]
+			copy(held, held[1:])
+			held = held[:len(held)-1]
+			t.Finish(now, Outcome{OK: true})
+		}
+	}
+	if q := s.QueueLen(); q < 32 {
+		b.Fatalf("queue of %d: the benchmark does not measure a queue", q)
+	}
+}
+
+type benchWaiter struct {
+	Wait
+	waiting bool
+	held    *[]Ticket
+}
+
+func (w *benchWaiter) Granted(t Ticket) { w.waiting = false; *w.held = append(*w.held, t) }
+func (w *benchWaiter) Dropped(error)    { w.waiting = false }

@@ -62,6 +62,10 @@ type Options struct {
 	// (see Priority); the zero value takes the controller's default, with
 	// a reserve of DefaultPriorityReserve.
 	Priority Priority
+	// Tenants turns on weighted fair queueing among tenants within each
+	// class of a concurrency stage's wait queue (see Tenants); the zero
+	// value serves each class FIFO.
+	Tenants Tenants
 }
 
 // classState is the live state of one class.
@@ -165,6 +169,9 @@ func New(opts Options, now time.Time) (*Stage, error) {
 	if opts.QueueTimeout == 0 {
 		opts.QueueTimeout = DefaultQueueTimeout
 	}
+	if err := opts.Tenants.validate(); err != nil {
+		return nil, fmt.Errorf("stage %q: %w", opts.Name, err)
+	}
 	c, err := opts.Controller.New()
 	if err != nil {
 		return nil, fmt.Errorf("stage %q: controller: %w", opts.Name, err)
@@ -213,6 +220,10 @@ func New(opts Options, now time.Time) (*Stage, error) {
 		}
 		if shed {
 			s.conc.reserve = reserve
+		}
+		if opts.Tenants.Fair {
+			s.conc.fair = newFairQueue(opts.Tenants, n, opts.MaxQueue)
+			s.conc.slots.SetFair(true)
 		}
 		if granted := s.conc.apply(now, c.Current()); len(granted) > 0 {
 			return nil, fmt.Errorf("stage %q: waiters before start", opts.Name)
