@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -149,6 +150,9 @@ func (s *Stage) arrive(now time.Time, r Request, w *Wait, mk func() *Wait) (Tick
 	if s.agg != nil {
 		s.agg.Arrive()
 	}
+	if s.rejCap.Load() != 0 {
+		s.capArr.Add(1)
+	}
 	shadowed := false // counted as shadow-rejected already
 	if !r.Deadline.IsZero() && !r.Deadline.After(now) {
 		// Its caller has given up: serving it would be work nobody waits
@@ -160,7 +164,7 @@ func (s *Stage) arrive(now time.Time, r Request, w *Wait, mk func() *Wait) (Tick
 		cs.shadowRejected.Add(1)
 		shadowed = true
 	}
-	if !s.gates.AdmitAt(now, class) {
+	if !s.gates.AdmitAt(now, class) && !s.spare() {
 		if !s.shadow {
 			s.reject(cs)
 			return Ticket{}, gate.Rejected, nil, s.errReject
@@ -175,7 +179,7 @@ func (s *Stage) arrive(now time.Time, r Request, w *Wait, mk func() *Wait) (Tick
 		return s.admit(cs, class, now, now, false), gate.Admitted, nil, nil
 	}
 	// Shadow mode never queues: it admits a request that finds no slot.
-	mayWait := !s.shadow && (w != nil || mk != nil)
+	mayWait := !s.shadow && (w != nil || mk != nil) && !s.atBound()
 	r.Class = class
 	v := c.arrive(now, r, w, mk, mayWait)
 	if v.victim != nil {
@@ -197,11 +201,19 @@ func (s *Stage) arrive(now time.Time, r Request, w *Wait, mk func() *Wait) (Tick
 	// expired wait), or the stage has no queue, or the queue is full of
 	// waiters of its class or higher.
 	if v.tooLong {
-		s.expired.Add(1)
 		if v.deadline {
+			s.expired.Add(1)
 			s.rejectDeadline(cs)
 			return Ticket{}, gate.Rejected, nil, s.errDeadline
 		}
+	}
+	if s.spare() {
+		// The controller's bound on the share rejected: admitted past the
+		// limit (it holds no slot).
+		return s.admit(cs, class, now, now, false), gate.Admitted, nil, nil
+	}
+	if v.tooLong {
+		s.expired.Add(1)
 	}
 	s.reject(cs)
 	return Ticket{}, gate.Rejected, nil, s.errReject
@@ -287,6 +299,42 @@ func (c *concGate) left(w *Wait, served bool) {
 	}
 }
 
+// spare reports whether a request about to be rejected is admitted
+// instead, because its rejection would take the step's rejections past the
+// controller's bound (Decision.MaxReject): f·arrivals. Otherwise, with a
+// bound in force, it counts the rejection. Under concurrent arrivals the
+// bound is approximate by the requests deciding at the same moment.
+func (s *Stage) spare() bool {
+	b := s.rejCap.Load()
+	if b == 0 {
+		return false
+	}
+	f := math.Float64frombits(b)
+	if float64(s.capRej.Load()+1) > f*float64(s.capArr.Load()) {
+		s.maxRejectAdmits.Add(1)
+		return true
+	}
+	s.capRej.Add(1)
+	return false
+}
+
+// atBound reports whether the step's rejections have reached the
+// controller's bound (Decision.MaxReject): a request that finds no slot is
+// then admitted past the limit rather than queued, since a waiter that
+// times out would be one more rejection.
+func (s *Stage) atBound() bool {
+	b := s.rejCap.Load()
+	return b != 0 && float64(s.capRej.Load()+1) > math.Float64frombits(b)*float64(s.capArr.Load())
+}
+
+// countCapped counts a rejection from the queue in the step's share
+// (Decision.MaxReject).
+func (s *Stage) countCapped() {
+	if s.rejCap.Load() != 0 {
+		s.capRej.Add(1)
+	}
+}
+
 // admit counts an admission and returns its ticket.
 func (s *Stage) admit(cs *classState, class int, arrival, now time.Time, held bool) Ticket {
 	cs.rec.Admit()
@@ -320,6 +368,7 @@ func (s *Stage) rejectDeadline(cs *classState) {
 // deadline).
 func (s *Stage) drop(w *Wait, evicted bool) {
 	s.expired.Add(1)
+	s.countCapped()
 	cs := s.classes[s.classOf(w.Class)]
 	if !evicted && w.byDeadline {
 		s.rejectDeadline(cs)
@@ -360,6 +409,7 @@ func (s *Stage) leave(w *Wait, timedOut, deadline bool) bool {
 	}
 	c.mu.Unlock()
 	if removed {
+		s.countCapped()
 		if timedOut {
 			s.expired.Add(1)
 		}

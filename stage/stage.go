@@ -141,6 +141,14 @@ type Stage struct {
 	waits   waitMeter
 	expired atomic.Uint64 // waiters that left the queue without a slot
 
+	// The controller's bound on the rejected share of a step's arrivals
+	// (Decision.MaxReject, float bits; 0: none), the step's arrivals and
+	// rejections while it is in force, and the requests it admitted past
+	// the limit since start.
+	rejCap          atomic.Uint64
+	capArr, capRej  atomic.Int64
+	maxRejectAdmits atomic.Uint64
+
 	mu      sync.Mutex // serialises Step and SetTarget
 	lastRun []time.Time
 	created time.Time
@@ -416,6 +424,9 @@ func (s *Stage) decide(now time.Time, input int, m sluice.Measurements) sluice.D
 		// this is a programming error; keep the previous setting.
 		d.Reason += " (not applied: " + err.Error() + ")"
 	}
+	s.rejCap.Store(math.Float64bits(max(d.MaxReject, 0)))
+	s.capArr.Store(0)
+	s.capRej.Store(0)
 	if d.Fence {
 		s.epoch.Add(1)
 		s.svc.Stats(true) // drop the samples of the old epoch

@@ -21,6 +21,7 @@ type tenantSim struct {
 	tenants []string
 	rates   []float64
 	ok, rej []int
+	arrived int
 	rt      [][]time.Duration // response times of the successes, per tenant
 	waiting []crowdEvent      // admitted, waiting for a worker inside the backend
 }
@@ -57,6 +58,7 @@ func (c *tenantSim) run(until time.Time) {
 		switch e.kind {
 		case 0:
 			i := e.class
+			c.arrived++
 			c.push(&crowdEvent{at: c.now.Add(time.Duration(c.rng.ExpFloat64() / c.rates[i] * 1e9)), kind: 0, class: i})
 			w := &tenantWaiter{sim: c, i: i}
 			w.Notify = w

@@ -128,6 +128,7 @@ func configRules() map[string]*doccheck.Rule {
 		"drain_timeout":                        {Context: self("drain_timeout")},
 		"classes":                              {Context: classes},
 		"stages":                               {Context: stages},
+		"auto's guardrails":                    {Context: &doccheck.Context{Root: v(control.DefaultAutoConfig())}},
 		"reject":                               {Context: reject},
 		"shadow":                               {Context: self("shadow")},
 		"degrade":                              {Context: section("degrade.")},
