@@ -164,16 +164,28 @@ func (c *AutoConfig) New() (sluice.Controller, error) { return NewAuto(*c) }
 // stays below (a·b − 1)·W during a high probe and (b − 1)·W otherwise.
 // The limit is clamped to [MinLimit, MaxLimit].
 //
+// The tail guard (for heavy-tailed service): a base window ending while
+// R̂99 > SLO − w_s (w_s the standing wait below) cuts L ← L/√b, and no
+// step raises L meanwhile. The service time auto measures includes the
+// queue inside the service, which a limit above the service's
+// parallelism W builds; with a heavy tail a request queued there waits
+// behind a long one, and the p99 leaves a standing queue no room under
+// the SLO. Cutting towards W removes that queue; the service's own tail
+// then bounds what is left. Throughput probes are noisy with heavy tails
+// (a window of 200 lognormal σ 1.5 service times has a coefficient of
+// variation of 0.2), which is how L drifts above W in the first place.
+//
 // The wait queue is the stage's (class 0 first; a full queue sheds the
 // lowest class). Each step sets how long a new arrival may wait,
 //
 //	MaxWait = SLO − R̂99 for a burst,
 //	MaxWait = min(StandingWait or max(R̂, SLO/10), SLO − R̂99) while it stands,
 //
-// where R̂ and R̂99 are running means of the mean and p99 service time
+// where R̂ is a running mean of the mean service time and R̂99 of the p99
 // (each step's p99 taken as the largest over the latest steps that hold
 // at least 56 samples, so that a step of 30 samples does not report its
-// p97);
+// p97; a rise is taken at once, R̂99 = max(p99, EWMA), so that the wait
+// allowed never trails a service that just got slower);
 // the queue stands when the offered rate exceeds the drain rate L/R̂ or it
 // did not empty in the last step. The stage rejects at once a request
 // whose predicted wait (ahead+1)·R̂/L exceeds MaxWait. So a flash crowd is
@@ -361,8 +373,43 @@ func b2f(b bool) float64 {
 // warming reports whether the warm-up is in force.
 func (a *Auto) warming() bool { return a.warmLeft > 0 }
 
-// mayRaise reports whether the latency guard lets L rise.
-func (a *Auto) mayRaise() bool { return !a.latGuard }
+// mayRaise reports whether L may rise: neither the latency guard
+// (MaxHealthyLatency) nor the tail (tailRoom) holds it.
+func (a *Auto) mayRaise() bool {
+	return !a.latGuard && !(usable(a.rP99) && a.rP99 > a.tailRoom())
+}
+
+// tailRoom is the service-time p99 that leaves a standing queue its wait
+// below the SLO: SLO − standing wait, in s.
+func (a *Auto) tailRoom() float64 { return a.cfg.SLO.Seconds() - a.standingWait() }
+
+// standingWait is the wait allowed in a standing queue, in s (before the
+// SLO − R̂99 bound).
+func (a *Auto) standingWait() float64 {
+	sw := a.cfg.StandingWait.Seconds()
+	if sw == 0 {
+		sw = a.cfg.SLO.Seconds() / 10
+		if usable(a.rMean) {
+			sw = math.Max(a.rMean, sw)
+		}
+	}
+	return math.Max(sw, 0.001)
+}
+
+// tailCut is the tail guard, run when a window is judged: a service-time
+// p99 above tailRoom leaves a standing queue no room under the SLO, and
+// above the service's parallelism the excess of L only queues inside the
+// service, where a heavy tail makes it costly (a request behind a long
+// one). It cuts L ← L·tailRoom/R̂99, at most by half.
+func (a *Auto) tailCut() (string, bool) {
+	room := a.tailRoom()
+	if !usable(a.rP99) || a.rP99 <= room || a.limit <= a.cfg.MinLimit {
+		return "", false
+	}
+	old := a.limit
+	a.limit = clamp(a.limit/math.Sqrt(a.cfg.LowProbe), a.cfg.MinLimit, a.cfg.MaxLimit)
+	return fmt.Sprintf("L %.4g → %.4g: service p99 %s is over SLO − standing wait (%s)", old, a.limit, fmtSec(a.rP99), fmtSec(room)), true
+}
 
 // windowLimit returns the limit of the window at the current step.
 func (a *Auto) windowLimit() float64 {
@@ -381,7 +428,10 @@ func (a *Auto) Update(now time.Time, m sluice.Measurements) sluice.Decision {
 	old := a.cur.New
 	if n := m.ServiceSamples; n > 0 && usable(m.ServiceMean) && usable(m.ServiceP99) {
 		a.rMean = ewma(a.rMean, m.ServiceMean, 0.3)
-		a.rP99 = ewma(a.rP99, a.tail.add(m.ServiceP99, n), 0.3)
+		// A rising tail is taken at once, a falling one smoothed: the
+		// wait allowed must not trail a service that just got slower.
+		est := a.tail.add(m.ServiceP99, n)
+		a.rP99 = math.Max(est, ewma(a.rP99, est, 0.3))
 	}
 	el := m.Elapsed.Seconds()
 	if !(el > 0) || !mathx.Finite(el) {
@@ -479,6 +529,10 @@ func (a *Auto) judge() string {
 	}
 	switch a.step {
 	case 0, 2, 4:
+		if why, cut := a.tailCut(); cut {
+			a.step, a.gain, a.pending = 0, a.cfg.HighProbe, false
+			return why
+		}
 		a.base = w
 		a.step++
 		// Little's law above the knee: R = L/X. A limit whose service time
@@ -559,11 +613,7 @@ func (a *Auto) queuePolicy(m sluice.Measurements, limit float64) (time.Duration,
 		offered = m.Arrivals / el
 	}
 	if q := m.QueueWaitMin; usable(q) && q > 0 || usable(offered) && offered > drain {
-		sw := a.cfg.StandingWait.Seconds()
-		if sw == 0 {
-			sw = math.Max(a.rMean, slo/10)
-		}
-		wait, kind = math.Min(math.Max(sw, 0.001), budget), "standing"
+		wait, kind = math.Min(a.standingWait(), budget), "standing"
 	}
 	d := time.Duration(wait * float64(time.Second)).Round(time.Microsecond)
 	return d, drain, fmt.Sprintf("queue (%s): wait ≤ %v, drain %s (SLO %v, service mean %s p99 %s)",

@@ -24,6 +24,9 @@ type tenantSim struct {
 	arrived int
 	rt      [][]time.Duration // response times of the successes, per tenant
 	waiting []crowdEvent      // admitted, waiting for a worker inside the backend
+	// draw, when set, draws a service time in units of the mean
+	// (default exponential).
+	draw func(*rand.Rand) float64
 }
 
 type tenantWaiter struct {
@@ -41,7 +44,13 @@ func (c *tenantSim) start(t Ticket, i int) {
 		return
 	}
 	c.busy++
-	c.push(&crowdEvent{at: c.now.Add(time.Duration(c.rng.ExpFloat64() * float64(c.service))), kind: 1, tk: t, class: i})
+	x := 0.0
+	if c.draw != nil {
+		x = c.draw(c.rng)
+	} else {
+		x = c.rng.ExpFloat64()
+	}
+	c.push(&crowdEvent{at: c.now.Add(time.Duration(x * float64(c.service))), kind: 1, tk: t, class: i})
 }
 
 func (c *tenantSim) run(until time.Time) {
