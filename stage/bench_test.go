@@ -2,12 +2,12 @@ package stage
 
 import (
 	"context"
-	"github.com/sluicehq/sluice/gate"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice/control"
+	"github.com/sluicehq/sluice/gate"
 )
 
 // autoStage is a stage under auto with a limit far above what the
