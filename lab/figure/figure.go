@@ -116,6 +116,8 @@ var registry = []Spec{
 	{Name: "adaptive", Paper: "sluice's adaptive mode against the hand-tuned peers (nginx limit_req, HAProxy maxconn) and the adaptive limiters (Netflix gradient2, Envoy gradient, kratos BBR), after the field notes",
 		Sim:  "every controller through a flash crowd, a capacity halving and doubling, and a parallelism change (told only the objective vs hand-tuned)",
 		Live: "Every controller, nginx limit_req and HAProxy maxconn through a flash crowd, a capacity halving and doubling, a parallelism change and a slow backend."},
+	{Name: "tenants", Paper: "sluice's weighted fair queueing among tenants inside auto's queue (Golestani's self-clocked fair queueing, per request)",
+		Sim: "four tenants of equal weight at 3× overload, one sending ten times each other's rate: each light tenant's goodput and p99 with fair queueing and with FIFO"},
 	{Name: "cluster", Paper: "Li & Jamin, Table IV across three instances; a global static rate, an instance killed, Redis stopped",
 		Live: "Three proxy processes share Li & Jamin's shares and a global static rate through Redis: shares under round-robin spread, a 60/30/10 spread, one instance killed, Redis stopped for 10 s."},
 	{Name: "peers", Paper: "sluice against nginx limit_req and HAProxy maxconn (the field notes' peer measurements)",

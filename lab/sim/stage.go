@@ -27,6 +27,9 @@ type Stage struct {
 	next    Handler
 	classOf func(r *Request) int
 	run     *Runner
+	// TenantOf, if set, names the tenant of a request (stage.Request's
+	// Tenant, for a stage with fair queueing among tenants).
+	TenantOf func(r *Request) string
 	// OnStep, if set, sees the decisions of every step.
 	OnStep func(now time.Duration, ds []sluice.Decision)
 	// ExactTrigger, for a sample-triggered controller (SEDA's nreq),
@@ -94,7 +97,11 @@ func (s *Stage) Handle(r *Request) {
 	}
 	w := &simWait{s: s, r: r}
 	w.Notify = w
-	t, o := s.st.Arrive(s.e.Time(), c, &w.Wait)
+	req := stage.Request{Class: c}
+	if s.TenantOf != nil {
+		req.Tenant = s.TenantOf(r)
+	}
+	t, o, _ := s.st.ArriveRequest(s.e.Time(), req, &w.Wait)
 	switch o {
 	case gate.Admitted:
 		s.serve(r, t)

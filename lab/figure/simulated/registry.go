@@ -17,4 +17,5 @@ var registry = map[string]func(ps *Params) RunFunc{
 	"voigt-bandwidth":       voigtBandwidth,
 	"lijamin-epochs":        lijaminEpochs,
 	"adaptive":              adaptivePhasesScenario,
+	"tenants":               tenantsScenario,
 }
