@@ -133,7 +133,7 @@ func TestAutoMaxHealthyLatency(t *testing.T) {
 		cfg.SLO, cfg.MaxHealthyLatency = 500*time.Millisecond, lat
 		c := guardSim(t, cfg, 64, 20*time.Millisecond, 4000)
 		most := 0.0
-		for range 200 {
+		for range 120 {
 			c.run(c.now.Add(100 * time.Millisecond))
 			most = max(most, c.auto().Limit())
 		}
