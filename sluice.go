@@ -238,6 +238,10 @@ type Decision struct {
 	// only requests admitted under the new setting (a probe of the limit,
 	// or Envoy's minRTT window).
 	Fence bool
+	// MaxReject, when > 0, is the largest fraction of a step's arrivals
+	// the stage may reject: a request whose rejection would exceed it is
+	// admitted past the limit instead (auto's max_reject_fraction).
+	MaxReject float64
 }
 
 // Controller is one admission-control law. Implementations are

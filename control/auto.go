@@ -44,6 +44,27 @@ type AutoConfig struct {
 	// are not turned away from a fast service). Otherwise a request may
 	// wait for the whole SLO budget, to absorb a burst.
 	StandingWait time.Duration `yaml:"standing_wait" json:"standing_wait"`
+
+	// Guardrails (see Auto); the zero value of each is off.
+
+	// MinRate, in req/s, is the offered rate below which auto sheds
+	// nothing (Envoy admission control's rps_threshold): while the last
+	// step's offered rate is below it, the gate is open (default 0: off).
+	MinRate float64 `yaml:"min_rate" json:"min_rate"`
+	// MaxRejectFraction in (0, 1] is the largest share of a step's
+	// arrivals the stage rejects; beyond it, requests are admitted past
+	// the limit (Envoy admission control's max_rejection_probability;
+	// default 0: off).
+	MaxRejectFraction float64 `yaml:"max_reject_fraction" json:"max_reject_fraction"`
+	// Warmup is how long after the controller starts (the stage's start,
+	// or a reload that changes the stage) the limit grows without waiting
+	// for a second high probe to confirm a gain, with the high probe at 4×
+	// from the first (a fast start from InitialLimit; default 0: off).
+	Warmup time.Duration `yaml:"warmup" json:"warmup"`
+	// MaxHealthyLatency is the service-time p99 (R̂99) above which auto
+	// never raises its limit, whatever its probes measure (failsafe-go's
+	// and concurrency-limits' maximum healthy latency; default 0: off).
+	MaxHealthyLatency time.Duration `yaml:"max_healthy_latency" json:"max_healthy_latency"`
 }
 
 // DefaultAutoConfig returns the defaults: SLO 500ms, Period 100ms,
@@ -85,6 +106,18 @@ func (c *AutoConfig) Validate() error {
 	}
 	if c.StandingWait < 0 || c.StandingWait >= c.SLO {
 		return badField("standing_wait", c.StandingWait, "must be ≥ 0 and below slo")
+	}
+	if !mathx.Finite(c.MinRate) || c.MinRate < 0 {
+		return badField("min_rate", c.MinRate, "must be a rate ≥ 0 in req/s (0: off)")
+	}
+	if !mathx.Finite(c.MaxRejectFraction) || c.MaxRejectFraction < 0 || c.MaxRejectFraction > 1 {
+		return badField("max_reject_fraction", c.MaxRejectFraction, "must be within (0, 1], or 0 for off")
+	}
+	if c.Warmup < 0 {
+		return badField("warmup", c.Warmup, "must be ≥ 0 (0: off)")
+	}
+	if c.MaxHealthyLatency < 0 {
+		return badField("max_healthy_latency", c.MaxHealthyLatency, "must be ≥ 0 (0: off)")
 	}
 	return nil
 }
@@ -131,16 +164,28 @@ func (c *AutoConfig) New() (sluice.Controller, error) { return NewAuto(*c) }
 // stays below (a·b − 1)·W during a high probe and (b − 1)·W otherwise.
 // The limit is clamped to [MinLimit, MaxLimit].
 //
+// The tail guard (for heavy-tailed service): a base window ending while
+// R̂99 > SLO − w_s (w_s the standing wait below) cuts L ← L/√b, and no
+// step raises L meanwhile. The service time auto measures includes the
+// queue inside the service, which a limit above the service's
+// parallelism W builds; with a heavy tail a request queued there waits
+// behind a long one, and the p99 leaves a standing queue no room under
+// the SLO. Cutting towards W removes that queue; the service's own tail
+// then bounds what is left. Throughput probes are noisy with heavy tails
+// (a window of 200 lognormal σ 1.5 service times has a coefficient of
+// variation of 0.2), which is how L drifts above W in the first place.
+//
 // The wait queue is the stage's (class 0 first; a full queue sheds the
 // lowest class). Each step sets how long a new arrival may wait,
 //
 //	MaxWait = SLO − R̂99 for a burst,
 //	MaxWait = min(StandingWait or max(R̂, SLO/10), SLO − R̂99) while it stands,
 //
-// where R̂ and R̂99 are running means of the mean and p99 service time
+// where R̂ is a running mean of the mean service time and R̂99 of the p99
 // (each step's p99 taken as the largest over the latest steps that hold
 // at least 56 samples, so that a step of 30 samples does not report its
-// p97);
+// p97; a rise is taken at once, R̂99 = max(p99, EWMA), so that the wait
+// allowed never trails a service that just got slower);
 // the queue stands when the offered rate exceeds the drain rate L/R̂ or it
 // did not empty in the last step. The stage rejects at once a request
 // whose predicted wait (ahead+1)·R̂/L exceeds MaxWait. So a flash crowd is
@@ -161,6 +206,32 @@ func (c *AutoConfig) New() (sluice.Controller, error) { return NewAuto(*c) }
 // lowest class's newest waiter; while Auto's MaxWait leaves no queue, the
 // stage's class thresholds keep the top of the limit for the higher
 // classes. The law above is the same for every class.
+//
+// Guardrails, each off by default, each shown in Estimates (the admin
+// API's /state and the sluice_estimate metric):
+//
+//   - MinRate (Envoy admission control's rps_threshold): while the last
+//     step's offered rate λ = arrivals/elapsed is below MinRate, the
+//     decision opens the gate (GateOff): nothing is shed at low traffic,
+//     where a rejection costs more trust than it saves capacity. The
+//     windows pause (the one in progress starts again) so that open-gate
+//     traffic does not judge a probe. Estimate min_rate_open (1 or 0).
+//   - MaxRejectFraction f (Envoy's max_rejection_probability): the
+//     decision carries f and the stage admits past the limit any request
+//     that would make the rejections of the current step exceed f of its
+//     arrivals (a fail-open bound for a controller that misjudges).
+//     Estimate max_reject_fraction; the stage counts what it let through.
+//   - Warmup D: for D after the first Update (a stage starts, or a reload
+//     that changes the stage builds a new controller; an unchanged stage
+//     keeps its controller), a high probe's gain is taken at once without
+//     a confirming window and the probe ratio starts at 4: from
+//     InitialLimit the limit can grow 4× per base and high window, e.g.
+//     16 → 64 → 256 within about four windows of a busy service (the
+//     fast start asked of concurrency-limits). Estimate warmup_left_s.
+//   - MaxHealthyLatency: while R̂99 is above it, no step raises L (a high
+//     probe that gains is held, a low probe that loses does not step
+//     back); the Little's-law cut and the low probe may still lower it.
+//     Estimate latency_guard (1 while it holds the limit down).
 type Auto struct {
 	cfg     AutoConfig
 	limit   float64 // L
@@ -173,6 +244,11 @@ type Auto struct {
 	rP99    float64    // R̂99, s
 	tail    tailRing   // the latest periods' service p99s, for R̂99
 	cur     sluice.Decision
+
+	started  time.Time // the first Update's now (zero before it)
+	warmLeft float64   // s of Warmup left after the last step
+	open     bool      // MinRate holds the gate open
+	latGuard bool      // MaxHealthyLatency holds L from rising
 }
 
 // tailPeriods bounds how many periods tailRing keeps, and tailSamples is
@@ -270,8 +346,69 @@ func (a *Auto) Limit() float64 { return a.limit }
 // limit L, the throughput of the last base window in req/s, and the
 // running mean and p99 service times in seconds (NaN while unknown).
 func (a *Auto) Estimates() map[string]float64 {
-	return map[string]float64{"limit": a.limit, "throughput_rps": a.base.x(),
+	e := map[string]float64{"limit": a.limit, "throughput_rps": a.base.x(),
 		"service_mean_s": a.rMean, "service_p99_s": a.rP99}
+	if a.cfg.MinRate > 0 {
+		e["min_rate_open"] = b2f(a.open)
+	}
+	if a.cfg.MaxRejectFraction > 0 {
+		e["max_reject_fraction"] = a.cfg.MaxRejectFraction
+	}
+	if a.cfg.Warmup > 0 {
+		e["warmup_left_s"] = a.warmLeft
+	}
+	if a.cfg.MaxHealthyLatency > 0 {
+		e["latency_guard"] = b2f(a.latGuard)
+	}
+	return e
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// warming reports whether the warm-up is in force.
+func (a *Auto) warming() bool { return a.warmLeft > 0 }
+
+// mayRaise reports whether L may rise: neither the latency guard
+// (MaxHealthyLatency) nor the tail (tailRoom) holds it.
+func (a *Auto) mayRaise() bool {
+	return !a.latGuard && !(usable(a.rP99) && a.rP99 > a.tailRoom())
+}
+
+// tailRoom is the service-time p99 that leaves a standing queue its wait
+// below the SLO: SLO − standing wait, in s.
+func (a *Auto) tailRoom() float64 { return a.cfg.SLO.Seconds() - a.standingWait() }
+
+// standingWait is the wait allowed in a standing queue, in s (before the
+// SLO − R̂99 bound).
+func (a *Auto) standingWait() float64 {
+	sw := a.cfg.StandingWait.Seconds()
+	if sw == 0 {
+		sw = a.cfg.SLO.Seconds() / 10
+		if usable(a.rMean) {
+			sw = math.Max(a.rMean, sw)
+		}
+	}
+	return math.Max(sw, 0.001)
+}
+
+// tailCut is the tail guard, run when a window is judged: a service-time
+// p99 above tailRoom leaves a standing queue no room under the SLO, and
+// above the service's parallelism the excess of L only queues inside the
+// service, where a heavy tail makes it costly (a request behind a long
+// one). It cuts L ← L·tailRoom/R̂99, at most by half.
+func (a *Auto) tailCut() (string, bool) {
+	room := a.tailRoom()
+	if !usable(a.rP99) || a.rP99 <= room || a.limit <= a.cfg.MinLimit {
+		return "", false
+	}
+	old := a.limit
+	a.limit = clamp(a.limit/math.Sqrt(a.cfg.LowProbe), a.cfg.MinLimit, a.cfg.MaxLimit)
+	return fmt.Sprintf("L %.4g → %.4g: service p99 %s is over SLO − standing wait (%s)", old, a.limit, fmtSec(a.rP99), fmtSec(room)), true
 }
 
 // windowLimit returns the limit of the window at the current step.
@@ -291,11 +428,31 @@ func (a *Auto) Update(now time.Time, m sluice.Measurements) sluice.Decision {
 	old := a.cur.New
 	if n := m.ServiceSamples; n > 0 && usable(m.ServiceMean) && usable(m.ServiceP99) {
 		a.rMean = ewma(a.rMean, m.ServiceMean, 0.3)
-		a.rP99 = ewma(a.rP99, a.tail.add(m.ServiceP99, n), 0.3)
+		// A rising tail is taken at once, a falling one smoothed: the
+		// wait allowed must not trail a service that just got slower.
+		est := a.tail.add(m.ServiceP99, n)
+		a.rP99 = math.Max(est, ewma(a.rP99, est, 0.3))
 	}
 	el := m.Elapsed.Seconds()
 	if !(el > 0) || !mathx.Finite(el) {
 		el = 0
+	}
+	if a.started.IsZero() {
+		a.started = now
+	}
+	a.warmLeft = math.Max(0, (a.cfg.Warmup - now.Sub(a.started)).Seconds())
+	a.latGuard = a.cfg.MaxHealthyLatency > 0 && usable(a.rP99) && a.rP99 > a.cfg.MaxHealthyLatency.Seconds()
+	if a.cfg.MinRate > 0 {
+		a.open = el > 0 && m.Arrivals/el < a.cfg.MinRate
+		if a.open {
+			// Nothing is shed; the window in progress starts again once
+			// the gate closes.
+			a.win = autoWindow{limit: a.win.limit}
+			a.cur = decision(now, "auto", sluice.KindConcurrency, m, old, a.win.limit, false,
+				fmt.Sprintf("gate open: offered %s below min_rate %s", fmtRate(m.Arrivals/el), fmtRate(a.cfg.MinRate)))
+			a.cur.GateOff, a.cur.MaxWait, a.cur.MaxReject = true, a.cfg.SLO/2, a.cfg.MaxRejectFraction
+			return a.cur
+		}
 	}
 	why, fence := "", false
 	if !a.win.settled {
@@ -342,7 +499,7 @@ func (a *Auto) Update(now time.Time, m sluice.Measurements) sluice.Decision {
 	limit := a.win.limit
 	maxWait, drain, queue := a.queuePolicy(m, limit)
 	a.cur = decision(now, "auto", sluice.KindConcurrency, m, old, limit, limit != old, why+"; "+queue)
-	a.cur.MaxWait, a.cur.Drain, a.cur.Fence = maxWait, drain, fence
+	a.cur.MaxWait, a.cur.Drain, a.cur.Fence, a.cur.MaxReject = maxWait, drain, fence, a.cfg.MaxRejectFraction
 	return a.cur
 }
 
@@ -354,6 +511,16 @@ func (a *Auto) judge() string {
 		a.step = 0
 		return fmt.Sprintf("hold L %.4g: window %g without enough completions (%g)", a.limit, w.limit, w.done)
 	}
+	if n < 0.8*w.limit && a.warming() && (a.step == 1 || a.step == 3) && a.base.done > 0 &&
+		n > 1.1*a.limit && x/a.base.x() >= 0.9*n/a.base.meanN() {
+		// Warm-up: a high probe that demand did not fill, whose throughput
+		// grew with the number in service: the service serves all of the
+		// demand's concurrency, so the limit takes it at once.
+		old := a.limit
+		a.limit = clamp(math.Ceil(n), a.cfg.MinLimit, a.cfg.MaxLimit)
+		a.step, a.gain, a.pending = 0, a.cfg.HighProbe, false
+		return fmt.Sprintf("L %.4g → %.4g: warm-up: high probe %g was not filled (n̄ %.3g), and %.4g req/s vs %.4g grew with it", old, a.limit, w.limit, n, x, a.base.x())
+	}
 	if n < 0.8*w.limit {
 		// Demand did not fill the window: it says nothing about the
 		// service's parallelism.
@@ -362,6 +529,10 @@ func (a *Auto) judge() string {
 	}
 	switch a.step {
 	case 0, 2, 4:
+		if why, cut := a.tailCut(); cut {
+			a.step, a.gain, a.pending = 0, a.cfg.HighProbe, false
+			return why
+		}
 		a.base = w
 		a.step++
 		// Little's law above the knee: R = L/X. A limit whose service time
@@ -378,12 +549,18 @@ func (a *Auto) judge() string {
 		a.step++
 		r := x / a.base.x()
 		old := a.limit
+		if !a.mayRaise() {
+			a.gain, a.pending = a.cfg.HighProbe, false
+			return fmt.Sprintf("hold L %.4g: high probe %g gave %.4g req/s vs %.4g (×%.3f), but service p99 %s is over max_healthy_latency %v",
+				a.limit, w.limit, x, a.base.x(), r, fmtSec(a.rP99), a.cfg.MaxHealthyLatency)
+		}
 		if r < 1+(a.cfg.HighProbe-1)/2 {
 			a.gain, a.pending = a.cfg.HighProbe, false
 			return fmt.Sprintf("hold L %.4g: high probe %g gave %.4g req/s vs %.4g at %g (×%.3f)", a.limit, w.limit, x, a.base.x(), a.base.limit, r)
 		}
-		if !a.pending {
-			// One window's gain may be noise: probe again before growing.
+		if !a.pending && !a.warming() {
+			// One window's gain may be noise: probe again before growing
+			// (not during the warm-up: a fast start).
 			a.pending = true
 			return fmt.Sprintf("L %.4g: high probe %g gave %.4g req/s vs %.4g at %g (×%.3f): confirm", a.limit, w.limit, x, a.base.x(), a.base.limit, r)
 		}
@@ -409,7 +586,7 @@ func (a *Auto) judge() string {
 		case r >= 1-loss/4:
 			a.limit = clamp(a.limit/math.Sqrt(a.cfg.LowProbe), a.cfg.MinLimit, a.cfg.MaxLimit)
 			return fmt.Sprintf("L %.4g → %.4g: low probe %g kept %.4g req/s vs %.4g at %g (×%.3f): shrink", old, a.limit, w.limit, x, a.base.x(), a.base.limit, r)
-		case r < 1-loss*3/4:
+		case r < 1-loss*3/4 && a.mayRaise():
 			a.limit = clamp(a.limit*math.Sqrt(a.cfg.LowProbe), a.cfg.MinLimit, a.cfg.MaxLimit)
 			return fmt.Sprintf("L %.4g → %.4g: low probe %g lost: %.4g req/s vs %.4g at %g (×%.3f): the knee is close, step back", old, a.limit, w.limit, x, a.base.x(), a.base.limit, r)
 		}
@@ -436,11 +613,7 @@ func (a *Auto) queuePolicy(m sluice.Measurements, limit float64) (time.Duration,
 		offered = m.Arrivals / el
 	}
 	if q := m.QueueWaitMin; usable(q) && q > 0 || usable(offered) && offered > drain {
-		sw := a.cfg.StandingWait.Seconds()
-		if sw == 0 {
-			sw = math.Max(a.rMean, slo/10)
-		}
-		wait, kind = math.Min(math.Max(sw, 0.001), budget), "standing"
+		wait, kind = math.Min(a.standingWait(), budget), "standing"
 	}
 	d := time.Duration(wait * float64(time.Second)).Round(time.Microsecond)
 	return d, drain, fmt.Sprintf("queue (%s): wait ≤ %v, drain %s (SLO %v, service mean %s p99 %s)",

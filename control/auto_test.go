@@ -253,6 +253,12 @@ func TestAutoConfigValidate(t *testing.T) {
 		{"min_completions", func(c *AutoConfig) { c.MinCompletions = 0 }},
 		{"max_window", func(c *AutoConfig) { c.MaxWindow = time.Millisecond }},
 		{"standing_wait", func(c *AutoConfig) { c.StandingWait = time.Second }},
+		{"min_rate", func(c *AutoConfig) { c.MinRate = -1 }},
+		{"min_rate", func(c *AutoConfig) { c.MinRate = math.Inf(1) }},
+		{"max_reject_fraction", func(c *AutoConfig) { c.MaxRejectFraction = 1.5 }},
+		{"max_reject_fraction", func(c *AutoConfig) { c.MaxRejectFraction = -0.1 }},
+		{"warmup", func(c *AutoConfig) { c.Warmup = -time.Second }},
+		{"max_healthy_latency", func(c *AutoConfig) { c.MaxHealthyLatency = -time.Millisecond }},
 	} {
 		cfg := DefaultAutoConfig()
 		c.edit(&cfg)

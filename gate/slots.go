@@ -81,6 +81,7 @@ type slotEntry[T comparable] struct {
 	t        T
 	arrival  time.Time
 	deadline time.Time // zero: never expires
+	tag      float64   // virtual finish time under fair queueing (SetFair)
 }
 
 // ring is a FIFO of waiters that grows by doubling up to a bound and is
@@ -133,6 +134,68 @@ func (r *ring[T]) popBack() slotEntry[T] {
 	*p = slotEntry[T]{}
 	r.n--
 	return e
+}
+
+// segs returns the waiters as at most two contiguous slices, oldest
+// first.
+func (r *ring[T]) segs() (a, b []slotEntry[T]) {
+	if end := r.head + r.n; end <= len(r.buf) {
+		return r.buf[r.head:end], nil
+	}
+	return r.buf[r.head:], r.buf[:r.head+r.n-len(r.buf)]
+}
+
+// minTag returns the index of the oldest waiter with the smallest tag
+// (-1 when empty).
+func (r *ring[T]) minTag() int {
+	a, b := r.segs()
+	best, bt := -1, math.Inf(1)
+	for i := range a {
+		if a[i].tag < bt {
+			best, bt = i, a[i].tag
+		}
+	}
+	for i := range b {
+		if b[i].tag < bt {
+			best, bt = len(a)+i, b[i].tag
+		}
+	}
+	return best
+}
+
+// maxTag returns the index of the newest waiter with the largest tag (-1
+// when empty).
+func (r *ring[T]) maxTag() int {
+	a, b := r.segs()
+	best, bt := -1, math.Inf(-1)
+	for i := range a {
+		if a[i].tag >= bt {
+			best, bt = i, a[i].tag
+		}
+	}
+	for i := range b {
+		if b[i].tag >= bt {
+			best, bt = len(a)+i, b[i].tag
+		}
+	}
+	return best
+}
+
+// countTag returns the number of waiters whose tag is ≤ tag.
+func (r *ring[T]) countTag(tag float64) int {
+	a, b := r.segs()
+	n := 0
+	for i := range a {
+		if a[i].tag <= tag {
+			n++
+		}
+	}
+	for i := range b {
+		if b[i].tag <= tag {
+			n++
+		}
+	}
+	return n
 }
 
 // removeAt removes the i-th oldest waiter, shifting the shorter side.
@@ -228,6 +291,9 @@ type Slots[T comparable] struct {
 	// expired holds waiters removed as expired (or dropped by CoDel) by
 	// Release, Next or Arrive, to be reported by the next Expire.
 	expired []T
+
+	// fair: within a class, serve the smallest tag first (SetFair).
+	fair bool
 }
 
 // NewSlots returns an empty single-class Slots with the given concurrency
@@ -267,6 +333,21 @@ func (s *Slots[T]) SetDiscipline(d Discipline) { s.disc = d.withDefaults() }
 // Discipline returns the discipline in force.
 func (s *Slots[T]) Discipline() Discipline { return s.disc }
 
+// SetFair turns fair queueing within each class on or off. With it on, a
+// class's waiters are served in the order of the tags their callers give
+// them (ArriveTagged: a virtual finish time, smallest first; equal tags
+// in arrival order) instead of FIFO, adaptive LIFO is ignored, Ahead
+// counts only the waiters a new arrival's tag would follow, and a full
+// queue evicts, within the arrival's class too, the waiter with the
+// largest tag when that tag exceeds the arrival's. Finding the next
+// waiter costs O(waiters of its class). The tags are the caller's
+// business (stage's weighted fair queueing computes them per tenant);
+// with equal tags in arrival order, fair queueing is FIFO.
+func (s *Slots[T]) SetFair(on bool) { s.fair = on }
+
+// Fair reports whether fair queueing is on.
+func (s *Slots[T]) Fair() bool { return s.fair }
+
 // Limit returns the concurrency limit.
 func (s *Slots[T]) Limit() int { return s.limit }
 
@@ -291,6 +372,21 @@ func (s *Slots[T]) Ahead(c int) int {
 		n += s.classes[i].n
 	}
 	return n
+}
+
+// AheadTagged is Ahead for a new arrival of class c with the given tag
+// under fair queueing: the waiters of the higher classes, and those of
+// class c whose tag is not above it. Without fair queueing it is Ahead.
+func (s *Slots[T]) AheadTagged(c int, tag float64) int {
+	c = s.clampClass(c)
+	if !s.fair {
+		return s.Ahead(c)
+	}
+	n := 0
+	for i := 0; i < c; i++ {
+		n += s.classes[i].n
+	}
+	return n + s.classes[c].countTag(tag)
 }
 
 // PendingExpired returns the number of expired waiters removed from the
@@ -393,6 +489,12 @@ func (s *Slots[T]) Arrive(now time.Time, t T, deadline time.Time) Outcome {
 // rejected. Before rejecting or evicting, expired waiters are removed
 // (kept for Expire) to make room.
 func (s *Slots[T]) ArriveClass(now time.Time, t T, c int, deadline time.Time) (o Outcome, victim T, evicted bool) {
+	return s.ArriveTagged(now, t, c, 0, deadline)
+}
+
+// ArriveTagged is ArriveClass for a waiter with a fair-queueing tag (see
+// SetFair; without fair queueing the tag is kept and ignored).
+func (s *Slots[T]) ArriveTagged(now time.Time, t T, c int, tag float64, deadline time.Time) (o Outcome, victim T, evicted bool) {
 	s.noteEmpty(now)
 	c = s.clampClass(c)
 	if s.TryAdmitClass(c) {
@@ -408,10 +510,22 @@ func (s *Slots[T]) ArriveClass(now time.Time, t T, c int, deadline time.Time) (o
 					break
 				}
 			}
-			if lc < 0 || s.maxQueue == 0 {
+			switch {
+			case s.maxQueue == 0:
 				return Rejected, victim, false
+			case lc >= 0:
+				victim = s.classes[lc].popBack().t
+			default:
+				// Fair queueing: the arrival may take the place of its
+				// class's waiter with the largest tag.
+				r := &s.classes[c]
+				i := r.maxTag()
+				if !s.fair || i < 0 || r.ptr(i).tag <= tag {
+					return Rejected, victim, false
+				}
+				victim = r.ptr(i).t
+				r.removeAt(i)
 			}
-			victim = s.classes[lc].popBack().t
 			s.n--
 			evicted = true
 		}
@@ -421,7 +535,7 @@ func (s *Slots[T]) ArriveClass(now time.Time, t T, c int, deadline time.Time) (o
 			deadline = dl
 		}
 	}
-	s.classes[c].push(slotEntry[T]{t: t, arrival: now, deadline: deadline}, s.maxQueue)
+	s.classes[c].push(slotEntry[T]{t: t, arrival: now, deadline: deadline, tag: tag}, s.maxQueue)
 	s.n++
 	if !deadline.IsZero() && (!s.hasMin || deadline.Before(s.minDeadline)) {
 		s.minDeadline, s.hasMin = deadline, true
@@ -481,9 +595,14 @@ func (s *Slots[T]) Next(now time.Time) (next T, ok bool) {
 			}
 		}
 		var e slotEntry[T]
-		if standing && s.disc.LIFO {
+		switch {
+		case s.fair:
+			i := r.minTag()
+			e = r.at(i)
+			r.removeAt(i)
+		case standing && s.disc.LIFO:
 			e = r.popBack()
-		} else {
+		default:
 			e = r.popFront()
 		}
 		s.n--

@@ -385,3 +385,61 @@ func TestSlotsSteadyStateAllocs(t *testing.T) {
 		t.Errorf("steady state allocates %v per op, want 0", allocs)
 	}
 }
+
+// Fair queueing: within a class, waiters are served by tag (equal tags in
+// arrival order), Ahead counts only the waiters a tag follows, and a full
+// queue evicts the largest tag of the arrival's class when it exceeds the
+// arrival's.
+func TestSlotsFair(t *testing.T) {
+	now := time.Unix(0, 0)
+	s, err := NewClassSlots[string](1, 4, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.SetFair(true)
+	if !s.TryAdmit() {
+		t.Fatal("the first request found no slot")
+	}
+	// heavy's tags 1, 2, 3; light's 1 arrives last.
+	for i, w := range []struct {
+		id  string
+		tag float64
+	}{{"h1", 1}, {"h2", 2}, {"h3", 3}, {"l1", 1}} {
+		if o, _, _ := s.ArriveTagged(now, w.id, 0, w.tag, time.Time{}); o != Queued {
+			t.Fatalf("waiter %d (%s): %v", i, w.id, o)
+		}
+	}
+	if got := s.AheadTagged(0, 1); got != 2 {
+		t.Errorf("AheadTagged(0, 1) = %d, want 2 (h1 and l1)", got)
+	}
+	if got := s.AheadTagged(0, 2.5); got != 3 {
+		t.Errorf("AheadTagged(0, 2.5) = %d, want 3", got)
+	}
+	if got := s.AheadTagged(1, 0); got != 4 {
+		t.Errorf("AheadTagged(1, 0) = %d, want 4 (every class-0 waiter)", got)
+	}
+	// The queue is full: a light arrival with tag 2 evicts h3 (tag 3); one
+	// with tag 9 is refused.
+	o, victim, evicted := s.ArriveTagged(now, "l2", 0, 2, time.Time{})
+	if o != Queued || !evicted || victim != "h3" {
+		t.Errorf("full queue, tag 2: %v, victim %q (%v); want queued evicting h3", o, victim, evicted)
+	}
+	if o, _, evicted := s.ArriveTagged(now, "x", 0, 9, time.Time{}); o != Rejected || evicted {
+		t.Errorf("full queue, tag 9: %v (evicted %v); want rejected", o, evicted)
+	}
+	var order []string
+	for range 4 {
+		next, ok := s.Release(now)
+		if !ok {
+			t.Fatal("no waiter served")
+		}
+		order = append(order, next)
+	}
+	if want := []string{"h1", "l1", "h2", "l2"}; !slices.Equal(order, want) {
+		t.Errorf("served %v, want %v (by tag, equal tags in arrival order)", order, want)
+	}
+	s.SetFair(false)
+	if s.Fair() {
+		t.Error("SetFair(false) left it on")
+	}
+}

@@ -158,6 +158,24 @@ type StageConfig struct {
 	// Priority is how a stage with several classes sheds its lowest
 	// classes first (docs/hops.md).
 	Priority PriorityConfig `yaml:"priority"`
+	// Tenants turns on weighted fair queueing among tenants inside the
+	// stage's wait queue (stages with a concurrency limit; see
+	// stage.Tenants). The tenant is the request's hop tenant (the
+	// hops.tenant_header, believed only from trusted proxies).
+	Tenants TenantsConfig `yaml:"tenants"`
+}
+
+// TenantsConfig is a stage's fair queueing among tenants.
+type TenantsConfig struct {
+	// Fair serves each class's waiters in weighted fair order among
+	// tenants instead of FIFO (default false).
+	Fair bool `yaml:"fair"`
+	// Weights gives tenants, by name, a weight other than DefaultWeight;
+	// each > 0.
+	Weights map[string]float64 `yaml:"weights"`
+	// DefaultWeight is the weight of every other tenant and of requests
+	// without one (default 1).
+	DefaultWeight float64 `yaml:"default_weight"`
 }
 
 // PriorityConfig is how a stage sheds its lowest classes first (see

@@ -48,6 +48,10 @@ func TestHopsValidate(t *testing.T) {
 		{hopPolicy + "  - {name: r, controller: none, priority: {reserve: 1}}", "stages[1].priority.reserve", "(0, 1)"},
 		{hopPolicy + "  - {name: r, controller: none, priority: {reserve: -0.5}}", "stages[1].priority.reserve", "(0, 1)"},
 		{hopPolicy + "  - {name: s, controller: seda, params: {target: 1s}, priority: {shed: true}}", "stages[1].priority.shed", "paper's class law"},
+		{hopPolicy + "  - {name: t, controller: auto, tenants: {fair: true, weights: {acme: 0}}}", "stages[1].tenants.weights.acme", "> 0"},
+		{hopPolicy + "  - {name: t, controller: auto, tenants: {fair: true, default_weight: -1}}", "stages[1].tenants.default_weight", "> 0"},
+		{hopPolicy + "  - {name: t, controller: auto, tenants: {weights: {acme: 2}}}", "stages[1].tenants.weights", "need fair: true"},
+		{hopPolicy + "  - {name: t, controller: seda, params: {target: 1s}, tenants: {fair: true}}", "stages[1].tenants", "concurrency limit"},
 	} {
 		c := parse(t, tc.yaml)
 		c.SetDefaults()

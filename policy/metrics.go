@@ -50,12 +50,19 @@ var (
 		"Offered load over the capacity the stage's controller grants, over its last control period (stage.State.DemandRatio): concurrency (offered req/s × mean response time) / limit, rate offered req/s / rate, else offered / admitted. Above 1 more capacity would serve refused or queued work; the metric to autoscale on.",
 		[]string{"stage"}, nil)
 	descEstimate = prometheus.NewDesc("sluice_controller_estimate",
-		"A controller's own estimate, by name (auto: limit, throughput_rps, service_mean_s, service_p99_s).",
+		"A controller's own estimate, by name (auto: limit, throughput_rps, service_mean_s, service_p99_s; with its guardrails min_rate_open, max_reject_fraction, warmup_left_s, latency_guard).",
 		[]string{"stage", "name"}, nil)
+	descMaxRejectAdmitted = prometheus.NewDesc("sluice_max_reject_admitted_total",
+		"Requests admitted past the limit because rejecting them would have exceeded the controller's bound on the share of a step's arrivals rejected (auto's max_reject_fraction).",
+		[]string{"stage"}, nil)
+	descTenantsQueued = prometheus.NewDesc("sluice_tenants_queued",
+		"Tenants with a request waiting in the stage's queue under fair queueing (tenants.fair).",
+		[]string{"stage"}, nil)
 )
 
 var allDescs = []*prometheus.Desc{descRequests, descRT, descRTMean, descGate, descQuality, descGateOff,
-	descDecisions, descInFlight, descQueued, descMaxWait, descEstimate, descDemand, descHopInvalid, descHopUntrusted}
+	descDecisions, descInFlight, descQueued, descMaxWait, descEstimate, descDemand, descHopInvalid, descHopUntrusted,
+	descMaxRejectAdmitted, descTenantsQueued}
 
 // collector reports the metrics of the policy current() returns.
 type collector struct {
@@ -138,6 +145,10 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		for k, v := range st.Estimates {
 			ch <- prometheus.MustNewConstMetric(descEstimate, prometheus.GaugeValue, v, name, k)
+		}
+		ch <- prometheus.MustNewConstMetric(descMaxRejectAdmitted, prometheus.CounterValue, float64(st.MaxRejectAdmitted), name)
+		if l := st.InFlightLimited; l != nil {
+			ch <- prometheus.MustNewConstMetric(descTenantsQueued, prometheus.GaugeValue, float64(st.TenantsQueued), name)
 		}
 	}
 	for i, hh := range hopHeaders {

@@ -165,6 +165,7 @@ func New(cfg Config, opts Options) (*Policy, error) {
 		if sc != nil {
 			so.Burst, so.Window, so.MaxQueue, so.QueueTimeout = sc.Burst, sc.Window, sc.Queue.Max, sc.Queue.Timeout
 			so.Priority = fp.priority
+			so.Tenants = fp.tenants
 		}
 		st, err := stage.New(so, now)
 		if err != nil {

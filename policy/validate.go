@@ -3,6 +3,8 @@ package policy
 import (
 	"fmt"
 	"io"
+	"maps"
+	"math"
 	"mime"
 	"net/http"
 	"net/netip"
@@ -58,7 +60,8 @@ func fieldErr(path, format string, a ...any) error { return fielderr.Errorf(path
 // class, trust "trusted" for header and cookie rules; for stages
 // controller "none", burst 5, window 4096, queue.max 1024, queue.timeout
 // 1s, long_lived 30s, differentiate true, priority.shed from the
-// controller and priority.reserve 0.3; reject.status 503,
+// controller, priority.reserve 0.3 and tenants.default_weight 1;
+// reject.status 503,
 // reject.retry_after 1s and a one-line text body; the degrade.header
 // "X-Sluice-Quality"; and the hops headers X-Sluice-Priority,
 // X-Sluice-Tenant and X-Sluice-Timeout with hops.max_timeout 5m.
@@ -111,6 +114,9 @@ func (c *Config) SetDefaults() {
 		}
 		if s.Priority.Reserve == 0 {
 			s.Priority.Reserve = DefaultReserve
+		}
+		if s.Tenants.DefaultWeight == 0 {
+			s.Tenants.DefaultWeight = stage.DefaultTenantWeight
 		}
 	}
 	if c.Reject.Status == 0 {
@@ -195,6 +201,7 @@ func (c *Config) clone() Config {
 			d := *s.Priority.Shed
 			s.Priority.Shed = &d
 		}
+		s.Tenants.Weights = maps.Clone(s.Tenants.Weights)
 	}
 	return out
 }
@@ -227,6 +234,7 @@ type fingerprint struct {
 	queueTimeout time.Duration
 	shadow       bool
 	priority     stage.Priority
+	tenants      stage.Tenants
 }
 
 func (f *fingerprint) equal(g *fingerprint) bool { return reflect.DeepEqual(f, g) }
@@ -492,10 +500,39 @@ func compileStage(c *Config, i int, classes map[string]int) (compiledStage, clas
 	if err != nil {
 		return compiledStage{}, rule, err
 	}
+	ten, err := compileTenants(p, &s, ctrl)
+	if err != nil {
+		return compiledStage{}, rule, err
+	}
 	cs := compiledStage{cfg: s, ctrl: ctrl, fp: fingerprint{ctrl: ctrl, classes: slices.Clone(c.Classes.Order),
 		burst: s.Burst, window: s.Window, maxQueue: s.Queue.Max, queueTimeout: s.Queue.Timeout, shadow: c.Shadow,
-		priority: prio}}
+		priority: prio, tenants: ten}}
 	return cs, rule, nil
+}
+
+// compileTenants checks a stage's tenants section and returns the stage's
+// fair-queueing options.
+func compileTenants(p string, s *StageConfig, ctrl control.Config) (stage.Tenants, error) {
+	tc := s.Tenants
+	if tc.DefaultWeight == 0 {
+		tc.DefaultWeight = stage.DefaultTenantWeight
+	}
+	if !(tc.DefaultWeight > 0) || math.IsInf(tc.DefaultWeight, 0) {
+		return stage.Tenants{}, fieldErr(p+".tenants.default_weight", "%v must be a finite weight > 0, such as 1", s.Tenants.DefaultWeight)
+	}
+	names := slices.Sorted(maps.Keys(tc.Weights))
+	for _, k := range names {
+		if w := tc.Weights[k]; !(w > 0) || math.IsInf(w, 0) {
+			return stage.Tenants{}, fieldErr(p+".tenants.weights."+k, "%v must be a finite weight > 0, such as 2", w)
+		}
+	}
+	if c, err := ctrl.New(); tc.Fair && (err != nil || c.Current().Kind != sluice.KindConcurrency) {
+		return stage.Tenants{}, fieldErr(p+".tenants", "fair queueing needs a wait queue: a controller with a concurrency limit (auto, static-concurrency), not %s", s.Controller)
+	}
+	if len(tc.Weights) > 0 && !tc.Fair {
+		return stage.Tenants{}, fieldErr(p+".tenants.weights", "weights need fair: true")
+	}
+	return stage.Tenants{Fair: tc.Fair, Weights: maps.Clone(tc.Weights), DefaultWeight: tc.DefaultWeight}, nil
 }
 
 // compilePriority checks a stage's priority section and returns the

@@ -364,3 +364,36 @@ func TestAdminTokenFile(t *testing.T) {
 		}
 	}
 }
+
+// auto's guardrails and a stage's tenants are validated with file:line:
+// field errors.
+func TestConfigTenantsAndGuardrailErrors(t *testing.T) {
+	for _, c := range []struct{ yaml, want string }{
+		{`stages:
+  - name: a
+    controller: auto
+    tenants:
+      fair: true
+      weights:
+        acme: -2
+`, "t.yaml:12: stages[0].tenants.weights.acme: -2 must be a finite weight > 0"},
+		{`stages:
+  - name: a
+    controller: auto
+    params:
+      slo: 250ms
+      max_reject_fraction: 2
+`, "t.yaml:11: stages[0].params.max_reject_fraction: 2 is invalid"},
+		{`stages:
+  - name: a
+    controller: auto
+    params:
+      min_rate: -5
+`, "t.yaml:10: stages[0].params.min_rate: -5 is invalid"},
+	} {
+		_, err := Parse("t.yaml", []byte(goodHead+c.yaml))
+		if err == nil || !strings.HasPrefix(err.Error(), c.want) {
+			t.Errorf("error %v, want prefix %q", err, c.want)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -48,6 +49,8 @@ type Wait struct {
 	Arrival, Deadline time.Time
 	// byDeadline: Deadline is the request's own deadline.
 	byDeadline bool
+	// tag is its virtual finish time under fair queueing (Tenants).
+	tag float64
 }
 
 // concGate is a stage's concurrency limit with its wait queue: the
@@ -61,7 +64,8 @@ type concGate struct {
 	drain    float64       // predicted slot release rate, req/s (0: no prediction)
 	expired  []*Wait       // scratch: waiters to tell Dropped after unlock
 	setLimit int
-	reserve  float64 // Priority's reserve, in force while wait ≤ 0 (0: none)
+	reserve  float64    // Priority's reserve, in force while wait ≤ 0 (0: none)
+	fair     *fairQueue // weighted fair queueing among tenants (nil: FIFO)
 }
 
 func newConcGate(limit, maxQueue, classes int, timeout time.Duration) (*concGate, error) {
@@ -104,6 +108,7 @@ func (c *concGate) apply(now time.Time, d sluice.Decision) []*Wait {
 		if !ok {
 			break
 		}
+		c.left(w, true)
 		granted = append(granted, w)
 	}
 	return granted
@@ -145,6 +150,9 @@ func (s *Stage) arrive(now time.Time, r Request, w *Wait, mk func() *Wait) (Tick
 	if s.agg != nil {
 		s.agg.Arrive()
 	}
+	if s.rejCap.Load() != 0 {
+		s.capArr.Add(1)
+	}
 	shadowed := false // counted as shadow-rejected already
 	if !r.Deadline.IsZero() && !r.Deadline.After(now) {
 		// Its caller has given up: serving it would be work nobody waits
@@ -156,7 +164,7 @@ func (s *Stage) arrive(now time.Time, r Request, w *Wait, mk func() *Wait) (Tick
 		cs.shadowRejected.Add(1)
 		shadowed = true
 	}
-	if !s.gates.AdmitAt(now, class) {
+	if !s.gates.AdmitAt(now, class) && !s.spare() {
 		if !s.shadow {
 			s.reject(cs)
 			return Ticket{}, gate.Rejected, nil, s.errReject
@@ -171,7 +179,7 @@ func (s *Stage) arrive(now time.Time, r Request, w *Wait, mk func() *Wait) (Tick
 		return s.admit(cs, class, now, now, false), gate.Admitted, nil, nil
 	}
 	// Shadow mode never queues: it admits a request that finds no slot.
-	mayWait := !s.shadow && (w != nil || mk != nil)
+	mayWait := !s.shadow && (w != nil || mk != nil) && !s.atBound()
 	r.Class = class
 	v := c.arrive(now, r, w, mk, mayWait)
 	if v.victim != nil {
@@ -193,11 +201,19 @@ func (s *Stage) arrive(now time.Time, r Request, w *Wait, mk func() *Wait) (Tick
 	// expired wait), or the stage has no queue, or the queue is full of
 	// waiters of its class or higher.
 	if v.tooLong {
-		s.expired.Add(1)
 		if v.deadline {
+			s.expired.Add(1)
 			s.rejectDeadline(cs)
 			return Ticket{}, gate.Rejected, nil, s.errDeadline
 		}
+	}
+	if s.spare() {
+		// The controller's bound on the share rejected: admitted past the
+		// limit (it holds no slot).
+		return s.admit(cs, class, now, now, false), gate.Admitted, nil, nil
+	}
+	if v.tooLong {
+		s.expired.Add(1)
 	}
 	s.reject(cs)
 	return Ticket{}, gate.Rejected, nil, s.errReject
@@ -242,8 +258,12 @@ func (c *concGate) arrive(now time.Time, r Request, w *Wait, mk func() *Wait, ma
 			wait, byDeadline = left, true
 		}
 	}
+	tag := 0.0
+	if c.fair != nil && canWait {
+		tag = c.fair.tag(class, r.Tenant)
+	}
 	if canWait && c.drain > 0 {
-		pred := float64(c.slots.Ahead(class)+1) / c.drain
+		pred := float64(c.slots.AheadTagged(class, tag)+1) / c.drain
 		if pred > wait.Seconds() {
 			v.tooLong = true
 			v.deadline = byDeadline && pred <= c.wait.Seconds()
@@ -256,15 +276,63 @@ func (c *concGate) arrive(now time.Time, r Request, w *Wait, mk func() *Wait, ma
 	if w == nil {
 		w = mk()
 	}
-	w.Class, w.Tenant, w.Arrival, w.Deadline, w.byDeadline = class, r.Tenant, now, now.Add(wait), byDeadline
-	o, victim, evicted := c.slots.ArriveClass(now, w, class, w.Deadline)
+	w.Class, w.Tenant, w.Arrival, w.Deadline, w.byDeadline, w.tag = class, r.Tenant, now, now.Add(wait), byDeadline, tag
+	o, victim, evicted := c.slots.ArriveTagged(now, w, class, tag, w.Deadline)
 	if evicted {
+		c.left(victim, false)
 		v.victim = victim
 	}
 	if o == gate.Queued {
+		if c.fair != nil {
+			c.fair.queued(w)
+		}
 		v.queued = w
 	}
 	return v
+}
+
+// left records, under c's lock, that w left the queue (served: with a
+// slot).
+func (c *concGate) left(w *Wait, served bool) {
+	if c.fair != nil {
+		c.fair.left(w, served)
+	}
+}
+
+// spare reports whether a request about to be rejected is admitted
+// instead, because its rejection would take the step's rejections past the
+// controller's bound (Decision.MaxReject): f·arrivals. Otherwise, with a
+// bound in force, it counts the rejection. Under concurrent arrivals the
+// bound is approximate by the requests deciding at the same moment.
+func (s *Stage) spare() bool {
+	b := s.rejCap.Load()
+	if b == 0 {
+		return false
+	}
+	f := math.Float64frombits(b)
+	if float64(s.capRej.Load()+1) > f*float64(s.capArr.Load()) {
+		s.maxRejectAdmits.Add(1)
+		return true
+	}
+	s.capRej.Add(1)
+	return false
+}
+
+// atBound reports whether the step's rejections have reached the
+// controller's bound (Decision.MaxReject): a request that finds no slot is
+// then admitted past the limit rather than queued, since a waiter that
+// times out would be one more rejection.
+func (s *Stage) atBound() bool {
+	b := s.rejCap.Load()
+	return b != 0 && float64(s.capRej.Load()+1) > math.Float64frombits(b)*float64(s.capArr.Load())
+}
+
+// countCapped counts a rejection from the queue in the step's share
+// (Decision.MaxReject).
+func (s *Stage) countCapped() {
+	if s.rejCap.Load() != 0 {
+		s.capRej.Add(1)
+	}
 }
 
 // admit counts an admission and returns its ticket.
@@ -300,6 +368,7 @@ func (s *Stage) rejectDeadline(cs *classState) {
 // deadline).
 func (s *Stage) drop(w *Wait, evicted bool) {
 	s.expired.Add(1)
+	s.countCapped()
 	cs := s.classes[s.classOf(w.Class)]
 	if !evicted && w.byDeadline {
 		s.rejectDeadline(cs)
@@ -335,8 +404,12 @@ func (s *Stage) leave(w *Wait, timedOut, deadline bool) bool {
 	}
 	c.mu.Lock()
 	removed := c.slots.Remove(w)
+	if removed {
+		c.left(w, false)
+	}
 	c.mu.Unlock()
 	if removed {
+		s.countCapped()
 		if timedOut {
 			s.expired.Add(1)
 		}
@@ -363,6 +436,9 @@ func (s *Stage) leaveService(t Ticket, now time.Time) {
 	c := s.conc
 	c.mu.Lock()
 	next, ok := c.slots.Release(now)
+	if ok {
+		c.left(next, true)
+	}
 	c.slots.Expire(now, c.collect)
 	dropped := c.expired
 	c.expired = c.expired[:0]
@@ -375,7 +451,10 @@ func (s *Stage) leaveService(t Ticket, now time.Time) {
 	}
 }
 
-func (c *concGate) collect(w *Wait) { c.expired = append(c.expired, w) }
+func (c *concGate) collect(w *Wait) {
+	c.left(w, false)
+	c.expired = append(c.expired, w)
+}
 
 // grant admits waiter w, which got a slot at now.
 func (s *Stage) grant(w *Wait, now time.Time) {

@@ -62,6 +62,10 @@ type Options struct {
 	// (see Priority); the zero value takes the controller's default, with
 	// a reserve of DefaultPriorityReserve.
 	Priority Priority
+	// Tenants turns on weighted fair queueing among tenants within each
+	// class of a concurrency stage's wait queue (see Tenants); the zero
+	// value serves each class FIFO.
+	Tenants Tenants
 }
 
 // classState is the live state of one class.
@@ -142,6 +146,13 @@ type Stage struct {
 	// time (ns, 0 unknown).
 	lastStep []atomic.Int64
 	svcMean  atomic.Int64
+	// The controller's bound on the rejected share of a step's arrivals
+	// (Decision.MaxReject, float bits; 0: none), the step's arrivals and
+	// rejections while it is in force, and the requests it admitted past
+	// the limit since start.
+	rejCap          atomic.Uint64
+	capArr, capRej  atomic.Int64
+	maxRejectAdmits atomic.Uint64
 
 	mu      sync.Mutex // serialises Step and SetTarget
 	lastRun []time.Time
@@ -170,6 +181,9 @@ func New(opts Options, now time.Time) (*Stage, error) {
 	}
 	if opts.QueueTimeout == 0 {
 		opts.QueueTimeout = DefaultQueueTimeout
+	}
+	if err := opts.Tenants.validate(); err != nil {
+		return nil, fmt.Errorf("stage %q: %w", opts.Name, err)
 	}
 	c, err := opts.Controller.New()
 	if err != nil {
@@ -219,6 +233,10 @@ func New(opts Options, now time.Time) (*Stage, error) {
 		}
 		if shed {
 			s.conc.reserve = reserve
+		}
+		if opts.Tenants.Fair {
+			s.conc.fair = newFairQueue(opts.Tenants, n, opts.MaxQueue)
+			s.conc.slots.SetFair(true)
 		}
 		if granted := s.conc.apply(now, c.Current()); len(granted) > 0 {
 			return nil, fmt.Errorf("stage %q: waiters before start", opts.Name)
@@ -417,6 +435,9 @@ func (s *Stage) decide(now time.Time, input int, m sluice.Measurements) sluice.D
 		// this is a programming error; keep the previous setting.
 		d.Reason += " (not applied: " + err.Error() + ")"
 	}
+	s.rejCap.Store(math.Float64bits(max(d.MaxReject, 0)))
+	s.capArr.Store(0)
+	s.capRej.Store(0)
 	if d.Fence {
 		s.epoch.Add(1)
 		s.svc.Stats(true) // drop the samples of the old epoch

@@ -27,8 +27,16 @@ type State struct {
 	// throughput, service times), by name, for controllers that keep
 	// some; unknown values are left out.
 	Estimates map[string]float64 `json:"estimates,omitempty"`
-	Classes   []ClassState       `json:"classes"`
-	Decisions []DecisionState    `json:"decisions"`
+	// MaxRejectAdmitted counts, since start, the requests admitted past
+	// the limit because rejecting them would have exceeded the
+	// controller's bound on the share rejected (auto's
+	// max_reject_fraction).
+	MaxRejectAdmitted uint64 `json:"max_reject_admitted"`
+	// TenantsQueued is the number of tenants with a waiter in the queue
+	// under fair queueing (Tenants), summed over classes.
+	TenantsQueued int             `json:"tenants_queued,omitempty"`
+	Classes       []ClassState    `json:"classes"`
+	Decisions     []DecisionState `json:"decisions"`
 }
 
 // Estimator is implemented by controllers that keep estimates worth
@@ -106,7 +114,7 @@ func (s *Stage) State(n int) State {
 	cur := s.ctrl.Current()
 	st := State{Name: s.name, Controller: cur.Controller, Kind: cur.Kind.String(), Unit: cur.Kind.Unit(),
 		Setting: cur.New, ClassRates: cur.ClassRates, Quality: s.gates.Quality(), GateOff: s.gates.Off(),
-		Shadow: s.shadow}
+		Shadow: s.shadow, MaxRejectAdmitted: s.maxRejectAdmits.Load()}
 	if t, ok := s.ctrl.Unwrap().(interface{ Target() time.Duration }); ok {
 		st.Target = t.Target().String()
 	}
@@ -127,6 +135,9 @@ func (s *Stage) State(n int) State {
 		c.mu.Lock()
 		st.InFlightLimited = &LimiterState{Limit: c.setLimit, InFlight: c.slots.InFlight(), Queued: c.slots.QueueLen(),
 			MaxWait: c.wait.String(), MaxWaitSeconds: c.wait.Seconds(), Drain: c.drain}
+		if c.fair != nil {
+			st.TenantsQueued = len(c.fair.flows)
+		}
 		if c.slots.Reserve() > 0 {
 			for cl := range s.classes {
 				st.InFlightLimited.Thresholds = append(st.InFlightLimited.Thresholds, c.slots.Threshold(cl))

@@ -217,6 +217,8 @@ func goTypes() []goType {
 			}}}}},
 		{"policy", "DegradeConfig", "", ctxOf(pol.Degrade)},
 		{"policy", "HopsConfig", "", ctxOf(pol.Hops)},
+		{"policy", "TenantsConfig", "", ctxOf(pol.Stages[0].Tenants)},
+		{"stage", "Tenants", "", ctxOf(stage.Tenants{DefaultWeight: stage.DefaultTenantWeight})},
 		{"policy", "PriorityConfig", "", &doccheck.Context{Root: v(pol.Stages[0].Priority), Derived: map[string]doccheck.Derived{
 			"Shed": {Phrase: "the controller's", Check: checkShedDefault}}}},
 

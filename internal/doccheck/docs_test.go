@@ -141,6 +141,7 @@ func configRules() map[string]*doccheck.Rule {
 		"telemetry":                            {Context: section("telemetry.otlp.")},
 		"classes":                              {Context: classes},
 		"stages":                               {Context: stages},
+		"auto's guardrails":                    {Context: &doccheck.Context{Root: v(control.DefaultAutoConfig())}},
 		"reject":                               {Context: reject},
 		"shadow":                               {Context: self("shadow")},
 		"degrade":                              {Context: section("degrade.")},

@@ -3,6 +3,7 @@ package figure
 import (
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"time"
 
@@ -145,3 +146,53 @@ func AdaptiveChangeOf(phase string, workers int, service time.Duration) Adaptive
 	}
 	return AdaptiveChange{Capacity: nominal}
 }
+
+// AdaptiveServiceKinds are the adaptive figure's service-time variants:
+// exponential (the default), lognormal with σ = 1.5, and Pareto with
+// α = 1.5 capped at 50× the mean — the heavy tails of real worker pools.
+var AdaptiveServiceKinds = []string{"exp", "lognormal", "pareto"}
+
+// AdaptiveParetoAlpha and AdaptiveParetoCap (× the mean) shape the
+// Pareto variant; AdaptiveLogNormalSigma the lognormal one.
+const (
+	AdaptiveLogNormalSigma = 1.5
+	AdaptiveParetoAlpha    = 1.5
+	AdaptiveParetoCap      = 50
+)
+
+// AdaptiveService returns the service-time distribution of a variant
+// with the given mean, in the text syntax of dist.ParseDuration, which
+// both drivers parse (the simulator's station, the testbed's queue):
+// "exp:10ms", "lognormal:10ms,1.5", and for Pareto a Pareto of scale
+// x_m and α = 1.5 (bounded far above the cap) capped at 50× the mean,
+// x_m chosen so that the capped mean is the mean:
+// E[min(X, C)] = x_m·α/(α−1) − x_m^α·C^(1−α)/(α−1).
+func AdaptiveService(kind string, mean time.Duration) (string, error) {
+	m := mean.Seconds()
+	if !(m > 0) {
+		return "", fmt.Errorf("service mean %v must be > 0", mean)
+	}
+	switch kind {
+	case "exp":
+		return "exp:" + secs(m), nil
+	case "lognormal":
+		return "lognormal:" + secs(m) + "," + strconv.FormatFloat(AdaptiveLogNormalSigma, 'g', -1, 64), nil
+	case "pareto":
+		a, c := AdaptiveParetoAlpha, AdaptiveParetoCap*m
+		capped := func(xm float64) float64 { return xm*a/(a-1) - math.Pow(xm, a)*math.Pow(c, 1-a)/(a-1) }
+		lo, hi := 0.0, m // capped(xm) rises with xm on (0, m]
+		for range 100 {
+			if mid := (lo + hi) / 2; capped(mid) < m {
+				lo = mid
+			} else {
+				hi = mid
+			}
+		}
+		xm := (lo + hi) / 2
+		return fmt.Sprintf("pareto:%s,%s,%g,max=%s", secs(xm), secs(1e6*c), a, secs(c)), nil
+	}
+	return "", fmt.Errorf("service %q: want one of %v", kind, AdaptiveServiceKinds)
+}
+
+// secs formats seconds for dist.ParseDuration (a plain number of seconds).
+func secs(s float64) string { return strconv.FormatFloat(s, 'g', 10, 64) }

@@ -122,6 +122,8 @@ var registry = []Spec{
 	{Name: "graph-crowd", Paper: "Priorities under a crowd in the same chain (Netflix, Keeping Netflix Reliable Using Prioritized Load Shedding, 2020: 99.4 % of user-initiated requests during a 12× prefetch spike; issue 22, point 5)",
 		Sim:  "The chain with a high and a low class, and a 12× crowd of the low class for 20 s: the high class's success and p99 across both hops, the low class's share",
 		Live: "The same crowd on real sockets through the chain's processes, with sluice's proxy at every hop and sluice in-process at every hop."},
+	{Name: "tenants", Paper: "sluice's weighted fair queueing among tenants inside auto's queue (Golestani's self-clocked fair queueing, per request)",
+		Sim: "four tenants of equal weight at 3× overload, one sending ten times each other's rate: each light tenant's goodput and p99 with fair queueing and with FIFO"},
 	{Name: "cluster", Paper: "Li & Jamin, Table IV across three instances; a global static rate, an instance killed, Redis stopped",
 		Live: "Three proxy processes share Li & Jamin's shares and a global static rate through Redis: shares under round-robin spread, a 60/30/10 spread, one instance killed, Redis stopped for 10 s."},
 	{Name: "peers", Paper: "sluice against nginx limit_req and HAProxy maxconn (the field notes' peer measurements)",

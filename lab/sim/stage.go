@@ -31,6 +31,9 @@ type Stage struct {
 	next    Handler
 	classOf func(r *Request) int
 	run     *Runner
+	// TenantOf, if set, names the tenant of a request (stage.Request's
+	// Tenant, for a stage with fair queueing among tenants).
+	TenantOf func(r *Request) string
 	// OnStep, if set, sees the decisions of every step.
 	OnStep func(now time.Duration, ds []sluice.Decision)
 	// ExactTrigger, for a sample-triggered controller (SEDA's nreq),
@@ -99,6 +102,9 @@ func (s *Stage) Handle(r *Request) {
 	w := &simWait{s: s, r: r}
 	w.Notify = w
 	req := stage.Request{Class: c, Tenant: r.Tenant}
+	if s.TenantOf != nil {
+		req.Tenant = s.TenantOf(r)
+	}
 	if r.Deadline > 0 {
 		req.Deadline = s.e.Base().Add(r.Deadline)
 	}

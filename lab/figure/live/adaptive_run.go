@@ -1,6 +1,7 @@
 package live
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -57,7 +58,7 @@ func runAdaptive(ctx context.Context, env *Env) (*figure.Result, error) {
 		setup.dir = dir
 	}
 	env.Phasef("measuring the backend's capacity (%v, %d closed-loop users without think time, directly)", plan.capLength, 8*adaptiveWorkers)
-	be, err := newAdaptiveBackend(env.Seed, adaptiveWorkers)
+	be, err := newAdaptiveBackend(env.Seed, adaptiveWorkers, env.Service)
 	if err != nil {
 		return nil, err
 	}
@@ -69,7 +70,7 @@ func runAdaptive(ctx context.Context, env *Env) (*figure.Result, error) {
 		return nil, fmt.Errorf("the backend answered only %.1f req/s while measuring its capacity", capacity)
 	}
 	setup.capacity = capacity
-	env.Phasef("capacity %.0f req/s (nominal %.0f)", capacity, float64(adaptiveWorkers)/adaptiveService.Seconds())
+	env.Phasef("capacity %.0f req/s (nominal %.0f, service %s)", capacity, float64(adaptiveWorkers)/adaptiveService.Seconds(), cmp.Or(env.Service, "exp"))
 	var runs []*adaptiveRun
 	for _, ph := range plan.phases {
 		for _, row := range plan.rows {
@@ -101,11 +102,18 @@ func needsPeers(rows []adaptiveRow) bool {
 }
 
 // newAdaptiveBackend is the queue testbed: workers FIFO servers with
-// exponential service of mean adaptiveService.
-func newAdaptiveBackend(seed uint64, workers int) (*testbed.Queue, error) {
+// service of mean adaptiveService, of the variant kind
+// (figure.AdaptiveService; empty: exponential).
+func newAdaptiveBackend(seed uint64, workers int, kind string) (*testbed.Queue, error) {
+	if kind == "" {
+		kind = "exp"
+	}
+	spec, err := figure.AdaptiveService(kind, adaptiveService)
+	if err != nil {
+		return nil, err
+	}
 	cfg := testbed.DefaultQueueConfig()
-	cfg.Workers, cfg.Discipline, cfg.Seed = workers, testbed.DisciplineFIFO, seed
-	cfg.Service = "exp:" + adaptiveService.String()
+	cfg.Workers, cfg.Discipline, cfg.Seed, cfg.Service = workers, testbed.DisciplineFIFO, seed, spec
 	return testbed.NewQueue(cfg)
 }
 
@@ -183,7 +191,7 @@ func (s *adaptiveSetup) run(ctx context.Context, env *Env, row adaptiveRow, ph a
 	var bes []*testbed.Queue
 	var urls []string
 	for i := range ph.backends {
-		be, err := newAdaptiveBackend(env.Seed+uint64(i), adaptiveWorkers/ph.backends)
+		be, err := newAdaptiveBackend(env.Seed+uint64(i), adaptiveWorkers/ph.backends, env.Service)
 		if err != nil {
 			return nil, err
 		}

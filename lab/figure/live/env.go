@@ -22,6 +22,8 @@ type Env struct {
 	Executable string
 	// AdminAddr is Options.AdminAddr.
 	AdminAddr string
+	// Service is Options.Service.
+	Service string
 
 	start time.Time
 	mu    sync.Mutex
@@ -39,7 +41,7 @@ func newEnv(name string, opts Options) *Env {
 			exe = p
 		}
 	}
-	return &Env{Name: name, Quick: opts.Quick, Seed: opts.Seed, Executable: exe, AdminAddr: opts.AdminAddr, start: time.Now(), out: out}
+	return &Env{Name: name, Quick: opts.Quick, Seed: opts.Seed, Executable: exe, AdminAddr: opts.AdminAddr, Service: opts.Service, start: time.Now(), out: out}
 }
 
 // Phasef prints a line announcing a phase, with the time since the start

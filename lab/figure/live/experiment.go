@@ -99,6 +99,10 @@ func Lookup(name string) (Experiment, error) {
 type Options struct {
 	// Quick runs the shortened form (at most about a minute).
 	Quick bool
+	// Service is the adaptive experiment's service-time variant
+	// (figure.AdaptiveServiceKinds; empty: exponential); other
+	// experiments ignore it.
+	Service string
 	// Seed seeds the load generator and the backends' random draws.
 	Seed uint64
 	// Out is the report folder; empty writes nothing (Outcome.Result still

@@ -49,7 +49,7 @@ type adaptiveParams struct {
 func adaptivePhasesScenario(ps *Params) RunFunc {
 	var c adaptiveParams
 	figure.DeclareAdaptive(ps, &c.AdaptiveParams)
-	ps.Choice(&c.service, "service", "exp", serviceKinds, "service-time distribution")
+	ps.Choice(&c.service, "service", "exp", figure.AdaptiveServiceKinds, "service-time distribution: exp, lognormal (σ 1.5) or pareto (α 1.5, capped at 50× the mean), with mean service_time (figure.AdaptiveService)")
 	ps.Float(&c.base, "base", 0.5, 0, 100, "offered load before the change, × capacity")
 	ps.Float(&c.crowd, "crowd", 10, 0, 1000, "phase a: offered load of the crowd, × capacity")
 	ps.Float(&c.overload, "overload", 3, 0, 1000, "phases b–d: offered load, × the initial capacity")
@@ -86,7 +86,7 @@ type adaptiveStep struct {
 func runAdaptive(env Env, c adaptiveParams) (*figure.Result, error) {
 	rows, phases := c.rows, c.phases
 	res := newResult(env)
-	tab := report.NewTable("row", "phase", "goodput_rps", "goodput_first_s_rps", "p50_ms", "p99_ms", "reject_fraction", "settle_s", "capacity_rps")
+	tab := report.NewTable("row", "phase", "goodput_rps", "goodput_first_s_rps", "p50_ms", "p99_ms", "p99_first_s_ms", "reject_fraction", "settle_s", "capacity_rps")
 	series := report.NewTable("row", "phase", "time_s", "goodput_rps", "setting")
 	var runs []*adaptiveRun
 	for pi, ph := range phases {
@@ -100,13 +100,14 @@ func runAdaptive(env Env, c adaptiveParams) (*figure.Result, error) {
 			name := strings.ReplaceAll(row, "-", "_") + "_" + ph
 			res.Summary.Set("goodput_rps_"+name, m.goodput)
 			res.Summary.Set("p99_ms_"+name, m.p99)
+			res.Summary.Set("p99_first_s_ms_"+name, m.p99First)
 			res.Summary.Set("reject_fraction_"+name, m.reject)
 			if ph == "a" {
 				res.Summary.Set("goodput_first_s_rps_"+name, m.first)
 			} else {
 				res.Summary.Set("settle_s_"+name, m.settle)
 			}
-			if err := tab.Append(row, ph, m.goodput, m.first, m.p50, m.p99, m.reject, m.settle, run.capAfter); err != nil {
+			if err := tab.Append(row, ph, m.goodput, m.first, m.p50, m.p99, m.p99First, m.reject, m.settle, run.capAfter); err != nil {
 				return nil, err
 			}
 			good := run.goodputBins(c.SLO, time.Second)
@@ -178,7 +179,11 @@ func runAdaptiveOne(seed uint64, c adaptiveParams, row, phase string) (*adaptive
 	if err != nil {
 		return nil, err
 	}
-	svc, err := serviceDist(c.service, c.ServiceTime.Seconds())
+	spec, err := figure.AdaptiveService(c.service, c.ServiceTime)
+	if err != nil {
+		return nil, err
+	}
+	svc, err := dist.ParseDuration(spec)
 	if err != nil {
 		return nil, err
 	}
@@ -240,6 +245,9 @@ func runAdaptiveOne(seed uint64, c adaptiveParams, row, phase string) (*adaptive
 // adaptiveMetrics are one run's figures.
 type adaptiveMetrics struct {
 	goodput, first, p50, p99, reject, settle float64
+	// p99First is the admitted p99 of the requests sent in the first
+	// second after the crowd's arrival or the change, ms.
+	p99First float64
 }
 
 // ok reports whether a request is an answer within the objective.
@@ -250,7 +258,7 @@ func (q adaptiveReq) good(slo time.Duration) bool {
 func (r *adaptiveRun) metrics(c adaptiveParams) adaptiveMetrics {
 	var m adaptiveMetrics
 	from, to := r.at, r.end
-	var rts []float64
+	var rts, firstRTs []float64
 	good, offered, rejected, first := 0, 0, 0, 0
 	for _, q := range r.reqs {
 		if q.sent < from || q.sent >= to {
@@ -262,6 +270,9 @@ func (r *adaptiveRun) metrics(c adaptiveParams) adaptiveMetrics {
 			rejected++
 		case q.outcome == sim.Completed && q.done-q.sent <= c.Timeout:
 			rts = append(rts, (q.done - q.sent).Seconds())
+			if q.sent < from+time.Second {
+				firstRTs = append(firstRTs, (q.done - q.sent).Seconds())
+			}
 		}
 		if q.good(c.SLO) {
 			good++
@@ -274,6 +285,7 @@ func (r *adaptiveRun) metrics(c adaptiveParams) adaptiveMetrics {
 	m.first = float64(first)
 	m.p50 = ms(monitor.Percentile(rts, 0.5))
 	m.p99 = ms(monitor.Percentile(rts, 0.99))
+	m.p99First = ms(monitor.Percentile(firstRTs, 0.99))
 	m.reject = ratio(float64(rejected), float64(offered))
 	m.settle = report.SettleTime(r.goodputBins(c.SLO, time.Second), int(r.at/time.Second), 2, 5, 0.1)
 	return m

@@ -19,4 +19,5 @@ var registry = map[string]func(ps *Params) RunFunc{
 	"adaptive":              adaptivePhasesScenario,
 	"graph":                 graphChain(false),
 	"graph-crowd":           graphChain(true),
+	"tenants":               tenantsScenario,
 }
