@@ -65,6 +65,12 @@ type AutoConfig struct {
 	// never raises its limit, whatever its probes measure (failsafe-go's
 	// and concurrency-limits' maximum healthy latency; default 0: off).
 	MaxHealthyLatency time.Duration `yaml:"max_healthy_latency" json:"max_healthy_latency"`
+	// TailGuard turns on the tail guard (see Auto): R̂99 takes a rise at
+	// once, and a base window ending while R̂99 > SLO − standing wait cuts
+	// L ← L/√LowProbe and holds it from rising (default false: off). For a single service with a
+	// heavy-tailed service time; not for a hop whose service time is a
+	// chain's, where a slow downstream would hold the limit down.
+	TailGuard bool `yaml:"tail_guard" json:"tail_guard"`
 }
 
 // DefaultAutoConfig returns the defaults: SLO 500ms, Period 100ms,
@@ -164,7 +170,8 @@ func (c *AutoConfig) New() (sluice.Controller, error) { return NewAuto(*c) }
 // stays below (a·b − 1)·W during a high probe and (b − 1)·W otherwise.
 // The limit is clamped to [MinLimit, MaxLimit].
 //
-// The tail guard (for heavy-tailed service): a base window ending while
+// The tail guard (TailGuard, off by default; for heavy-tailed service): a
+// base window ending while
 // R̂99 > SLO − w_s (w_s the standing wait below) cuts L ← L/√b, and no
 // step raises L meanwhile. The service time auto measures includes the
 // queue inside the service, which a limit above the service's
@@ -184,8 +191,8 @@ func (c *AutoConfig) New() (sluice.Controller, error) { return NewAuto(*c) }
 // where R̂ is a running mean of the mean service time and R̂99 of the p99
 // (each step's p99 taken as the largest over the latest steps that hold
 // at least 56 samples, so that a step of 30 samples does not report its
-// p97; a rise is taken at once, R̂99 = max(p99, EWMA), so that the wait
-// allowed never trails a service that just got slower);
+// p97; with TailGuard a rise is taken at once, R̂99 = max(p99, EWMA), so
+// that the wait allowed never trails a service that just got slower);
 // the queue stands when the offered rate exceeds the drain rate L/R̂ or it
 // did not empty in the last step. The stage rejects at once a request
 // whose predicted wait (ahead+1)·R̂/L exceeds MaxWait. So a flash crowd is
@@ -376,7 +383,7 @@ func (a *Auto) warming() bool { return a.warmLeft > 0 }
 // mayRaise reports whether L may rise: neither the latency guard
 // (MaxHealthyLatency) nor the tail (tailRoom) holds it.
 func (a *Auto) mayRaise() bool {
-	return !a.latGuard && !(usable(a.rP99) && a.rP99 > a.tailRoom())
+	return !a.latGuard && !(a.cfg.TailGuard && usable(a.rP99) && a.rP99 > a.tailRoom())
 }
 
 // tailRoom is the service-time p99 that leaves a standing queue its wait
@@ -403,7 +410,7 @@ func (a *Auto) standingWait() float64 {
 // one). It cuts L ← L·tailRoom/R̂99, at most by half.
 func (a *Auto) tailCut() (string, bool) {
 	room := a.tailRoom()
-	if !usable(a.rP99) || a.rP99 <= room || a.limit <= a.cfg.MinLimit {
+	if !a.cfg.TailGuard || !usable(a.rP99) || a.rP99 <= room || a.limit <= a.cfg.MinLimit {
 		return "", false
 	}
 	old := a.limit
@@ -428,10 +435,14 @@ func (a *Auto) Update(now time.Time, m sluice.Measurements) sluice.Decision {
 	old := a.cur.New
 	if n := m.ServiceSamples; n > 0 && usable(m.ServiceMean) && usable(m.ServiceP99) {
 		a.rMean = ewma(a.rMean, m.ServiceMean, 0.3)
-		// A rising tail is taken at once, a falling one smoothed: the
-		// wait allowed must not trail a service that just got slower.
+		// With the tail guard a rising tail is taken at once, a falling
+		// one smoothed: the wait allowed must not trail a service that
+		// just got slower.
 		est := a.tail.add(m.ServiceP99, n)
-		a.rP99 = math.Max(est, ewma(a.rP99, est, 0.3))
+		a.rP99 = ewma(a.rP99, est, 0.3)
+		if a.cfg.TailGuard {
+			a.rP99 = math.Max(est, a.rP99)
+		}
 	}
 	el := m.Elapsed.Seconds()
 	if !(el > 0) || !mathx.Finite(el) {

@@ -160,6 +160,7 @@ func TestAutoMaxHealthyLatency(t *testing.T) {
 func TestAutoTailGuard(t *testing.T) {
 	cfg := control.DefaultAutoConfig()
 	cfg.SLO = 250 * time.Millisecond
+	cfg.TailGuard = true
 	c := guardSim(t, cfg, 4, 20*time.Millisecond, 600)
 	const sigma = 1.5
 	c.draw = func(r *rand.Rand) float64 { return math.Exp(sigma*r.NormFloat64() - sigma*sigma/2) }
