@@ -30,8 +30,8 @@ type State struct {
 	// MaxRejectAdmitted counts, since start, the requests admitted past
 	// the limit because rejecting them would have exceeded the
 	// controller's bound on the share rejected (auto's
-	// max_reject_fraction).
-	MaxRejectAdmitted uint64 `json:"max_reject_admitted"`
+	// max_reject_fraction); absent from the JSON while 0.
+	MaxRejectAdmitted uint64 `json:"max_reject_admitted,omitempty"`
 	// TenantsQueued is the number of tenants with a waiter in the queue
 	// under fair queueing (Tenants), summed over classes.
 	TenantsQueued int             `json:"tenants_queued,omitempty"`

@@ -346,6 +346,18 @@ func stageNumbers(st *stage.State) map[string]float64 {
 		}
 		out["priority.reserve"] = p.Reserve
 	}
+	// Counters of auto's guardrail and fair queueing, when not zero.
+	if st.MaxRejectAdmitted > 0 || st.TenantsQueued > 0 {
+		if out == nil {
+			out = make(map[string]float64, 2+len(st.Estimates))
+		}
+		if st.MaxRejectAdmitted > 0 {
+			out["max_reject_admitted"] = float64(st.MaxRejectAdmitted)
+		}
+		if st.TenantsQueued > 0 {
+			out["tenants_queued"] = float64(st.TenantsQueued)
+		}
+	}
 	for k, v := range st.Estimates {
 		if !finite(v) {
 			return nil
