@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/ctxsleep"
 )
 
 // Errors of RoundTrip that no attempt was sent for.
@@ -145,7 +146,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			res.RetryAfter, res.HasRetryAfter = RetryAfter(resp.Header, now)
 		}
 		stop, wait := call.Done(now, res)
-		if stop != StopRetry || !sleep(ctx, wait) {
+		if stop != StopRetry || !ctxsleep.Sleep(ctx, wait) {
 			if cancel != nil {
 				if resp != nil {
 					resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: cancel}
@@ -267,21 +268,6 @@ const drainBytes = 4 << 10
 func drain(body io.ReadCloser) {
 	_, _ = io.CopyN(io.Discard, body, drainBytes)
 	_ = body.Close()
-}
-
-// sleep waits d or until ctx ends, and reports whether the wait ran out.
-func sleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	tm := time.NewTimer(d)
-	defer tm.Stop()
-	select {
-	case <-tm.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 // safeToRetry reports whether req may be sent twice: an idempotent method

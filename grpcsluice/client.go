@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/client"
+	"github.com/sluicehq/sluice/internal/ctxsleep"
 )
 
 // Client is sluice's client side for gRPC calls: its unary and stream
@@ -176,7 +177,7 @@ func (c *Client) unary(ctx context.Context, method string, req, reply any, cc *g
 		}
 		now := time.Now()
 		stop, wait := call.Done(now, Judge(err, tr))
-		if stop != client.StopRetry || !sleep(ctx, wait) || call.Overran(time.Now()) {
+		if stop != client.StopRetry || !ctxsleep.Sleep(ctx, wait) || call.Overran(time.Now()) {
 			return err
 		}
 		tr = nil
@@ -227,21 +228,6 @@ func Pushback(st *status.Status, trailer metadata.MD) (time.Duration, bool) {
 		}
 	}
 	return 0, false
-}
-
-// sleep waits d or until ctx ends, and reports whether the wait ran out.
-func sleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	tm := time.NewTimer(d)
-	defer tm.Stop()
-	select {
-	case <-tm.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 func (c *Client) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
@@ -315,7 +301,7 @@ func (s *clientStream) sequel(err error, trailer metadata.MD) error {
 		return err
 	}
 	stop, wait := s.call.Done(time.Now(), Judge(err, trailer))
-	if stop != client.StopRetry || !sleep(s.ctx, wait) || s.call.Overran(time.Now()) {
+	if stop != client.StopRetry || !ctxsleep.Sleep(s.ctx, wait) || s.call.Overran(time.Now()) {
 		return err
 	}
 	return nil

@@ -466,15 +466,7 @@ func (p *Policy) AdmitContext(ctx context.Context, r *http.Request) (sluice.Admi
 // class and Retry-After value. err is the error of Admit; any error gets
 // the same answer (a client that went away does not read it).
 func (p *Policy) Reject(w http.ResponseWriter, r *http.Request, err error) {
-	e, class, _ := p.classifyHop(r)
-	cn := DefaultClass
-	if class >= 0 && class < len(p.classes) {
-		cn = p.classes[class]
-	}
-	var wait time.Duration
-	if e.st != nil {
-		wait = e.st.RetryAfter(time.Now(), class)
-	}
+	e, class, cn, wait := p.rejected(r)
 	if e.rateLimit {
 		writeRateLimit(w.Header(), e, time.Now())
 	}
@@ -495,16 +487,23 @@ type Rejection struct {
 
 // Rejection returns what the rejection of r says (see Reject).
 func (p *Policy) Rejection(r *http.Request) Rejection {
-	e, class, _ := p.classifyHop(r)
-	cn := DefaultClass
+	e, _, cn, wait := p.rejected(r)
+	return Rejection{Stage: e.name, Class: cn, RetryAfter: p.reject.retryDelay(wait)}
+}
+
+// rejected classifies a rejected request: its stage entry, class index
+// and name, and the stage's computed Retry-After wait before bounds and
+// jitter (stage.Stage.RetryAfter; 0 without a stage).
+func (p *Policy) rejected(r *http.Request) (e *entry, class int, className string, wait time.Duration) {
+	e, class, _ = p.classifyHop(r)
+	className = DefaultClass
 	if class >= 0 && class < len(p.classes) {
-		cn = p.classes[class]
+		className = p.classes[class]
 	}
-	var wait time.Duration
 	if e.st != nil {
 		wait = e.st.RetryAfter(time.Now(), class)
 	}
-	return Rejection{Stage: e.name, Class: cn, RetryAfter: p.reject.retryDelay(wait)}
+	return e, class, className, wait
 }
 
 // CountInvalid counts a hop value that was malformed and treated as

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/client"
+	"github.com/sluicehq/sluice/internal/ctxsleep"
 )
 
 // Transport is an http.RoundTripper that sends each request under a
@@ -123,7 +124,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		ds.mu.Lock()
 		stop, wait := call.Done(time.Now(), res, ds.rng)
 		ds.mu.Unlock()
-		if stop != client.StopRetry || !canRetry || !sleep(ctx, wait) {
+		if stop != client.StopRetry || !canRetry || !ctxsleep.Sleep(ctx, wait) {
 			if resp != nil {
 				resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: cancel}
 			} else {
@@ -174,19 +175,4 @@ func (b *cancelBody) Close() error {
 	err := b.ReadCloser.Close()
 	b.cancel()
 	return err
-}
-
-// sleep waits d or until ctx ends, and reports whether the wait ran out.
-func sleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	tm := time.NewTimer(d)
-	defer tm.Stop()
-	select {
-	case <-tm.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
