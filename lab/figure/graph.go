@@ -14,7 +14,7 @@ import (
 	"github.com/sluicehq/sluice/policy"
 )
 
-// The chain figures (issue 22, points 4 and 5; docs/hops.md): overload in
+// The chain figures (docs/hops.md, docs/experiments.md): overload in
 // a chain of services, the way it turns into a metastable failure, and
 // what stops it. This file is the part both drivers share: the chain, its
 // parameters, the rows, the records a run produces, the metrics computed
@@ -688,7 +688,7 @@ func (c GraphParams) figure() *report.Figure {
 // GraphChecks are the figures' expectations, checked on either driver's
 // summary, for the rows it has.
 //
-// graph (issue 22, point 4): the naive row collapses — goodput below
+// graph: the naive row collapses — goodput below
 // CollapseFraction of its level before for CollapseHold after the
 // trigger (or all of After, if shorter); the proxy row reproduces the
 // independent check (recovery ≤ 1 s, goodput during the trigger ≥ 90 %

@@ -19,7 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The discard-cost experiment (issue 25, point 3): the CPU a sluice
+// The discard-cost experiment (early discard, Voigt & Gunningberg): the CPU a sluice
 // process and the kernel spend per refused connection attempt, for the
 // three ways sluice refuses one:
 //

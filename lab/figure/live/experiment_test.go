@@ -48,8 +48,8 @@ func TestRegistry(t *testing.T) {
 		}
 	}
 	for n := range sims {
-		// "tenants" has no live twin yet (issue 27: the live tenant
-		// figure is still to be written; its mechanism is tested in
+		// "tenants" has no live twin yet (the live tenant figure is
+		// still to be written; its mechanism is tested in
 		// virtual time in package stage).
 		if !live[n] && n != "tenants" {
 			t.Errorf("simulator scenario %s has no live experiment of the same name", n)

@@ -9,7 +9,7 @@ import (
 )
 
 // The chain figures in virtual time, seeds 1–3, each run in well under a
-// second: every expectation of issue 22's points 4 and 5 holds, except
+// second: every expectation of the graph and graph-crowd specs holds, except
 // the moonshot (no second of goodput below the reduced capacity), which
 // the backend's own per-second variation rules out: its completions
 // during the trigger average the reduced capacity, so some seconds fall

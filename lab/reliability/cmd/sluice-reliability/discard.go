@@ -12,7 +12,7 @@ import (
 // runDiscard is the discard-cost experiment (reliability.MeasureDiscard):
 // the CPU per refused connection attempt of the kernel path, the
 // user-space reset and a 503, in one run, sluice as its own process. The
-// targets of issue 25: the kernel path at least 20× cheaper than a 503
+// target: the kernel path at least 20× cheaper than a 503
 // (sluice process plus softirq).
 func runDiscard() (string, bool, error) {
 	be, err := reliability.NewSiteBackend()

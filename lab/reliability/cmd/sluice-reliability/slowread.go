@@ -64,7 +64,7 @@ type slowReadResult struct {
 	Error      string             `json:"error,omitempty"`
 }
 
-// runSlowRead is issue 24's figure: 1,000 slow readers (slowhttptest -X,
+// runSlowRead is the slow-reader figure (docs/reliability.md): 1,000 slow readers (slowhttptest -X,
 // window 512–1024 B, 32 B every 5 s, 3 pipelined requests) of 1 MiB
 // responses from a backend of 16 workers × 10 ms that holds its worker
 // until its answer has left, while normal clients ask for the same at 10

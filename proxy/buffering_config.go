@@ -1,0 +1,106 @@
+package proxy
+
+import (
+	"fmt"
+	"os"
+	"strings"
+)
+
+// ResponseBufferingConfig is response buffering (buffering.go): each
+// response is read from its backend as fast as the backend sends it,
+// into memory up to MemoryBytes and then into a temporary file, while
+// the proxy writes it to the client at the client's pace. The backend's
+// connection, its pool slot, the stage's concurrency and the response's
+// response-time sample are released when the backend has sent the last
+// byte, not when the client has read it. Streams are never buffered:
+// upgrades, server-sent events, gRPC, responses that become long-lived
+// (the stage's long_lived), responses whose backend sends
+// "X-Accel-Buffering: no", and those the Exclude lists name. When no
+// memory and no disk is left within the caps, a response falls back to
+// pass-through with back-pressure (the backend waits for the client), as
+// without buffering; nothing is refused because of buffering.
+type ResponseBufferingConfig struct {
+	// Enabled buffers responses (default true; nginx's proxy_buffering
+	// on). false passes every response through.
+	Enabled *bool `yaml:"enabled"`
+	// MemoryBytes is the most of one response held in memory at a time,
+	// in bytes (default 1 MiB); the rest goes to its temporary file.
+	// Memory is taken in chunks of 32 KiB and given back as the client
+	// reads.
+	MemoryBytes int64 `yaml:"memory_bytes"`
+	// MaxMemoryBytes bounds the memory of all responses' buffers
+	// together, in bytes (default 64 MiB).
+	MaxMemoryBytes int64 `yaml:"max_memory_bytes"`
+	// TempDir is the directory of the temporary files (default: the
+	// system's temporary directory, $TMPDIR or /tmp; nginx's
+	// proxy_temp_path). Each file is named sluice-resp-PID-*, unlinked
+	// as soon as it is created and closed when its response ends; at
+	// start the files of processes no longer running are removed.
+	TempDir string `yaml:"temp_dir,omitempty"`
+	// MaxFileBytes bounds one response's temporary file, in bytes
+	// (default 1 GiB, nginx's proxy_max_temp_file_size; -1: no
+	// temporary files, memory only).
+	MaxFileBytes int64 `yaml:"max_file_bytes"`
+	// MaxDiskBytes bounds all temporary files together, in bytes
+	// (default 4 GiB). If the temporary directory is a tmpfs (as /tmp is
+	// on some systems), these bytes are memory.
+	MaxDiskBytes int64 `yaml:"max_disk_bytes"`
+	// ExcludePaths are request path prefixes whose responses are never
+	// buffered (default none).
+	ExcludePaths []string `yaml:"exclude_paths,omitempty"`
+	// ExcludeContentTypes are Content-Type prefixes, compared without
+	// regard to case, of responses never buffered, e.g. "video/" (default
+	// none).
+	ExcludeContentTypes []string `yaml:"exclude_content_types,omitempty"`
+}
+
+func (b *ResponseBufferingConfig) setDefaults() {
+	if b.Enabled == nil {
+		t := true
+		b.Enabled = &t
+	}
+	if b.MemoryBytes == 0 {
+		b.MemoryBytes = DefaultResponseMemoryBytes
+	}
+	if b.MaxMemoryBytes == 0 {
+		b.MaxMemoryBytes = DefaultResponseMaxMemoryBytes
+	}
+	if b.MaxFileBytes == 0 {
+		b.MaxFileBytes = DefaultResponseMaxFileBytes
+	}
+	if b.MaxDiskBytes == 0 {
+		b.MaxDiskBytes = DefaultResponseMaxDiskBytes
+	}
+}
+
+func (b *ResponseBufferingConfig) validate() error {
+	const p = "response_buffering."
+	if b.MemoryBytes < bufChunk {
+		return fieldErr(p+"memory_bytes", "%d is invalid: must be at least %d (one chunk of 32 KiB)", b.MemoryBytes, bufChunk)
+	}
+	if b.MaxMemoryBytes < b.MemoryBytes {
+		return fieldErr(p+"max_memory_bytes", "%d is invalid: must be at least memory_bytes (%d)", b.MaxMemoryBytes, b.MemoryBytes)
+	}
+	if b.MaxFileBytes < -1 {
+		return fieldErr(p+"max_file_bytes", "%d is invalid: must be > 0, or -1 for no temporary files", b.MaxFileBytes)
+	}
+	if b.MaxDiskBytes < 0 {
+		return fieldErr(p+"max_disk_bytes", "%d is invalid: must be > 0", b.MaxDiskBytes)
+	}
+	if b.TempDir != "" {
+		if fi, err := os.Stat(b.TempDir); err != nil || !fi.IsDir() {
+			return fieldErr(p+"temp_dir", "%q is invalid: not a directory", b.TempDir)
+		}
+	}
+	for i, x := range b.ExcludePaths {
+		if !strings.HasPrefix(x, "/") {
+			return fieldErr(fmt.Sprintf("%sexclude_paths[%d]", p, i), "%q is invalid: must be a path prefix starting with /", x)
+		}
+	}
+	for i, x := range b.ExcludeContentTypes {
+		if strings.TrimSpace(x) == "" {
+			return fieldErr(fmt.Sprintf("%sexclude_content_types[%d]", p, i), "%q is invalid: must be a Content-Type prefix such as video/", x)
+		}
+	}
+	return nil
+}
