@@ -221,6 +221,11 @@ func TestClassifyDoesNotAllocate(t *testing.T) {
 	if st != 1 || cl != 2 {
 		t.Fatalf("classify = %d, %d", st, cl)
 	}
+	if raceEnabled {
+		// The race detector drops sync.Pool entries at random, so the
+		// regexp matcher pool allocates there; the plain run checks.
+		t.Skip("allocation counts are not meaningful under -race")
+	}
 	if n := testing.AllocsPerRun(100, func() { c.Classify(r); c.ClientIP(r) }); n != 0 {
 		t.Fatalf("Classify allocates %v times", n)
 	}
