@@ -2,7 +2,7 @@
 
 package policer
 
-// The rejection-cost benchmark of issue 5: how many connections per second
+// The rejection-cost benchmark (Voigt & Gunningberg's early discard): how many connections per second
 // the policer can reset, and at what server CPU cost, against a plain
 // net/http server that answers every request with 503 + Retry-After after
 // parsing it.
