@@ -124,3 +124,25 @@ func TestParamKinds(t *testing.T) {
 		t.Error("bad default and bad name were accepted")
 	}
 }
+
+func TestKihlIdealWithin(t *testing.T) {
+	// The paper's M/M/1: σ_ρ = √(0.8 · 22.5 ms / 1 s) = 0.134, share
+	// erf(0.1 / (0.134·√2)) = 0.544.
+	if got := KihlIdealWithin(0.8, 0.1, 1, 22500*time.Microsecond, time.Second); math.Abs(got-0.544) > 0.002 {
+		t.Errorf("M/M/1 share = %v, want 0.544", got)
+	}
+	if got := KihlIdealWithin(0.8, 0.1, 0, 22500*time.Microsecond, time.Second); got != 1 {
+		t.Errorf("M/D/1 share = %v, want 1", got)
+	}
+	// Longer periods average more requests: the share rises.
+	if a, b := KihlIdealWithin(0.8, 0.1, 1, 22500*time.Microsecond, time.Second),
+		KihlIdealWithin(0.8, 0.1, 1, 22500*time.Microsecond, 4*time.Second); b <= a {
+		t.Errorf("h = 4 s share %v not above h = 1 s share %v", b, a)
+	}
+	if got := KihlWithinBound(1); got != 0.8 {
+		t.Errorf("bound for an ideal share of 1 = %v, want the paper's 0.8", got)
+	}
+	if got := KihlWithinBound(0.544); math.Abs(got-0.4896) > 1e-9 {
+		t.Errorf("bound for M/M/1 = %v, want 0.9 × 0.544", got)
+	}
+}

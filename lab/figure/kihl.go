@@ -118,7 +118,12 @@ type KihlPeriod struct {
 // reject_fraction; with step, settling_time_s (settle.Time over every
 // period, band c.SettleBand, window c.SettleWindow). It returns the
 // window's utilizations (for the distribution plot).
-func KihlMetrics(s *report.Summary, suffix string, periods []KihlPeriod, c KihlParams, until time.Duration, step bool) []float64 {
+//
+// cv2 is the squared coefficient of variation of the run's service times
+// (1 for exponential, 0 for deterministic, the live testbed's own from its
+// work levels): it sets p_util_within_0_1_ideal, the share of periods an
+// ideal gate reaches (KihlIdealWithin).
+func KihlMetrics(s *report.Summary, suffix string, periods []KihlPeriod, c KihlParams, until time.Duration, step bool, cv2 float64) []float64 {
 	var util []float64
 	var offered, admitted, rejected float64
 	for _, p := range periods {
@@ -138,6 +143,8 @@ func KihlMetrics(s *report.Summary, suffix string, periods []KihlPeriod, c KihlP
 	s.Set("utilization_mean"+suffix, report.Mean(util))
 	s.Set("utilization_std"+suffix, report.Std(util))
 	s.Set("p_util_within_0_1"+suffix, ratio(float64(within), float64(len(util))))
+	s.Set("service_cv2"+suffix, cv2)
+	s.Set("p_util_within_0_1_ideal"+suffix, KihlIdealWithin(c.RhoRef, 0.1, cv2, c.ServiceTime, c.H))
 	s.Set("admitted_rps"+suffix, admitted/(until-c.MeasureFrom).Seconds())
 	s.Set("reject_fraction"+suffix, ratio(rejected, offered))
 	if step {
@@ -156,8 +163,10 @@ func KihlMetrics(s *report.Summary, suffix string, periods []KihlPeriod, c KihlP
 func KihlChecks(s *report.Summary, c KihlParams, timeScale float64, cdf bool) []Check {
 	if cdf {
 		return []Check{
-			AtLeast(s, "With the good parameters the per-period utilization is within ±0.1 of ρ_ref in at least 80% of the periods (simulator figure; paper Fig. 8: a steep distribution around 0.8)",
-				"p_util_within_0_1", 0.8),
+			AtLeast(s, "With the good parameters the per-period utilization is within ±0.1 of ρ_ref in at least 80% of the periods "+
+				"(paper Fig. 8: a steep distribution around 0.8), or 0.9 × what an ideal gate reaches where the service times' "+
+				"own spread allows less (KihlIdealWithin: M/M/1 at h = 1 s, about 0.54)",
+				"p_util_within_0_1", KihlWithinBound(s.Metric("p_util_within_0_1_ideal"))),
 			Below(s, "The bad integral time (Ti = 0.1 s in paper time) spreads the utilization: fewer periods within ±0.1 of ρ_ref",
 				"p_util_within_0_1_compare_ti", "p_util_within_0_1", 1),
 			Within(s, "The mean utilization is close to ρ_ref = 0.8 (±0.07)", "utilization_mean", c.RhoRef-0.07, c.RhoRef+0.07),
@@ -193,6 +202,38 @@ func KihlAfterSettling(s *report.Summary, suffix string, periods []KihlPeriod, u
 		}
 	}
 	s.Set("utilization_mean_after_settling"+suffix, report.Mean(after))
+}
+
+// KihlIdealWithin is the share of control periods whose utilization is
+// within ±band of ρ_ref under an ideal gate: one that admits exactly
+// ρ_ref·h/S̄ requests per period h, evenly spaced, knowing the mean
+// service time S̄ but not the next request's. The ~n = ρ_ref·h/S̄ requests
+// a period serves bring independent service times of squared coefficient
+// of variation cv2, so the period's busy time ρ·h has standard deviation
+// √n·S̄·√cv2 and
+//
+//	σ_ρ = √(ρ_ref · cv2 · S̄ / h),  share = erf(band / (σ_ρ·√2)).
+//
+// For the paper's M/M/1 (S̄ = 22.5 ms, h = 1 s, cv2 = 1) σ_ρ = 0.134 and
+// the share is 0.54: no admission controller acting once per period can
+// do better, and the simulator's ideal gate (k ≈ 0, I(0) = ρ_ref·μh)
+// measures 0.535–0.622 over seeds 1–3 (docs/experiments.md). For M/D/1
+// (cv2 = 0) it is 1. Andersson, Kihl et al. give Fig. 8 without numbers.
+func KihlIdealWithin(rhoRef, band, cv2 float64, meanService, h time.Duration) float64 {
+	if cv2 <= 0 || h <= 0 {
+		return 1
+	}
+	sd := math.Sqrt(rhoRef * cv2 * meanService.Seconds() / h.Seconds())
+	return math.Erf(band / (sd * math.Sqrt2))
+}
+
+// KihlWithinBound is the distribution check's bound: 80 % of the periods
+// within ±0.1 (the reading of the paper's steep Fig. 8), or 0.9 × the
+// ideal gate's share (KihlIdealWithin) where the service times' spread
+// keeps even an ideal gate below 80 %; the 0.1 allows for the sampling
+// spread of a 120-period live run (σ ≈ 0.03 at a share of 0.55).
+func KihlWithinBound(ideal float64) float64 {
+	return math.Min(0.8, 0.9*ideal)
 }
 
 // ratio returns a/b, or NaN when b is 0.

@@ -182,6 +182,23 @@ func TestKihlWorkKeepsMean(t *testing.T) {
 	}
 }
 
+func TestKihlCV2(t *testing.T) {
+	if got := kihlCV2(kihlWork("det", 11*time.Millisecond, time.Millisecond, 4), time.Millisecond, 4); got != 0 {
+		t.Errorf("det cv2 = %v, want 0", got)
+	}
+	// The exponential's midpoint quantiles approach cv2 = 1 (less the
+	// tail the levels cut); a fixed overhead of a tenth of the mean
+	// lowers it by about (0.9)².
+	noOverhead := kihlCV2(kihlWork("exp", 10*time.Millisecond, 0, 4), 0, 4)
+	withOverhead := kihlCV2(kihlWork("exp", 10*time.Millisecond, time.Millisecond, 4), time.Millisecond, 4)
+	if noOverhead < 0.6 || noOverhead > 1 {
+		t.Errorf("exp cv2 = %v, want in [0.6, 1]", noOverhead)
+	}
+	if r := withOverhead / noOverhead; math.Abs(r-0.81) > 0.02 {
+		t.Errorf("overhead scales cv2 by %v, want 0.81", r)
+	}
+}
+
 func TestSchedules(t *testing.T) {
 	pairs := rampIn(2*time.Second, 80, time.Second, 4)
 	sched, err := stepSchedule(pairs...)

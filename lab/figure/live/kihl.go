@@ -196,6 +196,24 @@ func kihlWork(service string, mean, overhead time.Duration, ns float64) []testbe
 	return out
 }
 
+// kihlCV2 is the squared coefficient of variation of the service times
+// kihlWork's equally likely levels give: each request costs the HTTP
+// overhead plus its level's N random numbers of ns each.
+func kihlCV2(ws []testbed.PathWork, overhead time.Duration, ns float64) float64 {
+	if len(ws) == 0 {
+		return 0
+	}
+	var sum, sq float64
+	for _, w := range ws {
+		t := overhead.Seconds() + float64(w.N)*ns*1e-9
+		sum += t
+		sq += t * t
+	}
+	n := float64(len(ws))
+	mean := sum / n
+	return max(sq/n-mean*mean, 0) / (mean * mean)
+}
+
 func kihlPolicy(p kihlLive, ti time.Duration) policy.Config {
 	return mainPolicy("kihl", params{"period": p.H, "rho_ref": p.RhoRef, "k": p.K, "ti": ti})
 }
@@ -307,7 +325,8 @@ func analyseKihl(s *report.Summary, pl *kihlPlan, cdf bool) {
 			kp = append(kp, figure.KihlPeriod{Start: ps.end - ps.Elapsed, End: ps.end, Offered: ps.Offered, Admitted: ps.Admitted,
 				Rejected: ps.Rejected, Utilization: u})
 		}
-		v.util = figure.KihlMetrics(s, v.suffix, kp, p.KihlParams, v.length, !cdf)
+		cv2 := kihlCV2(kihlWork(v.service, p.ServiceTime, pl.overhead, pl.ns), pl.overhead, pl.ns)
+		v.util = figure.KihlMetrics(s, v.suffix, kp, p.KihlParams, v.length, !cdf, cv2)
 		v.kp = kp
 		if !cdf {
 			figure.KihlAfterSettling(s, v.suffix, kp, v.length)

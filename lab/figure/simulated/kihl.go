@@ -101,7 +101,11 @@ func runKihl(env Env, c figure.KihlParams, cdf bool) (*figure.Result, error) {
 				rtSum += w.MeanRT * w.Samples
 			}
 		}
-		util := figure.KihlMetrics(s, v.suffix, periods, c, c.Duration, !cdf)
+		cv2 := 1.0 // exponential service, or the fluid model's Poisson σ(k)
+		if v.service == "det" {
+			cv2 = 0
+		}
+		util := figure.KihlMetrics(s, v.suffix, periods, c, c.Duration, !cdf, cv2)
 		plotted = append(plotted, figure.KihlVariant{Label: v.label, Suffix: v.suffix, Periods: periods, Util: util})
 		if !cdf {
 			figure.KihlAfterSettling(s, v.suffix, periods, c.Duration)
