@@ -373,6 +373,11 @@ func renderKihl(res *figure.Result, pl *kihlPlan, cdf bool) error {
 	}
 	res.AddFigure("utilization.png", figure.KihlUtilizationFigure(s, plotted, p.KihlParams))
 
+	if !cdf {
+		if err := figure.KihlModelSettling(s, p.KihlParams); err != nil {
+			return err
+		}
+	}
 	res.Checks = figure.KihlChecks(s, p.KihlParams, kihlTimeScale, cdf)
 	res.Key = []string{"utilization_mean", "utilization_std", "settling_time_s", "utilization_std_compare_ti"}
 	if cdf {

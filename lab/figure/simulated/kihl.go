@@ -114,6 +114,11 @@ func runKihl(env Env, c figure.KihlParams, cdf bool) (*figure.Result, error) {
 	}
 	s.Set("rho_ref", c.RhoRef)
 	s.Set("time_scale", 1)
+	if !cdf {
+		if err := figure.KihlModelSettling(s, c); err != nil {
+			return nil, err
+		}
+	}
 	res.Checks = figure.KihlChecks(s, c, 1, cdf)
 	res.AddTable("timeseries.csv", ts)
 	res.Key = []string{"utilization_mean", "utilization_std", "settling_time_s", "p_util_within_0_1"}
