@@ -15,12 +15,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	promBridge "go.opentelemetry.io/contrib/bridges/prometheus"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
@@ -53,6 +55,11 @@ type Options struct {
 	ServiceName, ServiceVersion string
 	// Gatherer is read at every metrics export (the proxy's registry).
 	Gatherer prometheus.Gatherer
+	// Logger receives the exporters' errors (a collector that cannot be
+	// reached, a refused export) as warnings; nil leaves OpenTelemetry's
+	// default, which prints them with the standard log package. The
+	// handler is process-wide (otel.SetErrorHandler).
+	Logger *slog.Logger
 }
 
 // Telemetry is the running export pipeline. Its methods are safe for
@@ -70,6 +77,12 @@ type Telemetry struct {
 func New(ctx context.Context, o Options) (*Telemetry, error) {
 	if !o.Traces && !o.Metrics {
 		return nil, errors.New("telemetry: neither traces nor metrics enabled")
+	}
+	if o.Logger != nil {
+		l := o.Logger
+		otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+			l.Warn("opentelemetry export failed", "endpoint", o.Endpoint, "err", err)
+		}))
 	}
 	base := strings.TrimSuffix(o.Endpoint, "/")
 	res, err := resource.New(ctx, resource.WithAttributes(
