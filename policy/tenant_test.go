@@ -1,7 +1,9 @@
 package policy
 
 import (
+	"fmt"
 	"testing"
+	"testing/synctest"
 
 	"github.com/sluicehq/sluice"
 )
@@ -43,5 +45,44 @@ stages:
 		if got := p.ClassifyRequest(r, t0).Tenant; got != tc.want {
 			t.Errorf("%s from %s with %v: tenant %q, want %q", tc.path, tc.remote, tc.hdr, got, tc.want)
 		}
+	}
+}
+
+// The stage's fair queue sees the tenant the key names: with key client,
+// three clients' requests waiting behind a full limit are three tenants;
+// with the default key and no tenant header they are one.
+func TestTenantKeyReachesTheQueue(t *testing.T) {
+	for _, tc := range []struct {
+		key  string
+		want int
+	}{{"client", 3}, {"hop", 1}} {
+		synctest.Test(t, func(t *testing.T) {
+			p := build(t, `
+stages:
+  - {name: s, controller: static-concurrency, params: {limit: 1}, queue: {max: 8, timeout: 1s}, tenants: {fair: true, key: `+tc.key+`}}
+`, Options{})
+			first, err := p.Admit(request("GET", "/", "192.0.2.1:1"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan struct{})
+			for i := range 3 {
+				go func() {
+					a, err := p.Admit(request("GET", "/", fmt.Sprintf("192.0.2.%d:1", 10+i)))
+					if err == nil {
+						a.Done(true)
+					}
+					done <- struct{}{}
+				}()
+			}
+			synctest.Wait()
+			if got := p.Stage("s").Tenants(); got != tc.want {
+				t.Errorf("key %s: %d tenants queued, want %d", tc.key, got, tc.want)
+			}
+			first.Done(true)
+			for range 3 {
+				<-done
+			}
+		})
 	}
 }
