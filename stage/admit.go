@@ -491,8 +491,13 @@ func (s *Stage) leaveService(t Ticket, now time.Time) {
 		c.left(next, true)
 	}
 	c.slots.Expire(now, c.collect)
-	dropped := c.expired
-	c.expired = c.expired[:0]
+	// The expired waiters leave with their own slice: the scratch's
+	// array, reused, would be appended to by another release under the
+	// lock while this one still reads it unlocked.
+	var dropped []*Wait
+	if len(c.expired) > 0 {
+		dropped, c.expired = c.expired, nil
+	}
 	c.mu.Unlock()
 	for _, w := range dropped {
 		s.drop(w, false, false)
