@@ -389,6 +389,24 @@ func (s *Slots[T]) AheadTagged(c int, tag float64) int {
 	return n + s.classes[c].countTag(tag)
 }
 
+// DropNewestTagged removes from class c's queue, under fair queueing, the
+// waiter with the largest tag (the newest among equal tags) and returns
+// it: longest-queue drop, the waiter of the tenant furthest ahead in
+// virtual time. The caller answers it as rejected. Without fair queueing,
+// or with class c's queue empty, it does nothing and returns ok = false.
+func (s *Slots[T]) DropNewestTagged(c int) (victim T, ok bool) {
+	c = s.clampClass(c)
+	r := &s.classes[c]
+	i := r.maxTag()
+	if !s.fair || i < 0 {
+		return victim, false
+	}
+	victim = r.ptr(i).t
+	r.removeAt(i)
+	s.n--
+	return victim, true
+}
+
 // PendingExpired returns the number of expired waiters removed from the
 // queue by Release, Next or Arrive that the next Expire will report.
 func (s *Slots[T]) PendingExpired() int { return len(s.expired) }

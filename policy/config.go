@@ -160,8 +160,9 @@ type StageConfig struct {
 	Priority PriorityConfig `yaml:"priority"`
 	// Tenants turns on weighted fair queueing among tenants inside the
 	// stage's wait queue (stages with a concurrency limit; see
-	// stage.Tenants). The tenant is the request's hop tenant (the
-	// hops.tenant_header, believed only from trusted proxies).
+	// stage.Tenants). The tenant is what TenantsConfig.Key names: by
+	// default the request's hop tenant (the hops.tenant_header, believed
+	// only from trusted proxies).
 	Tenants TenantsConfig `yaml:"tenants"`
 }
 
@@ -176,7 +177,27 @@ type TenantsConfig struct {
 	// DefaultWeight is the weight of every other tenant and of requests
 	// without one (default 1).
 	DefaultWeight float64 `yaml:"default_weight"`
+	// Key says what names a request's tenant (default hop): "hop", the
+	// hop tenant header (hops.tenant_header); "client", the client
+	// address the classifier reads (the peer, or the first untrusted
+	// X-Forwarded-For entry from a trusted proxy), cut to IPv4Prefix or
+	// IPv6Prefix bits; "header:<Name>", the value of request header Name,
+	// believed only from classes.trusted_proxies.
+	Key string `yaml:"key"`
+	// IPv4Prefix and IPv6Prefix are the prefix lengths of the client
+	// address that name its tenant under key client (default 32 and
+	// 128: one tenant per address; 24 and 64 put a subnet in one).
+	IPv4Prefix int `yaml:"ipv4_prefix"`
+	IPv6Prefix int `yaml:"ipv6_prefix"`
 }
+
+// The keys of a tenant (TenantsConfig.Key).
+const (
+	TenantKeyHop    = "hop"
+	TenantKeyClient = "client"
+	// TenantKeyHeader is the prefix of "header:<Name>".
+	TenantKeyHeader = "header:"
+)
 
 // PriorityConfig is how a stage sheds its lowest classes first (see
 // stage.Priority for the mechanism of each kind of gate).

@@ -52,6 +52,13 @@ func TestHopsValidate(t *testing.T) {
 		{hopPolicy + "  - {name: t, controller: auto, tenants: {fair: true, default_weight: -1}}", "stages[1].tenants.default_weight", "> 0"},
 		{hopPolicy + "  - {name: t, controller: auto, tenants: {weights: {acme: 2}}}", "stages[1].tenants.weights", "need fair: true"},
 		{hopPolicy + "  - {name: t, controller: seda, params: {target: 1s}, tenants: {fair: true}}", "stages[1].tenants", "concurrency limit"},
+		{hopPolicy + "  - {name: t, controller: auto, tenants: {fair: true, key: ip}}", "stages[1].tenants.key", "hop, client or header:<Name>"},
+		{hopPolicy + "  - {name: t, controller: auto, tenants: {fair: true, key: 'header:'}}", "stages[1].tenants.key", "hop, client or header:<Name>"},
+		{hopPolicy + "  - {name: t, controller: auto, tenants: {fair: true, key: 'header:X Customer'}}", "stages[1].tenants.key", "hop, client or header:<Name>"},
+		{hopPolicy + "  - {name: t, controller: auto, tenants: {key: client}}", "stages[1].tenants.key", "needs fair: true"},
+		{hopPolicy + "  - {name: t, controller: auto, tenants: {fair: true, key: client, ipv4_prefix: 33}}", "stages[1].tenants.ipv4_prefix", "[1, 32]"},
+		{hopPolicy + "  - {name: t, controller: auto, tenants: {fair: true, key: client, ipv6_prefix: -1}}", "stages[1].tenants.ipv6_prefix", "[1, 128]"},
+		{hopPolicy + "  - {name: t, controller: auto, tenants: {fair: true, ipv4_prefix: 24}}", "stages[1].tenants.key", "need key: client"},
 	} {
 		c := parse(t, tc.yaml)
 		c.SetDefaults()

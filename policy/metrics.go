@@ -11,7 +11,7 @@ import (
 // last period.
 var (
 	descRequests = prometheus.NewDesc("sluice_requests_total",
-		"Requests per stage, class and outcome: offered, admitted, rejected, shadow_rejected (would have been rejected; shadow mode admitted them), completed, error; deadline: the part of rejected refused because the request's deadline passed or would pass before service (counted at once, the others at each control period).",
+		"Requests per stage, class and outcome: offered, admitted, rejected, shadow_rejected (would have been rejected; shadow mode admitted them), completed, error; deadline: the part of rejected refused because the request's deadline passed or would pass before service; fair_evicted: the part of rejected evicted from the queue under fair queueing among tenants for a tenant behind them in virtual time (both counted at once, the others at each control period).",
 		[]string{"stage", "class", "outcome"}, nil)
 	descHopInvalid = prometheus.NewDesc("sluice_hop_invalid_total",
 		"Hop headers (priority, tenant, timeout) that were malformed and treated as absent.",
@@ -111,7 +111,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 				v       uint64
 			}{{"offered", cs.Offered}, {"admitted", cs.Admitted}, {"rejected", cs.Rejected},
 				{"shadow_rejected", cs.ShadowRejected}, {"completed", cs.Completed}, {"error", cs.Errors},
-				{"deadline", cs.Deadline}} {
+				{"deadline", cs.Deadline}, {"fair_evicted", cs.FairEvicted}} {
 				ch <- prometheus.MustNewConstMetric(descRequests, prometheus.CounterValue, float64(o.v), name, class, o.outcome)
 			}
 			p50, p90, p99, mean := math.NaN(), math.NaN(), math.NaN(), math.NaN()

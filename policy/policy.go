@@ -113,6 +113,7 @@ type entry struct {
 	st        *stage.Stage
 	longLived time.Duration
 	rateLimit bool // send RateLimit-Policy and RateLimit (ratelimit_headers)
+	tenantKey tenantKey
 	fp        fingerprint
 	decisions *atomic.Uint64 // shared with the successor that reuses st
 }
@@ -183,6 +184,7 @@ func New(cfg Config, opts Options) (*Policy, error) {
 		if err != nil {
 			return nil, &sluice.FieldError{Path: fmt.Sprintf("stages[%d]", i), Msg: err.Error()}
 		}
+		e.tenantKey = cs.tenantKey
 		p.entries = append(p.entries, e)
 		p.byName[e.name] = e
 		p.anyRateLimit = p.anyRateLimit || e.rateLimit
@@ -262,12 +264,17 @@ type Request struct {
 	// hops.min_timeout and hops.max_timeout (zero: no header). The
 	// request's context may have an earlier one.
 	Deadline time.Time
+	// Tenant is the request's tenant for its stage's fair queueing, as
+	// the stage's tenants.key names it: by default Hop.Tenant ("" when
+	// the request names none).
+	Tenant string
 }
 
 // ClassifyRequest reads r at now: its stage and class, its hop headers
 // (counting those that are malformed or untrusted in
-// sluice_hop_invalid_total and sluice_hop_untrusted_total) and its
-// deadline. It does not allocate.
+// sluice_hop_invalid_total and sluice_hop_untrusted_total), its deadline
+// and its tenant (tenants.key). It does not allocate, but for the tenant
+// of a stage whose tenants.key is client (the address's text).
 func (p *Policy) ClassifyRequest(r *http.Request, now time.Time) Request {
 	_, out := p.classifyRequest(r, now)
 	return out
@@ -278,7 +285,10 @@ func (p *Policy) ClassifyRequest(r *http.Request, now time.Time) Request {
 func (p *Policy) classifyRequest(r *http.Request, now time.Time) (*entry, Request) {
 	e, class, h := p.classifyHop(r)
 	p.hops.add(&h)
-	out := Request{Stage: e.st, Class: class, Hop: sluice.Hop{Priority: h.Priority, Tenant: h.Tenant}}
+	out := Request{Stage: e.st, Class: class, Hop: sluice.Hop{Priority: h.Priority, Tenant: h.Tenant}, Tenant: h.Tenant}
+	if e.tenantKey.kind != tenantHop {
+		out.Tenant = p.tenant(e.tenantKey, r, h.Tenant)
+	}
 	if out.Hop.Priority == "" && class != p.defClass && class >= 0 && class < len(p.classes) {
 		out.Hop.Priority = p.classes[class]
 	}
@@ -435,7 +445,7 @@ func (p *Policy) AdmitContext(ctx context.Context, r *http.Request) (sluice.Admi
 			ctx, cancel = context.WithDeadline(ctx, cr.Deadline)
 		}
 	}
-	t, err := cr.Stage.EnterRequest(ctx, stage.Request{Class: cr.Class, Tenant: cr.Hop.Tenant})
+	t, err := cr.Stage.EnterRequest(ctx, stage.Request{Class: cr.Class, Tenant: cr.Tenant})
 	if err != nil {
 		if cancel != nil {
 			cancel()

@@ -294,11 +294,12 @@ stages:
 	}
 	p.Step(time.Now().Add(time.Second))
 	const want = `
-# HELP sluice_requests_total Requests per stage, class and outcome: offered, admitted, rejected, shadow_rejected (would have been rejected; shadow mode admitted them), completed, error; deadline: the part of rejected refused because the request's deadline passed or would pass before service (counted at once, the others at each control period).
+# HELP sluice_requests_total Requests per stage, class and outcome: offered, admitted, rejected, shadow_rejected (would have been rejected; shadow mode admitted them), completed, error; deadline: the part of rejected refused because the request's deadline passed or would pass before service; fair_evicted: the part of rejected evicted from the queue under fair queueing among tenants for a tenant behind them in virtual time (both counted at once, the others at each control period).
 # TYPE sluice_requests_total counter
 sluice_requests_total{class="bronze",outcome="admitted",stage="api"} 1
 sluice_requests_total{class="bronze",outcome="completed",stage="api"} 1
 sluice_requests_total{class="bronze",outcome="deadline",stage="api"} 0
+sluice_requests_total{class="bronze",outcome="fair_evicted",stage="api"} 0
 sluice_requests_total{class="bronze",outcome="error",stage="api"} 0
 sluice_requests_total{class="bronze",outcome="offered",stage="api"} 2
 sluice_requests_total{class="bronze",outcome="rejected",stage="api"} 1
@@ -306,6 +307,7 @@ sluice_requests_total{class="bronze",outcome="shadow_rejected",stage="api"} 0
 sluice_requests_total{class="gold",outcome="admitted",stage="api"} 0
 sluice_requests_total{class="gold",outcome="completed",stage="api"} 0
 sluice_requests_total{class="gold",outcome="deadline",stage="api"} 0
+sluice_requests_total{class="gold",outcome="fair_evicted",stage="api"} 0
 sluice_requests_total{class="gold",outcome="error",stage="api"} 0
 sluice_requests_total{class="gold",outcome="offered",stage="api"} 0
 sluice_requests_total{class="gold",outcome="rejected",stage="api"} 0
@@ -313,6 +315,7 @@ sluice_requests_total{class="gold",outcome="shadow_rejected",stage="api"} 0
 sluice_requests_total{class="bronze",outcome="admitted",stage="default"} 0
 sluice_requests_total{class="bronze",outcome="completed",stage="default"} 0
 sluice_requests_total{class="bronze",outcome="deadline",stage="default"} 0
+sluice_requests_total{class="bronze",outcome="fair_evicted",stage="default"} 0
 sluice_requests_total{class="bronze",outcome="error",stage="default"} 0
 sluice_requests_total{class="bronze",outcome="offered",stage="default"} 0
 sluice_requests_total{class="bronze",outcome="rejected",stage="default"} 0
@@ -320,6 +323,7 @@ sluice_requests_total{class="bronze",outcome="shadow_rejected",stage="default"} 
 sluice_requests_total{class="gold",outcome="admitted",stage="default"} 0
 sluice_requests_total{class="gold",outcome="completed",stage="default"} 0
 sluice_requests_total{class="gold",outcome="deadline",stage="default"} 0
+sluice_requests_total{class="gold",outcome="fair_evicted",stage="default"} 0
 sluice_requests_total{class="gold",outcome="error",stage="default"} 0
 sluice_requests_total{class="gold",outcome="offered",stage="default"} 0
 sluice_requests_total{class="gold",outcome="rejected",stage="default"} 0

@@ -118,6 +118,15 @@ func (c *Config) SetDefaults() {
 		if s.Tenants.DefaultWeight == 0 {
 			s.Tenants.DefaultWeight = stage.DefaultTenantWeight
 		}
+		if s.Tenants.Key == "" {
+			s.Tenants.Key = TenantKeyHop
+		}
+		if s.Tenants.IPv4Prefix == 0 {
+			s.Tenants.IPv4Prefix = 32
+		}
+		if s.Tenants.IPv6Prefix == 0 {
+			s.Tenants.IPv6Prefix = 128
+		}
 	}
 	if c.Reject.Status == 0 {
 		c.Reject.Status = DefaultRejectStatus
@@ -222,6 +231,8 @@ type compiledStage struct {
 	// fp identifies the stage's live state: a previous stage with an equal
 	// fingerprint and name is reused on reload.
 	fp fingerprint
+	// tenantKey names a request's tenant (tenants.key).
+	tenantKey tenantKey
 }
 
 // fingerprint is everything a stage.Stage is built from.
@@ -504,9 +515,13 @@ func compileStage(c *Config, i int, classes map[string]int) (compiledStage, clas
 	if err != nil {
 		return compiledStage{}, rule, err
 	}
+	tkey, err := compileTenantKey(p, &s)
+	if err != nil {
+		return compiledStage{}, rule, err
+	}
 	cs := compiledStage{cfg: s, ctrl: ctrl, fp: fingerprint{ctrl: ctrl, classes: slices.Clone(c.Classes.Order),
 		burst: s.Burst, window: s.Window, maxQueue: s.Queue.Max, queueTimeout: s.Queue.Timeout, shadow: c.Shadow,
-		priority: prio, tenants: ten}}
+		priority: prio, tenants: ten}, tenantKey: tkey}
 	return cs, rule, nil
 }
 
@@ -533,6 +548,38 @@ func compileTenants(p string, s *StageConfig, ctrl control.Config) (stage.Tenant
 		return stage.Tenants{}, fieldErr(p+".tenants.weights", "weights need fair: true")
 	}
 	return stage.Tenants{Fair: tc.Fair, Weights: maps.Clone(tc.Weights), DefaultWeight: tc.DefaultWeight}, nil
+}
+
+// compileTenantKey checks a stage's tenants.key and its prefix lengths.
+func compileTenantKey(p string, s *StageConfig) (tenantKey, error) {
+	tc := &s.Tenants
+	key, v4, v6 := tc.Key, tc.IPv4Prefix, tc.IPv6Prefix
+	if key == "" {
+		key = TenantKeyHop
+	}
+	if v4 == 0 {
+		v4 = 32
+	}
+	if v6 == 0 {
+		v6 = 128
+	}
+	k, ok := parseTenantKey(key, v4, v6)
+	if !ok {
+		return tenantKey{}, fieldErr(p+".tenants.key", "%q must be hop, client or header:<Name> (Name an HTTP header name, e.g. header:X-Customer)", tc.Key)
+	}
+	if v4 < 1 || v4 > 32 {
+		return tenantKey{}, fieldErr(p+".tenants.ipv4_prefix", "%d must be a prefix length within [1, 32], such as 24", v4)
+	}
+	if v6 < 1 || v6 > 128 {
+		return tenantKey{}, fieldErr(p+".tenants.ipv6_prefix", "%d must be a prefix length within [1, 128], such as 64", v6)
+	}
+	if k.kind != tenantClient && (tc.IPv4Prefix != 0 && tc.IPv4Prefix != 32 || tc.IPv6Prefix != 0 && tc.IPv6Prefix != 128) {
+		return tenantKey{}, fieldErr(p+".tenants.key", "%q: ipv4_prefix and ipv6_prefix need key: client", key)
+	}
+	if key != TenantKeyHop && !tc.Fair {
+		return tenantKey{}, fieldErr(p+".tenants.key", "%q needs fair: true", key)
+	}
+	return k, nil
 }
 
 // compilePriority checks a stage's priority section and returns the

@@ -349,7 +349,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			defer cancel()
 		}
 	}
-	t, err := st.EnterRequest(ctx, stage.Request{Class: cr.Class, Tenant: cr.Hop.Tenant})
+	t, err := st.EnterRequest(ctx, stage.Request{Class: cr.Class, Tenant: cr.Tenant})
 	if err != nil {
 		if span != nil {
 			h.traceDecision(span, g, cr, stage.Ticket{}, err)

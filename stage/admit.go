@@ -76,8 +76,9 @@ func newConcGate(limit, maxQueue, classes int, timeout time.Duration) (*concGate
 	return &concGate{slots: sl, wait: timeout, defWait: timeout, setLimit: max(limit, 1)}, nil
 }
 
-// apply puts a decision's limit and queue policy into force.
-func (c *concGate) apply(now time.Time, d sluice.Decision) []*Wait {
+// apply puts a decision's limit and queue policy into force, and returns
+// the waiters it lets in and those it evicts (trim).
+func (c *concGate) apply(now time.Time, d sluice.Decision) (granted, evicted []*Wait) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if d.New >= 1 {
@@ -102,7 +103,6 @@ func (c *concGate) apply(now time.Time, d sluice.Decision) []*Wait {
 		}
 		_ = c.slots.SetReserve(r)
 	}
-	var granted []*Wait
 	for {
 		w, ok := c.slots.Next(now)
 		if !ok {
@@ -111,7 +111,32 @@ func (c *concGate) apply(now time.Time, d sluice.Decision) []*Wait {
 		c.left(w, true)
 		granted = append(granted, w)
 	}
-	return granted
+	return granted, c.trim(nil)
+}
+
+// trim, under fair queueing with a drain prediction, evicts the waiters
+// furthest ahead in virtual time (gate.Slots.DropNewestTagged) of each
+// class while the waiters of the class and the higher ones exceed what
+// drains within the allowed wait, n > wait·drain: they would wait past
+// it, and learn it at once rather than at the end of their wait
+// (longest-queue drop). It appends them to victims for the caller to
+// answer once c's lock is released.
+func (c *concGate) trim(victims []*Wait) []*Wait {
+	if c.fair == nil || c.drain <= 0 || c.wait <= 0 {
+		return victims
+	}
+	room := max(c.wait, c.fair.burst).Seconds() * c.drain
+	for class := len(c.fair.vtime) - 1; class >= 0; class-- {
+		for float64(c.slots.Ahead(class)) > room {
+			w, ok := c.slots.DropNewestTagged(class)
+			if !ok {
+				break
+			}
+			c.left(w, false)
+			victims = append(victims, w)
+		}
+	}
+	return victims
 }
 
 // Arrive decides one request at now: Admitted with its ticket, Rejected,
@@ -183,7 +208,10 @@ func (s *Stage) arrive(now time.Time, r Request, w *Wait, mk func() *Wait) (Tick
 	r.Class = class
 	v := c.arrive(now, r, w, mk, mayWait)
 	if v.victim != nil {
-		s.drop(v.victim, true)
+		s.drop(v.victim, true, v.fairVictim)
+	}
+	for _, x := range v.trimmed {
+		s.drop(x, true, true)
 	}
 	switch {
 	case v.held:
@@ -222,11 +250,17 @@ func (s *Stage) arrive(now time.Time, r Request, w *Wait, mk func() *Wait) (Tick
 // slotVerdict is what concGate.arrive decided for one request under the
 // gate's lock, for the stage to act on once the lock is released.
 type slotVerdict struct {
-	held     bool  // it took a free slot
-	queued   *Wait // the waiter the queue took (nil: not queued)
-	victim   *Wait // a lower-class waiter evicted to make room (nil: none)
-	tooLong  bool  // the gate queues, but the predicted wait exceeds the allowed one
-	deadline bool  // tooLong because of the request's own deadline
+	held   bool  // it took a free slot
+	queued *Wait // the waiter the queue took (nil: not queued)
+	victim *Wait // a waiter evicted to make room (nil: none)
+	// fairVictim: victim is of the arrival's class, evicted under fair
+	// queueing as the waiter furthest ahead in virtual time.
+	fairVictim bool
+	// trimmed: waiters evicted under fair queueing because the arrival
+	// went ahead of them (concGate.trim).
+	trimmed  []*Wait
+	tooLong  bool // the gate queues, but the predicted wait exceeds the allowed one
+	deadline bool // tooLong because of the request's own deadline
 }
 
 // arrive decides, under c's lock, how request r that passed the stage's
@@ -252,21 +286,25 @@ func (c *concGate) arrive(now time.Time, r Request, w *Wait, mk func() *Wait, ma
 		return v
 	}
 	canWait := mayWait && c.wait > 0
-	wait, byDeadline := c.wait, false
+	allowed := c.wait
+	tag := 0.0
+	if c.fair != nil && canWait {
+		tag = c.fair.tag(class, r.Tenant)
+		// Fairness, not the controller's standing-queue cut, keeps the
+		// light tenants' waits short (see Tenants).
+		allowed = max(allowed, c.fair.burst)
+	}
+	wait, byDeadline := allowed, false
 	if !r.Deadline.IsZero() {
 		if left := r.Deadline.Sub(now); left < wait {
 			wait, byDeadline = left, true
 		}
 	}
-	tag := 0.0
-	if c.fair != nil && canWait {
-		tag = c.fair.tag(class, r.Tenant)
-	}
 	if canWait && c.drain > 0 {
 		pred := float64(c.slots.AheadTagged(class, tag)+1) / c.drain
 		if pred > wait.Seconds() {
 			v.tooLong = true
-			v.deadline = byDeadline && pred <= c.wait.Seconds()
+			v.deadline = byDeadline && pred <= allowed.Seconds()
 			return v
 		}
 	}
@@ -280,13 +318,22 @@ func (c *concGate) arrive(now time.Time, r Request, w *Wait, mk func() *Wait, ma
 	o, victim, evicted := c.slots.ArriveTagged(now, w, class, tag, w.Deadline)
 	if evicted {
 		c.left(victim, false)
-		v.victim = victim
+		v.victim, v.fairVictim = victim, victim.Class == class
 	}
 	if o == gate.Queued {
 		if c.fair != nil {
 			c.fair.queued(w)
 		}
 		v.queued = w
+		// Longest-queue drop: the arrival's tag may have put it ahead of
+		// waiters that now wait past the allowed wait.
+		for _, x := range c.trim(nil) {
+			if x == w {
+				v.queued, v.tooLong = nil, true
+				continue
+			}
+			v.trimmed = append(v.trimmed, x)
+		}
 	}
 	return v
 }
@@ -364,12 +411,16 @@ func (s *Stage) rejectDeadline(cs *classState) {
 }
 
 // drop rejects a waiter that left the queue without a slot: evicted by a
-// higher class, or expired (at the end of its allowed wait or at its own
-// deadline).
-func (s *Stage) drop(w *Wait, evicted bool) {
+// higher class or, under fair queueing, by a tenant behind it in virtual
+// time (fair, counted apart: ClassState.FairEvicted), or expired (at the
+// end of its allowed wait or at its own deadline).
+func (s *Stage) drop(w *Wait, evicted, fair bool) {
 	s.expired.Add(1)
 	s.countCapped()
 	cs := s.classes[s.classOf(w.Class)]
+	if fair {
+		cs.fairEvicted.Add(1)
+	}
 	if !evicted && w.byDeadline {
 		s.rejectDeadline(cs)
 		w.Notify.Dropped(ErrDeadline)
@@ -440,11 +491,16 @@ func (s *Stage) leaveService(t Ticket, now time.Time) {
 		c.left(next, true)
 	}
 	c.slots.Expire(now, c.collect)
-	dropped := c.expired
-	c.expired = c.expired[:0]
+	// The expired waiters leave with their own slice: the scratch's
+	// array, reused, would be appended to by another release under the
+	// lock while this one still reads it unlocked.
+	var dropped []*Wait
+	if len(c.expired) > 0 {
+		dropped, c.expired = c.expired, nil
+	}
 	c.mu.Unlock()
 	for _, w := range dropped {
-		s.drop(w, false)
+		s.drop(w, false, false)
 	}
 	if ok {
 		s.grant(next, now)

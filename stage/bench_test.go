@@ -97,17 +97,32 @@ func BenchmarkAdmissionAutoQueued(b *testing.B) {
 // BenchmarkAdmissionTenants is the admission decision of a fair-queueing
 // stage with 1,000 distinct tenants, in virtual time on one goroutine:
 // each iteration one request of the next tenant arrives at a full limit
-// and queues (its tag, the predicted wait over the waiters its tag
-// follows) and one request in service ends, handing its slot to the
-// waiter with the smallest tag. The queue holds about 64 waiters. It
-// reports the process's CPU time per iteration too (cpu-ns/op): on a
-// shared machine the wall time also counts what other processes ran.
+// and queues (its tag; with a drain prediction, the predicted wait over
+// the waiters its tag follows and the queue's room) and one request in
+// service ends, handing its slot to the waiter with the smallest tag. The
+// queue holds about 64 waiters. It reports the process's CPU time per
+// iteration too (cpu-ns/op): on a shared machine the wall time also
+// counts what other processes ran. On this machine (27 Nov 2026, load
+// average 7.5): 592–622 cpu-ns/op without a prediction, 634–675 with, 0
+// allocations.
 func BenchmarkAdmissionTenants(b *testing.B) {
+	b.Run("queue", func(b *testing.B) { benchTenants(b, false) })
+	// predicted: with a drain prediction in force, as auto sets one: the
+	// predicted wait over the waiters the tag follows, and the room the
+	// queue has (longest-queue drop), at every arrival.
+	b.Run("predicted", func(b *testing.B) { benchTenants(b, true) })
+}
+
+func benchTenants(b *testing.B, predicted bool) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	cfg := control.StaticConcurrencyConfig{Limit: 64, Period: time.Hour}
 	s, err := New(Options{Name: "b", Controller: &cfg, MaxQueue: 128, QueueTimeout: time.Hour, Tenants: Tenants{Fair: true}}, now)
 	if err != nil {
 		b.Fatal(err)
+	}
+	if predicted {
+		// 64 slots of 10 ms: 6,400 req/s; an hour's wait never binds.
+		s.conc.drain = 6400
 	}
 	tenants := make([]string, 1000)
 	for i := range tenants {

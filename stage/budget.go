@@ -46,7 +46,11 @@ func (s *Stage) SetStatic(now time.Time, value float64, reason string) error {
 	}
 	s.ctrl.History.Add(d)
 	if s.conc != nil {
-		for _, w := range s.conc.apply(now, d) {
+		granted, evicted := s.conc.apply(now, d)
+		for _, w := range evicted {
+			s.drop(w, true, true)
+		}
+		for _, w := range granted {
 			s.grant(w, now)
 		}
 	}

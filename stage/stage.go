@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/control"
+	"github.com/sluicehq/sluice/internal/mathx"
 	"github.com/sluicehq/sluice/monitor"
 )
 
@@ -79,6 +80,9 @@ type classState struct {
 	// deadline counts, as they happen, the rejections of requests whose
 	// deadline passed or would pass before service (also in rejected).
 	deadline atomic.Uint64
+	// fairEvicted counts, as they happen, the waiters evicted under fair
+	// queueing by a tenant behind them in virtual time (also in rejected).
+	fairEvicted atomic.Uint64
 }
 
 // Period is what a class measured over its last collected interval.
@@ -238,7 +242,8 @@ func New(opts Options, now time.Time) (*Stage, error) {
 			s.conc.fair = newFairQueue(opts.Tenants, n, opts.MaxQueue)
 			s.conc.slots.SetFair(true)
 		}
-		if granted := s.conc.apply(now, c.Current()); len(granted) > 0 {
+		s.setBurst()
+		if granted, _ := s.conc.apply(now, c.Current()); len(granted) > 0 {
 			return nil, fmt.Errorf("stage %q: waiters before start", opts.Name)
 		}
 	}
@@ -446,7 +451,12 @@ func (s *Stage) decide(now time.Time, input int, m sluice.Measurements) sluice.D
 		s.trigger.Store(int64(max(t.TriggerSamples(), 0)))
 	}
 	if s.conc != nil && d.Kind == sluice.KindConcurrency {
-		for _, w := range s.conc.apply(now, d) {
+		s.setBurst()
+		granted, evicted := s.conc.apply(now, d)
+		for _, w := range evicted {
+			s.drop(w, true, true)
+		}
+		for _, w := range granted {
 			s.grant(w, now)
 		}
 	}
@@ -482,7 +492,31 @@ func (s *Stage) SetTarget(target time.Duration) error {
 		return err
 	}
 	s.setCensor(s.ctrl.Unwrap())
+	s.setBurst()
 	return nil
+}
+
+// setBurst sets the fair queue's burst wait (Tenants) from the
+// controller: min(T/2, T − R̂99) for a controller with a response-time
+// target T that estimates the service's p99 R̂99 (its estimate
+// service_p99_s; T/2 while it has none), 0 (none) for the others.
+func (s *Stage) setBurst() {
+	c := s.conc
+	if c == nil || c.fair == nil {
+		return
+	}
+	b := time.Duration(0)
+	t, ok := s.ctrl.Unwrap().(control.Targeted)
+	e, ok2 := s.ctrl.Unwrap().(Estimator)
+	if ok && ok2 {
+		b = t.Target() / 2
+		if p99 := e.Estimates()["service_p99_s"]; mathx.Finite(p99) {
+			b = max(0, min(b, t.Target()-time.Duration(p99*float64(time.Second))))
+		}
+	}
+	c.mu.Lock()
+	c.fair.burst = b
+	c.mu.Unlock()
 }
 
 // setCensor sets censorAt from the controller's response-time target.

@@ -81,8 +81,12 @@ type ClassState struct {
 	// Deadline counts the rejections (also in Rejected) of requests whose
 	// deadline had passed, or would pass before they got service; unlike
 	// the other totals it is counted as they happen.
-	Deadline uint64  `json:"rejected_deadline"`
-	Last     *Period `json:"last_period,omitempty"`
+	Deadline uint64 `json:"rejected_deadline"`
+	// FairEvicted counts the waiters (also in Rejected) evicted under fair
+	// queueing (stage.Tenants) to make room for a tenant behind them in
+	// virtual time, counted as they happen.
+	FairEvicted uint64  `json:"rejected_fair_evicted"`
+	Last        *Period `json:"last_period,omitempty"`
 }
 
 // DecisionState is one decision as the admin API shows it.
@@ -104,7 +108,7 @@ func (s *Stage) Totals(c int) ClassState {
 	cs := s.classes[c]
 	return ClassState{Name: cs.name, Offered: cs.offered.Load(), Admitted: cs.admitted.Load(),
 		Rejected: cs.rejected.Load(), ShadowRejected: cs.shadowRejected.Load(),
-		Completed: cs.completed.Load(), Errors: cs.errors.Load(), Deadline: cs.deadline.Load(), Last: cs.last.Load()}
+		Completed: cs.completed.Load(), Errors: cs.errors.Load(), Deadline: cs.deadline.Load(), FairEvicted: cs.fairEvicted.Load(), Last: cs.last.Load()}
 }
 
 // State returns the stage's current state with its last n decisions.

@@ -18,12 +18,14 @@ import (
 // and exponential service times.
 type tenantSim struct {
 	crowdSim
-	tenants []string
-	rates   []float64
-	ok, rej []int
-	arrived int
-	rt      [][]time.Duration // response times of the successes, per tenant
-	waiting []crowdEvent      // admitted, waiting for a worker inside the backend
+	tenants  []string
+	rates    []float64
+	ok, rej  []int
+	timedOut []int // of rej: waiters whose wait ended without a slot
+	arrived  int
+	rt       [][]time.Duration // response times of the successes, per tenant
+	classes  []int             // each tenant's class (nil: all class 0)
+	waiting  []crowdEvent      // admitted, waiting for a worker inside the backend
 	// draw, when set, draws a service time in units of the mean
 	// (default exponential).
 	draw func(*rand.Rand) float64
@@ -71,7 +73,11 @@ func (c *tenantSim) run(until time.Time) {
 			c.push(&crowdEvent{at: c.now.Add(time.Duration(c.rng.ExpFloat64() / c.rates[i] * 1e9)), kind: 0, class: i})
 			w := &tenantWaiter{sim: c, i: i}
 			w.Notify = w
-			t, o, _ := c.st.ArriveRequest(c.now, Request{Tenant: c.tenants[i]}, &w.Wait)
+			r := Request{Tenant: c.tenants[i]}
+			if c.classes != nil {
+				r.Class = c.classes[i]
+			}
+			t, o, _ := c.st.ArriveRequest(c.now, r, &w.Wait)
 			switch o {
 			case gate.Admitted:
 				c.start(t, i)
@@ -93,6 +99,9 @@ func (c *tenantSim) run(until time.Time) {
 		case 2:
 			if c.st.Leave(c.now, e.w, true) {
 				c.rej[e.class]++
+				if c.timedOut != nil {
+					c.timedOut[e.class]++
+				}
 			}
 		case 3:
 			c.st.Step(c.now)

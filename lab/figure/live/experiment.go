@@ -69,6 +69,7 @@ var registry = map[string]func(ctx context.Context, env *Env) (*figure.Result, e
 	"adaptive":              runAdaptive,
 	"graph":                 runGraph,
 	"graph-crowd":           runGraphCrowd,
+	"tenants":               runTenants,
 	"peers":                 runPeers,
 	"cluster":               runCluster,
 }

@@ -19,7 +19,7 @@ import (
 
 func TestRegistry(t *testing.T) {
 	want := []string{"kihl-step", "kihl-distribution", "yaksha-load-sweep", "yaksha-workload-shift", "seda-spike", "seda-classes",
-		"seda-degradation", "voigt-sweep", "voigt-step", "voigt-bandwidth", "lijamin-epochs", "adaptive", "graph", "graph-crowd", "cluster", "peers"}
+		"seda-degradation", "voigt-sweep", "voigt-step", "voigt-bandwidth", "lijamin-epochs", "adaptive", "graph", "graph-crowd", "tenants", "cluster", "peers"}
 	got := Names()
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("Names() = %v, want %v", got, want)
@@ -48,10 +48,7 @@ func TestRegistry(t *testing.T) {
 		}
 	}
 	for n := range sims {
-		// "tenants" has no live twin yet (the live tenant figure is
-		// still to be written; its mechanism is tested in
-		// virtual time in package stage).
-		if !live[n] && n != "tenants" {
+		if !live[n] {
 			t.Errorf("simulator scenario %s has no live experiment of the same name", n)
 		}
 	}
@@ -95,6 +92,8 @@ func TestPoliciesValidate(t *testing.T) {
 		"peers-seda":     {pol: peersSEDAPolicy(391)},
 		"peers-yaksha":   {pol: peersYakshaPolicy()},
 		"lijamin":        {pol: lijaminPolicy(), shares: lijaminSharesConfig()},
+		"tenants-fair":   {pol: tenantsPolicy(true)},
+		"tenants-fifo":   {pol: tenantsPolicy(false)},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

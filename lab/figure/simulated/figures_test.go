@@ -239,21 +239,21 @@ func BenchmarkKihlDistributionWrite(b *testing.B) {
 	}
 }
 
-// Tenants: with fair queueing each light tenant keeps 0.9–1 × its fair
-// share (its demand, 92.3 req/s; the figure's own check asks 0.95×, which
-// 5 of the 9 light tenants of seeds 1–3 meet: they lose 2–6 % to the
-// predicted wait when two of their requests arrive within auto's short
-// standing wait) with p99 within the SLO; the
-// heavy tenant gets more than its share of what is left, and FIFO gives
+// Tenants: with fair queueing each light tenant keeps its whole demand
+// (0.95–1.01 × its max-min share of the measured offered rates, which is
+// that demand) with p99 within the SLO; the heavy tenant gets at least
+// half of what is left (in fact more than all of it: the service's 400
+// req/s is a mean, and exponential draws serve 405–410), and FIFO gives
 // the light tenants a third of their demand.
 func TestTenants(t *testing.T) {
 	forSeeds(t, func(t *testing.T, seed uint64) {
 		s := run(t, "tenants", seed)
 		for _, n := range []string{"a", "b", "c"} {
-			within(t, s, "goodput_rps_fair_"+n, 0.9*92.3, 92.3*1.05)
+			share := s.Metric("fair_share_rps_fair_" + n)
+			within(t, s, "goodput_rps_fair_"+n, 0.95*share, 1.01*share)
 			within(t, s, "p99_ms_fair_"+n, 0, 250)
-			within(t, s, "goodput_rps_fifo_"+n, 0, 0.5*92.3)
+			within(t, s, "goodput_rps_fifo_"+n, 0, 0.5*share)
 		}
-		within(t, s, "goodput_rps_fair_heavy", 0.5*123, 400)
+		within(t, s, "goodput_rps_fair_heavy", 0.5*s.Metric("fair_share_rps_fair_heavy"), 400)
 	})
 }

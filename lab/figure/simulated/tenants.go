@@ -7,7 +7,6 @@ import (
 	"github.com/sluicehq/sluice/control"
 	"github.com/sluicehq/sluice/lab/dist"
 	"github.com/sluicehq/sluice/lab/figure"
-	"github.com/sluicehq/sluice/lab/report"
 	"github.com/sluicehq/sluice/lab/sim"
 	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/stage"
@@ -17,12 +16,17 @@ import (
 // the adaptive figure's backend (4 workers × exponential 10 ms, 400 req/s)
 // at 3× overload; tenant "heavy" sends ten times as much as each of the
 // light tenants a, b, c. With fair queueing (stage.Tenants) each light
-// tenant keeps ≥ 0.95× its fair share of the goodput — max-min fair: its
-// whole demand, which is below a quarter of the capacity — with its p99
-// within the objective, and the heavy tenant gets what is left; the FIFO
-// row is the control.
+// tenant keeps ≥ 0.95× its fair share of the goodput — max-min fair
+// (figure.MaxMinShares) over the rates the tenants offered in the
+// measured interval: a light tenant's whole demand, which is below a
+// quarter of the capacity — with its p99 within the objective, and the
+// heavy tenant gets what is left; the FIFO row is the control. The share
+// is taken from the measured offered rate, not the nominal one: over 20 s
+// a Poisson stream of 92.3 req/s offers 92.3 ± 2.1 req/s (seed 1's tenant
+// b offered 87.05), so a check against the nominal rate fails on the
+// draw whatever the queue does.
 
-var tenantNames = []string{"heavy", "a", "b", "c"}
+var tenantNames = figure.TenantNames
 
 type tenantsParams struct {
 	figure.AdaptiveParams
@@ -43,51 +47,32 @@ func tenantsScenario(ps *Params) RunFunc {
 func runTenants(env Env, c tenantsParams) (*figure.Result, error) {
 	res := newResult(env)
 	capacity := float64(c.Workers) / c.ServiceTime.Seconds()
-	light := c.overload * capacity / 13
-	tab := report.NewTable("queue", "tenant", "offered_rps", "goodput_rps", "fair_share_rps", "p99_ms", "reject_fraction")
+	rates := figure.TenantRates(capacity, c.overload)
+	tab := figure.NewTenantTable()
 	for _, fair := range []bool{true, false} {
 		queue := map[bool]string{true: "fair", false: "fifo"}[fair]
-		out, err := runTenantsOne(env.Seed, c, fair, light)
+		out, err := runTenantsOne(env.Seed, c, fair, rates)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", queue, err)
 		}
-		for i, name := range tenantNames {
-			rate := light
-			if i == 0 {
-				rate = 10 * light
-			}
-			share := min(capacity/4, rate)
-			if i == 0 {
-				share = capacity - 3*min(capacity/4, light)
-			}
-			m := out[i]
-			key := queue + "_" + name
-			res.Summary.Set("goodput_rps_"+key, m.goodput)
-			res.Summary.Set("p99_ms_"+key, m.p99)
-			res.Summary.Set("fair_share_rps_"+key, share)
-			if err := tab.Append(queue, name, rate, m.goodput, share, m.p99, m.reject); err != nil {
-				return nil, err
-			}
-			if !fair {
-				continue
-			}
-			if i == 0 {
-				res.Checks = append(res.Checks, figure.AtLeast(res.Summary, "the heavy tenant gets what is left, not zero (≥ 0.5× the rest)", "goodput_rps_"+key, 0.5*share))
-				continue
-			}
-			res.Key = append(res.Key, "goodput_rps_"+key)
-			res.Checks = append(res.Checks,
-				figure.AtLeast(res.Summary, fmt.Sprintf("light tenant %s keeps ≥ 0.95× its fair share", name), "goodput_rps_"+key, 0.95*share),
-				figure.AtMost(res.Summary, fmt.Sprintf("light tenant %s: p99 ≤ the objective", name), "p99_ms_"+key, ms(c.SLO.Seconds())))
+		rows := make([]figure.TenantRow, len(out))
+		for i, m := range out {
+			rows[i] = figure.TenantRow{Offered: rates[i], Measured: m.offered, Goodput: m.goodput, P99MS: m.p99, RejectFraction: m.reject}
 		}
+		checks, key, err := figure.TenantChecks(res.Summary, tab, queue, capacity, ms(c.SLO.Seconds()), rows)
+		if err != nil {
+			return nil, err
+		}
+		res.Checks = append(res.Checks, checks...)
+		res.Key = append(res.Key, key...)
 	}
 	res.AddTable("tenants.csv", tab)
 	return res, nil
 }
 
-type tenantMetrics struct{ goodput, p99, reject float64 }
+type tenantMetrics struct{ offered, goodput, p99, reject float64 }
 
-func runTenantsOne(seed uint64, c tenantsParams, fair bool, light float64) ([]tenantMetrics, error) {
+func runTenantsOne(seed uint64, c tenantsParams, fair bool, rates []float64) ([]tenantMetrics, error) {
 	e := sim.New(seed)
 	cfg := control.DefaultAutoConfig()
 	cfg.SLO = c.SLO
@@ -115,11 +100,7 @@ func runTenantsOne(seed uint64, c tenantsParams, fair bool, light float64) ([]te
 	}
 	recs := make([]rec, len(tenantNames))
 	for i := range tenantNames {
-		rate := light
-		if i == 0 {
-			rate = 10 * light
-		}
-		sched, err := dist.NewSchedule(dist.Segment{Rate: rate})
+		sched, err := dist.NewSchedule(dist.Segment{Rate: rates[i]})
 		if err != nil {
 			return nil, err
 		}
@@ -151,7 +132,7 @@ func runTenantsOne(seed uint64, c tenantsParams, fair bool, light float64) ([]te
 	e.Run(to + c.Timeout)
 	out := make([]tenantMetrics, len(recs))
 	for i, q := range recs {
-		out[i] = tenantMetrics{goodput: float64(q.good) / c.length.Seconds(), p99: ms(monitor.Percentile(q.rts, 0.99)),
+		out[i] = tenantMetrics{offered: float64(q.off) / c.length.Seconds(), goodput: float64(q.good) / c.length.Seconds(), p99: ms(monitor.Percentile(q.rts, 0.99)),
 			reject: ratio(float64(q.reject), float64(q.off))}
 	}
 	return out, nil
