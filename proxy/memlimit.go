@@ -63,7 +63,7 @@ func (s *Server) runMemLimit(ctx context.Context) {
 		s.h.buf.chunks.trim(time.Now())
 		select {
 		case <-ctx.Done():
-			if set >= 0 {
+			if set >= 0 && debug.SetMemoryLimit(-1) == set { // not changed by another since
 				debug.SetMemoryLimit(orig)
 			}
 			return
