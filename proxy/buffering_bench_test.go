@@ -15,7 +15,7 @@ import (
 // response_buffering on (the default) and off, to a writer that discards.
 // ns/op is the CPU of proxy and backend together on the box's cores;
 // the backend's share is the same in both, so the ratio of the two
-// understates the proxy's own (docs/reliability.md, "Cost").
+// understates the proxy's own (docs/reliability.md, "Cost to fast clients").
 func BenchmarkLargeResponse(b *testing.B) {
 	body := []byte(strings.Repeat("0123456789abcdef", 1<<16))
 	be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
