@@ -55,7 +55,7 @@ func BenchmarkHandler(b *testing.B) {
 		Transport: cannedTransport{}, FlushInterval: -1,
 	}
 	pooled := *bare
-	pooled.BufferPool = newBufferPool()
+	pooled.BufferPool = newBufferPool(DefaultResponseMaxMemoryBytes)
 	cfg, err := Parse("bench.yaml", []byte(baseConfig("http://127.0.0.1:8081", sedaStage)))
 	if err != nil {
 		b.Fatal(err)

@@ -122,11 +122,14 @@ type bufferPolicy struct {
 	dir     string
 	paths   []string
 	ctypes  []string // lower-cased
+	connMem int64    // one client connection's part of maxMem, bytes; -1: none
+	softMem int64    // the soft memory limit: 0 automatic, -1 none
 }
 
 func newBufferPolicy(c *ResponseBufferingConfig) bufferPolicy {
 	p := bufferPolicy{on: c.Enabled == nil || *c.Enabled, mem: c.MemoryBytes, maxMem: c.MaxMemoryBytes,
-		file: max(c.MaxFileBytes, 0), maxDisk: c.MaxDiskBytes, dir: c.TempDir, paths: c.ExcludePaths}
+		file: max(c.MaxFileBytes, 0), maxDisk: c.MaxDiskBytes, dir: c.TempDir, paths: c.ExcludePaths,
+		connMem: c.ConnectionMemoryBytes, softMem: c.SoftMemoryLimitBytes}
 	for _, t := range c.ExcludeContentTypes {
 		p.ctypes = append(p.ctypes, strings.ToLower(strings.TrimSpace(t)))
 	}
@@ -162,12 +165,11 @@ func (p *bufferPolicy) excluded(in *http.Request, res *http.Response) bool {
 // and disk in use (each generation's caps apply to its responses), the
 // temporary files, and the counters. It is safe for concurrent use.
 type respBuffers struct {
-	chunks *bufferPool // 32 KiB chunks, shared with ReverseProxy's copy buffers
+	chunks *bufferPool // 32 KiB chunks and their budget, shared with ReverseProxy's copy buffers
 	prefix string      // tempPrefix + pid + "-"
 	log    *slog.Logger
 	warn   rate.Sometimes // rate-limits temporary-file errors
 
-	mem   atomic.Int64 // bytes of budgeted chunks held
 	disk  atomic.Int64 // bytes of temporary files
 	files atomic.Int64 // open temporary files
 	caps  atomic.Pointer[bufferPolicy]
@@ -200,6 +202,10 @@ func newRespBuffers(chunks *bufferPool, log *slog.Logger) *respBuffers {
 var (
 	descBufMem = prometheus.NewDesc("proxy_response_buffer_bytes",
 		"Memory held by response buffers, in bytes.", nil, nil)
+	descBufCopy = prometheus.NewDesc("proxy_response_buffer_copy_bytes",
+		"Memory of the proxy's 32 KiB copy buffers (response body to client), taken from the response buffers' budget, in bytes.", nil, nil)
+	descBufIdle = prometheus.NewDesc("proxy_response_buffer_idle_bytes",
+		"Memory of 32 KiB chunks kept for reuse, in bytes. Response buffers, copy buffers and idle chunks together stay within proxy_response_buffer_max_bytes.", nil, nil)
 	descBufMemMax = prometheus.NewDesc("proxy_response_buffer_max_bytes",
 		"The cap on the memory of response buffers (response_buffering.max_memory_bytes), in bytes.", nil, nil)
 	descBufDisk = prometheus.NewDesc("proxy_response_buffer_disk_bytes",
@@ -214,7 +220,7 @@ var (
 type bufCollector struct{ b *respBuffers }
 
 func (c bufCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descBufMem, descBufMemMax, descBufDisk, descBufDiskMax, descBufFiles} {
+	for _, d := range []*prometheus.Desc{descBufMem, descBufCopy, descBufIdle, descBufMemMax, descBufDisk, descBufDiskMax, descBufFiles} {
 		ch <- d
 	}
 }
@@ -225,7 +231,11 @@ func (c bufCollector) Collect(ch chan<- prometheus.Metric) {
 	if p := b.caps.Load(); p != nil {
 		memMax, diskMax = float64(p.maxMem), float64(p.maxDisk)
 	}
-	ch <- prometheus.MustNewConstMetric(descBufMem, prometheus.GaugeValue, float64(b.mem.Load()))
+	lent, idle := b.chunks.usage()
+	cp := b.chunks.copyBytes()
+	ch <- prometheus.MustNewConstMetric(descBufMem, prometheus.GaugeValue, float64(lent-cp))
+	ch <- prometheus.MustNewConstMetric(descBufCopy, prometheus.GaugeValue, float64(cp))
+	ch <- prometheus.MustNewConstMetric(descBufIdle, prometheus.GaugeValue, float64(idle))
 	ch <- prometheus.MustNewConstMetric(descBufMemMax, prometheus.GaugeValue, memMax)
 	ch <- prometheus.MustNewConstMetric(descBufDisk, prometheus.GaugeValue, float64(b.disk.Load()))
 	ch <- prometheus.MustNewConstMetric(descBufDiskMax, prometheus.GaugeValue, diskMax)
@@ -238,8 +248,14 @@ func (b *respBuffers) collectors() []prometheus.Collector {
 
 // BufferState is the response buffers as GET /state shows them.
 type BufferState struct {
-	Enabled        bool  `json:"enabled"`
-	MemoryBytes    int64 `json:"memory_bytes"`
+	Enabled     bool  `json:"enabled"`
+	MemoryBytes int64 `json:"memory_bytes"`
+	// CopyBytes is the memory of the 32 KiB copy buffers lent to
+	// responses being written to their clients; IdleBytes that of the
+	// chunks kept for reuse. MemoryBytes, CopyBytes and IdleBytes
+	// together stay within MaxMemoryBytes.
+	CopyBytes      int64 `json:"copy_bytes"`
+	IdleBytes      int64 `json:"idle_bytes"`
 	MaxMemoryBytes int64 `json:"max_memory_bytes"`
 	DiskBytes      int64 `json:"disk_bytes"`
 	MaxDiskBytes   int64 `json:"max_disk_bytes"`
@@ -247,12 +263,24 @@ type BufferState struct {
 }
 
 // use makes p's caps the ones the gauges report (the running
-// generation's).
-func (b *respBuffers) use(p *bufferPolicy) { b.caps.Store(p) }
+// generation's), and its max_memory_bytes the budget of the chunks kept
+// for reuse.
+func (b *respBuffers) use(p *bufferPolicy) {
+	b.caps.Store(p)
+	b.chunks.setLimit(p.maxMem, max(p.connMem, 0))
+}
 
 func (b *respBuffers) state(p *bufferPolicy) BufferState {
-	return BufferState{Enabled: p.on, MemoryBytes: b.mem.Load(), MaxMemoryBytes: p.maxMem,
+	lent, idle := b.chunks.usage()
+	cp := b.chunks.copyBytes()
+	return BufferState{Enabled: p.on, MemoryBytes: lent - cp, CopyBytes: cp, IdleBytes: idle, MaxMemoryBytes: p.maxMem,
 		DiskBytes: b.disk.Load(), MaxDiskBytes: p.maxDisk, Files: b.files.Load()}
+}
+
+// lent returns the bytes of budgeted chunks out.
+func (b *respBuffers) lent() int64 {
+	lent, _ := b.chunks.usage()
+	return lent
 }
 
 // take adds n to v if the sum stays within limit, and reports whether it
@@ -360,7 +388,7 @@ func (b *respBuffers) buffer(rs *reqState, res *http.Response, hadBody bool) {
 	case accel != "yes" && p.excluded(rs.in, res):
 		b.unbuf[unbufConfig].Inc()
 		return
-	case b.mem.Load()+bufChunk > p.maxMem && (p.file == 0 || b.disk.Load()+bufChunk > p.maxDisk):
+	case b.chunks.reserved()+b.lent()+bufChunk > p.maxMem && (p.file == 0 || b.disk.Load()+bufChunk > p.maxDisk):
 		b.unbuf[unbufBudget].Inc()
 		return
 	}

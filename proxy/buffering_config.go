@@ -29,7 +29,10 @@ type ResponseBufferingConfig struct {
 	// reads.
 	MemoryBytes int64 `yaml:"memory_bytes"`
 	// MaxMemoryBytes bounds the memory of all responses' buffers
-	// together, in bytes (default 64 MiB).
+	// together, in bytes (default 64 MiB): the chunks responses hold,
+	// the 32 KiB copy buffers writing them to their clients, the chunks
+	// kept for reuse, and first the open connections' own memory
+	// (ConnectionMemoryBytes each).
 	MaxMemoryBytes int64 `yaml:"max_memory_bytes"`
 	// TempDir is the directory of the temporary files (default: the
 	// system's temporary directory, $TMPDIR or /tmp; nginx's
@@ -45,6 +48,27 @@ type ResponseBufferingConfig struct {
 	// (default 4 GiB). If the temporary directory is a tmpfs (as /tmp is
 	// on some systems), these bytes are memory.
 	MaxDiskBytes int64 `yaml:"max_disk_bytes"`
+	// ConnectionMemoryBytes is the memory each open client connection
+	// costs the proxy whatever it sends, in bytes (default 48 KiB: two
+	// goroutine stacks of net/http, about 20 KiB together, its read and
+	// write buffers, a 4 KiB copy buffer and the request's state, 27 KiB
+	// of heap, measured with 1,000 slow readers in docs/reliability.md);
+	// -1: not counted. The response buffers get MaxMemoryBytes less open
+	// connections × ConnectionMemoryBytes, so that the proxy's memory
+	// stays within its baseline plus MaxMemoryBytes however many clients
+	// read slowly; when connections take it all, responses are buffered
+	// in their temporary files only.
+	ConnectionMemoryBytes int64 `yaml:"connection_memory_bytes"`
+	// SoftMemoryLimitBytes is the Go runtime's soft memory limit
+	// (runtime/debug.SetMemoryLimit), in bytes: the garbage collector
+	// runs more often as the process nears it, instead of letting the
+	// heap grow to twice its live size (GOGC=100). 0 (the default): 8
+	// MiB plus the larger of MaxMemoryBytes and open connections ×
+	// ConnectionMemoryBytes, followed as connections come and go; -1:
+	// none; else at least MaxMemoryBytes. Never set when the environment
+	// sets GOMEMLIMIT (off included), nor when Enabled is false; the
+	// process's limit is put back when the proxy stops.
+	SoftMemoryLimitBytes int64 `yaml:"soft_memory_limit_bytes"`
 	// ExcludePaths are request path prefixes whose responses are never
 	// buffered (default none).
 	ExcludePaths []string `yaml:"exclude_paths,omitempty"`
@@ -71,6 +95,9 @@ func (b *ResponseBufferingConfig) setDefaults() {
 	if b.MaxDiskBytes == 0 {
 		b.MaxDiskBytes = DefaultResponseMaxDiskBytes
 	}
+	if b.ConnectionMemoryBytes == 0 {
+		b.ConnectionMemoryBytes = DefaultConnectionMemoryBytes
+	}
 }
 
 func (b *ResponseBufferingConfig) validate() error {
@@ -86,6 +113,12 @@ func (b *ResponseBufferingConfig) validate() error {
 	}
 	if b.MaxDiskBytes < 0 {
 		return fieldErr(p+"max_disk_bytes", "%d is invalid: must be > 0", b.MaxDiskBytes)
+	}
+	if b.ConnectionMemoryBytes < -1 {
+		return fieldErr(p+"connection_memory_bytes", "%d is invalid: must be > 0, or -1 for not counted", b.ConnectionMemoryBytes)
+	}
+	if b.SoftMemoryLimitBytes < -1 || b.SoftMemoryLimitBytes > 0 && b.SoftMemoryLimitBytes < b.MaxMemoryBytes {
+		return fieldErr(p+"soft_memory_limit_bytes", "%d is invalid: must be at least max_memory_bytes (%d), 0 for automatic, or -1 for none", b.SoftMemoryLimitBytes, b.MaxMemoryBytes)
 	}
 	if b.TempDir != "" {
 		if fi, err := os.Stat(b.TempDir); err != nil || !fi.IsDir() {

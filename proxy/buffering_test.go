@@ -253,19 +253,21 @@ func TestBufferTempFilesRemoved(t *testing.T) {
 // back-pressure, counted as budget, and arrive whole: the first fills
 // its memory (the whole cap; no temporary files) and then waits for its
 // client, holding its backend slot as without buffering; the second finds
-// the cap taken and is passed through from the start.
+// the cap taken and is passed through from the start. The cap counts the
+// 32 KiB copy buffer that writes the first response to its client.
 func TestBufferBudgetFallsBackToPassThrough(t *testing.T) {
 	body := pattern(bigBody)
 	be := newBigBackend(t, body, true)
-	p := startProxy(t, bufConfig(be.url, "  memory_bytes: 1048576\n  max_memory_bytes: 1048576\n  max_file_bytes: -1\n"))
+	p := startProxy(t, bufConfig(be.url, "  memory_bytes: 1048576\n  max_memory_bytes: 1048576\n  max_file_bytes: -1\n  connection_memory_bytes: -1\n"))
 	first := newSlowClient(t, p.addr, "/1")
 	eventually(t, "the first response's memory full", func() bool {
-		return p.state(t).ResponseBuffering.MemoryBytes == 1<<20
+		b := p.state(t).ResponseBuffering
+		return b.MemoryBytes+b.CopyBytes == 1<<20 // the copy buffer's chunk is the budget's
 	})
 	second := newSlowClient(t, p.addr, "/2")
 	eventually(t, "both at the backend", func() bool { return be.writing.Load() == 2 })
 	time.Sleep(200 * time.Millisecond)
-	if st := p.state(t); st.Backends.InFlight != 2 || st.ResponseBuffering.MemoryBytes != 1<<20 {
+	if st := p.state(t); st.Backends.InFlight != 2 || st.ResponseBuffering.MemoryBytes+st.ResponseBuffering.CopyBytes != 1<<20 {
 		t.Errorf("both responses must hold their slots, the memory its cap: pool %d, %+v", st.Backends.InFlight, st.ResponseBuffering)
 	}
 	if v := p.metric(t, `proxy_responses_unbuffered_total{reason="budget"}`); v != 2 {
@@ -295,11 +297,11 @@ func TestBufferDiskCapFallsBackToPassThrough(t *testing.T) {
 	body := pattern(bigBody)
 	be := newBigBackend(t, body, false)
 	dir := t.TempDir()
-	p := startProxy(t, bufConfig(be.url, "  temp_dir: "+dir+"\n  memory_bytes: 65536\n  max_memory_bytes: 65536\n  max_file_bytes: 1048576\n  max_disk_bytes: 1048576\n"))
+	p := startProxy(t, bufConfig(be.url, "  temp_dir: "+dir+"\n  memory_bytes: 65536\n  max_memory_bytes: 65536\n  max_file_bytes: 1048576\n  max_disk_bytes: 1048576\n  connection_memory_bytes: -1\n"))
 	first := newSlowClient(t, p.addr, "/1")
 	eventually(t, "the first response's memory and disk full", func() bool {
 		b := p.state(t).ResponseBuffering
-		return b.MemoryBytes == 65536 && b.DiskBytes > 1<<20-bufChunk && b.Files == 1
+		return b.MemoryBytes+b.CopyBytes == 65536 && b.DiskBytes > 1<<20-bufChunk && b.Files == 1
 	})
 	second := newSlowClient(t, p.addr, "/2")
 	eventually(t, "both at the backend", func() bool { return be.writing.Load() == 2 })
@@ -463,6 +465,9 @@ func TestResponseBufferingConfigErrors(t *testing.T) {
 		{"  temp_dir: /nonexistent/dir\n", `response_buffering.temp_dir: "/nonexistent/dir" is invalid`},
 		{"  exclude_paths: [raw]\n", `response_buffering.exclude_paths[0]: "raw" is invalid`},
 		{"  exclude_content_types: [\" \"]\n", `response_buffering.exclude_content_types[0]: " " is invalid`},
+		{"  connection_memory_bytes: -2\n", "response_buffering.connection_memory_bytes: -2 is invalid"},
+		{"  soft_memory_limit_bytes: 1048576\n", "response_buffering.soft_memory_limit_bytes: 1048576 is invalid"},
+		{"  soft_memory_limit_bytes: -2\n", "response_buffering.soft_memory_limit_bytes: -2 is invalid"},
 		{"  bogus: 1\n", "bogus"},
 	} {
 		_, err := Parse("p.yaml", []byte(bufConfig("http://127.0.0.1:1", tc.section)))
@@ -562,7 +567,7 @@ func TestBufferedResponseUnderDeadline(t *testing.T) {
 // they read), 4 KiB beyond; each comes back to its own pool and a large
 // one given back is lent again.
 func TestCopyBuffersBounded(t *testing.T) {
-	p := newBufferPool()
+	p := newBufferPool(DefaultResponseMaxMemoryBytes)
 	var lent [][]byte
 	for range maxLargeCopyBuffers {
 		b := p.Get()
@@ -598,7 +603,7 @@ func TestPrimeReadsASmallBodyWhole(t *testing.T) {
 	cfg := ResponseBufferingConfig{}
 	cfg.setDefaults()
 	p := newBufferPolicy(&cfg)
-	b := newRespBuffers(newBufferPool(), testLogger(t))
+	b := newRespBuffers(newBufferPool(DefaultResponseMaxMemoryBytes), testLogger(t))
 	s := &spool{b: b, p: &p, rs: &reqState{}, src: io.NopCloser(strings.NewReader("hello")), length: 5}
 	s.segs = s.segs0[:0]
 	s.prime()
@@ -610,7 +615,7 @@ func TestPrimeReadsASmallBodyWhole(t *testing.T) {
 		t.Fatalf("read %q, %v", got, err)
 	}
 	must(t, s.Close())
-	if m := b.mem.Load(); m != 0 {
+	if m := b.lent(); m != 0 {
 		t.Fatalf("memory held after close: %d", m)
 	}
 }

@@ -49,6 +49,7 @@ const (
 	DefaultResponseMaxMemoryBytes = 64 << 20
 	DefaultResponseMaxFileBytes   = 1 << 30 // nginx's proxy_max_temp_file_size 1024m
 	DefaultResponseMaxDiskBytes   = 4 << 30
+	DefaultConnectionMemoryBytes  = 48 << 10 // one client connection's own memory
 	// BalanceRoundRobin and BalanceLeastInFlight are the values of
 	// BackendsConfig.Balance.
 	BalanceRoundRobin    = "round-robin"

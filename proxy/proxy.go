@@ -90,7 +90,7 @@ var errOverallTimeout = errors.New("sluice: upstream overall timeout")
 
 func newHandler(m *metrics, log *slog.Logger) *Handler {
 	h := &Handler{m: m, log: log, warn: rate.Sometimes{Interval: time.Second}}
-	chunks := newBufferPool()
+	chunks := newBufferPool(DefaultResponseMaxMemoryBytes)
 	h.buf = newRespBuffers(chunks, log)
 	// The upstream client side, for the handler's life: its destinations'
 	// counts survive reloads, which only change its settings (SetConfig).

@@ -137,6 +137,7 @@ func New(cfg *Config, opts Options) (*Server, error) {
 	max, how := clientConnCap(cfg)
 	s.conns, s.connsFrom = newConnLimit(max), how
 	s.cm = newClientMetrics(func() *connLimit { return s.conns })
+	s.h.buf.chunks.conns = func() int64 { return s.conns.live.Load() }
 	s.h.cm = s.cm
 	for _, c := range s.cm.collectors() {
 		if err := reg.Register(c); err != nil {
@@ -490,6 +491,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		s.runs.Go(func() { s.dash.Run(runCtx) })
 	}
 	s.runs.Go(func() { s.runHealth(runCtx) })
+	s.runs.Go(func() { s.runMemLimit(runCtx) })
 	if s.file != "" {
 		s.runs.Go(func() { s.runWatch(runCtx) })
 	}

@@ -153,8 +153,7 @@ func (s *spool) spill() {
 			return
 		}
 		s.memHeld -= bufChunk
-		s.b.mem.Add(-bufChunk)
-		s.b.chunks.putChunk(seg.chunk)
+		s.b.chunks.give(seg.chunk)
 		*seg = segment{r: s.fileEnd, w: s.fileEnd + n}
 		s.fileEnd += n
 		s.spilled = true
@@ -205,7 +204,7 @@ func (s *spool) step() bool {
 		// Keep the bytes read in memory and stop using the disk.
 		s.noDisk = true
 		s.b.disk.Add(-bufChunk)
-		s.segs = append(s.segs, segment{chunk: s.stage, w: int64(n)})
+		s.pushLocked(segment{chunk: s.stage, w: int64(n)})
 		s.stage = nil
 		s.b.warn.Do(func() {
 			s.b.log.Warn("response buffering: temporary file write failed; this response goes on in memory", "err", werr)
@@ -216,7 +215,7 @@ func (s *spool) step() bool {
 			if k := len(s.segs); k > 0 && s.segs[k-1].chunk == nil && s.segs[k-1].w == off {
 				s.segs[k-1].w += int64(n)
 			} else {
-				s.segs = append(s.segs, segment{r: off, w: off + int64(n)})
+				s.pushLocked(segment{r: off, w: off + int64(n)})
 			}
 			s.fileEnd += int64(n)
 		}
@@ -257,11 +256,12 @@ func (s *spool) placeLocked() (dst []byte, toFile, wait bool) {
 		s.b.unbuf[unbufStream].Inc()
 	}
 	if !s.streamed {
-		if s.memHeld+bufChunk <= s.p.mem && take(&s.b.mem, s.p.maxMem, bufChunk) {
-			s.memHeld += bufChunk
-			c := s.b.chunks.getChunk()
-			s.segs = append(s.segs, segment{chunk: c, budget: true})
-			return c[:], false, false
+		if s.memHeld+bufChunk <= s.p.mem {
+			if c := s.b.chunks.take(s.p.maxMem); c != nil {
+				s.memHeld += bufChunk
+				s.pushLocked(segment{chunk: c, budget: true})
+				return c[:], false, false
+			}
 		}
 		if !s.noDisk && s.p.file > 0 && s.fileEnd+bufChunk <= s.p.file && take(&s.b.disk, s.p.maxDisk, bufChunk) {
 			if s.f == nil {
@@ -278,7 +278,7 @@ func (s *spool) placeLocked() (dst []byte, toFile, wait bool) {
 			}
 			if s.f != nil {
 				if s.stage == nil {
-					s.stage = s.b.chunks.getChunk()
+					s.stage = s.b.chunks.getFree()
 				}
 				s.spilled = true
 				return s.stage[:], true, false
@@ -287,11 +287,26 @@ func (s *spool) placeLocked() (dst []byte, toFile, wait bool) {
 	}
 	if len(s.segs) == 0 {
 		s.fallBackLocked()
-		c := s.b.chunks.getChunk()
-		s.segs = append(s.segs, segment{chunk: c})
+		c := s.b.chunks.getFree()
+		s.pushLocked(segment{chunk: c})
 		return c[:], false, false
 	}
 	return nil, false, true
+}
+
+// pushLocked appends seg to the queue. When the queue moves to a larger
+// array, the old one is cleared: the first is segs0, which lives as long
+// as the spool, and the chunk pointers left in it would keep 64 KiB of
+// chunks alive per response, given back to the pool or not (a slow
+// reader's response lives for as long as it reads: 1,000 of them kept
+// 37 MB of chunks out of reach of the collector under the slow-read
+// attack of docs/reliability.md). Called with s.mu held.
+func (s *spool) pushLocked(seg segment) {
+	old := s.segs
+	s.segs = append(s.segs, seg)
+	if len(old) == cap(old) { // append moved the queue
+		clear(old)
+	}
 }
 
 // fallBackLocked notes, once, that the response found no room within
@@ -317,7 +332,7 @@ func (s *spool) fillerDone() {
 	s.stage = nil
 	s.mu.Unlock()
 	if stage != nil {
-		s.b.chunks.putChunk(stage)
+		s.b.chunks.putFree(stage)
 	}
 	if closeSrc {
 		_ = s.src.Close()
@@ -411,12 +426,12 @@ func (s *spool) popLocked() {
 // s.mu held.
 func (s *spool) dropFirstLocked() {
 	seg := s.segs[0]
-	if seg.chunk != nil {
-		if seg.budget {
-			s.memHeld -= bufChunk
-			s.b.mem.Add(-bufChunk)
-		}
-		s.b.chunks.putChunk(seg.chunk)
+	switch {
+	case seg.chunk != nil && seg.budget:
+		s.memHeld -= bufChunk
+		s.b.chunks.give(seg.chunk)
+	case seg.chunk != nil:
+		s.b.chunks.putFree(seg.chunk)
 	}
 	s.segs[0] = segment{}
 	s.segs = s.segs[1:]
@@ -461,7 +476,7 @@ func (s *spool) free() {
 	}
 	s.segs = nil
 	if s.stage != nil {
-		s.b.chunks.putChunk(s.stage)
+		s.b.chunks.putFree(s.stage)
 		s.stage = nil
 	}
 	if s.f != nil {

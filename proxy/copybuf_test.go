@@ -1,0 +1,116 @@
+package proxy
+
+import (
+	"io"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Every chunk the pool keeps is counted: chunks lent to responses, the
+// large copy buffers and the idle chunks kept for reuse stay within the
+// budget together; a chunk given back beyond it is let go, and chunks
+// idle throughout idleTrim are let go at the next use.
+func TestChunkBudgetCountsEveryChunk(t *testing.T) {
+	const n = 4
+	p := newBufferPool(n * copyBufferSize)
+	now := time.Unix(0, 0)
+	p.now = func() time.Time { return now }
+	p.lastTrim = now
+	check := func(what string, wantLent, wantIdle int64) {
+		t.Helper()
+		lent, idle := p.usage()
+		if lent != wantLent*copyBufferSize || idle != wantIdle*copyBufferSize {
+			t.Fatalf("%s: lent %d, idle %d chunks; want %d, %d", what, lent/copyBufferSize, idle/copyBufferSize, wantLent, wantIdle)
+		}
+	}
+	var out []*chunk
+	for range n - 1 {
+		out = append(out, p.take(n*copyBufferSize))
+	}
+	cb := p.Get() // the last chunk of the budget, as a copy buffer
+	if len(cb) != copyBufferSize {
+		t.Fatalf("copy buffer: %d bytes, want %d", len(cb), copyBufferSize)
+	}
+	check("budget lent", n, 0)
+	if got := p.copyBytes(); got != copyBufferSize {
+		t.Fatalf("large copy buffers: %d bytes, want %d", got, copyBufferSize)
+	}
+	if c := p.take(n * copyBufferSize); c != nil {
+		t.Fatal("a chunk beyond the budget was lent")
+	}
+	if b := p.Get(); len(b) != smallCopyBufferSize {
+		t.Fatalf("copy buffer with the budget lent: %d bytes, want %d", len(b), smallCopyBufferSize)
+	}
+	free := p.getFree() // a staging chunk: outside the budget
+	p.Put(cb)
+	for _, c := range out {
+		p.give(c)
+	}
+	check("all given back", 0, n)
+	p.putFree(free) // would pass the budget with the idle ones: let go
+	check("a free chunk given back beyond the budget", 0, n)
+	if c := p.take(n * copyBufferSize); c != out[len(out)-1] {
+		t.Fatal("an idle chunk was not reused")
+	} else {
+		p.give(c)
+	}
+	p.setLimit(2*copyBufferSize, 0)
+	check("budget lowered by a reload", 0, 2)
+	now = now.Add(idleTrim)
+	p.give(p.take(2 * copyBufferSize)) // both were given back in this interval: kept
+	check("after the first idleTrim", 0, 2)
+	now = now.Add(idleTrim)
+	p.give(p.take(2 * copyBufferSize)) // one used, one idle throughout
+	check("after the second idleTrim", 0, 1)
+}
+
+// A spool whose queue outgrows its first array leaves no chunk pointer
+// behind in it: segs0 lives as long as the response, and a chunk it
+// pointed to could never be collected, whether given back or not.
+func TestSpoolKeepsNoStaleChunk(t *testing.T) {
+	cfg := ResponseBufferingConfig{}
+	cfg.setDefaults()
+	p := newBufferPolicy(&cfg)
+	b := newRespBuffers(newBufferPool(DefaultResponseMaxMemoryBytes), testLogger(t))
+	body := strings.Repeat("x", 5*bufChunk)
+	s := &spool{b: b, p: &p, rs: &reqState{}, src: io.NopCloser(strings.NewReader(body)), length: int64(len(body))}
+	s.segs = s.segs0[:0]
+	for s.step() {
+	}
+	got, err := io.ReadAll(s)
+	if err != nil || len(got) != len(body) {
+		t.Fatalf("read %d bytes, %v", len(got), err)
+	}
+	for i, seg := range s.segs0 {
+		if seg.chunk != nil {
+			t.Errorf("segs0[%d] still points to a chunk after the queue moved", i)
+		}
+	}
+	must(t, s.Close())
+	if m := b.lent(); m != 0 {
+		t.Fatalf("memory lent after close: %d", m)
+	}
+}
+
+// The open connections' memory comes out of the budget first: with n
+// connections of c bytes each, chunks are lent up to the budget less
+// n·c, and none when the connections take it all.
+func TestChunkBudgetLessConnections(t *testing.T) {
+	var conns int64 = 2
+	p := newBufferPool(4 * copyBufferSize)
+	p.conns = func() int64 { return conns }
+	p.setLimit(4*copyBufferSize, copyBufferSize)
+	a, b := p.take(4*copyBufferSize), p.take(4*copyBufferSize)
+	if a == nil || b == nil || p.take(4*copyBufferSize) != nil {
+		t.Fatal("with 2 connections of one chunk each, 2 of 4 chunks must be lent, and no third")
+	}
+	conns = 4
+	p.give(a) // the connections take the whole budget: not kept
+	if _, idle := p.usage(); idle != 0 {
+		t.Fatalf("idle %d bytes with the budget taken by connections", idle)
+	}
+	if len(p.Get()) != smallCopyBufferSize {
+		t.Fatal("a large copy buffer lent beyond the budget")
+	}
+}

@@ -1,0 +1,55 @@
+package proxy
+
+import (
+	"runtime/debug"
+	"testing"
+)
+
+func TestSoftMemoryLimitOf(t *testing.T) {
+	on := bufferPolicy{on: true, maxMem: 64 << 20, connMem: 48 << 10}
+	for _, tc := range []struct {
+		name  string
+		p     bufferPolicy
+		conns int64
+		want  int64
+	}{
+		{"automatic, few connections: the budget", on, 10, softLimitHeadroom + 64<<20},
+		{"automatic, connections beyond the budget", on, 2000, softLimitHeadroom + 2000*48<<10},
+		{"connections not counted", bufferPolicy{on: true, maxMem: 64 << 20, connMem: -1}, 5000, softLimitHeadroom + 64<<20},
+		{"set", bufferPolicy{on: true, maxMem: 64 << 20, softMem: 200 << 20}, 5000, 200 << 20},
+		{"none", bufferPolicy{on: true, maxMem: 64 << 20, softMem: -1}, 10, -1},
+		{"buffering off", bufferPolicy{maxMem: 64 << 20}, 10, -1},
+	} {
+		if got := softMemoryLimit(&tc.p, tc.conns); got != tc.want {
+			t.Errorf("%s: %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}
+
+// The proxy sets the soft memory limit from max_memory_bytes while it
+// serves and puts the process's back when it stops; never when the
+// environment sets GOMEMLIMIT.
+func TestSoftMemoryLimitSet(t *testing.T) {
+	orig := debug.SetMemoryLimit(-1)
+	want := int64(softLimitHeadroom + 48<<20)
+	for _, env := range []string{"", "1GiB", "off"} {
+		t.Run("GOMEMLIMIT="+env, func(t *testing.T) {
+			t.Setenv("GOMEMLIMIT", env) // read at start by the proxy, not by the runtime (started already)
+			p := startProxy(t, bufConfig("http://127.0.0.1:1", "  max_memory_bytes: 50331648\n"))
+			if env == "" {
+				eventually(t, "the limit set from max_memory_bytes", func() bool { return debug.SetMemoryLimit(-1) == want })
+			} else {
+				_ = p.state(t) // serving
+				if got := debug.SetMemoryLimit(-1); got != orig {
+					t.Fatalf("GOMEMLIMIT=%s: the limit became %d", env, got)
+				}
+			}
+			p.cancel()
+			err := <-p.done
+			p.done <- err // for the cleanup
+			if got := debug.SetMemoryLimit(-1); got != orig {
+				t.Fatalf("after stop: limit %d, want the process's %d", got, orig)
+			}
+		})
+	}
+}
