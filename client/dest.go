@@ -206,7 +206,11 @@ func (r Result) accepted() bool {
 // copied once begun, nor used by two goroutines at once (the Dest under
 // it is shared: its callers serialise their calls on it).
 type Call struct {
-	d        *Dest
+	d *Dest
+	// cfg is d's configuration when the call began: a reload replaces
+	// d.cfg under the destination's lock, and a call keeps the one it
+	// started with (read without the lock by Overran and the transport).
+	cfg      *Config
 	safe     bool
 	deadline time.Time // zero: none
 	attempts int
@@ -218,7 +222,7 @@ type Call struct {
 // MinRemaining of the deadline is left, Throttled when the throttle
 // refuses it (drawing from rng), Send otherwise.
 func (c *Call) Begin(d *Dest, now time.Time, safe bool, deadline time.Time, rng *rand.Rand) Verdict {
-	*c = Call{d: d, safe: safe, deadline: deadline}
+	*c = Call{d: d, cfg: d.cfg, safe: safe, deadline: deadline}
 	d.budget.add(now, 1, 0)
 	if c.short(now) {
 		d.late.Add(1)
@@ -233,7 +237,7 @@ func (c *Call) Begin(d *Dest, now time.Time, safe bool, deadline time.Time, rng 
 
 // short reports whether less than MinRemaining of the deadline is left at t.
 func (c *Call) short(t time.Time) bool {
-	return !c.deadline.IsZero() && c.deadline.Sub(t) < c.d.cfg.MinRemaining
+	return !c.deadline.IsZero() && c.deadline.Sub(t) < c.cfg.MinRemaining
 }
 
 // Attempts returns the attempts sent so far.
@@ -244,7 +248,7 @@ func (c *Call) Attempts() int { return c.attempts }
 // taken its retry from the budget and let it through the throttle), or
 // why the call stops. It draws from rng for the jitter and the throttle.
 func (c *Call) Done(now time.Time, r Result, rng *rand.Rand) (Stop, time.Duration) {
-	d, cfg := c.d, &c.d.cfg.Retry
+	d, cfg := c.d, &c.cfg.Retry
 	d.answered(now, r.accepted())
 	switch {
 	case !r.retryable():

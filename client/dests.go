@@ -196,3 +196,7 @@ func (c *LiveCall) Overran(now time.Time) bool {
 
 // Attempts returns the attempts sent so far.
 func (c *LiveCall) Attempts() int { return c.call.attempts }
+
+// Config returns the configuration the call began with (a reload after
+// Begin does not change it).
+func (c *LiveCall) Config() *Config { return c.call.cfg }

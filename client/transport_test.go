@@ -366,3 +366,45 @@ func TestTransportLoopback(t *testing.T) {
 		t.Fatalf("timeout header %q", got.Get(sluice.TimeoutHeader))
 	}
 }
+
+// Configuration reloads while calls are in flight: each call keeps the
+// configuration it began with, and nothing races (run under -race: the
+// proxy's reload-under-load test met a race on the destination's config
+// on 2026-11-27).
+func TestTransportReloadWhileCalling(t *testing.T) {
+	f := &fake{next: func(int, *http.Request) (*http.Response, error) { return answer(200), nil }}
+	tr := newTransport(t, f, nil)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for range 200 {
+				req, _ := http.NewRequest("GET", "http://api.example/x", nil)
+				resp, err := tr.RoundTrip(req)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				resp.Body.Close()
+			}
+		})
+	}
+	wg.Go(func() {
+		for i := range 200 {
+			cfg := DefaultConfig()
+			cfg.MinRemaining = time.Duration(i+1) * time.Millisecond
+			if i%2 == 1 {
+				cfg.Throttle.Window *= 2
+			}
+			if err := tr.SetConfig(cfg); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	})
+	wg.Wait()
+	var call LiveCall
+	tr.Begin(&call, "api.example", time.Now(), true, time.Time{})
+	if got := call.Config().MinRemaining; got != 200*time.Millisecond {
+		t.Errorf("a call begun after the last reload has MinRemaining %v, want 200ms", got)
+	}
+}
