@@ -430,7 +430,7 @@ func (g *clientGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 			defer body.Close()
 		} else {
-			gb := &guardedBody{rc: r.Body, ctl: rc, lim: &g.lim, start: time.Now()}
+			gb := &guardedBody{rc: r.Body, ctl: rc, lim: &g.lim, start: time.Now(), h2: r.ProtoMajor == 2}
 			r = r.WithContext(context.WithValue(r.Context(), bodyKey{}, gb))
 			r.Body = gb
 			defer gb.handlerDone()
@@ -630,74 +630,6 @@ func (s *spooled) Close() error {
 		}
 	})
 	return nil
-}
-
-// guardedBody is a request body streamed upstream: each read has the
-// body deadlines, and a failure is recorded as the client's fault.
-type guardedBody struct {
-	rc    io.ReadCloser
-	ctl   *http.ResponseController
-	lim   *clientLimits
-	start time.Time
-
-	mu   sync.Mutex
-	last time.Time
-	got  int64
-	err  error
-	done bool          // the handler returned: its ResponseController is gone
-	wait time.Duration // spent in reads of the client's body
-}
-
-func (b *guardedBody) Read(p []byte) (int, error) {
-	b.mu.Lock()
-	if b.err != nil {
-		err := b.err
-		b.mu.Unlock()
-		return 0, err
-	}
-	if b.last.IsZero() {
-		b.last = b.start
-	}
-	if !b.done {
-		d, err := b.lim.deadline(b.start, b.last, time.Now(), b.got)
-		if err != nil {
-			b.err = &bodyError{err}
-			b.mu.Unlock()
-			return 0, b.err
-		}
-		_ = b.ctl.SetReadDeadline(d)
-	}
-	b.mu.Unlock()
-	start := time.Now()
-	n, err := b.rc.Read(p)
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.wait += time.Since(start)
-	b.got += int64(n)
-	if n > 0 {
-		b.last = time.Now()
-	}
-	if b.lim.maxBody > 0 && b.got > b.lim.maxBody {
-		err = errBodyTooLarge
-	}
-	if err == io.EOF && !b.done {
-		_ = b.ctl.SetReadDeadline(time.Time{})
-	} else if err != nil && !b.done {
-		_ = b.ctl.SetReadDeadline(time.Now()) // the connection closes after the answer
-	}
-	if err != nil && err != io.EOF {
-		b.err = &bodyError{err}
-		return n, b.err
-	}
-	return n, err
-}
-
-func (b *guardedBody) Close() error { return b.rc.Close() }
-
-func (b *guardedBody) handlerDone() {
-	b.mu.Lock()
-	b.done = true
-	b.mu.Unlock()
 }
 
 // bodyKey finds a streamed request's *guardedBody in its context

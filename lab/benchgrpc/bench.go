@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -48,6 +49,11 @@ type Config struct {
 	// Controller is the stage's controller in sluice's configuration
 	// (default static-rate at 1e9/s: admission runs, nothing is shed).
 	Controller string
+	// Profile, when set, is the file that receives a CPU profile of the
+	// sluice proxy over its first run (its admin API's /debug/pprof),
+	// Profile+".allocs" its allocation profile after that run and
+	// Profile+".plain" the plain proxy's CPU profile over its first run.
+	Profile string
 	// Log receives the progress lines; nil: none.
 	Log io.Writer
 }
@@ -78,6 +84,9 @@ type Run struct {
 	P99     time.Duration // of the OK calls
 	CPU     time.Duration // utime+stime the proxy process gained; 0 for direct
 	PerCall time.Duration // CPU / Calls
+	// Reads and Writes are the proxy's read and write system calls per
+	// call (/proc/PID/io's syscr, syscw).
+	Reads, Writes float64
 }
 
 // Report is a comparison's runs and the medians per target.
@@ -118,17 +127,18 @@ func Bench(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	plainAddr, sluiceAddr := freeAddr(), freeAddr()
-	if plainAddr == "" || sluiceAddr == "" {
+	plainAddr, sluiceAddr, adminAddr, plainPprof := freeAddr(), freeAddr(), freeAddr(), freeAddr()
+	if plainAddr == "" || sluiceAddr == "" || adminAddr == "" || plainPprof == "" {
 		return nil, errors.New("no free loopback port")
 	}
-	plain, err := startChild(ctx, plainAddr, cfg.Exe, "bench", "plain-h2c", "--listen", plainAddr, "--backend", "http://"+be)
+	plain, err := startChild(ctx, plainAddr, cfg.Exe, "bench", "plain-h2c", "--listen", plainAddr, "--backend", "http://"+be,
+		"--pprof", plainPprof)
 	if err != nil {
 		return nil, err
 	}
 	defer plain.stop()
 	file := filepath.Join(dir, "sluice.yaml")
-	if err := os.WriteFile(file, []byte(sluiceConfig(sluiceAddr, be, cfg.Controller)), 0o600); err != nil {
+	if err := os.WriteFile(file, []byte(sluiceConfig(sluiceAddr, adminAddr, be, cfg.Controller)), 0o600); err != nil {
 		return nil, err
 	}
 	sl, err := startChild(ctx, sluiceAddr, cfg.Exe, "proxy", "--config", file, "--log-level", "warn")
@@ -153,7 +163,26 @@ func Bench(ctx context.Context, cfg Config) (*Report, error) {
 			if err != nil {
 				return nil, err
 			}
+			r0, w0 := syscallsOf(pids[t])
+			var prof chan error
+			if t != Direct && cfg.Profile != "" && round == 0 {
+				prof = make(chan error, 1)
+				admin, file := adminAddr, cfg.Profile
+				if t == Plain {
+					admin, file = plainPprof, cfg.Profile+".plain"
+				}
+				go func() { prof <- profile(ctx, admin, cfg.Duration-time.Second, file) }()
+			}
 			res, err := drive(ctx, addrs[t], cfg.Streams, cfg.Duration)
+			if prof != nil {
+				perr := <-prof
+				if perr == nil && t == Sluice {
+					perr = fetch(ctx, "http://"+adminAddr+"/debug/pprof/allocs", cfg.Profile+".allocs")
+				}
+				if perr != nil {
+					return nil, fmt.Errorf("profiling sluice: %w", perr)
+				}
+			}
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", t, err)
 			}
@@ -165,11 +194,11 @@ func Bench(ctx context.Context, cfg Config) (*Report, error) {
 			run.Rate = float64(run.Calls) / res.Elapsed.Seconds()
 			run.P99 = res.Total.P99
 			run.CPU = after - before
-			if run.Calls > 0 {
-				run.PerCall = run.CPU / time.Duration(run.Calls)
-			}
-			logf("round %d %-6s load %5.2f  %8.0f calls/s  p99 %-9v  CPU %-7v  %-8v/call  not OK %d",
-				run.Round, t, run.Load1, run.Rate, run.P99.Round(time.Microsecond), run.CPU, run.PerCall, run.Other)
+			r1, w1 := syscallsOf(pids[t])
+			run.PerCall = run.CPU / time.Duration(run.Calls)
+			run.Reads, run.Writes = float64(r1-r0)/float64(run.Calls), float64(w1-w0)/float64(run.Calls)
+			logf("round %d %-6s load %5.2f  %8.0f calls/s  p99 %-9v  CPU %-7v  %-8v/call  %.2f reads %.2f writes/call  not OK %d",
+				run.Round, t, run.Load1, run.Rate, run.P99.Round(time.Microsecond), run.CPU, run.PerCall, run.Reads, run.Writes, run.Other)
 			rep.Runs = append(rep.Runs, run)
 		}
 	}
@@ -213,19 +242,50 @@ func drive(ctx context.Context, addr string, streams int, d time.Duration) (*loa
 
 // sluiceConfig is the proxy's configuration: an h2c listener, the
 // backend, one stage on the test service.
-func sluiceConfig(listen, backend, controller string) string {
+func sluiceConfig(listen, admin, backend, controller string) string {
 	params := ""
 	if controller == "static-rate" {
 		params = ", params: {rate: 1e9}, burst: 1000000"
 	}
 	return fmt.Sprintf(`listeners:
   - addr: %s
-admin: {addr: 127.0.0.1:0}
+admin: {addr: %s, pprof: true}
 backends:
   servers: [{url: http://%s}]
 stages:
   - {name: grpc, match: {grpc_service: grpc.testing.TestService}, controller: %s%s}
-`, listen, backend, controller, params)
+`, listen, admin, backend, controller, params)
+}
+
+// profile writes a CPU profile of d from the proxy whose admin API is
+// admin to file.
+func profile(ctx context.Context, admin string, d time.Duration, file string) error {
+	return fetch(ctx, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", admin, max(int(d.Seconds()), 1)), file)
+}
+
+// fetch writes the body of a GET of url to file.
+func fetch(ctx context.Context, url, file string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", req.URL, res.Status)
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, res.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // child is a proxy process.
@@ -310,6 +370,30 @@ func cpuOf(pid int) (time.Duration, error) {
 		return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
 	}
 	return time.Duration(ut+st) * clockTick, nil
+}
+
+// syscallsOf returns the read and write system calls process pid made
+// (/proc/PID/io; zeros for pid 0 or when unreadable).
+func syscallsOf(pid int) (reads, writes int64) {
+	if pid == 0 {
+		return 0, 0
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/io")
+	if err != nil {
+		return 0, 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(line, ": ")
+		n, _ := strconv.ParseInt(v, 10, 64)
+		switch {
+		case !ok:
+		case k == "syscr":
+			reads = n
+		case k == "syscw":
+			writes = n
+		}
+	}
+	return reads, writes
 }
 
 // load1 is the 1-minute load average (0 when unreadable).

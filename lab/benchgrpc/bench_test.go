@@ -62,7 +62,7 @@ func TestPlainH2CForwardsGRPC(t *testing.T) {
 func TestSluiceConfigLoads(t *testing.T) {
 	for _, c := range []string{"static-rate", "auto"} {
 		file := filepath.Join(t.TempDir(), "p.yaml")
-		if err := os.WriteFile(file, []byte(sluiceConfig("127.0.0.1:0", "127.0.0.1:1", c)), 0o600); err != nil {
+		if err := os.WriteFile(file, []byte(sluiceConfig("127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:1", c)), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := proxy.LoadFile(file); err != nil {
@@ -84,6 +84,9 @@ func TestCPUOf(t *testing.T) {
 	b, err := cpuOf(os.Getpid())
 	if err != nil || b <= a {
 		t.Errorf("CPU %v then %v (%v), want it to grow", a, b, err)
+	}
+	if r, w := syscallsOf(os.Getpid()); r <= 0 || w < 0 {
+		t.Errorf("syscalls %d reads %d writes, want some reads (this test's binary was read)", r, w)
 	}
 	if _, err := cpuOf(1 << 30); err == nil {
 		t.Error("no error for a process that does not exist")

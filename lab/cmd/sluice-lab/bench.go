@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"text/tabwriter"
@@ -76,6 +77,7 @@ ratios mean anything across machines.`,
 	fl.IntVar(&cfg.Rounds, "rounds", 3, "rounds of every target")
 	fl.DurationVar(&cfg.Duration, "duration", 10*time.Second, "length of one target's run")
 	fl.IntVar(&cfg.Streams, "streams", 64, "concurrent calls (closed-loop callers, no think time)")
+	fl.StringVar(&cfg.Profile, "profile", "", "write a CPU profile of sluice proxy over its first run to this file")
 	fl.StringVar(&cfg.Controller, "controller", "static-rate", "the stage's controller in sluice's configuration (static-rate: at 1e9/s, nothing shed)")
 	return cmd
 }
@@ -83,7 +85,7 @@ ratios mean anything across machines.`,
 // newPlainH2CCmd builds the hidden `sluice-lab bench plain-h2c`: the
 // comparison's baseline proxy as a process of its own.
 func newPlainH2CCmd() *cobra.Command {
-	var listen, backend string
+	var listen, backend, pprofAddr string
 	cmd := &cobra.Command{
 		Use:    "plain-h2c",
 		Short:  "A plain httputil.ReverseProxy speaking h2c on both sides (grpc-proxy's baseline)",
@@ -99,6 +101,14 @@ func newPlainH2CCmd() *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 			defer stop()
+			if pprofAddr != "" {
+				mux := http.NewServeMux()
+				mux.HandleFunc("/debug/pprof/", pprof.Index)
+				mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+				ps := &http.Server{Addr: pprofAddr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+				go func() { _ = ps.ListenAndServe() }()
+				defer ps.Close()
+			}
 			go func() {
 				<-ctx.Done()
 				_ = srv.Close()
@@ -111,5 +121,6 @@ func newPlainH2CCmd() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&listen, "listen", "", "address to listen on")
 	cmd.Flags().StringVar(&backend, "backend", "", "the h2c backend's URL, http://HOST:PORT")
+	cmd.Flags().StringVar(&pprofAddr, "pprof", "", "serve net/http/pprof on this address")
 	return cmd
 }
