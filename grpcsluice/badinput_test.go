@@ -1,10 +1,18 @@
 package grpcsluice
 
 import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
@@ -66,5 +74,69 @@ stages: [{name: api, match: {grpc_service: grpc.testing.TestService}, controller
 	}
 	if a := totals(pol, "api", 0).Admitted; a != 1 {
 		t.Errorf("admitted %d, want 1", a)
+	}
+}
+
+// A malformed grpc-timeout never reaches the interceptors either:
+// grpc-go's server answers the call INTERNAL ("malformed grpc-timeout")
+// itself, and nothing is admitted.
+func TestMalformedGRPCTimeoutIsGRPCGos(t *testing.T) {
+	pol := newPolicy(t, `
+stages: [{name: api, match: {grpc_service: grpc.testing.TestService}, controller: static-rate, params: {rate: 1000}}]`)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := &service{}
+	serve(t, lis, NewServer(pol, ServerOptions{}), svc)
+	c, err := net.DialTimeout("tcp", lis.Addr().String(), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.WriteString(c, http2.ClientPreface); err != nil {
+		t.Fatal(err)
+	}
+	fr := http2.NewFramer(c, c)
+	var block bytes.Buffer
+	enc := hpack.NewEncoder(&block)
+	for _, kv := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":authority", "svc"},
+		{":path", "/grpc.testing.TestService/EmptyCall"}, {"content-type", "application/grpc"}, {"te", "trailers"},
+		{"grpc-timeout", "1x"}} {
+		_ = enc.WriteField(hpack.HeaderField{Name: kv[0], Value: kv[1]})
+	}
+	if err := errors.Join(fr.WriteSettings(),
+		fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block.Bytes(), EndHeaders: true}),
+		fr.WriteData(1, true, []byte{0, 0, 0, 0, 0})); err != nil {
+		t.Fatal(err)
+	}
+	dec := hpack.NewDecoder(4096, nil)
+	got := ""
+	for got == "" {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("reading the answer: %v", err)
+		}
+		if hf, ok := f.(*http2.HeadersFrame); ok {
+			fields, err := dec.DecodeFull(hf.HeaderBlockFragment())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range fields {
+				if f.Name == "grpc-status" {
+					got = f.Value
+				}
+			}
+		}
+	}
+	if got != strconv.Itoa(int(codes.Internal)) {
+		t.Errorf("grpc-status %s, want %d (INTERNAL)", got, codes.Internal)
+	}
+	if n := svc.calls.Load(); n != 0 {
+		t.Errorf("the service saw %d calls", n)
+	}
+	if a := totals(pol, "api", 0).Admitted; a != 0 {
+		t.Errorf("admitted %d, want 0", a)
 	}
 }
