@@ -152,6 +152,7 @@ func (ds *destState) sync(cfg *Config) {
 // LiveCall is used by one goroutine at a time.
 type LiveCall struct {
 	ds   *destState
+	cfg  *Config // the destination's configuration at Begin
 	call Call
 }
 
@@ -162,10 +163,16 @@ func (d *Dests) Begin(c *LiveCall, dest string, now time.Time, safe bool, deadli
 	c.ds = d.dest(dest)
 	c.ds.mu.Lock()
 	c.ds.sync(d.cfg.Load())
+	c.cfg = c.ds.d.cfg
 	v := c.call.Begin(c.ds.d, now, safe, deadline, c.ds.rng)
 	c.ds.mu.Unlock()
 	return v
 }
+
+// Config returns the configuration the call began with (a reload puts a
+// new one into force on its destination under the lock; the call keeps
+// its own).
+func (c *LiveCall) Config() *Config { return c.cfg }
 
 // Done records at now how the last attempt ended and decides the next
 // (see Call.Done).

@@ -113,7 +113,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	deadline, _ := ctx.Deadline()
 	var call LiveCall
 	v := t.Begin(&call, req.URL.Host, time.Now(), safeToRetry(req), deadline)
-	cfg := call.ds.d.cfg
+	cfg := call.Config()
 	switch v {
 	case Throttled:
 		closeBody(req)
