@@ -22,8 +22,14 @@ import (
 // server" without sending it).
 
 // transportHeaderBytes is the http.Server MaxHeaderBytes for a listener
-// whose max_header_bytes is n: 2n.
-func transportHeaderBytes(n int) int { return 2 * n }
+// whose max_header_bytes is n: 2n, or n itself from 1 GiB on (no
+// overflow, and HTTP/2's limit is 32 bits).
+func transportHeaderBytes(n int) int {
+	if n >= 1<<30 {
+		return n
+	}
+	return 2 * n
+}
 
 // headerBytes is the size of r's request line and header block as the
 // limit counts it: for HTTP/2 the header list size of RFC 9113 §6.5.2
