@@ -198,7 +198,9 @@ response; StreamingInputCall one after the last message; FullDuplexCall
 and HalfDuplexCall one per response to each message. The quality is the
 x-sluice-quality metadata; responses carry x-sluice-utilization and
 x-sluice-demand-ms header metadata. A full queue (--queue-limit) answers
-RESOURCE_EXHAUSTED with a RetryInfo of 1s.
+RESOURCE_EXHAUSTED with a RetryInfo of 1s. With --record or --control the
+port also answers HTTP/1.1 (GET /_records, POST /_scale, /healthz, as
+testbed queue does), gRPC then served through grpc.Server's ServeHTTP.
 
 With --policy FILE (a policy configuration: classes, stages, reject, hops;
 the middleware's YAML, stages matched with match.grpc_service or
@@ -231,6 +233,9 @@ prints each stage's admitted and rejected calls when it stops.`,
 	fl.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the service-time draws")
 	fl.IntVar(&cfg.QueueLimit, "queue-limit", cfg.QueueLimit, "requests allowed to wait beyond the workers (0 = unlimited)")
 	fl.IntVar(&cfg.Size, "size", cfg.Size, "default response payload size in bytes")
+	fl.BoolVar(&cfg.Record, "record", false, "keep a record of every call (its x-lab-deadline metadata as the user's deadline), served as CSV at GET /_records over HTTP on the same port")
+	fl.BoolVar(&cfg.Control, "control", false, "serve POST /_scale?factor=F over HTTP on the same port: multiply the demand of new calls by F")
+	fl.BoolVar(&cfg.FreeGone, "free-gone", false, "end the handler of a call whose client has gone at once; its work is still done")
 	return cmd
 }
 
@@ -281,7 +286,18 @@ func serveGRPCTestbed(cmd *cobra.Command, f *testbedFlags, cfg testbed.QueueConf
 	}
 	g := testbed.NewGRPCServer(q, opts...)
 	served := make(chan error, 1)
-	go func() { served <- g.Serve(ln) }()
+	var hs *http.Server
+	if cfg.Record || cfg.Control {
+		// The chain experiments' endpoints over HTTP beside gRPC, one port
+		// (grpc.Server's ServeHTTP: slower than its own transport).
+		var p http.Protocols
+		p.SetHTTP1(true)
+		p.SetUnencryptedHTTP2(true)
+		hs = &http.Server{Handler: testbed.GRPCHandler(q, g), Protocols: &p, ReadHeaderTimeout: 10 * time.Second}
+		go func() { served <- hs.Serve(ln) }()
+	} else {
+		go func() { served <- g.Serve(ln) }()
+	}
 	start := time.Now()
 	out := cmd.OutOrStdout()
 	fmt.Fprintf(out, "testbed grpc listening on %s (h2c; %d %s workers, service %s, capacity %.1f calls/s%s)\n",
@@ -292,10 +308,21 @@ func serveGRPCTestbed(cmd *cobra.Command, f *testbedFlags, cfg testbed.QueueConf
 	case serveErr = <-served:
 	}
 	stopped := make(chan struct{})
-	go func() { g.GracefulStop(); close(stopped) }()
+	go func() {
+		if hs != nil {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_ = hs.Shutdown(sctx)
+			cancel()
+		}
+		g.GracefulStop()
+		close(stopped)
+	}()
 	select {
 	case <-stopped:
 	case <-time.After(5 * time.Second):
+		if hs != nil {
+			_ = hs.Close()
+		}
 		g.Stop()
 	}
 	_ = q.Close()
@@ -313,7 +340,7 @@ func serveGRPCTestbed(cmd *cobra.Command, f *testbedFlags, cfg testbed.QueueConf
 			fmt.Fprintf(out, "  stage %s: admitted %d, rejected %d (deadline %d)\n", st.Name(), adm, rej, late)
 		}
 	}
-	if serveErr != nil && !errors.Is(serveErr, grpc.ErrServerStopped) {
+	if serveErr != nil && !errors.Is(serveErr, grpc.ErrServerStopped) && !errors.Is(serveErr, http.ErrServerClosed) {
 		return fmt.Errorf("testbed grpc: %w", serveErr)
 	}
 	return nil

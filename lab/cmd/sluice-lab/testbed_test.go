@@ -15,6 +15,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
+
+	"github.com/sluicehq/sluice/lab/testbed"
 )
 
 func TestTestbedUsageErrors(t *testing.T) {
@@ -123,14 +125,24 @@ func TestTestbedServes(t *testing.T) {
 }
 
 // TestTestbedGRPCServes starts `testbed grpc` on a free loopback port,
-// makes one call, stops it like Ctrl-C would, and checks the summary.
+// makes one call, stops it like Ctrl-C would, and checks the summary;
+// with --record and --control the same port answers the chain
+// experiments' HTTP endpoints too.
 func TestTestbedGRPCServes(t *testing.T) {
+	for _, extra := range [][]string{nil, {"--record", "--control"}} {
+		t.Run(strings.Join(append([]string{"grpc"}, extra...), " "), func(t *testing.T) {
+			testbedGRPCServes(t, extra)
+		})
+	}
+}
+
+func testbedGRPCServes(t *testing.T, extra []string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	pr, pw := io.Pipe()
 	var errOut bytes.Buffer
 	root := newRootCmd(pw, &errOut)
-	root.SetArgs([]string{"testbed", "--listen", "127.0.0.1:0", "grpc", "--workers", "2", "--service", "det:1ms"})
+	root.SetArgs(append([]string{"testbed", "--listen", "127.0.0.1:0", "grpc", "--workers", "2", "--service", "det:1ms"}, extra...))
 	done := make(chan error, 1)
 	go func() {
 		err := root.ExecuteContext(ctx)
@@ -152,6 +164,18 @@ func TestTestbedGRPCServes(t *testing.T) {
 	defer cc.Close()
 	if _, err := testpb.NewTestServiceClient(cc).UnaryCall(ctx, &testpb.SimpleRequest{ResponseSize: 8}); err != nil {
 		t.Fatal(err)
+	}
+	if len(extra) > 0 {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+m[1]+"/_records", nil)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs, err := testbed.ParseQueueRecords(res.Body)
+		res.Body.Close()
+		if err != nil || len(recs) != 1 {
+			t.Errorf("GET /_records: %d records (%v), want the call's", len(recs), err)
+		}
 	}
 	cancel()
 	if !lines.Scan() || !strings.HasPrefix(lines.Text(), "testbed grpc: served 1 calls (0 rejected, 0 errors)") {
