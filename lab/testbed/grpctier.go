@@ -9,9 +9,11 @@ import (
 	"sync"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	"github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/grpcsluice"
@@ -62,6 +64,8 @@ func (c GRPCTierConfig) ServiceConfig() string {
  "retryThrottling": {"maxTokens": %g, "tokenRatio": %g}}`, c.MaxAttempts, c.MaxTokens, c.TokenRatio)
 }
 
+var _ Backend = (*GRPCTier)(nil)
+
 // GRPCTier is one service of a chain over gRPC: grpc-go's interop
 // TestService whose EmptyCall and UnaryCall call the next hop's same
 // method once, through the mode's client, with the call's context (its
@@ -77,6 +81,7 @@ type GRPCTier struct {
 	cc     *grpc.ClientConn
 	next   testpb.TestServiceClient
 	pol    *policy.Policy
+	ctr    counters
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	once   sync.Once
@@ -135,20 +140,51 @@ func NewGRPCTier(cfg GRPCTierConfig) (*GRPCTier, error) {
 // Server returns the tier's gRPC server.
 func (t *GRPCTier) Server() *grpc.Server { return t.srv }
 
-// Handler serves the tier's gRPC calls and /healthz on one port (for an
-// http.Server speaking HTTP/1.1 and h2c).
-func (t *GRPCTier) Handler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ProtoMajor == 2 && strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") {
-			t.srv.ServeHTTP(w, r)
-			return
-		}
-		if r.URL.Path == "/healthz" {
-			_, _ = w.Write([]byte("ok\n"))
-			return
-		}
+// Handler serves the tier's gRPC calls and /healthz and /_meta on one
+// port (for an http.Server speaking HTTP/1.1 and h2c).
+func (t *GRPCTier) Handler() http.Handler { return http.HandlerFunc(t.ServeHTTP) }
+
+// ServeHTTP is Handler's: a gRPC call (HTTP/2, Content-Type
+// application/grpc…) goes to the gRPC server (grpc.Server's ServeHTTP),
+// /healthz and /_meta are answered, anything else is 404.
+func (t *GRPCTier) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.ProtoMajor == 2 && strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") {
+		t.srv.ServeHTTP(w, r)
+		return
+	}
+	if !serveMeta(w, r, t.Meta) {
 		http.NotFound(w, r)
-	})
+	}
+}
+
+// Meta returns the /_meta manifest.
+func (t *GRPCTier) Meta() any {
+	m := TierMeta{Kind: "tier", Mode: t.cfg.Mode, Next: t.cfg.Next}
+	if t.pol != nil {
+		for _, st := range t.pol.Stages() {
+			m.Stages = append(m.Stages, st.Name())
+		}
+	}
+	return m
+}
+
+// Stats returns the calls counted by their answer's HTTP equivalent: OK
+// 200, RESOURCE_EXHAUSTED and UNAVAILABLE 503, DEADLINE_EXCEEDED 504,
+// others 502.
+func (t *GRPCTier) Stats() Stats { return t.ctr.stats() }
+
+// count counts a call that ended with err.
+func (t *GRPCTier) count(err error) {
+	switch status.Code(err) {
+	case codes.OK:
+		t.ctr.count(http.StatusOK)
+	case codes.ResourceExhausted, codes.Unavailable:
+		t.ctr.count(http.StatusServiceUnavailable)
+	case codes.DeadlineExceeded:
+		t.ctr.count(http.StatusGatewayTimeout)
+	default:
+		t.ctr.count(http.StatusBadGateway)
+	}
 }
 
 // Policy returns the sluice mode's policy (nil in grpc-go mode).
@@ -171,12 +207,16 @@ func (t *GRPCTier) forwarded(ctx context.Context) context.Context {
 
 // EmptyCall calls the next hop's EmptyCall.
 func (t *GRPCTier) EmptyCall(ctx context.Context, in *testpb.Empty) (*testpb.Empty, error) {
-	return t.next.EmptyCall(t.forwarded(ctx), in)
+	out, err := t.next.EmptyCall(t.forwarded(ctx), in)
+	t.count(err)
+	return out, err
 }
 
 // UnaryCall calls the next hop's UnaryCall.
 func (t *GRPCTier) UnaryCall(ctx context.Context, in *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
-	return t.next.UnaryCall(t.forwarded(ctx), in)
+	out, err := t.next.UnaryCall(t.forwarded(ctx), in)
+	t.count(err)
+	return out, err
 }
 
 func (t *GRPCTier) stopPolicy() {

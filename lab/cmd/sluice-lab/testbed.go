@@ -118,6 +118,7 @@ func newTestbedTierCmd(f *testbedFlags) *cobra.Command {
 	cfg := testbed.DefaultTierConfig()
 	var policyFile string
 	var slo time.Duration
+	var grpcTier bool
 	cmd := &cobra.Command{
 		Use:   "tier",
 		Short: "A service of a chain: calls the next hop for every request",
@@ -138,7 +139,20 @@ call carries the request's context: it ends when the caller leaves.
                  defaults) on the calls: the deadline and the priority
                  travel on
 
-The headers named by --forward are passed on as they came.`,
+The headers named by --forward are passed on as they came.
+
+With --grpc the tier is a gRPC service instead (h2c, on the same port as
+/healthz): grpc-go's interop TestService, whose EmptyCall and UnaryCall
+call --next's once (an h2c gRPC server, e.g. testbed grpc), x-sluice-class
+and x-lab-deadline passed on, the deadline travelling as grpc-timeout.
+Its modes:
+
+  grpc-go        no overload control; grpc-go's own retry, as the library
+                 ships it: a service config with a retryPolicy (--attempts;
+                 UNAVAILABLE and RESOURCE_EXHAUSTED) and retryThrottling
+                 (--max-tokens, --token-ratio)
+  sluice         grpcsluice's server interceptors with the policy above,
+                 its client interceptors on the calls`,
 		Example: `  sluice-lab testbed tier --next http://127.0.0.1:8081 --mode naive --per-try 300ms
   sluice-lab testbed tier --listen 127.0.0.1:8082 --next http://127.0.0.1:8081 --mode sluice --slo 250ms`,
 		Args: cobra.NoArgs,
@@ -156,6 +170,18 @@ The headers named by --forward are passed on as they came.`,
 					return err
 				}
 			}
+			if grpcTier {
+				return serveTestbed(cmd, f, "tier", func(context.Context) (testbed.Backend, string, error) {
+					gc := testbed.GRPCTierConfig{Next: cfg.Next, Mode: cfg.Mode, MaxAttempts: cfg.Retry.MaxAttempts,
+						MaxTokens: cfg.Retry.MaxTokens, TokenRatio: cfg.Retry.TokenRatio, Policy: cfg.Policy,
+						Client: cfg.Client, Seed: cfg.Seed}
+					t, err := testbed.NewGRPCTier(gc)
+					if err != nil {
+						return nil, "", cli.Usagef("%v", err)
+					}
+					return t, fmt.Sprintf("gRPC over h2c, mode %s, next %s", cfg.Mode, cfg.Next), nil
+				})
+			}
 			return serveTestbed(cmd, f, "tier", func(context.Context) (testbed.Backend, string, error) {
 				t, err := testbed.NewTier(cfg)
 				if err != nil {
@@ -167,7 +193,8 @@ The headers named by --forward are passed on as they came.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&cfg.Next, "next", "", "base URL of the next hop (loopback; required)")
-	fl.StringVar(&cfg.Mode, "mode", cfg.Mode, "naive, budget, grpc-throttle or sluice")
+	fl.StringVar(&cfg.Mode, "mode", cfg.Mode, "naive, budget, grpc-throttle or sluice; with --grpc: grpc-go or sluice")
+	fl.BoolVar(&grpcTier, "grpc", false, "serve gRPC (h2c) and call --next over gRPC")
 	fl.IntVar(&cfg.Retry.MaxAttempts, "attempts", retry.DefaultMaxAttempts, "most attempts of a call (naive, budget, grpc-throttle)")
 	fl.DurationVar(&cfg.Retry.PerTry, "per-try", 0, "each attempt's timeout (0: none)")
 	fl.DurationVar(&cfg.Retry.Backoff, "backoff", 0, "wait before a retry (0: at once)")
@@ -503,7 +530,11 @@ func serveTestbed(cmd *cobra.Command, f *testbedFlags, kind string,
 	}
 	defer backend.Close()
 
-	srv := &http.Server{Handler: backend, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	// HTTP/1.1, and HTTP/2 with prior knowledge for the gRPC tier (h2c).
+	var protos http.Protocols
+	protos.SetHTTP1(true)
+	protos.SetUnencryptedHTTP2(true)
+	srv := &http.Server{Handler: backend, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, Protocols: &protos}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	start := time.Now()

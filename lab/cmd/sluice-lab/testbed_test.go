@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/sluicehq/sluice/lab/testbed"
 )
@@ -184,5 +185,81 @@ func testbedGRPCServes(t *testing.T, extra []string) {
 	io.Copy(io.Discard, pr)
 	if err := <-done; err != nil {
 		t.Errorf("exit error %v, stderr %q", err, errOut.String())
+	}
+}
+
+// startCmd runs the lab's command line args until the test ends and
+// returns its first output line.
+func startCmd(t *testing.T, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	var errOut bytes.Buffer
+	root := newRootCmd(pw, &errOut)
+	root.SetArgs(args)
+	done := make(chan error, 1)
+	go func() {
+		err := root.ExecuteContext(ctx)
+		pw.Close()
+		done <- err
+	}()
+	t.Cleanup(func() {
+		cancel()
+		go io.Copy(io.Discard, pr)
+		if err := <-done; err != nil {
+			t.Errorf("%s: exit error %v, stderr %q", strings.Join(args, " "), err, errOut.String())
+		}
+	})
+	lines := bufio.NewScanner(pr)
+	if !lines.Scan() {
+		t.Fatalf("%s: no output; stderr %q", strings.Join(args, " "), errOut.String())
+	}
+	return lines.Text()
+}
+
+// A gRPC chain by hand: `testbed grpc --record` behind `testbed tier
+// --grpc` in both modes; a call through the tier reaches the backend with
+// its x-lab-deadline, and the tier answers /healthz on the same port.
+func TestTestbedTierGRPC(t *testing.T) {
+	first := startCmd(t, "testbed", "--listen", "127.0.0.1:0", "grpc", "--workers", "2", "--service", "det:1ms", "--record")
+	m := regexp.MustCompile(`listening on (127\.0\.0\.1:\d+) `).FindStringSubmatch(first)
+	if m == nil {
+		t.Fatalf("backend's first line %q", first)
+	}
+	backend := m[1]
+	for i, mode := range []string{"grpc-go", "sluice"} {
+		first := startCmd(t, "testbed", "--listen", "127.0.0.1:0", "tier", "--grpc", "--mode", mode, "--next", "http://"+backend)
+		m := regexp.MustCompile(`^testbed tier listening on http://(127\.0\.0\.1:\d+) \(gRPC over h2c, mode ` + mode).FindStringSubmatch(first)
+		if m == nil {
+			t.Fatalf("%s tier's first line %q", mode, first)
+		}
+		cc, err := grpc.NewClient(m[1], grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cc.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		md := metadata.AppendToOutgoingContext(ctx, "x-lab-deadline", "1000000000")
+		if _, err := testpb.NewTestServiceClient(cc).UnaryCall(md, &testpb.SimpleRequest{}); err != nil {
+			t.Fatalf("%s: %v", mode, err)
+		}
+		res, err := http.Get("http://" + m[1] + "/healthz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			t.Errorf("%s tier /healthz: %s", mode, res.Status)
+		}
+		res, err = http.Get("http://" + backend + "/_records")
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs, err := testbed.ParseQueueRecords(res.Body)
+		res.Body.Close()
+		if err != nil || len(recs) != i+1 || recs[i].UserDeadline.UnixNano() != 1e9 {
+			t.Errorf("%s: backend records %+v (%v), want %d, the last with the user's deadline", mode, recs, err, i+1)
+		}
 	}
 }
