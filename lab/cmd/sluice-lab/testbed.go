@@ -327,7 +327,7 @@ func serveGRPCTestbed(cmd *cobra.Command, f *testbedFlags, cfg testbed.QueueConf
 	}
 	start := time.Now()
 	out := cmd.OutOrStdout()
-	fmt.Fprintf(out, "testbed grpc listening on %s (h2c; %d %s workers, service %s, capacity %.1f calls/s%s)\n",
+	fmt.Fprintf(out, "testbed grpc listening on http://%s (h2c; %d %s workers, service %s, capacity %.1f calls/s%s)\n",
 		ln.Addr(), cfg.Workers, cfg.Discipline, cfg.Service, q.Capacity(), protected)
 	var serveErr error
 	select {

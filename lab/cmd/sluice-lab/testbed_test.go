@@ -154,7 +154,7 @@ func testbedGRPCServes(t *testing.T, extra []string) {
 	if !lines.Scan() {
 		t.Fatalf("no output; stderr %q, err %v", errOut.String(), <-done)
 	}
-	m := regexp.MustCompile(`^testbed grpc listening on (127\.0\.0\.1:\d+) \(h2c`).FindStringSubmatch(lines.Text())
+	m := regexp.MustCompile(`^testbed grpc listening on http://(127\.0\.0\.1:\d+) \(h2c`).FindStringSubmatch(lines.Text())
 	if m == nil {
 		t.Fatalf("first line %q", lines.Text())
 	}
@@ -222,7 +222,7 @@ func startCmd(t *testing.T, args ...string) string {
 // its x-lab-deadline, and the tier answers /healthz on the same port.
 func TestTestbedTierGRPC(t *testing.T) {
 	first := startCmd(t, "testbed", "--listen", "127.0.0.1:0", "grpc", "--workers", "2", "--service", "det:1ms", "--record")
-	m := regexp.MustCompile(`listening on (127\.0\.0\.1:\d+) `).FindStringSubmatch(first)
+	m := regexp.MustCompile(`listening on http://(127\.0\.0\.1:\d+) `).FindStringSubmatch(first)
 	if m == nil {
 		t.Fatalf("backend's first line %q", first)
 	}
