@@ -138,6 +138,10 @@ func (pl graphPlan) setup() []string {
 		fmt.Sprintf("Clients: the load generator in the experiment's process, %s arrivals, one open loop and one client per class; deadline %v per user request; %d attempts at every hop; lab policies' attempt timeouts client %v, tier 1 %v, tier 2 %v, back-off %v.",
 			c.Arrivals, c.Deadline, c.Attempts, c.ClientTimeout, c.Tier1Timeout, c.Tier2Timeout, c.Backoff),
 	}
+	if c.Transport == "grpc" {
+		s[0] = fmt.Sprintf("Backend: `sluice-lab testbed grpc --record --control`, %d FIFO workers, service %v (C = %.0f calls/s), a process of its own; every hop gRPC over h2c.", c.Workers, c.Service, c.Capacity())
+		s[1] = "Tiers: `sluice-lab testbed tier --grpc`, one process each: grpc-throttle, grpc-go's own retryPolicy and retryThrottling from a service config (the library as it ships); inprocess, grpcsluice's server and client interceptors."
+	}
 	if c.Crowd {
 		s = append(s, fmt.Sprintf("Load %.0f req/s, high %.0f %%; from %v for %v the low class ×%g. Sluice hops: auto, SLO %v.", c.Load*c.Capacity(), 100*c.HighShare, c.Warm, c.CrowdLen, c.CrowdX, c.SLO))
 	} else {
