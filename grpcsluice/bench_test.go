@@ -50,3 +50,33 @@ stages: [{name: api, match: {grpc_service: grpc.testing.TestService}, controller
 		})
 	})
 }
+
+// BenchmarkUnaryCall is a whole unary call, client to handler and back,
+// through grpc-go over an in-memory connection, without and with the
+// server interceptor: the difference in allocs/op is the interceptor's
+// allocations beyond grpc-go's own (0), the difference in ns/op its cost
+// in a real server's context (noisy: a call is tens of µs).
+func BenchmarkUnaryCall(b *testing.B) {
+	pol := newPolicy(b, `
+stages: [{name: api, match: {grpc_service: grpc.testing.TestService}, controller: static-rate, params: {rate: 1e9}, burst: 1000000}]`)
+	for _, c := range []struct {
+		name string
+		srv  *Server
+	}{{"bare", nil}, {"sluice", NewServer(pol, ServerOptions{})}} {
+		b.Run(c.name, func(b *testing.B) {
+			tc := testpb.NewTestServiceClient(bufDial(b, c.srv, &plainService{}))
+			ctx := context.Background()
+			req := &testpb.Empty{}
+			if _, err := tc.EmptyCall(ctx, req); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				if _, err := tc.EmptyCall(ctx, req); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -113,9 +113,19 @@ func (s *service) FullDuplexCall(st testpb.TestService_FullDuplexCallServer) err
 	}
 }
 
+// plainService answers EmptyCall and nothing else, recording nothing:
+// the benchmarks' handler.
+type plainService struct {
+	service
+}
+
+func (*plainService) EmptyCall(context.Context, *testpb.Empty) (*testpb.Empty, error) {
+	return &testpb.Empty{}, nil
+}
+
 // serve starts a gRPC server with srv's interceptors (nil: none), the
 // test service and the health service, on lis; it stops with the test.
-func serve(t testing.TB, lis net.Listener, srv *Server, svc *service) {
+func serve(t testing.TB, lis net.Listener, srv *Server, svc testpb.TestServiceServer) {
 	t.Helper()
 	var opts []grpc.ServerOption
 	if srv != nil {
@@ -125,7 +135,7 @@ func serve(t testing.TB, lis net.Listener, srv *Server, svc *service) {
 }
 
 // serveOpts is serve with server options.
-func serveOpts(t testing.TB, lis net.Listener, opts []grpc.ServerOption, svc *service) {
+func serveOpts(t testing.TB, lis net.Listener, opts []grpc.ServerOption, svc testpb.TestServiceServer) {
 	t.Helper()
 	g := grpc.NewServer(opts...)
 	testpb.RegisterTestServiceServer(g, svc)
@@ -136,7 +146,7 @@ func serveOpts(t testing.TB, lis net.Listener, opts []grpc.ServerOption, svc *se
 
 // bufDial starts a server on an in-memory listener and returns a client
 // connection to it with the given dial options.
-func bufDial(t testing.TB, srv *Server, svc *service, dopts ...grpc.DialOption) *grpc.ClientConn {
+func bufDial(t testing.TB, srv *Server, svc testpb.TestServiceServer, dopts ...grpc.DialOption) *grpc.ClientConn {
 	t.Helper()
 	var opts []grpc.ServerOption
 	if srv != nil {
@@ -146,7 +156,7 @@ func bufDial(t testing.TB, srv *Server, svc *service, dopts ...grpc.DialOption) 
 }
 
 // bufDialOpts is bufDial with server options.
-func bufDialOpts(t testing.TB, opts []grpc.ServerOption, svc *service, dopts ...grpc.DialOption) *grpc.ClientConn {
+func bufDialOpts(t testing.TB, opts []grpc.ServerOption, svc testpb.TestServiceServer, dopts ...grpc.DialOption) *grpc.ClientConn {
 	t.Helper()
 	lis := bufconn.Listen(1 << 20)
 	serveOpts(t, lis, opts, svc)

@@ -52,20 +52,21 @@ import (
 // clientLimits are one listener's request limits (ListenerConfig with
 // defaults).
 type clientLimits struct {
-	maxURI      int           // bytes of the request target
-	maxLine     int           // bytes of one header line, "Name: value"
-	maxHeaders  int           // header lines
-	buffering   bool          // read the body before admission
-	bufMem      int64         // body bytes kept in memory; more go to a file
-	maxBody     int64         // largest body, bytes; 0 no limit
-	bodyTimeout time.Duration // longest wait for body bytes; 0 none
-	bodyRate    float64       // minimum body transfer rate, bytes/s; 0 none
-	readTimeout time.Duration // read_timeout: the whole request; 0 none
-	tmpDir      string
+	maxURI         int           // bytes of the request target
+	maxLine        int           // bytes of one header line, "Name: value"
+	maxHeaders     int           // header lines
+	maxHeaderBytes int           // bytes of the request line and header block
+	buffering      bool          // read the body before admission
+	bufMem         int64         // body bytes kept in memory; more go to a file
+	maxBody        int64         // largest body, bytes; 0 no limit
+	bodyTimeout    time.Duration // longest wait for body bytes; 0 none
+	bodyRate       float64       // minimum body transfer rate, bytes/s; 0 none
+	readTimeout    time.Duration // read_timeout: the whole request; 0 none
+	tmpDir         string
 }
 
 func limitsOf(lc *ListenerConfig) clientLimits {
-	return clientLimits{maxURI: lc.MaxURIBytes, maxLine: lc.MaxHeaderLineBytes, maxHeaders: lc.MaxHeaders,
+	return clientLimits{maxURI: lc.MaxURIBytes, maxLine: lc.MaxHeaderLineBytes, maxHeaders: lc.MaxHeaders, maxHeaderBytes: lc.MaxHeaderBytes,
 		buffering: lc.RequestBuffering == nil || *lc.RequestBuffering, bufMem: lc.RequestBufferBytes,
 		maxBody: lc.MaxRequestBodyBytes, bodyTimeout: lc.ReadBodyTimeout, bodyRate: lc.ReadBodyMinRate,
 		readTimeout: lc.ReadTimeout, tmpDir: lc.RequestBufferDir}
@@ -86,7 +87,7 @@ func newClientMetrics(conns func() *connLimit) *clientMetrics {
 	return &clientMetrics{
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "proxy_client_refused_total",
-			Help: "Requests refused before admission for the client's fault, by status and reason (smuggling, framing, uri_too_long, header_line_too_long, too_many_headers, body_malformed, body_timeout, body_too_large).",
+			Help: "Requests refused before admission for the client's fault, by status and reason (smuggling, framing, uri_too_long, header_line_too_long, too_many_headers, header_too_large, body_malformed, body_timeout, body_too_large).",
 		}, []string{"status", "reason"}),
 		connsOpen: prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "proxy_client_connections_open",
 			Help: "Open client connections, every listener."}, func() float64 { return float64(conns().live.Load()) }),
@@ -392,23 +393,23 @@ func (g *clientGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if sc != nil {
 		if reason := sc.Next(); reason != "" {
 			g.bad.Inc()
-			g.refuse(w, http.StatusBadRequest, "smuggling", "bad request: "+reason)
+			g.refuse(w, r, http.StatusBadRequest, "smuggling", "bad request: "+reason)
 			return
 		}
 		ord = sc.Ordinal()
 	}
 	if g.lim.maxURI > 0 && len(r.RequestURI) > g.lim.maxURI {
-		g.refuse(w, http.StatusRequestURITooLong, "uri_too_long",
+		g.refuse(w, r, http.StatusRequestURITooLong, "uri_too_long",
 			fmt.Sprintf("request target of %d bytes is longer than %d", len(r.RequestURI), g.lim.maxURI))
 		return
 	}
 	if status, reason, msg := g.checkHeaders(r); status != 0 {
-		g.refuse(w, status, reason, msg)
+		g.refuse(w, r, status, reason, msg)
 		return
 	}
 	if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
 		if g.lim.maxBody > 0 && r.ContentLength > g.lim.maxBody {
-			g.refuse(w, http.StatusRequestEntityTooLarge, "body_too_large",
+			g.refuse(w, r, http.StatusRequestEntityTooLarge, "body_too_large",
 				fmt.Sprintf("request body of %d bytes is larger than %d", r.ContentLength, g.lim.maxBody))
 			return
 		}
@@ -417,60 +418,25 @@ func (g *clientGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			body, err := g.buffer(r, rc, sc, ord)
 			if err != nil {
 				status, reason, msg := bodyFailure(err)
-				g.refuse(w, status, reason, msg)
+				g.refuse(w, r, status, reason, msg)
 				return
 			}
 			if sc != nil {
 				if why := sc.BodyFault(ord); why != "" {
 					g.bad.Inc()
-					g.refuse(w, http.StatusBadRequest, "smuggling", "bad request: "+why)
+					g.refuse(w, r, http.StatusBadRequest, "smuggling", "bad request: "+why)
 					return
 				}
 			}
 			defer body.Close()
 		} else {
-			gb := &guardedBody{rc: r.Body, ctl: rc, lim: &g.lim, start: time.Now()}
+			gb := &guardedBody{rc: r.Body, ctl: rc, lim: &g.lim, start: time.Now(), h2: r.ProtoMajor == 2}
 			r = r.WithContext(context.WithValue(r.Context(), bodyKey{}, gb))
 			r.Body = gb
 			defer gb.handlerDone()
 		}
 	}
 	g.next.ServeHTTP(w, r)
-}
-
-// checkHeaders applies max_headers and max_header_line_bytes.
-func (g *clientGuard) checkHeaders(r *http.Request) (int, string, string) {
-	n := 1 // Host
-	if g.lim.maxLine > 0 && len("Host: ")+len(r.Host) > g.lim.maxLine {
-		return http.StatusRequestHeaderFieldsTooLarge, "header_line_too_long",
-			fmt.Sprintf("header line Host is longer than %d bytes", g.lim.maxLine)
-	}
-	for k, vv := range r.Header {
-		n += len(vv)
-		for _, v := range vv {
-			if g.lim.maxLine > 0 && len(k)+2+len(v) > g.lim.maxLine {
-				return http.StatusRequestHeaderFieldsTooLarge, "header_line_too_long",
-					fmt.Sprintf("header line %s is longer than %d bytes", k, g.lim.maxLine)
-			}
-		}
-	}
-	if g.lim.maxHeaders > 0 && n > g.lim.maxHeaders {
-		return http.StatusRequestHeaderFieldsTooLarge, "too_many_headers",
-			fmt.Sprintf("%d header lines, more than %d", n, g.lim.maxHeaders)
-	}
-	return 0, "", ""
-}
-
-// refuse answers a client's fault and closes the connection, without
-// waiting for the rest of a request body (the server would otherwise read
-// up to 256 KiB of it, at the client's pace, to reuse the connection).
-func (g *clientGuard) refuse(w http.ResponseWriter, status int, reason, msg string) {
-	_ = http.NewResponseController(w).SetReadDeadline(time.Now())
-	g.m.refused.WithLabelValues(fmt.Sprint(status), reason).Inc()
-	h := w.Header()
-	h.Set("Connection", "close")
-	h.Set("Cache-Control", "no-store")
-	http.Error(w, "sluice: "+msg, status)
 }
 
 // Body failures.
@@ -664,74 +630,6 @@ func (s *spooled) Close() error {
 		}
 	})
 	return nil
-}
-
-// guardedBody is a request body streamed upstream: each read has the
-// body deadlines, and a failure is recorded as the client's fault.
-type guardedBody struct {
-	rc    io.ReadCloser
-	ctl   *http.ResponseController
-	lim   *clientLimits
-	start time.Time
-
-	mu   sync.Mutex
-	last time.Time
-	got  int64
-	err  error
-	done bool          // the handler returned: its ResponseController is gone
-	wait time.Duration // spent in reads of the client's body
-}
-
-func (b *guardedBody) Read(p []byte) (int, error) {
-	b.mu.Lock()
-	if b.err != nil {
-		err := b.err
-		b.mu.Unlock()
-		return 0, err
-	}
-	if b.last.IsZero() {
-		b.last = b.start
-	}
-	if !b.done {
-		d, err := b.lim.deadline(b.start, b.last, time.Now(), b.got)
-		if err != nil {
-			b.err = &bodyError{err}
-			b.mu.Unlock()
-			return 0, b.err
-		}
-		_ = b.ctl.SetReadDeadline(d)
-	}
-	b.mu.Unlock()
-	start := time.Now()
-	n, err := b.rc.Read(p)
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.wait += time.Since(start)
-	b.got += int64(n)
-	if n > 0 {
-		b.last = time.Now()
-	}
-	if b.lim.maxBody > 0 && b.got > b.lim.maxBody {
-		err = errBodyTooLarge
-	}
-	if err == io.EOF && !b.done {
-		_ = b.ctl.SetReadDeadline(time.Time{})
-	} else if err != nil && !b.done {
-		_ = b.ctl.SetReadDeadline(time.Now()) // the connection closes after the answer
-	}
-	if err != nil && err != io.EOF {
-		b.err = &bodyError{err}
-		return n, b.err
-	}
-	return n, err
-}
-
-func (b *guardedBody) Close() error { return b.rc.Close() }
-
-func (b *guardedBody) handlerDone() {
-	b.mu.Lock()
-	b.done = true
-	b.mu.Unlock()
 }
 
 // bodyKey finds a streamed request's *guardedBody in its context

@@ -111,7 +111,7 @@ func TestSizeLimits(t *testing.T) {
 	rec := &recorder{}
 	be := backend(t, rec.handler)
 	p := startProxy(t, withBackend(`listeners:
-  - {addr: 127.0.0.1:0, max_uri_bytes: 100, max_header_line_bytes: 200, max_headers: 10, max_request_body_bytes: 1000}
+  - {addr: 127.0.0.1:0, max_uri_bytes: 100, max_header_line_bytes: 200, max_headers: 10, max_header_bytes: 1000, max_request_body_bytes: 1000}
 admin: {addr: 127.0.0.1:0}
 backends: {servers: [{url: BACKEND}]}
 `, be.URL))
@@ -126,7 +126,8 @@ backends: {servers: [{url: BACKEND}]}
 		{"uri", "GET /" + strings.Repeat("u", 200) + " HTTP/1.1\r\nHost: a\r\n\r\n", 414},
 		{"header line", "GET / HTTP/1.1\r\nHost: a\r\nX-Big: " + strings.Repeat("h", 300) + "\r\n\r\n", 431},
 		{"header count", "GET / HTTP/1.1\r\nHost: a\r\n" + many + "\r\n", 431},
-		{"header block (net/http)", "GET / HTTP/1.1\r\nHost: a\r\n" + strings.Repeat("X-A: "+strings.Repeat("a", 150)+"\r\n", 400) + "\r\n", 431},
+		{"header block (the guard)", "GET / HTTP/1.1\r\nHost: a\r\n" + strings.Repeat("X-A: "+strings.Repeat("a", 180)+"\r\n", 6) + "\r\n", 431},
+		{"header block (net/http, past twice the limit)", "GET / HTTP/1.1\r\nHost: a\r\n" + strings.Repeat("X-A: "+strings.Repeat("a", 150)+"\r\n", 400) + "\r\n", 431},
 		{"declared body", "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5000\r\n\r\n" + strings.Repeat("b", 5000), 413},
 		{"chunked body", "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n800\r\n" + strings.Repeat("b", 2048) + "\r\n0\r\n\r\n", 413},
 		{"within limits", "POST /ok HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nConnection: close\r\n\r\nabc", 200},
@@ -139,6 +140,9 @@ backends: {servers: [{url: BACKEND}]}
 	}
 	if got, _ := rec.requests(); len(got) != 1 || got[0] != "POST /ok abc" {
 		t.Errorf("backend got %q, want only the request within limits", got)
+	}
+	if m := p.metricsText(t); !strings.Contains(m, `proxy_client_refused_total{reason="header_too_large",status="431"} 1`) {
+		t.Errorf("the header block over max_header_bytes is not the guard's:\n%s", grepLines(m, "proxy_client_refused_total"))
 	}
 }
 

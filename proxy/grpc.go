@@ -86,12 +86,12 @@ const (
 // from the stage), shaped as gRPC.
 func (h *Handler) rejectGRPC(w http.ResponseWriter, r *http.Request, g *generation, err error) {
 	if errors.Is(err, stage.ErrDeadline) {
-		writeGRPCStatus(w, grpcDeadlineExceeded, "sluice: the call's deadline passes before it can be served", nil, -1)
+		writeGRPCStatus(w, grpcDeadlineExceeded, "sluice: the call's deadline passes before it can be served", nil, "")
 		return
 	}
 	rj := g.pol.Rejection(r)
 	writeGRPCStatus(w, grpcResourceExhausted, "sluice: overloaded (stage "+rj.Stage+", class "+rj.Class+"): retry after "+
-		rj.RetryAfter.String(), retryInfo(rj.RetryAfter), rj.RetryAfter)
+		rj.RetryAfter.String(), retryInfo(rj.RetryAfter), pushbackMs(rj.RetryAfter))
 }
 
 // retryInfo is a RetryInfo detail carrying d.
@@ -103,12 +103,19 @@ func retryInfo(d time.Duration) *anypb.Any {
 	return a
 }
 
+// noRetry is the grpc-retry-pushback-ms that forbids a retry (gRFC A6: a
+// negative pushback).
+const noRetry = "-1"
+
+// pushbackMs is d as grpc-retry-pushback-ms.
+func pushbackMs(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
+
 // writeGRPCStatus writes a trailers-only gRPC answer: HTTP 200 whose only
 // header block carries grpc-status code, grpc-message msg (percent-encoded
 // as the protocol asks), the google.rpc.Status with detail in
 // grpc-status-details-bin when detail is set, and grpc-retry-pushback-ms
-// when pushback ≥ 0.
-func writeGRPCStatus(w http.ResponseWriter, code int32, msg string, detail *anypb.Any, pushback time.Duration) {
+// when pushback is not "".
+func writeGRPCStatus(w http.ResponseWriter, code int32, msg string, detail *anypb.Any, pushback string) {
 	hd := w.Header()
 	hd.Set("Content-Type", "application/grpc")
 	hd.Set("Grpc-Status", strconv.Itoa(int(code)))
@@ -119,8 +126,8 @@ func writeGRPCStatus(w http.ResponseWriter, code int32, msg string, detail *anyp
 			hd.Set("Grpc-Status-Details-Bin", base64.RawStdEncoding.EncodeToString(b))
 		}
 	}
-	if pushback >= 0 {
-		hd.Set("Grpc-Retry-Pushback-Ms", strconv.FormatInt(pushback.Milliseconds(), 10))
+	if pushback != "" {
+		hd.Set("Grpc-Retry-Pushback-Ms", pushback)
 	}
 	w.WriteHeader(http.StatusOK)
 }
@@ -199,7 +206,7 @@ func (h *Handler) poolRejectedGRPC(w http.ResponseWriter, g *generation, err err
 	h.m.poolRejected.WithLabelValues(cause).Inc()
 	secs, _ := strconv.Atoi(g.retryAfter)
 	d := time.Duration(secs) * time.Second
-	writeGRPCStatus(w, grpcResourceExhausted, "sluice: backend pool saturated ("+cause+")", retryInfo(d), d)
+	writeGRPCStatus(w, grpcResourceExhausted, "sluice: backend pool saturated ("+cause+")", retryInfo(d), pushbackMs(d))
 }
 
 // cleartextProtocols are the protocols of a listener without TLS:

@@ -412,7 +412,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			h.poolRejected(w, g, err)
 		case errors.Is(err, context.DeadlineExceeded) && r.Context().Err() == nil && grpcCall:
 			h.m.deadline.WithLabelValues("pool_queue").Inc()
-			writeGRPCStatus(w, grpcDeadlineExceeded, "sluice: the call's deadline passed while it waited for a backend", nil, -1)
+			writeGRPCStatus(w, grpcDeadlineExceeded, "sluice: the call's deadline passed while it waited for a backend", nil, "")
 		case errors.Is(err, context.DeadlineExceeded) && r.Context().Err() == nil:
 			h.deadlinePassed(w, "pool_queue", "sluice: the request's deadline passed while it waited for a backend\n")
 		}

@@ -405,8 +405,8 @@ func (s *Server) Listen() error {
 			ReadTimeout:                  lc.ReadTimeout,
 			WriteTimeout:                 lc.WriteTimeout,
 			IdleTimeout:                  lc.IdleTimeout,
-			MaxHeaderBytes:               lc.MaxHeaderBytes,
-			DisableGeneralOptionsHandler: true, // OPTIONS * reaches the handler: one handler call per request
+			MaxHeaderBytes:               transportHeaderBytes(lc.MaxHeaderBytes), // max_header_bytes itself: the guard (limits.go)
+			DisableGeneralOptionsHandler: true,                                    // OPTIONS * reaches the handler: one handler call per request
 			ErrorLog:                     serverLog(s.log),
 			ConnState:                    s.conns.state,
 			ConnContext: func(ctx context.Context, c net.Conn) context.Context {

@@ -159,6 +159,10 @@ type GraphParams struct {
 	CrowdLen  time.Duration
 	// Arrivals is "constant" (evenly spaced) or "poisson".
 	Arrivals string
+	// Transport is the chain's protocol, live only (not a parameter: the
+	// experiment's --transport): "" for HTTP, or "grpc", every hop a gRPC
+	// service, the rows GraphGRPCRows.
+	Transport string
 	// Rows are the rows to run.
 	Rows []string
 	// Admission, Throttle, RetryBudget and PerTry take the in-process
@@ -217,6 +221,11 @@ func DeclareGraph(ps *Params, c *GraphParams, crowd bool) {
 	ps.Duration(&c.PerTry, "per_try", 0, 0, time.Hour, "inprocess row: the client side's per-try timeout (0: none, its default; an ablation: a timed-out attempt is sent again while the destination still works on it)")
 	ps.Choice(&c.Arrivals, "arrivals", "constant", []string{"constant", "poisson"}, "user arrivals: evenly spaced, or Poisson (whose ±8 % per second at 140 req/s would decide a per-second 95 % bar by chance)")
 }
+
+// GraphGRPCRows are the rows a chain over gRPC has: grpc-go's own retry
+// throttling (a service config, the library as it ships) and sluice
+// in-process (grpcsluice's interceptors at every hop).
+var GraphGRPCRows = []string{GraphThrottle, GraphInProcess}
 
 // DefaultGraph returns the defaults of graph (crowd false) or
 // graph-crowd.

@@ -48,6 +48,10 @@ type GRPCConfig struct {
 	// Conns is the number of connections (HTTP/2, many calls each) per
 	// source address (default 1).
 	Conns int
+	// DialOptions are added to every connection's: the client's own
+	// interceptors (sluice's, grpcsluice.Client) or a service config
+	// (grpc-go's retry and retryThrottling), for instance.
+	DialOptions []grpc.DialOption
 }
 
 // grpcMethods are the test service's methods.
@@ -120,10 +124,10 @@ func (r *runner) setupGRPC(scheme string) error {
 		var cs []*grpc.ClientConn
 		var tcs []testpb.TestServiceClient
 		for range n {
-			cc, err := grpc.NewClient("passthrough:///"+r.hostport, grpc.WithTransportCredentials(creds),
+			cc, err := grpc.NewClient("passthrough:///"+r.hostport, append([]grpc.DialOption{grpc.WithTransportCredentials(creds),
 				grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
 					return d.DialContext(ctx, "tcp", addr)
-				}), grpc.WithUserAgent("sluice-load"))
+				}), grpc.WithUserAgent("sluice-load")}, g.DialOptions...)...)
 			if err != nil {
 				r.closeGRPC()
 				return err

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -144,6 +145,27 @@ func TestGRPCClosedLoopStreams(t *testing.T) {
 	}
 	if res.Total.OK < 4 || res.Total.Errors != 0 || res.Total.Bytes != 21*res.Total.OK {
 		t.Errorf("counts %+v: want ≥ 4 OK streams of 3×7 bytes and no error", res.Total)
+	}
+}
+
+// DialOptions reach every connection: an interceptor given there sees
+// every call.
+func TestGRPCDialOptions(t *testing.T) {
+	_, target := startClassService(t)
+	var seen atomic.Int64
+	count := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		seen.Add(1)
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	cfg := Config{Target: target, Mode: ModeClosed, Duration: 200 * time.Millisecond, Seed: 1,
+		Workload: mustURLs(t, DefaultGRPCMethod+":1"), Users: mustSchedule(t, "0s:2"), Think: mustDist(t, "det:10ms"),
+		GRPC: &GRPCConfig{Conns: 2, DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(count)}}}
+	res, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Total.OK == 0 || seen.Load() != res.Total.Offered {
+		t.Errorf("the interceptor saw %d calls of %d (%d OK)", seen.Load(), res.Total.Offered, res.Total.OK)
 	}
 }
 

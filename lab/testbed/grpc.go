@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -47,6 +48,27 @@ type GRPCService struct {
 // NewGRPCService returns the gRPC service of q.
 func NewGRPCService(q *Queue) *GRPCService { return &GRPCService{q: q} }
 
+// labDeadlineMD is LabDeadlineHeader as metadata: the deadline of the
+// user request a call serves, kept in the Queue's records (Record) as
+// over HTTP.
+var labDeadlineMD = strings.ToLower(LabDeadlineHeader)
+
+// GRPCHandler serves q's gRPC server g and q's HTTP endpoints on one
+// port, for an http.Server that speaks HTTP/1.1 and h2c: a gRPC call
+// (HTTP/2, Content-Type application/grpc…) goes to g (grpc.Server's
+// ServeHTTP), every other request to q (/healthz, /_meta, and /_records
+// and /_scale when Record and Control are set), so that the chain
+// experiments' instrumentation works the same over gRPC.
+func GRPCHandler(q *Queue, g *grpc.Server) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ProtoMajor == 2 && strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") {
+			g.ServeHTTP(w, r)
+			return
+		}
+		q.ServeHTTP(w, r)
+	})
+}
+
 // NewGRPCServer returns a gRPC server with opts serving q's GRPCService
 // and the health service (grpc.health.v1, SERVING).
 func NewGRPCServer(q *Queue, opts ...grpc.ServerOption) *grpc.Server {
@@ -73,7 +95,7 @@ func (s *GRPCService) unit(ctx context.Context, hdr *metadata.MD) error {
 		s.q.ctr.count(http.StatusBadRequest)
 		return status.Error(codes.InvalidArgument, err.Error())
 	}
-	res, err := s.q.Serve(ctx, quality, time.Time{})
+	res, err := s.q.Serve(ctx, quality, labDeadline(http.Header{LabDeadlineHeader: metadata.ValueFromIncomingContext(ctx, labDeadlineMD)}))
 	if hdr != nil && *hdr == nil {
 		*hdr = metadata.Pairs("x-sluice-utilization", formatUtilization(res.Utilization),
 			"x-sluice-demand-ms", strconv.FormatFloat(res.Demand*1e3, 'f', 3, 64))

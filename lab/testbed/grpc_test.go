@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 	"net"
+	"net/http"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -164,5 +166,67 @@ func TestGRPCServiceQueueLimit(t *testing.T) {
 	}
 	if st := q.Stats(); st.Rejected != 2 {
 		t.Errorf("stats %+v", st)
+	}
+}
+
+// Over gRPC the chain experiments' instrumentation works as over HTTP:
+// served with GRPCHandler, a call's x-lab-deadline metadata is in the
+// Queue's records, and /_records, /_scale and /healthz answer over
+// HTTP/1.1 on the same port.
+func TestGRPCHandlerRecordsAndControl(t *testing.T) {
+	cfg := DefaultQueueConfig()
+	cfg.Service, cfg.Record, cfg.Control = "det:1ms", true, true
+	q, err := NewQueue(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	g := NewGRPCServer(q)
+	defer g.Stop()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p http.Protocols
+	p.SetHTTP1(true)
+	p.SetUnencryptedHTTP2(true)
+	srv := &http.Server{Handler: GRPCHandler(q, g), Protocols: &p, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(lis) }()
+	defer srv.Close()
+	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	user := time.Now().Add(3 * time.Second).Truncate(time.Microsecond)
+	md := metadata.AppendToOutgoingContext(ctx, "x-lab-deadline", strconv.FormatInt(user.UnixNano(), 10))
+	if _, err := testpb.NewTestServiceClient(cc).UnaryCall(md, &testpb.SimpleRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	base := "http://" + lis.Addr().String()
+	for _, c := range []struct{ method, path string }{{http.MethodGet, "/healthz"}, {http.MethodPost, "/_scale?factor=2"}} {
+		req, _ := http.NewRequestWithContext(ctx, c.method, base+c.path, nil)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK || res.ProtoMajor != 1 {
+			t.Errorf("%s %s: %s %s", c.method, c.path, res.Proto, res.Status)
+		}
+	}
+	res, err := http.Get(base + "/_records")
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := ParseQueueRecords(res.Body)
+	res.Body.Close()
+	if err != nil || len(recs) != 1 || !recs[0].UserDeadline.Equal(user) {
+		t.Fatalf("records %+v (%v), want one with the user's deadline %v", recs, err, user)
+	}
+	if c := q.Capacity(); c <= 0 || c >= float64(cfg.Workers)*1000 {
+		t.Errorf("capacity %.1f after /_scale?factor=2, want below the unscaled %d/s", c, cfg.Workers*1000)
 	}
 }

@@ -21,11 +21,12 @@ import (
 
 // experimentFlags holds the flags of `sluice-lab experiment`.
 type experimentFlags struct {
-	list    bool
-	quick   bool
-	service string
-	seed    uint64
-	out     string
+	list      bool
+	quick     bool
+	service   string
+	transport string
+	seed      uint64
+	out       string
 }
 
 // newExperimentCmd builds `sluice-lab experiment`.
@@ -64,6 +65,9 @@ quiet machine.`,
 			if len(args) == 0 {
 				return cli.Usagef("experiment: name an experiment (see 'sluice-lab experiment --list')")
 			}
+			if f.transport != "" && f.transport != "http" && f.transport != "grpc" {
+				return cli.Usagef("experiment: --transport %q: want http or grpc", f.transport)
+			}
 			e, err := live.Lookup(args[0])
 			if err != nil {
 				return cli.Usagef("experiment: %v", err)
@@ -75,7 +79,7 @@ quiet machine.`,
 			ctx, stop := runContext(cmd.Context())
 			defer stop()
 			res, err := live.RunExperiment(ctx, e, live.Options{Quick: f.quick, Seed: f.seed, Out: dir, Service: f.service,
-				Progress: cmd.ErrOrStderr()})
+				Transport: f.transport, Progress: cmd.ErrOrStderr()})
 			if err != nil {
 				return err
 			}
@@ -85,6 +89,7 @@ quiet machine.`,
 	cmd.Flags().BoolVar(&f.list, "list", false, "list the experiments")
 	cmd.Flags().BoolVar(&f.quick, "quick", false, "run the shortened form (about a minute)")
 	cmd.Flags().StringVar(&f.service, "service", "", "adaptive only: service-time variant exp, lognormal (σ 1.5) or pareto (α 1.5, capped at 50× the mean); default exp")
+	cmd.Flags().StringVar(&f.transport, "transport", "", "graph and graph-crowd only: grpc runs the chain with every hop a gRPC service (rows grpc-throttle and inprocess); default http")
 	cmd.Flags().Uint64Var(&f.seed, "seed", 1, "seed of the load generator and the backends")
 	cmd.Flags().StringVar(&f.out, "out", "", "report folder (default ./out/experiment/NAME-SEED)")
 	return cmd

@@ -33,6 +33,7 @@ child processes.`, stdout, stderr)
 	root.AddCommand(newSimCmd())
 	root.AddCommand(newTestbedCmd())
 	root.AddCommand(newLoadCmd())
+	root.AddCommand(newBenchCmd())
 	p := cli.NewProxyCmd()
 	p.Hidden = true
 	root.AddCommand(p)

@@ -118,6 +118,7 @@ func newTestbedTierCmd(f *testbedFlags) *cobra.Command {
 	cfg := testbed.DefaultTierConfig()
 	var policyFile string
 	var slo time.Duration
+	var grpcTier bool
 	cmd := &cobra.Command{
 		Use:   "tier",
 		Short: "A service of a chain: calls the next hop for every request",
@@ -138,7 +139,20 @@ call carries the request's context: it ends when the caller leaves.
                  defaults) on the calls: the deadline and the priority
                  travel on
 
-The headers named by --forward are passed on as they came.`,
+The headers named by --forward are passed on as they came.
+
+With --grpc the tier is a gRPC service instead (h2c, on the same port as
+/healthz): grpc-go's interop TestService, whose EmptyCall and UnaryCall
+call --next's once (an h2c gRPC server, e.g. testbed grpc), x-sluice-class
+and x-lab-deadline passed on, the deadline travelling as grpc-timeout.
+Its modes:
+
+  grpc-go        no overload control; grpc-go's own retry, as the library
+                 ships it: a service config with a retryPolicy (--attempts;
+                 UNAVAILABLE and RESOURCE_EXHAUSTED) and retryThrottling
+                 (--max-tokens, --token-ratio)
+  sluice         grpcsluice's server interceptors with the policy above,
+                 its client interceptors on the calls`,
 		Example: `  sluice-lab testbed tier --next http://127.0.0.1:8081 --mode naive --per-try 300ms
   sluice-lab testbed tier --listen 127.0.0.1:8082 --next http://127.0.0.1:8081 --mode sluice --slo 250ms`,
 		Args: cobra.NoArgs,
@@ -156,6 +170,18 @@ The headers named by --forward are passed on as they came.`,
 					return err
 				}
 			}
+			if grpcTier {
+				return serveTestbed(cmd, f, "tier", func(context.Context) (testbed.Backend, string, error) {
+					gc := testbed.GRPCTierConfig{Next: cfg.Next, Mode: cfg.Mode, MaxAttempts: cfg.Retry.MaxAttempts,
+						MaxTokens: cfg.Retry.MaxTokens, TokenRatio: cfg.Retry.TokenRatio, Policy: cfg.Policy,
+						Client: cfg.Client, Seed: cfg.Seed}
+					t, err := testbed.NewGRPCTier(gc)
+					if err != nil {
+						return nil, "", cli.Usagef("%v", err)
+					}
+					return t, fmt.Sprintf("gRPC over h2c, mode %s, next %s", cfg.Mode, cfg.Next), nil
+				})
+			}
 			return serveTestbed(cmd, f, "tier", func(context.Context) (testbed.Backend, string, error) {
 				t, err := testbed.NewTier(cfg)
 				if err != nil {
@@ -167,7 +193,8 @@ The headers named by --forward are passed on as they came.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&cfg.Next, "next", "", "base URL of the next hop (loopback; required)")
-	fl.StringVar(&cfg.Mode, "mode", cfg.Mode, "naive, budget, grpc-throttle or sluice")
+	fl.StringVar(&cfg.Mode, "mode", cfg.Mode, "naive, budget, grpc-throttle or sluice; with --grpc: grpc-go or sluice")
+	fl.BoolVar(&grpcTier, "grpc", false, "serve gRPC (h2c) and call --next over gRPC")
 	fl.IntVar(&cfg.Retry.MaxAttempts, "attempts", retry.DefaultMaxAttempts, "most attempts of a call (naive, budget, grpc-throttle)")
 	fl.DurationVar(&cfg.Retry.PerTry, "per-try", 0, "each attempt's timeout (0: none)")
 	fl.DurationVar(&cfg.Retry.Backoff, "backoff", 0, "wait before a retry (0: at once)")
@@ -198,7 +225,9 @@ response; StreamingInputCall one after the last message; FullDuplexCall
 and HalfDuplexCall one per response to each message. The quality is the
 x-sluice-quality metadata; responses carry x-sluice-utilization and
 x-sluice-demand-ms header metadata. A full queue (--queue-limit) answers
-RESOURCE_EXHAUSTED with a RetryInfo of 1s.
+RESOURCE_EXHAUSTED with a RetryInfo of 1s. With --record or --control the
+port also answers HTTP/1.1 (GET /_records, POST /_scale, /healthz, as
+testbed queue does), gRPC then served through grpc.Server's ServeHTTP.
 
 With --policy FILE (a policy configuration: classes, stages, reject, hops;
 the middleware's YAML, stages matched with match.grpc_service or
@@ -231,6 +260,9 @@ prints each stage's admitted and rejected calls when it stops.`,
 	fl.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the service-time draws")
 	fl.IntVar(&cfg.QueueLimit, "queue-limit", cfg.QueueLimit, "requests allowed to wait beyond the workers (0 = unlimited)")
 	fl.IntVar(&cfg.Size, "size", cfg.Size, "default response payload size in bytes")
+	fl.BoolVar(&cfg.Record, "record", false, "keep a record of every call (its x-lab-deadline metadata as the user's deadline), served as CSV at GET /_records over HTTP on the same port")
+	fl.BoolVar(&cfg.Control, "control", false, "serve POST /_scale?factor=F over HTTP on the same port: multiply the demand of new calls by F")
+	fl.BoolVar(&cfg.FreeGone, "free-gone", false, "end the handler of a call whose client has gone at once; its work is still done")
 	return cmd
 }
 
@@ -281,10 +313,21 @@ func serveGRPCTestbed(cmd *cobra.Command, f *testbedFlags, cfg testbed.QueueConf
 	}
 	g := testbed.NewGRPCServer(q, opts...)
 	served := make(chan error, 1)
-	go func() { served <- g.Serve(ln) }()
+	var hs *http.Server
+	if cfg.Record || cfg.Control {
+		// The chain experiments' endpoints over HTTP beside gRPC, one port
+		// (grpc.Server's ServeHTTP: slower than its own transport).
+		var p http.Protocols
+		p.SetHTTP1(true)
+		p.SetUnencryptedHTTP2(true)
+		hs = &http.Server{Handler: testbed.GRPCHandler(q, g), Protocols: &p, ReadHeaderTimeout: 10 * time.Second}
+		go func() { served <- hs.Serve(ln) }()
+	} else {
+		go func() { served <- g.Serve(ln) }()
+	}
 	start := time.Now()
 	out := cmd.OutOrStdout()
-	fmt.Fprintf(out, "testbed grpc listening on %s (h2c; %d %s workers, service %s, capacity %.1f calls/s%s)\n",
+	fmt.Fprintf(out, "testbed grpc listening on http://%s (h2c; %d %s workers, service %s, capacity %.1f calls/s%s)\n",
 		ln.Addr(), cfg.Workers, cfg.Discipline, cfg.Service, q.Capacity(), protected)
 	var serveErr error
 	select {
@@ -292,10 +335,21 @@ func serveGRPCTestbed(cmd *cobra.Command, f *testbedFlags, cfg testbed.QueueConf
 	case serveErr = <-served:
 	}
 	stopped := make(chan struct{})
-	go func() { g.GracefulStop(); close(stopped) }()
+	go func() {
+		if hs != nil {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_ = hs.Shutdown(sctx)
+			cancel()
+		}
+		g.GracefulStop()
+		close(stopped)
+	}()
 	select {
 	case <-stopped:
 	case <-time.After(5 * time.Second):
+		if hs != nil {
+			_ = hs.Close()
+		}
 		g.Stop()
 	}
 	_ = q.Close()
@@ -313,7 +367,7 @@ func serveGRPCTestbed(cmd *cobra.Command, f *testbedFlags, cfg testbed.QueueConf
 			fmt.Fprintf(out, "  stage %s: admitted %d, rejected %d (deadline %d)\n", st.Name(), adm, rej, late)
 		}
 	}
-	if serveErr != nil && !errors.Is(serveErr, grpc.ErrServerStopped) {
+	if serveErr != nil && !errors.Is(serveErr, grpc.ErrServerStopped) && !errors.Is(serveErr, http.ErrServerClosed) {
 		return fmt.Errorf("testbed grpc: %w", serveErr)
 	}
 	return nil
@@ -476,7 +530,11 @@ func serveTestbed(cmd *cobra.Command, f *testbedFlags, kind string,
 	}
 	defer backend.Close()
 
-	srv := &http.Server{Handler: backend, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	// HTTP/1.1, and HTTP/2 with prior knowledge for the gRPC tier (h2c).
+	var protos http.Protocols
+	protos.SetHTTP1(true)
+	protos.SetUnencryptedHTTP2(true)
+	srv := &http.Server{Handler: backend, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, Protocols: &protos}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	start := time.Now()

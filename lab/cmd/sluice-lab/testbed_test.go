@@ -15,6 +15,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/sluicehq/sluice/lab/testbed"
 )
 
 func TestTestbedUsageErrors(t *testing.T) {
@@ -123,14 +126,24 @@ func TestTestbedServes(t *testing.T) {
 }
 
 // TestTestbedGRPCServes starts `testbed grpc` on a free loopback port,
-// makes one call, stops it like Ctrl-C would, and checks the summary.
+// makes one call, stops it like Ctrl-C would, and checks the summary;
+// with --record and --control the same port answers the chain
+// experiments' HTTP endpoints too.
 func TestTestbedGRPCServes(t *testing.T) {
+	for _, extra := range [][]string{nil, {"--record", "--control"}} {
+		t.Run(strings.Join(append([]string{"grpc"}, extra...), " "), func(t *testing.T) {
+			testbedGRPCServes(t, extra)
+		})
+	}
+}
+
+func testbedGRPCServes(t *testing.T, extra []string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	pr, pw := io.Pipe()
 	var errOut bytes.Buffer
 	root := newRootCmd(pw, &errOut)
-	root.SetArgs([]string{"testbed", "--listen", "127.0.0.1:0", "grpc", "--workers", "2", "--service", "det:1ms"})
+	root.SetArgs(append([]string{"testbed", "--listen", "127.0.0.1:0", "grpc", "--workers", "2", "--service", "det:1ms"}, extra...))
 	done := make(chan error, 1)
 	go func() {
 		err := root.ExecuteContext(ctx)
@@ -141,7 +154,7 @@ func TestTestbedGRPCServes(t *testing.T) {
 	if !lines.Scan() {
 		t.Fatalf("no output; stderr %q, err %v", errOut.String(), <-done)
 	}
-	m := regexp.MustCompile(`^testbed grpc listening on (127\.0\.0\.1:\d+) \(h2c`).FindStringSubmatch(lines.Text())
+	m := regexp.MustCompile(`^testbed grpc listening on http://(127\.0\.0\.1:\d+) \(h2c`).FindStringSubmatch(lines.Text())
 	if m == nil {
 		t.Fatalf("first line %q", lines.Text())
 	}
@@ -153,6 +166,18 @@ func TestTestbedGRPCServes(t *testing.T) {
 	if _, err := testpb.NewTestServiceClient(cc).UnaryCall(ctx, &testpb.SimpleRequest{ResponseSize: 8}); err != nil {
 		t.Fatal(err)
 	}
+	if len(extra) > 0 {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+m[1]+"/_records", nil)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs, err := testbed.ParseQueueRecords(res.Body)
+		res.Body.Close()
+		if err != nil || len(recs) != 1 {
+			t.Errorf("GET /_records: %d records (%v), want the call's", len(recs), err)
+		}
+	}
 	cancel()
 	if !lines.Scan() || !strings.HasPrefix(lines.Text(), "testbed grpc: served 1 calls (0 rejected, 0 errors)") {
 		t.Errorf("summary line %q", lines.Text())
@@ -160,5 +185,81 @@ func TestTestbedGRPCServes(t *testing.T) {
 	io.Copy(io.Discard, pr)
 	if err := <-done; err != nil {
 		t.Errorf("exit error %v, stderr %q", err, errOut.String())
+	}
+}
+
+// startCmd runs the lab's command line args until the test ends and
+// returns its first output line.
+func startCmd(t *testing.T, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	var errOut bytes.Buffer
+	root := newRootCmd(pw, &errOut)
+	root.SetArgs(args)
+	done := make(chan error, 1)
+	go func() {
+		err := root.ExecuteContext(ctx)
+		pw.Close()
+		done <- err
+	}()
+	t.Cleanup(func() {
+		cancel()
+		go io.Copy(io.Discard, pr)
+		if err := <-done; err != nil {
+			t.Errorf("%s: exit error %v, stderr %q", strings.Join(args, " "), err, errOut.String())
+		}
+	})
+	lines := bufio.NewScanner(pr)
+	if !lines.Scan() {
+		t.Fatalf("%s: no output; stderr %q", strings.Join(args, " "), errOut.String())
+	}
+	return lines.Text()
+}
+
+// A gRPC chain by hand: `testbed grpc --record` behind `testbed tier
+// --grpc` in both modes; a call through the tier reaches the backend with
+// its x-lab-deadline, and the tier answers /healthz on the same port.
+func TestTestbedTierGRPC(t *testing.T) {
+	first := startCmd(t, "testbed", "--listen", "127.0.0.1:0", "grpc", "--workers", "2", "--service", "det:1ms", "--record")
+	m := regexp.MustCompile(`listening on http://(127\.0\.0\.1:\d+) `).FindStringSubmatch(first)
+	if m == nil {
+		t.Fatalf("backend's first line %q", first)
+	}
+	backend := m[1]
+	for i, mode := range []string{"grpc-go", "sluice"} {
+		first := startCmd(t, "testbed", "--listen", "127.0.0.1:0", "tier", "--grpc", "--mode", mode, "--next", "http://"+backend)
+		m := regexp.MustCompile(`^testbed tier listening on http://(127\.0\.0\.1:\d+) \(gRPC over h2c, mode ` + mode).FindStringSubmatch(first)
+		if m == nil {
+			t.Fatalf("%s tier's first line %q", mode, first)
+		}
+		cc, err := grpc.NewClient(m[1], grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cc.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		md := metadata.AppendToOutgoingContext(ctx, "x-lab-deadline", "1000000000")
+		if _, err := testpb.NewTestServiceClient(cc).UnaryCall(md, &testpb.SimpleRequest{}); err != nil {
+			t.Fatalf("%s: %v", mode, err)
+		}
+		res, err := http.Get("http://" + m[1] + "/healthz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			t.Errorf("%s tier /healthz: %s", mode, res.Status)
+		}
+		res, err = http.Get("http://" + backend + "/_records")
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs, err := testbed.ParseQueueRecords(res.Body)
+		res.Body.Close()
+		if err != nil || len(recs) != i+1 || recs[i].UserDeadline.UnixNano() != 1e9 {
+			t.Errorf("%s: backend records %+v (%v), want %d, the last with the user's deadline", mode, recs, err, i+1)
+		}
 	}
 }

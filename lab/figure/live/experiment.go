@@ -104,6 +104,10 @@ type Options struct {
 	// (figure.AdaptiveServiceKinds; empty: exponential); other
 	// experiments ignore it.
 	Service string
+	// Transport is the chain figures' protocol (graph, graph-crowd):
+	// "http" (empty) or "grpc" (every hop a gRPC service, the rows
+	// figure.GraphGRPCRows); other experiments ignore it.
+	Transport string
 	// Seed seeds the load generator and the backends' random draws.
 	Seed uint64
 	// Out is the report folder; empty writes nothing (Outcome.Result still

@@ -49,7 +49,16 @@ type graphPlan struct {
 
 func planGraph(env *Env, crowd bool) graphPlan {
 	c := figure.DefaultGraph(crowd)
-	if env.Quick {
+	if env.Transport == "grpc" {
+		c.Transport, c.Rows = "grpc", figure.GraphGRPCRows
+	}
+	if env.Quick && c.Transport == "grpc" {
+		if crowd {
+			c.Warm, c.CrowdLen, c.After = 6*time.Second, 8*time.Second, 6*time.Second
+		} else {
+			c.Warm, c.After = 8*time.Second, 12*time.Second
+		}
+	} else if env.Quick {
 		if crowd {
 			c.Rows = []string{figure.GraphInProcess}
 			c.Warm, c.CrowdLen, c.After = 6*time.Second, 8*time.Second, 6*time.Second
@@ -129,6 +138,10 @@ func (pl graphPlan) setup() []string {
 		fmt.Sprintf("Clients: the load generator in the experiment's process, %s arrivals, one open loop and one client per class; deadline %v per user request; %d attempts at every hop; lab policies' attempt timeouts client %v, tier 1 %v, tier 2 %v, back-off %v.",
 			c.Arrivals, c.Deadline, c.Attempts, c.ClientTimeout, c.Tier1Timeout, c.Tier2Timeout, c.Backoff),
 	}
+	if c.Transport == "grpc" {
+		s[0] = fmt.Sprintf("Backend: `sluice-lab testbed grpc --record --control`, %d FIFO workers, service %v (C = %.0f calls/s), a process of its own; every hop gRPC over h2c.", c.Workers, c.Service, c.Capacity())
+		s[1] = "Tiers: `sluice-lab testbed tier --grpc`, one process each: grpc-throttle, grpc-go's own retryPolicy and retryThrottling from a service config (the library as it ships); inprocess, grpcsluice's server and client interceptors."
+	}
 	if c.Crowd {
 		s = append(s, fmt.Sprintf("Load %.0f req/s, high %.0f %%; from %v for %v the low class ×%g. Sluice hops: auto, SLO %v.", c.Load*c.Capacity(), 100*c.HighShare, c.Warm, c.CrowdLen, c.CrowdX, c.SLO))
 	} else {
@@ -157,6 +170,9 @@ func (pl graphPlan) runRow(ctx context.Context, env *Env, dir, row string) (run 
 	c := pl.c
 	procs := &graphProcs{}
 	defer func() { err = errors.Join(err, procs.Close()) }()
+	if c.Transport == "grpc" {
+		return pl.runRowGRPC(ctx, env, dir, row, procs)
+	}
 	be, err := startChildBackend(ctx, env.Executable, nil, "queue", "--workers", strconv.Itoa(c.Workers),
 		"--service", c.Service.String(), "--seed", strconv.FormatUint(env.Seed, 10), "--record", "--control", "--free-gone")
 	if err != nil {
@@ -336,16 +352,27 @@ func (pl graphPlan) load(ctx context.Context, env *Env, row, target, backendURL 
 		if err != nil {
 			return nil, err
 		}
-		base := graphTransport()
-		bases = append(bases, base)
-		rt, err := pl.clientOf(row, env.Seed*10+uint64(cl), base)
-		if err != nil {
-			return nil, err
-		}
-		cfgs = append(cfgs, loadgen.Config{Mode: loadgen.ModeOpen, Target: target, Duration: c.End(),
+		cfg := loadgen.Config{Mode: loadgen.ModeOpen, Target: target, Duration: c.End(),
 			Seed: env.Seed*10 + uint64(cl), Timeout: c.Deadline, Workload: w, Arrivals: arr,
-			MaxInflight: 50000, MaxConns: 8192, Transport: stampDeadline{next: rt},
-			Classes: []loadgen.Weighted{{Name: name, Weight: 1}}, ClassHeader: figure.GraphClassHeader})
+			MaxInflight: 50000, MaxConns: 8192,
+			Classes: []loadgen.Weighted{{Name: name, Weight: 1}}, ClassHeader: figure.GraphClassHeader}
+		if c.Transport == "grpc" {
+			if cfg.Workload, err = loadgen.NewURLs("chain-"+name, "url", []loadgen.Weighted{{Name: loadgen.DefaultGRPCMethod, Weight: 1}}); err != nil {
+				return nil, err
+			}
+			if cfg.GRPC, err = pl.grpcClientOf(row, env.Seed*10+uint64(cl)); err != nil {
+				return nil, err
+			}
+		} else {
+			base := graphTransport()
+			bases = append(bases, base)
+			rt, err := pl.clientOf(row, env.Seed*10+uint64(cl), base)
+			if err != nil {
+				return nil, err
+			}
+			cfg.Transport = stampDeadline{next: rt}
+		}
+		cfgs = append(cfgs, cfg)
 	}
 	lctx, cancel := context.WithTimeout(ctx, c.End()+c.Deadline+pl.grace)
 	defer cancel()

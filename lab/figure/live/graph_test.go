@@ -26,6 +26,39 @@ func TestGraphPlan(t *testing.T) {
 	}
 }
 
+// Over gRPC (Options.Transport) the plan keeps the figure's spec and
+// runs the rows that have a gRPC form, the quick form short too; a row
+// without one is refused, and the clients are given their own retry or
+// sluice's interceptors.
+func TestGraphPlanGRPC(t *testing.T) {
+	for _, crowd := range []bool{false, true} {
+		for _, quick := range []bool{false, true} {
+			pl := planGraph(newEnv("graph", Options{Quick: quick, Transport: "grpc"}), crowd)
+			if pl.c.Transport != "grpc" || len(pl.c.Rows) != len(figure.GraphGRPCRows) {
+				t.Errorf("crowd %v quick %v: transport %q rows %v", crowd, quick, pl.c.Transport, pl.c.Rows)
+			}
+			if d := figure.DefaultGraph(crowd); !quick && pl.c.End() != d.End() {
+				t.Errorf("crowd %v: the full form is not the figure's defaults", crowd)
+			}
+			if load := time.Duration(len(pl.c.Rows)) * pl.c.End(); quick && load > 70*time.Second {
+				t.Errorf("crowd %v: the quick form runs %v of load", crowd, load)
+			}
+		}
+	}
+	pl := planGraph(newEnv("graph", Options{Transport: "grpc"}), false)
+	if _, err := pl.runRowGRPC(context.Background(), newEnv("graph", Options{}), t.TempDir(), figure.GraphNaive, &graphProcs{}); err == nil {
+		t.Error("the naive row accepted over gRPC")
+	}
+	for row, n := range map[string]int{figure.GraphThrottle: 2, figure.GraphInProcess: 1} {
+		// grpc-throttle: the service config and the deadline's stamp;
+		// inprocess: one chain of both interceptors.
+		g, err := pl.grpcClientOf(row, 1)
+		if err != nil || len(g.DialOptions) != n {
+			t.Errorf("%s: %v, %d dial options, want %d", row, err, len(g.DialOptions), n)
+		}
+	}
+}
+
 // The configurations the experiment writes are accepted by the programs
 // that read them: the tiers' policy file and the proxies' configuration.
 func TestGraphConfigs(t *testing.T) {

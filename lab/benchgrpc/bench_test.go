@@ -1,0 +1,100 @@
+package benchgrpc
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	testpb "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/status"
+
+	"github.com/sluicehq/sluice/proxy"
+)
+
+// The baseline forwards gRPC over h2c on both sides: an answer and a
+// status (in the trailers) come back from the backend.
+func TestPlainH2CForwardsGRPC(t *testing.T) {
+	be, stop, err := StartBackend()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := NewPlainH2C("", "http://"+be)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(lis) }()
+	defer srv.Close()
+	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	tc := testpb.NewTestServiceClient(cc)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	res, err := tc.UnaryCall(ctx, &testpb.SimpleRequest{ResponseSize: 100})
+	if err != nil || len(res.GetPayload().GetBody()) != 100 {
+		t.Fatalf("UnaryCall: %v, %d bytes", err, len(res.GetPayload().GetBody()))
+	}
+	// StreamingOutputCall is not implemented: UNIMPLEMENTED, from the
+	// backend's trailers.
+	st, err := tc.StreamingOutputCall(ctx, &testpb.StreamingOutputCallRequest{})
+	if err == nil {
+		_, err = st.Recv()
+	}
+	if status.Code(err) != codes.Unimplemented {
+		t.Errorf("unimplemented method: %v", err)
+	}
+}
+
+// The configuration sluice is given is a valid one.
+func TestSluiceConfigLoads(t *testing.T) {
+	for _, c := range []string{"static-rate", "auto"} {
+		file := filepath.Join(t.TempDir(), "p.yaml")
+		if err := os.WriteFile(file, []byte(sluiceConfig("127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:1", c)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := proxy.LoadFile(file); err != nil {
+			t.Errorf("%s: %v", c, err)
+		}
+	}
+}
+
+// cpuOf reads a process's CPU time: this one's grows while it works.
+func TestCPUOf(t *testing.T) {
+	a, err := cpuOf(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := 0
+	for end := time.Now().Add(100 * time.Millisecond); time.Now().Before(end); {
+		x++
+	}
+	b, err := cpuOf(os.Getpid())
+	if err != nil || b <= a {
+		t.Errorf("CPU %v then %v (%v), want it to grow", a, b, err)
+	}
+	if r, w := syscallsOf(os.Getpid()); r <= 0 || w < 0 {
+		t.Errorf("syscalls %d reads %d writes, want some reads (this test's binary was read)", r, w)
+	}
+	if _, err := cpuOf(1 << 30); err == nil {
+		t.Error("no error for a process that does not exist")
+	}
+	if m := median([]float64{3, 1, 2}); m != 2 {
+		t.Errorf("median %v", m)
+	}
+	if m := median([]time.Duration{4, 1, 3, 2}); m != 2 {
+		t.Errorf("median %v", m)
+	}
+}
