@@ -24,6 +24,8 @@ type Env struct {
 	AdminAddr string
 	// Service is Options.Service.
 	Service string
+	// AutoMedianProbe is Options.AutoMedianProbe.
+	AutoMedianProbe bool
 
 	start time.Time
 	mu    sync.Mutex
@@ -41,7 +43,7 @@ func newEnv(name string, opts Options) *Env {
 			exe = p
 		}
 	}
-	return &Env{Name: name, Quick: opts.Quick, Seed: opts.Seed, Executable: exe, AdminAddr: opts.AdminAddr, Service: opts.Service, start: time.Now(), out: out}
+	return &Env{Name: name, Quick: opts.Quick, Seed: opts.Seed, Executable: exe, AdminAddr: opts.AdminAddr, Service: opts.Service, AutoMedianProbe: opts.AutoMedianProbe, start: time.Now(), out: out}
 }
 
 // Phasef prints a line announcing a phase, with the time since the start

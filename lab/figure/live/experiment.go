@@ -103,6 +103,9 @@ type Options struct {
 	// (figure.AdaptiveServiceKinds; empty: exponential); other
 	// experiments ignore it.
 	Service string
+	// AutoMedianProbe turns on auto's median_probe option in the adaptive
+	// experiment's auto row; other experiments ignore it.
+	AutoMedianProbe bool
 	// Seed seeds the load generator and the backends' random draws.
 	Seed uint64
 	// Out is the report folder; empty writes nothing (Outcome.Result still
