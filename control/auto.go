@@ -71,6 +71,13 @@ type AutoConfig struct {
 	// heavy-tailed service time; not for a hop whose service time is a
 	// chain's, where a slow downstream would hold the limit down.
 	TailGuard bool `yaml:"tail_guard" json:"tail_guard"`
+	// MedianProbe turns on the median test of the probes (see Auto): a
+	// low probe whose median service time fell with its concurrency cuts
+	// L ← L/√LowProbe, and a high probe whose median rose with its
+	// concurrency does not raise L. Its signal is the queue inside the
+	// service, which throughput windows miss behind a heavy-tailed
+	// service time (default false: off).
+	MedianProbe bool `yaml:"median_probe" json:"median_probe"`
 }
 
 // DefaultAutoConfig returns the defaults: SLO 500ms, Period 100ms,
@@ -214,6 +221,14 @@ func (c *AutoConfig) New() (sluice.Controller, error) { return NewAuto(*c) }
 // stage's class thresholds keep the top of the limit for the higher
 // classes. The law above is the same for every class.
 //
+// The median test (MedianProbe, off by default; see auto_median.go): a
+// low probe whose median service time fell by at least half as much as
+// its concurrency cuts L ← L/√b (the base queued inside the service), and
+// a high probe whose median rose by at least half as much as its
+// concurrency does not raise L. Throughput windows are noise behind a
+// heavy-tailed service time; the median is not, and it moves with the
+// queue inside the service.
+//
 // Guardrails, each off by default, each shown in Estimates (the admin
 // API's /state and the sluice_estimate metric):
 //
@@ -304,6 +319,8 @@ type autoWindow struct {
 	inFlight float64 // ∫ n dt, request·s
 	samples  float64 // service-time samples
 	sumR     float64 // Σ samples·mean service time, s
+	p50n     float64 // service-time samples behind sumP50
+	sumP50   float64 // Σ samples·median service time of each step, s
 }
 
 func (w autoWindow) x() float64     { return w.done / w.elapsed }
@@ -495,6 +512,10 @@ func (a *Auto) Update(now time.Time, m sluice.Measurements) sluice.Decision {
 			a.win.samples += n
 			a.win.sumR += n * m.ServiceMean
 		}
+		if n := m.ServiceSamples; n > 0 && usable(m.ServiceP50) {
+			a.win.p50n += n
+			a.win.sumP50 += n * m.ServiceP50
+		}
 		minTime := a.cfg.Period.Seconds()
 		if usable(a.rMean) {
 			minTime = math.Max(minTime, 2*a.rMean)
@@ -560,6 +581,10 @@ func (a *Auto) judge() string {
 		a.step++
 		r := x / a.base.x()
 		old := a.limit
+		if why, held := a.medianHeld(w); held {
+			a.gain, a.pending = a.cfg.HighProbe, false
+			return why
+		}
 		if !a.mayRaise() {
 			a.gain, a.pending = a.cfg.HighProbe, false
 			return fmt.Sprintf("hold L %.4g: high probe %g gave %.4g req/s vs %.4g (×%.3f), but service p99 %s is over max_healthy_latency %v",
@@ -593,6 +618,9 @@ func (a *Auto) judge() string {
 		r := x / a.base.x()
 		old := a.limit
 		loss := 1 - 1/a.cfg.LowProbe // the most the low probe can lose
+		if why, cut := a.medianCut(w); cut {
+			return why
+		}
 		switch {
 		case r >= 1-loss/4:
 			a.limit = clamp(a.limit/math.Sqrt(a.cfg.LowProbe), a.cfg.MinLimit, a.cfg.MaxLimit)

@@ -21,12 +21,13 @@ import (
 
 // experimentFlags holds the flags of `sluice-lab experiment`.
 type experimentFlags struct {
-	list      bool
-	quick     bool
-	service   string
-	transport string
-	seed      uint64
-	out       string
+	list        bool
+	quick       bool
+	service     string
+	transport   string
+	medianProbe bool
+	seed        uint64
+	out         string
 }
 
 // newExperimentCmd builds `sluice-lab experiment`.
@@ -79,7 +80,7 @@ quiet machine.`,
 			ctx, stop := runContext(cmd.Context())
 			defer stop()
 			res, err := live.RunExperiment(ctx, e, live.Options{Quick: f.quick, Seed: f.seed, Out: dir, Service: f.service,
-				Transport: f.transport, Progress: cmd.ErrOrStderr()})
+				Transport: f.transport, AutoMedianProbe: f.medianProbe, Progress: cmd.ErrOrStderr()})
 			if err != nil {
 				return err
 			}
@@ -88,6 +89,7 @@ quiet machine.`,
 	}
 	cmd.Flags().BoolVar(&f.list, "list", false, "list the experiments")
 	cmd.Flags().BoolVar(&f.quick, "quick", false, "run the shortened form (about a minute)")
+	cmd.Flags().BoolVar(&f.medianProbe, "auto-median-probe", false, "adaptive only: turn on auto's median_probe option (a named option, off by default)")
 	cmd.Flags().StringVar(&f.service, "service", "", "adaptive only: service-time variant exp, lognormal (σ 1.5) or pareto (α 1.5, capped at 50× the mean); default exp")
 	cmd.Flags().StringVar(&f.transport, "transport", "", "graph and graph-crowd only: grpc runs the chain with every hop a gRPC service (rows grpc-throttle and inprocess); default http")
 	cmd.Flags().Uint64Var(&f.seed, "seed", 1, "seed of the load generator and the backends")

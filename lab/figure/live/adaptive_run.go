@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -266,8 +267,13 @@ func adaptiveProxyConfig(env *Env, row adaptiveRow, urls []string) (*proxy.Confi
 		cfg.Backends.Servers = append(cfg.Backends.Servers, proxy.ServerConfig{URL: u, MaxConcurrency: adaptiveConns})
 	}
 	st := policy.StageConfig{Name: mainStage, Match: policy.MatchConfig{PathPrefix: "/"}, Controller: row.controller}
-	if len(row.params) > 0 {
-		if err := st.Params.Encode(row.params); err != nil {
+	params := row.params
+	if row.controller == "auto" && env.AutoMedianProbe {
+		params = maps.Clone(params)
+		params["median_probe"] = true
+	}
+	if len(params) > 0 {
+		if err := st.Params.Encode(params); err != nil {
 			return nil, err
 		}
 	}

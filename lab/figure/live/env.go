@@ -26,6 +26,8 @@ type Env struct {
 	Service string
 	// Transport is Options.Transport.
 	Transport string
+	// AutoMedianProbe is Options.AutoMedianProbe.
+	AutoMedianProbe bool
 
 	start time.Time
 	mu    sync.Mutex
@@ -43,7 +45,7 @@ func newEnv(name string, opts Options) *Env {
 			exe = p
 		}
 	}
-	return &Env{Name: name, Quick: opts.Quick, Seed: opts.Seed, Executable: exe, AdminAddr: opts.AdminAddr, Service: opts.Service, Transport: opts.Transport, start: time.Now(), out: out}
+	return &Env{Name: name, Quick: opts.Quick, Seed: opts.Seed, Executable: exe, AdminAddr: opts.AdminAddr, Service: opts.Service, Transport: opts.Transport, AutoMedianProbe: opts.AutoMedianProbe, start: time.Now(), out: out}
 }
 
 // Phasef prints a line announcing a phase, with the time since the start

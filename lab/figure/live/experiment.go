@@ -108,6 +108,9 @@ type Options struct {
 	// "http" (empty) or "grpc" (every hop a gRPC service, the rows
 	// figure.GraphGRPCRows); other experiments ignore it.
 	Transport string
+	// AutoMedianProbe turns on auto's median_probe option in the adaptive
+	// experiment's auto row; other experiments ignore it.
+	AutoMedianProbe bool
 	// Seed seeds the load generator and the backends' random draws.
 	Seed uint64
 	// Out is the report folder; empty writes nothing (Outcome.Result still

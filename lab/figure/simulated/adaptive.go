@@ -41,6 +41,7 @@ type adaptiveParams struct {
 	rows        []string
 	phases      []string
 	tailGuard   bool
+	medianProbe bool
 	warm        time.Duration
 	length      time.Duration
 	change      time.Duration
@@ -53,6 +54,7 @@ func adaptivePhasesScenario(ps *Params) RunFunc {
 	ps.Choice(&c.service, "service", "exp", figure.AdaptiveServiceKinds, "service-time distribution: exp, lognormal (σ 1.5) or pareto (α 1.5, capped at 50× the mean), with mean service_time (figure.AdaptiveService)")
 	ps.Float(&c.base, "base", 0.5, 0, 100, "offered load before the change, × capacity")
 	ps.Bool(&c.tailGuard, "auto_tail_guard", false, "auto's tail_guard option (a named option, off by default)")
+	ps.Bool(&c.medianProbe, "auto_median_probe", false, "auto's median_probe option")
 	ps.Float(&c.crowd, "crowd", 10, 0, 1000, "phase a: offered load of the crowd, × capacity")
 	ps.Float(&c.overload, "overload", 3, 0, 1000, "phases b–d: offered load, × the initial capacity")
 	ps.Duration(&c.warm, "warm", 10*time.Second, 0, time.Hour, "time at the base load before the overload")
@@ -153,6 +155,7 @@ func adaptiveController(row string, c adaptiveParams, capacity float64) (control
 	case *control.AutoConfig:
 		x.SLO = c.SLO
 		x.TailGuard = c.tailGuard
+		x.MedianProbe = x.MedianProbe || c.medianProbe
 		opts.MaxQueue = 4096
 	case *control.StaticRateConfig:
 		x.Rate = capacity
