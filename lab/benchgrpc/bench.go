@@ -15,13 +15,13 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/lab/child"
 	"github.com/sluicehq/sluice/lab/dist"
 	"github.com/sluicehq/sluice/lab/loadgen"
 )
@@ -131,23 +131,23 @@ func Bench(ctx context.Context, cfg Config) (*Report, error) {
 	if plainAddr == "" || sluiceAddr == "" || adminAddr == "" || plainPprof == "" {
 		return nil, errors.New("no free loopback port")
 	}
-	plain, err := startChild(ctx, plainAddr, cfg.Exe, "bench", "plain-h2c", "--listen", plainAddr, "--backend", "http://"+be,
+	plain, err := child.Start(ctx, plainAddr, os.Interrupt, cfg.Exe, "bench", "plain-h2c", "--listen", plainAddr, "--backend", "http://"+be,
 		"--pprof", plainPprof)
 	if err != nil {
 		return nil, err
 	}
-	defer plain.stop()
+	defer func() { _ = plain.Stop(os.Interrupt) }()
 	file := filepath.Join(dir, "sluice.yaml")
 	if err := os.WriteFile(file, []byte(sluiceConfig(sluiceAddr, adminAddr, be, cfg.Controller)), 0o600); err != nil {
 		return nil, err
 	}
-	sl, err := startChild(ctx, sluiceAddr, cfg.Exe, "proxy", "--config", file, "--log-level", "warn")
+	sl, err := child.Start(ctx, sluiceAddr, os.Interrupt, cfg.Exe, "proxy", "--config", file, "--log-level", "warn")
 	if err != nil {
 		return nil, err
 	}
-	defer sl.stop()
+	defer func() { _ = sl.Stop(os.Interrupt) }()
 	addrs := map[string]string{Direct: be, Plain: plainAddr, Sluice: sluiceAddr}
-	pids := map[string]int{Plain: plain.cmd.Process.Pid, Sluice: sl.cmd.Process.Pid}
+	pids := map[string]int{Plain: plain.Cmd.Process.Pid, Sluice: sl.Cmd.Process.Pid}
 	order := []string{Direct, Plain, Sluice}
 	for _, t := range order { // warm up: connections, pools, the JIT of nothing
 		if _, err := drive(ctx, addrs[t], cfg.Streams, time.Second); err != nil {
@@ -286,53 +286,6 @@ func fetch(ctx context.Context, url, file string) error {
 		return err
 	}
 	return f.Close()
-}
-
-// child is a proxy process.
-type child struct {
-	cmd  *exec.Cmd
-	done chan error
-}
-
-// startChild starts exe args and waits until addr accepts.
-func startChild(ctx context.Context, addr, exe string, args ...string) (*child, error) {
-	cmd := exec.Command(exe, args...)
-	cmd.Stdout, cmd.Stderr = io.Discard, os.Stderr
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	c := &child{cmd: cmd, done: make(chan error, 1)}
-	go func() { c.done <- cmd.Wait() }()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if conn, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
-			conn.Close()
-			return c, nil
-		}
-		select {
-		case err := <-c.done:
-			return nil, fmt.Errorf("%s exited before listening: %v", strings.Join(cmd.Args, " "), err)
-		case <-ctx.Done():
-			c.stop()
-			return nil, ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			c.stop()
-			return nil, fmt.Errorf("%s: not listening on %s within 10s", strings.Join(cmd.Args, " "), addr)
-		}
-	}
-}
-
-// stop interrupts the child and kills it if it has not exited in 5 s.
-func (c *child) stop() {
-	_ = c.cmd.Process.Signal(os.Interrupt)
-	select {
-	case <-c.done:
-	case <-time.After(5 * time.Second):
-		_ = c.cmd.Process.Kill()
-		<-c.done
-	}
 }
 
 // freeAddr returns a loopback address that was free a moment ago.

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/sluicehq/sluice/lab/child"
 )
 
 // childBackend is a testbed running as a child process of the sluice
@@ -116,9 +117,8 @@ func (c *childBackend) Close() error {
 // childProxy is `sluice-lab proxy --config FILE` (the product's proxy
 // command) running as a child process.
 type childProxy struct {
-	URL  string
-	cmd  *exec.Cmd
-	done chan error
+	URL string
+	p   *child.Process
 }
 
 // startChildProxy starts exe's proxy command on a configuration file
@@ -127,48 +127,13 @@ func startChildProxy(ctx context.Context, exe, file, url string) (*childProxy, e
 	if !childCapable(exe) {
 		return nil, errNotSluice
 	}
-	cmd := exec.Command(exe, "proxy", "--config", file, "--log-level", "warn")
-	cmd.Stdout, cmd.Stderr = io.Discard, os.Stderr
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting %s: %w", strings.Join(cmd.Args, " "), err)
+	p, err := child.Start(ctx, strings.TrimPrefix(url, "http://"), syscall.SIGTERM, exe, "proxy", "--config", file, "--log-level", "warn")
+	if err != nil {
+		return nil, err
 	}
-	p := &childProxy{URL: url, cmd: cmd, done: make(chan error, 1)}
-	go func() { p.done <- cmd.Wait() }()
-	addr := strings.TrimPrefix(url, "http://")
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			c.Close()
-			return p, nil
-		}
-		select {
-		case err := <-p.done:
-			return nil, fmt.Errorf("%s exited before listening: %v", strings.Join(cmd.Args, " "), err)
-		case <-ctx.Done():
-			p.Close()
-			return nil, ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			p.Close()
-			return nil, fmt.Errorf("%s: not listening on %s within 10s", strings.Join(cmd.Args, " "), addr)
-		}
-	}
+	return &childProxy{URL: url, p: p}, nil
 }
 
 // Close stops the proxy (SIGTERM; it drains for its drain timeout) and
 // kills it if it has not exited within 5 s.
-func (p *childProxy) Close() error {
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-		return nil
-	case <-time.After(5 * time.Second):
-		if err := p.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
-			return fmt.Errorf("proxy child did not exit on SIGTERM and could not be killed: %w", err)
-		}
-		<-p.done
-		return nil
-	}
-}
+func (p *childProxy) Close() error { return p.p.Stop(syscall.SIGTERM) }
