@@ -9,18 +9,21 @@ import (
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/tap"
 )
 
 // BenchmarkUnaryInterceptor is the server interceptor's own cost per
 // unary call, without grpc's: a call with a peer and incoming metadata
 // (no hop metadata), through a stage with a static-rate gate that admits
-// everything, against the bare handler.
+// everything, against the bare handler; "sluice-tap" adds the tap handle
+// (TapHandle) and counts its cost in each call.
 func BenchmarkUnaryInterceptor(b *testing.B) {
 	pol := newPolicy(b, `
 stages: [{name: api, match: {grpc_service: grpc.testing.TestService}, controller: static-rate, params: {rate: 1e9}, burst: 1000000}]`)
 	s := NewServer(pol, ServerOptions{})
 	ctx := peer.NewContext(context.Background(), &peer.Peer{Addr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 5000}})
-	ctx = metadata.NewIncomingContext(ctx, metadata.Pairs(":authority", "svc", "content-type", "application/grpc", "user-agent", "grpc-go/1.85.0"))
+	md := metadata.Pairs(":authority", "svc", "content-type", "application/grpc", "user-agent", "grpc-go/1.85.0")
+	ctx = metadata.NewIncomingContext(ctx, md)
 	info := &grpc.UnaryServerInfo{FullMethod: "/grpc.testing.TestService/UnaryCall"}
 	resp := &testpb.SimpleResponse{}
 	handler := func(context.Context, any) (any, error) { return resp, nil }
@@ -35,6 +38,20 @@ stages: [{name: api, match: {grpc_service: grpc.testing.TestService}, controller
 		b.ReportAllocs()
 		for b.Loop() {
 			if _, err := s.unary(ctx, req, info, handler); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	st := NewServer(pol, ServerOptions{})
+	tinfo := &tap.Info{FullMethodName: info.FullMethod, Header: md}
+	b.Run("sluice-tap", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			tctx, err := st.tap(ctx, tinfo)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := st.unary(tctx, req, info, handler); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -8,6 +8,17 @@
 // It is a package of its own so that a service that imports only the
 // HTTP middleware does not link grpc.
 //
+// # Installing
+//
+//	sl := grpcsluice.NewServer(pol, grpcsluice.ServerOptions{})
+//	srv := grpc.NewServer(sl.ServerOptions()...)
+//
+// ServerOptions gives the unary and stream interceptors and a tap handle
+// (Server.TapHandle) that reads the call's metadata from grpc-go's own
+// header map as the stream opens; the interceptors alone work the same,
+// at about 90 ns more per call for each header the policy reads and the
+// call does not carry.
+//
 // # Status codes
 //
 // A call the server refuses gets one of these, before its handler runs:

@@ -173,11 +173,18 @@ func bufDialOpts(t testing.TB, opts []grpc.ServerOption, svc testpb.TestServiceS
 // tcpDial is bufDial over a real loopback TCP socket.
 func tcpDial(t testing.TB, srv *Server, svc *service, dopts ...grpc.DialOption) *grpc.ClientConn {
 	t.Helper()
+	return tcpDialOpts(t, []grpc.ServerOption{grpc.ChainUnaryInterceptor(srv.UnaryInterceptor()), grpc.ChainStreamInterceptor(srv.StreamInterceptor())}, svc, dopts...)
+}
+
+// tcpDialOpts serves svc with opts on a loopback TCP listener and
+// returns a connection to it.
+func tcpDialOpts(t testing.TB, opts []grpc.ServerOption, svc *service, dopts ...grpc.DialOption) *grpc.ClientConn {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	serve(t, lis, srv, svc)
+	serveOpts(t, lis, opts, svc)
 	dopts = append(dopts, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	cc, err := grpc.NewClient(lis.Addr().String(), dopts...)
 	if err != nil {

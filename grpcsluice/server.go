@@ -66,6 +66,7 @@ type Server struct {
 	b       atomic.Pointer[bound]
 	exempt  map[string]bool
 	serving atomic.Bool
+	tapped  atomic.Bool // the tap handle has run (see TapHandle)
 }
 
 // bound is a policy and what the interceptors read for it.
@@ -238,7 +239,8 @@ func (s *Server) admit(ctx context.Context, fullMethod string) (sluice.Admission
 	}
 	b := s.b.Load()
 	cr := requestPool.Get().(*callRequest)
-	r := b.request(cr, ctx, fullMethod)
+	md, tapped := s.tappedMetadata(ctx)
+	r := b.request(cr, ctx, fullMethod, md, tapped)
 	a, err := b.pol.AdmitContext(ctx, r)
 	if err != nil {
 		err = b.refusal(ctx, r, err)
@@ -259,8 +261,10 @@ func (s *Server) admit(ctx context.Context, fullMethod string) (sluice.Admission
 }
 
 // request fills cr with the call's HTTP view (its context is the
-// call's, passed to AdmitContext beside it).
-func (b *bound) request(cr *callRequest, ctx context.Context, fullMethod string) *http.Request {
+// call's, passed to AdmitContext beside it). With tapped, md is the
+// call's metadata as the tap handle found it (nil: none of the headers
+// b reads); without, the headers are read from ctx.
+func (b *bound) request(cr *callRequest, ctx context.Context, fullMethod string, md metadata.MD, tapped bool) *http.Request {
 	r := &cr.r
 	r.Method = http.MethodPost
 	cr.u.Path = fullMethod
@@ -268,13 +272,25 @@ func (b *bound) request(cr *callRequest, ctx context.Context, fullMethod string)
 	r.ProtoMajor, r.Proto = 2, "HTTP/2.0"
 	found := false
 	for _, h := range b.hdr {
-		if v := metadata.ValueFromIncomingContext(ctx, h.md); len(v) > 0 {
+		var v []string
+		if tapped {
+			v = md[h.md]
+		} else {
+			v = metadata.ValueFromIncomingContext(ctx, h.md)
+		}
+		if len(v) > 0 {
 			r.Header[h.canon] = v
 			found = true
 		}
 	}
 	if b.needHost {
-		if v := metadata.ValueFromIncomingContext(ctx, ":authority"); len(v) > 0 {
+		var v []string
+		if tapped {
+			v = md[":authority"]
+		} else {
+			v = metadata.ValueFromIncomingContext(ctx, ":authority")
+		}
+		if len(v) > 0 {
 			r.Host = v[0]
 		}
 	}

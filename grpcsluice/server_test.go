@@ -2,6 +2,7 @@ package grpcsluice
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -101,8 +102,15 @@ stages:
 // Over real TCP: the priority and tenant metadata of a trusted peer
 // give the class and travel to the handler's context with the call's
 // deadline; from an untrusted peer they are ignored, and a malformed
-// priority is treated as absent.
+// priority is treated as absent. The same with the tap handle installed
+// (ServerOptions).
 func TestHopMetadataOverTCP(t *testing.T) {
+	for _, tapped := range []bool{false, true} {
+		t.Run(fmt.Sprintf("tap=%v", tapped), func(t *testing.T) { testHopMetadataOverTCP(t, tapped) })
+	}
+}
+
+func testHopMetadataOverTCP(t *testing.T, tapped bool) {
 	for _, tc := range []struct {
 		name, trusted, priority string
 		wantPriority            string
@@ -118,7 +126,13 @@ func TestHopMetadataOverTCP(t *testing.T) {
 classes: {order: [high, low], default: high, trusted_proxies: [`+tc.trusted+`]}
 stages: [{name: api, match: {grpc_service: grpc.testing.TestService}, controller: static-rate, params: {rate: 1000}}]`)
 			svc := &service{}
-			cc := tcpDial(t, NewServer(pol, ServerOptions{}), svc)
+			sl := NewServer(pol, ServerOptions{})
+			var cc *grpc.ClientConn
+			if tapped {
+				cc = tcpDialOpts(t, sl.ServerOptions(), svc)
+			} else {
+				cc = tcpDial(t, sl, svc)
+			}
 			ctx := metadata.AppendToOutgoingContext(ctxT(t), "x-sluice-priority", tc.priority, "x-sluice-tenant", "acme")
 			if _, err := testpb.NewTestServiceClient(cc).UnaryCall(ctx, &testpb.SimpleRequest{}); err != nil {
 				t.Fatal(err)

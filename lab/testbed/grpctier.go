@@ -121,7 +121,7 @@ func NewGRPCTier(cfg GRPCTierConfig) (*GRPCTier, error) {
 		t.cancel, t.pol = cancel, pol
 		t.wg.Go(func() { pol.Run(ctx) })
 		s := grpcsluice.NewServer(pol, grpcsluice.ServerOptions{})
-		sopts = append(sopts, grpc.ChainUnaryInterceptor(s.UnaryInterceptor()))
+		sopts = append(sopts, s.ServerOptions()...)
 		dopts = append(dopts, grpc.WithChainUnaryInterceptor(cl.UnaryInterceptor()))
 	default:
 		return nil, fmt.Errorf("grpc tier: mode %q: want one of %s", cfg.Mode, strings.Join(GRPCTierModes, ", "))

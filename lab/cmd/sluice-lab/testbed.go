@@ -308,7 +308,7 @@ func serveGRPCTestbed(cmd *cobra.Command, f *testbedFlags, cfg testbed.QueueConf
 	if pol != nil {
 		go pol.Run(ctx)
 		s := grpcsluice.NewServer(pol, grpcsluice.ServerOptions{})
-		opts = append(opts, grpc.ChainUnaryInterceptor(s.UnaryInterceptor()), grpc.ChainStreamInterceptor(s.StreamInterceptor()))
+		opts = append(opts, s.ServerOptions()...) // interceptors and tap handle
 		protected = fmt.Sprintf("; sluice interceptors, %d stages", len(pol.Stages()))
 	}
 	g := testbed.NewGRPCServer(q, opts...)
