@@ -66,6 +66,20 @@ stages: [{name: api, match: {grpc_service: grpc.testing.TestService}, controller
 			}
 		})
 	})
+	b.Run("sluice-tap-parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				tctx, err := st.tap(ctx, tinfo)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := st.unary(tctx, req, info, handler); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	})
 }
 
 // BenchmarkUnaryCall is a whole unary call, client to handler and back,
