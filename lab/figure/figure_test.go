@@ -147,14 +147,16 @@ func TestKihlIdealWithin(t *testing.T) {
 	}
 }
 
-// TestSEDADegradationChecks: the whole spike's p90 is compared with
-// degradation alone, not held to 1.5 × target, which the paper's model
-// itself misses for a 240 paper-second spike (the simulator, seed 1,
-// spike_length=240s: these numbers); the p90 after the onset is.
+// TestSEDADegradationChecks: over the whole spike the answers within the
+// target are compared, not the p90, which the onset sets in both variants
+// (the paper's model at the live run's 240 paper-seconds and capacity at
+// q_min, seed 1: these numbers); the p90 after the onset is held to
+// 1.5 × target.
 func TestSEDADegradationChecks(t *testing.T) {
 	s := report.NewSummary("seda-degradation", string(Sim), 1)
-	for k, v := range map[string]float64{"target_ms": 5000, "p90_ms": 8938, "p90_ms_degrade_only": 10546, "p90_ms_none": 101585,
-		"quality_mean_degrade_only": 0.139, "p90_ms_after_60s": 6003, "p90_ms_after_60s_degrade_only": 10449} {
+	for k, v := range map[string]float64{"target_ms": 5000, "p90_ms": 13761, "p90_ms_degrade_only": 14441, "p90_ms_none": 101585,
+		"goodput_within_target_rps": 38.5, "goodput_within_target_rps_degrade_only": 0.21,
+		"quality_mean_degrade_only": 0.139, "p90_ms_after_60s": 6574, "p90_ms_after_60s_degrade_only": 14362} {
 		s.Set(k, v)
 	}
 	failed := func() (out []string) {
@@ -165,18 +167,20 @@ func TestSEDADegradationChecks(t *testing.T) {
 		}
 		return out
 	}
-	// Only "less than half of degradation alone after the onset" misses
-	// (6003 vs 10449), as in the simulator's table.
-	if f := failed(); len(f) != 1 || !strings.Contains(f[0], "0.5 × p90_ms_after_60s_degrade_only") {
-		t.Errorf("model at 240 s: failed checks %q, want only the after-onset half", f)
+	if f := failed(); len(f) != 0 {
+		t.Errorf("the paper's model at the live run's spike and stage: failed checks %q", f)
 	}
-	s.Set("p90_ms_after_60s", 7600) // over 1.5 × target after the onset
-	if f := failed(); len(f) != 2 || !strings.Contains(f[0]+f[1], "p90_ms_after_60s = 7600 (must be ≤ 7500)") {
+	s.Set("p90_ms", 15000) // the onset's p90, above degradation alone's: not a check
+	if f := failed(); len(f) != 0 {
+		t.Errorf("whole-spike p90 above degradation alone's: failed checks %q", f)
+	}
+	s.Set("goodput_within_target_rps_degrade_only", 20) // not under half
+	if f := failed(); len(f) != 1 || !strings.Contains(f[0], "0.5 × goodput_within_target_rps") {
+		t.Errorf("degradation alone answers half as many within the target: failed checks %q", f)
+	}
+	s.Set("goodput_within_target_rps_degrade_only", 0.21)
+	s.Set("p90_ms_after_60s", 7600) // over 1.5 × target after the onset (and over half of degradation alone's)
+	if f := failed(); len(f) != 2 || !strings.Contains(f[0], "p90_ms_after_60s = 7600 (must be ≤ 7500)") {
 		t.Errorf("after the onset over 1.5 × target: failed checks %q", f)
-	}
-	s.Set("p90_ms_after_60s", 6003)
-	s.Set("p90_ms", 10600) // the whole spike no better than degradation alone
-	if f := failed(); len(f) != 2 || !strings.Contains(f[0], "p90_ms < p90_ms_degrade_only") {
-		t.Errorf("whole spike worse than degradation alone: failed checks %q", f)
 	}
 }
