@@ -136,10 +136,10 @@ func SEDAClassesChecks(s *report.Summary) []Check {
 // paper-seconds (8646–9262 ms), nor for 300 s with the live stage's
 // capacity at q_min (quality_min 0.133: 8927–10214 ms); with both (240 s,
 // quality_min 0.138) it gives 12.5–13.8 s, 2.5–2.8 × target and 0.88–0.95
-// of degradation alone's, where live runs measured 2.70–2.84 × and
-// 0.93–1.02. The answers within the target tell the variants apart in
+// of degradation alone's, where live runs measured 2.65–2.98 × and
+// 0.90–1.02. The answers within the target tell the variants apart in
 // every one of those runs (37–61 against 0.17–0.27 a second; live
-// 148–157 against 0.7), and the p90 after the onset stays within 1.5 ×
+// 135–157 against 0.7), and the p90 after the onset stays within 1.5 ×
 // target in all of them (5673–7188 ms): those state the paper's "much
 // more effective at meeting the response time target".
 func SEDADegradationChecks(s *report.Summary, steady time.Duration) []Check {
