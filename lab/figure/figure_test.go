@@ -146,3 +146,41 @@ func TestKihlIdealWithin(t *testing.T) {
 		t.Errorf("bound for M/M/1 = %v, want 0.9 × 0.544", got)
 	}
 }
+
+// TestSEDADegradationChecks: over the whole spike the answers within the
+// target are compared, not the p90, which the onset sets in both variants
+// (the paper's model at the live run's 240 paper-seconds and capacity at
+// q_min, seed 1: these numbers); the p90 after the onset is held to
+// 1.5 × target.
+func TestSEDADegradationChecks(t *testing.T) {
+	s := report.NewSummary("seda-degradation", string(Sim), 1)
+	for k, v := range map[string]float64{"target_ms": 5000, "p90_ms": 13761, "p90_ms_degrade_only": 14441, "p90_ms_none": 101585,
+		"goodput_within_target_rps": 38.5, "goodput_within_target_rps_degrade_only": 0.21,
+		"quality_mean_degrade_only": 0.139, "p90_ms_after_60s": 6574, "p90_ms_after_60s_degrade_only": 14362} {
+		s.Set(k, v)
+	}
+	failed := func() (out []string) {
+		for _, c := range SEDADegradationChecks(s, time.Minute) {
+			if !c.Pass {
+				out = append(out, c.Measured)
+			}
+		}
+		return out
+	}
+	if f := failed(); len(f) != 0 {
+		t.Errorf("the paper's model at the live run's spike and stage: failed checks %q", f)
+	}
+	s.Set("p90_ms", 15000) // the onset's p90, above degradation alone's: not a check
+	if f := failed(); len(f) != 0 {
+		t.Errorf("whole-spike p90 above degradation alone's: failed checks %q", f)
+	}
+	s.Set("goodput_within_target_rps_degrade_only", 20) // not under half
+	if f := failed(); len(f) != 1 || !strings.Contains(f[0], "0.5 × goodput_within_target_rps") {
+		t.Errorf("degradation alone answers half as many within the target: failed checks %q", f)
+	}
+	s.Set("goodput_within_target_rps_degrade_only", 0.21)
+	s.Set("p90_ms_after_60s", 7600) // over 1.5 × target after the onset (and over half of degradation alone's)
+	if f := failed(); len(f) != 2 || !strings.Contains(f[0], "p90_ms_after_60s = 7600 (must be ≤ 7500)") {
+		t.Errorf("after the onset over 1.5 × target: failed checks %q", f)
+	}
+}

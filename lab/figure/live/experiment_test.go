@@ -263,6 +263,21 @@ func TestSEDALiveIsTheSpecScaled(t *testing.T) {
 		if p.service != tc.service || p.target != tc.target || p.think != tc.think || p.retry != tc.retry || p.initialRate != 200 {
 			t.Errorf("%v: live stage %+v", tc.d.ServiceTime, p)
 		}
+		// Every rate of the controller is the simulator's (the paper's
+		// defaults) raised by 1/sedaTimeScale, not only the initial rate.
+		if p.adjI != 8 || p.rateMin != 0.2 || p.rateMax != 20000 {
+			t.Errorf("%v: live controller rates adj_i %g, rate_min %g, rate_max %g; want 8, 0.2, 20000", tc.d.ServiceTime, p.adjI, p.rateMin, p.rateMax)
+		}
+		var ps struct {
+			AdjI    float64 `yaml:"adj_i"`
+			RateMin float64 `yaml:"rate_min"`
+		}
+		if err := sedaPolicy(p).Stages[0].Params.Decode(&ps); err != nil {
+			t.Fatal(err)
+		}
+		if ps.AdjI != p.adjI || ps.RateMin != p.rateMin {
+			t.Errorf("%v: the proxy's seda params %+v do not carry the scaled rates", tc.d.ServiceTime, ps)
+		}
 	}
 }
 

@@ -187,7 +187,7 @@ func renderSEDAClasses(res *figure.Result, pl *classesPlan) error {
 			users, users, highStart.Seconds(), highEnd.Seconds(), length.Seconds(), p.retry, p.think, p.retry),
 		fmt.Sprintf("Proxy: classes [high, low], one seda stage with p90 target %v for both classes (controller timeout %v); differentiate: true runs one controller and token bucket per class (lower classes cut first, adjlo_d 10, lc_thresh 20), false one shared.",
 			p.target, scaled(time.Second, scale)),
-		fmt.Sprintf("Time compression %g: the simulator's 20 ms stage with a 1 s target (the paper's slow e-mail service had a 10 s target), 20 ms think time, 5 s retry wait and the 100–200 s window of 300 s are scaled by %g.", scale, scale),
+		fmt.Sprintf("Time compression %g: the simulator's 20 ms stage with a 1 s target (the paper's slow e-mail service had a 10 s target), 20 ms think time, 5 s retry wait and the 100–200 s window of 300 s are scaled by %g; the controller's rates (adj_i, rate_min, rate_max) are raised by 1/%g.", scale, scale, scale),
 	}
 	return nil
 }

@@ -205,8 +205,8 @@ func renderSEDADegradation(res *figure.Result, pl *degradePlan) error {
 			p.think, p.retry, baseUsers, spikeUsers, from.Seconds(), spikeDeg, spikeNone, baseUsers, steady),
 		fmt.Sprintf("Proxy: one seda stage with p90 target %v and degrade {enabled: true, quality_min 0.1, quality_down 1.2, quality_up 0.02}; admission: false for degradation alone, true to switch the token bucket on at the lowest quality; controller none for no control.",
 			p.target),
-		fmt.Sprintf("Time compression %g: the simulator's 100 ms stage with a 5 s target (the paper's target), 20 ms think time and 5 s retry wait are scaled by %g.",
-			sedaTimeScale, sedaTimeScale),
+		fmt.Sprintf("Time compression %g: the simulator's 100 ms stage with a 5 s target (the paper's target), 20 ms think time and 5 s retry wait are scaled by %g; the controller's rates (adj_i, rate_min, rate_max) are raised by 1/%g.",
+			sedaTimeScale, sedaTimeScale, sedaTimeScale),
 	}
 	return nil
 }

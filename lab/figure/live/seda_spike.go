@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sluicehq/sluice/control"
 	"github.com/sluicehq/sluice/lab/dist"
 	"github.com/sluicehq/sluice/lab/figure"
 	"github.com/sluicehq/sluice/lab/loadgen"
@@ -39,6 +40,14 @@ type sedaLive struct {
 	// operator sizing the stage knows; the degradation controller ignores
 	// it, it starts with admission control off).
 	initialRate float64
+	// adjI, rateMin and rateMax are the controller's other rates (req/s):
+	// its additive step adj_i and its bounds, the simulator's (the paper's
+	// 2, 0.05 and 5000) raised in proportion like the initial rate. Left
+	// at the paper's values, a live run's rate climbed back from a cut 4×
+	// slower in the figure's time than the simulator's (seda-degradation,
+	// 2026-11-27: 48.6 → 335 req/s over 43 s, 6.7 req/s per second where
+	// the simulator's 1.6 req/s per paper-second is 25.6).
+	adjI, rateMin, rateMax float64
 }
 
 // sedaLiveParams are a SEDA figure's stage parameters, declared once in
@@ -46,10 +55,13 @@ type sedaLive struct {
 // service, target, think time and the mean retry wait scaled, the initial
 // rate raised in proportion (for the 20 ms stage, its capacity).
 func sedaLiveParams(d figure.SEDADefaults) sedaLive {
-	c, s := figure.DefaultSEDAStage(d), sedaTimeScale
+	c, s, ctl := figure.DefaultSEDAStage(d), sedaTimeScale, control.DefaultSEDAConfig()
 	return sedaLive{
 		service:     scaled(c.ServiceTime, s),
 		initialRate: c.InitialRate / s,
+		adjI:        ctl.AdjI / s,
+		rateMin:     ctl.RateMin / s,
+		rateMax:     ctl.RateMax / s,
 		target:      scaled(c.Target, s),
 		think:       scaled(c.Think, s),
 		retry:       scaled(time.Duration(c.RetryWait.Mean()*float64(time.Second)), s),
@@ -58,9 +70,11 @@ func sedaLiveParams(d figure.SEDADefaults) sedaLive {
 }
 
 // sedaParams are the SEDA controller's params of the live experiments:
-// the p90 target, the timeout (1 s of paper time) and the initial rate.
+// the p90 target, the timeout (1 s of paper time) and the rates (initial,
+// adj_i, rate_min, rate_max), compressed as the simulator's stage is.
 func sedaParams(p sedaLive) params {
-	return params{"target": p.target, "timeout": scaled(time.Second, sedaTimeScale), "initial_rate": p.initialRate}
+	return params{"target": p.target, "timeout": scaled(time.Second, sedaTimeScale), "initial_rate": p.initialRate,
+		"adj_i": p.adjI, "rate_min": p.rateMin, "rate_max": p.rateMax}
 }
 
 // sedaPolicy is the single-stage policy with the SEDA controller.
@@ -185,10 +199,10 @@ func renderSEDASpike(res *figure.Result, pl *sedaSpikePlan) error {
 		fmt.Sprintf("Backend: the queue testbed, one FIFO server with exponential service of mean %v (capacity %.0f req/s), in process on 127.0.0.1.", p.service, capacity),
 		fmt.Sprintf("Load: closed-loop users with exponential think time of mean %v; a rejected user waits %v and retries; %g users, %g from t = %gs to %gs, then %g; client timeout %v.",
 			p.think, p.retry, baseUsers, spikeUsers, from.Seconds(), to.Seconds(), baseUsers, p.timeout),
-		fmt.Sprintf("Controlled: the proxy's seda stage, p90 target %v, controller timeout %v, nreq 100, initial rate %.0f req/s (the stage's capacity, as in the simulator), the controller's other defaults (track_demand on). Uncontrolled: the same proxy with controller none.",
-			p.target, scaled(time.Second, sedaTimeScale), p.initialRate),
-		fmt.Sprintf("Time compression %g: the paper's (and simulator's) 20 ms stage, 1 s target, 20 ms think time and 5 s retry wait are all scaled by %g. Latencies are measured by the load generator from the intended send time to the last byte.",
-			sedaTimeScale, sedaTimeScale),
+		fmt.Sprintf("Controlled: the proxy's seda stage, p90 target %v, controller timeout %v, nreq 100, initial rate %.0f req/s (the stage's capacity, as in the simulator), adj_i %g, the controller's other defaults (track_demand on). Uncontrolled: the same proxy with controller none.",
+			p.target, scaled(time.Second, sedaTimeScale), p.initialRate, p.adjI),
+		fmt.Sprintf("Time compression %g: the paper's (and simulator's) 20 ms stage, 1 s target, 20 ms think time and 5 s retry wait are all scaled by %g, and the controller's rates (adj_i, rate_min, rate_max) raised by 1/%g. Latencies are measured by the load generator from the intended send time to the last byte.",
+			sedaTimeScale, sedaTimeScale, sedaTimeScale),
 	}
 
 	// Fig. 10: p90 per second and the share rejected.

@@ -102,6 +102,7 @@ func runSEDADegradation(env Env, c sedaDegradeParams) (*figure.Result, error) {
 		s.Set("reject_fraction"+v.suffix, ratio(rejected, offered))
 		s.Set("quality_mean"+v.suffix, ratio(qSum, qN))
 		s.Set("goodput_rps"+v.suffix, float64(len(rts))/(to-from).Seconds())
+		s.Set("goodput_within_target_rps"+v.suffix, float64(countAtMost(rts, c.stage.Target.Seconds()))/(to-from).Seconds())
 		// The steady part of the spike: after its first minute.
 		if c.SpikeLen > 2*time.Minute {
 			s.Set("p90_ms_after_60s"+v.suffix, ms(monitor.Percentile(v.run.log.completed(-1, from+time.Minute, to), 0.9)))
