@@ -4,6 +4,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/sluicehq/sluice/lab/loadgen"
 	"github.com/sluicehq/sluice/lab/report"
 	"github.com/sluicehq/sluice/monitor"
 )
@@ -155,6 +156,12 @@ func analysePeers(s *report.Summary, ps *peersSetup, systems []*peersSystem, wid
 			s.Set(metric("errors", w.name, sys.name), float64(st.timeouts+st.err))
 		}
 		an.bins[sys.name] = peerBins(recs, width, tl.length, peersTarget, peersTimeout)
+		// Why the failed requests got no answer (loadgen.FailureKind),
+		// over the whole run.
+		fails := failureCounts(recs)
+		for _, k := range loadgen.FailureKinds {
+			s.Set("failed_"+k+"_"+sys.name, float64(fails[k]))
+		}
 	}
 	s.Set("capacity_rps", ps.capacity)
 	s.Set("capacity_after_rps", ps.capAfter)
