@@ -162,6 +162,11 @@ func analysePeers(s *report.Summary, ps *peersSetup, systems []*peersSystem, wid
 		for _, k := range loadgen.FailureKinds {
 			s.Set("failed_"+k+"_"+sys.name, float64(fails[k]))
 		}
+		// The rig's health during the row (rig.go): a row whose clients
+		// failed while the host dropped connections at a full accept
+		// queue measured the rig, not the system.
+		s.Set("rig_cpu_cores_"+sys.name, sys.rig.cores)
+		s.Set("listen_overflows_"+sys.name, sys.rig.overflows)
 	}
 	s.Set("capacity_rps", ps.capacity)
 	s.Set("capacity_after_rps", ps.capAfter)
