@@ -33,7 +33,6 @@ const (
 	DefaultSendTimeout         = 60 * time.Second // send_timeout
 	DefaultRequestBufferBytes  = 16 << 10         // client_body_buffer_size
 	DefaultMaxRequestBodyBytes = 1 << 20          // client_max_body_size
-	DefaultBacklog             = 511              // listen backlog=
 	// ReservedFDs is the number of file descriptors the automatic
 	// max_client_connections keeps back besides the upstream connections:
 	// listeners, the admin API, sensors, temporary files and logs.
@@ -136,16 +135,6 @@ type ListenerConfig struct {
 	// TLS, when set, serves HTTPS with this certificate; it enables
 	// HTTP/2 (negotiated by ALPN).
 	TLS *TLSConfig `yaml:"tls,omitempty"`
-	// Backlog is the listen backlog: the most connections whose TCP
-	// handshake the kernel completes before the proxy accepts them
-	// (default 511, nginx's; the kernel caps it at net.core.somaxconn;
-	// Linux only, elsewhere the system's). Go's own is somaxconn (4096 on
-	// current Linux), a queue in which, when the proxy accepts more slowly
-	// than clients connect, a connection can wait longer than its client
-	// does: every connection accepted is then already abandoned and the
-	// proxy answers nobody. A full queue drops the SYN instead, and the
-	// client retries it.
-	Backlog int `yaml:"backlog"`
 	// ReadHeaderTimeout bounds the time to read a request's headers
 	// (default 10s).
 	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"`
@@ -414,9 +403,6 @@ func (c *Config) SetDefaults() {
 		if l.MaxHeaders == 0 {
 			l.MaxHeaders = DefaultMaxHeaders
 		}
-		if l.Backlog == 0 {
-			l.Backlog = DefaultBacklog
-		}
 		if l.RequestBuffering == nil {
 			t := true
 			l.RequestBuffering = &t
@@ -531,7 +517,7 @@ func (c *Config) Validate() error {
 			name string
 			v    int64
 		}{{"max_header_bytes", int64(l.MaxHeaderBytes)}, {"max_header_line_bytes", int64(l.MaxHeaderLineBytes)},
-			{"max_uri_bytes", int64(l.MaxURIBytes)}, {"max_headers", int64(l.MaxHeaders)}, {"backlog", int64(l.Backlog)}} {
+			{"max_uri_bytes", int64(l.MaxURIBytes)}, {"max_headers", int64(l.MaxHeaders)}} {
 			if n.v < 0 {
 				return fieldErr(p+"."+n.name, "%d is invalid: must be > 0", n.v)
 			}

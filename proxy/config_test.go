@@ -63,7 +63,6 @@ backends:
 		{"admin same as listener", goodHead + "admin:\n  addr: 127.0.0.1:8080\n", 7, "admin.addr", "already used"},
 		{"listener without port", "listeners:\n  - addr: localhost\nbackends:\n  servers:\n    - url: http://127.0.0.1:8081\n", 2, "listeners[0].addr", "invalid"},
 		{"tls without key", "listeners:\n  - addr: 127.0.0.1:8443\n    tls:\n      cert: a.pem\nbackends:\n  servers:\n    - url: http://127.0.0.1:8081\n", 3, "listeners[0].tls.key", "required"},
-		{"negative backlog", "listeners:\n  - addr: 127.0.0.1:8080\n    backlog: -5\nbackends:\n  servers:\n    - url: http://127.0.0.1:8081\n", 3, "listeners[0].backlog", "-5 is invalid"},
 		{"bad trusted proxy", goodHead + "classes:\n  trusted_proxies: [10.0.0.0/8, nonsense]\n", 7, "classes.trusted_proxies[1]", "nonsense"},
 		{"unknown controller", goodHead + "stages:\n  - name: a\n    controller: pid\n", 8, "stages[0].controller", "pid"},
 		{"bad utilization source", goodHead + "utilization:\n  source: magic\n", 7, "utilization.source", "magic"},

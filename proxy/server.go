@@ -381,10 +381,6 @@ func (s *Server) Listen() error {
 		if err != nil {
 			return fail(listenError(fmt.Sprintf("listeners[%d].addr", i), lc.Addr, err))
 		}
-		if err := setBacklog(ln, lc.Backlog); err != nil {
-			ln.Close()
-			return fail(fmt.Errorf("listeners[%d].backlog: %w", i, err))
-		}
 		bound = append(bound, ln.Addr())
 		if s.ov.accept != nil {
 			// Early discard: the policer resets non-compliant connections

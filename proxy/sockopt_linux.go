@@ -31,22 +31,3 @@ func limitUnsent(c net.Conn) {
 		_ = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_NOTSENT_LOWAT, unsentLimit)
 	})
 }
-
-// setBacklog sets ln's listen backlog to n by calling listen(2) again on
-// its socket, which Linux allows on a listening socket (the kernel caps n
-// at net.core.somaxconn). n ≤ 0 leaves it as it is.
-func setBacklog(ln net.Listener, n int) error {
-	sc, ok := ln.(syscall.Conn)
-	if !ok || n <= 0 {
-		return nil
-	}
-	raw, err := sc.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var lerr error
-	if err := raw.Control(func(fd uintptr) { lerr = unix.Listen(int(fd), n) }); err != nil {
-		return err
-	}
-	return lerr
-}

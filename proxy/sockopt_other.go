@@ -6,6 +6,3 @@ import "net"
 
 // limitUnsent is a no-op outside Linux (see sockopt_linux.go).
 func limitUnsent(net.Conn) {}
-
-// setBacklog is a no-op outside Linux: the system's backlog stands.
-func setBacklog(net.Listener, int) error { return nil }
