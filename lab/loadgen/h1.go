@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -90,8 +91,20 @@ func (s *connSet) isAborted() bool {
 // errAborted reports an exchange cut short by cancellation.
 var errAborted = errors.New("load run cancelled")
 
-// errDeadline reports an exchange that missed its deadline.
+// errDeadline reports an exchange that missed its deadline. Where it
+// missed it is one of the three errors below, which wrap it.
 var errDeadline = errors.New("request deadline exceeded")
+
+// errPoolWait, errDialDeadline and errResponseDeadline are errDeadline
+// by where the deadline passed: waiting for a free connection of the
+// open loop's pool, connecting (the server did not complete the
+// handshake: a full accept queue drops the SYN), or writing the request
+// and reading the response.
+var (
+	errPoolWait         = fmt.Errorf("%w waiting for a free connection (MaxConns in use)", errDeadline)
+	errDialDeadline     = fmt.Errorf("%w while connecting", errDeadline)
+	errResponseDeadline = fmt.Errorf("%w while waiting for the response", errDeadline)
+)
 
 // errConnectTimeout reports a dial that missed Config.ConnectTimeout (a
 // transport error: the server did not accept the connection).
@@ -155,7 +168,7 @@ func (r *runner) h1Err(err error) error {
 	}
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
-		return errDeadline
+		return errResponseDeadline
 	}
 	return err
 }
@@ -208,7 +221,7 @@ func (r *runner) h1Get(u *user, ti int, deadline time.Time) (*h1conn, error) {
 	// reused connection). When the pool is full, wait until the deadline.
 	wait := time.Until(deadline)
 	if wait <= 0 {
-		return nil, errDeadline
+		return nil, errPoolWait
 	}
 	tokens := p.tokens
 	if len(p.tokens) < cap(p.tokens) {
@@ -230,7 +243,7 @@ func (r *runner) h1Get(u *user, ti int, deadline time.Time) (*h1conn, error) {
 			dialing = true
 		case <-u.tm.C:
 			if tokens != nil || !time.Now().Before(deadline) {
-				return nil, errDeadline
+				return nil, errPoolWait
 			}
 			// dialDelay passed: dial as soon as the pool has room, or take
 			// a connection that comes back first.
@@ -263,11 +276,13 @@ func (r *runner) h1Dial(ti int, deadline time.Time) (*h1conn, error) {
 		if r.abortCtx.Err() != nil {
 			return nil, errAborted
 		}
-		if ctx.Err() != nil {
+		// The dialer's own deadline can fire a moment before ctx's.
+		var ne net.Error
+		if ctx.Err() != nil || errors.As(err, &ne) && ne.Timeout() {
 			if connectLimited {
 				return nil, errConnectTimeout
 			}
-			return nil, errDeadline
+			return nil, errDialDeadline
 		}
 		return nil, err
 	}

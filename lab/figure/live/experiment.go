@@ -111,6 +111,11 @@ type Options struct {
 	// AutoMedianProbe turns on auto's median_probe option in the adaptive
 	// experiment's auto row; other experiments ignore it.
 	AutoMedianProbe bool
+	// Rows, when set, runs only these rows of the peers experiment (its
+	// system names, in its order), each still on a fresh backend, proxy
+	// and load generator; the checks about the rows left out report n/a.
+	// Other experiments ignore it.
+	Rows []string
 	// Seed seeds the load generator and the backends' random draws.
 	Seed uint64
 	// Out is the report folder; empty writes nothing (Outcome.Result still

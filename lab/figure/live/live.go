@@ -117,6 +117,29 @@ type record struct {
 	done     time.Duration
 	lat      time.Duration
 	out      outcome
+	fail     uint8 // why it got no response: 1 + its index in loadgen.FailureKinds; 0 for a response
+}
+
+// failIndex is record.fail for err.
+func failIndex(err error) uint8 {
+	k := loadgen.FailureKind(err)
+	for i, name := range loadgen.FailureKinds {
+		if name == k {
+			return uint8(i + 1)
+		}
+	}
+	return 0
+}
+
+// failureCounts counts recs' failures by loadgen.FailureKinds.
+func failureCounts(recs []record) map[string]int {
+	n := map[string]int{}
+	for _, q := range recs {
+		if q.fail > 0 {
+			n[loadgen.FailureKinds[q.fail-1]]++
+		}
+	}
+	return n
 }
 
 // recorder collects the records of a phase's concurrent loads. It is safe
@@ -131,7 +154,7 @@ type recorder struct {
 func (r *recorder) hook(group uint8, runStart time.Time) func(loadgen.RequestRecord) {
 	shift := runStart.Sub(r.base)
 	return func(q loadgen.RequestRecord) {
-		rec := record{group: group, typ: q.Type, intended: q.Intended + shift, done: q.Done + shift, lat: q.Latency, out: outcomeOf(q.Outcome)}
+		rec := record{group: group, typ: q.Type, intended: q.Intended + shift, done: q.Done + shift, lat: q.Latency, out: outcomeOf(q.Outcome), fail: failIndex(q.Err)}
 		r.mu.Lock()
 		r.recs = append(r.recs, rec)
 		r.mu.Unlock()
@@ -280,7 +303,22 @@ func (ph *phase) run(ctx context.Context, env *Env) (*phaseResult, error) {
 		return nil, fmt.Errorf("%s: load: %w", ph.name, err)
 	}
 	res.recs = rec.records()
+	if line := failureLine(failureCounts(res.recs)); line != "" {
+		env.Logf("%s: no answer: %s", ph.name, line)
+	}
 	return res, nil
+}
+
+// failureLine lists the non-zero counts of n in loadgen.FailureKinds'
+// order ("" when there are none).
+func failureLine(n map[string]int) string {
+	var parts []string
+	for _, k := range loadgen.FailureKinds {
+		if n[k] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n[k], k))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 // sample polls the proxy's stage until stop is closed.

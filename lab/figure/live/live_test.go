@@ -3,11 +3,15 @@ package live
 import (
 	"bytes"
 	"context"
+	"net"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice/lab/figure"
+	"github.com/sluicehq/sluice/lab/loadgen"
 )
 
 // The live tests run the --quick form of three experiments on 127.0.0.1
@@ -100,5 +104,26 @@ func TestLiveLiJaminQuick(t *testing.T) {
 	}
 	if r := s.Metric("total_bw_ratio_17_18"); !(r > 0.7 && r < 1.3) {
 		t.Errorf("total over epochs 17–18 is %.2f B, want close to B", r)
+	}
+}
+
+// TestFailureCounts: a record keeps why its request got no answer, and
+// the counts and the progress line name the kinds.
+func TestFailureCounts(t *testing.T) {
+	recs := []record{
+		{out: outOK},
+		{out: outError, fail: failIndex(syscall.ECONNRESET)},
+		{out: outError, fail: failIndex(&net.OpError{Op: "read", Err: syscall.ECONNRESET})},
+		{out: outTimeout, fail: failIndex(os.ErrDeadlineExceeded)},
+	}
+	n := failureCounts(recs)
+	if n[loadgen.FailReset] != 2 || n[loadgen.FailResponseTimeout] != 1 || len(n) != 2 {
+		t.Errorf("counts %v: want 2 resets and 1 response timeout", n)
+	}
+	if got, want := failureLine(n), "1 response_timeout, 2 connection_reset"; got != want {
+		t.Errorf("line %q, want %q", got, want)
+	}
+	if failIndex(nil) != 0 {
+		t.Error("a response counted as a failure")
 	}
 }

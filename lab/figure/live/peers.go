@@ -64,13 +64,17 @@ const (
 
 // peersSystems are the systems compared, in order; the names are the
 // suffixes of the summary's metrics.
-var peersSystems = []struct{ name, label string }{
+var peersSystems = []peerRow{
 	{"uncontrolled", "no control (sluice proxy, controller none)"},
 	{"nginx", "nginx limit_req at the measured capacity"},
 	{"haproxy", "HAProxy maxconn + timeout queue"},
 	{"seda", "sluice seda (p90 target)"},
 	{"yaksha", "sluice yaksha (mean target)"},
 }
+
+// peerRow is one system of the peers experiment: its name (the suffix of
+// its metrics) and its label.
+type peerRow struct{ name, label string }
 
 // peersTimeline is the shape of one run: the base load until from, the
 // crowd from from to length, the capacity halved at half; each window is
@@ -110,13 +114,17 @@ func peersYakshaPolicy() policy.Config {
 // metrics per system and window) and render (tables, plots, checks and
 // the setup).
 func runPeers(ctx context.Context, env *Env) (*figure.Result, error) {
+	rows, err := peersRows(env.Rows)
+	if err != nil {
+		return nil, err
+	}
 	setup, err := planPeers(ctx, env)
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(setup.dir)
-	systems := make([]*peersSystem, len(peersSystems))
-	for i, ps := range peersSystems {
+	var systems []*peersSystem
+	for _, ps := range rows {
 		sys := &peersSystem{name: ps.name, label: ps.label}
 		if err := setup.run(ctx, env, sys); err != nil {
 			return nil, err
@@ -124,7 +132,7 @@ func runPeers(ctx context.Context, env *Env) (*figure.Result, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		systems[i] = sys
+		systems = append(systems, sys)
 	}
 	res := figure.NewResult(env.Name, figure.Live, env.Seed)
 	an := analysePeers(res.Summary, setup, systems, pick(env, time.Second, 500*time.Millisecond))
@@ -132,6 +140,29 @@ func runPeers(ctx context.Context, env *Env) (*figure.Result, error) {
 		return nil, err
 	}
 	return res, nil
+}
+
+// peersRows returns the rows of peersSystems named in names, in the
+// experiment's order; all of them when names is empty.
+func peersRows(names []string) ([]peerRow, error) {
+	if len(names) == 0 {
+		return peersSystems, nil
+	}
+	want := map[string]bool{}
+	for _, n := range names {
+		want[n] = true
+	}
+	var rows []peerRow
+	for _, r := range peersSystems {
+		if want[r.name] {
+			rows = append(rows, r)
+			delete(want, r.name)
+		}
+	}
+	for n := range want {
+		return nil, fmt.Errorf("peers: no row %q (rows: uncontrolled, nginx, haproxy, seda, yaksha)", n)
+	}
+	return rows, nil
 }
 
 // planPeers prepares the runs: the peers' binaries and versions, a

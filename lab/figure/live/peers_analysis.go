@@ -4,6 +4,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/sluicehq/sluice/lab/loadgen"
 	"github.com/sluicehq/sluice/lab/report"
 	"github.com/sluicehq/sluice/monitor"
 )
@@ -155,6 +156,17 @@ func analysePeers(s *report.Summary, ps *peersSetup, systems []*peersSystem, wid
 			s.Set(metric("errors", w.name, sys.name), float64(st.timeouts+st.err))
 		}
 		an.bins[sys.name] = peerBins(recs, width, tl.length, peersTarget, peersTimeout)
+		// Why the failed requests got no answer (loadgen.FailureKind),
+		// over the whole run.
+		fails := failureCounts(recs)
+		for _, k := range loadgen.FailureKinds {
+			s.Set("failed_"+k+"_"+sys.name, float64(fails[k]))
+		}
+		// The rig's health during the row (rig.go): a row whose clients
+		// failed while the host dropped connections at a full accept
+		// queue measured the rig, not the system.
+		s.Set("rig_cpu_cores_"+sys.name, sys.rig.cores)
+		s.Set("listen_overflows_"+sys.name, sys.rig.overflows)
 	}
 	s.Set("capacity_rps", ps.capacity)
 	s.Set("capacity_after_rps", ps.capAfter)

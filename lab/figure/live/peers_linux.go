@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"syscall"
+	"time"
 )
 
 // On Linux, nginx and HAProxy get their own process group, so that
@@ -18,5 +19,12 @@ func init() {
 	}
 	peerProcSignal = func(p *os.Process, sig syscall.Signal) error {
 		return syscall.Kill(-p.Pid, sig)
+	}
+	rigCPU = func() (time.Duration, bool) {
+		var ru syscall.Rusage
+		if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+			return 0, false
+		}
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), true
 	}
 }

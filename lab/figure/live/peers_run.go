@@ -17,6 +17,7 @@ import (
 type peersSystem struct {
 	name, label string
 	res         *phaseResult
+	rig         rigUsage // while its load ran
 }
 
 // peersSetup is the plan every system's run shares.
@@ -166,6 +167,9 @@ func (ps *peersSetup) run(ctx context.Context, env *Env, sys *peersSystem) (err 
 	ph.loads = []loadgen.Config{load}
 	ph.sampleEvery = 250 * time.Millisecond
 	be.halveAt(time.Now().Add(ps.tl.half))
+	before := rigNow()
 	sys.res, err = ph.run(ctx, env)
+	sys.rig = rigBetween(before, rigNow())
+	env.Logf("%s: this process used %.2f cores; the host's listeners dropped %.0f connections at a full accept queue", sys.name, sys.rig.cores, sys.rig.overflows)
 	return err
 }

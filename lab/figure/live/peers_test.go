@@ -376,3 +376,18 @@ func TestPeerBins(t *testing.T) {
 		t.Errorf("bin 1 = %+v", b1)
 	}
 }
+
+// TestPeersRows: --rows keeps the experiment's order and refuses an
+// unknown row.
+func TestPeersRows(t *testing.T) {
+	rows, err := peersRows([]string{"yaksha", "seda"})
+	if err != nil || len(rows) != 2 || rows[0].name != "seda" || rows[1].name != "yaksha" {
+		t.Errorf("rows %v, %v: want seda then yaksha", rows, err)
+	}
+	if rows, _ := peersRows(nil); len(rows) != len(peersSystems) {
+		t.Errorf("no selection gave %d rows, want all %d", len(rows), len(peersSystems))
+	}
+	if _, err := peersRows([]string{"envoy"}); err == nil || !strings.Contains(err.Error(), `"envoy"`) {
+		t.Errorf("unknown row: %v", err)
+	}
+}
