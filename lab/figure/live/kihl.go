@@ -323,17 +323,20 @@ func analyseKihl(s *report.Summary, pl *kihlPlan, cdf bool) {
 				u = *ps.Utilization
 			}
 			kp = append(kp, figure.KihlPeriod{Start: ps.end - ps.Elapsed, End: ps.end, Offered: ps.Offered, Admitted: ps.Admitted,
-				Rejected: ps.Rejected, Utilization: u})
+				Rejected: ps.Rejected, Completed: ps.Completed, Utilization: u})
 		}
 		cv2 := kihlCV2(kihlWork(v.service, p.ServiceTime, pl.overhead, pl.ns), pl.overhead, pl.ns)
 		v.util = figure.KihlMetrics(s, v.suffix, kp, p.KihlParams, v.length, !cdf, cv2)
 		v.kp = kp
-		if !cdf {
-			figure.KihlAfterSettling(s, v.suffix, kp, v.length)
-		}
 		s.Set("mean_rt_ms"+v.suffix, report.Mean(okLatencies(v.res.recs, p.MeasureFrom, v.length, nil)))
 		foreign = math.Max(foreign, v.foreignBusy)
 		process = process || v.processSensor
+	}
+	for _, v := range pl.vars {
+		if !cdf {
+			figure.KihlSettling(s, v.suffix, v.kp, p.KihlParams, v.length)
+			figure.KihlAfterSettling(s, v.suffix, v.kp, v.length)
+		}
 	}
 	s.Set("backend_cpu_foreign_busy", foreign)
 	s.Set("sensor_process", b2f(process))
