@@ -90,15 +90,16 @@ func KihlWindowMeanSD(sigma, phi float64, n int) float64 {
 // adds per-period noise (σ, φ) (KihlNoise): the shortest odd number of
 // periods n whose mean has a standard deviation at most band/KihlSettleZ
 // (KihlWindowMeanSD), and never shorter than the configured window min
-// (the paper-time 5 s). It is at most maxPeriods periods (odd), the run's
-// length less the time the loop needs to rise: noise that needs more
-// cannot be told apart from the loop by this rule at all.
+// (the paper-time 5 s). The search stops at the first window of at least
+// maxPeriods periods (the run's length): noise that needs a window as
+// long as the run cannot be told apart from the loop by this rule, and
+// settle.Time finds no full window (NaN: the check fails).
 func KihlSettleWindow(sigma, phi, band float64, h, min time.Duration, maxPeriods int) time.Duration {
 	n := max(int(min/h), 1)
 	if n%2 == 0 {
 		n++
 	}
-	for n+2 <= maxPeriods && KihlWindowMeanSD(sigma, phi, n) > band/KihlSettleZ {
+	for n < maxPeriods && KihlWindowMeanSD(sigma, phi, n) > band/KihlSettleZ {
 		n += 2
 	}
 	return time.Duration(n) * h
@@ -126,7 +127,7 @@ func KihlCheckedSuffix(s *report.Summary) string {
 }
 
 // KihlSettling sets settle_window_s (once per run, from the checked
-// variant's noise: KihlSettleWindow, at most a third of the run) and
+// variant's noise: KihlSettleWindow, up to the run's length) and
 // settling_time_s + suffix: settle.Time over every period, band
 // c.SettleBand, that window. Call it after KihlMetrics of every variant.
 func KihlSettling(s *report.Summary, suffix string, periods []KihlPeriod, c KihlParams, until time.Duration) {
@@ -134,7 +135,7 @@ func KihlSettling(s *report.Summary, suffix string, periods []KihlPeriod, c Kihl
 	if _, ok := s.Get("settle_window_s"); !ok {
 		cs := KihlCheckedSuffix(s)
 		window = KihlSettleWindow(s.Metric("settle_noise_sd"+cs), s.Metric("settle_noise_ac1"+cs), c.SettleBand, c.H, c.SettleWindow,
-			max(int(until/c.H)/3, 1))
+			int(until/c.H))
 		s.Set("settle_window_s", window.Seconds())
 	}
 	pts := make([]settle.Point, len(periods))
