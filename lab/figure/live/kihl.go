@@ -382,7 +382,7 @@ func renderKihl(res *figure.Result, pl *kihlPlan, cdf bool) error {
 		}
 	}
 	res.Checks = figure.KihlChecks(s, p.KihlParams, kihlTimeScale, cdf)
-	res.Key = []string{"utilization_mean", "utilization_std", "settling_time_s", "utilization_std_compare_ti"}
+	res.Key = []string{"utilization_mean", "utilization_std", "settling_time_s", "settling_time_s_md1", "settle_window_s", "utilization_std_compare_ti"}
 	if cdf {
 		res.Key = []string{"p_util_within_0_1", "utilization_mean", "utilization_std", "p_util_within_0_1_compare_ti"}
 	}
