@@ -196,9 +196,9 @@ func KihlChecks(s *report.Summary, c KihlParams, timeScale float64, cdf bool) []
 	// variant is checked where the run has one: exponential service
 	// spreads each period's utilization by σ_ρ ≈ 0.13 (KihlIdealWithin),
 	// so the moving average's first entry into the band is chance. The
-	// window is the checked variant's (KihlSettleWindow: the default on
-	// the paper's model, wider on the live CPU), for the run and the
-	// model alike.
+	// window is the run's (settle_window_s, from the checked variant's
+	// noise by KihlSettleWindow: the default on the paper's model, wider
+	// on the live CPU), for the run and the model alike.
 	settleMetric := KihlSettleMetric(s)
 	window := KihlCheckedWindow(s, c)
 	settleBound := s.Metric("settling_time_s_model") + float64(settle.HalfWindow(window, c.H))*c.H.Seconds()
@@ -226,8 +226,8 @@ func KihlChecks(s *report.Summary, c KihlParams, timeScale float64, cdf bool) []
 // controller (control.Kihl with the run's K, Ti, h, ρ_ref, I(0)) on the
 // paper's discrete-time fluid model (sim.Fluid) with α(k) = λh and
 // σ(k) = μh every period, from an empty system, measured by the runs'
-// rule (settle.Time, settle_band, and the window of the variant the
-// check reads, KihlCheckedWindow: call it after KihlMetrics).
+// rule (settle.Time, settle_band, and the run's window,
+// KihlCheckedWindow: call it after KihlSettling).
 func KihlModelSettling(s *report.Summary, c KihlParams) error {
 	cfg := control.DefaultKihlConfig()
 	cfg.Period, cfg.RhoRef, cfg.K, cfg.Ti, cfg.InitialIntegral = c.H, c.RhoRef, c.K, c.Ti, c.Initial
