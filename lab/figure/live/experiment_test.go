@@ -2,6 +2,7 @@ package live
 
 import (
 	"math"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -361,5 +362,25 @@ func TestSEDAPlans(t *testing.T) {
 		if v.to != want || v.length != v.to+time.Second || v.users.At(v.to-time.Millisecond) != 1000 || v.users.At(v.to) != 3 {
 			t.Errorf("degradation variant %s: to %v, length %v", v.name, v.to, v.length)
 		}
+	}
+}
+
+func TestForeignMeter(t *testing.T) {
+	if d := foreignMeter(cpuPlan{}, os.Getpid())(); !math.IsNaN(d) {
+		t.Errorf("unpinned: %v, want NaN", d)
+	}
+	if d := foreignMeter(cpuPlan{pinned: true}, 0)(); !math.IsNaN(d) {
+		t.Errorf("no backend pid: %v, want NaN", d)
+	}
+	if _, err := os.Stat("/proc/stat"); err != nil {
+		t.Skip("no /proc/stat")
+	}
+	// This process as the "backend" on CPU 0: a reading, host busy less
+	// the process's own share, in [−1, 1].
+	m := foreignMeter(cpuPlan{pinned: true, backendCPU: 0}, os.Getpid())
+	for end := time.Now().Add(50 * time.Millisecond); time.Now().Before(end); {
+	}
+	if d := m(); math.IsNaN(d) || d < -1 || d > 1 {
+		t.Errorf("pinned: %v, want a fraction", d)
 	}
 }

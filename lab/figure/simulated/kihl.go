@@ -3,6 +3,7 @@ package simulated
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -95,7 +96,7 @@ func runKihl(env Env, c figure.KihlParams, cdf bool) (*figure.Result, error) {
 				return nil, err
 			}
 			periods[i] = figure.KihlPeriod{Start: st.start(), End: st.end(), Offered: w.Arrivals, Admitted: w.Admitted,
-				Rejected: w.Rejected, Utilization: w.Utilization}
+				Rejected: w.Rejected, Completed: w.Completed, Utilization: w.Utilization}
 			if st.start() >= c.MeasureFrom && w.Samples > 0 {
 				completed += w.Samples
 				rtSum += w.MeanRT * w.Samples
@@ -107,10 +108,13 @@ func runKihl(env Env, c figure.KihlParams, cdf bool) (*figure.Result, error) {
 		}
 		util := figure.KihlMetrics(s, v.suffix, periods, c, c.Duration, !cdf, cv2)
 		plotted = append(plotted, figure.KihlVariant{Label: v.label, Suffix: v.suffix, Periods: periods, Util: util})
-		if !cdf {
-			figure.KihlAfterSettling(s, v.suffix, periods, c.Duration)
-		}
 		s.Set("mean_rt_ms"+v.suffix, ms(ratio(rtSum, completed)))
+	}
+	for _, v := range plotted {
+		if !cdf {
+			figure.KihlSettling(s, v.Suffix, v.Periods, c, c.Duration)
+			figure.KihlAfterSettling(s, v.Suffix, v.Periods, c.Duration)
+		}
 	}
 	s.Set("rho_ref", c.RhoRef)
 	s.Set("time_scale", 1)
@@ -172,6 +176,9 @@ func kihlDES(seed uint64, c figure.KihlParams, ti time.Duration, service string)
 		return nil, err
 	}
 	e := sim.New(seed)
+	if c.SpeedCV > 0 {
+		svc = slowed{Dist: svc, speed: newSpeedNoise(e, c, e.Now)}
+	}
 	server, err := sim.NewFIFO(e, sim.FIFOConfig{Servers: 1})
 	if err != nil {
 		return nil, err
@@ -223,13 +230,18 @@ func kihlFluid(seed uint64, c figure.KihlParams, ti time.Duration, service strin
 		return nil, err
 	}
 	e := sim.New(seed)
+	k := 0 // the period the fluid model steps
+	if c.SpeedCV > 0 {
+		// σ(k) = μh / (1 + ε(k)): the period serves fewer (more) requests.
+		dep = scaledCount{Dist: dep, speed: newSpeedNoise(e, c, func() time.Duration { return time.Duration(k) * c.H })}
+	}
 	f, err := sim.NewFluid(sim.FluidConfig{Arrivals: arr, Departures: dep}, e.Stream("fluid"))
 	if err != nil {
 		return nil, err
 	}
 	var steps []step
 	n := int(c.Duration / c.H)
-	for k := 0; k < n; k++ {
+	for ; k < n; k++ {
 		u := ctrl.Current().New * h
 		rho := f.Step(u)
 		st := f.Last()
@@ -240,4 +252,59 @@ func kihlFluid(seed uint64, c figure.KihlParams, ti time.Duration, service strin
 		steps = append(steps, step{Decision: d, Extra: ctrl.Integral()})
 	}
 	return steps, nil
+}
+
+// speedNoise is the server's speed in the simulator's Kihl runs with
+// speed_cv > 0: in period k = ⌊t/h⌋ service takes 1 + ε(k) times as
+// long, ε(k) = φ·ε(k−1) + √(1−φ²)·cv·N(0, 1), stationary from ε(0) =
+// cv·N(0, 1), floored at 0.05 − 1. It stands for the live CPU, whose cost
+// for identical work wanders by cv ≈ 0.12 with φ ≈ 0.55 per period
+// (docs/experiments.md, "Why the Kihl figures missed").
+type speedNoise struct {
+	now     func() time.Duration // the model's time
+	h       time.Duration
+	cv, phi float64
+	rng     *rand.Rand
+	k       int
+	eps     float64
+}
+
+func newSpeedNoise(e *sim.Engine, c figure.KihlParams, now func() time.Duration) *speedNoise {
+	rng := e.Stream("speed")
+	return &speedNoise{now: now, h: c.H, cv: c.SpeedCV, phi: c.SpeedAC1, rng: rng, eps: c.SpeedCV * rng.NormFloat64()}
+}
+
+// factor returns 1 + ε of the current period.
+func (n *speedNoise) factor() float64 {
+	for k := int(n.now() / n.h); n.k < k; n.k++ {
+		n.eps = n.phi*n.eps + math.Sqrt(1-n.phi*n.phi)*n.cv*n.rng.NormFloat64()
+	}
+	return math.Max(1+n.eps, 0.05)
+}
+
+// slowed is a service-time distribution scaled by the server's speed
+// when a request is drawn (at its arrival; its queueing is short
+// against a period).
+type slowed struct {
+	dist.Dist
+	speed *speedNoise
+}
+
+func (d slowed) Sample(r *rand.Rand) float64 { return d.Dist.Sample(r) * d.speed.factor() }
+
+func (d slowed) String() string {
+	return fmt.Sprintf("%s × speed(cv %g, φ %g)", d.Dist, d.speed.cv, d.speed.phi)
+}
+
+// scaledCount is the fluid model's departures per period divided by the
+// server's speed factor: the step draws σ(k) at the start of period k.
+type scaledCount struct {
+	dist.Dist
+	speed *speedNoise
+}
+
+func (d scaledCount) Sample(r *rand.Rand) float64 { return d.Dist.Sample(r) / d.speed.factor() }
+
+func (d scaledCount) String() string {
+	return fmt.Sprintf("%s ÷ speed(cv %g, φ %g)", d.Dist, d.speed.cv, d.speed.phi)
 }
