@@ -227,7 +227,7 @@ func renderVoigtStep(res *figure.Result, st stepTimes, sched dist.Schedule, ctl,
 	}
 	res.AddTable("per_second.csv", perSec)
 
-	res.Checks = figure.VoigtStepChecks(s, st.end-st.at, low*pDyn)
+	res.Checks = figure.VoigtStepChecks(s, st.end-st.at, low*pDyn, voigtTimeout)
 	res.Key = []string{"policer_rate_after_5_periods", "periods_to_half_rate", "periods_to_halfway_to_capacity", "policer_rate_min", "throughput_rps_step", "mean_rt_ms_step",
 		"mean_rt_ms_step_uncontrolled", "mean_rt_ms_step_last_quarter", "rt_settle_s", "policer_rate_end", "policer_drop_fraction_after", "cgi_rate_at_step"}
 	res.Setup = []string{

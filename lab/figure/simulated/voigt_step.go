@@ -198,7 +198,7 @@ func analyseVoigtStep(res *figure.Result, c voigtStepParams, r *voigtStepRun) {
 	// The CPU rule should have climbed to the dynamic requests' offered
 	// rate at the low load by the step.
 	pDyn := fl.mix[voigtDynamic] / (fl.mix[voigtStatic] + fl.mix[voigtDynamic] + fl.mix[voigtLarge])
-	res.Checks = figure.VoigtStepChecks(s, c.stepEnd-c.stepAt, c.rate.At(c.stepAt-time.Nanosecond)*pDyn)
+	res.Checks = figure.VoigtStepChecks(s, c.stepEnd-c.stepAt, c.rate.At(c.stepAt-time.Nanosecond)*pDyn, c.model.timeout)
 }
 
 // renderVoigtStep draws step.png: Fig. 5's SYN policing and CGI rates
