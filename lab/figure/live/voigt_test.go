@@ -296,3 +296,49 @@ func TestSharedLinkValidates(t *testing.T) {
 		}
 	}
 }
+
+// TestVoigtSweepTopRun pins that the sweep's highest rate is measured in a
+// run of its own that starts at that rate (the policer at its initial
+// 1000/s), as the paper's and the simulator's points are, and that the
+// Poisson run of Fig. 6 is that run with Poisson arrivals: the live run
+// of 2026-11-27 took it from the staircase's last step, whose policer
+// had inherited 340.75/s from the steps before and kept it while the
+// wait queue stayed empty (302 req/s served at 1000 offered).
+func TestVoigtSweepTopRun(t *testing.T) {
+	b := &cpuBackend{static: voigtStaticCPU, dynamic: voigtDynamicCPU}
+	for _, quick := range []bool{false, true} {
+		pl, err := planVoigtSweep(&Env{Name: "voigt-sweep", Quick: quick, Seed: 1}, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		top := pl.rates[len(pl.rates)-1]
+		if pl.top == nil || !pl.top.controlled || pl.top.poisson {
+			t.Fatalf("quick %v: top run %+v", quick, pl.top)
+		}
+		if got := pl.top.rate.At(0); got != top {
+			t.Errorf("quick %v: top run starts at %v req/s, want %v", quick, got, top)
+		}
+		if got := pl.top.rate.At(pl.top.length - time.Nanosecond); got != top {
+			t.Errorf("quick %v: top run ends at %v req/s, want %v", quick, got, top)
+		}
+		from, to := pl.scTop.window(0)
+		if from != pl.top.length/2 || to != pl.top.length {
+			t.Errorf("quick %v: top run measured over [%v, %v], want its second half of %v", quick, from, to, pl.top.length)
+		}
+		if quick != (pl.poi == nil) {
+			t.Errorf("quick %v: poisson run %v", quick, pl.poi)
+		}
+		if pl.poi != nil && (!pl.poi.poisson || pl.poi.rate.At(0) != top || pl.poi.length != pl.top.length) {
+			t.Errorf("poisson run %+v, want the top run with Poisson arrivals", pl.poi)
+		}
+		n := 0
+		for _, r := range pl.runs {
+			if r == pl.top {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Errorf("quick %v: top run %d times in the plan", quick, n)
+		}
+	}
+}
