@@ -56,11 +56,13 @@ func voigtPoints(r *cpuRun, sc staircase) []voigtPoint {
 
 // voigtTopHold and voigtTopHoldQuick are the lengths of the runs at the
 // sweep's highest rate, measured over their second half: long enough for
-// the policer's PD to bring its rate from 1000/s to the capacity (the
-// live voigt-step: within 9 periods).
+// the policer's PD to bring its rate from 1000/s to the capacity and the
+// queue it let in to drain before the half (the live voigt-step of
+// 2026-11-27: rate at its minimum after 9 periods, the mean RT back to
+// normal 14 s after the step).
 const (
-	voigtTopHold      = 16 * time.Second
-	voigtTopHoldQuick = 12 * time.Second
+	voigtTopHold      = 28 * time.Second
+	voigtTopHoldQuick = 20 * time.Second
 )
 
 // voigtSweepDynamic is the dynamic fraction of the sweep's load (Fig. 4).
@@ -132,7 +134,7 @@ type voigtSweepPlan struct {
 func planVoigtSweep(env *Env, b *cpuBackend) (*voigtSweepPlan, error) {
 	pl := &voigtSweepPlan{
 		rates: pick(env, []float64{200, 300, 400, 500, 600, 700, 800, 1000}, []float64{300, 600, 1000}),
-		holds: pick(env, []time.Duration{6 * time.Second, 6 * time.Second, 4 * time.Second, 4 * time.Second, 4 * time.Second, 4 * time.Second, 4 * time.Second, 8 * time.Second},
+		holds: pick(env, []time.Duration{6 * time.Second, 6 * time.Second, 4 * time.Second, 4 * time.Second, 4 * time.Second, 4 * time.Second, 4 * time.Second, 4 * time.Second},
 			[]time.Duration{10 * time.Second, 3 * time.Second, 6 * time.Second}),
 		uncHold:   pick(env, 4*time.Second, 3*time.Second),
 		fractions: pick(env, []float64{0, 0.1, 0.2}, []float64{0, 0.2}),
