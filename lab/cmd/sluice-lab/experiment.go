@@ -21,13 +21,14 @@ import (
 
 // experimentFlags holds the flags of `sluice-lab experiment`.
 type experimentFlags struct {
-	list        bool
-	quick       bool
-	service     string
-	transport   string
-	medianProbe bool
-	seed        uint64
-	out         string
+	list          bool
+	quick         bool
+	service       string
+	transport     string
+	medianProbe   bool
+	policerKernel string
+	seed          uint64
+	out           string
 }
 
 // newExperimentCmd builds `sluice-lab experiment`.
@@ -69,6 +70,11 @@ quiet machine.`,
 			if f.transport != "" && f.transport != "http" && f.transport != "grpc" {
 				return cli.Usagef("experiment: --transport %q: want http or grpc", f.transport)
 			}
+			switch f.policerKernel {
+			case "", "auto", "on", "off":
+			default:
+				return cli.Usagef("experiment: --policer-kernel %q: want auto, on or off", f.policerKernel)
+			}
 			e, err := live.Lookup(args[0])
 			if err != nil {
 				return cli.Usagef("experiment: %v", err)
@@ -80,7 +86,7 @@ quiet machine.`,
 			ctx, stop := runContext(cmd.Context())
 			defer stop()
 			res, err := live.RunExperiment(ctx, e, live.Options{Quick: f.quick, Seed: f.seed, Out: dir, Service: f.service,
-				Transport: f.transport, AutoMedianProbe: f.medianProbe, Progress: cmd.ErrOrStderr()})
+				Transport: f.transport, AutoMedianProbe: f.medianProbe, PolicerKernel: f.policerKernel, Progress: cmd.ErrOrStderr()})
 			if err != nil {
 				return err
 			}
@@ -92,6 +98,7 @@ quiet machine.`,
 	cmd.Flags().BoolVar(&f.medianProbe, "auto-median-probe", false, "adaptive only: turn on auto's median_probe option (a named option, off by default)")
 	cmd.Flags().StringVar(&f.service, "service", "", "adaptive only: service-time variant exp, lognormal (σ 1.5) or pareto (α 1.5, capped at 50× the mean); default exp")
 	cmd.Flags().StringVar(&f.transport, "transport", "", "graph and graph-crowd only: grpc runs the chain with every hop a gRPC service (rows grpc-throttle and inprocess); default http")
+	cmd.Flags().StringVar(&f.policerKernel, "policer-kernel", "", "voigt-sweep and voigt-step only: the connection policer's policer.kernel, auto (drop excess SYNs in the kernel when it can), on or off (reset at accept in user space); default auto")
 	cmd.Flags().Uint64Var(&f.seed, "seed", 1, "seed of the load generator and the backends")
 	cmd.Flags().StringVar(&f.out, "out", "", "report folder (default ./out/experiment/NAME-SEED)")
 	return cmd

@@ -28,6 +28,8 @@ type Env struct {
 	Transport string
 	// AutoMedianProbe is Options.AutoMedianProbe.
 	AutoMedianProbe bool
+	// PolicerKernel is Options.PolicerKernel.
+	PolicerKernel string
 
 	start time.Time
 	mu    sync.Mutex
@@ -45,7 +47,7 @@ func newEnv(name string, opts Options) *Env {
 			exe = p
 		}
 	}
-	return &Env{Name: name, Quick: opts.Quick, Seed: opts.Seed, Executable: exe, AdminAddr: opts.AdminAddr, Service: opts.Service, Transport: opts.Transport, AutoMedianProbe: opts.AutoMedianProbe, start: time.Now(), out: out}
+	return &Env{Name: name, Quick: opts.Quick, Seed: opts.Seed, Executable: exe, AdminAddr: opts.AdminAddr, Service: opts.Service, Transport: opts.Transport, AutoMedianProbe: opts.AutoMedianProbe, PolicerKernel: opts.PolicerKernel, start: time.Now(), out: out}
 }
 
 // Phasef prints a line announcing a phase, with the time since the start

@@ -128,6 +128,8 @@ type voigtProxy struct {
 	bwCapacity int64
 	// policer includes the connection policer.
 	policer bool
+	// policerKernel is the policer's policer.kernel (empty: auto).
+	policerKernel string
 }
 
 // config returns the proxy configuration: the pool of the paper's
@@ -170,7 +172,7 @@ func (v voigtProxy) config() *proxy.Config {
 	if v.policer {
 		kd := 0.25
 		pc := &proxy.PolicerConfig{Control: proxy.PolicerControl{QRef: 100, Kp: 0.0625, Kd: &kd, MinRate: 10}}
-		pc.Rate, pc.Burst = 1000, 20
+		pc.Rate, pc.Burst, pc.Kernel = 1000, 20, v.policerKernel
 		cfg.Policer = pc
 	}
 	return cfg
@@ -618,7 +620,8 @@ func (r *cpuRun) run(ctx context.Context, env *Env, b *cpuBackend) error {
 		return err
 	}
 	vp := voigtProxy{backendURL: b.url, workers: voigtWorkers, queueTimeout: voigtQueueTimeout, holdAbandoned: true, controlled: r.controlled,
-		utilization: b.util, cgiInitial: 10, bwInitial: 100, bwCapacity: 1 << 20, policer: true}
+		utilization: b.util, cgiInitial: 10, bwInitial: 100, bwCapacity: 1 << 20, policer: true,
+		policerKernel: env.PolicerKernel}
 	px, err := startProxy(ctx, vp.config())
 	if err != nil {
 		return fmt.Errorf("%s: %w", r.name, err)
@@ -652,6 +655,16 @@ const (
 	// voigtSampleEvery is the sampling period of the proxy's state.
 	voigtSampleEvery = 250 * time.Millisecond
 )
+
+// policerKernelNote says in Setup where the connection policer enforced
+// its rate (sluice-lab experiment --policer-kernel).
+func policerKernelNote(env *Env) string {
+	k := env.PolicerKernel
+	if k == "" {
+		k = proxy.PolicerKernelAuto
+	}
+	return fmt.Sprintf("Connection policer: policer.kernel %s (auto and on drop excess SYNs in the kernel, nftables, when the process may; off resets them at accept in user space).", k)
+}
 
 // fmtRate formats a rate for metric names: 300 → "300".
 func fmtRate(r float64) string { return strconv.FormatFloat(r, 'f', -1, 64) }

@@ -124,6 +124,7 @@ func runVoigtStep(ctx context.Context, env *Env) (*figure.Result, error) {
 	if err := renderVoigtStep(res, st, sched, ctl, unc, b, an); err != nil {
 		return nil, err
 	}
+	res.Setup = append(res.Setup, policerKernelNote(env))
 	return res, nil
 }
 

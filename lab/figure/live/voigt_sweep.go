@@ -103,6 +103,7 @@ func runVoigtSweep(ctx context.Context, env *Env) (*figure.Result, error) {
 	if err := renderVoigtSweep(res, pl, b, an); err != nil {
 		return nil, err
 	}
+	res.Setup = append(res.Setup, policerKernelNote(env))
 	return res, nil
 }
 
