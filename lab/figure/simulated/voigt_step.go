@@ -60,11 +60,19 @@ func runVoigtStep(env Env, c voigtStepParams) (*figure.Result, error) {
 	return res, nil
 }
 
+// voigtRecoveryAfter is when, after the high load, the recovery's
+// metrics (policer_drop_fraction_after, mean_rt_ms_after) start.
+const voigtRecoveryAfter = 10 * time.Second
+
 // runVoigtStepFlows runs the surge flow through the model with the
 // controls and without, each on its own engine with the same seed.
 func runVoigtStepFlows(seed uint64, c voigtStepParams) (*voigtStepRun, error) {
 	if !(c.stepAt < c.stepEnd && c.stepEnd < c.duration) {
 		return nil, paramErrorf("want step_at %v < step_end %v < duration %v", c.stepAt, c.stepEnd, c.duration)
+	}
+	if c.duration < c.stepEnd+voigtRecoveryAfter {
+		return nil, paramErrorf("duration %v must be at least step_end %v + %v: the recovery is measured from %v after the high load",
+			c.duration, c.stepEnd, voigtRecoveryAfter, voigtRecoveryAfter)
 	}
 	files, err := newVoigtFiles(c.model)
 	if err != nil {
@@ -123,7 +131,7 @@ func analyseVoigtStep(res *figure.Result, c voigtStepParams, r *voigtStepRun) {
 	s.Set("policer_rate_end", rateAt(ctl.policer, c.duration))
 	// Recovery: the policer discards (almost) nothing of the low load
 	// from 10 s after the step's end.
-	after := c.stepEnd + 10*time.Second
+	after := c.stepEnd + voigtRecoveryAfter
 	polOff, polRej := ruleCounts(ctl.policer, after, c.duration)
 	s.Set("policer_drop_fraction_after", ratio(polRej, polOff))
 	polOff, polRej = ruleCounts(ctl.policer, c.stepAt, c.stepEnd)

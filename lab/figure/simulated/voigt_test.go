@@ -154,17 +154,23 @@ func TestVoigtBandwidthRuleOff(t *testing.T) {
 }
 
 func TestVoigtParamErrors(t *testing.T) {
-	for _, tc := range []struct{ name, set string }{
-		{"voigt-sweep", "warmup=60s"},
-		{"voigt-step", "step_end=40s"},
-		{"voigt-bandwidth", "warmup=1h"},
-		{"voigt-sweep", "size_tail_min_kb=5000"},
+	for _, tc := range []struct {
+		name string
+		set  []string
+	}{
+		{"voigt-sweep", []string{"warmup=60s"}},
+		{"voigt-step", []string{"step_end=40s"}},
+		// The recovery is measured from 10 s after the step's end: a run
+		// that ends before that panicked (slice bounds) instead.
+		{"voigt-step", []string{"step_at=10s", "step_end=25s"}},
+		{"voigt-bandwidth", []string{"warmup=1h"}},
+		{"voigt-sweep", []string{"size_tail_min_kb=5000"}},
 	} {
 		p, err := Prepare(tc.name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := p.Set(tc.set, "duration=30s"); err != nil {
+		if err := p.Set(append(tc.set, "duration=30s")...); err != nil {
 			t.Fatal(err)
 		}
 		_, err = p.Run(1)
