@@ -54,8 +54,9 @@ func VoigtSweepChecks(s *report.Summary, hi string) []Check {
 
 // VoigtStepChecks are the expectations of Fig. 5: stepLen is the length of
 // the high load, cgiDemand the dynamic requests' offered rate at the low
-// load (req/s), which the CPU rule should have climbed to by the step.
-func VoigtStepChecks(s *report.Summary, stepLen time.Duration, cgiDemand float64) []Check {
+// load (req/s), which the CPU rule should have climbed to by the step,
+// and timeout the clients' timeout.
+func VoigtStepChecks(s *report.Summary, stepLen time.Duration, cgiDemand float64, timeout time.Duration) []Check {
 	cs := []Check{
 		Within(s, "At 300 req/s before the step the policer is inactive: its rate is still about its initial 1000/s (paper Fig. 5; simulator 1000)",
 			"policer_rate_at_step", 950, 1000),
@@ -78,8 +79,19 @@ func VoigtStepChecks(s *report.Summary, stepLen time.Duration, cgiDemand float64
 			"rt_settle_s", stepLen.Seconds()-1),
 		AtMost(s, "After the step the mean RT is back to its level before the step (≤ 2×)",
 			"mean_rt_ms_after", 2*s.Metric("mean_rt_ms_before")),
-		Below(s, "During the high load the controls keep the mean RT well below the uncontrolled server's (≤ half)",
-			"mean_rt_ms_step", "mean_rt_ms_step_uncontrolled", 0.5),
+		// The paper's Fig. 5 gives no response time. The whole step's mean
+		// of the answered requests is about the clients' timeout with and
+		// without the controls (the listen queue fills to its 1024 cap
+		// while the PD brings the rate down, and the uncontrolled server's
+		// few answers are those of its first seconds): the paper's model
+		// in the simulator, seeds 1–3, 883 / 973 / 962 ms against 940 /
+		// 931 / 969 uncontrolled; live 894 against 1101. Once the policer
+		// has settled the controls hold the RT well below the
+		// uncontrolled server's, which by then answers almost nothing
+		// (simulator 0–0.6 req/s, at 1989 ms: the clients' timeout).
+		// docs/experiments.md.
+		AtMost(s, fmt.Sprintf("In the high load's last quarter the controls keep the admitted requests' mean RT well below the uncontrolled server's, whose few answers then take the clients' timeout: ≤ half of it, %v (simulator 242–413 ms; 501–533 with the paper's kernel cost moved into the requests' demands; uncontrolled 0–0.6 answers/s at 1989 ms)", timeout/2),
+			"mean_rt_ms_step_last_quarter", float64(timeout/2)/float64(time.Millisecond)),
 		AtLeast(s, "During the high load the controls lose no throughput against the uncontrolled server (simulator: more than twice as much)",
 			"throughput_rps_step", s.Metric("throughput_rps_step_uncontrolled")),
 		AtMost(s, "The CGI acceptance rate falls by at most Kp·10 = 2 req/s per period during the high load (paper §3.3)",

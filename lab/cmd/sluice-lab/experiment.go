@@ -21,14 +21,15 @@ import (
 
 // experimentFlags holds the flags of `sluice-lab experiment`.
 type experimentFlags struct {
-	list        bool
-	quick       bool
-	service     string
-	transport   string
-	medianProbe bool
-	rows        []string
-	seed        uint64
-	out         string
+	list          bool
+	quick         bool
+	service       string
+	transport     string
+	medianProbe   bool
+	rows          []string
+	policerKernel string
+	seed          uint64
+	out           string
 }
 
 // newExperimentCmd builds `sluice-lab experiment`.
@@ -70,6 +71,11 @@ quiet machine.`,
 			if f.transport != "" && f.transport != "http" && f.transport != "grpc" {
 				return cli.Usagef("experiment: --transport %q: want http or grpc", f.transport)
 			}
+			switch f.policerKernel {
+			case "", "auto", "on", "off":
+			default:
+				return cli.Usagef("experiment: --policer-kernel %q: want auto, on or off", f.policerKernel)
+			}
 			e, err := live.Lookup(args[0])
 			if err != nil {
 				return cli.Usagef("experiment: %v", err)
@@ -81,7 +87,7 @@ quiet machine.`,
 			ctx, stop := runContext(cmd.Context())
 			defer stop()
 			res, err := live.RunExperiment(ctx, e, live.Options{Quick: f.quick, Seed: f.seed, Out: dir, Service: f.service,
-				Transport: f.transport, AutoMedianProbe: f.medianProbe, Rows: f.rows, Progress: cmd.ErrOrStderr()})
+				Transport: f.transport, AutoMedianProbe: f.medianProbe, Rows: f.rows, PolicerKernel: f.policerKernel, Progress: cmd.ErrOrStderr()})
 			if err != nil {
 				return err
 			}
@@ -94,6 +100,7 @@ quiet machine.`,
 	cmd.Flags().StringVar(&f.service, "service", "", "adaptive only: service-time variant exp, lognormal (σ 1.5) or pareto (α 1.5, capped at 50× the mean); default exp")
 	cmd.Flags().StringVar(&f.transport, "transport", "", "graph and graph-crowd only: grpc runs the chain with every hop a gRPC service (rows grpc-throttle and inprocess); default http")
 	cmd.Flags().StringSliceVar(&f.rows, "rows", nil, "peers only: run only these rows (comma-separated: uncontrolled, nginx, haproxy, seda, yaksha), each on a fresh backend, proxy and load generator")
+	cmd.Flags().StringVar(&f.policerKernel, "policer-kernel", "", "voigt-sweep and voigt-step only: the connection policer's policer.kernel, auto (drop excess SYNs in the kernel when it can), on or off (reset at accept in user space); default auto")
 	cmd.Flags().Uint64Var(&f.seed, "seed", 1, "seed of the load generator and the backends")
 	cmd.Flags().StringVar(&f.out, "out", "", "report folder (default ./out/experiment/NAME-SEED)")
 	return cmd

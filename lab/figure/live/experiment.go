@@ -116,6 +116,12 @@ type Options struct {
 	// and load generator; the checks about the rows left out report n/a.
 	// Other experiments ignore it.
 	Rows []string
+	// PolicerKernel is where the Voigt CPU experiments' (voigt-sweep,
+	// voigt-step) connection policer enforces its rate, the proxy's
+	// policer.kernel: "auto" (empty: the default, SYNs dropped in the
+	// kernel when it can), "on" or "off" (the user-space reset at
+	// accept); other experiments ignore it.
+	PolicerKernel string
 	// Seed seeds the load generator and the backends' random draws.
 	Seed uint64
 	// Out is the report folder; empty writes nothing (Outcome.Result still

@@ -54,6 +54,17 @@ func voigtPoints(r *cpuRun, sc staircase) []voigtPoint {
 	return out
 }
 
+// voigtTopHold and voigtTopHoldQuick are the lengths of the runs at the
+// sweep's highest rate, measured over their second half: long enough for
+// the policer's PD to bring its rate from 1000/s to the capacity and the
+// queue it let in to drain before the half (the live voigt-step of
+// 2026-11-27: rate at its minimum after 9 periods, the mean RT back to
+// normal 14 s after the step).
+const (
+	voigtTopHold      = 28 * time.Second
+	voigtTopHoldQuick = 20 * time.Second
+)
+
 // voigtSweepDynamic is the dynamic fraction of the sweep's load (Fig. 4).
 const voigtSweepDynamic = 0.2
 
@@ -92,6 +103,7 @@ func runVoigtSweep(ctx context.Context, env *Env) (*figure.Result, error) {
 	if err := renderVoigtSweep(res, pl, b, an); err != nil {
 		return nil, err
 	}
+	res.Setup = append(res.Setup, policerKernelNote(env))
 	return res, nil
 }
 
@@ -106,10 +118,11 @@ type voigtSweepPlan struct {
 	rampLen    int
 	rampStep   float64
 	sc, scU    staircase
-	scP        staircase
+	scTop      staircase // the fresh runs at the highest rate
 	schedC     dist.Schedule
 	ctl, unc   *cpuRun
-	poi        *cpuRun // nil in the quick form
+	top        *cpuRun // the highest rate, a run of its own
+	poi        *cpuRun // the same with Poisson arrivals; nil in the quick form
 	ramps      []*cpuRun
 	rampScheds []dist.Schedule
 	rampStarts []float64
@@ -122,7 +135,7 @@ type voigtSweepPlan struct {
 func planVoigtSweep(env *Env, b *cpuBackend) (*voigtSweepPlan, error) {
 	pl := &voigtSweepPlan{
 		rates: pick(env, []float64{200, 300, 400, 500, 600, 700, 800, 1000}, []float64{300, 600, 1000}),
-		holds: pick(env, []time.Duration{6 * time.Second, 6 * time.Second, 4 * time.Second, 4 * time.Second, 4 * time.Second, 4 * time.Second, 4 * time.Second, 8 * time.Second},
+		holds: pick(env, []time.Duration{6 * time.Second, 6 * time.Second, 4 * time.Second, 4 * time.Second, 4 * time.Second, 4 * time.Second, 4 * time.Second, 4 * time.Second},
 			[]time.Duration{10 * time.Second, 3 * time.Second, 6 * time.Second}),
 		uncHold:   pick(env, 4*time.Second, 3*time.Second),
 		fractions: pick(env, []float64{0, 0.1, 0.2}, []float64{0, 0.2}),
@@ -141,13 +154,20 @@ func planVoigtSweep(env *Env, b *cpuBackend) (*voigtSweepPlan, error) {
 	pl.ctl = &cpuRun{name: "controlled", controlled: true, dynamic: voigtSweepDynamic, rate: pl.schedC, length: pl.sc.end, seed: env.Seed}
 	pl.unc = &cpuRun{name: "uncontrolled", dynamic: voigtSweepDynamic, rate: schedU, length: pl.scU.end, seed: env.Seed}
 	pl.runs = []*cpuRun{pl.ctl, pl.unc}
+	// The highest rate again as a run of its own, as the paper's and the
+	// simulator's every point: the policer starts at its initial 1000/s
+	// instead of inheriting the staircase's rate (docs/experiments.md,
+	// "voigt-sweep: what the simulator rules out").
+	top := pl.rates[len(pl.rates)-1]
+	pl.scTop = newStaircase([]float64{top}, pick(env, voigtTopHold, voigtTopHoldQuick))
+	schedT, err := pl.scTop.schedule()
+	if err != nil {
+		return nil, err
+	}
+	pl.top = &cpuRun{name: "top", controlled: true, dynamic: voigtSweepDynamic, rate: schedT, length: pl.scTop.end, seed: env.Seed}
+	pl.runs = append(pl.runs, pl.top)
 	if !env.Quick {
-		pl.scP = newStaircase([]float64{600, 800, 1000}, pl.uncHold)
-		schedP, err := pl.scP.schedule()
-		if err != nil {
-			return nil, err
-		}
-		pl.poi = &cpuRun{name: "poisson", controlled: true, dynamic: voigtSweepDynamic, rate: schedP, poisson: true, length: pl.scP.end, seed: env.Seed}
+		pl.poi = &cpuRun{name: "poisson", controlled: true, dynamic: voigtSweepDynamic, rate: schedT, poisson: true, length: pl.scTop.end, seed: env.Seed}
 		pl.runs = append(pl.runs, pl.poi)
 	}
 	// The onset runs: each rate ramp starts where the backend's CPU is at
@@ -181,6 +201,7 @@ func planVoigtSweep(env *Env, b *cpuBackend) (*voigtSweepPlan, error) {
 // points of each staircase and the onsets of each ramp.
 type voigtSweepAnalysis struct {
 	pc, pu, pp           []voigtPoint
+	stair                voigtPoint // the staircase's own last step
 	onsets, discards     []float64
 	onsetAt, discardAt   []time.Duration
 	pDyn, pLarge, meanKB float64
@@ -193,8 +214,17 @@ type voigtSweepAnalysis struct {
 // the backend's calibration.
 func analyseVoigtSweep(s *report.Summary, pl *voigtSweepPlan, b *cpuBackend) (*voigtSweepAnalysis, error) {
 	an := &voigtSweepAnalysis{pc: voigtPoints(pl.ctl, pl.sc), pu: voigtPoints(pl.unc, pl.scU)}
+	// The staircase's last step inherits the controllers' state from the
+	// steps before it; the paper's point at that rate is a run of its own.
+	last := len(an.pc) - 1
+	an.stair = an.pc[last]
+	an.pc[last] = voigtPoints(pl.top, pl.scTop)[0]
+	s.Set("throughput_rps_at_"+fmtRate(an.stair.rate)+"_staircase", an.stair.tput)
+	s.Set("mean_rt_ms_at_"+fmtRate(an.stair.rate)+"_staircase", an.stair.rt)
+	s.Set("policer_rate_at_"+fmtRate(an.stair.rate)+"_staircase", an.stair.policer)
+	s.Set("policer_rate_at_"+fmtRate(an.stair.rate), an.pc[last].policer)
 	if pl.poi != nil {
-		an.pp = voigtPoints(pl.poi, pl.scP)
+		an.pp = voigtPoints(pl.poi, pl.scTop)
 	}
 	// Table 1: the onset of policing per dynamic fraction.
 	for i, f := range pl.fractions {
@@ -231,7 +261,6 @@ func analyseVoigtSweep(s *report.Summary, pl *voigtSweepPlan, b *cpuBackend) (*v
 		s.Set("throughput_rps_at_"+fmtRate(p.rate)+"_poisson", p.tput)
 		s.Set("mean_rt_ms_at_"+fmtRate(p.rate)+"_poisson", p.rt)
 	}
-	last := len(an.pc) - 1
 	s.Set("throughput_rps_max", maxT)
 	s.Set("throughput_rps_max_uncontrolled", maxU)
 	s.Set("mean_rt_ms_max", maxRT)
@@ -311,13 +340,13 @@ func renderVoigtSweep(res *figure.Result, pl *voigtSweepPlan, b *cpuBackend, an 
 			voigtFiles, voigtFileSeed, 100*pLarge, 100*pDyn, voigtTimeout, voigtConnectTimeout),
 		fmt.Sprintf("Proxy: pool of %d backend connections (the paper's workers) with a wait queue of 1024 and a %v timeout (the listen queue). Controlled: voigt-cpu on /cgi-bin/ (util_ref 90, kp 0.2, min_rate 10, initial 10/s, bucket 5), voigt-queue on /islarge/ (outgoing queue, q_ref 35), and the connection policer (initial 1000/s, bucket 20, PD on the wait queue with q_ref 100, kp 1/16, kd 1/4, CPU guard 90 %%). Uncontrolled: the same proxy and pool without rules or policer. "+queueNote,
 			voigtWorkers, voigtQueueTimeout),
-		fmt.Sprintf("Sweep (Fig. 4), shortened to fit the time budget: instead of one 60 s run per rate, one staircase run per variant over %v req/s, holding the rates for %v (the last hold for every later rate; uncontrolled: every step %v), each step measured over its second half; the controllers carry their state from step to step, and the CGI rule starts at 10/s as in the simulator. No time compression (time_scale 1, control period 1 s).",
-			rates, holds, uncHold),
+		fmt.Sprintf("Sweep (Fig. 4), shortened to fit the time budget: instead of one 60 s run per rate, one staircase run per variant over %v req/s, holding the rates for %v (the last hold for every later rate; uncontrolled: every step %v), each step measured over its second half; the controllers carry their state from step to step, and the CGI rule starts at 10/s as in the simulator. The highest rate's controlled point is a run of its own (%v, measured over its second half), as each of the paper's and the simulator's points: the staircase's last step inherits a policer rate the earlier steps' backlog drove down, and the PD's guard keeps it there while the queue stays empty (its numbers are reported as *_staircase). No time compression (time_scale 1, control period 1 s).",
+			rates, holds, uncHold, pl.scTop.end),
 		fmt.Sprintf("Onset of policing (Table 1), for %v dynamic: one controlled run per fraction whose rate rises by %g req/s every second for %d s from %v req/s, the rate at which the backend's CPU is 90 %% busy with the CPU rule at its minimum of 10 CGI/s (computed from the demands and the file set), so that the rule is at its minimum when policing sets in, as in the paper's long runs (it can fall by only 2 req/s per period, too slowly for a ramp). The onset (policing_onset_rps_*) is the offered rate when the wait queue first exceeds the policer's reference q_ref = 100, from which on its PD lowers the policing rate. The simulator's definition, the first second in which the policer resets at least %g%% of the connections, is reported as policing_discard_onset_rps_*: on a ramp it lags by the several periods the PD needs to bring the rate from 1000/s down to the offered rate.",
 			fr, rampStep, rampLen, rampStarts, 100*onsetThreshold),
 	}
 	if poi != nil {
-		res.Setup = append(res.Setup, fmt.Sprintf("Fig. 6: a controlled staircase with Poisson arrivals over 600, 800, 1000 req/s (%v each), compared with the constant-rate staircase at 1000 req/s.", uncHold))
+		res.Setup = append(res.Setup, fmt.Sprintf("Fig. 6: the run at %v req/s again with Poisson arrivals (%v, measured over its second half), compared with the constant-rate one.", rates[last], pl.scTop.end))
 	}
 
 	// Fig. 4 (and Fig. 6): throughput and mean RT against the offered rate.
@@ -385,6 +414,7 @@ func renderVoigtSweep(res *figure.Result, pl *voigtSweepPlan, b *cpuBackend, an 
 	}
 	res.AddFigure("onset.png", &report.Figure{PanelHeight: 3, Panels: []report.Panel{onsetP, trace}})
 	res.AddFigure("controller.png", cpuRunFigure(ctl, "controlled staircase: offered rate, policer and CGI rates, backend CPU", pl.schedC.At))
+	res.AddFigure("controller_top.png", cpuRunFigure(pl.top, fmt.Sprintf("the run at %v req/s: offered rate, policer and CGI rates, backend CPU", rates[last]), pl.top.rate.At))
 	return nil
 }
 

@@ -30,6 +30,9 @@ func TestVoigtProxyConfig(t *testing.T) {
 		{"controlled", voigtProxy{backendURL: "http://127.0.0.1:9", workers: 32, queueTimeout: 2 * time.Second, holdAbandoned: true, controlled: true,
 			utilization: host, cgiInitial: 10, bwInitial: 100, bwCapacity: 1 << 20, policer: true},
 			[]string{"voigt-cpu", "voigt-queue", "policer:", "capacity_bytes: 1048576", "timeout: 2s", "ignore_client_abort: true"}, nil},
+		{"controlled, user-space policer", voigtProxy{backendURL: "http://127.0.0.1:9", workers: 32, queueTimeout: 2 * time.Second, holdAbandoned: true, controlled: true,
+			utilization: host, cgiInitial: 10, bwInitial: 100, bwCapacity: 1 << 20, policer: true, policerKernel: proxy.PolicerKernelOff},
+			[]string{"policer:", "kernel: \"off\""}, nil},
 		{"bandwidth only", voigtProxy{backendURL: "http://127.0.0.1:9", workers: 256, queueTimeout: 10 * time.Second, controlled: true,
 			bwInitial: 100, bwCapacity: 5 << 20},
 			[]string{"voigt-queue", "outqueue", "ignore_client_abort: false"}, []string{"voigt-cpu", "policer:", "source: host"}},
@@ -293,6 +296,63 @@ func TestSharedLinkValidates(t *testing.T) {
 		_, err := newSharedLink(tc.cap, tc.chunk, tc.rcvBf)
 		if (err == nil) != tc.ok {
 			t.Errorf("newSharedLink(%v, %d, %d): error %v, want ok %v", tc.cap, tc.chunk, tc.rcvBf, err, tc.ok)
+		}
+	}
+}
+
+// TestVoigtSweepTopRun pins that the sweep's highest rate is measured in a
+// run of its own that starts at that rate (the policer at its initial
+// 1000/s), as the paper's and the simulator's points are, and that the
+// Poisson run of Fig. 6 is that run with Poisson arrivals: the live run
+// of 2026-11-27 took it from the staircase's last step, whose policer
+// had inherited 340.75/s from the steps before and kept it while the
+// wait queue stayed empty (302 req/s served at 1000 offered).
+func TestVoigtSweepTopRun(t *testing.T) {
+	b := &cpuBackend{static: voigtStaticCPU, dynamic: voigtDynamicCPU}
+	for _, quick := range []bool{false, true} {
+		pl, err := planVoigtSweep(&Env{Name: "voigt-sweep", Quick: quick, Seed: 1}, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		top := pl.rates[len(pl.rates)-1]
+		if pl.top == nil || !pl.top.controlled || pl.top.poisson {
+			t.Fatalf("quick %v: top run %+v", quick, pl.top)
+		}
+		if got := pl.top.rate.At(0); got != top {
+			t.Errorf("quick %v: top run starts at %v req/s, want %v", quick, got, top)
+		}
+		if got := pl.top.rate.At(pl.top.length - time.Nanosecond); got != top {
+			t.Errorf("quick %v: top run ends at %v req/s, want %v", quick, got, top)
+		}
+		from, to := pl.scTop.window(0)
+		if from != pl.top.length/2 || to != pl.top.length {
+			t.Errorf("quick %v: top run measured over [%v, %v], want its second half of %v", quick, from, to, pl.top.length)
+		}
+		if quick != (pl.poi == nil) {
+			t.Errorf("quick %v: poisson run %v", quick, pl.poi)
+		}
+		if pl.poi != nil && (!pl.poi.poisson || pl.poi.rate.At(0) != top || pl.poi.length != pl.top.length) {
+			t.Errorf("poisson run %+v, want the top run with Poisson arrivals", pl.poi)
+		}
+		n := 0
+		for _, r := range pl.runs {
+			if r == pl.top {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Errorf("quick %v: top run %d times in the plan", quick, n)
+		}
+	}
+}
+
+func TestMedian(t *testing.T) {
+	for _, tc := range []struct {
+		xs   []float64
+		want float64
+	}{{[]float64{5.71, 3.85, 3.96, 3.9, 3.88}, 3.9}, {[]float64{4, 1, 3, 2}, 2.5}, {[]float64{7}, 7}} {
+		if got := median(tc.xs); got != tc.want {
+			t.Errorf("median(%v) = %v, want %v", tc.xs, got, tc.want)
 		}
 	}
 }

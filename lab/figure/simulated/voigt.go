@@ -475,7 +475,8 @@ type voigtWindow struct {
 
 func (run *voigtRun) window(flow int, from, to time.Duration) voigtWindow {
 	w := voigtWindow{}
-	a, b := int(from/time.Second), min(int(to/time.Second), len(run.bins[flow]))
+	b := min(int(to/time.Second), len(run.bins[flow]))
+	a := min(int(from/time.Second), b)
 	for _, x := range run.bins[flow][a:b] {
 		w.offered += float64(x.offered)
 		w.good += float64(x.good)

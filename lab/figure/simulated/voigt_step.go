@@ -60,11 +60,19 @@ func runVoigtStep(env Env, c voigtStepParams) (*figure.Result, error) {
 	return res, nil
 }
 
+// voigtRecoveryAfter is when, after the high load, the recovery's
+// metrics (policer_drop_fraction_after, mean_rt_ms_after) start.
+const voigtRecoveryAfter = 10 * time.Second
+
 // runVoigtStepFlows runs the surge flow through the model with the
 // controls and without, each on its own engine with the same seed.
 func runVoigtStepFlows(seed uint64, c voigtStepParams) (*voigtStepRun, error) {
 	if !(c.stepAt < c.stepEnd && c.stepEnd < c.duration) {
 		return nil, paramErrorf("want step_at %v < step_end %v < duration %v", c.stepAt, c.stepEnd, c.duration)
+	}
+	if c.duration < c.stepEnd+voigtRecoveryAfter {
+		return nil, paramErrorf("duration %v must be at least step_end %v + %v: the recovery is measured from %v after the high load",
+			c.duration, c.stepEnd, voigtRecoveryAfter, voigtRecoveryAfter)
 	}
 	files, err := newVoigtFiles(c.model)
 	if err != nil {
@@ -123,7 +131,7 @@ func analyseVoigtStep(res *figure.Result, c voigtStepParams, r *voigtStepRun) {
 	s.Set("policer_rate_end", rateAt(ctl.policer, c.duration))
 	// Recovery: the policer discards (almost) nothing of the low load
 	// from 10 s after the step's end.
-	after := c.stepEnd + 10*time.Second
+	after := c.stepEnd + voigtRecoveryAfter
 	polOff, polRej := ruleCounts(ctl.policer, after, c.duration)
 	s.Set("policer_drop_fraction_after", ratio(polRej, polOff))
 	polOff, polRej = ruleCounts(ctl.policer, c.stepAt, c.stepEnd)
@@ -149,6 +157,9 @@ func analyseVoigtStep(res *figure.Result, c voigtStepParams, r *voigtStepRun) {
 	}{{"", ctl}, {"_uncontrolled", unc}} {
 		w := v.run.window(0, c.stepAt, c.stepEnd)
 		s.Set("mean_rt_ms_step"+v.suffix, ms(w.meanRT()))
+		wq := v.run.window(0, c.stepEnd-(c.stepEnd-c.stepAt)/4, c.stepEnd)
+		s.Set("mean_rt_ms_step_last_quarter"+v.suffix, ms(wq.meanRT()))
+		s.Set("throughput_rps_step_last_quarter"+v.suffix, wq.throughput())
 		s.Set("throughput_rps_step"+v.suffix, w.throughput())
 		s.Set("failed_fraction_step"+v.suffix, ratio(w.late+w.timedOut, w.offered))
 		maxRT := 0.0
@@ -195,7 +206,7 @@ func analyseVoigtStep(res *figure.Result, c voigtStepParams, r *voigtStepRun) {
 	// The CPU rule should have climbed to the dynamic requests' offered
 	// rate at the low load by the step.
 	pDyn := fl.mix[voigtDynamic] / (fl.mix[voigtStatic] + fl.mix[voigtDynamic] + fl.mix[voigtLarge])
-	res.Checks = figure.VoigtStepChecks(s, c.stepEnd-c.stepAt, c.rate.At(c.stepAt-time.Nanosecond)*pDyn)
+	res.Checks = figure.VoigtStepChecks(s, c.stepEnd-c.stepAt, c.rate.At(c.stepAt-time.Nanosecond)*pDyn, c.model.timeout)
 }
 
 // renderVoigtStep draws step.png: Fig. 5's SYN policing and CGI rates

@@ -68,6 +68,7 @@ func TestVoigtStep(t *testing.T) {
 		// the transient, back to normal before the step ends; without the
 		// controls it never is, and far fewer requests are served.
 		within(t, s, "mean_rt_ms_step", 0, 1200)
+		within(t, s, "mean_rt_ms_step_last_quarter", 0, 500)
 		within(t, s, "rt_settle_s", 0, 19)
 		if v := s.Metric("rt_settle_s_uncontrolled"); !math.IsNaN(v) {
 			t.Errorf("seed %d: uncontrolled RT settled %v s after the step", seed, v)
@@ -153,17 +154,23 @@ func TestVoigtBandwidthRuleOff(t *testing.T) {
 }
 
 func TestVoigtParamErrors(t *testing.T) {
-	for _, tc := range []struct{ name, set string }{
-		{"voigt-sweep", "warmup=60s"},
-		{"voigt-step", "step_end=40s"},
-		{"voigt-bandwidth", "warmup=1h"},
-		{"voigt-sweep", "size_tail_min_kb=5000"},
+	for _, tc := range []struct {
+		name string
+		set  []string
+	}{
+		{"voigt-sweep", []string{"warmup=60s"}},
+		{"voigt-step", []string{"step_end=40s"}},
+		// The recovery is measured from 10 s after the step's end: a run
+		// that ends before that panicked (slice bounds) instead.
+		{"voigt-step", []string{"step_at=10s", "step_end=25s"}},
+		{"voigt-bandwidth", []string{"warmup=1h"}},
+		{"voigt-sweep", []string{"size_tail_min_kb=5000"}},
 	} {
 		p, err := Prepare(tc.name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := p.Set(tc.set, "duration=30s"); err != nil {
+		if err := p.Set(append(tc.set, "duration=30s")...); err != nil {
 			t.Fatal(err)
 		}
 		_, err = p.Run(1)
