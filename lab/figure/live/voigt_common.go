@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"sort"
 	"strconv"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/lab/dist"
 	"github.com/sluicehq/sluice/lab/loadgen"
 	"github.com/sluicehq/sluice/lab/testbed"
+	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/proxy"
 )
@@ -584,7 +584,7 @@ func voigtCalibrate(ctx context.Context, env *Env, plan cpuPlan) (overhead time.
 		}
 		fulls = append(fulls, f)
 	}
-	full := median(fulls)
+	full := monitor.Percentile(fulls, 0.5)
 	if !(full > o) {
 		return 0, 0, fmt.Errorf("calibration: %g s of CPU per request of %d numbers is not above %g s for 1", full, calN, o)
 	}
@@ -594,17 +594,6 @@ func voigtCalibrate(ctx context.Context, env *Env, plan cpuPlan) (overhead time.
 // voigtCalBatches is how many batches of 40 requests calibrate the cost
 // per random number (their median is taken).
 const voigtCalBatches = 5
-
-// median returns the median of xs (the mean of the middle two for an
-// even count); xs is reordered.
-func median(xs []float64) float64 {
-	sort.Float64s(xs)
-	n := len(xs)
-	if n%2 == 1 {
-		return xs[n/2]
-	}
-	return (xs[n/2-1] + xs[n/2]) / 2
-}
 
 // where describes the backend and the CPU sensor for Setup.
 func (b *cpuBackend) where() string {

@@ -345,14 +345,3 @@ func TestVoigtSweepTopRun(t *testing.T) {
 		}
 	}
 }
-
-func TestMedian(t *testing.T) {
-	for _, tc := range []struct {
-		xs   []float64
-		want float64
-	}{{[]float64{5.71, 3.85, 3.96, 3.9, 3.88}, 3.9}, {[]float64{4, 1, 3, 2}, 2.5}, {[]float64{7}, 7}} {
-		if got := median(tc.xs); got != tc.want {
-			t.Errorf("median(%v) = %v, want %v", tc.xs, got, tc.want)
-		}
-	}
-}
