@@ -272,25 +272,13 @@ func (b *bound) request(cr *callRequest, ctx context.Context, fullMethod string,
 	r.ProtoMajor, r.Proto = 2, "HTTP/2.0"
 	found := false
 	for _, h := range b.hdr {
-		var v []string
-		if tapped {
-			v = md[h.md]
-		} else {
-			v = metadata.ValueFromIncomingContext(ctx, h.md)
-		}
-		if len(v) > 0 {
+		if v := incoming(ctx, md, tapped, h.md); len(v) > 0 {
 			r.Header[h.canon] = v
 			found = true
 		}
 	}
 	if b.needHost {
-		var v []string
-		if tapped {
-			v = md[":authority"]
-		} else {
-			v = metadata.ValueFromIncomingContext(ctx, ":authority")
-		}
-		if len(v) > 0 {
+		if v := incoming(ctx, md, tapped, ":authority"); len(v) > 0 {
 			r.Host = v[0]
 		}
 	}
@@ -300,6 +288,15 @@ func (b *bound) request(cr *callRequest, ctx context.Context, fullMethod string,
 		}
 	}
 	return r
+}
+
+// incoming returns the values of the call's metadata key (lower case):
+// from md, as the tap handle found it, with tapped; else from ctx.
+func incoming(ctx context.Context, md metadata.MD, tapped bool, key string) []string {
+	if tapped {
+		return md[key]
+	}
+	return metadata.ValueFromIncomingContext(ctx, key)
 }
 
 // release recycles cr.
