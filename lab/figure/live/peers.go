@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/lab/figure"
@@ -160,7 +161,11 @@ func peersRows(names []string) ([]peerRow, error) {
 		}
 	}
 	for n := range want {
-		return nil, fmt.Errorf("peers: no row %q (rows: uncontrolled, nginx, haproxy, seda, yaksha)", n)
+		all := make([]string, len(peersSystems))
+		for i, r := range peersSystems {
+			all[i] = r.name
+		}
+		return nil, fmt.Errorf("peers: no row %q (rows: %s)", n, strings.Join(all, ", "))
 	}
 	return rows, nil
 }
