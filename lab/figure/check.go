@@ -85,6 +85,18 @@ func Below(s *report.Summary, claim, a, b string, factor float64) Check {
 		Pass:     va < factor*vb}
 }
 
+// MissesLess checks that metric a misses ref by less than factor times as
+// much as metric b does, where a value misses ref by max(0, value − ref):
+// max(0, a − ref) < factor × max(0, b − ref). It fails when b does not
+// miss ref at all.
+func MissesLess(s *report.Summary, claim, a, b string, ref, factor float64) Check {
+	va, vb := s.Metric(a), s.Metric(b)
+	return Check{Claim: claim,
+		Measured: fmt.Sprintf("%s = %s, %s = %s (must be max(0, %s − %s) < %s × max(0, %s − %s))",
+			a, Num(va), b, Num(vb), a, Num(ref), Num(factor), b, Num(ref)),
+		Pass: math.Max(0, va-ref) < factor*math.Max(0, vb-ref)}
+}
+
 // ChecksTable lists the checks for expectations.csv.
 func ChecksTable(cs []Check) *report.Table {
 	t := report.NewTable("claim", "measured", "pass")

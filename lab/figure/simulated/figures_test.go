@@ -218,6 +218,13 @@ func TestSEDADegradation(t *testing.T) {
 		within(t, s, "reject_fraction_degrade_only", 0, 0)
 		within(t, s, "reject_fraction", 0.3, 0.99)
 		within(t, s, "quality_mean", 0.1, 0.5)
+		// The spec both drivers use: every expectation met, after the
+		// onset too.
+		for _, c := range figure.SEDADegradationChecks(s, time.Minute) {
+			if !c.Pass {
+				t.Errorf("seed %d: %s: %s", seed, c.Claim, c.Measured)
+			}
+		}
 	})
 }
 
