@@ -197,8 +197,15 @@ func runAdaptiveOne(seed uint64, c adaptiveParams, row, phase string) (*adaptive
 	if err != nil {
 		return nil, err
 	}
-	scale := 1.0
-	visit := &sim.Visit{Engine: e, Station: backend, Work: func(r *sim.Request) float64 { return r.Demand * scale }}
+	// The service time is drawn when the request reaches the backend, in
+	// the order the backend receives requests, as the live testbed's
+	// queue does (testbed.Queue.Serve): every row's backend serves the
+	// same sequence of service times (common random numbers), so two
+	// rows differ by their control, not by which of a heavy tail's draws
+	// each happened to admit. The controller never sees a request's
+	// demand before admitting it, so this is the same model.
+	scale, draws := 1.0, e.Stream("service")
+	visit := &sim.Visit{Engine: e, Station: backend, Work: func(*sim.Request) float64 { return svc.Sample(draws) * scale }}
 	run := &adaptiveRun{row: row, phase: phase, capBefore: capacity, capAfter: capacity}
 	drv, err := sim.NewStage(e, st, visit, nil)
 	if err != nil {
