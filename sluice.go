@@ -98,6 +98,14 @@ type Measurements struct {
 	// of the service behind the stage, without the stage's own queue.
 	ServiceMean, ServiceP50, ServiceP90, ServiceP99, ServiceMin float64
 
+	// Parallel is one more than the largest number of requests still in
+	// service that had entered it before a request that left service in
+	// the interval: how many earlier requests a completion overtook, plus
+	// one. Behind W workers serving their queue in order it is at most
+	// min(n, W) for n in service (control.Needs.Overtakes; 0 when the
+	// stage does not measure it or no request left service).
+	Parallel float64
+
 	// QueueWaitMean and QueueWaitMin are the mean and minimum time, in
 	// seconds, that the requests admitted in the interval waited for
 	// their slot (0 for a request that found a free slot); NaN when none

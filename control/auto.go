@@ -78,14 +78,22 @@ type AutoConfig struct {
 	// service, which throughput windows miss behind a heavy-tailed
 	// service time (default false: off).
 	MedianProbe bool `yaml:"median_probe" json:"median_probe"`
+	// Knee is how auto finds the service's parallelism W: "overtakes"
+	// (the default, also "") reads it from how many earlier requests a
+	// completion overtook (Measurements.Parallel), where the service
+	// times vary enough to show it, and caps L at it; "probes" uses the
+	// throughput probes alone (see Auto and auto_overtake.go).
+	Knee string `yaml:"knee" json:"knee"`
 }
 
 // DefaultAutoConfig returns the defaults: SLO 500ms, Period 100ms,
 // InitialLimit 16 within MinLimit 1 and MaxLimit 10000, HighProbe 1.5 and
-// LowProbe 1.5, windows of MinCompletions 200 or MaxWindow 1s.
+// LowProbe 1.5, windows of MinCompletions 200 or MaxWindow 1s, Knee
+// "overtakes".
 func DefaultAutoConfig() AutoConfig {
 	return AutoConfig{SLO: 500 * time.Millisecond, Period: 100 * time.Millisecond, InitialLimit: 16,
-		MinLimit: 1, MaxLimit: 10000, HighProbe: 1.5, LowProbe: 1.5, MinCompletions: 200, MaxWindow: time.Second}
+		MinLimit: 1, MaxLimit: 10000, HighProbe: 1.5, LowProbe: 1.5, MinCompletions: 200, MaxWindow: time.Second,
+		Knee: KneeOvertakes}
 }
 
 // Validate reports the first invalid field.
@@ -131,6 +139,9 @@ func (c *AutoConfig) Validate() error {
 	}
 	if c.MaxHealthyLatency < 0 {
 		return badField("max_healthy_latency", c.MaxHealthyLatency, "must be ≥ 0 (0: off)")
+	}
+	if c.Knee != "" && c.Knee != KneeOvertakes && c.Knee != KneeProbes {
+		return badField("knee", c.Knee, fmt.Sprintf("must be %q (the default) or %q", KneeOvertakes, KneeProbes))
 	}
 	return nil
 }
@@ -221,6 +232,17 @@ func (c *AutoConfig) New() (sluice.Controller, error) { return NewAuto(*c) }
 // stage's class thresholds keep the top of the limit for the higher
 // classes. The law above is the same for every class.
 //
+// The knee from overtakes (Knee "overtakes", the default; see
+// auto_overtake.go): behind W workers serving their queue in order, no
+// request leaving service overtakes more than W − 1 earlier requests
+// still in service, so a window whose completions overtook fewer than the
+// concurrency it ran at shows W, k = max Parallel, and L ← min(L, k);
+// while k is known the low probe (which would only lose throughput below
+// it) is skipped and the high probe goes to at most max(⌈1.25·k⌉, k + 1).
+// It is read only where the service times vary (R̂99 ≥ 3 × the median),
+// and it is what holds L at W behind a heavy-tailed service time, whose
+// throughput windows are noise. Estimate knee (k; 0: unknown).
+//
 // The median test (MedianProbe, off by default; see auto_median.go): a
 // low probe whose median service time fell by at least half as much as
 // its concurrency cuts L ← L/√b (the base queued inside the service), and
@@ -271,6 +293,7 @@ type Auto struct {
 	warmLeft float64   // s of Warmup left after the last step
 	open     bool      // MinRate holds the gate open
 	latGuard bool      // MaxHealthyLatency holds L from rising
+	knee     float64   // Ŵ, the parallelism the overtakes showed (0: unknown)
 }
 
 // tailPeriods bounds how many periods tailRing keeps, and tailSamples is
@@ -321,6 +344,8 @@ type autoWindow struct {
 	sumR     float64 // Σ samples·mean service time, s
 	p50n     float64 // service-time samples behind sumP50
 	sumP50   float64 // Σ samples·median service time of each step, s
+	par      float64 // the largest Parallel of its steps (0: none)
+	peak     float64 // the largest MaxInFlight of its steps
 }
 
 func (w autoWindow) x() float64     { return w.done / w.elapsed }
@@ -335,7 +360,7 @@ func NewAuto(cfg AutoConfig) (*Auto, error) {
 		return nil, err
 	}
 	a := &Auto{cfg: cfg, limit: cfg.InitialLimit, gain: cfg.HighProbe, rMean: math.NaN(), rP99: math.NaN()}
-	a.win.limit = a.windowLimit()
+	a.win = newWindow(a.windowLimit(), false)
 	a.cur = sluice.Decision{Controller: "auto", Kind: sluice.KindConcurrency, Old: a.win.limit, New: a.win.limit,
 		MaxWait: cfg.SLO / 2, Acted: true,
 		Reason: fmt.Sprintf("initial: limit %g; nothing measured yet, a request may wait up to SLO/2 = %v", cfg.InitialLimit, cfg.SLO/2)}
@@ -383,6 +408,9 @@ func (a *Auto) Estimates() map[string]float64 {
 	}
 	if a.cfg.MaxHealthyLatency > 0 {
 		e["latency_guard"] = b2f(a.latGuard)
+	}
+	if a.cfg.kneeFromOvertakes() {
+		e["knee"] = a.knee
 	}
 	return e
 }
@@ -439,7 +467,7 @@ func (a *Auto) tailCut() (string, bool) {
 func (a *Auto) windowLimit() float64 {
 	switch a.step {
 	case 1, 3:
-		return clamp(math.Ceil(a.limit*a.gain), a.cfg.MinLimit, a.cfg.MaxLimit)
+		return clamp(a.highProbe(math.Ceil(a.limit*a.gain)), a.cfg.MinLimit, a.cfg.MaxLimit)
 	case 5:
 		return clamp(math.Round(a.limit/a.cfg.LowProbe), a.cfg.MinLimit, a.cfg.MaxLimit)
 	}
@@ -475,7 +503,7 @@ func (a *Auto) Update(now time.Time, m sluice.Measurements) sluice.Decision {
 		if a.open {
 			// Nothing is shed; the window in progress starts again once
 			// the gate closes.
-			a.win = autoWindow{limit: a.win.limit}
+			a.win = newWindow(a.win.limit, false)
 			a.cur = decision(now, "auto", sluice.KindConcurrency, m, old, a.win.limit, false,
 				fmt.Sprintf("gate open: offered %s below min_rate %s", fmtRate(m.Arrivals/el), fmtRate(a.cfg.MinRate)))
 			a.cur.GateOff, a.cur.MaxWait, a.cur.MaxReject = true, a.cfg.SLO/2, a.cfg.MaxRejectFraction
@@ -494,7 +522,7 @@ func (a *Auto) Update(now time.Time, m sluice.Measurements) sluice.Decision {
 		}
 		drained := !usable(m.MaxInFlight) || m.MaxInFlight <= a.win.limit
 		if a.win.elapsed >= settle-1e-9 && drained {
-			a.win = autoWindow{limit: a.win.limit, settled: true}
+			a.win = newWindow(a.win.limit, true)
 			fence = true
 			why = fmt.Sprintf("window %g settled; measuring", a.win.limit)
 		} else {
@@ -507,6 +535,12 @@ func (a *Auto) Update(now time.Time, m sluice.Measurements) sluice.Decision {
 		}
 		if ok := m.Completed - math.Max(m.Failed, 0); usable(ok) {
 			a.win.done += ok
+		}
+		if usable(m.Parallel) && m.Parallel > a.win.par {
+			a.win.par = m.Parallel
+		}
+		if usable(m.MaxInFlight) && m.MaxInFlight > a.win.peak {
+			a.win.peak = m.MaxInFlight
 		}
 		if n := m.ServiceSamples; n > 0 && usable(m.ServiceMean) {
 			a.win.samples += n
@@ -523,7 +557,7 @@ func (a *Auto) Update(now time.Time, m sluice.Measurements) sluice.Decision {
 		full := a.win.done >= float64(a.cfg.MinCompletions) && a.win.elapsed >= minTime-1e-9
 		if full || a.win.elapsed >= a.cfg.MaxWindow.Seconds()-1e-9 {
 			why = a.judge()
-			a.win = autoWindow{limit: a.windowLimit()}
+			a.win = newWindow(a.windowLimit(), false)
 		} else {
 			why = fmt.Sprintf("window %g measuring (%g of %d completions)", a.win.limit, a.win.done, a.cfg.MinCompletions)
 		}
@@ -542,6 +576,12 @@ func (a *Auto) judge() string {
 	if w.done < 10 || !usable(x) {
 		a.step = 0
 		return fmt.Sprintf("hold L %.4g: window %g without enough completions (%g)", a.limit, w.limit, w.done)
+	}
+	if why, cut := a.overtakeCap(w); cut {
+		return why
+	}
+	if why, grew := a.overtakeUnfilled(w); grew {
+		return why
 	}
 	if n < 0.8*w.limit && a.warming() && (a.step == 1 || a.step == 3) && a.base.done > 0 &&
 		n > 1.1*a.limit && x/a.base.x() >= 0.9*n/a.base.meanN() {
@@ -567,6 +607,11 @@ func (a *Auto) judge() string {
 		}
 		a.base = w
 		a.step++
+		if a.step == 5 && a.knee > 0 && a.limit/a.cfg.LowProbe < a.knee {
+			// The overtakes put the knee above the low probe, which
+			// would only lose throughput below it.
+			a.step = 0
+		}
 		// Little's law above the knee: R = L/X. A limit whose service time
 		// alone eats more than a quarter of the SLO queues inside the
 		// service for nothing: cut it in proportion.
@@ -581,6 +626,9 @@ func (a *Auto) judge() string {
 		a.step++
 		r := x / a.base.x()
 		old := a.limit
+		if why, grew := a.overtakeGrow(w); grew {
+			return why
+		}
 		if why, held := a.medianHeld(w); held {
 			a.gain, a.pending = a.cfg.HighProbe, false
 			return why
@@ -623,7 +671,7 @@ func (a *Auto) judge() string {
 		}
 		switch {
 		case r >= 1-loss/4:
-			a.limit = clamp(a.limit/math.Sqrt(a.cfg.LowProbe), a.cfg.MinLimit, a.cfg.MaxLimit)
+			a.limit = clamp(math.Max(a.limit/math.Sqrt(a.cfg.LowProbe), a.knee), a.cfg.MinLimit, a.cfg.MaxLimit)
 			return fmt.Sprintf("L %.4g → %.4g: low probe %g kept %.4g req/s vs %.4g at %g (×%.3f): shrink", old, a.limit, w.limit, x, a.base.x(), a.base.limit, r)
 		case r < 1-loss*3/4 && a.mayRaise():
 			a.limit = clamp(a.limit*math.Sqrt(a.cfg.LowProbe), a.cfg.MinLimit, a.cfg.MaxLimit)

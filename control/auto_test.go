@@ -259,6 +259,7 @@ func TestAutoConfigValidate(t *testing.T) {
 		{"max_reject_fraction", func(c *AutoConfig) { c.MaxRejectFraction = -0.1 }},
 		{"warmup", func(c *AutoConfig) { c.Warmup = -time.Second }},
 		{"max_healthy_latency", func(c *AutoConfig) { c.MaxHealthyLatency = -time.Millisecond }},
+		{"knee", func(c *AutoConfig) { c.Knee = "overtake" }},
 	} {
 		cfg := DefaultAutoConfig()
 		c.edit(&cfg)

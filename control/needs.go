@@ -71,6 +71,10 @@ type Needs struct {
 	// unchanged by default. Every other controller's stage sheds by
 	// priority unless told not to.
 	PriorityOptIn bool
+	// Overtakes: the controller reads Measurements.Parallel, which the
+	// stage measures by a lock and a sequence number per request in
+	// service (auto with knee "overtakes", its default).
+	Overtakes bool
 }
 
 // Binds reports whether a rule on resource r may drive the controller.
@@ -218,3 +222,6 @@ func (c *KihlConfig) Floor() float64 { return 0 }
 
 // Floor: max_drop, the most yaksha drops.
 func (c *YakshaConfig) Floor() float64 { return c.MaxDrop }
+
+// Needs: auto with knee "overtakes" reads Measurements.Parallel.
+func (c *AutoConfig) Needs() Needs { return Needs{Overtakes: c.kneeFromOvertakes()} }

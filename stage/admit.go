@@ -394,7 +394,11 @@ func (s *Stage) admit(cs *classState, class int, arrival, now time.Time, held bo
 		s.flight.begin(now)
 		s.waits.add(now.Sub(arrival))
 	}
-	return Ticket{s: s, class: class, epoch: s.epoch.Load(), held: held, arrival: arrival, start: now}
+	var seq uint64
+	if s.otk != nil {
+		seq = s.otk.begin() + 1
+	}
+	return Ticket{s: s, class: class, epoch: s.epoch.Load(), held: held, arrival: arrival, start: now, seq: seq}
 }
 
 func (s *Stage) reject(cs *classState) {
@@ -481,6 +485,9 @@ func (s *Stage) leaveService(t Ticket, now time.Time) {
 		return
 	}
 	s.flight.end(t.start, now)
+	if t.seq > 0 && s.otk != nil {
+		s.otk.end(t.seq - 1)
+	}
 	if !t.held {
 		return
 	}

@@ -103,6 +103,9 @@ func TestAutoWarmup(t *testing.T) {
 	for i, w := range []time.Duration{0, 10 * time.Second} {
 		cfg := control.DefaultAutoConfig()
 		cfg.SLO, cfg.Warmup = 250*time.Millisecond, w
+		// The probes alone: the overtakes read the workers' count at once
+		// and leave the warm-up nothing to speed up.
+		cfg.Knee = control.KneeProbes
 		c := guardSim(t, cfg, 128, 20*time.Millisecond, 5000)
 		c.run(c.now.Add(5 * time.Second))
 		st := c.st.State(0)
@@ -161,6 +164,7 @@ func TestAutoTailGuard(t *testing.T) {
 	cfg := control.DefaultAutoConfig()
 	cfg.SLO = 250 * time.Millisecond
 	cfg.TailGuard = true
+	cfg.Knee = control.KneeProbes // the guard alone, on the probes' limit
 	c := guardSim(t, cfg, 4, 20*time.Millisecond, 600)
 	const sigma = 1.5
 	c.draw = func(r *rand.Rand) float64 { return math.Exp(sigma*r.NormFloat64() - sigma*sigma/2) }

@@ -35,6 +35,7 @@ func TestAutoMedianProbe(t *testing.T) {
 			cfg := control.DefaultAutoConfig()
 			cfg.SLO = 250 * time.Millisecond
 			cfg.MedianProbe = on
+			cfg.Knee = control.KneeProbes // the probes alone: overtake_test.go tests the default
 			c := guardSim(t, cfg, workers, 20*time.Millisecond, 600)
 			c.rng = rand.New(rand.NewPCG(seed, 6))
 			const sigma = 1.5

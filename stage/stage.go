@@ -140,6 +140,7 @@ type Stage struct {
 	// service times (of the current sample epoch, see Fence) and the time
 	// admitted requests waited for a slot.
 	flight  flightMeter
+	otk     *overtakeMeter // Measurements.Parallel, when the controller needs it (nil: not)
 	svc     *monitor.Window
 	epoch   atomic.Uint32
 	waits   waitMeter
@@ -237,6 +238,9 @@ func New(opts Options, now time.Time) (*Stage, error) {
 		}
 		if shed {
 			s.conc.reserve = reserve
+		}
+		if control.NeedsOf(opts.Controller).Overtakes {
+			s.otk = newOvertakeMeter()
 		}
 		if opts.Tenants.Fair {
 			s.conc.fair = newFairQueue(opts.Tenants, n, opts.MaxQueue)
@@ -363,6 +367,9 @@ func (s *Stage) concurrency(now time.Time, m *sluice.Measurements) {
 	m.ServiceMean, m.ServiceP50, m.ServiceP90, m.ServiceP99, m.ServiceMin = serviceStats(st)
 	if st.Count > 0 {
 		s.svcMean.Store(int64(st.Mean))
+	}
+	if s.otk != nil {
+		m.Parallel = s.otk.collect()
 	}
 	m.QueueWaitMean, m.QueueWaitMin = s.waits.collect()
 	m.Expired = float64(s.expired.Swap(0))

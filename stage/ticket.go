@@ -15,6 +15,7 @@ type Ticket struct {
 	held    bool   // holds a slot of the stage's concurrency limit
 	arrival time.Time
 	start   time.Time
+	seq     uint64 // 1 + the overtake meter's sequence number (0: none)
 }
 
 // Outcome is how an admitted request ended, as its caller saw it.

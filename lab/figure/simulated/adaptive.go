@@ -42,6 +42,7 @@ type adaptiveParams struct {
 	phases      []string
 	tailGuard   bool
 	medianProbe bool
+	knee        string
 	warm        time.Duration
 	length      time.Duration
 	change      time.Duration
@@ -55,6 +56,7 @@ func adaptivePhasesScenario(ps *Params) RunFunc {
 	ps.Float(&c.base, "base", 0.5, 0, 100, "offered load before the change, × capacity")
 	ps.Bool(&c.tailGuard, "auto_tail_guard", false, "auto's tail_guard option (a named option, off by default)")
 	ps.Bool(&c.medianProbe, "auto_median_probe", false, "auto's median_probe option")
+	ps.Choice(&c.knee, "auto_knee", control.KneeOvertakes, []string{control.KneeOvertakes, control.KneeProbes}, "auto's knee: overtakes (its default) or probes")
 	ps.Float(&c.crowd, "crowd", 10, 0, 1000, "phase a: offered load of the crowd, × capacity")
 	ps.Float(&c.overload, "overload", 3, 0, 1000, "phases b–d: offered load, × the initial capacity")
 	ps.Duration(&c.warm, "warm", 10*time.Second, 0, time.Hour, "time at the base load before the overload")
@@ -156,6 +158,7 @@ func adaptiveController(row string, c adaptiveParams, capacity float64) (control
 		x.SLO = c.SLO
 		x.TailGuard = c.tailGuard
 		x.MedianProbe = x.MedianProbe || c.medianProbe
+		x.Knee = c.knee
 		opts.MaxQueue = 4096
 	case *control.StaticRateConfig:
 		x.Rate = capacity

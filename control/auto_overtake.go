@@ -1,0 +1,147 @@
+package control
+
+import (
+	"fmt"
+	"math"
+)
+
+// The knee from overtakes (AutoConfig.Knee "overtakes", the default).
+//
+// A service of W workers that serves its queue in order lets a request
+// that queued inside it take a worker when all but W − 1 of the requests
+// ahead of it have left. Counted when a request leaves service, the
+// number of earlier requests still in service is therefore at most
+// min(n, W) − 1 for n in service, and a short request among many reaches
+// it (Measurements.Parallel is a step's largest count plus one). Over a
+// window
+//
+//	k = max Parallel = min(n, W)   (up to sampling),
+//
+// so a window whose k stays below the concurrency it ran at,
+// k < 0.9·min(L_w, n̄), shows the knee: Ŵ = k, and L ← min(L, Ŵ). This
+// reads W in one window at any L above it, with no probe below the
+// knee: the throughput ratio needs a probe on each side of W and is
+// noise behind a heavy-tailed service time (a window of 200 lognormal
+// σ 1.5 service times has a coefficient of variation of 0.2), which is
+// how L drifts above W and queues requests inside the service, where
+// each one adds 1/X to everyone's time.
+//
+// While Ŵ is known: the low probe, which would only lose throughput
+// below it, is skipped when L/b < Ŵ, and a shrink never goes below Ŵ;
+// the high probe goes no further than max(⌈1.25·Ŵ⌉, Ŵ + 1), enough to
+// see the service grow. A window that ran above Ŵ with k ≥ 0.9·min(L_w,
+// n̄) forgets Ŵ (the service grew), and a high probe whose k reached its
+// concurrency takes it at once, filled (L ← L_probe, the probe's gain
+// doubling) or not (L ← k): the service ran it all in parallel.
+//
+// k means something only when the service times vary: with equal ones
+// no request overtakes another whatever W is. It is read only while
+// R̂99 ≥ 3 × the window's median service time (exponential service:
+// 6.6; lognormal σ 1.5: 32; uniform 10–30 ms: 1.5). A service that
+// shares its workers (processor sharing) lets a short request overtake
+// every one: k = n, and the probes judge alone.
+
+// Bounds of the overtake test.
+const (
+	// overtakeFill: a window shows the knee when k < overtakeFill × its
+	// concurrency.
+	overtakeFill = 0.9
+	// overtakeSpread: k is read while R̂99 ≥ overtakeSpread × median.
+	overtakeSpread = 3
+	// overtakeProbe: while Ŵ is known, the high probe goes to at most
+	// max(⌈overtakeProbe·Ŵ⌉, Ŵ + 1).
+	overtakeProbe = 1.25
+)
+
+// Knee values of AutoConfig.
+const (
+	KneeOvertakes = "overtakes"
+	KneeProbes    = "probes"
+)
+
+// kneeFromOvertakes reports whether auto reads the knee from overtakes.
+func (c *AutoConfig) kneeFromOvertakes() bool { return c.Knee == "" || c.Knee == KneeOvertakes }
+
+// newWindow returns an empty window at limit.
+func newWindow(limit float64, settled bool) autoWindow {
+	return autoWindow{limit: limit, settled: settled}
+}
+
+// overtakes returns the window's k = max Parallel and the
+// concurrency it ran at, min(L_w, n̄), when the overtake test may read
+// them.
+func (a *Auto) overtakes(w autoWindow) (k, n float64, ok bool) {
+	if !a.cfg.kneeFromOvertakes() || !(w.par > 0) || w.done < 10 || w.p50n == 0 || !usable(a.rP99) ||
+		!(a.rP99 >= overtakeSpread*w.sumP50/w.p50n) {
+		return 0, 0, false
+	}
+	n = w.meanN()
+	if n < 0.8*w.limit {
+		// Demand did not fill the window: its peak in service is what
+		// the overtakes are held to.
+		n = w.peak
+	}
+	return w.par, math.Min(w.limit, n), true
+}
+
+// highProbe bounds a high probe's limit hi while the knee is known.
+func (a *Auto) highProbe(hi float64) float64 {
+	if a.knee > 0 {
+		hi = math.Min(hi, math.Max(math.Ceil(overtakeProbe*a.knee), a.knee+1))
+	}
+	return hi
+}
+
+// overtakeCap runs on every judged window: a window whose completions
+// overtook fewer than its concurrency shows the knee, Ŵ = k, and caps L
+// at it; one that ran above Ŵ without showing it forgets Ŵ.
+func (a *Auto) overtakeCap(w autoWindow) (string, bool) {
+	k, n, ok := a.overtakes(w)
+	if !ok {
+		return "", false
+	}
+	if !(k < overtakeFill*n) {
+		if a.knee > 0 && w.limit > a.knee {
+			a.knee = 0
+		}
+		return "", false
+	}
+	a.knee = k
+	if k >= a.limit {
+		return "", false
+	}
+	old := a.limit
+	a.limit = clamp(k, a.cfg.MinLimit, a.cfg.MaxLimit)
+	a.step, a.gain, a.pending = 0, a.cfg.HighProbe, false
+	return fmt.Sprintf("L %.4g → %.4g: window %g: its completions overtook at most %g of the %.3g in service: the service runs %g in parallel", old, a.limit, w.limit, k-1, n, k), true
+}
+
+// overtakeGrow judges a filled high probe whose completions overtook as
+// many as it ran: the service ran it all in parallel, L takes it at once
+// and the next probe goes twice as far.
+func (a *Auto) overtakeGrow(w autoWindow) (string, bool) {
+	k, n, ok := a.overtakes(w)
+	if !ok || !(k >= overtakeFill*n) || !(w.limit > a.limit) || !a.mayRaise() {
+		return "", false
+	}
+	old := a.limit
+	a.limit = clamp(w.limit, a.cfg.MinLimit, a.cfg.MaxLimit)
+	a.gain = math.Min(4, a.gain*2)
+	a.base, a.step, a.pending = w, 1, false
+	return fmt.Sprintf("L %.4g → %.4g: high probe %g: its completions overtook %g: the service ran it all in parallel; next probe ×%g", old, a.limit, w.limit, w.par-1, a.gain), true
+}
+
+// overtakeUnfilled judges a high probe that demand did not fill (n̄ <
+// 0.8·L_w), whose completions overtook as many as were in service: the
+// service ran the demand's concurrency in parallel, and L ← k.
+func (a *Auto) overtakeUnfilled(w autoWindow) (string, bool) {
+	k, n, ok := a.overtakes(w)
+	if !ok || (a.step != 1 && a.step != 3) || !(w.meanN() < 0.8*w.limit) || !(k > a.limit) ||
+		!(k >= overtakeFill*n) || !a.mayRaise() {
+		return "", false
+	}
+	old := a.limit
+	a.limit = clamp(math.Min(k, w.limit), a.cfg.MinLimit, a.cfg.MaxLimit)
+	a.step, a.gain, a.pending = 0, a.cfg.HighProbe, false
+	return fmt.Sprintf("L %.4g → %.4g: high probe %g was not filled (n̄ %.3g), and its completions overtook %g", old, a.limit, w.limit, n, w.par-1), true
+}

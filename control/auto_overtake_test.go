@@ -1,0 +1,71 @@
+package control
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// overtakeSteps runs a saturated service of 4 workers (10 ms, 400 req/s)
+// whose completions overtake at most 3 earlier requests (Parallel 4),
+// with a heavy tail (p99 15 × the median) or none (p99 = the median), and
+// returns the controller after steps steps.
+func overtakeSteps(t *testing.T, knee string, tail float64, steps int) *Auto {
+	t.Helper()
+	cfg := DefaultAutoConfig()
+	cfg.SLO, cfg.Knee = 250*time.Millisecond, knee
+	a, err := NewAuto(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for range steps {
+		now = now.Add(cfg.Period)
+		l := a.Current().New
+		a.Update(now, sluice.Measurements{Elapsed: cfg.Period, Arrivals: 120, Completed: 40,
+			InFlight: l, MaxInFlight: l, ServiceSamples: 40, ServiceMean: l / 400,
+			ServiceP50: 0.005, ServiceP99: 0.005 * tail, Parallel: math.Min(l, 4)})
+	}
+	return a
+}
+
+// A window whose completions overtook at most 3 earlier requests, at a
+// limit of 16 and a heavy-tailed service, puts the knee at 4 and the
+// limit there; with equal service times (no spread) or knee "probes" the
+// overtakes are not read.
+func TestAutoKneeFromOvertakes(t *testing.T) {
+	a := overtakeSteps(t, KneeOvertakes, 15, 30)
+	if a.Limit() != 4 || a.Estimates()["knee"] != 4 {
+		t.Fatalf("L %v, knee %v; want 4 and 4", a.Limit(), a.Estimates()["knee"])
+	}
+	// The limit holds at the knee: the low probe below it is skipped, and
+	// the high probe goes no further than the knee + 1.
+	now := a.cur.At
+	for range 100 {
+		l := a.Current().New
+		if l > 5 || l < 4 {
+			t.Fatalf("window limit %v with the knee at 4", l)
+		}
+		now = now.Add(a.cfg.Period)
+		a.Update(now, sluice.Measurements{Elapsed: a.cfg.Period, Arrivals: 120, Completed: 40,
+			InFlight: l, MaxInFlight: l, ServiceSamples: 40, ServiceMean: l / 400,
+			ServiceP50: 0.005, ServiceP99: 0.075, Parallel: math.Min(l, 4)})
+	}
+	if a.Limit() != 4 {
+		t.Errorf("L %v after 100 more steps, want 4", a.Limit())
+	}
+	for _, c := range []struct {
+		knee string
+		tail float64
+	}{{KneeOvertakes, 1}, {KneeProbes, 15}} {
+		b := overtakeSteps(t, c.knee, c.tail, 30)
+		if b.Limit() < 8 {
+			t.Errorf("knee %s, p99 %g × the median: L %v, want the overtakes unread (L ≥ 8)", c.knee, c.tail, b.Limit())
+		}
+		if _, ok := b.Estimates()["knee"]; ok != (c.knee == KneeOvertakes) {
+			t.Errorf("knee %s: estimate knee present %v", c.knee, ok)
+		}
+	}
+}
