@@ -641,7 +641,8 @@ type cpuRun struct {
 	controlled bool
 	dynamic    float64
 	rate       dist.Schedule
-	poisson    bool
+	poisson    bool            // Poisson arrivals (first), else constant
+	switches   []time.Duration // switch to the other arrival process and back at these offsets
 	length     time.Duration
 	seed       uint64
 
@@ -659,16 +660,24 @@ func (r *cpuRun) run(ctx context.Context, env *Env, b *cpuBackend) error {
 	if err != nil {
 		return err
 	}
+	first, second := dist.Arrivals(dist.Constant{Rate: r.rate}), dist.Arrivals(dist.Poisson{Rate: r.rate})
+	if r.poisson {
+		first, second = second, first
+	}
+	arr := first
+	if len(r.switches) > 0 {
+		a, err := dist.NewAlternate(first, second, r.switches...)
+		if err != nil {
+			return fmt.Errorf("%s: %w", r.name, err)
+		}
+		arr = a
+	}
 	vp := voigtProxy{backendURL: b.url, workers: voigtWorkers, queueTimeout: voigtQueueTimeout, holdAbandoned: true, controlled: r.controlled,
 		utilization: b.util, cgiInitial: 10, bwInitial: 100, bwCapacity: 1 << 20, policer: true,
 		policerKernel: env.PolicerKernel}
 	px, err := startProxy(ctx, vp.config())
 	if err != nil {
 		return fmt.Errorf("%s: %w", r.name, err)
-	}
-	var arr dist.Arrivals = dist.Constant{Rate: r.rate}
-	if r.poisson {
-		arr = dist.Poisson{Rate: r.rate}
 	}
 	ph := phase{name: r.name, length: r.length, target: px.URL, grace: 500 * time.Millisecond,
 		loads: []loadgen.Config{{Mode: loadgen.ModeOpen, Duration: r.length, Seed: r.seed, Timeout: voigtTimeout, ConnectTimeout: voigtConnectTimeout,
@@ -681,6 +690,17 @@ func (r *cpuRun) run(ctx context.Context, env *Env, b *cpuBackend) error {
 	}
 	r.recs = res.recs
 	return nil
+}
+
+// poissonAt reports whether the run's arrivals at offset t are Poisson.
+func (r *cpuRun) poissonAt(t time.Duration) bool {
+	n := 0
+	for _, s := range r.switches {
+		if s <= t {
+			n++
+		}
+	}
+	return r.poisson != (n%2 == 1)
 }
 
 // Pool and generator sizes of the CPU experiments.
