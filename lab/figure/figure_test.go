@@ -213,3 +213,32 @@ func TestSEDADegradationChecks(t *testing.T) {
 		t.Errorf("both under the target: failed checks %q, want the comparison's", f)
 	}
 }
+
+// TestVoigtSweepPoissonCheck: Fig. 6's comparison keeps its ±10 % bound
+// (the run of 2026-11-27 11:35, single runs of each arrival process,
+// 561.1 against 631.7 req/s, still fails it) and names the live runs'
+// spread when the driver measured it.
+func TestVoigtSweepPoissonCheck(t *testing.T) {
+	poisson := func(s *report.Summary) *Check {
+		for _, c := range VoigtSweepChecks(s, "1000") {
+			if strings.Contains(c.Claim, "Poisson") {
+				return &c
+			}
+		}
+		return nil
+	}
+	s := report.NewSummary("voigt-sweep", string(Live), 1)
+	if poisson(s) != nil {
+		t.Fatal("a Poisson check without a Poisson point")
+	}
+	s.Set("throughput_rps_at_1000", 561.1)
+	s.Set("throughput_rps_at_1000_poisson", 631.7)
+	if c := poisson(s); c == nil || c.Pass {
+		t.Errorf("12.6 %% apart: %+v", c)
+	}
+	s.Set("throughput_rps_at_1000_poisson", 617)
+	s.Set("throughput_rps_at_1000_run_spread", 0.11)
+	if c := poisson(s); c == nil || !c.Pass || !strings.Contains(c.Measured, "differ by 0.11") {
+		t.Errorf("10 %% apart, runs 11 %% apart: %+v", c)
+	}
+}

@@ -41,11 +41,22 @@ func VoigtSweepChecks(s *report.Summary, hi string) []Check {
 		AtLeast(s, "The CPU rule defers policing beyond the uncontrolled server's saturation: the 20 % onset is above the uncontrolled peak throughput (paper: 675 vs about 375 req/s)",
 			"policing_onset_rps_20pct", s.Metric("throughput_rps_max_uncontrolled")),
 	}
+	// Fig. 6 (left), §3.5: "we achieve about the same throughput
+	// independent of the distribution of the requests when the policer's
+	// bucket size is 20". The simulator runs each arrival process on its
+	// own (0.4–4.5 % apart, seeds 1–3); the live driver, whose single runs
+	// differ by about 10 % with where the PD's rate froze after its
+	// transient, alternates the two within the same runs and reports the
+	// runs' spread (throughput_rps_at_1000_run_spread).
 	if _, ok := s.Get("throughput_rps_at_1000_poisson"); ok {
 		c, p := s.Metric("throughput_rps_at_1000"), s.Metric("throughput_rps_at_1000_poisson")
+		measured := fmt.Sprintf("throughput_rps_at_1000 = %s, throughput_rps_at_1000_poisson = %s (must differ by ≤ 10%%)", Num(c), Num(p))
+		if v, ok := s.Get("throughput_rps_at_1000_run_spread"); ok {
+			measured += fmt.Sprintf("; the constant parts of the two runs differ by %s", Num(v))
+		}
 		cs = append(cs, Check{
-			Claim:    "Poisson arrivals reach about the same throughput as constant ones at 1000 req/s, policer bucket 20 (paper Fig. 6 left; simulator ±10 %)",
-			Measured: fmt.Sprintf("throughput_rps_at_1000 = %s, throughput_rps_at_1000_poisson = %s (must differ by ≤ 10%%)", Num(c), Num(p)),
+			Claim:    "Poisson arrivals reach about the same throughput as constant ones at 1000 req/s, policer bucket 20 (paper Fig. 6 left: \"about the same throughput independent of the distribution\"; simulator ±10 %)",
+			Measured: measured,
 			Pass:     math.Abs(p-c) <= 0.1*c,
 		})
 	}

@@ -27,42 +27,85 @@ type voigtPoint struct {
 	cgiRate, cpu, policer, queue float64
 }
 
+// runSpan is a window [from, to) of a run's intended send times.
+type runSpan struct {
+	run      *cpuRun
+	from, to time.Duration
+}
+
 // voigtPoints measures every step of a staircase run.
 func voigtPoints(r *cpuRun, sc staircase) []voigtPoint {
 	var out []voigtPoint
 	for i, rate := range sc.rates {
 		from, to := sc.window(i)
-		w := windowOf(r.recs, from, to, nil)
-		p := voigtPoint{rate: rate, tput: w.throughput(), rt: w.meanRT()}
-		polOff := delta(r.samples, from, to, func(s *voigtSample) float64 { return s.polOffered })
-		polRej := delta(r.samples, from, to, func(s *voigtSample) float64 { return s.polRejected })
-		ruleRej := delta(r.samples, from, to, func(s *voigtSample) float64 { return s.cgiRejected + s.largeRejected })
-		p.polDrop, p.ruleDrop = ratio(polRej, polOff), ratio(ruleRej, float64(w.offered))
-		if !r.controlled {
-			p.polDrop, p.ruleDrop, polRej, ruleRej = math.NaN(), math.NaN(), 0, 0
-		}
-		// Failures other than the controls' refusals: timeouts, the
-		// pool's 503s (full queue, queue timeout), other errors.
-		other := float64(w.timeouts+w.errors+w.rejected) - polRej - ruleRej
-		p.failed = ratio(math.Max(0, other), float64(w.offered))
-		p.cgiRate = valueAt(r.samples, to, func(s *voigtSample) float64 { return s.cgiRate })
-		p.policer = valueAt(r.samples, to, func(s *voigtSample) float64 { return s.polRate })
-		p.cpu = meanOver(r.samples, from, to, func(s *voigtSample) float64 { return s.cpu })
-		p.queue = meanOver(r.samples, from, to, func(s *voigtSample) float64 { return s.queue })
-		out = append(out, p)
+		out = append(out, voigtPointOf(rate, []runSpan{{r, from, to}}))
 	}
 	return out
 }
 
+// voigtPointOf measures the offered rate over the spans together:
+// throughput and drops pooled over them, the rates at each span's end and
+// the CPU and queue averaged over them, weighted by their lengths.
+func voigtPointOf(rate float64, spans []runSpan) voigtPoint {
+	p := voigtPoint{rate: rate}
+	var w voigtWindow
+	var polOff, polRej, ruleRej, other, secs float64
+	controlled := len(spans) > 0 && spans[0].run.controlled
+	for _, sp := range spans {
+		r, from, to := sp.run, sp.from, sp.to
+		x := windowOf(r.recs, from, to, nil)
+		w.secs, w.offered, w.ok, w.rtSum = w.secs+x.secs, w.offered+x.offered, w.ok+x.ok, w.rtSum+x.rtSum
+		off := delta(r.samples, from, to, func(s *voigtSample) float64 { return s.polOffered })
+		rej := delta(r.samples, from, to, func(s *voigtSample) float64 { return s.polRejected })
+		rr := delta(r.samples, from, to, func(s *voigtSample) float64 { return s.cgiRejected + s.largeRejected })
+		if !controlled {
+			off, rej, rr = 0, 0, 0
+		}
+		polOff, polRej, ruleRej = polOff+off, polRej+rej, ruleRej+rr
+		// Failures other than the controls' refusals: timeouts, the
+		// pool's 503s (full queue, queue timeout), other errors.
+		other += math.Max(0, float64(x.timeouts+x.errors+x.rejected)-rej-rr)
+		k := x.secs
+		p.cgiRate += k * valueAt(r.samples, to, func(s *voigtSample) float64 { return s.cgiRate })
+		p.policer += k * valueAt(r.samples, to, func(s *voigtSample) float64 { return s.polRate })
+		p.cpu += k * meanOver(r.samples, from, to, func(s *voigtSample) float64 { return s.cpu })
+		p.queue += k * meanOver(r.samples, from, to, func(s *voigtSample) float64 { return s.queue })
+		secs += k
+	}
+	p.tput, p.rt = w.throughput(), w.meanRT()
+	p.polDrop, p.ruleDrop = ratio(polRej, polOff), ratio(ruleRej, float64(w.offered))
+	if !controlled {
+		p.polDrop, p.ruleDrop = math.NaN(), math.NaN()
+	}
+	p.failed = ratio(other, float64(w.offered))
+	p.cgiRate, p.policer, p.cpu, p.queue = ratio(p.cgiRate, secs), ratio(p.policer, secs), ratio(p.cpu, secs), ratio(p.queue, secs)
+	return p
+}
+
 // voigtTopHold and voigtTopHoldQuick are the lengths of the runs at the
-// sweep's highest rate, measured over their second half: long enough for
-// the policer's PD to bring its rate from 1000/s to the capacity and the
-// queue it let in to drain before the half (the live voigt-step of
-// 2026-11-27: rate at its minimum after 9 periods, the mean RT back to
-// normal 14 s after the step).
+// sweep's highest rate, measured over their second half: about the time
+// the policer's PD needs to bring its rate from 1000/s to the capacity
+// and drain the queue it let in (the live voigt-step of 2026-11-27: rate
+// at its minimum after 9 periods, the mean RT back to normal 14 s after
+// the step; voigt-sweep's run of 10:37: 16 s).
 const (
-	voigtTopHold      = 28 * time.Second
+	voigtTopHold      = 26 * time.Second
 	voigtTopHoldQuick = 20 * time.Second
+)
+
+// The full form runs the highest rate twice, once starting with constant
+// arrivals and once with Poisson ones, and splits each run's measured
+// half into voigtTopSegments segments that alternate between the two
+// (the first continuing the run's own), each measured after
+// voigtTopSkip. Constant and Poisson arrivals (Fig. 6) are then compared
+// under the same controller state: where the PD's rate freezes after
+// its transient (the paper's guard keeps it while the queue stays below
+// q_ref and unchanged) differs from run to run by about the 10 % the
+// comparison allows (docs/experiments.md, "voigt-sweep: Poisson against
+// constant arrivals").
+const (
+	voigtTopSegments = 4
+	voigtTopSkip     = 500 * time.Millisecond
 )
 
 // voigtSweepDynamic is the dynamic fraction of the sweep's load (Fig. 4).
@@ -117,12 +160,11 @@ type voigtSweepPlan struct {
 	fractions  []float64
 	rampLen    int
 	rampStep   float64
-	sc, scU    staircase
-	scTop      staircase // the fresh runs at the highest rate
+	sc, scU    staircase // the staircases; the controlled one stops below the highest rate
+	scTop      staircase // the runs at the highest rate
 	schedC     dist.Schedule
 	ctl, unc   *cpuRun
-	top        *cpuRun // the highest rate, a run of its own
-	poi        *cpuRun // the same with Poisson arrivals; nil in the quick form
+	tops       []*cpuRun // the highest rate, runs of their own: constant arrivals first, then (full form) Poisson first
 	ramps      []*cpuRun
 	rampScheds []dist.Schedule
 	rampStarts []float64
@@ -137,12 +179,15 @@ func planVoigtSweep(env *Env, b *cpuBackend) (*voigtSweepPlan, error) {
 		rates: pick(env, []float64{200, 300, 400, 500, 600, 700, 800, 1000}, []float64{300, 600, 1000}),
 		holds: pick(env, []time.Duration{6 * time.Second, 6 * time.Second, 4 * time.Second, 4 * time.Second, 4 * time.Second, 4 * time.Second, 4 * time.Second, 4 * time.Second},
 			[]time.Duration{10 * time.Second, 3 * time.Second, 6 * time.Second}),
-		uncHold:   pick(env, 4*time.Second, 3*time.Second),
+		uncHold:   3 * time.Second,
 		fractions: pick(env, []float64{0, 0.1, 0.2}, []float64{0, 0.2}),
 		rampLen:   pick(env, 20, 12),
 		rampStep:  pick(env, 15.0, 30.0),
 	}
-	pl.sc, pl.scU = newStaircase(pl.rates, pl.holds...), newStaircase(pl.rates, pl.uncHold)
+	// The controlled staircase stops below the highest rate: its point
+	// is measured in runs of its own (below).
+	last := len(pl.rates) - 1
+	pl.sc, pl.scU = newStaircase(pl.rates[:last], pl.holds...), newStaircase(pl.rates, pl.uncHold)
 	var err error
 	if pl.schedC, err = pl.sc.schedule(); err != nil {
 		return nil, err
@@ -154,22 +199,23 @@ func planVoigtSweep(env *Env, b *cpuBackend) (*voigtSweepPlan, error) {
 	pl.ctl = &cpuRun{name: "controlled", controlled: true, dynamic: voigtSweepDynamic, rate: pl.schedC, length: pl.sc.end, seed: env.Seed}
 	pl.unc = &cpuRun{name: "uncontrolled", dynamic: voigtSweepDynamic, rate: schedU, length: pl.scU.end, seed: env.Seed}
 	pl.runs = []*cpuRun{pl.ctl, pl.unc}
-	// The highest rate again as a run of its own, as the paper's and the
+	// The highest rate as runs of their own, as the paper's and the
 	// simulator's every point: the policer starts at its initial 1000/s
-	// instead of inheriting the staircase's rate (docs/experiments.md,
+	// instead of inheriting a staircase's rate (docs/experiments.md,
 	// "voigt-sweep: what the simulator rules out").
-	top := pl.rates[len(pl.rates)-1]
+	top := pl.rates[last]
 	pl.scTop = newStaircase([]float64{top}, pick(env, voigtTopHold, voigtTopHoldQuick))
 	schedT, err := pl.scTop.schedule()
 	if err != nil {
 		return nil, err
 	}
-	pl.top = &cpuRun{name: "top", controlled: true, dynamic: voigtSweepDynamic, rate: schedT, length: pl.scTop.end, seed: env.Seed}
-	pl.runs = append(pl.runs, pl.top)
+	pl.tops = []*cpuRun{{name: "top", controlled: true, dynamic: voigtSweepDynamic, rate: schedT, length: pl.scTop.end, seed: env.Seed}}
 	if !env.Quick {
-		pl.poi = &cpuRun{name: "poisson", controlled: true, dynamic: voigtSweepDynamic, rate: schedT, poisson: true, length: pl.scTop.end, seed: env.Seed}
-		pl.runs = append(pl.runs, pl.poi)
+		pl.tops[0].switches = topSwitches(pl.scTop)
+		pl.tops = append(pl.tops, &cpuRun{name: "top poisson", controlled: true, dynamic: voigtSweepDynamic, rate: schedT, poisson: true,
+			switches: topSwitches(pl.scTop), length: pl.scTop.end, seed: env.Seed + 1})
 	}
+	pl.runs = append(pl.runs, pl.tops...)
 	// The onset runs: each rate ramp starts where the backend's CPU is at
 	// 90 % with the CPU rule at its minimum of 10 CGI/s, so that the rule
 	// is at its minimum when policing sets in, as in the paper's long runs
@@ -197,11 +243,48 @@ func planVoigtSweep(env *Env, b *cpuBackend) (*voigtSweepPlan, error) {
 	return pl, nil
 }
 
+// topSwitches are the offsets at which the runs at the highest rate
+// switch between constant and Poisson arrivals: the boundaries of the
+// measured half's voigtTopSegments segments, the first segment going on
+// with the run's own arrivals.
+func topSwitches(sc staircase) []time.Duration {
+	from, to := sc.window(0)
+	seg := (to - from) / voigtTopSegments
+	var out []time.Duration
+	for k := 1; k < voigtTopSegments; k++ {
+		out = append(out, from+time.Duration(k)*seg)
+	}
+	return out
+}
+
+// topSpans are the parts of the runs at the highest rate that measure
+// Poisson (or constant) arrivals: each segment of the measured half
+// whose arrivals are of that kind, from voigtTopSkip after its start (a
+// run without switches: its whole measured half).
+func topSpans(runs []*cpuRun, sc staircase, poisson bool) []runSpan {
+	from, to := sc.window(0)
+	var out []runSpan
+	for _, r := range runs {
+		if len(r.switches) == 0 {
+			if r.poisson == poisson {
+				out = append(out, runSpan{r, from, to})
+			}
+			continue
+		}
+		bounds := append(append([]time.Duration{from}, r.switches...), to)
+		for k := 0; k+1 < len(bounds); k++ {
+			if r.poissonAt(bounds[k]) == poisson {
+				out = append(out, runSpan{r, bounds[k] + voigtTopSkip, bounds[k+1]})
+			}
+		}
+	}
+	return out
+}
+
 // voigtSweepAnalysis is what analyseVoigtSweep derived: the per-step
 // points of each staircase and the onsets of each ramp.
 type voigtSweepAnalysis struct {
 	pc, pu, pp           []voigtPoint
-	stair                voigtPoint // the staircase's own last step
 	onsets, discards     []float64
 	onsetAt, discardAt   []time.Duration
 	pDyn, pLarge, meanKB float64
@@ -214,17 +297,26 @@ type voigtSweepAnalysis struct {
 // the backend's calibration.
 func analyseVoigtSweep(s *report.Summary, pl *voigtSweepPlan, b *cpuBackend) (*voigtSweepAnalysis, error) {
 	an := &voigtSweepAnalysis{pc: voigtPoints(pl.ctl, pl.sc), pu: voigtPoints(pl.unc, pl.scU)}
-	// The staircase's last step inherits the controllers' state from the
-	// steps before it; the paper's point at that rate is a run of its own.
-	last := len(an.pc) - 1
-	an.stair = an.pc[last]
-	an.pc[last] = voigtPoints(pl.top, pl.scTop)[0]
-	s.Set("throughput_rps_at_"+fmtRate(an.stair.rate)+"_staircase", an.stair.tput)
-	s.Set("mean_rt_ms_at_"+fmtRate(an.stair.rate)+"_staircase", an.stair.rt)
-	s.Set("policer_rate_at_"+fmtRate(an.stair.rate)+"_staircase", an.stair.policer)
-	s.Set("policer_rate_at_"+fmtRate(an.stair.rate), an.pc[last].policer)
-	if pl.poi != nil {
-		an.pp = voigtPoints(pl.poi, pl.scTop)
+	// The highest rate's point: the constant-arrival parts of its runs.
+	top := pl.scTop.rates[0]
+	tag := fmtRate(top)
+	an.pc = append(an.pc, voigtPointOf(top, topSpans(pl.tops, pl.scTop, false)))
+	s.Set("policer_rate_at_"+tag, an.pc[len(an.pc)-1].policer)
+	if len(pl.tops) > 1 {
+		an.pp = []voigtPoint{voigtPointOf(top, topSpans(pl.tops, pl.scTop, true))}
+		// Each run's constant and Poisson parts on their own: how far
+		// apart the runs are (where each one's PD froze) against how far
+		// apart the arrivals are within them.
+		var cs []float64
+		for i, r := range pl.tops {
+			c := voigtPointOf(top, topSpans([]*cpuRun{r}, pl.scTop, false)).tput
+			p := voigtPointOf(top, topSpans([]*cpuRun{r}, pl.scTop, true)).tput
+			s.Set(fmt.Sprintf("throughput_rps_at_%s_run%d", tag, i+1), c)
+			s.Set(fmt.Sprintf("throughput_rps_at_%s_poisson_run%d", tag, i+1), p)
+			cs = append(cs, c)
+		}
+		s.Set("throughput_rps_at_"+tag+"_run_spread", ratio(math.Abs(cs[0]-cs[1]), (cs[0]+cs[1])/2))
+		s.Set("throughput_rps_at_"+tag+"_poisson_difference", ratio(an.pp[0].tput-an.pc[len(an.pc)-1].tput, an.pc[len(an.pc)-1].tput))
 	}
 	// Table 1: the onset of policing per dynamic fraction.
 	for i, f := range pl.fractions {
@@ -261,6 +353,7 @@ func analyseVoigtSweep(s *report.Summary, pl *voigtSweepPlan, b *cpuBackend) (*v
 		s.Set("throughput_rps_at_"+fmtRate(p.rate)+"_poisson", p.tput)
 		s.Set("mean_rt_ms_at_"+fmtRate(p.rate)+"_poisson", p.rt)
 	}
+	last := len(an.pc) - 1
 	s.Set("throughput_rps_max", maxT)
 	s.Set("throughput_rps_max_uncontrolled", maxU)
 	s.Set("mean_rt_ms_max", maxRT)
@@ -299,7 +392,7 @@ func analyseVoigtSweep(s *report.Summary, pl *voigtSweepPlan, b *cpuBackend) (*v
 func renderVoigtSweep(res *figure.Result, pl *voigtSweepPlan, b *cpuBackend, an *voigtSweepAnalysis) error {
 	s := res.Summary
 	rates, holds, uncHold, fractions, rampLen, rampStep, rampStarts := pl.rates, pl.holds, pl.uncHold, pl.fractions, pl.rampLen, pl.rampStep, pl.rampStarts
-	pc, pu, pp, onsets, ramps, rampScheds, poi, ctl := an.pc, an.pu, an.pp, an.onsets, pl.ramps, pl.rampScheds, pl.poi, pl.ctl
+	pc, pu, pp, onsets, ramps, rampScheds, ctl := an.pc, an.pu, an.pp, an.onsets, pl.ramps, pl.rampScheds, pl.ctl
 	pLarge, pDyn, paperOnset, dynamic, onsetThreshold := an.pLarge, an.pDyn, voigtPaperOnset, voigtSweepDynamic, voigtOnsetThreshold
 	last := len(pc) - 1
 	onsetTab := report.NewTable("dynamic_fraction", "ramp_start_rps", "onset_rps", "onset_at_s", "discard_onset_rps", "discard_onset_at_s", "paper_onset_rps")
@@ -340,13 +433,15 @@ func renderVoigtSweep(res *figure.Result, pl *voigtSweepPlan, b *cpuBackend, an 
 			voigtFiles, voigtFileSeed, 100*pLarge, 100*pDyn, voigtTimeout, voigtConnectTimeout),
 		fmt.Sprintf("Proxy: pool of %d backend connections (the paper's workers) with a wait queue of 1024 and a %v timeout (the listen queue). Controlled: voigt-cpu on /cgi-bin/ (util_ref 90, kp 0.2, min_rate 10, initial 10/s, bucket 5), voigt-queue on /islarge/ (outgoing queue, q_ref 35), and the connection policer (initial 1000/s, bucket 20, PD on the wait queue with q_ref 100, kp 1/16, kd 1/4, CPU guard 90 %%). Uncontrolled: the same proxy and pool without rules or policer. "+queueNote,
 			voigtWorkers, voigtQueueTimeout),
-		fmt.Sprintf("Sweep (Fig. 4), shortened to fit the time budget: instead of one 60 s run per rate, one staircase run per variant over %v req/s, holding the rates for %v (the last hold for every later rate; uncontrolled: every step %v), each step measured over its second half; the controllers carry their state from step to step, and the CGI rule starts at 10/s as in the simulator. The highest rate's controlled point is a run of its own (%v, measured over its second half), as each of the paper's and the simulator's points: the staircase's last step inherits a policer rate the earlier steps' backlog drove down, and the PD's guard keeps it there while the queue stays empty (its numbers are reported as *_staircase). No time compression (time_scale 1, control period 1 s).",
-			rates, holds, uncHold, pl.scTop.end),
+		fmt.Sprintf("Sweep (Fig. 4), shortened to fit the time budget: instead of one 60 s run per rate, one staircase run per variant over %v req/s (controlled: up to %v), holding the rates for %v (the last hold for every later rate; uncontrolled: every step %v), each step measured over its second half; the controllers carry their state from step to step, and the CGI rule starts at 10/s as in the simulator. The highest rate's controlled point is measured in runs of its own (%v each, over their second half), as each of the paper's and the simulator's points: a staircase's last step inherits a policer rate the earlier steps' backlog drove down, and the PD's guard keeps it there while the queue stays empty. No time compression (time_scale 1, control period 1 s).",
+			rates, pl.sc.rates[len(pl.sc.rates)-1], holds, uncHold, pl.scTop.end),
 		fmt.Sprintf("Onset of policing (Table 1), for %v dynamic: one controlled run per fraction whose rate rises by %g req/s every second for %d s from %v req/s, the rate at which the backend's CPU is 90 %% busy with the CPU rule at its minimum of 10 CGI/s (computed from the demands and the file set), so that the rule is at its minimum when policing sets in, as in the paper's long runs (it can fall by only 2 req/s per period, too slowly for a ramp). The onset (policing_onset_rps_*) is the offered rate when the wait queue first exceeds the policer's reference q_ref = 100, from which on its PD lowers the policing rate. The simulator's definition, the first second in which the policer resets at least %g%% of the connections, is reported as policing_discard_onset_rps_*: on a ramp it lags by the several periods the PD needs to bring the rate from 1000/s down to the offered rate.",
 			fr, rampStep, rampLen, rampStarts, 100*onsetThreshold),
 	}
-	if poi != nil {
-		res.Setup = append(res.Setup, fmt.Sprintf("Fig. 6: the run at %v req/s again with Poisson arrivals (%v, measured over its second half), compared with the constant-rate one.", rates[last], pl.scTop.end))
+	if len(pl.tops) > 1 {
+		sw := topSwitches(pl.scTop)
+		res.Setup = append(res.Setup, fmt.Sprintf("Fig. 6: two runs at %v req/s, one starting with constant arrivals and one with Poisson arrivals (seed + 1); each run's measured half is split at %v into segments whose arrivals alternate between the two, the first going on with the run's own; each segment is measured from %v after its start. The constant point (Fig. 4) pools the constant segments of both runs, the Poisson point (Fig. 6) the Poisson ones: the two arrival processes meet the same controller states, and where each run's PD froze after its transient (run to run: throughput_rps_at_%v_run_spread) counts in both alike.",
+			rates[last], sw, voigtTopSkip, fmtRate(rates[last])))
 	}
 
 	// Fig. 4 (and Fig. 6): throughput and mean RT against the offered rate.
@@ -414,7 +509,18 @@ func renderVoigtSweep(res *figure.Result, pl *voigtSweepPlan, b *cpuBackend, an 
 	}
 	res.AddFigure("onset.png", &report.Figure{PanelHeight: 3, Panels: []report.Panel{onsetP, trace}})
 	res.AddFigure("controller.png", cpuRunFigure(ctl, "controlled staircase: offered rate, policer and CGI rates, backend CPU", pl.schedC.At))
-	res.AddFigure("controller_top.png", cpuRunFigure(pl.top, fmt.Sprintf("the run at %v req/s: offered rate, policer and CGI rates, backend CPU", rates[last]), pl.top.rate.At))
+	for i, r := range pl.tops {
+		what := "constant arrivals"
+		if len(r.switches) > 0 {
+			first := map[bool]string{false: "constant", true: "Poisson"}[r.poisson]
+			what = fmt.Sprintf("%s arrivals first, alternating from %v", first, r.switches[0])
+		}
+		name := "controller_top.png"
+		if i > 0 {
+			name = fmt.Sprintf("controller_top%d.png", i+1)
+		}
+		res.AddFigure(name, cpuRunFigure(r, fmt.Sprintf("the run at %v req/s (%s): offered rate, policer and CGI rates, backend CPU", rates[last], what), r.rate.At))
+	}
 	return nil
 }
 

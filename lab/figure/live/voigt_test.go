@@ -300,13 +300,16 @@ func TestSharedLinkValidates(t *testing.T) {
 	}
 }
 
-// TestVoigtSweepTopRun pins that the sweep's highest rate is measured in a
-// run of its own that starts at that rate (the policer at its initial
-// 1000/s), as the paper's and the simulator's points are, and that the
-// Poisson run of Fig. 6 is that run with Poisson arrivals: the live run
+// TestVoigtSweepTopRun pins that the sweep's highest rate is measured in
+// runs of their own that start at that rate (the policer at its initial
+// 1000/s), as the paper's and the simulator's points are: the live run
 // of 2026-11-27 took it from the staircase's last step, whose policer
 // had inherited 340.75/s from the steps before and kept it while the
-// wait queue stayed empty (302 req/s served at 1000 offered).
+// wait queue stayed empty (302 req/s served at 1000 offered). And that
+// the full form compares Poisson with constant arrivals within two such
+// runs, one starting with each, in alternating segments of equal length
+// and count: single runs of each kind were apart by 3.4, 11.6 and 12.6 %
+// on 2026-11-27 because each one's PD froze at its own rate.
 func TestVoigtSweepTopRun(t *testing.T) {
 	b := &cpuBackend{static: voigtStaticCPU, dynamic: voigtDynamicCPU}
 	for _, quick := range []bool{false, true} {
@@ -315,33 +318,95 @@ func TestVoigtSweepTopRun(t *testing.T) {
 			t.Fatal(err)
 		}
 		top := pl.rates[len(pl.rates)-1]
-		if pl.top == nil || !pl.top.controlled || pl.top.poisson {
-			t.Fatalf("quick %v: top run %+v", quick, pl.top)
+		if got := pl.sc.rates[len(pl.sc.rates)-1]; got >= top {
+			t.Errorf("quick %v: the controlled staircase goes up to %v req/s, want below %v", quick, got, top)
 		}
-		if got := pl.top.rate.At(0); got != top {
-			t.Errorf("quick %v: top run starts at %v req/s, want %v", quick, got, top)
-		}
-		if got := pl.top.rate.At(pl.top.length - time.Nanosecond); got != top {
-			t.Errorf("quick %v: top run ends at %v req/s, want %v", quick, got, top)
+		want := map[bool]int{false: 2, true: 1}[quick]
+		if len(pl.tops) != want {
+			t.Fatalf("quick %v: %d top runs, want %d", quick, len(pl.tops), want)
 		}
 		from, to := pl.scTop.window(0)
-		if from != pl.top.length/2 || to != pl.top.length {
-			t.Errorf("quick %v: top run measured over [%v, %v], want its second half of %v", quick, from, to, pl.top.length)
+		if from != pl.scTop.end/2 || to != pl.scTop.end {
+			t.Errorf("quick %v: top runs measured over [%v, %v], want the second half of %v", quick, from, to, pl.scTop.end)
 		}
-		if quick != (pl.poi == nil) {
-			t.Errorf("quick %v: poisson run %v", quick, pl.poi)
-		}
-		if pl.poi != nil && (!pl.poi.poisson || pl.poi.rate.At(0) != top || pl.poi.length != pl.top.length) {
-			t.Errorf("poisson run %+v, want the top run with Poisson arrivals", pl.poi)
-		}
-		n := 0
-		for _, r := range pl.runs {
-			if r == pl.top {
-				n++
+		for i, r := range pl.tops {
+			if !r.controlled || r.rate.At(0) != top || r.rate.At(r.length-time.Nanosecond) != top || r.length != pl.scTop.end {
+				t.Errorf("quick %v: top run %d %+v, want %v req/s throughout", quick, i, r, top)
+			}
+			if r.poisson != (i == 1) {
+				t.Errorf("quick %v: top run %d starts with Poisson arrivals: %v", quick, i, r.poisson)
+			}
+			if quick != (len(r.switches) == 0) {
+				t.Errorf("quick %v: top run %d switches at %v", quick, i, r.switches)
+			}
+			// The unmeasured half goes on with the run's own arrivals.
+			if r.poissonAt(from-time.Nanosecond) != r.poisson || r.poissonAt(from) != r.poisson {
+				t.Errorf("quick %v: top run %d changes arrivals before its measured half", quick, i)
 			}
 		}
-		if n != 1 {
-			t.Errorf("quick %v: top run %d times in the plan", quick, n)
+		con, poi := topSpans(pl.tops, pl.scTop, false), topSpans(pl.tops, pl.scTop, true)
+		length := func(ss []runSpan) (d time.Duration) {
+			for _, s := range ss {
+				if s.from < from || s.to > to || s.to <= s.from || s.run.poissonAt(s.from) != s.run.poissonAt(s.to-time.Nanosecond) {
+					t.Errorf("quick %v: span [%v, %v) outside the measured half or across a switch", quick, s.from, s.to)
+				}
+				d += s.to - s.from
+			}
+			return d
 		}
+		if quick {
+			if len(poi) != 0 || len(con) != 1 || con[0].from != from || con[0].to != to {
+				t.Errorf("quick: spans %v / %v, want the top run's second half, constant", con, poi)
+			}
+			continue
+		}
+		if len(con) != voigtTopSegments || len(poi) != voigtTopSegments || length(con) != length(poi) {
+			t.Errorf("%d constant spans (%v) and %d Poisson ones (%v), want %d each of the same length",
+				len(con), length(con), len(poi), length(poi), voigtTopSegments)
+		}
+		for _, ss := range [][]runSpan{con, poi} {
+			per := map[*cpuRun]int{}
+			for _, s := range ss {
+				per[s.run]++
+			}
+			if per[pl.tops[0]] != per[pl.tops[1]] {
+				t.Errorf("spans per run %v, want as many in each run", per)
+			}
+		}
+		for _, s := range poi {
+			if !s.run.poissonAt(s.from) || s.from-voigtTopSkip < from {
+				t.Errorf("Poisson span [%v, %v) of %s: arrivals there Poisson %v", s.from, s.to, s.run.name, s.run.poissonAt(s.from))
+			}
+		}
+	}
+}
+
+// TestVoigtPointOfPools checks that a point measured over spans of two
+// runs pools their answers and drops (it does not average the spans'
+// ratios) and weights the sampled state by the spans' lengths.
+func TestVoigtPointOfPools(t *testing.T) {
+	mk := func(ok, fail int, from time.Duration, rate, polOff, polRej float64) *cpuRun {
+		r := &cpuRun{controlled: true}
+		for i := range ok {
+			r.recs = append(r.recs, record{intended: from + time.Duration(i), lat: 10 * time.Millisecond, out: outOK})
+		}
+		for i := range fail {
+			r.recs = append(r.recs, record{intended: from + time.Duration(i), out: outTimeout})
+		}
+		r.samples = []voigtSample{{t: 0, polRate: rate}, {t: from, polRate: rate, polOffered: 0, cpu: 0.5, queue: 10},
+			{t: from + time.Second, polRate: rate, polOffered: polOff, polRejected: polRej, cpu: 0.5, queue: 10}}
+		return r
+	}
+	a, b := mk(100, 0, time.Second, 600, 100, 0), mk(300, 100, 2*time.Second, 800, 400, 100)
+	p := voigtPointOf(1000, []runSpan{{a, time.Second, 2 * time.Second}, {b, 2 * time.Second, 3 * time.Second}})
+	if p.tput != 200 || p.rt != 10 {
+		t.Errorf("throughput %v, mean RT %v: want 200 req/s (400 answers in 2 s) and 10 ms", p.tput, p.rt)
+	}
+	if p.polDrop != 0.2 || p.policer != 700 || p.cpu != 0.5 || p.queue != 10 {
+		t.Errorf("policer drop %v (want 100/500), rate %v (want 700), cpu %v, queue %v", p.polDrop, p.policer, p.cpu, p.queue)
+	}
+	// The policer's 100 refusals in b are not failures of other kinds.
+	if p.failed != 0 {
+		t.Errorf("other failures %v, want 0", p.failed)
 	}
 }

@@ -476,7 +476,7 @@ type voigtWindow struct {
 func (run *voigtRun) window(flow int, from, to time.Duration) voigtWindow {
 	w := voigtWindow{}
 	b := min(int(to/time.Second), len(run.bins[flow]))
-	a := min(int(from/time.Second), b)
+	a := max(0, min(int(from/time.Second), b)) // a window may start before the run
 	for _, x := range run.bins[flow][a:b] {
 		w.offered += float64(x.offered)
 		w.good += float64(x.good)

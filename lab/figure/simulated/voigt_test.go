@@ -202,3 +202,13 @@ func TestVoigtDeterminism(t *testing.T) {
 		}
 	}
 }
+
+// TestVoigtWindowBeforeTheRun: a window that starts before the run (the
+// "before the step" window with step_at under 10 s) counts from the
+// start instead of panicking.
+func TestVoigtWindowBeforeTheRun(t *testing.T) {
+	run := &voigtRun{bins: [][]voigtBin{{{offered: 2, good: 1}, {offered: 3, good: 3}}}}
+	if w := run.window(0, -10*time.Second, time.Second); w.offered != 2 || w.good != 1 {
+		t.Errorf("window from -10 s to 1 s: %+v", w)
+	}
+}
