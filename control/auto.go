@@ -78,22 +78,22 @@ type AutoConfig struct {
 	// service, which throughput windows miss behind a heavy-tailed
 	// service time (default false: off).
 	MedianProbe bool `yaml:"median_probe" json:"median_probe"`
-	// Knee is how auto finds the service's parallelism W: "overtakes"
-	// (the default, also "") reads it from how many earlier requests a
-	// completion overtook (Measurements.Parallel), where the service
-	// times vary enough to show it, and caps L at it; "probes" uses the
-	// throughput probes alone (see Auto and auto_overtake.go).
+	// Knee is how auto finds the service's parallelism W: "probes" (the
+	// default, also "") uses the throughput probes alone; "overtakes"
+	// also reads it from how many earlier requests a completion overtook
+	// (Measurements.Parallel), where the service times vary enough to
+	// show it, and caps L at it (see Auto and auto_overtake.go).
 	Knee string `yaml:"knee" json:"knee"`
 }
 
 // DefaultAutoConfig returns the defaults: SLO 500ms, Period 100ms,
 // InitialLimit 16 within MinLimit 1 and MaxLimit 10000, HighProbe 1.5 and
 // LowProbe 1.5, windows of MinCompletions 200 or MaxWindow 1s, Knee
-// "overtakes".
+// "probes".
 func DefaultAutoConfig() AutoConfig {
 	return AutoConfig{SLO: 500 * time.Millisecond, Period: 100 * time.Millisecond, InitialLimit: 16,
 		MinLimit: 1, MaxLimit: 10000, HighProbe: 1.5, LowProbe: 1.5, MinCompletions: 200, MaxWindow: time.Second,
-		Knee: KneeOvertakes}
+		Knee: KneeProbes}
 }
 
 // Validate reports the first invalid field.
@@ -141,7 +141,7 @@ func (c *AutoConfig) Validate() error {
 		return badField("max_healthy_latency", c.MaxHealthyLatency, "must be ≥ 0 (0: off)")
 	}
 	if c.Knee != "" && c.Knee != KneeOvertakes && c.Knee != KneeProbes {
-		return badField("knee", c.Knee, fmt.Sprintf("must be %q (the default) or %q", KneeOvertakes, KneeProbes))
+		return badField("knee", c.Knee, fmt.Sprintf("must be %q (the default) or %q", KneeProbes, KneeOvertakes))
 	}
 	return nil
 }
@@ -232,7 +232,7 @@ func (c *AutoConfig) New() (sluice.Controller, error) { return NewAuto(*c) }
 // stage's class thresholds keep the top of the limit for the higher
 // classes. The law above is the same for every class.
 //
-// The knee from overtakes (Knee "overtakes", the default; see
+// The knee from overtakes (Knee "overtakes", off by default; see
 // auto_overtake.go): behind W workers serving their queue in order, no
 // request leaving service overtakes more than W − 1 earlier requests
 // still in service, so a window whose completions overtook fewer than the

@@ -5,7 +5,8 @@ import (
 	"math"
 )
 
-// The knee from overtakes (AutoConfig.Knee "overtakes", the default).
+// The knee from overtakes (AutoConfig.Knee "overtakes", a named option,
+// off by default).
 //
 // A service of W workers that serves its queue in order lets a request
 // that queued inside it take a worker when all but W − 1 of the requests
@@ -40,6 +41,12 @@ import (
 // 6.6; lognormal σ 1.5: 32; uniform 10–30 ms: 1.5). A service that
 // shares its workers (processor sharing) lets a short request overtake
 // every one: k = n, and the probes judge alone.
+//
+// k counts the requests in the service's workers, not the time a
+// request spends outside them (the network, a busy proxy): where that
+// time is a large part of the response time the useful concurrency is
+// above k and the cap costs throughput. That is why it is off by
+// default (docs/experiments.md, the live runs of 2026-11-27).
 
 // Bounds of the overtake test.
 const (
@@ -60,7 +67,7 @@ const (
 )
 
 // kneeFromOvertakes reports whether auto reads the knee from overtakes.
-func (c *AutoConfig) kneeFromOvertakes() bool { return c.Knee == "" || c.Knee == KneeOvertakes }
+func (c *AutoConfig) kneeFromOvertakes() bool { return c.Knee == KneeOvertakes }
 
 // newWindow returns an empty window at limit.
 func newWindow(limit float64, settled bool) autoWindow {

@@ -73,7 +73,7 @@ type Needs struct {
 	PriorityOptIn bool
 	// Overtakes: the controller reads Measurements.Parallel, which the
 	// stage measures by a lock and a sequence number per request in
-	// service (auto with knee "overtakes", its default).
+	// service (auto with knee "overtakes").
 	Overtakes bool
 }
 

@@ -42,7 +42,9 @@ func TestOvertakeMeterOnlyWhenNeeded(t *testing.T) {
 		want bool
 	}{
 		{&control.AutoConfig{SLO: time.Second, Period: 100 * time.Millisecond, InitialLimit: 4, MinLimit: 1, MaxLimit: 100,
-			HighProbe: 1.5, LowProbe: 1.5, MinCompletions: 10, MaxWindow: time.Second}, true},
+			HighProbe: 1.5, LowProbe: 1.5, MinCompletions: 10, MaxWindow: time.Second, Knee: control.KneeOvertakes}, true},
+		{&control.AutoConfig{SLO: time.Second, Period: 100 * time.Millisecond, InitialLimit: 4, MinLimit: 1, MaxLimit: 100,
+			HighProbe: 1.5, LowProbe: 1.5, MinCompletions: 10, MaxWindow: time.Second}, false},
 		{&control.AutoConfig{SLO: time.Second, Period: 100 * time.Millisecond, InitialLimit: 4, MinLimit: 1, MaxLimit: 100,
 			HighProbe: 1.5, LowProbe: 1.5, MinCompletions: 10, MaxWindow: time.Second, Knee: control.KneeProbes}, false},
 		{&control.StaticConcurrencyConfig{Limit: 4, Period: time.Second}, false},

@@ -56,7 +56,7 @@ func adaptivePhasesScenario(ps *Params) RunFunc {
 	ps.Float(&c.base, "base", 0.5, 0, 100, "offered load before the change, × capacity")
 	ps.Bool(&c.tailGuard, "auto_tail_guard", false, "auto's tail_guard option (a named option, off by default)")
 	ps.Bool(&c.medianProbe, "auto_median_probe", false, "auto's median_probe option")
-	ps.Choice(&c.knee, "auto_knee", control.KneeOvertakes, []string{control.KneeOvertakes, control.KneeProbes}, "auto's knee: overtakes (its default) or probes")
+	ps.Choice(&c.knee, "auto_knee", control.KneeProbes, []string{control.KneeProbes, control.KneeOvertakes}, "auto's knee: probes (its default) or overtakes")
 	ps.Float(&c.crowd, "crowd", 10, 0, 1000, "phase a: offered load of the crowd, × capacity")
 	ps.Float(&c.overload, "overload", 3, 0, 1000, "phases b–d: offered load, × the initial capacity")
 	ps.Duration(&c.warm, "warm", 10*time.Second, 0, time.Hour, "time at the base load before the overload")
