@@ -1,8 +1,6 @@
 package stage
 
 import (
-	"math"
-	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -35,13 +33,8 @@ func TestAutoMedianProbe(t *testing.T) {
 			cfg := control.DefaultAutoConfig()
 			cfg.SLO = 250 * time.Millisecond
 			cfg.MedianProbe = on
-			cfg.Knee = control.KneeProbes // the probes alone: overtake_test.go tests the default
-			c := guardSim(t, cfg, workers, 20*time.Millisecond, 600)
-			c.rng = rand.New(rand.NewPCG(seed, 6))
-			const sigma = 1.5
-			c.draw = func(r *rand.Rand) float64 { return math.Exp(sigma*r.NormFloat64() - sigma*sigma/2) }
-			c.run(c.now.Add(10 * time.Second))
-			c.reset()
+			cfg.Knee = control.KneeProbes // the default, said: overtake_test.go tests knee overtakes
+			c := lognormalSim(t, cfg, seed, 6)
 			sum := 0.0
 			for range 20 {
 				c.run(c.now.Add(time.Second))

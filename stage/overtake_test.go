@@ -76,12 +76,7 @@ func TestAutoOvertakeKnee(t *testing.T) {
 		for i, knee := range []string{control.KneeProbes, control.KneeOvertakes} {
 			cfg := control.DefaultAutoConfig()
 			cfg.SLO, cfg.Knee = 250*time.Millisecond, knee
-			c := guardSim(t, cfg, workers, 20*time.Millisecond, 600)
-			c.rng = rand.New(rand.NewPCG(seed, 7))
-			const sigma = 1.5
-			c.draw = func(r *rand.Rand) float64 { return math.Exp(sigma*r.NormFloat64() - sigma*sigma/2) }
-			c.run(c.now.Add(10 * time.Second))
-			c.reset()
+			c := lognormalSim(t, cfg, seed, 7)
 			for range 20 {
 				c.run(c.now.Add(time.Second))
 				lims[i] += c.auto().Limit() / 20
@@ -102,4 +97,19 @@ func TestAutoOvertakeKnee(t *testing.T) {
 	if float64(served[1]) < 0.97*float64(served[0]) {
 		t.Errorf("%d answers with the overtakes, want ≥ 0.97 × %d with the probes alone", served[1], served[0])
 	}
+}
+
+// lognormalSim is guardSim behind 4 workers serving their queue in order,
+// with lognormal service of σ 1.5 and mean 20 ms (200 req/s) offered 600
+// req/s, its draws from the PCG of seed and stream, after 10 s of it and
+// a reset of the counts.
+func lognormalSim(t *testing.T, cfg control.AutoConfig, seed, stream uint64) *tenantSim {
+	t.Helper()
+	c := guardSim(t, cfg, 4, 20*time.Millisecond, 600)
+	c.rng = rand.New(rand.NewPCG(seed, stream))
+	const sigma = 1.5
+	c.draw = func(r *rand.Rand) float64 { return math.Exp(sigma*r.NormFloat64() - sigma*sigma/2) }
+	c.run(c.now.Add(10 * time.Second))
+	c.reset()
+	return c
 }
