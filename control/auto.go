@@ -360,7 +360,7 @@ func NewAuto(cfg AutoConfig) (*Auto, error) {
 		return nil, err
 	}
 	a := &Auto{cfg: cfg, limit: cfg.InitialLimit, gain: cfg.HighProbe, rMean: math.NaN(), rP99: math.NaN()}
-	a.win = newWindow(a.windowLimit(), false)
+	a.win.limit = a.windowLimit()
 	a.cur = sluice.Decision{Controller: "auto", Kind: sluice.KindConcurrency, Old: a.win.limit, New: a.win.limit,
 		MaxWait: cfg.SLO / 2, Acted: true,
 		Reason: fmt.Sprintf("initial: limit %g; nothing measured yet, a request may wait up to SLO/2 = %v", cfg.InitialLimit, cfg.SLO/2)}
@@ -503,7 +503,7 @@ func (a *Auto) Update(now time.Time, m sluice.Measurements) sluice.Decision {
 		if a.open {
 			// Nothing is shed; the window in progress starts again once
 			// the gate closes.
-			a.win = newWindow(a.win.limit, false)
+			a.win = autoWindow{limit: a.win.limit}
 			a.cur = decision(now, "auto", sluice.KindConcurrency, m, old, a.win.limit, false,
 				fmt.Sprintf("gate open: offered %s below min_rate %s", fmtRate(m.Arrivals/el), fmtRate(a.cfg.MinRate)))
 			a.cur.GateOff, a.cur.MaxWait, a.cur.MaxReject = true, a.cfg.SLO/2, a.cfg.MaxRejectFraction
@@ -522,7 +522,7 @@ func (a *Auto) Update(now time.Time, m sluice.Measurements) sluice.Decision {
 		}
 		drained := !usable(m.MaxInFlight) || m.MaxInFlight <= a.win.limit
 		if a.win.elapsed >= settle-1e-9 && drained {
-			a.win = newWindow(a.win.limit, true)
+			a.win = autoWindow{limit: a.win.limit, settled: true}
 			fence = true
 			why = fmt.Sprintf("window %g settled; measuring", a.win.limit)
 		} else {
@@ -557,7 +557,7 @@ func (a *Auto) Update(now time.Time, m sluice.Measurements) sluice.Decision {
 		full := a.win.done >= float64(a.cfg.MinCompletions) && a.win.elapsed >= minTime-1e-9
 		if full || a.win.elapsed >= a.cfg.MaxWindow.Seconds()-1e-9 {
 			why = a.judge()
-			a.win = newWindow(a.windowLimit(), false)
+			a.win = autoWindow{limit: a.windowLimit()}
 		} else {
 			why = fmt.Sprintf("window %g measuring (%g of %d completions)", a.win.limit, a.win.done, a.cfg.MinCompletions)
 		}

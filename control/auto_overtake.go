@@ -69,11 +69,6 @@ const (
 // kneeFromOvertakes reports whether auto reads the knee from overtakes.
 func (c *AutoConfig) kneeFromOvertakes() bool { return c.Knee == KneeOvertakes }
 
-// newWindow returns an empty window at limit.
-func newWindow(limit float64, settled bool) autoWindow {
-	return autoWindow{limit: limit, settled: settled}
-}
-
 // overtakes returns the window's k = max Parallel and the
 // concurrency it ran at, min(L_w, n̄), when the overtake test may read
 // them.

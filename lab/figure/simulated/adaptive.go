@@ -245,6 +245,9 @@ func runAdaptiveOne(seed uint64, c adaptiveParams, row, phase string) (*adaptive
 		return nil, err
 	}
 	src, err := sim.NewOpen(e, sim.OpenConfig{Name: "clients", Arrivals: dist.Poisson{Rate: sched},
+		// The source's draw of a demand is unused (visit draws it at
+		// the backend); it stays so that the arrivals, drawn from the
+		// same stream, are the ones every earlier run had.
 		Types: []sim.RequestType{{Demand: svc}}, Target: drv,
 		OnFinish: func(r *sim.Request) {
 			run.reqs = append(run.reqs, adaptiveReq{sent: r.Sent, done: r.Finished, outcome: r.Outcome})

@@ -43,6 +43,17 @@ func within(t *testing.T, s *report.Summary, name string, lo, hi float64) {
 	}
 }
 
+// allPass asserts that every check of a spec passes, prefixing a failure
+// with what (the seed and the variant).
+func allPass(t *testing.T, what string, cs []figure.Check) {
+	t.Helper()
+	for _, c := range cs {
+		if !c.Pass {
+			t.Errorf("%s: %s: %s", what, c.Claim, c.Measured)
+		}
+	}
+}
+
 func forSeeds(t *testing.T, f func(t *testing.T, seed uint64)) {
 	for _, seed := range seeds {
 		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) {
@@ -65,11 +76,7 @@ func TestKihlStep(t *testing.T) {
 		// plus half a settle window: every check passes.
 		within(t, s, "settling_time_s_model", 14, 16)
 		within(t, s, "settling_time_s_md1", 5, 20)
-		for _, c := range figure.KihlChecks(s, figure.DefaultKihl(60*time.Second), 1, false) {
-			if !c.Pass {
-				t.Errorf("seed %d: %s: %s", seed, c.Claim, c.Measured)
-			}
-		}
+		allPass(t, fmt.Sprintf("seed %d", seed), figure.KihlChecks(s, figure.DefaultKihl(60*time.Second), 1, false))
 		within(t, s, "settling_time_s", 5, 60)
 		// The paper's M/D/1 server adds no noise of its own: the settle
 		// window stays the configured 5 s.
@@ -100,11 +107,7 @@ func TestKihlStep(t *testing.T) {
 		within(t, noisy, "utilization_std_md1", 0.06, 0.13)
 		within(t, noisy, "settle_noise_sd_md1", 0.06, 0.13)
 		within(t, noisy, "settle_window_s", 7, 59)
-		for _, c := range figure.KihlChecks(noisy, figure.DefaultKihl(60*time.Second), 1, false) {
-			if !c.Pass {
-				t.Errorf("seed %d, speed_cv=0.12: %s: %s", seed, c.Claim, c.Measured)
-			}
-		}
+		allPass(t, fmt.Sprintf("seed %d, speed_cv=0.12", seed), figure.KihlChecks(noisy, figure.DefaultKihl(60*time.Second), 1, false))
 		// The fluid model of the paper behaves like the queue.
 		fl := run(t, "kihl-step", seed, "model=fluid", "compare_service=false")
 		within(t, fl, "utilization_mean", 0.75, 0.85)
@@ -125,11 +128,7 @@ func TestKihlDistribution(t *testing.T) {
 		// share (figure.KihlIdealWithin), and the figure's checks pass.
 		within(t, s, "p_util_within_0_1_ideal", 0.54, 0.55)
 		within(t, s, "p_util_within_0_1_ideal_md1", 1, 1)
-		for _, c := range figure.KihlChecks(s, figure.DefaultKihl(1000*time.Second), 1, true) {
-			if !c.Pass {
-				t.Errorf("seed %d: %s: %s", seed, c.Claim, c.Measured)
-			}
-		}
+		allPass(t, fmt.Sprintf("seed %d", seed), figure.KihlChecks(s, figure.DefaultKihl(1000*time.Second), 1, true))
 		within(t, s, "p_util_within_0_1_md1", 0.8, 1)
 		within(t, s, "p_util_within_0_1", 0.45, 0.7)
 		within(t, s, "utilization_mean", 0.78, 0.82)
@@ -220,11 +219,7 @@ func TestSEDADegradation(t *testing.T) {
 		within(t, s, "quality_mean", 0.1, 0.5)
 		// The spec both drivers use: every expectation met, after the
 		// onset too.
-		for _, c := range figure.SEDADegradationChecks(s, time.Minute) {
-			if !c.Pass {
-				t.Errorf("seed %d: %s: %s", seed, c.Claim, c.Measured)
-			}
-		}
+		allPass(t, fmt.Sprintf("seed %d", seed), figure.SEDADegradationChecks(s, time.Minute))
 	})
 }
 
