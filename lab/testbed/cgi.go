@@ -90,7 +90,16 @@ type CGIConfig struct {
 	// Seed seeds the random numbers: request k (counted from 1 in arrival
 	// order) draws from PCG(Seed, k).
 	Seed uint64 `json:"seed"`
+	// CPUNsPerNumber, when above 0, makes the work CPU time instead of a
+	// count (Linux only): a request of n numbers sums random numbers until
+	// its thread has run n × CPUNsPerNumber ns, so it costs the same CPU
+	// time whatever slows the CPU (a busy neighbour core sharing the
+	// physical one, the hypervisor). 0 (the default) sums exactly n.
+	CPUNsPerNumber float64 `json:"cpu_ns_per_number,omitempty"`
 }
+
+// maxCPUNsPerNumber bounds CGIConfig.CPUNsPerNumber (1 µs per number).
+const maxCPUNsPerNumber = 1000
 
 // DefaultCGIConfig returns "/cgi-bin/=200000,/=1000" with seed 1.
 func DefaultCGIConfig() CGIConfig {
@@ -102,6 +111,12 @@ func (c CGIConfig) Validate() error {
 	if err := validateWork(c.Work); err != nil {
 		return fmt.Errorf("cgi: %w", err)
 	}
+	if ns := c.CPUNsPerNumber; !(ns >= 0 && ns <= maxCPUNsPerNumber) {
+		return fmt.Errorf("cgi: cpu_ns_per_number %g: want 0 (count the numbers) or a CPU time per number in (0, %d] ns", ns, maxCPUNsPerNumber)
+	}
+	if c.CPUNsPerNumber > 0 && !CPUTimeSupported {
+		return fmt.Errorf("cgi: cpu_ns_per_number %g: burning CPU time needs a thread CPU clock (Linux); %s has none", c.CPUNsPerNumber, runtime.GOOS)
+	}
 	return nil
 }
 
@@ -109,6 +124,10 @@ func (c CGIConfig) Validate() error {
 // the papers: it generates n uniform random numbers in [0, 1) and replies
 // with their sum, where n = round(N × EffectiveQuality(quality)) for the
 // longest configured prefix of the path (and at least 1).
+//
+// With CGIConfig.CPUNsPerNumber above 0 the work is CPU time instead: the
+// handler sums numbers until its thread has run n × CPUNsPerNumber ns
+// (burnCPU), and n in the reply is how many it summed.
 //
 // The reply is text: "n=<n> sum=<sum>\n"; the header X-Sluice-Work holds n.
 // X-Sluice-Utilization is the mean over UtilizationWindow of
@@ -140,11 +159,13 @@ type CGIMeta struct {
 	Work       []PathWork `json:"work"`
 	Seed       uint64     `json:"seed"`
 	MinQuality float64    `json:"min_quality"`
+	// CPUNsPerNumber is CGIConfig's (0: the work is a count).
+	CPUNsPerNumber float64 `json:"cpu_ns_per_number,omitempty"`
 }
 
 // Meta returns the manifest.
 func (c *CGI) Meta() any {
-	return CGIMeta{Kind: "cgi", Work: c.cfg.Work, Seed: c.cfg.Seed, MinQuality: MinQuality}
+	return CGIMeta{Kind: "cgi", Work: c.cfg.Work, Seed: c.cfg.Seed, MinQuality: MinQuality, CPUNsPerNumber: c.cfg.CPUNsPerNumber}
 }
 
 // Stats returns the request counters.
@@ -207,7 +228,12 @@ func (c *CGI) serve(w http.ResponseWriter, r *http.Request) int {
 	}
 	n = scaledWork(n, quality)
 	rng := rand.New(rand.NewPCG(c.cfg.Seed, c.seq.Add(1)))
-	sum := SumRandom(rng, n)
+	var sum float64
+	if ns := c.cfg.CPUNsPerNumber; ns > 0 {
+		n, sum = burnCPU(rng, time.Duration(float64(n)*ns))
+	} else {
+		sum = SumRandom(rng, n)
+	}
 	body := "n=" + strconv.Itoa(n) + " sum=" + strconv.FormatFloat(sum, 'f', 6, 64) + "\n"
 	h.Set(UtilizationHeader, formatUtilization(c.meter.utilization(time.Now())))
 	h.Set("X-Sluice-Work", strconv.Itoa(n))

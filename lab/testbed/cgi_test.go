@@ -1,6 +1,7 @@
 package testbed
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -8,9 +9,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParseWork(t *testing.T) {
@@ -143,6 +146,72 @@ func TestCGIConfigValidate(t *testing.T) {
 			t.Errorf("Validate(%v) = nil, want an error", ws)
 		}
 	}
+	for _, ns := range []float64{-1, math.NaN(), math.Inf(1), 1001} {
+		cfg := DefaultCGIConfig()
+		cfg.CPUNsPerNumber = ns
+		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "cpu_ns_per_number") {
+			t.Errorf("Validate with cpu_ns_per_number %g = %v, want an error naming the field", ns, err)
+		}
+	}
+}
+
+// TestCGICPUTime checks the CPU-time mode: a request of N numbers at
+// 25 ns each runs its thread for at least N × 25 ns of CPU time, where
+// summing N numbers takes about 4 ns each (the count mode would stop
+// after a sixth of it), and reports the numbers it really summed.
+func TestCGICPUTime(t *testing.T) {
+	if !CPUTimeSupported {
+		t.Skip("no thread CPU clock on " + runtime.GOOS)
+	}
+	const n, ns = 2000000, 25.0
+	cfg := DefaultCGIConfig()
+	cfg.Work, cfg.CPUNsPerNumber = []PathWork{{"/", n}}, ns
+	c, err := NewCGI(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	before, err := threadCPU()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	c.ServeHTTP(rec, httptest.NewRequest("GET", "/x", nil))
+	after, err := threadCPU()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := time.Duration(n * ns); after-before < want {
+		t.Errorf("the request ran its thread for %v of CPU time, want at least %v", after-before, want)
+	}
+	var got int
+	var sum float64
+	if _, err := fmt.Sscanf(rec.Body.String(), "n=%d sum=%g", &got, &sum); err != nil {
+		t.Fatalf("body %q: %v", rec.Body.String(), err)
+	}
+	if rec.Header().Get("X-Sluice-Work") != strconv.Itoa(got) || got%burnChunk != 0 {
+		t.Errorf("n=%d, X-Sluice-Work %q: want the numbers summed, whole chunks of %d", got, rec.Header().Get("X-Sluice-Work"), burnChunk)
+	}
+	if dev := math.Abs(sum - float64(got)/2); dev > 6*math.Sqrt(float64(got)/12) {
+		t.Errorf("sum %v of %d numbers is %v from the mean", sum, got, dev)
+	}
+	var meta CGIMeta
+	_ = json.Unmarshal(mustMeta(t, c), &meta)
+	if meta.CPUNsPerNumber != ns {
+		t.Errorf("/_meta cpu_ns_per_number = %g, want %g", meta.CPUNsPerNumber, ns)
+	}
+}
+
+// mustMeta returns the body of c's /_meta.
+func mustMeta(t *testing.T, c *CGI) []byte {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	c.ServeHTTP(rec, httptest.NewRequest("GET", "/_meta", nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("/_meta: %d %s", rec.Code, rec.Body)
+	}
+	return rec.Body.Bytes()
 }
 
 // BenchmarkSumRandom shows that CGI work is linear in N.

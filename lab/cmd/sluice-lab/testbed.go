@@ -383,7 +383,10 @@ func newTestbedCGICmd(f *testbedFlags) *cobra.Command {
 it generates N random numbers and replies with their sum. N is set per path
 prefix with --work (the longest matching prefix wins; paths matching none
 are 404) and scaled by the request's quality (X-Sluice-Quality, floor 0.1).
-Summing one number takes about 4 ns.`,
+Summing one number takes about 4 ns. With --cpu-ns-per-number the work is
+CPU time instead (Linux): a request of N numbers sums numbers until its
+thread has run N × that many ns, so it costs the same CPU time however
+fast the CPU runs (a busy sibling core, the hypervisor).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ws, err := testbed.ParseWork(work)
@@ -392,7 +395,7 @@ Summing one number takes about 4 ns.`,
 			}
 			cfg.Work = ws
 			if err := cfg.Validate(); err != nil {
-				return cli.Usagef("--work: %v", err)
+				return cli.Usagef("--work/--cpu-ns-per-number: %v", err)
 			}
 			return serveTestbed(cmd, f, "cgi", func(context.Context) (testbed.Backend, string, error) {
 				c, err := testbed.NewCGI(cfg)
@@ -403,6 +406,7 @@ Summing one number takes about 4 ns.`,
 	fl := cmd.Flags()
 	fl.StringVar(&work, "work", work, "random numbers per request by path prefix: PREFIX=N,PREFIX=N")
 	fl.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the random numbers")
+	fl.Float64Var(&cfg.CPUNsPerNumber, "cpu-ns-per-number", 0, "burn N × this many ns of the thread's CPU time per request instead of summing exactly N numbers (0: count; Linux only)")
 	return cmd
 }
 

@@ -1,0 +1,16 @@
+//go:build !linux
+
+package testbed
+
+import (
+	"math/rand/v2"
+	"time"
+)
+
+// CPUTimeSupported reports whether burnCPU can measure a thread's CPU
+// time: only on Linux.
+const CPUTimeSupported = false
+
+// burnCPU is not available here; CGIConfig.Validate refuses the CPU-time
+// mode first.
+func burnCPU(*rand.Rand, time.Duration) (int, float64) { return 0, 0 }
