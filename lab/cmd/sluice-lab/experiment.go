@@ -28,6 +28,7 @@ type experimentFlags struct {
 	medianProbe   bool
 	rows          []string
 	policerKernel string
+	cgiWork       string
 	seed          uint64
 	out           string
 }
@@ -76,6 +77,11 @@ quiet machine.`,
 			default:
 				return cli.Usagef("experiment: --policer-kernel %q: want auto, on or off", f.policerKernel)
 			}
+			switch f.cgiWork {
+			case "", live.CGIWorkCPUTime, live.CGIWorkCount:
+			default:
+				return cli.Usagef("experiment: --cgi-work %q: want %s or %s", f.cgiWork, live.CGIWorkCPUTime, live.CGIWorkCount)
+			}
 			e, err := live.Lookup(args[0])
 			if err != nil {
 				return cli.Usagef("experiment: %v", err)
@@ -87,7 +93,7 @@ quiet machine.`,
 			ctx, stop := runContext(cmd.Context())
 			defer stop()
 			res, err := live.RunExperiment(ctx, e, live.Options{Quick: f.quick, Seed: f.seed, Out: dir, Service: f.service,
-				Transport: f.transport, AutoMedianProbe: f.medianProbe, Rows: f.rows, PolicerKernel: f.policerKernel, Progress: cmd.ErrOrStderr()})
+				Transport: f.transport, AutoMedianProbe: f.medianProbe, Rows: f.rows, PolicerKernel: f.policerKernel, CGIWork: f.cgiWork, Progress: cmd.ErrOrStderr()})
 			if err != nil {
 				return err
 			}
@@ -101,6 +107,7 @@ quiet machine.`,
 	cmd.Flags().StringVar(&f.transport, "transport", "", "graph and graph-crowd only: grpc runs the chain with every hop a gRPC service (rows grpc-throttle and inprocess); default http")
 	cmd.Flags().StringSliceVar(&f.rows, "rows", nil, "peers only: run only these rows (comma-separated: uncontrolled, nginx, haproxy, seda, yaksha), each on a fresh backend, proxy and load generator")
 	cmd.Flags().StringVar(&f.policerKernel, "policer-kernel", "", "voigt-sweep and voigt-step only: the connection policer's policer.kernel, auto (drop excess SYNs in the kernel when it can), on or off (reset at accept in user space); default auto")
+	cmd.Flags().StringVar(&f.cgiWork, "cgi-work", "", "voigt-sweep and voigt-step only: what a request's CPU demand is on the pinned CGI backend, cpu-time (burn the demand's CPU time, however fast the shared CPU runs) or count (sum the calibrated count of random numbers); default cpu-time")
 	cmd.Flags().Uint64Var(&f.seed, "seed", 1, "seed of the load generator and the backends")
 	cmd.Flags().StringVar(&f.out, "out", "", "report folder (default ./out/experiment/NAME-SEED)")
 	return cmd

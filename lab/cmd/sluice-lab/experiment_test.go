@@ -37,6 +37,8 @@ func TestExperimentUsageErrors(t *testing.T) {
 		{[]string{"experiment", "--list", "seda-spike"}, "--list takes no name"},
 		{[]string{"experiment", "a", "b"}, "accepts at most 1 arg"},
 		{[]string{"experiment", "seda-spike", "--seed", "x"}, "invalid argument"},
+		{[]string{"experiment", "voigt-sweep", "--policer-kernel", "maybe"}, `--policer-kernel "maybe": want auto, on or off`},
+		{[]string{"experiment", "voigt-sweep", "--cgi-work", "wall"}, `--cgi-work "wall": want cpu-time or count`},
 		{[]string{"demo", "extra"}, "unknown command"},
 		{[]string{"demo", "--nosuch"}, "unknown flag"},
 	}

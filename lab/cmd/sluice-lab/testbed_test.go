@@ -34,6 +34,7 @@ func TestTestbedUsageErrors(t *testing.T) {
 		{[]string{"testbed", "queue", "--listen", "0.0.0.0:8081"}, "--allow-public"},
 		{[]string{"testbed", "queue", "--listen", ":8081"}, "not a loopback address"},
 		{[]string{"testbed", "cgi", "--work", "/x=0"}, "--work"},
+		{[]string{"testbed", "cgi", "--cpu-ns-per-number", "-2"}, "cpu_ns_per_number -2"},
 		{[]string{"testbed", "static", "--files", "0"}, "--files=0"},
 		{[]string{"testbed", "static", "--dynamic-fraction", "1.5"}, "--dynamic-fraction=1.5"},
 		{[]string{"testbed", "bookstore", "--scale", "0"}, "--scale=0"},

@@ -32,6 +32,8 @@ type Env struct {
 	Rows []string
 	// PolicerKernel is Options.PolicerKernel.
 	PolicerKernel string
+	// CGIWork is Options.CGIWork.
+	CGIWork string
 
 	start time.Time
 	mu    sync.Mutex
@@ -49,7 +51,7 @@ func newEnv(name string, opts Options) *Env {
 			exe = p
 		}
 	}
-	return &Env{Name: name, Quick: opts.Quick, Seed: opts.Seed, Executable: exe, AdminAddr: opts.AdminAddr, Service: opts.Service, Transport: opts.Transport, AutoMedianProbe: opts.AutoMedianProbe, Rows: opts.Rows, PolicerKernel: opts.PolicerKernel, start: time.Now(), out: out}
+	return &Env{Name: name, Quick: opts.Quick, Seed: opts.Seed, Executable: exe, AdminAddr: opts.AdminAddr, Service: opts.Service, Transport: opts.Transport, AutoMedianProbe: opts.AutoMedianProbe, Rows: opts.Rows, PolicerKernel: opts.PolicerKernel, CGIWork: opts.CGIWork, start: time.Now(), out: out}
 }
 
 // Phasef prints a line announcing a phase, with the time since the start

@@ -122,7 +122,7 @@ func planCPUs(env *Env) cpuPlan {
 func calibrateCGI(ctx context.Context, env *Env, plan cpuPlan) (overhead time.Duration, ns float64, err error) {
 	const calN = 2000000
 	work := []testbed.PathWork{{Prefix: "/cal0", N: 1}, {Prefix: "/cal", N: calN}}
-	url, closeBackend, _, err := startCGI(ctx, env, plan, work)
+	url, closeBackend, _, err := startCGI(ctx, env, plan, work, 0)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -151,19 +151,20 @@ func calibrateCGI(ctx context.Context, env *Env, plan cpuPlan) (overhead time.Du
 }
 
 // startCGI starts the CGI testbed with work: a child process pinned to
-// the backend CPU, or (unpinned plan) in this process. It returns the
+// the backend CPU, or (unpinned plan) in this process. cpuNs above 0 makes
+// the work CPU time (testbed.CGIConfig.CPUNsPerNumber). It returns the
 // URL, the function that stops it, and the child's pid (0 in process).
-func startCGI(ctx context.Context, env *Env, plan cpuPlan, work []testbed.PathWork) (string, func() error, int, error) {
+func startCGI(ctx context.Context, env *Env, plan cpuPlan, work []testbed.PathWork, cpuNs float64) (string, func() error, int, error) {
 	if plan.pinned {
 		c, err := startChildBackend(ctx, env.Executable, []int{plan.backendCPU}, "cgi", "--work", testbed.FormatWork(work),
-			"--seed", strconv.FormatUint(env.Seed, 10))
+			"--seed", strconv.FormatUint(env.Seed, 10), "--cpu-ns-per-number", strconv.FormatFloat(cpuNs, 'g', -1, 64))
 		if err != nil {
 			return "", nil, 0, err
 		}
 		return c.URL, c.Close, c.cmd.Process.Pid, nil
 	}
 	cfg := testbed.DefaultCGIConfig()
-	cfg.Work, cfg.Seed = work, env.Seed
+	cfg.Work, cfg.Seed, cfg.CPUNsPerNumber = work, env.Seed, cpuNs
 	cgi, err := testbed.NewCGI(cfg)
 	if err != nil {
 		return "", nil, 0, err
@@ -427,7 +428,7 @@ func renderKihl(res *figure.Result, pl *kihlPlan, cdf bool) error {
 // proxy with the kihl stage, and the Poisson load.
 func runKihlVariant(ctx context.Context, env *Env, p kihlLive, plan cpuPlan, v *kihlVariant, work []testbed.PathWork) (*phaseResult, error) {
 	util := proxy.UtilizationConfig{Source: proxy.UtilizationBackendHeader}
-	backendURL, closeBackend, pid, err := startCGI(ctx, env, plan, work)
+	backendURL, closeBackend, pid, err := startCGI(ctx, env, plan, work, 0)
 	if err != nil {
 		return nil, err
 	}

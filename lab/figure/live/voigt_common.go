@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/lab/dist"
 	"github.com/sluicehq/sluice/lab/loadgen"
+	"github.com/sluicehq/sluice/lab/report"
 	"github.com/sluicehq/sluice/lab/testbed"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/proxy"
@@ -311,11 +312,13 @@ func meanOver(ss []voigtSample, from, to time.Duration, f func(s *voigtSample) f
 }
 
 // voigtWindow is one flow (load group, or a subset of its requests) in a
-// window of intended send times.
+// window of intended send times; replied counts its OK replies completed
+// in the window instead.
 type voigtWindow struct {
 	secs                                    float64
 	offered, ok, rejected, timeouts, errors int
 	rtSum                                   float64 // ms, of OK replies
+	replied                                 int
 }
 
 // windowOf aggregates the records intended in [from, to) that k keeps.
@@ -323,7 +326,13 @@ func windowOf(recs []record, from, to time.Duration, k keep) voigtWindow {
 	w := voigtWindow{secs: (to - from).Seconds()}
 	for i := range recs {
 		r := &recs[i]
-		if r.intended < from || r.intended >= to || r.out == outAborted || !k.ok(r) {
+		if r.out == outAborted || !k.ok(r) {
+			continue
+		}
+		if r.out == outOK && r.done >= from && r.done < to {
+			w.replied++
+		}
+		if r.intended < from || r.intended >= to {
 			continue
 		}
 		w.offered++
@@ -342,8 +351,16 @@ func windowOf(recs []record, from, to time.Duration, k keep) voigtWindow {
 	return w
 }
 
-// throughput is the rate of OK replies (within the timeout) in req/s.
+// throughput is the rate of OK replies (within the timeout) to the
+// requests sent in the window, in req/s.
 func (w voigtWindow) throughput() float64 { return ratio(float64(w.ok), w.secs) }
+
+// replyRate is the rate of OK replies completed in the window, in req/s:
+// what the server delivers, as the simulator counts it. It equals
+// throughput in a steady state; while a queue builds, throughput counts
+// replies the server delivers only after the window and can exceed its
+// capacity.
+func (w voigtWindow) replyRate() float64 { return ratio(float64(w.replied), w.secs) }
 
 // meanRT is the mean response time of the OK replies in ms.
 func (w voigtWindow) meanRT() float64 { return ratio(w.rtSum, float64(w.ok)) }
@@ -443,6 +460,35 @@ type cpuBackend struct {
 	dynamic       time.Duration
 	staticN       int
 	dynamicN      int
+	// cpuTimeNs is the CPU time per number of the CPU-time mode (0: the
+	// backend counts its numbers).
+	cpuTimeNs float64
+}
+
+// workNote says in the reports' Setup how the backend burns a demand.
+func (b *cpuBackend) workNote() string {
+	if b.cpuTimeNs > 0 {
+		return "each request burns its demand as CPU time of the backend's thread (--cgi-work cpu-time), so the load on the other vCPU, which shares the physical core's throughput, does not shrink the server's capacity"
+	}
+	return "each request sums its calibrated count of random numbers (--cgi-work count), so its CPU time grows while the other vCPU is busy"
+}
+
+// report records in s how the backend ran: pinned, its CPU sensor, the
+// other work on its CPU before the runs, its calibration and its kind of
+// work.
+func (b *cpuBackend) report(s *report.Summary) {
+	s.Set("pinned", b2f(b.plan.pinned))
+	s.Set("sensor_process", b2f(b.processSensor))
+	s.Set("backend_cpu_foreign_busy", b.foreignBusy)
+	s.Set("ns_per_number", b.ns)
+	s.Set("http_overhead_ms", msOf(b.overhead))
+	s.Set("cgi_work_cpu_time", b2f(b.cpuTimeNs > 0))
+}
+
+// reportForeign records the largest share of a run the backend's CPU
+// spent on other work (backend_cpu_foreign_during; NaN: not measured).
+func reportForeign(s *report.Summary, runs []*cpuRun) {
+	s.Set("backend_cpu_foreign_during", maxForeign(runs))
 }
 
 // Per-request CPU demands of the CPU experiments: the simulator's
@@ -452,6 +498,39 @@ const (
 	voigtStaticCPU  = 1700 * time.Microsecond
 	voigtDynamicCPU = 4300 * time.Microsecond
 )
+
+// The CGI backend's kinds of work (Options.CGIWork).
+const (
+	// CGIWorkCPUTime burns each request's CPU demand as CPU time of the
+	// backend's thread (testbed.CGIConfig.CPUNsPerNumber): the demands
+	// are the server's, whatever else runs on the machine. On this
+	// project's 2-vCPU machines the two vCPUs share one physical core's
+	// throughput: a loop of random numbers pinned to one ran at 3.1–3.6
+	// ns per number while the other idled and 6.0–6.1 ns while the other
+	// ran the same loop (2026-11-27, docs/experiments.md), so the proxy
+	// and load generator on the other vCPU slowed a counted backend by up
+	// to 1.9× as the offered rate rose, and the server's capacity fell
+	// with the load (its CPU was 79 % busy at 200 req/s where the demands
+	// give 43 %).
+	CGIWorkCPUTime = "cpu-time"
+	// CGIWorkCount sums the calibrated count of random numbers: the
+	// demand holds only while the CPU runs at its calibrated speed.
+	CGIWorkCount = "count"
+)
+
+// cpuNs is the CGI backend's CPU time per random number (the CPU-time
+// mode), or 0 to count the numbers: Options.CGIWork, where the platform
+// has a thread CPU clock.
+func (b *cpuBackend) cpuNs(env *Env) float64 {
+	if env.CGIWork == CGIWorkCount {
+		return 0
+	}
+	if !testbed.CPUTimeSupported {
+		env.Phasef("the backend counts its random numbers: no thread CPU clock on this platform, so its CPU demands hold only while the CPU runs at its calibrated speed")
+		return 0
+	}
+	return b.ns
+}
 
 // startCPUBackend pins this process off the backend's CPU, calibrates the
 // CGI testbed, and starts it with the static and dynamic demands. The
@@ -482,7 +561,11 @@ func startCPUBackend(ctx context.Context, env *Env) (*cpuBackend, func(), error)
 	env.Phasef("backend calibrated: %v per request of HTTP handling, %.2f ns per random number; static %v ≈ %d numbers, dynamic %v ≈ %d",
 		overhead, ns, b.static, b.staticN, b.dynamic, b.dynamicN)
 	work := []testbed.PathWork{{Prefix: "/cgi-bin/", N: b.dynamicN}, {Prefix: "/", N: b.staticN}}
-	b.url, b.close, b.pid, err = startCGI(ctx, env, b.plan, work)
+	b.cpuTimeNs = b.cpuNs(env)
+	if b.cpuTimeNs > 0 {
+		env.Phasef("each request burns its demand as CPU time of the backend's thread (--cgi-work %s), whatever slows the CPU", CGIWorkCPUTime)
+	}
+	b.url, b.close, b.pid, err = startCGI(ctx, env, b.plan, work, b.cpuTimeNs)
 	if err != nil {
 		restore()
 		return nil, nil, err
@@ -560,7 +643,7 @@ func voigtCalibrate(ctx context.Context, env *Env, plan cpuPlan) (overhead time.
 	}
 	const calN = 2000000
 	work := []testbed.PathWork{{Prefix: "/cal0", N: 1}, {Prefix: "/cal", N: calN}}
-	url, closeBackend, pid, err := startCGI(ctx, env, plan, work)
+	url, closeBackend, pid, err := startCGI(ctx, env, plan, work, 0)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -650,6 +733,23 @@ type cpuRun struct {
 
 	recs    []record
 	samples []voigtSample
+	// foreign is the backend CPU's busy fraction less the backend's own
+	// CPU time over the run (foreignMeter; NaN: not measured): other
+	// processes, and the hypervisor's steal, which the host sensor of the
+	// CPU rule counts as busy.
+	foreign float64
+}
+
+// maxForeign is the largest foreign fraction of the runs (NaN if none
+// was measured).
+func maxForeign(runs []*cpuRun) float64 {
+	out := math.NaN()
+	for _, r := range runs {
+		if !math.IsNaN(r.foreign) && !(r.foreign <= out) {
+			out = r.foreign
+		}
+	}
+	return out
 }
 
 // run executes the run against b.
@@ -685,8 +785,12 @@ func (r *cpuRun) run(ctx context.Context, env *Env, b *cpuBackend) error {
 		loads: []loadgen.Config{{Mode: loadgen.ModeOpen, Duration: r.length, Seed: r.seed, Timeout: voigtTimeout, ConnectTimeout: voigtConnectTimeout,
 			Workload: wl, Arrivals: arr, DisableKeepAlives: true, MaxInflight: voigtMaxInflight, MaxConns: voigtMaxInflight}}}
 	stop := sampleProxy(px, b.cpuSeconds(), nil, voigtSampleEvery)
+	foreign := foreignMeter(b.plan, b.pid)
 	res, runErr := ph.run(ctx, env)
-	r.samples = stop()
+	r.samples, r.foreign = stop(), foreign()
+	if r.foreign > foreignBusyLimit {
+		env.Phasef("%s: CPU %d was %.0f%% busy with other work than the backend's (other processes, or the hypervisor's steal, which the CPU rule's host sensor counts as busy)", r.name, b.plan.backendCPU, 100*r.foreign)
+	}
 	if err := errors.Join(runErr, px.Close()); err != nil {
 		return err
 	}

@@ -208,11 +208,8 @@ func analyseVoigtStep(s *report.Summary, st stepTimes, ctl, unc *cpuRun, b *cpuB
 	s.Set("time_scale", 1)
 	s.Set("step_at_s", st.at.Seconds())
 	s.Set("step_end_s", st.end.Seconds())
-	s.Set("pinned", b2f(b.plan.pinned))
-	s.Set("sensor_process", b2f(b.processSensor))
-	s.Set("backend_cpu_foreign_busy", b.foreignBusy)
-	s.Set("ns_per_number", b.ns)
-	s.Set("http_overhead_ms", msOf(b.overhead))
+	b.report(s)
+	reportForeign(s, []*cpuRun{ctl, unc})
 	s.Set("cpu_utilization_before", meanOver(ctl.samples, st.beforeFrom, st.at, func(s *voigtSample) float64 { return s.cpu }))
 	return &voigtStepAnalysis{bins: bins, initial: initial, pDyn: pDyn, pLarge: pLarge}, nil
 }
@@ -238,8 +235,8 @@ func renderVoigtStep(res *figure.Result, st stepTimes, sched dist.Schedule, ctl,
 		"mean_rt_ms_step_uncontrolled", "mean_rt_ms_step_last_quarter", "rt_settle_s", "policer_rate_end", "policer_drop_fraction_after", "cgi_rate_at_step"}
 	res.Setup = []string{
 		b.where(),
-		fmt.Sprintf("Service: real CPU work calibrated before the runs (%.2f ns per random number, %v of HTTP handling per request): %v per static request and %v per dynamic one, the simulator's kernel + worker demands. Replies are small, so the bandwidth rule stays idle.",
-			b.ns, b.overhead.Round(time.Microsecond), b.static, b.dynamic),
+		fmt.Sprintf("Service: real CPU work calibrated before the runs (%.2f ns per random number, %v of HTTP handling per request; %s): %v per static request and %v per dynamic one, the simulator's kernel + worker demands. Replies are small, so the bandwidth rule stays idle.",
+			b.ns, b.overhead.Round(time.Microsecond), b.workNote(), b.static, b.dynamic),
 		fmt.Sprintf("Load: the SURGE-like file set of the static testbed (%d files, file-set seed %d; %.1f %% dynamic requests, %.1f %% for /islarge/), open loop at a constant rate, one connection per request, client timeout %v, connect timeout %v (sclient's abort). Rate %g req/s, %g req/s from t = %v to %v, then %g req/s until %v.",
 			voigtFiles, voigtFileSeed, 100*pDyn, 100*pLarge, voigtTimeout, voigtConnectTimeout, low, high, st.at, st.end, low, st.length),
 		fmt.Sprintf("Shortened from the paper's 120 s (step at 50–70 s) to fit the time budget: the step starts at %v and lasts %v; the metrics 'after' use %v–%v, 'before' %v–%v. No time compression (time_scale 1, control period 1 s).",

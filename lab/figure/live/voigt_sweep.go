@@ -19,7 +19,9 @@ import (
 // pinned to one CPU, burning the simulator's per-request CPU demands; the
 // proxy and the load generator run on the other CPU.
 
-// voigtPoint is one offered rate of a staircase.
+// voigtPoint is one offered rate of a staircase: tput is the rate of OK
+// replies completed in its window (voigtWindow.replyRate), rt the mean RT
+// of the OK replies to the requests sent in it.
 type voigtPoint struct {
 	rate                         float64
 	tput, rt                     float64
@@ -54,7 +56,7 @@ func voigtPointOf(rate float64, spans []runSpan) voigtPoint {
 	for _, sp := range spans {
 		r, from, to := sp.run, sp.from, sp.to
 		x := windowOf(r.recs, from, to, nil)
-		w.secs, w.offered, w.ok, w.rtSum = w.secs+x.secs, w.offered+x.offered, w.ok+x.ok, w.rtSum+x.rtSum
+		w.secs, w.offered, w.ok, w.rtSum, w.replied = w.secs+x.secs, w.offered+x.offered, w.ok+x.ok, w.rtSum+x.rtSum, w.replied+x.replied
 		off := delta(r.samples, from, to, func(s *voigtSample) float64 { return s.polOffered })
 		rej := delta(r.samples, from, to, func(s *voigtSample) float64 { return s.polRejected })
 		rr := delta(r.samples, from, to, func(s *voigtSample) float64 { return s.cgiRejected + s.largeRejected })
@@ -72,7 +74,7 @@ func voigtPointOf(rate float64, spans []runSpan) voigtPoint {
 		p.queue += k * meanOver(r.samples, from, to, func(s *voigtSample) float64 { return s.queue })
 		secs += k
 	}
-	p.tput, p.rt = w.throughput(), w.meanRT()
+	p.tput, p.rt = w.replyRate(), w.meanRT()
 	p.polDrop, p.ruleDrop = ratio(polRej, polOff), ratio(ruleRej, float64(w.offered))
 	if !controlled {
 		p.polDrop, p.ruleDrop = math.NaN(), math.NaN()
@@ -373,11 +375,8 @@ func analyseVoigtSweep(s *report.Summary, pl *voigtSweepPlan, b *cpuBackend) (*v
 	s.Set("large_request_fraction", an.pLarge)
 	s.Set("dynamic_request_fraction", an.pDyn)
 	s.Set("time_scale", 1)
-	s.Set("pinned", b2f(b.plan.pinned))
-	s.Set("sensor_process", b2f(b.processSensor))
-	s.Set("backend_cpu_foreign_busy", b.foreignBusy)
-	s.Set("ns_per_number", b.ns)
-	s.Set("http_overhead_ms", msOf(b.overhead))
+	b.report(s)
+	reportForeign(s, pl.runs)
 	// The backend's capacity implied by the demands: all requests, and
 	// the static ones with the CPU rule at its minimum of 10 CGI/s.
 	meanCPU := (1-an.pDyn)*b.static.Seconds() + an.pDyn*b.dynamic.Seconds()
@@ -427,8 +426,8 @@ func renderVoigtSweep(res *figure.Result, pl *voigtSweepPlan, b *cpuBackend, an 
 	}
 	res.Setup = []string{
 		b.where(),
-		fmt.Sprintf("Service: real CPU work calibrated before the runs (%.2f ns per random number, %v of HTTP handling per request): %v per static request (small or /islarge/) and %v per dynamic one (/cgi-bin/), the simulator's kernel + worker demands (0.3 + 1.4 ms, 0.3 + 4 ms). Replies are small (the CGI testbed returns a sum), so the outgoing link is not a bottleneck here and the bandwidth rule stays idle; the per-connection kernel work of the paper's server is done by the proxy on the other CPU, so the backend suffers no receive livelock.",
-			b.ns, b.overhead.Round(time.Microsecond), b.static, b.dynamic),
+		fmt.Sprintf("Service: real CPU work calibrated before the runs (%.2f ns per random number, %v of HTTP handling per request; %s): %v per static request (small or /islarge/) and %v per dynamic one (/cgi-bin/), the simulator's kernel + worker demands (0.3 + 1.4 ms, 0.3 + 4 ms). Replies are small (the CGI testbed returns a sum), so the outgoing link is not a bottleneck here and the bandwidth rule stays idle; the per-connection kernel work of the paper's server is done by the proxy on the other CPU, so the backend suffers no receive livelock.",
+			b.ns, b.overhead.Round(time.Microsecond), b.workNote(), b.static, b.dynamic),
 		fmt.Sprintf("Load: the SURGE-like file set of the static testbed (%d files, file-set seed %d, sizes capped at 1 MiB, Zipf 1): %.1f %% of requests for /islarge/, %.1f %% dynamic at the 20 %% setting, sent open-loop at a constant rate (sclient-like), one new connection per request (HTTP/1.0-like), client timeout %v; a connection not established within %v is aborted, as sclient does (a SYN the policer dropped in the kernel is a refused request).",
 			voigtFiles, voigtFileSeed, 100*pLarge, 100*pDyn, voigtTimeout, voigtConnectTimeout),
 		fmt.Sprintf("Proxy: pool of %d backend connections (the paper's workers) with a wait queue of 1024 and a %v timeout (the listen queue). Controlled: voigt-cpu on /cgi-bin/ (util_ref 90, kp 0.2, min_rate 10, initial 10/s, bucket 5), voigt-queue on /islarge/ (outgoing queue, q_ref 35), and the connection policer (initial 1000/s, bucket 20, PD on the wait queue with q_ref 100, kp 1/16, kd 1/4, CPU guard 90 %%). Uncontrolled: the same proxy and pool without rules or policer. "+queueNote,

@@ -274,6 +274,18 @@ func TestVoigtWindowAndTags(t *testing.T) {
 	if l := windowOf(recs, 0, 10*time.Second, ofType("large", nil)); l.offered != 2 || l.rejected != 1 {
 		t.Errorf("large: %+v", l)
 	}
+	// The reply rate counts OK replies by completion: a queue building in
+	// the window pushes replies to requests sent in it past its end.
+	q := []record{
+		rec(500*time.Millisecond, 1100*time.Millisecond, 600*time.Millisecond, outOK), // sent before, done in it
+		rec(1200*time.Millisecond, 1300*time.Millisecond, 100*time.Millisecond, outOK),
+		rec(1800*time.Millisecond, 2600*time.Millisecond, 800*time.Millisecond, outOK), // done after it
+		rec(1900*time.Millisecond, 2500*time.Millisecond, 600*time.Millisecond, outOK),
+		rec(1950*time.Millisecond, 1990*time.Millisecond, 0, outTimeout), // not a reply
+	}
+	if w := windowOf(q, time.Second, 2*time.Second, nil); w.ok != 3 || w.replied != 2 || w.throughput() != 3 || w.replyRate() != 2 {
+		t.Errorf("window of a building queue: %+v, throughput %v, reply rate %v; want 3 sent-and-answered, 2 replies", w, w.throughput(), w.replyRate())
+	}
 	for _, tc := range []struct {
 		f    float64
 		want string
@@ -388,7 +400,8 @@ func TestVoigtPointOfPools(t *testing.T) {
 	mk := func(ok, fail int, from time.Duration, rate, polOff, polRej float64) *cpuRun {
 		r := &cpuRun{controlled: true}
 		for i := range ok {
-			r.recs = append(r.recs, record{intended: from + time.Duration(i), lat: 10 * time.Millisecond, out: outOK})
+			at := from + time.Duration(i)
+			r.recs = append(r.recs, record{intended: at, done: at + 10*time.Millisecond, lat: 10 * time.Millisecond, out: outOK})
 		}
 		for i := range fail {
 			r.recs = append(r.recs, record{intended: from + time.Duration(i), out: outTimeout})
