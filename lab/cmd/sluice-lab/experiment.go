@@ -107,7 +107,7 @@ quiet machine.`,
 	cmd.Flags().StringVar(&f.transport, "transport", "", "graph and graph-crowd only: grpc runs the chain with every hop a gRPC service (rows grpc-throttle and inprocess); default http")
 	cmd.Flags().StringSliceVar(&f.rows, "rows", nil, "peers only: run only these rows (comma-separated: uncontrolled, nginx, haproxy, seda, yaksha), each on a fresh backend, proxy and load generator")
 	cmd.Flags().StringVar(&f.policerKernel, "policer-kernel", "", "voigt-sweep and voigt-step only: the connection policer's policer.kernel, auto (drop excess SYNs in the kernel when it can), on or off (reset at accept in user space); default auto")
-	cmd.Flags().StringVar(&f.cgiWork, "cgi-work", "", "voigt-sweep and voigt-step only: what a request's CPU demand is on the pinned CGI backend, cpu-time (burn the demand's CPU time, however fast the shared CPU runs) or count (sum the calibrated count of random numbers); default cpu-time")
+	cmd.Flags().StringVar(&f.cgiWork, "cgi-work", "", "the CPU experiments (voigt-sweep, voigt-step, kihl-step, kihl-distribution): what a request's CPU demand is on the pinned CGI backend, cpu-time (burn the demand's CPU time, however fast the shared CPU runs) or count (sum the calibrated count of random numbers); default cpu-time")
 	cmd.Flags().Uint64Var(&f.seed, "seed", 1, "seed of the load generator and the backends")
 	cmd.Flags().StringVar(&f.out, "out", "", "report folder (default ./out/experiment/NAME-SEED)")
 	return cmd

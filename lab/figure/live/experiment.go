@@ -122,8 +122,9 @@ type Options struct {
 	// kernel when it can), "on" or "off" (the user-space reset at
 	// accept); other experiments ignore it.
 	PolicerKernel string
-	// CGIWork is what a request's CPU demand is on the Voigt CPU
-	// experiments' CGI backend: CGIWorkCPUTime (empty: the default) or
+	// CGIWork is what a request's CPU demand is on the CGI backend of the
+	// CPU experiments (voigt-sweep, voigt-step, kihl-step,
+	// kihl-distribution): CGIWorkCPUTime (empty: the default) or
 	// CGIWorkCount; other experiments ignore it.
 	CGIWork string
 	// Seed seeds the load generator and the backends' random draws.

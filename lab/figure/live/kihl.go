@@ -243,7 +243,7 @@ func runKihl(ctx context.Context, env *Env, cdf bool) (*figure.Result, error) {
 		return nil, err
 	}
 	for _, v := range pl.vars {
-		if v.res, err = runKihlVariant(ctx, env, pl.p, pl.cpu, v, kihlWork(v.service, pl.p.ServiceTime, pl.overhead, pl.ns)); err != nil {
+		if v.res, err = runKihlVariant(ctx, env, pl.p, pl.cpu, v, kihlWork(v.service, pl.p.ServiceTime, pl.overhead, pl.ns), pl.cpuNs); err != nil {
 			return nil, err
 		}
 	}
@@ -258,6 +258,7 @@ type kihlPlan struct {
 	cpu      cpuPlan
 	overhead time.Duration // HTTP handling per request
 	ns       float64       // per random number of the CGI work
+	cpuNs    float64       // the CPU-time mode's ns per number (0: counted; cgiWorkNs)
 	vars     []*kihlVariant
 }
 
@@ -301,7 +302,7 @@ func planKihl(ctx context.Context, env *Env, cdf bool) (pl *kihlPlan, restore fu
 				ti: p.Ti, service: "det", length: vars[0].length})
 		}
 	}
-	return &kihlPlan{p: p, cpu: plan, overhead: overhead, ns: ns, vars: vars}, restore, nil
+	return &kihlPlan{p: p, cpu: plan, overhead: overhead, ns: ns, cpuNs: cgiWorkNs(env, ns), vars: vars}, restore, nil
 }
 
 // analyseKihl sets the summary's metrics: for each variant the
@@ -350,6 +351,7 @@ func analyseKihl(s *report.Summary, pl *kihlPlan, cdf bool) {
 	s.Set("time_scale", kihlTimeScale)
 	s.Set("pinned", b2f(pl.cpu.pinned))
 	s.Set("ns_per_number", pl.ns)
+	s.Set("cgi_work_cpu_time", b2f(pl.cpuNs > 0))
 	s.Set("http_overhead_ms", msOf(pl.overhead))
 }
 
@@ -413,8 +415,8 @@ func renderKihl(res *figure.Result, pl *kihlPlan, cdf bool) error {
 	}
 	res.Setup = []string{
 		where,
-		fmt.Sprintf("Service: real CPU work, calibrated on the backend before the runs (%.2f ns per random number, %v of HTTP handling per request); exponential service of mean %v (HTTP handling included) stands as %d equally likely levels (paths /w00–/w%02d) at the exponential's midpoint quantiles; the M/D/1 variant has one level.",
-			ns, overhead.Round(time.Microsecond), p.ServiceTime, kihlExpQuantiles, kihlExpQuantiles-1),
+		fmt.Sprintf("Service: real CPU work, calibrated on the backend before the runs (%.2f ns per random number, %v of HTTP handling per request; %s); exponential service of mean %v (HTTP handling included) stands as %d equally likely levels (paths /w00–/w%02d) at the exponential's midpoint quantiles; the M/D/1 variant has one level.",
+			ns, overhead.Round(time.Microsecond), cgiWorkNote(pl.cpuNs), p.ServiceTime, kihlExpQuantiles, kihlExpQuantiles-1),
 		fmt.Sprintf("Load: open-loop Poisson arrivals at %.0f req/s (about 2.25× capacity), client timeout %v; runs of %v (main) and %v (comparison).", p.Rate, p.timeout, vars[0].length, vars[1].length),
 		fmt.Sprintf("Controller: the proxy's kihl stage, period %v, ρ_ref %g, K %g admissions per period, Ti %v (comparison Ti %v), integrator from 0; the token bucket's burst is the stage default 5. Metrics from t = %v (the paper's 10 s).",
 			p.H, p.RhoRef, p.K, p.Ti, p.CompareTi, p.MeasureFrom),
@@ -426,9 +428,9 @@ func renderKihl(res *figure.Result, pl *kihlPlan, cdf bool) error {
 
 // runKihlVariant starts the backend (pinned child or in process), the
 // proxy with the kihl stage, and the Poisson load.
-func runKihlVariant(ctx context.Context, env *Env, p kihlLive, plan cpuPlan, v *kihlVariant, work []testbed.PathWork) (*phaseResult, error) {
+func runKihlVariant(ctx context.Context, env *Env, p kihlLive, plan cpuPlan, v *kihlVariant, work []testbed.PathWork, cpuNs float64) (*phaseResult, error) {
 	util := proxy.UtilizationConfig{Source: proxy.UtilizationBackendHeader}
-	backendURL, closeBackend, pid, err := startCGI(ctx, env, plan, work, 0)
+	backendURL, closeBackend, pid, err := startCGI(ctx, env, plan, work, cpuNs)
 	if err != nil {
 		return nil, err
 	}

@@ -465,14 +465,6 @@ type cpuBackend struct {
 	cpuTimeNs float64
 }
 
-// workNote says in the reports' Setup how the backend burns a demand.
-func (b *cpuBackend) workNote() string {
-	if b.cpuTimeNs > 0 {
-		return "each request burns its demand as CPU time of the backend's thread (--cgi-work cpu-time), so the load on the other vCPU, which shares the physical core's throughput, does not shrink the server's capacity"
-	}
-	return "each request sums its calibrated count of random numbers (--cgi-work count), so its CPU time grows while the other vCPU is busy"
-}
-
 // report records in s how the backend ran: pinned, its CPU sensor, the
 // other work on its CPU before the runs, its calibration and its kind of
 // work.
@@ -518,10 +510,10 @@ const (
 	CGIWorkCount = "count"
 )
 
-// cpuNs is the CGI backend's CPU time per random number (the CPU-time
-// mode), or 0 to count the numbers: Options.CGIWork, where the platform
-// has a thread CPU clock.
-func (b *cpuBackend) cpuNs(env *Env) float64 {
+// cgiWorkNs is the CGI backend's CPU time per random number in the
+// CPU-time mode, ns (calibrated), or 0 to count the numbers:
+// Options.CGIWork, where the platform has a thread CPU clock.
+func cgiWorkNs(env *Env, ns float64) float64 {
 	if env.CGIWork == CGIWorkCount {
 		return 0
 	}
@@ -529,7 +521,17 @@ func (b *cpuBackend) cpuNs(env *Env) float64 {
 		env.Phasef("the backend counts its random numbers: no thread CPU clock on this platform, so its CPU demands hold only while the CPU runs at its calibrated speed")
 		return 0
 	}
-	return b.ns
+	env.Phasef("each request burns its demand as CPU time of the backend's thread (--cgi-work %s), whatever slows the CPU", CGIWorkCPUTime)
+	return ns
+}
+
+// cgiWorkNote says in the reports' Setup how the backend burns a demand
+// (cpuNs from cgiWorkNs).
+func cgiWorkNote(cpuNs float64) string {
+	if cpuNs > 0 {
+		return "each request burns its demand as CPU time of the backend's thread (--cgi-work cpu-time), so the load on the other vCPU, which shares the physical core's throughput, does not change what a request costs"
+	}
+	return "each request sums its calibrated count of random numbers (--cgi-work count), so its CPU time grows while the other vCPU is busy"
 }
 
 // startCPUBackend pins this process off the backend's CPU, calibrates the
@@ -561,10 +563,7 @@ func startCPUBackend(ctx context.Context, env *Env) (*cpuBackend, func(), error)
 	env.Phasef("backend calibrated: %v per request of HTTP handling, %.2f ns per random number; static %v ≈ %d numbers, dynamic %v ≈ %d",
 		overhead, ns, b.static, b.staticN, b.dynamic, b.dynamicN)
 	work := []testbed.PathWork{{Prefix: "/cgi-bin/", N: b.dynamicN}, {Prefix: "/", N: b.staticN}}
-	b.cpuTimeNs = b.cpuNs(env)
-	if b.cpuTimeNs > 0 {
-		env.Phasef("each request burns its demand as CPU time of the backend's thread (--cgi-work %s), whatever slows the CPU", CGIWorkCPUTime)
-	}
+	b.cpuTimeNs = cgiWorkNs(env, ns)
 	b.url, b.close, b.pid, err = startCGI(ctx, env, b.plan, work, b.cpuTimeNs)
 	if err != nil {
 		restore()

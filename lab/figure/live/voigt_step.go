@@ -236,7 +236,7 @@ func renderVoigtStep(res *figure.Result, st stepTimes, sched dist.Schedule, ctl,
 	res.Setup = []string{
 		b.where(),
 		fmt.Sprintf("Service: real CPU work calibrated before the runs (%.2f ns per random number, %v of HTTP handling per request; %s): %v per static request and %v per dynamic one, the simulator's kernel + worker demands. Replies are small, so the bandwidth rule stays idle.",
-			b.ns, b.overhead.Round(time.Microsecond), b.workNote(), b.static, b.dynamic),
+			b.ns, b.overhead.Round(time.Microsecond), cgiWorkNote(b.cpuTimeNs), b.static, b.dynamic),
 		fmt.Sprintf("Load: the SURGE-like file set of the static testbed (%d files, file-set seed %d; %.1f %% dynamic requests, %.1f %% for /islarge/), open loop at a constant rate, one connection per request, client timeout %v, connect timeout %v (sclient's abort). Rate %g req/s, %g req/s from t = %v to %v, then %g req/s until %v.",
 			voigtFiles, voigtFileSeed, 100*pDyn, 100*pLarge, voigtTimeout, voigtConnectTimeout, low, high, st.at, st.end, low, st.length),
 		fmt.Sprintf("Shortened from the paper's 120 s (step at 50–70 s) to fit the time budget: the step starts at %v and lasts %v; the metrics 'after' use %v–%v, 'before' %v–%v. No time compression (time_scale 1, control period 1 s).",
