@@ -22,7 +22,9 @@ import (
 // adaptive overload control from a hand-tuned one: (a) a flash crowd from
 // 0.5× to 10× capacity within 1 s, (b) the backend's capacity halves under
 // 3× overload, (c) it doubles, (d) its parallelism grows from 4 to 16
-// workers at the same per-request cost. The hand-tuned rows stand for
+// workers at the same per-request cost, (e) the workers are two backends
+// of half of them each, balanced by least requests in flight, and one
+// becomes 3× slower. The hand-tuned rows stand for
 // nginx limit_req (static-rate told the capacity) and HAProxy maxconn
 // (static-concurrency told the workers, 100 ms queue timeout).
 
@@ -31,7 +33,7 @@ var adaptiveRows = []string{"none", "static-rate", "static-concurrency", "seda",
 	"gradient2", "envoy-gradient", "bbr", "auto"}
 
 // adaptivePhases are the phases, in table order.
-var adaptivePhases = []string{"a", "b", "c", "d"}
+var adaptivePhases = []string{"a", "b", "c", "d", "e"}
 
 type adaptiveParams struct {
 	figure.AdaptiveParams
@@ -58,9 +60,9 @@ func adaptivePhasesScenario(ps *Params) RunFunc {
 	ps.Bool(&c.medianProbe, "auto_median_probe", false, "auto's median_probe option")
 	ps.Choice(&c.knee, "auto_knee", control.KneeProbes, []string{control.KneeProbes, control.KneeOvertakes}, "auto's knee: probes (its default) or overtakes")
 	ps.Float(&c.crowd, "crowd", 10, 0, 1000, "phase a: offered load of the crowd, × capacity")
-	ps.Float(&c.overload, "overload", 3, 0, 1000, "phases b–d: offered load, × the initial capacity")
+	ps.Float(&c.overload, "overload", 3, 0, 1000, "phases b–e: offered load, × the initial capacity")
 	ps.Duration(&c.warm, "warm", 10*time.Second, 0, time.Hour, "time at the base load before the overload")
-	ps.Duration(&c.change, "change", 10*time.Second, time.Second, time.Hour, "phases b–d: time of overload before the backend changes")
+	ps.Duration(&c.change, "change", 10*time.Second, time.Second, time.Hour, "phases b–e: time of overload before the backend changes")
 	ps.Duration(&c.length, "length", 20*time.Second, time.Second, time.Hour, "time measured after the crowd (a) or the change (b–d)")
 	ps.Subset(&c.rows, "rows", adaptiveRows, adaptiveRows, "controllers to run")
 	ps.Subset(&c.phases, "phases", adaptivePhases, adaptivePhases, "phases to run")
@@ -196,7 +198,28 @@ func runAdaptiveOne(seed uint64, c adaptiveParams, row, phase string) (*adaptive
 	if err != nil {
 		return nil, err
 	}
-	backend, err := sim.NewFIFO(e, sim.FIFOConfig{Servers: c.Workers})
+	// The backends: one FIFO of all the workers, or in phase e two of
+	// half the workers each behind the proxy's least-in-flight balance
+	// (figure.AdaptiveChangeOf), as the live figure runs them.
+	nb := 1
+	if phase == "e" {
+		nb = 2
+	}
+	var members []sim.Station
+	var fifos []*sim.FIFO
+	var weights []float64
+	for i := range nb {
+		w := c.Workers / nb
+		if i == 0 {
+			w = c.Workers - (nb-1)*(c.Workers/nb)
+		}
+		f, err := sim.NewFIFO(e, sim.FIFOConfig{Servers: w})
+		if err != nil {
+			return nil, err
+		}
+		members, fifos, weights = append(members, f), append(fifos, f), append(weights, float64(w))
+	}
+	backend, err := sim.NewPool(members, weights)
 	if err != nil {
 		return nil, err
 	}
@@ -225,18 +248,17 @@ func runAdaptiveOne(seed uint64, c adaptiveParams, row, phase string) (*adaptive
 		run.at = c.warm
 	default:
 		run.at = c.warm + c.change
+		ch := figure.AdaptiveChangeOf(phase, c.Workers, c.ServiceTime)
 		e.Schedule(run.at, func() {
-			switch phase {
-			case "b":
-				scale = 2
-				run.capAfter = capacity / 2
-			case "c":
-				scale = 0.5
-				run.capAfter = capacity * 2
-			case "d":
-				_ = backend.SetServers(4 * c.Workers)
-				run.capAfter = capacity * 4
+			switch {
+			case ch.Workers > 0:
+				_ = fifos[0].SetServers(ch.Workers)
+			case ch.Backend > 0:
+				_ = backend.SetScale(ch.Backend, ch.Scale)
+			case ch.Scale > 0:
+				scale = ch.Scale
 			}
+			run.capAfter = ch.Capacity
 		})
 	}
 	run.end = run.at + c.length
@@ -343,7 +365,8 @@ func (r *adaptiveRun) settingBins(width time.Duration) []float64 {
 func adaptiveTitle(phase string, c adaptiveParams) string {
 	return map[string]string{
 		"a": fmt.Sprintf("(a) flash crowd %g× → %g× capacity at t = %gs", c.base, c.crowd, c.warm.Seconds()),
-		"b": "(b) capacity halves", "c": "(c) capacity doubles", "d": "(d) parallelism 4× (same cost per request)"}[phase]
+		"b": "(b) capacity halves", "c": "(c) capacity doubles", "d": "(d) parallelism 4× (same cost per request)",
+		"e": "(e) two backends of half the workers, one becomes 3× slower"}[phase]
 }
 
 func adaptiveFigure(runs []*adaptiveRun, phase string, c adaptiveParams) *report.Figure {

@@ -21,3 +21,15 @@ func TestAdaptiveRowsServeTheSameDraws(t *testing.T) {
 		}
 	}
 }
+
+// Phase e runs two backends of half the workers each behind the
+// least-in-flight pool, the second becoming 3× slower: HAProxy's 4 slots
+// (2 per backend) serve what the two deliver together, 2/10 ms + 2/30
+// ms = 267 req/s in exponential service, not the 400 of one backend, and
+// not the 133 of the slow one alone.
+func TestAdaptivePhaseESlowBackend(t *testing.T) {
+	s := run(t, "adaptive", 1, "rows=static-concurrency", "phases=e")
+	if g := s.Metric("goodput_rps_static_concurrency_e"); !(g >= 0.9*800.0/3 && g <= 1.05*800.0/3) {
+		t.Errorf("static-concurrency's goodput in phase e = %v req/s, want about 267", g)
+	}
+}
