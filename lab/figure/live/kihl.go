@@ -120,9 +120,7 @@ func planCPUs(env *Env) cpuPlan {
 // sequence; the medians give the overhead per request and the cost per
 // number.
 func calibrateCGI(ctx context.Context, env *Env, plan cpuPlan) (overhead time.Duration, ns float64, err error) {
-	const calN = 2000000
-	work := []testbed.PathWork{{Prefix: "/cal0", N: 1}, {Prefix: "/cal", N: calN}}
-	url, closeBackend, _, err := startCGI(ctx, env, plan, work, 0)
+	url, closeBackend, _, err := startCalibrationCGI(ctx, env, plan)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -174,6 +172,16 @@ func startCGI(ctx context.Context, env *Env, plan cpuPlan, work []testbed.PathWo
 		return "", nil, 0, err
 	}
 	return srv.URL, srv.Close, 0, nil
+}
+
+// calN is the numbers summed by a calibration request of path /cal; a
+// request of /cal0 sums one (the HTTP handling's cost).
+const calN = 2000000
+
+// startCalibrationCGI starts the CGI testbed of the calibrations (startCGI,
+// counted work): paths /cal0 and /cal.
+func startCalibrationCGI(ctx context.Context, env *Env, plan cpuPlan) (string, func() error, int, error) {
+	return startCGI(ctx, env, plan, []testbed.PathWork{{Prefix: "/cal0", N: 1}, {Prefix: "/cal", N: calN}}, 0)
 }
 
 // kihlWork returns the CGI paths and work for a service distribution of

@@ -217,9 +217,7 @@ func voigtCalibrate(ctx context.Context, env *Env, plan cpuPlan) (overhead time.
 	if !plan.pinned {
 		return calibrateCGI(ctx, env, plan)
 	}
-	const calN = 2000000
-	work := []testbed.PathWork{{Prefix: "/cal0", N: 1}, {Prefix: "/cal", N: calN}}
-	url, closeBackend, pid, err := startCGI(ctx, env, plan, work, 0)
+	url, closeBackend, pid, err := startCalibrationCGI(ctx, env, plan)
 	if err != nil {
 		return 0, 0, err
 	}
