@@ -148,6 +148,11 @@ func NewCGI(cfg CGIConfig) (*CGI, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if cfg.CPUNsPerNumber > 0 {
+		if _, err := threadCPU(); err != nil {
+			return nil, fmt.Errorf("cgi: cpu_ns_per_number %g: reading the thread's CPU clock: %w", cfg.CPUNsPerNumber, err)
+		}
+	}
 	work := slices.Clone(cfg.Work)
 	slices.SortStableFunc(work, func(a, b PathWork) int { return len(b.Prefix) - len(a.Prefix) })
 	return &CGI{cfg: cfg, work: work, meter: newLoadMeter(runtime.GOMAXPROCS(0))}, nil

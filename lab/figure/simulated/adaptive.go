@@ -63,7 +63,7 @@ func adaptivePhasesScenario(ps *Params) RunFunc {
 	ps.Float(&c.overload, "overload", 3, 0, 1000, "phases b–e: offered load, × the initial capacity")
 	ps.Duration(&c.warm, "warm", 10*time.Second, 0, time.Hour, "time at the base load before the overload")
 	ps.Duration(&c.change, "change", 10*time.Second, time.Second, time.Hour, "phases b–e: time of overload before the backend changes")
-	ps.Duration(&c.length, "length", 20*time.Second, time.Second, time.Hour, "time measured after the crowd (a) or the change (b–d)")
+	ps.Duration(&c.length, "length", 20*time.Second, time.Second, time.Hour, "time measured after the crowd (a) or the change (b–e)")
 	ps.Subset(&c.rows, "rows", adaptiveRows, adaptiveRows, "controllers to run")
 	ps.Subset(&c.phases, "phases", adaptivePhases, adaptivePhases, "phases to run")
 	return func(env Env) (*figure.Result, error) { return runAdaptive(env, c) }
@@ -204,6 +204,9 @@ func runAdaptiveOne(seed uint64, c adaptiveParams, row, phase string) (*adaptive
 	nb := 1
 	if phase == "e" {
 		nb = 2
+		if c.Workers < nb {
+			return nil, fmt.Errorf("phase e splits the workers over two backends: workers = %d, want at least 2", c.Workers)
+		}
 	}
 	var members []sim.Station
 	var fifos []*sim.FIFO
