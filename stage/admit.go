@@ -621,9 +621,15 @@ func (s *Stage) await(ctx context.Context, lw *liveWait) (Ticket, error) {
 			return Ticket{}, ctx.Err()
 		}
 		// Granted or dropped at the same moment: take the result, and give
-		// a granted slot back, since nobody waits for the answer.
+		// a granted slot back, since the request can no longer use it. A
+		// request whose own deadline passed is still waited for: answer
+		// it as a deadline rejection, as the other branches do; ctx's
+		// error would say its client left, and nobody would answer it.
 		if r = <-lw.ch; r.err == nil {
 			r.t.Finish(time.Now(), Outcome{OK: false, NoSample: true})
+		}
+		if late {
+			return Ticket{}, s.errDeadline
 		}
 		return Ticket{}, ctx.Err()
 	case <-lw.timer.C:

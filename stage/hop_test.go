@@ -261,6 +261,62 @@ func TestStageEnterDeadline(t *testing.T) {
 	})
 }
 
+// A queued request whose deadline passes at the moment the stage grants
+// it a slot, or drops it, is still answered as a deadline rejection
+// (ErrDeadline, wrapping sluice.ErrRejected), whichever of the wait's
+// wake-ups the select takes; never with its context's error, which means
+// "the client left" and leaves the request unanswered (a proxy answered
+// nothing: TestNoRequestReachesBackendAfterDeadline, under load). The
+// wake-ups are made ready before the wait starts, so the select picks
+// among them at random; 200 rounds take each many times.
+func TestStageAwaitDeadlineAtRelease(t *testing.T) {
+	for _, drop := range []bool{false, true} {
+		ready := 0
+		for i := range 200 {
+			c := &scripted{cur: limitDecision(1, time.Second, 0)}
+			s, err := New(Options{Name: "c", Controller: scriptedConfig{c}, MaxQueue: 8}, t0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			hold, o, _, err := s.arrive(t0, Request{}, nil, s.mkWait)
+			if o != gate.Admitted || err != nil {
+				t.Fatalf("first request: %v, %v", o, err)
+			}
+			dl := t0.Add(10 * time.Millisecond)
+			_, o, w, _ := s.arrive(t0, Request{Deadline: dl}, nil, s.mkWait)
+			if o != gate.Queued {
+				t.Fatalf("second request: %v, want queued", o)
+			}
+			lw := w.Notify.(*liveWait)
+			lw.timer = time.NewTimer(0) // its deadline's timer has fired
+			at := dl.Add(-time.Millisecond) // granted just before its deadline
+			if drop {
+				at = dl // dropped at it
+			}
+			hold.Finish(at, Outcome{OK: true})
+			ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Millisecond))
+			<-ctx.Done()
+			if len(lw.ch) == 1 {
+				ready++ // the grant or drop and the context: both ready
+			}
+			tk, err := s.await(ctx, lw)
+			cancel()
+			switch {
+			case err == nil:
+				tk.Finish(dl, Outcome{OK: true}) // granted: served
+			case !errors.Is(err, sluice.ErrRejected):
+				t.Fatalf("drop %v, round %d: %v: not a rejection, so nobody answers the request", drop, i, err)
+			}
+			if s.InFlight() != 0 || s.QueueLen() != 0 {
+				t.Fatalf("drop %v, round %d: leak: in flight %d queue %d", drop, i, s.InFlight(), s.QueueLen())
+			}
+		}
+		if ready != 200 {
+			t.Fatalf("drop %v: the grant or drop was ready before the wait in %d of 200 rounds", drop, ready)
+		}
+	}
+}
+
 // Which stages shed by priority by default: every controller but the
 // papers' (seda, yaksha, kihl, voigt-*), and only with several classes.
 func TestStagePriorityDefaults(t *testing.T) {
