@@ -288,7 +288,7 @@ func TestStageAwaitDeadlineAtRelease(t *testing.T) {
 				t.Fatalf("second request: %v, want queued", o)
 			}
 			lw := w.Notify.(*liveWait)
-			lw.timer = time.NewTimer(0) // its deadline's timer has fired
+			lw.timer = time.NewTimer(0)     // its deadline's timer has fired
 			at := dl.Add(-time.Millisecond) // granted just before its deadline
 			if drop {
 				at = dl // dropped at it
