@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sluicehq/sluice/control"
 	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/lab/figure/live"
 	"github.com/sluicehq/sluice/lab/report"
@@ -26,6 +27,7 @@ type experimentFlags struct {
 	service       string
 	transport     string
 	medianProbe   bool
+	autoKnee      string
 	rows          []string
 	policerKernel string
 	cgiWork       string
@@ -77,6 +79,11 @@ quiet machine.`,
 			default:
 				return cli.Usagef("experiment: --policer-kernel %q: want auto, on or off", f.policerKernel)
 			}
+			switch f.autoKnee {
+			case "", control.KneeProbes, control.KneeOvertakes:
+			default:
+				return cli.Usagef("experiment: --auto-knee %q: want %s or %s", f.autoKnee, control.KneeProbes, control.KneeOvertakes)
+			}
 			switch f.cgiWork {
 			case "", live.CGIWorkCPUTime, live.CGIWorkCount:
 			default:
@@ -93,7 +100,7 @@ quiet machine.`,
 			ctx, stop := runContext(cmd.Context())
 			defer stop()
 			res, err := live.RunExperiment(ctx, e, live.Options{Quick: f.quick, Seed: f.seed, Out: dir, Service: f.service,
-				Transport: f.transport, AutoMedianProbe: f.medianProbe, Rows: f.rows, PolicerKernel: f.policerKernel, CGIWork: f.cgiWork, Progress: cmd.ErrOrStderr()})
+				Transport: f.transport, AutoMedianProbe: f.medianProbe, AutoKnee: f.autoKnee, Rows: f.rows, PolicerKernel: f.policerKernel, CGIWork: f.cgiWork, Progress: cmd.ErrOrStderr()})
 			if err != nil {
 				return err
 			}
@@ -103,6 +110,7 @@ quiet machine.`,
 	cmd.Flags().BoolVar(&f.list, "list", false, "list the experiments")
 	cmd.Flags().BoolVar(&f.quick, "quick", false, "run the shortened form (about a minute)")
 	cmd.Flags().BoolVar(&f.medianProbe, "auto-median-probe", false, "adaptive only: turn on auto's median_probe option (a named option, off by default)")
+	cmd.Flags().StringVar(&f.autoKnee, "auto-knee", "", "adaptive only: auto's knee option, probes (auto's default) or overtakes (a named option: the knee read from requests overtaking earlier ones)")
 	cmd.Flags().StringVar(&f.service, "service", "", "adaptive only: service-time variant exp, lognormal (σ 1.5) or pareto (α 1.5, capped at 50× the mean); default exp")
 	cmd.Flags().StringVar(&f.transport, "transport", "", "graph and graph-crowd only: grpc runs the chain with every hop a gRPC service (rows grpc-throttle and inprocess); default http")
 	cmd.Flags().StringSliceVar(&f.rows, "rows", nil, "peers only: run only these rows (comma-separated: uncontrolled, nginx, haproxy, seda, yaksha), each on a fresh backend, proxy and load generator")

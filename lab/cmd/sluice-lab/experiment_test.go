@@ -39,6 +39,7 @@ func TestExperimentUsageErrors(t *testing.T) {
 		{[]string{"experiment", "seda-spike", "--seed", "x"}, "invalid argument"},
 		{[]string{"experiment", "voigt-sweep", "--policer-kernel", "maybe"}, `--policer-kernel "maybe": want auto, on or off`},
 		{[]string{"experiment", "voigt-sweep", "--cgi-work", "wall"}, `--cgi-work "wall": want cpu-time or count`},
+		{[]string{"experiment", "adaptive", "--auto-knee", "elbow"}, `--auto-knee "elbow": want probes or overtakes`},
 		{[]string{"demo", "extra"}, "unknown command"},
 		{[]string{"demo", "--nosuch"}, "unknown flag"},
 	}

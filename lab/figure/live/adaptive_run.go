@@ -268,9 +268,17 @@ func adaptiveProxyConfig(env *Env, row adaptiveRow, urls []string) (*proxy.Confi
 	}
 	st := policy.StageConfig{Name: mainStage, Match: policy.MatchConfig{PathPrefix: "/"}, Controller: row.controller}
 	params := row.params
-	if row.controller == "auto" && env.AutoMedianProbe {
+	if row.controller == "auto" && (env.AutoMedianProbe || env.AutoKnee != "") {
 		params = maps.Clone(params)
-		params["median_probe"] = true
+		if params == nil {
+			params = map[string]any{}
+		}
+		if env.AutoMedianProbe {
+			params["median_probe"] = true
+		}
+		if env.AutoKnee != "" {
+			params["knee"] = env.AutoKnee
+		}
 	}
 	if len(params) > 0 {
 		if err := st.Params.Encode(params); err != nil {

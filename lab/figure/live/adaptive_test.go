@@ -1,6 +1,7 @@
 package live
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -23,6 +24,35 @@ func TestAdaptiveProxyConfigs(t *testing.T) {
 		}
 		if cfg.Backends.Balance != proxy.BalanceLeastInFlight || len(cfg.Backends.Servers) != 2 || cfg.Stages[0].Controller != row.controller {
 			t.Errorf("%s: %+v", row.name, cfg.Backends)
+		}
+	}
+}
+
+// --auto-knee and --auto-median-probe reach the auto row's stage, and
+// only it.
+func TestAdaptiveAutoOptions(t *testing.T) {
+	env := newEnv("adaptive", Options{AutoKnee: "overtakes", AutoMedianProbe: true})
+	for _, row := range adaptiveRows {
+		if row.controller == "" {
+			continue
+		}
+		cfg, err := adaptiveProxyConfig(env, row, []string{"http://127.0.0.1:1"})
+		if err != nil {
+			t.Fatalf("%s: %v", row.name, err)
+		}
+		var p map[string]any
+		if n := cfg.Stages[0].Params; n.Kind != 0 {
+			if err := n.Decode(&p); err != nil {
+				t.Fatalf("%s: %v", row.name, err)
+			}
+		}
+		got := fmt.Sprint(p["knee"], " ", p["median_probe"])
+		want := "<nil> <nil>"
+		if row.controller == "auto" {
+			want = "overtakes true"
+		}
+		if got != want {
+			t.Errorf("%s: knee, median_probe = %s, want %s", row.name, got, want)
 		}
 	}
 }

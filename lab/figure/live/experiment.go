@@ -111,6 +111,10 @@ type Options struct {
 	// AutoMedianProbe turns on auto's median_probe option in the adaptive
 	// experiment's auto row; other experiments ignore it.
 	AutoMedianProbe bool
+	// AutoKnee sets auto's knee option in the adaptive experiment's auto
+	// row (control.KneeProbes or control.KneeOvertakes; empty: auto's
+	// default); other experiments ignore it.
+	AutoKnee string
 	// Rows, when set, runs only these rows of the peers experiment (its
 	// system names, in its order), each still on a fresh backend, proxy
 	// and load generator; the checks about the rows left out report n/a.
