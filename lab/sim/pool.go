@@ -54,9 +54,6 @@ func (p *Pool) SetScale(i int, f float64) error {
 	return nil
 }
 
-// Member returns member i.
-func (p *Pool) Member(i int) Station { return p.members[i] }
-
 // Submit hands j to the member with the fewest jobs in system, scanning
 // from the one after the last chosen.
 func (p *Pool) Submit(j *Job) {
