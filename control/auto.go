@@ -84,16 +84,23 @@ type AutoConfig struct {
 	// (Measurements.Parallel), where the service times vary enough to
 	// show it, and caps L at it (see Auto and auto_overtake.go).
 	Knee string `yaml:"knee" json:"knee"`
+	// KneeTolerance is, with Knee "overtakes", how far apart two requests
+	// may be handed to the service, or their answers read, and still be
+	// in either order at the service: a request is not counted as
+	// overtaken by one that entered service less than half of it later,
+	// nor by one that left less than it earlier. It is at most half the
+	// mean time between completions (default 2ms; 0: the order as seen).
+	KneeTolerance time.Duration `yaml:"knee_tolerance" json:"knee_tolerance"`
 }
 
 // DefaultAutoConfig returns the defaults: SLO 500ms, Period 100ms,
 // InitialLimit 16 within MinLimit 1 and MaxLimit 10000, HighProbe 1.5 and
 // LowProbe 1.5, windows of MinCompletions 200 or MaxWindow 1s, Knee
-// "probes".
+// "probes" (KneeTolerance 2ms).
 func DefaultAutoConfig() AutoConfig {
 	return AutoConfig{SLO: 500 * time.Millisecond, Period: 100 * time.Millisecond, InitialLimit: 16,
 		MinLimit: 1, MaxLimit: 10000, HighProbe: 1.5, LowProbe: 1.5, MinCompletions: 200, MaxWindow: time.Second,
-		Knee: KneeProbes}
+		Knee: KneeProbes, KneeTolerance: 2 * time.Millisecond}
 }
 
 // Validate reports the first invalid field.
@@ -142,6 +149,9 @@ func (c *AutoConfig) Validate() error {
 	}
 	if c.Knee != "" && c.Knee != KneeOvertakes && c.Knee != KneeProbes {
 		return badField("knee", c.Knee, fmt.Sprintf("must be %q (the default) or %q", KneeProbes, KneeOvertakes))
+	}
+	if c.KneeTolerance < 0 || c.KneeTolerance >= c.SLO {
+		return badField("knee_tolerance", c.KneeTolerance, "must be ≥ 0 (0: the order as seen) and below slo")
 	}
 	return nil
 }

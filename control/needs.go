@@ -3,6 +3,7 @@ package control
 import (
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/sluicehq/sluice"
 )
@@ -75,6 +76,10 @@ type Needs struct {
 	// stage measures by a lock and a sequence number per request in
 	// service (auto with knee "overtakes").
 	Overtakes bool
+	// OvertakeTolerance is the most by which the order the stage sees
+	// may differ from the service's (AutoConfig.KneeTolerance; see the
+	// stage's overtake meter).
+	OvertakeTolerance time.Duration
 }
 
 // Binds reports whether a rule on resource r may drive the controller.
@@ -224,4 +229,6 @@ func (c *KihlConfig) Floor() float64 { return 0 }
 func (c *YakshaConfig) Floor() float64 { return c.MaxDrop }
 
 // Needs: auto with knee "overtakes" reads Measurements.Parallel.
-func (c *AutoConfig) Needs() Needs { return Needs{Overtakes: c.kneeFromOvertakes()} }
+func (c *AutoConfig) Needs() Needs {
+	return Needs{Overtakes: c.kneeFromOvertakes(), OvertakeTolerance: c.KneeTolerance}
+}

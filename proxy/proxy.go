@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/http/httputil"
 	"net/netip"
 	"strconv"
@@ -442,6 +443,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if g.overall > 0 || g.ignoreAbort {
 		uctx, rs.cancel = context.WithCancelCause(uctx)
+	}
+	if st.MeasuresOvertakes() {
+		// The stage orders requests by when they reach the backend.
+		uctx = httptrace.WithClientTrace(uctx, &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { t.Sent(time.Now()) }})
 	}
 	if g.overall > 0 {
 		rs.overTimer = time.AfterFunc(g.overall, func() { rs.cancel(errOverallTimeout) })

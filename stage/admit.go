@@ -396,7 +396,7 @@ func (s *Stage) admit(cs *classState, class int, arrival, now time.Time, held bo
 	}
 	var seq uint64
 	if s.otk != nil {
-		seq = s.otk.begin() + 1
+		seq = s.otk.begin(now) + 1
 	}
 	return Ticket{s: s, class: class, epoch: s.epoch.Load(), held: held, arrival: arrival, start: now, seq: seq}
 }
@@ -486,7 +486,7 @@ func (s *Stage) leaveService(t Ticket, now time.Time) {
 	}
 	s.flight.end(t.start, now)
 	if t.seq > 0 && s.otk != nil {
-		s.otk.end(t.seq - 1)
+		s.otk.end(t.seq-1, now)
 	}
 	if !t.held {
 		return

@@ -3,13 +3,14 @@ package stage
 import (
 	"slices"
 	"sync"
+	"time"
 )
 
 // overtakeMeter measures Measurements.Parallel: when a request leaves
 // service, the number of requests still in service that entered it
-// before, and the largest of those counts over an interval. Each request
-// in service holds a sequence number in the order it entered service;
-// live holds them ascending, so a request's count is its index there.
+// before, and the largest of those counts over an interval. live holds
+// the requests in service in the order they entered it, so a request's
+// count is its index there.
 //
 // Behind a service of W workers that serves its queue in the order
 // requests arrive (a worker pool: a thread pool, HAProxy's maxconn, the
@@ -20,42 +21,161 @@ import (
 // requests (processor sharing) lets a short request overtake every one,
 // and the count says nothing: control/auto_overtake.go reads it only
 // where it is below the number in service.
+//
+// The order seen here is not quite the service's, and the largest count
+// reads any error as an overtake the workers never made:
+//   - A request enters service at admission, unless its caller reports
+//     the moment it handed the request to the service (Ticket.Sent: the
+//     proxy does when it has written the request to the backend); it then
+//     takes its place in the order at that moment. Requests admitted in
+//     one order reach a backend in another (queued requests' goroutines
+//     wake, connections are taken and written in their own order).
+//   - Requests handed over less than τ/2 apart may still reach the
+//     service's queue in either order (its own goroutines), and answers
+//     less than τ apart may be read in either order (the service writes
+//     a batch of them, the proxy's goroutines read them as they are
+//     scheduled). So a request does not count as overtaken by one that
+//     entered service less than τ/2 after it, nor by one that left less
+//     than τ before it: a count is final τ after its request left.
+//
+// τ is the stage's tolerance (AutoConfig.KneeTolerance, 2 ms by default)
+// but at most half the mean time between completions, 1/(2·X̂) for the
+// completion rate X̂ (smoothed per interval): a wider tolerance would
+// forgive true overtakes, where the service completes requests faster
+// than its order can be observed.
 type overtakeMeter struct {
 	mu   sync.Mutex
-	next uint64   // the next sequence number
-	live []uint64 // sequence numbers of the requests in service, ascending
-	most int      // the largest count since the last collect; −1: none
+	next uint64         // the next sequence number
+	live []overtakeItem // the requests in service, in service order
+	most int            // the largest final count since the last collect; −1: none
+
+	tolMax  time.Duration   // the configured tolerance (0: exact order)
+	tol     time.Duration   // τ in force: min(tolMax, 1/(2·X̂))
+	pending []overtakeCount // counts of requests that left less than τ ago
+	ends    int             // requests that left service since the last collect
+	last    time.Time       // the last collect (zero: none)
+	rate    float64         // X̂, completions/s (0: not yet measured)
 }
 
-func newOvertakeMeter() *overtakeMeter { return &overtakeMeter{most: -1} }
+// overtakeItem is a request in service: its sequence number and when it
+// entered service.
+type overtakeItem struct {
+	seq uint64
+	at  time.Time
+}
 
-// begin records a request entering service and returns its sequence
-// number.
-func (o *overtakeMeter) begin() uint64 {
+// overtakeCount is a request that entered service at in and left at out,
+// with count earlier requests still in service then; it is final at out
+// + τ.
+type overtakeCount struct {
+	in, out time.Time
+	count   int
+}
+
+// newOvertakeMeter returns a meter of tolerance tol (0: the exact order).
+func newOvertakeMeter(tol time.Duration) *overtakeMeter {
+	tol = max(tol, 0)
+	return &overtakeMeter{most: -1, tolMax: tol, tol: tol}
+}
+
+// begin records a request entering service at now and returns its
+// sequence number.
+func (o *overtakeMeter) begin(now time.Time) uint64 {
 	o.mu.Lock()
 	seq := o.next
 	o.next++
-	o.live = append(o.live, seq)
+	o.live = append(o.live, overtakeItem{seq, now})
 	o.mu.Unlock()
 	return seq
 }
 
-// end records the request of sequence number seq leaving service.
-func (o *overtakeMeter) end(seq uint64) {
+// sent moves the request of sequence number seq to the end of the
+// service order: it was handed to the service at now, after every request
+// in service. It does nothing once the request left service.
+func (o *overtakeMeter) sent(seq uint64, now time.Time) {
 	o.mu.Lock()
-	if i, ok := slices.BinarySearch(o.live, seq); ok {
-		o.live = slices.Delete(o.live, i, i+1)
-		o.most = max(o.most, i)
+	// A request is sent soon after it is admitted: search from the end.
+	for i := len(o.live) - 1; i >= 0; i-- {
+		if o.live[i].seq == seq {
+			copy(o.live[i:], o.live[i+1:])
+			o.live[len(o.live)-1] = overtakeItem{seq, now}
+			break
+		}
 	}
 	o.mu.Unlock()
 }
 
-// collect returns one more than the largest count since the last
-// collect (0 when no request left service) and starts the next interval.
-func (o *overtakeMeter) collect() float64 {
+// end records the request of sequence number seq leaving service at now.
+// Its count is the number of requests before it in the service order
+// that entered at least τ/2 before it, less those of them that leave
+// within τ after now.
+func (o *overtakeMeter) end(seq uint64, now time.Time) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	o.settle(now)
+	// Requests mostly leave in about the order they entered: search from
+	// the start.
+	i := slices.IndexFunc(o.live, func(it overtakeItem) bool { return it.seq == seq })
+	if i < 0 {
+		return
+	}
+	o.ends++
+	in := o.live[i].at
+	half := o.tol / 2
+	n := i
+	for cut := in.Add(-half); n > 0 && o.live[n-1].at.After(cut); n-- {
+	}
+	o.live = slices.Delete(o.live, i, i+1)
+	if o.tol <= 0 {
+		o.most = max(o.most, n)
+		return
+	}
+	// The requests that left less than τ ago and counted this one did not
+	// overtake it.
+	for k := range o.pending {
+		if !in.After(o.pending[k].in.Add(-half)) {
+			o.pending[k].count--
+		}
+	}
+	o.pending = append(o.pending, overtakeCount{in: in, out: now, count: n})
+}
+
+// settle makes final the counts of the requests that left at least τ
+// before now.
+func (o *overtakeMeter) settle(now time.Time) {
+	k := 0
+	for _, p := range o.pending {
+		if now.Sub(p.out) >= o.tol {
+			o.most = max(o.most, p.count)
+			continue
+		}
+		o.pending[k] = p
+		k++
+	}
+	o.pending = o.pending[:k]
+}
+
+// collect returns one more than the largest final count since the last
+// collect (0 when none became final) and starts the next interval: the
+// completion rate and τ are updated from the interval's completions.
+func (o *overtakeMeter) collect(now time.Time) float64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.settle(now)
 	v := float64(o.most + 1)
 	o.most = -1
+	if el := now.Sub(o.last).Seconds(); !o.last.IsZero() && el > 0 {
+		x := float64(o.ends) / el
+		if o.rate == 0 {
+			o.rate = x
+		} else {
+			o.rate += 0.2 * (x - o.rate)
+		}
+	}
+	o.last, o.ends = now, 0
+	o.tol = o.tolMax
+	if o.rate > 0 {
+		o.tol = min(o.tolMax, time.Duration(float64(time.Second)/(2*o.rate)))
+	}
 	return v
 }

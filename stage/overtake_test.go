@@ -13,24 +13,90 @@ import (
 // The meter counts, at each completion, the requests still in service
 // that entered it earlier, and reports the largest count per interval.
 func TestOvertakeMeter(t *testing.T) {
-	o := newOvertakeMeter()
-	if v := o.collect(); v != 0 {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	o := newOvertakeMeter(0)
+	if v := o.collect(t0); v != 0 {
 		t.Fatalf("no completion: %v, want 0", v)
 	}
-	a, b, c, d := o.begin(), o.begin(), o.begin(), o.begin()
-	o.end(a) // in order: overtakes none
-	if v := o.collect(); v != 1 {
+	a, b, c, d := o.begin(t0), o.begin(t0), o.begin(t0), o.begin(t0)
+	o.end(a, t0) // in order: overtakes none
+	if v := o.collect(t0); v != 1 {
 		t.Fatalf("first in, first out: %v, want 1", v)
 	}
-	o.end(d) // overtakes b and c
-	o.end(c) // overtakes b
-	if v := o.collect(); v != 3 {
+	o.end(d, t0) // overtakes b and c
+	o.end(c, t0) // overtakes b
+	if v := o.collect(t0); v != 3 {
 		t.Fatalf("the last in left before two earlier ones: %v, want 3", v)
 	}
-	o.end(b)
-	o.end(b) // twice: ignored
-	if v := o.collect(); v != 1 || len(o.live) != 0 {
+	o.end(b, t0)
+	o.end(b, t0) // twice: ignored
+	if v := o.collect(t0); v != 1 || len(o.live) != 0 {
 		t.Fatalf("last one: %v with %d in service, want 1 and 0", v, len(o.live))
+	}
+}
+
+// A request takes its place in the order when it is handed to the
+// service (Ticket.Sent), not when it was admitted.
+func TestOvertakeMeterSent(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	o := newOvertakeMeter(0)
+	a, b := o.begin(t0), o.begin(t0)
+	o.sent(b, t0.Add(time.Millisecond)) // b reaches the service first
+	o.sent(a, t0.Add(2*time.Millisecond))
+	o.end(b, t0.Add(3*time.Millisecond)) // first in, first out
+	if v := o.collect(t0.Add(3 * time.Millisecond)); v != 1 {
+		t.Fatalf("b sent first, left first: %v, want 1 (no overtake)", v)
+	}
+	o.sent(b, t0.Add(4*time.Millisecond)) // left already: nothing
+	o.end(a, t0.Add(5*time.Millisecond))
+	if v := o.collect(t0.Add(5 * time.Millisecond)); v != 1 || len(o.live) != 0 {
+		t.Fatalf("a: %v with %d in service, want 1 and 0", v, len(o.live))
+	}
+}
+
+// With a tolerance τ, a request is not overtaken by one that entered
+// service less than τ/2 after it, nor by one that left less than τ
+// before it; a count is final τ after its request left; and τ is at most
+// half the mean time between completions.
+func TestOvertakeMeterTolerance(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	ms := func(n float64) time.Time { return t0.Add(time.Duration(n * float64(time.Millisecond))) }
+	o := newOvertakeMeter(2 * time.Millisecond)
+	a := o.begin(ms(0))
+	b := o.begin(ms(0.5)) // less than τ/2 after a: their order is not known
+	c := o.begin(ms(5))
+	o.end(b, ms(6)) // a entered 0.5 ms before b: not overtaken
+	o.end(c, ms(7)) // overtakes a (b left): 1, unless a leaves by 9 ms
+	if v := o.collect(ms(7)); v != 0 {
+		t.Fatalf("before any count is final (b's at 8 ms): %v, want 0", v)
+	}
+	o.end(a, ms(8.5)) // within τ after c: c did not overtake it
+	if v := o.collect(ms(20)); v != 1 {
+		t.Fatalf("a left 1.5 ms after c: %v, want 1 (no overtake)", v)
+	}
+	d, e := o.begin(ms(20)), o.begin(ms(30))
+	o.end(e, ms(31)) // overtakes d, which stays 4 ms more
+	o.end(d, ms(35))
+	if v := o.collect(ms(40)); v != 2 {
+		t.Fatalf("d left 4 ms after e: %v, want 2", v)
+	}
+	// 1,000 completions a second: τ = min(2 ms, 0.5 ms) from the next
+	// interval on.
+	o = newOvertakeMeter(2 * time.Millisecond)
+	o.collect(ms(0))
+	for i := range 100 {
+		o.end(o.begin(ms(float64(i))), ms(float64(i)+0.5))
+	}
+	o.collect(ms(100))
+	if o.tol != 500*time.Microsecond {
+		t.Fatalf("τ at 1,000 completions/s: %v, want 500µs", o.tol)
+	}
+	f := o.begin(ms(200))
+	g := o.begin(ms(201)) // 1 ms > τ/2 after f
+	o.end(g, ms(202))
+	o.end(f, ms(203)) // 1 ms > τ after g
+	if v := o.collect(ms(210)); v != 2 {
+		t.Fatalf("with τ 0.5 ms: %v, want 2 (g overtook f)", v)
 	}
 }
 

@@ -239,8 +239,8 @@ func New(opts Options, now time.Time) (*Stage, error) {
 		if shed {
 			s.conc.reserve = reserve
 		}
-		if control.NeedsOf(opts.Controller).Overtakes {
-			s.otk = newOvertakeMeter()
+		if n := control.NeedsOf(opts.Controller); n.Overtakes {
+			s.otk = newOvertakeMeter(n.OvertakeTolerance)
 		}
 		if opts.Tenants.Fair {
 			s.conc.fair = newFairQueue(opts.Tenants, n, opts.MaxQueue)
@@ -293,6 +293,11 @@ func (s *Stage) Quality() float64 { return s.gates.Quality() }
 
 // Degrading reports whether the stage's controller sets a quality level.
 func (s *Stage) Degrading() bool { return s.gates.Degrading() }
+
+// MeasuresOvertakes reports whether the stage orders the requests in
+// service to count overtakes (its controller reads the knee from them), so
+// that a caller reporting Ticket.Sent is worth its cost.
+func (s *Stage) MeasuresOvertakes() bool { return s.otk != nil }
 
 // Triggered reports whether the controller also runs after a number of
 // samples (SEDA's nreq, Envoy's minRTT window): a runner then polls Step
@@ -369,7 +374,7 @@ func (s *Stage) concurrency(now time.Time, m *sluice.Measurements) {
 		s.svcMean.Store(int64(st.Mean))
 	}
 	if s.otk != nil {
-		m.Parallel = s.otk.collect()
+		m.Parallel = s.otk.collect(now)
 	}
 	m.QueueWaitMean, m.QueueWaitMin = s.waits.collect()
 	m.Expired = float64(s.expired.Swap(0))

@@ -47,6 +47,20 @@ func (t Ticket) Arrival() time.Time { return t.arrival }
 // Held reports whether the ticket holds a concurrency slot of its stage.
 func (t Ticket) Held() bool { return t.held }
 
+// Sent reports that the request was handed to the service now (the proxy
+// calls it when it has written the request to the backend).
+// The overtake meter (AutoConfig.Knee "overtakes") then orders the
+// request among those in service by this moment rather than by its
+// admission, which may differ from the order in which requests reach the
+// service. It is safe to call from any goroutine and does nothing when
+// the stage does not measure overtakes (Stage.MeasuresOvertakes) or the
+// request already left service.
+func (t Ticket) Sent(now time.Time) {
+	if t.seq > 0 && t.s.otk != nil {
+		t.s.otk.sent(t.seq-1, now)
+	}
+}
+
 // Finish records the end of the request at now and releases its slot,
 // which may go to a waiting request.
 //

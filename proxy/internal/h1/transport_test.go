@@ -238,7 +238,8 @@ func TestH1TimeoutsAndCancellation(t *testing.T) {
 }
 
 // 1xx answers reach the trace's Got1xxResponse (ReverseProxy forwards
-// them); more than five, or a 101 nobody asked for, fail the request.
+// them), after its WroteRequest (the stage's overtake meter orders
+// requests by it); more than five, or a 101 nobody asked for, fail the request.
 func TestH1InformationalAnswers(t *testing.T) {
 	url := rawBackend(t, func(c net.Conn, br *bufio.Reader) {
 		for {
@@ -258,10 +259,14 @@ func TestH1InformationalAnswers(t *testing.T) {
 	})
 	tr := newTestH1(t, nil)
 	var got []string
+	wrote := 0
 	trace := &httptrace.ClientTrace{Got1xxResponse: func(code int, h textproto.MIMEHeader) error {
 		got = append(got, http.StatusText(code)+" "+h.Get("Link"))
+		if wrote != 1 {
+			t.Errorf("Got1xxResponse after %d WroteRequest, want 1", wrote)
+		}
 		return nil
-	}}
+	}, WroteRequest: func(httptrace.WroteRequestInfo) { wrote++ }}
 	req := newReq(t, "GET", url+"/hints", nil)
 	req = req.WithContext(httptrace.WithClientTrace(req.Context(), trace))
 	if resp, body := roundTrip(t, tr, req); resp.StatusCode != 200 || body != "ok" {
