@@ -42,6 +42,11 @@ import (
 // shares its workers (processor sharing) lets a short request overtake
 // every one: k = n, and the probes judge alone.
 //
+// The stage orders requests by when they reached the service and
+// forgives orders closer than KneeTolerance (stage/overtake.go): live,
+// the order a proxy sees differs from the workers' by a millisecond or
+// so, and each such swap would read as one overtake more than W allows.
+//
 // k counts the requests in the service's workers, not the time a
 // request spends outside them (the network, a busy proxy): where that
 // time is a large part of the response time the useful concurrency is

@@ -260,6 +260,8 @@ func TestAutoConfigValidate(t *testing.T) {
 		{"warmup", func(c *AutoConfig) { c.Warmup = -time.Second }},
 		{"max_healthy_latency", func(c *AutoConfig) { c.MaxHealthyLatency = -time.Millisecond }},
 		{"knee", func(c *AutoConfig) { c.Knee = "overtake" }},
+		{"knee_tolerance", func(c *AutoConfig) { c.KneeTolerance = -time.Millisecond }},
+		{"knee_tolerance", func(c *AutoConfig) { c.KneeTolerance = c.SLO }},
 	} {
 		cfg := DefaultAutoConfig()
 		c.edit(&cfg)

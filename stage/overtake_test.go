@@ -108,7 +108,7 @@ func TestOvertakeMeterOnlyWhenNeeded(t *testing.T) {
 		want bool
 	}{
 		{&control.AutoConfig{SLO: time.Second, Period: 100 * time.Millisecond, InitialLimit: 4, MinLimit: 1, MaxLimit: 100,
-			HighProbe: 1.5, LowProbe: 1.5, MinCompletions: 10, MaxWindow: time.Second, Knee: control.KneeOvertakes}, true},
+			HighProbe: 1.5, LowProbe: 1.5, MinCompletions: 10, MaxWindow: time.Second, Knee: control.KneeOvertakes, KneeTolerance: 3 * time.Millisecond}, true},
 		{&control.AutoConfig{SLO: time.Second, Period: 100 * time.Millisecond, InitialLimit: 4, MinLimit: 1, MaxLimit: 100,
 			HighProbe: 1.5, LowProbe: 1.5, MinCompletions: 10, MaxWindow: time.Second}, false},
 		{&control.AutoConfig{SLO: time.Second, Period: 100 * time.Millisecond, InitialLimit: 4, MinLimit: 1, MaxLimit: 100,
@@ -121,6 +121,9 @@ func TestOvertakeMeterOnlyWhenNeeded(t *testing.T) {
 		}
 		if got := st.otk != nil; got != tc.want {
 			t.Errorf("%T %+v: meter %v, want %v", tc.cfg, tc.cfg, got, tc.want)
+		}
+		if ac, ok := tc.cfg.(*control.AutoConfig); ok && st.otk != nil && st.otk.tolMax != ac.KneeTolerance {
+			t.Errorf("meter tolerance %v, want knee_tolerance %v", st.otk.tolMax, ac.KneeTolerance)
 		}
 	}
 }
