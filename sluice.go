@@ -105,6 +105,14 @@ type Measurements struct {
 	// min(n, W) for n in service (control.Needs.Overtakes; 0 when the
 	// stage does not measure it or no request left service).
 	Parallel float64
+	// BackendShare is the part of the completions' time in service (from
+	// admission to completion) that they spent in the backend, from the
+	// moment they were written to it to the first byte of its answer,
+	// over the completions whose caller reported both (stage.Ticket.Sent
+	// and Answered; the proxy does): the rest is the proxy's own time
+	// and the network's, in which a request holds its slot but no
+	// backend worker. 0 when unknown. Measured with Parallel.
+	BackendShare float64
 
 	// QueueWaitMean and QueueWaitMin are the mean and minimum time, in
 	// seconds, that the requests admitted in the interval waited for

@@ -304,6 +304,7 @@ type Auto struct {
 	open     bool      // MinRate holds the gate open
 	latGuard bool      // MaxHealthyLatency holds L from rising
 	knee     float64   // Ŵ, the parallelism the overtakes showed (0: unknown)
+	share    float64   // the last judged window's backend share s (overtakes; 0: none yet)
 }
 
 // tailPeriods bounds how many periods tailRing keeps, and tailSamples is
@@ -355,6 +356,8 @@ type autoWindow struct {
 	p50n     float64 // service-time samples behind sumP50
 	sumP50   float64 // Σ samples·median service time of each step, s
 	par      float64 // the largest Parallel of its steps (0: none)
+	shareSum float64 // Σ completions·BackendShare over the steps that measured it
+	shareN   float64 // the completions behind shareSum
 	peak     float64 // the largest MaxInFlight of its steps
 }
 
@@ -421,6 +424,7 @@ func (a *Auto) Estimates() map[string]float64 {
 	}
 	if a.cfg.kneeFromOvertakes() {
 		e["knee"] = a.knee
+		e["backend_share"] = a.share
 	}
 	return e
 }
@@ -548,6 +552,10 @@ func (a *Auto) Update(now time.Time, m sluice.Measurements) sluice.Decision {
 		}
 		if usable(m.Parallel) && m.Parallel > a.win.par {
 			a.win.par = m.Parallel
+		}
+		if ok := m.Completed - math.Max(m.Failed, 0); usable(m.BackendShare) && m.BackendShare > 0 && usable(ok) && ok > 0 {
+			a.win.shareSum += ok * m.BackendShare
+			a.win.shareN += ok
 		}
 		if usable(m.MaxInFlight) && m.MaxInFlight > a.win.peak {
 			a.win.peak = m.MaxInFlight

@@ -48,9 +48,18 @@ import (
 // so, and each such swap would read as one overtake more than W allows.
 //
 // k counts the requests in the service's workers, not the time a
-// request spends outside them (the network, a busy proxy): where that
-// time is a large part of the response time the useful concurrency is
-// above k and the cap costs throughput. That is why it is off by
+// request holds its slot outside them: the proxy's own time before it
+// writes the request and after the answer's first byte, and the
+// network's. Where that time is a large part of the time in service the
+// useful concurrency is above k, and a cap at k leaves workers idle (live,
+// with the service time halved to 5 ms on a busy 2-core machine, a cap
+// at the 4 workers served 383 req/s where HAProxy served 638). So where
+// the proxy measures it (Measurements.BackendShare: the share s of the
+// time in service from the request's write to its answer's first byte),
+// k and the cap are read in slots: by Little's law, n̄·s requests are in
+// the backend for n̄ in service, and the workers are full at n̄ = W/s.
+// The test becomes k/s < 0.9·min(L_w, n̄), and Ŵ = k/s. In virtual time
+// and in the middleware s is not measured and taken as 1. It is off by
 // default (docs/experiments.md, the live runs of 2026-11-27).
 
 // Bounds of the overtake test.
@@ -63,6 +72,9 @@ const (
 	// overtakeProbe: while Ŵ is known, the high probe goes to at most
 	// max(⌈overtakeProbe·Ŵ⌉, Ŵ + 1).
 	overtakeProbe = 1.25
+	// overtakeMinShare bounds the backend's share s of the time in
+	// service from below: the cap is at most k/overtakeMinShare.
+	overtakeMinShare = 0.2
 )
 
 // Knee values of AutoConfig.
@@ -74,9 +86,10 @@ const (
 // kneeFromOvertakes reports whether auto reads the knee from overtakes.
 func (c *AutoConfig) kneeFromOvertakes() bool { return c.Knee == KneeOvertakes }
 
-// overtakes returns the window's k = max Parallel and the
+// overtakes returns the window's k = max Parallel / s and the
 // concurrency it ran at, min(L_w, n̄), when the overtake test may read
-// them.
+// them; s is the backend's share of the time in service (see
+// backendShare).
 func (a *Auto) overtakes(w autoWindow) (k, n float64, ok bool) {
 	if !a.cfg.kneeFromOvertakes() || !(w.par > 0) || w.done < 10 || w.p50n == 0 || !usable(a.rP99) ||
 		!(a.rP99 >= overtakeSpread*w.sumP50/w.p50n) {
@@ -88,7 +101,16 @@ func (a *Auto) overtakes(w autoWindow) (k, n float64, ok bool) {
 		// the overtakes are held to.
 		n = w.peak
 	}
-	return w.par, math.Min(w.limit, n), true
+	return w.par / w.backendShare(), math.Min(w.limit, n), true
+}
+
+// backendShare is the window's s = Σ BackendShare·completions /
+// Σ completions, within [overtakeMinShare, 1]; 1 when not measured.
+func (w autoWindow) backendShare() float64 {
+	if !(w.shareN > 0) {
+		return 1
+	}
+	return min(max(w.shareSum/w.shareN, overtakeMinShare), 1)
 }
 
 // highProbe bounds a high probe's limit hi while the knee is known.
@@ -103,6 +125,7 @@ func (a *Auto) highProbe(hi float64) float64 {
 // overtook fewer than its concurrency shows the knee, Ŵ = k, and caps L
 // at it; one that ran above Ŵ without showing it forgets Ŵ.
 func (a *Auto) overtakeCap(w autoWindow) (string, bool) {
+	a.share = w.backendShare()
 	k, n, ok := a.overtakes(w)
 	if !ok {
 		return "", false
@@ -120,7 +143,7 @@ func (a *Auto) overtakeCap(w autoWindow) (string, bool) {
 	old := a.limit
 	a.limit = clamp(k, a.cfg.MinLimit, a.cfg.MaxLimit)
 	a.step, a.gain, a.pending = 0, a.cfg.HighProbe, false
-	return fmt.Sprintf("L %.4g → %.4g: window %g: its completions overtook at most %g of the %.3g in service: the service runs %g in parallel", old, a.limit, w.limit, k-1, n, k), true
+	return fmt.Sprintf("L %.4g → %.4g: window %g: its completions overtook at most %g of the %.3g in service, %.0f%% of whose time was in the backend: the service runs %.3g slots in parallel", old, a.limit, w.limit, w.par-1, n, 100*a.share, k), true
 }
 
 // overtakeGrow judges a filled high probe whose completions overtook as

@@ -10,9 +10,10 @@ import (
 
 // overtakeSteps runs a saturated service of 4 workers (10 ms, 400 req/s)
 // whose completions overtake at most 3 earlier requests (Parallel 4),
-// with a heavy tail (p99 15 × the median) or none (p99 = the median), and
+// with a heavy tail (p99 15 × the median) or none (p99 = the median), the
+// backend's share of the time in service share (0: not measured), and
 // returns the controller after steps steps.
-func overtakeSteps(t *testing.T, knee string, tail float64, steps int) *Auto {
+func overtakeSteps(t *testing.T, knee string, tail, share float64, steps int) *Auto {
 	t.Helper()
 	cfg := DefaultAutoConfig()
 	cfg.SLO, cfg.Knee = 250*time.Millisecond, knee
@@ -20,15 +21,30 @@ func overtakeSteps(t *testing.T, knee string, tail float64, steps int) *Auto {
 	if err != nil {
 		t.Fatal(err)
 	}
+	inBackend := share // of the l in service
+	if share == 0 {
+		inBackend = 1
+	}
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	for range steps {
 		now = now.Add(cfg.Period)
 		l := a.Current().New
 		a.Update(now, sluice.Measurements{Elapsed: cfg.Period, Arrivals: 120, Completed: 40,
 			InFlight: l, MaxInFlight: l, ServiceSamples: 40, ServiceMean: l / 400,
-			ServiceP50: 0.005, ServiceP99: 0.005 * tail, Parallel: math.Min(l, 4)})
+			ServiceP50: 0.005, ServiceP99: 0.005 * tail, Parallel: math.Min(l*inBackend, 4), BackendShare: share})
 	}
 	return a
+}
+
+// Where the requests spend half their time in service outside the
+// backend (BackendShare 0.5: the proxy's own time and the network's),
+// the 4 workers are full at 8 in service, and the knee and the limit are
+// read there.
+func TestAutoKneeFromOvertakesBackendShare(t *testing.T) {
+	a := overtakeSteps(t, KneeOvertakes, 15, 0.5, 30)
+	if a.Limit() != 8 || a.Estimates()["knee"] != 8 || a.Estimates()["backend_share"] != 0.5 {
+		t.Fatalf("L %v, knee %v, share %v; want 8, 8 and 0.5", a.Limit(), a.Estimates()["knee"], a.Estimates()["backend_share"])
+	}
 }
 
 // A window whose completions overtook at most 3 earlier requests, at a
@@ -36,7 +52,7 @@ func overtakeSteps(t *testing.T, knee string, tail float64, steps int) *Auto {
 // limit there; with equal service times (no spread) or knee "probes" the
 // overtakes are not read.
 func TestAutoKneeFromOvertakes(t *testing.T) {
-	a := overtakeSteps(t, KneeOvertakes, 15, 30)
+	a := overtakeSteps(t, KneeOvertakes, 15, 0, 30)
 	if a.Limit() != 4 || a.Estimates()["knee"] != 4 {
 		t.Fatalf("L %v, knee %v; want 4 and 4", a.Limit(), a.Estimates()["knee"])
 	}
@@ -60,7 +76,7 @@ func TestAutoKneeFromOvertakes(t *testing.T) {
 		knee string
 		tail float64
 	}{{KneeOvertakes, 1}, {KneeProbes, 15}} {
-		b := overtakeSteps(t, c.knee, c.tail, 30)
+		b := overtakeSteps(t, c.knee, c.tail, 0, 30)
 		if b.Limit() < 8 {
 			t.Errorf("knee %s, p99 %g × the median: L %v, want the overtakes unread (L ≥ 8)", c.knee, c.tail, b.Limit())
 		}

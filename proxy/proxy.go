@@ -445,8 +445,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		uctx, rs.cancel = context.WithCancelCause(uctx)
 	}
 	if st.MeasuresOvertakes() {
-		// The stage orders requests by when they reach the backend.
-		uctx = httptrace.WithClientTrace(uctx, &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { t.Sent(time.Now()) }})
+		// The stage orders requests by when they reach the backend, and
+		// measures the share of their time spent there.
+		uctx = httptrace.WithClientTrace(uctx, &httptrace.ClientTrace{
+			WroteRequest:         func(httptrace.WroteRequestInfo) { t.Sent(time.Now()) },
+			GotFirstResponseByte: func() { t.Answered(time.Now()) },
+		})
 	}
 	if g.overall > 0 {
 		rs.overTimer = time.AfterFunc(g.overall, func() { rs.cancel(errOverallTimeout) })

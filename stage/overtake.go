@@ -55,13 +55,22 @@ type overtakeMeter struct {
 	ends    int             // requests that left service since the last collect
 	last    time.Time       // the last collect (zero: none)
 	rate    float64         // X̂, completions/s (0: not yet measured)
+
+	// The backend's share of the slot time, over the completions that
+	// reported both their send and their answer's first byte since the
+	// last collect: Σ (first byte − sent) and Σ (left − admitted), s.
+	inBackend, inSlot float64
 }
 
-// overtakeItem is a request in service: its sequence number and when it
-// entered service.
+// overtakeItem is a request in service: its sequence number, when it
+// entered service (admitted, or sent), when it was admitted, and when the
+// first byte of its answer arrived (zero: not reported).
 type overtakeItem struct {
-	seq uint64
-	at  time.Time
+	seq       uint64
+	at        time.Time
+	admit     time.Time
+	sent      bool
+	firstByte time.Time
 }
 
 // overtakeCount is a request that entered service at in and left at out,
@@ -84,7 +93,7 @@ func (o *overtakeMeter) begin(now time.Time) uint64 {
 	o.mu.Lock()
 	seq := o.next
 	o.next++
-	o.live = append(o.live, overtakeItem{seq, now})
+	o.live = append(o.live, overtakeItem{seq: seq, at: now, admit: now})
 	o.mu.Unlock()
 	return seq
 }
@@ -96,9 +105,25 @@ func (o *overtakeMeter) sent(seq uint64, now time.Time) {
 	o.mu.Lock()
 	// A request is sent soon after it is admitted: search from the end.
 	for i := len(o.live) - 1; i >= 0; i-- {
-		if o.live[i].seq == seq {
+		if it := o.live[i]; it.seq == seq {
 			copy(o.live[i:], o.live[i+1:])
-			o.live[len(o.live)-1] = overtakeItem{seq, now}
+			it.at, it.sent, it.firstByte = now, true, time.Time{}
+			o.live[len(o.live)-1] = it
+			break
+		}
+	}
+	o.mu.Unlock()
+}
+
+// answered records the first byte of the answer to the request of
+// sequence number seq arriving at now.
+func (o *overtakeMeter) answered(seq uint64, now time.Time) {
+	o.mu.Lock()
+	for i := len(o.live) - 1; i >= 0; i-- {
+		if o.live[i].seq == seq {
+			if o.live[i].sent && o.live[i].firstByte.IsZero() {
+				o.live[i].firstByte = now
+			}
 			break
 		}
 	}
@@ -120,6 +145,10 @@ func (o *overtakeMeter) end(seq uint64, now time.Time) {
 		return
 	}
 	o.ends++
+	if it := o.live[i]; it.sent && !it.firstByte.IsZero() {
+		o.inBackend += it.firstByte.Sub(it.at).Seconds()
+		o.inSlot += now.Sub(it.admit).Seconds()
+	}
 	in := o.live[i].at
 	half := o.tol / 2
 	n := i
@@ -156,14 +185,19 @@ func (o *overtakeMeter) settle(now time.Time) {
 }
 
 // collect returns one more than the largest final count since the last
-// collect (0 when none became final) and starts the next interval: the
-// completion rate and τ are updated from the interval's completions.
-func (o *overtakeMeter) collect(now time.Time) float64 {
+// collect (0 when none became final) and the backend's share of the slot
+// time (0: unknown), and starts the next interval: the completion rate
+// and τ are updated from the interval's completions.
+func (o *overtakeMeter) collect(now time.Time) (parallel, share float64) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.settle(now)
-	v := float64(o.most + 1)
+	parallel = float64(o.most + 1)
 	o.most = -1
+	if o.inSlot > 0 {
+		share = min(o.inBackend/o.inSlot, 1)
+	}
+	o.inBackend, o.inSlot = 0, 0
 	if el := now.Sub(o.last).Seconds(); !o.last.IsZero() && el > 0 {
 		x := float64(o.ends) / el
 		if o.rate == 0 {
@@ -177,5 +211,5 @@ func (o *overtakeMeter) collect(now time.Time) float64 {
 	if o.rate > 0 {
 		o.tol = min(o.tolMax, time.Duration(float64(time.Second)/(2*o.rate)))
 	}
-	return v
+	return parallel, share
 }

@@ -15,22 +15,22 @@ import (
 func TestOvertakeMeter(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	o := newOvertakeMeter(0)
-	if v := o.collect(t0); v != 0 {
+	if v, _ := o.collect(t0); v != 0 {
 		t.Fatalf("no completion: %v, want 0", v)
 	}
 	a, b, c, d := o.begin(t0), o.begin(t0), o.begin(t0), o.begin(t0)
 	o.end(a, t0) // in order: overtakes none
-	if v := o.collect(t0); v != 1 {
+	if v, _ := o.collect(t0); v != 1 {
 		t.Fatalf("first in, first out: %v, want 1", v)
 	}
 	o.end(d, t0) // overtakes b and c
 	o.end(c, t0) // overtakes b
-	if v := o.collect(t0); v != 3 {
+	if v, _ := o.collect(t0); v != 3 {
 		t.Fatalf("the last in left before two earlier ones: %v, want 3", v)
 	}
 	o.end(b, t0)
 	o.end(b, t0) // twice: ignored
-	if v := o.collect(t0); v != 1 || len(o.live) != 0 {
+	if v, _ := o.collect(t0); v != 1 || len(o.live) != 0 {
 		t.Fatalf("last one: %v with %d in service, want 1 and 0", v, len(o.live))
 	}
 }
@@ -44,13 +44,38 @@ func TestOvertakeMeterSent(t *testing.T) {
 	o.sent(b, t0.Add(time.Millisecond)) // b reaches the service first
 	o.sent(a, t0.Add(2*time.Millisecond))
 	o.end(b, t0.Add(3*time.Millisecond)) // first in, first out
-	if v := o.collect(t0.Add(3 * time.Millisecond)); v != 1 {
+	if v, _ := o.collect(t0.Add(3 * time.Millisecond)); v != 1 {
 		t.Fatalf("b sent first, left first: %v, want 1 (no overtake)", v)
 	}
 	o.sent(b, t0.Add(4*time.Millisecond)) // left already: nothing
 	o.end(a, t0.Add(5*time.Millisecond))
-	if v := o.collect(t0.Add(5 * time.Millisecond)); v != 1 || len(o.live) != 0 {
+	if v, _ := o.collect(t0.Add(5 * time.Millisecond)); v != 1 || len(o.live) != 0 {
 		t.Fatalf("a: %v with %d in service, want 1 and 0", v, len(o.live))
+	}
+}
+
+// The backend's share of the time in service: from the write to the
+// answer's first byte, over admission to completion, for the requests
+// that reported both.
+func TestOvertakeMeterBackendShare(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	ms := func(n float64) time.Time { return t0.Add(time.Duration(n * float64(time.Millisecond))) }
+	o := newOvertakeMeter(0)
+	a, b, c := o.begin(ms(0)), o.begin(ms(0)), o.begin(ms(0))
+	o.sent(a, ms(1))
+	o.answered(a, ms(5)) // 4 ms in the backend of 10 in service
+	o.end(a, ms(10))
+	o.sent(b, ms(2))
+	o.answered(b, ms(8)) // 6 of 10
+	o.answered(b, ms(9)) // the first byte counts
+	o.end(b, ms(10))
+	o.answered(c, ms(3)) // never sent: no sample
+	o.end(c, ms(10))
+	if _, s := o.collect(ms(10)); math.Abs(s-0.5) > 1e-9 {
+		t.Fatalf("share %v, want (4+6)/(10+10) = 0.5", s)
+	}
+	if _, s := o.collect(ms(20)); s != 0 {
+		t.Fatalf("no completion: share %v, want 0 (unknown)", s)
 	}
 }
 
@@ -67,17 +92,17 @@ func TestOvertakeMeterTolerance(t *testing.T) {
 	c := o.begin(ms(5))
 	o.end(b, ms(6)) // a entered 0.5 ms before b: not overtaken
 	o.end(c, ms(7)) // overtakes a (b left): 1, unless a leaves by 9 ms
-	if v := o.collect(ms(7)); v != 0 {
+	if v, _ := o.collect(ms(7)); v != 0 {
 		t.Fatalf("before any count is final (b's at 8 ms): %v, want 0", v)
 	}
 	o.end(a, ms(8.5)) // within τ after c: c did not overtake it
-	if v := o.collect(ms(20)); v != 1 {
+	if v, _ := o.collect(ms(20)); v != 1 {
 		t.Fatalf("a left 1.5 ms after c: %v, want 1 (no overtake)", v)
 	}
 	d, e := o.begin(ms(20)), o.begin(ms(30))
 	o.end(e, ms(31)) // overtakes d, which stays 4 ms more
 	o.end(d, ms(35))
-	if v := o.collect(ms(40)); v != 2 {
+	if v, _ := o.collect(ms(40)); v != 2 {
 		t.Fatalf("d left 4 ms after e: %v, want 2", v)
 	}
 	// 1,000 completions a second: τ = min(2 ms, 0.5 ms) from the next
@@ -95,7 +120,7 @@ func TestOvertakeMeterTolerance(t *testing.T) {
 	g := o.begin(ms(201)) // 1 ms > τ/2 after f
 	o.end(g, ms(202))
 	o.end(f, ms(203)) // 1 ms > τ after g
-	if v := o.collect(ms(210)); v != 2 {
+	if v, _ := o.collect(ms(210)); v != 2 {
 		t.Fatalf("with τ 0.5 ms: %v, want 2 (g overtook f)", v)
 	}
 }

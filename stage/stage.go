@@ -374,7 +374,7 @@ func (s *Stage) concurrency(now time.Time, m *sluice.Measurements) {
 		s.svcMean.Store(int64(st.Mean))
 	}
 	if s.otk != nil {
-		m.Parallel = s.otk.collect(now)
+		m.Parallel, m.BackendShare = s.otk.collect(now)
 	}
 	m.QueueWaitMean, m.QueueWaitMin = s.waits.collect()
 	m.Expired = float64(s.expired.Swap(0))

@@ -61,6 +61,17 @@ func (t Ticket) Sent(now time.Time) {
 	}
 }
 
+// Answered reports that the first byte of the service's answer arrived
+// now (after Sent): the time between the two is the request's time in
+// the service, and the rest of its time in service the caller's own
+// (Measurements.BackendShare). Like Sent, it does nothing when the stage
+// does not measure overtakes.
+func (t Ticket) Answered(now time.Time) {
+	if t.seq > 0 && t.s.otk != nil {
+		t.s.otk.answered(t.seq-1, now)
+	}
+}
+
 // Finish records the end of the request at now and releases its slot,
 // which may go to a waiting request.
 //

@@ -41,9 +41,10 @@ import (
 //     timeout) a blocked read or write is woken and the error is the
 //     context's cause; a response body still being read fails the same
 //     way;
-//   - 1xx answers (not 101) are handed to the request's
-//     httptrace.ClientTrace Got1xxResponse, as ReverseProxy needs to
-//     forward 103 Early Hints, at most 5 of them;
+//   - the request's httptrace.ClientTrace hears of the first byte of
+//     the answer (GotFirstResponseByte), and 1xx answers (not 101) are
+//     handed to its Got1xxResponse, as ReverseProxy needs to forward 103
+//     Early Hints, at most 5 of them;
 //   - a connection goes back to the idle pool only when its body was read
 //     to the end, neither side asked to close, the context did not end and
 //     nothing unsolicited follows the answer; at most
@@ -373,6 +374,9 @@ func (c *conn) roundTrip(req *http.Request) (resp *http.Response, retry bool, er
 		return fail(readError(err), true)
 	}
 	trace := httptrace.ContextClientTrace(ctx)
+	if trace != nil && trace.GotFirstResponseByte != nil {
+		trace.GotFirstResponseByte()
+	}
 	for n1xx := 0; ; {
 		resp, err = http.ReadResponse(c.br, req)
 		if err != nil {

@@ -238,8 +238,9 @@ func TestH1TimeoutsAndCancellation(t *testing.T) {
 }
 
 // 1xx answers reach the trace's Got1xxResponse (ReverseProxy forwards
-// them), after its WroteRequest (the stage's overtake meter orders
-// requests by it); more than five, or a 101 nobody asked for, fail the request.
+// them), after its WroteRequest and GotFirstResponseByte (the stage's
+// overtake meter orders requests by the one and measures their time in
+// the backend up to the other); more than five, or a 101 nobody asked for, fail the request.
 func TestH1InformationalAnswers(t *testing.T) {
 	url := rawBackend(t, func(c net.Conn, br *bufio.Reader) {
 		for {
@@ -259,14 +260,14 @@ func TestH1InformationalAnswers(t *testing.T) {
 	})
 	tr := newTestH1(t, nil)
 	var got []string
-	wrote := 0
+	wrote, first := 0, 0
 	trace := &httptrace.ClientTrace{Got1xxResponse: func(code int, h textproto.MIMEHeader) error {
 		got = append(got, http.StatusText(code)+" "+h.Get("Link"))
-		if wrote != 1 {
-			t.Errorf("Got1xxResponse after %d WroteRequest, want 1", wrote)
+		if wrote != 1 || first != 1 {
+			t.Errorf("Got1xxResponse after %d WroteRequest and %d GotFirstResponseByte, want 1 and 1", wrote, first)
 		}
 		return nil
-	}, WroteRequest: func(httptrace.WroteRequestInfo) { wrote++ }}
+	}, WroteRequest: func(httptrace.WroteRequestInfo) { wrote++ }, GotFirstResponseByte: func() { first++ }}
 	req := newReq(t, "GET", url+"/hints", nil)
 	req = req.WithContext(httptrace.WithClientTrace(req.Context(), trace))
 	if resp, body := roundTrip(t, tr, req); resp.StatusCode != 200 || body != "ok" {
