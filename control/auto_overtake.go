@@ -47,19 +47,20 @@ import (
 // the order a proxy sees differs from the workers' by a millisecond or
 // so, and each such swap would read as one overtake more than W allows.
 //
-// k counts the requests in the service's workers, not the time a
-// request holds its slot outside them: the proxy's own time before it
-// writes the request and after the answer's first byte, and the
-// network's. Where that time is a large part of the time in service the
-// useful concurrency is above k, and a cap at k leaves workers idle (live,
-// with the service time halved to 5 ms on a busy 2-core machine, a cap
-// at the 4 workers served 383 req/s where HAProxy served 638). So where
-// the proxy measures it (Measurements.BackendShare: the share s of the
-// time in service from the request's write to its answer's first byte),
-// k and the cap are read in slots: by Little's law, n̄·s requests are in
-// the backend for n̄ in service, and the workers are full at n̄ = W/s.
-// The test becomes k/s < 0.9·min(L_w, n̄), and Ŵ = k/s. In virtual time
-// and in the middleware s is not measured and taken as 1. It is off by
+// k counts the requests in the service, not the time a request holds
+// its slot outside it: the proxy's own time before it writes the request
+// and after the answer's first byte. So where the proxy measures it
+// (Measurements.BackendShare: the share s of the time in service from the
+// request's write to its answer's first byte), k and the cap are read in
+// slots: by Little's law n̄·s of n̄ in service are in the service, and its
+// workers are full at n̄ = W/s. The test becomes k/s < 0.9·min(L_w, n̄),
+// and Ŵ = k/s. In virtual time and in the middleware s is not measured
+// and taken as 1.
+//
+// A cap at W also leaves a worker idle through the service's own
+// turnaround, from a completion to the next request's arrival, which no
+// queue inside the service hides: where that is a large part of the
+// service time the cap costs throughput. That is why it is off by
 // default (docs/experiments.md, the live runs of 2026-11-27).
 
 // Bounds of the overtake test.
