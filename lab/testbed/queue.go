@@ -53,9 +53,11 @@ type QueueConfig struct {
 	// whether its caller had gone when it finished), served as CSV at
 	// GET /_records (Records).
 	Record bool `json:"record"`
-	// Control serves POST /_scale?factor=F, which calls SetScale(F): the
-	// capacity changed at run time from outside (the chain experiment's
-	// trigger).
+	// Control serves POST /_scale?factor=F, which calls SetScale(F), and
+	// POST /_workers?n=N, which calls SetWorkers(N): the capacity changed
+	// at run time from outside (the chain experiment's trigger, the
+	// adaptive figure's changes with its backends in processes of their
+	// own).
 	Control bool `json:"control"`
 	// FreeGone ends the handler of a request whose client has gone at
 	// once, closing its connection, while its work stays in the queue
@@ -356,8 +358,8 @@ func ParseQueueRecords(rd io.Reader) ([]QueueRecord, error) {
 	return out, sc.Err()
 }
 
-// serveControl answers /_records and /_scale when configured, and
-// reports whether it did.
+// serveControl answers /_records, /_scale and /_workers when configured,
+// and reports whether it did.
 func (q *Queue) serveControl(w http.ResponseWriter, r *http.Request) bool {
 	switch {
 	case r.URL.Path == "/_records" && q.cfg.Record:
@@ -380,12 +382,28 @@ func (q *Queue) serveControl(w http.ResponseWriter, r *http.Request) bool {
 		}
 		fmt.Fprintf(w, "scale %g: capacity %.1f req/s\n", f, q.Capacity())
 		return true
+	case r.URL.Path == "/_workers" && q.cfg.Control:
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", http.MethodPost)
+			http.Error(w, "POST /_workers?n=N", http.StatusMethodNotAllowed)
+			return true
+		}
+		n, err := strconv.Atoi(r.URL.Query().Get("n"))
+		if err == nil {
+			err = q.SetWorkers(n)
+		}
+		if err != nil {
+			http.Error(w, "n: "+err.Error(), http.StatusBadRequest)
+			return true
+		}
+		fmt.Fprintf(w, "workers %d: capacity %.1f req/s\n", n, q.Capacity())
+		return true
 	}
 	return false
 }
 
-// ServeHTTP answers /_meta and /healthz directly (and /_records and
-// /_scale when configured) and every other path after the request's
+// ServeHTTP answers /_meta and /healthz directly (and /_records, /_scale
+// and /_workers when configured) and every other path after the request's
 // service in the emulated server.
 func (q *Queue) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if serveMeta(w, r, q.Meta) || q.serveControl(w, r) {

@@ -228,31 +228,39 @@ func TestLoadTierPolicy(t *testing.T) {
 
 // The queue keeps a record of every request, its user's deadline and
 // whether its caller had gone, and its capacity is changed at run time
-// through POST /_scale.
+// through POST /_scale and /_workers.
 func TestQueueRecordsAndScale(t *testing.T) {
 	cfg := queueCfg(1, DisciplineFIFO, "det:20ms")
 	cfg.Record, cfg.Control = true, true
 	q := newTestQueue(t, cfg)
 	srv := httptest.NewServer(q)
 	defer srv.Close()
-	post := func(query string) int {
-		resp, err := http.Post(srv.URL+"/_scale"+query, "", nil)
+	post := func(pathQuery string) int {
+		resp, err := http.Post(srv.URL+pathQuery, "", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
 		return resp.StatusCode
 	}
-	if st := post("?factor=3"); st != 200 || math3(q.Capacity()) != math3(50.0/3) {
+	if st := post("/_scale?factor=3"); st != 200 || math3(q.Capacity()) != math3(50.0/3) {
 		t.Fatalf("POST /_scale?factor=3: %d, capacity %v; want 200, 16.7", st, q.Capacity())
 	}
-	for _, bad := range []string{"?factor=0", "?factor=x", ""} {
+	if st := post("/_workers?n=3"); st != 200 || math3(q.Capacity()) != math3(50.0) {
+		t.Fatalf("POST /_workers?n=3: %d, capacity %v; want 200, 50", st, q.Capacity())
+	}
+	if st := post("/_workers?n=1"); st != 200 || math3(q.Capacity()) != math3(50.0/3) {
+		t.Fatalf("POST /_workers?n=1: %d, capacity %v; want 200, 16.7", st, q.Capacity())
+	}
+	for _, bad := range []string{"/_scale?factor=0", "/_scale?factor=x", "/_scale", "/_workers?n=0", "/_workers?n=x", "/_workers"} {
 		if st := post(bad); st != http.StatusBadRequest {
-			t.Errorf("POST /_scale%s: %d, want 400", bad, st)
+			t.Errorf("POST %s: %d, want 400", bad, st)
 		}
 	}
-	if st, _ := get(t, t.Context(), srv.URL+"/_scale?factor=2", nil); st != http.StatusMethodNotAllowed {
-		t.Errorf("GET /_scale: %d, want 405", st)
+	for _, p := range []string{"/_scale?factor=2", "/_workers?n=2"} {
+		if st, _ := get(t, t.Context(), srv.URL+p, nil); st != http.StatusMethodNotAllowed {
+			t.Errorf("GET %s: %d, want 405", p, st)
+		}
 	}
 	dl := time.Now().Add(time.Minute)
 	if st, _ := get(t, t.Context(), srv.URL+"/x", map[string]string{LabDeadlineHeader: strconv.FormatInt(dl.UnixNano(), 10)}); st != 200 {

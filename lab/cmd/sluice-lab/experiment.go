@@ -22,17 +22,18 @@ import (
 
 // experimentFlags holds the flags of `sluice-lab experiment`.
 type experimentFlags struct {
-	list          bool
-	quick         bool
-	service       string
-	transport     string
-	medianProbe   bool
-	autoKnee      string
-	rows          []string
-	policerKernel string
-	cgiWork       string
-	seed          uint64
-	out           string
+	list           bool
+	quick          bool
+	service        string
+	transport      string
+	medianProbe    bool
+	autoKnee       string
+	backendProcess bool
+	rows           []string
+	policerKernel  string
+	cgiWork        string
+	seed           uint64
+	out            string
 }
 
 // newExperimentCmd builds `sluice-lab experiment`.
@@ -100,7 +101,7 @@ quiet machine.`,
 			ctx, stop := runContext(cmd.Context())
 			defer stop()
 			res, err := live.RunExperiment(ctx, e, live.Options{Quick: f.quick, Seed: f.seed, Out: dir, Service: f.service,
-				Transport: f.transport, AutoMedianProbe: f.medianProbe, AutoKnee: f.autoKnee, Rows: f.rows, PolicerKernel: f.policerKernel, CGIWork: f.cgiWork, Progress: cmd.ErrOrStderr()})
+				Transport: f.transport, AutoMedianProbe: f.medianProbe, AutoKnee: f.autoKnee, BackendProcess: f.backendProcess, Rows: f.rows, PolicerKernel: f.policerKernel, CGIWork: f.cgiWork, Progress: cmd.ErrOrStderr()})
 			if err != nil {
 				return err
 			}
@@ -110,6 +111,7 @@ quiet machine.`,
 	cmd.Flags().BoolVar(&f.list, "list", false, "list the experiments")
 	cmd.Flags().BoolVar(&f.quick, "quick", false, "run the shortened form (about a minute)")
 	cmd.Flags().BoolVar(&f.medianProbe, "auto-median-probe", false, "adaptive only: turn on auto's median_probe option (a named option, off by default)")
+	cmd.Flags().BoolVar(&f.backendProcess, "backend-process", false, "adaptive only: run each backend as a child process (sluice-lab testbed queue --control) rather than in the lab's process, beside the load generator and the sluice rows' proxy")
 	cmd.Flags().StringVar(&f.autoKnee, "auto-knee", "", "adaptive only: auto's knee option, probes (auto's default) or overtakes (a named option: the knee read from requests overtaking earlier ones)")
 	cmd.Flags().StringVar(&f.service, "service", "", "adaptive only: service-time variant exp, lognormal (σ 1.5) or pareto (α 1.5, capped at 50× the mean); default exp")
 	cmd.Flags().StringVar(&f.transport, "transport", "", "graph and graph-crowd only: grpc runs the chain with every hop a gRPC service (rows grpc-throttle and inprocess); default http")

@@ -109,7 +109,7 @@ beyond C+L in the system are answered 503 at once.`,
 	fl.IntVar(&cfg.QueueLimit, "queue-limit", cfg.QueueLimit, "requests allowed to wait beyond the workers (0 = unlimited)")
 	fl.IntVar(&cfg.Size, "size", cfg.Size, "response body size in bytes")
 	fl.BoolVar(&cfg.Record, "record", false, "keep a record of every request, served as CSV at GET /_records")
-	fl.BoolVar(&cfg.Control, "control", false, "serve POST /_scale?factor=F: multiply the demand of new requests by F (F = 3: a third of the capacity)")
+	fl.BoolVar(&cfg.Control, "control", false, "serve POST /_scale?factor=F: multiply the demand of new requests by F (F = 3: a third of the capacity), and POST /_workers?n=N: serve with N workers")
 	fl.BoolVar(&cfg.FreeGone, "free-gone", false, "end the handler of a request whose client has gone at once; its work is still done")
 	return cmd
 }

@@ -1,6 +1,7 @@
 package live
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 	"time"
@@ -106,7 +107,7 @@ func adaptiveResult(env *Env, s *adaptiveSetup, runs []*adaptiveRun, versions ma
 			res.Key = append(res.Key, metricName(m, "auto", ph.name))
 		}
 	}
-	res.Setup = adaptiveSetupText(s, versions)
+	res.Setup = adaptiveSetupText(env, s, versions)
 	return res, nil
 }
 
@@ -155,15 +156,20 @@ func adaptiveFigure(runs []*adaptiveRun, pl adaptivePlan, ph adaptivePhase, capa
 	return &report.Figure{PanelHeight: 3, Panels: panels}
 }
 
-func adaptiveSetupText(s *adaptiveSetup, versions map[string]string) []string {
+func adaptiveSetupText(env *Env, s *adaptiveSetup, versions map[string]string) []string {
 	pl := s.plan
+	where := "in this process"
+	if env.BackendProcess {
+		where = "in a process of its own (sluice-lab testbed queue --control; the changes over HTTP)"
+	}
+	svc, _ := figure.AdaptiveService(cmp.Or(env.Service, "exp"), adaptiveService)
 	var rows []string
 	for _, r := range pl.rows {
 		rows = append(rows, r.name+" ("+r.label+")")
 	}
 	out := []string{
-		fmt.Sprintf("Backend: the queue testbed in this process on 127.0.0.1, %d FIFO workers with exponential service of mean %v (nominal %.0f req/s; measured %.0f req/s with %d closed-loop users, directly). A fresh backend per run. (b) at the change every new request costs twice as much; (c) half as much; (d) the backend gets %d workers; (e) two backends of %d workers each, and the second's requests cost 3× from the change.",
-			adaptiveWorkers, adaptiveService, float64(adaptiveWorkers)/adaptiveService.Seconds(), s.capacity, 8*adaptiveWorkers, 4*adaptiveWorkers, adaptiveWorkers/2),
+		fmt.Sprintf("Backend: the queue testbed %s on 127.0.0.1, %d FIFO workers with service %s, of mean %v (nominal %.0f req/s; measured %.0f req/s with %d closed-loop users, directly). A fresh backend per run. (b) at the change every new request costs twice as much; (c) half as much; (d) the backend gets %d workers; (e) two backends of %d workers each, and the second's requests cost 3× from the change.",
+			where, adaptiveWorkers, svc, adaptiveService, float64(adaptiveWorkers)/adaptiveService.Seconds(), s.capacity, 8*adaptiveWorkers, 4*adaptiveWorkers, adaptiveWorkers/2),
 		fmt.Sprintf("Load: open-loop Poisson arrivals, the same seeded sequence for every row of a phase: %.1f× the measured capacity for %v, then (a) a crowd ramping to %g× within 1 s for %v, or (b–e) %g× for %v before the change and %v after it. Client timeout %v, at most %d connections. Goodput counts answers within the %v SLO per second, by the time the request was meant to be sent; p50/p99 are over answers; windows start at the crowd's arrival or the change.",
 			pl.base, pl.warm, pl.crowdX, pl.crowd, pl.overloadX, pl.changeAt, pl.after, adaptiveTimeout, adaptiveConns, adaptiveSLO),
 		"Rows: " + strings.Join(rows, "; ") + ".",

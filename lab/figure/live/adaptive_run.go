@@ -9,6 +9,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -59,11 +60,11 @@ func runAdaptive(ctx context.Context, env *Env) (*figure.Result, error) {
 		setup.dir = dir
 	}
 	env.Phasef("measuring the backend's capacity (%v, %d closed-loop users without think time, directly)", plan.capLength, 8*adaptiveWorkers)
-	be, err := newAdaptiveBackend(env.Seed, adaptiveWorkers, env.Service)
+	be, err := startAdaptiveBackend(ctx, env, env.Seed, adaptiveWorkers)
 	if err != nil {
 		return nil, err
 	}
-	capacity, err := measureCapacity(ctx, env, be, 8*adaptiveWorkers, plan.capLength)
+	capacity, err := measureCapacity(ctx, env, be.url, 8*adaptiveWorkers, plan.capLength)
 	if err = errors.Join(err, be.Close()); err != nil {
 		return nil, err
 	}
@@ -118,15 +119,63 @@ func newAdaptiveBackend(seed uint64, workers int, kind string) (*testbed.Queue, 
 	return testbed.NewQueue(cfg)
 }
 
-// measureCapacity measures a backend's throughput with users closed-loop
-// users sending without think time, directly, over length (the first
-// quarter left out).
-func measureCapacity(ctx context.Context, env *Env, be testbed.Backend, users int, length time.Duration) (float64, error) {
-	srv, err := serveHTTP(be)
-	if err != nil {
-		return 0, err
+// adaptiveBackend is one queue testbed of the figure, served in the lab's
+// process or, with Options.BackendProcess, as a child process
+// (`sluice-lab testbed queue --control`), whose changes go over HTTP.
+type adaptiveBackend struct {
+	url   string
+	q     *testbed.Queue // in the lab's process; nil for a child
+	close func() error
+}
+
+// startAdaptiveBackend starts a backend of workers FIFO workers with the
+// figure's service (env.Service) and seed.
+func startAdaptiveBackend(ctx context.Context, env *Env, seed uint64, workers int) (*adaptiveBackend, error) {
+	if env.BackendProcess {
+		spec, err := figure.AdaptiveService(cmp.Or(env.Service, "exp"), adaptiveService)
+		if err != nil {
+			return nil, err
+		}
+		c, err := startChildBackend(ctx, env.Executable, nil, "queue", "--workers", strconv.Itoa(workers),
+			"--discipline", testbed.DisciplineFIFO, "--service", spec, "--seed", strconv.FormatUint(seed, 10), "--control")
+		if err != nil {
+			return nil, fmt.Errorf("backend process: %w", err)
+		}
+		return &adaptiveBackend{url: c.URL, close: c.Close}, nil
 	}
-	defer srv.Close()
+	q, err := newAdaptiveBackend(seed, workers, env.Service)
+	if err != nil {
+		return nil, err
+	}
+	srv, err := serveHTTP(q)
+	if err != nil {
+		return nil, errors.Join(err, q.Close())
+	}
+	return &adaptiveBackend{url: srv.URL, q: q, close: func() error { srv.Close(); return q.Close() }}, nil
+}
+
+// Close stops the backend.
+func (b *adaptiveBackend) Close() error { return b.close() }
+
+// apply makes a phase's change to the backend.
+func (b *adaptiveBackend) apply(ctx context.Context, ch figure.AdaptiveChange) error {
+	switch {
+	case ch.Scale > 0 && b.q != nil:
+		return b.q.SetScale(ch.Scale)
+	case ch.Scale > 0:
+		return postControl(ctx, b.url, "/_scale?factor="+fmtF(ch.Scale))
+	case ch.Workers > 0 && b.q != nil:
+		return b.q.SetWorkers(ch.Workers)
+	case ch.Workers > 0:
+		return postControl(ctx, b.url, "/_workers?n="+strconv.Itoa(ch.Workers))
+	}
+	return nil
+}
+
+// measureCapacity measures the throughput of the backend at url with
+// users closed-loop users sending without think time, directly, over
+// length (the first quarter left out).
+func measureCapacity(ctx context.Context, env *Env, url string, users int, length time.Duration) (float64, error) {
 	sched, err := dist.ConstantSchedule(float64(users))
 	if err != nil {
 		return 0, err
@@ -135,7 +184,7 @@ func measureCapacity(ctx context.Context, env *Env, be testbed.Backend, users in
 	if err != nil {
 		return 0, err
 	}
-	ph := phase{name: "capacity", length: length, loads: []loadgen.Config{load}, target: srv.URL}
+	ph := phase{name: "capacity", length: length, loads: []loadgen.Config{load}, target: url}
 	res, err := ph.run(ctx, env)
 	if err != nil {
 		return 0, err
@@ -163,20 +212,9 @@ func (s *adaptiveSetup) adaptiveLoad(env *Env, ph adaptivePhase) (loadgen.Config
 
 // change applies phase ph's change to its backends and returns the
 // nominal capacity after it.
-func (s *adaptiveSetup) change(ph adaptivePhase, bes []*testbed.Queue) (float64, error) {
+func (s *adaptiveSetup) change(ctx context.Context, ph adaptivePhase, bes []*adaptiveBackend) (float64, error) {
 	ch := figure.AdaptiveChangeOf(ph.name, adaptiveWorkers, adaptiveService)
-	return ch.Capacity, applyChange(ch, bes)
-}
-
-// applyChange applies an adaptive phase's change to the queue backends.
-func applyChange(ch figure.AdaptiveChange, bes []*testbed.Queue) error {
-	switch {
-	case ch.Scale > 0:
-		return bes[ch.Backend].SetScale(ch.Scale)
-	case ch.Workers > 0:
-		return bes[ch.Backend].SetWorkers(ch.Workers)
-	}
-	return nil
+	return ch.Capacity, bes[ch.Backend].apply(ctx, ch)
 }
 
 // run serves fresh backends, starts the row's system in front of them,
@@ -189,20 +227,15 @@ func (s *adaptiveSetup) run(ctx context.Context, env *Env, row adaptiveRow, ph a
 			err = errors.Join(err, closers[i]())
 		}
 	}()
-	var bes []*testbed.Queue
+	var bes []*adaptiveBackend
 	var urls []string
 	for i := range ph.backends {
-		be, err := newAdaptiveBackend(env.Seed+uint64(i), adaptiveWorkers/ph.backends, env.Service)
+		be, err := startAdaptiveBackend(ctx, env, env.Seed+uint64(i), adaptiveWorkers/ph.backends)
 		if err != nil {
 			return nil, err
 		}
 		closers = append(closers, be.Close)
-		srv, err := serveHTTP(be)
-		if err != nil {
-			return nil, err
-		}
-		closers = append(closers, srv.Close)
-		bes, urls = append(bes, be), append(urls, srv.URL)
+		bes, urls = append(bes, be), append(urls, be.url)
 	}
 	p := phase{name: row.name + "/" + ph.name, length: s.plan.length(ph), grace: 2 * time.Second}
 	switch row.name {
@@ -236,7 +269,7 @@ func (s *adaptiveSetup) run(ctx context.Context, env *Env, row adaptiveRow, ph a
 	run = &adaptiveRun{row: row, phase: ph, capAfter: float64(adaptiveWorkers) / adaptiveService.Seconds()}
 	if ph.name != "a" {
 		var changeErr error
-		t := time.AfterFunc(s.plan.at(ph), func() { run.capAfter, changeErr = s.change(ph, bes) })
+		t := time.AfterFunc(s.plan.at(ph), func() { run.capAfter, changeErr = s.change(ctx, ph, bes) })
 		defer t.Stop()
 		defer func() { err = errors.Join(err, changeErr) }()
 	}

@@ -2,10 +2,14 @@ package live
 
 import (
 	"fmt"
+	"math"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/lab/figure"
+	"github.com/sluicehq/sluice/lab/testbed"
 	"github.com/sluicehq/sluice/proxy"
 )
 
@@ -95,6 +99,45 @@ func TestPeerConfsSeveralBackends(t *testing.T) {
 			if !strings.Contains(c.text, w) {
 				t.Errorf("configuration lacks %q:\n%s", w, c.text)
 			}
+		}
+	}
+}
+
+// A phase's change reaches a backend in the lab's process directly and a
+// backend in a process of its own (--backend-process) over its control
+// paths: the service time scaled, then the workers changed.
+func TestAdaptiveBackendApply(t *testing.T) {
+	env := newEnv("adaptive", Options{})
+	in, err := startAdaptiveBackend(t.Context(), env, 1, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	cfg := testbed.DefaultQueueConfig()
+	cfg.Workers, cfg.Service, cfg.Control = 4, "exp:10ms", true
+	q, err := testbed.NewQueue(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	srv := httptest.NewServer(q)
+	defer srv.Close()
+	child := &adaptiveBackend{url: srv.URL, close: func() error { return nil }}
+	for _, c := range []struct {
+		be *adaptiveBackend
+		q  *testbed.Queue
+	}{{in, in.q}, {child, q}} {
+		if err := c.be.apply(t.Context(), figure.AdaptiveChange{Scale: 2}); err != nil {
+			t.Fatal(err)
+		}
+		if got := c.q.Capacity(); math.Abs(got-200) > 1e-9 {
+			t.Errorf("%s: capacity %v after scale 2, want 200", c.be.url, got)
+		}
+		if err := c.be.apply(t.Context(), figure.AdaptiveChange{Workers: 16}); err != nil {
+			t.Fatal(err)
+		}
+		if got := c.q.Capacity(); math.Abs(got-800) > 1e-9 {
+			t.Errorf("%s: capacity %v after 16 workers, want 800", c.be.url, got)
 		}
 	}
 }

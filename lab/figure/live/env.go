@@ -30,6 +30,8 @@ type Env struct {
 	AutoMedianProbe bool
 	// AutoKnee is Options.AutoKnee.
 	AutoKnee string
+	// BackendProcess is Options.BackendProcess.
+	BackendProcess bool
 	// Rows is Options.Rows.
 	Rows []string
 	// PolicerKernel is Options.PolicerKernel.
@@ -53,7 +55,7 @@ func newEnv(name string, opts Options) *Env {
 			exe = p
 		}
 	}
-	return &Env{Name: name, Quick: opts.Quick, Seed: opts.Seed, Executable: exe, AdminAddr: opts.AdminAddr, Service: opts.Service, Transport: opts.Transport, AutoMedianProbe: opts.AutoMedianProbe, AutoKnee: opts.AutoKnee, Rows: opts.Rows, PolicerKernel: opts.PolicerKernel, CGIWork: opts.CGIWork, start: time.Now(), out: out}
+	return &Env{Name: name, Quick: opts.Quick, Seed: opts.Seed, Executable: exe, AdminAddr: opts.AdminAddr, Service: opts.Service, Transport: opts.Transport, AutoMedianProbe: opts.AutoMedianProbe, AutoKnee: opts.AutoKnee, BackendProcess: opts.BackendProcess, Rows: opts.Rows, PolicerKernel: opts.PolicerKernel, CGIWork: opts.CGIWork, start: time.Now(), out: out}
 }
 
 // Phasef prints a line announcing a phase, with the time since the start

@@ -115,6 +115,11 @@ type Options struct {
 	// row (control.KneeProbes or control.KneeOvertakes; empty: auto's
 	// default); other experiments ignore it.
 	AutoKnee string
+	// BackendProcess runs the adaptive experiment's backends as child
+	// processes (`sluice-lab testbed queue --control`) rather than in the
+	// lab's process, beside its load generator and the sluice rows'
+	// proxy; other experiments ignore it.
+	BackendProcess bool
 	// Rows, when set, runs only these rows of the peers experiment (its
 	// system names, in its order), each still on a fresh backend, proxy
 	// and load generator; the checks about the rows left out report n/a.

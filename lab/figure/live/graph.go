@@ -461,7 +461,12 @@ func (pl graphPlan) progress(env *Env, run *figure.GraphRun, mu *sync.Mutex, t0 
 }
 
 func postScale(ctx context.Context, backendURL string, f float64) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, backendURL+"/_scale?factor="+fmtF(f), nil)
+	return postControl(ctx, backendURL, "/_scale?factor="+fmtF(f))
+}
+
+// postControl POSTs to a queue testbed's control path (with its query).
+func postControl(ctx context.Context, backendURL, pathQuery string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, backendURL+pathQuery, nil)
 	if err != nil {
 		return err
 	}
@@ -471,7 +476,7 @@ func postScale(ctx context.Context, backendURL string, f float64) error {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("POST /_scale: %s", resp.Status)
+		return fmt.Errorf("POST %s: %s", pathQuery, resp.Status)
 	}
 	return nil
 }
