@@ -60,8 +60,12 @@ import (
 // A cap at W also leaves a worker idle through the service's own
 // turnaround, from a completion to the next request's arrival, which no
 // queue inside the service hides: where that is a large part of the
-// service time the cap costs throughput. That is why it is off by
-// default (docs/experiments.md, the live runs of 2026-11-27).
+// service time the cap costs throughput (live, about 40 % of the halved
+// service's with the lab's backends in its busy process; nothing
+// measurable with them in processes of their own). It is off by default
+// while two backends balanced by least in flight, which are not one
+// ordered queue, still miss their p99 live (docs/experiments.md, the live
+// runs of 2026-11-27).
 
 // Bounds of the overtake test.
 const (
