@@ -367,39 +367,41 @@ func (q *Queue) serveControl(w http.ResponseWriter, r *http.Request) bool {
 		_ = q.WriteRecords(w)
 		return true
 	case r.URL.Path == "/_scale" && q.cfg.Control:
-		if r.Method != http.MethodPost {
-			w.Header().Set("Allow", http.MethodPost)
-			http.Error(w, "POST /_scale?factor=F", http.StatusMethodNotAllowed)
-			return true
-		}
-		f, err := strconv.ParseFloat(r.URL.Query().Get("factor"), 64)
-		if err == nil {
-			err = q.SetScale(f)
-		}
-		if err != nil {
-			http.Error(w, "factor: "+err.Error(), http.StatusBadRequest)
-			return true
-		}
-		fmt.Fprintf(w, "scale %g: capacity %.1f req/s\n", f, q.Capacity())
+		q.serveSet(w, r, "factor", "POST /_scale?factor=F", func(v string) (string, error) {
+			f, err := strconv.ParseFloat(v, 64)
+			if err == nil {
+				err = q.SetScale(f)
+			}
+			return fmt.Sprintf("scale %g", f), err
+		})
 		return true
 	case r.URL.Path == "/_workers" && q.cfg.Control:
-		if r.Method != http.MethodPost {
-			w.Header().Set("Allow", http.MethodPost)
-			http.Error(w, "POST /_workers?n=N", http.StatusMethodNotAllowed)
-			return true
-		}
-		n, err := strconv.Atoi(r.URL.Query().Get("n"))
-		if err == nil {
-			err = q.SetWorkers(n)
-		}
-		if err != nil {
-			http.Error(w, "n: "+err.Error(), http.StatusBadRequest)
-			return true
-		}
-		fmt.Fprintf(w, "workers %d: capacity %.1f req/s\n", n, q.Capacity())
+		q.serveSet(w, r, "n", "POST /_workers?n=N", func(v string) (string, error) {
+			n, err := strconv.Atoi(v)
+			if err == nil {
+				err = q.SetWorkers(n)
+			}
+			return fmt.Sprintf("workers %d", n), err
+		})
 		return true
 	}
 	return false
+}
+
+// serveSet answers a control POST: set applies the query parameter
+// param and says what it set; usage is the answer to another method.
+func (q *Queue) serveSet(w http.ResponseWriter, r *http.Request, param, usage string, set func(string) (string, error)) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		http.Error(w, usage, http.StatusMethodNotAllowed)
+		return
+	}
+	what, err := set(r.URL.Query().Get(param))
+	if err != nil {
+		http.Error(w, param+": "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	fmt.Fprintf(w, "%s: capacity %.1f req/s\n", what, q.Capacity())
 }
 
 // ServeHTTP answers /_meta and /healthz directly (and /_records, /_scale
