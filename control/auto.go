@@ -547,13 +547,14 @@ func (a *Auto) Update(now time.Time, m sluice.Measurements) sluice.Decision {
 		if usable(m.InFlight) {
 			a.win.inFlight += m.InFlight * el
 		}
-		if ok := m.Completed - math.Max(m.Failed, 0); usable(ok) {
+		ok := m.Completed - math.Max(m.Failed, 0) // successful completions
+		if usable(ok) {
 			a.win.done += ok
 		}
 		if usable(m.Parallel) && m.Parallel > a.win.par {
 			a.win.par = m.Parallel
 		}
-		if ok := m.Completed - math.Max(m.Failed, 0); usable(m.BackendShare) && m.BackendShare > 0 && usable(ok) && ok > 0 {
+		if usable(m.BackendShare) && m.BackendShare > 0 && usable(ok) && ok > 0 {
 			a.win.shareSum += ok * m.BackendShare
 			a.win.shareN += ok
 		}
