@@ -42,6 +42,14 @@ import (
 // shares its workers (processor sharing) lets a short request overtake
 // every one: k = n, and the probes judge alone.
 //
+// A service of several servers (a proxy's pool of backends, each with its
+// own workers and queue) is not one ordered queue: requests sent to a fast
+// server overtake a slow one's whatever their workers. The stage counts
+// overtakes among the requests of the same server (stage.Ticket.SentTo),
+// and Parallel is the sum over the servers, Σ min(n_s, W_s): the workers
+// of the whole service, at which the limit keeps no request waiting
+// inside a server.
+//
 // The stage orders requests by when they reached the service and
 // forgives orders closer than KneeTolerance (stage/overtake.go): live,
 // the order a proxy sees differs from the workers' by a millisecond or

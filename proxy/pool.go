@@ -22,6 +22,7 @@ type Backend struct {
 	URL *url.URL
 	// Name is the URL as configured; it labels metrics.
 	Name     string
+	index    int // its place in the pool's servers, from 0
 	max      int64
 	inFlight atomic.Int64
 	served   atomic.Uint64
@@ -80,7 +81,7 @@ func NewPool(cfg BackendsConfig) (*Pool, error) {
 		if s.MaxConcurrency < 1 {
 			return nil, fieldErr(fmt.Sprintf("backends.servers[%d].max_concurrency", i), "%d is invalid: must be ≥ 1", s.MaxConcurrency)
 		}
-		p.backends = append(p.backends, &Backend{URL: u, Name: s.URL, max: int64(s.MaxConcurrency)})
+		p.backends = append(p.backends, &Backend{URL: u, Name: s.URL, index: i, max: int64(s.MaxConcurrency)})
 		p.capacity += s.MaxConcurrency
 	}
 	if len(p.backends) == 0 {

@@ -43,11 +43,20 @@ import (
 // completion rate X̂ (smoothed per interval): a wider tolerance would
 // forgive true overtakes, where the service completes requests faster
 // than its order can be observed.
+//
+// A service may be several servers, each with its own workers and queue
+// (a proxy's pool of backends): a request sent to one server overtakes
+// the requests of a slower one whatever their workers, so counts are
+// kept per server, among the requests sent to the same one (Ticket.SentTo
+// names it; 0 when the caller does not), and the interval's reading is
+// the sum over the servers that completed requests in it of one more than
+// their largest count: Σ_s min(n_s, W_s), the workers of the whole
+// service.
 type overtakeMeter struct {
 	mu   sync.Mutex
 	next uint64         // the next sequence number
 	live []overtakeItem // the requests in service, in service order
-	most int            // the largest final count since the last collect; −1: none
+	most []int          // per server, the largest final count since the last collect; −1: none
 
 	tolMax  time.Duration   // the configured tolerance (0: exact order)
 	tol     time.Duration   // τ in force: min(tolMax, 1/(2·X̂))
@@ -70,21 +79,27 @@ type overtakeItem struct {
 	at        time.Time
 	admit     time.Time
 	sent      bool
+	server    int
 	firstByte time.Time
 }
 
-// overtakeCount is a request that entered service at in and left at out,
-// with count earlier requests still in service then; it is final at out
-// + τ.
+// overtakeCount is a request that entered service at in at server and
+// left at out, with count earlier requests of that server still in
+// service then; it is final at out + τ.
 type overtakeCount struct {
 	in, out time.Time
+	server  int
 	count   int
 }
+
+// maxOvertakeServers bounds the servers the meter tells apart; higher
+// numbers share the last one's count.
+const maxOvertakeServers = 1024
 
 // newOvertakeMeter returns a meter of tolerance tol (0: the exact order).
 func newOvertakeMeter(tol time.Duration) *overtakeMeter {
 	tol = max(tol, 0)
-	return &overtakeMeter{most: -1, tolMax: tol, tol: tol}
+	return &overtakeMeter{tolMax: tol, tol: tol}
 }
 
 // begin records a request entering service at now and returns its
@@ -99,15 +114,16 @@ func (o *overtakeMeter) begin(now time.Time) uint64 {
 }
 
 // sent moves the request of sequence number seq to the end of the
-// service order: it was handed to the service at now, after every request
-// in service. It does nothing once the request left service.
-func (o *overtakeMeter) sent(seq uint64, now time.Time) {
+// service order: it was handed to server (≥ 0) at now, after every
+// request in service. It does nothing once the request left service.
+func (o *overtakeMeter) sent(seq uint64, now time.Time, server int) {
+	server = min(max(server, 0), maxOvertakeServers-1)
 	o.mu.Lock()
 	// A request is sent soon after it is admitted: search from the end.
 	for i := len(o.live) - 1; i >= 0; i-- {
 		if it := o.live[i]; it.seq == seq {
 			copy(o.live[i:], o.live[i+1:])
-			it.at, it.sent, it.firstByte = now, true, time.Time{}
+			it.at, it.sent, it.server, it.firstByte = now, true, server, time.Time{}
 			o.live[len(o.live)-1] = it
 			break
 		}
@@ -131,9 +147,9 @@ func (o *overtakeMeter) answered(seq uint64, now time.Time) {
 }
 
 // end records the request of sequence number seq leaving service at now.
-// Its count is the number of requests before it in the service order
-// that entered at least τ/2 before it, less those of them that leave
-// within τ after now.
+// Its count is the number of requests of its server before it in the
+// service order that entered at least τ/2 before it, less those of them
+// that leave within τ after now.
 func (o *overtakeMeter) end(seq uint64, now time.Time) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -149,24 +165,35 @@ func (o *overtakeMeter) end(seq uint64, now time.Time) {
 		o.inBackend += it.firstByte.Sub(it.at).Seconds()
 		o.inSlot += now.Sub(it.admit).Seconds()
 	}
-	in := o.live[i].at
-	half := o.tol / 2
-	n := i
-	for cut := in.Add(-half); n > 0 && o.live[n-1].at.After(cut); n-- {
+	in, srv := o.live[i].at, o.live[i].server
+	cut := in.Add(-o.tol / 2)
+	n := 0
+	for _, it := range o.live[:i] {
+		if it.server == srv && !it.at.After(cut) {
+			n++
+		}
 	}
 	o.live = slices.Delete(o.live, i, i+1)
 	if o.tol <= 0 {
-		o.most = max(o.most, n)
+		o.record(srv, n)
 		return
 	}
-	// The requests that left less than τ ago and counted this one did not
-	// overtake it.
-	for k := range o.pending {
-		if !in.After(o.pending[k].in.Add(-half)) {
+	// The requests of its server that left less than τ ago and counted
+	// this one did not overtake it.
+	for k, p := range o.pending {
+		if p.server == srv && !in.After(p.in.Add(-o.tol/2)) {
 			o.pending[k].count--
 		}
 	}
-	o.pending = append(o.pending, overtakeCount{in: in, out: now, count: n})
+	o.pending = append(o.pending, overtakeCount{in: in, out: now, server: srv, count: n})
+}
+
+// record makes count a final count of server.
+func (o *overtakeMeter) record(server, count int) {
+	for len(o.most) <= server {
+		o.most = append(o.most, -1)
+	}
+	o.most[server] = max(o.most[server], count)
 }
 
 // settle makes final the counts of the requests that left at least τ
@@ -175,7 +202,7 @@ func (o *overtakeMeter) settle(now time.Time) {
 	k := 0
 	for _, p := range o.pending {
 		if now.Sub(p.out) >= o.tol {
-			o.most = max(o.most, p.count)
+			o.record(p.server, p.count)
 			continue
 		}
 		o.pending[k] = p
@@ -184,16 +211,19 @@ func (o *overtakeMeter) settle(now time.Time) {
 	o.pending = o.pending[:k]
 }
 
-// collect returns one more than the largest final count since the last
-// collect (0 when none became final) and the backend's share of the slot
-// time (0: unknown), and starts the next interval: the completion rate
-// and τ are updated from the interval's completions.
+// collect returns the sum over the servers of one more than their largest
+// final count since the last collect (0 when none became final) and the
+// backend's share of the slot time (0: unknown), and starts the next
+// interval: the completion rate and τ are updated from the interval's
+// completions.
 func (o *overtakeMeter) collect(now time.Time) (parallel, share float64) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.settle(now)
-	parallel = float64(o.most + 1)
-	o.most = -1
+	for s, m := range o.most {
+		parallel += float64(m + 1)
+		o.most[s] = -1
+	}
 	if o.inSlot > 0 {
 		share = min(o.inBackend/o.inSlot, 1)
 	}

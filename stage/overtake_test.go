@@ -41,16 +41,58 @@ func TestOvertakeMeterSent(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	o := newOvertakeMeter(0)
 	a, b := o.begin(t0), o.begin(t0)
-	o.sent(b, t0.Add(time.Millisecond)) // b reaches the service first
-	o.sent(a, t0.Add(2*time.Millisecond))
+	o.sent(b, t0.Add(time.Millisecond), 0) // b reaches the service first
+	o.sent(a, t0.Add(2*time.Millisecond), 0)
 	o.end(b, t0.Add(3*time.Millisecond)) // first in, first out
 	if v, _ := o.collect(t0.Add(3 * time.Millisecond)); v != 1 {
 		t.Fatalf("b sent first, left first: %v, want 1 (no overtake)", v)
 	}
-	o.sent(b, t0.Add(4*time.Millisecond)) // left already: nothing
+	o.sent(b, t0.Add(4*time.Millisecond), 0) // left already: nothing
 	o.end(a, t0.Add(5*time.Millisecond))
 	if v, _ := o.collect(t0.Add(5 * time.Millisecond)); v != 1 || len(o.live) != 0 {
 		t.Fatalf("a: %v with %d in service, want 1 and 0", v, len(o.live))
+	}
+}
+
+// Requests are counted among those sent to the same server: one sent to
+// a fast server overtakes a slow one's whatever their workers, and the
+// reading is the sum over the servers of their largest count plus one.
+func TestOvertakeMeterServers(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	ms := func(n float64) time.Time { return t0.Add(time.Duration(n * float64(time.Millisecond))) }
+	o := newOvertakeMeter(0)
+	// Server 1 is slow: a and b, sent first, are still in service when
+	// server 0's c, d and e leave, in order.
+	a, b, c, d, e := o.begin(ms(0)), o.begin(ms(0)), o.begin(ms(0)), o.begin(ms(0)), o.begin(ms(0))
+	o.sent(a, ms(1), 1)
+	o.sent(b, ms(2), 1)
+	o.sent(c, ms(3), 0)
+	o.sent(d, ms(4), 0)
+	o.sent(e, ms(5), 0)
+	o.end(c, ms(6))
+	o.end(e, ms(7)) // overtakes d, not a or b
+	if v, _ := o.collect(ms(7)); v != 2 {
+		t.Fatalf("server 0 alone: %v, want 2 (e overtook d only)", v)
+	}
+	o.end(d, ms(8))
+	o.end(b, ms(9)) // overtakes a: server 1's count 1
+	if v, _ := o.collect(ms(9)); v != 1+2 {
+		t.Fatalf("servers 0 and 1: %v, want 1 + 2", v)
+	}
+	o.end(a, ms(10))
+	o.sent(o.begin(ms(11)), ms(11), -3) // below 0: server 0
+	if o.live[0].server != 0 {
+		t.Fatalf("server -3 kept as %d, want 0", o.live[0].server)
+	}
+	if v, _ := o.collect(ms(12)); v != 1 {
+		t.Fatalf("a alone: %v, want 1", v)
+	}
+	if allocs := testing.AllocsPerRun(100, func() {
+		f := o.begin(ms(20))
+		o.sent(f, ms(20), 1)
+		o.end(f, ms(21))
+	}); allocs != 0 {
+		t.Fatalf("%v allocations per request, want 0", allocs)
 	}
 }
 
@@ -62,10 +104,10 @@ func TestOvertakeMeterBackendShare(t *testing.T) {
 	ms := func(n float64) time.Time { return t0.Add(time.Duration(n * float64(time.Millisecond))) }
 	o := newOvertakeMeter(0)
 	a, b, c := o.begin(ms(0)), o.begin(ms(0)), o.begin(ms(0))
-	o.sent(a, ms(1))
+	o.sent(a, ms(1), 0)
 	o.answered(a, ms(5)) // 4 ms in the backend of 10 in service
 	o.end(a, ms(10))
-	o.sent(b, ms(2))
+	o.sent(b, ms(2), 0)
 	o.answered(b, ms(8)) // 6 of 10
 	o.answered(b, ms(9)) // the first byte counts
 	o.end(b, ms(10))

@@ -48,16 +48,23 @@ func (t Ticket) Arrival() time.Time { return t.arrival }
 func (t Ticket) Held() bool { return t.held }
 
 // Sent reports that the request was handed to the service now (the proxy
-// calls it when it has written the request to the backend).
-// The overtake meter (AutoConfig.Knee "overtakes") then orders the
-// request among those in service by this moment rather than by its
-// admission, which may differ from the order in which requests reach the
-// service. It is safe to call from any goroutine and does nothing when
-// the stage does not measure overtakes (Stage.MeasuresOvertakes) or the
-// request already left service.
-func (t Ticket) Sent(now time.Time) {
+// calls it when it has written the request to the backend); it is
+// SentTo(now, 0), for a service of one server.
+func (t Ticket) Sent(now time.Time) { t.SentTo(now, 0) }
+
+// SentTo reports that the request was handed to server now: server
+// numbers the service's servers from 0 (the proxy's pool passes the
+// backend's index). The overtake meter (AutoConfig.Knee "overtakes") then
+// orders the request among those of the same server by this moment rather
+// than by its admission, which may differ from the order in which requests
+// reach the service, and counts its overtakes among them only: requests
+// sent to a faster server overtake a slower one's whatever their workers.
+// It is safe to call from any goroutine and does nothing when the stage
+// does not measure overtakes (Stage.MeasuresOvertakes) or the request
+// already left service.
+func (t Ticket) SentTo(now time.Time, server int) {
 	if t.seq > 0 && t.s.otk != nil {
-		t.s.otk.sent(t.seq-1, now)
+		t.s.otk.sent(t.seq-1, now, server)
 	}
 }
 

@@ -55,7 +55,8 @@ func (p *Pool) SetScale(i int, f float64) error {
 }
 
 // Submit hands j to the member with the fewest jobs in system, scanning
-// from the one after the last chosen.
+// from the one after the last chosen, and tells j's request which
+// (Request.OnRoute).
 func (p *Pool) Submit(j *Job) {
 	n := len(p.members)
 	best, bestN := -1, 0
@@ -67,6 +68,9 @@ func (p *Pool) Submit(j *Job) {
 	}
 	p.next = (best + 1) % n
 	j.Work *= p.scales[best]
+	if j.Req != nil {
+		j.Req.routed(best)
+	}
 	p.members[best].Submit(j)
 }
 

@@ -52,6 +52,7 @@ type Request struct {
 	canceled bool
 	deferred []func(r *Request)
 	cancels  []func(r *Request)
+	routes   []func(r *Request, member int)
 }
 
 // ResponseTime returns Finished − Sent.
@@ -71,6 +72,19 @@ func (r *Request) Defer(fn func(r *Request)) { r.deferred = append(r.deferred, f
 // Stages use it to take a waiting request out of their queue, and a hop
 // to stop the calls it makes on the request's behalf.
 func (r *Request) OnCancel(fn func(r *Request)) { r.cancels = append(r.cancels, fn) }
+
+// OnRoute registers fn to run when a Pool hands the request to one of its
+// members, with the member's index; functions run in the order
+// registered. Stages use it to tell their overtake meter which server
+// the request went to (stage.Ticket.SentTo), as the proxy does.
+func (r *Request) OnRoute(fn func(r *Request, member int)) { r.routes = append(r.routes, fn) }
+
+// routed runs the functions registered with OnRoute.
+func (r *Request) routed(member int) {
+	for _, fn := range r.routes {
+		fn(r, member)
+	}
+}
 
 // Cancel says that the request's sender has gone (it gave up, closed its
 // connection, or its context ended), as a server sees a client leave:

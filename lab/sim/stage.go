@@ -133,8 +133,12 @@ func (s *Stage) Handle(r *Request) {
 }
 
 // serve runs an admitted request through next and ends its ticket when it
-// finishes.
+// finishes; where the stage measures overtakes, a pool's choice of member
+// is the server the ticket was sent to.
 func (s *Stage) serve(r *Request, t stage.Ticket) {
+	if s.st.MeasuresOvertakes() {
+		r.OnRoute(func(_ *Request, member int) { t.SentTo(s.e.Time(), member) })
+	}
 	r.Defer(func(r *Request) {
 		t.Finish(s.e.Time(), stage.Outcome{OK: r.Outcome == Completed})
 		if s.ExactTrigger && s.st.Triggered() {
