@@ -197,7 +197,13 @@ func (rs *reqState) stream() {
 	rs.h.streams.Add(1)
 }
 
-// releasePool gives the backend slot back, once.
+// releasePool gives the backend slot back, once. It runs before the
+// stage's slot is released (Lifecycle.Done): a request waiting at
+// the stage is granted that slot at once and picks its backend, and with
+// least-in-flight balancing it must see this backend's count already
+// down, or it goes to another backend, past that backend's share (two
+// backends of which one is slow would queue requests inside the slow
+// one).
 func (rs *reqState) releasePool() {
 	if rs.poolHeld.CompareAndSwap(true, false) {
 		rs.gen.pool.Release(rs.backend)
@@ -237,18 +243,18 @@ func (rs *reqState) outcome(aborted bool) stage.Outcome {
 // backend slot goes to the next request, while the proxy still writes the
 // last bytes to a client that may be slow to read them.
 func (rs *reqState) upstreamDone() {
-	if rs.lc.Done(time.Now(), rs.outcome(false)) {
-		rs.releasePool()
-	}
+	now := time.Now()
+	rs.releasePool()
+	rs.lc.Done(now, rs.outcome(false))
 }
 
 // upstreamFailed ends the request's use of the backend when a buffered
 // response's body failed to read (its filler saw the error): the client
 // still gets what came before, and then its connection is aborted.
 func (rs *reqState) upstreamFailed() {
-	if rs.lc.Done(time.Now(), rs.outcome(true)) {
-		rs.releasePool()
-	}
+	now := time.Now()
+	rs.releasePool()
+	rs.lc.Done(now, rs.outcome(true))
 }
 
 // finish ends the request (its last byte was written, or it was aborted).
@@ -269,8 +275,9 @@ func (rs *reqState) finish(aborted bool) {
 		rs.clientGone.Store(true)
 	}
 	rs.shareEnd(!aborted)
-	rs.lc.Done(time.Now(), rs.outcome(aborted)) // no-op when upstreamDone ran
+	now := time.Now()
 	rs.releasePool()
+	rs.lc.Done(now, rs.outcome(aborted)) // no-op when upstreamDone ran
 	if rs.spool != nil {
 		_ = rs.spool.Close() // ReverseProxy closed it, unless it panicked first
 	}
@@ -445,10 +452,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		uctx, rs.cancel = context.WithCancelCause(uctx)
 	}
 	if st.MeasuresOvertakes() {
-		// The stage orders requests by when they reach the backend, and
-		// measures the share of their time spent there.
+		// The stage orders requests by when they reach their backend,
+		// among those of the same backend, and measures the share of
+		// their time spent there.
 		uctx = httptrace.WithClientTrace(uctx, &httptrace.ClientTrace{
-			WroteRequest:         func(httptrace.WroteRequestInfo) { t.Sent(time.Now()) },
+			WroteRequest:         func(httptrace.WroteRequestInfo) { t.SentTo(time.Now(), b.index) },
 			GotFirstResponseByte: func() { t.Answered(time.Now()) },
 		})
 	}
