@@ -129,7 +129,10 @@ func (w autoWindow) backendShare() float64 {
 // highProbe bounds a high probe's limit hi while the knee is known.
 func (a *Auto) highProbe(hi float64) float64 {
 	if a.knee > 0 {
-		hi = math.Min(hi, math.Max(math.Ceil(overtakeProbe*a.knee), a.knee+1))
+		// Ŵ = k/s is fractional where the backend's share s < 1: the
+		// probe is held to the workers it read, rounded (4.03 → 5, not 6).
+		w := math.Max(math.Round(a.knee), 1)
+		hi = math.Min(hi, math.Max(math.Ceil(overtakeProbe*w), w+1))
 	}
 	return hi
 }

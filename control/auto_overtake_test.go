@@ -85,3 +85,21 @@ func TestAutoKneeFromOvertakes(t *testing.T) {
 		}
 	}
 }
+
+// A knee read in slots, k/s with the backend's share s a little below 1,
+// is fractional (4/0.99 ≈ 4.04): the high probe is held to the rounded
+// workers + 1 (5), not ⌈1.25 × 4.04⌉ = 6.
+func TestAutoHighProbeFractionalKnee(t *testing.T) {
+	a := &Auto{knee: 4 / 0.99}
+	if hi := a.highProbe(100); hi != 5 {
+		t.Errorf("knee %.3f: high probe %v, want 5", a.knee, hi)
+	}
+	a.knee = 16
+	if hi := a.highProbe(100); hi != 20 {
+		t.Errorf("knee 16: high probe %v, want 20 (⌈1.25 × 16⌉)", hi)
+	}
+	a.knee = 0
+	if hi := a.highProbe(24); hi != 24 {
+		t.Errorf("no knee: high probe %v, want 24", hi)
+	}
+}
