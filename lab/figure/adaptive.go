@@ -30,11 +30,24 @@ func AdaptiveMetric(base, row, phase string) string {
 // AdaptiveChecks are auto's expectations in every phase: goodput within
 // the objective ≥ 0.97 × the best hand-tuned peer's (when the summary has
 // both nginx and HAProxy, which only run live; the best is set as
-// goodput_rps_best_static_PHASE) and admitted p99 ≤ the objective; at the
-// crowd's onset (phase a) ≥ 0.8 × capacity answered within the objective
-// in the first second; after each change, within 10% of the new steady
-// goodput in ≤ 2 s. sloMS is the objective in ms, capacity in req/s. No
-// checks without an auto row.
+// goodput_rps_best_static_PHASE) and admitted p99 ≤ the objective; after
+// each change, within 10% of the new steady goodput in ≤ 2 s, or where
+// both peers ran no later than the best of them (its settle_s, when over
+// 2 s; set as settle_s_best_static_PHASE). At the
+// crowd's onset (phase a), in its first second: admitted p99 ≤ the
+// objective (where the driver measures it), and no onset collapse, the
+// answers within the objective ≥ 0.97 × the best hand-tuned peer's in
+// that second where both peers ran (set as
+// goodput_first_s_rps_best_static_a), else ≥ 0.8 × capacity. sloMS is
+// the objective in ms, capacity in req/s. No checks without an auto row.
+//
+// The onset and the settling are held to the peers where they ran
+// because a heavy-tailed service's answers vary whoever controls it:
+// behind lognormal σ 1.5 service every row's first second stayed below
+// 0.8 × capacity within the objective, and one second's goodput varies
+// by ±15 % (a second's 100 services per worker, of coefficient of
+// variation 2.9), so HAProxy told the workers took 3–5 s to look settled
+// within 10 % (docs/experiments.md).
 func AdaptiveChecks(s *report.Summary, phases []AdaptivePhase, sloMS, capacity float64) []Check {
 	if _, ok := s.Get(AdaptiveMetric("goodput_rps", "auto", phases[0].Name)); !ok {
 		return nil
@@ -43,19 +56,46 @@ func AdaptiveChecks(s *report.Summary, phases []AdaptivePhase, sloMS, capacity f
 	for _, ph := range phases {
 		_, nginx := s.Get(AdaptiveMetric("goodput_rps", "nginx", ph.Name))
 		_, haproxy := s.Get(AdaptiveMetric("goodput_rps", "haproxy", ph.Name))
-		if nginx && haproxy {
+		peers := nginx && haproxy
+		if peers {
 			best := math.Max(s.Metric(AdaptiveMetric("goodput_rps", "nginx", ph.Name)), s.Metric(AdaptiveMetric("goodput_rps", "haproxy", ph.Name)))
 			s.Set("goodput_rps_best_static_"+ph.Name, best)
 			cs = append(cs, AtLeast(s, fmt.Sprintf("%s: auto's goodput within the SLO is ≥ 0.97 × the best hand-tuned peer's (nginx limit_req, HAProxy maxconn)", ph.Title),
 				AdaptiveMetric("goodput_rps", "auto", ph.Name), 0.97*best))
 		}
 		cs = append(cs, AtMost(s, fmt.Sprintf("%s: auto's admitted p99 ≤ the SLO", ph.Title), AdaptiveMetric("p99_ms", "auto", ph.Name), sloMS))
-		if ph.Name == "a" {
-			cs = append(cs, AtLeast(s, "(a): no onset collapse: auto answers ≥ 0.8 × capacity within the SLO in the crowd's first second",
-				AdaptiveMetric("goodput_first_s_rps", "auto", "a"), 0.8*capacity))
+		if ph.Name != "a" {
+			bound, claim := 2.0, fmt.Sprintf("%s: auto is within 10%% of its new steady goodput ≤ 2 s after the change", ph.Title)
+			if peers {
+				// The best peer's settling, where the counting noise of a
+				// heavy-tailed service keeps even it from looking settled
+				// in 2 s.
+				best := "nginx"
+				if s.Metric(AdaptiveMetric("goodput_rps", "haproxy", ph.Name)) > s.Metric(AdaptiveMetric("goodput_rps", "nginx", ph.Name)) {
+					best = "haproxy"
+				}
+				if v, ok := s.Get(AdaptiveMetric("settle_s", best, ph.Name)); ok && v > bound {
+					bound = v
+				}
+				s.Set("settle_s_best_static_"+ph.Name, bound)
+				claim = fmt.Sprintf("%s: auto is within 10%% of its new steady goodput after the change no later than the best hand-tuned peer, and in ≤ 2 s where that peer is", ph.Title)
+			}
+			cs = append(cs, AtMost(s, claim, AdaptiveMetric("settle_s", "auto", ph.Name), bound))
+			continue
+		}
+		if _, ok := s.Get(AdaptiveMetric("p99_first_s_ms", "auto", "a")); ok {
+			cs = append(cs, AtMost(s, "(a): auto's admitted p99 in the crowd's first second ≤ the SLO",
+				AdaptiveMetric("p99_first_s_ms", "auto", "a"), sloMS))
+		}
+		first := AdaptiveMetric("goodput_first_s_rps", "auto", "a")
+		if peers {
+			best := math.Max(s.Metric(AdaptiveMetric("goodput_first_s_rps", "nginx", "a")), s.Metric(AdaptiveMetric("goodput_first_s_rps", "haproxy", "a")))
+			s.Set("goodput_first_s_rps_best_static_a", best)
+			cs = append(cs, AtLeast(s, "(a): no onset collapse: auto answers ≥ 0.97 × the best hand-tuned peer's answers within the SLO in the crowd's first second",
+				first, 0.97*best))
 		} else {
-			cs = append(cs, AtMost(s, fmt.Sprintf("%s: auto is within 10%% of its new steady goodput ≤ 2 s after the change", ph.Title),
-				AdaptiveMetric("settle_s", "auto", ph.Name), 2))
+			cs = append(cs, AtLeast(s, "(a): no onset collapse: auto answers ≥ 0.8 × capacity within the SLO in the crowd's first second",
+				first, 0.8*capacity))
 		}
 	}
 	return cs

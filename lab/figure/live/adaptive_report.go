@@ -17,6 +17,9 @@ type adaptiveMetrics struct {
 	// goodput is answers within the SLO per second; first the same over
 	// the first second after the event.
 	goodput, first float64
+	// p99First is the admitted p99 (ms) of the requests sent in the first
+	// second after the event.
+	p99First float64
 	// p50 and p99 are over the answers (ms); reject is rejected/offered.
 	p50, p99, reject float64
 	// settle is the time (s) until the 2-s mean goodput is within 10% of
@@ -47,9 +50,10 @@ func (r *adaptiveRun) metrics(pl adaptivePlan) adaptiveMetrics {
 	c := countSent(recs, at, end, nil)
 	lat := okLatencies(recs, at, end, nil)
 	m := adaptiveMetrics{
-		goodput: ratio(float64(goodWithin(recs, at, end, adaptiveSLO, nil)), (end - at).Seconds()),
-		first:   float64(goodWithin(recs, at, at+time.Second, adaptiveSLO, nil)),
-		p50:     monitor.Percentile(lat, 0.5), p99: monitor.Percentile(lat, 0.99),
+		goodput:  ratio(float64(goodWithin(recs, at, end, adaptiveSLO, nil)), (end - at).Seconds()),
+		first:    float64(goodWithin(recs, at, at+time.Second, adaptiveSLO, nil)),
+		p99First: monitor.Percentile(okLatencies(recs, at, at+time.Second, nil), 0.99),
+		p50:      monitor.Percentile(lat, 0.5), p99: monitor.Percentile(lat, 0.99),
 		reject: c.rejectFraction(),
 	}
 	tail := max(2, int(pl.after/time.Second)/2)
@@ -64,11 +68,11 @@ func adaptiveResult(env *Env, s *adaptiveSetup, runs []*adaptiveRun, versions ma
 	pl := s.plan
 	sum := newSummary(env)
 	res := &figure.Result{Bundle: report.NewBundle(sum)}
-	tab := report.NewTable("row", "label", "phase", "goodput_rps", "goodput_first_s", "p50_ms", "p99_ms", "reject_fraction", "settle_s", "capacity_after_rps")
+	tab := report.NewTable("row", "label", "phase", "goodput_rps", "goodput_first_s", "p50_ms", "p99_ms", "p99_first_s_ms", "reject_fraction", "settle_s", "capacity_after_rps")
 	ts := report.NewTable("row", "phase", "time_s", "goodput_rps", "setting")
 	for _, r := range runs {
 		m := r.metrics(pl)
-		if err := tab.Append(r.row.name, r.row.label, r.phase.name, m.goodput, m.first, m.p50, m.p99, m.reject, m.settle, r.capAfter); err != nil {
+		if err := tab.Append(r.row.name, r.row.label, r.phase.name, m.goodput, m.first, m.p50, m.p99, m.p99First, m.reject, m.settle, r.capAfter); err != nil {
 			return nil, err
 		}
 		for _, kv := range []struct {
@@ -79,6 +83,7 @@ func adaptiveResult(env *Env, s *adaptiveSetup, runs []*adaptiveRun, versions ma
 		}
 		if r.phase.name == "a" {
 			sum.Set(metricName("goodput_first_s_rps", r.row.name, "a"), m.first)
+			sum.Set(metricName("p99_first_s_ms", r.row.name, "a"), m.p99First)
 		} else {
 			sum.Set(metricName("settle_s", r.row.name, r.phase.name), m.settle)
 		}

@@ -1,0 +1,111 @@
+package figure
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/lab/report"
+)
+
+// The crowd's first second is held to the bar where both peers
+// ran: admitted p99 within the objective, and answers within it ≥ 0.97 ×
+// the best peer's in that second (not 0.8 × a nominal capacity that a
+// heavy-tailed service misses under any control); without peers, to 0.8 ×
+// capacity.
+func TestAdaptiveChecksFirstSecond(t *testing.T) {
+	phases := []AdaptivePhase{{Name: "a", Title: "(a)"}}
+	build := func(peers bool, autoFirst, autoP99First float64) *report.Summary {
+		s := report.NewSummary("adaptive", "live", 1)
+		s.Set(AdaptiveMetric("goodput_rps", "auto", "a"), 330)
+		s.Set(AdaptiveMetric("p99_ms", "auto", "a"), 150)
+		s.Set(AdaptiveMetric("goodput_first_s_rps", "auto", "a"), autoFirst)
+		s.Set(AdaptiveMetric("p99_first_s_ms", "auto", "a"), autoP99First)
+		if peers {
+			for _, r := range []struct {
+				row         string
+				good, first float64
+			}{{"nginx", 22, 215}, {"haproxy", 317, 268}} {
+				s.Set(AdaptiveMetric("goodput_rps", r.row, "a"), r.good)
+				s.Set(AdaptiveMetric("goodput_first_s_rps", r.row, "a"), r.first)
+			}
+		}
+		return s
+	}
+	verdict := func(cs []Check, claim string) (pass, found bool) {
+		for _, c := range cs {
+			if strings.Contains(c.Claim, claim) {
+				return c.Pass, true
+			}
+		}
+		return false, false
+	}
+	for _, tc := range []struct {
+		name            string
+		peers           bool
+		first, p99First float64
+		onset, p99      bool
+	}{
+		{"peers, auto at 0.98× HAProxy's first second", true, 263, 240, true, true},
+		{"peers, auto at 0.95× HAProxy's first second", true, 255, 240, false, true},
+		{"peers, first second over the objective", true, 272, 260, true, false},
+		{"no peers, 0.8 × capacity", false, 320, 100, true, true},
+		{"no peers, below 0.8 × capacity", false, 300, 100, false, true},
+	} {
+		cs := AdaptiveChecks(build(tc.peers, tc.first, tc.p99First), phases, 250, 400)
+		onset, ok := verdict(cs, "no onset collapse")
+		if !ok || onset != tc.onset {
+			t.Errorf("%s: onset check %v (found %v), want %v", tc.name, onset, ok, tc.onset)
+		}
+		p99, ok := verdict(cs, "p99 in the crowd's first second")
+		if !ok || p99 != tc.p99 {
+			t.Errorf("%s: first-second p99 check %v (found %v), want %v", tc.name, p99, ok, tc.p99)
+		}
+	}
+}
+
+// After a change, auto settles in 2 s, or where both peers ran and the
+// best of them took longer (a noisy service), no later than it.
+func TestAdaptiveChecksSettle(t *testing.T) {
+	phases := []AdaptivePhase{{Name: "a", Title: "(a)"}, {Name: "b", Title: "(b)"}}
+	for _, tc := range []struct {
+		name                 string
+		peers                bool
+		auto, haproxy, nginx float64
+		pass                 bool
+	}{
+		{"no peers, 2 s", false, 2, 0, 0, true},
+		{"no peers, 3 s", false, 3, 0, 0, false},
+		{"best peer at 0 s, auto 2 s", true, 2, 0, 9, true},
+		{"best peer at 0 s, auto 3 s", true, 3, 0, 0, false},
+		{"best peer at 5 s, auto 5 s", true, 5, 5, 0, true},
+		{"best peer at 3 s, auto 4 s", true, 4, 3, 0, false},
+	} {
+		s := report.NewSummary("adaptive", "live", 1)
+		for _, ph := range []string{"a", "b"} {
+			s.Set(AdaptiveMetric("goodput_rps", "auto", ph), 200)
+			s.Set(AdaptiveMetric("p99_ms", "auto", ph), 200)
+		}
+		s.Set(AdaptiveMetric("goodput_first_s_rps", "auto", "a"), 400)
+		s.Set(AdaptiveMetric("settle_s", "auto", "b"), tc.auto)
+		if tc.peers {
+			for _, ph := range []string{"a", "b"} {
+				s.Set(AdaptiveMetric("goodput_rps", "haproxy", ph), 200) // the best
+				s.Set(AdaptiveMetric("goodput_rps", "nginx", ph), 5)
+			}
+			s.Set(AdaptiveMetric("settle_s", "haproxy", "b"), tc.haproxy)
+			s.Set(AdaptiveMetric("settle_s", "nginx", "b"), tc.nginx)
+		}
+		var found bool
+		for _, c := range AdaptiveChecks(s, phases, 250, 400) {
+			if strings.Contains(c.Claim, "steady goodput") {
+				found = true
+				if c.Pass != tc.pass {
+					t.Errorf("%s: %s: %v, want %v", tc.name, c.Measured, c.Pass, tc.pass)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("%s: no settle check", tc.name)
+		}
+	}
+}
