@@ -115,7 +115,7 @@ quiet machine.`,
 	cmd.Flags().StringVar(&f.autoKnee, "auto-knee", "", "adaptive only: auto's knee option, probes (auto's default) or overtakes (a named option: the knee read from requests overtaking earlier ones)")
 	cmd.Flags().StringVar(&f.service, "service", "", "adaptive only: service-time variant exp, lognormal (σ 1.5) or pareto (α 1.5, capped at 50× the mean); default exp")
 	cmd.Flags().StringVar(&f.transport, "transport", "", "graph and graph-crowd only: grpc runs the chain with every hop a gRPC service (rows grpc-throttle and inprocess); default http")
-	cmd.Flags().StringSliceVar(&f.rows, "rows", nil, "peers only: run only these rows (comma-separated: uncontrolled, nginx, haproxy, seda, yaksha), each on a fresh backend, proxy and load generator")
+	cmd.Flags().StringSliceVar(&f.rows, "rows", nil, "peers and adaptive only: run only these rows (comma-separated; peers: uncontrolled, nginx, haproxy, seda, yaksha; adaptive: none, nginx, haproxy, seda, yaksha, gradient2, envoy-gradient, bbr, auto), each on a fresh backend, proxy and load generator")
 	cmd.Flags().StringVar(&f.policerKernel, "policer-kernel", "", "voigt-sweep and voigt-step only: the connection policer's policer.kernel, auto (drop excess SYNs in the kernel when it can), on or off (reset at accept in user space); default auto")
 	cmd.Flags().StringVar(&f.cgiWork, "cgi-work", "", "the CPU experiments (voigt-sweep, voigt-step, kihl-step, kihl-distribution): what a request's CPU demand is on the pinned CGI backend, cpu-time (burn the demand's CPU time, however fast the shared CPU runs) or count (sum the calibrated count of random numbers); default cpu-time")
 	cmd.Flags().Uint64Var(&f.seed, "seed", 1, "seed of the load generator and the backends")

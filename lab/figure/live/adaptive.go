@@ -119,13 +119,20 @@ func (pl adaptivePlan) length(p adaptivePhase) time.Duration {
 
 // planAdaptive returns the full plan (every row through every phase,
 // about 15 minutes) or the quick one (no control, the two peers and auto
-// through the crowd and the halving, about a minute).
-func planAdaptive(env *Env) adaptivePlan {
+// through the crowd and the halving, about a minute), with only the rows
+// of env.Rows when it names some (--rows).
+func planAdaptive(env *Env) (adaptivePlan, error) {
 	full := adaptivePlan{rows: adaptiveRows, phases: adaptivePhases, warm: 3 * time.Second, crowd: 10 * time.Second,
 		changeAt: 5 * time.Second, after: 10 * time.Second, base: 0.5, crowdX: 10, overloadX: 3, capLength: 2 * time.Second}
 	quick := full
 	quick.rows = []adaptiveRow{adaptiveRows[0], adaptiveRows[1], adaptiveRows[2], adaptiveRows[len(adaptiveRows)-1]}
 	quick.phases = adaptivePhases[:2]
 	quick.warm, quick.crowd, quick.changeAt, quick.after, quick.capLength = time.Second, 2500*time.Millisecond, 1500*time.Millisecond, 3500*time.Millisecond, time.Second
-	return pick(env, full, quick)
+	pl := pick(env, full, quick)
+	rows, err := selectRows("adaptive", pl.rows, func(r adaptiveRow) string { return r.name }, env.Rows)
+	if err != nil {
+		return adaptivePlan{}, err
+	}
+	pl.rows = rows
+	return pl, nil
 }

@@ -40,7 +40,10 @@ type adaptiveSetup struct {
 }
 
 func runAdaptive(ctx context.Context, env *Env) (*figure.Result, error) {
-	plan := planAdaptive(env)
+	plan, err := planAdaptive(env)
+	if err != nil {
+		return nil, err
+	}
 	setup := &adaptiveSetup{plan: plan}
 	if needsPeers(plan.rows) {
 		tools, err := ensurePeerTools(ctx, env)

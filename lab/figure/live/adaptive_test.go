@@ -65,7 +65,10 @@ func TestAdaptiveAutoOptions(t *testing.T) {
 // through every phase.
 func TestAdaptivePlans(t *testing.T) {
 	for _, quick := range []bool{false, true} {
-		pl := planAdaptive(newEnv("adaptive", Options{Quick: quick}))
+		pl, err := planAdaptive(newEnv("adaptive", Options{Quick: quick}))
+		if err != nil {
+			t.Fatal(err)
+		}
 		var total time.Duration
 		for _, ph := range pl.phases {
 			total += time.Duration(len(pl.rows)) * pl.length(ph)
@@ -79,6 +82,27 @@ func TestAdaptivePlans(t *testing.T) {
 		case !quick && (len(pl.rows) != len(adaptiveRows) || len(pl.phases) != 5):
 			t.Errorf("full form: %d rows, %d phases", len(pl.rows), len(pl.phases))
 		}
+	}
+}
+
+// --rows runs only the rows it names, in the table's order (auto and the
+// two peers: the rows its checks read); an unknown name is an error that
+// names it and the rows there are.
+func TestAdaptivePlanRows(t *testing.T) {
+	pl, err := planAdaptive(newEnv("adaptive", Options{Rows: []string{"auto", "haproxy", "nginx"}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, r := range pl.rows {
+		names = append(names, r.name)
+	}
+	if got := strings.Join(names, ","); got != "nginx,haproxy,auto" {
+		t.Errorf("rows %s, want nginx,haproxy,auto", got)
+	}
+	_, err = planAdaptive(newEnv("adaptive", Options{Rows: []string{"auto", "envoy"}}))
+	if err == nil || !strings.Contains(err.Error(), `"envoy"`) || !strings.Contains(err.Error(), "gradient2") {
+		t.Errorf("unknown row: %v, want an error naming \"envoy\" and the rows", err)
 	}
 }
 

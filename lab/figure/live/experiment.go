@@ -120,10 +120,11 @@ type Options struct {
 	// lab's process, beside its load generator and the sluice rows'
 	// proxy; other experiments ignore it.
 	BackendProcess bool
-	// Rows, when set, runs only these rows of the peers experiment (its
-	// system names, in its order), each still on a fresh backend, proxy
-	// and load generator; the checks about the rows left out report n/a.
-	// Other experiments ignore it.
+	// Rows, when set, runs only these rows of the peers or the adaptive
+	// experiment (its system names, in its order), each still on a fresh
+	// backend, proxy and load generator; the checks about the rows left
+	// out report n/a (peers) or are not made (adaptive: the comparisons
+	// with nginx and HAProxy need both). Other experiments ignore it.
 	Rows []string
 	// PolicerKernel is where the Voigt CPU experiments' (voigt-sweep,
 	// voigt-step) connection policer enforces its rate, the proxy's

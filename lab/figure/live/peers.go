@@ -146,26 +146,35 @@ func runPeers(ctx context.Context, env *Env) (*figure.Result, error) {
 // peersRows returns the rows of peersSystems named in names, in the
 // experiment's order; all of them when names is empty.
 func peersRows(names []string) ([]peerRow, error) {
+	return selectRows("peers", peersSystems, func(r peerRow) string { return r.name }, names)
+}
+
+// selectRows returns the rows of all named in names (--rows), in all's
+// order; all of them when names is empty, and an error naming the
+// experiment, the unknown name and the rows it has otherwise.
+func selectRows[R any](exp string, all []R, name func(R) string, names []string) ([]R, error) {
 	if len(names) == 0 {
-		return peersSystems, nil
+		return all, nil
 	}
 	want := map[string]bool{}
 	for _, n := range names {
 		want[n] = true
 	}
-	var rows []peerRow
-	for _, r := range peersSystems {
-		if want[r.name] {
+	var rows []R
+	for _, r := range all {
+		if want[name(r)] {
 			rows = append(rows, r)
-			delete(want, r.name)
+			delete(want, name(r))
 		}
 	}
-	for n := range want {
-		all := make([]string, len(peersSystems))
-		for i, r := range peersSystems {
-			all[i] = r.name
+	for _, n := range names {
+		if want[n] {
+			known := make([]string, len(all))
+			for i, r := range all {
+				known[i] = name(r)
+			}
+			return nil, fmt.Errorf("%s: no row %q (rows: %s)", exp, n, strings.Join(known, ", "))
 		}
-		return nil, fmt.Errorf("peers: no row %q (rows: %s)", n, strings.Join(all, ", "))
 	}
 	return rows, nil
 }
