@@ -97,6 +97,14 @@ type Measurements struct {
 	// time the caller spent blocked on a slow client: it is the latency
 	// of the service behind the stage, without the stage's own queue.
 	ServiceMean, ServiceP50, ServiceP90, ServiceP99, ServiceMin float64
+	// ServiceTailSamples and ServiceTailP99 are the count and the p99 (in
+	// seconds) of the service times of every request that completed
+	// successfully in the interval, whatever the Fence (control.Needs.
+	// ServiceTail; 0 and NaN when the stage does not measure them). A
+	// fence drops the requests admitted before it, and a long request is
+	// more likely to straddle one than a short one: behind a heavy tail
+	// ServiceP99 reads low.
+	ServiceTailSamples, ServiceTailP99 float64
 
 	// Parallel is one more than the largest number of requests still in
 	// service that had entered it before a request that left service in

@@ -41,8 +41,9 @@ type AutoConfig struct {
 	// emptied in the last step); 0 (the default) means the longer of one
 	// mean service time (enough to keep the service busy) and SLO/10 (so
 	// that closed-loop clients, whose queue always stands but never grows,
-	// are not turned away from a fast service). Otherwise a request may
-	// wait for the whole SLO budget, to absorb a burst.
+	// are not turned away from a fast service); either way at most half
+	// of what the service-time p99 leaves of the SLO. Otherwise a request
+	// may wait for the SLO budget, to absorb a burst.
 	StandingWait time.Duration `yaml:"standing_wait" json:"standing_wait"`
 
 	// Guardrails (see Auto); the zero value of each is off.
@@ -213,14 +214,22 @@ func (c *AutoConfig) New() (sluice.Controller, error) { return NewAuto(*c) }
 // The wait queue is the stage's (class 0 first; a full queue sheds the
 // lowest class). Each step sets how long a new arrival may wait,
 //
-//	MaxWait = SLO − R̂99 for a burst,
-//	MaxWait = min(StandingWait or max(R̂, SLO/10), SLO − R̂99) while it stands,
+//	MaxWait = max(SLO − 1.1·R̂99, (SLO − R̂99)/2) for a burst,
+//	MaxWait = min(StandingWait or max(R̂, SLO/10), (SLO − R̂99)/2) while it stands,
 //
 // where R̂ is a running mean of the mean service time and R̂99 of the p99
 // (each step's p99 taken as the largest over the latest steps that hold
 // at least 56 samples, so that a step of 30 samples does not report its
-// p97; with TailGuard a rise is taken at once, R̂99 = max(p99, EWMA), so
-// that the wait allowed never trails a service that just got slower);
+// p97; over every completion, Measurements.ServiceTailP99, not only the
+// window's since its fence, which a long request is the likelier to
+// straddle; with TailGuard a rise is taken at once, R̂99 = max(p99, EWMA), so
+// that the wait allowed never trails a service that just got slower).
+// Under a standing overload, and in a crowd's first second, most
+// admitted requests wait about MaxWait, so their p99 is about MaxWait +
+// R̂99: a burst leaves 10 % of R̂99 for the estimate's error (tailMargin),
+// and a standing queue gets at most half the room the tail leaves
+// (behind lognormal σ 1.5 service of 20 ms, p99 213 ms, an SLO of 250 ms
+// leaves 37 ms, and a wait of 25 ms put the admitted p99 at 245–260 ms);
 // the queue stands when the offered rate exceeds the drain rate L/R̂ or it
 // did not empty in the last step. The stage rejects at once a request
 // whose predicted wait (ahead+1)·R̂/L exceeds MaxWait. So a flash crowd is
@@ -306,6 +315,12 @@ type Auto struct {
 	knee     float64   // Ŵ, the parallelism the overtakes showed (0: unknown)
 	share    float64   // the last judged window's backend share s (overtakes; 0: none yet)
 }
+
+// tailMargin is the relative error of R̂99 that a burst's wait leaves
+// room for: MaxWait = SLO − (1 + tailMargin)·R̂99 (but at least half of
+// SLO − R̂99). A crowd's first second waits about MaxWait, so its p99 is
+// about MaxWait + R̂99, and R̂99 is a p99 of a few hundred samples.
+const tailMargin = 0.1
 
 // tailPeriods bounds how many periods tailRing keeps, and tailSamples is
 // how many service-time samples its estimate covers: 100·e^−γ ≈ 56 (γ
@@ -494,10 +509,16 @@ func (a *Auto) Update(now time.Time, m sluice.Measurements) sluice.Decision {
 	old := a.cur.New
 	if n := m.ServiceSamples; n > 0 && usable(m.ServiceMean) && usable(m.ServiceP99) {
 		a.rMean = ewma(a.rMean, m.ServiceMean, 0.3)
+		// R̂99 from every completion where the stage measures it: the
+		// window's fences drop the long requests that straddle them.
+		p99 := m.ServiceP99
+		if m.ServiceTailSamples > 0 && usable(m.ServiceTailP99) {
+			p99, n = m.ServiceTailP99, m.ServiceTailSamples
+		}
 		// With the tail guard a rising tail is taken at once, a falling
 		// one smoothed: the wait allowed must not trail a service that
 		// just got slower.
-		est := a.tail.add(m.ServiceP99, n)
+		est := a.tail.add(p99, n)
 		a.rP99 = ewma(a.rP99, est, 0.3)
 		if a.cfg.TailGuard {
 			a.rP99 = math.Max(est, a.rP99)
@@ -713,13 +734,13 @@ func (a *Auto) queuePolicy(m sluice.Measurements, limit float64) (time.Duration,
 		return -1, 0, fmt.Sprintf("queue: none (service p99 %s leaves no room below the SLO %v)", fmtSec(a.rP99), a.cfg.SLO)
 	}
 	drain := limit / a.rMean
-	wait, kind := budget, "burst"
+	wait, kind := math.Max(budget-tailMargin*a.rP99, budget/2), "burst"
 	offered := math.NaN()
 	if el := m.Elapsed.Seconds(); el > 0 {
 		offered = m.Arrivals / el
 	}
 	if q := m.QueueWaitMin; usable(q) && q > 0 || usable(offered) && offered > drain {
-		wait, kind = math.Min(a.standingWait(), budget), "standing"
+		wait, kind = math.Min(a.standingWait(), budget/2), "standing"
 	}
 	d := time.Duration(wait * float64(time.Second)).Round(time.Microsecond)
 	return d, drain, fmt.Sprintf("queue (%s): wait ≤ %v, drain %s (SLO %v, service mean %s p99 %s)",

@@ -219,8 +219,8 @@ func TestAutoQueuePolicy(t *testing.T) {
 	m := sluice.Measurements{Elapsed: 100 * time.Millisecond, Arrivals: 10, Completed: 10, ServiceSamples: 10,
 		ServiceMean: 0.010, ServiceP99: 0.030, InFlight: 1, MaxInFlight: 2, QueueWaitMin: 0}
 	d := a.Update(now, m)
-	if d.MaxWait != 220*time.Millisecond || math.Abs(d.Drain-1600) > 1e-6 {
-		t.Fatalf("burst: wait %v drain %v, want 220ms (250 − 30) and 16/0.010 = 1600", d.MaxWait, d.Drain)
+	if d.MaxWait != 217*time.Millisecond || math.Abs(d.Drain-1600) > 1e-6 {
+		t.Fatalf("burst: wait %v drain %v, want 217ms (250 − 1.1 × 30) and 16/0.010 = 1600", d.MaxWait, d.Drain)
 	}
 	// Offered 5000/s, above the drain rate: a standing queue.
 	m.Arrivals = 500
@@ -228,6 +228,26 @@ func TestAutoQueuePolicy(t *testing.T) {
 	if d.MaxWait != 25*time.Millisecond {
 		t.Fatalf("standing: wait %v, want max(one service time, SLO/10) = 25ms", d.MaxWait)
 	}
+	// A tail near the SLO: a standing queue gets half the room it leaves,
+	// (250 − 210)/2 = 20 ms, not 25 (the estimate's running mean is
+	// settled first).
+	m.ServiceP99 = 0.210
+	for i := range 30 {
+		d = a.Update(now.Add(time.Duration(i+2)*100*time.Millisecond), m)
+	}
+	if math.Abs(d.MaxWait.Seconds()-0.020) > 1e-4 {
+		t.Fatalf("standing behind a p99 of 210 ms: wait %v, want 20ms", d.MaxWait)
+	}
+	// R̂99 comes from every completion where the stage measures it
+	// (ServiceTailP99), not from the fenced samples.
+	m.ServiceTailSamples, m.ServiceTailP99 = 10, 0.230
+	for i := range 30 {
+		d = a.Update(now.Add(time.Duration(i+40)*100*time.Millisecond), m)
+	}
+	if math.Abs(d.MaxWait.Seconds()-0.010) > 1e-4 || math.Abs(a.Estimates()["service_p99_s"]-0.230) > 1e-4 {
+		t.Fatalf("tail p99 230 ms: wait %v, R̂99 %v; want 10ms and 230ms", d.MaxWait, a.Estimates()["service_p99_s"])
+	}
+	m.ServiceTailSamples, m.ServiceTailP99 = 0, 0
 	// A service whose p99 alone is over the SLO leaves no room to wait.
 	m.ServiceP99, m.ServiceMean = 5, 3
 	for i := 0; i < 20; i++ {

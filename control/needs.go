@@ -80,6 +80,10 @@ type Needs struct {
 	// may differ from the service's (AutoConfig.KneeTolerance; see the
 	// stage's overtake meter).
 	OvertakeTolerance time.Duration
+	// ServiceTail: the controller reads Measurements.ServiceTailP99, the
+	// p99 of every completion's service time regardless of fences (auto's
+	// R̂99).
+	ServiceTail bool
 }
 
 // Binds reports whether a rule on resource r may drive the controller.
@@ -228,7 +232,8 @@ func (c *KihlConfig) Floor() float64 { return 0 }
 // Floor: max_drop, the most yaksha drops.
 func (c *YakshaConfig) Floor() float64 { return c.MaxDrop }
 
-// Needs: auto with knee "overtakes" reads Measurements.Parallel.
+// Needs: auto reads Measurements.ServiceTailP99 for R̂99, and with knee
+// "overtakes" Measurements.Parallel.
 func (c *AutoConfig) Needs() Needs {
-	return Needs{Overtakes: c.kneeFromOvertakes(), OvertakeTolerance: c.KneeTolerance}
+	return Needs{Overtakes: c.kneeFromOvertakes(), OvertakeTolerance: c.KneeTolerance, ServiceTail: true}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/control"
 	"github.com/sluicehq/sluice/gate"
 )
 
@@ -227,6 +228,47 @@ func TestStageFenceTriggerAndRaise(t *testing.T) {
 	s.Step(at(1250))
 	if m := c.seen[1]; m.ServiceSamples != 2 || !near(m.ServiceMean, 0.125) {
 		t.Errorf("fenced samples %v mean %v, want 2 and 0.125 (200 and 50 ms)", m.ServiceSamples, m.ServiceMean)
+	}
+}
+
+// tailConfig is scriptedConfig for a controller that reads the service
+// tail regardless of fences (control.Needs.ServiceTail), as auto does.
+type tailConfig struct{ scriptedConfig }
+
+func (tailConfig) Needs() control.Needs { return control.Needs{ServiceTail: true} }
+
+// The tail counts every completion, fences or not: a long request
+// admitted before a fence is dropped from the fenced service times but
+// not from ServiceTailP99; a stage whose controller does not ask for it
+// reports none.
+func TestStageServiceTailIgnoresFences(t *testing.T) {
+	for _, tail := range []bool{false, true} {
+		c := &scripted{cur: limitDecision(2, time.Second, 0),
+			next: []sluice.Decision{{Controller: "scripted", Kind: sluice.KindConcurrency, New: 2, MaxWait: time.Second, Fence: true}}}
+		var cfg control.Config = scriptedConfig{c}
+		if tail {
+			cfg = tailConfig{scriptedConfig{c}}
+		}
+		s, err := New(Options{Name: "c", Controller: cfg, MaxQueue: 16}, t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		long, _ := s.Arrive(at(0), 0, nil)
+		s.Step(at(1000)) // the fence
+		short, _ := s.Arrive(at(1000), 0, nil)
+		short.Finish(at(1010), Outcome{OK: true})
+		long.Finish(at(1900), Outcome{OK: true}) // straddles the fence
+		s.Step(at(2000))
+		m := c.seen[len(c.seen)-1]
+		if m.ServiceSamples != 1 || !near(m.ServiceP99, 0.010) {
+			t.Errorf("tail %v: fenced samples %v p99 %v, want 1 and 10 ms", tail, m.ServiceSamples, m.ServiceP99)
+		}
+		switch {
+		case tail && (m.ServiceTailSamples != 2 || !near(m.ServiceTailP99, 1.9)):
+			t.Errorf("tail samples %v p99 %v, want 2 and 1.9 s", m.ServiceTailSamples, m.ServiceTailP99)
+		case !tail && (m.ServiceTailSamples != 0 || !math.IsNaN(m.ServiceTailP99)):
+			t.Errorf("no tail asked: samples %v p99 %v, want 0 and NaN", m.ServiceTailSamples, m.ServiceTailP99)
+		}
 	}
 }
 

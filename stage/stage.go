@@ -142,6 +142,7 @@ type Stage struct {
 	flight  flightMeter
 	otk     *overtakeMeter // Measurements.Parallel, when the controller needs it (nil: not)
 	svc     *monitor.Window
+	svcTail *monitor.Window // every completion's service time, fences or not (nil: not needed)
 	epoch   atomic.Uint32
 	waits   waitMeter
 	expired atomic.Uint64 // waiters that left the queue without a slot
@@ -239,8 +240,14 @@ func New(opts Options, now time.Time) (*Stage, error) {
 		if shed {
 			s.conc.reserve = reserve
 		}
-		if n := control.NeedsOf(opts.Controller); n.Overtakes {
-			s.otk = newOvertakeMeter(n.OvertakeTolerance)
+		need := control.NeedsOf(opts.Controller)
+		if need.Overtakes {
+			s.otk = newOvertakeMeter(need.OvertakeTolerance)
+		}
+		if need.ServiceTail {
+			if s.svcTail, err = monitor.NewWindow(opts.Window); err != nil {
+				return nil, fmt.Errorf("stage %q: %w", opts.Name, err)
+			}
 		}
 		if opts.Tenants.Fair {
 			s.conc.fair = newFairQueue(opts.Tenants, n, opts.MaxQueue)
@@ -372,6 +379,13 @@ func (s *Stage) concurrency(now time.Time, m *sluice.Measurements) {
 	m.ServiceMean, m.ServiceP50, m.ServiceP90, m.ServiceP99, m.ServiceMin = serviceStats(st)
 	if st.Count > 0 {
 		s.svcMean.Store(int64(st.Mean))
+	}
+	m.ServiceTailP99 = math.NaN()
+	if s.svcTail != nil {
+		tail := s.svcTail.Stats(true)
+		if tail.Count > 0 {
+			m.ServiceTailSamples, m.ServiceTailP99 = float64(tail.Count), tail.P99.Seconds()
+		}
 	}
 	if s.otk != nil {
 		m.Parallel, m.BackendShare = s.otk.collect(now)

@@ -111,8 +111,14 @@ func (t Ticket) Finish(now time.Time, o Outcome) {
 		if s.agg != nil {
 			s.agg.Fail()
 		}
-	} else if !o.NoSample && s.conc != nil && t.epoch == s.epoch.Load() {
-		s.svc.Record(now.Sub(t.start) - o.Excluded)
+	} else if !o.NoSample && s.conc != nil {
+		d := now.Sub(t.start) - o.Excluded
+		if t.epoch == s.epoch.Load() {
+			s.svc.Record(d)
+		}
+		if s.svcTail != nil {
+			s.svcTail.Record(d)
+		}
 	}
 	s.leaveService(t, now)
 }
