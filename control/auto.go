@@ -308,12 +308,14 @@ type Auto struct {
 	tail    tailRing   // the latest periods' service p99s, for R̂99
 	cur     sluice.Decision
 
-	started  time.Time // the first Update's now (zero before it)
-	warmLeft float64   // s of Warmup left after the last step
-	open     bool      // MinRate holds the gate open
-	latGuard bool      // MaxHealthyLatency holds L from rising
-	knee     float64   // Ŵ, the parallelism the overtakes showed (0: unknown)
-	share    float64   // the last judged window's backend share s (overtakes; 0: none yet)
+	started  time.Time               // the first Update's now (zero before it)
+	warmLeft float64                 // s of Warmup left after the last step
+	open     bool                    // MinRate holds the gate open
+	latGuard bool                    // MaxHealthyLatency holds L from rising
+	knee     float64                 // Ŵ, the parallelism the overtakes showed (0: unknown)
+	kSeen    [overtakeMemory]float64 // k of the latest windows that read it (overtakeCap)
+	kNext    int
+	share    float64 // the last judged window's backend share s (overtakes; 0: none yet)
 }
 
 // tailMargin is the relative error of R̂99 that a burst's wait leaves

@@ -19,7 +19,9 @@ import (
 //	k = max Parallel = min(n, W)   (up to sampling),
 //
 // so a window whose k stays below the concurrency it ran at,
-// k < 0.9·min(L_w, n̄), shows the knee: Ŵ = k, and L ← min(L, Ŵ). This
+// k < 0.9·min(L_w, n̄), shows the knee: Ŵ = k, and L ← min(L, Ŵ), with k
+// the largest of the latest three windows that read it (a window of a few
+// hundred completions may miss the rare overtake of W − 1). This
 // reads W in one window at any L above it, with no probe below the
 // knee: the throughput ratio needs a probe on each side of W and is
 // noise behind a heavy-tailed service time (a window of 200 lognormal
@@ -88,6 +90,9 @@ const (
 	// overtakeMinShare bounds the backend's share s of the time in
 	// service from below: the cap is at most k/overtakeMinShare.
 	overtakeMinShare = 0.2
+	// overtakeMemory: the knee is the largest k of the latest
+	// overtakeMemory windows that read it.
+	overtakeMemory = 3
 )
 
 // Knee values of AutoConfig.
@@ -145,6 +150,15 @@ func (a *Auto) overtakeCap(w autoWindow) (string, bool) {
 	k, n, ok := a.overtakes(w)
 	if !ok {
 		return "", false
+	}
+	// The largest k of the latest overtakeMemory windows: a window of a
+	// few hundred completions may miss the rare overtake of W − 1 (a
+	// light-bodied tail such as Pareto's: most requests near the
+	// shortest), and one that misses it would read the knee one low.
+	a.kSeen[a.kNext] = k
+	a.kNext = (a.kNext + 1) % overtakeMemory
+	for _, v := range a.kSeen {
+		k = math.Max(k, v)
 	}
 	if !(k < overtakeFill*n) {
 		if a.knee > 0 && w.limit > a.knee {

@@ -103,3 +103,33 @@ func TestAutoHighProbeFractionalKnee(t *testing.T) {
 		t.Errorf("no knee: high probe %v, want 24", hi)
 	}
 }
+
+// A window that misses the rare overtake of W − 1 (it read 3 behind 4
+// workers) does not put the knee one low: the knee is the largest k of the
+// latest three windows; windows that all read 3 do.
+func TestAutoKneeMemory(t *testing.T) {
+	a := overtakeSteps(t, KneeOvertakes, 15, 0, 30)
+	if a.Limit() != 4 {
+		t.Fatalf("L %v, want 4", a.Limit())
+	}
+	now := a.cur.At
+	run := func(par float64, steps int) {
+		for range steps {
+			l := a.Current().New
+			now = now.Add(a.cfg.Period)
+			a.Update(now, sluice.Measurements{Elapsed: a.cfg.Period, Arrivals: 120, Completed: 40,
+				InFlight: l, MaxInFlight: l, ServiceSamples: 40, ServiceMean: l / 400,
+				ServiceP50: 0.005, ServiceP99: 0.075, Parallel: math.Min(l, par)})
+		}
+	}
+	// One window's worth of steps (200 completions at 40 a step, after
+	// settling) that read 3.
+	run(3, 7)
+	if a.Limit() != 4 || a.Estimates()["knee"] != 4 {
+		t.Fatalf("after one window of 3: L %v knee %v, want 4 and 4", a.Limit(), a.Estimates()["knee"])
+	}
+	run(3, 60)
+	if a.Limit() != 3 || a.Estimates()["knee"] != 3 {
+		t.Fatalf("after many windows of 3: L %v knee %v, want 3 and 3", a.Limit(), a.Estimates()["knee"])
+	}
+}
