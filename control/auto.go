@@ -215,7 +215,7 @@ func (c *AutoConfig) New() (sluice.Controller, error) { return NewAuto(*c) }
 // lowest class). Each step sets how long a new arrival may wait,
 //
 //	MaxWait = max(SLO − 1.1·R̂99, (SLO − R̂99)/2) for a burst,
-//	MaxWait = min(StandingWait or max(R̂, SLO/10), (SLO − R̂99)/2) while it stands,
+//	MaxWait = min(StandingWait or max(R̂, SLO/10), max((SLO − R̂99)/2, min(R̂, SLO − R̂99))) while it stands,
 //
 // where R̂ is a running mean of the mean service time and R̂99 of the p99
 // (each step's p99 taken as the largest over the latest steps that hold
@@ -227,7 +227,9 @@ func (c *AutoConfig) New() (sluice.Controller, error) { return NewAuto(*c) }
 // Under a standing overload, and in a crowd's first second, most
 // admitted requests wait about MaxWait, so their p99 is about MaxWait +
 // R̂99: a burst leaves 10 % of R̂99 for the estimate's error (tailMargin),
-// and a standing queue gets at most half the room the tail leaves
+// and a standing queue gets at most half the room the tail leaves, but
+// not less than one mean service time where the room has it (a shorter
+// queue leaves a worker idle from a completion to the next arrival)
 // (behind lognormal σ 1.5 service of 20 ms, p99 213 ms, an SLO of 250 ms
 // leaves 37 ms, and a wait of 25 ms put the admitted p99 at 245–260 ms);
 // the queue stands when the offered rate exceeds the drain rate L/R̂ or it
@@ -466,6 +468,23 @@ func (a *Auto) mayRaise() bool {
 // below the SLO: SLO − standing wait, in s.
 func (a *Auto) tailRoom() float64 { return a.cfg.SLO.Seconds() - a.standingWait() }
 
+// standingCap is the wait a standing queue is allowed, in s:
+// min(standingWait, max((SLO − R̂99)/2, min(R̂, SLO − R̂99))). Half the room
+// the tail leaves, but not below one mean service time where the room
+// has it: a shorter queue leaves a worker idle between a completion and
+// the next arrival.
+func (a *Auto) standingCap() float64 {
+	room := a.cfg.SLO.Seconds() - a.rP99
+	if !usable(room) {
+		return a.standingWait()
+	}
+	keep := room / 2
+	if usable(a.rMean) {
+		keep = math.Max(keep, math.Min(a.rMean, room))
+	}
+	return math.Min(a.standingWait(), keep)
+}
+
 // standingWait is the wait allowed in a standing queue, in s (before the
 // SLO − R̂99 bound).
 func (a *Auto) standingWait() float64 {
@@ -512,9 +531,13 @@ func (a *Auto) Update(now time.Time, m sluice.Measurements) sluice.Decision {
 	if n := m.ServiceSamples; n > 0 && usable(m.ServiceMean) && usable(m.ServiceP99) {
 		a.rMean = ewma(a.rMean, m.ServiceMean, 0.3)
 		// R̂99 from every completion where the stage measures it: the
-		// window's fences drop the long requests that straddle them.
+		// window's fences drop the long requests that straddle them. The
+		// tail guard (a named option) reads the window's samples as it
+		// was designed on: it cuts L while the tail is over its room,
+		// and every completion's tail, the service's own included, would
+		// hold it below the service's parallelism.
 		p99 := m.ServiceP99
-		if m.ServiceTailSamples > 0 && usable(m.ServiceTailP99) {
+		if !a.cfg.TailGuard && m.ServiceTailSamples > 0 && usable(m.ServiceTailP99) {
 			p99, n = m.ServiceTailP99, m.ServiceTailSamples
 		}
 		// With the tail guard a rising tail is taken at once, a falling
@@ -742,7 +765,7 @@ func (a *Auto) queuePolicy(m sluice.Measurements, limit float64) (time.Duration,
 		offered = m.Arrivals / el
 	}
 	if q := m.QueueWaitMin; usable(q) && q > 0 || usable(offered) && offered > drain {
-		wait, kind = math.Min(a.standingWait(), budget/2), "standing"
+		wait, kind = a.standingCap(), "standing"
 	}
 	d := time.Duration(wait * float64(time.Second)).Round(time.Microsecond)
 	return d, drain, fmt.Sprintf("queue (%s): wait ≤ %v, drain %s (SLO %v, service mean %s p99 %s)",
