@@ -9,43 +9,9 @@ import (
 
 // TestPoolLeastInFlight works a pool of two one-server FIFOs by hand:
 // jobs go to the member with fewer in system, ties in rotation, and a
-
-// A pool tells a job's request which member it went to (Request.OnRoute),
-// for the stage's overtake meter; a job without a request is served alike.
-func TestPoolRoutes(t *testing.T) {
-	e := New(1)
-	a, _ := NewFIFO(e, FIFOConfig{Servers: 1})
-	b, _ := NewFIFO(e, FIFOConfig{Servers: 1})
-	p, err := NewPool([]Station{a, b}, []float64{1, 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []int
-	for range 3 {
-		r := &Request{}
-		r.OnRoute(func(_ *Request, m int) { got = append(got, m) })
-		p.Submit(&Job{Req: r, Work: 1})
-	}
-	p.Submit(&Job{Work: 1})
-	// Ties in rotation (a, b), then the fewer in system: a and b hold
-	// one each, a tie again, in rotation → a.
-	if want := []int{0, 1, 0}; !slices.Equal(got, want) {
-		t.Errorf("routes %v, want %v", got, want)
-	}
-	if p.InSystem() != 4 {
-		t.Errorf("%d in system, want 4", p.InSystem())
-	}
-}
-
 // member's scale multiplies the work of the jobs it gets.
 func TestPoolLeastInFlight(t *testing.T) {
-	e := New(1)
-	a, _ := NewFIFO(e, FIFOConfig{Servers: 1})
-	b, _ := NewFIFO(e, FIFOConfig{Servers: 1})
-	p, err := NewPool([]Station{a, b}, []float64{1, 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, p := twoFIFOs(t)
 	if err := p.SetScale(1, 3); err != nil {
 		t.Fatal(err)
 	}
@@ -72,6 +38,41 @@ func TestPoolLeastInFlight(t *testing.T) {
 	// a busy 3 s, b 6 s of the 60 s run, equal weights.
 	if got := p.Busy(); got != 4.5 {
 		t.Errorf("Busy() = %v, want 4.5 s (the members' mean)", got)
+	}
+}
+
+// twoFIFOs returns an engine and a pool of two one-server FIFOs of equal
+// weight.
+func twoFIFOs(t *testing.T) (*Engine, *Pool) {
+	t.Helper()
+	e := New(1)
+	a, _ := NewFIFO(e, FIFOConfig{Servers: 1})
+	b, _ := NewFIFO(e, FIFOConfig{Servers: 1})
+	p, err := NewPool([]Station{a, b}, []float64{1, 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, p
+}
+
+// A pool tells a job's request which member it went to (Request.OnRoute),
+// for the stage's overtake meter; a job without a request is served alike.
+func TestPoolRoutes(t *testing.T) {
+	_, p := twoFIFOs(t)
+	var got []int
+	for range 3 {
+		r := &Request{}
+		r.OnRoute(func(_ *Request, m int) { got = append(got, m) })
+		p.Submit(&Job{Req: r, Work: 1})
+	}
+	p.Submit(&Job{Work: 1})
+	// Ties in rotation (a, b), then the fewer in system: a and b hold
+	// one each, a tie again, in rotation → a.
+	if want := []int{0, 1, 0}; !slices.Equal(got, want) {
+		t.Errorf("routes %v, want %v", got, want)
+	}
+	if p.InSystem() != 4 {
+		t.Errorf("%d in system, want 4", p.InSystem())
 	}
 }
 
