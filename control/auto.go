@@ -42,7 +42,8 @@ type AutoConfig struct {
 	// mean service time (enough to keep the service busy) and SLO/10 (so
 	// that closed-loop clients, whose queue always stands but never grows,
 	// are not turned away from a fast service); either way at most half
-	// of what the service-time p99 leaves of the SLO. Otherwise a request
+	// of what the service-time p99 leaves of the SLO, but not less than
+	// one mean service time where that room has it. Otherwise a request
 	// may wait for the SLO budget, to absorb a burst.
 	StandingWait time.Duration `yaml:"standing_wait" json:"standing_wait"`
 
