@@ -111,7 +111,10 @@ type Measurements struct {
 	// the interval: how many earlier requests a completion overtook, plus
 	// one. Behind W workers serving their queue in order it is at most
 	// min(n, W) for n in service (control.Needs.Overtakes; 0 when the
-	// stage does not measure it or no request left service).
+	// stage does not measure it or no request left service). Where the
+	// caller names the server a request went to (stage.Ticket.SentTo),
+	// requests are counted among those of the same server and Parallel
+	// is the sum over the servers, Σ min(n_s, W_s).
 	Parallel float64
 	// BackendShare is the part of the completions' time in service (from
 	// admission to completion) that they spent in the backend, from the
