@@ -58,7 +58,7 @@ func AdaptiveChecks(s *report.Summary, phases []AdaptivePhase, sloMS, capacity f
 		_, haproxy := s.Get(AdaptiveMetric("goodput_rps", "haproxy", ph.Name))
 		peers := nginx && haproxy
 		if peers {
-			best := math.Max(s.Metric(AdaptiveMetric("goodput_rps", "nginx", ph.Name)), s.Metric(AdaptiveMetric("goodput_rps", "haproxy", ph.Name)))
+			best := bestPeer(s, "goodput_rps", ph.Name)
 			s.Set("goodput_rps_best_static_"+ph.Name, best)
 			cs = append(cs, AtLeast(s, fmt.Sprintf("%s: auto's goodput within the SLO is ≥ 0.97 × the best hand-tuned peer's (nginx limit_req, HAProxy maxconn)", ph.Title),
 				AdaptiveMetric("goodput_rps", "auto", ph.Name), 0.97*best))
@@ -89,7 +89,7 @@ func AdaptiveChecks(s *report.Summary, phases []AdaptivePhase, sloMS, capacity f
 		}
 		first := AdaptiveMetric("goodput_first_s_rps", "auto", "a")
 		if peers {
-			best := math.Max(s.Metric(AdaptiveMetric("goodput_first_s_rps", "nginx", "a")), s.Metric(AdaptiveMetric("goodput_first_s_rps", "haproxy", "a")))
+			best := bestPeer(s, "goodput_first_s_rps", "a")
 			s.Set("goodput_first_s_rps_best_static_a", best)
 			cs = append(cs, AtLeast(s, "(a): no onset collapse: auto answers ≥ 0.97 × the best hand-tuned peer's answers within the SLO in the crowd's first second",
 				first, 0.97*best))
@@ -99,6 +99,11 @@ func AdaptiveChecks(s *report.Summary, phases []AdaptivePhase, sloMS, capacity f
 		}
 	}
 	return cs
+}
+
+// bestPeer is the larger of nginx's and HAProxy's metric base in phase.
+func bestPeer(s *report.Summary, base, phase string) float64 {
+	return math.Max(s.Metric(AdaptiveMetric(base, "nginx", phase)), s.Metric(AdaptiveMetric(base, "haproxy", phase)))
 }
 
 // AdaptiveParams are the adaptive figure's backend, objective and
