@@ -69,6 +69,7 @@ const (
 	shareSize    = 10000 // reply bytes
 	shareRate    = 6.0   // requests per second of an active client
 	sharePeriod  = 500 * time.Millisecond
+	shareSamples = 6 // moments averaged for PerInstanceB
 	shareStandby = 4
 )
 
@@ -91,7 +92,8 @@ type SharesResult struct {
 	// B (all instances together).
 	TotalRatio float64
 	// PerInstanceB are the instances' parts of B (bytes/s), and AhatRatio
-	// their Â over their part of B, in the middle of the last epoch.
+	// their Â over their part of B, each the mean of shareSamples moments
+	// one period apart from the middle of the last epoch.
 	PerInstanceB, AhatRatio []float64
 	// Failed counts requests that neither succeeded nor were rejected.
 	Failed int
@@ -174,14 +176,29 @@ func Shares(ctx context.Context, launch Launcher, epochs []Epoch, seed uint64) (
 			return
 		case <-time.After(length - epochs[len(epochs)-1].Length/2):
 		}
-		for _, in := range l.instances {
-			st, err := in.State()
-			if err != nil || st.Shares == nil {
-				sampleErr = fmt.Errorf("sampling the shares: %v", err)
-				return
+		// The instances split B each from its own view of the others'
+		// demands, read at its own sync, so one moment's parts sum to B
+		// only up to the demands' change between syncs: average a few
+		// moments, one sync apart.
+		res.PerInstanceB = make([]float64, len(l.instances))
+		res.AhatRatio = make([]float64, len(l.instances))
+		for k := range shareSamples {
+			if k > 0 {
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(sharePeriod):
+				}
 			}
-			res.PerInstanceB = append(res.PerInstanceB, st.Shares.TotalBandwidth)
-			res.AhatRatio = append(res.AhatRatio, st.Shares.MaxMeasured/st.Shares.TotalBandwidth)
+			for i, in := range l.instances {
+				st, err := in.State()
+				if err != nil || st.Shares == nil {
+					sampleErr = fmt.Errorf("sampling the shares: %v", err)
+					return
+				}
+				res.PerInstanceB[i] += st.Shares.TotalBandwidth / shareSamples
+				res.AhatRatio[i] += st.Shares.MaxMeasured / st.Shares.TotalBandwidth / shareSamples
+			}
 		}
 	})
 	err = runLoads(ctx, loads...)
