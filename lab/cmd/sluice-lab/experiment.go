@@ -29,6 +29,7 @@ type experimentFlags struct {
 	medianProbe    bool
 	autoKnee       string
 	backendProcess bool
+	proxyProcess   bool
 	rows           []string
 	policerKernel  string
 	cgiWork        string
@@ -101,7 +102,7 @@ quiet machine.`,
 			ctx, stop := runContext(cmd.Context())
 			defer stop()
 			res, err := live.RunExperiment(ctx, e, live.Options{Quick: f.quick, Seed: f.seed, Out: dir, Service: f.service,
-				Transport: f.transport, AutoMedianProbe: f.medianProbe, AutoKnee: f.autoKnee, BackendProcess: f.backendProcess, Rows: f.rows, PolicerKernel: f.policerKernel, CGIWork: f.cgiWork, Progress: cmd.ErrOrStderr()})
+				Transport: f.transport, AutoMedianProbe: f.medianProbe, AutoKnee: f.autoKnee, BackendProcess: f.backendProcess, ProxyProcess: f.proxyProcess, Rows: f.rows, PolicerKernel: f.policerKernel, CGIWork: f.cgiWork, Progress: cmd.ErrOrStderr()})
 			if err != nil {
 				return err
 			}
@@ -112,6 +113,7 @@ quiet machine.`,
 	cmd.Flags().BoolVar(&f.quick, "quick", false, "run the shortened form (about a minute)")
 	cmd.Flags().BoolVar(&f.medianProbe, "auto-median-probe", false, "adaptive only: turn on auto's median_probe option (a named option, off by default)")
 	cmd.Flags().BoolVar(&f.backendProcess, "backend-process", false, "adaptive only: run each backend as a child process (sluice-lab testbed queue --control) rather than in the lab's process, beside the load generator and the sluice rows' proxy")
+	cmd.Flags().BoolVar(&f.proxyProcess, "proxy-process", false, "adaptive only: run the sluice rows' proxy as a child process (sluice-lab proxy --config FILE), as nginx and HAProxy run, rather than in the lab's process beside the load generator; its stage is sampled over the admin /state")
 	cmd.Flags().StringVar(&f.autoKnee, "auto-knee", "", "adaptive only: auto's knee option, probes (auto's default) or overtakes (a named option: the knee read from requests overtaking earlier ones)")
 	cmd.Flags().StringVar(&f.service, "service", "", "adaptive only: service-time variant exp, lognormal (σ 1.5) or pareto (α 1.5, capped at 50× the mean); default exp")
 	cmd.Flags().StringVar(&f.transport, "transport", "", "graph and graph-crowd only: grpc runs the chain with every hop a gRPC service (rows grpc-throttle and inprocess); default http")

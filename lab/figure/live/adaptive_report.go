@@ -167,6 +167,10 @@ func adaptiveSetupText(env *Env, s *adaptiveSetup, versions map[string]string) [
 	if env.BackendProcess {
 		where = "in a process of its own (sluice-lab testbed queue --control; the changes over HTTP)"
 	}
+	proxyWhere := "in this process"
+	if env.ProxyProcess {
+		proxyWhere = "in a process of its own (sluice-lab proxy --config FILE; its stage read from the admin /state)"
+	}
 	svc, _ := figure.AdaptiveService(cmp.Or(env.Service, "exp"), adaptiveService)
 	var rows []string
 	for _, r := range pl.rows {
@@ -178,8 +182,8 @@ func adaptiveSetupText(env *Env, s *adaptiveSetup, versions map[string]string) [
 		fmt.Sprintf("Load: open-loop Poisson arrivals, the same seeded sequence for every row of a phase: %.1f× the measured capacity for %v, then (a) a crowd ramping to %g× within 1 s for %v, or (b–e) %g× for %v before the change and %v after it. Client timeout %v, at most %d connections. Goodput counts answers within the %v SLO per second, by the time the request was meant to be sent; p50/p99 are over answers; windows start at the crowd's arrival or the change.",
 			pl.base, pl.warm, pl.crowdX, pl.crowd, pl.overloadX, pl.changeAt, pl.after, adaptiveTimeout, adaptiveConns, adaptiveSLO),
 		"Rows: " + strings.Join(rows, "; ") + ".",
-		fmt.Sprintf("The sluice rows are the proxy in this process with one stage and its controller, least-in-flight balancing over the backends, a pool that never binds by itself (%d connections per server). nginx (%s): one worker, limit_req rate = the measured capacity, burst = %v of it (no nodelay), upstream keepalive, round-robin. HAProxy (%s): one thread, maxconn per server = its workers, timeout queue %v, round-robin; nginx and HAProxy run as child processes with generated configurations.",
-			adaptiveConns, versions["nginx"], adaptivePeerWait, versions["haproxy"], adaptivePeerWait),
+		fmt.Sprintf("The sluice rows are the proxy %s with one stage and its controller, least-in-flight balancing over the backends, a pool that never binds by itself (%d connections per server). nginx (%s): one worker, limit_req rate = the measured capacity, burst = %v of it (no nodelay), upstream keepalive, round-robin. HAProxy (%s): one thread, maxconn per server = its workers, timeout queue %v, round-robin; nginx and HAProxy run as child processes with generated configurations.",
+			proxyWhere, adaptiveConns, versions["nginx"], adaptivePeerWait, versions["haproxy"], adaptivePeerWait),
 		"All processes share this machine's CPUs with the load generator, so numbers are noisy; no time compression.",
 	}
 	return out

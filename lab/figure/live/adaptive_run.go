@@ -19,6 +19,7 @@ import (
 	"github.com/sluicehq/sluice/lab/testbed"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/proxy"
+	"gopkg.in/yaml.v3"
 )
 
 // adaptiveRun is one row through one phase.
@@ -51,6 +52,8 @@ func runAdaptive(ctx context.Context, env *Env) (*figure.Result, error) {
 			return nil, err
 		}
 		setup.tools, setup.nginxArgs = tools, peerVersion(ctx, tools["nginx"], "-V")
+	}
+	if needsPeers(plan.rows) || env.ProxyProcess {
 		dir, err := os.MkdirTemp("", "sluice-adaptive-")
 		if err != nil {
 			return nil, err
@@ -254,13 +257,26 @@ func (s *adaptiveSetup) run(ctx context.Context, env *Env, row adaptiveRow, ph a
 		if err != nil {
 			return nil, err
 		}
-		px, err := startProxyConfig(ctx, cfg)
-		if err != nil {
-			return nil, err
+		var px interface {
+			stageSource
+			Close() error
+		}
+		if env.ProxyProcess {
+			cp, err := s.startProxyChild(ctx, env, row.name+"-"+ph.name, cfg)
+			if err != nil {
+				return nil, err
+			}
+			px, p.target = cp, cp.URL
+		} else {
+			lp, err := startProxyConfig(ctx, cfg)
+			if err != nil {
+				return nil, err
+			}
+			px, p.target = lp, lp.URL
 		}
 		closers = append(closers, px.Close)
-		p.target, p.proxy, p.stageName, p.sampleEvery = px.URL, px, mainStage, 100*time.Millisecond
-		if err := waitReady(ctx, px.URL+"/", 10*time.Second); err != nil {
+		p.proxy, p.stageName, p.sampleEvery = px, mainStage, 100*time.Millisecond
+		if err := waitReady(ctx, p.target+"/", 10*time.Second); err != nil {
 			return nil, err
 		}
 	}
@@ -327,6 +343,52 @@ func adaptiveProxyConfig(env *Env, row adaptiveRow, urls []string) (*proxy.Confi
 		return nil, fmt.Errorf("proxy configuration of %s: %w", row.name, err)
 	}
 	return cfg, nil
+}
+
+// startProxyChild serves cfg (listeners on anyPort) as a child process,
+// `sluice-lab proxy --config FILE`, on free loopback ports, its file in
+// the run's folder.
+func (s *adaptiveSetup) startProxyChild(ctx context.Context, env *Env, name string, cfg *proxy.Config) (*childProxy, error) {
+	file, listen, admin, err := writeChildConfig(s.dir, name, cfg)
+	if err != nil {
+		return nil, err
+	}
+	px, err := startChildProxy(ctx, env.Executable, file, "http://"+listen)
+	if err != nil {
+		return nil, fmt.Errorf("proxy process: %w", err)
+	}
+	px.Admin = "http://" + admin
+	return px, nil
+}
+
+// writeChildConfig writes cfg to dir/proxy-NAME.yaml with its listener
+// and admin listener on free loopback ports (returned), and checks that
+// the file parses.
+func writeChildConfig(dir, name string, cfg *proxy.Config) (file, listen, admin string, err error) {
+	lp, err := freeLoopbackPort()
+	if err != nil {
+		return "", "", "", err
+	}
+	ap, err := freeLoopbackPort()
+	if err != nil {
+		return "", "", "", err
+	}
+	listen, admin = "127.0.0.1:"+strconv.Itoa(lp), "127.0.0.1:"+strconv.Itoa(ap)
+	c := *cfg
+	c.Listeners = []proxy.ListenerConfig{{Addr: listen}}
+	c.Admin.Addr = admin
+	b, err := yaml.Marshal(&c)
+	if err != nil {
+		return "", "", "", err
+	}
+	file = filepath.Join(dir, "proxy-"+name+".yaml")
+	if err := os.WriteFile(file, b, 0o644); err != nil {
+		return "", "", "", err
+	}
+	if _, err := proxy.Parse(file, b); err != nil {
+		return "", "", "", fmt.Errorf("proxy configuration of %s: %w", name, err)
+	}
+	return file, listen, admin, nil
 }
 
 // startProxyConfig serves a validated proxy configuration in this process.

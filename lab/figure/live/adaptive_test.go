@@ -1,8 +1,10 @@
 package live
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -11,6 +13,7 @@ import (
 	"github.com/sluicehq/sluice/lab/figure"
 	"github.com/sluicehq/sluice/lab/testbed"
 	"github.com/sluicehq/sluice/proxy"
+	"github.com/sluicehq/sluice/stage"
 )
 
 // Every sluice row of the adaptive experiment builds a valid proxy
@@ -163,5 +166,77 @@ func TestAdaptiveBackendApply(t *testing.T) {
 		if got := c.q.Capacity(); math.Abs(got-800) > 1e-9 {
 			t.Errorf("%s: capacity %v after 16 workers, want 800", c.be.url, got)
 		}
+	}
+}
+
+// With --proxy-process every sluice row's configuration goes to a file
+// that the proxy command loads as the same proxy: the row's controller
+// and options, the backends, on the returned loopback ports.
+func TestAdaptiveChildConfig(t *testing.T) {
+	env := newEnv("adaptive", Options{AutoKnee: "overtakes", ProxyProcess: true})
+	dir := t.TempDir()
+	for _, row := range adaptiveRows {
+		if row.controller == "" {
+			continue
+		}
+		cfg, err := adaptiveProxyConfig(env, row, []string{"http://127.0.0.1:1", "http://127.0.0.1:2"})
+		if err != nil {
+			t.Fatalf("%s: %v", row.name, err)
+		}
+		file, listen, admin, err := writeChildConfig(dir, row.name, cfg)
+		if err != nil {
+			t.Fatalf("%s: %v", row.name, err)
+		}
+		got, err := proxy.LoadFile(file)
+		if err != nil {
+			t.Fatalf("%s: %v", row.name, err)
+		}
+		if len(got.Listeners) != 1 || got.Listeners[0].Addr != listen || got.Admin.Addr != admin ||
+			!strings.HasPrefix(listen, "127.0.0.1:") || listen == admin {
+			t.Errorf("%s: listeners %+v admin %q, want %s and %s", row.name, got.Listeners, got.Admin.Addr, listen, admin)
+		}
+		if got.Backends.Balance != proxy.BalanceLeastInFlight || len(got.Backends.Servers) != 2 ||
+			got.Stages[0].Controller != row.controller {
+			t.Errorf("%s: backends %+v, controller %s", row.name, got.Backends, got.Stages[0].Controller)
+		}
+		var p map[string]any
+		if n := got.Stages[0].Params; n.Kind != 0 {
+			if err := n.Decode(&p); err != nil {
+				t.Fatalf("%s: %v", row.name, err)
+			}
+		}
+		if row.controller == "auto" && p["knee"] != "overtakes" {
+			t.Errorf("%s: knee %v in the file, want overtakes", row.name, p["knee"])
+		}
+	}
+}
+
+// A child proxy's stage is read from its admin /state: the named stage,
+// or false for another name or an admin listener that fails.
+func TestChildProxyStage(t *testing.T) {
+	var status = http.StatusOK
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/state" || r.URL.Query().Get("decisions") != "0" {
+			http.NotFound(w, r)
+			return
+		}
+		w.WriteHeader(status)
+		_ = json.NewEncoder(w).Encode(proxy.StateDoc{Stages: []stage.State{{Name: "other"}, {Name: mainStage, Controller: "auto", Setting: 4}}})
+	}))
+	defer srv.Close()
+	px := &childProxy{Admin: srv.URL, hc: srv.Client()}
+	st, ok := px.stage(mainStage, 0)
+	if !ok || st.Controller != "auto" || st.Setting != 4 {
+		t.Fatalf("stage = %+v, %v", st, ok)
+	}
+	if _, ok := px.stage("missing", 0); ok {
+		t.Error("a missing stage was found")
+	}
+	status = http.StatusInternalServerError
+	if _, ok := px.stage(mainStage, 0); ok {
+		t.Error("a failing /state gave a stage")
+	}
+	if _, ok := (&childProxy{hc: srv.Client()}).stage(mainStage, 0); ok {
+		t.Error("a proxy without an admin address gave a stage")
 	}
 }

@@ -3,18 +3,23 @@ package live
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/sluicehq/sluice/lab/child"
+	"github.com/sluicehq/sluice/proxy"
+	"github.com/sluicehq/sluice/stage"
 )
 
 // childBackend is a testbed running as a child process of the sluice
@@ -118,7 +123,11 @@ func (c *childBackend) Close() error {
 // command) running as a child process.
 type childProxy struct {
 	URL string
-	p   *child.Process
+	// Admin is the admin listener's base URL, when known (stage reads
+	// its /state).
+	Admin string
+	p     *child.Process
+	hc    *http.Client
 }
 
 // startChildProxy starts exe's proxy command on a configuration file
@@ -131,7 +140,30 @@ func startChildProxy(ctx context.Context, exe, file, url string) (*childProxy, e
 	if err != nil {
 		return nil, err
 	}
-	return &childProxy{URL: url, p: p}, nil
+	return &childProxy{URL: url, p: p, hc: &http.Client{Timeout: 2 * time.Second}}, nil
+}
+
+// stage reads the named stage from the child's /state; false when the
+// admin listener is unknown, does not answer or has no such stage.
+func (p *childProxy) stage(name string, decisions int) (stage.State, bool) {
+	if p.Admin == "" {
+		return stage.State{}, false
+	}
+	resp, err := p.hc.Get(p.Admin + "/state?decisions=" + strconv.Itoa(decisions))
+	if err != nil {
+		return stage.State{}, false
+	}
+	defer resp.Body.Close()
+	var doc proxy.StateDoc
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&doc) != nil {
+		return stage.State{}, false
+	}
+	for _, st := range doc.Stages {
+		if st.Name == name {
+			return st, true
+		}
+	}
+	return stage.State{}, false
 }
 
 // Close stops the proxy (SIGTERM; it drains for its drain timeout) and

@@ -32,6 +32,8 @@ type Env struct {
 	AutoKnee string
 	// BackendProcess is Options.BackendProcess.
 	BackendProcess bool
+	// ProxyProcess is Options.ProxyProcess.
+	ProxyProcess bool
 	// Rows is Options.Rows.
 	Rows []string
 	// PolicerKernel is Options.PolicerKernel.
@@ -55,7 +57,7 @@ func newEnv(name string, opts Options) *Env {
 			exe = p
 		}
 	}
-	return &Env{Name: name, Quick: opts.Quick, Seed: opts.Seed, Executable: exe, AdminAddr: opts.AdminAddr, Service: opts.Service, Transport: opts.Transport, AutoMedianProbe: opts.AutoMedianProbe, AutoKnee: opts.AutoKnee, BackendProcess: opts.BackendProcess, Rows: opts.Rows, PolicerKernel: opts.PolicerKernel, CGIWork: opts.CGIWork, start: time.Now(), out: out}
+	return &Env{Name: name, Quick: opts.Quick, Seed: opts.Seed, Executable: exe, AdminAddr: opts.AdminAddr, Service: opts.Service, Transport: opts.Transport, AutoMedianProbe: opts.AutoMedianProbe, AutoKnee: opts.AutoKnee, BackendProcess: opts.BackendProcess, ProxyProcess: opts.ProxyProcess, Rows: opts.Rows, PolicerKernel: opts.PolicerKernel, CGIWork: opts.CGIWork, start: time.Now(), out: out}
 }
 
 // Phasef prints a line announcing a phase, with the time since the start

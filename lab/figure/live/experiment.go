@@ -120,6 +120,12 @@ type Options struct {
 	// lab's process, beside its load generator and the sluice rows'
 	// proxy; other experiments ignore it.
 	BackendProcess bool
+	// ProxyProcess runs the adaptive experiment's sluice rows' proxy as a
+	// child process (`sluice-lab proxy --config FILE`, the product's proxy
+	// command) rather than in the lab's process beside its load
+	// generator, as nginx and HAProxy run; its stage is sampled over the
+	// admin listener's /state. Other experiments ignore it.
+	ProxyProcess bool
 	// Rows, when set, runs only these rows of the peers or the adaptive
 	// experiment (its system names, in its order), each still on a fresh
 	// backend, proxy and load generator; the checks about the rows left

@@ -72,6 +72,15 @@ func (p *liveProxy) Close() error {
 	}
 }
 
+// stageSource is a proxy whose stages a phase samples: one in this
+// process (liveProxy) or a child process read over its admin listener
+// (childProxy).
+type stageSource interface {
+	// stage returns the state of the named stage with up to decisions
+	// recent decisions, or false.
+	stage(name string, decisions int) (stage.State, bool)
+}
+
 // stage returns the state of the named stage (no decisions), or false.
 func (p *liveProxy) stage(name string, decisions int) (stage.State, bool) {
 	for _, st := range p.srv.State(decisions).Stages {
@@ -228,7 +237,7 @@ type phase struct {
 	// target is the base URL every load is sent to.
 	target string
 	// proxy, when set, is sampled every sampleEvery (default 250 ms).
-	proxy       *liveProxy
+	proxy       stageSource
 	stageName   string
 	sampleEvery time.Duration
 	// users, when set, gives the number of users at t for progress lines.
