@@ -14,6 +14,11 @@ import (
 // capacity.
 func TestAdaptiveChecksFirstSecond(t *testing.T) {
 	phases := []AdaptivePhase{{Name: "a", Title: "(a)"}}
+	type peer struct {
+		row         string
+		good, first float64
+	}
+	table := []peer{{"nginx", 22, 215}, {"haproxy", 317, 268}}
 	build := func(peers bool, autoFirst, autoP99First float64) *report.Summary {
 		s := report.NewSummary("adaptive", "live", 1)
 		s.Set(AdaptiveMetric("goodput_rps", "auto", "a"), 330)
@@ -21,10 +26,7 @@ func TestAdaptiveChecksFirstSecond(t *testing.T) {
 		s.Set(AdaptiveMetric("goodput_first_s_rps", "auto", "a"), autoFirst)
 		s.Set(AdaptiveMetric("p99_first_s_ms", "auto", "a"), autoP99First)
 		if peers {
-			for _, r := range []struct {
-				row         string
-				good, first float64
-			}{{"nginx", 22, 215}, {"haproxy", 317, 268}} {
+			for _, r := range table {
 				s.Set(AdaptiveMetric("goodput_rps", r.row, "a"), r.good)
 				s.Set(AdaptiveMetric("goodput_first_s_rps", r.row, "a"), r.first)
 			}
@@ -60,6 +62,14 @@ func TestAdaptiveChecksFirstSecond(t *testing.T) {
 		if !ok || p99 != tc.p99 {
 			t.Errorf("%s: first-second p99 check %v (found %v), want %v", tc.name, p99, ok, tc.p99)
 		}
+	}
+	// The first second is held to the peer that is best over the phase,
+	// not to one whose deep queue answered more of that second on the way
+	// to a collapse (nginx 403 in its first second, 116.5 over the phase).
+	table = []peer{{"nginx", 116.5, 403}, {"haproxy", 356.6, 359}}
+	cs := AdaptiveChecks(build(true, 363, 80), phases, 250, 400)
+	if onset, ok := verdict(cs, "no onset collapse"); !ok || !onset {
+		t.Errorf("auto at 363 against HAProxy's 359, the best peer over the phase: onset check %v (found %v), want met", onset, ok)
 	}
 }
 
