@@ -68,17 +68,17 @@ func adaptiveResult(env *Env, s *adaptiveSetup, runs []*adaptiveRun, versions ma
 	pl := s.plan
 	sum := newSummary(env)
 	res := &figure.Result{Bundle: report.NewBundle(sum)}
-	tab := report.NewTable("row", "label", "phase", "goodput_rps", "goodput_first_s", "p50_ms", "p99_ms", "p99_first_s_ms", "reject_fraction", "settle_s", "capacity_after_rps")
+	tab := report.NewTable("row", "label", "phase", "goodput_rps", "goodput_first_s", "p50_ms", "p99_ms", "p99_first_s_ms", "reject_fraction", "settle_s", "capacity_after_rps", "service_p99_ms")
 	ts := report.NewTable("row", "phase", "time_s", "goodput_rps", "setting")
 	for _, r := range runs {
 		m := r.metrics(pl)
-		if err := tab.Append(r.row.name, r.row.label, r.phase.name, m.goodput, m.first, m.p50, m.p99, m.p99First, m.reject, m.settle, r.capAfter); err != nil {
+		if err := tab.Append(r.row.name, r.row.label, r.phase.name, m.goodput, m.first, m.p50, m.p99, m.p99First, m.reject, m.settle, r.capAfter, r.serviceP99); err != nil {
 			return nil, err
 		}
 		for _, kv := range []struct {
 			base string
 			v    float64
-		}{{"goodput_rps", m.goodput}, {"p50_ms", m.p50}, {"p99_ms", m.p99}, {"reject_fraction", m.reject}} {
+		}{{"goodput_rps", m.goodput}, {"p50_ms", m.p50}, {"p99_ms", m.p99}, {"reject_fraction", m.reject}, {"service_p99_ms", r.serviceP99}} {
 			sum.Set(metricName(kv.base, r.row.name, r.phase.name), kv.v)
 		}
 		if r.phase.name == "a" {

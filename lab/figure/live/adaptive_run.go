@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -17,6 +19,7 @@ import (
 	"github.com/sluicehq/sluice/lab/figure"
 	"github.com/sluicehq/sluice/lab/loadgen"
 	"github.com/sluicehq/sluice/lab/testbed"
+	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/proxy"
 	"gopkg.in/yaml.v3"
@@ -29,6 +32,10 @@ type adaptiveRun struct {
 	res   *phaseResult
 	// capAfter is the nominal capacity after the change, in req/s.
 	capAfter float64
+	// serviceP99 is the p99 of the service demands (ms) of the requests
+	// the backends served that arrived from the event on: the service's
+	// own tail, under any admission control's p99.
+	serviceP99 float64
 }
 
 // adaptiveSetup is what every run shares.
@@ -121,7 +128,7 @@ func newAdaptiveBackend(seed uint64, workers int, kind string) (*testbed.Queue, 
 		return nil, err
 	}
 	cfg := testbed.DefaultQueueConfig()
-	cfg.Workers, cfg.Discipline, cfg.Seed, cfg.Service = workers, testbed.DisciplineFIFO, seed, spec
+	cfg.Workers, cfg.Discipline, cfg.Seed, cfg.Service, cfg.Record = workers, testbed.DisciplineFIFO, seed, spec, true
 	return testbed.NewQueue(cfg)
 }
 
@@ -143,7 +150,7 @@ func startAdaptiveBackend(ctx context.Context, env *Env, seed uint64, workers in
 			return nil, err
 		}
 		c, err := startChildBackend(ctx, env.Executable, nil, "queue", "--workers", strconv.Itoa(workers),
-			"--discipline", testbed.DisciplineFIFO, "--service", spec, "--seed", strconv.FormatUint(seed, 10), "--control")
+			"--discipline", testbed.DisciplineFIFO, "--service", spec, "--seed", strconv.FormatUint(seed, 10), "--control", "--record")
 		if err != nil {
 			return nil, fmt.Errorf("backend process: %w", err)
 		}
@@ -162,6 +169,26 @@ func startAdaptiveBackend(ctx context.Context, env *Env, seed uint64, workers in
 
 // Close stops the backend.
 func (b *adaptiveBackend) Close() error { return b.close() }
+
+// records returns the backend's records of every request so far.
+func (b *adaptiveBackend) records(ctx context.Context) ([]testbed.QueueRecord, error) {
+	if b.q != nil {
+		return b.q.Records(), nil
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.url+"/_records", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s/_records: %s", b.url, resp.Status)
+	}
+	return testbed.ParseQueueRecords(resp.Body)
+}
 
 // apply makes a phase's change to the backend.
 func (b *adaptiveBackend) apply(ctx context.Context, ch figure.AdaptiveChange) error {
@@ -285,15 +312,38 @@ func (s *adaptiveSetup) run(ctx context.Context, env *Env, row adaptiveRow, ph a
 		return nil, err
 	}
 	p.loads = []loadgen.Config{load}
-	run = &adaptiveRun{row: row, phase: ph, capAfter: float64(adaptiveWorkers) / adaptiveService.Seconds()}
+	run = &adaptiveRun{row: row, phase: ph, capAfter: float64(adaptiveWorkers) / adaptiveService.Seconds(), serviceP99: math.NaN()}
 	if ph.name != "a" {
 		var changeErr error
 		t := time.AfterFunc(s.plan.at(ph), func() { run.capAfter, changeErr = s.change(ctx, ph, bes) })
 		defer t.Stop()
 		defer func() { err = errors.Join(err, changeErr) }()
 	}
-	run.res, err = p.run(ctx, env)
-	return run, err
+	if run.res, err = p.run(ctx, env); err != nil {
+		return run, err
+	}
+	var demands []float64
+	for _, be := range bes {
+		recs, err := be.records(ctx)
+		if err != nil {
+			return run, fmt.Errorf("backend records: %w", err)
+		}
+		demands = append(demands, servedDemands(recs, run.res.base.Add(s.plan.at(ph)))...)
+	}
+	run.serviceP99 = monitor.Percentile(demands, 0.99)
+	return run, nil
+}
+
+// servedDemands returns the service demands (ms) of the requests served
+// that arrived from since on.
+func servedDemands(recs []testbed.QueueRecord, since time.Time) []float64 {
+	var out []float64
+	for _, r := range recs {
+		if !r.Finish.IsZero() && r.Demand > 0 && !r.Arrival.Before(since) {
+			out = append(out, r.Demand*1000)
+		}
+	}
+	return out
 }
 
 // adaptiveProxyConfig is the sluice proxy of a row: one stage for every

@@ -169,6 +169,52 @@ func TestAdaptiveBackendApply(t *testing.T) {
 	}
 }
 
+// The backends keep a record of every request, read in the lab's process
+// or over HTTP from a child, and the figure's service p99 is over the
+// demands of the requests served from the event on.
+func TestAdaptiveBackendRecords(t *testing.T) {
+	env := newEnv("adaptive", Options{})
+	in, err := startAdaptiveBackend(t.Context(), env, 1, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	child := &adaptiveBackend{url: in.url, close: func() error { return nil }}
+	before := time.Now()
+	for i := range 20 {
+		if i == 10 {
+			time.Sleep(2 * time.Millisecond)
+			before = time.Now()
+		}
+		resp, err := http.Get(in.url + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	for _, be := range []*adaptiveBackend{in, child} {
+		recs, err := be.records(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(recs) != 20 {
+			t.Fatalf("%d records, want 20", len(recs))
+		}
+		all, late := servedDemands(recs, time.Time{}), servedDemands(recs, before)
+		if len(all) != 20 || len(late) != 10 {
+			t.Errorf("served demands: %d in all and %d from the 11th request, want 20 and 10", len(all), len(late))
+		}
+		for _, d := range all {
+			if !(d > 0 && d < 1000) {
+				t.Errorf("demand %v ms, want a service time of a few ms", d)
+			}
+		}
+	}
+	if _, err := (&adaptiveBackend{url: "http://127.0.0.1:1"}).records(t.Context()); err == nil {
+		t.Error("records from a closed port: no error")
+	}
+}
+
 // With --proxy-process every sluice row's configuration goes to a file
 // that the proxy command loads as the same proxy: the row's controller
 // and options, the backends, on the returned loopback ports.

@@ -256,6 +256,8 @@ type phaseResult struct {
 	periods []periodSample
 	results []*loadgen.Result
 	elapsed time.Duration
+	// base is when the phase's clock started (recs' times are from it).
+	base time.Time
 }
 
 // run executes the phase: every load at once, a progress line per second
@@ -267,7 +269,7 @@ func (ph *phase) run(ctx context.Context, env *Env) (*phaseResult, error) {
 		env.Phasef("%s: %s of load", ph.name, ph.length)
 	}
 	rec := &recorder{base: time.Now()}
-	res := &phaseResult{results: make([]*loadgen.Result, len(ph.loads))}
+	res := &phaseResult{results: make([]*loadgen.Result, len(ph.loads)), base: rec.base}
 	stop := make(chan struct{})
 	var bg sync.WaitGroup
 	if ph.proxy != nil {
