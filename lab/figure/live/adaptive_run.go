@@ -15,6 +15,8 @@ import (
 	"strings"
 	"time"
 
+	"gopkg.in/yaml.v3"
+
 	"github.com/sluicehq/sluice/lab/dist"
 	"github.com/sluicehq/sluice/lab/figure"
 	"github.com/sluicehq/sluice/lab/loadgen"
@@ -22,7 +24,6 @@ import (
 	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/proxy"
-	"gopkg.in/yaml.v3"
 )
 
 // adaptiveRun is one row through one phase.
