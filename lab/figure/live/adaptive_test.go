@@ -130,16 +130,23 @@ func TestPeerConfsSeveralBackends(t *testing.T) {
 	}
 }
 
+// testBackend is the figure's backend of 4 workers in the test's process,
+// closed when the test ends.
+func testBackend(t *testing.T) *adaptiveBackend {
+	t.Helper()
+	be, err := startAdaptiveBackend(t.Context(), newEnv("adaptive", Options{}), 1, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = be.Close() })
+	return be
+}
+
 // A phase's change reaches a backend in the lab's process directly and a
 // backend in a process of its own (--backend-process) over its control
 // paths: the service time scaled, then the workers changed.
 func TestAdaptiveBackendApply(t *testing.T) {
-	env := newEnv("adaptive", Options{})
-	in, err := startAdaptiveBackend(t.Context(), env, 1, 4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
+	in := testBackend(t)
 	cfg := testbed.DefaultQueueConfig()
 	cfg.Workers, cfg.Service, cfg.Control = 4, "exp:10ms", true
 	q, err := testbed.NewQueue(cfg)
@@ -173,12 +180,7 @@ func TestAdaptiveBackendApply(t *testing.T) {
 // or over HTTP from a child, and the figure's service p99 is over the
 // demands of the requests served from the event on.
 func TestAdaptiveBackendRecords(t *testing.T) {
-	env := newEnv("adaptive", Options{})
-	in, err := startAdaptiveBackend(t.Context(), env, 1, 4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
+	in := testBackend(t)
 	child := &adaptiveBackend{url: in.url, close: func() error { return nil }}
 	before := time.Now()
 	for i := range 20 {
