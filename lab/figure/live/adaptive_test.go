@@ -18,9 +18,12 @@ import (
 
 // Every sluice row of the adaptive experiment builds a valid proxy
 // configuration, typed and validated, with least-in-flight balancing over
-// every backend.
+// every backend; with --proxy-process it goes to a file that the proxy
+// command loads as the same proxy: the row's controller and options, the
+// backends, on the returned loopback ports.
 func TestAdaptiveProxyConfigs(t *testing.T) {
-	env := newEnv("adaptive", Options{})
+	env := newEnv("adaptive", Options{AutoKnee: "overtakes", ProxyProcess: true})
+	dir := t.TempDir()
 	for _, row := range adaptiveRows {
 		if row.controller == "" {
 			continue
@@ -31,6 +34,31 @@ func TestAdaptiveProxyConfigs(t *testing.T) {
 		}
 		if cfg.Backends.Balance != proxy.BalanceLeastInFlight || len(cfg.Backends.Servers) != 2 || cfg.Stages[0].Controller != row.controller {
 			t.Errorf("%s: %+v", row.name, cfg.Backends)
+		}
+		file, listen, admin, err := writeChildConfig(dir, row.name, cfg)
+		if err != nil {
+			t.Fatalf("%s: %v", row.name, err)
+		}
+		got, err := proxy.LoadFile(file)
+		if err != nil {
+			t.Fatalf("%s: %v", row.name, err)
+		}
+		if len(got.Listeners) != 1 || got.Listeners[0].Addr != listen || got.Admin.Addr != admin ||
+			!strings.HasPrefix(listen, "127.0.0.1:") || listen == admin {
+			t.Errorf("%s: listeners %+v admin %q, want %s and %s", row.name, got.Listeners, got.Admin.Addr, listen, admin)
+		}
+		if got.Backends.Balance != proxy.BalanceLeastInFlight || len(got.Backends.Servers) != 2 ||
+			got.Stages[0].Controller != row.controller {
+			t.Errorf("%s: backends %+v, controller %s", row.name, got.Backends, got.Stages[0].Controller)
+		}
+		var p map[string]any
+		if n := got.Stages[0].Params; n.Kind != 0 {
+			if err := n.Decode(&p); err != nil {
+				t.Fatalf("%s: %v", row.name, err)
+			}
+		}
+		if row.controller == "auto" && p["knee"] != "overtakes" {
+			t.Errorf("%s: knee %v in the file, want overtakes", row.name, p["knee"])
 		}
 	}
 }
@@ -214,48 +242,6 @@ func TestAdaptiveBackendRecords(t *testing.T) {
 	}
 	if _, err := (&adaptiveBackend{url: "http://127.0.0.1:1"}).records(t.Context()); err == nil {
 		t.Error("records from a closed port: no error")
-	}
-}
-
-// With --proxy-process every sluice row's configuration goes to a file
-// that the proxy command loads as the same proxy: the row's controller
-// and options, the backends, on the returned loopback ports.
-func TestAdaptiveChildConfig(t *testing.T) {
-	env := newEnv("adaptive", Options{AutoKnee: "overtakes", ProxyProcess: true})
-	dir := t.TempDir()
-	for _, row := range adaptiveRows {
-		if row.controller == "" {
-			continue
-		}
-		cfg, err := adaptiveProxyConfig(env, row, []string{"http://127.0.0.1:1", "http://127.0.0.1:2"})
-		if err != nil {
-			t.Fatalf("%s: %v", row.name, err)
-		}
-		file, listen, admin, err := writeChildConfig(dir, row.name, cfg)
-		if err != nil {
-			t.Fatalf("%s: %v", row.name, err)
-		}
-		got, err := proxy.LoadFile(file)
-		if err != nil {
-			t.Fatalf("%s: %v", row.name, err)
-		}
-		if len(got.Listeners) != 1 || got.Listeners[0].Addr != listen || got.Admin.Addr != admin ||
-			!strings.HasPrefix(listen, "127.0.0.1:") || listen == admin {
-			t.Errorf("%s: listeners %+v admin %q, want %s and %s", row.name, got.Listeners, got.Admin.Addr, listen, admin)
-		}
-		if got.Backends.Balance != proxy.BalanceLeastInFlight || len(got.Backends.Servers) != 2 ||
-			got.Stages[0].Controller != row.controller {
-			t.Errorf("%s: backends %+v, controller %s", row.name, got.Backends, got.Stages[0].Controller)
-		}
-		var p map[string]any
-		if n := got.Stages[0].Params; n.Kind != 0 {
-			if err := n.Decode(&p); err != nil {
-				t.Fatalf("%s: %v", row.name, err)
-			}
-		}
-		if row.controller == "auto" && p["knee"] != "overtakes" {
-			t.Errorf("%s: knee %v in the file, want overtakes", row.name, p["knee"])
-		}
 	}
 }
 
