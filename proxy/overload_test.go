@@ -434,6 +434,15 @@ policer:
 				k, n*10, setting, g.pool.QueueLen(), pr.p.Rate(), rejected)
 		}
 	}
+	// The loop ends at the step that counted the first reset, and its
+	// client may not have read the RST yet: closing every client at once
+	// turned its ECONNRESET into a read on a closed connection. Wait for
+	// a client to see one (at most 2 s) first.
+	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		if v, ok := outcomes.Load("reset"); ok && v.(*atomic.Int64).Load() > 0 {
+			break
+		}
+	}
 	cancel()
 	var summary []string
 	outcomes.Range(func(k, v any) bool {
