@@ -66,6 +66,26 @@ func TestExperimentHelp(t *testing.T) {
 	}
 }
 
+// The adaptive experiment runs every part in a process of its own unless
+// told otherwise.
+func TestExperimentProcessFlags(t *testing.T) {
+	cmd := newExperimentCmd()
+	for _, name := range []string{"backend-process", "proxy-process"} {
+		f := cmd.Flags().Lookup(name)
+		if f == nil || f.DefValue != "true" {
+			t.Errorf("--%s: %+v, want a flag that defaults to true", name, f)
+		}
+	}
+	if err := cmd.Flags().Parse([]string{"--backend-process=false", "--proxy-process=false"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"backend-process", "proxy-process"} {
+		if v := cmd.Flags().Lookup(name).Value.String(); v != "false" {
+			t.Errorf("--%s=false reads %s", name, v)
+		}
+	}
+}
+
 // outcome builds a finished run without running anything.
 func outcome(name string, metrics map[string]float64, checks []figure.Check) *live.Outcome {
 	s := report.NewSummary(name, string(figure.Live), 3)

@@ -118,13 +118,15 @@ type Options struct {
 	// BackendProcess runs the adaptive experiment's backends as child
 	// processes (`sluice-lab testbed queue --control`) rather than in the
 	// lab's process, beside its load generator and the sluice rows'
-	// proxy; other experiments ignore it.
+	// proxy (`sluice-lab experiment` sets it unless told
+	// --backend-process=false); other experiments ignore it.
 	BackendProcess bool
 	// ProxyProcess runs the adaptive experiment's sluice rows' proxy as a
 	// child process (`sluice-lab proxy --config FILE`, the product's proxy
 	// command) rather than in the lab's process beside its load
 	// generator, as nginx and HAProxy run; its stage is sampled over the
-	// admin listener's /state. Other experiments ignore it.
+	// admin listener's /state (`sluice-lab experiment` sets it unless
+	// told --proxy-process=false). Other experiments ignore it.
 	ProxyProcess bool
 	// Rows, when set, runs only these rows of the peers or the adaptive
 	// experiment (its system names, in its order), each still on a fresh
