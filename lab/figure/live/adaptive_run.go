@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"maps"
 	"math"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -176,19 +175,7 @@ func (b *adaptiveBackend) records(ctx context.Context) ([]testbed.QueueRecord, e
 	if b.q != nil {
 		return b.q.Records(), nil
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.url+"/_records", nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s/_records: %s", b.url, resp.Status)
-	}
-	return testbed.ParseQueueRecords(resp.Body)
+	return fetchRecords(ctx, b.url)
 }
 
 // apply makes a phase's change to the backend.
@@ -327,7 +314,7 @@ func (s *adaptiveSetup) run(ctx context.Context, env *Env, row adaptiveRow, ph a
 	for _, be := range bes {
 		recs, err := be.records(ctx)
 		if err != nil {
-			return run, fmt.Errorf("backend records: %w", err)
+			return run, err
 		}
 		demands = append(demands, servedDemands(recs, run.res.base.Add(s.plan.at(ph)))...)
 	}
