@@ -391,42 +391,30 @@ func (s *adaptiveSetup) startProxyChild(ctx context.Context, env *Env, name stri
 	if err != nil {
 		return nil, err
 	}
-	px, err := startChildProxy(ctx, env.Executable, file, "http://"+listen)
+	px, err := startChildProxy(ctx, env.Executable, file, listen, admin)
 	if err != nil {
 		return nil, fmt.Errorf("proxy process: %w", err)
 	}
-	px.Admin = "http://" + admin
 	return px, nil
 }
 
-// writeChildConfig writes cfg to dir/proxy-NAME.yaml with its listener
-// and admin listener on free loopback ports (returned), and checks that
-// the file parses.
+// writeChildConfig writes cfg to dir/proxy-NAME.yaml (writeProxyFile)
+// with its listener and admin listener on the ports picked, and checks
+// that it parses.
 func writeChildConfig(dir, name string, cfg *proxy.Config) (file, listen, admin string, err error) {
-	lp, err := freeLoopbackPort()
-	if err != nil {
-		return "", "", "", err
-	}
-	ap, err := freeLoopbackPort()
-	if err != nil {
-		return "", "", "", err
-	}
-	listen, admin = "127.0.0.1:"+strconv.Itoa(lp), "127.0.0.1:"+strconv.Itoa(ap)
-	c := *cfg
-	c.Listeners = []proxy.ListenerConfig{{Addr: listen}}
-	c.Admin.Addr = admin
-	b, err := yaml.Marshal(&c)
-	if err != nil {
-		return "", "", "", err
-	}
-	file = filepath.Join(dir, "proxy-"+name+".yaml")
-	if err := os.WriteFile(file, b, 0o644); err != nil {
-		return "", "", "", err
-	}
-	if _, err := proxy.Parse(file, b); err != nil {
-		return "", "", "", fmt.Errorf("proxy configuration of %s: %w", name, err)
-	}
-	return file, listen, admin, nil
+	return writeProxyFile(dir, name, func(listen, admin string) ([]byte, error) {
+		c := *cfg
+		c.Listeners = []proxy.ListenerConfig{{Addr: listen}}
+		c.Admin.Addr = admin
+		b, err := yaml.Marshal(&c)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := proxy.Parse("proxy-"+name+".yaml", b); err != nil {
+			return nil, fmt.Errorf("proxy configuration of %s: %w", name, err)
+		}
+		return b, nil
+	})
 }
 
 // startProxyConfig serves a validated proxy configuration in this process.

@@ -123,24 +123,48 @@ func (c *childBackend) Close() error {
 // command) running as a child process.
 type childProxy struct {
 	URL string
-	// Admin is the admin listener's base URL, when known (stage reads
-	// its /state).
+	// Admin is the admin listener's base URL (stage reads its /state).
 	Admin string
 	p     *child.Process
 	hc    *http.Client
 }
 
+// writeProxyFile picks a listener and an admin listener on free loopback
+// ports (host:port, returned) and writes dir/proxy-NAME.yaml with the
+// configuration conf gives for them.
+func writeProxyFile(dir, name string, conf func(listen, admin string) ([]byte, error)) (file, listen, admin string, err error) {
+	lp, err := freeLoopbackPort()
+	if err != nil {
+		return "", "", "", err
+	}
+	ap, err := freeLoopbackPort()
+	if err != nil {
+		return "", "", "", err
+	}
+	listen, admin = "127.0.0.1:"+strconv.Itoa(lp), "127.0.0.1:"+strconv.Itoa(ap)
+	b, err := conf(listen, admin)
+	if err != nil {
+		return "", "", "", err
+	}
+	file = filepath.Join(dir, "proxy-"+name+".yaml")
+	if err := os.WriteFile(file, b, 0o644); err != nil {
+		return "", "", "", err
+	}
+	return file, listen, admin, nil
+}
+
 // startChildProxy starts exe's proxy command on a configuration file
-// whose listener is url, and waits until the listener accepts.
-func startChildProxy(ctx context.Context, exe, file, url string) (*childProxy, error) {
+// whose listener is listen and admin listener admin (host:port), and
+// waits until the listener accepts.
+func startChildProxy(ctx context.Context, exe, file, listen, admin string) (*childProxy, error) {
 	if !childCapable(exe) {
 		return nil, errNotSluice
 	}
-	p, err := child.Start(ctx, strings.TrimPrefix(url, "http://"), syscall.SIGTERM, exe, "proxy", "--config", file, "--log-level", "warn")
+	p, err := child.Start(ctx, listen, syscall.SIGTERM, exe, "proxy", "--config", file, "--log-level", "warn")
 	if err != nil {
 		return nil, err
 	}
-	return &childProxy{URL: url, p: p, hc: &http.Client{Timeout: 2 * time.Second}}, nil
+	return &childProxy{URL: "http://" + listen, Admin: "http://" + admin, p: p, hc: &http.Client{Timeout: 2 * time.Second}}, nil
 }
 
 // stage reads the named stage from the child's /state; false when the

@@ -250,24 +250,13 @@ func (pl graphPlan) writePolicy(dir string) (string, error) {
 // startProxy starts `sluice-lab proxy` in front of backendURL with the
 // chain's policy and the proxy's defaults otherwise.
 func (pl graphPlan) startProxy(ctx context.Context, env *Env, dir, name, backendURL string) (*childProxy, error) {
-	lp, err := freeLoopbackPort()
+	file, listen, admin, err := writeProxyFile(dir, name, func(listen, admin string) ([]byte, error) {
+		return pl.proxyConfig(listen, admin, backendURL)
+	})
 	if err != nil {
 		return nil, err
 	}
-	ap, err := freeLoopbackPort()
-	if err != nil {
-		return nil, err
-	}
-	listen := "127.0.0.1:" + strconv.Itoa(lp)
-	b, err := pl.proxyConfig(listen, "127.0.0.1:"+strconv.Itoa(ap), backendURL)
-	if err != nil {
-		return nil, err
-	}
-	file := filepath.Join(dir, "proxy-"+name+".yaml")
-	if err := os.WriteFile(file, b, 0o644); err != nil {
-		return nil, err
-	}
-	return startChildProxy(ctx, env.Executable, file, "http://"+listen)
+	return startChildProxy(ctx, env.Executable, file, listen, admin)
 }
 
 // proxyConfig returns the YAML of a proxy listening on listen (admin on
