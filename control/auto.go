@@ -263,7 +263,11 @@ func (c *AutoConfig) New() (sluice.Controller, error) { return NewAuto(*c) }
 // it) is skipped and the high probe goes to at most max(⌈1.25·k⌉, k + 1).
 // It is read only where the service times vary (R̂99 ≥ 3 × the median),
 // and it is what holds L at W behind a heavy-tailed service time, whose
-// throughput windows are noise. Estimate knee (k; 0: unknown).
+// throughput windows are noise. A window at the cap keeps one request on
+// deck inside the service (decision limit k + 1, L unchanged) while the
+// tail leaves half the SLO, max(R̂99, the latest step's) ≤ SLO/2, so that
+// no worker idles from a completion to the next arrival. Estimates knee
+// (k; 0: unknown) and deck (1 or 0).
 //
 // The median test (MedianProbe, off by default; see auto_median.go): a
 // low probe whose median service time fell by at least half as much as
@@ -309,6 +313,7 @@ type Auto struct {
 	rMean   float64    // R̂, s (NaN until known)
 	rP99    float64    // R̂99, s
 	tail    tailRing   // the latest periods' service p99s, for R̂99
+	tailNow float64    // the latest step's tail estimate, s (the deck's)
 	cur     sluice.Decision
 
 	started  time.Time               // the first Update's now (zero before it)
@@ -445,6 +450,7 @@ func (a *Auto) Estimates() map[string]float64 {
 	if a.cfg.kneeFromOvertakes() {
 		e["knee"] = a.knee
 		e["backend_share"] = a.share
+		e["deck"] = a.deck(a.win.limit)
 	}
 	return e
 }
@@ -545,6 +551,7 @@ func (a *Auto) Update(now time.Time, m sluice.Measurements) sluice.Decision {
 		// one smoothed: the wait allowed must not trail a service that
 		// just got slower.
 		est := a.tail.add(p99, n)
+		a.tailNow = est
 		a.rP99 = ewma(a.rP99, est, 0.3)
 		if a.cfg.TailGuard {
 			a.rP99 = math.Max(est, a.rP99)
@@ -581,7 +588,7 @@ func (a *Auto) Update(now time.Time, m sluice.Measurements) sluice.Decision {
 		if usable(a.rMean) {
 			settle = math.Max(settle, a.rMean)
 		}
-		drained := !usable(m.MaxInFlight) || m.MaxInFlight <= a.win.limit
+		drained := !usable(m.MaxInFlight) || m.MaxInFlight <= a.win.limit+a.deck(a.win.limit)
 		if a.win.elapsed >= settle-1e-9 && drained {
 			a.win = autoWindow{limit: a.win.limit, settled: true}
 			fence = true
@@ -629,6 +636,10 @@ func (a *Auto) Update(now time.Time, m sluice.Measurements) sluice.Decision {
 		}
 	}
 	limit := a.win.limit
+	if d := a.deck(limit); d > 0 {
+		limit = math.Min(limit+d, a.cfg.MaxLimit)
+		why += fmt.Sprintf("; %g on deck above the knee %.3g", d, a.knee)
+	}
 	maxWait, drain, queue := a.queuePolicy(m, limit)
 	a.cur = decision(now, "auto", sluice.KindConcurrency, m, old, limit, limit != old, why+"; "+queue)
 	a.cur.MaxWait, a.cur.Drain, a.cur.Fence, a.cur.MaxReject = maxWait, drain, fence, a.cfg.MaxRejectFraction

@@ -70,26 +70,30 @@ import (
 // A cap at W also leaves a worker idle through the service's own
 // turnaround, from a completion to the next request's arrival, which no
 // queue inside the service hides: where that is a large part of the
-// service time the cap costs throughput (live, about 40 % of the halved
-// service's with the lab's backends in its busy process; with the
-// backend, the proxy and the load generator each in a process of its
-// own on two busy cores, 4 workers of exponential 10 ms service gave
-// 352–370 req/s a second in a crowd at the cap of 4, 367–399 with the
-// limit held at 5 and 375–413 at 6). One request more on deck inside
-// the service (a cap of Ŵ + 1) would win that back, but in virtual time,
-// which has no turnaround, it put the lognormal halving's p99 at
-// 250–252 ms, over the 250 ms objective; taken only where the objective
-// left a mean service time of room for its wait, live it put that
-// halving's p99 at 255 ms (245 ms without; the deck came and went as R̂99
-// caught up with the change), for 4–7 % more goodput where the service
-// doubled and a crowd's first second of 278 req/s against 264 in one
-// seed (311 with and without in the other): not done, as the p99 is the
-// objective. It is off by default:
+// service time the cap costs throughput (with the backend, the proxy and
+// the load generator each in a process of its own on two busy cores, 4
+// workers of exponential 10 ms service gave 352–370 req/s a second in a
+// crowd at the cap of 4, 367–399 with the limit held at 5 and 375–413 at
+// 6). So a window at the cap keeps one request on deck inside the
+// service: the decision's limit is Ŵ + 1 while L stays Ŵ (the probes and
+// the overtake test still read the window at Ŵ), and the deck request
+// takes the first worker to free. It waits there for at most the
+// shortest residual of Ŵ service times, which behind a heavy tail can be
+// long, so the deck is kept only while the tail leaves half the SLO:
+// max(R̂99, the latest step's estimate) ≤ SLO/2 (deckTail). The latest
+// step's estimate and not R̂99 alone, because R̂99 is a running mean: a
+// deck earlier held to a mean service time of room above R̂99 stayed on
+// through a lognormal capacity halving until R̂99 caught up, and put that
+// phase's p99 at 255 ms against 245 without it (live, 2026-11-28). At
+// SLO 250 ms, 10 ms mean: exponential (p99 46 ms; 92 halved) keeps the
+// deck, lognormal σ 1.5 (106; 212 halved) and Pareto α 1.5 (72; 144
+// halved) keep it until their service halves. Estimate deck (1 or 0).
+//
+// It is off by default:
 // live, seeds 1–3 of three heavy-tailed services met all but one or two of
-// the adaptive figure's checks per run (the crowd's first second against
-// nginx, one halving's p99, a settling; docs/experiments.md, 2026-11-27
-// 20:20–22:45), and the other figures that use auto are to be rerun with
-// it before it becomes the default.
+// the adaptive figure's checks per run without the deck (docs/experiments.md,
+// 2026-11-27 20:20 – 11-28 00:17), and the other figures that use auto are
+// to be rerun with it before it becomes the default.
 
 // Bounds of the overtake test.
 const (
@@ -107,6 +111,9 @@ const (
 	// overtakeMemory: the knee is the largest k of the latest
 	// overtakeMemory windows that read it.
 	overtakeMemory = 3
+	// deckTail: a request is on deck above the knee while the service's
+	// tail, max(R̂99, the latest step's), is at most deckTail × the SLO.
+	deckTail = 0.5
 )
 
 // Knee values of AutoConfig.
@@ -143,6 +150,23 @@ func (w autoWindow) backendShare() float64 {
 		return 1
 	}
 	return min(max(w.shareSum/w.shareN, overtakeMinShare), 1)
+}
+
+// deck returns how many requests auto keeps on deck inside the service
+// above the knee for a window at limit: 1 while Ŵ is known, the window
+// sits at the cap (limit ≤ round(Ŵ)) and the service's tail leaves half
+// the SLO, max(R̂99, the latest step's estimate) ≤ deckTail·SLO; else 0.
+// The latest step's estimate, not R̂99 alone, so that a tail that grows
+// (a capacity halving) takes the deck away at the step it shows, not as
+// the running mean catches up.
+func (a *Auto) deck(limit float64) float64 {
+	if a.knee <= 0 || limit > math.Round(a.knee) || !usable(a.rP99) {
+		return 0
+	}
+	if tail := math.Max(a.rP99, a.tailNow); !(tail <= deckTail*a.cfg.SLO.Seconds()) {
+		return 0
+	}
+	return 1
 }
 
 // highProbe bounds a high probe's limit hi while the knee is known.

@@ -2,6 +2,7 @@ package control
 
 import (
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -131,5 +132,56 @@ func TestAutoKneeMemory(t *testing.T) {
 	run(3, 60)
 	if a.Limit() != 3 || a.Estimates()["knee"] != 3 {
 		t.Fatalf("after many windows of 3: L %v knee %v, want 3 and 3", a.Limit(), a.Estimates()["knee"])
+	}
+}
+
+// At the knee, with a tail that leaves half the SLO (p99 75 ms of 250),
+// auto keeps one request on deck inside the service: the decision's limit
+// is Ŵ + 1 while L stays Ŵ, and its windows still settle with Ŵ + 1 in
+// service. A step whose tail reaches past half the SLO takes the deck
+// away at once, before R̂99 (a running mean) gets there; with the knee
+// from the probes there is no deck.
+func TestAutoOvertakeDeck(t *testing.T) {
+	a := overtakeSteps(t, KneeOvertakes, 15, 0, 30)
+	now := a.cur.At
+	step := func(p99 float64) {
+		l := a.Current().New
+		now = now.Add(a.cfg.Period)
+		a.Update(now, sluice.Measurements{Elapsed: a.cfg.Period, Arrivals: 120, Completed: 40,
+			InFlight: l, MaxInFlight: l, ServiceSamples: 40, ServiceMean: l / 400,
+			ServiceP50: 0.005, ServiceP99: p99, Parallel: math.Min(l, 4)})
+	}
+	settled := 0
+	for range 40 {
+		step(0.075)
+		if a.Limit() != 4 {
+			t.Fatalf("L %v, want 4", a.Limit())
+		}
+		if strings.Contains(a.Current().Reason, "settled; measuring") {
+			settled++
+		}
+	}
+	if settled < 3 {
+		t.Errorf("%d windows settled in 40 steps with one on deck, want ≥ 3", settled)
+	}
+	for i := 0; a.win.limit != 4; i++ { // a base window, not the high probe at 5
+		if i == 20 {
+			t.Fatalf("no window at the knee in 20 steps")
+		}
+		step(0.075)
+	}
+	if got := a.Current().New; got != 5 || a.Estimates()["deck"] != 1 {
+		t.Fatalf("at the knee 4 with p99 75 ms: decision limit %v, deck %v; want 5 and 1", got, a.Estimates()["deck"])
+	}
+	step(0.2)
+	if a.rP99 >= 0.125 {
+		t.Fatalf("R̂99 %v after one step of 200 ms: the test needs it below half the SLO", a.rP99)
+	}
+	if got := a.Current().New; got > 4 || a.Estimates()["deck"] != 0 {
+		t.Errorf("a step's p99 of 200 ms (R̂99 %.3f): decision limit %v, deck %v; want ≤ 4 and 0", a.rP99, got, a.Estimates()["deck"])
+	}
+	b := overtakeSteps(t, KneeProbes, 15, 0, 30)
+	if _, ok := b.Estimates()["deck"]; ok || b.Current().New > 1.5*b.Limit() {
+		t.Errorf("knee probes: deck estimate present %v, decision %v for L %v", ok, b.Current().New, b.Limit())
 	}
 }
