@@ -588,7 +588,7 @@ func (a *Auto) Update(now time.Time, m sluice.Measurements) sluice.Decision {
 		if usable(a.rMean) {
 			settle = math.Max(settle, a.rMean)
 		}
-		drained := !usable(m.MaxInFlight) || m.MaxInFlight <= a.win.limit+a.deck(a.win.limit)
+		drained := !usable(m.MaxInFlight) || m.MaxInFlight <= a.withDeck(a.win.limit)
 		if a.win.elapsed >= settle-1e-9 && drained {
 			a.win = autoWindow{limit: a.win.limit, settled: true}
 			fence = true
@@ -635,10 +635,9 @@ func (a *Auto) Update(now time.Time, m sluice.Measurements) sluice.Decision {
 			why = fmt.Sprintf("window %g measuring (%g of %d completions)", a.win.limit, a.win.done, a.cfg.MinCompletions)
 		}
 	}
-	limit := a.win.limit
-	if d := a.deck(limit); d > 0 {
-		limit = math.Min(limit+d, a.cfg.MaxLimit)
-		why += fmt.Sprintf("; %g on deck above the knee %.3g", d, a.knee)
+	limit := a.withDeck(a.win.limit)
+	if limit > a.win.limit {
+		why += fmt.Sprintf("; %g on deck above the knee %.3g", limit-a.win.limit, a.knee)
 	}
 	maxWait, drain, queue := a.queuePolicy(m, limit)
 	a.cur = decision(now, "auto", sluice.KindConcurrency, m, old, limit, limit != old, why+"; "+queue)

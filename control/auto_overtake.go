@@ -169,6 +169,12 @@ func (a *Auto) deck(limit float64) float64 {
 	return 1
 }
 
+// withDeck returns the decision's limit for a window at limit: limit plus
+// the deck, within MaxLimit (window limits are clamped to it).
+func (a *Auto) withDeck(limit float64) float64 {
+	return math.Min(limit+a.deck(limit), a.cfg.MaxLimit)
+}
+
 // highProbe bounds a high probe's limit hi while the knee is known.
 func (a *Auto) highProbe(hi float64) float64 {
 	if a.knee > 0 {
