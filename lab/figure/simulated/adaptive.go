@@ -78,6 +78,11 @@ type adaptiveRun struct {
 	end        time.Duration
 	capBefore  float64
 	capAfter   float64
+	// serviceP99 is the p99 of the service demands (ms) the backend drew
+	// from the event until the end: the service's own tail, under any
+	// admission control's p99 (the live figure's service_p99_ms).
+	serviceP99 float64
+	demands    []float64
 }
 
 type adaptiveReq struct {
@@ -94,7 +99,7 @@ type adaptiveStep struct {
 func runAdaptive(env Env, c adaptiveParams) (*figure.Result, error) {
 	rows, phases := c.rows, c.phases
 	res := newResult(env)
-	tab := report.NewTable("row", "phase", "goodput_rps", "goodput_first_s_rps", "p50_ms", "p99_ms", "p99_first_s_ms", "reject_fraction", "settle_s", "capacity_rps")
+	tab := report.NewTable("row", "phase", "goodput_rps", "goodput_first_s_rps", "p50_ms", "p99_ms", "p99_first_s_ms", "reject_fraction", "settle_s", "capacity_rps", "service_p99_ms")
 	series := report.NewTable("row", "phase", "time_s", "goodput_rps", "setting")
 	var runs []*adaptiveRun
 	for pi, ph := range phases {
@@ -115,7 +120,7 @@ func runAdaptive(env Env, c adaptiveParams) (*figure.Result, error) {
 			} else {
 				res.Summary.Set("settle_s_"+name, m.settle)
 			}
-			if err := tab.Append(row, ph, m.goodput, m.first, m.p50, m.p99, m.p99First, m.reject, m.settle, run.capAfter); err != nil {
+			if err := tab.Append(row, ph, m.goodput, m.first, m.p50, m.p99, m.p99First, m.reject, m.settle, run.capAfter, run.serviceP99); err != nil {
 				return nil, err
 			}
 			good := run.goodputBins(c.SLO, time.Second)
@@ -234,8 +239,14 @@ func runAdaptiveOne(seed uint64, c adaptiveParams, row, phase string) (*adaptive
 	// each happened to admit. The controller never sees a request's
 	// demand before admitting it, so this is the same model.
 	scale, draws := 1.0, e.Stream("service")
-	visit := &sim.Visit{Engine: e, Station: backend, Work: func(*sim.Request) float64 { return svc.Sample(draws) * scale }}
 	run := &adaptiveRun{row: row, phase: phase, capBefore: capacity, capAfter: capacity}
+	visit := &sim.Visit{Engine: e, Station: backend, Work: func(*sim.Request) float64 {
+		d := svc.Sample(draws) * scale
+		if now := e.Now(); now >= run.at && now < run.end {
+			run.demands = append(run.demands, d*1000)
+		}
+		return d
+	}}
 	drv, err := sim.NewStage(e, st, visit, nil)
 	if err != nil {
 		return nil, err
@@ -283,6 +294,8 @@ func runAdaptiveOne(seed uint64, c adaptiveParams, row, phase string) (*adaptive
 	src.Start()
 	e.Schedule(run.end, src.Stop)
 	e.Run(run.end + c.Timeout)
+	run.serviceP99 = monitor.Percentile(run.demands, 0.99)
+	run.demands = nil
 	return run, nil
 }
 
