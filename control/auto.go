@@ -46,6 +46,13 @@ type AutoConfig struct {
 	// one mean service time where that room has it. Otherwise a request
 	// may wait for the SLO budget, to absorb a burst.
 	StandingWait time.Duration `yaml:"standing_wait" json:"standing_wait"`
+	// BurstWindow is how long a queue that begins to stand keeps the
+	// burst allowance: half of what the service-time p99 leaves of the
+	// SLO, instead of the standing wait, so that a burst shorter than it
+	// is queued and served rather than rejected (default 1s; 0: off, a
+	// standing queue is trimmed at once). The allowance comes back once
+	// the queue has not stood for as long (see auto_queue.go).
+	BurstWindow time.Duration `yaml:"burst_window" json:"burst_window"`
 
 	// Guardrails (see Auto); the zero value of each is off.
 
@@ -98,11 +105,11 @@ type AutoConfig struct {
 // DefaultAutoConfig returns the defaults: SLO 500ms, Period 100ms,
 // InitialLimit 16 within MinLimit 1 and MaxLimit 10000, HighProbe 1.5 and
 // LowProbe 1.5, windows of MinCompletions 200 or MaxWindow 1s, Knee
-// "probes" (KneeTolerance 2ms).
+// "probes" (KneeTolerance 2ms), BurstWindow 1s.
 func DefaultAutoConfig() AutoConfig {
 	return AutoConfig{SLO: 500 * time.Millisecond, Period: 100 * time.Millisecond, InitialLimit: 16,
 		MinLimit: 1, MaxLimit: 10000, HighProbe: 1.5, LowProbe: 1.5, MinCompletions: 200, MaxWindow: time.Second,
-		Knee: KneeProbes, KneeTolerance: 2 * time.Millisecond}
+		Knee: KneeProbes, KneeTolerance: 2 * time.Millisecond, BurstWindow: time.Second}
 }
 
 // Validate reports the first invalid field.
@@ -136,6 +143,9 @@ func (c *AutoConfig) Validate() error {
 	}
 	if c.StandingWait < 0 || c.StandingWait >= c.SLO {
 		return badField("standing_wait", c.StandingWait, "must be ≥ 0 and below slo")
+	}
+	if c.BurstWindow < 0 || c.BurstWindow > time.Minute {
+		return badField("burst_window", c.BurstWindow, "must be within [0, 1m] (0: off)")
 	}
 	if !mathx.Finite(c.MinRate) || c.MinRate < 0 {
 		return badField("min_rate", c.MinRate, "must be a rate ≥ 0 in req/s (0: off)")
@@ -217,6 +227,7 @@ func (c *AutoConfig) New() (sluice.Controller, error) { return NewAuto(*c) }
 //
 //	MaxWait = max(SLO − 1.1·R̂99, (SLO − R̂99)/2) for a burst,
 //	MaxWait = min(StandingWait or max(R̂, SLO/10), max((SLO − R̂99)/2, min(R̂, SLO − R̂99))) while it stands,
+//	MaxWait = max((SLO − R̂99)/2, min(R̂, SLO − R̂99)) for its first BurstWindow (auto_queue.go),
 //
 // where R̂ is a running mean of the mean service time and R̂99 of the p99
 // (each step's p99 taken as the largest over the latest steps that hold
@@ -232,7 +243,8 @@ func (c *AutoConfig) New() (sluice.Controller, error) { return NewAuto(*c) }
 // not less than one mean service time where the room has it (a shorter
 // queue leaves a worker idle from a completion to the next arrival)
 // (behind lognormal σ 1.5 service of 20 ms, p99 213 ms, an SLO of 250 ms
-// leaves 37 ms, and a wait of 25 ms put the admitted p99 at 245–260 ms);
+// leaves 37 ms, and a wait of 25 ms put the admitted p99 at 245–260 ms),
+// and in its burst allowance the same without the standing wait's bound;
 // the queue stands when the offered rate exceeds the drain rate L/R̂ or it
 // did not empty in the last step. The stage rejects at once a request
 // whose predicted wait (ahead+1)·R̂/L exceeds MaxWait. So a flash crowd is
@@ -324,6 +336,7 @@ type Auto struct {
 	kSeen    [overtakeMemory]float64 // k of the latest windows that read it (overtakeCap)
 	kNext    int
 	share    float64 // the last judged window's backend share s (overtakes; 0: none yet)
+	queue    queueState
 }
 
 // tailMargin is the relative error of R̂99 that a burst's wait leaves
@@ -447,6 +460,9 @@ func (a *Auto) Estimates() map[string]float64 {
 	if a.cfg.MaxHealthyLatency > 0 {
 		e["latency_guard"] = b2f(a.latGuard)
 	}
+	if a.cfg.BurstWindow > 0 {
+		e["burst_left_s"] = a.queue.burstLeft
+	}
 	if a.cfg.kneeFromOvertakes() {
 		e["knee"] = a.knee
 		e["backend_share"] = a.share
@@ -474,36 +490,6 @@ func (a *Auto) mayRaise() bool {
 // tailRoom is the service-time p99 that leaves a standing queue its wait
 // below the SLO: SLO − standing wait, in s.
 func (a *Auto) tailRoom() float64 { return a.cfg.SLO.Seconds() - a.standingWait() }
-
-// standingCap is the wait a standing queue is allowed, in s:
-// min(standingWait, max((SLO − R̂99)/2, min(R̂, SLO − R̂99))). Half the room
-// the tail leaves, but not below one mean service time where the room
-// has it: a shorter queue leaves a worker idle between a completion and
-// the next arrival.
-func (a *Auto) standingCap() float64 {
-	room := a.cfg.SLO.Seconds() - a.rP99
-	if !usable(room) {
-		return a.standingWait()
-	}
-	keep := room / 2
-	if usable(a.rMean) {
-		keep = math.Max(keep, math.Min(a.rMean, room))
-	}
-	return math.Min(a.standingWait(), keep)
-}
-
-// standingWait is the wait allowed in a standing queue, in s (before the
-// SLO − R̂99 bound).
-func (a *Auto) standingWait() float64 {
-	sw := a.cfg.StandingWait.Seconds()
-	if sw == 0 {
-		sw = a.cfg.SLO.Seconds() / 10
-		if usable(a.rMean) {
-			sw = math.Max(a.rMean, sw)
-		}
-	}
-	return math.Max(sw, 0.001)
-}
 
 // tailCut is the tail guard, run when a window is judged: a service-time
 // p99 above tailRoom leaves a standing queue no room under the SLO, and
@@ -639,7 +625,7 @@ func (a *Auto) Update(now time.Time, m sluice.Measurements) sluice.Decision {
 	if limit > a.win.limit {
 		why += fmt.Sprintf("; %g on deck above the knee %.3g", limit-a.win.limit, a.knee)
 	}
-	maxWait, drain, queue := a.queuePolicy(m, limit)
+	maxWait, drain, queue := a.queuePolicy(now, m, limit)
 	a.cur = decision(now, "auto", sluice.KindConcurrency, m, old, limit, limit != old, why+"; "+queue)
 	a.cur.MaxWait, a.cur.Drain, a.cur.Fence, a.cur.MaxReject = maxWait, drain, fence, a.cfg.MaxRejectFraction
 	return a.cur
@@ -755,32 +741,6 @@ func (a *Auto) judge() string {
 		}
 		return fmt.Sprintf("hold L %.4g: low probe %g gave %.4g req/s vs %.4g at %g (×%.3f)", a.limit, w.limit, x, a.base.x(), a.base.limit, r)
 	}
-}
-
-// queuePolicy returns the wait allowed to new arrivals, the drain rate for
-// predictive rejection, and a phrase for the reason.
-func (a *Auto) queuePolicy(m sluice.Measurements, limit float64) (time.Duration, float64, string) {
-	slo := a.cfg.SLO.Seconds()
-	if !usable(a.rMean) || a.rMean <= 0 {
-		w := a.cfg.SLO / 2
-		return w, 0, fmt.Sprintf("queue: wait ≤ %v (no service time yet)", w)
-	}
-	budget := slo - a.rP99
-	if budget <= 0.001 {
-		return -1, 0, fmt.Sprintf("queue: none (service p99 %s leaves no room below the SLO %v)", fmtSec(a.rP99), a.cfg.SLO)
-	}
-	drain := limit / a.rMean
-	wait, kind := math.Max(budget-tailMargin*a.rP99, budget/2), "burst"
-	offered := math.NaN()
-	if el := m.Elapsed.Seconds(); el > 0 {
-		offered = m.Arrivals / el
-	}
-	if q := m.QueueWaitMin; usable(q) && q > 0 || usable(offered) && offered > drain {
-		wait, kind = a.standingCap(), "standing"
-	}
-	d := time.Duration(wait * float64(time.Second)).Round(time.Microsecond)
-	return d, drain, fmt.Sprintf("queue (%s): wait ≤ %v, drain %s (SLO %v, service mean %s p99 %s)",
-		kind, d, fmtRate(drain), a.cfg.SLO, fmtSec(a.rMean), fmtSec(a.rP99))
 }
 
 // ewma returns a·x + (1−a)·prev, or x when prev is NaN.

@@ -222,10 +222,16 @@ func TestAutoQueuePolicy(t *testing.T) {
 	if d.MaxWait != 217*time.Millisecond || math.Abs(d.Drain-1600) > 1e-6 {
 		t.Fatalf("burst: wait %v drain %v, want 217ms (250 − 1.1 × 30) and 16/0.010 = 1600", d.MaxWait, d.Drain)
 	}
-	// Offered 5000/s, above the drain rate: a standing queue.
+	// Offered 5000/s, above the drain rate: a standing queue, in its
+	// first second half the room the tail leaves (the burst allowance),
+	// then trimmed.
 	m.Arrivals = 500
 	d = a.Update(now.Add(100*time.Millisecond), m)
-	if d.MaxWait != 25*time.Millisecond {
+	if d.MaxWait != 110*time.Millisecond || a.Estimates()["burst_left_s"] != 1 {
+		t.Fatalf("standing, burst allowance: wait %v (%v s left), want (250 − 30)/2 = 110ms and 1 s", d.MaxWait, a.Estimates()["burst_left_s"])
+	}
+	d = a.Update(now.Add(1100*time.Millisecond), m)
+	if d.MaxWait != 25*time.Millisecond || a.Estimates()["burst_left_s"] != 0 {
 		t.Fatalf("standing: wait %v, want max(one service time, SLO/10) = 25ms", d.MaxWait)
 	}
 	// A tail near the SLO: a standing queue gets half the room it leaves,
@@ -233,7 +239,7 @@ func TestAutoQueuePolicy(t *testing.T) {
 	// settled first).
 	m.ServiceP99 = 0.210
 	for i := range 30 {
-		d = a.Update(now.Add(time.Duration(i+2)*100*time.Millisecond), m)
+		d = a.Update(now.Add(time.Duration(i+12)*100*time.Millisecond), m)
 	}
 	if math.Abs(d.MaxWait.Seconds()-0.020) > 1e-4 {
 		t.Fatalf("standing behind a p99 of 210 ms: wait %v, want 20ms", d.MaxWait)
@@ -273,6 +279,8 @@ func TestAutoConfigValidate(t *testing.T) {
 		{"min_completions", func(c *AutoConfig) { c.MinCompletions = 0 }},
 		{"max_window", func(c *AutoConfig) { c.MaxWindow = time.Millisecond }},
 		{"standing_wait", func(c *AutoConfig) { c.StandingWait = time.Second }},
+		{"burst_window", func(c *AutoConfig) { c.BurstWindow = -time.Second }},
+		{"burst_window", func(c *AutoConfig) { c.BurstWindow = time.Hour }},
 		{"min_rate", func(c *AutoConfig) { c.MinRate = -1 }},
 		{"min_rate", func(c *AutoConfig) { c.MinRate = math.Inf(1) }},
 		{"max_reject_fraction", func(c *AutoConfig) { c.MaxRejectFraction = 1.5 }},
