@@ -46,12 +46,13 @@ type AutoConfig struct {
 	// one mean service time where that room has it. Otherwise a request
 	// may wait for the SLO budget, to absorb a burst.
 	StandingWait time.Duration `yaml:"standing_wait" json:"standing_wait"`
-	// BurstWindow is how long a queue that begins to stand keeps the
-	// burst allowance: half of what the service-time p99 leaves of the
-	// SLO, instead of the standing wait, so that a burst shorter than it
-	// is queued and served rather than rejected (default 1s; 0: off, a
-	// standing queue is trimmed at once). The allowance comes back once
-	// the queue has not stood for as long (see auto_queue.go).
+	// BurstWindow turns on the burst allowance (a named option, off by
+	// default): for this long after a queue begins to stand it may hold
+	// half of what the service-time p99 leaves of the SLO instead of the
+	// standing wait, so that a burst shorter than it is queued and served
+	// rather than rejected; the allowance comes back once the queue has
+	// not stood for as long (see auto_queue.go; default 0: off, a standing
+	// queue is trimmed at once).
 	BurstWindow time.Duration `yaml:"burst_window" json:"burst_window"`
 
 	// Guardrails (see Auto); the zero value of each is off.
@@ -105,11 +106,11 @@ type AutoConfig struct {
 // DefaultAutoConfig returns the defaults: SLO 500ms, Period 100ms,
 // InitialLimit 16 within MinLimit 1 and MaxLimit 10000, HighProbe 1.5 and
 // LowProbe 1.5, windows of MinCompletions 200 or MaxWindow 1s, Knee
-// "probes" (KneeTolerance 2ms), BurstWindow 1s.
+// "probes" (KneeTolerance 2ms).
 func DefaultAutoConfig() AutoConfig {
 	return AutoConfig{SLO: 500 * time.Millisecond, Period: 100 * time.Millisecond, InitialLimit: 16,
 		MinLimit: 1, MaxLimit: 10000, HighProbe: 1.5, LowProbe: 1.5, MinCompletions: 200, MaxWindow: time.Second,
-		Knee: KneeProbes, KneeTolerance: 2 * time.Millisecond, BurstWindow: time.Second}
+		Knee: KneeProbes, KneeTolerance: 2 * time.Millisecond}
 }
 
 // Validate reports the first invalid field.

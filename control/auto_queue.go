@@ -17,9 +17,10 @@ import (
 // throughput (CoDel's lesson). But every standing queue began as a burst,
 // and a burst that ends within a second or two is served by a deeper
 // queue, not turned away: the requests it holds are served once the
-// burst has passed, where a short queue had rejected them. So for the
-// first BurstWindow (default 1 s) of a standing queue, auto allows it
-// half the room the tail leaves,
+// burst has passed, where a short queue had rejected them. So with
+// BurstWindow (a named option, off by default; 1 s in the figures), for
+// the first BurstWindow of a standing queue auto allows it half the room
+// the tail leaves,
 //
 //	MaxWait = max((SLO − R̂99)/2, min(R̂, SLO − R̂99))
 //

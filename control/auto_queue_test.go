@@ -10,7 +10,7 @@ import (
 // The burst allowance: a queue that begins to stand gets half the room
 // the tail leaves for BurstWindow, then the standing wait; a calm shorter
 // than BurstWindow does not bring the allowance back, a longer one does;
-// BurstWindow 0 trims a standing queue at once.
+// BurstWindow 0, the default, trims a standing queue at once.
 func TestAutoBurstWindow(t *testing.T) {
 	// Mean 10 ms, p99 30 ms, SLO 250 ms: the allowance is (250 − 30)/2 =
 	// 110 ms, the standing wait max(10 ms, 25 ms) = 25 ms.
@@ -42,7 +42,7 @@ func TestAutoBurstWindow(t *testing.T) {
 			{2900 * time.Millisecond, calm, 217 * time.Millisecond, 0},
 			{3000 * time.Millisecond, crowd, 110 * time.Millisecond, 1},
 		}},
-		{"off", 0, []step{
+		{"off (the default)", DefaultAutoConfig().BurstWindow, []step{
 			{100 * time.Millisecond, calm, 217 * time.Millisecond, 0},
 			{200 * time.Millisecond, crowd, 25 * time.Millisecond, 0},
 		}},

@@ -210,7 +210,7 @@ func TestAutoHoldsWithoutEvidence(t *testing.T) {
 // while the queue stands, none when the service alone misses the SLO; the
 // drain rate is L/R̂.
 func TestAutoQueuePolicy(t *testing.T) {
-	a := newAuto(t, nil)
+	a := newAuto(t, func(c *AutoConfig) { c.BurstWindow = time.Second })
 	if d := a.Current(); d.MaxWait != 125*time.Millisecond || d.Drain != 0 {
 		t.Fatalf("initial wait %v drain %v, want SLO/2 and none", d.MaxWait, d.Drain)
 	}

@@ -63,10 +63,10 @@ func TestAdaptiveProxyConfigs(t *testing.T) {
 	}
 }
 
-// --auto-knee and --auto-median-probe reach the auto row's stage, and
-// only it.
+// --auto-knee, --auto-median-probe and --auto-burst-window reach the
+// auto row's stage, and only it.
 func TestAdaptiveAutoOptions(t *testing.T) {
-	env := newEnv("adaptive", Options{AutoKnee: "overtakes", AutoMedianProbe: true})
+	env := newEnv("adaptive", Options{AutoKnee: "overtakes", AutoMedianProbe: true, AutoBurstWindow: time.Second})
 	for _, row := range adaptiveRows {
 		if row.controller == "" {
 			continue
@@ -81,13 +81,13 @@ func TestAdaptiveAutoOptions(t *testing.T) {
 				t.Fatalf("%s: %v", row.name, err)
 			}
 		}
-		got := fmt.Sprint(p["knee"], " ", p["median_probe"])
-		want := "<nil> <nil>"
+		got := fmt.Sprint(p["knee"], " ", p["median_probe"], " ", p["burst_window"])
+		want := "<nil> <nil> <nil>"
 		if row.controller == "auto" {
-			want = "overtakes true"
+			want = "overtakes true 1s"
 		}
 		if got != want {
-			t.Errorf("%s: knee, median_probe = %s, want %s", row.name, got, want)
+			t.Errorf("%s: knee, median_probe, burst_window = %s, want %s", row.name, got, want)
 		}
 	}
 }

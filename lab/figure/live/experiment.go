@@ -115,6 +115,10 @@ type Options struct {
 	// row (control.KneeProbes or control.KneeOvertakes; empty: auto's
 	// default); other experiments ignore it.
 	AutoKnee string
+	// AutoBurstWindow sets auto's burst_window option in the adaptive
+	// experiment's auto row (0: auto's default, off); other experiments
+	// ignore it.
+	AutoBurstWindow time.Duration
 	// BackendProcess runs the adaptive experiment's backends as child
 	// processes (`sluice-lab testbed queue --control`) rather than in the
 	// lab's process, beside its load generator and the sluice rows'

@@ -45,6 +45,7 @@ type adaptiveParams struct {
 	tailGuard   bool
 	medianProbe bool
 	knee        string
+	burstWindow time.Duration
 	warm        time.Duration
 	length      time.Duration
 	change      time.Duration
@@ -59,6 +60,7 @@ func adaptivePhasesScenario(ps *Params) RunFunc {
 	ps.Bool(&c.tailGuard, "auto_tail_guard", false, "auto's tail_guard option (a named option, off by default)")
 	ps.Bool(&c.medianProbe, "auto_median_probe", false, "auto's median_probe option")
 	ps.Choice(&c.knee, "auto_knee", control.KneeProbes, []string{control.KneeProbes, control.KneeOvertakes}, "auto's knee: probes (its default) or overtakes")
+	ps.Duration(&c.burstWindow, "auto_burst_window", 0, 0, time.Minute, "auto's burst_window option (a named option, off by default): how long a queue that begins to stand may hold half the room the tail leaves")
 	ps.Float(&c.crowd, "crowd", 10, 0, 1000, "phase a: offered load of the crowd, × capacity")
 	ps.Float(&c.overload, "overload", 3, 0, 1000, "phases b–e: offered load, × the initial capacity")
 	ps.Duration(&c.warm, "warm", 10*time.Second, 0, time.Hour, "time at the base load before the overload")
@@ -166,6 +168,7 @@ func adaptiveController(row string, c adaptiveParams, capacity float64) (control
 		x.TailGuard = c.tailGuard
 		x.MedianProbe = x.MedianProbe || c.medianProbe
 		x.Knee = c.knee
+		x.BurstWindow = c.burstWindow
 		opts.MaxQueue = 4096
 	case *control.StaticRateConfig:
 		x.Rate = capacity
