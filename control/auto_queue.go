@@ -29,8 +29,8 @@ import (
 // once the queue has not stood for a BurstWindow. It is HAProxy's queue
 // timeout and nginx limit_req's burst, sized from the objective instead
 // of by hand; half the room keeps the admitted p99 about R̂99 +
-// (SLO − R̂99)/2, a quarter of the SLO's margin below it, where a burst
-// wait of the whole room (less tailMargin) would spend it all on the
+// (SLO − R̂99)/2, half the room below the SLO, where a burst wait of the
+// whole room (less tailMargin) would leave only tailMargin·R̂99 for the
 // estimate's error. Behind exponential service of 10 ms on 4 workers
 // and an SLO of 250 ms, a flash crowd to 10× capacity then ends its first
 // second with about 100 ms of queue instead of 25 ms, and the answers
