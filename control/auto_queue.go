@@ -46,9 +46,9 @@ type queueState struct {
 	burstLeft float64   // s of the burst allowance left after the last step
 }
 
-// update records whether the queue stands at now, and returns the burst
-// allowance left, in s (0 once spent, or with window 0).
-func (q *queueState) update(now time.Time, standing bool, window time.Duration) float64 {
+// update records whether the queue stands at now and sets burstLeft, the
+// burst allowance left, in s (0 once spent, or with window 0).
+func (q *queueState) update(now time.Time, standing bool, window time.Duration) {
 	switch {
 	case standing:
 		if q.standFrom.IsZero() {
@@ -64,7 +64,6 @@ func (q *queueState) update(now time.Time, standing bool, window time.Duration) 
 	if standing && window > 0 {
 		q.burstLeft = math.Max(0, (window - now.Sub(q.standFrom)).Seconds())
 	}
-	return q.burstLeft
 }
 
 // standingCap is the wait a standing queue is allowed, in s:
@@ -115,15 +114,15 @@ func (a *Auto) queuePolicy(now time.Time, m sluice.Measurements, limit float64) 
 		offered = m.Arrivals / el
 	}
 	standing := usable(m.QueueWaitMin) && m.QueueWaitMin > 0 || usable(offered) && offered > drain
-	burst := a.queue.update(now, standing, a.cfg.BurstWindow)
+	a.queue.update(now, standing, a.cfg.BurstWindow)
 	budget := slo - a.rP99
 	if budget <= 0.001 {
 		return -1, 0, fmt.Sprintf("queue: none (service p99 %s leaves no room below the SLO %v)", fmtSec(a.rP99), a.cfg.SLO)
 	}
 	wait, kind := math.Max(budget-tailMargin*a.rP99, budget/2), "burst"
 	switch {
-	case standing && burst > 0:
-		wait, kind = a.burstCap(), fmt.Sprintf("standing, %s of its burst allowance left", fmtSec(burst))
+	case standing && a.queue.burstLeft > 0:
+		wait, kind = a.burstCap(), fmt.Sprintf("standing, %s of its burst allowance left", fmtSec(a.queue.burstLeft))
 	case standing:
 		wait, kind = a.standingCap(), "standing"
 	}

@@ -84,7 +84,6 @@ type adaptiveRun struct {
 	// from the event until the end: the service's own tail, under any
 	// admission control's p99 (the live figure's service_p99_ms).
 	serviceP99 float64
-	demands    []float64
 }
 
 type adaptiveReq struct {
@@ -243,10 +242,11 @@ func runAdaptiveOne(seed uint64, c adaptiveParams, row, phase string) (*adaptive
 	// demand before admitting it, so this is the same model.
 	scale, draws := 1.0, e.Stream("service")
 	run := &adaptiveRun{row: row, phase: phase, capBefore: capacity, capAfter: capacity}
+	var demands []float64 // ms, from the event until the end
 	visit := &sim.Visit{Engine: e, Station: backend, Work: func(*sim.Request) float64 {
 		d := svc.Sample(draws) * scale
 		if now := e.Now(); now >= run.at && now < run.end {
-			run.demands = append(run.demands, d*1000)
+			demands = append(demands, d*1000)
 		}
 		return d
 	}}
@@ -297,8 +297,7 @@ func runAdaptiveOne(seed uint64, c adaptiveParams, row, phase string) (*adaptive
 	src.Start()
 	e.Schedule(run.end, src.Stop)
 	e.Run(run.end + c.Timeout)
-	run.serviceP99 = monitor.Percentile(run.demands, 0.99)
-	run.demands = nil
+	run.serviceP99 = monitor.Percentile(demands, 0.99)
 	return run, nil
 }
 
