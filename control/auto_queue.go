@@ -19,70 +19,137 @@ import (
 // queue, not turned away: the requests it holds are served once the
 // burst has passed, where a short queue had rejected them. So with
 // BurstWindow (a named option, off by default; 1 s in the figures), for
-// the first BurstWindow of a standing queue auto allows it half the room
-// the tail leaves,
+// the first BurstWindow of an overload (offered rate above L/R̂) a
+// standing queue is allowed half the room the tail leaves,
 //
-//	MaxWait = max((SLO − R̂99)/2, min(R̂, SLO − R̂99))
+//	MaxWait = max((SLO − T)/2, min(R̂, SLO − T))
 //
-// (the standing wait's bound without the standing wait itself), and
-// trims it to the standing wait after that. The allowance comes back
-// once the queue has not stood for a BurstWindow. It is HAProxy's queue
-// timeout and nginx limit_req's burst, sized from the objective instead
-// of by hand; half the room keeps the admitted p99 about R̂99 +
-// (SLO − R̂99)/2, half the room below the SLO, where a burst wait of the
-// whole room (less tailMargin) would leave only tailMargin·R̂99 for the
-// estimate's error. Behind exponential service of 10 ms on 4 workers
-// and an SLO of 250 ms, a flash crowd to 10× capacity then ends its first
-// second with about 100 ms of queue instead of 25 ms, and the answers
-// within the SLO of the requests sent in that second went from
-// 0.93–0.95× to 0.99–1.00× those of a static limit at the workers with a
-// 100 ms queue timeout (HAProxy's stand-in in the simulated adaptive
-// figure; docs/experiments.md).
+// (the standing wait's bound without the standing wait itself; T the
+// queue's tail, queueTail), and is trimmed to the standing wait after
+// that. The allowance comes back after a BurstWindow without overload; a
+// queue that stands below the drain rate (behind a heavy tail's long
+// request, at a load the limit serves) does not spend it. It is
+// HAProxy's queue timeout and nginx limit_req's burst, sized from the
+// objective instead of by hand; half the room keeps the admitted p99
+// about T + (SLO − T)/2, where a wait of the whole room (less
+// tailMargin) would leave only tailMargin·T for the estimate's error,
+// which R̂99 exceeds behind a heavy tail. Behind exponential service of
+// 10 ms on 4 workers and an SLO of 250 ms, a flash crowd to 10×
+// capacity then ends its first second with about 100 ms of queue
+// instead of 25 ms, and the answers within the SLO of the requests sent
+// in that second went from 0.93–0.95× to 0.99–1.00× those of a static
+// limit at the workers with a 100 ms queue timeout (HAProxy's stand-in
+// in the simulated adaptive figure; docs/experiments.md). With TailPool,
+// whose estimate is precise enough for it, the allowance is the burst's
+// own wait, leaving at least burstFloor of the SLO (burstCap).
 
-// queueState is the standing queue's history, for the burst allowance.
+// queueState is the overload's history, for the burst allowance.
 type queueState struct {
-	standFrom time.Time // when the queue began to stand (zero: it does not, or the allowance re-armed)
-	calmFrom  time.Time // when it stopped standing (zero: it stands)
+	overFrom  time.Time // when the offered rate rose above the drain rate (zero: it is not, or the allowance re-armed)
+	calmFrom  time.Time // when it fell back (zero: it has not)
 	burstLeft float64   // s of the burst allowance left after the last step
 }
 
-// update records whether the queue stands at now and sets burstLeft, the
-// burst allowance left, in s (0 once spent, or with window 0).
-func (q *queueState) update(now time.Time, standing bool, window time.Duration) {
+// update records whether the offered rate exceeds the drain rate at now
+// and sets burstLeft, the burst allowance left, in s (the whole window
+// before an overload, 0 once spent, and always 0 with window 0). A queue
+// that stands while the offered rate is below the drain rate (behind a
+// heavy tail's long request, at a load the limit serves) does not spend
+// it: what it is for is the overload's first second.
+func (q *queueState) update(now time.Time, over bool, window time.Duration) {
 	switch {
-	case standing:
-		if q.standFrom.IsZero() {
-			q.standFrom = now
+	case over:
+		if q.overFrom.IsZero() {
+			q.overFrom = now
 		}
 		q.calmFrom = time.Time{}
 	case q.calmFrom.IsZero():
 		q.calmFrom = now
 	case now.Sub(q.calmFrom) >= window:
-		q.standFrom = time.Time{}
+		q.overFrom = time.Time{}
 	}
 	q.burstLeft = 0
-	if standing && window > 0 {
-		q.burstLeft = math.Max(0, (window - now.Sub(q.standFrom)).Seconds())
+	if window > 0 {
+		q.burstLeft = window.Seconds()
+		if !q.overFrom.IsZero() {
+			q.burstLeft = math.Max(0, (window - now.Sub(q.overFrom)).Seconds())
+		}
 	}
 }
 
+// queueTail is the service-time p99 the wait queue is sized from, in s:
+// with TailPool once it is known, R̂99ᴾ = the pool's p99 × the median's
+// shift (auto_tail.go) for a standing queue, and the pool's p99 alone
+// for a burst and the burst allowance; R̂99 otherwise. A crowd's onset
+// raises the median service time by the queue it builds inside the
+// service (the deck, a probe), not by a slower service, and the burst
+// allowance lasts BurstWindow; a queue that stands is trimmed at once
+// when the service gets slower.
+func (a *Auto) queueTail(standing bool) float64 {
+	switch {
+	case a.cfg.TailPool == 0 || !usable(a.rPool):
+		return a.rP99
+	case standing:
+		return a.rPool * a.shift
+	}
+	return a.rPool
+}
+
 // standingCap is the wait a standing queue is allowed, in s:
-// min(standingWait, burstCap).
-func (a *Auto) standingCap() float64 { return math.Min(a.standingWait(), a.burstCap()) }
+// min(standingWait, halfRoom).
+func (a *Auto) standingCap() float64 { return math.Min(a.standingWait(), a.halfRoom(true)) }
 
 // burstCap is the wait a queue in its burst allowance is allowed, in s:
-// max((SLO − R̂99)/2, min(R̂, SLO − R̂99)). Half the room the tail leaves,
-// but not below one mean service time where the room has it: a shorter
-// queue leaves a worker idle between a completion and the next arrival.
-// The standing wait while R̂99 is unknown.
+// with TailPool the burst's own wait, but leaving at least burstFloor of
+// the SLO, max(SLO − T − max(tailMargin·T, burstFloor·SLO), (SLO − T)/2)
+// (T the pool's p99, whose error tailMargin covers); without it
+// halfRoom, because R̂99 is not precise enough for the whole room (a
+// crowd's first-second p99 reached 224–272 ms at an SLO of 250 ms in the
+// simulator with it).
 func (a *Auto) burstCap() float64 {
-	room := a.cfg.SLO.Seconds() - a.rP99
+	tail := a.queueTail(false)
+	slo := a.cfg.SLO.Seconds()
+	room := slo - tail
+	if a.cfg.TailPool > 0 && usable(room) {
+		return math.Max(room-math.Max(tailMargin*tail, burstFloor*slo), room/2)
+	}
+	return a.halfRoom(false)
+}
+
+// burstFloor is the least share of the SLO the burst allowance leaves
+// with TailPool: most of a crowd's first second waits about the
+// allowance, so that second's p99 is about the allowance plus the
+// service's p99, and it is the p99 of a few hundred answers; live the
+// proxy's and the clients' own time come on top. Behind exponential
+// service of 10 ms (p99 46 ms), 10 % of the p99 left 4.6 ms, and that
+// second's p99 read 244 ms live at an SLO of 250 ms; 5 % of the SLO left
+// a simulated lognormal seed's at 250.1 ms; 10 % put them at 188–238 ms
+// in the simulator (seeds 1–6, exponential, lognormal and Pareto).
+const burstFloor = 0.1
+
+// halfRoom is max((SLO − T)/2, min(R̂, SLO − T − margin)), in s (T the
+// queue's tail, queueTail): half the room the tail leaves, but not below
+// one mean service time where the room has it (a shorter queue leaves a
+// worker idle between a completion and the next arrival). With TailPool
+// the margin is the burst's, tailMargin·T: R̂99ᴾ sits on the service's
+// p99, where R̂99, the largest of a few steps' p99s, tends to read above
+// it (behind lognormal σ 1.5 service at twice its mean, a p99 of
+// 239 ms, the whole room put the admitted p99 at 250.4 ms and the
+// margin at 249.8 ms in the simulator); without it, none. The standing
+// wait while T is unknown.
+func (a *Auto) halfRoom(standing bool) float64 {
+	tail := a.queueTail(standing)
+	room := a.cfg.SLO.Seconds() - tail
 	if !usable(room) {
 		return a.standingWait()
 	}
+	margin := 0.0
+	if a.cfg.TailPool > 0 {
+		margin = tailMargin * tail
+	}
 	keep := room / 2
 	if usable(a.rMean) {
-		keep = math.Max(keep, math.Min(a.rMean, room))
+		keep = math.Max(keep, math.Min(a.rMean, room-margin))
 	}
 	return keep
 }
@@ -114,12 +181,13 @@ func (a *Auto) queuePolicy(now time.Time, m sluice.Measurements, limit float64) 
 		offered = m.Arrivals / el
 	}
 	standing := usable(m.QueueWaitMin) && m.QueueWaitMin > 0 || usable(offered) && offered > drain
-	a.queue.update(now, standing, a.cfg.BurstWindow)
-	budget := slo - a.rP99
+	a.queue.update(now, usable(offered) && offered > drain, a.cfg.BurstWindow)
+	tail := a.queueTail(standing && a.queue.burstLeft == 0)
+	budget := slo - tail
 	if budget <= 0.001 {
-		return -1, 0, fmt.Sprintf("queue: none (service p99 %s leaves no room below the SLO %v)", fmtSec(a.rP99), a.cfg.SLO)
+		return -1, 0, fmt.Sprintf("queue: none (service p99 %s leaves no room below the SLO %v)", fmtSec(tail), a.cfg.SLO)
 	}
-	wait, kind := math.Max(budget-tailMargin*a.rP99, budget/2), "burst"
+	wait, kind := math.Max(budget-tailMargin*tail, budget/2), "burst"
 	switch {
 	case standing && a.queue.burstLeft > 0:
 		wait, kind = a.burstCap(), fmt.Sprintf("standing, %s of its burst allowance left", fmtSec(a.queue.burstLeft))
@@ -128,5 +196,5 @@ func (a *Auto) queuePolicy(now time.Time, m sluice.Measurements, limit float64) 
 	}
 	d := time.Duration(wait * float64(time.Second)).Round(time.Microsecond)
 	return d, drain, fmt.Sprintf("queue (%s): wait ≤ %v, drain %s (SLO %v, service mean %s p99 %s)",
-		kind, d, fmtRate(drain), a.cfg.SLO, fmtSec(a.rMean), fmtSec(a.rP99))
+		kind, d, fmtRate(drain), a.cfg.SLO, fmtSec(a.rMean), fmtSec(tail))
 }
