@@ -79,53 +79,53 @@ func (q *queueState) update(now time.Time, over bool, window time.Duration) {
 
 // queueTail is the service-time p99 the wait queue is sized from, in s:
 // with TailPool once it is known, R̂99ᴾ = the pool's p99 × the median's
-// shift (auto_tail.go) for a standing queue, and the pool's p99 alone
-// for a burst and the burst allowance; R̂99 otherwise. A crowd's onset
-// raises the median service time by the queue it builds inside the
-// service (the deck, a probe), not by a slower service, and the burst
-// allowance lasts BurstWindow; a queue that stands is trimmed at once
-// when the service gets slower.
-func (a *Auto) queueTail(standing bool) float64 {
-	switch {
-	case a.cfg.TailPool == 0 || !usable(a.rPool):
+// shift (auto_tail.go); R̂99 otherwise.
+func (a *Auto) queueTail() float64 {
+	if a.cfg.TailPool == 0 || !usable(a.rPool) {
 		return a.rP99
-	case standing:
-		return a.rPool * a.shift
 	}
-	return a.rPool
+	return a.rPool * a.shift
 }
+
+// burstWait is the wait a burst is allowed, in s: max(SLO − T −
+// margin, (SLO − T)/2) (T = queueTail), where the margin is tailMargin·T
+// for the estimate's error, and with TailPool at least burstFloor of the
+// SLO.
+func (a *Auto) burstWait() float64 {
+	tail, slo := a.queueTail(), a.cfg.SLO.Seconds()
+	margin := tailMargin * tail
+	if a.cfg.TailPool > 0 {
+		margin = math.Max(margin, burstFloor*slo)
+	}
+	return math.Max(slo-tail-margin, (slo-tail)/2)
+}
+
+// burstFloor is the least share of the SLO a burst's wait leaves with
+// TailPool: most of a crowd's first second waits about that long, so
+// that second's p99 is about the wait plus the service's p99, and it is
+// the p99 of a few hundred answers; live the proxy's and the clients'
+// own time come on top. Behind exponential service of 10 ms (p99 46 ms),
+// 10 % of the p99 left 4.6 ms, and that second's p99 read 244 ms live at
+// an SLO of 250 ms; 5 % of the SLO left a simulated lognormal seed's at
+// 250.1 ms; 10 % put them at 158–234 ms in the simulator (seeds 1–6,
+// exponential, lognormal and Pareto).
+const burstFloor = 0.1
 
 // standingCap is the wait a standing queue is allowed, in s:
 // min(standingWait, halfRoom).
-func (a *Auto) standingCap() float64 { return math.Min(a.standingWait(), a.halfRoom(true)) }
+func (a *Auto) standingCap() float64 { return math.Min(a.standingWait(), a.halfRoom()) }
 
 // burstCap is the wait a queue in its burst allowance is allowed, in s:
-// with TailPool the burst's own wait, but leaving at least burstFloor of
-// the SLO, max(SLO − T − max(tailMargin·T, burstFloor·SLO), (SLO − T)/2)
-// (T the pool's p99, whose error tailMargin covers); without it
-// halfRoom, because R̂99 is not precise enough for the whole room (a
-// crowd's first-second p99 reached 224–272 ms at an SLO of 250 ms in the
+// with TailPool a burst's own wait (burstWait); without it halfRoom,
+// because R̂99 is not precise enough for the whole room (a crowd's
+// first-second p99 reached 224–272 ms at an SLO of 250 ms in the
 // simulator with it).
 func (a *Auto) burstCap() float64 {
-	tail := a.queueTail(false)
-	slo := a.cfg.SLO.Seconds()
-	room := slo - tail
-	if a.cfg.TailPool > 0 && usable(room) {
-		return math.Max(room-math.Max(tailMargin*tail, burstFloor*slo), room/2)
+	if a.cfg.TailPool > 0 && usable(a.queueTail()) {
+		return a.burstWait()
 	}
-	return a.halfRoom(false)
+	return a.halfRoom()
 }
-
-// burstFloor is the least share of the SLO the burst allowance leaves
-// with TailPool: most of a crowd's first second waits about the
-// allowance, so that second's p99 is about the allowance plus the
-// service's p99, and it is the p99 of a few hundred answers; live the
-// proxy's and the clients' own time come on top. Behind exponential
-// service of 10 ms (p99 46 ms), 10 % of the p99 left 4.6 ms, and that
-// second's p99 read 244 ms live at an SLO of 250 ms; 5 % of the SLO left
-// a simulated lognormal seed's at 250.1 ms; 10 % put them at 188–238 ms
-// in the simulator (seeds 1–6, exponential, lognormal and Pareto).
-const burstFloor = 0.1
 
 // halfRoom is max((SLO − T)/2, min(R̂, SLO − T − margin)), in s (T the
 // queue's tail, queueTail): half the room the tail leaves, but not below
@@ -137,8 +137,8 @@ const burstFloor = 0.1
 // 239 ms, the whole room put the admitted p99 at 250.4 ms and the
 // margin at 249.8 ms in the simulator); without it, none. The standing
 // wait while T is unknown.
-func (a *Auto) halfRoom(standing bool) float64 {
-	tail := a.queueTail(standing)
+func (a *Auto) halfRoom() float64 {
+	tail := a.queueTail()
 	room := a.cfg.SLO.Seconds() - tail
 	if !usable(room) {
 		return a.standingWait()
@@ -182,12 +182,12 @@ func (a *Auto) queuePolicy(now time.Time, m sluice.Measurements, limit float64) 
 	}
 	standing := usable(m.QueueWaitMin) && m.QueueWaitMin > 0 || usable(offered) && offered > drain
 	a.queue.update(now, usable(offered) && offered > drain, a.cfg.BurstWindow)
-	tail := a.queueTail(standing && a.queue.burstLeft == 0)
+	tail := a.queueTail()
 	budget := slo - tail
 	if budget <= 0.001 {
 		return -1, 0, fmt.Sprintf("queue: none (service p99 %s leaves no room below the SLO %v)", fmtSec(tail), a.cfg.SLO)
 	}
-	wait, kind := math.Max(budget-tailMargin*tail, budget/2), "burst"
+	wait, kind := a.burstWait(), "burst"
 	switch {
 	case standing && a.queue.burstLeft > 0:
 		wait, kind = a.burstCap(), fmt.Sprintf("standing, %s of its burst allowance left", fmtSec(a.queue.burstLeft))
