@@ -55,12 +55,12 @@ type AutoConfig struct {
 	// queue is trimmed at once).
 	BurstWindow time.Duration `yaml:"burst_window" json:"burst_window"`
 	// TailPool turns on the pooled tail estimate (a named option, off by
-	// default): the wait queue is sized from the p99 of the latest
-	// TailPool service times, scaled up by how far their median has
-	// moved since (R̂99ᴾ, see auto_tail.go), instead of the running mean
-	// of the latest steps' p99 (R̂99), which swings by half behind a
-	// heavy-tailed service time (default 0: off; 2000 in the figures;
-	// at most the latest 128 steps are pooled).
+	// default): a standing queue past its burst allowance is sized from
+	// the p99 of the latest TailPool service times, scaled up by how far
+	// their median has moved since (R̂99ᴾ, see auto_tail.go), instead of
+	// the running mean of the latest steps' p99 (R̂99), which swings by
+	// half behind a heavy-tailed service time (default 0: off; 2000 in
+	// the figures; at most the latest 128 steps are pooled).
 	TailPool int `yaml:"tail_pool" json:"tail_pool"`
 
 	// Guardrails (see Auto); the zero value of each is off.
@@ -237,13 +237,13 @@ func (c *AutoConfig) New() (sluice.Controller, error) { return NewAuto(*c) }
 // The wait queue is the stage's (class 0 first; a full queue sheds the
 // lowest class). Each step sets how long a new arrival may wait,
 //
-//	MaxWait = max(SLO − 1.1·T, (SLO − T)/2) for a burst,
+//	MaxWait = max(SLO − 1.1·R̂99, (SLO − R̂99)/2) for a burst,
 //	MaxWait = min(StandingWait or max(R̂, SLO/10), max((SLO − T)/2, min(R̂, SLO − T))) while it stands,
-//	MaxWait = max((SLO − T)/2, min(R̂, SLO − T)) for an overload's first BurstWindow (auto_queue.go),
+//	MaxWait = max((SLO − R̂99)/2, min(R̂, SLO − R̂99)) for an overload's first BurstWindow (auto_queue.go),
 //
-// where T = R̂99, or with TailPool the pooled estimate (auto_tail.go; then
-// the burst allowance is the burst's wait, leaving at least SLO/10, and
-// min(R̂, SLO − 1.1·T) keeps the burst's margin), R̂ is a running mean of the mean service time and R̂99 of the p99
+// where T = R̂99, or with TailPool the pooled estimate R̂99ᴾ and
+// min(R̂, SLO − 1.1·T) (auto_tail.go), R̂ is a running mean of the mean
+// service time and R̂99 of the p99
 // (each step's p99 taken as the largest over the latest steps that hold
 // at least 56 samples, so that a step of 30 samples does not report its
 // p97; over every completion, Measurements.ServiceTailP99, not only the

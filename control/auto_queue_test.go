@@ -11,13 +11,11 @@ import (
 // BurstWindow gets half the room the tail leaves, then the standing wait;
 // a queue that stands below the drain rate does not spend it; a calm
 // shorter than BurstWindow does not bring it back, a longer one does;
-// with TailPool it is the burst's wait; BurstWindow 0, the default, trims
-// a standing queue at once.
+// BurstWindow 0, the default, trims a standing queue at once.
 func TestAutoBurstWindow(t *testing.T) {
 	// Mean 10 ms, p99 30 ms, SLO 250 ms: the allowance is (250 − 30)/2 =
-	// 110 ms (with TailPool a burst's wait, which then leaves a tenth of
-	// the SLO, 250 − 30 − 25 = 195 ms), the standing wait max(10 ms,
-	// 25 ms) = 25 ms.
+	// 110 ms, the standing wait max(10 ms, 25 ms) = 25 ms; with TailPool
+	// the same (the pool's p99 is the steps' 30 ms).
 	calm := sluice.Measurements{Elapsed: 100 * time.Millisecond, Arrivals: 10, Completed: 10, ServiceSamples: 10,
 		ServiceMean: 0.010, ServiceP99: 0.030, InFlight: 1, MaxInFlight: 2}
 	crowd := calm
@@ -51,8 +49,8 @@ func TestAutoBurstWindow(t *testing.T) {
 			{3000 * time.Millisecond, crowd, 110 * time.Millisecond, 1},
 		}},
 		{"1s with tail_pool", time.Second, 2000, []step{
-			{100 * time.Millisecond, calm, 195 * time.Millisecond, 1},
-			{200 * time.Millisecond, crowd, 195 * time.Millisecond, 1},
+			{100 * time.Millisecond, calm, 217 * time.Millisecond, 1},
+			{200 * time.Millisecond, crowd, 110 * time.Millisecond, 1},
 			{1200 * time.Millisecond, crowd, 25 * time.Millisecond, 0},
 		}},
 		{"off (the default)", DefaultAutoConfig().BurstWindow, 0, []step{

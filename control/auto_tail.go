@@ -15,9 +15,9 @@ import "math"
 // low (the admitted p99 passes the SLO).
 //
 // With TailPool (a named option, off by default; 2000 in the adaptive
-// figure) the wait queue reads R̂99ᴾ instead: the p99 of the latest
-// TailPool service times (tailRing.pooled), scaled by how far the
-// service's median moved since,
+// figure) a standing queue past its burst allowance reads R̂99ᴾ instead:
+// the p99 of the latest TailPool service times (tailRing.pooled), scaled
+// by how far the service's median moved since,
 //
 //	R̂99ᴾ = p99(latest TailPool samples) · s,
 //	s = m_recent/m_pool if m_recent/m_pool > shiftRatio, else 1,
@@ -28,7 +28,8 @@ import "math"
 // its queue sized from the faster one's tail for seconds; the median of
 // shiftSamples samples is not swayed by the tail and moves within about
 // a second: a service twice as slow doubles it. The pool spans at most
-// tailPeriods steps.
+// tailPeriods steps. A burst and the burst allowance keep R̂99
+// (queueTail).
 
 // tailPeriods bounds how many periods tailRing keeps, and tailSamples is
 // how many service-time samples its step estimate covers: 100·e^−γ ≈ 56

@@ -121,8 +121,9 @@ func TestTailPoolShift(t *testing.T) {
 	}
 }
 
-// tail_pool shows its estimates, and only with it on; the queue reads
-// the pool's p99 scaled by the median's shift.
+// tail_pool shows its estimates, and only with it on; a standing queue
+// past its burst allowance reads the pool's p99 scaled by the median's
+// shift, a burst and the allowance R̂99.
 func TestAutoTailPoolEstimates(t *testing.T) {
 	for _, pool := range []int{0, 2000} {
 		a := newAuto(t, func(c *AutoConfig) { c.TailPool = pool })
@@ -141,16 +142,14 @@ func TestAutoTailPoolEstimates(t *testing.T) {
 	}
 	a := newAuto(t, func(c *AutoConfig) { c.TailPool = 2000 })
 	a.rP99, a.rPool, a.shift = 0.030, 0.100, 2
-	if got := a.queueTail(); got != 0.200 {
-		t.Errorf("tail %v, want the pool × the shift 0.2", got)
+	if got := a.queueTail(true); got != 0.200 {
+		t.Errorf("a trimmed standing queue: tail %v, want the pool × the shift 0.2", got)
 	}
-	// A burst's wait leaves a tenth of the SLO (25 ms) when that is more
-	// than a tenth of the tail: 250 − 200 − 25 = 25 ms.
-	if got := a.burstWait(); math.Abs(got-0.025) > 1e-9 {
-		t.Errorf("burst wait %v, want 0.025", got)
+	if got := a.queueTail(false); got != 0.030 {
+		t.Errorf("a burst or its allowance: tail %v, want R̂99 0.03", got)
 	}
 	a.rPool = math.NaN()
-	if got := a.queueTail(); got != 0.030 {
+	if got := a.queueTail(true); got != 0.030 {
 		t.Errorf("pool unknown: tail %v, want R̂99 0.03", got)
 	}
 }
