@@ -25,10 +25,10 @@ import (
 //	MaxWait = max((SLO − R̂99)/2, min(R̂, SLO − R̂99))
 //
 // (the standing wait's bound without the standing wait itself), and is
-// trimmed to the standing wait after
-// that. The allowance comes back after a BurstWindow without overload; a
-// queue that stands below the drain rate (behind a heavy tail's long
-// request, at a load the limit serves) does not spend it. It is
+// trimmed to the standing wait after that. The allowance comes back
+// after a BurstWindow without overload; a queue that stands below the
+// drain rate (behind a heavy tail's long request, at a load the limit
+// serves) does not spend it. It is
 // HAProxy's queue timeout and nginx limit_req's burst, sized from the
 // objective instead of by hand; half the room keeps the admitted p99
 // about R̂99 + (SLO − R̂99)/2, where a wait of the whole room (less
