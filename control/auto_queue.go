@@ -67,15 +67,16 @@ func (q *queueState) update(now time.Time, standing bool, window time.Duration) 
 }
 
 // standingCap is the wait a standing queue is allowed, in s:
-// min(standingWait, burstCap).
-func (a *Auto) standingCap() float64 { return math.Min(a.standingWait(), a.burstCap()) }
+// min(standingWait, halfRoom).
+func (a *Auto) standingCap() float64 { return math.Min(a.standingWait(), a.halfRoom()) }
 
-// burstCap is the wait a queue in its burst allowance is allowed, in s:
-// max((SLO − R̂99)/2, min(R̂, SLO − R̂99)). Half the room the tail leaves,
-// but not below one mean service time where the room has it: a shorter
-// queue leaves a worker idle between a completion and the next arrival.
-// The standing wait while R̂99 is unknown.
-func (a *Auto) burstCap() float64 {
+// halfRoom is max((SLO − R̂99)/2, min(R̂, SLO − R̂99)), in s: half the
+// room the tail leaves, but not below one mean service time where the
+// room has it (a shorter queue leaves a worker idle between a completion
+// and the next arrival). It bounds a standing queue (standingCap) and is
+// the whole of the burst allowance. The standing wait while R̂99 is
+// unknown.
+func (a *Auto) halfRoom() float64 {
 	room := a.cfg.SLO.Seconds() - a.rP99
 	if !usable(room) {
 		return a.standingWait()
@@ -122,7 +123,7 @@ func (a *Auto) queuePolicy(now time.Time, m sluice.Measurements, limit float64) 
 	wait, kind := math.Max(budget-tailMargin*a.rP99, budget/2), "burst"
 	switch {
 	case standing && a.queue.burstLeft > 0:
-		wait, kind = a.burstCap(), fmt.Sprintf("standing, %s of its burst allowance left", fmtSec(a.queue.burstLeft))
+		wait, kind = a.halfRoom(), fmt.Sprintf("standing, %s of its burst allowance left", fmtSec(a.queue.burstLeft))
 	case standing:
 		wait, kind = a.standingCap(), "standing"
 	}
