@@ -54,6 +54,14 @@ type AutoConfig struct {
 	// not stood for as long (see auto_queue.go; default 0: off, a standing
 	// queue is trimmed at once).
 	BurstWindow time.Duration `yaml:"burst_window" json:"burst_window"`
+	// TailPool turns on the pooled tail estimate (a named option, off by
+	// default): a standing queue past its burst allowance is sized from
+	// the p99 of the latest TailPool service times, scaled up by how far
+	// their median has moved since (R̂99ᴾ, see auto_tail.go), instead of
+	// the running mean of the latest steps' p99 (R̂99), which swings by
+	// half behind a heavy-tailed service time (default 0: off; 2000 in
+	// the figures; at most the latest 128 steps are pooled).
+	TailPool int `yaml:"tail_pool" json:"tail_pool"`
 
 	// Guardrails (see Auto); the zero value of each is off.
 
@@ -148,6 +156,9 @@ func (c *AutoConfig) Validate() error {
 	if c.BurstWindow < 0 || c.BurstWindow > time.Minute {
 		return badField("burst_window", c.BurstWindow, "must be within [0, 1m] (0: off)")
 	}
+	if c.TailPool != 0 && (c.TailPool < 100 || c.TailPool > 1000000) {
+		return badField("tail_pool", c.TailPool, "must be within [100, 1000000] service times (0: off)")
+	}
 	if !mathx.Finite(c.MinRate) || c.MinRate < 0 {
 		return badField("min_rate", c.MinRate, "must be a rate ≥ 0 in req/s (0: off)")
 	}
@@ -227,10 +238,12 @@ func (c *AutoConfig) New() (sluice.Controller, error) { return NewAuto(*c) }
 // lowest class). Each step sets how long a new arrival may wait,
 //
 //	MaxWait = max(SLO − 1.1·R̂99, (SLO − R̂99)/2) for a burst,
-//	MaxWait = min(StandingWait or max(R̂, SLO/10), max((SLO − R̂99)/2, min(R̂, SLO − R̂99))) while it stands,
-//	MaxWait = max((SLO − R̂99)/2, min(R̂, SLO − R̂99)) for its first BurstWindow (auto_queue.go),
+//	MaxWait = min(StandingWait or max(R̂, SLO/10), max((SLO − T)/2, min(R̂, SLO − T))) while it stands,
+//	MaxWait = max((SLO − R̂99)/2, min(R̂, SLO − R̂99)) for an overload's first BurstWindow (auto_queue.go),
 //
-// where R̂ is a running mean of the mean service time and R̂99 of the p99
+// where T = R̂99, or with TailPool the pooled estimate R̂99ᴾ and
+// min(R̂, SLO − 1.1·T) (auto_tail.go), R̂ is a running mean of the mean
+// service time and R̂99 of the p99
 // (each step's p99 taken as the largest over the latest steps that hold
 // at least 56 samples, so that a step of 30 samples does not report its
 // p97; over every completion, Measurements.ServiceTailP99, not only the
@@ -327,6 +340,8 @@ type Auto struct {
 	rP99    float64    // R̂99, s
 	tail    tailRing   // the latest periods' service p99s, for R̂99
 	tailNow float64    // the latest step's tail estimate, s (the deck's)
+	rPool   float64    // the pool's p99 with TailPool, s (NaN until known, or off)
+	shift   float64    // the median's shift: R̂99ᴾ = rPool·shift (1: none)
 	cur     sluice.Decision
 
 	started  time.Time               // the first Update's now (zero before it)
@@ -345,43 +360,6 @@ type Auto struct {
 // SLO − R̂99). A crowd's first second waits about MaxWait, so its p99 is
 // about MaxWait + R̂99, and R̂99 is a p99 of a few hundred samples.
 const tailMargin = 0.1
-
-// tailPeriods bounds how many periods tailRing keeps, and tailSamples is
-// how many service-time samples its estimate covers: 100·e^−γ ≈ 56 (γ
-// Euler's constant), the count whose expected largest sample is the p99
-// of an exponential tail (E[max of n] = H_n·mean ≈ (ln n + γ)·mean, and
-// the p99 is ln 100·mean).
-const (
-	tailPeriods = 16
-	tailSamples = 56
-)
-
-// tailRing holds the service-time p99 and sample count of the latest
-// periods. A period of n < 100 samples has no p99 of its own: its
-// nearest-rank p99 is its largest sample, near the p97 for 30 samples,
-// and a running mean of those underestimates the tail (by 12 % for
-// exponential service). The largest per-period p99 over the latest
-// periods that together hold at least tailSamples samples does not; a
-// period with that many is its own estimate.
-type tailRing struct {
-	p99, n [tailPeriods]float64
-	next   int
-	len    int
-}
-
-// add records one period and returns the tail estimate.
-func (t *tailRing) add(p99, n float64) float64 {
-	t.p99[t.next], t.n[t.next] = p99, n
-	t.next = (t.next + 1) % tailPeriods
-	t.len = min(t.len+1, tailPeriods)
-	worst, seen := 0.0, 0.0
-	for k := 1; k <= t.len && seen < tailSamples; k++ {
-		i := (t.next - k + tailPeriods) % tailPeriods
-		worst = math.Max(worst, t.p99[i])
-		seen += t.n[i]
-	}
-	return worst
-}
 
 // autoWindow accumulates the measurements of one window.
 type autoWindow struct {
@@ -411,7 +389,8 @@ func NewAuto(cfg AutoConfig) (*Auto, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	a := &Auto{cfg: cfg, limit: cfg.InitialLimit, gain: cfg.HighProbe, rMean: math.NaN(), rP99: math.NaN()}
+	a := &Auto{cfg: cfg, limit: cfg.InitialLimit, gain: cfg.HighProbe, rMean: math.NaN(), rP99: math.NaN(),
+		rPool: math.NaN(), shift: 1}
 	a.win.limit = a.windowLimit()
 	a.cur = sluice.Decision{Controller: "auto", Kind: sluice.KindConcurrency, Old: a.win.limit, New: a.win.limit,
 		MaxWait: cfg.SLO / 2, Acted: true,
@@ -463,6 +442,10 @@ func (a *Auto) Estimates() map[string]float64 {
 	}
 	if a.cfg.BurstWindow > 0 {
 		e["burst_left_s"] = a.queue.burstLeft
+	}
+	if a.cfg.TailPool > 0 {
+		e["service_p99_pooled_s"] = a.rPool
+		e["service_median_shift"] = a.shift
 	}
 	if a.cfg.kneeFromOvertakes() {
 		e["knee"] = a.knee
@@ -538,7 +521,11 @@ func (a *Auto) Update(now time.Time, m sluice.Measurements) sluice.Decision {
 		// one smoothed: the wait allowed must not trail a service that
 		// just got slower.
 		est := a.tail.add(p99, n)
+		a.tail.addMedian(m.ServiceP50, m.ServiceSamples)
 		a.tailNow = est
+		if a.cfg.TailPool > 0 {
+			a.rPool, a.shift = a.tail.pooledTail(a.cfg.TailPool)
+		}
 		a.rP99 = ewma(a.rP99, est, 0.3)
 		if a.cfg.TailGuard {
 			a.rP99 = math.Max(est, a.rP99)

@@ -7,17 +7,21 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
-// The burst allowance: a queue that begins to stand gets half the room
-// the tail leaves for BurstWindow, then the standing wait; a calm shorter
-// than BurstWindow does not bring the allowance back, a longer one does;
+// The burst allowance: a queue that stands in an overload's first
+// BurstWindow gets half the room the tail leaves, then the standing wait;
+// a queue that stands below the drain rate does not spend it; a calm
+// shorter than BurstWindow does not bring it back, a longer one does;
 // BurstWindow 0, the default, trims a standing queue at once.
 func TestAutoBurstWindow(t *testing.T) {
 	// Mean 10 ms, p99 30 ms, SLO 250 ms: the allowance is (250 − 30)/2 =
-	// 110 ms, the standing wait max(10 ms, 25 ms) = 25 ms.
+	// 110 ms, the standing wait max(10 ms, 25 ms) = 25 ms; with TailPool
+	// the same (the pool's p99 is the steps' 30 ms).
 	calm := sluice.Measurements{Elapsed: 100 * time.Millisecond, Arrivals: 10, Completed: 10, ServiceSamples: 10,
 		ServiceMean: 0.010, ServiceP99: 0.030, InFlight: 1, MaxInFlight: 2}
 	crowd := calm
 	crowd.Arrivals = 500 // 5000 req/s, above the drain rate 16/0.010
+	stands := calm
+	stands.QueueWaitMin = 0.005 // the queue did not empty, at 100 req/s
 	type step struct {
 		at   time.Duration // since t0
 		m    sluice.Measurements
@@ -27,10 +31,12 @@ func TestAutoBurstWindow(t *testing.T) {
 	for _, c := range []struct {
 		name   string
 		window time.Duration
+		pool   int
 		steps  []step
 	}{
-		{"default 1s", time.Second, []step{
-			{100 * time.Millisecond, calm, 217 * time.Millisecond, 0}, // a burst's wait, not standing
+		{"1s", time.Second, 0, []step{
+			{100 * time.Millisecond, calm, 217 * time.Millisecond, 1}, // a burst's wait, not standing
+			{150 * time.Millisecond, stands, 110 * time.Millisecond, 1},
 			{200 * time.Millisecond, crowd, 110 * time.Millisecond, 1},
 			{900 * time.Millisecond, crowd, 110 * time.Millisecond, 0.3},
 			{1200 * time.Millisecond, crowd, 25 * time.Millisecond, 0},
@@ -39,15 +45,20 @@ func TestAutoBurstWindow(t *testing.T) {
 			{1800 * time.Millisecond, crowd, 25 * time.Millisecond, 0},
 			// 1 s calm: the allowance is back.
 			{1900 * time.Millisecond, calm, 217 * time.Millisecond, 0},
-			{2900 * time.Millisecond, calm, 217 * time.Millisecond, 0},
+			{2900 * time.Millisecond, calm, 217 * time.Millisecond, 1},
 			{3000 * time.Millisecond, crowd, 110 * time.Millisecond, 1},
 		}},
-		{"off (the default)", DefaultAutoConfig().BurstWindow, []step{
+		{"1s with tail_pool", time.Second, 2000, []step{
+			{100 * time.Millisecond, calm, 217 * time.Millisecond, 1},
+			{200 * time.Millisecond, crowd, 110 * time.Millisecond, 1},
+			{1200 * time.Millisecond, crowd, 25 * time.Millisecond, 0},
+		}},
+		{"off (the default)", DefaultAutoConfig().BurstWindow, 0, []step{
 			{100 * time.Millisecond, calm, 217 * time.Millisecond, 0},
 			{200 * time.Millisecond, crowd, 25 * time.Millisecond, 0},
 		}},
 	} {
-		a := newAuto(t, func(cfg *AutoConfig) { cfg.BurstWindow = c.window })
+		a := newAuto(t, func(cfg *AutoConfig) { cfg.BurstWindow, cfg.TailPool = c.window, c.pool })
 		for _, s := range c.steps {
 			// Hold the running means at the step's values.
 			a.rMean, a.rP99 = s.m.ServiceMean, s.m.ServiceP99

@@ -29,6 +29,7 @@ type experimentFlags struct {
 	medianProbe    bool
 	autoKnee       string
 	autoBurst      time.Duration
+	autoTailPool   int
 	backendProcess bool
 	proxyProcess   bool
 	rows           []string
@@ -90,6 +91,9 @@ quiet machine.`,
 			if f.autoBurst < 0 || f.autoBurst > time.Minute {
 				return cli.Usagef("experiment: --auto-burst-window %v: want a duration within [0, 1m] (0: auto's default, off)", f.autoBurst)
 			}
+			if f.autoTailPool != 0 && (f.autoTailPool < 100 || f.autoTailPool > 1000000) {
+				return cli.Usagef("experiment: --auto-tail-pool %d: want service times within [100, 1000000] (0: auto's default, off)", f.autoTailPool)
+			}
 			switch f.cgiWork {
 			case "", live.CGIWorkCPUTime, live.CGIWorkCount:
 			default:
@@ -106,7 +110,7 @@ quiet machine.`,
 			ctx, stop := runContext(cmd.Context())
 			defer stop()
 			res, err := live.RunExperiment(ctx, e, live.Options{Quick: f.quick, Seed: f.seed, Out: dir, Service: f.service,
-				Transport: f.transport, AutoMedianProbe: f.medianProbe, AutoKnee: f.autoKnee, AutoBurstWindow: f.autoBurst, BackendProcess: f.backendProcess, ProxyProcess: f.proxyProcess, Rows: f.rows, PolicerKernel: f.policerKernel, CGIWork: f.cgiWork, Progress: cmd.ErrOrStderr()})
+				Transport: f.transport, AutoMedianProbe: f.medianProbe, AutoKnee: f.autoKnee, AutoBurstWindow: f.autoBurst, AutoTailPool: f.autoTailPool, BackendProcess: f.backendProcess, ProxyProcess: f.proxyProcess, Rows: f.rows, PolicerKernel: f.policerKernel, CGIWork: f.cgiWork, Progress: cmd.ErrOrStderr()})
 			if err != nil {
 				return err
 			}
@@ -119,7 +123,8 @@ quiet machine.`,
 	cmd.Flags().BoolVar(&f.backendProcess, "backend-process", true, "adaptive only: run each backend as a child process (sluice-lab testbed queue --control); =false runs them in the lab's process, beside the load generator")
 	cmd.Flags().BoolVar(&f.proxyProcess, "proxy-process", true, "adaptive only: run the sluice rows' proxy as a child process (sluice-lab proxy --config FILE; its stage sampled over the admin /state), as nginx and HAProxy run; =false runs it in the lab's process, beside the load generator")
 	cmd.Flags().StringVar(&f.autoKnee, "auto-knee", "", "adaptive only: auto's knee option, probes (auto's default) or overtakes (a named option: the knee read from requests overtaking earlier ones)")
-	cmd.Flags().DurationVar(&f.autoBurst, "auto-burst-window", 0, "adaptive only: auto's burst_window option (a named option, off by default; e.g. 1s): how long a queue that begins to stand may hold half of what the service-time p99 leaves of the SLO")
+	cmd.Flags().DurationVar(&f.autoBurst, "auto-burst-window", 0, "adaptive only: auto's burst_window option (a named option, off by default; e.g. 1s): how long into an overload a standing queue keeps a burst's wait")
+	cmd.Flags().IntVar(&f.autoTailPool, "auto-tail-pool", 0, "adaptive only: auto's tail_pool option (a named option, off by default; e.g. 2000): how many of the latest service times the wait queue's p99 estimate pools")
 	cmd.Flags().StringVar(&f.service, "service", "", "adaptive only: service-time variant exp, lognormal (σ 1.5) or pareto (α 1.5, capped at 50× the mean); default exp")
 	cmd.Flags().StringVar(&f.transport, "transport", "", "graph and graph-crowd only: grpc runs the chain with every hop a gRPC service (rows grpc-throttle and inprocess); default http")
 	cmd.Flags().StringSliceVar(&f.rows, "rows", nil, "peers and adaptive only: run only these rows (comma-separated; peers: uncontrolled, nginx, haproxy, seda, yaksha; adaptive: none, nginx, haproxy, seda, yaksha, gradient2, envoy-gradient, bbr, auto), each on a fresh backend, proxy and load generator")

@@ -41,6 +41,7 @@ func TestExperimentUsageErrors(t *testing.T) {
 		{[]string{"experiment", "voigt-sweep", "--cgi-work", "wall"}, `--cgi-work "wall": want cpu-time or count`},
 		{[]string{"experiment", "adaptive", "--auto-knee", "elbow"}, `--auto-knee "elbow": want probes or overtakes`},
 		{[]string{"experiment", "adaptive", "--auto-burst-window", "-1s"}, `--auto-burst-window -1s: want a duration within [0, 1m]`},
+		{[]string{"experiment", "adaptive", "--auto-tail-pool", "50"}, `--auto-tail-pool 50: want service times within [100, 1000000]`},
 		{[]string{"demo", "extra"}, "unknown command"},
 		{[]string{"demo", "--nosuch"}, "unknown flag"},
 	}

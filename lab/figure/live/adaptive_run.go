@@ -358,7 +358,7 @@ func adaptiveProxyConfig(env *Env, row adaptiveRow, urls []string) (*proxy.Confi
 	}
 	st := policy.StageConfig{Name: mainStage, Match: policy.MatchConfig{PathPrefix: "/"}, Controller: row.controller}
 	params := row.params
-	if row.controller == "auto" && (env.AutoMedianProbe || env.AutoKnee != "" || env.AutoBurstWindow > 0) {
+	if row.controller == "auto" && (env.AutoMedianProbe || env.AutoKnee != "" || env.AutoBurstWindow > 0 || env.AutoTailPool > 0) {
 		params = maps.Clone(params)
 		if params == nil {
 			params = map[string]any{}
@@ -371,6 +371,9 @@ func adaptiveProxyConfig(env *Env, row adaptiveRow, urls []string) (*proxy.Confi
 		}
 		if env.AutoBurstWindow > 0 {
 			params["burst_window"] = env.AutoBurstWindow.String()
+		}
+		if env.AutoTailPool > 0 {
+			params["tail_pool"] = env.AutoTailPool
 		}
 	}
 	if len(params) > 0 {

@@ -63,10 +63,10 @@ func TestAdaptiveProxyConfigs(t *testing.T) {
 	}
 }
 
-// --auto-knee, --auto-median-probe and --auto-burst-window reach the
-// auto row's stage, and only it.
+// --auto-knee, --auto-median-probe, --auto-burst-window and
+// --auto-tail-pool reach the auto row's stage, and only it.
 func TestAdaptiveAutoOptions(t *testing.T) {
-	env := newEnv("adaptive", Options{AutoKnee: "overtakes", AutoMedianProbe: true, AutoBurstWindow: time.Second})
+	env := newEnv("adaptive", Options{AutoKnee: "overtakes", AutoMedianProbe: true, AutoBurstWindow: time.Second, AutoTailPool: 2000})
 	for _, row := range adaptiveRows {
 		if row.controller == "" {
 			continue
@@ -81,13 +81,13 @@ func TestAdaptiveAutoOptions(t *testing.T) {
 				t.Fatalf("%s: %v", row.name, err)
 			}
 		}
-		got := fmt.Sprint(p["knee"], " ", p["median_probe"], " ", p["burst_window"])
-		want := "<nil> <nil> <nil>"
+		got := fmt.Sprint(p["knee"], " ", p["median_probe"], " ", p["burst_window"], " ", p["tail_pool"])
+		want := "<nil> <nil> <nil> <nil>"
 		if row.controller == "auto" {
-			want = "overtakes true 1s"
+			want = "overtakes true 1s 2000"
 		}
 		if got != want {
-			t.Errorf("%s: knee, median_probe, burst_window = %s, want %s", row.name, got, want)
+			t.Errorf("%s: knee, median_probe, burst_window, tail_pool = %s, want %s", row.name, got, want)
 		}
 	}
 }

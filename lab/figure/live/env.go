@@ -32,6 +32,8 @@ type Env struct {
 	AutoKnee string
 	// AutoBurstWindow is Options.AutoBurstWindow.
 	AutoBurstWindow time.Duration
+	// AutoTailPool is Options.AutoTailPool.
+	AutoTailPool int
 	// BackendProcess is Options.BackendProcess.
 	BackendProcess bool
 	// ProxyProcess is Options.ProxyProcess.
@@ -59,7 +61,7 @@ func newEnv(name string, opts Options) *Env {
 			exe = p
 		}
 	}
-	return &Env{Name: name, Quick: opts.Quick, Seed: opts.Seed, Executable: exe, AdminAddr: opts.AdminAddr, Service: opts.Service, Transport: opts.Transport, AutoMedianProbe: opts.AutoMedianProbe, AutoKnee: opts.AutoKnee, AutoBurstWindow: opts.AutoBurstWindow, BackendProcess: opts.BackendProcess, ProxyProcess: opts.ProxyProcess, Rows: opts.Rows, PolicerKernel: opts.PolicerKernel, CGIWork: opts.CGIWork, start: time.Now(), out: out}
+	return &Env{Name: name, Quick: opts.Quick, Seed: opts.Seed, Executable: exe, AdminAddr: opts.AdminAddr, Service: opts.Service, Transport: opts.Transport, AutoMedianProbe: opts.AutoMedianProbe, AutoKnee: opts.AutoKnee, AutoBurstWindow: opts.AutoBurstWindow, AutoTailPool: opts.AutoTailPool, BackendProcess: opts.BackendProcess, ProxyProcess: opts.ProxyProcess, Rows: opts.Rows, PolicerKernel: opts.PolicerKernel, CGIWork: opts.CGIWork, start: time.Now(), out: out}
 }
 
 // Phasef prints a line announcing a phase, with the time since the start

@@ -119,6 +119,10 @@ type Options struct {
 	// experiment's auto row (0: auto's default, off); other experiments
 	// ignore it.
 	AutoBurstWindow time.Duration
+	// AutoTailPool sets auto's tail_pool option in the adaptive
+	// experiment's auto row (0: auto's default, off); other experiments
+	// ignore it.
+	AutoTailPool int
 	// BackendProcess runs the adaptive experiment's backends as child
 	// processes (`sluice-lab testbed queue --control`) rather than in the
 	// lab's process, beside its load generator and the sluice rows'

@@ -46,6 +46,7 @@ type adaptiveParams struct {
 	medianProbe bool
 	knee        string
 	burstWindow time.Duration
+	tailPool    int
 	warm        time.Duration
 	length      time.Duration
 	change      time.Duration
@@ -60,7 +61,8 @@ func adaptivePhasesScenario(ps *Params) RunFunc {
 	ps.Bool(&c.tailGuard, "auto_tail_guard", false, "auto's tail_guard option (a named option, off by default)")
 	ps.Bool(&c.medianProbe, "auto_median_probe", false, "auto's median_probe option")
 	ps.Choice(&c.knee, "auto_knee", control.KneeProbes, []string{control.KneeProbes, control.KneeOvertakes}, "auto's knee: probes (its default) or overtakes")
-	ps.Duration(&c.burstWindow, "auto_burst_window", 0, 0, time.Minute, "auto's burst_window option (a named option, off by default): how long a queue that begins to stand may hold half the room the tail leaves")
+	ps.Duration(&c.burstWindow, "auto_burst_window", 0, 0, time.Minute, "auto's burst_window option (a named option, off by default): how long into an overload a standing queue keeps a burst's wait")
+	ps.Int(&c.tailPool, "auto_tail_pool", 0, 0, 1000000, "auto's tail_pool option (a named option, off by default): how many of the latest service times the wait queue's p99 estimate pools (0: off; else at least 100)")
 	ps.Float(&c.crowd, "crowd", 10, 0, 1000, "phase a: offered load of the crowd, × capacity")
 	ps.Float(&c.overload, "overload", 3, 0, 1000, "phases b–e: offered load, × the initial capacity")
 	ps.Duration(&c.warm, "warm", 10*time.Second, 0, time.Hour, "time at the base load before the overload")
@@ -168,6 +170,7 @@ func adaptiveController(row string, c adaptiveParams, capacity float64) (control
 		x.MedianProbe = x.MedianProbe || c.medianProbe
 		x.Knee = c.knee
 		x.BurstWindow = c.burstWindow
+		x.TailPool = c.tailPool
 		opts.MaxQueue = 4096
 	case *control.StaticRateConfig:
 		x.Rate = capacity
