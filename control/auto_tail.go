@@ -100,16 +100,10 @@ func (t *tailRing) addMedian(p50, n float64) {
 // an empty ring.
 func (t *tailRing) pooled(minN float64) float64 {
 	var vals, wts [tailPeriods]float64
-	k, total := 0, 0.0
-	for j := 1; j <= t.len && total < minN; j++ {
-		i := (t.next - j + tailPeriods) % tailPeriods
-		if !(t.n[i] > 0) || !usable(t.p99[i]) {
-			continue
-		}
-		vals[k], wts[k] = t.p99[i], t.n[i]-math.Ceil(0.99*t.n[i])+1
-		total += t.n[i]
-		k++
-	}
+	k, total := t.latest(minN, &vals, &wts, func(i int) (v, w, n float64, ok bool) {
+		n = t.n[i]
+		return t.p99[i], n - math.Ceil(0.99*n) + 1, n, n > 0 && usable(t.p99[i])
+	})
 	return rankFrom(vals[:k], wts[:k], 0.01*total, true)
 }
 
@@ -118,17 +112,29 @@ func (t *tailRing) pooled(minN float64) float64 {
 // s (NaN without any).
 func (t *tailRing) median(minN float64) float64 {
 	var vals, wts [tailPeriods]float64
+	k, total := t.latest(minN, &vals, &wts, func(i int) (v, w, n float64, ok bool) {
+		return t.p50[i], t.n50[i], t.n50[i], t.n50[i] > 0
+	})
+	return rankFrom(vals[:k], wts[:k], total/2, false)
+}
+
+// latest fills vals and wts with the value and weight of the latest
+// periods that pick accepts, newest first, until their samples n reach
+// minN (or the ring ends), and returns how many it filled and their
+// samples.
+func (t *tailRing) latest(minN float64, vals, wts *[tailPeriods]float64,
+	pick func(i int) (v, w, n float64, ok bool)) (int, float64) {
 	k, total := 0, 0.0
 	for j := 1; j <= t.len && total < minN; j++ {
-		i := (t.next - j + tailPeriods) % tailPeriods
-		if !(t.n50[i] > 0) {
+		v, w, n, ok := pick((t.next - j + tailPeriods) % tailPeriods)
+		if !ok {
 			continue
 		}
-		vals[k], wts[k] = t.p50[i], t.n50[i]
-		total += t.n50[i]
+		vals[k], wts[k] = v, w
+		total += n
 		k++
 	}
-	return rankFrom(vals[:k], wts[:k], total/2, false)
+	return k, total
 }
 
 // rankFrom sorts vals (with their weights) from the largest (desc) or
