@@ -29,8 +29,9 @@ func AdaptiveMetric(base, row, phase string) string {
 
 // AdaptiveChecks are auto's expectations in every phase: goodput within
 // the objective ≥ 0.97 × the best hand-tuned peer's (when the summary has
-// both nginx and HAProxy, which only run live; the best is set as
-// goodput_rps_best_static_PHASE) and admitted p99 ≤ the objective; after
+// both peers of a pair in adaptivePeers: nginx and HAProxy live, their
+// stand-ins static-rate and static-concurrency in the simulator; the best
+// is set as goodput_rps_best_static_PHASE) and admitted p99 ≤ the objective; after
 // each change, within 10% of the new steady goodput in ≤ 2 s, or where
 // both peers ran no later than the best of them (its settle_s, when over
 // 2 s; set as settle_s_best_static_PHASE). At the
@@ -64,13 +65,11 @@ func AdaptiveChecks(s *report.Summary, phases []AdaptivePhase, sloMS, capacity f
 	}
 	var cs []Check
 	for _, ph := range phases {
-		_, nginx := s.Get(AdaptiveMetric("goodput_rps", "nginx", ph.Name))
-		_, haproxy := s.Get(AdaptiveMetric("goodput_rps", "haproxy", ph.Name))
-		peers := nginx && haproxy
+		pair, peers := peersOf(s, ph.Name)
 		if peers {
-			best := s.Metric(AdaptiveMetric("goodput_rps", bestPeer(s, ph.Name), ph.Name))
+			best := s.Metric(AdaptiveMetric("goodput_rps", bestPeer(s, ph.Name, pair), ph.Name))
 			s.Set("goodput_rps_best_static_"+ph.Name, best)
-			cs = append(cs, AtLeast(s, fmt.Sprintf("%s: auto's goodput within the SLO is ≥ 0.97 × the best hand-tuned peer's (nginx limit_req, HAProxy maxconn)", ph.Title),
+			cs = append(cs, AtLeast(s, fmt.Sprintf("%s: auto's goodput within the SLO is ≥ 0.97 × the best hand-tuned peer's (%s)", ph.Title, pair.what),
 				AdaptiveMetric("goodput_rps", "auto", ph.Name), 0.97*best))
 		}
 		cs = append(cs, AtMost(s, fmt.Sprintf("%s: auto's admitted p99 ≤ the SLO", ph.Title), AdaptiveMetric("p99_ms", "auto", ph.Name), sloMS))
@@ -80,7 +79,7 @@ func AdaptiveChecks(s *report.Summary, phases []AdaptivePhase, sloMS, capacity f
 				// The best peer's settling, where the counting noise of a
 				// heavy-tailed service keeps even it from looking settled
 				// in 2 s.
-				if v, ok := s.Get(AdaptiveMetric("settle_s", bestPeer(s, ph.Name), ph.Name)); ok && v > bound {
+				if v, ok := s.Get(AdaptiveMetric("settle_s", bestPeer(s, ph.Name, pair), ph.Name)); ok && v > bound {
 					bound = v
 				}
 				s.Set("settle_s_best_static_"+ph.Name, bound)
@@ -95,7 +94,7 @@ func AdaptiveChecks(s *report.Summary, phases []AdaptivePhase, sloMS, capacity f
 		}
 		first := AdaptiveMetric("goodput_first_s_rps", "auto", "a")
 		if peers {
-			best := s.Metric(AdaptiveMetric("goodput_first_s_rps", bestPeer(s, "a"), "a"))
+			best := s.Metric(AdaptiveMetric("goodput_first_s_rps", bestPeer(s, "a", pair), "a"))
 			s.Set("goodput_first_s_rps_best_static_a", best)
 			cs = append(cs, AtLeast(s, "(a): no onset collapse: auto answers ≥ 0.97 × the best hand-tuned peer's answers within the SLO in the crowd's first second",
 				first, 0.97*best))
@@ -107,13 +106,41 @@ func AdaptiveChecks(s *report.Summary, phases []AdaptivePhase, sloMS, capacity f
 	return cs
 }
 
-// bestPeer is the best hand-tuned peer of phase: "nginx" or "haproxy",
-// whichever has the larger goodput within the objective over the phase.
-func bestPeer(s *report.Summary, phase string) string {
-	if s.Metric(AdaptiveMetric("goodput_rps", "haproxy", phase)) > s.Metric(AdaptiveMetric("goodput_rps", "nginx", phase)) {
-		return "haproxy"
+// peerPair is a pair of hand-tuned peers: a rate limit told the
+// capacity and a concurrency limit told the workers.
+type peerPair struct {
+	rate, conc string // rows
+	what       string // the pair, for a claim
+}
+
+// adaptivePeers are the pairs the checks compare auto with: nginx and
+// HAProxy, which run live, and the simulator's stand-ins for them, a
+// static rate and a static concurrency limit told the same.
+var adaptivePeers = []peerPair{
+	{"nginx", "haproxy", "nginx limit_req, HAProxy maxconn"},
+	{"static-rate", "static-concurrency", "the simulator's static rate and concurrency limits, its nginx and HAProxy"},
+}
+
+// peersOf returns the first pair in adaptivePeers whose both rows ran
+// phase, and whether there is one.
+func peersOf(s *report.Summary, phase string) (peerPair, bool) {
+	for _, p := range adaptivePeers {
+		_, r := s.Get(AdaptiveMetric("goodput_rps", p.rate, phase))
+		_, c := s.Get(AdaptiveMetric("goodput_rps", p.conc, phase))
+		if r && c {
+			return p, true
+		}
 	}
-	return "nginx"
+	return peerPair{}, false
+}
+
+// bestPeer is the best hand-tuned peer of phase in pair, whichever has
+// the larger goodput within the objective over the phase.
+func bestPeer(s *report.Summary, phase string, pair peerPair) string {
+	if s.Metric(AdaptiveMetric("goodput_rps", pair.conc, phase)) > s.Metric(AdaptiveMetric("goodput_rps", pair.rate, phase)) {
+		return pair.conc
+	}
+	return pair.rate
 }
 
 // AdaptiveParams are the adaptive figure's backend, objective and

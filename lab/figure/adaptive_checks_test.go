@@ -119,3 +119,56 @@ func TestAdaptiveChecksSettle(t *testing.T) {
 		}
 	}
 }
+
+// In the simulator auto is held to the peers' stand-ins, a static rate and
+// a static concurrency limit, the better of them over the phase.
+func TestAdaptiveChecksSimulatedPeers(t *testing.T) {
+	phases := []AdaptivePhase{{Name: "a", Title: "(a)"}, {Name: "b", Title: "(b)"}}
+	build := func(auto float64) *report.Summary {
+		s := report.NewSummary("adaptive", "sim", 1)
+		for _, ph := range []string{"a", "b"} {
+			s.Set(AdaptiveMetric("goodput_rps", "auto", ph), auto)
+			s.Set(AdaptiveMetric("p99_ms", "auto", ph), 200)
+			s.Set(AdaptiveMetric("goodput_rps", "static-rate", ph), 150)
+			s.Set(AdaptiveMetric("goodput_rps", "static-concurrency", ph), 200)
+			s.Set(AdaptiveMetric("settle_s", "static-concurrency", ph), 4)
+		}
+		s.Set(AdaptiveMetric("goodput_first_s_rps", "auto", "a"), 380)
+		s.Set(AdaptiveMetric("goodput_first_s_rps", "static-concurrency", "a"), 400)
+		s.Set(AdaptiveMetric("settle_s", "auto", "b"), 3)
+		return s
+	}
+	for _, tc := range []struct {
+		auto float64
+		pass bool
+	}{{195, true}, {190, false}} {
+		s := build(tc.auto)
+		cs := AdaptiveChecks(s, phases, 250, 400)
+		var n int
+		for _, c := range cs {
+			switch {
+			case strings.Contains(c.Claim, "goodput within the SLO is ≥ 0.97"):
+				n++
+				if !strings.Contains(c.Claim, "the simulator's static rate and concurrency limits") || c.Pass != tc.pass {
+					t.Errorf("auto %v: %q pass %v, want %v", tc.auto, c.Claim, c.Pass, tc.pass)
+				}
+			case strings.Contains(c.Claim, "no onset collapse"):
+				// 380 < 0.97 × 400: held to the best peer, not 0.8 × capacity.
+				if c.Pass || !strings.Contains(c.Claim, "0.97 × the best hand-tuned peer") {
+					t.Errorf("onset: %q pass %v, want the peer's bar, missed", c.Claim, c.Pass)
+				}
+			case strings.Contains(c.Claim, "steady goodput"):
+				// static-concurrency, the better peer, settled in 4 s.
+				if !c.Pass || !strings.Contains(c.Claim, "no later than the best hand-tuned peer") {
+					t.Errorf("settle: %q pass %v, want met against the peer's 4 s", c.Claim, c.Pass)
+				}
+			}
+		}
+		if n != 2 {
+			t.Errorf("auto %v: %d goodput checks, want one per phase", tc.auto, n)
+		}
+		if got := s.Metric("goodput_rps_best_static_b"); got != 200 {
+			t.Errorf("goodput_rps_best_static_b = %v, want static-concurrency's 200", got)
+		}
+	}
+}

@@ -22,6 +22,7 @@ type simFlags struct {
 	list   bool
 	params bool
 	seed   uint64
+	seeds  string
 	out    string
 	set    []string
 }
@@ -42,12 +43,17 @@ summary.json (scenario, mode "sim", seed and the metrics), timeseries.csv
 
   --list            list the scenarios with a one-line description
   --params          list the scenario's parameters, defaults and docs
-  --set key=value   override a parameter (repeatable; e.g. --set ti=0.1)`,
+  --set key=value   override a parameter (repeatable; e.g. --set ti=0.1)
+  --seeds 1-40      run once per seed (a range, a list, or both: 1-10,15)
+                    into --out/seed-N, write --out/seeds.csv (one row per
+                    seed: expectations met and every metric) and print
+                    how many seeds met each expectation`,
 		Example: `  sluice-lab sim --list
   sluice-lab sim kihl-step
   sluice-lab sim kihl-step --set ti=0.1 --seed 2
   sluice-lab sim kihl-distribution --set service=det --out /tmp/md1
-  sluice-lab sim seda-spike --params`,
+  sluice-lab sim seda-spike --params
+  sluice-lab sim adaptive --set service=lognormal --seeds 1-40 --out /tmp/sweep`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			out := cmd.OutOrStdout()
@@ -70,6 +76,25 @@ summary.json (scenario, mode "sim", seed and the metrics), timeseries.csv
 			if err := p.Set(f.set...); err != nil {
 				return cli.Usagef("sim: %v", err)
 			}
+			if f.seeds != "" {
+				if cmd.Flags().Changed("seed") {
+					return cli.Usagef("sim: --seed and --seeds: give one")
+				}
+				seeds, err := parseSeeds(f.seeds)
+				if err != nil {
+					return cli.Usagef("sim: %v", err)
+				}
+				dir := f.out
+				if dir == "" {
+					dir = filepath.Join("out", "sim", args[0]+"-seeds")
+				}
+				err = runSeeds(out, p, seeds, dir)
+				var pe *simulated.ParamError
+				if errors.As(err, &pe) {
+					return cli.Usagef("sim: %v", err)
+				}
+				return err
+			}
 			dir := f.out
 			if dir == "" {
 				dir = filepath.Join("out", "sim", args[0]+"-"+strconv.FormatUint(f.seed, 10))
@@ -91,7 +116,8 @@ summary.json (scenario, mode "sim", seed and the metrics), timeseries.csv
 	cmd.Flags().BoolVar(&f.list, "list", false, "list the scenarios")
 	cmd.Flags().BoolVar(&f.params, "params", false, "list the scenario's parameters")
 	cmd.Flags().Uint64Var(&f.seed, "seed", 1, "seed of every random stream of the run")
-	cmd.Flags().StringVar(&f.out, "out", "", "result folder (default ./out/sim/SCENARIO-SEED)")
+	cmd.Flags().StringVar(&f.seeds, "seeds", "", "run once per seed, e.g. 1-40 or 1-10,15 (a folder per seed under --out, seeds.csv, and how many seeds met each expectation)")
+	cmd.Flags().StringVar(&f.out, "out", "", "result folder (default ./out/sim/SCENARIO-SEED, or ./out/sim/SCENARIO-seeds with --seeds)")
 	cmd.Flags().StringArrayVar(&f.set, "set", nil, "override a parameter: key=value (repeatable)")
 	return cmd
 }
