@@ -270,7 +270,10 @@ func (c *AutoConfig) New() (sluice.Controller, error) { return NewAuto(*c) }
 // Without samples (no traffic, or a service whose requests all fail or
 // time out) and while demand does not fill the limit, auto holds L: it
 // never drifts to its floor or up for lack of evidence, and rejections,
-// failures and timeouts are never samples. It needs no response-time
+// failures and timeouts are never samples (but a high probe that demand
+// did not fill, n̄ > 1.1·L, whose throughput grew in proportion to n̄,
+// X_probe/X_base ≥ 0.9·n̄/n̄_base, sets L ← ⌈n̄⌉: the service serves all
+// the concurrency the demand brings). It needs no response-time
 // target for its limit, has no integrator to wind up, and runs the same
 // live and in the simulator.
 //
@@ -633,15 +636,18 @@ func (a *Auto) judge() string {
 	if why, grew := a.overtakeUnfilled(w); grew {
 		return why
 	}
-	if n < 0.8*w.limit && a.warming() && (a.step == 1 || a.step == 3) && a.base.done > 0 &&
-		n > 1.1*a.limit && x/a.base.x() >= 0.9*n/a.base.meanN() {
-		// Warm-up: a high probe that demand did not fill, whose throughput
-		// grew with the number in service: the service serves all of the
-		// demand's concurrency, so the limit takes it at once.
+	if n < 0.8*w.limit && (a.step == 1 || a.step == 3) && a.base.done > 0 &&
+		n > 1.1*a.limit && x/a.base.x() >= 0.9*n/a.base.meanN() && a.mayRaise() {
+		// A high probe that demand did not fill, whose throughput grew
+		// with the number in service: the service serves all of the
+		// demand's concurrency, so the limit takes it at once (in the
+		// warm-up, and after a change that gave the service more
+		// parallelism; holding the base there turned away what the
+		// service could serve for another cycle of probes).
 		old := a.limit
 		a.limit = clamp(math.Ceil(n), a.cfg.MinLimit, a.cfg.MaxLimit)
 		a.step, a.gain, a.pending = 0, a.cfg.HighProbe, false
-		return fmt.Sprintf("L %.4g → %.4g: warm-up: high probe %g was not filled (n̄ %.3g), and %.4g req/s vs %.4g grew with it", old, a.limit, w.limit, n, x, a.base.x())
+		return fmt.Sprintf("L %.4g → %.4g: high probe %g was not filled (n̄ %.3g), and %.4g req/s vs %.4g grew with it", old, a.limit, w.limit, n, x, a.base.x())
 	}
 	if n < 0.8*w.limit {
 		// Demand did not fill the window: it says nothing about the

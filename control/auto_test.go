@@ -95,6 +95,60 @@ func TestAutoFollowsParallelism(t *testing.T) {
 	}
 }
 
+// capped is plant with the demand's concurrency capped at d: the number
+// in service is min(limit, d), as when the offered load no longer fills
+// the limit once the service has more parallelism.
+type capped struct {
+	plant
+	d float64
+}
+
+func (p capped) step(limit float64, h time.Duration) sluice.Measurements {
+	m := p.plant.step(math.Min(limit, p.d), h)
+	if limit > p.d {
+		m.QueueWaitMin, m.Queue = 0, 0
+	}
+	return m
+}
+
+// After the service's parallelism quadruples (4 → 16) under a demand
+// that holds 12 requests in service, a high probe that the demand does
+// not fill but whose throughput grows with the number in service takes
+// the limit to that number at once, not back to the base: holding 4
+// there turned away two thirds of what the service could serve until
+// the next cycle of probes (Pareto service in the adaptive figure's
+// phase (d) settled in 3–6 s instead of 1–2).
+func TestAutoTakesAnUnfilledProbeThatGrew(t *testing.T) {
+	a := newAuto(t, nil)
+	now := t0
+	drive(a, plant{w: 4, s: 0.010}, &now, 60*time.Second)
+	if l := a.Limit(); l > 7 {
+		t.Fatalf("limit %.3g on W = 4, want ≤ 7 before the change", l)
+	}
+	p := capped{plant{w: 16, s: 0.010}, 12}
+	start := now
+	var took string
+	for now.Sub(start) < 5*time.Second && a.Limit() < 12 {
+		now = now.Add(a.Period())
+		d := a.Update(now, p.step(a.Current().New, a.Period()))
+		if strings.Contains(d.Reason, "was not filled") {
+			took = d.Reason
+		}
+	}
+	if a.Limit() < 12 || took == "" {
+		t.Fatalf("limit %.3g 5 s after the parallelism quadrupled under a demand of 12 in service (%q), want 12 from an unfilled probe", a.Limit(), took)
+	}
+	t.Logf("%v after the change: %s", now.Sub(start), took)
+	// Held at the demand's 12, not pushed past it by unfilled windows.
+	for end := now.Add(30 * time.Second); now.Before(end); {
+		now = now.Add(a.Period())
+		a.Update(now, p.step(a.Current().New, a.Period()))
+	}
+	if l := a.Limit(); l < 12 || l > 18 {
+		t.Fatalf("limit %.3g on W = 16 with 12 in demand, want within [12, 18]", l)
+	}
+}
+
 // A service that becomes twice as slow (or fast) at the same parallelism
 // needs no new limit: the concurrency limit follows it by itself.
 func TestAutoHoldsThroughCapacityChanges(t *testing.T) {
