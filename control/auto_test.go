@@ -147,6 +147,18 @@ func TestAutoTakesAnUnfilledProbeThatGrew(t *testing.T) {
 	if l := a.Limit(); l < 12 || l > 18 {
 		t.Fatalf("limit %.3g on W = 16 with 12 in demand, want within [12, 18]", l)
 	}
+
+	// max_healthy_latency below the service's p99 holds L there too.
+	g := newAuto(t, func(c *AutoConfig) { c.MaxHealthyLatency = 5 * time.Millisecond })
+	now = t0
+	drive(g, plant{w: 4, s: 0.010}, &now, 60*time.Second)
+	before := g.Limit()
+	for end := now.Add(10 * time.Second); now.Before(end); {
+		now = now.Add(g.Period())
+		if d := g.Update(now, p.step(g.Current().New, g.Period())); g.Limit() > before {
+			t.Fatalf("L %.3g → %.3g under max_healthy_latency: %s", before, g.Limit(), d.Reason)
+		}
+	}
 }
 
 // A service that becomes twice as slow (or fast) at the same parallelism
