@@ -88,24 +88,15 @@ summary.json (scenario, mode "sim", seed and the metrics), timeseries.csv
 				if dir == "" {
 					dir = filepath.Join("out", "sim", args[0]+"-seeds")
 				}
-				err = runSeeds(out, p, seeds, dir)
-				var pe *simulated.ParamError
-				if errors.As(err, &pe) {
-					return cli.Usagef("sim: %v", err)
-				}
-				return err
+				return runError(runSeeds(out, p, seeds, dir))
 			}
 			dir := f.out
 			if dir == "" {
 				dir = filepath.Join("out", "sim", args[0]+"-"+strconv.FormatUint(f.seed, 10))
 			}
 			res, err := p.Run(f.seed)
-			var pe *simulated.ParamError
-			if errors.As(err, &pe) {
-				return cli.Usagef("sim: %v", err)
-			}
 			if err != nil {
-				return err
+				return runError(err)
 			}
 			if _, err := res.Write(dir); err != nil {
 				return err
@@ -120,6 +111,17 @@ summary.json (scenario, mode "sim", seed and the metrics), timeseries.csv
 	cmd.Flags().StringVar(&f.out, "out", "", "result folder (default ./out/sim/SCENARIO-SEED, or ./out/sim/SCENARIO-seeds with --seeds)")
 	cmd.Flags().StringArrayVar(&f.set, "set", nil, "override a parameter: key=value (repeatable)")
 	return cmd
+}
+
+// runError is a run's error as the command returns it: parameters valid
+// one by one but inconsistent together (simulated.ParamError) are a usage
+// error, anything else a runtime failure.
+func runError(err error) error {
+	var pe *simulated.ParamError
+	if errors.As(err, &pe) {
+		return cli.Usagef("sim: %v", err)
+	}
+	return err
 }
 
 func listScenarios(w io.Writer) error {
