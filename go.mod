@@ -4,6 +4,7 @@ go 1.26.8
 
 require (
 	github.com/google/nftables v0.3.0
+	github.com/pires/go-proxyproto v0.15.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/procfs v0.23.0
 	github.com/redis/go-redis/v9 v9.23.0

@@ -714,6 +714,7 @@ classes:
 stages:
   - name: static
     match: {path_prefix: /static/}
+    controller: none
   - name: api
     match: {path_prefix: /api/}
     controller: seda

@@ -121,7 +121,9 @@ type StageConfig struct {
 	Match MatchConfig `yaml:"match"`
 	// Controller is a registry name: auto, seda, yaksha, kihl, voigt-cpu,
 	// voigt-queue, gradient2, envoy-gradient, bbr, static-rate,
-	// static-concurrency, none (default none).
+	// static-concurrency, none (default auto, with the parameters Params
+	// leaves out at auto's defaults; the implicit stage of requests that
+	// match no stage is none).
 	Controller string `yaml:"controller"`
 	// Params are the controller's parameters (the fields of its
 	// control.XConfig, by YAML name); unknown keys are errors.

@@ -30,7 +30,7 @@ import (
 // Defaults of Config, filled by SetDefaults.
 const (
 	DefaultClass         = "default"
-	DefaultController    = "none"
+	DefaultController    = stage.DefaultController
 	DefaultBurst         = stage.DefaultBurst
 	DefaultWindow        = stage.DefaultWindow
 	DefaultQueueMax      = stage.DefaultMaxQueue
@@ -45,9 +45,12 @@ const (
 	DefaultMaxTimeout    = 5 * time.Minute
 	DefaultReserve       = stage.DefaultPriorityReserve
 	// ImplicitStage is the name of the stage of requests that match no
-	// configured stage; it has no admission control and the name is
-	// reserved.
+	// configured stage; it has no admission control (ImplicitController)
+	// and the name is reserved.
 	ImplicitStage = "default"
+	// ImplicitController is the controller of the implicit stage: none.
+	// A configured stage without a controller runs DefaultController.
+	ImplicitController = "none"
 	// TrustTrusted and TrustAny are the values of HeaderMatch.Trust.
 	TrustTrusted = "trusted"
 	TrustAny     = "any"
@@ -58,10 +61,10 @@ func fieldErr(path, format string, a ...any) error { return fielderr.Errorf(path
 // SetDefaults fills every unset field with its documented default, in
 // place: the class order ["default"], the last class as the default
 // class, trust "trusted" for header and cookie rules; for stages
-// controller "none", burst 5, window 4096, queue.max 1024, queue.timeout
-// 1s, long_lived 30s, differentiate true, priority.shed from the
-// controller, priority.reserve 0.3 and tenants.default_weight 1;
-// reject.status 503,
+// controller "auto" (its parameters default when decoded), burst 5,
+// window 4096, queue.max 1024, queue.timeout 1s, long_lived 30s,
+// differentiate true, priority.shed from the controller,
+// priority.reserve 0.3 and tenants.default_weight 1; reject.status 503,
 // reject.retry_after 1s and a one-line text body; the degrade.header
 // "X-Sluice-Quality"; and the hops headers X-Sluice-Priority,
 // X-Sluice-Tenant and X-Sluice-Timeout with hops.max_timeout 5m.

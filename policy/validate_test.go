@@ -164,7 +164,7 @@ func TestDefaultsValidateAndAreDocumented(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := c.Stages[0]
-	if c.Classes.Default != "default" || s.Controller != "none" || s.Burst != 5 || s.Window != 4096 ||
+	if c.Classes.Default != "default" || s.Controller != "auto" || s.Burst != 5 || s.Window != 4096 ||
 		s.Queue.Max != 1024 || s.Queue.Timeout != time.Second || s.LongLived != 30*time.Second ||
 		!*s.Differentiate || c.Reject.Status != 503 || c.Reject.RetryAfter != time.Second ||
 		c.Degrade.Header != "X-Sluice-Quality" || c.Classes.Rules[0].Header.Trust != "trusted" {

@@ -186,6 +186,11 @@ type ListenerConfig struct {
 	// MaxRequestBodyBytes bounds a request body in bytes (default 1 MiB,
 	// nginx's client_max_body_size; -1 no limit; 413 beyond).
 	MaxRequestBodyBytes int64 `yaml:"max_request_body_bytes"`
+	// ProxyProtocol, when set, reads the PROXY protocol header (v1 and
+	// v2) that trusted load balancers send before each connection's
+	// bytes, and takes its client address (ProxyProtocolConfig); nil
+	// (the default) reads none.
+	ProxyProtocol *ProxyProtocolConfig `yaml:"proxy_protocol,omitempty"`
 }
 
 // TLSConfig names a PEM certificate chain and its private key.
@@ -413,6 +418,7 @@ func (c *Config) SetDefaults() {
 		if l.MaxRequestBodyBytes == 0 {
 			l.MaxRequestBodyBytes = DefaultMaxRequestBodyBytes
 		}
+		l.ProxyProtocol.setDefaults()
 	}
 	if c.Admin.Addr == "" {
 		c.Admin.Addr = DefaultAdminAddr
@@ -535,6 +541,9 @@ func (c *Config) Validate() error {
 			if fi, err := os.Stat(l.RequestBufferDir); err != nil || !fi.IsDir() {
 				return fieldErr(p+".request_buffer_dir", "%q is invalid: not a directory", l.RequestBufferDir)
 			}
+		}
+		if err := l.ProxyProtocol.validate(p + ".proxy_protocol"); err != nil {
+			return err
 		}
 	}
 	if c.MaxClientConnections < 0 {

@@ -36,7 +36,7 @@
 // /stages/{name}/target, /shadow; admin.go) and swaps configurations
 // atomically on reload.
 //
-// Two internal packages hold what the proxy core only calls:
+// Internal packages hold what the proxy core only calls:
 //
 //   - internal/h1, the HTTP/1 protocol code, on the standard library
 //     alone: the smuggling scanner that client.go's guard asks for its
@@ -52,4 +52,9 @@
 //     the server only through a read-only view of typed values that
 //     dashboard.go fills from the readings of /state, and the admin
 //     token guards it (adminauth.go).
+//   - internal/proxyproto, the PROXY protocol on a listener
+//     (listeners[].proxy_protocol; proxyproto.go wires it): the header
+//     believed only from trusted load balancers, read by each
+//     connection's first Read or RemoteAddr, beneath the scanner, TLS
+//     and HTTP/2, above the policer and the connection cap.
 package proxy

@@ -257,6 +257,7 @@ func TestSpoofedClassHeaderFromUntrustedPeer(t *testing.T) {
 stages:
   - name: api
     match: {path_prefix: /}
+    controller: none
 `
 	for _, c := range []struct {
 		trusted, want string

@@ -77,6 +77,8 @@ type Server struct {
 	clm       *cluster.Metrics     // cluster mode's metrics, registered on first use
 	ready     readiness            // what /readyz answers (health.go)
 
+	ppRejected *prometheus.CounterVec // proxy_proxy_protocol_rejected_total (proxyproto.go)
+
 	watchMu sync.Mutex
 	fileSum [sha256.Size]byte    // digest of the file content last read by a reload or the watch
 	tel     *telemetry.Telemetry // OTLP export (telemetry.otlp), nil when off
@@ -148,6 +150,9 @@ func New(cfg *Config, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("proxy: metrics: %w", err)
 	}
 	if err := s.dash.Register(reg); err != nil {
+		return nil, fmt.Errorf("proxy: metrics: %w", err)
+	}
+	if err := s.registerProxyProtocol(cfg, reg); err != nil {
 		return nil, fmt.Errorf("proxy: metrics: %w", err)
 	}
 	if s.tel, err = newTelemetry(&cfg.Telemetry, s, buildVersion()); err != nil {
@@ -387,6 +392,9 @@ func (s *Server) Listen() error {
 			// before anything is read (and tracks the admitted ones for
 			// the network sensors).
 			ln = s.ov.accept.Wrap(ln, s.ov.registry)
+		}
+		if ln, err = s.withProxyProtocol(ln, i, &lc); err != nil {
+			return fail(err)
 		}
 		ln = &clientListener{Listener: ln, lim: s.conns, send: lc.SendTimeout, scan: lc.TLS == nil}
 		if lc.TLS != nil {

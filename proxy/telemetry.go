@@ -157,7 +157,7 @@ func (g *generation) controllerOf(name string) string {
 			return g.cfg.Stages[i].Controller
 		}
 	}
-	return policy.DefaultController
+	return policy.ImplicitController
 }
 
 // buildVersion is the main module's version from the build info

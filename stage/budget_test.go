@@ -112,7 +112,7 @@ func TestSetStaticRefusesOtherControllers(t *testing.T) {
 	if err := s.SetStatic(t0, 5, "x"); err == nil {
 		t.Fatal("SetStatic on seda accepted")
 	}
-	none, err := New(Options{Name: "n"}, t0)
+	none, err := New(Options{Name: "n", Controller: &control.NoneConfig{Period: time.Second}}, t0)
 	if err != nil {
 		t.Fatal(err)
 	}

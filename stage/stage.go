@@ -24,15 +24,20 @@ const (
 	// MaxPoll bounds how often a sample-triggered controller (SEDA) is
 	// checked for nreq response-time samples by Run.
 	MaxPoll = 10 * time.Millisecond
+	// DefaultController names the controller of a stage given none: auto,
+	// with its default parameters (control.DefaultAutoConfig). A policy
+	// stage without a controller and the proxy's quick start run the same.
+	DefaultController = "auto"
 )
 
-// Options configure a Stage. The zero value of every field but Controller
-// has a documented default.
+// Options configure a Stage. The zero value of every field has a
+// documented default.
 type Options struct {
 	// Name labels the stage in errors, metrics and the admin API.
 	Name string
 	// Controller is the decoded controller configuration; nil means
-	// control.NoneConfig (no admission control).
+	// DefaultController with its default parameters (auto and its default
+	// SLO, as a policy stage without a controller).
 	Controller control.Config
 	// ClassNames names the request classes in priority order (index 0 is
 	// the highest). Empty means one class named "default".
@@ -168,7 +173,11 @@ type Stage struct {
 // New builds a stage at time now.
 func New(opts Options, now time.Time) (*Stage, error) {
 	if opts.Controller == nil {
-		opts.Controller = &control.NoneConfig{Period: time.Second}
+		c, err := control.NewConfig(DefaultController)
+		if err != nil {
+			return nil, fmt.Errorf("stage %q: %w", opts.Name, err)
+		}
+		opts.Controller = c
 	}
 	if len(opts.ClassNames) == 0 {
 		opts.ClassNames = []string{"default"}

@@ -59,7 +59,8 @@ With --config FILE it runs the configuration file (docs/config.md;
 check it first with 'sluice validate FILE'). Without a file, the quick
 start proxies --listen to --backend with one stage for every request:
 
-  --controller auto     (default) told only --slo, the response time
+  --controller auto     (default, as for a stage of a file without a
+                        controller) told only --slo, the response time
                         admitted answers must meet (default 500ms): finds
                         the backend's useful concurrency by itself, queues
                         briefly within the SLO and rejects the excess at
@@ -159,7 +160,7 @@ exits 0.`,
 	fl.StringVar(&f.config, "config", "", "configuration file (YAML; see docs/config.md)")
 	fl.StringVar(&f.listen, "listen", "", "quick start: address to listen on (host:port)")
 	fl.StringArrayVar(&f.backends, "backend", nil, "quick start: backend URL, e.g. http://127.0.0.1:8081 (repeat for several)")
-	fl.StringVar(&f.controller, "controller", "auto", "quick start: auto, seda, yaksha, gradient2, envoy-gradient, bbr or none")
+	fl.StringVar(&f.controller, "controller", policy.DefaultController, "quick start: auto, seda, yaksha, gradient2, envoy-gradient, bbr or none")
 	fl.DurationVar(&f.slo, "slo", 0, "quick start, auto: the response time admitted answers must meet (default 500ms)")
 	fl.DurationVar(&f.targetP90, "target-p90", 0, "quick start, seda: 90th-percentile response-time target, e.g. 500ms")
 	fl.DurationVar(&f.targetMean, "target-mean", 0, "quick start, yaksha: mean response-time target, e.g. 200ms")

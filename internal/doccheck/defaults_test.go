@@ -73,7 +73,7 @@ func offLimits(file string) bool {
 // conditional default depends on.
 func proxyConfig(mods ...func(*proxy.Config)) proxy.Config {
 	c := proxy.Config{
-		Listeners: []proxy.ListenerConfig{{}},
+		Listeners: []proxy.ListenerConfig{{ProxyProtocol: &proxy.ProxyProtocolConfig{}}},
 		Backends:  proxy.BackendsConfig{Servers: []proxy.ServerConfig{{}}},
 		Resources: []proxy.ResourceConfig{{Sensor: &proxy.SensorConfig{}, Kihl: &proxy.KihlTuningConfig{}}},
 		Policer:   &proxy.PolicerConfig{},
@@ -163,7 +163,9 @@ func goTypes() []goType {
 		c.Resources[0].Stage, c.Resources[0].Resource = "cgi", proxy.ResourceCPU
 	}
 	p := proxyConfig()
-	plain := proxyConfig(func(c *proxy.Config) { c.Policer, c.Shares, c.Cluster, c.Telemetry.OTLP = nil, nil, nil, nil })
+	plain := proxyConfig(func(c *proxy.Config) {
+		c.Policer, c.Shares, c.Cluster, c.Telemetry.OTLP, c.Listeners[0].ProxyProtocol = nil, nil, nil, nil, nil
+	})
 	pc := proxyConfig(withProcess, withCoDel, withOutQueue, withKihlAuto)
 	pol := policyConfig()
 	cl := clusterConfig()
@@ -260,8 +262,10 @@ func goTypes() []goType {
 			Roots: map[string]reflect.Value{"Policer": v(plain), "Shares": v(plain), "Cluster": v(plain)}}},
 		{"proxy", "TelemetryConfig", "", ctxOf(plain.Telemetry)},
 		{"proxy", "OTLPConfig", "", ctxOf(*p.Telemetry.OTLP)},
-		{"proxy", "ListenerConfig", "", &doccheck.Context{Root: v(p.Listeners[0]), Derived: map[string]doccheck.Derived{
-			"RequestBufferDir": {Phrase: "the system's temporary directory"}}}},
+		{"proxy", "ListenerConfig", "", &doccheck.Context{Root: v(p.Listeners[0]),
+			Roots:   map[string]reflect.Value{"ProxyProtocol": v(plain.Listeners[0])},
+			Derived: map[string]doccheck.Derived{"RequestBufferDir": {Phrase: "the system's temporary directory"}}}},
+		{"proxy", "ProxyProtocolConfig", "", ctxOf(*p.Listeners[0].ProxyProtocol)},
 		{"proxy", "AdminConfig", "", ctxOf(p.Admin)},
 		{"proxy", "ResponseBufferingConfig", "", &doccheck.Context{Root: v(p.ResponseBuffering), Derived: map[string]doccheck.Derived{
 			"TempDir": {Phrase: "the system's temporary directory"}}}},

@@ -1,0 +1,116 @@
+package cli
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/control"
+	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/proxy"
+	"github.com/sluicehq/sluice/stage"
+)
+
+// One default everywhere: a stage written in a file without a
+// controller (examples/minimal.yaml), the quick start told nothing but
+// where to listen and proxy, and the middleware's policy given a stage
+// without a controller all run the same controller with the same
+// parameters, decoded and defaulted; so does a stage of the stage API
+// built without one.
+func TestOneDefaultController(t *testing.T) {
+	want, err := control.NewConfig(stage.DefaultController)
+	if err != nil {
+		t.Fatal(err)
+	}
+	auto, ok := want.(*control.AutoConfig)
+	if !ok || auto.SLO != 500*time.Millisecond {
+		t.Fatalf("the default is %T %+v, want auto with its 500ms SLO", want, want)
+	}
+
+	file, err := proxy.LoadFile("../../examples/minimal.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(file.Stages) != 1 {
+		t.Fatalf("examples/minimal.yaml has %d stages, want the one that runs the default", len(file.Stages))
+	}
+	fromFile := stageController(t, file.Config, file.Stages[0].Name)
+
+	cmd := NewProxyCmd()
+	if err := cmd.ParseFlags([]string{"--listen", "127.0.0.1:0", "--backend", "http://127.0.0.1:1"}); err != nil {
+		t.Fatal(err)
+	}
+	f := &proxyFlags{listen: "127.0.0.1:0", backends: []string{"http://127.0.0.1:1"}}
+	fl := cmd.Flags()
+	f.controller, _ = fl.GetString("controller")
+	f.slo, _ = fl.GetDuration("slo")
+	f.admin, _ = fl.GetString("admin")
+	f.buffering, _ = fl.GetBool("response-buffering")
+	quick, err := f.quickStart(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromQuickStart := stageController(t, quick.Config, quick.Stages[0].Name)
+
+	// The middleware: a policy built in Go from a stage with a name and a
+	// match only, defaults filled by policy.New.
+	pol, err := policy.New(policy.Config{Stages: []policy.StageConfig{{Name: "all", Match: policy.MatchConfig{PathPrefix: "/"}}}},
+		policy.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromMiddleware := stageController(t, pol.Config(), "all")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go pol.Run(ctx)
+	rec := httptest.NewRecorder()
+	sluice.Middleware(pol)(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})).ServeHTTP(rec, httptest.NewRequest("GET", "/x", nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("the middleware answered %d", rec.Code)
+	}
+
+	for name, got := range map[string]control.Config{"file": fromFile, "quick start": fromQuickStart, "middleware": fromMiddleware} {
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: stage controller %T %+v, want %T %+v", name, got, got, want, want)
+		}
+	}
+
+	// The stages that run: auto at the default SLO, in the middleware's
+	// policy and from stage.New without a controller.
+	direct, err := stage.New(stage.Options{Name: "db"}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, st := range map[string]*stage.Stage{"middleware": pol.Stage("all"), "stage.New": direct} {
+		a, ok := st.Controller().Unwrap().(*control.Auto)
+		if !ok {
+			t.Errorf("%s: controller %T, want *control.Auto", name, st.Controller().Unwrap())
+			continue
+		}
+		if a.Target() != auto.SLO || a.Period() != auto.Period {
+			t.Errorf("%s: SLO %v, period %v; want %v, %v", name, a.Target(), a.Period(), auto.SLO, auto.Period)
+		}
+	}
+	if st := pol.Stage("all").State(0); st.Controller != "auto" {
+		t.Errorf("the middleware's stage reports controller %q", st.Controller)
+	}
+}
+
+// stageController returns the decoded controller configuration of the
+// stage named name in cfg (defaults filled).
+func stageController(t *testing.T, cfg policy.Config, name string) control.Config {
+	t.Helper()
+	ctrls, err := cfg.StageControllers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, ok := ctrls[name]
+	if !ok {
+		t.Fatalf("no stage %q", name)
+	}
+	return c
+}
