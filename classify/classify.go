@@ -1,6 +1,7 @@
 // Package classify assigns HTTP requests to a stage and a request class
 // with compiled rules: stages by path prefix, path regular expression,
-// method and host; classes by header, cookie and client address.
+// method and host; classes by header, cookie, client address and the
+// identity of a verified client certificate (ClientCertIdentity).
 //
 // Client addresses and class headers are only believed from trusted
 // proxies. The direct peer (the request's RemoteAddr) is the client unless
@@ -16,7 +17,8 @@
 // tenant header it is believed only from a trusted proxy.
 //
 // A compiled Classifier is immutable and safe for concurrent use; its
-// request methods do not allocate.
+// request methods do not allocate, but for a client certificate rule
+// tried on a certificate whose identity is a URI.
 package classify
 
 import (
@@ -76,6 +78,16 @@ type ClassRule struct {
 	Cookie *Match
 	// CIDRs, when non-empty, must contain the client address (ClientIP).
 	CIDRs []netip.Prefix
+	// ClientCert, when set, must match the identity of the request's
+	// verified client certificate (ClientCertIdentity).
+	ClientCert *CertMatch
+}
+
+// CertMatch matches the identity of a verified client certificate.
+type CertMatch struct {
+	// Value is the exact identity; empty matches any verified
+	// certificate.
+	Value string
 }
 
 // Config is the input of New.
@@ -170,6 +182,7 @@ type rule struct {
 	header *Match
 	cookie *Match
 	cidrs  []netip.Prefix
+	cert   *CertMatch
 }
 
 // New compiles cfg. It copies the slices it keeps. A rule without any
@@ -192,10 +205,14 @@ func New(cfg Config) (*Classifier, error) {
 		if r.Class < 0 {
 			return nil, fmt.Errorf("classify: rule %d: class %d must be ≥ 0", i, r.Class)
 		}
-		if r.Header == nil && r.Cookie == nil && len(r.CIDRs) == 0 {
-			return nil, fmt.Errorf("classify: rule %d has no condition (header, cookie or cidrs)", i)
+		if r.Header == nil && r.Cookie == nil && len(r.CIDRs) == 0 && r.ClientCert == nil {
+			return nil, fmt.Errorf("classify: rule %d has no condition (header, cookie, cidrs or client_cert)", i)
 		}
 		cr := rule{class: r.Class}
+		if r.ClientCert != nil {
+			m := *r.ClientCert
+			cr.cert = &m
+		}
 		if r.Header != nil {
 			if r.Header.Name == "" {
 				return nil, fmt.Errorf("classify: rule %d: empty header name", i)
@@ -497,6 +514,12 @@ func (c *Classifier) matchRule(cr *rule, r *http.Request, pi *peerInfo) bool {
 			}
 		}
 		if !in {
+			return false
+		}
+	}
+	if m := cr.cert; m != nil {
+		id := ClientCertIdentity(r)
+		if id == "" || (m.Value != "" && id != m.Value) {
 			return false
 		}
 	}

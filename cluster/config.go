@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/fielderr"
+	"github.com/sluicehq/sluice/internal/secret"
 )
 
 // Defaults and bounds of a Config.
@@ -54,12 +55,22 @@ type Config struct {
 	// MasterName, when set, is the name of the master that the Sentinels
 	// at Addrs monitor (Redis Sentinel failover). Default: none.
 	MasterName string `yaml:"master_name,omitempty" json:"master_name,omitempty"`
-	// Username is the Redis ACL user (default: none, the default user).
-	Username string `yaml:"username,omitempty" json:"username,omitempty"`
-	// PasswordFile names a file whose first line is the Redis password
-	// (default: none). The password itself never appears in the
-	// configuration, GET /config or logs.
-	PasswordFile string `yaml:"password_file,omitempty" json:"password_file,omitempty"`
+	// Username is the Redis ACL user (default: none, the default user),
+	// or UsernameFile a file whose first line is it.
+	Username     secret.String `yaml:"username,omitempty" json:"username,omitempty"`
+	UsernameFile string        `yaml:"username_file,omitempty" json:"username_file,omitempty"`
+	// Password is the password of the user (default: none), or
+	// PasswordFile a file whose first line is it: a mounted Kubernetes
+	// Secret keeps it out of the configuration file. Either is shown
+	// redacted in GET /config and never logged. A file is read (with
+	// package secret's rules: the first line, trimmed; an empty file is
+	// an error) at start and on every reload, so a rotated password
+	// applies on the next reload.
+	Password     secret.String `yaml:"password,omitempty" json:"password,omitempty"`
+	PasswordFile string        `yaml:"password_file,omitempty" json:"password_file,omitempty"`
+	// TLS, when set, speaks TLS to Redis (every node and Sentinel) with
+	// these settings (TLSConfig). Default none: plaintext.
+	TLS *TLSConfig `yaml:"tls,omitempty" json:"tls,omitempty"`
 	// DB is the Redis database number of a single server or a Sentinel
 	// master (default 0; a Redis Cluster has only 0).
 	DB int `yaml:"db,omitempty" json:"db,omitempty"`
@@ -131,10 +142,13 @@ func (c *Config) SetDefaults() {
 	if c.InitialInstances == 0 {
 		c.InitialInstances = 1
 	}
+	if c.TLS != nil && c.TLS.MinVersion == "" {
+		c.TLS.MinVersion = DefaultTLSMinVersion
+	}
 }
 
 // Validate reports the first invalid field. It does not read the
-// password file (the runner does, when it connects); call SetDefaults
+// username, password and TLS files (NewStore does); call SetDefaults
 // first.
 func (c *Config) Validate() error {
 	if len(c.Addrs) == 0 {
@@ -174,6 +188,14 @@ func (c *Config) Validate() error {
 	}
 	if c.InitialInstances < 1 || c.InitialInstances > MaxInitialInstances {
 		return badField("initial_instances", c.InitialInstances, fmt.Sprintf("must be in [1, %d]", MaxInitialInstances))
+	}
+	if (c.Username != "" || c.UsernameFile != "") && c.Password == "" && c.PasswordFile == "" {
+		return badField("password", "unset", "an ACL user (username) needs its password or password_file")
+	}
+	if c.TLS != nil {
+		if err := c.TLS.validate(); err != nil {
+			return fielderr.Under("tls", err)
+		}
 	}
 	names := map[string]int{}
 	for i, n := range c.LocalStages {

@@ -3,11 +3,8 @@ package cluster
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -70,7 +67,8 @@ type Store struct {
 
 // NewStore returns a store for a validated cfg, with a go-redis client:
 // a single server for one address, a Redis Cluster for several, Sentinel
-// with cfg.MasterName. It reads cfg.PasswordFile, but does not connect
+// with cfg.MasterName. It reads the username, password and TLS files
+// (see Config.credentials and TLSConfig), but does not connect
 // yet (the first exchange does). Network operations are bounded by
 // cfg.Timeout and not retried within an exchange: the next sync is the
 // retry; one immediate retry covers a connection that died since the
@@ -81,11 +79,16 @@ type Store struct {
 // each change of mode instead).
 func NewStore(cfg Config) (*Store, error) {
 	quietOnce.Do(func() { redis.SetLogger(quietRedis{}) })
+	user, pass, err := cfg.credentials()
+	if err != nil {
+		return nil, err
+	}
 	opts := &redis.UniversalOptions{
 		Addrs:                 cfg.Addrs,
 		MasterName:            cfg.MasterName,
 		DB:                    cfg.DB,
-		Username:              cfg.Username,
+		Username:              user.Reveal(),
+		Password:              pass.Reveal(),
 		ClientName:            "sluice-" + cfg.Instance,
 		DialTimeout:           cfg.Timeout,
 		ReadTimeout:           cfg.Timeout,
@@ -98,26 +101,12 @@ func NewStore(cfg Config) (*Store, error) {
 		PoolSize:              4,
 		DisableIdentity:       true,
 	}
-	if cfg.PasswordFile != "" {
-		b, err := os.ReadFile(cfg.PasswordFile)
-		if err != nil {
-			return nil, badField("password_file", fmt.Sprintf("%q", cfg.PasswordFile), "cannot be read: "+errText(err))
-		}
-		line, _, _ := strings.Cut(string(b), "\n")
-		opts.Password = strings.TrimRight(line, "\r")
-		if opts.Password == "" {
-			return nil, badField("password_file", fmt.Sprintf("%q", cfg.PasswordFile), "its first line is empty")
+	if cfg.TLS != nil {
+		if opts.TLSConfig, err = cfg.TLS.config(); err != nil {
+			return nil, err
 		}
 	}
 	return &Store{opts: opts, client: redis.NewUniversalClient(opts), key: cfg.Key(), ttl: cfg.HeartbeatTTL, script: redis.NewScript(exchangeScript)}, nil
-}
-
-func errText(err error) string {
-	var pe *os.PathError
-	if errors.As(err, &pe) {
-		return pe.Err.Error()
-	}
-	return err.Error()
 }
 
 // Exchange publishes rep as this instance's heartbeat and returns every

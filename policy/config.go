@@ -99,6 +99,19 @@ type ClassRule struct {
 	// CIDRs match the client address (after trusted X-Forwarded-For);
 	// single addresses are allowed.
 	CIDRs []string `yaml:"cidrs"`
+	// ClientCert matches the identity of the request's verified TLS
+	// client certificate (its first URI SAN, else first DNS SAN, else
+	// subject CN; classify.CertIdentity). The proxy needs a listener
+	// that verifies client certificates (tls.client_auth).
+	ClientCert *CertMatch `yaml:"client_cert"`
+}
+
+// CertMatch matches the identity of a verified client certificate.
+type CertMatch struct {
+	// Value is the exact identity, such as
+	// spiffe://example.org/ns/shop/sa/api; empty matches any verified
+	// certificate.
+	Value string `yaml:"value"`
 }
 
 // HeaderMatch matches a header or cookie by name and (optionally) value.
@@ -184,7 +197,9 @@ type TenantsConfig struct {
 	// address the classifier reads (the peer, or the first untrusted
 	// X-Forwarded-For entry from a trusted proxy), cut to IPv4Prefix or
 	// IPv6Prefix bits; "header:<Name>", the value of request header Name,
-	// believed only from classes.trusted_proxies.
+	// believed only from classes.trusted_proxies; "client-cert", the
+	// identity of the request's verified TLS client certificate
+	// (ClassRule.ClientCert's), none without one.
 	Key string `yaml:"key"`
 	// IPv4Prefix and IPv6Prefix are the prefix lengths of the client
 	// address that name its tenant under key client (default 32 and
@@ -197,6 +212,9 @@ type TenantsConfig struct {
 const (
 	TenantKeyHop    = "hop"
 	TenantKeyClient = "client"
+	// TenantKeyClientCert names the tenant by the verified client
+	// certificate's identity (classify.ClientCertIdentity).
+	TenantKeyClientCert = "client-cert"
 	// TenantKeyHeader is the prefix of "header:<Name>".
 	TenantKeyHeader = "header:"
 )

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/classify"
 	"github.com/sluicehq/sluice/internal/httpx"
 )
 
@@ -23,6 +24,7 @@ const (
 	tenantHop tenantKind = iota
 	tenantClient
 	tenantHeader
+	tenantClientCert
 )
 
 // parseTenantKey reads tenants.key with its prefix lengths; ok false
@@ -33,6 +35,8 @@ func parseTenantKey(key string, v4, v6 int) (tenantKey, bool) {
 		return tenantKey{kind: tenantHop}, true
 	case key == TenantKeyClient:
 		return tenantKey{kind: tenantClient, v4: v4, v6: v6}, true
+	case key == TenantKeyClientCert:
+		return tenantKey{kind: tenantClientCert}, true
 	case strings.HasPrefix(key, TenantKeyHeader):
 		name := key[len(TenantKeyHeader):]
 		if !httpx.IsToken(name) {
@@ -45,7 +49,8 @@ func parseTenantKey(key string, v4, v6 int) (tenantKey, bool) {
 
 // tenant returns r's tenant under key k, hop being the believed hop
 // tenant: "" when the request names none (one tenant of the default
-// weight). Only key client allocates (the masked address's text).
+// weight). Only keys client (the masked address's text) and client-cert
+// (a URI identity's text) allocate.
 func (p *Policy) tenant(k tenantKey, r *http.Request, hop string) string {
 	switch k.kind {
 	case tenantClient:
@@ -69,6 +74,8 @@ func (p *Policy) tenant(k tenantKey, r *http.Request, hop string) string {
 			return ""
 		}
 		return v[0]
+	case tenantClientCert:
+		return classify.ClientCertIdentity(r)
 	}
 	return hop
 }

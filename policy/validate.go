@@ -192,6 +192,10 @@ func (c *Config) clone() Config {
 			h := *r.Cookie
 			r.Cookie = &h
 		}
+		if r.ClientCert != nil {
+			m := *r.ClientCert
+			r.ClientCert = &m
+		}
 		r.CIDRs = slices.Clone(r.CIDRs)
 	}
 	out.Stages = slices.Clone(c.Stages)
@@ -344,10 +348,13 @@ func compileClasses(c *Config, out *compiled) error {
 		if !ok {
 			return fieldErr(p+".class", "%q is not a class of classes.order (%s)", r.Class, valid)
 		}
-		if r.Header == nil && r.Cookie == nil && len(r.CIDRs) == 0 {
-			return fieldErr(p, "a rule needs at least one condition: header, cookie or cidrs")
+		if r.Header == nil && r.Cookie == nil && len(r.CIDRs) == 0 && r.ClientCert == nil {
+			return fieldErr(p, "a rule needs at least one condition: header, cookie, cidrs or client_cert")
 		}
 		rule := classify.ClassRule{Class: ci}
+		if r.ClientCert != nil {
+			rule.ClientCert = &classify.CertMatch{Value: r.ClientCert.Value}
+		}
 		var err error
 		if rule.Header, err = compileMatch(p+".header", r.Header, httpx.IsToken); err != nil {
 			return err
@@ -568,7 +575,7 @@ func compileTenantKey(p string, s *StageConfig) (tenantKey, error) {
 	}
 	k, ok := parseTenantKey(key, v4, v6)
 	if !ok {
-		return tenantKey{}, fieldErr(p+".tenants.key", "%q must be hop, client or header:<Name> (Name an HTTP header name, e.g. header:X-Customer)", tc.Key)
+		return tenantKey{}, fieldErr(p+".tenants.key", "%q must be hop, client, client-cert or header:<Name> (Name an HTTP header name, e.g. header:X-Customer)", tc.Key)
 	}
 	if v4 < 1 || v4 > 32 {
 		return tenantKey{}, fieldErr(p+".tenants.ipv4_prefix", "%d must be a prefix length within [1, 32], such as 24", v4)

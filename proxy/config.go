@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"crypto/tls"
 	"fmt"
 	"net"
 	"net/netip"
@@ -132,8 +131,9 @@ type ListenerConfig struct {
 	// Addr is host:port, e.g. "0.0.0.0:8080" or "127.0.0.1:8080"
 	// (required).
 	Addr string `yaml:"addr"`
-	// TLS, when set, serves HTTPS with this certificate; it enables
-	// HTTP/2 (negotiated by ALPN).
+	// TLS, when set, serves HTTPS with these certificates (rotated when
+	// their files change) and optionally verifies client certificates;
+	// it enables HTTP/2 (negotiated by ALPN). Default none: plaintext.
 	TLS *TLSConfig `yaml:"tls,omitempty"`
 	// ReadHeaderTimeout bounds the time to read a request's headers
 	// (default 10s).
@@ -193,12 +193,6 @@ type ListenerConfig struct {
 	ProxyProtocol *ProxyProtocolConfig `yaml:"proxy_protocol,omitempty"`
 }
 
-// TLSConfig names a PEM certificate chain and its private key.
-type TLSConfig struct {
-	Cert string `yaml:"cert"`
-	Key  string `yaml:"key"`
-}
-
 // AdminConfig is the admin listener: /metrics, /state, /config, /reload,
 // /stages/{name}/target, /shadow, the dashboard /ui and optionally
 // /debug/pprof.
@@ -223,6 +217,11 @@ type AdminConfig struct {
 	TokenFile string `yaml:"token_file,omitempty"`
 	// Pprof serves net/http/pprof under /debug/pprof/ (default false).
 	Pprof bool `yaml:"pprof"`
+	// TLS, when set, serves the admin API over HTTPS, as a listener's
+	// tls does (TLSConfig). With client_auth require, a verified client
+	// certificate is enough to serve a non-loopback Addr without Token
+	// (AllowPublic is still needed). Default none: plaintext.
+	TLS *TLSConfig `yaml:"tls,omitempty"`
 }
 
 // BackendsConfig is the upstream pool: servers, balancing, the bounded
@@ -263,6 +262,11 @@ type BackendsConfig struct {
 	// retries and the deadline's least remainder (UpstreamClientConfig;
 	// by default no throttling and no retries).
 	Client UpstreamClientConfig `yaml:"client"`
+	// TLS is the TLS towards https:// servers: CA bundle, client
+	// certificate, server name, minimum version (UpstreamTLSConfig).
+	// Default none: the system's roots, no client certificate, each
+	// URL's host as the server name.
+	TLS *UpstreamTLSConfig `yaml:"tls,omitempty"`
 }
 
 // ServerConfig is one upstream server.
@@ -419,7 +423,9 @@ func (c *Config) SetDefaults() {
 			l.MaxRequestBodyBytes = DefaultMaxRequestBodyBytes
 		}
 		l.ProxyProtocol.setDefaults()
+		l.TLS.setDefaults()
 	}
+	c.Admin.TLS.setDefaults()
 	if c.Admin.Addr == "" {
 		c.Admin.Addr = DefaultAdminAddr
 	}
@@ -468,6 +474,7 @@ func (c *Config) SetDefaults() {
 	if b.IdleConnTimeout == 0 {
 		b.IdleConnTimeout = DefaultIdleConnTimeout
 	}
+	b.TLS.setDefaults()
 	if c.DrainTimeout == 0 {
 		c.DrainTimeout = DefaultDrainTimeout
 	}
@@ -499,14 +506,8 @@ func (c *Config) Validate() error {
 		}
 		seen[l.Addr] = p + ".addr"
 		if l.TLS != nil {
-			if l.TLS.Cert == "" {
-				return fieldErr(p+".tls.cert", "is required with tls")
-			}
-			if l.TLS.Key == "" {
-				return fieldErr(p+".tls.key", "is required with tls")
-			}
-			if _, err := tls.LoadX509KeyPair(l.TLS.Cert, l.TLS.Key); err != nil {
-				return fieldErr(p+".tls.cert", "cannot load certificate %q with key %q: %v", l.TLS.Cert, l.TLS.Key, err)
+			if err := l.TLS.validate(p + ".tls"); err != nil {
+				return err
 			}
 		}
 		for _, d := range []struct {
@@ -556,16 +557,28 @@ func (c *Config) Validate() error {
 		return fieldErr("admin.addr", "%q is already used by %s", c.Admin.Addr, prev)
 	}
 	if !c.Admin.AllowPublic && !isLoopbackAddr(c.Admin.Addr) {
-		return fieldErr("admin.addr", "%q is not a loopback address: the admin API can reload and retarget the proxy; set admin.allow_public: true and admin.token to serve it there anyway", c.Admin.Addr)
+		return fieldErr("admin.addr", "%q is not a loopback address: the admin API can reload and retarget the proxy; set admin.allow_public: true and admin.token (or admin.tls with client_auth: require) to serve it there anyway", c.Admin.Addr)
 	}
 	if err := checkAdminToken(c.Admin.Token); err != nil {
 		return fieldErr("admin.token", "%v", err)
 	}
-	if c.Admin.Token == "" && !isLoopbackAddr(c.Admin.Addr) {
-		return fieldErr("admin.token", "required when admin.addr (%q) is not a loopback address: the dashboard and every mutating endpoint need a bearer token there", c.Admin.Addr)
+	if c.Admin.TLS != nil {
+		if err := c.Admin.TLS.validate("admin.tls"); err != nil {
+			return err
+		}
+	}
+	// A verified client certificate (admin.tls.client_auth: require)
+	// authenticates every admin request as a token does.
+	if c.Admin.Token == "" && !isLoopbackAddr(c.Admin.Addr) && !c.Admin.TLS.requiresClientCert() {
+		return fieldErr("admin.token", "required when admin.addr (%q) is not a loopback address: the dashboard and every mutating endpoint need a bearer token there (or a client certificate: admin.tls with client_ca and client_auth: require)", c.Admin.Addr)
 	}
 	if err := c.Backends.validate(); err != nil {
 		return err
+	}
+	if c.Backends.TLS != nil {
+		if err := c.Backends.TLS.validate("backends.tls", c.Backends.Servers); err != nil {
+			return err
+		}
 	}
 	if c.DrainTimeout < 0 {
 		return fieldErr("drain_timeout", "%v is invalid: must be a positive duration", c.DrainTimeout)
@@ -580,6 +593,9 @@ func (c *Config) Validate() error {
 		return err
 	}
 	if err := policyValidate(&c.Config); err != nil {
+		return err
+	}
+	if err := c.validateClientCertKeys(); err != nil {
 		return err
 	}
 	if err := c.validateUpstreamClient(); err != nil {
@@ -717,7 +733,7 @@ func isLoopbackAddr(addr string) bool {
 // admin listeners, utilization sensor, resource rules and policer (those
 // cannot change on reload).
 func sameListeners(a, b *Config) bool {
-	if len(a.Listeners) != len(b.Listeners) || a.Admin != b.Admin || a.Utilization != b.Utilization ||
+	if len(a.Listeners) != len(b.Listeners) || !reflect.DeepEqual(a.Admin, b.Admin) || a.Utilization != b.Utilization ||
 		a.MaxClientConnections != b.MaxClientConnections ||
 		!reflect.DeepEqual(a.Resources, b.Resources) || !reflect.DeepEqual(a.Policer, b.Policer) ||
 		!reflect.DeepEqual(a.Telemetry, b.Telemetry) {
@@ -725,7 +741,7 @@ func sameListeners(a, b *Config) bool {
 	}
 	for i := range a.Listeners {
 		x, y := a.Listeners[i], b.Listeners[i]
-		if (x.TLS == nil) != (y.TLS == nil) || (x.TLS != nil && *x.TLS != *y.TLS) {
+		if !reflect.DeepEqual(x.TLS, y.TLS) { // the settings; new contents of their files apply on reload
 			return false
 		}
 		x.TLS, y.TLS = nil, nil

@@ -78,6 +78,8 @@ type Server struct {
 	ready     readiness            // what /readyz answers (health.go)
 
 	ppRejected *prometheus.CounterVec // proxy_proxy_protocol_rejected_total (proxyproto.go)
+	tlsm       *tlsMetrics            // the TLS settings' metrics (tls_watch.go)
+	tlsw       []*tlsWatch            // the listeners' and the admin listener's TLS, after Listen
 
 	watchMu sync.Mutex
 	fileSum [sha256.Size]byte    // digest of the file content last read by a reload or the watch
@@ -114,7 +116,7 @@ func New(cfg *Config, opts Options) (*Server, error) {
 	}
 	m := newMetrics()
 	s := &Server{h: newHandler(m, logger), m: m, reg: reg, log: logger, file: opts.ConfigFile, adjust: opts.Adjust,
-		auth: newAdminAuth(cfg.Admin.Token)}
+		auth: newAdminAuth(cfg.Admin.Token), tlsm: newTLSMetrics()}
 	s.h.ready = &s.ready
 	s.dash = dashboard.New(dashView{s}, dashboard.Options{Access: dashAccess{s.auth}, Error: adminError, Logger: logger})
 	ov, err := buildOverload(cfg, s.h, logger, time.Now())
@@ -145,6 +147,9 @@ func New(cfg *Config, opts Options) (*Server, error) {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("proxy: metrics: %w", err)
 		}
+	}
+	if err := s.tlsm.register(reg); err != nil {
+		return nil, fmt.Errorf("proxy: metrics: %w", err)
 	}
 	if err := reg.Register(readyCollector{&s.ready}); err != nil {
 		return nil, fmt.Errorf("proxy: metrics: %w", err)
@@ -186,6 +191,9 @@ func (s *Server) newGeneration(cfg *Config, prev *generation) (*generation, erro
 	} else {
 		if pool, err = NewPool(cfg.Backends); err != nil {
 			return nil, err
+		}
+		if pool.tls != nil {
+			pool.tls.w.setOutputs(s.log, s.tlsm)
 		}
 		if s.ov.busy {
 			if err := pool.trackBusy(time.Now()); err != nil {
@@ -299,6 +307,7 @@ func (s *Server) applyFrom(next func(running *Config) *Config) error {
 	}
 	s.h.gen.Store(g)
 	s.h.buf.use(&g.buf)
+	s.recheckTLS(g, old.pool == g.pool, time.Now())
 	if old.stop != nil {
 		old.stop()
 	}
@@ -361,6 +370,9 @@ func (s *Server) startRunners(g *generation) {
 	if g.cluster != nil {
 		s.runs.Go(func() { g.cluster.Run(ctx) })
 	}
+	if g.pool.tls != nil {
+		s.runs.Go(func() { g.pool.tls.w.Run(ctx) })
+	}
 }
 
 // Listen binds the client and admin listeners of the running
@@ -374,6 +386,7 @@ func (s *Server) Listen() error {
 	cfg := s.h.gen.Load().cfg
 	var lns []net.Listener
 	var bound []net.Addr // the client listeners' addresses, for the kernel path
+	var watches []*tlsWatch
 	fail := func(err error) error {
 		for _, l := range lns {
 			l.Close()
@@ -398,13 +411,15 @@ func (s *Server) Listen() error {
 		}
 		ln = &clientListener{Listener: ln, lim: s.conns, send: lc.SendTimeout, scan: lc.TLS == nil}
 		if lc.TLS != nil {
-			cert, err := tls.LoadX509KeyPair(lc.TLS.Cert, lc.TLS.Key)
+			w, err := s.newServerTLS(fmt.Sprintf("listeners[%d].tls", i), lc.TLS)
 			if err != nil {
-				return fail(fmt.Errorf("listeners[%d].tls: %w", i, err))
+				ln.Close()
+				return fail(err)
 			}
+			watches = append(watches, w)
 			// TLS is terminated in the listener: HTTP/1.1 over TLS is
 			// scanned too (internal/h1, tlsscan.go).
-			ln = h1.NewTLSListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, lc.ReadHeaderTimeout)
+			ln = h1.NewTLSListener(ln, w.serverConfig(), lc.ReadHeaderTimeout)
 		}
 		lns = append(lns, ln)
 		srv := &http.Server{
@@ -443,11 +458,20 @@ func (s *Server) Listen() error {
 	if err != nil {
 		return fail(listenError("admin.addr", cfg.Admin.Addr, err))
 	}
+	if cfg.Admin.TLS != nil {
+		w, err := s.newServerTLS("admin.tls", cfg.Admin.TLS)
+		if err != nil {
+			aln.Close()
+			return fail(err)
+		}
+		watches = append(watches, w)
+		aln = tls.NewListener(aln, w.serverConfig())
+	}
 	if err := s.startKernel(bound); err != nil {
 		aln.Close()
 		return fail(err)
 	}
-	s.lns, s.adminLn = lns, aln
+	s.lns, s.adminLn, s.tlsw = lns, aln, watches
 	s.admin = &http.Server{Handler: s.adminHandler(cfg.Admin.Pprof), ReadHeaderTimeout: DefaultReadHeaderTimeout,
 		IdleTimeout: DefaultIdleTimeout, ErrorLog: serverLog(s.log)}
 	return nil
@@ -497,6 +521,9 @@ func (s *Server) Serve(ctx context.Context) error {
 	if !s.manual {
 		s.ov.run(runCtx, &s.runs)
 		s.runs.Go(func() { s.dash.Run(runCtx) })
+		for _, w := range s.tlsw {
+			s.runs.Go(func() { w.Run(runCtx) })
+		}
 	}
 	s.runs.Go(func() { s.runHealth(runCtx) })
 	s.runs.Go(func() { s.runMemLimit(runCtx) })

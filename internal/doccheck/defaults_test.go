@@ -163,12 +163,17 @@ func goTypes() []goType {
 		c.Resources[0].Stage, c.Resources[0].Resource = "cgi", proxy.ResourceCPU
 	}
 	p := proxyConfig()
+	withTLS := proxyConfig(func(c *proxy.Config) {
+		c.Listeners[0].TLS, c.Backends.TLS = &proxy.TLSConfig{}, &proxy.UpstreamTLSConfig{}
+	})
 	plain := proxyConfig(func(c *proxy.Config) {
 		c.Policer, c.Shares, c.Cluster, c.Telemetry.OTLP, c.Listeners[0].ProxyProtocol = nil, nil, nil, nil, nil
 	})
 	pc := proxyConfig(withProcess, withCoDel, withOutQueue, withKihlAuto)
 	pol := policyConfig()
 	cl := clusterConfig()
+	clusterTLS := cluster.Config{TLS: &cluster.TLSConfig{}}
+	clusterTLS.SetDefaults()
 	return []goType{
 		{"control", "AutoConfig", "DefaultAutoConfig", ctxOf(control.DefaultAutoConfig())},
 		{"control", "BBRConfig", "DefaultBBRConfig", ctxOf(control.DefaultBBRConfig())},
@@ -229,6 +234,8 @@ func goTypes() []goType {
 		{"client", "RetryConfig", "", ctxOf(client.DefaultConfig().Retry)},
 
 		{"share", "Config", "DefaultConfig", ctxOf(share.DefaultConfig())},
+		{"cluster", "TLSConfig", "", &doccheck.Context{Root: v(*clusterTLS.TLS), Derived: map[string]doccheck.Derived{
+			"CA": {Phrase: "the system's roots"}, "ServerName": {Phrase: "each address's host"}}}},
 
 		{"cluster", "Config", "Config.SetDefaults", &doccheck.Context{Root: v(cl), Derived: map[string]doccheck.Derived{
 			"Instance": {Phrase: `the host name and the process id, "host-1234"`, Check: func() error {
@@ -267,6 +274,10 @@ func goTypes() []goType {
 			Derived: map[string]doccheck.Derived{"RequestBufferDir": {Phrase: "the system's temporary directory"}}}},
 		{"proxy", "ProxyProtocolConfig", "", ctxOf(*p.Listeners[0].ProxyProtocol)},
 		{"proxy", "AdminConfig", "", ctxOf(p.Admin)},
+		{"proxy", "TLSConfig", "", &doccheck.Context{Root: v(*withTLS.Listeners[0].TLS), Derived: map[string]doccheck.Derived{
+			"ClientAuth": {Phrase: "require when ClientCA is set, else none", Check: checkClientAuthDefault}}}},
+		{"proxy", "UpstreamTLSConfig", "", &doccheck.Context{Root: v(*withTLS.Backends.TLS), Derived: map[string]doccheck.Derived{
+			"CA": {Phrase: "the system's roots"}, "ServerName": {Phrase: "each server URL's host"}}}},
 		{"proxy", "ResponseBufferingConfig", "", &doccheck.Context{Root: v(p.ResponseBuffering), Derived: map[string]doccheck.Derived{
 			"TempDir": {Phrase: "the system's temporary directory"}}}},
 		{"proxy", "BackendsConfig", "", &doccheck.Context{Root: v(p.Backends), Derived: map[string]doccheck.Derived{
@@ -564,4 +575,16 @@ func TestCheckerCatchesDrift(t *testing.T) {
 		t.Errorf("only %d defaults checked", n)
 	}
 	t.Logf("%d stated defaults checked", n)
+}
+
+// checkClientAuthDefault checks the default of tls.client_auth: require
+// with a client CA, none without.
+func checkClientAuthDefault() error {
+	for ca, want := range map[string]string{"": proxy.ClientAuthNone, "ca.pem": proxy.ClientAuthRequire} {
+		c := proxyConfig(func(c *proxy.Config) { c.Listeners[0].TLS = &proxy.TLSConfig{ClientCA: ca} })
+		if got := c.Listeners[0].TLS.ClientAuth; got != want {
+			return fmt.Errorf("client_auth with client_ca %q defaults to %q, not %q", ca, got, want)
+		}
+	}
+	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/client"
+	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/control"
 	"github.com/sluicehq/sluice/internal/doccheck"
 	"github.com/sluicehq/sluice/proxy"
@@ -37,6 +38,19 @@ func configRules() map[string]*doccheck.Rule {
 	}
 	withPhrase := func(d doccheck.Derived, phrase string) doccheck.Derived { d.Phrase = phrase; return d }
 
+	// The tls sections' defaults, filled when the sections are present.
+	withTLS := cond(func(c *proxy.Config) {
+		c.Listeners[0].TLS, c.Backends.TLS, c.Cluster.TLS = &proxy.TLSConfig{}, &proxy.UpstreamTLSConfig{}, &cluster.TLSConfig{}
+	})
+	tlsRoots := func(ctx *doccheck.Context, prefix string, keys ...string) {
+		if ctx.Roots == nil {
+			ctx.Roots = map[string]reflect.Value{}
+		}
+		for _, k := range keys {
+			ctx.Roots[prefix+k] = withTLS
+		}
+	}
+
 	admin := section("admin.")
 	admin.Extra = map[string]reflect.Value{"decisions": v(proxy.DefaultStateDecisions)}
 
@@ -46,13 +60,17 @@ func configRules() map[string]*doccheck.Rule {
 	backends := section("backends.")
 	backends.Roots = map[string]reflect.Value{"backends.servers": cond(func(c *proxy.Config) { c.Backends.Servers = nil })}
 	backends.Derived = map[string]doccheck.Derived{
-		"backends.max_idle_conns_per_host": withPhrase(derived("proxy", "BackendsConfig", "MaxIdleConnsPerHost"), "largest `max_concurrency`")}
+		"backends.max_idle_conns_per_host": withPhrase(derived("proxy", "BackendsConfig", "MaxIdleConnsPerHost"), "largest `max_concurrency`"),
+		"backends.tls.ca":                  {Phrase: "system roots"}, "backends.tls.server_name": {Phrase: "each URL's host"}}
+	tlsRoots(backends, "backends.tls.", "ca", "server_name", "min_version", "watch")
 
 	buffering := section("response_buffering.")
 	buffering.Derived = map[string]doccheck.Derived{"response_buffering.temp_dir": {Phrase: "system temp dir"}}
 
 	listeners := section("listeners[].")
-	listeners.Derived = map[string]doccheck.Derived{"listeners[].request_buffer_dir": {Phrase: "system temp dir"}}
+	listeners.Derived = map[string]doccheck.Derived{"listeners[].request_buffer_dir": {Phrase: "system temp dir"},
+		"listeners[].tls.client_auth": {Phrase: "`require` with `client_ca`", Check: checkClientAuthDefault}}
+	tlsRoots(listeners, "listeners[].tls.", "min_version", "watch", "client_auth")
 
 	util := section("utilization.")
 	util.Roots = map[string]reflect.Value{"utilization.header": cond(withBackendHeader), "utilization.process_cpus": cond(withProcess)}
@@ -83,7 +101,9 @@ func configRules() map[string]*doccheck.Rule {
 	clusterCtx.Derived = map[string]doccheck.Derived{
 		"cluster.instance":      withPhrase(derived("cluster", "Config", "Instance"), "host name and pid"),
 		"cluster.timeout":       withPhrase(derived("cluster", "Config", "Timeout"), "period/4"),
-		"cluster.heartbeat_ttl": withPhrase(derived("cluster", "Config", "HeartbeatTTL"), "3 × period")}
+		"cluster.heartbeat_ttl": withPhrase(derived("cluster", "Config", "HeartbeatTTL"), "3 × period"),
+		"cluster.tls.ca":        {Phrase: "system roots"}, "cluster.tls.server_name": {Phrase: "each address's host"}}
+	tlsRoots(clusterCtx, "cluster.tls.", "ca", "server_name", "min_version")
 
 	healthCtx := section("health.")
 	healthCtx.Derived = map[string]doccheck.Derived{

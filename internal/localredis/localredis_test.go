@@ -4,9 +4,12 @@ import (
 	"bufio"
 	"net"
 	"os"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/testcert"
 )
 
 // pingOK sends PING on a new connection and reports whether +PONG came
@@ -70,5 +73,33 @@ func TestServerLifecycle(t *testing.T) {
 	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Errorf("directory %s left after Stop: %v", dir, err)
+	}
+}
+
+// A TLS-only server with the default user off: it is up when PING over
+// TLS answers NOAUTH; a plaintext PING gets no PONG; a restart keeps
+// its options.
+func TestTLSServerWithUsers(t *testing.T) {
+	ca := testcert.NewCA(t, "CA")
+	dir := t.TempDir()
+	cert, key := ca.Issue(t, testcert.Leaf{CommonName: "redis", IPs: []string{"127.0.0.1"}}).Write(t, dir, "redis")
+	s := ForTestWith(t, Options{TLS: &TLSFiles{Cert: cert, Key: key, CA: ca.WriteCA(t)}, Users: []string{"default off", "bob on >pw ~* +@all"}})
+	if line, err := s.command("PING"); err != nil || !strings.HasPrefix(line, "-NOAUTH") {
+		t.Fatalf("PING over TLS as the default user: %q %v", line, err)
+	}
+	if line, err := s.command("AUTH bob pw"); err != nil || line != "+OK" {
+		t.Fatalf("AUTH bob: %q %v", line, err)
+	}
+	if pingOK(s.Addr, 300*time.Millisecond) {
+		t.Error("a TLS-only server answered a plaintext PING")
+	}
+	if err := s.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	if line, err := s.command("PING"); err != nil || !strings.HasPrefix(line, "-NOAUTH") {
+		t.Fatalf("after a restart: %q %v", line, err)
 	}
 }
