@@ -20,8 +20,10 @@ type Config struct {
 	// Classes defines request classes and how requests are classified.
 	Classes ClassesConfig `yaml:"classes"`
 	// Stages are matched in order; the first match decides. A request that
-	// matches no stage goes to an implicit stage "default" with no
-	// admission control.
+	// matches no stage goes to an implicit stage "default", which runs no
+	// admission control (none) — unless there are no stages at all: then
+	// every request goes to it and it runs auto at its defaults, the same
+	// default as a stage without a controller and the proxy's quick start.
 	Stages []StageConfig `yaml:"stages"`
 	// Reject is the explicit rejection response.
 	Reject RejectConfig `yaml:"reject"`

@@ -189,10 +189,13 @@ func New(cfg Config, opts Options) (*Policy, error) {
 		p.byName[e.name] = e
 		p.anyRateLimit = p.anyRateLimit || e.rateLimit
 	}
-	none := control.DefaultNoneConfig()
-	dfp := fingerprint{ctrl: &none, classes: c.Classes.Order, burst: DefaultBurst, window: DefaultWindow,
+	implicit, err := control.NewConfig(c.ImplicitController())
+	if err != nil {
+		return nil, fmt.Errorf("policy: implicit stage: %w", err)
+	}
+	dfp := fingerprint{ctrl: implicit, classes: c.Classes.Order, burst: DefaultBurst, window: DefaultWindow,
 		maxQueue: DefaultQueueMax, queueTimeout: DefaultQueueTimeout, shadow: c.Shadow}
-	e, err := build(ImplicitStage, &none, dfp, nil)
+	e, err := build(ImplicitStage, implicit, dfp, nil)
 	if err != nil {
 		return nil, fmt.Errorf("policy: implicit stage: %w", err)
 	}

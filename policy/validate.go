@@ -45,11 +45,14 @@ const (
 	DefaultMaxTimeout    = 5 * time.Minute
 	DefaultReserve       = stage.DefaultPriorityReserve
 	// ImplicitStage is the name of the stage of requests that match no
-	// configured stage; it has no admission control (ImplicitController)
-	// and the name is reserved.
+	// configured stage (Config.ImplicitController says what it runs); the
+	// name is reserved.
 	ImplicitStage = "default"
-	// ImplicitController is the controller of the implicit stage: none.
-	// A configured stage without a controller runs DefaultController.
+	// ImplicitController is the controller of the implicit stage once the
+	// configuration has stages: none, so that requests no stage matches
+	// are admitted without control. A configured stage without a
+	// controller, and the implicit stage of a configuration without
+	// stages, run DefaultController.
 	ImplicitController = "none"
 	// TrustTrusted and TrustAny are the values of HeaderMatch.Trust.
 	TrustTrusted = "trusted"
@@ -57,6 +60,19 @@ const (
 )
 
 func fieldErr(path, format string, a ...any) error { return fielderr.Errorf(path, format, a...) }
+
+// ImplicitController returns the controller of the implicit stage of c:
+// DefaultController (auto, at its defaults) when c has no stages — a
+// configuration that says nothing about control gets the default, as
+// the proxy's quick start and the middleware do —, else
+// ImplicitController (none): once stages are written, the requests none
+// of them matches are the ones left out of control.
+func (c *Config) ImplicitController() string {
+	if len(c.Stages) == 0 {
+		return DefaultController
+	}
+	return ImplicitController
+}
 
 // SetDefaults fills every unset field with its documented default, in
 // place: the class order ["default"], the last class as the default

@@ -149,15 +149,15 @@ func (h *Handler) traceDecision(span trace.Span, g *generation, cr policy.Reques
 	}
 }
 
-// controllerOf returns the controller of the stage named name ("none" for
-// the implicit stage).
+// controllerOf returns the controller of the stage named name (for the
+// implicit stage, what policy.Config.ImplicitController says).
 func (g *generation) controllerOf(name string) string {
 	for i := range g.cfg.Stages {
 		if g.cfg.Stages[i].Name == name {
 			return g.cfg.Stages[i].Controller
 		}
 	}
-	return policy.ImplicitController
+	return g.cfg.Config.ImplicitController()
 }
 
 // buildVersion is the main module's version from the build info

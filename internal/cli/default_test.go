@@ -15,12 +15,13 @@ import (
 	"github.com/sluicehq/sluice/stage"
 )
 
-// One default everywhere: a stage written in a file without a
-// controller (examples/minimal.yaml), the quick start told nothing but
-// where to listen and proxy, and the middleware's policy given a stage
-// without a controller all run the same controller with the same
-// parameters, decoded and defaulted; so does a stage of the stage API
-// built without one.
+// One default everywhere: a file that says nothing about control
+// (examples/minimal.yaml), a stage written in a file without a
+// controller, the quick start told nothing but where to listen and
+// proxy, and the middleware's policy given no stage or a stage without a
+// controller all run the same controller with the same parameters,
+// decoded and defaulted; so does a stage of the stage API built without
+// one.
 func TestOneDefaultController(t *testing.T) {
 	want, err := control.NewConfig(stage.DefaultController)
 	if err != nil {
@@ -35,10 +36,18 @@ func TestOneDefaultController(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(file.Stages) != 1 {
-		t.Fatalf("examples/minimal.yaml has %d stages, want the one that runs the default", len(file.Stages))
+	if len(file.Stages) != 0 {
+		t.Fatalf("examples/minimal.yaml has %d stages, want none: the implicit stage runs the default", len(file.Stages))
 	}
-	fromFile := stageController(t, file.Config, file.Stages[0].Name)
+	fromFile := implicitController(t, file.Config)
+	withStage, err := proxy.Parse("stage.yaml", []byte("listeners: [{addr: 127.0.0.1:0}]\nbackends: {servers: [{url: http://127.0.0.1:1}]}\nstages: [{name: all, match: {path_prefix: /}}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromFileStage := stageController(t, withStage.Config, "all")
+	if withStage.Config.ImplicitController() != policy.ImplicitController {
+		t.Errorf("with stages, requests no stage matches run %q, want %q", withStage.Config.ImplicitController(), policy.ImplicitController)
+	}
 
 	cmd := NewProxyCmd()
 	if err := cmd.ParseFlags([]string{"--listen", "127.0.0.1:0", "--backend", "http://127.0.0.1:1"}); err != nil {
@@ -64,6 +73,11 @@ func TestOneDefaultController(t *testing.T) {
 		t.Fatal(err)
 	}
 	fromMiddleware := stageController(t, pol.Config(), "all")
+	empty, err := policy.New(policy.Config{}, policy.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromEmptyMiddleware := implicitController(t, empty.Config())
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go pol.Run(ctx)
@@ -73,7 +87,8 @@ func TestOneDefaultController(t *testing.T) {
 		t.Fatalf("the middleware answered %d", rec.Code)
 	}
 
-	for name, got := range map[string]control.Config{"file": fromFile, "quick start": fromQuickStart, "middleware": fromMiddleware} {
+	for name, got := range map[string]control.Config{"file without stages": fromFile, "file stage": fromFileStage,
+		"quick start": fromQuickStart, "middleware stage": fromMiddleware, "middleware without stages": fromEmptyMiddleware} {
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("%s: stage controller %T %+v, want %T %+v", name, got, got, want, want)
 		}
@@ -85,7 +100,8 @@ func TestOneDefaultController(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, st := range map[string]*stage.Stage{"middleware": pol.Stage("all"), "stage.New": direct} {
+	for name, st := range map[string]*stage.Stage{"middleware": pol.Stage("all"), "stage.New": direct,
+		"middleware without stages": empty.Stage(policy.ImplicitStage)} {
 		a, ok := st.Controller().Unwrap().(*control.Auto)
 		if !ok {
 			t.Errorf("%s: controller %T, want *control.Auto", name, st.Controller().Unwrap())
@@ -98,6 +114,17 @@ func TestOneDefaultController(t *testing.T) {
 	if st := pol.Stage("all").State(0); st.Controller != "auto" {
 		t.Errorf("the middleware's stage reports controller %q", st.Controller)
 	}
+}
+
+// implicitController returns the controller configuration the implicit
+// stage of cfg runs, at its defaults.
+func implicitController(t *testing.T, cfg policy.Config) control.Config {
+	t.Helper()
+	c, err := control.NewConfig(cfg.ImplicitController())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // stageController returns the decoded controller configuration of the
