@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluicehq/sluice/cluster"
+	"github.com/sluicehq/sluice/internal/secret"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/proxy"
 )
@@ -264,7 +265,7 @@ func (f *proxyFlags) quickStart(cmd *cobra.Command) (*proxy.Config, error) {
 			return nil, usagef("--admin-token-file: %v", err)
 		}
 		line, _, _ := strings.Cut(string(b), "\n")
-		cfg.Admin.Token = strings.TrimSpace(line)
+		cfg.Admin.Token = secret.String(strings.TrimSpace(line))
 		if cfg.Admin.Token == "" {
 			return nil, usagef("--admin-token-file %s: the file is empty: put the token on its first line", f.adminTokenFile)
 		}
