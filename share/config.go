@@ -181,7 +181,7 @@ type ClientConfig struct {
 	// line (blank lines and lines starting with # skipped), which the
 	// proxy's configuration loader reads at start and on every reload (a
 	// mounted Kubernetes Secret rotates without a restart); exclusive
-	// with APIKeys (default none). A Go program sets APIKeys instead.
+	// with APIKeys. A Go program sets APIKeys instead.
 	APIKeysFile string `yaml:"api_keys_file,omitempty" json:"api_keys_file,omitempty"`
 }
 
