@@ -602,7 +602,7 @@ func (b *BackendsConfig) validate() error {
 	for i, s := range b.Servers {
 		p := fmt.Sprintf("backends.servers[%d]", i)
 		if _, err := parseBackendURL(s.URL); err != nil {
-			return fieldErr(p+".url", "%q is invalid: %v", s.URL, err)
+			return fieldErr(p+".url", "%q is invalid: %v", redactURL(s.URL), err)
 		}
 		if j, dup := seen[s.URL]; dup {
 			return fieldErr(p+".url", "%q is already backends.servers[%d]", s.URL, j)

@@ -94,8 +94,9 @@ func (t *TelemetryConfig) validate() error {
 	if o.Endpoint == "" {
 		return fieldErr(p+"endpoint", "is required: the collector's OTLP/HTTP URL, e.g. http://127.0.0.1:4318")
 	}
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
-		return fieldErr(p+"endpoint", "%q is invalid: must be an http:// or https:// URL with a host and no query, e.g. http://127.0.0.1:4318", o.Endpoint)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return fieldErr(p+"endpoint", "%q is invalid: must be an http:// or https:// URL with a host and no query or user info "+
+			"(credentials go in otlp.headers_file), e.g. http://127.0.0.1:4318", redactURL(o.Endpoint))
 	}
 	if !o.Traces && !o.Metrics {
 		return fieldErr(p+"traces", "neither traces nor metrics is true: enable one, or remove telemetry.otlp")
@@ -113,6 +114,16 @@ func (t *TelemetryConfig) validate() error {
 		return fieldErr(p+"service_name", "%q is invalid: must not be blank", o.ServiceName)
 	}
 	return nil
+}
+
+// redactURL returns s with the password of its user info replaced
+// (url.URL.Redacted), for the error that refuses it.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || u.User == nil {
+		return s
+	}
+	return u.Redacted()
 }
 
 // validateOTLPHeaders checks the header names and values of otlp.headers
