@@ -165,7 +165,7 @@ exits 0.`,
 	fl.DurationVar(&f.targetP90, "target-p90", 0, "quick start, seda: 90th-percentile response-time target, e.g. 500ms")
 	fl.DurationVar(&f.targetMean, "target-mean", 0, "quick start, yaksha: mean response-time target, e.g. 200ms")
 	fl.StringVar(&f.admin, "admin", proxy.DefaultAdminAddr, "quick start: admin API address (loopback only)")
-	fl.StringVar(&f.adminTokenFile, "admin-token-file", "", "quick start: file holding the admin token (admin.token), required by /ui and every change")
+	fl.StringVar(&f.adminTokenFile, "admin-token-file", "", "quick start: file holding the admin token (admin.token), required by every admin endpoint but /healthz and /readyz")
 	fl.BoolVar(&f.shadow, "shadow", false, "quick start: decide and record, but admit every request")
 	fl.BoolVar(&f.buffering, "response-buffering", true, "quick start: buffer responses in memory and temporary files so that slow clients hold no backend slot (response_buffering.enabled)")
 	fl.BoolVar(&f.pprof, "pprof", false, "quick start: serve Go's profiler at /debug/pprof/ on the admin address (admin.pprof; docs/profiling.md)")
