@@ -307,7 +307,7 @@ func TestSecretsNeverShown(t *testing.T) {
 	}
 
 	// GET /config shows each secret as the placeholder, or only its file.
-	resp, body = call(t, http.MethodGet, p.admin+"/config?format=json", "", bearer)
+	_, body = call(t, http.MethodGet, p.admin+"/config?format=json", "", bearer)
 	for _, want := range []string{`"` + secret.Redacted + `"`, `"token_file": "` + cs.path("admin.token"), `"headers_file"`} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("GET /config?format=json lacks %s:\n%s", want, body)
