@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -168,11 +169,11 @@ func startLogged(t *testing.T, cfg string, logs io.Writer) *running {
 }
 
 // leakCheck finds any of a configuration's secret values, as they are or
-// hex or base64 encoded, in a text.
+// hex or base64 encoded, in a text. Its check is safe for concurrent use.
 type leakCheck struct {
 	t       *testing.T
 	secrets []string
-	checked int
+	checked atomic.Int64
 }
 
 // newLeakCheck takes the secret values of cfg and checks that a value was
@@ -193,7 +194,7 @@ func newLeakCheck(t *testing.T, cfg *Config) *leakCheck {
 
 func (lc *leakCheck) check(where, text string) {
 	lc.t.Helper()
-	lc.checked++
+	lc.checked.Add(1)
 	for _, s := range lc.secrets {
 		if strings.Contains(text, s) {
 			lc.t.Errorf("%s shows a secret (%.12s…):\n%.2000s", where, s, text)
@@ -396,7 +397,7 @@ func TestSecretsNeverShown(t *testing.T) {
 	if !strings.Contains(logs.String(), "reload refused") && !strings.Contains(logs.String(), "configuration applied") {
 		t.Errorf("the logs were not captured:\n%.2000s", logs.String())
 	}
-	t.Logf("%d texts checked for %d secrets, %d routes", lc.checked, len(lc.secrets)/3, len(routes))
+	t.Logf("%d texts checked for %d secrets, %d routes", lc.checked.Load(), len(lc.secrets)/3, len(routes))
 }
 
 func mustRead(t *testing.T, file string) string {
