@@ -62,9 +62,9 @@ const (
 // admission policy (classes, stages, reject, shadow, degrade) of package
 // policy.
 //
-// Lifecycle: decode (Parse/LoadFile, strict), SetDefaults, Validate. A
-// Config is not modified by the proxy once running; reloads build a new
-// one.
+// Lifecycle: decode (Parse/LoadFile, strict), SetDefaults,
+// ResolveSecrets (the secrets' _file forms), Validate. A Config is not
+// modified by the proxy once running; reloads build a new one.
 type Config struct {
 	// Listeners are the addresses the proxy serves clients on (at least
 	// one).
@@ -742,7 +742,8 @@ func restartField(a, b *Config) string {
 }
 
 // reloadable are the paths in the restart-only sections that a reload
-// applies besides the secrets.
+// applies besides the secrets, with [] for any list index
+// ("listeners[].x").
 var reloadable = map[string]bool{"admin.public": true}
 
 // restartNeeded refuses a configuration that changes a restart-only

@@ -57,6 +57,14 @@ func parse(name string, data []byte, read func(string) ([]byte, error)) (*Config
 	return &cfg, nil
 }
 
+// ResolveSecrets reads the file form of every secret of c (admin.token_file,
+// telemetry.otlp.headers_file, shares.clients[].api_keys_file, ...) into
+// the secret. Parse and LoadFile call it, and Reload reads the files again;
+// a Go program that builds a Config with a _file field set calls it
+// before Validate. Its errors are *sluice.FieldError naming the field and
+// the file, never a secret's value.
+func (c *Config) ResolveSecrets() error { return secret.Resolve(c) }
+
 // secretTypeName is how the decoder's type errors name a secret's Go
 // type ("cannot unmarshal "…" (a string) into map[string]secret.String").
 var secretTypeName = reflect.TypeOf(secret.String("")).String()

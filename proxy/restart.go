@@ -14,11 +14,11 @@ import (
 // are compared by their YAML keys (inline structs flattened), lists
 // element by element (a longer list differs at its first extra
 // element), maps key by key in order. Secrets (secret.IsType) and their
-// X_file siblings, and the paths in skip, are not compared: a reload
-// applies them. Only exported fields are compared; a struct without any
+// X_file siblings, and the paths in skip (written with [] for any index:
+// "listeners[].tls"), are not compared: a reload applies them. Only exported fields are compared; a struct without any
 // (time.Time, netip.Prefix) is compared whole.
 func firstDiff(path string, a, b reflect.Value, skip map[string]bool) string {
-	if skip[path] {
+	if skip[anyIndex(path)] {
 		return ""
 	}
 	switch a.Kind() {
@@ -107,6 +107,26 @@ func structDiff(path string, a, b reflect.Value, skip map[string]bool) string {
 		}
 	}
 	return ""
+}
+
+// anyIndex writes every list index of path as []: "listeners[2].tls"
+// is "listeners[].tls".
+func anyIndex(path string) string {
+	if !strings.Contains(path, "[") {
+		return path
+	}
+	var b strings.Builder
+	for {
+		i := strings.IndexByte(path, '[')
+		j := strings.IndexByte(path, ']')
+		if i < 0 || j < i {
+			b.WriteString(path)
+			return b.String()
+		}
+		b.WriteString(path[:i])
+		b.WriteString("[]")
+		path = path[j+1:]
+	}
 }
 
 // yamlKey returns a struct field's YAML key ("-" when it has none) and

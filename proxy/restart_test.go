@@ -3,6 +3,7 @@ package proxy
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -53,5 +54,18 @@ func TestRestartField(t *testing.T) {
 	err := restartNeeded(a, parse(strings.Replace(base, "8080", "8090", 1)))
 	if err == nil || !strings.HasPrefix(err.Error(), "listeners[0].addr: changing it needs a restart") {
 		t.Errorf("restartNeeded = %v", err)
+	}
+}
+
+func TestAnyIndex(t *testing.T) {
+	for in, want := range map[string]string{"": "", "admin.addr": "admin.addr", "listeners[0].tls": "listeners[].tls",
+		"a[12].b[3]": "a[].b[]", "a[1": "a[1"} {
+		if got := anyIndex(in); got != want {
+			t.Errorf("anyIndex(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if p := firstDiff("l", reflect.ValueOf([]ListenerConfig{{Addr: "a"}}), reflect.ValueOf([]ListenerConfig{{Addr: "b"}}),
+		map[string]bool{"l[].addr": true}); p != "" {
+		t.Errorf("a skipped path differs: %q", p)
 	}
 }

@@ -65,3 +65,21 @@ func TestAdminConfigWithSecretFiles(t *testing.T) {
 		t.Errorf("the placeholder pasted back: %v", err)
 	}
 }
+
+// A Go program that sets a _file field reads it with ResolveSecrets.
+func TestResolveSecrets(t *testing.T) {
+	tok := filepath.Join(t.TempDir(), "token")
+	must(t, os.WriteFile(tok, []byte(oldToken+"\n"), 0o600))
+	cfg := Config{Listeners: []ListenerConfig{{Addr: "127.0.0.1:0"}}, Admin: AdminConfig{Addr: "0.0.0.0:9901", AllowPublic: true, TokenFile: tok},
+		Backends: BackendsConfig{Servers: []ServerConfig{{URL: "http://127.0.0.1:1"}}}}
+	cfg.SetDefaults()
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "admin.token: required") {
+		t.Fatalf("before ResolveSecrets: %v", err)
+	}
+	if err := cfg.ResolveSecrets(); err != nil || cfg.Admin.Token.Reveal() != oldToken {
+		t.Fatalf("ResolveSecrets: %v", err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
