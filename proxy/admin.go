@@ -1,7 +1,9 @@
 package proxy
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,59 +16,142 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/sluicehq/sluice/cluster"
+	"github.com/sluicehq/sluice/internal/secret"
 	"github.com/sluicehq/sluice/share"
 	"github.com/sluicehq/sluice/stage"
 )
 
 // DefaultStateDecisions is how many recent decisions per stage GET /state
-// shows unless ?decisions=N says otherwise (at most 1000).
+// shows unless ?decisions=N says otherwise (at most MaxStateDecisions).
 const DefaultStateDecisions = 10
 
-// adminHandler serves the admin API:
-//
-//	GET  /healthz                 200 while the process is alive (never shed, no token)
-//	GET  /readyz                  200 when sluice can serve, else 503 and why (health.go; no token)
-//	GET  /metrics                 Prometheus metrics (sluice_* and proxy_*)
-//	GET  /state                   JSON: stages, classes, decisions, backends, queue
-//	GET  /config                  the running configuration (YAML; JSON with ?format=json
-//	                              or Accept: application/json)
-//	POST /reload                  re-read the configuration file (400 with the error if invalid)
-//	PUT  /stages/{name}/target    body {"target":"300ms"}: set a stage's response-time target
-//	PUT  /shadow                  body {"shadow":true}: shadow mode on or off
-//	GET  /ui, /ui/events          the live dashboard and its event stream (internal/dashboard)
-//	     /debug/pprof/            only with admin.pprof: true
+// MaxStateDecisions is the most decisions per stage GET /state shows.
+const MaxStateDecisions = 1000
+
+// MaxAdminBodyBytes bounds the body of an admin request, in bytes: a
+// larger one gets 413 and changes nothing.
+const MaxAdminBodyBytes = 4096
+
+// adminRoute is one entry of the admin API's route table: the table
+// registers the router (adminHandler), writes the index page, and is
+// what the tests walk, so that a new endpoint is guarded and tested
+// without a list to keep in step.
+type adminRoute struct {
+	// methods the route answers (a GET route answers HEAD too).
+	methods []string
+	// path is the http.ServeMux path pattern: "/stages/{name}/target";
+	// one ending in "/" is a subtree.
+	path string
+	// name is the endpoint's name, the one admin.public takes for a read
+	// endpoint (publicEndpoints).
+	name string
+	// auth says who may call it when a token is configured.
+	auth    authClass
+	handler http.Handler
+	// doc is the index page's line.
+	doc string
+}
+
+// adminRoutes is the admin API's route table (/debug/pprof/ only with
+// withPprof).
+func (s *Server) adminRoutes(withPprof bool) []adminRoute {
+	get, put, post := []string{http.MethodGet}, []string{http.MethodPut}, []string{http.MethodPost}
+	rs := []adminRoute{
+		{get, "/healthz", "healthz", authNone, http.HandlerFunc(serveHealthz), "200 while the process is alive (no token)"},
+		{get, "/readyz", "readyz", authNone, http.HandlerFunc(s.ready.serve), "200 when sluice can serve, else 503 and why (no token)"},
+		{get, "/metrics", endpointMetrics, authRead, promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{ErrorLog: serverLog(s.log)}), "Prometheus metrics"},
+		{get, "/state", endpointState, authRead, http.HandlerFunc(s.handleState), "JSON: stages, classes, decisions, backends, queue [?decisions=N]"},
+		{get, "/config", endpointConfig, authRead, http.HandlerFunc(s.handleConfig), "the running configuration, secrets redacted [?format=json]"},
+		{get, "/ui", endpointUI, authUI, http.HandlerFunc(s.dash.ServePage), "live dashboard"},
+		{get, "/ui/events", endpointUI, authUI, http.HandlerFunc(s.dash.ServeEvents), "the dashboard's event stream"},
+		{post, "/reload", "reload", authToken, http.HandlerFunc(s.handleReload), "re-read the configuration file"},
+		{put, "/stages/{name}/target", "target", authToken, http.HandlerFunc(s.handleTarget), `{"target":"300ms"}`},
+		{put, "/shadow", "shadow", authToken, http.HandlerFunc(s.handleShadow), `{"shadow":true}`},
+	}
+	if withPprof {
+		rs = append(rs,
+			adminRoute{get, "/debug/pprof/", "pprof", authToken, http.HandlerFunc(pprof.Index), "Go's profiler (admin.pprof)"},
+			adminRoute{get, "/debug/pprof/cmdline", "pprof", authToken, http.HandlerFunc(pprof.Cmdline), ""},
+			adminRoute{get, "/debug/pprof/profile", "pprof", authToken, http.HandlerFunc(pprof.Profile), ""},
+			adminRoute{[]string{http.MethodGet, http.MethodPost}, "/debug/pprof/symbol", "pprof", authToken, http.HandlerFunc(pprof.Symbol), ""},
+			adminRoute{get, "/debug/pprof/trace", "pprof", authToken, http.HandlerFunc(pprof.Trace), ""})
+	}
+	index := adminRoute{get, "/{$}", endpointIndex, authRead, nil, "this list"}
+	index.handler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { s.writeIndex(w, rs) })
+	return append(rs, index)
+}
+
+// adminHandler serves the admin API: every route of adminRoutes behind
+// its guard. GET /ui and /ui/events are the dashboard
+// (internal/dashboard); /readyz is health.go's.
 func (s *Server) adminHandler(withPprof bool) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{ErrorLog: serverLog(s.log)}))
-	mux.HandleFunc("GET /healthz", serveHealthz)
-	mux.HandleFunc("GET /readyz", s.ready.serve)
-	mux.HandleFunc("GET /state", s.handleState)
-	mux.HandleFunc("GET /config", s.handleConfig)
-	mux.Handle("POST /reload", s.auth.requireBearer(http.HandlerFunc(s.handleReload)))
-	mux.Handle("PUT /stages/{name}/target", s.auth.requireBearer(http.HandlerFunc(s.handleTarget)))
-	mux.HandleFunc("GET /ui", s.dash.ServePage)
-	mux.HandleFunc("GET /ui/events", s.dash.ServeEvents)
-	mux.Handle("PUT /shadow", s.auth.requireBearer(http.HandlerFunc(s.handleShadow)))
-	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		_, _ = io.WriteString(w, "sluice admin\n\nGET  /ui                        live dashboard\nGET  /healthz\nGET  /readyz\nGET  /metrics\nGET  /state[?decisions=N]\nGET  /config[?format=json]\nPOST /reload\nPUT  /stages/{name}/target  {\"target\":\"300ms\"}\nPUT  /shadow                {\"shadow\":true}\n")
-		if withPprof {
-			_, _ = io.WriteString(w, "GET  /debug/pprof/\n")
+	for _, rt := range s.adminRoutes(withPprof) {
+		h := s.guard(rt)
+		for _, m := range rt.methods {
+			mux.Handle(m+" "+rt.path, h)
 		}
-		if s.auth.enabled() {
-			_, _ = io.WriteString(w, "\n/ui, its event stream, /debug/pprof and every PUT and POST need the admin token (Authorization: Bearer TOKEN).\n")
-		}
-	})
-	if withPprof {
-		pp := http.NewServeMux()
-		pp.HandleFunc("/debug/pprof/", pprof.Index)
-		pp.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		pp.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		pp.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		pp.HandleFunc("/debug/pprof/trace", pprof.Trace)
-		mux.Handle("/debug/pprof/", s.auth.requireBearer(pp))
 	}
 	return mux
+}
+
+// guard wraps a route: the caller must be allowed by the running
+// configuration's token and admin.public (else 401, before anything of
+// the request is read); a body over MaxAdminBodyBytes gets 413; the body
+// of a PUT or POST is read whole before the handler runs, so that no
+// handler acts on a truncated body.
+func (s *Server) guard(rt adminRoute) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("X-Content-Type-Options", "nosniff")
+		if rt.auth != authNone && !s.adminAuth().allows(r, rt.auth, rt.name) {
+			unauthorized(w, denied(rt.auth))
+			return
+		}
+		tooLarge := func() {
+			adminError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the body is larger than %d bytes", MaxAdminBodyBytes))
+		}
+		if r.ContentLength > MaxAdminBodyBytes {
+			tooLarge()
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, MaxAdminBodyBytes)
+		if r.Method == http.MethodPut || r.Method == http.MethodPost {
+			b, err := io.ReadAll(r.Body)
+			var mbe *http.MaxBytesError
+			switch {
+			case errors.As(err, &mbe):
+				tooLarge()
+				return
+			case err != nil:
+				adminError(w, http.StatusBadRequest, "reading the body: "+err.Error())
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(b))
+		}
+		rt.handler.ServeHTTP(w, r)
+	})
+}
+
+// writeIndex writes the index page: the route table.
+func (s *Server) writeIndex(w http.ResponseWriter, rs []adminRoute) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	var b strings.Builder
+	b.WriteString("sluice admin\n\n")
+	for _, rt := range rs {
+		if rt.doc == "" {
+			continue
+		}
+		fmt.Fprintf(&b, "%-5s %-24s %s\n", strings.Join(rt.methods, ","), strings.TrimSuffix(rt.path, "{$}"), rt.doc)
+	}
+	if a := s.adminAuth(); a.enabled() {
+		b.WriteString("\nEvery endpoint but /healthz and /readyz needs the admin token (Authorization: Bearer TOKEN)")
+		if len(a.cfg.Admin.Public) > 0 {
+			fmt.Fprintf(&b, ", except what admin.public opens: %s", strings.Join(a.cfg.Admin.Public, ", "))
+		}
+		b.WriteString(".\n")
+	}
+	_, _ = io.WriteString(w, b.String())
 }
 
 // StateDoc is the JSON document of GET /state.
@@ -122,41 +207,112 @@ func (s *Server) State(n int) StateDoc {
 }
 
 func (s *Server) handleState(w http.ResponseWriter, r *http.Request) {
-	n := DefaultStateDecisions
-	if v := r.URL.Query().Get("decisions"); v != "" {
-		k, err := strconv.Atoi(v)
-		if err != nil || k < 0 || k > 1000 {
-			adminError(w, http.StatusBadRequest, fmt.Sprintf("decisions=%q is invalid: must be an integer in [0, 1000]", v))
-			return
-		}
-		n = k
+	n, err := parseDecisions(r.URL.Query().Get("decisions"))
+	if err != nil {
+		adminError(w, http.StatusBadRequest, err.Error())
+		return
 	}
 	writeJSON(w, http.StatusOK, s.State(n))
 }
 
-func (s *Server) handleConfig(w http.ResponseWriter, r *http.Request) {
-	cfg := s.h.gen.Load().cfg
-	if cfg.Admin.Token != "" {
-		c := *cfg
-		c.Admin.Token = redactedToken
-		cfg = &c
+// parseDecisions reads GET /state's ?decisions=N: "" is
+// DefaultStateDecisions, else an integer in [0, MaxStateDecisions].
+func parseDecisions(v string) (int, error) {
+	if v == "" {
+		return DefaultStateDecisions, nil
 	}
-	out, err := yaml.Marshal(cfg)
-	if err != nil {
+	k, err := strconv.Atoi(v)
+	if err != nil || k < 0 || k > MaxStateDecisions {
+		return 0, fmt.Errorf("decisions=%q is invalid: must be an integer in [0, %d]", clip(v), MaxStateDecisions)
+	}
+	return k, nil
+}
+
+// clip shortens a value quoted back in an error to 64 bytes.
+func clip(v string) string {
+	if len(v) > 64 {
+		return v[:64] + "…"
+	}
+	return v
+}
+
+// handleConfig is GET /config: the running configuration, defaults
+// filled in, as YAML (JSON with ?format=json or Accept: application/json).
+// Every secret shows as <redacted>, and one read from its file form is
+// left out, so that the file form alone shows (token_file, not token):
+// the output is then itself a valid configuration.
+func (s *Server) handleConfig(w http.ResponseWriter, r *http.Request) {
+	var doc yaml.Node
+	if err := doc.Encode(s.h.gen.Load().cfg); err != nil {
 		adminError(w, http.StatusInternalServerError, "encoding the configuration: "+err.Error())
 		return
 	}
+	dropResolvedSecrets(&doc)
 	if r.URL.Query().Get("format") == "json" || strings.Contains(r.Header.Get("Accept"), "application/json") {
 		var v any
-		if err := yaml.Unmarshal(out, &v); err != nil {
+		if err := doc.Decode(&v); err != nil {
 			adminError(w, http.StatusInternalServerError, "encoding the configuration: "+err.Error())
 			return
 		}
 		writeJSON(w, http.StatusOK, v)
 		return
 	}
+	out, err := yaml.Marshal(&doc)
+	if err != nil {
+		adminError(w, http.StatusInternalServerError, "encoding the configuration: "+err.Error())
+		return
+	}
 	w.Header().Set("Content-Type", "application/yaml; charset=utf-8")
 	_, _ = w.Write(out)
+}
+
+// dropResolvedSecrets removes from every mapping of n a key X whose
+// sibling X_file is set and whose value shows only secret.Redacted (a
+// secret read from its file).
+func dropResolvedSecrets(n *yaml.Node) {
+	if n.Kind == yaml.MappingNode {
+		files := map[string]bool{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if k, v := n.Content[i].Value, n.Content[i+1]; strings.HasSuffix(k, secret.FileSuffix) && v.Kind == yaml.ScalarNode && v.Value != "" {
+				files[strings.TrimSuffix(k, secret.FileSuffix)] = true
+			}
+		}
+		kept := n.Content[:0]
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if files[n.Content[i].Value] && onlyRedacted(n.Content[i+1]) {
+				continue
+			}
+			kept = append(kept, n.Content[i], n.Content[i+1])
+		}
+		n.Content = kept
+	}
+	for _, c := range n.Content {
+		dropResolvedSecrets(c)
+	}
+}
+
+// onlyRedacted reports whether every scalar value under n is
+// secret.Redacted.
+func onlyRedacted(n *yaml.Node) bool {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		return n.Value == secret.Redacted
+	case yaml.MappingNode:
+		for i := 1; i < len(n.Content); i += 2 {
+			if !onlyRedacted(n.Content[i]) {
+				return false
+			}
+		}
+		return len(n.Content) > 0
+	case yaml.SequenceNode:
+		for _, c := range n.Content {
+			if !onlyRedacted(c) {
+				return false
+			}
+		}
+		return len(n.Content) > 0
+	}
+	return false
 }
 
 func (s *Server) handleReload(w http.ResponseWriter, r *http.Request) {
@@ -170,27 +326,14 @@ func (s *Server) handleReload(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleTarget(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	var body struct {
-		Target *string `json:"target"`
-	}
-	dec := json.NewDecoder(io.LimitReader(r.Body, 4096))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&body); err != nil {
-		adminError(w, http.StatusBadRequest, `body must be JSON like {"target":"300ms"}: `+err.Error())
-		return
-	}
-	if body.Target == nil {
-		adminError(w, http.StatusBadRequest, `target is required: {"target":"300ms"}`)
-		return
-	}
-	d, err := time.ParseDuration(*body.Target)
-	if err != nil || d <= 0 {
-		adminError(w, http.StatusBadRequest, fmt.Sprintf("target: %q is invalid: must be a positive duration such as \"300ms\"", *body.Target))
+	d, err := parseTargetBody(readAll(r))
+	if err != nil {
+		adminError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	st := s.h.gen.Load().pol.Stage(name)
 	if st == nil {
-		adminError(w, http.StatusNotFound, fmt.Sprintf("no stage %q", name))
+		adminError(w, http.StatusNotFound, fmt.Sprintf("no stage %q", clip(name)))
 		return
 	}
 	old := st.State(0).Target
@@ -203,34 +346,80 @@ func (s *Server) handleTarget(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"stage": name, "old": old, "target": d.String()})
 }
 
+// readAll returns the body the guard read (at most MaxAdminBodyBytes).
+func readAll(r *http.Request) []byte {
+	b, _ := io.ReadAll(r.Body)
+	return b
+}
+
+// decodeBody decodes b, an admin request's body, into v strictly: one
+// JSON object of known fields, and nothing after it.
+func decodeBody(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("unexpected data after the JSON object")
+	}
+	return nil
+}
+
+// parseTargetBody reads the body of PUT /stages/{name}/target,
+// {"target":"300ms"}: a positive duration.
+func parseTargetBody(b []byte) (time.Duration, error) {
+	var body struct {
+		Target *string `json:"target"`
+	}
+	if err := decodeBody(b, &body); err != nil {
+		return 0, fmt.Errorf(`body must be JSON like {"target":"300ms"}: %v`, err)
+	}
+	if body.Target == nil {
+		return 0, errors.New(`target is required: {"target":"300ms"}`)
+	}
+	d, err := time.ParseDuration(*body.Target)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("target: %q is invalid: must be a positive duration such as \"300ms\"", clip(*body.Target))
+	}
+	return d, nil
+}
+
+// parseShadowBody reads the body of PUT /shadow, {"shadow":true} or
+// {"shadow":false}.
+func parseShadowBody(b []byte) (bool, error) {
+	var body struct {
+		Shadow *bool `json:"shadow"`
+	}
+	if err := decodeBody(b, &body); err != nil {
+		return false, fmt.Errorf(`body must be JSON like {"shadow":true}: %v`, err)
+	}
+	if body.Shadow == nil {
+		return false, errors.New(`shadow is required: {"shadow":true} or {"shadow":false}`)
+	}
+	return *body.Shadow, nil
+}
+
 // handleShadow is PUT /shadow: body {"shadow":true|false}. It applies the
 // running configuration with shadow changed — a new configuration
 // version, and, as with a reload that changes shadow, every stage starts
 // afresh (targets set through the API go back to the configured ones). A
 // reload from the file brings back the file's shadow setting.
 func (s *Server) handleShadow(w http.ResponseWriter, r *http.Request) {
-	var body struct {
-		Shadow *bool `json:"shadow"`
-	}
-	dec := json.NewDecoder(io.LimitReader(r.Body, 4096))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&body); err != nil {
-		adminError(w, http.StatusBadRequest, `body must be JSON like {"shadow":true}: `+err.Error())
-		return
-	}
-	if body.Shadow == nil {
-		adminError(w, http.StatusBadRequest, `shadow is required: {"shadow":true} or {"shadow":false}`)
-		return
-	}
-	old, version, err := s.setShadow(*body.Shadow)
+	on, err := parseShadowBody(readAll(r))
 	if err != nil {
 		adminError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	if old != *body.Shadow {
-		s.log.Info("shadow mode changed", "old", old, "new", *body.Shadow, "config_version", version, "from", r.RemoteAddr)
+	old, version, err := s.setShadow(on)
+	if err != nil {
+		adminError(w, http.StatusBadRequest, err.Error())
+		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"shadow": *body.Shadow, "old": old, "config_version": version})
+	if old != on {
+		s.log.Info("shadow mode changed", "old", old, "new", on, "config_version", version, "from", r.RemoteAddr)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"shadow": on, "old": old, "config_version": version})
 }
 
 // setShadow applies the running configuration with Shadow = on (nothing
@@ -254,6 +443,8 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.WriteHeader(status)
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false) // a redacted secret reads <redacted>; nosniff keeps the answer JSON
+
 	_ = enc.Encode(v)
 }
 

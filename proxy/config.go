@@ -13,6 +13,7 @@ import (
 	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/gate"
 	"github.com/sluicehq/sluice/internal/fielderr"
+	"github.com/sluicehq/sluice/internal/secret"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/share"
 )
@@ -60,9 +61,9 @@ const (
 // admission policy (classes, stages, reject, shadow, degrade) of package
 // policy.
 //
-// Lifecycle: decode (Parse/LoadFile, strict), SetDefaults, Validate. A
-// Config is not modified by the proxy once running; reloads build a new
-// one.
+// Lifecycle: decode (Parse/LoadFile, strict), SetDefaults,
+// ResolveSecrets (the secrets' _file forms), Validate. A Config is not
+// modified by the proxy once running; reloads build a new one.
 type Config struct {
 	// Listeners are the addresses the proxy serves clients on (at least
 	// one).
@@ -118,7 +119,8 @@ type Config struct {
 	// applies changes.
 	ResponseBuffering ResponseBufferingConfig `yaml:"response_buffering"`
 	// Telemetry exports traces and metrics over OTLP beside Prometheus;
-	// without its otlp section nothing is exported. Changing it needs a
+	// without its otlp section nothing is exported. A reload applies
+	// changed otlp.headers (and headers_file); changing the rest needs a
 	// restart.
 	Telemetry TelemetryConfig `yaml:"telemetry"`
 	// Config is the admission policy, inline: classes, stages, reject,
@@ -195,27 +197,40 @@ type ListenerConfig struct {
 
 // AdminConfig is the admin listener: /metrics, /state, /config, /reload,
 // /stages/{name}/target, /shadow, the dashboard /ui and optionally
-// /debug/pprof.
+// /debug/pprof (admin.go has the route table).
 type AdminConfig struct {
 	// Addr is host:port (default 127.0.0.1:9901). A non-loopback address
-	// is refused unless AllowPublic is true and Token is set.
+	// is refused unless AllowPublic is true and Token is set. Changing it
+	// needs a restart.
 	Addr string `yaml:"addr"`
 	// AllowPublic permits a non-loopback admin address (default false).
 	// The admin API can change targets and reload the configuration:
 	// there it needs Token too.
 	AllowPublic bool `yaml:"allow_public"`
 	// Token is a bearer token (at least 16 printable ASCII characters
-	// without spaces). When set, the dashboard (/ui and its event
-	// stream), /debug/pprof and every mutating endpoint (POST, PUT) need
-	// it; /metrics, /state and /config stay open. Required when Addr is
-	// not loopback; optional (default none) on loopback. GET /config
-	// shows it redacted.
-	Token string `yaml:"token,omitempty"`
-	// TokenFile names a file whose first line is the token, read when the
-	// configuration is loaded (a mounted Kubernetes Secret keeps the
-	// token out of a ConfigMap); exclusive with Token (default none).
+	// without spaces), a secret: shown as <redacted> everywhere. When
+	// set, every endpoint but GET /healthz and GET /readyz needs it
+	// (Authorization: Bearer TOKEN), except the read endpoints listed in
+	// Public; the dashboard's session cookie lets a browser that opened
+	// /ui with it back into /ui and /ui/events. Required when Addr is not
+	// loopback; optional (default none) on loopback. A reload applies a
+	// changed token at once.
+	Token secret.String `yaml:"token,omitempty"`
+	// TokenFile names a file whose first line is the token, read at start
+	// and on every reload (a mounted Kubernetes Secret keeps the token
+	// out of a ConfigMap, and rotates without a restart); exclusive with
+	// Token (default none).
 	TokenFile string `yaml:"token_file,omitempty"`
+	// Public names read endpoints that answer without the token when one
+	// is set (default none): "metrics" (GET /metrics, for a Prometheus
+	// scrape without credentials), "state" (GET /state), "config" (GET
+	// /config, secrets still redacted), "ui" (the dashboard /ui and
+	// /ui/events; its changes still need the token) and "index" (GET /).
+	// Changes (PUT, POST) and /debug/pprof always need the token. A
+	// reload applies changes.
+	Public []string `yaml:"public,omitempty"`
 	// Pprof serves net/http/pprof under /debug/pprof/ (default false).
+	// Changing it needs a restart.
 	Pprof bool `yaml:"pprof"`
 	// TLS, when set, serves the admin API over HTTPS, as a listener's
 	// tls does (TLSConfig). With client_auth require, a verified client
@@ -556,21 +571,8 @@ func (c *Config) Validate() error {
 	if prev, dup := seen[c.Admin.Addr]; dup && !anyPort(c.Admin.Addr) {
 		return fieldErr("admin.addr", "%q is already used by %s", c.Admin.Addr, prev)
 	}
-	if !c.Admin.AllowPublic && !isLoopbackAddr(c.Admin.Addr) {
-		return fieldErr("admin.addr", "%q is not a loopback address: the admin API can reload and retarget the proxy; set admin.allow_public: true and admin.token (or admin.tls with client_auth: require) to serve it there anyway", c.Admin.Addr)
-	}
-	if err := checkAdminToken(c.Admin.Token); err != nil {
-		return fieldErr("admin.token", "%v", err)
-	}
-	if c.Admin.TLS != nil {
-		if err := c.Admin.TLS.validate("admin.tls"); err != nil {
-			return err
-		}
-	}
-	// A verified client certificate (admin.tls.client_auth: require)
-	// authenticates every admin request as a token does.
-	if c.Admin.Token == "" && !isLoopbackAddr(c.Admin.Addr) && !c.Admin.TLS.requiresClientCert() {
-		return fieldErr("admin.token", "required when admin.addr (%q) is not a loopback address: the dashboard and every mutating endpoint need a bearer token there (or a client certificate: admin.tls with client_ca and client_auth: require)", c.Admin.Addr)
+	if err := c.Admin.validate(); err != nil {
+		return err
 	}
 	if err := c.Backends.validate(); err != nil {
 		return err
@@ -618,7 +620,7 @@ func (b *BackendsConfig) validate() error {
 	for i, s := range b.Servers {
 		p := fmt.Sprintf("backends.servers[%d]", i)
 		if _, err := parseBackendURL(s.URL); err != nil {
-			return fieldErr(p+".url", "%q is invalid: %v", s.URL, err)
+			return fieldErr(p+".url", "%q is invalid: %v", redactURL(s.URL), err)
 		}
 		if j, dup := seen[s.URL]; dup {
 			return fieldErr(p+".url", "%q is already backends.servers[%d]", s.URL, j)
@@ -729,25 +731,45 @@ func isLoopbackAddr(addr string) bool {
 	return err == nil && ip.IsLoopback()
 }
 
-// sameListeners reports whether two configs have the same client and
-// admin listeners, utilization sensor, resource rules and policer (those
-// cannot change on reload).
-func sameListeners(a, b *Config) bool {
-	if len(a.Listeners) != len(b.Listeners) || !reflect.DeepEqual(a.Admin, b.Admin) || a.Utilization != b.Utilization ||
-		a.MaxClientConnections != b.MaxClientConnections ||
-		!reflect.DeepEqual(a.Resources, b.Resources) || !reflect.DeepEqual(a.Policer, b.Policer) ||
-		!reflect.DeepEqual(a.Telemetry, b.Telemetry) {
-		return false
-	}
-	for i := range a.Listeners {
-		x, y := a.Listeners[i], b.Listeners[i]
-		if !reflect.DeepEqual(x.TLS, y.TLS) { // the settings; new contents of their files apply on reload
-			return false
+// restartField returns the YAML path of the first field that differs
+// between the running configuration a and b and cannot change without a
+// restart ("listeners[0].addr", "admin.addr", "telemetry.otlp.endpoint"),
+// or "" when a reload can apply b. Restart-only are the client and admin
+// listeners, the utilization sensor, the resource rules, the policer,
+// max_client_connections and telemetry, except what a reload applies in
+// them: every secret and its file form (admin.token, admin.token_file,
+// telemetry.otlp.headers, headers_file) and admin.public.
+func restartField(a, b *Config) string {
+	for _, f := range []struct {
+		path string
+		a, b any
+	}{
+		{"listeners", a.Listeners, b.Listeners},
+		{"admin", a.Admin, b.Admin},
+		{"max_client_connections", a.MaxClientConnections, b.MaxClientConnections},
+		{"utilization", a.Utilization, b.Utilization},
+		{"resources", a.Resources, b.Resources},
+		{"policer", a.Policer, b.Policer},
+		{"telemetry", a.Telemetry, b.Telemetry},
+	} {
+		if p := firstDiff(f.path, reflect.ValueOf(f.a), reflect.ValueOf(f.b), reloadable); p != "" {
+			return p
 		}
-		x.TLS, y.TLS = nil, nil
-		if !reflect.DeepEqual(x, y) {
-			return false
-		}
 	}
-	return true
+	return ""
+}
+
+// reloadable are the paths in the restart-only sections that a reload
+// applies besides the secrets, with [] for any list index
+// ("listeners[].x").
+var reloadable = map[string]bool{"admin.public": true}
+
+// restartNeeded refuses a configuration that changes a restart-only
+// field (restartField), naming it.
+func restartNeeded(running, next *Config) error {
+	if p := restartField(running, next); p != "" {
+		return fieldErr(p, "changing it needs a restart (a reload applies backends, classes, stages, reject, shadow, "+
+			"degrade, shares, cluster, health, drain_timeout, admin.token, admin.public and telemetry.otlp.headers)")
+	}
+	return nil
 }

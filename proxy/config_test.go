@@ -226,21 +226,6 @@ func TestExamplesValidate(t *testing.T) {
 	}
 }
 
-func TestSameListeners(t *testing.T) {
-	a, err := Parse("a.yaml", []byte(goodHead))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := Parse("b.yaml", []byte(goodHead+"stages:\n  - name: x\n"))
-	if !sameListeners(a, b) {
-		t.Error("same listeners reported as different")
-	}
-	c, _ := Parse("c.yaml", []byte(strings.Replace(goodHead, "8080", "8090", 1)))
-	if sameListeners(a, c) {
-		t.Error("different listener address reported as the same")
-	}
-}
-
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(goodHead))
 	f.Add([]byte(goodHead + "stages:\n  - name: a\n    controller: seda\n    params: {target: 1s}\n"))
@@ -356,7 +341,7 @@ func TestAdminTokenFile(t *testing.T) {
 	for _, tc := range []struct{ text, want string }{
 		{"  token_file: " + filepath.Join(dir, "none") + "\n", "p.yaml:9: admin.token_file: "},
 		{"  token_file: " + short + "\n", "p.yaml:9: admin.token_file: the token in"},
-		{"  token: 0123456789abcdef0123\n  token_file: " + good + "\n", "p.yaml:10: admin.token_file: is set with admin.token"},
+		{"  token: 0123456789abcdef0123\n  token_file: " + good + "\n", "p.yaml:10: admin.token_file: is set with token"},
 	} {
 		_, err := Parse("p.yaml", []byte(head+tc.text))
 		if err == nil || !strings.HasPrefix(err.Error(), tc.want) || strings.Contains(err.Error(), "s3cr3t") {

@@ -26,7 +26,7 @@ func (v dashView) State(n int) dashboard.State {
 	g := s.h.gen.Load()
 	doc := s.State(n)
 	out := dashboard.State{ConfigVersion: doc.ConfigVersion, Shadow: doc.Shadow, InFlight: doc.InFlight,
-		Streams: doc.Streams, Token: s.auth != nil && s.auth.enabled(), Shares: doc.Shares,
+		Streams: doc.Streams, Token: g.cfg.Admin.Token.IsSet(), Shares: doc.Shares,
 		Stages: make([]dashboard.Stage, len(doc.Stages))}
 	for i, st := range doc.Stages {
 		ds := dashboard.Stage{State: st}
@@ -59,23 +59,19 @@ func (v dashView) State(n int) dashboard.State {
 	return out
 }
 
-// dashAccess guards the dashboard with the admin token
-// (dashboard.Access): without a token configured everyone may see it;
-// with one, a request that carries it (Authorization header, the session
-// cookie, or for the page itself ?token=).
-type dashAccess struct{ a *adminAuth }
+// dashAccess guards the dashboard with the running configuration's
+// admin token (dashboard.Access): without a token configured, or with
+// "ui" in admin.public, everyone may see it; with one, a request that
+// carries it (Authorization header, the session cookie, or for the page
+// itself ?token=). The admin router's guard asks the same question first
+// (adminAuth.ui).
+type dashAccess struct{ s *Server }
 
 var _ dashboard.Access = dashAccess{}
 
-func (d dashAccess) Allowed(r *http.Request, page bool) bool {
-	a := d.a
-	if !a.enabled() || a.bearer(r) || a.session(r) {
-		return true
-	}
-	return page && r.URL.Query().Has("token") && a.match(r.URL.Query().Get("token"))
-}
+func (d dashAccess) Allowed(r *http.Request, page bool) bool { return d.s.adminAuth().ui(r, page) }
 
-func (d dashAccess) Grant(w http.ResponseWriter) { d.a.setSession(w) }
+func (d dashAccess) Grant(w http.ResponseWriter) { d.s.adminAuth().setSession(w) }
 
 // objectiveOf returns the statistic a stage's response-time target holds
 // (control.ObjectiveOf).

@@ -36,9 +36,10 @@ func openEvents(t *testing.T, url string, hdr map[string]string) (*http.Response
 	return resp, dashboard.NewEventReader(resp.Body)
 }
 
-// A token-protected, non-loopback admin listener: the page, its stream and
-// every change need the token (401 with a Bearer challenge without it);
-// reads stay open; the session cookie lets a browser read but not change.
+// A token-protected, non-loopback admin listener: the page, its stream,
+// every read and every change need the token (401 with a Bearer
+// challenge without it); the session cookie lets a browser see the
+// dashboard but neither change nor read anything else.
 func TestUIAuthPublicListener(t *testing.T) {
 	be := backend(t, func(w http.ResponseWriter, _ *http.Request) {})
 	r := startProxy(t, strings.Replace(baseConfig(be.URL, `stages:
@@ -59,6 +60,7 @@ func TestUIAuthPublicListener(t *testing.T) {
 	}{
 		{"GET", "/ui", ""}, {"GET", "/ui/events", ""}, {"GET", "/ui?token=wrong-token-0123456789", ""},
 		{"PUT", "/stages/web/target", `{"target":"300ms"}`}, {"PUT", "/shadow", `{"shadow":true}`}, {"POST", "/reload", ""},
+		{"GET", "/state", ""}, {"GET", "/metrics", ""}, {"GET", "/config", ""}, {"GET", "/", ""},
 	} {
 		for _, auth := range []string{"", "Bearer wrong-token-0123456789", "Basic " + uiToken} {
 			req, _ := http.NewRequest(tc.method, admin+tc.path, strings.NewReader(tc.body))
@@ -74,9 +76,9 @@ func TestUIAuthPublicListener(t *testing.T) {
 			}
 		}
 	}
-	// Reads stay open, and /config does not give the token away.
+	// Reads with the token, and /config does not give the token away.
 	for _, p := range []string{"/state", "/metrics", "/config"} {
-		code, _, body := get(t, admin+p, nil)
+		code, _, body := get(t, admin+p, bearer)
 		if code != 200 || strings.Contains(body, uiToken) {
 			t.Errorf("GET %s: %d (token in body: %v)", p, code, strings.Contains(body, uiToken))
 		}
@@ -117,6 +119,9 @@ func TestUIAuthPublicListener(t *testing.T) {
 	res.Body.Close()
 	if res.StatusCode != http.StatusUnauthorized {
 		t.Errorf("PUT target with only the session cookie: %d, want 401", res.StatusCode)
+	}
+	if code, _, _ := get(t, admin+"/state", session); code != http.StatusUnauthorized {
+		t.Errorf("GET /state with only the session cookie: %d, want 401", code)
 	}
 	req, _ = http.NewRequest(http.MethodPut, admin+"/stages/web/target", strings.NewReader(`{"target":"300ms"}`))
 	req.Header.Set("Authorization", "Bearer "+uiToken)

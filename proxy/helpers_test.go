@@ -132,7 +132,7 @@ func get(t *testing.T, url string, hdr map[string]string) (int, http.Header, str
 // state fetches GET /state.
 func (r *running) state(t *testing.T) StateDoc {
 	t.Helper()
-	code, _, body := get(t, r.admin+"/state?decisions=5", nil)
+	code, _, body := get(t, r.admin+"/state?decisions=5", r.bearer())
 	if code != 200 {
 		t.Fatalf("/state: %d %s", code, body)
 	}
@@ -141,6 +141,15 @@ func (r *running) state(t *testing.T) StateDoc {
 		t.Fatalf("/state: %v\n%s", err, body)
 	}
 	return st
+}
+
+// bearer is the Authorization header of the running admin token (nil
+// without one).
+func (r *running) bearer() map[string]string {
+	if tok := r.srv.Config().Admin.Token; tok.IsSet() {
+		return map[string]string{"Authorization": "Bearer " + tok.Reveal()}
+	}
+	return nil
 }
 
 // eventually polls cond until it holds or testTimeout passes.
@@ -194,7 +203,7 @@ func readResponse(t *testing.T, br *bufio.Reader) (*http.Response, string) {
 // metricsText fetches /metrics.
 func (r *running) metricsText(t *testing.T) string {
 	t.Helper()
-	code, _, body := get(t, r.admin+"/metrics", nil)
+	code, _, body := get(t, r.admin+"/metrics", r.bearer())
 	if code != 200 {
 		t.Fatalf("/metrics: %d", code)
 	}

@@ -17,6 +17,7 @@ import (
 	"reflect"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/internal/fielderr"
+	"github.com/sluicehq/sluice/internal/strictyaml"
 	"github.com/sluicehq/sluice/policer/nft"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/proxy/internal/dashboard"
@@ -69,7 +71,6 @@ type Server struct {
 	ov     *overload  // sensors, resource rules and the connection policer
 	kernel *nft.Table // the policer's kernel path (proxy/kernel.go), or nil
 
-	auth      *adminAuth           // admin.token (admin cannot change on reload)
 	dash      *dashboard.Dashboard // the live dashboard (internal/dashboard; its view: dashboard.go)
 	conns     *connLimit           // the cap on client connections
 	connsFrom string               // where the cap comes from
@@ -80,10 +81,17 @@ type Server struct {
 	ppRejected *prometheus.CounterVec // proxy_proxy_protocol_rejected_total (proxyproto.go)
 	tlsm       *tlsMetrics            // the TLS settings' metrics (tls_watch.go)
 	tlsw       []*tlsWatch            // the listeners' and the admin listener's TLS, after Listen
+	// auth is the admin token of the running configuration, built once
+	// per generation (adminauth.go).
+	auth atomic.Pointer[adminAuth]
 
 	watchMu sync.Mutex
 	fileSum [sha256.Size]byte    // digest of the file content last read by a reload or the watch
 	tel     *telemetry.Telemetry // OTLP export (telemetry.otlp), nil when off
+
+	// secretSums are the digests of the secret files as the last reload
+	// read them, by name, under watchMu (watch.go).
+	secretSums map[string][sha256.Size]byte
 
 	mu       sync.Mutex // serialises Apply and the runner lifecycle
 	runCtx   context.Context
@@ -116,9 +124,9 @@ func New(cfg *Config, opts Options) (*Server, error) {
 	}
 	m := newMetrics()
 	s := &Server{h: newHandler(m, logger), m: m, reg: reg, log: logger, file: opts.ConfigFile, adjust: opts.Adjust,
-		auth: newAdminAuth(cfg.Admin.Token), tlsm: newTLSMetrics()}
+		tlsm: newTLSMetrics()}
 	s.h.ready = &s.ready
-	s.dash = dashboard.New(dashView{s}, dashboard.Options{Access: dashAccess{s.auth}, Error: adminError, Logger: logger})
+	s.dash = dashboard.New(dashView{s}, dashboard.Options{Access: dashAccess{s}, Error: adminError, Logger: logger})
 	ov, err := buildOverload(cfg, s.h, logger, time.Now())
 	if err != nil {
 		return nil, err
@@ -290,8 +298,8 @@ func (s *Server) applyFrom(next func(running *Config) *Config) error {
 	if cfg == nil {
 		return nil
 	}
-	if !sameListeners(old.cfg, cfg) {
-		return errors.New("listeners, admin, utilization, resources, policer or telemetry changed: restart sluice to apply them (a reload applies backends, classes, stages, reject, shadow, degrade, shares and drain_timeout)")
+	if err := restartNeeded(old.cfg, cfg); err != nil {
+		return err
 	}
 	g, err := s.newGeneration(cfg, old)
 	if err != nil {
@@ -344,7 +352,7 @@ func (s *Server) reloadData(data []byte) error {
 	s.watchMu.Lock()
 	s.fileSum = sha256.Sum256(data)
 	s.watchMu.Unlock()
-	cfg, err := Parse(s.file, data)
+	cfg, err := s.parseFile(data)
 	if err == nil && s.adjust != nil {
 		err = s.adjust(cfg)
 	}
@@ -352,7 +360,14 @@ func (s *Server) reloadData(data []byte) error {
 		s.m.reloads.WithLabelValues("error").Inc()
 		return err
 	}
-	return s.Apply(cfg)
+	if err := s.Apply(cfg); err != nil {
+		if fielderr.Path(err) != "" {
+			// A refused field (one that needs a restart) at its line.
+			return strictyaml.Locate(s.file, strictyaml.ParseRoot(data), err)
+		}
+		return err
+	}
+	return nil
 }
 
 // startRunners starts g's control loops under the server's run context.

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/httpx"
+	"github.com/sluicehq/sluice/internal/secret"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/proxy/internal/telemetry"
 	"github.com/sluicehq/sluice/stage"
@@ -40,8 +43,16 @@ type OTLPConfig struct {
 	Metrics bool `yaml:"metrics"`
 	// Interval is the metrics export period (default 10s, at least 1s).
 	Interval time.Duration `yaml:"interval"`
-	// Headers are sent with every export, e.g. an API key (default none).
-	Headers map[string]string `yaml:"headers,omitempty"`
+	// Headers are header fields sent with every export, e.g. an API key
+	// (default none). Their values are secrets, shown as <redacted>
+	// everywhere. A reload applies changes: every export reads them from
+	// the running configuration.
+	Headers map[string]secret.String `yaml:"headers,omitempty"`
+	// HeadersFile names a file of "name=value" lines (blank lines and
+	// lines starting with # skipped), read at start and on every reload
+	// into Headers (a mounted Kubernetes Secret rotates without a
+	// restart); exclusive with Headers (default none).
+	HeadersFile string `yaml:"headers_file,omitempty"`
 	// SampleRatio is the fraction of new traces sampled, in [0, 1]
 	// (default 1); a traceparent's sampled flag is followed.
 	SampleRatio *float64 `yaml:"sample_ratio,omitempty"`
@@ -83,8 +94,9 @@ func (t *TelemetryConfig) validate() error {
 	if o.Endpoint == "" {
 		return fieldErr(p+"endpoint", "is required: the collector's OTLP/HTTP URL, e.g. http://127.0.0.1:4318")
 	}
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
-		return fieldErr(p+"endpoint", "%q is invalid: must be an http:// or https:// URL with a host and no query, e.g. http://127.0.0.1:4318", o.Endpoint)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return fieldErr(p+"endpoint", "%q is invalid: must be an http:// or https:// URL with a host and no query or user info "+
+			"(credentials go in otlp.headers_file), e.g. http://127.0.0.1:4318", redactURL(o.Endpoint))
 	}
 	if !o.Traces && !o.Metrics {
 		return fieldErr(p+"traces", "neither traces nor metrics is true: enable one, or remove telemetry.otlp")
@@ -95,18 +107,56 @@ func (t *TelemetryConfig) validate() error {
 	if r := *o.SampleRatio; !(r >= 0 && r <= 1) {
 		return fieldErr(p+"sample_ratio", "%v is invalid: must be within [0, 1]", r)
 	}
-	for k, v := range o.Headers {
-		if !httpx.IsToken(k) {
-			return fieldErr(p+"headers", "%q is not a header name", k)
-		}
-		if strings.ContainsAny(v, "\r\n\x00") {
-			return fieldErr(p+"headers."+k, "the value contains a line break or NUL")
-		}
+	if err := validateOTLPHeaders(o); err != nil {
+		return err
 	}
 	if strings.TrimSpace(o.ServiceName) == "" {
 		return fieldErr(p+"service_name", "%q is invalid: must not be blank", o.ServiceName)
 	}
 	return nil
+}
+
+// redactURL returns s with the password of its user info replaced
+// (url.URL.Redacted), for the error that refuses it.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || u.User == nil {
+		return s
+	}
+	return u.Redacted()
+}
+
+// validateOTLPHeaders checks the header names and values of otlp.headers
+// (or its file), in name order, without showing a value.
+func validateOTLPHeaders(o *OTLPConfig) error {
+	p := "telemetry.otlp.headers"
+	if o.HeadersFile != "" {
+		p = "telemetry.otlp.headers_file"
+	}
+	for _, k := range slices.Sorted(maps.Keys(o.Headers)) {
+		if !httpx.IsToken(k) {
+			return fieldErr(p, "%q is not a header name", k)
+		}
+		if strings.ContainsAny(o.Headers[k].Reveal(), "\r\n\x00") {
+			return fieldErr(p, "the value of %s contains a line break or NUL", k)
+		}
+	}
+	return nil
+}
+
+// otlpHeaders returns the running configuration's otlp.headers, the
+// values revealed: the exporters call it before every export, so that a
+// reload that rotates them applies to the next export.
+func (s *Server) otlpHeaders() map[string]string {
+	o := s.h.gen.Load().cfg.Telemetry.OTLP
+	if o == nil || len(o.Headers) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(o.Headers))
+	for k, v := range o.Headers {
+		out[k] = v.Reveal()
+	}
+	return out
 }
 
 // newTelemetry starts the exporters of cfg, or returns nil when it has no
@@ -117,7 +167,7 @@ func newTelemetry(cfg *TelemetryConfig, s *Server, version string) (*telemetry.T
 		return nil, nil
 	}
 	t, err := telemetry.New(context.Background(), telemetry.Options{
-		Endpoint: o.Endpoint, Headers: o.Headers, Traces: o.Traces, Metrics: o.Metrics, Interval: o.Interval,
+		Endpoint: o.Endpoint, Headers: s.otlpHeaders, Traces: o.Traces, Metrics: o.Metrics, Interval: o.Interval,
 		SampleRatio: *o.SampleRatio, ServiceName: o.ServiceName, ServiceVersion: version, Gatherer: s.reg, Logger: s.log})
 	if err != nil {
 		return nil, fmt.Errorf("proxy: telemetry: %w", err)

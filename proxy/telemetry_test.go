@@ -276,7 +276,7 @@ func TestTelemetryChangeNeedsRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.srv.Apply(next); err == nil || !strings.Contains(err.Error(), "telemetry changed: restart sluice") {
+	if err := p.srv.Apply(next); err == nil || !strings.Contains(err.Error(), "telemetry.otlp: changing it needs a restart") {
 		t.Fatalf("Apply without telemetry: %v, want a restart-needed error", err)
 	}
 	if !p.srv.h.tel.Tracing() {

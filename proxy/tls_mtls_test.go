@@ -176,7 +176,7 @@ func TestUpstreamTLSConfigErrors(t *testing.T) {
 
 // The admin listener over TLS with client certificates: without one,
 // no answer; with one, the admin API answers; a token, when also set,
-// is still needed where it is today. Validation: client_auth require is
+// is still needed on every endpoint but the probes. Validation: client_auth require is
 // authentication enough for a public admin address without a token;
 // request is not.
 func TestAdminTLS(t *testing.T) {
@@ -199,11 +199,13 @@ backends: {servers: [{url: BACKEND}]}
 	if _, _, _, err := httpsGet(admin+"/state", ca.Pool(), nil); err == nil {
 		t.Error("the admin API answered a client without a certificate")
 	}
-	if code, _, _, err := httpsGet(admin+"/state", ca.Pool(), nil, alice); err != nil || code != 200 {
-		t.Errorf("/state with a certificate: %d %v", code, err)
+	for _, path := range []string{"/state", "/ui"} {
+		if code, _, _, err := httpsGet(admin+path, ca.Pool(), nil, alice); err != nil || code != http.StatusUnauthorized {
+			t.Errorf("%s with a certificate but no token: %d %v, want 401", path, code, err)
+		}
 	}
-	if code, _, _, err := httpsGet(admin+"/ui", ca.Pool(), nil, alice); err != nil || code != http.StatusUnauthorized {
-		t.Errorf("/ui with a certificate but no token: %d %v, want 401", code, err)
+	if code, _, _, err := httpsGet(admin+"/state", ca.Pool(), map[string]string{"Authorization": "Bearer " + token}, alice); err != nil || code != 200 {
+		t.Errorf("/state with a certificate and the token: %d %v", code, err)
 	}
 	if code, _, _, err := httpsGet(admin+"/ui", ca.Pool(), map[string]string{"Authorization": "Bearer " + token}, alice); err != nil || code != 200 {
 		t.Errorf("/ui with a certificate and the token: %d %v", code, err)

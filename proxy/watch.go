@@ -3,8 +3,11 @@ package proxy
 import (
 	"context"
 	"crypto/sha256"
+	"maps"
 	"os"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/secret"
 )
 
 // watchIdle is how often the watch loop looks at watch_config again while
@@ -12,8 +15,10 @@ import (
 const watchIdle = time.Second
 
 // watchStep reads the configuration file once and reloads it when its
-// content differs from what the last reload or step read. It reports
-// whether it tried a reload, and that reload's error.
+// content differs from what the last reload or step read, or when a
+// secret file it names (admin.token_file, telemetry.otlp.headers_file,
+// ...) differs from what that reload read. It reports whether it tried a
+// reload, and that reload's error.
 //
 // A Kubernetes ConfigMap volume changes by an atomic swap of its ..data
 // symlink: the file's path stays, its content changes, and no inotify
@@ -29,18 +34,76 @@ func (s *Server) watchStep() (tried bool, err error) {
 	sum := sha256.Sum256(data)
 	s.watchMu.Lock()
 	same := sum == s.fileSum
+	secrets := maps.Clone(s.secretSums)
 	s.watchMu.Unlock()
-	if same {
+	if same && !secretsChanged(secrets) {
 		return false, nil
 	}
 	return true, s.reloadData(data)
 }
 
+// digestOf is the digest a secret file is remembered by: of its content,
+// or of the error that reading it gave.
+func digestOf(b []byte, err error) [sha256.Size]byte {
+	if err != nil {
+		return sha256.Sum256([]byte("\x01" + err.Error()))
+	}
+	return sha256.Sum256(append([]byte{0}, b...))
+}
+
+// secretsChanged reports whether a secret file's digest differs from
+// the one in sums (name → digest).
+func secretsChanged(sums map[string][sha256.Size]byte) bool {
+	for name, sum := range sums {
+		if digestOf(os.ReadFile(name)) != sum {
+			return true
+		}
+	}
+	return false
+}
+
+// parseFile parses data, the configuration file's content, reading the
+// secret files it names, and remembers each file's digest as read for
+// the watch: after a valid file, those files' only; after an invalid
+// one, those too (the running configuration's stay watched).
+func (s *Server) parseFile(data []byte) (*Config, error) {
+	sums := map[string][sha256.Size]byte{}
+	cfg, err := parse(s.file, data, func(name string) ([]byte, error) {
+		b, err := os.ReadFile(name)
+		sums[name] = digestOf(b, err)
+		return b, err
+	})
+	s.watchMu.Lock()
+	if err != nil {
+		maps.Copy(s.secretSums, sums)
+	} else {
+		s.secretSums = sums
+	}
+	s.watchMu.Unlock()
+	return cfg, err
+}
+
+// watchSecretsOf starts watching the secret files of cfg, the
+// configuration the server started with, as they are now.
+func (s *Server) watchSecretsOf(cfg *Config) {
+	sums := map[string][sha256.Size]byte{}
+	for _, name := range secret.Files(cfg) {
+		sums[name] = digestOf(os.ReadFile(name))
+	}
+	s.watchMu.Lock()
+	if s.secretSums == nil {
+		s.secretSums = sums
+	}
+	s.watchMu.Unlock()
+}
+
 // runWatch runs watchStep every watch_config (read from the running
 // configuration each time) until ctx ends.
 func (s *Server) runWatch(ctx context.Context) {
-	// The file the server started with is the baseline: a first step must
-	// not reload a configuration that is already running.
+	// The file the server started with is the baseline, and its secret
+	// files as they are now: a first step must not reload a
+	// configuration that is already running.
+	s.watchSecretsOf(s.h.gen.Load().cfg)
 	if data, err := os.ReadFile(s.file); err == nil {
 		s.watchMu.Lock()
 		if s.fileSum == ([sha256.Size]byte{}) {

@@ -8,7 +8,14 @@ import (
 	"github.com/sluicehq/sluice/internal/fielderr"
 	"github.com/sluicehq/sluice/internal/httpx"
 	"github.com/sluicehq/sluice/internal/netprefix"
+	"github.com/sluicehq/sluice/internal/secret"
 )
+
+// APIKey is a client's API key: a secret, which every printer and encoder
+// (fmt, log/slog, YAML, JSON, so GET /config and the logs) shows as
+// "<redacted>"; its Reveal method returns the key. Write one as a string
+// constant (share.APIKey("k-1")) or convert a string.
+type APIKey = secret.String
 
 // Defaults and bounds of a Config (docs/algorithms.md §3).
 const (
@@ -168,7 +175,14 @@ type ClientConfig struct {
 	HeaderValues []string `yaml:"header_values" json:"header_values"`
 	// APIKeys are values of APIKeyHeader that name this client, compared
 	// exactly as written here. Each key may appear in one client only.
-	APIKeys []string `yaml:"api_keys" json:"api_keys"`
+	// They are secrets: shown as "<redacted>" everywhere.
+	APIKeys []APIKey `yaml:"api_keys" json:"api_keys"`
+	// APIKeysFile names a file holding this client's API keys, one per
+	// line (blank lines and lines starting with # skipped), which the
+	// proxy's configuration loader reads at start and on every reload (a
+	// mounted Kubernetes Secret rotates without a restart); exclusive
+	// with APIKeys. A Go program sets APIKeys instead.
+	APIKeysFile string `yaml:"api_keys_file,omitempty" json:"api_keys_file,omitempty"`
 }
 
 // DefaultConfig returns the defaults of every optional field: Alpha 0.2,
@@ -305,8 +319,12 @@ func (c *Config) compile() (*compiled, error) {
 			}
 			cc.headers[v] = ClientID(i)
 		}
-		for k, v := range cl.APIKeys {
+		if cl.APIKeysFile != "" && len(cl.APIKeys) == 0 {
+			return nil, badField(field+".api_keys_file", fmt.Sprintf("%q", cl.APIKeysFile), "is read by the proxy's configuration loader: a Go program sets api_keys")
+		}
+		for k, key := range cl.APIKeys {
 			f := fmt.Sprintf("%s.api_keys[%d]", field, k)
+			v := key.Reveal()
 			if v == "" {
 				return nil, badField(f, `""`, "must not be empty")
 			}

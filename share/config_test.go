@@ -142,7 +142,7 @@ func TestConfigValidate(t *testing.T) {
 		c := DefaultConfig()
 		c.TotalBandwidth = 1000
 		c.Clients = []ClientConfig{
-			{Name: "a", Share: 40, CIDRs: []string{"10.0.0.0/8"}, HeaderValues: []string{"ha"}, APIKeys: []string{"ka"}},
+			{Name: "a", Share: 40, CIDRs: []string{"10.0.0.0/8"}, HeaderValues: []string{"ha"}, APIKeys: []APIKey{"ka"}},
 			{Name: "b", Share: 60},
 		}
 		return c
@@ -194,8 +194,8 @@ func TestConfigValidate(t *testing.T) {
 		{"clients[1].cidrs[0]", func(c *Config) { c.Clients[1].CIDRs = []string{"::ffff:10.0.0.0/104"} }},
 		{"clients[0].header_values[0]", func(c *Config) { c.Clients[0].HeaderValues = []string{""} }},
 		{"clients[1].header_values[0]", func(c *Config) { c.Clients[1].HeaderValues = []string{"ha"} }},
-		{"clients[0].api_keys[0]", func(c *Config) { c.Clients[0].APIKeys = []string{""} }},
-		{"clients[1].api_keys[0]", func(c *Config) { c.Clients[1].APIKeys = []string{"ka"} }},
+		{"clients[0].api_keys[0]", func(c *Config) { c.Clients[0].APIKeys = []APIKey{""} }},
+		{"clients[1].api_keys[0]", func(c *Config) { c.Clients[1].APIKeys = []APIKey{"ka"} }},
 	}
 	for _, tc := range cases {
 		c := base()
@@ -222,7 +222,7 @@ func TestConfigValidate(t *testing.T) {
 	}
 	// A duplicated API key is never echoed.
 	c := base()
-	c.Clients[1].APIKeys = []string{"ka"}
+	c.Clients[1].APIKeys = []APIKey{"ka"}
 	if err := c.Validate(); err == nil || strings.Contains(err.Error(), "ka") {
 		t.Errorf("duplicate key error %v must not show the key", err)
 	}

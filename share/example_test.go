@@ -15,7 +15,7 @@ func Example() {
 	cfg.TotalBandwidth = 100e3 // 100 KB/s
 	cfg.Clients = []share.ClientConfig{
 		{Name: "a", Share: 10, CIDRs: []string{"10.0.0.1"}},
-		{Name: "d", Share: 40, APIKeys: []string{"key-d"}},
+		{Name: "d", Share: 40, APIKeys: []share.APIKey{"key-d"}},
 	}
 	s, err := share.New(cfg)
 	if err != nil {

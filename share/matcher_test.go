@@ -16,7 +16,7 @@ func matcherConfig() Config {
 		{Name: "net24", Share: 10, CIDRs: []string{"10.1.2.0/24", "2001:db8::/32"}},
 		{Name: "host", Share: 10, CIDRs: []string{"10.1.2.3"}},
 		{Name: "hdr", Share: 10, HeaderValues: []string{"tenant-h"}},
-		{Name: "key", Share: 10, APIKeys: []string{"K-123"}},
+		{Name: "key", Share: 10, APIKeys: []APIKey{"K-123"}},
 	}
 	return cfg
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluicehq/sluice/cluster"
+	"github.com/sluicehq/sluice/internal/secret"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/proxy"
 )
@@ -165,7 +166,7 @@ exits 0.`,
 	fl.DurationVar(&f.targetP90, "target-p90", 0, "quick start, seda: 90th-percentile response-time target, e.g. 500ms")
 	fl.DurationVar(&f.targetMean, "target-mean", 0, "quick start, yaksha: mean response-time target, e.g. 200ms")
 	fl.StringVar(&f.admin, "admin", proxy.DefaultAdminAddr, "quick start: admin API address (loopback only)")
-	fl.StringVar(&f.adminTokenFile, "admin-token-file", "", "quick start: file holding the admin token (admin.token), required by /ui and every change")
+	fl.StringVar(&f.adminTokenFile, "admin-token-file", "", "quick start: file holding the admin token (admin.token), required by every admin endpoint but /healthz and /readyz")
 	fl.BoolVar(&f.shadow, "shadow", false, "quick start: decide and record, but admit every request")
 	fl.BoolVar(&f.buffering, "response-buffering", true, "quick start: buffer responses in memory and temporary files so that slow clients hold no backend slot (response_buffering.enabled)")
 	fl.BoolVar(&f.pprof, "pprof", false, "quick start: serve Go's profiler at /debug/pprof/ on the admin address (admin.pprof; docs/profiling.md)")
@@ -265,7 +266,7 @@ func (f *proxyFlags) quickStart(cmd *cobra.Command) (*proxy.Config, error) {
 			return nil, usagef("--admin-token-file: %v", err)
 		}
 		line, _, _ := strings.Cut(string(b), "\n")
-		cfg.Admin.Token = strings.TrimSpace(line)
+		cfg.Admin.Token = secret.String(strings.TrimSpace(line))
 		if cfg.Admin.Token == "" {
 			return nil, usagef("--admin-token-file %s: the file is empty: put the token on its first line", f.adminTokenFile)
 		}

@@ -16,9 +16,11 @@ func newValidateCmd() *cobra.Command {
 		Long: `validate decodes each configuration file strictly (unknown keys are
 errors), fills in the defaults, validates every field (controllers and
 their parameters, classes, trusted proxies, backends, TLS files) and
-builds the policy and the backend pool without listening. It prints one
-line per valid file; the first error of a file names its line and field,
-e.g.
+builds the policy and the backend pool without listening. Secret files
+(admin.token_file, telemetry.otlp.headers_file, api_keys_file, ...) are
+read and checked too; no secret's value is ever printed. It prints one
+line per valid file, with who may reach its admin API; the first error
+of a file names its line and field, e.g.
 
   proxy.yaml:14: stages[1].params.target: -1s is invalid: must be a positive duration
 
@@ -65,6 +67,18 @@ func summary(cfg *proxy.Config) string {
 	if cfg.Shadow {
 		mode = "; shadow mode"
 	}
-	return fmt.Sprintf("%d listener(s), %d backend server(s), classes %s; stages %s%s",
-		len(cfg.Listeners), len(cfg.Backends.Servers), strings.Join(cfg.Classes.Order, " > "), st, mode)
+	return fmt.Sprintf("%d listener(s), %d backend server(s), classes %s; stages %s%s; %s",
+		len(cfg.Listeners), len(cfg.Backends.Servers), strings.Join(cfg.Classes.Order, " > "), st, mode, adminSummary(&cfg.Admin))
+}
+
+// adminSummary says where the admin API listens and what guards it,
+// without the token.
+func adminSummary(a *proxy.AdminConfig) string {
+	switch {
+	case !a.Token.IsSet():
+		return fmt.Sprintf("admin API on %s without a token", a.Addr)
+	case len(a.Public) > 0:
+		return fmt.Sprintf("admin API on %s behind a token (open: %s)", a.Addr, strings.Join(a.Public, ", "))
+	}
+	return fmt.Sprintf("admin API on %s behind a token", a.Addr)
 }

@@ -1,7 +1,8 @@
 // Package secret marks configuration values that must never be shown.
 //
-// A field of type String (or a map whose values are Strings) is a secret:
-// the admin token, an OTLP exporter's headers, a Redis password. The type
+// A field of type String (or a map or a list of them) is a secret: the
+// admin token, an OTLP exporter's headers, a Redis password, the API keys
+// that name a client. The type
 // is the one mark: every way Go prints or encodes a value — fmt's verbs
 // (%v, %s, %q, %x, %#v), log/slog, YAML (gopkg.in/yaml.v3) and JSON —
 // shows Redacted instead of the value, so GET /config, /state, the
@@ -14,7 +15,8 @@
 // reads every such file into its secret, at load and on every reload, so
 // a mounted Kubernetes Secret is re-read when it rotates. A String's file
 // holds the value on its first line; a map's file holds one "key=value"
-// per line (the OTEL_EXPORTER_OTLP_HEADERS form, one pair per line).
+// per line (the OTEL_EXPORTER_OTLP_HEADERS form, one pair per line); a
+// list's file holds one value per line.
 package secret
 
 import (

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"sort"
 	"strings"
 	"testing"
 
@@ -157,5 +158,83 @@ func TestPaths(t *testing.T) {
 		"list[].headers", "list[].password", "token"}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("Paths = %v, want %v", got, want)
+	}
+}
+
+type keyed struct {
+	Keys     []secret.String `yaml:"keys"`
+	KeysFile string          `yaml:"keys_file"`
+	Clients  []struct {
+		Keys []secret.String `yaml:"keys"`
+	} `yaml:"clients"`
+}
+
+// A list of secrets reads one value per line from its file, is visited
+// element by element and is one path.
+func TestResolveList(t *testing.T) {
+	k := keyed{KeysFile: write(t, "# keys\n"+canary+"-1\n\n  "+canary+"-2  \n")}
+	k.Clients = append(k.Clients, struct {
+		Keys []secret.String `yaml:"keys"`
+	}{Keys: []secret.String{"x"}})
+	if err := secret.Resolve(&k); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	secret.Visit(&k, func(p string, v secret.String) { got[p] = v.Reveal() })
+	want := map[string]string{"keys[0]": canary + "-1", "keys[1]": canary + "-2", "clients[0].keys[0]": "x"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	if p := secret.Paths(&k); !reflect.DeepEqual(p, []string{"clients[].keys", "keys"}) {
+		t.Fatalf("Paths = %v", p)
+	}
+	if out := fmt.Sprint(k) + fmt.Sprintf("%+v %#v", k, k); strings.Contains(out, canary) {
+		t.Fatalf("a list shows its secrets: %s", out)
+	}
+	for _, tc := range []struct {
+		k    keyed
+		path string
+		msg  string
+	}{
+		{keyed{KeysFile: write(t, "# none\n\n")}, "keys_file", "is empty"},
+		{keyed{KeysFile: write(t, "a\n"+secret.Redacted+"\n")}, "keys_file", "line 2 holds the placeholder"},
+		{keyed{Keys: []secret.String{"a", secret.Redacted}}, "keys[1]", "placeholder"},
+		{keyed{Keys: []secret.String{"a"}, KeysFile: write(t, "b")}, "keys_file", "is set with keys"},
+	} {
+		err := secret.Resolve(&tc.k)
+		var fe *sluice.FieldError
+		if !errors.As(err, &fe) || fe.Path != tc.path || !strings.Contains(fe.Msg, tc.msg) {
+			t.Errorf("got %v, want %s: ...%s", err, tc.path, tc.msg)
+		}
+	}
+}
+
+// SetPaths names, as Paths does, the secrets that hold a value; Files the
+// secret files; ResolveWith reads through the caller's function.
+func TestSetPathsFilesResolveWith(t *testing.T) {
+	tok, hdr := write(t, canary), write(t, "a=1")
+	c := outer{TokenFile: tok, Inner: &inner{HeadersFile: hdr}, List: []inner{{}, {Password: "p"}},
+		ByName: map[string]*inner{"x": {Password: "q"}}}
+	var read []string
+	err := secret.ResolveWith(&c, func(name string) ([]byte, error) {
+		read = append(read, name)
+		return os.ReadFile(name)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(read)
+	files := secret.Files(&c)
+	if !reflect.DeepEqual(read, files) || len(files) != 2 {
+		t.Fatalf("read %v, Files = %v", read, files)
+	}
+	got := secret.SetPaths(&c)
+	want := []string{"byname.{}.password", "inner.headers", "list[].password", "token"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("SetPaths = %v, want %v", got, want)
+	}
+	if err := secret.ResolveWith(&outer{TokenFile: tok}, func(string) ([]byte, error) { return nil, os.ErrPermission }); err == nil ||
+		!strings.Contains(err.Error(), "token_file") {
+		t.Fatalf("a read error: %v", err)
 	}
 }

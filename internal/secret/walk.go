@@ -13,7 +13,12 @@ import (
 var (
 	stringType = reflect.TypeOf(String(""))
 	mapType    = reflect.TypeOf(map[string]String(nil))
+	sliceType  = reflect.TypeOf([]String(nil))
 )
+
+// isSecret reports whether t is one of the secret field types: a String,
+// a map of them (header fields) or a list of them (API keys).
+func isSecret(t reflect.Type) bool { return t == stringType || t == mapType || t == sliceType }
 
 // FileSuffix is the suffix of the YAML key of a secret's file form:
 // "token" and "token_file", "headers" and "headers_file".
@@ -27,29 +32,84 @@ const FileSuffix = "_file"
 // empty, and a secret equal to Redacted (a GET /config output pasted
 // back) are errors: a *sluice.FieldError naming the field's YAML path and
 // the file, never the value.
-func Resolve(v any) error {
-	return walk(reflect.ValueOf(v), "", resolveField)
+//
+// A String's file holds the value on its first line; a map's, one
+// "key=value" per line; a list's, one value per line. In the last two,
+// blank lines and lines starting with # are skipped.
+func Resolve(v any) error { return ResolveWith(v, os.ReadFile) }
+
+// ResolveWith is Resolve reading the files with read, which a caller
+// wraps to learn what was read (the proxy's configuration watch keeps a
+// digest of each secret file as it was read, to reload when one
+// changes).
+func ResolveWith(v any, read func(name string) ([]byte, error)) error {
+	return walk(reflect.ValueOf(v), at{}, func(p at, f, file reflect.Value, fileKey string) error {
+		return resolveField(p.path, f, file, fileKey, read)
+	})
 }
 
 // Visit calls fn with the YAML path and the value of every secret field
 // set in the configuration v points to; a map's entries are visited as
-// path.key. It is for tests and checks that must cover every secret.
+// path.key, a list's as path[i]. It is for tests and checks that must
+// cover every secret.
 func Visit(v any, fn func(path string, value String)) {
-	_ = walk(reflect.ValueOf(v), "", func(path string, f, _ reflect.Value, _ string) error {
+	_ = walk(reflect.ValueOf(v), at{}, func(p at, f, _ reflect.Value, _ string) error {
 		switch f.Type() {
 		case stringType:
 			if s := f.Interface().(String); s != "" {
-				fn(path, s)
+				fn(p.path, s)
 			}
 		case mapType:
 			keys := f.MapKeys()
 			sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
 			for _, k := range keys {
-				fn(path+"."+k.String(), f.MapIndex(k).Interface().(String))
+				fn(p.path+"."+k.String(), f.MapIndex(k).Interface().(String))
+			}
+		case sliceType:
+			for i := 0; i < f.Len(); i++ {
+				fn(fmt.Sprintf("%s[%d]", p.path, i), f.Index(i).Interface().(String))
 			}
 		}
 		return nil
 	})
+}
+
+// SetPaths returns, in the form Paths writes them, the paths of the
+// secrets set (non-empty) in the configuration v points to, sorted and
+// each once. A test that plants a value in every secret compares it
+// with Paths of the configuration's type, so that a secret added later
+// and not planted fails it.
+func SetPaths(v any) []string {
+	seen := map[string]bool{}
+	_ = walk(reflect.ValueOf(v), at{}, func(p at, f, _ reflect.Value, _ string) error {
+		if !isZero(f) {
+			seen[p.tpath] = true
+		}
+		return nil
+	})
+	return sortedKeys(seen)
+}
+
+// Files returns the names of the secret files (every set X_file of a
+// secret X) of the configuration v points to, sorted and each once.
+func Files(v any) []string {
+	seen := map[string]bool{}
+	_ = walk(reflect.ValueOf(v), at{}, func(_ at, _, file reflect.Value, _ string) error {
+		if file.IsValid() && file.String() != "" {
+			seen[file.String()] = true
+		}
+		return nil
+	})
+	return sortedKeys(seen)
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // Paths returns the YAML path of every secret field of the type of v (a
@@ -64,20 +124,16 @@ func Paths(v any) []string {
 }
 
 func typePaths(t reflect.Type, path string, seen map[reflect.Type]bool, out *[]string) {
-	for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Array || t.Kind() == reflect.Map {
+	for !isSecret(t) && (t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Array || t.Kind() == reflect.Map) {
 		switch t.Kind() {
 		case reflect.Slice, reflect.Array:
 			path += "[]"
 		case reflect.Map:
-			if t == mapType {
-				*out = append(*out, path)
-				return
-			}
 			path += ".{}"
 		}
 		t = t.Elem()
 	}
-	if t == stringType {
+	if isSecret(t) {
 		*out = append(*out, path)
 		return
 	}
@@ -103,12 +159,20 @@ func typePaths(t reflect.Type, path string, seen map[reflect.Type]bool, out *[]s
 	}
 }
 
-// fieldFunc handles one secret field f (a String or a map of them) at
-// path; file is its sibling X_file field (invalid when the struct has
-// none) named fileKey.
-type fieldFunc func(path string, f, file reflect.Value, fileKey string) error
+// at is where the walk is: the YAML path of a value ("list[1].password")
+// and the same path in the form Paths writes ("list[].password").
+type at struct{ path, tpath string }
 
-func walk(v reflect.Value, path string, fn fieldFunc) error {
+func (a at) key(k string) at   { return at{join(a.path, k), join(a.tpath, k)} }
+func (a at) entry(k string) at { return at{join(a.path, k), a.tpath + ".{}"} }
+func (a at) index(i int) at    { return at{fmt.Sprintf("%s[%d]", a.path, i), a.tpath + "[]"} }
+
+// fieldFunc handles one secret field f (a String, or a map or list of
+// them) at p; file is its sibling X_file field (invalid when the struct
+// has none) named fileKey.
+type fieldFunc func(p at, f, file reflect.Value, fileKey string) error
+
+func walk(v reflect.Value, p at, fn fieldFunc) error {
 	for v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface {
 		if v.IsNil() {
 			return nil
@@ -117,14 +181,17 @@ func walk(v reflect.Value, path string, fn fieldFunc) error {
 	}
 	switch v.Kind() {
 	case reflect.Slice, reflect.Array:
+		if isSecret(v.Type()) {
+			return nil // reached through its struct field
+		}
 		for i := 0; i < v.Len(); i++ {
-			if err := walk(v.Index(i), fmt.Sprintf("%s[%d]", path, i), fn); err != nil {
+			if err := walk(v.Index(i), p.index(i), fn); err != nil {
 				return err
 			}
 		}
 	case reflect.Map:
-		if v.Type() == mapType {
-			return nil // reached through its struct field
+		if isSecret(v.Type()) {
+			return nil
 		}
 		keys := v.MapKeys()
 		sort.Slice(keys, func(i, j int) bool { return fmt.Sprint(keys[i]) < fmt.Sprint(keys[j]) })
@@ -132,18 +199,18 @@ func walk(v reflect.Value, path string, fn fieldFunc) error {
 			// Map values are not addressable: walk a copy and store it back.
 			e := reflect.New(v.Type().Elem()).Elem()
 			e.Set(v.MapIndex(k))
-			if err := walk(e, join(path, fmt.Sprint(k)), fn); err != nil {
+			if err := walk(e, p.entry(fmt.Sprint(k)), fn); err != nil {
 				return err
 			}
 			v.SetMapIndex(k, e)
 		}
 	case reflect.Struct:
-		return walkStruct(v, path, fn)
+		return walkStruct(v, p, fn)
 	}
 	return nil
 }
 
-func walkStruct(v reflect.Value, path string, fn fieldFunc) error {
+func walkStruct(v reflect.Value, p at, fn fieldFunc) error {
 	t := v.Type()
 	files := map[string]int{}
 	for i := 0; i < t.NumField(); i++ {
@@ -162,29 +229,29 @@ func walkStruct(v reflect.Value, path string, fn fieldFunc) error {
 			continue
 		}
 		f := v.Field(i)
-		p := path
+		fp := p
 		if !inline {
-			p = join(path, name)
+			fp = p.key(name)
 		}
-		if sf.Type == stringType || sf.Type == mapType {
+		if isSecret(sf.Type) {
 			var file reflect.Value
 			fileKey := name + FileSuffix
 			if j, ok := files[fileKey]; ok {
 				file = v.Field(j)
 			}
-			if err := fn(p, f, file, join(path, fileKey)); err != nil {
+			if err := fn(fp, f, file, join(p.path, fileKey)); err != nil {
 				return err
 			}
 			continue
 		}
-		if err := walk(f, p, fn); err != nil {
+		if err := walk(f, fp, fn); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func resolveField(path string, f, file reflect.Value, fileKey string) error {
+func resolveField(path string, f, file reflect.Value, fileKey string, read func(string) ([]byte, error)) error {
 	name := ""
 	if file.IsValid() {
 		name = file.String()
@@ -195,14 +262,15 @@ func resolveField(path string, f, file reflect.Value, fileKey string) error {
 	if !isZero(f) {
 		return fielderr.Errorf(fileKey, "is set with %s: give one of them", lastKey(path))
 	}
-	b, err := os.ReadFile(name)
+	b, err := read(name)
 	if err != nil {
 		return fielderr.Errorf(fileKey, "%q cannot be read: %v", name, unwrapPath(err))
 	}
 	if !f.CanSet() {
 		return fielderr.Errorf(fileKey, "cannot be applied here")
 	}
-	if f.Type() == stringType {
+	switch f.Type() {
+	case stringType:
 		line, _, _ := strings.Cut(string(b), "\n")
 		line = strings.TrimSpace(line)
 		if line == "" {
@@ -212,37 +280,58 @@ func resolveField(path string, f, file reflect.Value, fileKey string) error {
 			return fielderr.Errorf(fileKey, "%q holds the placeholder %s that GET /config prints: put the real secret in the file", name, Redacted)
 		}
 		f.Set(reflect.ValueOf(String(line)))
-		return nil
+	case mapType:
+		m, err := parsePairs(b)
+		if err != nil {
+			return fielderr.Errorf(fileKey, "%q: %v", name, err)
+		}
+		f.Set(reflect.ValueOf(m))
+	default:
+		l, err := parseLines(b)
+		if err != nil {
+			return fielderr.Errorf(fileKey, "%q: %v", name, err)
+		}
+		f.Set(reflect.ValueOf(l))
 	}
-	m, err := parsePairs(b)
-	if err != nil {
-		return fielderr.Errorf(fileKey, "%q: %v", name, err)
-	}
-	f.Set(reflect.ValueOf(m))
 	return nil
 }
 
-// parsePairs reads "key=value" lines (blank lines and lines starting with
-// # skipped). Errors name the line number, never its text.
-func parsePairs(b []byte) (map[string]String, error) {
-	m := map[string]String{}
+// lines calls fn with the number and the trimmed text of every line of b
+// that is neither blank nor a comment (starting with #).
+func lines(b []byte, fn func(n int, line string) error) error {
 	for i, line := range strings.Split(string(b), "\n") {
 		line = strings.TrimSpace(line)
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
+		if err := fn(i+1, line); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// parsePairs reads "key=value" lines. Errors name the line number, never
+// its text.
+func parsePairs(b []byte) (map[string]String, error) {
+	m := map[string]String{}
+	err := lines(b, func(n int, line string) error {
 		k, val, ok := strings.Cut(line, "=")
 		k, val = strings.TrimSpace(k), strings.TrimSpace(val)
 		if !ok || k == "" {
-			return nil, fmt.Errorf("line %d is not key=value", i+1)
+			return fmt.Errorf("line %d is not key=value", n)
 		}
 		if _, dup := m[k]; dup {
-			return nil, fmt.Errorf("line %d repeats key %q", i+1, k)
+			return fmt.Errorf("line %d repeats key %q", n, k)
 		}
 		if val == Redacted {
-			return nil, fmt.Errorf("line %d holds the placeholder %s that GET /config prints", i+1, Redacted)
+			return fmt.Errorf("line %d holds the placeholder %s that GET /config prints", n, Redacted)
 		}
 		m[k] = String(val)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if len(m) == 0 {
 		return nil, fmt.Errorf("is empty: put one key=value per line")
@@ -250,14 +339,44 @@ func parsePairs(b []byte) (map[string]String, error) {
 	return m, nil
 }
 
+// parseLines reads one secret per line. Errors name the line number,
+// never its text.
+func parseLines(b []byte) ([]String, error) {
+	var l []String
+	err := lines(b, func(n int, line string) error {
+		if line == Redacted {
+			return fmt.Errorf("line %d holds the placeholder %s that GET /config prints", n, Redacted)
+		}
+		l = append(l, String(line))
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(l) == 0 {
+		return nil, fmt.Errorf("is empty: put one value per line")
+	}
+	return l, nil
+}
+
 func checkNotPlaceholder(path string, f reflect.Value) error {
 	bad := false
-	if f.Type() == stringType {
+	switch f.Type() {
+	case stringType:
 		bad = f.String() == Redacted
-	} else {
-		for _, k := range f.MapKeys() {
+	case mapType:
+		keys := f.MapKeys()
+		sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
+		for _, k := range keys {
 			if f.MapIndex(k).String() == Redacted {
 				path, bad = path+"."+k.String(), true
+				break
+			}
+		}
+	default:
+		for i := 0; i < f.Len(); i++ {
+			if f.Index(i).String() == Redacted {
+				path, bad = fmt.Sprintf("%s[%d]", path, i), true
 				break
 			}
 		}
@@ -269,7 +388,7 @@ func checkNotPlaceholder(path string, f reflect.Value) error {
 }
 
 func isZero(f reflect.Value) bool {
-	if f.Kind() == reflect.Map {
+	if f.Kind() == reflect.Map || f.Kind() == reflect.Slice {
 		return f.Len() == 0
 	}
 	return f.IsZero()
@@ -309,3 +428,7 @@ func lastKey(path string) string {
 	}
 	return path
 }
+
+// IsType reports whether t is the type of a secret field: a String, or a
+// map or a list of them.
+func IsType(t reflect.Type) bool { return isSecret(t) }

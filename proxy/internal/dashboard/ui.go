@@ -151,6 +151,14 @@ func (d *Dashboard) ServeEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer viewers.Add(-1)
+	if r.Method == http.MethodHead {
+		// The headers only: a stream that sends no body would never end.
+		h := w.Header()
+		h.Set("Content-Type", "text/event-stream")
+		h.Set("Cache-Control", "no-store")
+		w.WriteHeader(http.StatusOK)
+		return
+	}
 	hist := d.hist
 	since := r.Header.Get("Last-Event-ID")
 	if q := r.URL.Query().Get("since"); q != "" {

@@ -40,8 +40,13 @@ type Options struct {
 	// http://127.0.0.1:4318; traces are posted to <Endpoint>/v1/traces and
 	// metrics to <Endpoint>/v1/metrics (the OTLP/HTTP convention).
 	Endpoint string
-	// Headers are sent with every export (an API key, a tenant).
-	Headers map[string]string
+	// Headers, when set, is called before every export (and every retry)
+	// for the header fields to send with it (an API key, a tenant), so
+	// that rotated credentials apply to the next export without a
+	// restart. The exporters then use their own HTTP client (Go's default
+	// transport settings, ExportTimeout per export), in place of the
+	// OTEL_EXPORTER_OTLP_CERTIFICATE and _TIMEOUT variables.
+	Headers func() map[string]string
 	// Traces and Metrics switch each signal on.
 	Traces, Metrics bool
 	// Interval is the metrics export period.
@@ -92,8 +97,15 @@ func New(ctx context.Context, o Options) (*Telemetry, error) {
 		return nil, fmt.Errorf("telemetry: resource: %w", err)
 	}
 	t := &Telemetry{prop: propagation.TraceContext{}}
+	traceOpts := []otlptracehttp.Option{otlptracehttp.WithEndpointURL(base + "/v1/traces")}
+	metricOpts := []otlpmetrichttp.Option{otlpmetrichttp.WithEndpointURL(base + "/v1/metrics")}
+	if o.Headers != nil {
+		c := headerClient(o.Headers)
+		traceOpts = append(traceOpts, otlptracehttp.WithHTTPClient(c))
+		metricOpts = append(metricOpts, otlpmetrichttp.WithHTTPClient(c))
+	}
 	if o.Traces {
-		exp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(base+"/v1/traces"), otlptracehttp.WithHeaders(o.Headers))
+		exp, err := otlptracehttp.New(ctx, traceOpts...)
 		if err != nil {
 			return nil, fmt.Errorf("telemetry: trace exporter: %w", err)
 		}
@@ -102,7 +114,7 @@ func New(ctx context.Context, o Options) (*Telemetry, error) {
 		t.tracer = t.tp.Tracer("github.com/sluicehq/sluice/proxy")
 	}
 	if o.Metrics {
-		exp, err := otlpmetrichttp.New(ctx, otlpmetrichttp.WithEndpointURL(base+"/v1/metrics"), otlpmetrichttp.WithHeaders(o.Headers))
+		exp, err := otlpmetrichttp.New(ctx, metricOpts...)
 		if err != nil {
 			return nil, fmt.Errorf("telemetry: metric exporter: %w", err)
 		}
@@ -111,6 +123,34 @@ func New(ctx context.Context, o Options) (*Telemetry, error) {
 		t.mp = sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader), sdkmetric.WithResource(res))
 	}
 	return t, nil
+}
+
+// ExportTimeout bounds one export request (the exporters' own default).
+const ExportTimeout = 10 * time.Second
+
+// headerClient returns the exporters' HTTP client: each request gets the
+// header fields headers returns at that moment.
+func headerClient(headers func() map[string]string) *http.Client {
+	base := http.DefaultTransport.(*http.Transport).Clone()
+	return &http.Client{Timeout: ExportTimeout, Transport: headerTransport{base: base, headers: headers}}
+}
+
+// headerTransport sets the current header fields on every request.
+type headerTransport struct {
+	base    http.RoundTripper
+	headers func() map[string]string
+}
+
+func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	h := t.headers()
+	if len(h) == 0 {
+		return t.base.RoundTrip(r)
+	}
+	r = r.Clone(r.Context()) // a RoundTripper must not change the caller's request
+	for k, v := range h {
+		r.Header.Set(k, v)
+	}
+	return t.base.RoundTrip(r)
 }
 
 // Shutdown flushes what is buffered (the last spans, one last metrics

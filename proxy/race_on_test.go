@@ -1,0 +1,7 @@
+//go:build race
+
+package proxy
+
+// raceEnabled reports whether the tests run under the race detector,
+// which makes every request about ten times as costly.
+const raceEnabled = true
