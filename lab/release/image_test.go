@@ -1,71 +1,55 @@
-package main
+package release
 
 import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
-	"context"
 	"crypto/sha256"
+	"debug/elf"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"io"
-	"net"
-	"net/http"
-	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
 
 const (
-	testVersion  = "v0.0.0-imagetest"
+	testVersion  = "0.0.0-dev+0123456789ab"
+	testTag      = "0.0.0-dev_0123456789ab"
 	testRevision = "0123456789abcdef0123456789abcdef01234567"
 )
 
-var (
-	binOnce sync.Once
-	binPath string
-	binErr  error
-)
-
-// sluiceBinary builds the static sluice binary once per test run, as
-// scripts/image.sh does.
-func sluiceBinary(t *testing.T) string {
+// fakeELF writes a minimal ELF executable header for machine: enough for
+// checkBinary and for the image's layout, which only copies the bytes
+// (lab/release loads images of real binaries and runs them). interp adds
+// a PT_INTERP program header, as a dynamically linked binary has.
+func fakeELF(t *testing.T, machine elf.Machine, interp bool, body string) string {
 	t.Helper()
-	binOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "ociimage-test")
-		if err != nil {
-			binErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "sluice")
-		pkg := "github.com/sluicehq/sluice/internal/cli"
-		cmd := exec.Command("go", "build", "-trimpath", "-ldflags",
-			"-s -w -X "+pkg+".version="+testVersion+" -X "+pkg+".commit="+testRevision, "-o", binPath, "./cmd/sluice")
-		cmd.Dir = "../../.."
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			binErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if binErr != nil {
-		t.Fatal(binErr)
+	var b bytes.Buffer
+	progs := []elf.Prog64{{Type: uint32(elf.PT_LOAD), Flags: uint32(elf.PF_R | elf.PF_X)}}
+	if interp {
+		progs = append(progs, elf.Prog64{Type: uint32(elf.PT_INTERP), Flags: uint32(elf.PF_R)})
 	}
-	return binPath
-}
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if binPath != "" {
-		os.RemoveAll(filepath.Dir(binPath))
+	h := elf.Header64{Type: uint16(elf.ET_EXEC), Machine: uint16(machine), Version: uint32(elf.EV_CURRENT),
+		Phoff: 64, Ehsize: 64, Phentsize: 56, Phnum: uint16(len(progs))}
+	copy(h.Ident[:], elf.ELFMAG)
+	h.Ident[elf.EI_CLASS], h.Ident[elf.EI_DATA], h.Ident[elf.EI_VERSION] = byte(elf.ELFCLASS64), byte(elf.ELFDATA2LSB), byte(elf.EV_CURRENT)
+	if err := binary.Write(&b, binary.LittleEndian, h); err != nil {
+		t.Fatal(err)
 	}
-	os.Exit(code)
+	if err := binary.Write(&b, binary.LittleEndian, progs); err != nil {
+		t.Fatal(err)
+	}
+	b.WriteString(body)
+	f := filepath.Join(t.TempDir(), "sluice-"+machine.String())
+	if err := os.WriteFile(f, b.Bytes(), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return f
 }
 
 // caBundle is a CA file: the system's when present, else a stand-in (the
@@ -81,14 +65,12 @@ func caBundle(t *testing.T) string {
 	return f
 }
 
-func buildTestImage(t *testing.T, out string) Result {
-	t.Helper()
-	r, err := Build(Options{Binary: sluiceBinary(t), CACerts: caBundle(t), Name: "sluice", Version: testVersion, Revision: testRevision,
-		Source: "https://github.com/sluicehq/sluice", Arch: "amd64", Created: time.Unix(1700000000, 0).UTC(), Out: out})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
+func testOptions(t *testing.T, out string) Options {
+	return Options{
+		// arm64 first: the index lists the platforms sorted all the same.
+		Platforms: []Platform{{"arm64", fakeELF(t, elf.EM_AARCH64, false, "arm64 body")}, {"amd64", fakeELF(t, elf.EM_X86_64, false, "amd64 body")}},
+		CACerts:   caBundle(t), Repository: DefaultRepository, Version: testVersion, Revision: testRevision,
+		Source: "https://github.com/sluicehq/sluice", Created: time.Unix(1700000000, 0).UTC(), Out: out}
 }
 
 // readTar returns the regular files of a tar stream by name, and the
@@ -104,6 +86,9 @@ func readTar(t *testing.T, r io.Reader) (map[string][]byte, map[string]*tar.Head
 		}
 		if err != nil {
 			t.Fatal(err)
+		}
+		if hdrs[h.Name] != nil {
+			t.Errorf("%s twice in the archive", h.Name)
 		}
 		hdrs[h.Name] = h
 		if h.Typeflag == tar.TypeReg {
@@ -121,12 +106,27 @@ func sha(b []byte) string {
 	return "sha256:" + hex.EncodeToString(s[:])
 }
 
+func mustJSON(t *testing.T, b []byte, v any) {
+	t.Helper()
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("%v in %s", err, b)
+	}
+}
+
 // TestImageArchive checks the archive as an OCI image layout: every blob
-// under its digest, the index, the manifest, the config and the layer;
-// then runs the binary from the layer.
+// under its digest; index.json naming one image index by the repository
+// and tag; that index listing linux/amd64 and linux/arm64; each
+// platform's manifest, config and layer, with its own binary.
 func TestImageArchive(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "sluice.oci.tar")
-	res := buildTestImage(t, out)
+	o := testOptions(t, out)
+	res, err := BuildImage(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Ref != "ghcr.io/sluicehq/sluice:"+testTag {
+		t.Errorf("ref %q", res.Ref)
+	}
 	f, err := os.Open(out)
 	if err != nil {
 		t.Fatal(err)
@@ -149,45 +149,78 @@ func TestImageArchive(t *testing.T) {
 		}
 		return b
 	}
+	var top Index
+	mustJSON(t, files["index.json"], &top)
+	if top.SchemaVersion != 2 || len(top.Manifests) != 1 || top.Manifests[0].Digest != res.Index.Digest {
+		t.Fatalf("index.json: %+v (podman load takes an archive of exactly one image)", top)
+	}
+	if a := top.Manifests[0].Annotations; a[annotationRefName] != testTag || a[annotationImageName] != "ghcr.io/sluicehq/sluice:"+testTag {
+		t.Errorf("index.json names the image %v", a)
+	}
 	var idx Index
-	mustJSON(t, files["index.json"], &idx)
-	if idx.SchemaVersion != 2 || len(idx.Manifests) != 1 || idx.Manifests[0].Digest != res.Manifest.Digest {
-		t.Fatalf("index.json: %+v", idx)
+	mustJSON(t, blob(top.Manifests[0], mediaIndex), &idx)
+	if len(idx.Manifests) != 2 || len(res.Images) != 2 {
+		t.Fatalf("image index: %d manifests, result %d images, want 2", len(idx.Manifests), len(res.Images))
 	}
-	if ref := idx.Manifests[0].Annotations["org.opencontainers.image.ref.name"]; ref != "sluice:"+testVersion {
-		t.Errorf("ref name %q", ref)
+	bins := map[string]string{}
+	for _, p := range o.Platforms {
+		b, _ := os.ReadFile(p.Binary)
+		bins[p.Arch] = string(b)
 	}
-	var man Manifest
-	mustJSON(t, blob(idx.Manifests[0], mediaManifest), &man)
-	var cfg ImageConfig
-	mustJSON(t, blob(man.Config, mediaConfig), &cfg)
-	if len(man.Layers) != 1 {
-		t.Fatalf("%d layers, want 1", len(man.Layers))
+	for i, want := range []PlatformSpec{{"amd64", "linux", ""}, {"arm64", "linux", "v8"}} {
+		d := idx.Manifests[i]
+		if d.Platform == nil || *d.Platform != want {
+			t.Fatalf("manifest %d: platform %+v, want %+v", i, d.Platform, want)
+		}
+		if d.Digest != res.Images[i].Manifest.Digest || res.Images[i].Arch != want.Architecture {
+			t.Errorf("result %+v and index %+v differ", res.Images[i], d)
+		}
+		var man Manifest
+		mustJSON(t, blob(d, mediaManifest), &man)
+		var cfg ImageConfig
+		mustJSON(t, blob(man.Config, mediaConfig), &cfg)
+		if len(man.Layers) != 1 {
+			t.Fatalf("%s: %d layers, want 1", want.Architecture, len(man.Layers))
+		}
+		checkConfig(t, cfg, want)
+		raw := gunzip(t, blob(man.Layers[0], mediaLayer))
+		if len(cfg.RootFS.DiffIDs) != 1 || cfg.RootFS.DiffIDs[0] != sha(raw) {
+			t.Fatalf("diff_ids %v, the layer's uncompressed digest is %s", cfg.RootFS.DiffIDs, sha(raw))
+		}
+		checkLayer(t, raw, bins[want.Architecture])
 	}
-	layer := blob(man.Layers[0], mediaLayer)
+}
 
+// checkConfig checks one platform's image configuration.
+func checkConfig(t *testing.T, cfg ImageConfig, p PlatformSpec) {
+	t.Helper()
 	c := cfg.Config
 	for _, chk := range []struct{ what, got, want string }{
-		{"os", cfg.OS, "linux"}, {"architecture", cfg.Architecture, "amd64"},
+		{"os", cfg.OS, "linux"}, {"architecture", cfg.Architecture, p.Architecture}, {"variant", cfg.Variant, p.Variant},
 		{"user", c.User, "65532:65532"}, {"entrypoint", strings.Join(c.Entrypoint, " "), "/sluice"},
 		{"cmd", strings.Join(c.Cmd, " "), "proxy --config /etc/sluice/sluice.yaml"},
 		{"version label", c.Labels["org.opencontainers.image.version"], testVersion},
 		{"revision label", c.Labels["org.opencontainers.image.revision"], testRevision},
 		{"source label", c.Labels["org.opencontainers.image.source"], "https://github.com/sluicehq/sluice"},
 		{"licenses label", c.Labels["org.opencontainers.image.licenses"], "Apache-2.0"},
+		{"created label", c.Labels["org.opencontainers.image.created"], "2023-11-14T22:13:20Z"},
+		{"created", cfg.Created, "2023-11-14T22:13:20Z"},
 		{"rootfs type", cfg.RootFS.Type, "layers"},
 	} {
 		if chk.got != chk.want {
-			t.Errorf("%s: %q, want %q", chk.what, chk.got, chk.want)
+			t.Errorf("%s %s: %q, want %q", p.Architecture, chk.what, chk.got, chk.want)
 		}
 	}
-	for _, p := range []string{"8080/tcp", "9901/tcp"} {
-		if _, ok := c.ExposedPorts[p]; !ok {
-			t.Errorf("port %s not exposed: %v", p, c.ExposedPorts)
+	for _, port := range []string{"8080/tcp", "9901/tcp"} {
+		if _, ok := c.ExposedPorts[port]; !ok {
+			t.Errorf("port %s not exposed: %v", port, c.ExposedPorts)
 		}
 	}
+}
 
-	zr, err := gzip.NewReader(bytes.NewReader(layer))
+func gunzip(t *testing.T, b []byte) []byte {
+	t.Helper()
+	zr, err := gzip.NewReader(bytes.NewReader(b))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,12 +228,16 @@ func TestImageArchive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(cfg.RootFS.DiffIDs) != 1 || cfg.RootFS.DiffIDs[0] != sha(raw) {
-		t.Fatalf("diff_ids %v, the layer's uncompressed digest is %s", cfg.RootFS.DiffIDs, sha(raw))
-	}
+	return raw
+}
+
+// checkLayer checks a layer's files: the binary given for its platform,
+// the CA bundle, the user and /tmp.
+func checkLayer(t *testing.T, raw []byte, bin string) {
+	t.Helper()
 	lf, lh := readTar(t, bytes.NewReader(raw))
-	if h := lh["sluice"]; h == nil || h.Mode != 0o755 || h.Uid != 0 {
-		t.Fatalf("/sluice: %+v", h)
+	if h := lh["sluice"]; h == nil || h.Mode != 0o755 || h.Uid != 0 || string(lf["sluice"]) != bin {
+		t.Fatalf("/sluice: %+v, not the platform's binary", h)
 	}
 	if h := lh["tmp/"]; h == nil || h.Mode != 0o1777 {
 		t.Errorf("/tmp: %+v", h)
@@ -212,144 +249,72 @@ func TestImageArchive(t *testing.T) {
 	if !strings.Contains(string(lf["etc/passwd"]), "nonroot:x:65532:65532:") || !strings.Contains(string(lf["etc/group"]), "nonroot:x:65532:") {
 		t.Errorf("user nonroot missing:\n%s\n%s", lf["etc/passwd"], lf["etc/group"])
 	}
-	// The binary in the layer is the one that was given, and it runs.
-	bin := filepath.Join(t.TempDir(), "sluice")
-	if err := os.WriteFile(bin, lf["sluice"], 0o755); err != nil {
-		t.Fatal(err)
-	}
-	outb, err := exec.Command(bin, "version").CombinedOutput()
-	if err != nil {
-		t.Fatalf("sluice version from the layer: %v\n%s", err, outb)
-	}
-	if want := "sluice " + testVersion + " (commit " + testRevision + ")"; !strings.HasPrefix(string(outb), want) {
-		t.Fatalf("sluice version: %q, want prefix %q", outb, want)
-	}
-	t.Logf("image %s: archive %d bytes, layer %d bytes gzip'd, %d uncompressed", res.Manifest.Digest, res.ArchiveSize, res.LayerSize, res.Uncompressed)
-
-	// The same inputs give the same image.
-	if again := buildTestImage(t, filepath.Join(t.TempDir(), "again.oci.tar")); again.Manifest.Digest != res.Manifest.Digest {
-		t.Errorf("not reproducible: %s then %s", res.Manifest.Digest, again.Manifest.Digest)
-	}
 }
 
-func mustJSON(t *testing.T, b []byte, v any) {
-	t.Helper()
-	if err := json.Unmarshal(b, v); err != nil {
-		t.Fatalf("%v in %s", err, b)
-	}
-}
-
-// TestImageRunsInPodman loads the archive into podman, runs the proxy in
-// it on the host's loopback in front of a backend of this test, and gets
-// /healthz, /readyz and a proxied answer through it. It runs when podman
-// is installed, and installs it first when SLUICE_REQUIRE_PODMAN is set.
-func TestImageRunsInPodman(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short")
-	}
-	if _, err := exec.LookPath("podman"); err != nil {
-		if os.Getenv("SLUICE_REQUIRE_PODMAN") == "" {
-			t.Skip("podman is not installed (SLUICE_REQUIRE_PODMAN=1 installs it with apt-get)")
-		}
-		for _, args := range [][]string{{"update"}, {"install", "-y", "podman", "runc"}} {
-			cmd := exec.Command("apt-get", args...)
-			cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-			if out, err := cmd.CombinedOutput(); err != nil {
-				t.Fatalf("apt-get %v: %v\n%s", args, err, tail(out))
-			}
-		}
-	}
-	out := filepath.Join(t.TempDir(), "sluice.oci.tar")
-	buildTestImage(t, out)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	loaded, err := exec.CommandContext(ctx, "podman", "load", "-q", "-i", out).CombinedOutput()
-	if err != nil {
-		t.Fatalf("podman load: %v\n%s", err, loaded)
-	}
-	image := "localhost/sluice:" + testVersion
-	t.Cleanup(func() { _ = exec.Command("podman", "rmi", "-f", image).Run() })
-
-	be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "from the backend") }))
-	defer be.Close()
-	listen, admin := freePort(t), freePort(t)
-	name := "sluice-imagetest-" + strconv.Itoa(os.Getpid())
-	args := []string{"run", "-d", "--rm", "--name", name, "--network", "host"}
-	// Modest limits: podman's defaults (nofile 1048576, nproc 4194304)
-	// are above what a sandbox may let the runtime set, and so were this
-	// process's own in one (setrlimit: operation not permitted); 4096
-	// is plenty for this test.
-	args = append(args, "--ulimit", "nofile=4096:4096", "--ulimit", "nproc=4096:4096")
-	args = append(args, image, "proxy", "--listen", listen, "--backend", be.URL, "--admin", admin)
-	run := func(runtime ...string) ([]byte, error) {
-		return exec.CommandContext(ctx, "podman", append(runtime, args...)...).CombinedOutput()
-	}
-	msg, err := run()
-	if err != nil && strings.Contains(string(msg), "hybrid mode") {
-		// crun refuses a host with cgroup v1 controllers beside v2 (this
-		// sandbox's); runc runs there.
-		if _, lerr := exec.LookPath("runc"); lerr == nil {
-			msg, err = run("--runtime", "runc")
-		}
-	}
-	if err != nil {
-		if os.Getenv("SLUICE_REQUIRE_PODMAN") != "" {
-			t.Fatalf("podman run: %v\n%s", err, msg)
-		}
-		t.Skipf("podman cannot run containers here: %v: %s", err, strings.TrimSpace(string(msg)))
-	}
-	t.Cleanup(func() { _ = exec.Command("podman", "rm", "-f", name).Run() })
-
-	client := &http.Client{Timeout: 5 * time.Second}
-	getBody := func(url string) (int, string, error) {
-		resp, err := client.Get(url)
-		if err != nil {
-			return 0, "", err
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b), err
-	}
-	deadline := time.Now().Add(time.Minute)
-	for {
-		code, body, err := getBody("http://" + admin + "/readyz")
-		if err == nil && code == 200 && body == "ready\n" {
-			break
-		}
-		if time.Now().After(deadline) {
-			logs, _ := exec.Command("podman", "logs", name).CombinedOutput()
-			t.Fatalf("/readyz through the container: %d %q %v\n%s", code, body, err, tail(logs))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if code, body, err := getBody("http://" + admin + "/healthz"); err != nil || code != 200 || body != "ok\n" {
-		t.Fatalf("/healthz: %d %q %v", code, body, err)
-	}
-	if code, body, err := getBody("http://" + listen + "/"); err != nil || code != 200 || body != "from the backend" {
-		t.Fatalf("proxied GET /: %d %q %v", code, body, err)
-	}
-	if v, err := exec.Command("podman", "exec", name, "/sluice", "version").CombinedOutput(); err != nil || !strings.Contains(string(v), testRevision) {
-		t.Fatalf("sluice version in the container: %v %s", err, v)
-	}
-	if u, err := exec.Command("podman", "exec", name, "/sluice", "version").CombinedOutput(); err == nil {
-		t.Logf("in the container: %s", strings.TrimSpace(string(u)))
-	}
-}
-
-// freePort returns a loopback address with a port free at the time.
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+// TestImageReproducible: the same inputs give the same archive, byte for
+// byte, whatever the order the platforms are given in; another created
+// time gives another image.
+func TestImageReproducible(t *testing.T) {
+	dir := t.TempDir()
+	o := testOptions(t, filepath.Join(dir, "a.oci.tar"))
+	a, err := BuildImage(o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	o.Out = filepath.Join(dir, "b.oci.tar")
+	o.Platforms[0], o.Platforms[1] = o.Platforms[1], o.Platforms[0]
+	b, err := BuildImage(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ab, _ := os.ReadFile(filepath.Join(dir, "a.oci.tar"))
+	bb, _ := os.ReadFile(filepath.Join(dir, "b.oci.tar"))
+	if a.Index.Digest != b.Index.Digest || !bytes.Equal(ab, bb) {
+		t.Errorf("not reproducible: index %s then %s, archives equal %v", a.Index.Digest, b.Index.Digest, bytes.Equal(ab, bb))
+	}
+	o.Out, o.Created = filepath.Join(dir, "c.oci.tar"), o.Created.Add(time.Second)
+	if c, err := BuildImage(o); err != nil || c.Index.Digest == a.Index.Digest {
+		t.Errorf("another created time: %v, index %s", err, c.Index.Digest)
+	}
 }
 
-func tail(b []byte) string {
-	if len(b) > 2000 {
-		b = b[len(b)-2000:]
+// TestImageRefusals: Build refuses what would not make a working image,
+// saying why.
+func TestImageRefusals(t *testing.T) {
+	cases := []struct {
+		name string
+		mod  func(*Options)
+		want string
+	}{
+		{"wrong machine", func(o *Options) { o.Platforms[0].Binary = fakeELF(t, elf.EM_X86_64, false, "") }, "is built for EM_X86_64, not arm64"},
+		{"dynamic", func(o *Options) { o.Platforms[1].Binary = fakeELF(t, elf.EM_X86_64, true, "") }, "CGO_ENABLED=0"},
+		{"not ELF", func(o *Options) { o.Platforms[1].Binary = caBundle(t) }, "is not an ELF binary"},
+		{"unknown arch", func(o *Options) { o.Platforms[1].Arch = "vax" }, `architecture "vax"`},
+		{"arch twice", func(o *Options) { o.Platforms[1].Arch = "arm64" }, "arm64 given twice"},
+		{"no binary", func(o *Options) { o.Platforms = nil }, "no binary"},
+		{"bad tag", func(o *Options) { o.Version = "1.0/x" }, `version "1.0/x" does not make an image tag`},
+		{"bad repository", func(o *Options) { o.Repository = "GHCR.io/Sluice" }, "is not an image name"},
 	}
-	return string(b)
+	for _, c := range cases {
+		out := filepath.Join(t.TempDir(), "x.oci.tar")
+		o := testOptions(t, out)
+		c.mod(&o)
+		_, err := BuildImage(o)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error with %q", c.name, err, c.want)
+		}
+		if _, serr := os.Stat(out); serr == nil {
+			t.Errorf("%s: an archive was written", c.name)
+		}
+	}
+}
+
+func TestTag(t *testing.T) {
+	for v, want := range map[string]string{"0.1.0": "0.1.0", "0.1.0-3-g0123456789ab-dirty": "0.1.0-3-g0123456789ab-dirty",
+		"0.0.0-dev+0123456789ab": "0.0.0-dev_0123456789ab", "": "", "+x": "_x", strings.Repeat("1", 129): ""} {
+		got, err := Tag(v)
+		if got != want && !(want == "" && err != nil) {
+			t.Errorf("Tag(%q) = %q, %v; want %q", v, got, err, want)
+		}
+	}
 }
