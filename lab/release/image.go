@@ -152,6 +152,7 @@ type Image struct {
 	Arch         string
 	Manifest     Descriptor
 	ConfigDigest string
+	Layer        Descriptor
 	LayerSize    int64 // compressed
 	Uncompressed int64 // the layer's tar
 }
@@ -272,7 +273,7 @@ func buildImage(o Options, p Platform, ca []byte, labels map[string]string) (Ima
 	if err != nil {
 		return im, Descriptor{}, nil, err
 	}
-	im.Manifest, im.ConfigDigest = describe(mediaManifest, manJSON), cfgDesc.Digest
+	im.Manifest, im.ConfigDigest, im.Layer = describe(mediaManifest, manJSON), cfgDesc.Digest, layerDesc
 	desc := im.Manifest
 	desc.Platform = &PlatformSpec{Architecture: p.Arch, OS: "linux", Variant: variant(p.Arch)}
 	return im, desc, []blob{{im.Manifest.Digest, manJSON}, {cfgDesc.Digest, cfgJSON}, {layerDesc.Digest, layer}}, nil

@@ -9,6 +9,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -316,5 +317,67 @@ func TestTag(t *testing.T) {
 		if got != want && !(want == "" && err != nil) {
 			t.Errorf("Tag(%q) = %q, %v; want %q", v, got, err, want)
 		}
+	}
+}
+
+// TestReadImage reads an archive back (what CheckImage and the podman
+// test look at) and refuses one whose layer was changed after the fact.
+func TestReadImage(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "sluice.oci.tar")
+	o := testOptions(t, out)
+	res, err := BuildImage(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := ReadImage(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Name != res.Ref || a.Tag != testTag || a.Index.Digest != res.Index.Digest || len(a.Platforms) != 2 {
+		t.Fatalf("read back %s (tag %s), index %s, %d platforms; built %s, index %s", a.Name, a.Tag, a.Index.Digest, len(a.Platforms), res.Ref, res.Index.Digest)
+	}
+	bins := map[string][]byte{}
+	for _, p := range o.Platforms {
+		bins[p.Arch], _ = os.ReadFile(p.Binary)
+	}
+	if err := CheckImage(a, testVersion, bins); err != nil {
+		t.Errorf("CheckImage: %v", err)
+	}
+	if err := CheckImage(a, "0.2.0", nil); err == nil || !strings.Contains(err.Error(), "want ghcr.io/sluicehq/sluice:0.2.0") {
+		t.Errorf("CheckImage of another version: %v", err)
+	}
+	bins["arm64"] = []byte("another binary")
+	if err := CheckImage(a, testVersion, bins); err == nil || !strings.Contains(err.Error(), "image linux/arm64: /sluice") {
+		t.Errorf("CheckImage with another arm64 binary: %v", err)
+	}
+
+	// The same archive with one byte of the amd64 layer changed.
+	f, err := os.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, hdrs := readTar(t, f)
+	f.Close()
+	layer := blobPath(res.Images[0].Layer.Digest)
+	files[layer][len(files[layer])/2] ^= 1
+	bad := filepath.Join(t.TempDir(), "bad.oci.tar")
+	g, err := os.Create(bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tw := tar.NewWriter(g)
+	for _, name := range sortedKeys(hdrs) {
+		if err := tw.WriteHeader(hdrs[name]); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tw.Write(files[name]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := errors.Join(tw.Close(), g.Close()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadImage(bad); err == nil || !strings.Contains(err.Error(), "linux/amd64: layer 0") {
+		t.Errorf("ReadImage of a changed layer: %v, want the amd64 layer named", err)
 	}
 }
