@@ -4,7 +4,8 @@
 #
 # Static binaries for linux/amd64 and linux/arm64 (scripts/build.sh), then
 # lab/cmd/ociimage assembles, per architecture, one layer (/sluice,
-# Debian's CA bundle, /etc/passwd and /etc/group with user nonroot 65532)
+# Debian's CA bundle, /etc/passwd and /etc/group with user nonroot 65532,
+# LICENSE and NOTICE in /usr/share/doc/sluice/)
 # and an image index of both, named REPOSITORY:TAG, written as an OCI
 # archive: podman load -i bin/sluice-image.oci.tar
 #
@@ -43,5 +44,5 @@ set --
 for arch in $ARCHES; do
 	set -- "$@" -binary "$arch=$BINDIR/sluice-$VERSION-linux-$arch"
 done
-$GO -C lab run ./cmd/ociimage "$@" -repository "$REPOSITORY" -version "$VERSION" \
+$GO -C lab run ./cmd/ociimage "$@" -doc "$PWD/LICENSE" -doc "$PWD/NOTICE" -repository "$REPOSITORY" -version "$VERSION" \
 	-revision "$COMMIT" -created "$SOURCE_DATE_EPOCH" -ca-certs "$CA" -out "$OUT"

@@ -12,6 +12,8 @@
 # and
 #   sluice-VERSION-image.oci.tar        the multi-arch image of those two
 #                                       binaries (scripts/image.sh)
+#   LICENSE, NOTICE                     the licence, and the notices of what
+#                                       the binaries hold
 #   SHA256SUMS                          sha256sum -c SHA256SUMS checks them
 #
 # VERSION is scripts/version.sh's (git describe of the release tag, see
@@ -45,5 +47,6 @@ for arch in amd64 arm64; do
 	rm -f "$OUT/.sbom.log"
 done
 BINDIR=$OUT OUT=$OUT/sluice-$VERSION-image.oci.tar scripts/image.sh >/dev/null
-(cd "$OUT" && sha256sum sluice-* >SHA256SUMS)
+cp LICENSE NOTICE "$OUT/"
+(cd "$OUT" && sha256sum LICENSE NOTICE sluice-* >SHA256SUMS)
 cat "$OUT/SHA256SUMS"

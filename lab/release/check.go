@@ -38,11 +38,12 @@ func ImageName(version string) string { return "sluice-" + version + "-image.oci
 // executable for its architecture, built with -trimpath and CGO off, with
 // version set at link time; each SBOM describes its binary (CheckSBOM);
 // the image is named by the version and holds the same binaries
-// (CheckImage), and the binaries print version and the image's revision
-// label as their commit.
+// (CheckImage) with the release's LICENSE and NOTICE, the binaries print
+// version and the image's revision label as their commit, and NOTICE
+// holds the notices of what they hold (CheckNotice).
 func Check(dir, version string) error {
 	var errs []error
-	want := []string{ImageName(version)}
+	want := []string{ImageName(version), "LICENSE", "NOTICE"}
 	for _, arch := range Arches {
 		want = append(want, BinaryName(version, arch), SBOMName(version, arch))
 	}
@@ -58,6 +59,22 @@ func Check(dir, version string) error {
 	if len(a.Platforms) > 0 {
 		commit = a.Platforms[0].Config.Config.Labels["org.opencontainers.image.revision"]
 	}
+	notice, err := os.ReadFile(filepath.Join(dir, "NOTICE"))
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, doc := range []string{"LICENSE", "NOTICE"} {
+		b, _ := os.ReadFile(filepath.Join(dir, doc))
+		for _, p := range a.Platforms {
+			if got, ok := p.Files[DocDir+doc]; !ok || len(b) == 0 || !bytes.Equal(got, b) {
+				errs = append(errs, fmt.Errorf("image linux/%s: /%s%s is not the release's %s", p.Platform.Architecture, DocDir, doc, doc))
+			}
+		}
+	}
+	modcache, err := exec.Command("go", "env", "GOMODCACHE").Output()
+	if err != nil {
+		errs = append(errs, fmt.Errorf("go env GOMODCACHE: %w", err))
+	}
 	bins := map[string][]byte{}
 	for _, arch := range Arches {
 		name := BinaryName(version, arch)
@@ -67,6 +84,9 @@ func Check(dir, version string) error {
 			continue
 		}
 		bins[arch] = b
+		if bi, err := buildinfo.Read(bytes.NewReader(b)); err == nil && notice != nil {
+			errs = append(errs, CheckNotice(notice, bi, strings.TrimSpace(string(modcache))))
+		}
 		errs = append(errs, CheckBinary(filepath.Join(dir, name), b, arch, version, commit),
 			CheckSBOM(filepath.Join(dir, SBOMName(version, arch)), filepath.Join(dir, name), version))
 	}
@@ -177,7 +197,8 @@ func RunVersion(path, arch string) (string, error) {
 // DefaultRepository:Tag(version); it holds one image per architecture of
 // Arches, in that order, each running /sluice as 65532:65532 with the
 // version, licence and source labels; and, for each architecture bins
-// has, the image's /sluice is that binary.
+// has, the image's /sluice is that binary; each has a LICENSE and a
+// NOTICE in DocDir.
 func CheckImage(a *Archive, version string, bins map[string][]byte) error {
 	var errs []error
 	tag, err := Tag(version)
@@ -204,6 +225,11 @@ func CheckImage(a *Archive, version string, bins map[string][]byte) error {
 		} {
 			if chk.got != chk.want {
 				errs = append(errs, fmt.Errorf("%s: %s %q, want %q", where, chk.what, chk.got, chk.want))
+			}
+		}
+		for _, doc := range []string{"LICENSE", "NOTICE"} {
+			if len(p.Files[DocDir+doc]) == 0 {
+				errs = append(errs, fmt.Errorf("%s: no /%s%s", where, DocDir, doc))
 			}
 		}
 		if b, ok := bins[p.Platform.Architecture]; ok && !bytes.Equal(p.Files[binaryPath[1:]], b) {

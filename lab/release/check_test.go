@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -154,4 +155,37 @@ func TestCheckBinaryAndSBOM(t *testing.T) {
 	other = filepath.Join(t.TempDir(), "copy")
 	writeFile(t, filepath.Dir(other), "copy", append(b, 0))
 	wantErr(t, "another binary", CheckSBOM(sbomOf(t, bin, s.version, nil), other, s.version), "binary SHA-256")
+}
+
+// TestNotice holds the tree's NOTICE to the modules in a build of
+// scripts/build.sh: every NOTICE file among them reproduced, no other.
+func TestNotice(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: builds sluice")
+	}
+	bi, err := buildinfo.ReadFile(buildBinary(t, runtime.GOARCH))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("go", "env", "GOMODCACHE").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	modcache := strings.TrimSpace(string(out))
+	notice := readFileFS(t, root, "NOTICE")
+	if err := CheckNotice(notice, bi, modcache); err != nil {
+		t.Errorf("NOTICE and the binary's modules: %v", err)
+	}
+	const grpc = "-- google.golang.org/grpc --"
+	i := strings.Index(string(notice), grpc)
+	if i < 0 {
+		t.Fatalf("NOTICE has no %s", grpc)
+	}
+	j := strings.Index(string(notice)[i+1:], "\n-- ")
+	without := string(notice)[:i] + string(notice)[i+1+j+1:]
+	wantErr(t, "a NOTICE without grpc's part", CheckNotice([]byte(without), bi, modcache), `no part "-- google.golang.org/grpc --"`)
+	wantErr(t, "a part changed", CheckNotice([]byte(strings.Replace(string(notice), "Canonical Ltd.", "Someone", 1)), bi, modcache),
+		"part for gopkg.in/yaml.v3 is not")
+	wantErr(t, "a stale part", CheckNotice(append(notice, "\n-- example.com/gone --\n\nold\n"...), bi, modcache),
+		"a part for example.com/gone, which the binary holds no NOTICE of")
 }

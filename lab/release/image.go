@@ -19,6 +19,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -39,6 +41,7 @@ type Platform struct {
 type Options struct {
 	Platforms  []Platform // at least one, each architecture once
 	CACerts    string     // the CA bundle (Debian's ca-certificates)
+	Docs       []string   // files for DocDir: LICENSE, NOTICE
 	Repository string     // the image's name without its tag (DefaultRepository)
 	Version    string     // org.opencontainers.image.version; the tag is Tag(Version)
 	Revision   string     // org.opencontainers.image.revision
@@ -72,6 +75,9 @@ const (
 	binaryPath = "/sluice"
 	configDir  = "/etc/sluice"
 	caPath     = "etc/ssl/certs/ca-certificates.crt"
+	// DocDir is where the image holds its licence and notices, as Debian
+	// puts a package's.
+	DocDir = "usr/share/doc/sluice/"
 )
 
 // PlatformSpec is the platform of a manifest in an image index.
@@ -173,6 +179,14 @@ func BuildImage(o Options) (Result, error) {
 	if err != nil {
 		return r, fmt.Errorf("CA certificates: %w (apt-get install ca-certificates)", err)
 	}
+	files := []layerFile{{caPath, 0o644, ca}}
+	for _, d := range o.Docs {
+		b, err := os.ReadFile(d)
+		if err != nil {
+			return r, err
+		}
+		files = append(files, layerFile{DocDir + filepath.Base(d), 0o644, b})
+	}
 	tag, _ := Tag(o.Version) // checked by validate
 	r.Ref = o.Repository + ":" + tag
 	labels := o.labels()
@@ -181,7 +195,7 @@ func BuildImage(o Options) (Result, error) {
 	var blobs []blob
 	var manifests []Descriptor
 	for _, p := range platforms {
-		im, desc, bs, err := buildImage(o, p, ca, labels)
+		im, desc, bs, err := buildImage(o, p, files, labels)
 		if err != nil {
 			return r, err
 		}
@@ -233,7 +247,7 @@ func variant(arch string) string {
 
 // buildImage returns one platform's image: what it is, its manifest's
 // descriptor for the index, and its blobs (manifest, config, layer).
-func buildImage(o Options, p Platform, ca []byte, labels map[string]string) (Image, Descriptor, []blob, error) {
+func buildImage(o Options, p Platform, files []layerFile, labels map[string]string) (Image, Descriptor, []blob, error) {
 	im := Image{Arch: p.Arch}
 	bin, err := os.ReadFile(p.Binary)
 	if err != nil {
@@ -242,7 +256,7 @@ func buildImage(o Options, p Platform, ca []byte, labels map[string]string) (Ima
 	if err := checkBinary(p.Binary, bin, p.Arch); err != nil {
 		return im, Descriptor{}, nil, err
 	}
-	layer, diffID, err := buildLayer(o.Created, bin, ca)
+	layer, diffID, err := buildLayer(o.Created, bin, files)
 	if err != nil {
 		return im, Descriptor{}, nil, err
 	}
@@ -327,8 +341,17 @@ type layerDigest struct {
 	size   int64
 }
 
-// buildLayer returns the gzip'd layer tar and its diff ID.
-func buildLayer(created time.Time, bin, ca []byte) ([]byte, layerDigest, error) {
+// layerFile is a regular file of the layer.
+type layerFile struct {
+	name string // path without the leading /
+	mode int64
+	data []byte
+}
+
+// buildLayer returns the gzip'd layer tar and its diff ID: /sluice (bin),
+// the user nonroot, /tmp, and files (the CA bundle, the docs), each in a
+// directory the layer creates.
+func buildLayer(created time.Time, bin []byte, files []layerFile) ([]byte, layerDigest, error) {
 	var raw bytes.Buffer
 	tw := tar.NewWriter(&raw)
 	hdr := func(h *tar.Header) *tar.Header {
@@ -337,21 +360,26 @@ func buildLayer(created time.Time, bin, ca []byte) ([]byte, layerDigest, error) 
 	}
 	passwd := fmt.Sprintf("root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:%d:%d:nonroot:/home/nonroot:/sbin/nologin\n", nonrootID, nonrootID)
 	group := fmt.Sprintf("root:x:0:\nnonroot:x:%d:\n", nonrootID)
-	var err error
-	for _, d := range []struct {
-		name string
-		mode int64
-		uid  int
-	}{{"etc/", 0o755, 0}, {"etc/ssl/", 0o755, 0}, {"etc/ssl/certs/", 0o755, 0}, {"etc/sluice/", 0o755, 0},
-		{"home/", 0o755, 0}, {"home/nonroot/", 0o700, nonrootID}, {"tmp/", 0o1777, 0}} {
-		err = errors.Join(err, tw.WriteHeader(hdr(&tar.Header{Typeflag: tar.TypeDir, Name: d.name, Mode: d.mode, Uid: d.uid, Gid: d.uid})))
+	files = append([]layerFile{{"etc/group", 0o644, []byte(group)}, {"etc/passwd", 0o644, []byte(passwd)}}, files...)
+	files = append(files, layerFile{binaryPath[1:], 0o755, bin})
+	dirs := map[string]bool{"etc/": true, "etc/sluice/": true, "home/": true, "tmp/": true}
+	for _, f := range files {
+		for d := path.Dir(f.name); d != "."; d = path.Dir(d) {
+			dirs[d+"/"] = true
+		}
 	}
-	for _, f := range []struct {
-		name string
-		mode int64
-		data []byte
-	}{{"etc/group", 0o644, []byte(group)}, {"etc/passwd", 0o644, []byte(passwd)}, {caPath, 0o644, ca},
-		{binaryPath[1:], 0o755, bin}} {
+	var err error
+	for _, d := range sortedKeys(dirs) {
+		mode := int64(0o755)
+		if d == "tmp/" {
+			mode = 0o1777
+		}
+		err = errors.Join(err, tw.WriteHeader(hdr(&tar.Header{Typeflag: tar.TypeDir, Name: d, Mode: mode})))
+		if d == "home/" {
+			err = errors.Join(err, tw.WriteHeader(hdr(&tar.Header{Typeflag: tar.TypeDir, Name: "home/nonroot/", Mode: 0o700, Uid: nonrootID, Gid: nonrootID})))
+		}
+	}
+	for _, f := range files {
 		err = errors.Join(err, tw.WriteHeader(hdr(&tar.Header{Typeflag: tar.TypeReg, Name: f.name, Mode: f.mode, Size: int64(len(f.data))})))
 		_, werr := tw.Write(f.data)
 		err = errors.Join(err, werr)
@@ -457,6 +485,13 @@ func (o *Options) validate() error {
 			errs = append(errs, fmt.Errorf("architecture %s given twice", p.Arch))
 		}
 		seen[p.Arch] = true
+	}
+	docs := map[string]bool{}
+	for _, d := range o.Docs {
+		if docs[filepath.Base(d)] {
+			errs = append(errs, fmt.Errorf("two docs named %s", filepath.Base(d)))
+		}
+		docs[filepath.Base(d)] = true
 	}
 	if o.Repository == "" {
 		o.Repository = DefaultRepository

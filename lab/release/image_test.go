@@ -70,7 +70,8 @@ func testOptions(t *testing.T, out string) Options {
 	return Options{
 		// arm64 first: the index lists the platforms sorted all the same.
 		Platforms: []Platform{{"arm64", fakeELF(t, elf.EM_AARCH64, false, "arm64 body")}, {"amd64", fakeELF(t, elf.EM_X86_64, false, "amd64 body")}},
-		CACerts:   caBundle(t), Repository: DefaultRepository, Version: testVersion, Revision: testRevision,
+		CACerts:   caBundle(t), Docs: []string{filepath.Join(root, "LICENSE"), filepath.Join(root, "NOTICE")},
+		Repository: DefaultRepository, Version: testVersion, Revision: testRevision,
 		Source: "https://github.com/sluicehq/sluice", Created: time.Unix(1700000000, 0).UTC(), Out: out}
 }
 
@@ -250,6 +251,17 @@ func checkLayer(t *testing.T, raw []byte, bin string) {
 	if !strings.Contains(string(lf["etc/passwd"]), "nonroot:x:65532:65532:") || !strings.Contains(string(lf["etc/group"]), "nonroot:x:65532:") {
 		t.Errorf("user nonroot missing:\n%s\n%s", lf["etc/passwd"], lf["etc/group"])
 	}
+	for _, doc := range []string{"LICENSE", "NOTICE"} {
+		want, _ := os.ReadFile(filepath.Join(root, doc))
+		if h := lh[DocDir+doc]; h == nil || h.Mode != 0o644 || !bytes.Equal(lf[DocDir+doc], want) {
+			t.Errorf("/%s%s: %+v, not the tree's", DocDir, doc, h)
+		}
+	}
+	for _, d := range []string{"usr/", "usr/share/", "usr/share/doc/", DocDir, "etc/ssl/certs/", "home/nonroot/"} {
+		if h := lh[d]; h == nil || h.Typeflag != tar.TypeDir {
+			t.Errorf("directory /%s: %+v", d, h)
+		}
+	}
 }
 
 // TestImageReproducible: the same inputs give the same archive, byte for
@@ -293,6 +305,7 @@ func TestImageRefusals(t *testing.T) {
 		{"unknown arch", func(o *Options) { o.Platforms[1].Arch = "vax" }, `architecture "vax"`},
 		{"arch twice", func(o *Options) { o.Platforms[1].Arch = "arm64" }, "arm64 given twice"},
 		{"no binary", func(o *Options) { o.Platforms = nil }, "no binary"},
+		{"two docs of one name", func(o *Options) { o.Docs = append(o.Docs, caBundle(t), caBundle(t)) }, "two docs named"},
 		{"bad tag", func(o *Options) { o.Version = "1.0/x" }, `version "1.0/x" does not make an image tag`},
 		{"bad repository", func(o *Options) { o.Repository = "GHCR.io/Sluice" }, "is not an image name"},
 	}

@@ -1,7 +1,7 @@
 // Command ociimage assembles sluice's multi-architecture container image
 // without a base image, a registry or a container engine: per
 // architecture, one layer holding the static sluice binary, the CA
-// certificates and a non-root user; an image index naming one image per
+// certificates, a non-root user and the licence and notices; an image index naming one image per
 // platform (linux/amd64, linux/arm64); all of it written as an OCI image
 // layout in a tar archive (the "oci-archive" transport of podman, skopeo
 // and buildah; docker loads it from Docker 25 on).
@@ -30,6 +30,13 @@ import (
 	"github.com/sluicehq/sluice/lab/release"
 )
 
+// docsFlag collects -doc FILE.
+type docsFlag []string
+
+func (d *docsFlag) String() string { return fmt.Sprint(*d) }
+
+func (d *docsFlag) Set(s string) error { *d = append(*d, s); return nil }
+
 // platformFlag collects -binary ARCH=FILE.
 type platformFlag []release.Platform
 
@@ -48,7 +55,9 @@ func main() {
 	var o release.Options
 	var created int64
 	var platforms platformFlag
+	var docs docsFlag
 	flag.Var(&platforms, "binary", "ARCH=FILE: the static sluice binary for GOARCH ARCH (repeat per architecture; required)")
+	flag.Var(&docs, "doc", "FILE: a file for /"+release.DocDir+" (the licence, the notices; repeatable)")
 	flag.StringVar(&o.CACerts, "ca-certs", "/etc/ssl/certs/ca-certificates.crt", "CA certificate bundle to include")
 	flag.StringVar(&o.Repository, "repository", release.DefaultRepository, "image repository: the archive names the image REPOSITORY:TAG")
 	flag.StringVar(&o.Version, "version", "", "image version: label org.opencontainers.image.version and, with + as _, the tag (required)")
@@ -58,9 +67,9 @@ func main() {
 	flag.StringVar(&o.Out, "out", "", "OCI archive to write (required)")
 	flag.Parse()
 	o.Created = time.Unix(created, 0).UTC()
-	o.Platforms = platforms
+	o.Platforms, o.Docs = platforms, docs
 	if len(o.Platforms) == 0 || o.Version == "" || o.Out == "" || flag.NArg() > 0 {
-		fmt.Fprintln(os.Stderr, "usage: ociimage -binary ARCH=FILE... -version V -out FILE.oci.tar [-repository R] [-revision SHA] [-ca-certs FILE] [-created UNIX]")
+		fmt.Fprintln(os.Stderr, "usage: ociimage -binary ARCH=FILE... -version V -out FILE.oci.tar [-doc FILE]... [-repository R] [-revision SHA] [-ca-certs FILE] [-created UNIX]")
 		os.Exit(2)
 	}
 	r, err := release.BuildImage(o)
