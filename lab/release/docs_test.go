@@ -117,7 +117,8 @@ func TestOperationsDocs(t *testing.T) {
 	defer srv.Close()
 
 	// Where the commands run: the user's configuration beside them, a
-	// bin directory on PATH, podman on a store of the test's own.
+	// bin directory on PATH, podman on a store and a state of the test's
+	// own.
 	work, bindir, store := t.TempDir(), t.TempDir(), t.TempDir()
 	writeFile(t, work, "sluice.yaml", readFileFS(t, root, "examples/minimal.yaml"))
 	conf := filepath.Join(store, "storage.conf")
@@ -126,7 +127,12 @@ driver = "vfs"
 graphroot = "`+filepath.Join(store, "root")+`"
 runroot = "`+filepath.Join(store, "run")+`"
 `))
-	env := append(os.Environ(), "PATH="+bindir+":"+os.Getenv("PATH"), "HOME="+work, "CONTAINERS_STORAGE_CONF="+conf)
+	writeFile(t, store, "containers.conf", []byte(`[engine]
+tmp_dir = "`+filepath.Join(store, "tmp")+`"
+events_logger = "none"
+`))
+	env := append(os.Environ(), "PATH="+bindir+":"+os.Getenv("PATH"), "HOME="+work,
+		"CONTAINERS_STORAGE_CONF="+conf, "CONTAINERS_CONF="+filepath.Join(store, "containers.conf"))
 	t.Cleanup(func() {
 		cmd := exec.Command("podman", "rmi", "-a", "-f")
 		cmd.Env = env

@@ -47,11 +47,18 @@ type podman struct {
 	store string
 }
 
+// global is podman's options for the test's store: images, run state
+// and libpod's own state under it, no events logged.
+func (p podman) global() []string {
+	return []string{"--root", filepath.Join(p.store, "root"), "--runroot", filepath.Join(p.store, "run"), "--storage-driver", "vfs",
+		"--tmpdir", filepath.Join(p.store, "tmp"), "--events-backend", "none"}
+}
+
 func (p podman) run(args ...string) string {
 	p.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	full := append([]string{"--root", filepath.Join(p.store, "root"), "--runroot", filepath.Join(p.store, "run"), "--storage-driver", "vfs"}, args...)
+	full := append(p.global(), args...)
 	start := time.Now()
 	out, err := exec.CommandContext(ctx, "podman", full...).CombinedOutput()
 	if err != nil {
@@ -122,9 +129,7 @@ func TestImagePodman(t *testing.T) {
 	}
 
 	p := podman{t, t.TempDir()}
-	t.Cleanup(func() {
-		_ = exec.Command("podman", "--root", filepath.Join(p.store, "root"), "--runroot", filepath.Join(p.store, "run"), "--storage-driver", "vfs", "rmi", "-a", "-f").Run()
-	})
+	t.Cleanup(func() { _ = exec.Command("podman", append(p.global(), "rmi", "-a", "-f")...).Run() })
 	if out := p.run("load", "-i", archive); !strings.Contains(out, "Loaded image: "+ref) && !strings.Contains(out, "Loaded image(s): "+ref) {
 		t.Fatalf("podman load: %q, want the image loaded as %s", out, ref)
 	}
