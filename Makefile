@@ -11,7 +11,7 @@ GO ?= go
 RACE_PKGS = . ./gate/... ./monitor/... ./control/... ./stage/... ./policer/... ./policy/... ./classify/... ./share/... ./client/... ./grpcsluice/... ./proxy/... ./cluster ./internal/localredis
 LAB_RACE_PKGS = ./reliability/... ./dashboard/...
 
-.PHONY: all build lab image test vet lint fmt-check demo bench reliability clean
+.PHONY: all build lab image release release-check test vet lint fmt-check demo bench reliability clean
 
 all: build lab
 
@@ -23,11 +23,26 @@ build:
 lab:
 	$(GO) -C lab build -o ../bin/sluice-lab ./cmd/sluice-lab
 
-## image: the container image, built from scratch without pulling
-## anything (static binary, CA certificates, user nonroot 65532), as an
-## OCI archive: bin/sluice-image.oci.tar (podman load -i ...).
+## image: the container image for linux/amd64 and linux/arm64, built
+## from scratch without pulling anything (static binaries, CA
+## certificates, user nonroot 65532), as an OCI archive:
+## bin/sluice-image.oci.tar, which podman load names
+## ghcr.io/sluicehq/sluice:VERSION (scripts/version.sh).
 image:
 	./scripts/image.sh
+
+## release: static binaries for linux/amd64 and linux/arm64, a CycloneDX
+## SBOM of each, the image and SHA256SUMS, in dist/ (RELEASING.md).
+release:
+	./scripts/release.sh
+
+## release-check: the release built twice, the second time from a copy of
+## the tree at another path with an empty build cache, both checked
+## (checksums, static binaries that print the version, SBOMs against the
+## binaries, the image) and compared byte for byte. Not part of test: it
+## compiles everything for two architectures twice.
+release-check:
+	./scripts/release-check.sh
 
 ## test: formatting, import groups, vet and staticcheck in both modules,
 ## all tests, -race on the concurrent packages, the dashboard in Chromium
@@ -42,7 +57,7 @@ test: fmt-check vet lint
 	./scripts/test-deps.sh
 	@rm -rf out/test && mkdir -p out/test
 	SLUICE_REQUIRE_PROMTOOL=1 SLUICE_REQUIRE_REDIS=1 $(GO) test ./...
-	SLUICE_REQUIRE_BROWSER=1 SLUICE_REQUIRE_REDIS=1 $(GO) -C lab test -artifacts -outputdir $(CURDIR)/out/test -skip '^TestLiveClusterFigure' ./...
+	SLUICE_REQUIRE_BROWSER=1 SLUICE_REQUIRE_REDIS=1 SLUICE_REQUIRE_PODMAN=1 $(GO) -C lab test -artifacts -outputdir $(CURDIR)/out/test -skip '^TestLiveClusterFigure' ./...
 	SLUICE_REQUIRE_REDIS=1 $(GO) test -race $(RACE_PKGS)
 	SLUICE_REQUIRE_REDIS=1 $(GO) -C lab test -race $(LAB_RACE_PKGS)
 	SLUICE_REQUIRE_REDIS=1 $(GO) -C lab test -count=1 -v -run '^TestLiveClusterFigure' ./cluster/figures
@@ -84,4 +99,4 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./gate/... ./monitor/...
 
 clean:
-	rm -rf bin out
+	rm -rf bin out dist

@@ -1,34 +1,48 @@
 #!/bin/sh
-# image.sh: build sluice's container image without pulling anything.
+# image.sh: build sluice's multi-architecture container image without
+# pulling anything.
 #
-# A static binary (CGO off, -trimpath, version and commit from git set at
-# link time, since this environment builds with -buildvcs=false), then
-# lab/cmd/ociimage assembles one layer (/sluice, Debian's CA bundle,
-# /etc/passwd and /etc/group with user nonroot 65532) and writes an OCI
+# Static binaries for linux/amd64 and linux/arm64 (scripts/build.sh), then
+# lab/cmd/ociimage assembles, per architecture, one layer (/sluice,
+# Debian's CA bundle, /etc/passwd and /etc/group with user nonroot 65532,
+# LICENSE and NOTICE in /usr/share/doc/sluice/)
+# and an image index of both, named REPOSITORY:TAG, written as an OCI
 # archive: podman load -i bin/sluice-image.oci.tar
 #
-# Environment: OUT (default bin/sluice-image.oci.tar), GOARCH (default the
-# host's), VERSION (default git describe), SOURCE_DATE_EPOCH (default the
-# commit's time, so that the image is reproducible).
+# Environment: OUT (default bin/sluice-image.oci.tar); BINDIR, a directory
+# that already holds sluice-VERSION-linux-ARCH for each architecture
+# (scripts/release.sh's dist/; default: build them); ARCHES (default
+# "amd64 arm64"); REPOSITORY (default ghcr.io/sluicehq/sluice); VERSION,
+# COMMIT and SOURCE_DATE_EPOCH (default scripts/version.sh's: the image
+# is reproducible). The tag is VERSION with "+" written "_".
 set -eu
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
 OUT=${OUT:-bin/sluice-image.oci.tar}
-VERSION=${VERSION:-$(git describe --tags --always --dirty 2>/dev/null || echo dev)}
-COMMIT=$(git rev-parse HEAD 2>/dev/null || echo "")
-if [ -n "$COMMIT" ] && ! git diff --quiet HEAD 2>/dev/null; then COMMIT="$COMMIT-dirty"; fi
-SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || echo 0)}
-ARCH=${GOARCH:-$($GO env GOARCH)}
+ARCHES=${ARCHES:-amd64 arm64}
+REPOSITORY=${REPOSITORY:-ghcr.io/sluicehq/sluice}
+VERSION=$(scripts/version.sh version)
+COMMIT=$(scripts/version.sh commit)
+SOURCE_DATE_EPOCH=$(scripts/version.sh epoch)
+export VERSION COMMIT SOURCE_DATE_EPOCH
 CA=/etc/ssl/certs/ca-certificates.crt
 if [ ! -s "$CA" ]; then
 	echo "image.sh: $CA is missing: apt-get install -y ca-certificates" >&2
 	exit 1
 fi
+case $OUT in /*) ;; *) OUT=$PWD/$OUT ;; esac
 mkdir -p "$(dirname "$OUT")"
-BIN=$(mktemp -d)/sluice
-trap 'rm -rf "$(dirname "$BIN")"' EXIT
-PKG=github.com/sluicehq/sluice/internal/cli
-CGO_ENABLED=0 GOOS=linux GOARCH=$ARCH $GO build -trimpath \
-	-ldflags "-s -w -X $PKG.version=$VERSION -X $PKG.commit=$COMMIT" -o "$BIN" ./cmd/sluice
-$GO -C lab run ./cmd/ociimage -binary "$BIN" -version "$VERSION" -revision "$COMMIT" \
-	-arch "$ARCH" -created "$SOURCE_DATE_EPOCH" -ca-certs "$CA" -out "$PWD/$OUT"
+if [ -z "${BINDIR:-}" ]; then
+	BINDIR=$(mktemp -d)
+	trap 'rm -rf "$BINDIR"' EXIT
+	for arch in $ARCHES; do
+		scripts/build.sh "$arch" "$BINDIR/sluice-$VERSION-linux-$arch"
+	done
+fi
+case $BINDIR in /*) ;; *) BINDIR=$PWD/$BINDIR ;; esac
+set --
+for arch in $ARCHES; do
+	set -- "$@" -binary "$arch=$BINDIR/sluice-$VERSION-linux-$arch"
+done
+$GO -C lab run ./cmd/ociimage "$@" -doc "$PWD/LICENSE" -doc "$PWD/NOTICE" -repository "$REPOSITORY" -version "$VERSION" \
+	-revision "$COMMIT" -created "$SOURCE_DATE_EPOCH" -ca-certs "$CA" -out "$OUT"

@@ -4,15 +4,19 @@
 # Chromium for the browser test of /ui (driven by chromedp), promtool
 # (package prometheus) for the alert rules and redis-server for cluster
 # mode (the tests start their own on a free loopback port and stop it by
-# pid; the package's own service is not used). Called by `make test`,
-# which then sets SLUICE_REQUIRE_BROWSER, SLUICE_REQUIRE_PROMTOOL and
-# SLUICE_REQUIRE_REDIS so that those tests fail instead of skipping.
+# pid; the package's own service is not used), and podman for the
+# image's test (lab/release: podman load, inspect and mount, in a store
+# of the test's own; no container is run). Called by `make test`, which
+# then sets SLUICE_REQUIRE_BROWSER, SLUICE_REQUIRE_PROMTOOL,
+# SLUICE_REQUIRE_REDIS and SLUICE_REQUIRE_PODMAN so that those tests fail
+# instead of skipping.
 set -euo pipefail
 
 need=()
 [ -x /usr/bin/chromium ] || need+=(chromium)
 command -v promtool >/dev/null 2>&1 || need+=(prometheus)
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
+command -v podman >/dev/null 2>&1 || need+=(podman)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ]; then
   echo "test-deps: missing ${need[*]}; run as root, or: apt-get install -y ${need[*]}" >&2

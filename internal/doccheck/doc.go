@@ -37,4 +37,8 @@
 // The registry of what is checked — every configuration type, its
 // defaulted value, every document section's context — is the test of this
 // package (defaults_test.go, docs_test.go).
+//
+// CodeBlocks returns a document's fenced code blocks with their
+// headings, for the tests that run the commands a document shows
+// (docs/operations.md's Install and Upgrade: lab/release).
 package doccheck
