@@ -229,3 +229,69 @@ func TestLiveDagorAcrossHops(t *testing.T) {
 		t.Fatalf("entry heard level (%d,%d) %v, want (64,128)", b, uu, ok)
 	}
 }
+
+// spyServer admits everything and keeps the signals Update gets.
+type spyServer struct {
+	mu   sync.Mutex
+	sigs []peers.Signal
+}
+
+func (s *spyServer) Admit(time.Time, *peers.Call) peers.Admission {
+	return peers.Admission{Admit: true}
+}
+func (s *spyServer) Done(time.Time, *peers.Call, peers.Outcome) peers.Metadata {
+	return nil
+}
+func (s *spyServer) Update(_ time.Time, sig peers.Signal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sigs = append(s.sigs, sig)
+}
+func (s *spyServer) Period() time.Duration { return time.Hour }
+
+// With the queue signal, a call waits from its admission until its
+// handler marks the start of its work (peers.Begin), on the server's
+// clock.
+func TestLiveQueueSignal(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	spy := &spyServer{}
+	ls, err := peers.NewLiveServer(spy, peers.ServerOptions{Source: peers.SourceQueue, MarkBegin: true, Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := serve(t, ls, func(ctx context.Context) error {
+		advance(30 * time.Millisecond) // waits for a worker
+		peers.Begin(ctx)
+		advance(5 * time.Millisecond) // works
+		return nil
+	})
+	c := dial(t, addr, peers.NewLiveClient(&passClient{}, clock))
+	for range 2 {
+		if _, err := c.UnaryCall(context.Background(), &testpb.SimpleRequest{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ls.Tick()
+	spy.mu.Lock()
+	defer spy.mu.Unlock()
+	if len(spy.sigs) != 1 || spy.sigs[0] != (peers.Signal{Delay: 30 * time.Millisecond, Mean: 30 * time.Millisecond, Began: 2}) {
+		t.Fatalf("signals %+v", spy.sigs)
+	}
+	if _, err := peers.NewLiveServer(spy, peers.ServerOptions{Source: "cpu"}); err == nil {
+		t.Fatal("an unknown source accepted")
+	}
+}
+
+// passClient sends everything.
+type passClient struct{}
+
+func (passClient) Send(time.Time, *peers.Call) peers.Decision { return peers.Decision{} }
+func (passClient) Received(time.Time, *peers.Call, peers.Metadata, peers.Outcome) []peers.Release {
+	return nil
+}
+func (passClient) Cancel(time.Time, *peers.Call) []peers.Release { return nil }
+func (passClient) Update(time.Time) []peers.Release              { return nil }
+func (passClient) Period() time.Duration                         { return time.Hour }
