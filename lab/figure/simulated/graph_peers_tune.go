@@ -48,9 +48,10 @@ func PeerSpace(name string) ([]tune.Dim, error) {
 			{Name: "alpha", Values: []float64{0.05, 0.1, 0.25}, Log: true, Min: 0.01, Max: 0.9},
 			{Name: "beta", Values: []float64{0.01, 0.05, 0.1}, Log: true, Min: 0.001, Max: 1}}, nil
 	case "rajomon":
-		// The latency threshold, the price step, the tokens earned and
-		// the price strategy (0 step, 1 proportional).
-		return []tune.Dim{ms("latency_threshold_ms", 0.5, 1, 2, 5, 10, 20, 50),
+		// The latency threshold, the price update's period, the price
+		// step, the tokens earned and the price strategy (0 step, 1
+		// proportional).
+		return []tune.Dim{ms("latency_threshold_ms", 0.5, 1, 2, 5, 10, 20, 50), ms("price_update_ms", 2, 10, 50),
 			{Name: "price_step", Values: []float64{1, 5, 20}, Log: true, Int: true, Min: 1, Max: 200},
 			{Name: "token_step", Values: []float64{1, 5, 20}, Log: true, Int: true, Min: 1, Max: 200},
 			{Name: "proportional", Values: []float64{0, 1}, Int: true}}, nil
@@ -121,6 +122,9 @@ func NewChainPeer(name string, c figure.GraphParams, p tune.Point) (peers.Peer, 
 		cfg := rajomon.DefaultConfig()
 		if has("latency_threshold_ms") {
 			cfg.LatencyThreshold = msOf(p, "latency_threshold_ms")
+		}
+		if has("price_update_ms") {
+			cfg.PriceUpdate = msOf(p, "price_update_ms")
 		}
 		if has("price_step") {
 			cfg.PriceStep = int64(p["price_step"])

@@ -14,6 +14,7 @@ package rajomon
 import (
 	"fmt"
 	"math"
+	"sort"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/fielderr"
@@ -150,19 +151,38 @@ func (t *Table) Downstream(api string) (int64, bool) {
 }
 
 // price returns the service's price of api: the largest of its own and
-// those of the APIs it calls (cfg.CallMap; all heard if not listed).
-func (t *Table) price(cfg *Config, api string) int64 {
-	p := t.own
+// those of the APIs it calls (cfg.CallMap; all heard if not listed); and
+// the downstream API whose price sets it if that price was heard
+// price_ttl or longer before now ("" if the price is fresh or its own).
+func (t *Table) price(cfg *Config, api string, now time.Time) (int64, string) {
+	p, from := t.own, ""
+	consider := func(d string, q price) {
+		if q.p > p {
+			p, from = q.p, d
+		}
+	}
 	if calls, ok := cfg.CallMap[api]; ok {
 		for _, d := range calls {
-			p = max(p, t.down[d].p)
+			consider(d, t.down[d])
 		}
-		return p
+	} else {
+		for _, d := range sortedAPIs(t.down) {
+			consider(d, t.down[d])
+		}
 	}
-	for _, d := range t.down {
-		p = max(p, d.p)
+	if from != "" && (cfg.PriceTTL == 0 || now.Sub(t.down[from].at) < cfg.PriceTTL) {
+		from = ""
 	}
-	return p
+	return p, from
+}
+
+func sortedAPIs(m map[string]price) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
 }
 
 // Server is Rajomon at one service ("maximal" aggregation, the port's
@@ -182,8 +202,13 @@ func (t *Table) price(cfg *Config, api string) int64 {
 //
 // Departures from the port (pennsail/rajomon), its bugs fixed: every
 // reply carries the price (the port attaches it to one reply in
-// price_freq, chosen by the token count); a request without a method
-// is priced as the API "" instead of panicking; prices are keyed by
+// price_freq, chosen by the token count); a downstream price not heard
+// for price_ttl lets one request a price_ttl through to hear it again
+// (its tokens must pay the service's own price) — otherwise a service
+// whose downstream price rose refuses every request and, sending none
+// down, never hears it fall: the port's client lock-out, one hop down;
+// a request without a method is priced as the API "" instead of
+// panicking; prices are keyed by
 // downstream API, not API and node (one node per API here); the
 // "additive" aggregation, which splits tokens among the downstream
 // calls, is not implemented.
@@ -210,27 +235,39 @@ func NewServer(cfg Config, t *Table) (*Server, error) {
 // Period returns price_update.
 func (s *Server) Period() time.Duration { return s.cfg.PriceUpdate }
 
-// Price returns the service's price of api.
-func (s *Server) Price(api string) int64 { return s.t.price(&s.cfg, api) }
-
-func (s *Server) reply(api string) peers.Metadata {
-	return peers.Metadata{KeyPrice: fmt.Sprint(s.Price(api))}
+// Price returns the service's price of api at now.
+func (s *Server) Price(now time.Time, api string) int64 {
+	p, _ := s.t.price(&s.cfg, api, now)
+	return p
 }
 
-// Admit admits a request whose tokens pay the API's price.
-func (s *Server) Admit(_ time.Time, c *peers.Call) peers.Admission {
+func (s *Server) reply(now time.Time, api string) peers.Metadata {
+	return peers.Metadata{KeyPrice: fmt.Sprint(s.Price(now, api))}
+}
+
+// Admit admits a request whose tokens pay the API's price, or that
+// probes a stale downstream price.
+func (s *Server) Admit(now time.Time, c *peers.Call) peers.Admission {
 	tok, _ := peers.MetaInt(c.Meta, KeyTokens)
-	p := s.Price(c.Method)
+	p, stale := s.t.price(&s.cfg, c.Method, now)
+	if tok < p && stale != "" && tok >= s.t.own {
+		// One request per price_ttl goes on to hear the current price.
+		q := s.t.down[stale]
+		q.at = now
+		s.t.down[stale] = q
+		return peers.Admission{Admit: true, Reason: fmt.Sprintf("probe: %s's price %d is stale", stale, p),
+			Forward: peers.Metadata{KeyTokens: fmt.Sprint(tok)}}
+	}
 	if tok < p {
-		return peers.Admission{Reply: s.reply(c.Method), Reason: fmt.Sprintf("tokens %d < price %d", tok, p)}
+		return peers.Admission{Reply: s.reply(now, c.Method), Reason: fmt.Sprintf("tokens %d < price %d", tok, p)}
 	}
 	return peers.Admission{Admit: true, Reason: fmt.Sprintf("tokens %d ≥ price %d", tok, p),
 		Forward: peers.Metadata{KeyTokens: fmt.Sprint(tok)}}
 }
 
 // Done returns the API's price for the reply.
-func (s *Server) Done(_ time.Time, c *peers.Call, _ peers.Outcome) peers.Metadata {
-	return s.reply(c.Method)
+func (s *Server) Done(now time.Time, c *peers.Call, _ peers.Outcome) peers.Metadata {
+	return s.reply(now, c.Method)
 }
 
 // Update moves the own price on the period's delay.

@@ -95,7 +95,7 @@ func TestServerAdmission(t *testing.T) {
 	}
 	// With a call map, /in calls only /other: its price is its own.
 	s.cfg.CallMap = map[string][]string{"/in": {"/other"}}
-	if p := s.Price("/in"); p != 6 {
+	if p := s.Price(t0, "/in"); p != 6 {
 		t.Fatalf("price with a call map: %d", p)
 	}
 }
@@ -198,5 +198,35 @@ func TestConfigValidate(t *testing.T) {
 		if err := c.Validate(); err == nil || !strings.HasPrefix(err.Error(), tc.field+":") {
 			t.Errorf("%s: %v", tc.field, err)
 		}
+	}
+}
+
+// A service whose downstream price is stale lets one request a
+// price_ttl go down (if it pays the service's own price) to hear it
+// again, instead of refusing everything forever.
+func TestServerProbesStaleDownstreamPrice(t *testing.T) {
+	s, tab := newServer(t, func(c *Config) { c.PriceStep = 6 })
+	s.Update(t0, peers.Signal{Delay: ms(1)}) // own price 6
+	cl, _ := NewClient(s.cfg, tab)
+	cl.Received(t0, &peers.Call{Method: "/down"}, peers.Metadata{KeyPrice: "90"}, peers.OK)
+	call := func(tok string) *peers.Call {
+		return &peers.Call{Method: "/in", Meta: peers.Metadata{KeyTokens: tok}}
+	}
+	if a := s.Admit(t0.Add(ms(999)), call("7")); a.Admit {
+		t.Fatalf("fresh downstream price 90, 7 tokens: %+v", a)
+	}
+	a := s.Admit(t0.Add(time.Second), call("7"))
+	if !a.Admit || !strings.HasPrefix(a.Reason, "probe") || a.Forward[KeyTokens] != "7" {
+		t.Fatalf("stale downstream price: %+v", a)
+	}
+	if a := s.Admit(t0.Add(time.Second+ms(1)), call("7")); a.Admit {
+		t.Fatalf("a second probe within price_ttl: %+v", a)
+	}
+	if a := s.Admit(t0.Add(3*time.Second), call("5")); a.Admit {
+		t.Fatalf("a probe below the own price: %+v", a)
+	}
+	cl.Received(t0.Add(3*time.Second), &peers.Call{Method: "/down"}, peers.Metadata{KeyPrice: "2"}, peers.Rejected)
+	if a := s.Admit(t0.Add(3*time.Second), call("6")); !a.Admit || strings.HasPrefix(a.Reason, "probe") {
+		t.Fatalf("after hearing 2: %+v", a)
 	}
 }
