@@ -5,8 +5,9 @@
 // divided by 3 for 10 s; graph-crowd: a 12× crowd of the low class) and
 // each peer, a grid over the peer's main parameters then a pattern
 // search around its best (package lab/tune), scored by the answers
-// within the deadline per second over the event and the 10 s after it
-// (StormGoodput), averaged over the seeds.
+// within the deadline per second over the event and the 10 s after it,
+// in graph-crowd times the high class's success during the crowd
+// (simulated.StormScore), averaged over the seeds.
 //
 //	go run ./cmd/peertune -out /tmp/peertune
 //
@@ -61,9 +62,9 @@ func run(args []string) error {
 	}
 	metrics := []string{"goodput_before_rps", "goodput_trigger_rps", "goodput_after_rps", "recovery_s", "wasted_fraction",
 		"high_success_fraction", "low_goodput_rps"}
-	best := report.NewTable(append([]string{"scenario", "row", "params", "storm_goodput_rps"}, metrics...)...)
+	best := report.NewTable(append([]string{"scenario", "row", "params", "score", "storm_goodput_rps"}, metrics...)...)
 	add := func(scn, row, params string, score float64, m map[string]float64) error {
-		vals := []any{scn, row, params, score}
+		vals := []any{scn, row, params, score, m["storm_goodput_rps"]}
 		for _, k := range metrics {
 			v, ok := m[k]
 			if !ok {

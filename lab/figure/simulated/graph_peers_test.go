@@ -208,3 +208,34 @@ func TestSluiceResultScores(t *testing.T) {
 		t.Fatalf("sluice %v (%v), none %v", score, m, none)
 	}
 }
+
+// In graph-crowd the score is the storm's goodput times the high class's
+// success during the crowd.
+func TestStormScoreCrowd(t *testing.T) {
+	c, err := ChainParams(true, []string{"warm=2s", "crowd_len=2s", "after=10s", "rows=proxy"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := &figure.GraphRun{Row: "x"}
+	add := func(class int, sec float64, n, status int) {
+		for range n {
+			s := time.Duration(sec * float64(time.Second))
+			run.Users = append(run.Users, figure.GraphUser{Class: class, Sent: s, Done: s + time.Millisecond, Status: status})
+		}
+	}
+	add(0, 2.5, 30, 200) // high, during the crowd: 30 of 40 answered
+	add(0, 2.5, 10, 503)
+	add(1, 2.5, 90, 200)
+	res := figure.NewResult("graph-crowd", figure.Sim, 1)
+	if err := figure.GraphResult(res, c, []*figure.GraphRun{run}); err != nil {
+		t.Fatal(err)
+	}
+	g, _ := StormGoodput(res, c, "x")
+	s, err := StormScore(res, c, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := 120.0 / 12; math.Abs(g-want) > 1e-9 || math.Abs(s-0.75*g) > 1e-9 {
+		t.Fatalf("goodput %v (want %v), score %v (want ×0.75)", g, want, s)
+	}
+}

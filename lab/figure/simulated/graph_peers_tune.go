@@ -74,9 +74,9 @@ func msOf(p tune.Point, name string) time.Duration {
 // NewChainPeer builds the named peer for the chain c from a point of its
 // space (a parameter the point lacks keeps its default); "none" is nil.
 // The deployment facts are the chain's, not tuned: Breakwater's cores
-// and initial credits are the backend's workers, DAGOR's business
-// priorities rank the classes (high 1, low 2), TopFull's paths are the
-// chain's.
+// and initial credits are the backend's workers, DAGOR's and TopFull's
+// business priorities rank the classes (high above low), TopFull's paths
+// are the chain's.
 func NewChainPeer(name string, c figure.GraphParams, p tune.Point) (peers.Peer, error) {
 	has := func(k string) bool { _, ok := p[k]; return ok }
 	switch name {
@@ -139,6 +139,10 @@ func NewChainPeer(name string, c figure.GraphParams, p tune.Point) (peers.Peer, 
 	case "topfull":
 		cfg := topfull.DefaultConfig()
 		cfg.Paths = PeerPaths(c)
+		cfg.Business = make(map[string]int)
+		for i, cl := range c.Classes() {
+			cfg.Business[PeerAPI(cl)] = len(c.Classes()) - i // higher is more important
+		}
 		if has("slo_ms") {
 			cfg.SLO = msOf(p, "slo_ms")
 		}
@@ -193,12 +197,31 @@ func StormGoodput(res *figure.Result, c figure.GraphParams, row string) (float64
 	return sum / float64(n), nil
 }
 
+// StormScore is the score a search maximizes: StormGoodput, and in
+// graph-crowd that times the high class's success fraction during the
+// crowd (the figure's first goal is that class: a row that lets the
+// crowd take its place scores that much less).
+func StormScore(res *figure.Result, c figure.GraphParams, row string) (float64, error) {
+	s, err := StormGoodput(res, c, row)
+	if err != nil || !c.Crowd {
+		return s, err
+	}
+	hs, ok := res.Summary.Get(figure.GraphMetric("high_success_fraction", row))
+	if !ok || math.IsNaN(hs) {
+		return 0, fmt.Errorf("row %s has no high_success_fraction", row)
+	}
+	return s * hs, nil
+}
+
 // chainMetrics are the metrics of a row reported beside its score.
 var chainMetrics = []string{"goodput_before_rps", "goodput_trigger_rps", "goodput_after_rps", "recovery_s",
 	"wasted_fraction", "high_success_fraction", "low_goodput_rps"}
 
+// storm is the metric of the storm's goodput beside the score.
+const stormMetric = "storm_goodput_rps"
+
 // PeerResult runs a peer's row (built from point p) with each seed and
-// returns the mean storm score and the mean of its metrics.
+// returns the mean score (StormScore) and the mean of its metrics.
 func PeerResult(name string, c figure.GraphParams, p tune.Point, seeds []uint64) (float64, map[string]float64, error) {
 	var score float64
 	m := make(map[string]float64)
@@ -215,12 +238,14 @@ func PeerResult(name string, c figure.GraphParams, p tune.Point, seeds []uint64)
 		if err := figure.GraphResult(res, c, []*figure.GraphRun{run}); err != nil {
 			return 0, nil, err
 		}
-		s, err := StormGoodput(res, c, run.Row)
+		s, err := StormScore(res, c, run.Row)
 		if err != nil {
 			return 0, nil, err
 		}
 		score += s / float64(len(seeds))
 		addMetrics(m, res, run.Row, len(seeds))
+		g, _ := StormGoodput(res, c, run.Row)
+		m[stormMetric] += g / float64(len(seeds))
 	}
 	return score, m, nil
 }
@@ -282,12 +307,14 @@ func SluiceResult(crowd bool, sets []string, seeds []uint64) (float64, map[strin
 		if err != nil {
 			return 0, nil, err
 		}
-		s, err := StormGoodput(res, c, figure.GraphInProcess)
+		s, err := StormScore(res, c, figure.GraphInProcess)
 		if err != nil {
 			return 0, nil, err
 		}
 		score += s / float64(len(seeds))
 		addMetrics(m, res, figure.GraphInProcess, len(seeds))
+		g, _ := StormGoodput(res, c, figure.GraphInProcess)
+		m[stormMetric] += g / float64(len(seeds))
 	}
 	return score, m, nil
 }
