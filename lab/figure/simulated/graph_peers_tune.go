@@ -49,11 +49,12 @@ func PeerSpace(name string) ([]tune.Dim, error) {
 			{Name: "beta", Values: []float64{0.01, 0.05, 0.1}, Log: true, Min: 0.001, Max: 1}}, nil
 	case "rajomon":
 		// The latency threshold, the price update's period, the price
-		// step, the tokens earned and the price strategy (0 step, 1
+		// step, the end users' token budget (one token every
+		// token_interval) and the price strategy (0 step, 1
 		// proportional).
-		return []tune.Dim{ms("latency_threshold_ms", 0.5, 1, 2, 5, 10, 20, 50), ms("price_update_ms", 2, 10, 50),
-			{Name: "price_step", Values: []float64{1, 5, 20}, Log: true, Int: true, Min: 1, Max: 200},
-			{Name: "token_step", Values: []float64{1, 5, 20}, Log: true, Int: true, Min: 1, Max: 200},
+		return []tune.Dim{ms("latency_threshold_ms", 1, 2, 5, 10, 20, 50), ms("price_update_ms", 2, 10, 50),
+			{Name: "price_step", Values: []float64{1, 5}, Log: true, Int: true, Min: 1, Max: 200},
+			ms("token_interval_ms", 10, 30, 100, 300),
 			{Name: "proportional", Values: []float64{0, 1}, Int: true}}, nil
 	case "topfull":
 		// The SLO on the p95, the overload threshold, the steps and the
@@ -131,6 +132,9 @@ func NewChainPeer(name string, c figure.GraphParams, p tune.Point) (peers.Peer, 
 		}
 		if has("token_step") {
 			cfg.TokenStep = int64(p["token_step"])
+		}
+		if has("token_interval_ms") {
+			cfg.TokenInterval = msOf(p, "token_interval_ms")
 		}
 		if p["proportional"] == 1 {
 			cfg.PriceStrategy = rajomon.StrategyProportional
