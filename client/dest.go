@@ -21,9 +21,14 @@ type Dest struct {
 	cfg      *Config
 	throttle window // a: requests, b: accepts
 	budget   window // a: calls, b: retries
+	// run counts, as throttle does, the requests and accepts since the
+	// destination's last refusal, and runLen is the accepts since then
+	// (the accept run, ThrottleConfig.Forget).
+	run    window
+	runLen int
 
-	attempts, retries, throttled, exhausted, late atomic.Uint64
-	prob                                          atomic.Uint64 // last throttle probability, float64 bits
+	attempts, retries, throttled, exhausted, late, forgot atomic.Uint64
+	prob                                                  atomic.Uint64 // last throttle probability, float64 bits
 }
 
 // NewDest returns the state of a destination under cfg, which must be
@@ -31,6 +36,7 @@ type Dest struct {
 func NewDest(cfg *Config) *Dest {
 	d := &Dest{cfg: cfg}
 	d.throttle.init(cfg.Throttle.Window)
+	d.run.init(cfg.Throttle.Window)
 	d.budget.init(cfg.Retry.BudgetWindow)
 	return d
 }
@@ -40,14 +46,22 @@ func NewDest(cfg *Config) *Dest {
 //
 //	p = max(0, (requests − K·accepts) / (requests + 1))
 //
-// over the last Throttle.Window, or 0 when throttling is off or the
-// window holds fewer than Throttle.MinRequests requests.
+// over the last Throttle.Window (since the last accept run's start, when
+// one made the window forget: ThrottleConfig.Forget), or 0 when
+// throttling is off or the window holds fewer than Throttle.MinRequests
+// requests.
 func (d *Dest) ThrottleProbability(now time.Time) float64 {
 	t := &d.cfg.Throttle
 	if t.Enabled == nil || !*t.Enabled {
 		return 0
 	}
 	req, acc := d.throttle.sums(now)
+	return t.probability(req, acc)
+}
+
+// probability is the SRE book's p for req requests and acc accepts, 0
+// below MinRequests requests.
+func (t *ThrottleConfig) probability(req, acc float64) float64 {
 	if req < float64(t.MinRequests) {
 		return 0
 	}
@@ -61,6 +75,7 @@ func (d *Dest) admit(now time.Time, rng *rand.Rand) bool {
 	p := d.ThrottleProbability(now)
 	d.prob.Store(math.Float64bits(p))
 	d.throttle.add(now, 1, 0)
+	d.run.add(now, 1, 0)
 	if p > 0 && rng.Float64() < p {
 		d.throttled.Add(1)
 		return false
@@ -70,10 +85,27 @@ func (d *Dest) admit(now time.Time, rng *rand.Rand) bool {
 }
 
 // answered counts an attempt's answer at now: accepted unless the
-// destination refused it for overload.
+// destination refused it for overload. A refusal starts a new accept
+// run; the ForgetRun-th accept of a run makes the window forget what it
+// counted before the run (ThrottleConfig.Forget "accepts").
 func (d *Dest) answered(now time.Time, accepted bool) {
-	if accepted {
-		d.throttle.add(now, 0, 1)
+	if !accepted {
+		d.run.init(d.cfg.Throttle.Window)
+		d.runLen = 0
+		return
+	}
+	d.throttle.add(now, 0, 1)
+	d.run.add(now, 0, 1)
+	d.runLen++
+	if t := &d.cfg.Throttle; t.Forget == ForgetAccepts && d.runLen == t.ForgetRun {
+		// The window from now on is the run's: what it counted before
+		// the destination's last refusal is forgotten, unless that
+		// would refuse more (the run began so long ago that the window
+		// holds nothing older).
+		if t.probability(d.run.sums(now)) < t.probability(d.throttle.sums(now)) {
+			d.throttle = d.run
+			d.forgot.Add(1)
+		}
 	}
 }
 
@@ -95,6 +127,9 @@ type Counts struct {
 	// retries were not made for want of budget; Deadline attempts were
 	// not sent for want of time (MinRemaining).
 	Throttled, BudgetExhausted, Deadline uint64
+	// Forgets are the accept runs that made the throttle's window forget
+	// what came before them (ThrottleConfig.Forget).
+	Forgets uint64
 	// ThrottleProbability is the probability of the last decision.
 	ThrottleProbability float64
 }
@@ -102,7 +137,7 @@ type Counts struct {
 // Counts returns the counters. Safe for concurrent use.
 func (d *Dest) Counts() Counts {
 	return Counts{Attempts: d.attempts.Load(), Retries: d.retries.Load(), Throttled: d.throttled.Load(),
-		BudgetExhausted: d.exhausted.Load(), Deadline: d.late.Load(),
+		BudgetExhausted: d.exhausted.Load(), Deadline: d.late.Load(), Forgets: d.forgot.Load(),
 		ThrottleProbability: math.Float64frombits(d.prob.Load())}
 }
 
