@@ -97,11 +97,11 @@ type ThrottleConfig struct {
 	// window, the SRE book's throttle as written.
 	Forget string `yaml:"forget" json:"forget"`
 	// ForgetRun is the accepts in a row that make the window forget what
-	// came before them, with Forget "accepts" (default ⌈10·ln 2/ln K⌉:
-	// 10 with K = 2, so that a destination held at the throttle's
-	// equilibrium shows such a run with probability 2^−10 per attempt;
-	// with K = 1 the throttle holds the destination to what it accepts,
-	// and the default 0 never forgets).
+	// came before them, with Forget "accepts" (default 10). Left 0, it is
+	// set from K to ⌈10·ln 2/ln K⌉, so that a destination held at the
+	// throttle's equilibrium shows such a run with probability 2^−10 per
+	// attempt; with K = 1 the throttle holds the destination to what it
+	// accepts, a run says nothing, and it stays 0: never.
 	ForgetRun int `yaml:"forget_run" json:"forget_run"`
 }
 
