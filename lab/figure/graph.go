@@ -3,6 +3,7 @@ package figure
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -445,8 +446,8 @@ type GraphRun struct {
 	Row   string
 	Users []GraphUser
 	Calls []GraphCall
-	// State is the sluice elements' state over time (the simulator's;
-	// nil live).
+	// State is the sluice elements' state over time (GraphState; live,
+	// the proxy row's only).
 	State []GraphState
 }
 
@@ -705,7 +706,7 @@ func GraphResult(res *Result, c GraphParams, runs []*GraphRun) error {
 	}
 	res.AddTable("rows.csv", rows)
 	res.AddTable("timeseries.csv", series)
-	if len(runs) > 0 && runs[0].State != nil {
+	if slices.ContainsFunc(runs, func(r *GraphRun) bool { return r.State != nil }) {
 		st, err := stateTable(runs)
 		if err != nil {
 			return err

@@ -203,6 +203,7 @@ func (pl graphPlan) runRow(ctx context.Context, env *Env, dir, row string) (run 
 	}
 	procs.closers = append(procs.closers, be.Close)
 	next := be.URL
+	var proxies []namedProxy
 	polFile := ""
 	if figure.InProcessRow(row) {
 		if polFile, err = pl.writePolicy(dir); err != nil {
@@ -219,6 +220,7 @@ func (pl graphPlan) runRow(ctx context.Context, env *Env, dir, row string) (run 
 				return nil, fmt.Errorf("proxy in front of %s: %w", h.front, err)
 			}
 			procs.closers = append(procs.closers, px.Close)
+			proxies = append(proxies, namedProxy{name: h.front + "-proxy", p: px})
 			next = px.URL
 		}
 		args := []string{"tier", "--next", next, "--seed", strconv.FormatUint(env.Seed, 10)}
@@ -244,10 +246,11 @@ func (pl graphPlan) runRow(ctx context.Context, env *Env, dir, row string) (run 
 			return nil, fmt.Errorf("proxy in front of tier1: %w", err)
 		}
 		procs.closers = append(procs.closers, px.Close)
+		proxies = append(proxies, namedProxy{name: "tier1-proxy", p: px})
 		next = px.URL
 	}
 	env.Logf("chain: clients → %s (backend %s)", next, be.URL)
-	return pl.load(ctx, env, row, next, be.URL)
+	return pl.load(ctx, env, row, next, be.URL, proxies)
 }
 
 func fmtF(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
@@ -341,8 +344,9 @@ func (pl graphPlan) clientOf(row string, seed uint64, base *http.Transport) (htt
 }
 
 // load runs the row's clients against target with the trigger on the
-// backend, and returns the records of both ends.
-func (pl graphPlan) load(ctx context.Context, env *Env, row, target, backendURL string) (*figure.GraphRun, error) {
+// backend, and returns the records of both ends (and the proxies' states
+// over time, when the row has proxies).
+func (pl graphPlan) load(ctx context.Context, env *Env, row, target, backendURL string, proxies []namedProxy) (*figure.GraphRun, error) {
 	c := pl.c
 	classes := c.Classes()
 	var bases []*http.Transport
@@ -403,6 +407,7 @@ func (pl graphPlan) load(ctx context.Context, env *Env, row, target, backendURL 
 	stop := make(chan struct{})
 	var bg sync.WaitGroup
 	bg.Go(func() { pl.progress(env, run, &mu, t0, stop) })
+	bg.Go(func() { sampleProxies(proxies, run, &mu, t0, stop) })
 	var wg sync.WaitGroup
 	errs := make([]error, len(cfgs))
 	for i := range cfgs {

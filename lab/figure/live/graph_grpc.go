@@ -62,7 +62,7 @@ func (pl graphPlan) runRowGRPC(ctx context.Context, env *Env, dir, row string, p
 		next = t.URL
 	}
 	env.Logf("chain over gRPC: clients → %s (backend %s)", next, be.URL)
-	return pl.load(ctx, env, row, next, be.URL)
+	return pl.load(ctx, env, row, next, be.URL, nil)
 }
 
 // grpcClientOf returns a class's client population over gRPC: grpc-go's

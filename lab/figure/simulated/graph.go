@@ -47,7 +47,7 @@ func graphRecover(ps *Params) RunFunc {
 }
 
 func runGraph(env Env, c figure.GraphParams) (*figure.Result, error) {
-	if err := checkTransport(c); err != nil {
+	if err := checkTransport(&c); err != nil {
 		return nil, err
 	}
 	res := newResult(env)

@@ -37,10 +37,25 @@ func declareTransport(ps *Params, c *figure.GraphParams) {
 	ps.Choice(&c.Transport, "transport", "http", []string{"http", "grpc"}, "the chain's protocol: http, or grpc (the in-process row's client side judges gRPC statuses as grpcsluice does; rows inprocess and grpc-throttle)")
 }
 
-// checkTransport normalises c.Transport ("http" is "") and checks the
-// rows a gRPC chain has.
-func checkTransport(c figure.GraphParams) error {
+// checkTransport checks the rows of a gRPC chain: the rows left at the
+// figure's default become the rows that have a gRPC form (as the live
+// experiment runs them); a row named that has none is an error.
+func checkTransport(c *figure.GraphParams) error {
 	if c.Transport != "grpc" {
+		return nil
+	}
+	def := figure.GraphRows
+	switch {
+	case c.Recover:
+		def = figure.GraphRecoverRows
+	case c.Crowd:
+		def = figure.GraphCrowdRows
+	}
+	if slices.Equal(c.Rows, def) {
+		c.Rows = figure.GraphGRPCRows
+		if c.Recover {
+			c.Rows = figure.GraphRecoverGRPCRows
+		}
 		return nil
 	}
 	for _, row := range c.Rows {

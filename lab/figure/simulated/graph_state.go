@@ -39,18 +39,7 @@ func (ch *chainSim) sample() {
 			s.Forgets = float64(p.dest.Counts().Forgets)
 		}
 		if p.st != nil {
-			st := p.st.State(0)
-			if l, ok := st.Estimates["limit"]; ok {
-				s.Limit = l
-			}
-			if c := st.InFlightLimited; c != nil {
-				s.WindowLimit, s.InFlight, s.Queued, s.MaxWaitMS = float64(c.Limit), float64(c.InFlight), float64(c.Queued), c.MaxWaitSeconds*1000
-			}
-			rej := 0.0
-			for _, c := range st.Classes {
-				rej += float64(c.Rejected)
-			}
-			s.Rejected = rej
+			s = figure.StageState(now, p.name, p.st.State(0))
 		}
 		ch.run.State = append(ch.run.State, s)
 	}
