@@ -58,10 +58,12 @@ type Config struct {
 // share falls to zero only when two thirds of the window has passed
 // (about 7 s of a 10 s window) although the destination has accepted
 // every attempt since the crowd ended. So by default (Forget "accepts")
-// the window also forgets at an accept run: when the destination has
+// the window also forgets at an accept run: once the destination has
 // accepted ForgetRun answers in a row, the window drops everything it
 // counted before the run (before its last refusal) and keeps the run's
-// own requests and accepts. A destination the throttle holds at its
+// own requests and accepts, at the first accept of the run at which
+// that lowers p (attempts sent in the run and not yet answered count as
+// requests). A destination the throttle holds at its
 // equilibrium (sent = K·accepts) accepts an attempt with probability
 // 1/K, so it shows a run of n accepts with probability K^−n: the run is
 // a one-sided CUSUM test (Page, "Continuous Inspection Schemes",

@@ -86,8 +86,9 @@ func (d *Dest) admit(now time.Time, rng *rand.Rand) bool {
 
 // answered counts an attempt's answer at now: accepted unless the
 // destination refused it for overload. A refusal starts a new accept
-// run; the ForgetRun-th accept of a run makes the window forget what it
-// counted before the run (ThrottleConfig.Forget "accepts").
+// run; from the ForgetRun-th accept of a run on, an accept makes the
+// window forget what it counted before the run if that lowers p
+// (ThrottleConfig.Forget "accepts").
 func (d *Dest) answered(now time.Time, accepted bool) {
 	if !accepted {
 		d.run.init(d.cfg.Throttle.Window)
@@ -97,11 +98,12 @@ func (d *Dest) answered(now time.Time, accepted bool) {
 	d.throttle.add(now, 0, 1)
 	d.run.add(now, 0, 1)
 	d.runLen++
-	if t := &d.cfg.Throttle; t.Forget == ForgetAccepts && d.runLen == t.ForgetRun {
+	if t := &d.cfg.Throttle; t.Forget == ForgetAccepts && t.ForgetRun > 0 && d.runLen >= t.ForgetRun {
 		// The window from now on is the run's: what it counted before
 		// the destination's last refusal is forgotten, unless that
 		// would refuse more (the run began so long ago that the window
-		// holds nothing older).
+		// holds nothing older, or attempts sent in the run are still
+		// unanswered: then at a later accept of the run).
 		if t.probability(d.run.sums(now)) < t.probability(d.throttle.sums(now)) {
 			d.throttle = d.run
 			d.forgot.Add(1)

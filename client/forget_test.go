@@ -70,6 +70,40 @@ func TestThrottleForgetAfterCrowd(t *testing.T) {
 	}
 }
 
+// Attempts in flight when the run begins: after the same crowd, 60
+// attempts are sent before their answers come back, all accepted. At the
+// 10th accept the run holds 60 requests and 10 accepts, p = 40/61, more
+// than the window's (360 − 2·110)/361: no forget yet. At the j-th accept
+// the run's p is (60 − 2j)/61, below the window's (160 − 2j)/361 from
+// j = 20 on (20/61 against 120/361): the window is then the run's.
+func TestThrottleForgetInFlight(t *testing.T) {
+	d := NewDest(testConfig(func(c *Config) { c.Throttle.MinRequests = 1 }))
+	rng := rand.New(never{})
+	now := t0
+	for i := range 300 {
+		now = now.Add(time.Millisecond)
+		d.admit(now, rng)
+		d.answered(now, i%3 == 0 && i != 299)
+	}
+	for range 60 {
+		now = now.Add(time.Millisecond)
+		d.admit(now, rng)
+	}
+	for j := 1; j <= 60; j++ {
+		d.answered(now, true)
+		want := (160 - 2*float64(j)) / 361
+		if j >= 20 {
+			want = math.Max(0, (60-2*float64(j))/61)
+		}
+		if p := d.ThrottleProbability(now); !near(p, want) {
+			t.Fatalf("accept %d: p = %v, want %v", j, p, want)
+		}
+	}
+	if f := d.Counts().Forgets; f != 1 {
+		t.Fatalf("%d forgets, want 1", f)
+	}
+}
+
 // A run never raises p. A destination that turns slow: after a healthy
 // spell (1,000 attempts accepted) and one refusal, 190 attempts are in
 // flight, unanswered, when 10 answers come back accepted. The run then
