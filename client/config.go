@@ -59,7 +59,9 @@ type Config struct {
 // (about 7 s of a 10 s window) although the destination has accepted
 // every attempt since the crowd ended. So by default (Forget "accepts")
 // the window also forgets at an accept run: once the destination has
-// accepted ForgetRun answers in a row, the window drops everything it
+// accepted ForgetRun answers in a row (an attempt that got no answer, a
+// timeout or a transport failure, is counted as accepted but is no
+// evidence: it neither extends nor ends the run), the window drops everything it
 // counted before the run (before its last refusal) and keeps the run's
 // own requests and accepts, at the first accept of the run at which
 // that lowers p (attempts sent in the run and not yet answered count as

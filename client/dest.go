@@ -84,12 +84,15 @@ func (d *Dest) admit(now time.Time, rng *rand.Rand) bool {
 	return true
 }
 
-// answered counts an attempt's answer at now: accepted unless the
-// destination refused it for overload. A refusal starts a new accept
-// run; from the ForgetRun-th accept of a run on, an accept makes the
-// window forget what it counted before the run if that lowers p
-// (ThrottleConfig.Forget "accepts").
-func (d *Dest) answered(now time.Time, accepted bool) {
+// answered counts how an attempt ended at now: accepted unless the
+// destination refused it for overload; answered unless it got no answer
+// at all (a timeout, a transport failure, a caller gone), which the
+// window counts as accepted, as the book does, but which is no evidence
+// that the destination accepts again. A refusal starts a new accept run;
+// from the ForgetRun-th answer in a row that was accepted, such an answer
+// makes the window forget what it counted before the run if that lowers
+// p (ThrottleConfig.Forget "accepts").
+func (d *Dest) answered(now time.Time, accepted, answered bool) {
 	if !accepted {
 		d.run.init(d.cfg.Throttle.Window)
 		d.runLen = 0
@@ -97,6 +100,9 @@ func (d *Dest) answered(now time.Time, accepted bool) {
 	}
 	d.throttle.add(now, 0, 1)
 	d.run.add(now, 0, 1)
+	if !answered {
+		return
+	}
 	d.runLen++
 	if t := &d.cfg.Throttle; t.Forget == ForgetAccepts && t.ForgetRun > 0 && d.runLen >= t.ForgetRun {
 		// The window from now on is the run's: what it counted before
@@ -211,9 +217,11 @@ type Result struct {
 	HasRetryAfter bool
 	// Judged marks a result that its caller judged itself instead of by
 	// an HTTP status (a gRPC status, package grpcsluice): Status is then
-	// ignored, Retryable says whether a retry may help and Refused
-	// whether the destination refused the attempt for overload.
-	Judged, Retryable, Refused bool
+	// ignored, Retryable says whether a retry may help, Refused whether
+	// the destination refused the attempt for overload, and NoAnswer
+	// whether the attempt got no answer the destination chose (a
+	// timeout, a transport failure), as Status 0 says of an HTTP result.
+	Judged, Retryable, Refused, NoAnswer bool
 }
 
 // retryable reports whether a retry may help after r.
@@ -226,6 +234,15 @@ func (r Result) retryable() bool {
 		return true
 	}
 	return false
+}
+
+// answered reports whether the attempt got an answer the destination
+// chose (not a timeout or a transport failure).
+func (r Result) answered() bool {
+	if r.Judged {
+		return !r.NoAnswer
+	}
+	return r.Status != 0
 }
 
 // accepted reports whether the destination took the attempt (any answer
@@ -286,7 +303,7 @@ func (c *Call) Attempts() int { return c.attempts }
 // why the call stops. It draws from rng for the jitter and the throttle.
 func (c *Call) Done(now time.Time, r Result, rng *rand.Rand) (Stop, time.Duration) {
 	d, cfg := c.d, &c.cfg.Retry
-	d.answered(now, r.accepted())
+	d.answered(now, r.accepted(), r.answered())
 	switch {
 	case !r.retryable():
 		return StopDone, 0
@@ -321,7 +338,7 @@ func (c *Call) Done(now time.Time, r Result, rng *rand.Rand) (Stop, time.Duratio
 // Abandon records at now that the last attempt ended because its caller
 // gave up (its context ended): the destination did not refuse it, and
 // the call stops.
-func (c *Call) Abandon(now time.Time) { c.d.answered(now, true) }
+func (c *Call) Abandon(now time.Time) { c.d.answered(now, true, false) }
 
 // Backoff returns the wait before retry n (n ≥ 1 attempts made), with
 // full jitter: u·min(max, base·2^(n−1)), u in [0, 1).

@@ -35,7 +35,7 @@ func TestThrottleForgetAfterCrowd(t *testing.T) {
 			if !d.admit(now, rng) {
 				t.Fatalf("%s: refused locally at p = %v", forget, d.ThrottleProbability(now))
 			}
-			d.answered(now, accepted)
+			d.answered(now, accepted, true)
 		}
 		for i := range 300 {
 			step(i%3 == 0 && i != 299)
@@ -83,14 +83,14 @@ func TestThrottleForgetInFlight(t *testing.T) {
 	for i := range 300 {
 		now = now.Add(time.Millisecond)
 		d.admit(now, rng)
-		d.answered(now, i%3 == 0 && i != 299)
+		d.answered(now, i%3 == 0 && i != 299, true)
 	}
 	for range 60 {
 		now = now.Add(time.Millisecond)
 		d.admit(now, rng)
 	}
 	for j := 1; j <= 60; j++ {
-		d.answered(now, true)
+		d.answered(now, true, true)
 		want := (160 - 2*float64(j)) / 361
 		if j >= 20 {
 			want = math.Max(0, (60-2*float64(j))/61)
@@ -101,6 +101,45 @@ func TestThrottleForgetInFlight(t *testing.T) {
 	}
 	if f := d.Counts().Forgets; f != 1 {
 		t.Fatalf("%d forgets, want 1", f)
+	}
+}
+
+// Only answers are evidence: after the same crowd, attempts that time
+// out (Status 0) or whose caller gives up (Abandon) are counted as
+// accepted, as the book counts them, but 30 of them in a row make no
+// run; 10 accepted answers after them do.
+func TestThrottleForgetNeedsAnswers(t *testing.T) {
+	d := NewDest(testConfig(func(c *Config) { c.Throttle.MinRequests = 1 }))
+	rng := rand.New(never{})
+	now := t0
+	for i := range 300 {
+		now = now.Add(time.Millisecond)
+		d.admit(now, rng)
+		d.answered(now, i%3 == 0 && i != 299, true)
+	}
+	for i := range 30 {
+		now = now.Add(time.Millisecond)
+		var c Call
+		if v := c.Begin(d, now, false, time.Time{}, rng); v != Send {
+			t.Fatalf("timeout %d: %v", i, v)
+		}
+		if i%2 == 0 {
+			c.Done(now, Result{}, rng)
+		} else {
+			c.Abandon(now)
+		}
+	}
+	if p, f := d.ThrottleProbability(now), d.Counts().Forgets; f != 0 || !near(p, (330-2*130)/331.0) {
+		t.Fatalf("after 30 timeouts: p = %v, %d forgets; want (330 − 260)/331 and none", p, f)
+	}
+	for range 10 {
+		now = now.Add(time.Millisecond)
+		var c Call
+		c.Begin(d, now, false, time.Time{}, rng)
+		c.Done(now, Result{Status: 200}, rng)
+	}
+	if p, f := d.ThrottleProbability(now), d.Counts().Forgets; f != 1 || p != 0 {
+		t.Fatalf("after 10 answers: p = %v, %d forgets; want 0 and 1", p, f)
 	}
 }
 
@@ -116,16 +155,16 @@ func TestThrottleForgetNeverRaises(t *testing.T) {
 	for range 1000 {
 		now = now.Add(time.Millisecond)
 		d.admit(now, rng)
-		d.answered(now, true)
+		d.answered(now, true, true)
 	}
 	d.admit(now, rng)
-	d.answered(now, false)
+	d.answered(now, false, true)
 	for range 200 {
 		now = now.Add(time.Millisecond)
 		d.admit(now, rng)
 	}
 	for range 10 {
-		d.answered(now, true)
+		d.answered(now, true, true)
 	}
 	if req, acc := d.run.sums(now); req != 200 || acc != 10 {
 		t.Fatalf("the run holds %v requests and %v accepts, want 200 and 10", req, acc)
