@@ -230,6 +230,9 @@ func algorithmsRules() map[string]*doccheck.Rule {
 		"7. Peer: Envoy adaptive concurrency (`envoy-gradient`)": ctx("envoy-gradient.", nil, nil),
 		"8. Peer: BBR-style shedding (`bbr`)":                    ctx("bbr.", nil, nil),
 		"9. sluice's own: `auto`, told only the objective":       ctx("auto.", nil, nil),
+		"10. Client-side adaptive throttling, and the accept run that forgets a storm": {Context: &doccheck.Context{
+			Root: v(client.DefaultConfig()), Prefix: "throttle.",
+			Ignore: map[string]string{"`forget_run` 2": "a test's setting, not a default"}}},
 	}
 }
 
