@@ -131,6 +131,10 @@ type reqState struct {
 	backend *Backend
 	sc      *h1.ScanConn
 	arrival time.Time
+	// sent is when the request left for its backend (its pool slot
+	// granted), lat its stage and class's latency histograms.
+	sent    time.Time
+	lat     *policy.Latency
 	quality float64    // 0 when the stage does not degrade
 	hop     sluice.Hop // what travels on to the backend (priority, tenant)
 	// dlCancel ends the upstream context's deadline (a request with one),
@@ -150,6 +154,11 @@ type reqState struct {
 	clientGone  atomic.Bool
 	poolHeld    atomic.Bool // the pool slot is still held (releasePool gives it back once)
 	streamed    atomic.Bool // stream ran: the streams gauge counts it
+	// unobserved: an upgrade or an event stream, whose length is no
+	// latency (set by modifyResponse before the body is read).
+	unobserved bool
+	// upstreamNS is the upstream exchange's time once it ended, ns.
+	upstreamNS atomic.Int64
 
 	// in is the client's request (for the time spent waiting on the client)
 	// and writeWait0 the connection's write wait when it arrived.
@@ -242,19 +251,29 @@ func (rs *reqState) outcome(aborted bool) stage.Outcome {
 // body has been read to the end: the stage takes its sample and the
 // backend slot goes to the next request, while the proxy still writes the
 // last bytes to a client that may be slow to read them.
-func (rs *reqState) upstreamDone() {
-	now := time.Now()
-	rs.releasePool()
-	rs.lc.Done(now, rs.outcome(false))
-}
+func (rs *reqState) upstreamDone() { rs.endUpstream(time.Now(), false) }
 
 // upstreamFailed ends the request's use of the backend when a buffered
 // response's body failed to read (its filler saw the error): the client
 // still gets what came before, and then its connection is aborted.
-func (rs *reqState) upstreamFailed() {
-	now := time.Now()
+func (rs *reqState) upstreamFailed() { rs.endUpstream(time.Now(), true) }
+
+// endUpstream ends the request's use of the backend at now, the first
+// time it is called: the backend slot goes back, the stage takes its
+// sample, sluice_upstream_duration_seconds the exchange's time (from
+// sent, less the client's time the stage leaves out) and
+// sluice_queue_wait_seconds the time before it. It returns the request's
+// outcome as of now.
+func (rs *reqState) endUpstream(now time.Time, aborted bool) stage.Outcome {
 	rs.releasePool()
-	rs.lc.Done(now, rs.outcome(true))
+	o := rs.outcome(aborted)
+	if rs.lc.Done(now, o) && !rs.unobserved {
+		d := max(now.Sub(rs.sent)-o.Excluded, 0)
+		rs.upstreamNS.Store(int64(d))
+		rs.lat.QueueWait(rs.sent.Sub(rs.arrival))
+		rs.lat.Upstream(d)
+	}
+	return o
 }
 
 // finish ends the request (its last byte was written, or it was aborted).
@@ -276,8 +295,10 @@ func (rs *reqState) finish(aborted bool) {
 	}
 	rs.shareEnd(!aborted)
 	now := time.Now()
-	rs.releasePool()
-	rs.lc.Done(now, rs.outcome(aborted)) // no-op when upstreamDone ran
+	o := rs.endUpstream(now, aborted) // the outcome only, when upstreamDone ran
+	if !rs.unobserved {
+		rs.lat.Request(latencyOutcome(o), now.Sub(rs.arrival))
+	}
 	if rs.spool != nil {
 		_ = rs.spool.Close() // ReverseProxy closed it, unless it panicked first
 	}
@@ -357,24 +378,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			defer cancel()
 		}
 	}
-	t, err := st.EnterRequest(ctx, stage.Request{Class: cr.Class, Tenant: cr.Tenant})
-	if err != nil {
-		if span != nil {
-			h.traceDecision(span, g, cr, stage.Ticket{}, err)
-		}
-		switch {
-		case errors.Is(err, sluice.ErrRejected) && grpcCall:
-			h.shed.Add(1)
-			h.rejectGRPC(w, r, g, err)
-		case errors.Is(err, sluice.ErrRejected):
-			h.shed.Add(1)
-			g.pol.Reject(w, r, err)
-		}
-		// Otherwise the client left while queued: nobody to answer.
-		return
-	}
+	t, err := st.EnterRequest(ctx, stage.Request{Class: cr.Class, Tenant: cr.Tenant, Arrival: arrival})
 	if span != nil {
-		h.traceDecision(span, g, cr, t, nil)
+		h.traceDecision(span, g, cr, t, err)
+	}
+	if err != nil {
+		o := h.refused(w, r, g, grpcCall, err)
+		cr.Latency.Request(o, time.Since(arrival))
+		return
 	}
 	g.pol.WriteRateLimit(w.Header(), st.Name(), time.Now())
 	var res share.Reservation
@@ -391,48 +402,46 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				telemetry.Status(span, http.StatusServiceUnavailable)
 			}
 			shareRejected(w, err)
+			cr.Latency.Request(policy.LatencyRejected, time.Since(arrival))
 			return
 		}
 	}
 	b, err := g.pool.Acquire(ctx)
 	if err != nil {
 		res.Release()
-		saturated := errors.Is(err, ErrPoolQueueFull) || errors.Is(err, ErrPoolQueueTimeout)
 		// A saturated pool, a deadline that passed in the pool's queue, or
 		// a client that left while queued, fails the request, but its wait
 		// says nothing about the backend: no sample (a queue timeout is
 		// not a response time).
 		t.Finish(time.Now(), stage.Outcome{OK: false, NoSample: true})
-		switch {
-		case saturated && grpcCall:
-			h.shed.Add(1)
-			if span != nil {
-				telemetry.Shed(span, "pool")
-				telemetry.Status(span, http.StatusOK)
-			}
-			h.poolRejectedGRPC(w, g, err)
-		case saturated:
-			h.shed.Add(1)
-			if span != nil {
-				telemetry.Shed(span, "pool")
-				telemetry.Status(span, http.StatusServiceUnavailable)
-			}
-			h.poolRejected(w, g, err)
-		case errors.Is(err, context.DeadlineExceeded) && r.Context().Err() == nil && grpcCall:
-			h.m.deadline.WithLabelValues("pool_queue").Inc()
-			writeGRPCStatus(w, grpcDeadlineExceeded, "sluice: the call's deadline passed while it waited for a backend", nil, "")
-		case errors.Is(err, context.DeadlineExceeded) && r.Context().Err() == nil:
-			h.deadlinePassed(w, "pool_queue", "sluice: the request's deadline passed while it waited for a backend\n")
-		}
+		o := h.poolFailed(w, r, g, span, grpcCall, err)
+		cr.Latency.Request(o, time.Since(arrival))
 		return
 	}
-	rs := &reqState{Context: r.Context(), h: h, gen: g, backend: b, sc: sc, arrival: arrival, hop: cr.Hop,
-		res: res, shareOn: g.shares != nil, in: r, writeWait0: ClientWriteWait(r)}
+	rs := &reqState{Context: r.Context(), h: h, gen: g, backend: b, sc: sc, arrival: arrival, sent: time.Now(), lat: cr.Latency,
+		hop: cr.Hop, res: res, shareOn: g.shares != nil, in: r, writeWait0: ClientWriteWait(r)}
 	rs.poolHeld.Store(true)
 	rs.lc.Reset(t)
 	if st.Degrading() {
 		rs.quality = st.Quality()
 	}
+	uctx := rs.upstreamContext(ctx, st, t)
+	completed := false
+	defer func() {
+		if !completed { // ReverseProxy aborted the response (panic)
+			rs.finish(true)
+		}
+	}()
+	h.rp.ServeHTTP(w, r.WithContext(uctx))
+	completed = true
+	rs.finish(false)
+}
+
+// upstreamContext returns the context of rs's upstream request, which
+// keeps ctx's deadline, and starts rs's timers (the overall timeout,
+// long_lived). The stage st admitted rs with ticket t.
+func (rs *reqState) upstreamContext(ctx context.Context, st *stage.Stage, t stage.Ticket) context.Context {
+	g, b := rs.gen, rs.backend
 	// The upstream request's context: the client's (rs), or with
 	// ignore_client_abort one that keeps rs's values but not its
 	// cancellation. Either way it gets a Done channel of its own when a
@@ -466,15 +475,65 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if ll := g.pol.LongLived(st); ll > 0 {
 		rs.longTimer = time.AfterFunc(ll, rs.stream)
 	}
-	completed := false
-	defer func() {
-		if !completed { // ReverseProxy aborted the response (panic)
-			rs.finish(true)
+	return uctx
+}
+
+// refused answers a request its stage refused (err wraps
+// sluice.ErrRejected), and returns its outcome: a request whose client
+// left while it queued gets no answer, an error.
+func (h *Handler) refused(w http.ResponseWriter, r *http.Request, g *generation, grpcCall bool, err error) policy.LatencyOutcome {
+	if !errors.Is(err, sluice.ErrRejected) {
+		return policy.LatencyError
+	}
+	h.shed.Add(1)
+	if grpcCall {
+		h.rejectGRPC(w, r, g, err)
+	} else {
+		g.pol.Reject(w, r, err)
+	}
+	return policy.LatencyRejected
+}
+
+// poolFailed answers a request the backend pool gave no slot (err is
+// Pool.Acquire's), and returns its outcome: a saturated pool is a
+// rejection (503, or RESOURCE_EXHAUSTED for a gRPC call), a deadline
+// that passed in its queue a 504, a client that left while queued no
+// answer at all.
+func (h *Handler) poolFailed(w http.ResponseWriter, r *http.Request, g *generation, span trace.Span, grpcCall bool, err error) policy.LatencyOutcome {
+	if errors.Is(err, ErrPoolQueueFull) || errors.Is(err, ErrPoolQueueTimeout) {
+		h.shed.Add(1)
+		status := http.StatusServiceUnavailable
+		if grpcCall {
+			status = http.StatusOK
 		}
-	}()
-	h.rp.ServeHTTP(w, r.WithContext(uctx))
-	completed = true
-	rs.finish(false)
+		if span != nil {
+			telemetry.Shed(span, "pool")
+			telemetry.Status(span, status)
+		}
+		if grpcCall {
+			h.poolRejectedGRPC(w, g, err)
+		} else {
+			h.poolRejected(w, g, err)
+		}
+		return policy.LatencyRejected
+	}
+	switch {
+	case errors.Is(err, context.DeadlineExceeded) && r.Context().Err() == nil && grpcCall:
+		h.m.deadline.WithLabelValues("pool_queue").Inc()
+		writeGRPCStatus(w, grpcDeadlineExceeded, "sluice: the call's deadline passed while it waited for a backend", nil, "")
+	case errors.Is(err, context.DeadlineExceeded) && r.Context().Err() == nil:
+		h.deadlinePassed(w, "pool_queue", "sluice: the request's deadline passed while it waited for a backend\n")
+	}
+	return policy.LatencyError
+}
+
+// latencyOutcome is the outcome label of an admitted request that ended
+// with o.
+func latencyOutcome(o stage.Outcome) policy.LatencyOutcome {
+	if o.OK {
+		return policy.LatencyOK
+	}
+	return policy.LatencyError
 }
 
 // deadlinePassed answers an admitted request whose deadline passed before
@@ -615,8 +674,10 @@ func (h *Handler) modifyResponse(res *http.Response) error {
 		if rs.sc != nil {
 			rs.sc.Stop()
 		}
+		rs.unobserved = true
 		rs.stream()
 	case httpx.IsEventStream(res.Header.Get("Content-Type")):
+		rs.unobserved = true
 		rs.stream()
 	}
 	// The end of the upstream body ends the request's use of the backend

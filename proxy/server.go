@@ -15,6 +15,7 @@ import (
 	"net/textproto"
 	"os"
 	"reflect"
+	"runtime"
 	"strconv"
 	"sync"
 	"time"
@@ -48,6 +49,34 @@ type Options struct {
 	// refused). The command line's overrides (--cluster-redis,
 	// --cluster-instance) reach reloads this way.
 	Adjust func(*Config) error
+	// Build says which binary runs: the labels of sluice_build_info and
+	// the OpenTelemetry resource's service.version. The sluice command
+	// passes what `sluice version` prints; the zero value reports
+	// version "(unknown)" and the running Go version.
+	Build BuildInfo
+}
+
+// BuildInfo names the running binary's version.
+type BuildInfo struct {
+	// Version is the release version ("v1.2.3"), or "(devel)" for a
+	// build from a source tree.
+	Version string
+	// Revision is the VCS commit the binary was built from ("" unknown).
+	Revision string
+	// GoVersion is the toolchain that built it ("go1.26.8").
+	GoVersion string
+}
+
+// withDefaults fills what b leaves empty: version "(unknown)" and the
+// running Go version.
+func (b BuildInfo) withDefaults() BuildInfo {
+	if b.Version == "" {
+		b.Version = "(unknown)"
+	}
+	if b.GoVersion == "" {
+		b.GoVersion = runtime.Version()
+	}
+	return b
 }
 
 // Server is a running proxy: its client listeners, the admin listener,
@@ -150,7 +179,11 @@ func New(cfg *Config, opts Options) (*Server, error) {
 	if err := s.dash.Register(reg); err != nil {
 		return nil, fmt.Errorf("proxy: metrics: %w", err)
 	}
-	if s.tel, err = newTelemetry(&cfg.Telemetry, s, buildVersion()); err != nil {
+	build := opts.Build.withDefaults()
+	if err := reg.Register(buildInfo(build)); err != nil {
+		return nil, fmt.Errorf("proxy: metrics: %w", err)
+	}
+	if s.tel, err = newTelemetry(&cfg.Telemetry, s, build.Version); err != nil {
 		return nil, err
 	}
 	s.h.tel = s.tel

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"runtime/debug"
 	"strings"
 	"time"
 
@@ -158,13 +157,4 @@ func (g *generation) controllerOf(name string) string {
 		}
 	}
 	return policy.DefaultController
-}
-
-// buildVersion is the main module's version from the build info
-// ("(devel)" for a build from a work tree).
-func buildVersion() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
-	}
-	return "unknown"
 }

@@ -139,7 +139,9 @@ exits 0.`,
 					return usageError{fmt.Errorf("%s: %w", configName(f.config), err)}
 				}
 			}
-			srv, err := proxy.New(cfg, proxy.Options{ConfigFile: f.config, Logger: logger, Adjust: adjust})
+			v := Version()
+			srv, err := proxy.New(cfg, proxy.Options{ConfigFile: f.config, Logger: logger, Adjust: adjust,
+				Build: proxy.BuildInfo{Version: v.Version, Revision: v.Commit, GoVersion: v.GoVersion}})
 			if err != nil {
 				return usageError{fmt.Errorf("%s: %w", configName(f.config), err)}
 			}

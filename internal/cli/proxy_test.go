@@ -134,6 +134,16 @@ func TestProxyQuickStartServesAndStops(t *testing.T) {
 	if !strings.Contains(string(b), `"controller": "auto"`) || !strings.Contains(string(b), `"target": "500ms"`) {
 		t.Errorf("state: %s", b)
 	}
+	// sluice_build_info says what `sluice version` says.
+	if resp, err = c.Get("http://" + admin + "/metrics"); err != nil {
+		t.Fatal(err)
+	}
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	v := Version()
+	if want := `sluice_build_info{goversion="` + v.GoVersion + `",revision="` + v.Commit + `",version="` + v.Version + `"} 1`; !strings.Contains(string(b), want) {
+		t.Errorf("/metrics lacks %s", want)
+	}
 	// --pprof serves the profiler on the admin address.
 	if resp, err = c.Get("http://" + admin + "/debug/pprof/cmdline"); err != nil {
 		t.Fatal(err)
