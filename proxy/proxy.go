@@ -15,7 +15,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/time/rate"
 
 	"github.com/sluicehq/sluice"
@@ -47,6 +46,7 @@ type generation struct {
 	reported                                    []reportedHeader // backend-reported utilization headers
 	shares                                      *share.Shares    // client bandwidth shares, or nil
 	buf                                         bufferPolicy     // response_buffering
+	access                                      *accessSettings  // access_log, or nil
 	cluster                                     *cluster.Runner  // cluster mode's runner, or nil
 	version                                     uint64
 	loaded                                      time.Time
@@ -79,6 +79,8 @@ type Handler struct {
 	// tel exports traces (a server span per request) when configured;
 	// nil is off, set once before serving.
 	tel *telemetry.Telemetry
+	// alog writes every generation's access log (access_log).
+	alog *accessLog
 }
 
 // stateKey finds a request's *reqState in its context.
@@ -90,7 +92,7 @@ type connKey struct{}
 var errOverallTimeout = errors.New("sluice: upstream overall timeout")
 
 func newHandler(m *metrics, log *slog.Logger) *Handler {
-	h := &Handler{m: m, log: log, warn: rate.Sometimes{Interval: time.Second}}
+	h := &Handler{m: m, log: log, warn: rate.Sometimes{Interval: time.Second}, alog: newAccessLog(log)}
 	chunks := newBufferPool(DefaultResponseMaxMemoryBytes)
 	h.buf = newRespBuffers(chunks, log)
 	// The upstream client side, for the handler's life: its destinations'
@@ -155,10 +157,15 @@ type reqState struct {
 	poolHeld    atomic.Bool // the pool slot is still held (releasePool gives it back once)
 	streamed    atomic.Bool // stream ran: the streams gauge counts it
 	// unobserved: an upgrade or an event stream, whose length is no
-	// latency (set by modifyResponse before the body is read).
-	unobserved bool
+	// latency; switched: an upgrade, whose 101 ReverseProxy writes on the
+	// hijacked connection (both set by modifyResponse).
+	unobserved, switched bool
 	// upstreamNS is the upstream exchange's time once it ended, ns.
 	upstreamNS atomic.Int64
+	// attempts counts the upstream attempts started (with tracing).
+	attempts atomic.Int32
+	// requestID is the request id sent upstream (access_log), or nil.
+	requestID []string
 
 	// in is the client's request (for the time spent waiting on the client)
 	// and writeWait0 the connection's write wait when it arrived.
@@ -341,11 +348,6 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)
 		return
 	}
-	var span trace.Span // the server span when tracing; nil otherwise
-	if h.tel.Tracing() {
-		r, span = h.tel.StartServer(r)
-		defer span.End()
-	}
 	g := h.gen.Load()
 	if pre := g.cfg.Health.ListenerPrefix; pre != "" && h.ready != nil && strings.HasPrefix(r.URL.Path, pre) {
 		switch r.URL.Path[len(pre):] {
@@ -360,6 +362,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if g.isProbePath(r.URL.Path) {
 		h.serveProbe(w, r, g, arrival)
 		return
+	}
+	var ob *observation // the span, the OTel metric and the access log's; nil when all are off
+	if h.observing(g) {
+		ob, r = h.observe(w, r, g, arrival)
+		w = ob
+		defer h.observed(ob)
 	}
 	h.offered.Add(1)
 	cr := g.pol.ClassifyRequest(r, arrival)
@@ -379,9 +387,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	t, err := st.EnterRequest(ctx, stage.Request{Class: cr.Class, Tenant: cr.Tenant, Arrival: arrival})
-	if span != nil {
-		h.traceDecision(span, g, cr, t, err)
-	}
+	ob.decided(cr, t, err)
 	if err != nil {
 		o := h.refused(w, r, g, grpcCall, err)
 		cr.Latency.Request(o, time.Since(arrival))
@@ -390,18 +396,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.pol.WriteRateLimit(w.Header(), st.Name(), time.Now())
 	var res share.Reservation
 	if g.shares != nil {
-		c := g.identify(r)
-		g.shares.RateLimit(w.Header(), c)
-		if res, err = g.shares.Begin(time.Now(), c); err != nil {
-			// An explicit rejection by the share policy: not a backend
-			// failure, not a response-time sample.
-			t.Finish(time.Now(), stage.Outcome{OK: true, NoSample: true})
-			h.shed.Add(1)
-			if span != nil {
-				telemetry.Shed(span, "share")
-				telemetry.Status(span, http.StatusServiceUnavailable)
-			}
-			shareRejected(w, err)
+		if res, err = h.beginShare(w, r, g, t, ob); err != nil {
 			cr.Latency.Request(policy.LatencyRejected, time.Since(arrival))
 			return
 		}
@@ -414,7 +409,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// says nothing about the backend: no sample (a queue timeout is
 		// not a response time).
 		t.Finish(time.Now(), stage.Outcome{OK: false, NoSample: true})
-		o := h.poolFailed(w, r, g, span, grpcCall, err)
+		o := h.poolFailed(w, r, g, ob, grpcCall, err)
 		cr.Latency.Request(o, time.Since(arrival))
 		return
 	}
@@ -422,6 +417,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		hop: cr.Hop, res: res, shareOn: g.shares != nil, in: r, writeWait0: ClientWriteWait(r)}
 	rs.poolHeld.Store(true)
 	rs.lc.Reset(t)
+	ob.admitted(rs)
 	if st.Degrading() {
 		rs.quality = st.Quality()
 	}
@@ -478,6 +474,23 @@ func (rs *reqState) upstreamContext(ctx context.Context, st *stage.Stage, t stag
 	return uctx
 }
 
+// beginShare reserves the client's bandwidth share for the request the
+// stage admitted with t, or answers the share policy's refusal (err).
+func (h *Handler) beginShare(w http.ResponseWriter, r *http.Request, g *generation, t stage.Ticket, ob *observation) (share.Reservation, error) {
+	c := g.identify(r)
+	g.shares.RateLimit(w.Header(), c)
+	res, err := g.shares.Begin(time.Now(), c)
+	if err != nil {
+		// An explicit rejection by the share policy: not a backend
+		// failure, not a response-time sample.
+		t.Finish(time.Now(), stage.Outcome{OK: true, NoSample: true})
+		h.shed.Add(1)
+		ob.refused(refusedShare)
+		shareRejected(w, err)
+	}
+	return res, err
+}
+
 // refused answers a request its stage refused (err wraps
 // sluice.ErrRejected), and returns its outcome: a request whose client
 // left while it queued gets no answer, an error.
@@ -499,16 +512,13 @@ func (h *Handler) refused(w http.ResponseWriter, r *http.Request, g *generation,
 // rejection (503, or RESOURCE_EXHAUSTED for a gRPC call), a deadline
 // that passed in its queue a 504, a client that left while queued no
 // answer at all.
-func (h *Handler) poolFailed(w http.ResponseWriter, r *http.Request, g *generation, span trace.Span, grpcCall bool, err error) policy.LatencyOutcome {
+func (h *Handler) poolFailed(w http.ResponseWriter, r *http.Request, g *generation, ob *observation, grpcCall bool, err error) policy.LatencyOutcome {
 	if errors.Is(err, ErrPoolQueueFull) || errors.Is(err, ErrPoolQueueTimeout) {
 		h.shed.Add(1)
-		status := http.StatusServiceUnavailable
-		if grpcCall {
-			status = http.StatusOK
-		}
-		if span != nil {
-			telemetry.Shed(span, "pool")
-			telemetry.Status(span, status)
+		if errors.Is(err, ErrPoolQueueFull) {
+			ob.refused(refusedPoolQueueFull)
+		} else {
+			ob.refused(refusedPoolQueueTimeout)
 		}
 		if grpcCall {
 			h.poolRejectedGRPC(w, g, err)
@@ -516,6 +526,11 @@ func (h *Handler) poolFailed(w http.ResponseWriter, r *http.Request, g *generati
 			h.poolRejected(w, g, err)
 		}
 		return policy.LatencyRejected
+	}
+	if errors.Is(err, context.DeadlineExceeded) && r.Context().Err() == nil {
+		ob.refused(refusedDeadline)
+	} else {
+		ob.refused(refusedClientGone)
 	}
 	switch {
 	case errors.Is(err, context.DeadlineExceeded) && r.Context().Err() == nil && grpcCall:
@@ -575,9 +590,6 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 	rs := stateOf(pr.In.Context())
 	g := rs.gen
 	pr.SetURL(rs.backend.URL)
-	if h.tel.Tracing() {
-		h.tel.Inject(rs, pr.Out.Header) // the backend's spans are the proxy span's children
-	}
 	if g.preserveHost {
 		pr.Out.Host = pr.In.Host
 	}
@@ -629,6 +641,9 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 	delete(out, g.priorityHeader)
 	delete(out, g.tenantHeader)
 	delete(out, g.timeoutHeader)
+	if rs.requestID != nil {
+		out[g.access.idHeader] = rs.requestID
+	}
 	if rs.hop.Priority != "" {
 		out[g.priorityHeader] = []string{rs.hop.Priority}
 	}
@@ -656,8 +671,10 @@ func (h *Handler) modifyResponse(res *http.Response) error {
 	if rs == nil {
 		return nil
 	}
-	if h.tel.Tracing() {
-		telemetry.Status(trace.SpanFromContext(rs), res.StatusCode)
+	if a := rs.gen.access; a != nil {
+		// The client gets sluice's request id (set before the handler
+		// wrote anything), not a copy of the backend's echo beside it.
+		delete(res.Header, a.idHeader)
 	}
 	for _, rh := range rs.gen.reported {
 		if v, ok := res.Header[rh.header]; ok && len(v) > 0 {
@@ -674,7 +691,7 @@ func (h *Handler) modifyResponse(res *http.Response) error {
 		if rs.sc != nil {
 			rs.sc.Stop()
 		}
-		rs.unobserved = true
+		rs.unobserved, rs.switched = true, true
 		rs.stream()
 	case httpx.IsEventStream(res.Header.Get("Content-Type")):
 		rs.unobserved = true
@@ -704,6 +721,14 @@ func (genTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if rs == nil {
 		return nil, errors.New("sluice: request without proxy state")
 	}
+	if rs.h.tel.Tracing() {
+		return rs.tracedRoundTrip(req)
+	}
+	return rs.roundTrip(req)
+}
+
+// roundTrip sends one attempt of rs's upstream request.
+func (rs *reqState) roundTrip(req *http.Request) (*http.Response, error) {
 	if grpcContent(req.Header) && req.ProtoMajor == 2 {
 		return rs.gen.pool.roundTripGRPC(req)
 	}

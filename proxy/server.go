@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log"
 	"log/slog"
 	"math"
@@ -153,6 +154,13 @@ func New(cfg *Config, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.AccessLog != nil {
+		out, err := openAccessLog(cfg.AccessLog.Path)
+		if err != nil {
+			return nil, err
+		}
+		s.h.alog.use(out)
+	}
 	s.h.gen.Store(g)
 	s.h.buf.use(&g.buf)
 	if n, err := sweepTempFiles(cfg.ResponseBuffering.TempDir); err != nil {
@@ -175,6 +183,11 @@ func New(cfg *Config, opts Options) (*Server, error) {
 	}
 	if err := reg.Register(readyCollector{&s.ready}); err != nil {
 		return nil, fmt.Errorf("proxy: metrics: %w", err)
+	}
+	for _, c := range s.h.alog.collectors() {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("proxy: metrics: %w", err)
+		}
 	}
 	if err := s.dash.Register(reg); err != nil {
 		return nil, fmt.Errorf("proxy: metrics: %w", err)
@@ -251,6 +264,7 @@ func (s *Server) newGeneration(cfg *Config, prev *generation) (*generation, erro
 	}
 	g := &generation{cfg: cfg, pol: pol, pool: pool, shares: shares, reported: s.ov.reported, overall: cfg.Backends.Timeouts.Overall,
 		buf:          newBufferPolicy(&cfg.ResponseBuffering),
+		access:       newAccessLogSettings(cfg.AccessLog),
 		preserveHost: cfg.Backends.PreserveHost == nil || *cfg.Backends.PreserveHost,
 		ignoreAbort:  cfg.Backends.IgnoreClientAbort,
 		retryAfter:   strconv.Itoa(max(secs, 1)), version: s.version, loaded: time.Now()}
@@ -311,11 +325,27 @@ func (s *Server) applyFrom(next func(running *Config) *Config) error {
 		return nil
 	}
 	if !sameListeners(old.cfg, cfg) {
-		return errors.New("listeners, admin, utilization, resources, policer or telemetry changed: restart sluice to apply them (a reload applies backends, classes, stages, reject, shadow, degrade, shares and drain_timeout)")
+		return errors.New("listeners, admin, utilization, resources, policer or telemetry changed: restart sluice to apply them (a reload applies backends, classes, stages, reject, shadow, degrade, shares, access_log and drain_timeout)")
+	}
+	// The access log's output is opened anew on every reload, so that
+	// logrotate's move-then-reload starts a new file.
+	var alogOut io.WriteCloser
+	if cfg.AccessLog != nil {
+		out, err := openAccessLog(cfg.AccessLog.Path)
+		if err != nil {
+			return err
+		}
+		alogOut = out
 	}
 	g, err := s.newGeneration(cfg, old)
 	if err != nil {
+		if alogOut != nil {
+			_ = alogOut.Close()
+		}
 		return err
+	}
+	if alogOut != nil {
+		s.h.alog.use(alogOut)
 	}
 	if !s.running && old.cluster != nil {
 		// Not serving yet: the replaced runner never ran, and its loop
@@ -524,6 +554,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		s.runs.Go(func() { s.dash.Run(runCtx) })
 	}
 	s.runs.Go(func() { s.runHealth(runCtx) })
+	s.runs.Go(func() { s.h.alog.run(runCtx) })
 	s.runs.Go(func() { s.runMemLimit(runCtx) })
 	if s.file != "" {
 		s.runs.Go(func() { s.runWatch(runCtx) })

@@ -2,19 +2,21 @@ package proxy
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"net/url"
+	"os"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/httpx"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/proxy/internal/telemetry"
-	"github.com/sluicehq/sluice/stage"
 )
 
 // TelemetryConfig is the telemetry section: OpenTelemetry export beside
@@ -25,11 +27,16 @@ type TelemetryConfig struct {
 	OTLP *OTLPConfig `yaml:"otlp,omitempty"`
 }
 
-// OTLPConfig is the OTLP/HTTP exporter (docs/opentelemetry.md).
+// OTLPConfig is the OTLP/HTTP exporter (docs/opentelemetry.md). A field
+// left unset takes the standard OTEL_* environment variable's value, as
+// OpenTelemetry's SDKs do; a field that is set wins over it.
 type OTLPConfig struct {
 	// Endpoint is the collector's OTLP/HTTP base URL, e.g.
-	// http://127.0.0.1:4318 (required); spans go to <endpoint>/v1/traces,
-	// metrics to <endpoint>/v1/metrics.
+	// http://127.0.0.1:4318; spans go to <endpoint>/v1/traces, metrics to
+	// <endpoint>/v1/metrics. Unset (the default):
+	// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT and _METRICS_ENDPOINT as they
+	// are, else OTEL_EXPORTER_OTLP_ENDPOINT with those paths, else
+	// http://localhost:4318.
 	Endpoint string `yaml:"endpoint"`
 	// Traces exports a server span per request with its admission
 	// decision (default false).
@@ -39,12 +46,15 @@ type OTLPConfig struct {
 	Metrics bool `yaml:"metrics"`
 	// Interval is the metrics export period (default 10s, at least 1s).
 	Interval time.Duration `yaml:"interval"`
-	// Headers are sent with every export, e.g. an API key (default none).
+	// Headers are sent with every export, e.g. an API key. Unset (the
+	// default): OTEL_EXPORTER_OTLP_HEADERS and its per-signal forms.
 	Headers map[string]string `yaml:"headers,omitempty"`
 	// SampleRatio is the fraction of new traces sampled, in [0, 1]
 	// (default 1); a traceparent's sampled flag is followed.
 	SampleRatio *float64 `yaml:"sample_ratio,omitempty"`
-	// ServiceName is the resource's service.name (default sluice).
+	// ServiceName is the resource's service.name. Unset (the default):
+	// OTEL_SERVICE_NAME, else service.name in OTEL_RESOURCE_ATTRIBUTES,
+	// else sluice.
 	ServiceName string `yaml:"service_name"`
 }
 
@@ -52,7 +62,9 @@ type OTLPConfig struct {
 const (
 	DefaultOTLPInterval    = 10 * time.Second
 	DefaultOTLPSampleRatio = 1.0
-	DefaultOTLPServiceName = "sluice"
+	// DefaultOTLPServiceName is service.name when neither service_name
+	// nor the environment names the service.
+	DefaultOTLPServiceName = telemetry.DefaultServiceName
 )
 
 func (t *TelemetryConfig) setDefaults() {
@@ -67,9 +79,6 @@ func (t *TelemetryConfig) setDefaults() {
 		r := DefaultOTLPSampleRatio
 		o.SampleRatio = &r
 	}
-	if o.ServiceName == "" {
-		o.ServiceName = DefaultOTLPServiceName
-	}
 }
 
 func (t *TelemetryConfig) validate() error {
@@ -78,11 +87,8 @@ func (t *TelemetryConfig) validate() error {
 		return nil
 	}
 	const p = "telemetry.otlp."
-	u, err := url.Parse(o.Endpoint)
-	if o.Endpoint == "" {
-		return fieldErr(p+"endpoint", "is required: the collector's OTLP/HTTP URL, e.g. http://127.0.0.1:4318")
-	}
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+	if u, err := url.Parse(o.Endpoint); o.Endpoint != "" &&
+		(err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "") {
 		return fieldErr(p+"endpoint", "%q is invalid: must be an http:// or https:// URL with a host and no query, e.g. http://127.0.0.1:4318", o.Endpoint)
 	}
 	if !o.Traces && !o.Metrics {
@@ -102,17 +108,21 @@ func (t *TelemetryConfig) validate() error {
 			return fieldErr(p+"headers."+k, "the value contains a line break or NUL")
 		}
 	}
-	if strings.TrimSpace(o.ServiceName) == "" {
+	if o.ServiceName != "" && strings.TrimSpace(o.ServiceName) == "" {
 		return fieldErr(p+"service_name", "%q is invalid: must not be blank", o.ServiceName)
 	}
 	return nil
 }
 
 // newTelemetry starts the exporters of cfg, or returns nil when it has no
-// otlp section.
+// otlp section or OTEL_SDK_DISABLED is true (the SDKs' switch).
 func newTelemetry(cfg *TelemetryConfig, s *Server, version string) (*telemetry.Telemetry, error) {
 	o := cfg.OTLP
 	if o == nil {
+		return nil, nil
+	}
+	if off, _ := strconv.ParseBool(os.Getenv("OTEL_SDK_DISABLED")); off {
+		s.log.Info("telemetry: OTEL_SDK_DISABLED is true: nothing is exported")
 		return nil, nil
 	}
 	t, err := telemetry.New(context.Background(), telemetry.Options{
@@ -124,30 +134,6 @@ func newTelemetry(cfg *TelemetryConfig, s *Server, version string) (*telemetry.T
 	return t, nil
 }
 
-// traceDecision records the stage's admission decision on the request's
-// server span: t is the ticket of an admitted request, err the error of a
-// refused one.
-func (h *Handler) traceDecision(span trace.Span, g *generation, cr policy.Request, t stage.Ticket, err error) {
-	d := telemetry.Decision{Stage: cr.Stage.Name(), Class: g.pol.ClassName(cr.Class), Priority: cr.Hop.Priority,
-		Controller: g.controllerOf(cr.Stage.Name()), Admitted: err == nil}
-	switch {
-	case err == nil:
-		d.QueueWait = t.Start().Sub(t.Arrival())
-	case errors.Is(err, stage.ErrDeadline):
-		d.Reason = "deadline"
-	case errors.Is(err, stage.ErrQueueTimeout):
-		d.Reason = "queue_timeout"
-	case errors.Is(err, sluice.ErrRejected):
-		d.Reason = "shed"
-	default:
-		d.Reason = "client_gone"
-	}
-	telemetry.Record(span, d)
-	if err != nil && errors.Is(err, sluice.ErrRejected) {
-		telemetry.Status(span, g.cfg.Reject.Status)
-	}
-}
-
 // controllerOf returns the controller of the stage named name ("none" for
 // the implicit stage).
 func (g *generation) controllerOf(name string) string {
@@ -157,4 +143,48 @@ func (g *generation) controllerOf(name string) string {
 		}
 	}
 	return policy.DefaultController
+}
+
+// tracedRoundTrip is roundTrip within a client span, the child of the
+// request's server span: one per attempt (sluice's client side may retry,
+// backends.client), each carrying its own traceparent to the backend.
+// The span ends when the response body has been read or closed, or at
+// once for a protocol switch (whose body is the upgraded connection) and
+// a failure (error.type is the cause proxy_upstream_errors_total names).
+func (rs *reqState) tracedRoundTrip(req *http.Request) (*http.Response, error) {
+	span := rs.h.tel.StartClient(rs, req, int(rs.attempts.Add(1))-1)
+	res, err := rs.roundTrip(req)
+	if err != nil {
+		_, cause, _ := upstreamError(err, rs, req)
+		telemetry.ClientFailed(span, cause, err)
+		return nil, err
+	}
+	telemetry.ClientAnswered(span, res)
+	if res.StatusCode == http.StatusSwitchingProtocols || res.Body == nil || res.Body == http.NoBody {
+		span.End()
+		return res, nil
+	}
+	res.Body = &spanBody{ReadCloser: res.Body, span: span}
+	return res, nil
+}
+
+// spanBody ends a client span when its response body ends.
+type spanBody struct {
+	io.ReadCloser
+	span trace.Span
+	once sync.Once
+}
+
+func (b *spanBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil {
+		b.once.Do(func() { b.span.End() })
+	}
+	return n, err
+}
+
+func (b *spanBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.once.Do(func() { b.span.End() })
+	return err
 }

@@ -81,6 +81,7 @@ func proxyConfig(mods ...func(*proxy.Config)) proxy.Config {
 		Cluster:   &cluster.Config{},
 		Health:    proxy.HealthConfig{ReadyShed: &proxy.ReadyShedConfig{}},
 		Telemetry: proxy.TelemetryConfig{OTLP: &proxy.OTLPConfig{}},
+		AccessLog: &proxy.AccessLogConfig{},
 	}
 	c.Stages = []policy.StageConfig{{}}
 	c.Classes.Rules = []policy.ClassRule{{Header: &policy.HeaderMatch{}, Cookie: &policy.HeaderMatch{}}}
@@ -163,7 +164,9 @@ func goTypes() []goType {
 		c.Resources[0].Stage, c.Resources[0].Resource = "cgi", proxy.ResourceCPU
 	}
 	p := proxyConfig()
-	plain := proxyConfig(func(c *proxy.Config) { c.Policer, c.Shares, c.Cluster, c.Telemetry.OTLP = nil, nil, nil, nil })
+	plain := proxyConfig(func(c *proxy.Config) {
+		c.Policer, c.Shares, c.Cluster, c.Telemetry.OTLP, c.AccessLog = nil, nil, nil, nil, nil
+	})
 	pc := proxyConfig(withProcess, withCoDel, withOutQueue, withKihlAuto)
 	pol := policyConfig()
 	cl := clusterConfig()
@@ -257,9 +260,10 @@ func goTypes() []goType {
 			History: stage.DefaultHistory, MaxQueue: stage.DefaultMaxQueue, QueueTimeout: stage.DefaultQueueTimeout})},
 
 		{"proxy", "Config", "Config.SetDefaults", &doccheck.Context{Root: v(p),
-			Roots: map[string]reflect.Value{"Policer": v(plain), "Shares": v(plain), "Cluster": v(plain)}}},
+			Roots: map[string]reflect.Value{"Policer": v(plain), "Shares": v(plain), "Cluster": v(plain), "AccessLog": v(plain)}}},
 		{"proxy", "TelemetryConfig", "", ctxOf(plain.Telemetry)},
 		{"proxy", "OTLPConfig", "", ctxOf(*p.Telemetry.OTLP)},
+		{"proxy", "AccessLogConfig", "", ctxOf(*p.AccessLog)},
 		{"proxy", "ListenerConfig", "", &doccheck.Context{Root: v(p.Listeners[0]), Derived: map[string]doccheck.Derived{
 			"RequestBufferDir": {Phrase: "the system's temporary directory"}}}},
 		{"proxy", "AdminConfig", "", ctxOf(p.Admin)},
