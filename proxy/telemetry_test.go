@@ -374,6 +374,28 @@ func checkServerDuration(t *testing.T, rc *otlpReceiver) {
 	if et := attrs(p.Attributes)["error.type"].GetStringValue(); et != "503" {
 		t.Errorf("the 503's error.type %q", et)
 	}
+	if ex := p.GetExemplars(); len(ex) == 0 || len(ex[0].TraceId) != 16 {
+		t.Errorf("the 503's point has no exemplar of its trace: %v", ex)
+	}
+	// The native histograms arrive as exponential ones, with their labels.
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	for _, m := range rc.metrics {
+		if m.Name != "sluice_request_duration_seconds" {
+			continue
+		}
+		e, ok := m.Data.(*metricpb.Metric_ExponentialHistogram)
+		if !ok {
+			t.Fatalf("sluice_request_duration_seconds exported as %T", m.Data)
+		}
+		for _, pt := range e.ExponentialHistogram.DataPoints {
+			a := attrs(pt.Attributes)
+			if a["stage"].GetStringValue() == "api" && a["outcome"].GetStringValue() == "rejected" && pt.Count == 1 && pt.Scale == 3 {
+				return
+			}
+		}
+	}
+	t.Error("no exponential sluice_request_duration_seconds{stage=api,outcome=rejected} of scale 3 with the rejection")
 }
 
 // A backend that cannot be reached: the attempt's client span fails
