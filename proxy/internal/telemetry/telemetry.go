@@ -175,10 +175,11 @@ func newResource(ctx context.Context, o Options) (*resource.Resource, error) {
 
 // Endpoint returns where the exporters send, for messages: endpoint when
 // it is set, else the environment's OTLP endpoints or the default, as
-// the exporters resolve them.
+// the exporters resolve them; without the user information a URL may
+// carry.
 func Endpoint(endpoint string, traces, metrics bool) string {
 	if endpoint != "" {
-		return endpoint
+		return withoutUser(endpoint)
 	}
 	base := os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT")
 	if base == "" {
@@ -193,12 +194,22 @@ func Endpoint(endpoint string, traces, metrics bool) string {
 			continue
 		}
 		if v := os.Getenv(s.env); v != "" {
-			out = append(out, v)
+			out = append(out, withoutUser(v))
 		} else {
-			out = append(out, strings.TrimSuffix(base, "/")+s.path)
+			out = append(out, withoutUser(strings.TrimSuffix(base, "/")+s.path))
 		}
 	}
 	return strings.Join(out, " ")
+}
+
+// withoutUser returns u without its user information, if it parses.
+func withoutUser(u string) string {
+	p, err := url.Parse(u)
+	if err != nil || p.User == nil {
+		return u
+	}
+	p.User = nil
+	return p.String()
 }
 
 // Shutdown flushes what is buffered (the last spans, one last metrics

@@ -132,7 +132,7 @@ func TestEndpoint(t *testing.T) {
 	if got := Endpoint("", true, true); got != "http://localhost:4318/v1/traces http://localhost:4318/v1/metrics" {
 		t.Errorf("default: %q", got)
 	}
-	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "https://otel.example/")
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "https://user:key@otel.example/")
 	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "https://traces.example/in")
 	if got := Endpoint("", true, true); got != "https://traces.example/in https://otel.example/v1/metrics" {
 		t.Errorf("from the environment: %q", got)
