@@ -16,7 +16,11 @@ import (
 //
 // The observers of every stage, class and outcome are resolved once per
 // policy (a configuration's), so the request path never looks up a label
-// value: recording costs three observations and no allocation.
+// value: recording costs the proxy three observations, the middleware
+// one, or two in a stage with a concurrency limit (no upstream: the
+// handler is the service), and no allocation; a request that did not
+// wait goes to the zero bucket of the queue wait, the cheapest
+// observation.
 const (
 	metricRequestDuration  = "sluice_request_duration_seconds"
 	metricUpstreamDuration = "sluice_upstream_duration_seconds"
@@ -84,17 +88,20 @@ func (l *Latency) Request(o LatencyOutcome, d time.Duration) {
 }
 
 // Upstream records the time of a request's upstream exchange, its wait
-// before it excluded (sluice_upstream_duration_seconds).
+// before it excluded (sluice_upstream_duration_seconds), when the
+// policy was built with Options.RecordsUpstream.
 func (l *Latency) Upstream(d time.Duration) {
-	if l != nil {
+	if l != nil && l.upstream != nil {
 		l.upstream.Observe(d.Seconds())
 	}
 }
 
 // QueueWait records the time from a request's arrival to the start of
-// its upstream exchange (sluice_queue_wait_seconds).
+// its upstream exchange (sluice_queue_wait_seconds): with
+// Options.RecordsUpstream, of every stage; otherwise of the stages with a
+// concurrency limit, the only ones whose requests can wait in-process.
 func (l *Latency) QueueWait(d time.Duration) {
-	if l != nil {
+	if l != nil && l.queueWait != nil {
 		l.queueWait.Observe(d.Seconds())
 	}
 }
@@ -121,7 +128,7 @@ func newLatencyVecs() *latencyVecs {
 			"Time from a request's arrival at sluice to the last byte of its answer, in seconds, by stage, class and outcome: ok (the backend's answer, below 500), error (a 5xx of the backend, sluice's 502 or 504, or a client that left first), rejected (refused by sluice: 503 or 429 from a stage, the pool or a client share). Upgrades and event streams are not observed."),
 			[]string{"stage", "class", "outcome"}),
 		upstream: prometheus.NewHistogramVec(latencyOpts(metricUpstreamDuration,
-			"Time of the upstream exchange alone, in seconds: from sending the request to the end of the response body, less the time spent waiting on the client (behind the middleware: the handler's time)."),
+			"Time of the upstream exchange alone, in seconds: from sending the request to the end of the response body, less the time spent waiting on the client (the proxy's)."),
 			[]string{"stage", "class"}),
 		queueWait: prometheus.NewHistogramVec(latencyOpts(metricQueueWait,
 			"Time from a request's arrival to the start of its upstream exchange, in seconds: its wait in the stage's queue and for a backend slot (behind the middleware: until the handler starts)."),
@@ -129,18 +136,23 @@ func newLatencyVecs() *latencyVecs {
 	}
 }
 
-// resolve returns the observers of stage and each of classes. The
-// series exist from then on, at 0, so that rate() sees them before the
-// first request.
-func (v *latencyVecs) resolve(stage string, classes []string) []Latency {
+// resolve returns the observers of stage and each of classes: with
+// upstream, those of the upstream histogram too, with queues those of the
+// queue wait. The series exist from then on, at 0, so that rate() sees
+// them before the first request.
+func (v *latencyVecs) resolve(stage string, classes []string, upstream, queues bool) []Latency {
 	out := make([]Latency, len(classes))
 	for i, c := range classes {
 		l := &out[i]
 		for o := range numOutcomes {
 			l.request[o] = v.request.WithLabelValues(stage, c, o.String())
 		}
-		l.upstream = v.upstream.WithLabelValues(stage, c)
-		l.queueWait = v.queueWait.WithLabelValues(stage, c)
+		if upstream {
+			l.upstream = v.upstream.WithLabelValues(stage, c)
+		}
+		if queues {
+			l.queueWait = v.queueWait.WithLabelValues(stage, c)
+		}
 	}
 	return out
 }
@@ -159,10 +171,16 @@ func (v *latencyVecs) collectors() []prometheus.Collector {
 }
 
 // bindLatency resolves every entry's observers, and removes the series
-// of prev's stages and classes that p no longer has.
-func (p *Policy) bindLatency(prev *Policy) {
+// of prev's stages and classes that p no longer has. With upstream (the
+// proxy's) every stage records the upstream exchange and the wait before
+// it (its backend pool's included); otherwise (the middleware's) only a
+// stage with a concurrency limit records waits: a request admitted by
+// any other gate never waits in-process, and observing its zero would
+// cost the request path for nothing.
+func (p *Policy) bindLatency(prev *Policy, upstream bool) {
 	for _, e := range p.entries {
-		e.lat = p.lat.resolve(e.name, p.classes)
+		queues := upstream || e.st.State(0).InFlightLimited != nil
+		e.lat = p.lat.resolve(e.name, p.classes, upstream, queues)
 	}
 	if prev == nil {
 		return

@@ -45,6 +45,10 @@ func histogram(t testing.TB, reg *prometheus.Registry, name string, want map[str
 const latencyPolicy = `
 classes: {order: [gold, bronze]}
 stages:
+  - name: conc
+    match: {path_prefix: /conc/}
+    controller: static-concurrency
+    params: {limit: 4}
   - name: api
     controller: static-rate
     params: {rate: 0.001}
@@ -53,14 +57,16 @@ stages:
 
 // Behind the middleware every request is observed once: an answer
 // below 500 as ok, a 500 as error, a refusal as rejected, each in its
-// stage and class; the handler's time is the upstream's. The
-// histograms are native (schema 3) with the classic buckets beside, and
-// every stage, class and outcome exists at 0 before its first request.
+// stage and class, and in a stage with a concurrency limit its wait for
+// admission; there is no upstream histogram (the handler is the
+// service). The histograms are native (schema 3) with the classic
+// buckets beside, and every stage, class and outcome exists at 0 before
+// its first request.
 func TestLatencyHistograms(t *testing.T) {
 	p := build(t, latencyPolicy, Options{})
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(p.Collector())
-	for _, stage := range []string{"api", ImplicitStage} {
+	for _, stage := range []string{"conc", "api", ImplicitStage} {
 		for _, class := range []string{"gold", "bronze"} {
 			for _, o := range []string{"ok", "error", "rejected"} {
 				h := histogram(t, reg, "sluice_request_duration_seconds", map[string]string{"stage": stage, "class": class, "outcome": o})
@@ -77,7 +83,7 @@ func TestLatencyHistograms(t *testing.T) {
 			w.WriteHeader(http.StatusInternalServerError)
 		}
 	}))
-	for _, path := range []string{"/ok", "/fail", "/refused"} {
+	for _, path := range []string{"/ok", "/fail", "/refused", "/conc/a", "/conc/b"} {
 		rec := httptest.NewRecorder()
 		mw.ServeHTTP(rec, request("GET", path, "192.0.2.1:1"))
 		if path == "/refused" && rec.Code != http.StatusServiceUnavailable {
@@ -101,13 +107,18 @@ func TestLatencyHistograms(t *testing.T) {
 			t.Errorf("outcome %s: %vs, less than the handler's %v", o, h.GetSampleSum(), work)
 		}
 	}
-	up := histogram(t, reg, "sluice_upstream_duration_seconds", api)
-	if up.GetSampleCount() != 2 || up.GetSampleSum() < 2*work.Seconds() {
-		t.Errorf("upstream: %d observations summing %vs, want 2 of at least %v", up.GetSampleCount(), up.GetSampleSum(), work)
+	if up := histogram(t, reg, "sluice_upstream_duration_seconds", nil); up != nil {
+		t.Errorf("behind the middleware, sluice_upstream_duration_seconds has a series: %v", up)
 	}
-	qw := histogram(t, reg, "sluice_queue_wait_seconds", api)
+	if qw := histogram(t, reg, "sluice_queue_wait_seconds", map[string]string{"stage": "api"}); qw != nil {
+		t.Errorf("a rate-gated stage has queue-wait series: %v", qw)
+	}
+	qw := histogram(t, reg, "sluice_queue_wait_seconds", map[string]string{"stage": "conc", "class": "bronze"})
 	if qw.GetSampleCount() != 2 || qw.GetSampleSum() >= work.Seconds() {
 		t.Errorf("queue wait: %d observations summing %vs, want 2 with no wait", qw.GetSampleCount(), qw.GetSampleSum())
+	}
+	if h := histogram(t, reg, "sluice_request_duration_seconds", map[string]string{"stage": "conc", "class": "bronze", "outcome": "ok"}); h.GetSampleCount() != 2 {
+		t.Errorf("stage conc: %d observations, want 2", h.GetSampleCount())
 	}
 	if gold := histogram(t, reg, "sluice_request_duration_seconds", map[string]string{"stage": "api", "class": "gold", "outcome": "ok"}); gold.GetSampleCount() != 0 {
 		t.Errorf("class gold observed %d requests of class bronze", gold.GetSampleCount())
@@ -143,15 +154,17 @@ func TestLatencySkipsEventStreams(t *testing.T) {
 	if h := histogram(t, reg, "sluice_request_duration_seconds", map[string]string{"stage": "api", "class": "bronze", "outcome": "ok"}); h.GetSampleCount() != 0 {
 		t.Errorf("an event stream was observed: %d", h.GetSampleCount())
 	}
-	if h := histogram(t, reg, "sluice_upstream_duration_seconds", map[string]string{"stage": "api", "class": "bronze"}); h.GetSampleCount() != 0 {
-		t.Errorf("an event stream's upstream time was observed: %d", h.GetSampleCount())
+	if h := histogram(t, reg, "sluice_request_duration_seconds", map[string]string{"stage": "api", "class": "bronze", "outcome": "error"}); h.GetSampleCount() != 0 {
+		t.Errorf("an event stream was observed as an error: %d", h.GetSampleCount())
 	}
 }
 
 // A policy that replaces another (a reload) keeps the histograms' counts
-// and drops the series of the stages and classes it no longer has.
+// and drops the series of the stages and classes it no longer has. With
+// RecordsUpstream (the proxy's), the upstream histogram has series and
+// Request.Latency records into them.
 func TestLatencyAcrossReload(t *testing.T) {
-	p := build(t, latencyPolicy, Options{})
+	p := build(t, latencyPolicy, Options{RecordsUpstream: true})
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(CollectorFor(func() *Policy { return p }))
 	a, err := p.Admit(request("GET", "/", "192.0.2.1:1"))
@@ -159,6 +172,10 @@ func TestLatencyAcrossReload(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.Done(true)
+	p.ClassifyRequest(request("GET", "/", "192.0.2.1:1"), time.Now()).Latency.Upstream(time.Second)
+	if h := histogram(t, reg, "sluice_upstream_duration_seconds", map[string]string{"stage": "api", "class": "bronze"}); h.GetSampleCount() != 1 || h.GetSampleSum() != 1 {
+		t.Errorf("upstream: %d observations summing %v, want the one of 1s", h.GetSampleCount(), h.GetSampleSum())
+	}
 	next := build(t, `
 classes: {order: [gold, bronze]}
 stages:
@@ -168,7 +185,7 @@ stages:
     burst: 2
   - name: web
     match: {path_prefix: /web/}
-`, Options{Previous: p})
+`, Options{Previous: p, RecordsUpstream: true})
 	p = next
 	if h := histogram(t, reg, "sluice_request_duration_seconds", map[string]string{"stage": "api", "class": "bronze", "outcome": "ok"}); h.GetSampleCount() != 1 {
 		t.Errorf("after the reload: %d observations, want the 1 before it", h.GetSampleCount())
@@ -176,7 +193,7 @@ stages:
 	if h := histogram(t, reg, "sluice_queue_wait_seconds", map[string]string{"stage": "web", "class": "gold"}); h == nil {
 		t.Error("the new stage has no series")
 	}
-	p = build(t, `classes: {order: [bronze]}`, Options{Previous: next})
+	p = build(t, `classes: {order: [bronze]}`, Options{Previous: next, RecordsUpstream: true})
 	for _, gone := range []map[string]string{{"stage": "api"}, {"stage": "web"}, {"class": "gold"}} {
 		if h := histogram(t, reg, "sluice_upstream_duration_seconds", gone); h != nil {
 			t.Errorf("series of %v kept after the reload that removed it", gone)
@@ -187,23 +204,34 @@ stages:
 	}
 }
 
-// BenchmarkLatency is what recording adds to an admitted request: its
-// three observations, through the observers its Request carries
-// (resolved when the policy was built), on every core at once.
+// BenchmarkLatency is what recording adds to an admitted request that
+// did not wait (the common case), through the observers its Request
+// carries (resolved when the policy was built), on every core at once:
+// the proxy's three observations, the middleware's two in a stage with a
+// concurrency limit (one in any other).
 func BenchmarkLatency(b *testing.B) {
-	p := build(b, latencyPolicy, Options{})
+	p := build(b, latencyPolicy, Options{RecordsUpstream: true})
 	lat := p.ClassifyRequest(request("GET", "/", "192.0.2.1:1"), time.Now()).Latency
-	b.ReportAllocs()
-	b.RunParallel(func(pb *testing.PB) {
-		d := 3 * time.Millisecond
-		for pb.Next() {
-			lat.QueueWait(d / 8)
-			lat.Upstream(d)
-			lat.Request(LatencyOK, d+d/8)
-			d += 37 * time.Microsecond // spread over the buckets
-			if d > time.Second {
-				d = 3 * time.Millisecond
-			}
-		}
-	})
+	for _, c := range []struct {
+		name     string
+		upstream bool
+	}{{"proxy", true}, {"middleware", false}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				d := 3 * time.Millisecond
+				for pb.Next() {
+					lat.QueueWait(0)
+					if c.upstream {
+						lat.Upstream(d)
+					}
+					lat.Request(LatencyOK, d+d/8)
+					d += 37 * time.Microsecond // spread over the buckets
+					if d > time.Second {
+						d = 3 * time.Millisecond
+					}
+				}
+			})
+		})
+	}
 }

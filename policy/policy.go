@@ -64,6 +64,12 @@ type Options struct {
 	// configuration, and a reused stage keeps the controller it was built
 	// with. nil replaces nothing.
 	Controllers map[string]control.Config
+	// RecordsUpstream says that the caller records each admitted
+	// request's upstream exchange (Request.Latency.Upstream): the proxy
+	// does. Only then has sluice_upstream_duration_seconds series; behind
+	// the middleware and the gRPC interceptors, where the handler is the
+	// service itself, it has none (false, the default).
+	RecordsUpstream bool
 }
 
 // Policy is a live admission policy. All methods are safe for concurrent
@@ -201,7 +207,7 @@ func New(cfg Config, opts Options) (*Policy, error) {
 	p.entries = append(p.entries, e)
 	p.byName[e.name] = e
 	p.reject.bind(len(p.entries), len(p.classes), derive(opts.Rand))
-	p.bindLatency(opts.Previous)
+	p.bindLatency(opts.Previous, opts.RecordsUpstream)
 	return p, nil
 }
 
@@ -587,9 +593,9 @@ func (a *admission) Stream() {
 }
 
 // Done records the request's end and recycles the admission. The
-// latency histograms take the request (its handler's time as the
-// upstream's) unless it became a stream before the stage's long_lived:
-// an upgrade or an event stream, whose length says nothing of latency.
+// latency histograms take the request and its wait for admission unless
+// it became a stream before the stage's long_lived: an upgrade or an
+// event stream, whose length says nothing of latency.
 func (a *admission) Done(ok bool) {
 	now := time.Now()
 	if !a.lc.Done(now, stage.Outcome{OK: ok}) {
@@ -602,7 +608,6 @@ func (a *admission) Done(ok bool) {
 			o = LatencyError
 		}
 		a.lat.QueueWait(t.Start().Sub(t.Arrival()))
-		a.lat.Upstream(now.Sub(t.Start()))
 		a.lat.Request(o, now.Sub(t.Arrival()))
 	}
 	if a.cancel != nil {

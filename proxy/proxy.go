@@ -133,8 +133,9 @@ type reqState struct {
 	backend *Backend
 	sc      *h1.ScanConn
 	arrival time.Time
-	// sent is when the request left for its backend (its pool slot
-	// granted), lat its stage and class's latency histograms.
+	// sent is when the request could leave for its backend (its stage's
+	// and pool's slots granted), lat its stage and class's latency
+	// histograms.
 	sent    time.Time
 	lat     *policy.Latency
 	quality float64    // 0 when the stage does not degrade
@@ -401,7 +402,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	b, err := g.pool.Acquire(ctx)
+	b, granted, err := g.pool.acquireAt(ctx)
 	if err != nil {
 		res.Release()
 		// A saturated pool, a deadline that passed in the pool's queue, or
@@ -413,7 +414,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		cr.Latency.Request(o, time.Since(arrival))
 		return
 	}
-	rs := &reqState{Context: r.Context(), h: h, gen: g, backend: b, sc: sc, arrival: arrival, sent: time.Now(), lat: cr.Latency,
+	sent := t.Start() // the stage's grant (arrival when it admitted at once), unless the pool's came later
+	if !granted.IsZero() {
+		sent = granted
+	}
+	rs := &reqState{Context: r.Context(), h: h, gen: g, backend: b, sc: sc, arrival: arrival, sent: sent, lat: cr.Latency,
 		hop: cr.Hop, res: res, shareOn: g.shares != nil, in: r, writeWait0: ClientWriteWait(r)}
 	rs.poolHeld.Store(true)
 	rs.lc.Reset(t)
