@@ -152,7 +152,7 @@ func (ob *observation) upstream() (wait, upstream time.Duration, backend string)
 	if rs == nil {
 		return 0, 0, ""
 	}
-	return rs.sent.Sub(rs.arrival), time.Duration(rs.upstreamNS.Load()), rs.backend.Name
+	return rs.wait, time.Duration(rs.upstreamNS.Load()), rs.backend.Name
 }
 
 // appendClient appends the client's address: the one sluice believes

@@ -136,7 +136,7 @@ func (ob *observation) refused(why refusal) {
 // carries the request id on to the backend.
 func (ob *observation) admitted(rs *reqState) {
 	if ob != nil {
-		ob.rs, rs.requestID = rs, ob.id
+		ob.rs, rs.ob = rs, ob
 	}
 }
 

@@ -133,10 +133,10 @@ type reqState struct {
 	backend *Backend
 	sc      *h1.ScanConn
 	arrival time.Time
-	// sent is when the request could leave for its backend (its stage's
-	// and pool's slots granted), lat its stage and class's latency
-	// histograms.
-	sent    time.Time
+	// wait is the time from arrival until the request could leave for its
+	// backend (its stage's and pool's slots granted), lat its stage and
+	// class's latency histograms.
+	wait    time.Duration
 	lat     *policy.Latency
 	quality float64    // 0 when the stage does not degrade
 	hop     sluice.Hop // what travels on to the backend (priority, tenant)
@@ -165,8 +165,9 @@ type reqState struct {
 	upstreamNS atomic.Int64
 	// attempts counts the upstream attempts started (with tracing).
 	attempts atomic.Int32
-	// requestID is the request id sent upstream (access_log), or nil.
-	requestID []string
+	// ob is the request's observation (the access log's request id goes
+	// upstream), or nil.
+	ob *observation
 
 	// in is the client's request (for the time spent waiting on the client)
 	// and writeWait0 the connection's write wait when it arrived.
@@ -268,17 +269,18 @@ func (rs *reqState) upstreamFailed() { rs.endUpstream(time.Now(), true) }
 
 // endUpstream ends the request's use of the backend at now, the first
 // time it is called: the backend slot goes back, the stage takes its
-// sample, sluice_upstream_duration_seconds the exchange's time (from
-// sent, less the client's time the stage leaves out) and
-// sluice_queue_wait_seconds the time before it. It returns the request's
+// sample, sluice_upstream_duration_seconds the exchange's time (from the
+// end of the request's wait, less the client's time the stage leaves
+// out) and
+// sluice_queue_wait_seconds the wait before it. It returns the request's
 // outcome as of now.
 func (rs *reqState) endUpstream(now time.Time, aborted bool) stage.Outcome {
 	rs.releasePool()
 	o := rs.outcome(aborted)
 	if rs.lc.Done(now, o) && !rs.unobserved {
-		d := max(now.Sub(rs.sent)-o.Excluded, 0)
+		d := max(now.Sub(rs.arrival)-rs.wait-o.Excluded, 0)
 		rs.upstreamNS.Store(int64(d))
-		rs.lat.QueueWait(rs.sent.Sub(rs.arrival))
+		rs.lat.QueueWait(rs.wait)
 		rs.lat.Upstream(d)
 	}
 	return o
@@ -418,7 +420,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !granted.IsZero() {
 		sent = granted
 	}
-	rs := &reqState{Context: r.Context(), h: h, gen: g, backend: b, sc: sc, arrival: arrival, sent: sent, lat: cr.Latency,
+	rs := &reqState{Context: r.Context(), h: h, gen: g, backend: b, sc: sc, arrival: arrival, wait: sent.Sub(arrival), lat: cr.Latency,
 		hop: cr.Hop, res: res, shareOn: g.shares != nil, in: r, writeWait0: ClientWriteWait(r)}
 	rs.poolHeld.Store(true)
 	rs.lc.Reset(t)
@@ -646,8 +648,8 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 	delete(out, g.priorityHeader)
 	delete(out, g.tenantHeader)
 	delete(out, g.timeoutHeader)
-	if rs.requestID != nil {
-		out[g.access.idHeader] = rs.requestID
+	if rs.ob != nil && rs.ob.id != nil {
+		out[g.access.idHeader] = rs.ob.id
 	}
 	if rs.hop.Priority != "" {
 		out[g.priorityHeader] = []string{rs.hop.Priority}
