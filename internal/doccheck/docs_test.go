@@ -159,6 +159,7 @@ func configRules() map[string]*doccheck.Rule {
 		"watch_config":                         {Context: self("watch_config")},
 		"response_buffering":                   {Context: buffering},
 		"telemetry":                            {Context: section("telemetry.otlp.")},
+		"access_log":                           {Context: section("access_log.")},
 		"classes":                              {Context: classes},
 		"stages":                               {Context: stages},
 		"auto's guardrails":                    {Context: &doccheck.Context{Root: v(control.DefaultAutoConfig())}},
