@@ -1,0 +1,109 @@
+package deploy
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+)
+
+// The promtool unit tests of the alert rules, beside the rules.
+var alertTests = []string{"deploy/prometheus/alerts_test.yml", "deploy/prometheus/alerts_days_test.yml"}
+
+func promtool(t *testing.T) string {
+	t.Helper()
+	p, err := exec.LookPath("promtool")
+	if err != nil {
+		if os.Getenv("SLUICE_REQUIRE_PROMTOOL") != "" {
+			t.Fatal("promtool is required here (SLUICE_REQUIRE_PROMTOOL) but missing: run scripts/test-deps.sh as root")
+		}
+		t.Skip("promtool not found: 'make test' installs it (Debian's prometheus package)")
+	}
+	return p
+}
+
+// TestAlertRules runs `promtool check rules` on the rule file and
+// `promtool test rules` on its unit tests, whose synthetic series make
+// each alert fire and not fire.
+func TestAlertRules(t *testing.T) {
+	p := promtool(t)
+	out, err := exec.Command(p, "check", "rules", filepath.Join(root, AlertsFile)).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "SUCCESS") {
+		t.Fatalf("promtool check rules: %v\n%s", err, out)
+	}
+	args := []string{"test", "rules"}
+	for _, f := range alertTests {
+		args = append(args, filepath.Join(root, f))
+	}
+	out, err = exec.Command(p, args...).CombinedOutput()
+	if err != nil || strings.Count(string(out), "SUCCESS") != len(alertTests) {
+		t.Fatalf("promtool test rules: %v\n%s", err, out)
+	}
+}
+
+// TestEveryAlertTested: each alert of the rule file has a unit test in
+// which it fires and one in which it does not.
+func TestEveryAlertTested(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(root, AlertsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rules struct {
+		Groups []struct {
+			Rules []struct {
+				Alert string `json:"alert"`
+			} `json:"rules"`
+		} `json:"groups"`
+	}
+	if err := yaml.Unmarshal(b, &rules); err != nil {
+		t.Fatal(err)
+	}
+	fires, quiet := map[string]int{}, map[string]int{}
+	for _, f := range alertTests {
+		b, err := os.ReadFile(filepath.Join(root, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var tf struct {
+			Tests []struct {
+				AlertRuleTest []struct {
+					Alertname string `json:"alertname"`
+					ExpAlerts []any  `json:"exp_alerts"`
+				} `json:"alert_rule_test"`
+			} `json:"tests"`
+		}
+		if err := yaml.Unmarshal(b, &tf); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		for _, tc := range tf.Tests {
+			for _, a := range tc.AlertRuleTest {
+				if len(a.ExpAlerts) > 0 {
+					fires[a.Alertname]++
+				} else {
+					quiet[a.Alertname]++
+				}
+			}
+		}
+	}
+	var names []string
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			if r.Alert != "" {
+				names = append(names, r.Alert)
+			}
+		}
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if fires[n] == 0 || quiet[n] == 0 {
+			t.Errorf("alert %s: %d tests where it fires, %d where it does not; want both", n, fires[n], quiet[n])
+		}
+	}
+	if len(names) < 10 {
+		t.Fatalf("%d alerts found in %s", len(names), AlertsFile)
+	}
+}
