@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -105,5 +106,56 @@ func TestEveryAlertTested(t *testing.T) {
 	}
 	if len(names) < 10 {
 		t.Fatalf("%d alerts found in %s", len(names), AlertsFile)
+	}
+}
+
+// TestDashboardQueries: every query of the Grafana dashboard parses as
+// PromQL (promtool checks them as recording rules, with the dashboard's
+// $stage variable given a value).
+func TestDashboardQueries(t *testing.T) {
+	p := promtool(t)
+	b, err := os.ReadFile(filepath.Join(root, DashboardSource))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Panels []struct {
+			ID      int    `json:"id"`
+			Type    string `json:"type"`
+			Targets []struct {
+				Expr  string `json:"expr"`
+				RefID string `json:"refId"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := yaml.Unmarshal(b, &dash); err != nil {
+		t.Fatal(err)
+	}
+	var rules []map[string]string
+	heatmaps := 0
+	for _, pn := range dash.Panels {
+		if pn.Type == "heatmap" {
+			heatmaps++
+		}
+		for _, tg := range pn.Targets {
+			rules = append(rules, map[string]string{
+				"record": "dashboard:panel" + strconv.Itoa(pn.ID) + "_" + tg.RefID,
+				"expr":   strings.ReplaceAll(tg.Expr, "$stage", ".+"),
+			})
+		}
+	}
+	if heatmaps == 0 || len(rules) < 20 {
+		t.Fatalf("%d queries, %d heatmaps in the dashboard", len(rules), heatmaps)
+	}
+	out, err := yaml.Marshal(map[string]any{"groups": []any{map[string]any{"name": "dashboard", "rules": rules}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := filepath.Join(t.TempDir(), "dashboard-rules.yml")
+	if err := os.WriteFile(f, out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := exec.Command(p, "check", "rules", f).CombinedOutput(); err != nil {
+		t.Fatalf("a dashboard query does not parse: %v\n%s", err, res)
 	}
 }
