@@ -117,3 +117,18 @@ func TestTokenModeWithoutFSGroup(t *testing.T) {
 		}
 	}
 }
+
+// TestImage: the image is the chart's appVersion by default, another tag
+// or a digest when given.
+func TestImage(t *testing.T) {
+	digest := "sha256:" + strings.Repeat("ab", 32)
+	for values, want := range map[string]string{
+		"":                                  "ghcr.io/sluicehq/sluice:" + loadChart(t).AppVersion(),
+		"image: {tag: 9.9.9}\n":             "ghcr.io/sluicehq/sluice:9.9.9",
+		"image: {digest: " + digest + "}\n": "ghcr.io/sluicehq/sluice@" + digest,
+	} {
+		if got := render(t, "1.31.0", edgeValues+values).deployments[0].Spec.Template.Spec.Containers[0].Image; got != want {
+			t.Errorf("values %q: image %s, want %s", values, got, want)
+		}
+	}
+}

@@ -15,7 +15,8 @@ running sluice never mix.
 # (templates/_alerts.tpl) with its values `alerts.*`: change them there
 # and run `make manifests`. Load the file with `rule_files: [alerts.yml]`.
 # docs/operations.md ("Alerts") says what each alert means and what to
-# do; deploy/prometheus/alerts_test.yml tests each with promtool.
+# do; deploy/prometheus/alerts_test.yml and alerts_days_test.yml test
+# each with promtool.
 groups:
   - name: sluice-slo
     # Service-level objectives on sluice_request_duration_seconds, the
