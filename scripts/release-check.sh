@@ -11,7 +11,9 @@
 # 3. lab/cmd/releasecheck checks both (SHA256SUMS, static binaries whose
 #    `sluice version` prints the version, the SBOMs against the modules in
 #    the binaries, the image's name, platforms, labels and binaries) and
-#    that they are the same, byte for byte.
+#    that they are the same, byte for byte;
+# 4. lab/release's TestImagePodman with both architectures (make test
+#    runs it with this machine's alone).
 #
 # Running the linux/arm64 binary needs qemu-user's emulator, installed
 # from Debian when missing (as root). The modules must be in the module
@@ -42,4 +44,9 @@ git ls-files -z --cached --others --exclude-standard |
 	tar --null --files-from=- --ignore-failed-read -cf - 2>/dev/null | tar -xf - -C "$OUT/tree"
 GOCACHE=$OUT/gocache OUT=$OUT/b "$OUT/tree/scripts/release.sh"
 $GO -C lab run ./cmd/releasecheck -version "$VERSION" "$OUT/a" "$OUT/b"
+# The two-architecture image through podman (make test loads this
+# machine's architecture alone): podman load, both platforms, each
+# /sluice out of its layer. The compiled packages are the first build's.
+./scripts/test-deps.sh
+SLUICE_REQUIRE_PODMAN=1 $GO -C lab test -count=1 -run '^TestImagePodman$' ./release
 rm -rf "$OUT/tree" "$OUT/gocache"

@@ -6,14 +6,18 @@
 # mode (the tests start their own on a free loopback port and stop it by
 # pid; the package's own service is not used), and podman for the
 # image's test (lab/release: podman load, inspect and mount, in a store
-# of the test's own; no container is run). Called by `make test`, which
-# then sets SLUICE_REQUIRE_BROWSER, SLUICE_REQUIRE_PROMTOOL,
+# of the test's own; no container is run), and PostgreSQL for the
+# bookstore's test (scripts/test-postgres.sh runs its own server). One
+# apt-get for all of them. `make test` (scripts/test.sh) runs this in the
+# background while Go compiles, waits for it before the first test, and
+# sets SLUICE_REQUIRE_BROWSER, SLUICE_REQUIRE_PROMTOOL,
 # SLUICE_REQUIRE_REDIS and SLUICE_REQUIRE_PODMAN so that those tests fail
 # instead of skipping.
 set -euo pipefail
 
 need=()
 [ -x /usr/bin/chromium ] || need+=(chromium)
+compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || need+=(postgresql)
 command -v promtool >/dev/null 2>&1 || need+=(prometheus)
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 command -v podman >/dev/null 2>&1 || need+=(podman)
