@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/policy"
 )
 
@@ -86,4 +87,61 @@ func ExampleMiddleware_ownPolicy() {
 	close(release)
 	fmt.Println(second.Code, second.Header().Get("Retry-After"))
 	// Output: 503 1
+}
+
+// A handler reads the quality level its stage hands it and does less
+// work below 1.
+func ExampleQualityFrom() {
+	search := func(w http.ResponseWriter, r *http.Request) {
+		q := sluice.QualityFrom(r.Context()) // 1 = full service; 1 when not set
+		results := max(1, int(10*q))         // fewer results, cheaper ranking, no thumbnails…
+		fmt.Fprintln(w, results, "results")
+	}
+	r := httptest.NewRequest("GET", "/search", nil)
+	rec := httptest.NewRecorder()
+	search(rec, r.WithContext(sluice.WithQuality(r.Context(), 0.5))) // as a degrading stage would
+	fmt.Print(rec.Body.String())
+	// Output: 5 results
+}
+
+// Behind the middleware, a handler's context carries the request's
+// deadline and what travels on to the next hop; sluice's client side
+// stamps them on the calls made with it.
+func ExampleHopFrom() {
+	inventory := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Println("inventory: priority", r.Header.Get(sluice.PriorityHeader))
+	}))
+	defer inventory.Close()
+	rt, err := client.New(http.DefaultTransport, client.DefaultConfig(), client.Options{})
+	if err != nil {
+		panic(err)
+	}
+	calls := &http.Client{Transport: rt}
+
+	search := func(w http.ResponseWriter, r *http.Request) {
+		ctx := r.Context()         // its deadline: the earlier of the request's and its timeout header's
+		hop := sluice.HopFrom(ctx) // hop.Priority, hop.Tenant: what travels on
+		req, _ := http.NewRequestWithContext(ctx, "GET", inventory.URL+"/items", nil)
+		resp, err := calls.Do(req) // the priority, the tenant and the time left go with it
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		resp.Body.Close()
+		fmt.Fprintln(w, "search: priority", hop.Priority)
+	}
+
+	// A policy that believes the hop headers of 192.0.2.0/24.
+	pol, err := policy.New(policy.Config{Classes: policy.ClassesConfig{TrustedProxies: []string{"192.0.2.0/24"}}}, policy.Options{})
+	if err != nil {
+		panic(err)
+	}
+	r := httptest.NewRequest("GET", "/search", nil) // from 192.0.2.1
+	r.Header.Set(sluice.PriorityHeader, "CRITICAL")
+	rec := httptest.NewRecorder()
+	sluice.Middleware(pol)(http.HandlerFunc(search)).ServeHTTP(rec, r)
+	fmt.Print(rec.Body.String())
+	// Output:
+	// inventory: priority CRITICAL
+	// search: priority CRITICAL
 }

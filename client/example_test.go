@@ -31,8 +31,8 @@ func ExampleNew() {
 	}
 	httpClient := &http.Client{Transport: rt}
 
-	// In a handler behind sluice's middleware, r.Context() already carries
-	// the request's deadline and priority: pass it on.
+	// In a handler behind sluice's middleware, r.Context() carries the
+	// request's deadline and priority: pass it on. Here they are set by hand.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	ctx = sluice.WithHop(ctx, sluice.Hop{Priority: "CRITICAL"})

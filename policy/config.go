@@ -153,8 +153,8 @@ type StageConfig struct {
 	// controller's defaults (control.DefaultAutoConfig() and the like)
 	// and set what differs. It is validated as params are, and its
 	// errors name the same paths ("stages[0].params.slo"). The
-	// configuration is copied when the policy is built; nil (the
-	// default) resolves Controller and Params. A configuration file
+	// configuration is copied when the policy is built. When it is nil,
+	// Controller and Params are resolved instead. A configuration file
 	// cannot set it; written as YAML, it becomes controller and params.
 	Control control.Config `yaml:"-"`
 	// ClassTargets gives per-class p90 targets for a seda controller, by

@@ -3,12 +3,14 @@ package policy_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/control"
 	"github.com/sluicehq/sluice/policy"
 )
@@ -116,4 +118,56 @@ func ExampleAuto() {
 	auto := ctrls[policy.AutoStage].(*control.AutoConfig)
 	fmt.Println(policy.AutoStage, auto.SLO, auto.Period)
 	// Output: all 250ms 100ms
+}
+
+// shopPolicy is the policy of docs/middleware.md: a degrading search
+// stage and a per-class orders stage.
+const shopPolicy = `
+classes:
+  order: [interactive, batch]
+  default: interactive
+  rules:
+    - class: batch
+      header: {name: X-Batch, value: "1", trust: any}
+stages:
+  - name: search
+    match: {path_prefix: /search}
+    controller: seda
+    differentiate: false
+    params: {target: 100ms, nreq: 50, degrade: {enabled: true, quality_min: 0.2}}
+  - name: orders
+    match: {path_prefix: /orders, methods: [GET, POST]}
+    controller: seda
+    params: {target: 200ms}
+    class_targets: {batch: 1s}
+reject: {retry_after: 1s, retry_jitter: 2s}
+`
+
+// A service's own policy: read (Load from a file, or Parse), built, its
+// control loop run and its metrics registered, then every request of the
+// service's mux put through it.
+func ExampleNew() {
+	cfg, err := policy.Parse("policy.yaml", []byte(shopPolicy)) // or policy.Load("policy.yaml")
+	if err != nil {
+		panic(err) // a *policy.ConfigError: "policy.yaml:15: stages[0].params.target: …"
+	}
+	pol, err := policy.New(*cfg, policy.Options{Logger: slog.Default()})
+	if err != nil {
+		panic(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go pol.Run(ctx) // the control loop: one goroutine per stage, until ctx ends
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(pol.Collector())
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("/search", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "results") })
+	handler := sluice.Middleware(pol)(mux) // http.ListenAndServe("127.0.0.1:8080", handler)
+
+	rec := httptest.NewRecorder()
+	handler.ServeHTTP(rec, httptest.NewRequest("GET", "/search?q=x", nil))
+	fmt.Print(rec.Code, " ", rec.Body.String())
+	// Output: 200 results
 }
