@@ -44,7 +44,7 @@ type oneAtATime struct{ slot chan struct{} }
 func (p oneAtATime) Admit(r *http.Request) (sluice.Admission, error) {
 	select {
 	case p.slot <- struct{}{}:
-		return admission{p.slot}, nil
+		return admission(p), nil
 	default:
 		return nil, fmt.Errorf("busy: %w", sluice.ErrRejected)
 	}
