@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/sluicehq/sluice/control"
 )
 
 // Config is the admission policy shared by the proxy and the middleware:
@@ -143,6 +145,18 @@ type StageConfig struct {
 	// Params are the controller's parameters (the fields of its
 	// control.XConfig, by YAML name); unknown keys are errors.
 	Params yaml.Node `yaml:"params"`
+	// Control is the controller's configuration as a Go value, in place
+	// of Controller and Params: a pointer to one of the registered
+	// control.XConfig types, such as &control.AutoConfig{...} (its
+	// registry name, ControllerName, is then the stage's Controller).
+	// It is used as given, a zero field being zero: start from the
+	// controller's defaults (control.DefaultAutoConfig() and the like)
+	// and set what differs. It is validated as params are, and its
+	// errors name the same paths ("stages[0].params.slo"). The
+	// configuration is copied when the policy is built. When it is nil,
+	// Controller and Params are resolved instead. A configuration file
+	// cannot set it; written as YAML, it becomes controller and params.
+	Control control.Config `yaml:"-"`
 	// ClassTargets gives per-class p90 targets for a seda controller, by
 	// class name; classes not listed use params.target. It needs
 	// Differentiate when there is more than one class.

@@ -4,9 +4,13 @@
 // requests no stage matches, the rejection answer and Prometheus metrics.
 // The proxy and the root package's Middleware both drive a *Policy.
 //
-// Lifecycle: decode the YAML strictly, SetDefaults, Validate (a
-// *sluice.FieldError names the YAML path), New, then Run in a goroutine. On
-// reload, build the new policy with Options.Previous: stages whose
+// Lifecycle: read a file with Load (or Parse: strict, defaulted and
+// validated, every error a *ConfigError naming the file, line and
+// setting) or write the Config in Go (a stage's controller as a Go value,
+// StageConfig.Control), then New (a *sluice.FieldError names the setting's
+// path), then Run in a goroutine; Wrap does the last two and wraps a
+// handler, and Auto is the policy of the proxy's quick start told an SLO.
+// On reload, build the new policy with Options.Previous: stages whose
 // configuration did not change are carried over with their controller
 // state and counters.
 package policy

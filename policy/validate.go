@@ -105,6 +105,9 @@ func (c *Config) SetDefaults() {
 		s := &c.Stages[i]
 		if s.Controller == "" {
 			s.Controller = DefaultController
+			if name, ok := ControllerName(s.Control); ok {
+				s.Controller = name
+			}
 		}
 		if s.Burst == 0 {
 			s.Burst = DefaultBurst
@@ -478,11 +481,8 @@ func compileStage(c *Config, i int, classes map[string]int) (compiledStage, clas
 	if s.LongLived <= 0 {
 		return compiledStage{}, rule, fieldErr(p+".long_lived", "%v must be > 0", s.LongLived)
 	}
-	ctrl, err := control.NewConfig(s.Controller)
+	ctrl, err := stageControl(p, &s)
 	if err != nil {
-		return compiledStage{}, rule, fieldErr(p+".controller", "unknown controller %q (valid: %s)", s.Controller, strings.Join(control.Names(), ", "))
-	}
-	if err := decodeParams(p+".params", &s.Params, ctrl); err != nil {
 		return compiledStage{}, rule, err
 	}
 	if s.RateLimitHeaders && !control.NeedsOf(ctrl).Quota {
@@ -528,10 +528,10 @@ func compileStage(c *Config, i int, classes map[string]int) (compiledStage, clas
 		return compiledStage{}, rule, fieldErr(p+".class_targets", "per-class targets are only for the seda controller, not %s", s.Controller)
 	}
 	if err := ctrl.Validate(); err != nil {
-		return compiledStage{}, rule, controlErr(p, err, c.Classes.Order)
+		return compiledStage{}, rule, controlErr(p, typedHint(&s, err), c.Classes.Order)
 	}
 	if _, err := ctrl.New(); err != nil {
-		return compiledStage{}, rule, controlErr(p, err, c.Classes.Order)
+		return compiledStage{}, rule, controlErr(p, typedHint(&s, err), c.Classes.Order)
 	}
 	prio, err := compilePriority(p, &s, ctrl, n, differentiate)
 	if err != nil {

@@ -3,7 +3,6 @@ package stage
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math"
 	"sync"
 	"time"
@@ -14,10 +13,11 @@ import (
 
 // ErrQueueTimeout is the rejection of a request that waited for a slot
 // until the end of its allowed wait, was predicted to wait longer, or was
-// evicted from a full queue by a higher class. It wraps
+// evicted from a full queue by a higher class. It is gate.ErrQueueTimeout,
+// the one error of a wait for a concurrency slot that ran out, and wraps
 // sluice.ErrRejected. (A request that reaches its own deadline gets
 // ErrDeadline.)
-var ErrQueueTimeout = fmt.Errorf("stage: no concurrency slot within the allowed wait: %w", sluice.ErrRejected)
+var ErrQueueTimeout = gate.ErrQueueTimeout
 
 // Waiter is told how a queued request left the queue. The stage calls
 // exactly one of its methods, once, after releasing its own locks (the

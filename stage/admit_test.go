@@ -1,11 +1,13 @@
 package stage
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/control"
 	"github.com/sluicehq/sluice/gate"
 )
 
@@ -102,5 +104,24 @@ func TestArriveOutcomes(t *testing.T) {
 					tc.rejected, tc.shadowRej, tc.expired)
 			}
 		})
+	}
+}
+
+// A wait for a slot that runs out is one error, whichever layer reports
+// it: the proxy's pool (package gate) and a stage alike.
+func TestOneQueueTimeoutError(t *testing.T) {
+	ctrl := control.DefaultStaticConcurrencyConfig()
+	ctrl.Limit = 1
+	st, err := New(Options{Name: "db", Controller: &ctrl, MaxQueue: 1, QueueTimeout: time.Millisecond}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, err := st.Admit(context.Background(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer done()
+	if _, err := st.Admit(context.Background(), 0); !errors.Is(err, gate.ErrQueueTimeout) {
+		t.Errorf("a stage's queue timeout %v is not gate.ErrQueueTimeout", err)
 	}
 }

@@ -32,13 +32,11 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"gopkg.in/yaml.v3"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/control"
@@ -79,18 +77,18 @@ func main() {
 	work := flag.Duration("work", 20*time.Millisecond, "simulated work of a request at full quality")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	src := defaultPolicy
+	name, src := "built-in policy", []byte(defaultPolicy)
 	if *cfgPath != "" {
 		b, err := os.ReadFile(*cfgPath)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(2)
 		}
-		src = string(b)
+		name, src = *cfgPath, b
 	}
-	cfg, err := parsePolicy(src)
+	cfg, err := policy.Parse(name, src) // errors name the file, line and setting
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "%s: %v\n", *cfgPath, err)
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
 	ln, err := net.Listen("tcp", *listen)
@@ -101,23 +99,10 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	log.Info("listening", "addr", ln.Addr().String())
-	if err := serve(ctx, ln, cfg, *work, log); err != nil {
+	if err := serve(ctx, ln, *cfg, *work, log); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-}
-
-// parsePolicy decodes a policy strictly (unknown keys are errors), fills
-// its defaults and validates it.
-func parsePolicy(src string) (policy.Config, error) {
-	var cfg policy.Config
-	dec := yaml.NewDecoder(strings.NewReader(src))
-	dec.KnownFields(true)
-	if err := dec.Decode(&cfg); err != nil {
-		return cfg, err
-	}
-	cfg.SetDefaults()
-	return cfg, cfg.Validate()
 }
 
 // serve runs the service on ln until ctx ends, then drains for up to 5 s.

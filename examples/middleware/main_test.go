@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/policy"
 )
 
 // start runs the example service in-process on 127.0.0.1 and returns its
@@ -17,7 +19,7 @@ import (
 // test.
 func start(t *testing.T, src string) string {
 	t.Helper()
-	cfg, err := parsePolicy(src)
+	cfg, err := policy.Parse("policy.yaml", []byte(src))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,7 +29,7 @@ func start(t *testing.T, src string) string {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
-	go func() { errc <- serve(ctx, ln, cfg, time.Millisecond, slog.New(slog.DiscardHandler)) }()
+	go func() { errc <- serve(ctx, ln, *cfg, time.Millisecond, slog.New(slog.DiscardHandler)) }()
 	t.Cleanup(func() {
 		cancel()
 		select {
@@ -116,10 +118,10 @@ func TestRejection(t *testing.T) {
 
 func TestParsePolicyErrors(t *testing.T) {
 	for src, want := range map[string]string{
-		"stages: [{name: a, controller: nope}]": "stages[0].controller",
-		"stagez: []":                            "field stagez not found",
+		"stages: [{name: a, controller: nope}]": "policy.yaml:1: stages[0].controller",
+		"stagez: []":                            `policy.yaml:1: stagez: unknown field "stagez"`,
 	} {
-		if _, err := parsePolicy(src); err == nil || !strings.Contains(err.Error(), want) {
+		if _, err := policy.Parse("policy.yaml", []byte(src)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: %v", src, err)
 		}
 	}

@@ -141,3 +141,52 @@ func stageController(t *testing.T, cfg policy.Config, name string) control.Confi
 	}
 	return c
 }
+
+// The one call for the common case, policy.Auto(slo), is the quick start
+// told only an SLO: the same policy, stage for stage, whether --slo is
+// given or left at its default.
+func TestAutoIsTheQuickStart(t *testing.T) {
+	for _, slo := range []time.Duration{0, 250 * time.Millisecond} {
+		cmd := NewProxyCmd()
+		args := []string{"--listen", "127.0.0.1:0", "--backend", "http://127.0.0.1:1"}
+		if slo != 0 {
+			args = append(args, "--slo", slo.String())
+		}
+		if err := cmd.ParseFlags(args); err != nil {
+			t.Fatal(err)
+		}
+		f := &proxyFlags{listen: "127.0.0.1:0", backends: []string{"http://127.0.0.1:1"}}
+		fl := cmd.Flags()
+		f.controller, _ = fl.GetString("controller")
+		f.slo, _ = fl.GetDuration("slo")
+		f.admin, _ = fl.GetString("admin")
+		f.buffering, _ = fl.GetBool("response-buffering")
+		quick, err := f.quickStart(cmd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		short := policy.Auto(slo)
+		short.SetDefaults()
+		if err := short.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(quick.Config, short) {
+			t.Errorf("--slo %v: the quick start's policy\n%+v\npolicy.Auto's\n%+v", slo, quick.Config, short)
+		}
+		want, err := quick.Config.StageControllers()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := short.StageControllers()
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantSLO := slo
+		if slo == 0 {
+			wantSLO = 500 * time.Millisecond
+		}
+		if !reflect.DeepEqual(got, want) || got[policy.AutoStage].(*control.AutoConfig).SLO != wantSLO {
+			t.Errorf("--slo %v: controllers %+v, want %+v", slo, got[policy.AutoStage], want[policy.AutoStage])
+		}
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluicehq/sluice/cluster"
+	"github.com/sluicehq/sluice/control"
 	"github.com/sluicehq/sluice/internal/secret"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/proxy"
@@ -224,41 +225,14 @@ func (f *proxyFlags) quickStart(cmd *cobra.Command) (*proxy.Config, error) {
 	if f.listen == "" || len(f.backends) == 0 {
 		return nil, usagef("give --config FILE, or --listen ADDR and --backend URL for the quick start (see sluice proxy --help)")
 	}
-	params := map[string]any{}
 	for flag, ctrl := range map[string]string{"slo": "auto", "target-p90": "seda", "target-mean": "yaksha"} {
 		if cmd.Flags().Changed(flag) && f.controller != ctrl {
 			return nil, usagef("--%s is for --controller %s, not %s", flag, ctrl, f.controller)
 		}
 	}
-	switch f.controller {
-	case "auto":
-		if f.slo != 0 {
-			params["slo"] = f.slo.String()
-		}
-	case "seda":
-		if f.targetP90 == 0 {
-			return nil, usagef("--controller seda needs --target-p90, e.g. --target-p90 500ms")
-		}
-		params["target"] = f.targetP90.String()
-		// The paper's rate_max of 5000 req/s would cap a faster service;
-		// the quick start starts open, and track_demand cuts from the
-		// admitted rate on the first overload.
-		params["rate_max"] = 1e6
-		params["initial_rate"] = 1e6
-		// After a stall cuts the rate to the floor, climb back in a few
-		// runs rather than by adj_i-sized steps.
-		params["recover_factor"] = 2.0
-		// and do not wait for the smoothed p90 to forget the drained
-		// backlog before that climb starts.
-		params["drained_reset"] = true
-	case "yaksha":
-		if f.targetMean == 0 {
-			return nil, usagef("--controller yaksha needs --target-mean, e.g. --target-mean 200ms")
-		}
-		params["tref"] = f.targetMean.String()
-	case "gradient2", "envoy-gradient", "bbr", "none":
-	default:
-		return nil, usagef("--controller %q is invalid: the quick start offers auto, seda, yaksha, gradient2, envoy-gradient, bbr or none (use --config for the others)", f.controller)
+	ctrl, err := f.quickStartControl()
+	if err != nil {
+		return nil, err
 	}
 	cfg := &proxy.Config{
 		Listeners: []proxy.ListenerConfig{{Addr: f.listen}},
@@ -278,7 +252,7 @@ func (f *proxyFlags) quickStart(cmd *cobra.Command) (*proxy.Config, error) {
 	for _, b := range f.backends {
 		cfg.Backends.Servers = append(cfg.Backends.Servers, proxy.ServerConfig{URL: b})
 	}
-	st := policy.StageConfig{Name: "all", Match: policy.MatchConfig{PathPrefix: "/"}, Controller: f.controller}
+	st := policy.StageConfig{Name: "all", Match: policy.MatchConfig{PathPrefix: "/"}, Control: ctrl}
 	if f.controller == "seda" {
 		// A bucket of 5 tokens (the stage default) refuses every burst of
 		// more than 5 arrivals, even at a rate far above the offered load
@@ -287,11 +261,6 @@ func (f *proxyFlags) quickStart(cmd *cobra.Command) (*proxy.Config, error) {
 		// 50 absorbs ~170 ms of jitter at 300 req/s and adds at most 50
 		// requests at once to a backend under a binding rate.
 		st.Burst = quickStartSEDABurst
-	}
-	if len(params) > 0 {
-		if err := st.Params.Encode(params); err != nil {
-			return nil, err
-		}
 	}
 	cfg.Stages = []policy.StageConfig{st}
 	cfg.Shadow = f.shadow
@@ -302,6 +271,46 @@ func (f *proxyFlags) quickStart(cmd *cobra.Command) (*proxy.Config, error) {
 		return nil, usageError{quickStartError(err)}
 	}
 	return cfg, nil
+}
+
+// quickStartControl returns the configuration of the quick start's
+// controller: --controller at its defaults, with the objective its flag
+// gives.
+func (f *proxyFlags) quickStartControl() (control.Config, error) {
+	switch f.controller {
+	case "auto":
+		c := control.DefaultAutoConfig()
+		if f.slo != 0 {
+			c.SLO = f.slo
+		}
+		return &c, nil
+	case "seda":
+		if f.targetP90 == 0 {
+			return nil, usagef("--controller seda needs --target-p90, e.g. --target-p90 500ms")
+		}
+		c := control.DefaultSEDAConfig()
+		c.Target = f.targetP90
+		// The paper's rate_max of 5000 req/s would cap a faster service;
+		// the quick start starts open, and track_demand cuts from the
+		// admitted rate on the first overload.
+		c.RateMax, c.InitialRate = 1e6, 1e6
+		// After a stall cuts the rate to the floor, climb back in a few
+		// runs rather than by adj_i-sized steps, and do not wait for the
+		// smoothed p90 to forget the drained backlog before that climb
+		// starts.
+		c.RecoverFactor, c.DrainedReset = 2, true
+		return &c, nil
+	case "yaksha":
+		if f.targetMean == 0 {
+			return nil, usagef("--controller yaksha needs --target-mean, e.g. --target-mean 200ms")
+		}
+		c := control.DefaultYakshaConfig()
+		c.Tref = f.targetMean
+		return &c, nil
+	case "gradient2", "envoy-gradient", "bbr", "none":
+		return control.NewConfig(f.controller)
+	}
+	return nil, usagef("--controller %q is invalid: the quick start offers auto, seda, yaksha, gradient2, envoy-gradient, bbr or none (use --config for the others)", f.controller)
 }
 
 // quickStartSEDABurst is the token-bucket size of the quick start's seda

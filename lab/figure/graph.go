@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/client"
+	"github.com/sluicehq/sluice/control"
 	"github.com/sluicehq/sluice/lab/dist"
 	"github.com/sluicehq/sluice/lab/report"
 	"github.com/sluicehq/sluice/lab/retry"
@@ -380,10 +381,9 @@ const GraphStage = "chain"
 // priority the edge decided travels on, and one stage, auto told SLO,
 // with the default wait queue.
 func (c GraphParams) Policy() (policy.Config, error) {
-	st := policy.StageConfig{Name: GraphStage, Match: policy.MatchConfig{PathPrefix: "/"}, Controller: "auto"}
-	if err := st.Params.Encode(map[string]any{"slo": c.SLO.String()}); err != nil {
-		return policy.Config{}, err
-	}
+	auto := control.DefaultAutoConfig()
+	auto.SLO = c.SLO
+	st := policy.StageConfig{Name: GraphStage, Match: policy.MatchConfig{PathPrefix: "/"}, Control: &auto}
 	cfg := policy.Config{
 		Classes: policy.ClassesConfig{Order: []string{"high", "low"}, Default: "low",
 			Rules:          []policy.ClassRule{{Class: "high", Header: &policy.HeaderMatch{Name: GraphClassHeader, Value: "high", Trust: "any"}}},

@@ -15,7 +15,6 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/client"
-	"github.com/sluicehq/sluice/internal/strictyaml"
 	"github.com/sluicehq/sluice/lab/loadgen"
 	"github.com/sluicehq/sluice/lab/retry"
 	"github.com/sluicehq/sluice/policy"
@@ -72,27 +71,6 @@ func DefaultTierConfig() TierConfig {
 		Client: client.DefaultConfig()}
 	cfg.Policy.Stages = []policy.StageConfig{{Name: "tier", Match: policy.MatchConfig{PathPrefix: "/"}, Controller: "auto"}}
 	return cfg
-}
-
-// LoadTierPolicy reads an admission policy (the YAML of package policy:
-// the classes, stages, reject, shadow, degrade and hops sections of a
-// proxy configuration) strictly, with defaults filled and validated;
-// errors name the file, the line and the field.
-func LoadTierPolicy(path string) (policy.Config, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return policy.Config{}, &strictyaml.FileError{File: path, Msg: err.Error()}
-	}
-	var cfg policy.Config
-	root, err := strictyaml.DecodeFile(path, data, &cfg, "want classes:, stages:, … (package policy)")
-	if err != nil {
-		return policy.Config{}, err
-	}
-	cfg.SetDefaults()
-	if err := cfg.Validate(); err != nil {
-		return policy.Config{}, strictyaml.Locate(path, root, err)
-	}
-	return cfg, nil
 }
 
 // Tier is one service of a chain (the chain figures, graph and

@@ -5,8 +5,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/control"
 	"github.com/sluicehq/sluice/lab/retry"
 	"github.com/sluicehq/sluice/policy"
 )
@@ -138,10 +137,9 @@ func TestTierCallerGone(t *testing.T) {
 
 func chainPolicy(t *testing.T) policy.Config {
 	t.Helper()
-	st := policy.StageConfig{Name: "chain", Match: policy.MatchConfig{PathPrefix: "/"}, Controller: "auto"}
-	if err := st.Params.Encode(map[string]any{"slo": "250ms"}); err != nil {
-		t.Fatal(err)
-	}
+	slo := control.DefaultAutoConfig()
+	slo.SLO = 250 * time.Millisecond
+	st := policy.StageConfig{Name: "chain", Match: policy.MatchConfig{PathPrefix: "/"}, Control: &slo}
 	cfg := policy.Config{Classes: policy.ClassesConfig{Order: []string{"high", "low"}, Default: "low",
 		Rules:          []policy.ClassRule{{Class: "high", Header: &policy.HeaderMatch{Name: "X-Sluice-Class", Value: "high", Trust: "any"}}},
 		TrustedProxies: []string{"127.0.0.1"}}, Stages: []policy.StageConfig{st}}
@@ -208,21 +206,6 @@ func TestTierConfigErrors(t *testing.T) {
 			continue
 		}
 		tr.Close()
-	}
-}
-
-func TestLoadTierPolicy(t *testing.T) {
-	dir := t.TempDir()
-	good := filepath.Join(dir, "good.yaml")
-	os.WriteFile(good, []byte("classes:\n  order: [high, low]\nstages:\n  - name: chain\n    match: {path_prefix: /}\n    controller: auto\n    params: {slo: 250ms}\n"), 0o644)
-	cfg, err := LoadTierPolicy(good)
-	if err != nil || len(cfg.Stages) != 1 || cfg.Classes.Default != "low" {
-		t.Errorf("good policy: %+v, %v", cfg, err)
-	}
-	bad := filepath.Join(dir, "bad.yaml")
-	os.WriteFile(bad, []byte("classes:\n  order: [high, low]\nstagez: []\n"), 0o644)
-	if _, err := LoadTierPolicy(bad); err == nil || !strings.Contains(err.Error(), "bad.yaml:3") {
-		t.Errorf("unknown key: %v, want an error at bad.yaml:3", err)
 	}
 }
 

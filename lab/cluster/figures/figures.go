@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/control"
 	"github.com/sluicehq/sluice/lab/dist"
 	"github.com/sluicehq/sluice/lab/loadgen"
 	"github.com/sluicehq/sluice/lab/testbed"
@@ -43,11 +44,9 @@ func fastBackend() testbed.QueueConfig {
 // does not lose admissions the figure would then blame on the split;
 // under the steady overload of the figures the bucket is empty.
 func staticPolicy(rate float64) policy.Config {
-	st := policy.StageConfig{Name: "api", Match: policy.MatchConfig{PathPrefix: "/"}, Controller: "static-rate", Burst: 20}
-	// Encoding a map of plain values cannot fail.
-	if err := st.Params.Encode(map[string]any{"rate": rate}); err != nil {
-		panic(fmt.Sprintf("figures: encoding the static rate %g: %v", rate, err))
-	}
+	c := control.DefaultStaticRateConfig()
+	c.Rate = rate
+	st := policy.StageConfig{Name: "api", Match: policy.MatchConfig{PathPrefix: "/"}, Control: &c, Burst: 20}
 	return policy.Config{Stages: []policy.StageConfig{st}}
 }
 

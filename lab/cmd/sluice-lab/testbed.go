@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
 
+	"github.com/sluicehq/sluice/control"
 	"github.com/sluicehq/sluice/grpcsluice"
 	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/internal/strictyaml"
@@ -159,16 +160,15 @@ Its modes:
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch {
 			case policyFile != "":
-				p, err := testbed.LoadTierPolicy(policyFile)
+				p, err := policy.Load(policyFile)
 				if err != nil {
 					return cli.Usagef("--policy: %v", err)
 				}
-				cfg.Policy = p
+				cfg.Policy = *p
 			case slo > 0:
-				st := &cfg.Policy.Stages[0]
-				if err := st.Params.Encode(map[string]any{"slo": slo.String()}); err != nil {
-					return err
-				}
+				c := control.DefaultAutoConfig()
+				c.SLO = slo
+				cfg.Policy.Stages[0].Control = &c
 			}
 			if grpcTier {
 				return serveTestbed(cmd, f, "tier", func(context.Context) (testbed.Backend, string, error) {

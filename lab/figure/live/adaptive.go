@@ -3,6 +3,7 @@ package live
 import (
 	"time"
 
+	"github.com/sluicehq/sluice/control"
 	"github.com/sluicehq/sluice/lab/figure"
 )
 
@@ -53,21 +54,42 @@ type adaptiveRow struct {
 	// controller is the sluice stage's controller; "" for nginx and
 	// HAProxy.
 	controller string
-	// params are the controller's parameters.
-	params map[string]any
+	// ctrl returns a fresh configuration of the controller (nil for nginx
+	// and HAProxy).
+	ctrl func() control.Config
 }
 
 // adaptiveRows are the systems, in table order.
 var adaptiveRows = []adaptiveRow{
-	{"none", "no control (sluice proxy, controller none)", "none", nil},
+	{"none", "no control (sluice proxy, controller none)", "none", registryDefault("none")},
 	{"nginx", "nginx limit_req at the measured capacity", "", nil},
 	{"haproxy", "HAProxy maxconn = workers, timeout queue", "", nil},
-	{"seda", "sluice seda, p90 target 0.6×SLO", "seda", map[string]any{"target": msDur(figure.AdaptiveSEDATarget(adaptiveSLO)), "rate_max": 1e6, "initial_rate": 1e6}},
-	{"yaksha", "sluice yaksha, mean target 0.24×SLO", "yaksha", map[string]any{"tref": msDur(figure.AdaptiveYakshaTref(adaptiveSLO))}},
-	{"gradient2", "sluice gradient2 (Netflix defaults)", "gradient2", nil},
-	{"envoy-gradient", "sluice envoy-gradient (Envoy defaults)", "envoy-gradient", nil},
-	{"bbr", "sluice bbr (kratos defaults, no CPU sensor)", "bbr", nil},
-	{"auto", "sluice auto, told only the SLO", "auto", map[string]any{"slo": msDur(adaptiveSLO)}},
+	{"seda", "sluice seda, p90 target 0.6×SLO", "seda", func() control.Config {
+		c := control.DefaultSEDAConfig()
+		c.Target, c.RateMax, c.InitialRate = figure.AdaptiveSEDATarget(adaptiveSLO), 1e6, 1e6
+		return &c
+	}},
+	{"yaksha", "sluice yaksha, mean target 0.24×SLO", "yaksha", func() control.Config {
+		c := control.DefaultYakshaConfig()
+		c.Tref = figure.AdaptiveYakshaTref(adaptiveSLO)
+		return &c
+	}},
+	{"gradient2", "sluice gradient2 (Netflix defaults)", "gradient2", registryDefault("gradient2")},
+	{"envoy-gradient", "sluice envoy-gradient (Envoy defaults)", "envoy-gradient", registryDefault("envoy-gradient")},
+	{"bbr", "sluice bbr (kratos defaults, no CPU sensor)", "bbr", registryDefault("bbr")},
+	{"auto", "sluice auto, told only the SLO", "auto", func() control.Config { return autoConfig(adaptiveSLO) }},
+}
+
+// registryDefault returns the constructor of the named controller's
+// default configuration.
+func registryDefault(name string) func() control.Config {
+	return func() control.Config {
+		c, err := control.NewConfig(name)
+		if err != nil {
+			panic(err) // a name of the table above
+		}
+		return c
+	}
 }
 
 // adaptivePhase is one phase: its letter, a title, and what changes.

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -16,6 +15,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/sluicehq/sluice/control"
 	"github.com/sluicehq/sluice/lab/dist"
 	"github.com/sluicehq/sluice/lab/figure"
 	"github.com/sluicehq/sluice/lab/loadgen"
@@ -356,31 +356,20 @@ func adaptiveProxyConfig(env *Env, row adaptiveRow, urls []string) (*proxy.Confi
 	for _, u := range urls {
 		cfg.Backends.Servers = append(cfg.Backends.Servers, proxy.ServerConfig{URL: u, MaxConcurrency: adaptiveConns})
 	}
-	st := policy.StageConfig{Name: mainStage, Match: policy.MatchConfig{PathPrefix: "/"}, Controller: row.controller}
-	params := row.params
-	if row.controller == "auto" && (env.AutoMedianProbe || env.AutoKnee != "" || env.AutoBurstWindow > 0 || env.AutoTailPool > 0) {
-		params = maps.Clone(params)
-		if params == nil {
-			params = map[string]any{}
-		}
-		if env.AutoMedianProbe {
-			params["median_probe"] = true
-		}
+	ctrl := row.ctrl()
+	if a, ok := ctrl.(*control.AutoConfig); ok {
+		a.MedianProbe = a.MedianProbe || env.AutoMedianProbe
 		if env.AutoKnee != "" {
-			params["knee"] = env.AutoKnee
+			a.Knee = env.AutoKnee
 		}
 		if env.AutoBurstWindow > 0 {
-			params["burst_window"] = env.AutoBurstWindow.String()
+			a.BurstWindow = env.AutoBurstWindow
 		}
 		if env.AutoTailPool > 0 {
-			params["tail_pool"] = env.AutoTailPool
+			a.TailPool = env.AutoTailPool
 		}
 	}
-	if len(params) > 0 {
-		if err := st.Params.Encode(params); err != nil {
-			return nil, err
-		}
-	}
+	st := policy.StageConfig{Name: mainStage, Match: policy.MatchConfig{PathPrefix: "/"}, Control: ctrl}
 	cfg.Stages = []policy.StageConfig{st}
 	cfg.SetDefaults()
 	if err := cfg.Validate(); err != nil {

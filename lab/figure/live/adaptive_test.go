@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/control"
 	"github.com/sluicehq/sluice/lab/figure"
 	"github.com/sluicehq/sluice/lab/testbed"
 	"github.com/sluicehq/sluice/proxy"
@@ -75,14 +76,11 @@ func TestAdaptiveAutoOptions(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", row.name, err)
 		}
-		var p map[string]any
-		if n := cfg.Stages[0].Params; n.Kind != 0 {
-			if err := n.Decode(&p); err != nil {
-				t.Fatalf("%s: %v", row.name, err)
-			}
+		got := "not auto"
+		if a, ok := cfg.Stages[0].Control.(*control.AutoConfig); ok {
+			got = fmt.Sprint(a.Knee, " ", a.MedianProbe, " ", a.BurstWindow, " ", a.TailPool)
 		}
-		got := fmt.Sprint(p["knee"], " ", p["median_probe"], " ", p["burst_window"], " ", p["tail_pool"])
-		want := "<nil> <nil> <nil> <nil>"
+		want := "not auto"
 		if row.controller == "auto" {
 			want = "overtakes true 1s 2000"
 		}

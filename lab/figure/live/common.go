@@ -126,8 +126,3 @@ func queueBackend(cfg testbed.QueueConfig) func() (testbed.Backend, error) {
 func scaled(d time.Duration, scale float64) time.Duration {
 	return time.Duration(float64(d) * scale)
 }
-
-// msDur formats a duration in milliseconds for reports ("250ms").
-func msDur(d time.Duration) string {
-	return fmt.Sprintf("%gms", float64(d)/float64(time.Millisecond))
-}

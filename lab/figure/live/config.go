@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sluicehq/sluice/control"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/proxy"
 )
@@ -38,20 +39,10 @@ func proxyConfig(backendURL string, maxConcurrency int, pol policy.Config, admin
 	}
 }
 
-// params are a controller's parameters by their configuration names,
-// with typed values (time.Duration, float64, int, bool, nested params).
-type params map[string]any
-
-// mainPolicy is a policy with one stage, mainStage, on every path: the
-// controller with its params (nil: the controller's defaults).
-func mainPolicy(controller string, ps params) policy.Config {
-	st := policy.StageConfig{Name: mainStage, Match: policy.MatchConfig{PathPrefix: "/"}, Controller: controller}
-	if len(ps) > 0 {
-		// Encoding a map of plain values cannot fail.
-		if err := st.Params.Encode(map[string]any(ps)); err != nil {
-			panic(fmt.Sprintf("experiment: encoding params %v: %v", ps, err))
-		}
-	}
+// mainPolicy is a policy with one stage, mainStage, on every path, run
+// by the controller configured by ctrl.
+func mainPolicy(ctrl control.Config) policy.Config {
+	st := policy.StageConfig{Name: mainStage, Match: policy.MatchConfig{PathPrefix: "/"}, Control: ctrl}
 	return policy.Config{Stages: []policy.StageConfig{st}}
 }
 
@@ -63,4 +54,19 @@ func startProxy(ctx context.Context, cfg *proxy.Config) (*liveProxy, error) {
 		return nil, fmt.Errorf("proxy configuration: %w", err)
 	}
 	return startProxyConfig(ctx, cfg)
+}
+
+// autoConfig is the auto controller told only its SLO.
+func autoConfig(slo time.Duration) *control.AutoConfig {
+	c := control.DefaultAutoConfig()
+	c.SLO = slo
+	return &c
+}
+
+// selfTuningYaksha is the demo's self-tuning yaksha stage: mean target
+// tref, a 250ms period, pole −1/s and a 2s tuning window.
+func selfTuningYaksha(tref time.Duration) *control.YakshaConfig {
+	c := control.DefaultYakshaConfig()
+	c.Tref, c.Period, c.Pole, c.TuneWindow = tref, 250*time.Millisecond, -1, 2*time.Second
+	return &c
 }

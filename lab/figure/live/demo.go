@@ -7,6 +7,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/sluicehq/sluice/control"
 	"github.com/sluicehq/sluice/lab/dist"
 	"github.com/sluicehq/sluice/lab/figure"
 	"github.com/sluicehq/sluice/lab/loadgen"
@@ -59,13 +60,13 @@ func DemoExperiment() Experiment {
 func demoPolicy(run string, capacity float64) policy.Config {
 	switch run {
 	case "auto":
-		return mainPolicy("auto", params{"slo": DemoTarget})
+		return mainPolicy(autoConfig(DemoTarget))
 	case "seda":
-		return mainPolicy("seda", params{"target": DemoTarget, "timeout": 500 * time.Millisecond,
-			"initial_rate": math.Round(capacity), "adj_i": 20.0})
+		c := control.DefaultSEDAConfig()
+		c.Target, c.Timeout, c.InitialRate, c.AdjI = DemoTarget, 500*time.Millisecond, math.Round(capacity), 20
+		return mainPolicy(&c)
 	case "yaksha":
-		return mainPolicy("yaksha", params{"tref": DemoTarget / 3, "period": 250 * time.Millisecond, "pole": -1.0,
-			"tune_window": 2 * time.Second})
+		return mainPolicy(selfTuningYaksha(DemoTarget / 3))
 	default:
 		return nonePolicy()
 	}

@@ -9,6 +9,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/sluicehq/sluice/control"
 	"github.com/sluicehq/sluice/lab/figure"
 	"github.com/sluicehq/sluice/lab/figure/simulated"
 	"github.com/sluicehq/sluice/lab/loadgen"
@@ -269,13 +270,7 @@ func TestSEDALiveIsTheSpecScaled(t *testing.T) {
 		if p.adjI != 8 || p.rateMin != 0.2 || p.rateMax != 20000 {
 			t.Errorf("%v: live controller rates adj_i %g, rate_min %g, rate_max %g; want 8, 0.2, 20000", tc.d.ServiceTime, p.adjI, p.rateMin, p.rateMax)
 		}
-		var ps struct {
-			AdjI    float64 `yaml:"adj_i"`
-			RateMin float64 `yaml:"rate_min"`
-		}
-		if err := sedaPolicy(p).Stages[0].Params.Decode(&ps); err != nil {
-			t.Fatal(err)
-		}
+		ps := sedaPolicy(p).Stages[0].Control.(*control.SEDAConfig)
 		if ps.AdjI != p.adjI || ps.RateMin != p.rateMin {
 			t.Errorf("%v: the proxy's seda params %+v do not carry the scaled rates", tc.d.ServiceTime, ps)
 		}
@@ -320,12 +315,12 @@ func TestAdaptiveIsTheSpec(t *testing.T) {
 	for _, r := range adaptiveRows {
 		switch r.name {
 		case "seda":
-			if r.params["target"] != "150ms" {
-				t.Errorf("seda target %v, want 0.6 × the SLO", r.params["target"])
+			if c := r.ctrl().(*control.SEDAConfig); c.Target != 150*time.Millisecond {
+				t.Errorf("seda target %v, want 0.6 × the SLO", c.Target)
 			}
 		case "yaksha":
-			if r.params["tref"] != "60ms" {
-				t.Errorf("yaksha tref %v, want 0.24 × the SLO", r.params["tref"])
+			if c := r.ctrl().(*control.YakshaConfig); c.Tref != 60*time.Millisecond {
+				t.Errorf("yaksha tref %v, want 0.24 × the SLO", c.Tref)
 			}
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"slices"
 	"strconv"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice/lab/figure"
 	"github.com/sluicehq/sluice/lab/testbed"
+	"github.com/sluicehq/sluice/policy"
 )
 
 // The quick forms stay short; the full ones are the figure's defaults.
@@ -73,12 +75,23 @@ func TestGraphConfigs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pol, err := testbed.LoadTierPolicy(file)
+	pol, err := policy.Load(file)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(pol.Stages) != 1 || pol.Stages[0].Controller != "auto" || len(pol.Classes.Order) != 2 {
 		t.Errorf("policy read back: %+v", pol)
+	}
+	written, err := pl.c.Policy()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := pol.StageControllers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want, err := written.StageControllers(); err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("controller read back %+v, written %+v (%v)", got[figure.GraphStage], want[figure.GraphStage], err)
 	}
 	if _, err := pl.proxyConfig("127.0.0.1:1", "127.0.0.1:2", "http://127.0.0.1:3"); err != nil {
 		t.Errorf("proxy configuration: %v", err)

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/sluicehq/sluice/control"
 	"github.com/sluicehq/sluice/lab/dist"
 	"github.com/sluicehq/sluice/lab/figure"
 	"github.com/sluicehq/sluice/lab/loadgen"
@@ -225,7 +226,9 @@ func kihlCV2(ws []testbed.PathWork, overhead time.Duration, ns float64) float64 
 }
 
 func kihlPolicy(p kihlLive, ti time.Duration) policy.Config {
-	return mainPolicy("kihl", params{"period": p.H, "rho_ref": p.RhoRef, "k": p.K, "ti": ti})
+	c := control.DefaultKihlConfig()
+	c.Period, c.RhoRef, c.K, c.Ti = p.H, p.RhoRef, p.K, ti
+	return mainPolicy(&c)
 }
 
 // runKihlStep is Fig. 9: the step response.

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/control"
 	"github.com/sluicehq/sluice/lab/figure"
 	"github.com/sluicehq/sluice/policy"
 )
@@ -98,15 +99,16 @@ func peersTimelineFor(env *Env) peersTimeline {
 // that no later cut can undo (a full run measured 35 req/s within the
 // target before the halving, against nginx's 387).
 func peersSEDAPolicy(capacity float64) policy.Config {
-	return mainPolicy("seda", params{"target": peersTarget, "timeout": 250 * time.Millisecond,
-		"initial_rate": math.Round(capacity), "adj_i": math.Max(1, math.Round(0.02*capacity))})
+	c := control.DefaultSEDAConfig()
+	c.Target, c.Timeout = peersTarget, 250*time.Millisecond
+	c.InitialRate, c.AdjI = math.Round(capacity), math.Max(1, math.Round(0.02*capacity))
+	return mainPolicy(&c)
 }
 
 // peersYakshaPolicy is the self-tuning yaksha stage with Tref a third of
 // the target (the demo's parameters).
 func peersYakshaPolicy() policy.Config {
-	return mainPolicy("yaksha", params{"tref": peersTarget / 3, "period": 250 * time.Millisecond, "pole": -1.0,
-		"tune_window": 2 * time.Second})
+	return mainPolicy(selfTuningYaksha(peersTarget / 3))
 }
 
 // runPeers is the experiment in four steps: plan (install or find nginx

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/control"
 )
 
 func TestPeersRegistered(t *testing.T) {
@@ -27,13 +29,7 @@ func TestPeersRegistered(t *testing.T) {
 // that the proxy accepts the policies).
 func TestPeersSEDAAdditiveIncrease(t *testing.T) {
 	for capacity, want := range map[float64]float64{391: 8, 10: 1} {
-		var ps struct {
-			AdjI        float64 `yaml:"adj_i"`
-			InitialRate float64 `yaml:"initial_rate"`
-		}
-		if err := peersSEDAPolicy(capacity).Stages[0].Params.Decode(&ps); err != nil {
-			t.Fatal(err)
-		}
+		ps := peersSEDAPolicy(capacity).Stages[0].Control.(*control.SEDAConfig)
 		if ps.AdjI != want || ps.InitialRate != capacity {
 			t.Errorf("capacity %g: params %+v, want adj_i %g and initial_rate %g", capacity, ps, want, capacity)
 		}

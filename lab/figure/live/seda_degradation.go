@@ -23,9 +23,9 @@ import (
 // degradePolicy is the single-stage SEDA policy with degradation;
 // admission re-enables the token bucket at the lowest quality.
 func degradePolicy(p sedaLive, admission bool) policy.Config {
-	ps := sedaParams(p)
-	ps["degrade"] = params{"enabled": true, "admission": admission}
-	pol := mainPolicy("seda", ps)
+	c := sedaConfig(p)
+	c.Degrade.Enabled, c.Degrade.Admission = true, admission
+	pol := mainPolicy(c)
 	no := false
 	pol.Stages[0].Differentiate = &no
 	pol.Degrade.Header = "X-Sluice-Quality"

@@ -69,19 +69,24 @@ func sedaLiveParams(d figure.SEDADefaults) sedaLive {
 	}
 }
 
-// sedaParams are the SEDA controller's params of the live experiments:
-// the p90 target, the timeout (1 s of paper time) and the rates (initial,
-// adj_i, rate_min, rate_max), compressed as the simulator's stage is.
-func sedaParams(p sedaLive) params {
-	return params{"target": p.target, "timeout": scaled(time.Second, sedaTimeScale), "initial_rate": p.initialRate,
-		"adj_i": p.adjI, "rate_min": p.rateMin, "rate_max": p.rateMax}
+// sedaConfig is the SEDA controller of the live experiments: the p90
+// target, the timeout (1 s of paper time) and the rates (initial, adj_i,
+// rate_min, rate_max), compressed as the simulator's stage is.
+func sedaConfig(p sedaLive) *control.SEDAConfig {
+	c := control.DefaultSEDAConfig()
+	c.Target, c.Timeout, c.InitialRate = p.target, scaled(time.Second, sedaTimeScale), p.initialRate
+	c.AdjI, c.RateMin, c.RateMax = p.adjI, p.rateMin, p.rateMax
+	return &c
 }
 
 // sedaPolicy is the single-stage policy with the SEDA controller.
-func sedaPolicy(p sedaLive) policy.Config { return mainPolicy("seda", sedaParams(p)) }
+func sedaPolicy(p sedaLive) policy.Config { return mainPolicy(sedaConfig(p)) }
 
 // nonePolicy is the single-stage policy without admission control.
-func nonePolicy() policy.Config { return mainPolicy("none", nil) }
+func nonePolicy() policy.Config {
+	c := control.DefaultNoneConfig()
+	return mainPolicy(&c)
+}
 
 // runSEDASpike is the experiment in four steps: plan the crowd (the
 // figure's 3 → 1000 users, on a shorter timeline than the simulator's)

@@ -98,7 +98,7 @@ func (pl *tenantsPlan) run(ctx context.Context, env *Env, queue string) (*phaseR
 // tenantsPolicy is one auto stage told the SLO, with fair queueing among
 // tenants or without; the tenant header is believed from 127.0.0.1.
 func tenantsPolicy(fair bool) policy.Config {
-	pol := mainPolicy("auto", params{"slo": msDur(adaptiveSLO)})
+	pol := mainPolicy(autoConfig(adaptiveSLO))
 	pol.Classes.TrustedProxies = []string{"127.0.0.1/32"}
 	pol.Stages[0].Tenants.Fair = fair
 	return pol

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/sluicehq/sluice/control"
 	"github.com/sluicehq/sluice/lab/dist"
 	"github.com/sluicehq/sluice/lab/loadgen"
 	"github.com/sluicehq/sluice/lab/testbed"
@@ -150,19 +151,21 @@ func (v voigtProxy) config() *proxy.Config {
 	if !v.controlled {
 		return cfg
 	}
-	rule := func(name, prefix, controller string, ps params) policy.StageConfig {
-		st := mainPolicy(controller, ps).Stages[0]
+	rule := func(name, prefix string, ctrl control.Config) policy.StageConfig {
+		st := mainPolicy(ctrl).Stages[0]
 		st.Name, st.Match, st.Burst = name, policy.MatchConfig{PathPrefix: prefix}, 5
 		return st
 	}
 	if v.utilization != nil {
 		cfg.Utilization = *v.utilization
-		cfg.Stages = append(cfg.Stages, rule("cgi", "/cgi-bin/", "voigt-cpu",
-			params{"util_ref": 90.0, "kp": 0.2, "min_rate": 10.0, "initial_rate": v.cgiInitial}))
+		c := control.DefaultVoigtCPUConfig()
+		c.UtilRef, c.Kp, c.MinRate, c.InitialRate = 90, 0.2, 10, v.cgiInitial
+		cfg.Stages = append(cfg.Stages, rule("cgi", "/cgi-bin/", &c))
 		cfg.Resources = append(cfg.Resources, proxy.ResourceConfig{Stage: "cgi", Resource: proxy.ResourceCPU})
 	}
-	cfg.Stages = append(cfg.Stages, rule("large", "/islarge/", "voigt-queue",
-		params{"q_ref": 35.0, "kp": 0.0625, "kd": 0.25, "min_rate": 10.0, "initial_rate": v.bwInitial}))
+	q := control.DefaultVoigtQueueConfig()
+	q.QRef, q.Kp, q.Kd, q.MinRate, q.InitialRate = 35, 0.0625, 0.25, 10, v.bwInitial
+	cfg.Stages = append(cfg.Stages, rule("large", "/islarge/", &q))
 	cfg.Resources = append(cfg.Resources, proxy.ResourceConfig{Stage: "large", Resource: proxy.ResourceBandwidth,
 		Sensor: &proxy.SensorConfig{UtilizationConfig: proxy.UtilizationConfig{Source: proxy.SensorOutQueue},
 			CapacityBytes: v.bwCapacity, SamplesPerPeriod: 20}})

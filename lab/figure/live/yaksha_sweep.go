@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/control"
 	"github.com/sluicehq/sluice/lab/dist"
 	"github.com/sluicehq/sluice/lab/figure"
 	"github.com/sluicehq/sluice/lab/loadgen"
@@ -47,11 +48,12 @@ func yakshaLiveParams() yakshaLive {
 // yakshaPolicy is the single-stage Yaksha policy; lambda0 > 0 gives the
 // static design for that nominal rate, 0 the self-tuning one.
 func yakshaPolicy(p yakshaLive, lambda0 float64) policy.Config {
-	ps := params{"tref": p.tref, "period": p.period, "pole": p.pole, "tune_window": p.tuneWindow, "self_tuning": lambda0 <= 0}
+	c := control.DefaultYakshaConfig()
+	c.Tref, c.Period, c.Pole, c.TuneWindow, c.SelfTuning = p.tref, p.period, p.pole, p.tuneWindow, lambda0 <= 0
 	if lambda0 > 0 {
-		ps["lambda0"] = lambda0
+		c.Lambda0 = lambda0
 	}
-	return mainPolicy("yaksha", ps)
+	return mainPolicy(&c)
 }
 
 // sweepPoint is one load point of one variant.
