@@ -38,7 +38,7 @@ import (
 //     entered service less than τ/2 after it, nor by one that left less
 //     than τ before it: a count is final τ after its request left.
 //
-// τ is the stage's tolerance, AutoConfig.KneeTolerance (its default is
+// τ is the stage's tolerance, auto.Config.KneeTolerance (its default is
 // given there), but at most half the mean time between completions, 1/(2·X̂) for the
 // completion rate X̂ (smoothed per interval): a wider tolerance would
 // forgive true overtakes, where the service completes requests faster

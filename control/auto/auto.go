@@ -1,4 +1,4 @@
-package control
+package auto
 
 import (
 	"fmt"
@@ -6,12 +6,14 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/control/internal/ctl"
+	"github.com/sluicehq/sluice/internal/fielderr"
 	"github.com/sluicehq/sluice/internal/mathx"
 )
 
-// AutoConfig configures the auto controller. Only the objective has to be
-// chosen; DefaultAutoConfig gives working values for the rest.
-type AutoConfig struct {
+// Config configures the auto controller. Only the objective has to be
+// chosen; DefaultConfig gives working values for the rest.
+type Config struct {
 	// SLO is the objective: the response time admitted answers must meet
 	// (default 500ms). auto keeps the stage's queue short enough that an
 	// admitted request's wait plus its service time stays below it, and
@@ -51,13 +53,13 @@ type AutoConfig struct {
 	// half of what the service-time p99 leaves of the SLO instead of the
 	// standing wait, so that a burst shorter than it is queued and served
 	// rather than rejected; the allowance comes back once the queue has
-	// not stood for as long (see auto_queue.go; default 0: off, a standing
+	// not stood for as long (see queue.go; default 0: off, a standing
 	// queue is trimmed at once).
 	BurstWindow time.Duration `yaml:"burst_window" json:"burst_window"`
 	// TailPool turns on the pooled tail estimate (a named option, off by
 	// default): a standing queue past its burst allowance is sized from
 	// the p99 of the latest TailPool service times, scaled up by how far
-	// their median has moved since (R̂99ᴾ, see auto_tail.go), instead of
+	// their median has moved since (R̂99ᴾ, see tail.go), instead of
 	// the running mean of the latest steps' p99 (R̂99), which swings by
 	// half behind a heavy-tailed service time (default 0: off; 2000 in
 	// the figures; at most the latest 128 steps are pooled).
@@ -100,7 +102,7 @@ type AutoConfig struct {
 	// default, also "") uses the throughput probes alone; "overtakes"
 	// also reads it from how many earlier requests a completion overtook
 	// (Measurements.Parallel), where the service times vary enough to
-	// show it, and caps L at it (see Auto and auto_overtake.go).
+	// show it, and caps L at it (see Auto and overtake.go).
 	Knee string `yaml:"knee" json:"knee"`
 	// KneeTolerance is, with Knee "overtakes", how far apart two requests
 	// may be handed to the service, or their answers read, and still be
@@ -111,77 +113,83 @@ type AutoConfig struct {
 	KneeTolerance time.Duration `yaml:"knee_tolerance" json:"knee_tolerance"`
 }
 
-// DefaultAutoConfig returns the defaults: SLO 500ms, Period 100ms,
+// DefaultConfig returns the defaults: SLO 500ms, Period 100ms,
 // InitialLimit 16 within MinLimit 1 and MaxLimit 10000, HighProbe 1.5 and
 // LowProbe 1.5, windows of MinCompletions 200 or MaxWindow 1s, Knee
 // "probes" (KneeTolerance 2ms).
-func DefaultAutoConfig() AutoConfig {
-	return AutoConfig{SLO: 500 * time.Millisecond, Period: 100 * time.Millisecond, InitialLimit: 16,
+func DefaultConfig() Config {
+	return Config{SLO: 500 * time.Millisecond, Period: 100 * time.Millisecond, InitialLimit: 16,
 		MinLimit: 1, MaxLimit: 10000, HighProbe: 1.5, LowProbe: 1.5, MinCompletions: 200, MaxWindow: time.Second,
 		Knee: KneeProbes, KneeTolerance: 2 * time.Millisecond}
 }
 
 // Validate reports the first invalid field.
-func (c *AutoConfig) Validate() error {
-	if err := checkTarget(c.SLO); err != nil {
-		return badField("slo", c.SLO, "must be a positive duration such as 250ms")
+func (c *Config) Validate() error {
+	if c.SLO <= 0 {
+		return fielderr.Invalid("slo", c.SLO, "must be a positive duration such as 250ms")
 	}
-	if err := checkPeriod("period", c.Period); err != nil {
+	if err := ctl.CheckPeriod("period", c.Period); err != nil {
 		return err
 	}
 	if !mathx.Finite(c.MinLimit) || c.MinLimit < 1 {
-		return badField("min_limit", c.MinLimit, "must be ≥ 1")
+		return fielderr.Invalid("min_limit", c.MinLimit, "must be ≥ 1")
 	}
 	if !mathx.Finite(c.MaxLimit) || c.MaxLimit < c.MinLimit {
-		return badField("max_limit", c.MaxLimit, fmt.Sprintf("must be ≥ min_limit (%g)", c.MinLimit))
+		return fielderr.Invalid("max_limit", c.MaxLimit, fmt.Sprintf("must be ≥ min_limit (%g)", c.MinLimit))
 	}
-	if err := checkRange("initial_limit", c.InitialLimit, c.MinLimit, c.MaxLimit); err != nil {
+	if err := ctl.CheckRange("initial_limit", c.InitialLimit, c.MinLimit, c.MaxLimit); err != nil {
 		return err
 	}
 	if !mathx.Finite(c.HighProbe) || c.HighProbe <= 1 || c.HighProbe > 4 {
-		return badField("high_probe", c.HighProbe, "must be within (1, 4]")
+		return fielderr.Invalid("high_probe", c.HighProbe, "must be within (1, 4]")
 	}
 	if !mathx.Finite(c.LowProbe) || c.LowProbe <= 1 || c.LowProbe > 4 {
-		return badField("low_probe", c.LowProbe, "must be within (1, 4]")
+		return fielderr.Invalid("low_probe", c.LowProbe, "must be within (1, 4]")
 	}
 	if c.MinCompletions < 1 {
-		return badField("min_completions", c.MinCompletions, "must be ≥ 1")
+		return fielderr.Invalid("min_completions", c.MinCompletions, "must be ≥ 1")
 	}
 	if c.MaxWindow < c.Period {
-		return badField("max_window", c.MaxWindow, fmt.Sprintf("must be ≥ period (%v)", c.Period))
+		return fielderr.Invalid("max_window", c.MaxWindow, fmt.Sprintf("must be ≥ period (%v)", c.Period))
 	}
 	if c.StandingWait < 0 || c.StandingWait >= c.SLO {
-		return badField("standing_wait", c.StandingWait, "must be ≥ 0 and below slo")
+		return fielderr.Invalid("standing_wait", c.StandingWait, "must be ≥ 0 and below slo")
 	}
 	if c.BurstWindow < 0 || c.BurstWindow > time.Minute {
-		return badField("burst_window", c.BurstWindow, "must be within [0, 1m] (0: off)")
+		return fielderr.Invalid("burst_window", c.BurstWindow, "must be within [0, 1m] (0: off)")
 	}
 	if c.TailPool != 0 && (c.TailPool < 100 || c.TailPool > 1000000) {
-		return badField("tail_pool", c.TailPool, "must be within [100, 1000000] service times (0: off)")
+		return fielderr.Invalid("tail_pool", c.TailPool, "must be within [100, 1000000] service times (0: off)")
 	}
 	if !mathx.Finite(c.MinRate) || c.MinRate < 0 {
-		return badField("min_rate", c.MinRate, "must be a rate ≥ 0 in req/s (0: off)")
+		return fielderr.Invalid("min_rate", c.MinRate, "must be a rate ≥ 0 in req/s (0: off)")
 	}
 	if !mathx.Finite(c.MaxRejectFraction) || c.MaxRejectFraction < 0 || c.MaxRejectFraction > 1 {
-		return badField("max_reject_fraction", c.MaxRejectFraction, "must be within (0, 1], or 0 for off")
+		return fielderr.Invalid("max_reject_fraction", c.MaxRejectFraction, "must be within (0, 1], or 0 for off")
 	}
 	if c.Warmup < 0 {
-		return badField("warmup", c.Warmup, "must be ≥ 0 (0: off)")
+		return fielderr.Invalid("warmup", c.Warmup, "must be ≥ 0 (0: off)")
 	}
 	if c.MaxHealthyLatency < 0 {
-		return badField("max_healthy_latency", c.MaxHealthyLatency, "must be ≥ 0 (0: off)")
+		return fielderr.Invalid("max_healthy_latency", c.MaxHealthyLatency, "must be ≥ 0 (0: off)")
 	}
 	if c.Knee != "" && c.Knee != KneeOvertakes && c.Knee != KneeProbes {
-		return badField("knee", c.Knee, fmt.Sprintf("must be %q (the default) or %q", KneeProbes, KneeOvertakes))
+		return fielderr.Invalid("knee", c.Knee, fmt.Sprintf("must be %q (the default) or %q", KneeProbes, KneeOvertakes))
 	}
 	if c.KneeTolerance < 0 || c.KneeTolerance >= c.SLO {
-		return badField("knee_tolerance", c.KneeTolerance, "must be ≥ 0 (0: the order as seen) and below slo")
+		return fielderr.Invalid("knee_tolerance", c.KneeTolerance, "must be ≥ 0 (0: the order as seen) and below slo")
 	}
 	return nil
 }
 
 // New validates the configuration and returns a controller.
-func (c *AutoConfig) New() (sluice.Controller, error) { return NewAuto(*c) }
+func (c *Config) New() (sluice.Controller, error) { return New(*c) }
+
+// Floor: min_limit, the fewest requests auto lets run at once. Auto's
+// limit starts at initial_limit and stays where it is without evidence,
+// so a limit held at min_limit means the backend missed the SLO even
+// with that little concurrency.
+func (c *Config) Floor() float64 { return c.MinLimit }
 
 // Auto is sluice's own adaptive mode, told only the objective (SLO). It
 // combines a concurrency limit that finds the service's useful
@@ -217,7 +225,7 @@ func (c *AutoConfig) New() (sluice.Controller, error) { return NewAuto(*c) }
 // queues inside the service. The cut comes back when its cause is gone:
 // a step whose tail estimate T is below SLO/4 raises L ← min(L₀,
 // n̄·(SLO/4)/T) towards the limit L₀ it cut from, n̄ the step's mean in
-// service (auto_uncut.go). The thresholds are a fixed fraction of the change
+// service (uncut.go). The thresholds are a fixed fraction of the change
 // each probe could make, so the same test works whatever the service's
 // speed, and a change of capacity between two windows moves both ratios
 // the same way. At equilibrium L sits between √b·W and b·W: the low probe
@@ -242,10 +250,10 @@ func (c *AutoConfig) New() (sluice.Controller, error) { return NewAuto(*c) }
 //
 //	MaxWait = max(SLO − 1.1·R̂99, (SLO − R̂99)/2) for a burst,
 //	MaxWait = min(StandingWait or max(R̂, SLO/10), max((SLO − T)/2, min(R̂, SLO − T))) while it stands,
-//	MaxWait = max((SLO − R̂99)/2, min(R̂, SLO − R̂99)) for an overload's first BurstWindow (auto_queue.go),
+//	MaxWait = max((SLO − R̂99)/2, min(R̂, SLO − R̂99)) for an overload's first BurstWindow (queue.go),
 //
 // where T = R̂99, or with TailPool the pooled estimate R̂99ᴾ and
-// min(R̂, SLO − 1.1·T) (auto_tail.go), R̂ is a running mean of the mean
+// min(R̂, SLO − 1.1·T) (tail.go), R̂ is a running mean of the mean
 // service time and R̂99 of the p99
 // (each step's p99 taken as the largest over the latest steps that hold
 // at least 56 samples, so that a step of 30 samples does not report its
@@ -287,7 +295,7 @@ func (c *AutoConfig) New() (sluice.Controller, error) { return NewAuto(*c) }
 // classes. The law above is the same for every class.
 //
 // The knee from overtakes (Knee "overtakes", off by default; see
-// auto_overtake.go): behind W workers serving their queue in order, no
+// overtake.go): behind W workers serving their queue in order, no
 // request leaving service overtakes more than W − 1 earlier requests
 // still in service, so a window whose completions overtook fewer than the
 // concurrency it ran at shows W, k = max Parallel, and L ← min(L, k);
@@ -301,7 +309,7 @@ func (c *AutoConfig) New() (sluice.Controller, error) { return NewAuto(*c) }
 // no worker idles from a completion to the next arrival. Estimates knee
 // (k; 0: unknown) and deck (1 or 0).
 //
-// The median test (MedianProbe, off by default; see auto_median.go): a
+// The median test (MedianProbe, off by default; see median.go): a
 // low probe whose median service time fell by at least half as much as
 // its concurrency cuts L ← L/√b (the base queued inside the service), and
 // a high probe whose median rose by at least half as much as its
@@ -335,19 +343,19 @@ func (c *AutoConfig) New() (sluice.Controller, error) { return NewAuto(*c) }
 //     back); the Little's-law cut and the low probe may still lower it.
 //     Estimate latency_guard (1 while it holds the limit down).
 type Auto struct {
-	cfg     AutoConfig
+	cfg     Config
 	limit   float64 // L
 	gain    float64 // the high probe's gain a (doubles while growth repeats)
 	pending bool    // the last high probe gained: the next gain is growth
 	step    int     // position in the cycle: base, high, base, high, base, low
-	win     autoWindow
-	base    autoWindow // the last judged base window
-	rMean   float64    // R̂, s (NaN until known)
-	rP99    float64    // R̂99, s
-	tail    tailRing   // the latest periods' service p99s, for R̂99
-	tailNow float64    // the latest step's tail estimate, s (the deck's)
-	rPool   float64    // the pool's p99 with TailPool, s (NaN until known, or off)
-	shift   float64    // the median's shift: R̂99ᴾ = rPool·shift (1: none)
+	win     window
+	base    window   // the last judged base window
+	rMean   float64  // R̂, s (NaN until known)
+	rP99    float64  // R̂99, s
+	tail    tailRing // the latest periods' service p99s, for R̂99
+	tailNow float64  // the latest step's tail estimate, s (the deck's)
+	rPool   float64  // the pool's p99 with TailPool, s (NaN until known, or off)
+	shift   float64  // the median's shift: R̂99ᴾ = rPool·shift (1: none)
 	cur     sluice.Decision
 
 	started  time.Time               // the first Update's now (zero before it)
@@ -359,7 +367,7 @@ type Auto struct {
 	kNext    int
 	share    float64 // the last judged window's backend share s (overtakes; 0: none yet)
 	queue    queueState
-	cutFrom  float64 // L before the latest run of Little's-law cuts (0: none; auto_uncut.go)
+	cutFrom  float64 // L before the latest run of Little's-law cuts (0: none; uncut.go)
 	cut      bool    // the window just judged made a Little's-law cut
 }
 
@@ -369,8 +377,8 @@ type Auto struct {
 // about MaxWait + R̂99, and R̂99 is a p99 of a few hundred samples.
 const tailMargin = 0.1
 
-// autoWindow accumulates the measurements of one window.
-type autoWindow struct {
+// window accumulates the measurements of one window.
+type window struct {
 	limit    float64 // the window's limit
 	settled  bool    // the settling part is over: measuring
 	elapsed  float64 // s
@@ -386,14 +394,14 @@ type autoWindow struct {
 	peak     float64 // the largest MaxInFlight of its steps
 }
 
-func (w autoWindow) x() float64     { return w.done / w.elapsed }
-func (w autoWindow) meanN() float64 { return w.inFlight / w.elapsed }
-func (w autoWindow) meanR() float64 { return w.sumR / w.samples }
+func (w window) x() float64     { return w.done / w.elapsed }
+func (w window) meanN() float64 { return w.inFlight / w.elapsed }
+func (w window) meanR() float64 { return w.sumR / w.samples }
 
 var _ sluice.Controller = (*Auto)(nil)
 
 // NewAuto returns an auto controller for a validated copy of cfg.
-func NewAuto(cfg AutoConfig) (*Auto, error) {
+func New(cfg Config) (*Auto, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -417,11 +425,11 @@ func (a *Auto) Target() time.Duration { return a.cfg.SLO }
 
 // SetTarget sets the SLO from the next step on.
 func (a *Auto) SetTarget(slo time.Duration) error {
-	if err := checkTarget(slo); err != nil {
-		return badField("slo", slo, "must be a positive duration such as 250ms")
+	if slo <= 0 {
+		return fielderr.Invalid("slo", slo, "must be a positive duration such as 250ms")
 	}
 	if a.cfg.StandingWait >= slo {
-		return badField("slo", slo, fmt.Sprintf("must be above standing_wait (%v)", a.cfg.StandingWait))
+		return fielderr.Invalid("slo", slo, fmt.Sprintf("must be above standing_wait (%v)", a.cfg.StandingWait))
 	}
 	a.cfg.SLO = slo
 	return nil
@@ -476,7 +484,7 @@ func (a *Auto) warming() bool { return a.warmLeft > 0 }
 // mayRaise reports whether L may rise: neither the latency guard
 // (MaxHealthyLatency) nor the tail (tailRoom) holds it.
 func (a *Auto) mayRaise() bool {
-	return !a.latGuard && !(a.cfg.TailGuard && usable(a.rP99) && a.rP99 > a.tailRoom())
+	return !a.latGuard && !(a.cfg.TailGuard && mathx.Usable(a.rP99) && a.rP99 > a.tailRoom())
 }
 
 // tailRoom is the service-time p99 that leaves a standing queue its wait
@@ -490,30 +498,30 @@ func (a *Auto) tailRoom() float64 { return a.cfg.SLO.Seconds() - a.standingWait(
 // one). It cuts L ← L·tailRoom/R̂99, at most by half.
 func (a *Auto) tailCut() (string, bool) {
 	room := a.tailRoom()
-	if !a.cfg.TailGuard || !usable(a.rP99) || a.rP99 <= room || a.limit <= a.cfg.MinLimit {
+	if !a.cfg.TailGuard || !mathx.Usable(a.rP99) || a.rP99 <= room || a.limit <= a.cfg.MinLimit {
 		return "", false
 	}
 	old := a.limit
-	a.limit = clamp(a.limit/math.Sqrt(a.cfg.LowProbe), a.cfg.MinLimit, a.cfg.MaxLimit)
-	return fmt.Sprintf("L %.4g → %.4g: service p99 %s is over SLO − standing wait (%s)", old, a.limit, fmtSec(a.rP99), fmtSec(room)), true
+	a.limit = mathx.Clamp(a.limit/math.Sqrt(a.cfg.LowProbe), a.cfg.MinLimit, a.cfg.MaxLimit)
+	return fmt.Sprintf("L %.4g → %.4g: service p99 %s is over SLO − standing wait (%s)", old, a.limit, ctl.FmtSec(a.rP99), ctl.FmtSec(room)), true
 }
 
 // windowLimit returns the limit of the window at the current step.
 func (a *Auto) windowLimit() float64 {
 	switch a.step {
 	case 1, 3:
-		return clamp(a.highProbe(math.Ceil(a.limit*a.gain)), a.cfg.MinLimit, a.cfg.MaxLimit)
+		return mathx.Clamp(a.highProbe(math.Ceil(a.limit*a.gain)), a.cfg.MinLimit, a.cfg.MaxLimit)
 	case 5:
-		return clamp(math.Round(a.limit/a.cfg.LowProbe), a.cfg.MinLimit, a.cfg.MaxLimit)
+		return mathx.Clamp(math.Round(a.limit/a.cfg.LowProbe), a.cfg.MinLimit, a.cfg.MaxLimit)
 	}
-	return clamp(math.Round(a.limit), a.cfg.MinLimit, a.cfg.MaxLimit)
+	return mathx.Clamp(math.Round(a.limit), a.cfg.MinLimit, a.cfg.MaxLimit)
 }
 
 // Update runs one step: it settles or measures the window in progress,
 // judges it once it is complete, and sets the limit and the queue policy.
 func (a *Auto) Update(now time.Time, m sluice.Measurements) sluice.Decision {
 	old := a.cur.New
-	if n := m.ServiceSamples; n > 0 && usable(m.ServiceMean) && usable(m.ServiceP99) {
+	if n := m.ServiceSamples; n > 0 && mathx.Usable(m.ServiceMean) && mathx.Usable(m.ServiceP99) {
 		a.rMean = ewma(a.rMean, m.ServiceMean, 0.3)
 		// R̂99 from every completion where the stage measures it: the
 		// window's fences drop the long requests that straddle them. The
@@ -522,7 +530,7 @@ func (a *Auto) Update(now time.Time, m sluice.Measurements) sluice.Decision {
 		// and every completion's tail, the service's own included, would
 		// hold it below the service's parallelism.
 		p99 := m.ServiceP99
-		if !a.cfg.TailGuard && m.ServiceTailSamples > 0 && usable(m.ServiceTailP99) {
+		if !a.cfg.TailGuard && m.ServiceTailSamples > 0 && mathx.Usable(m.ServiceTailP99) {
 			p99, n = m.ServiceTailP99, m.ServiceTailSamples
 		}
 		// With the tail guard a rising tail is taken at once, a falling
@@ -547,15 +555,15 @@ func (a *Auto) Update(now time.Time, m sluice.Measurements) sluice.Decision {
 		a.started = now
 	}
 	a.warmLeft = math.Max(0, (a.cfg.Warmup - now.Sub(a.started)).Seconds())
-	a.latGuard = a.cfg.MaxHealthyLatency > 0 && usable(a.rP99) && a.rP99 > a.cfg.MaxHealthyLatency.Seconds()
+	a.latGuard = a.cfg.MaxHealthyLatency > 0 && mathx.Usable(a.rP99) && a.rP99 > a.cfg.MaxHealthyLatency.Seconds()
 	if a.cfg.MinRate > 0 {
 		a.open = el > 0 && m.Arrivals/el < a.cfg.MinRate
 		if a.open {
 			// Nothing is shed; the window in progress starts again once
 			// the gate closes.
-			a.win = autoWindow{limit: a.win.limit}
-			a.cur = decision(now, "auto", sluice.KindConcurrency, m, old, a.win.limit, false,
-				fmt.Sprintf("gate open: offered %s below min_rate %s", fmtRate(m.Arrivals/el), fmtRate(a.cfg.MinRate)))
+			a.win = window{limit: a.win.limit}
+			a.cur = ctl.Decision(now, "auto", sluice.KindConcurrency, m, old, a.win.limit, false,
+				fmt.Sprintf("gate open: offered %s below min_rate %s", ctl.FmtRate(m.Arrivals/el), ctl.FmtRate(a.cfg.MinRate)))
 			a.cur.GateOff, a.cur.MaxWait, a.cur.MaxReject = true, a.cfg.SLO/2, a.cfg.MaxRejectFraction
 			return a.cur
 		}
@@ -569,12 +577,12 @@ func (a *Auto) Update(now time.Time, m sluice.Measurements) sluice.Decision {
 		// least one service time and one step.
 		a.win.elapsed += el
 		settle := a.cfg.Period.Seconds()
-		if usable(a.rMean) {
+		if mathx.Usable(a.rMean) {
 			settle = math.Max(settle, a.rMean)
 		}
-		drained := !usable(m.MaxInFlight) || m.MaxInFlight <= a.withDeck(a.win.limit)
+		drained := !mathx.Usable(m.MaxInFlight) || m.MaxInFlight <= a.withDeck(a.win.limit)
 		if a.win.elapsed >= settle-1e-9 && drained {
-			a.win = autoWindow{limit: a.win.limit, settled: true}
+			a.win = window{limit: a.win.limit, settled: true}
 			fence = true
 			why = fmt.Sprintf("window %g settled; measuring", a.win.limit)
 		} else {
@@ -582,33 +590,33 @@ func (a *Auto) Update(now time.Time, m sluice.Measurements) sluice.Decision {
 		}
 	} else {
 		a.win.elapsed += el
-		if usable(m.InFlight) {
+		if mathx.Usable(m.InFlight) {
 			a.win.inFlight += m.InFlight * el
 		}
 		ok := m.Completed - math.Max(m.Failed, 0) // successful completions
-		if usable(ok) {
+		if mathx.Usable(ok) {
 			a.win.done += ok
 		}
-		if usable(m.Parallel) && m.Parallel > a.win.par {
+		if mathx.Usable(m.Parallel) && m.Parallel > a.win.par {
 			a.win.par = m.Parallel
 		}
-		if usable(m.BackendShare) && m.BackendShare > 0 && usable(ok) && ok > 0 {
+		if mathx.Usable(m.BackendShare) && m.BackendShare > 0 && mathx.Usable(ok) && ok > 0 {
 			a.win.shareSum += ok * m.BackendShare
 			a.win.shareN += ok
 		}
-		if usable(m.MaxInFlight) && m.MaxInFlight > a.win.peak {
+		if mathx.Usable(m.MaxInFlight) && m.MaxInFlight > a.win.peak {
 			a.win.peak = m.MaxInFlight
 		}
-		if n := m.ServiceSamples; n > 0 && usable(m.ServiceMean) {
+		if n := m.ServiceSamples; n > 0 && mathx.Usable(m.ServiceMean) {
 			a.win.samples += n
 			a.win.sumR += n * m.ServiceMean
 		}
-		if n := m.ServiceSamples; n > 0 && usable(m.ServiceP50) {
+		if n := m.ServiceSamples; n > 0 && mathx.Usable(m.ServiceP50) {
 			a.win.p50n += n
 			a.win.sumP50 += n * m.ServiceP50
 		}
 		minTime := a.cfg.Period.Seconds()
-		if usable(a.rMean) {
+		if mathx.Usable(a.rMean) {
 			minTime = math.Max(minTime, 2*a.rMean)
 		}
 		full := a.win.done >= float64(a.cfg.MinCompletions) && a.win.elapsed >= minTime-1e-9
@@ -618,10 +626,10 @@ func (a *Auto) Update(now time.Time, m sluice.Measurements) sluice.Decision {
 			why = a.judge()
 			if (a.limit < before && !a.cut) || a.limit >= a.cutFrom {
 				// A probe that lowered L found less parallelism than
-				// the cut's limit assumed (auto_uncut.go).
+				// the cut's limit assumed (uncut.go).
 				a.cutFrom = 0
 			}
-			a.win = autoWindow{limit: a.windowLimit()}
+			a.win = window{limit: a.windowLimit()}
 		} else {
 			why = fmt.Sprintf("window %g measuring (%g of %d completions)", a.win.limit, a.win.done, a.cfg.MinCompletions)
 		}
@@ -631,7 +639,7 @@ func (a *Auto) Update(now time.Time, m sluice.Measurements) sluice.Decision {
 		why += fmt.Sprintf("; %g on deck above the knee %.3g", limit-a.win.limit, a.knee)
 	}
 	maxWait, drain, queue := a.queuePolicy(now, m, limit)
-	a.cur = decision(now, "auto", sluice.KindConcurrency, m, old, limit, limit != old, why+"; "+queue)
+	a.cur = ctl.Decision(now, "auto", sluice.KindConcurrency, m, old, limit, limit != old, why+"; "+queue)
 	a.cur.MaxWait, a.cur.Drain, a.cur.Fence, a.cur.MaxReject = maxWait, drain, fence, a.cfg.MaxRejectFraction
 	return a.cur
 }
@@ -640,7 +648,7 @@ func (a *Auto) Update(now time.Time, m sluice.Measurements) sluice.Decision {
 func (a *Auto) judge() string {
 	w := a.win
 	x, n := w.x(), w.meanN()
-	if w.done < 10 || !usable(x) {
+	if w.done < 10 || !mathx.Usable(x) {
 		a.step = 0
 		return fmt.Sprintf("hold L %.4g: window %g without enough completions (%g)", a.limit, w.limit, w.done)
 	}
@@ -659,7 +667,7 @@ func (a *Auto) judge() string {
 		// parallelism; holding the base there turned away what the
 		// service could serve for another cycle of probes).
 		old := a.limit
-		a.limit = clamp(math.Ceil(n), a.cfg.MinLimit, a.cfg.MaxLimit)
+		a.limit = mathx.Clamp(math.Ceil(n), a.cfg.MinLimit, a.cfg.MaxLimit)
 		a.step, a.gain, a.pending = 0, a.cfg.HighProbe, false
 		return fmt.Sprintf("L %.4g → %.4g: high probe %g was not filled (n̄ %.3g), and %.4g req/s vs %.4g grew with it", old, a.limit, w.limit, n, x, a.base.x())
 	}
@@ -687,14 +695,14 @@ func (a *Auto) judge() string {
 		// service for nothing: cut it in proportion.
 		if r := w.meanR(); w.samples > 0 && r > a.cfg.SLO.Seconds()/4 && a.limit > 2*a.cfg.MinLimit {
 			old := a.limit
-			a.limit = clamp(a.limit*a.cfg.SLO.Seconds()/(4*r), math.Max(a.cfg.MinLimit, a.limit/2), a.cfg.MaxLimit)
+			a.limit = mathx.Clamp(a.limit*a.cfg.SLO.Seconds()/(4*r), math.Max(a.cfg.MinLimit, a.limit/2), a.cfg.MaxLimit)
 			a.step, a.cut = 0, true
 			if a.cutFrom == 0 {
 				a.cutFrom = old
 			}
-			return fmt.Sprintf("L %.4g → %.4g: base %g: service time %s is over SLO/4 (%.4g req/s)", old, a.limit, w.limit, fmtSec(r), x)
+			return fmt.Sprintf("L %.4g → %.4g: base %g: service time %s is over SLO/4 (%.4g req/s)", old, a.limit, w.limit, ctl.FmtSec(r), x)
 		}
-		return fmt.Sprintf("base %g: %.4g req/s, n̄ %.3g, R %s", w.limit, x, n, fmtSec(w.meanR()))
+		return fmt.Sprintf("base %g: %.4g req/s, n̄ %.3g, R %s", w.limit, x, n, ctl.FmtSec(w.meanR()))
 	case 1, 3:
 		a.step++
 		r := x / a.base.x()
@@ -709,7 +717,7 @@ func (a *Auto) judge() string {
 		if !a.mayRaise() {
 			a.gain, a.pending = a.cfg.HighProbe, false
 			return fmt.Sprintf("hold L %.4g: high probe %g gave %.4g req/s vs %.4g (×%.3f), but service p99 %s is over max_healthy_latency %v",
-				a.limit, w.limit, x, a.base.x(), r, fmtSec(a.rP99), a.cfg.MaxHealthyLatency)
+				a.limit, w.limit, x, a.base.x(), r, ctl.FmtSec(a.rP99), a.cfg.MaxHealthyLatency)
 		}
 		if r < 1+(a.cfg.HighProbe-1)/2 {
 			a.gain, a.pending = a.cfg.HighProbe, false
@@ -724,14 +732,14 @@ func (a *Auto) judge() string {
 		if r >= 0.9*w.limit/a.base.limit {
 			// The whole gain: W is at least the probe. Take it as the new
 			// limit and base, and probe twice as far next (slow start).
-			a.limit = clamp(math.Max(a.limit, w.limit), a.cfg.MinLimit, a.cfg.MaxLimit)
+			a.limit = mathx.Clamp(math.Max(a.limit, w.limit), a.cfg.MinLimit, a.cfg.MaxLimit)
 			a.gain = math.Min(4, a.gain*2)
 			a.base, a.step = w, 1
 			return fmt.Sprintf("L %.4g → %.4g: high probe %g gave %.4g req/s vs %.4g at %g (×%.3f): grow, next probe ×%g", old, a.limit, w.limit, x, a.base.x(), a.base.limit, r, a.gain)
 		}
 		// Part of the gain: X ∝ min(n, W) puts the knee at W ≈ r·L_base;
 		// the limit goes to √b·W, where the low probe sits just below it.
-		a.limit = clamp(math.Max(a.limit, math.Sqrt(a.cfg.LowProbe)*r*a.base.limit), a.cfg.MinLimit, a.cfg.MaxLimit)
+		a.limit = mathx.Clamp(math.Max(a.limit, math.Sqrt(a.cfg.LowProbe)*r*a.base.limit), a.cfg.MinLimit, a.cfg.MaxLimit)
 		a.gain, a.pending = a.cfg.HighProbe, false
 		return fmt.Sprintf("L %.4g → %.4g: high probe %g gave %.4g req/s vs %.4g at %g (×%.3f): knee near %.3g", old, a.limit, w.limit, x, a.base.x(), a.base.limit, r, r*a.base.limit)
 	default:
@@ -744,10 +752,10 @@ func (a *Auto) judge() string {
 		}
 		switch {
 		case r >= 1-loss/4:
-			a.limit = clamp(math.Max(a.limit/math.Sqrt(a.cfg.LowProbe), a.knee), a.cfg.MinLimit, a.cfg.MaxLimit)
+			a.limit = mathx.Clamp(math.Max(a.limit/math.Sqrt(a.cfg.LowProbe), a.knee), a.cfg.MinLimit, a.cfg.MaxLimit)
 			return fmt.Sprintf("L %.4g → %.4g: low probe %g kept %.4g req/s vs %.4g at %g (×%.3f): shrink", old, a.limit, w.limit, x, a.base.x(), a.base.limit, r)
 		case r < 1-loss*3/4 && a.mayRaise():
-			a.limit = clamp(a.limit*math.Sqrt(a.cfg.LowProbe), a.cfg.MinLimit, a.cfg.MaxLimit)
+			a.limit = mathx.Clamp(a.limit*math.Sqrt(a.cfg.LowProbe), a.cfg.MinLimit, a.cfg.MaxLimit)
 			return fmt.Sprintf("L %.4g → %.4g: low probe %g lost: %.4g req/s vs %.4g at %g (×%.3f): the knee is close, step back", old, a.limit, w.limit, x, a.base.x(), a.base.limit, r)
 		}
 		return fmt.Sprintf("hold L %.4g: low probe %g gave %.4g req/s vs %.4g at %g (×%.3f)", a.limit, w.limit, x, a.base.x(), a.base.limit, r)

@@ -1,6 +1,10 @@
-package control
+package auto
 
-import "math"
+import (
+	"math"
+
+	"github.com/sluicehq/sluice/internal/mathx"
+)
 
 // Auto's estimates of the service-time tail.
 //
@@ -83,7 +87,7 @@ func (t *tailRing) add(p99, n float64) float64 {
 // addMedian records the median of the period add recorded last and the
 // samples behind it.
 func (t *tailRing) addMedian(p50, n float64) {
-	if t.len == 0 || !(n > 0) || !usable(p50) {
+	if t.len == 0 || !(n > 0) || !mathx.Usable(p50) {
 		return
 	}
 	i := (t.next - 1 + tailPeriods) % tailPeriods
@@ -102,7 +106,7 @@ func (t *tailRing) pooled(minN float64) float64 {
 	var vals, wts [tailPeriods]float64
 	k, total := t.latest(minN, &vals, &wts, func(i int) (v, w, n float64, ok bool) {
 		n = t.n[i]
-		return t.p99[i], n - math.Ceil(0.99*n) + 1, n, n > 0 && usable(t.p99[i])
+		return t.p99[i], n - math.Ceil(0.99*n) + 1, n, n > 0 && mathx.Usable(t.p99[i])
 	})
 	return rankFrom(vals[:k], wts[:k], 0.01*total, true)
 }

@@ -1,4 +1,4 @@
-package control
+package auto
 
 import (
 	"math"
@@ -16,9 +16,9 @@ import (
 // returns the controller after steps steps.
 func overtakeSteps(t *testing.T, knee string, tail, share float64, steps int) *Auto {
 	t.Helper()
-	cfg := DefaultAutoConfig()
+	cfg := DefaultConfig()
 	cfg.SLO, cfg.Knee = 250*time.Millisecond, knee
-	a, err := NewAuto(cfg)
+	a, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
