@@ -347,7 +347,7 @@ type Auto struct {
 	limit   float64 // L
 	gain    float64 // the high probe's gain a (doubles while growth repeats)
 	pending bool    // the last high probe gained: the next gain is growth
-	step    int     // position in the cycle: base, high, base, high, base, low
+	phase   phase   // position in the cycle: base, high, base, high, base, low
 	win     window
 	base    window   // the last judged base window
 	rMean   float64  // R̂, s (NaN until known)
@@ -508,10 +508,10 @@ func (a *Auto) tailCut() (string, bool) {
 
 // windowLimit returns the limit of the window at the current step.
 func (a *Auto) windowLimit() float64 {
-	switch a.step {
-	case 1, 3:
+	switch {
+	case a.phase.isHigh():
 		return mathx.Clamp(a.highProbe(math.Ceil(a.limit*a.gain)), a.cfg.MinLimit, a.cfg.MaxLimit)
-	case 5:
+	case a.phase == phaseLow:
 		return mathx.Clamp(math.Round(a.limit/a.cfg.LowProbe), a.cfg.MinLimit, a.cfg.MaxLimit)
 	}
 	return mathx.Clamp(math.Round(a.limit), a.cfg.MinLimit, a.cfg.MaxLimit)
@@ -649,7 +649,7 @@ func (a *Auto) judge() string {
 	w := a.win
 	x, n := w.x(), w.meanN()
 	if w.done < 10 || !mathx.Usable(x) {
-		a.step = 0
+		a.phase = phaseBase1
 		return fmt.Sprintf("hold L %.4g: window %g without enough completions (%g)", a.limit, w.limit, w.done)
 	}
 	if why, cut := a.overtakeCap(w); cut {
@@ -658,7 +658,7 @@ func (a *Auto) judge() string {
 	if why, grew := a.overtakeUnfilled(w); grew {
 		return why
 	}
-	if n < 0.8*w.limit && (a.step == 1 || a.step == 3) && a.base.done > 0 &&
+	if n < 0.8*w.limit && a.phase.isHigh() && a.base.done > 0 &&
 		n > 1.1*a.limit && x/a.base.x() >= 0.9*n/a.base.meanN() && a.mayRaise() {
 		// A high probe that demand did not fill, whose throughput grew
 		// with the number in service: the service serves all of the
@@ -668,27 +668,27 @@ func (a *Auto) judge() string {
 		// service could serve for another cycle of probes).
 		old := a.limit
 		a.limit = mathx.Clamp(math.Ceil(n), a.cfg.MinLimit, a.cfg.MaxLimit)
-		a.step, a.gain, a.pending = 0, a.cfg.HighProbe, false
+		a.restart()
 		return fmt.Sprintf("L %.4g → %.4g: high probe %g was not filled (n̄ %.3g), and %.4g req/s vs %.4g grew with it", old, a.limit, w.limit, n, x, a.base.x())
 	}
 	if n < 0.8*w.limit {
 		// Demand did not fill the window: it says nothing about the
 		// service's parallelism.
-		a.step, a.gain = 0, a.cfg.HighProbe
+		a.phase, a.gain = phaseBase1, a.cfg.HighProbe
 		return fmt.Sprintf("hold L %.4g: demand below the limit (n̄ %.3g of %g, %.4g req/s)", a.limit, n, w.limit, x)
 	}
-	switch a.step {
-	case 0, 2, 4:
+	switch {
+	case a.phase.isBase():
 		if why, cut := a.tailCut(); cut {
-			a.step, a.gain, a.pending = 0, a.cfg.HighProbe, false
+			a.restart()
 			return why
 		}
 		a.base = w
-		a.step++
-		if a.step == 5 && a.knee > 0 && a.limit/a.cfg.LowProbe < a.knee {
+		a.phase = a.phase.next()
+		if a.phase == phaseLow && a.knee > 0 && a.limit/a.cfg.LowProbe < a.knee {
 			// The overtakes put the knee above the low probe, which
 			// would only lose throughput below it.
-			a.step = 0
+			a.phase = phaseBase1
 		}
 		// Little's law above the knee: R = L/X. A limit whose service time
 		// alone eats more than a quarter of the SLO queues inside the
@@ -696,15 +696,15 @@ func (a *Auto) judge() string {
 		if r := w.meanR(); w.samples > 0 && r > a.cfg.SLO.Seconds()/4 && a.limit > 2*a.cfg.MinLimit {
 			old := a.limit
 			a.limit = mathx.Clamp(a.limit*a.cfg.SLO.Seconds()/(4*r), math.Max(a.cfg.MinLimit, a.limit/2), a.cfg.MaxLimit)
-			a.step, a.cut = 0, true
+			a.phase, a.cut = phaseBase1, true
 			if a.cutFrom == 0 {
 				a.cutFrom = old
 			}
 			return fmt.Sprintf("L %.4g → %.4g: base %g: service time %s is over SLO/4 (%.4g req/s)", old, a.limit, w.limit, ctl.FmtSec(r), x)
 		}
 		return fmt.Sprintf("base %g: %.4g req/s, n̄ %.3g, R %s", w.limit, x, n, ctl.FmtSec(w.meanR()))
-	case 1, 3:
-		a.step++
+	case a.phase.isHigh():
+		a.phase = a.phase.next()
 		r := x / a.base.x()
 		old := a.limit
 		if why, grew := a.overtakeGrow(w); grew {
@@ -734,7 +734,7 @@ func (a *Auto) judge() string {
 			// limit and base, and probe twice as far next (slow start).
 			a.limit = mathx.Clamp(math.Max(a.limit, w.limit), a.cfg.MinLimit, a.cfg.MaxLimit)
 			a.gain = math.Min(4, a.gain*2)
-			a.base, a.step = w, 1
+			a.base, a.phase = w, phaseHigh1
 			return fmt.Sprintf("L %.4g → %.4g: high probe %g gave %.4g req/s vs %.4g at %g (×%.3f): grow, next probe ×%g", old, a.limit, w.limit, x, a.base.x(), a.base.limit, r, a.gain)
 		}
 		// Part of the gain: X ∝ min(n, W) puts the knee at W ≈ r·L_base;
@@ -743,7 +743,7 @@ func (a *Auto) judge() string {
 		a.gain, a.pending = a.cfg.HighProbe, false
 		return fmt.Sprintf("L %.4g → %.4g: high probe %g gave %.4g req/s vs %.4g at %g (×%.3f): knee near %.3g", old, a.limit, w.limit, x, a.base.x(), a.base.limit, r, r*a.base.limit)
 	default:
-		a.step = 0
+		a.phase = phaseBase1
 		r := x / a.base.x()
 		old := a.limit
 		loss := 1 - 1/a.cfg.LowProbe // the most the low probe can lose

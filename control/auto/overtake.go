@@ -218,7 +218,7 @@ func (a *Auto) overtakeCap(w window) (string, bool) {
 	}
 	old := a.limit
 	a.limit = mathx.Clamp(k, a.cfg.MinLimit, a.cfg.MaxLimit)
-	a.step, a.gain, a.pending = 0, a.cfg.HighProbe, false
+	a.restart()
 	return fmt.Sprintf("L %.4g → %.4g: window %g: its completions overtook at most %g of the %.3g in service, %.0f%% of whose time was in the backend: the service runs %.3g slots in parallel", old, a.limit, w.limit, w.par-1, n, 100*a.share, k), true
 }
 
@@ -233,7 +233,7 @@ func (a *Auto) overtakeGrow(w window) (string, bool) {
 	old := a.limit
 	a.limit = mathx.Clamp(w.limit, a.cfg.MinLimit, a.cfg.MaxLimit)
 	a.gain = math.Min(4, a.gain*2)
-	a.base, a.step, a.pending = w, 1, false
+	a.base, a.phase, a.pending = w, phaseHigh1, false
 	return fmt.Sprintf("L %.4g → %.4g: high probe %g: its completions overtook %g: the service ran it all in parallel; next probe ×%g", old, a.limit, w.limit, w.par-1, a.gain), true
 }
 
@@ -242,12 +242,12 @@ func (a *Auto) overtakeGrow(w window) (string, bool) {
 // service ran the demand's concurrency in parallel, and L ← k.
 func (a *Auto) overtakeUnfilled(w window) (string, bool) {
 	k, n, ok := a.overtakes(w)
-	if !ok || (a.step != 1 && a.step != 3) || !(w.meanN() < 0.8*w.limit) || !(k > a.limit) ||
+	if !ok || !a.phase.isHigh() || !(w.meanN() < 0.8*w.limit) || !(k > a.limit) ||
 		!(k >= overtakeFill*n) || !a.mayRaise() {
 		return "", false
 	}
 	old := a.limit
 	a.limit = mathx.Clamp(math.Min(k, w.limit), a.cfg.MinLimit, a.cfg.MaxLimit)
-	a.step, a.gain, a.pending = 0, a.cfg.HighProbe, false
+	a.restart()
 	return fmt.Sprintf("L %.4g → %.4g: high probe %g was not filled (n̄ %.3g), and its completions overtook %g", old, a.limit, w.limit, n, w.par-1), true
 }

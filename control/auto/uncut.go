@@ -74,7 +74,7 @@ func (a *Auto) uncut(m sluice.Measurements) (string, bool) {
 	if a.limit >= a.cutFrom {
 		a.cutFrom = 0
 	}
-	a.step, a.gain, a.pending = 0, a.cfg.HighProbe, false
+	a.restart()
 	a.win = window{limit: a.windowLimit()}
 	return fmt.Sprintf("L %.4g → %.4g: service p99 %s (latest steps) is below SLO/4 at %.3g in service: the Little's-law cut is undone",
 		old, a.limit, ctl.FmtSec(t), n), true
