@@ -132,8 +132,8 @@ func (c *Config) kneeFromOvertakes() bool { return c.Knee == KneeOvertakes }
 // them; s is the backend's share of the time in service (see
 // backendShare).
 func (a *Auto) overtakes(w window) (k, n float64, ok bool) {
-	if !a.cfg.kneeFromOvertakes() || !(w.par > 0) || w.done < 10 || w.p50n == 0 || !mathx.Usable(a.rP99) ||
-		!(a.rP99 >= overtakeSpread*w.sumP50/w.p50n) {
+	if !a.cfg.kneeFromOvertakes() || !(w.par > 0) || w.done < 10 || w.p50n == 0 || !mathx.Usable(a.est.rP99) ||
+		!(a.est.rP99 >= overtakeSpread*w.sumP50/w.p50n) {
 		return 0, 0, false
 	}
 	n = w.meanN()
@@ -162,10 +162,10 @@ func (w window) backendShare() float64 {
 // (a capacity halving) takes the deck away at the step it shows, not as
 // the running mean catches up.
 func (a *Auto) deck(limit float64) float64 {
-	if a.knee <= 0 || limit > math.Round(a.knee) || !mathx.Usable(a.rP99) {
+	if a.knee <= 0 || limit > math.Round(a.knee) || !mathx.Usable(a.est.rP99) {
 		return 0
 	}
-	if tail := math.Max(a.rP99, a.tailNow); !(tail <= deckTail*a.cfg.SLO.Seconds()) {
+	if tail := math.Max(a.est.rP99, a.est.tailNow); !(tail <= deckTail*a.cfg.SLO.Seconds()) {
 		return 0
 	}
 	return 1

@@ -87,10 +87,10 @@ func (q *queueState) update(now time.Time, over bool, window time.Duration) {
 // backend share the machine's cores), so that second's p99 read 296 and
 // 297 ms at an SLO of 250 ms (docs/experiments.md).
 func (a *Auto) queueTail(trimmed bool) float64 {
-	if !trimmed || a.cfg.TailPool == 0 || !mathx.Usable(a.rPool) {
-		return a.rP99
+	if !trimmed || a.cfg.TailPool == 0 || !mathx.Usable(a.est.rPool) {
+		return a.est.rP99
 	}
-	return a.rPool * a.shift
+	return a.est.rPool * a.est.shift
 }
 
 // standingCap is the wait a standing queue past its burst allowance is
@@ -110,7 +110,7 @@ func (a *Auto) standingCap() float64 {
 
 // burstCap is the wait a queue in its burst allowance is allowed, in s:
 // halfRoom(R̂99, 0).
-func (a *Auto) burstCap() float64 { return a.halfRoom(a.rP99, 0) }
+func (a *Auto) burstCap() float64 { return a.halfRoom(a.est.rP99, 0) }
 
 // halfRoom is max((SLO − tail)/2, min(R̂, SLO − tail − margin)), in s:
 // half the room the tail leaves, but not below one mean service time
@@ -123,8 +123,8 @@ func (a *Auto) halfRoom(tail, margin float64) float64 {
 		return a.standingWait()
 	}
 	keep := room / 2
-	if mathx.Usable(a.rMean) {
-		keep = math.Max(keep, math.Min(a.rMean, room-margin))
+	if mathx.Usable(a.est.rMean) {
+		keep = math.Max(keep, math.Min(a.est.rMean, room-margin))
 	}
 	return keep
 }
@@ -135,8 +135,8 @@ func (a *Auto) standingWait() float64 {
 	sw := a.cfg.StandingWait.Seconds()
 	if sw == 0 {
 		sw = a.cfg.SLO.Seconds() / 10
-		if mathx.Usable(a.rMean) {
-			sw = math.Max(a.rMean, sw)
+		if mathx.Usable(a.est.rMean) {
+			sw = math.Max(a.est.rMean, sw)
 		}
 	}
 	return math.Max(sw, 0.001)
@@ -146,11 +146,11 @@ func (a *Auto) standingWait() float64 {
 // predictive rejection, and a phrase for the reason.
 func (a *Auto) queuePolicy(now time.Time, m sluice.Measurements, limit float64) (time.Duration, float64, string) {
 	slo := a.cfg.SLO.Seconds()
-	if !mathx.Usable(a.rMean) || a.rMean <= 0 {
+	if !mathx.Usable(a.est.rMean) || a.est.rMean <= 0 {
 		w := a.cfg.SLO / 2
 		return w, 0, fmt.Sprintf("queue: wait ≤ %v (no service time yet)", w)
 	}
-	drain := limit / a.rMean
+	drain := limit / a.est.rMean
 	offered := math.NaN()
 	if el := m.Elapsed.Seconds(); el > 0 {
 		offered = m.Arrivals / el
@@ -171,5 +171,5 @@ func (a *Auto) queuePolicy(now time.Time, m sluice.Measurements, limit float64) 
 	}
 	d := time.Duration(wait * float64(time.Second)).Round(time.Microsecond)
 	return d, drain, fmt.Sprintf("queue (%s): wait ≤ %v, drain %s (SLO %v, service mean %s p99 %s)",
-		kind, d, ctl.FmtRate(drain), a.cfg.SLO, ctl.FmtSec(a.rMean), ctl.FmtSec(tail))
+		kind, d, ctl.FmtRate(drain), a.cfg.SLO, ctl.FmtSec(a.est.rMean), ctl.FmtSec(tail))
 }

@@ -61,8 +61,8 @@ func TestAutoBurstWindow(t *testing.T) {
 		a := newAuto(t, func(cfg *Config) { cfg.BurstWindow, cfg.TailPool = c.window, c.pool })
 		for _, s := range c.steps {
 			// Hold the running means at the step's values.
-			a.rMean, a.rP99 = s.m.ServiceMean, s.m.ServiceP99
-			a.tail = tailRing{}
+			a.est.rMean, a.est.rP99 = s.m.ServiceMean, s.m.ServiceP99
+			a.est.ring = tailRing{}
 			d := a.Update(t0.Add(s.at), s.m)
 			if d.MaxWait != s.wait {
 				t.Errorf("%s, %v: wait %v, want %v (%s)", c.name, s.at, d.MaxWait, s.wait, d.Reason)

@@ -8,7 +8,7 @@ import (
 
 // Auto's estimates of the service-time tail.
 //
-// R̂99 (rP99) is a running mean of the latest steps' p99 (tailRing.add):
+// R̂99 (estimates.rP99) is a running mean of the latest steps' p99 (tailRing.add):
 // it follows the service within a few steps, and it is what the tail
 // guard, the maximum healthy latency, the deck and the overtake test
 // read. But a step of 20 lognormal σ 1.5 samples has a p99 anywhere from

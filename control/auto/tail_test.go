@@ -141,14 +141,14 @@ func TestAutoTailPoolEstimates(t *testing.T) {
 		}
 	}
 	a := newAuto(t, func(c *Config) { c.TailPool = 2000 })
-	a.rP99, a.rPool, a.shift = 0.030, 0.100, 2
+	a.est.rP99, a.est.rPool, a.est.shift = 0.030, 0.100, 2
 	if got := a.queueTail(true); got != 0.200 {
 		t.Errorf("a trimmed standing queue: tail %v, want the pool × the shift 0.2", got)
 	}
 	if got := a.queueTail(false); got != 0.030 {
 		t.Errorf("a burst or its allowance: tail %v, want R̂99 0.03", got)
 	}
-	a.rPool = math.NaN()
+	a.est.rPool = math.NaN()
 	if got := a.queueTail(true); got != 0.030 {
 		t.Errorf("pool unknown: tail %v, want R̂99 0.03", got)
 	}

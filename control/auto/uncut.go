@@ -57,7 +57,7 @@ import (
 // above); it reports the reason and whether it did.
 func (a *Auto) uncut(m sluice.Measurements) (string, bool) {
 	quarter := a.cfg.SLO.Seconds() / 4
-	t := a.tailNow
+	t := a.est.tailNow
 	if a.cutFrom <= a.limit || !(m.ServiceSamples > 0) || !mathx.Usable(t) || t <= 0 || t >= quarter || !a.mayRaise() {
 		return "", false
 	}
