@@ -19,7 +19,7 @@ import (
 // service it overtakes at most min(n, W) − 1, and a short request among
 // many reaches that bound. A service that shares its workers among all
 // requests (processor sharing) lets a short request overtake every one,
-// and the count says nothing: control/auto_overtake.go reads it only
+// and the count says nothing: control/auto/overtake.go reads it only
 // where it is below the number in service.
 //
 // The order seen here is not quite the service's, and the largest count
