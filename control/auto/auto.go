@@ -174,10 +174,7 @@ type Auto struct {
 	guard   guardrails
 	cur     sluice.Decision
 
-	knee    float64                 // Ŵ, the parallelism the overtakes showed (0: unknown)
-	kSeen   [overtakeMemory]float64 // k of the latest windows that read it (overtakeCap)
-	kNext   int
-	share   float64 // the last judged window's backend share s (overtakes; 0: none yet)
+	knee    kneeState // the knee from overtakes (overtake.go)
 	queue   queueState
 	cutFrom float64 // L before the latest run of Little's-law cuts (0: none; uncut.go)
 	cut     bool    // the window just judged made a Little's-law cut
@@ -243,8 +240,8 @@ func (a *Auto) Estimates() map[string]float64 {
 		e["service_median_shift"] = a.est.shift
 	}
 	if a.cfg.kneeFromOvertakes() {
-		e["knee"] = a.knee
-		e["backend_share"] = a.share
+		e["knee"] = a.knee.w
+		e["backend_share"] = a.knee.share
 		e["deck"] = a.deck(a.win.limit)
 	}
 	return e
@@ -347,7 +344,7 @@ func (a *Auto) endWindow() string {
 func (a *Auto) decide(now time.Time, m sluice.Measurements, old float64, why string, fence bool) sluice.Decision {
 	limit := a.withDeck(a.win.limit)
 	if limit > a.win.limit {
-		why += fmt.Sprintf("; %g on deck above the knee %.3g", limit-a.win.limit, a.knee)
+		why += fmt.Sprintf("; %g on deck above the knee %.3g", limit-a.win.limit, a.knee.w)
 	}
 	maxWait, drain, queue := a.queuePolicy(now, m, limit)
 	a.cur = ctl.Decision(now, "auto", sluice.KindConcurrency, m, old, limit, limit != old, why+"; "+queue)

@@ -82,7 +82,7 @@ func (a *Auto) judgeBase(w window, x, n float64) string {
 	}
 	a.base = w
 	a.phase = a.phase.next()
-	if a.phase == phaseLow && a.knee > 0 && a.limit/a.cfg.LowProbe < a.knee {
+	if a.phase == phaseLow && a.knee.w > 0 && a.limit/a.cfg.LowProbe < a.knee.w {
 		// The overtakes put the knee above the low probe, which
 		// would only lose throughput below it.
 		a.phase = phaseBase1
@@ -173,7 +173,7 @@ func (a *Auto) judgeLow(w window, x float64) string {
 	}
 	switch {
 	case r >= 1-loss/4:
-		a.limit = mathx.Clamp(math.Max(a.limit/math.Sqrt(a.cfg.LowProbe), a.knee), a.cfg.MinLimit, a.cfg.MaxLimit)
+		a.limit = mathx.Clamp(math.Max(a.limit/math.Sqrt(a.cfg.LowProbe), a.knee.w), a.cfg.MinLimit, a.cfg.MaxLimit)
 		return fmt.Sprintf("L %.4g → %.4g: low probe %g kept %.4g req/s vs %.4g at %g (×%.3f): shrink", old, a.limit, w.limit, x, a.base.x(), a.base.limit, r)
 	case r < 1-loss*3/4 && a.mayRaise():
 		a.limit = mathx.Clamp(a.limit*math.Sqrt(a.cfg.LowProbe), a.cfg.MinLimit, a.cfg.MaxLimit)

@@ -162,7 +162,7 @@ func (w window) backendShare() float64 {
 // (a capacity halving) takes the deck away at the step it shows, not as
 // the running mean catches up.
 func (a *Auto) deck(limit float64) float64 {
-	if a.knee <= 0 || limit > math.Round(a.knee) || !mathx.Usable(a.est.rP99) {
+	if a.knee.w <= 0 || limit > math.Round(a.knee.w) || !mathx.Usable(a.est.rP99) {
 		return 0
 	}
 	if tail := math.Max(a.est.rP99, a.est.tailNow); !(tail <= deckTail*a.cfg.SLO.Seconds()) {
@@ -179,47 +179,61 @@ func (a *Auto) withDeck(limit float64) float64 {
 
 // highProbe bounds a high probe's limit hi while the knee is known.
 func (a *Auto) highProbe(hi float64) float64 {
-	if a.knee > 0 {
+	if a.knee.w > 0 {
 		// Ŵ = k/s is fractional where the backend's share s < 1: the
 		// probe is held to the workers it read, rounded (4.03 → 5, not 6).
-		w := math.Max(math.Round(a.knee), 1)
+		w := math.Max(math.Round(a.knee.w), 1)
 		hi = math.Min(hi, math.Max(math.Ceil(overtakeProbe*w), w+1))
 	}
 	return hi
+}
+
+// kneeState is the knee from overtakes: Ŵ and what it is read from.
+type kneeState struct {
+	w     float64                 // Ŵ, the parallelism the overtakes showed (0: unknown)
+	seen  [overtakeMemory]float64 // k of the latest windows that read it
+	next  int                     // where the next window's k goes in seen
+	share float64                 // the last judged window's backend share s (0: none yet)
+}
+
+// remember records a window's k and returns the largest k of the latest
+// overtakeMemory windows: a window of a few hundred completions may miss
+// the rare overtake of W − 1 (a light-bodied tail such as Pareto's: most
+// requests near the shortest), and one that misses it would read the
+// knee one low.
+func (s *kneeState) remember(k float64) float64 {
+	s.seen[s.next] = k
+	s.next = (s.next + 1) % overtakeMemory
+	for _, v := range s.seen {
+		k = math.Max(k, v)
+	}
+	return k
 }
 
 // overtakeCap runs on every judged window: a window whose completions
 // overtook fewer than its concurrency shows the knee, Ŵ = k, and caps L
 // at it; one that ran above Ŵ without showing it forgets Ŵ.
 func (a *Auto) overtakeCap(w window) (string, bool) {
-	a.share = w.backendShare()
+	a.knee.share = w.backendShare()
 	k, n, ok := a.overtakes(w)
 	if !ok {
 		return "", false
 	}
-	// The largest k of the latest overtakeMemory windows: a window of a
-	// few hundred completions may miss the rare overtake of W − 1 (a
-	// light-bodied tail such as Pareto's: most requests near the
-	// shortest), and one that misses it would read the knee one low.
-	a.kSeen[a.kNext] = k
-	a.kNext = (a.kNext + 1) % overtakeMemory
-	for _, v := range a.kSeen {
-		k = math.Max(k, v)
-	}
+	k = a.knee.remember(k)
 	if !(k < overtakeFill*n) {
-		if a.knee > 0 && w.limit > a.knee {
-			a.knee = 0
+		if a.knee.w > 0 && w.limit > a.knee.w {
+			a.knee.w = 0
 		}
 		return "", false
 	}
-	a.knee = k
+	a.knee.w = k
 	if k >= a.limit {
 		return "", false
 	}
 	old := a.limit
 	a.limit = mathx.Clamp(k, a.cfg.MinLimit, a.cfg.MaxLimit)
 	a.restart()
-	return fmt.Sprintf("L %.4g → %.4g: window %g: its completions overtook at most %g of the %.3g in service, %.0f%% of whose time was in the backend: the service runs %.3g slots in parallel", old, a.limit, w.limit, w.par-1, n, 100*a.share, k), true
+	return fmt.Sprintf("L %.4g → %.4g: window %g: its completions overtook at most %g of the %.3g in service, %.0f%% of whose time was in the backend: the service runs %.3g slots in parallel", old, a.limit, w.limit, w.par-1, n, 100*a.knee.share, k), true
 }
 
 // overtakeGrow judges a filled high probe whose completions overtook as

@@ -91,15 +91,15 @@ func TestAutoKneeFromOvertakes(t *testing.T) {
 // is fractional (4/0.99 ≈ 4.04): the high probe is held to the rounded
 // workers + 1 (5), not ⌈1.25 × 4.04⌉ = 6.
 func TestAutoHighProbeFractionalKnee(t *testing.T) {
-	a := &Auto{knee: 4 / 0.99}
+	a := &Auto{knee: kneeState{w: 4 / 0.99}}
 	if hi := a.highProbe(100); hi != 5 {
-		t.Errorf("knee %.3f: high probe %v, want 5", a.knee, hi)
+		t.Errorf("knee %.3f: high probe %v, want 5", a.knee.w, hi)
 	}
-	a.knee = 16
+	a.knee.w = 16
 	if hi := a.highProbe(100); hi != 20 {
 		t.Errorf("knee 16: high probe %v, want 20 (⌈1.25 × 16⌉)", hi)
 	}
-	a.knee = 0
+	a.knee.w = 0
 	if hi := a.highProbe(24); hi != 24 {
 		t.Errorf("no knee: high probe %v, want 24", hi)
 	}
