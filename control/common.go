@@ -2,10 +2,10 @@ package control
 
 import (
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/control/internal/ctl"
 	"github.com/sluicehq/sluice/internal/fielderr"
 	"github.com/sluicehq/sluice/internal/mathx"
 )
@@ -35,20 +35,10 @@ func checkNonNegative(field string, x float64) error {
 }
 
 // checkPeriod reports an error unless d > 0.
-func checkPeriod(field string, d time.Duration) error {
-	if d <= 0 {
-		return badField(field, d, "must be a positive duration such as 1s")
-	}
-	return nil
-}
+func checkPeriod(field string, d time.Duration) error { return ctl.CheckPeriod(field, d) }
 
 // checkRange reports an error unless lo ≤ x ≤ hi (x finite).
-func checkRange(field string, x, lo, hi float64) error {
-	if !mathx.Finite(x) || x < lo || x > hi {
-		return badField(field, x, fmt.Sprintf("must be within [%g, %g]", lo, hi))
-	}
-	return nil
-}
+func checkRange(field string, x, lo, hi float64) error { return ctl.CheckRange(field, x, lo, hi) }
 
 // checkRateBounds validates a [min, max] rate pair and an initial rate
 // inside it.
@@ -71,12 +61,10 @@ func checkRateBounds(minField string, lo float64, maxField string, hi float64, i
 }
 
 // clamp returns x limited to [lo, hi].
-func clamp(x, lo, hi float64) float64 {
-	return math.Max(lo, math.Min(hi, x))
-}
+func clamp(x, lo, hi float64) float64 { return mathx.Clamp(x, lo, hi) }
 
 // usable reports whether a measured quantity is finite and not negative.
-func usable(x float64) bool { return mathx.Finite(x) && x >= 0 }
+func usable(x float64) bool { return mathx.Usable(x) }
 
 // perSecond converts a count over m.Elapsed (or h when Elapsed is not
 // positive) into a rate per second.
@@ -88,17 +76,12 @@ func perSecond(count float64, elapsed, h time.Duration) float64 {
 }
 
 // fmtRate formats a rate for reasons.
-func fmtRate(r float64) string { return fmt.Sprintf("%.4g req/s", r) }
+func fmtRate(r float64) string { return ctl.FmtRate(r) }
 
 // fmtSec formats seconds for reasons.
-func fmtSec(s float64) string {
-	return time.Duration(s * float64(time.Second)).Round(time.Microsecond).String()
-}
+func fmtSec(s float64) string { return ctl.FmtSec(s) }
 
 // decision fills the fields every decision carries.
 func decision(now time.Time, name string, kind sluice.Kind, m sluice.Measurements, old, new float64, acted bool, reason string) sluice.Decision {
-	return sluice.Decision{
-		At: now, Controller: name, Kind: kind, Class: m.Class,
-		Old: old, New: new, Acted: acted, Inputs: m, Reason: reason,
-	}
+	return ctl.Decision(now, name, kind, m, old, new, acted, reason)
 }

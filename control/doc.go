@@ -13,6 +13,9 @@
 //     admission control with early discard (Voigt & Gunningberg).
 //   - StaticRate, StaticConcurrency and None: baselines for comparisons.
 //
+// sluice's own controller, auto (told only the objective), is in package
+// control/auto; the registry here names it with the others.
+//
 // Every controller is configured by a struct whose DefaultXConfig function
 // returns the defaults of docs/algorithms.md; Validate names the first bad
 // field and no constructor silently changes a configured value. Outputs are

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/control/auto"
 )
 
 // Resource names a critical resource of Voigt & Gunningberg's resource
@@ -77,7 +78,7 @@ type Needs struct {
 	// service (auto with knee "overtakes").
 	Overtakes bool
 	// OvertakeTolerance is the most by which the order the stage sees
-	// may differ from the service's (AutoConfig.KneeTolerance; see the
+	// may differ from the service's (auto.Config.KneeTolerance; see the
 	// stage's overtake meter).
 	OvertakeTolerance time.Duration
 	// ServiceTail: the controller reads Measurements.ServiceTailP99, the
@@ -96,8 +97,11 @@ type needer interface{ Needs() Needs }
 // NeedsOf returns what the controller of cfg needs (the zero Needs when
 // cfg does not say; nil needs nothing).
 func NeedsOf(cfg Config) Needs {
-	if n, ok := cfg.(needer); ok {
-		return n.Needs()
+	switch c := cfg.(type) {
+	case needer:
+		return c.Needs()
+	case *auto.Config:
+		return autoNeeds(c)
 	}
 	return Needs{}
 }
@@ -234,14 +238,10 @@ func (c *KihlConfig) Floor() float64 { return 0 }
 // Floor: max_drop, the most yaksha drops.
 func (c *YakshaConfig) Floor() float64 { return c.MaxDrop }
 
-// Floor: min_limit, the fewest requests auto lets run at once. Auto's
-// limit starts at initial_limit and stays where it is without evidence,
-// so a limit held at min_limit means the backend missed the SLO even
-// with that little concurrency.
-func (c *AutoConfig) Floor() float64 { return c.MinLimit }
-
-// Needs: auto reads Measurements.ServiceTailP99 for R̂99, and with knee
-// "overtakes" Measurements.Parallel.
-func (c *AutoConfig) Needs() Needs {
-	return Needs{Overtakes: c.kneeFromOvertakes(), OvertakeTolerance: c.KneeTolerance, ServiceTail: true}
+// autoNeeds: auto reads Measurements.ServiceTailP99 for R̂99, and with
+// knee "overtakes" Measurements.Parallel. Its config is in package
+// control/auto, which this package imports for the registry and which
+// therefore cannot name Needs: its needs are stated here.
+func autoNeeds(c *auto.Config) Needs {
+	return Needs{Overtakes: c.Knee == auto.KneeOvertakes, OvertakeTolerance: c.KneeTolerance, ServiceTail: true}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/control/auto"
 )
 
 // What each registered controller says it needs. A new controller fails
@@ -131,7 +132,7 @@ func TestObjectiveAndFloorOfEveryController(t *testing.T) {
 		hasFloor  bool
 	}
 	wants := map[string]want{
-		"auto":               {"target", DefaultAutoConfig().MinLimit, true},
+		"auto":               {"target", auto.DefaultConfig().MinLimit, true},
 		"bbr":                {"", 0, false},
 		"envoy-gradient":     {"", 0, false},
 		"gradient2":          {"", 0, false},

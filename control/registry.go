@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/control/auto"
 )
 
 // Config is a controller configuration: a pointer to one of the XConfig
@@ -20,7 +21,7 @@ type Config interface {
 
 // registry maps configuration names to constructors of default configs.
 var registry = map[string]func() Config{
-	"auto":               func() Config { c := DefaultAutoConfig(); return &c },
+	"auto":               func() Config { c := auto.DefaultConfig(); return &c },
 	"kihl":               func() Config { c := DefaultKihlConfig(); return &c },
 	"yaksha":             func() Config { c := DefaultYakshaConfig(); return &c },
 	"seda":               func() Config { c := DefaultSEDAConfig(); return &c },

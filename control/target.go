@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/control/auto"
 )
 
 // Targeted is implemented by controllers whose response-time target can be
@@ -19,7 +20,7 @@ var (
 	_ Targeted = (*SEDA)(nil)
 	_ Targeted = (*Degrader)(nil)
 	_ Targeted = (*Yaksha)(nil)
-	_ Targeted = (*Auto)(nil)
+	_ Targeted = (*auto.Auto)(nil)
 )
 
 func checkTarget(target time.Duration) error {

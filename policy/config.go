@@ -147,10 +147,10 @@ type StageConfig struct {
 	Params yaml.Node `yaml:"params"`
 	// Control is the controller's configuration as a Go value, in place
 	// of Controller and Params: a pointer to one of the registered
-	// control.XConfig types, such as &control.AutoConfig{...} (its
+	// control.XConfig types, such as &auto.Config{...} (its
 	// registry name, ControllerName, is then the stage's Controller).
 	// It is used as given, a zero field being zero: start from the
-	// controller's defaults (control.DefaultAutoConfig() and the like)
+	// controller's defaults (auto.DefaultConfig() and the like)
 	// and set what differs. It is validated as params are, and its
 	// errors name the same paths ("stages[0].params.slo"). The
 	// configuration is copied when the policy is built. When it is nil,

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/control"
+	"github.com/sluicehq/sluice/control/auto"
 	"github.com/sluicehq/sluice/policy"
 )
 
@@ -115,7 +116,7 @@ func ExampleAuto() {
 	if err != nil {
 		panic(err)
 	}
-	auto := ctrls[policy.AutoStage].(*control.AutoConfig)
+	auto := ctrls[policy.AutoStage].(*auto.Config)
 	fmt.Println(policy.AutoStage, auto.SLO, auto.Period)
 	// Output: all 250ms 100ms
 }

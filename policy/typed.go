@@ -13,7 +13,7 @@ import (
 
 // ControllerName returns the registry name of a controller configuration
 // (the name StageConfig.Controller takes for it): "auto" for a
-// *control.AutoConfig, "seda" for a *control.SEDAConfig, and so on; false
+// *auto.Config, "seda" for a *control.SEDAConfig, and so on; false
 // when c's type is not a registered controller's configuration.
 func ControllerName(c control.Config) (string, bool) {
 	if c == nil {

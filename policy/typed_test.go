@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/control"
+	"github.com/sluicehq/sluice/control/auto"
 )
 
 // typedStage returns a stage named api with the controller c given in Go.
@@ -34,7 +35,7 @@ func yamlStage(t *testing.T, controller, params string) Config {
 // to the same configuration, for every controller with parameters of its
 // own.
 func TestTypedControllerEqualsYAML(t *testing.T) {
-	auto := control.DefaultAutoConfig()
+	auto := auto.DefaultConfig()
 	auto.SLO, auto.TailGuard = 250*time.Millisecond, true
 	seda := control.DefaultSEDAConfig()
 	seda.Target, seda.TrackDemand = 100*time.Millisecond, false
@@ -86,7 +87,7 @@ func TestTypedControllerEqualsYAML(t *testing.T) {
 // path, whether it was given in Go or in YAML; the Go path's errors of its
 // own name the stage's fields too.
 func TestTypedControllerErrors(t *testing.T) {
-	badSLO := control.DefaultAutoConfig()
+	badSLO := auto.DefaultConfig()
 	badSLO.SLO = -time.Second
 	goErr := fieldErrOf(t, typedStage(&badSLO))
 	yamlErr := fieldErrOf(t, yamlStage(t, "auto", "{slo: -1s}"))
@@ -108,14 +109,14 @@ func TestTypedControllerErrors(t *testing.T) {
 		cfg       Config
 		path, msg string
 	}{
-		{"sparse literal", typedStage(&control.AutoConfig{SLO: 250 * time.Millisecond}), "stages[0].params.period",
+		{"sparse literal", typedStage(&auto.Config{SLO: 250 * time.Millisecond}), "stages[0].params.period",
 			"a controller configuration given in Go is used as given, and period, initial_limit"},
 		{"seda classes", typedStage(&seda), "stages[0].params.classes", "is set from classes.order"},
 		{"seda class targets", typedStage(&sedaTargets), "stages[0].params.class_targets", "class_targets (by class name)"},
 		{"params too", withParams, "stages[0].params", "give the controller's parameters one way"},
 		{"another controller named", otherName, "stages[0].controller", `"seda", but Control holds the configuration of auto`},
 		{"unregistered type", typedStage(&control.KihlAutoConfig{}), "stages[0].controller", "*control.KihlAutoConfig is not the configuration of a registered controller"},
-		{"nil pointer", typedStage((*control.AutoConfig)(nil)), "stages[0].controller", "nil *control.AutoConfig"},
+		{"nil pointer", typedStage((*auto.Config)(nil)), "stages[0].controller", "nil *auto.Config"},
 	} {
 		fe := fieldErrOf(t, c.cfg)
 		if fe.Path != c.path || !strings.Contains(fe.Msg, c.msg) {
@@ -229,7 +230,7 @@ func TestWrapAuto(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("status %d", resp.StatusCode)
 	}
-	a, ok := pol.Stage(AutoStage).Controller().Unwrap().(*control.Auto)
+	a, ok := pol.Stage(AutoStage).Controller().Unwrap().(*auto.Auto)
 	if !ok || a.Target() != 250*time.Millisecond {
 		t.Errorf("stage %q runs %T, want auto at 250ms", AutoStage, pol.Stage(AutoStage).Controller().Unwrap())
 	}

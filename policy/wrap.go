@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/control"
+	"github.com/sluicehq/sluice/control/auto"
 )
 
 // AutoStage is the name of the one stage of Auto's policy, as of the
@@ -18,7 +18,7 @@ const AutoStage = "all"
 // that takes every request and runs the auto controller with objective
 // slo (0: auto's default, 500ms), every other setting at its default.
 func Auto(slo time.Duration) Config {
-	c := control.DefaultAutoConfig()
+	c := auto.DefaultConfig()
 	if slo != 0 {
 		c.SLO = slo
 	}

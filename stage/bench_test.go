@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/control"
+	"github.com/sluicehq/sluice/control/auto"
 	"github.com/sluicehq/sluice/gate"
 )
 
@@ -14,7 +15,7 @@ import (
 // benchmark holds, so every Enter finds a free slot.
 func autoStage(b *testing.B, limit float64) *Stage {
 	b.Helper()
-	cfg := control.DefaultAutoConfig()
+	cfg := auto.DefaultConfig()
 	cfg.InitialLimit, cfg.MaxLimit = limit, limit
 	s, err := New(Options{Name: "b", Controller: &cfg}, time.Now())
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/control"
+	"github.com/sluicehq/sluice/control/auto"
 	"github.com/sluicehq/sluice/gate"
 )
 
@@ -168,7 +169,7 @@ func TestStagePriorityUnderCrowd(t *testing.T) {
 		h := float64(c.done[0][0]) / float64(c.done[0][0]+c.done[0][1])
 		return h, float64(c.done[1][0]) / 30
 	}
-	auto := control.DefaultAutoConfig()
+	ac := auto.DefaultConfig()
 	g2 := control.DefaultGradient2Config()
 	bbr := control.DefaultBBRConfig()
 	envoy := control.DefaultEnvoyGradientConfig()
@@ -178,7 +179,7 @@ func TestStagePriorityUnderCrowd(t *testing.T) {
 		p    Priority
 		want bool // false: logged, not held to the bound
 	}{
-		{"auto", &auto, Priority{}, true},
+		{"auto", &ac, Priority{}, true},
 		{"gradient2", &g2, Priority{}, true},
 		{"bbr", &bbr, Priority{}, true},
 		// Envoy's limit falls to its floor of 3 under the crowd and pins

@@ -8,13 +8,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/control"
+	"github.com/sluicehq/sluice/control/auto"
 )
 
 // guardSim is one tenant's Poisson arrivals at rate on a stage under auto
 // with cfg, in front of a backend of workers × exponential service of the
 // given mean, in virtual time.
-func guardSim(t *testing.T, cfg control.AutoConfig, workers int, service time.Duration, rate float64) *tenantSim {
+func guardSim(t *testing.T, cfg auto.Config, workers int, service time.Duration, rate float64) *tenantSim {
 	t.Helper()
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	st, err := New(Options{Name: "guard", Controller: &cfg}, t0)
@@ -28,7 +28,7 @@ func guardSim(t *testing.T, cfg control.AutoConfig, workers int, service time.Du
 
 func (c *tenantSim) reset() { c.ok[0], c.rej[0], c.rt[0], c.arrived = 0, 0, nil, 0 }
 
-func (c *tenantSim) auto() *control.Auto { return c.st.Controller().Unwrap().(*control.Auto) }
+func (c *tenantSim) auto() *auto.Auto { return c.st.Controller().Unwrap().(*auto.Auto) }
 
 // min_rate: a small service (1 worker × 30 ms, 33 req/s) offered 50 req/s
 // sheds a third of it under auto; with min_rate 100 req/s nothing is shed
@@ -36,7 +36,7 @@ func (c *tenantSim) auto() *control.Auto { return c.st.Controller().Unwrap().(*c
 // the gate is open, and the metric's estimate is 1.
 func TestAutoMinRate(t *testing.T) {
 	for _, minRate := range []float64{0, 100} {
-		cfg := control.DefaultAutoConfig()
+		cfg := auto.DefaultConfig()
 		cfg.SLO, cfg.MinRate = 250*time.Millisecond, minRate
 		c := guardSim(t, cfg, 1, 30*time.Millisecond, 50)
 		c.run(c.now.Add(5 * time.Second))
@@ -55,7 +55,7 @@ func TestAutoMinRate(t *testing.T) {
 		}
 	}
 	// Above the minimum, auto sheds as usual.
-	cfg := control.DefaultAutoConfig()
+	cfg := auto.DefaultConfig()
 	cfg.SLO, cfg.MinRate = 250*time.Millisecond, 20
 	c := guardSim(t, cfg, 1, 30*time.Millisecond, 50)
 	c.run(c.now.Add(10 * time.Second))
@@ -72,7 +72,7 @@ func TestAutoMinRate(t *testing.T) {
 // fail-open for a controller that misjudges, not for a real overload.
 func TestAutoMaxRejectFraction(t *testing.T) {
 	for _, f := range []float64{0, 0.2} {
-		cfg := control.DefaultAutoConfig()
+		cfg := auto.DefaultConfig()
 		cfg.SLO, cfg.MaxRejectFraction = 250*time.Millisecond, f
 		c := guardSim(t, cfg, 8, 10*time.Millisecond, 2400)
 		c.run(c.now.Add(5 * time.Second))
@@ -101,11 +101,11 @@ func TestAutoMaxRejectFraction(t *testing.T) {
 func TestAutoWarmup(t *testing.T) {
 	var rej [2]int
 	for i, w := range []time.Duration{0, 10 * time.Second} {
-		cfg := control.DefaultAutoConfig()
+		cfg := auto.DefaultConfig()
 		cfg.SLO, cfg.Warmup = 250*time.Millisecond, w
 		// The probes alone: the overtakes read the workers' count at once
 		// and leave the warm-up nothing to speed up.
-		cfg.Knee = control.KneeProbes
+		cfg.Knee = auto.KneeProbes
 		c := guardSim(t, cfg, 128, 20*time.Millisecond, 5000)
 		c.run(c.now.Add(5 * time.Second))
 		st := c.st.State(0)
@@ -132,7 +132,7 @@ func TestAutoWarmup(t *testing.T) {
 // never raises it, and /state's latency_guard says why.
 func TestAutoMaxHealthyLatency(t *testing.T) {
 	for _, lat := range []time.Duration{0, 50 * time.Millisecond} {
-		cfg := control.DefaultAutoConfig()
+		cfg := auto.DefaultConfig()
 		cfg.SLO, cfg.MaxHealthyLatency = 500*time.Millisecond, lat
 		c := guardSim(t, cfg, 64, 20*time.Millisecond, 4000)
 		most := 0.0
@@ -161,10 +161,10 @@ func TestAutoMaxHealthyLatency(t *testing.T) {
 // measured p99 over SLO − standing wait; auto cuts its limit towards the
 // workers and the admitted p99 of the last 20 s stays within the SLO.
 func TestAutoTailGuard(t *testing.T) {
-	cfg := control.DefaultAutoConfig()
+	cfg := auto.DefaultConfig()
 	cfg.SLO = 250 * time.Millisecond
 	cfg.TailGuard = true
-	cfg.Knee = control.KneeProbes // the guard alone, on the probes' limit
+	cfg.Knee = auto.KneeProbes // the guard alone, on the probes' limit
 	c := guardSim(t, cfg, 4, 20*time.Millisecond, 600)
 	const sigma = 1.5
 	c.draw = func(r *rand.Rand) float64 { return math.Exp(sigma*r.NormFloat64() - sigma*sigma/2) }

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/control"
+	"github.com/sluicehq/sluice/control/auto"
 )
 
 // The median test of auto's probes, in virtual time: 4 workers with
@@ -30,10 +30,10 @@ func TestAutoMedianProbe(t *testing.T) {
 	for seed := uint64(1); seed <= 4; seed++ {
 		var p99s [2]time.Duration
 		for i, on := range []bool{false, true} {
-			cfg := control.DefaultAutoConfig()
+			cfg := auto.DefaultConfig()
 			cfg.SLO = 250 * time.Millisecond
 			cfg.MedianProbe = on
-			cfg.Knee = control.KneeProbes // the default, said: overtake_test.go tests knee overtakes
+			cfg.Knee = auto.KneeProbes // the default, said: overtake_test.go tests knee overtakes
 			c := lognormalSim(t, cfg, seed, 6)
 			sum := 0.0
 			for range 20 {

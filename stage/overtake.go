@@ -19,7 +19,7 @@ import (
 // service it overtakes at most min(n, W) − 1, and a short request among
 // many reaches that bound. A service that shares its workers among all
 // requests (processor sharing) lets a short request overtake every one,
-// and the count says nothing: control/auto_overtake.go reads it only
+// and the count says nothing: control/auto/overtake.go reads it only
 // where it is below the number in service.
 //
 // The order seen here is not quite the service's, and the largest count
@@ -38,7 +38,7 @@ import (
 //     entered service less than τ/2 after it, nor by one that left less
 //     than τ before it: a count is final τ after its request left.
 //
-// τ is the stage's tolerance, AutoConfig.KneeTolerance (its default is
+// τ is the stage's tolerance, auto.Config.KneeTolerance (its default is
 // given there), but at most half the mean time between completions, 1/(2·X̂) for the
 // completion rate X̂ (smoothed per interval): a wider tolerance would
 // forgive true overtakes, where the service completes requests faster

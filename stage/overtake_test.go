@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/control"
+	"github.com/sluicehq/sluice/control/auto"
 )
 
 // The meter counts, at each completion, the requests still in service
@@ -174,12 +175,12 @@ func TestOvertakeMeterOnlyWhenNeeded(t *testing.T) {
 		cfg  control.Config
 		want bool
 	}{
-		{&control.AutoConfig{SLO: time.Second, Period: 100 * time.Millisecond, InitialLimit: 4, MinLimit: 1, MaxLimit: 100,
-			HighProbe: 1.5, LowProbe: 1.5, MinCompletions: 10, MaxWindow: time.Second, Knee: control.KneeOvertakes, KneeTolerance: 3 * time.Millisecond}, true},
-		{&control.AutoConfig{SLO: time.Second, Period: 100 * time.Millisecond, InitialLimit: 4, MinLimit: 1, MaxLimit: 100,
+		{&auto.Config{SLO: time.Second, Period: 100 * time.Millisecond, InitialLimit: 4, MinLimit: 1, MaxLimit: 100,
+			HighProbe: 1.5, LowProbe: 1.5, MinCompletions: 10, MaxWindow: time.Second, Knee: auto.KneeOvertakes, KneeTolerance: 3 * time.Millisecond}, true},
+		{&auto.Config{SLO: time.Second, Period: 100 * time.Millisecond, InitialLimit: 4, MinLimit: 1, MaxLimit: 100,
 			HighProbe: 1.5, LowProbe: 1.5, MinCompletions: 10, MaxWindow: time.Second}, false},
-		{&control.AutoConfig{SLO: time.Second, Period: 100 * time.Millisecond, InitialLimit: 4, MinLimit: 1, MaxLimit: 100,
-			HighProbe: 1.5, LowProbe: 1.5, MinCompletions: 10, MaxWindow: time.Second, Knee: control.KneeProbes}, false},
+		{&auto.Config{SLO: time.Second, Period: 100 * time.Millisecond, InitialLimit: 4, MinLimit: 1, MaxLimit: 100,
+			HighProbe: 1.5, LowProbe: 1.5, MinCompletions: 10, MaxWindow: time.Second, Knee: auto.KneeProbes}, false},
 		{&control.StaticConcurrencyConfig{Limit: 4, Period: time.Second}, false},
 	} {
 		st, err := New(Options{Name: "s", Controller: tc.cfg}, t0)
@@ -189,7 +190,7 @@ func TestOvertakeMeterOnlyWhenNeeded(t *testing.T) {
 		if got := st.otk != nil; got != tc.want {
 			t.Errorf("%T %+v: meter %v, want %v", tc.cfg, tc.cfg, got, tc.want)
 		}
-		if ac, ok := tc.cfg.(*control.AutoConfig); ok && st.otk != nil && st.otk.tolMax != ac.KneeTolerance {
+		if ac, ok := tc.cfg.(*auto.Config); ok && st.otk != nil && st.otk.tolMax != ac.KneeTolerance {
 			t.Errorf("meter tolerance %v, want knee_tolerance %v", st.otk.tolMax, ac.KneeTolerance)
 		}
 	}
@@ -209,8 +210,8 @@ func TestAutoOvertakeKnee(t *testing.T) {
 	for seed := uint64(1); seed <= 4; seed++ {
 		var p99s [2]time.Duration
 		var lims [2]float64
-		for i, knee := range []string{control.KneeProbes, control.KneeOvertakes} {
-			cfg := control.DefaultAutoConfig()
+		for i, knee := range []string{auto.KneeProbes, auto.KneeOvertakes} {
+			cfg := auto.DefaultConfig()
 			cfg.SLO, cfg.Knee = 250*time.Millisecond, knee
 			c := lognormalSim(t, cfg, seed, 7)
 			for range 20 {
@@ -239,7 +240,7 @@ func TestAutoOvertakeKnee(t *testing.T) {
 // with lognormal service of σ 1.5 and mean 20 ms (200 req/s) offered 600
 // req/s, its draws from the PCG of seed and stream, after 10 s of it and
 // a reset of the counts.
-func lognormalSim(t *testing.T, cfg control.AutoConfig, seed, stream uint64) *tenantSim {
+func lognormalSim(t *testing.T, cfg auto.Config, seed, stream uint64) *tenantSim {
 	t.Helper()
 	c := guardSim(t, cfg, 4, 20*time.Millisecond, 600)
 	c.rng = rand.New(rand.NewPCG(seed, stream))

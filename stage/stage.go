@@ -25,7 +25,7 @@ const (
 	// checked for nreq response-time samples by Run.
 	MaxPoll = 10 * time.Millisecond
 	// DefaultController names the controller of a stage given none: auto,
-	// with its default parameters (control.DefaultAutoConfig). A policy
+	// with its default parameters (auto.DefaultConfig). A policy
 	// stage without a controller and the proxy's quick start run the same.
 	DefaultController = "auto"
 )

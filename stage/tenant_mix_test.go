@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/control"
+	"github.com/sluicehq/sluice/control/auto"
 	"github.com/sluicehq/sluice/gate"
 )
 
@@ -25,7 +26,7 @@ type tenantResult struct {
 func runTenantMix(t *testing.T, names []string, rates []float64, classes []int, weights map[string]float64) []tenantResult {
 	t.Helper()
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	cfg := control.DefaultAutoConfig()
+	cfg := auto.DefaultConfig()
 	cfg.SLO = 250 * time.Millisecond
 	opts := Options{Name: "mix", Controller: &cfg, Tenants: Tenants{Fair: true, Weights: weights}}
 	if classes != nil {

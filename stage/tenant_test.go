@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/control"
+	"github.com/sluicehq/sluice/control/auto"
 	"github.com/sluicehq/sluice/gate"
 )
 
@@ -124,7 +125,7 @@ func TestStageTenantsFairUnderOverload(t *testing.T) {
 	const capacity = 800.0
 	light := 3 * capacity / 13
 	run := func(fair bool) *tenantSim {
-		cfg := control.DefaultAutoConfig()
+		cfg := auto.DefaultConfig()
 		cfg.SLO = 250 * time.Millisecond
 		st, err := New(Options{Name: "tenants", Controller: &cfg, Tenants: Tenants{Fair: fair}}, t0)
 		if err != nil {

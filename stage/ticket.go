@@ -54,7 +54,7 @@ func (t Ticket) Sent(now time.Time) { t.SentTo(now, 0) }
 
 // SentTo reports that the request was handed to server now: server
 // numbers the service's servers from 0 (the proxy's pool passes the
-// backend's index). The overtake meter (AutoConfig.Knee "overtakes") then
+// backend's index). The overtake meter (auto.Config.Knee "overtakes") then
 // orders the request among those of the same server by this moment rather
 // than by its admission, which may differ from the order in which requests
 // reach the service, and counts its overtakes among them only: requests

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/control"
+	"github.com/sluicehq/sluice/control/auto"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/proxy"
 	"github.com/sluicehq/sluice/stage"
@@ -27,8 +28,8 @@ func TestOneDefaultController(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	auto, ok := want.(*control.AutoConfig)
-	if !ok || auto.SLO != 500*time.Millisecond {
+	ac, ok := want.(*auto.Config)
+	if !ok || ac.SLO != 500*time.Millisecond {
 		t.Fatalf("the default is %T %+v, want auto with its 500ms SLO", want, want)
 	}
 
@@ -102,13 +103,13 @@ func TestOneDefaultController(t *testing.T) {
 	}
 	for name, st := range map[string]*stage.Stage{"middleware": pol.Stage("all"), "stage.New": direct,
 		"middleware without stages": empty.Stage(policy.ImplicitStage)} {
-		a, ok := st.Controller().Unwrap().(*control.Auto)
+		a, ok := st.Controller().Unwrap().(*auto.Auto)
 		if !ok {
-			t.Errorf("%s: controller %T, want *control.Auto", name, st.Controller().Unwrap())
+			t.Errorf("%s: controller %T, want *auto.Auto", name, st.Controller().Unwrap())
 			continue
 		}
-		if a.Target() != auto.SLO || a.Period() != auto.Period {
-			t.Errorf("%s: SLO %v, period %v; want %v, %v", name, a.Target(), a.Period(), auto.SLO, auto.Period)
+		if a.Target() != ac.SLO || a.Period() != ac.Period {
+			t.Errorf("%s: SLO %v, period %v; want %v, %v", name, a.Target(), a.Period(), ac.SLO, ac.Period)
 		}
 	}
 	if st := pol.Stage("all").State(0); st.Controller != "auto" {
@@ -185,7 +186,7 @@ func TestAutoIsTheQuickStart(t *testing.T) {
 		if slo == 0 {
 			wantSLO = 500 * time.Millisecond
 		}
-		if !reflect.DeepEqual(got, want) || got[policy.AutoStage].(*control.AutoConfig).SLO != wantSLO {
+		if !reflect.DeepEqual(got, want) || got[policy.AutoStage].(*auto.Config).SLO != wantSLO {
 			t.Errorf("--slo %v: controllers %+v, want %+v", slo, got[policy.AutoStage], want[policy.AutoStage])
 		}
 	}

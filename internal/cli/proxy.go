@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/control"
+	"github.com/sluicehq/sluice/control/auto"
 	"github.com/sluicehq/sluice/internal/secret"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/proxy"
@@ -279,7 +280,7 @@ func (f *proxyFlags) quickStart(cmd *cobra.Command) (*proxy.Config, error) {
 func (f *proxyFlags) quickStartControl() (control.Config, error) {
 	switch f.controller {
 	case "auto":
-		c := control.DefaultAutoConfig()
+		c := auto.DefaultConfig()
 		if f.slo != 0 {
 			c.SLO = f.slo
 		}

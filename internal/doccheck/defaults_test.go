@@ -19,6 +19,7 @@ import (
 	"github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/control"
+	"github.com/sluicehq/sluice/control/auto"
 	"github.com/sluicehq/sluice/gate"
 	"github.com/sluicehq/sluice/internal/doccheck"
 	"github.com/sluicehq/sluice/monitor"
@@ -41,7 +42,7 @@ import (
 const root = "../.."
 
 // goPackages are the packages whose comments are checked, by directory.
-var goPackages = []string{"client", "cluster", "control", "gate", "monitor", "policer", "policy", "proxy", "share", "stage"}
+var goPackages = []string{"client", "cluster", "control", "control/auto", "gate", "monitor", "policer", "policy", "proxy", "share", "stage"}
 
 // knownDrift lists defaults stated wrongly in the files offLimits names,
 // whose owners fix them: each entry is a finding as it stands (file, key,
@@ -176,7 +177,7 @@ func goTypes() []goType {
 	clusterTLS := cluster.Config{TLS: &cluster.TLSConfig{}}
 	clusterTLS.SetDefaults()
 	return []goType{
-		{"control", "AutoConfig", "DefaultAutoConfig", ctxOf(control.DefaultAutoConfig())},
+		{"control/auto", "Config", "DefaultConfig", ctxOf(auto.DefaultConfig())},
 		{"control", "BBRConfig", "DefaultBBRConfig", ctxOf(control.DefaultBBRConfig())},
 		{"control", "DegradeConfig", "DefaultDegradeConfig", ctxOf(control.DefaultDegradeConfig())},
 		{"control", "EnvoyGradientConfig", "DefaultEnvoyGradientConfig", ctxOf(control.DefaultEnvoyGradientConfig())},

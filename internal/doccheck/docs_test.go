@@ -11,6 +11,7 @@ import (
 	"github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/control"
+	"github.com/sluicehq/sluice/control/auto"
 	"github.com/sluicehq/sluice/internal/doccheck"
 	"github.com/sluicehq/sluice/proxy"
 )
@@ -126,7 +127,7 @@ func configRules() map[string]*doccheck.Rule {
 			if err != nil {
 				return err
 			}
-			if want := control.DefaultAutoConfig(); !reflect.DeepEqual(ctrls["s"], &want) {
+			if want := auto.DefaultConfig(); !reflect.DeepEqual(ctrls["s"], &want) {
 				return fmt.Errorf("a stage without params has %+v, not the controller's defaults", ctrls["s"])
 			}
 			return nil
@@ -136,7 +137,7 @@ func configRules() map[string]*doccheck.Rule {
 	reject.Derived = map[string]doccheck.Derived{"reject.body": withPhrase(derived("policy", "RejectConfig", "Body"), "one-line text")}
 
 	quick := global()
-	quick.Extra = map[string]reflect.Value{"--slo": v(control.DefaultAutoConfig().SLO), "--admin": v(proxy.DefaultAdminAddr)}
+	quick.Extra = map[string]reflect.Value{"--slo": v(auto.DefaultConfig().SLO), "--admin": v(proxy.DefaultAdminAddr)}
 
 	return map[string]*doccheck.Rule{
 		"sluice proxy configuration reference": {Context: global()},
@@ -162,7 +163,7 @@ func configRules() map[string]*doccheck.Rule {
 		"access_log":                           {Context: section("access_log.")},
 		"classes":                              {Context: classes},
 		"stages":                               {Context: stages},
-		"auto's guardrails":                    {Context: &doccheck.Context{Root: v(control.DefaultAutoConfig())}},
+		"auto's guardrails":                    {Context: &doccheck.Context{Root: v(auto.DefaultConfig())}},
 		"reject":                               {Context: reject},
 		"shadow":                               {Context: self("shadow")},
 		"degrade":                              {Context: section("degrade.")},

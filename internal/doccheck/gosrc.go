@@ -194,7 +194,7 @@ func embeddedName(e ast.Expr) string {
 // Comment is a comment group of the package other than a struct field's.
 type Comment struct {
 	// Of names what the comment documents: "package", a function
-	// "DefaultAutoConfig", a method "Config.SetDefaults", a type, const or
+	// "DefaultConfig", a method "Config.SetDefaults", a type, const or
 	// var name, or "" for a comment inside a body or alone.
 	Of  string
 	Doc *Text

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/client"
-	"github.com/sluicehq/sluice/control"
+	"github.com/sluicehq/sluice/control/auto"
 	"github.com/sluicehq/sluice/lab/dist"
 	"github.com/sluicehq/sluice/lab/report"
 	"github.com/sluicehq/sluice/lab/retry"
@@ -381,7 +381,7 @@ const GraphStage = "chain"
 // priority the edge decided travels on, and one stage, auto told SLO,
 // with the default wait queue.
 func (c GraphParams) Policy() (policy.Config, error) {
-	auto := control.DefaultAutoConfig()
+	auto := auto.DefaultConfig()
 	auto.SLO = c.SLO
 	st := policy.StageConfig{Name: GraphStage, Match: policy.MatchConfig{PathPrefix: "/"}, Control: &auto}
 	cfg := policy.Config{

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/control"
+	"github.com/sluicehq/sluice/control/auto"
 	"github.com/sluicehq/sluice/lab/retry"
 	"github.com/sluicehq/sluice/policy"
 )
@@ -137,7 +137,7 @@ func TestTierCallerGone(t *testing.T) {
 
 func chainPolicy(t *testing.T) policy.Config {
 	t.Helper()
-	slo := control.DefaultAutoConfig()
+	slo := auto.DefaultConfig()
 	slo.SLO = 250 * time.Millisecond
 	st := policy.StageConfig{Name: "chain", Match: policy.MatchConfig{PathPrefix: "/"}, Control: &slo}
 	cfg := policy.Config{Classes: policy.ClassesConfig{Order: []string{"high", "low"}, Default: "low",

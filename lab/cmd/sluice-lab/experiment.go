@@ -14,7 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sluicehq/sluice/control"
+	"github.com/sluicehq/sluice/control/auto"
 	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/lab/figure/live"
 	"github.com/sluicehq/sluice/lab/report"
@@ -84,9 +84,9 @@ quiet machine.`,
 				return cli.Usagef("experiment: --policer-kernel %q: want auto, on or off", f.policerKernel)
 			}
 			switch f.autoKnee {
-			case "", control.KneeProbes, control.KneeOvertakes:
+			case "", auto.KneeProbes, auto.KneeOvertakes:
 			default:
-				return cli.Usagef("experiment: --auto-knee %q: want %s or %s", f.autoKnee, control.KneeProbes, control.KneeOvertakes)
+				return cli.Usagef("experiment: --auto-knee %q: want %s or %s", f.autoKnee, auto.KneeProbes, auto.KneeOvertakes)
 			}
 			if f.autoBurst < 0 || f.autoBurst > time.Minute {
 				return cli.Usagef("experiment: --auto-burst-window %v: want a duration within [0, 1m] (0: auto's default, off)", f.autoBurst)

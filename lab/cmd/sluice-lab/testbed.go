@@ -15,7 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
 
-	"github.com/sluicehq/sluice/control"
+	"github.com/sluicehq/sluice/control/auto"
 	"github.com/sluicehq/sluice/grpcsluice"
 	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/internal/strictyaml"
@@ -166,7 +166,7 @@ Its modes:
 				}
 				cfg.Policy = *p
 			case slo > 0:
-				c := control.DefaultAutoConfig()
+				c := auto.DefaultConfig()
 				c.SLO = slo
 				cfg.Policy.Stages[0].Control = &c
 			}

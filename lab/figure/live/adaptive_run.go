@@ -15,7 +15,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/sluicehq/sluice/control"
+	"github.com/sluicehq/sluice/control/auto"
 	"github.com/sluicehq/sluice/lab/dist"
 	"github.com/sluicehq/sluice/lab/figure"
 	"github.com/sluicehq/sluice/lab/loadgen"
@@ -357,7 +357,7 @@ func adaptiveProxyConfig(env *Env, row adaptiveRow, urls []string) (*proxy.Confi
 		cfg.Backends.Servers = append(cfg.Backends.Servers, proxy.ServerConfig{URL: u, MaxConcurrency: adaptiveConns})
 	}
 	ctrl := row.ctrl()
-	if a, ok := ctrl.(*control.AutoConfig); ok {
+	if a, ok := ctrl.(*auto.Config); ok {
 		a.MedianProbe = a.MedianProbe || env.AutoMedianProbe
 		if env.AutoKnee != "" {
 			a.Knee = env.AutoKnee

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/control"
+	"github.com/sluicehq/sluice/control/auto"
 	"github.com/sluicehq/sluice/lab/figure"
 	"github.com/sluicehq/sluice/lab/testbed"
 	"github.com/sluicehq/sluice/proxy"
@@ -77,7 +77,7 @@ func TestAdaptiveAutoOptions(t *testing.T) {
 			t.Fatalf("%s: %v", row.name, err)
 		}
 		got := "not auto"
-		if a, ok := cfg.Stages[0].Control.(*control.AutoConfig); ok {
+		if a, ok := cfg.Stages[0].Control.(*auto.Config); ok {
 			got = fmt.Sprint(a.Knee, " ", a.MedianProbe, " ", a.BurstWindow, " ", a.TailPool)
 		}
 		want := "not auto"

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/control"
+	"github.com/sluicehq/sluice/control/auto"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/proxy"
 )
@@ -57,8 +58,8 @@ func startProxy(ctx context.Context, cfg *proxy.Config) (*liveProxy, error) {
 }
 
 // autoConfig is the auto controller told only its SLO.
-func autoConfig(slo time.Duration) *control.AutoConfig {
-	c := control.DefaultAutoConfig()
+func autoConfig(slo time.Duration) *auto.Config {
+	c := auto.DefaultConfig()
 	c.SLO = slo
 	return &c
 }

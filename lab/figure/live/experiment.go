@@ -114,7 +114,7 @@ type Options struct {
 	// experiment's auto row; other experiments ignore it.
 	AutoMedianProbe bool
 	// AutoKnee sets auto's knee option in the adaptive experiment's auto
-	// row (control.KneeProbes or control.KneeOvertakes; empty: auto's
+	// row (auto.KneeProbes or auto.KneeOvertakes; empty: auto's
 	// default); other experiments ignore it.
 	AutoKnee string
 	// AutoBurstWindow sets auto's burst_window option in the adaptive

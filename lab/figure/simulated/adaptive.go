@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/control"
+	"github.com/sluicehq/sluice/control/auto"
 	"github.com/sluicehq/sluice/lab/dist"
 	"github.com/sluicehq/sluice/lab/figure"
 	"github.com/sluicehq/sluice/lab/report"
@@ -60,7 +61,7 @@ func adaptivePhasesScenario(ps *Params) RunFunc {
 	ps.Float(&c.base, "base", 0.5, 0, 100, "offered load before the change, × capacity")
 	ps.Bool(&c.tailGuard, "auto_tail_guard", false, "auto's tail_guard option (a named option, off by default)")
 	ps.Bool(&c.medianProbe, "auto_median_probe", false, "auto's median_probe option")
-	ps.Choice(&c.knee, "auto_knee", control.KneeProbes, []string{control.KneeProbes, control.KneeOvertakes}, "auto's knee: probes (its default) or overtakes")
+	ps.Choice(&c.knee, "auto_knee", auto.KneeProbes, []string{auto.KneeProbes, auto.KneeOvertakes}, "auto's knee: probes (its default) or overtakes")
 	ps.Duration(&c.burstWindow, "auto_burst_window", 0, 0, time.Minute, "auto's burst_window option (a named option, off by default): how long into an overload a standing queue keeps a burst's wait")
 	ps.Int(&c.tailPool, "auto_tail_pool", 0, 0, 1000000, "auto's tail_pool option (a named option, off by default): how many of the latest service times the wait queue's p99 estimate pools (0: off; else at least 100)")
 	ps.Float(&c.crowd, "crowd", 10, 0, 1000, "phase a: offered load of the crowd, × capacity")
@@ -164,7 +165,7 @@ func adaptiveController(row string, c adaptiveParams, capacity float64) (control
 	}
 	opts := stage.Options{Burst: 5}
 	switch x := cfg.(type) {
-	case *control.AutoConfig:
+	case *auto.Config:
 		x.SLO = c.SLO
 		x.TailGuard = c.tailGuard
 		x.MedianProbe = x.MedianProbe || c.medianProbe

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/sluicehq/sluice/control"
+	"github.com/sluicehq/sluice/control/auto"
 	"github.com/sluicehq/sluice/lab/dist"
 	"github.com/sluicehq/sluice/lab/figure"
 	"github.com/sluicehq/sluice/lab/sim"
@@ -74,7 +74,7 @@ type tenantMetrics struct{ offered, goodput, p99, reject float64 }
 
 func runTenantsOne(seed uint64, c tenantsParams, fair bool, rates []float64) ([]tenantMetrics, error) {
 	e := sim.New(seed)
-	cfg := control.DefaultAutoConfig()
+	cfg := auto.DefaultConfig()
 	cfg.SLO = c.SLO
 	st, err := stage.New(stage.Options{Name: "auto", Controller: &cfg, MaxQueue: 4096, Tenants: stage.Tenants{Fair: fair}}, e.Time())
 	if err != nil {

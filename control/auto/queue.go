@@ -1,4 +1,4 @@
-package control
+package auto
 
 import (
 	"fmt"
@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/control/internal/ctl"
+	"github.com/sluicehq/sluice/internal/mathx"
 )
 
 // Auto's wait queue: how long a new arrival may wait (MaxWait) and the
@@ -78,17 +80,17 @@ func (q *queueState) update(now time.Time, over bool, window time.Duration) {
 // queueTail is the service-time p99 a wait is sized from, in s: for a
 // standing queue past its burst allowance (trimmed), with TailPool once
 // it is known, R̂99ᴾ = the pool's p99 × the median's shift
-// (auto_tail.go); R̂99 otherwise. A burst and the burst allowance keep
+// (tail.go); R̂99 otherwise. A burst and the burst allowance keep
 // R̂99: sized from the pool, a crowd's first second waited most of the
 // room the service's tail left before the crowd, and live the crowd
 // slows the service itself (the load generator, the proxy and the
 // backend share the machine's cores), so that second's p99 read 296 and
 // 297 ms at an SLO of 250 ms (docs/experiments.md).
 func (a *Auto) queueTail(trimmed bool) float64 {
-	if !trimmed || a.cfg.TailPool == 0 || !usable(a.rPool) {
-		return a.rP99
+	if !trimmed || a.cfg.TailPool == 0 || !mathx.Usable(a.est.rPool) {
+		return a.est.rP99
 	}
-	return a.rPool * a.shift
+	return a.est.rPool * a.est.shift
 }
 
 // standingCap is the wait a standing queue past its burst allowance is
@@ -108,7 +110,7 @@ func (a *Auto) standingCap() float64 {
 
 // burstCap is the wait a queue in its burst allowance is allowed, in s:
 // halfRoom(R̂99, 0).
-func (a *Auto) burstCap() float64 { return a.halfRoom(a.rP99, 0) }
+func (a *Auto) burstCap() float64 { return a.halfRoom(a.est.rP99, 0) }
 
 // halfRoom is max((SLO − tail)/2, min(R̂, SLO − tail − margin)), in s:
 // half the room the tail leaves, but not below one mean service time
@@ -117,12 +119,12 @@ func (a *Auto) burstCap() float64 { return a.halfRoom(a.rP99, 0) }
 // unknown.
 func (a *Auto) halfRoom(tail, margin float64) float64 {
 	room := a.cfg.SLO.Seconds() - tail
-	if !usable(room) {
+	if !mathx.Usable(room) {
 		return a.standingWait()
 	}
 	keep := room / 2
-	if usable(a.rMean) {
-		keep = math.Max(keep, math.Min(a.rMean, room-margin))
+	if mathx.Usable(a.est.rMean) {
+		keep = math.Max(keep, math.Min(a.est.rMean, room-margin))
 	}
 	return keep
 }
@@ -133,8 +135,8 @@ func (a *Auto) standingWait() float64 {
 	sw := a.cfg.StandingWait.Seconds()
 	if sw == 0 {
 		sw = a.cfg.SLO.Seconds() / 10
-		if usable(a.rMean) {
-			sw = math.Max(a.rMean, sw)
+		if mathx.Usable(a.est.rMean) {
+			sw = math.Max(a.est.rMean, sw)
 		}
 	}
 	return math.Max(sw, 0.001)
@@ -144,30 +146,30 @@ func (a *Auto) standingWait() float64 {
 // predictive rejection, and a phrase for the reason.
 func (a *Auto) queuePolicy(now time.Time, m sluice.Measurements, limit float64) (time.Duration, float64, string) {
 	slo := a.cfg.SLO.Seconds()
-	if !usable(a.rMean) || a.rMean <= 0 {
+	if !mathx.Usable(a.est.rMean) || a.est.rMean <= 0 {
 		w := a.cfg.SLO / 2
 		return w, 0, fmt.Sprintf("queue: wait ≤ %v (no service time yet)", w)
 	}
-	drain := limit / a.rMean
+	drain := limit / a.est.rMean
 	offered := math.NaN()
 	if el := m.Elapsed.Seconds(); el > 0 {
 		offered = m.Arrivals / el
 	}
-	standing := usable(m.QueueWaitMin) && m.QueueWaitMin > 0 || usable(offered) && offered > drain
-	a.queue.update(now, usable(offered) && offered > drain, a.cfg.BurstWindow)
+	standing := mathx.Usable(m.QueueWaitMin) && m.QueueWaitMin > 0 || mathx.Usable(offered) && offered > drain
+	a.queue.update(now, mathx.Usable(offered) && offered > drain, a.cfg.BurstWindow)
 	tail := a.queueTail(standing && a.queue.burstLeft == 0)
 	budget := slo - tail
 	if budget <= 0.001 {
-		return -1, 0, fmt.Sprintf("queue: none (service p99 %s leaves no room below the SLO %v)", fmtSec(tail), a.cfg.SLO)
+		return -1, 0, fmt.Sprintf("queue: none (service p99 %s leaves no room below the SLO %v)", ctl.FmtSec(tail), a.cfg.SLO)
 	}
 	wait, kind := math.Max(budget-tailMargin*tail, budget/2), "burst"
 	switch {
 	case standing && a.queue.burstLeft > 0:
-		wait, kind = a.burstCap(), fmt.Sprintf("standing, %s of its burst allowance left", fmtSec(a.queue.burstLeft))
+		wait, kind = a.burstCap(), fmt.Sprintf("standing, %s of its burst allowance left", ctl.FmtSec(a.queue.burstLeft))
 	case standing:
 		wait, kind = a.standingCap(), "standing"
 	}
 	d := time.Duration(wait * float64(time.Second)).Round(time.Microsecond)
 	return d, drain, fmt.Sprintf("queue (%s): wait ≤ %v, drain %s (SLO %v, service mean %s p99 %s)",
-		kind, d, fmtRate(drain), a.cfg.SLO, fmtSec(a.rMean), fmtSec(tail))
+		kind, d, ctl.FmtRate(drain), a.cfg.SLO, ctl.FmtSec(a.est.rMean), ctl.FmtSec(tail))
 }

@@ -1,4 +1,4 @@
-package control
+package auto
 
 import (
 	"strings"
@@ -66,7 +66,7 @@ func TestAutoUncut(t *testing.T) {
 
 	// The probes' evidence replaces the cut's: a cut followed by a
 	// shrinking low probe is not undone to the pre-cut limit.
-	b := newAuto(t, func(c *AutoConfig) { c.InitialLimit = 64 })
+	b := newAuto(t, func(c *Config) { c.InitialLimit = 64 })
 	now = t0
 	drive(b, plant{w: 4, s: 0.010}, &now, 60*time.Second)
 	if b.Estimates()["cut_from"] != 0 {

@@ -1,4 +1,4 @@
-package control
+package auto
 
 import (
 	"math"
@@ -16,9 +16,9 @@ import (
 // returns the controller after steps steps.
 func overtakeSteps(t *testing.T, knee string, tail, share float64, steps int) *Auto {
 	t.Helper()
-	cfg := DefaultAutoConfig()
+	cfg := DefaultConfig()
 	cfg.SLO, cfg.Knee = 250*time.Millisecond, knee
-	a, err := NewAuto(cfg)
+	a, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,15 +91,15 @@ func TestAutoKneeFromOvertakes(t *testing.T) {
 // is fractional (4/0.99 ≈ 4.04): the high probe is held to the rounded
 // workers + 1 (5), not ⌈1.25 × 4.04⌉ = 6.
 func TestAutoHighProbeFractionalKnee(t *testing.T) {
-	a := &Auto{knee: 4 / 0.99}
+	a := &Auto{knee: kneeState{w: 4 / 0.99}}
 	if hi := a.highProbe(100); hi != 5 {
-		t.Errorf("knee %.3f: high probe %v, want 5", a.knee, hi)
+		t.Errorf("knee %.3f: high probe %v, want 5", a.knee.w, hi)
 	}
-	a.knee = 16
+	a.knee.w = 16
 	if hi := a.highProbe(100); hi != 20 {
 		t.Errorf("knee 16: high probe %v, want 20 (⌈1.25 × 16⌉)", hi)
 	}
-	a.knee = 0
+	a.knee.w = 0
 	if hi := a.highProbe(24); hi != 24 {
 		t.Errorf("no knee: high probe %v, want 24", hi)
 	}
@@ -174,11 +174,11 @@ func TestAutoOvertakeDeck(t *testing.T) {
 		t.Fatalf("at the knee 4 with p99 75 ms: decision limit %v, deck %v; want 5 and 1", got, a.Estimates()["deck"])
 	}
 	step(0.2)
-	if a.rP99 >= 0.125 {
-		t.Fatalf("R̂99 %v after one step of 200 ms: the test needs it below half the SLO", a.rP99)
+	if a.est.rP99 >= 0.125 {
+		t.Fatalf("R̂99 %v after one step of 200 ms: the test needs it below half the SLO", a.est.rP99)
 	}
 	if got := a.Current().New; got > 4 || a.Estimates()["deck"] != 0 {
-		t.Errorf("a step's p99 of 200 ms (R̂99 %.3f): decision limit %v, deck %v; want ≤ 4 and 0", a.rP99, got, a.Estimates()["deck"])
+		t.Errorf("a step's p99 of 200 ms (R̂99 %.3f): decision limit %v, deck %v; want ≤ 4 and 0", a.est.rP99, got, a.Estimates()["deck"])
 	}
 	b := overtakeSteps(t, KneeProbes, 15, 0, 30)
 	if _, ok := b.Estimates()["deck"]; ok || b.Current().New > 1.5*b.Limit() {

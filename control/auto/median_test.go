@@ -1,4 +1,4 @@
-package control
+package auto
 
 import (
 	"math"
@@ -50,7 +50,7 @@ func (p biased) step(a *Auto, h time.Duration) sluice.Measurements {
 // medians rise with their queue inside and never raise L.
 func TestAutoMedianProbeCutsTowardsTheKnee(t *testing.T) {
 	for _, on := range []bool{false, true} {
-		a := newAuto(t, func(c *AutoConfig) { c.SLO, c.MedianProbe = 500*time.Millisecond, on })
+		a := newAuto(t, func(c *Config) { c.SLO, c.MedianProbe = 500*time.Millisecond, on })
 		p := biased{plant: plant{w: 4, s: 0.020}, m0: 0.0065, bias: 0.78}
 		now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 		most := 0.0

@@ -1,4 +1,4 @@
-package control
+package auto
 
 import (
 	"math"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/fielderr"
 )
 
 // plant is a service of parallelism w and service time s seen through a
@@ -42,14 +43,14 @@ func drive(a *Auto, p plant, now *time.Time, d time.Duration) sluice.Decision {
 	return last
 }
 
-func newAuto(t *testing.T, edit func(*AutoConfig)) *Auto {
+func newAuto(t *testing.T, edit func(*Config)) *Auto {
 	t.Helper()
-	cfg := DefaultAutoConfig()
+	cfg := DefaultConfig()
 	cfg.SLO = 250 * time.Millisecond
 	if edit != nil {
 		edit(&cfg)
 	}
-	a, err := NewAuto(cfg)
+	a, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +150,7 @@ func TestAutoTakesAnUnfilledProbeThatGrew(t *testing.T) {
 	}
 
 	// max_healthy_latency below the service's p99 holds L there too.
-	g := newAuto(t, func(c *AutoConfig) { c.MaxHealthyLatency = 5 * time.Millisecond })
+	g := newAuto(t, func(c *Config) { c.MaxHealthyLatency = 5 * time.Millisecond })
 	now = t0
 	drive(g, plant{w: 4, s: 0.010}, &now, 60*time.Second)
 	before := g.Limit()
@@ -179,7 +180,7 @@ func TestAutoHoldsThroughCapacityChanges(t *testing.T) {
 // One high probe that gains is not enough to grow (it may be noise); two
 // in a row are, and the step is the measured gain.
 func TestAutoGrowthNeedsConfirmation(t *testing.T) {
-	a := newAuto(t, func(c *AutoConfig) { c.InitialLimit = 8 })
+	a := newAuto(t, func(c *Config) { c.InitialLimit = 8 })
 	now := t0
 	p := plant{w: 64, s: 0.010}
 	var reasons []string
@@ -237,7 +238,7 @@ func TestAutoNoiseDoesNotRatchetTheLimitDown(t *testing.T) {
 }
 
 func TestAutoCutsServiceTimeOverSLO(t *testing.T) {
-	a := newAuto(t, func(c *AutoConfig) { c.InitialLimit = 64 })
+	a := newAuto(t, func(c *Config) { c.InitialLimit = 64 })
 	now := t0
 	// W = 4, s = 10 ms: at 64 in service R = 160 ms > SLO/4 = 62.5 ms.
 	d := drive(a, plant{w: 4, s: 0.010}, &now, 3*time.Second)
@@ -276,7 +277,7 @@ func TestAutoHoldsWithoutEvidence(t *testing.T) {
 // while the queue stands, none when the service alone misses the SLO; the
 // drain rate is L/R̂.
 func TestAutoQueuePolicy(t *testing.T) {
-	a := newAuto(t, func(c *AutoConfig) { c.BurstWindow = time.Second })
+	a := newAuto(t, func(c *Config) { c.BurstWindow = time.Second })
 	if d := a.Current(); d.MaxWait != 125*time.Millisecond || d.Drain != 0 {
 		t.Fatalf("initial wait %v drain %v, want SLO/2 and none", d.MaxWait, d.Drain)
 	}
@@ -333,41 +334,41 @@ func TestAutoQueuePolicy(t *testing.T) {
 func TestAutoConfigValidate(t *testing.T) {
 	for _, c := range []struct {
 		field string
-		edit  func(*AutoConfig)
+		edit  func(*Config)
 	}{
-		{"slo", func(c *AutoConfig) { c.SLO = 0 }},
-		{"period", func(c *AutoConfig) { c.Period = 0 }},
-		{"min_limit", func(c *AutoConfig) { c.MinLimit = 0.5 }},
-		{"max_limit", func(c *AutoConfig) { c.MaxLimit = 0 }},
-		{"initial_limit", func(c *AutoConfig) { c.InitialLimit = 1e9 }},
-		{"high_probe", func(c *AutoConfig) { c.HighProbe = 1 }},
-		{"low_probe", func(c *AutoConfig) { c.LowProbe = math.NaN() }},
-		{"min_completions", func(c *AutoConfig) { c.MinCompletions = 0 }},
-		{"max_window", func(c *AutoConfig) { c.MaxWindow = time.Millisecond }},
-		{"standing_wait", func(c *AutoConfig) { c.StandingWait = time.Second }},
-		{"burst_window", func(c *AutoConfig) { c.BurstWindow = -time.Second }},
-		{"burst_window", func(c *AutoConfig) { c.BurstWindow = time.Hour }},
-		{"tail_pool", func(c *AutoConfig) { c.TailPool = 50 }},
-		{"tail_pool", func(c *AutoConfig) { c.TailPool = -1 }},
-		{"tail_pool", func(c *AutoConfig) { c.TailPool = 2000000 }},
-		{"min_rate", func(c *AutoConfig) { c.MinRate = -1 }},
-		{"min_rate", func(c *AutoConfig) { c.MinRate = math.Inf(1) }},
-		{"max_reject_fraction", func(c *AutoConfig) { c.MaxRejectFraction = 1.5 }},
-		{"max_reject_fraction", func(c *AutoConfig) { c.MaxRejectFraction = -0.1 }},
-		{"warmup", func(c *AutoConfig) { c.Warmup = -time.Second }},
-		{"max_healthy_latency", func(c *AutoConfig) { c.MaxHealthyLatency = -time.Millisecond }},
-		{"knee", func(c *AutoConfig) { c.Knee = "overtake" }},
-		{"knee_tolerance", func(c *AutoConfig) { c.KneeTolerance = -time.Millisecond }},
-		{"knee_tolerance", func(c *AutoConfig) { c.KneeTolerance = c.SLO }},
+		{"slo", func(c *Config) { c.SLO = 0 }},
+		{"period", func(c *Config) { c.Period = 0 }},
+		{"min_limit", func(c *Config) { c.MinLimit = 0.5 }},
+		{"max_limit", func(c *Config) { c.MaxLimit = 0 }},
+		{"initial_limit", func(c *Config) { c.InitialLimit = 1e9 }},
+		{"high_probe", func(c *Config) { c.HighProbe = 1 }},
+		{"low_probe", func(c *Config) { c.LowProbe = math.NaN() }},
+		{"min_completions", func(c *Config) { c.MinCompletions = 0 }},
+		{"max_window", func(c *Config) { c.MaxWindow = time.Millisecond }},
+		{"standing_wait", func(c *Config) { c.StandingWait = time.Second }},
+		{"burst_window", func(c *Config) { c.BurstWindow = -time.Second }},
+		{"burst_window", func(c *Config) { c.BurstWindow = time.Hour }},
+		{"tail_pool", func(c *Config) { c.TailPool = 50 }},
+		{"tail_pool", func(c *Config) { c.TailPool = -1 }},
+		{"tail_pool", func(c *Config) { c.TailPool = 2000000 }},
+		{"min_rate", func(c *Config) { c.MinRate = -1 }},
+		{"min_rate", func(c *Config) { c.MinRate = math.Inf(1) }},
+		{"max_reject_fraction", func(c *Config) { c.MaxRejectFraction = 1.5 }},
+		{"max_reject_fraction", func(c *Config) { c.MaxRejectFraction = -0.1 }},
+		{"warmup", func(c *Config) { c.Warmup = -time.Second }},
+		{"max_healthy_latency", func(c *Config) { c.MaxHealthyLatency = -time.Millisecond }},
+		{"knee", func(c *Config) { c.Knee = "overtake" }},
+		{"knee_tolerance", func(c *Config) { c.KneeTolerance = -time.Millisecond }},
+		{"knee_tolerance", func(c *Config) { c.KneeTolerance = c.SLO }},
 	} {
-		cfg := DefaultAutoConfig()
+		cfg := DefaultConfig()
 		c.edit(&cfg)
-		if err := cfg.Validate(); FieldOf(err) != c.field {
+		if err := cfg.Validate(); fielderr.Path(err) != c.field {
 			t.Errorf("%s: Validate() = %v, want an error naming it", c.field, err)
 		}
 	}
 	a := newAuto(t, nil)
-	if err := a.SetTarget(-time.Second); FieldOf(err) != "slo" {
+	if err := a.SetTarget(-time.Second); fielderr.Path(err) != "slo" {
 		t.Errorf("SetTarget(-1s) = %v", err)
 	}
 	if err := a.SetTarget(time.Second); err != nil || a.Target() != time.Second {

@@ -1,11 +1,13 @@
-package control
+package auto
 
 import (
 	"fmt"
 	"math"
+
+	"github.com/sluicehq/sluice/internal/mathx"
 )
 
-// The median test of auto's probes (AutoConfig.MedianProbe).
+// The median test of auto's probes (Config.MedianProbe).
 //
 // Above the service's parallelism W, the requests auto lets in beyond W
 // queue inside the service: by Little's law the service time grows with
@@ -38,19 +40,19 @@ const medianSamples = 50
 
 // medianRatio returns the ratio of window w's median service time to the
 // base window's, and whether both have enough samples.
-func (a *Auto) medianRatio(w autoWindow) (float64, bool) {
+func (a *Auto) medianRatio(w window) (float64, bool) {
 	b := a.base
 	if !a.cfg.MedianProbe || w.p50n < medianSamples || b.p50n < medianSamples || !(b.sumP50 > 0) {
 		return 0, false
 	}
 	m := (w.sumP50 / w.p50n) / (b.sumP50 / b.p50n)
-	return m, usable(m)
+	return m, mathx.Usable(m)
 }
 
 // medianCut is the median test of a low probe w: when its median service
 // time fell by at least half as much as its concurrency, the base window
 // queued inside the service, and L ← L/√b.
-func (a *Auto) medianCut(w autoWindow) (string, bool) {
+func (a *Auto) medianCut(w window) (string, bool) {
 	m, ok := a.medianRatio(w)
 	p := w.limit / a.base.limit
 	if !ok || !(p < 1) || m > 1-(1-p)/2 || a.limit <= a.cfg.MinLimit {
@@ -58,14 +60,14 @@ func (a *Auto) medianCut(w autoWindow) (string, bool) {
 	}
 
 	old := a.limit
-	a.limit = clamp(a.limit/math.Sqrt(a.cfg.LowProbe), a.cfg.MinLimit, a.cfg.MaxLimit)
+	a.limit = mathx.Clamp(a.limit/math.Sqrt(a.cfg.LowProbe), a.cfg.MinLimit, a.cfg.MaxLimit)
 	return fmt.Sprintf("L %.4g → %.4g: low probe %g: median service time ×%.3f at ×%.3f the concurrency: the base queued inside the service", old, a.limit, w.limit, m, p), true
 }
 
 // medianHeld is the median test of a high probe w: when its median
 // service time rose by at least half as much as its concurrency, the
 // probe only queued inside the service, and L holds.
-func (a *Auto) medianHeld(w autoWindow) (string, bool) {
+func (a *Auto) medianHeld(w window) (string, bool) {
 	m, ok := a.medianRatio(w)
 	p := w.limit / a.base.limit
 	if !ok || !(p > 1) || m < 1+(p-1)/2 {

@@ -1,4 +1,4 @@
-package control
+package auto
 
 import (
 	"math"
@@ -126,7 +126,7 @@ func TestTailPoolShift(t *testing.T) {
 // shift, a burst and the allowance R̂99.
 func TestAutoTailPoolEstimates(t *testing.T) {
 	for _, pool := range []int{0, 2000} {
-		a := newAuto(t, func(c *AutoConfig) { c.TailPool = pool })
+		a := newAuto(t, func(c *Config) { c.TailPool = pool })
 		m := sluice.Measurements{Elapsed: 100 * time.Millisecond, Arrivals: 10, Completed: 10, ServiceSamples: 10,
 			ServiceMean: 0.010, ServiceP50: 0.008, ServiceP99: 0.030, InFlight: 1, MaxInFlight: 2}
 		a.Update(t0.Add(100*time.Millisecond), m)
@@ -140,15 +140,15 @@ func TestAutoTailPoolEstimates(t *testing.T) {
 			t.Errorf("tail_pool %d: %v", pool, e)
 		}
 	}
-	a := newAuto(t, func(c *AutoConfig) { c.TailPool = 2000 })
-	a.rP99, a.rPool, a.shift = 0.030, 0.100, 2
+	a := newAuto(t, func(c *Config) { c.TailPool = 2000 })
+	a.est.rP99, a.est.rPool, a.est.shift = 0.030, 0.100, 2
 	if got := a.queueTail(true); got != 0.200 {
 		t.Errorf("a trimmed standing queue: tail %v, want the pool × the shift 0.2", got)
 	}
 	if got := a.queueTail(false); got != 0.030 {
 		t.Errorf("a burst or its allowance: tail %v, want R̂99 0.03", got)
 	}
-	a.rPool = math.NaN()
+	a.est.rPool = math.NaN()
 	if got := a.queueTail(true); got != 0.030 {
 		t.Errorf("pool unknown: tail %v, want R̂99 0.03", got)
 	}

@@ -1,4 +1,4 @@
-package control
+package auto
 
 import (
 	"testing"
@@ -53,16 +53,16 @@ func TestAutoBurstWindow(t *testing.T) {
 			{200 * time.Millisecond, crowd, 110 * time.Millisecond, 1},
 			{1200 * time.Millisecond, crowd, 25 * time.Millisecond, 0},
 		}},
-		{"off (the default)", DefaultAutoConfig().BurstWindow, 0, []step{
+		{"off (the default)", DefaultConfig().BurstWindow, 0, []step{
 			{100 * time.Millisecond, calm, 217 * time.Millisecond, 0},
 			{200 * time.Millisecond, crowd, 25 * time.Millisecond, 0},
 		}},
 	} {
-		a := newAuto(t, func(cfg *AutoConfig) { cfg.BurstWindow, cfg.TailPool = c.window, c.pool })
+		a := newAuto(t, func(cfg *Config) { cfg.BurstWindow, cfg.TailPool = c.window, c.pool })
 		for _, s := range c.steps {
 			// Hold the running means at the step's values.
-			a.rMean, a.rP99 = s.m.ServiceMean, s.m.ServiceP99
-			a.tail = tailRing{}
+			a.est.rMean, a.est.rP99 = s.m.ServiceMean, s.m.ServiceP99
+			a.est.ring = tailRing{}
 			d := a.Update(t0.Add(s.at), s.m)
 			if d.MaxWait != s.wait {
 				t.Errorf("%s, %v: wait %v, want %v (%s)", c.name, s.at, d.MaxWait, s.wait, d.Reason)

@@ -1,10 +1,14 @@
-package control
+package auto
 
-import "math"
+import (
+	"math"
+
+	"github.com/sluicehq/sluice/internal/mathx"
+)
 
 // Auto's estimates of the service-time tail.
 //
-// R̂99 (rP99) is a running mean of the latest steps' p99 (tailRing.add):
+// R̂99 (estimates.rP99) is a running mean of the latest steps' p99 (tailRing.add):
 // it follows the service within a few steps, and it is what the tail
 // guard, the maximum healthy latency, the deck and the overtake test
 // read. But a step of 20 lognormal σ 1.5 samples has a p99 anywhere from
@@ -83,7 +87,7 @@ func (t *tailRing) add(p99, n float64) float64 {
 // addMedian records the median of the period add recorded last and the
 // samples behind it.
 func (t *tailRing) addMedian(p50, n float64) {
-	if t.len == 0 || !(n > 0) || !usable(p50) {
+	if t.len == 0 || !(n > 0) || !mathx.Usable(p50) {
 		return
 	}
 	i := (t.next - 1 + tailPeriods) % tailPeriods
@@ -102,7 +106,7 @@ func (t *tailRing) pooled(minN float64) float64 {
 	var vals, wts [tailPeriods]float64
 	k, total := t.latest(minN, &vals, &wts, func(i int) (v, w, n float64, ok bool) {
 		n = t.n[i]
-		return t.p99[i], n - math.Ceil(0.99*n) + 1, n, n > 0 && usable(t.p99[i])
+		return t.p99[i], n - math.Ceil(0.99*n) + 1, n, n > 0 && mathx.Usable(t.p99[i])
 	})
 	return rankFrom(vals[:k], wts[:k], 0.01*total, true)
 }

@@ -1,11 +1,13 @@
-package control
+package auto
 
 import (
 	"fmt"
 	"math"
+
+	"github.com/sluicehq/sluice/internal/mathx"
 )
 
-// The knee from overtakes (AutoConfig.Knee "overtakes", a named option,
+// The knee from overtakes (Config.Knee "overtakes", a named option,
 // off by default).
 //
 // A service of W workers that serves its queue in order lets a request
@@ -116,22 +118,22 @@ const (
 	deckTail = 0.5
 )
 
-// Knee values of AutoConfig.
+// Knee values of Config.
 const (
 	KneeOvertakes = "overtakes"
 	KneeProbes    = "probes"
 )
 
 // kneeFromOvertakes reports whether auto reads the knee from overtakes.
-func (c *AutoConfig) kneeFromOvertakes() bool { return c.Knee == KneeOvertakes }
+func (c *Config) kneeFromOvertakes() bool { return c.Knee == KneeOvertakes }
 
 // overtakes returns the window's k = max Parallel / s and the
 // concurrency it ran at, min(L_w, n̄), when the overtake test may read
 // them; s is the backend's share of the time in service (see
 // backendShare).
-func (a *Auto) overtakes(w autoWindow) (k, n float64, ok bool) {
-	if !a.cfg.kneeFromOvertakes() || !(w.par > 0) || w.done < 10 || w.p50n == 0 || !usable(a.rP99) ||
-		!(a.rP99 >= overtakeSpread*w.sumP50/w.p50n) {
+func (a *Auto) overtakes(w window) (k, n float64, ok bool) {
+	if !a.cfg.kneeFromOvertakes() || !(w.par > 0) || w.done < 10 || w.p50n == 0 || !mathx.Usable(a.est.rP99) ||
+		!(a.est.rP99 >= overtakeSpread*w.sumP50/w.p50n) {
 		return 0, 0, false
 	}
 	n = w.meanN()
@@ -145,7 +147,7 @@ func (a *Auto) overtakes(w autoWindow) (k, n float64, ok bool) {
 
 // backendShare is the window's s = Σ BackendShare·completions /
 // Σ completions, within [overtakeMinShare, 1]; 1 when not measured.
-func (w autoWindow) backendShare() float64 {
+func (w window) backendShare() float64 {
 	if !(w.shareN > 0) {
 		return 1
 	}
@@ -160,10 +162,10 @@ func (w autoWindow) backendShare() float64 {
 // (a capacity halving) takes the deck away at the step it shows, not as
 // the running mean catches up.
 func (a *Auto) deck(limit float64) float64 {
-	if a.knee <= 0 || limit > math.Round(a.knee) || !usable(a.rP99) {
+	if a.knee.w <= 0 || limit > math.Round(a.knee.w) || !mathx.Usable(a.est.rP99) {
 		return 0
 	}
-	if tail := math.Max(a.rP99, a.tailNow); !(tail <= deckTail*a.cfg.SLO.Seconds()) {
+	if tail := math.Max(a.est.rP99, a.est.tailNow); !(tail <= deckTail*a.cfg.SLO.Seconds()) {
 		return 0
 	}
 	return 1
@@ -177,75 +179,89 @@ func (a *Auto) withDeck(limit float64) float64 {
 
 // highProbe bounds a high probe's limit hi while the knee is known.
 func (a *Auto) highProbe(hi float64) float64 {
-	if a.knee > 0 {
+	if a.knee.w > 0 {
 		// Ŵ = k/s is fractional where the backend's share s < 1: the
 		// probe is held to the workers it read, rounded (4.03 → 5, not 6).
-		w := math.Max(math.Round(a.knee), 1)
+		w := math.Max(math.Round(a.knee.w), 1)
 		hi = math.Min(hi, math.Max(math.Ceil(overtakeProbe*w), w+1))
 	}
 	return hi
 }
 
+// kneeState is the knee from overtakes: Ŵ and what it is read from.
+type kneeState struct {
+	w     float64                 // Ŵ, the parallelism the overtakes showed (0: unknown)
+	seen  [overtakeMemory]float64 // k of the latest windows that read it
+	next  int                     // where the next window's k goes in seen
+	share float64                 // the last judged window's backend share s (0: none yet)
+}
+
+// remember records a window's k and returns the largest k of the latest
+// overtakeMemory windows: a window of a few hundred completions may miss
+// the rare overtake of W − 1 (a light-bodied tail such as Pareto's: most
+// requests near the shortest), and one that misses it would read the
+// knee one low.
+func (s *kneeState) remember(k float64) float64 {
+	s.seen[s.next] = k
+	s.next = (s.next + 1) % overtakeMemory
+	for _, v := range s.seen {
+		k = math.Max(k, v)
+	}
+	return k
+}
+
 // overtakeCap runs on every judged window: a window whose completions
 // overtook fewer than its concurrency shows the knee, Ŵ = k, and caps L
 // at it; one that ran above Ŵ without showing it forgets Ŵ.
-func (a *Auto) overtakeCap(w autoWindow) (string, bool) {
-	a.share = w.backendShare()
+func (a *Auto) overtakeCap(w window) (string, bool) {
+	a.knee.share = w.backendShare()
 	k, n, ok := a.overtakes(w)
 	if !ok {
 		return "", false
 	}
-	// The largest k of the latest overtakeMemory windows: a window of a
-	// few hundred completions may miss the rare overtake of W − 1 (a
-	// light-bodied tail such as Pareto's: most requests near the
-	// shortest), and one that misses it would read the knee one low.
-	a.kSeen[a.kNext] = k
-	a.kNext = (a.kNext + 1) % overtakeMemory
-	for _, v := range a.kSeen {
-		k = math.Max(k, v)
-	}
+	k = a.knee.remember(k)
 	if !(k < overtakeFill*n) {
-		if a.knee > 0 && w.limit > a.knee {
-			a.knee = 0
+		if a.knee.w > 0 && w.limit > a.knee.w {
+			a.knee.w = 0
 		}
 		return "", false
 	}
-	a.knee = k
+	a.knee.w = k
 	if k >= a.limit {
 		return "", false
 	}
 	old := a.limit
-	a.limit = clamp(k, a.cfg.MinLimit, a.cfg.MaxLimit)
-	a.step, a.gain, a.pending = 0, a.cfg.HighProbe, false
-	return fmt.Sprintf("L %.4g → %.4g: window %g: its completions overtook at most %g of the %.3g in service, %.0f%% of whose time was in the backend: the service runs %.3g slots in parallel", old, a.limit, w.limit, w.par-1, n, 100*a.share, k), true
+	a.limit = mathx.Clamp(k, a.cfg.MinLimit, a.cfg.MaxLimit)
+	a.restart()
+	return fmt.Sprintf("L %.4g → %.4g: window %g: its completions overtook at most %g of the %.3g in service, %.0f%% of whose time was in the backend: the service runs %.3g slots in parallel", old, a.limit, w.limit, w.par-1, n, 100*a.knee.share, k), true
 }
 
 // overtakeGrow judges a filled high probe whose completions overtook as
 // many as it ran: the service ran it all in parallel, L takes it at once
 // and the next probe goes twice as far.
-func (a *Auto) overtakeGrow(w autoWindow) (string, bool) {
+func (a *Auto) overtakeGrow(w window) (string, bool) {
 	k, n, ok := a.overtakes(w)
 	if !ok || !(k >= overtakeFill*n) || !(w.limit > a.limit) || !a.mayRaise() {
 		return "", false
 	}
 	old := a.limit
-	a.limit = clamp(w.limit, a.cfg.MinLimit, a.cfg.MaxLimit)
+	a.limit = mathx.Clamp(w.limit, a.cfg.MinLimit, a.cfg.MaxLimit)
 	a.gain = math.Min(4, a.gain*2)
-	a.base, a.step, a.pending = w, 1, false
+	a.base, a.phase, a.pending = w, phaseHigh1, false
 	return fmt.Sprintf("L %.4g → %.4g: high probe %g: its completions overtook %g: the service ran it all in parallel; next probe ×%g", old, a.limit, w.limit, w.par-1, a.gain), true
 }
 
 // overtakeUnfilled judges a high probe that demand did not fill (n̄ <
 // 0.8·L_w), whose completions overtook as many as were in service: the
 // service ran the demand's concurrency in parallel, and L ← k.
-func (a *Auto) overtakeUnfilled(w autoWindow) (string, bool) {
+func (a *Auto) overtakeUnfilled(w window) (string, bool) {
 	k, n, ok := a.overtakes(w)
-	if !ok || (a.step != 1 && a.step != 3) || !(w.meanN() < 0.8*w.limit) || !(k > a.limit) ||
+	if !ok || !a.phase.isHigh() || !(w.meanN() < 0.8*w.limit) || !(k > a.limit) ||
 		!(k >= overtakeFill*n) || !a.mayRaise() {
 		return "", false
 	}
 	old := a.limit
-	a.limit = clamp(math.Min(k, w.limit), a.cfg.MinLimit, a.cfg.MaxLimit)
-	a.step, a.gain, a.pending = 0, a.cfg.HighProbe, false
+	a.limit = mathx.Clamp(math.Min(k, w.limit), a.cfg.MinLimit, a.cfg.MaxLimit)
+	a.restart()
 	return fmt.Sprintf("L %.4g → %.4g: high probe %g was not filled (n̄ %.3g), and its completions overtook %g", old, a.limit, w.limit, n, w.par-1), true
 }

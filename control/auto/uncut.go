@@ -1,10 +1,12 @@
-package control
+package auto
 
 import (
 	"fmt"
 	"math"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/control/internal/ctl"
+	"github.com/sluicehq/sluice/internal/mathx"
 )
 
 // The Little's-law cut comes back when its cause is gone.
@@ -55,12 +57,12 @@ import (
 // above); it reports the reason and whether it did.
 func (a *Auto) uncut(m sluice.Measurements) (string, bool) {
 	quarter := a.cfg.SLO.Seconds() / 4
-	t := a.tailNow
-	if a.cutFrom <= a.limit || !(m.ServiceSamples > 0) || !usable(t) || t <= 0 || t >= quarter || !a.mayRaise() {
+	t := a.est.tailNow
+	if a.cutFrom <= a.limit || !(m.ServiceSamples > 0) || !mathx.Usable(t) || t <= 0 || t >= quarter || !a.mayRaise() {
 		return "", false
 	}
 	n := m.InFlight
-	if !usable(n) || n <= 0 {
+	if !mathx.Usable(n) || n <= 0 {
 		return "", false
 	}
 	to := math.Min(a.cutFrom, n*quarter/t)
@@ -68,12 +70,12 @@ func (a *Auto) uncut(m sluice.Measurements) (string, bool) {
 		return "", false
 	}
 	old := a.limit
-	a.limit = clamp(to, a.cfg.MinLimit, a.cfg.MaxLimit)
+	a.limit = mathx.Clamp(to, a.cfg.MinLimit, a.cfg.MaxLimit)
 	if a.limit >= a.cutFrom {
 		a.cutFrom = 0
 	}
-	a.step, a.gain, a.pending = 0, a.cfg.HighProbe, false
-	a.win = autoWindow{limit: a.windowLimit()}
+	a.restart()
+	a.win = window{limit: a.windowLimit()}
 	return fmt.Sprintf("L %.4g → %.4g: service p99 %s (latest steps) is below SLO/4 at %.3g in service: the Little's-law cut is undone",
-		old, a.limit, fmtSec(t), n), true
+		old, a.limit, ctl.FmtSec(t), n), true
 }
