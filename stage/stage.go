@@ -401,6 +401,21 @@ func (s *Stage) concurrency(now time.Time, m *sluice.Measurements) {
 	}
 	m.QueueWaitMean, m.QueueWaitMin = s.waits.collect()
 	m.Expired = float64(s.expired.Swap(0))
+	if c := s.conc; c != nil && c.fair != nil && c.fair.costs != nil {
+		// Under a measured cost the controller counts completions in
+		// units of the mean request's cost: a probe that lets more of a
+		// costly tenant's requests in serves fewer requests but no less
+		// work, and must not read as a loss.
+		c.mu.Lock()
+		n, w := c.fair.weighted()
+		c.fair.costs.fold()
+		c.mu.Unlock()
+		if n > 0 {
+			k := w / n
+			m.Completed *= k
+			m.Failed *= k
+		}
+	}
 }
 
 // due reports whether input i runs at now: its period has elapsed, or it
