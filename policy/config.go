@@ -201,8 +201,17 @@ type TenantsConfig struct {
 	// IPv6Prefix bits; "header:<Name>", the value of request header Name,
 	// believed only from classes.trusted_proxies; "client-cert", the
 	// identity of the request's verified TLS client certificate
-	// (ClassRule.ClientCert's), none without one.
+	// (ClassRule.ClientCert's), none without one; "path", the request's
+	// URL path (a gRPC call's is its full method name,
+	// "/pkg.Service/Method"), its first 128 bytes: one tenant per API,
+	// so that two APIs sharing a backend share it fairly.
 	Key string `yaml:"key"`
+	// Cost is what a request costs its tenant (default requests):
+	// "requests", one per request; "service_time", its measured service
+	// time (from its slot to its end), estimated per tenant; "reported",
+	// the cost its handler reports (sluice.ReportCost; the middleware and
+	// grpcsluice only), else its service time. See stage.CostMeasure.
+	Cost string `yaml:"cost"`
 	// IPv4Prefix and IPv6Prefix are the prefix lengths of the client
 	// address that name its tenant under key client (default 32 and
 	// 128: one tenant per address; 24 and 64 put a subnet in one).
@@ -219,6 +228,9 @@ const (
 	TenantKeyClientCert = "client-cert"
 	// TenantKeyHeader is the prefix of "header:<Name>".
 	TenantKeyHeader = "header:"
+	// TenantKeyPath names the tenant by the request's URL path (a gRPC
+	// call's full method name).
+	TenantKeyPath = "path"
 )
 
 // PriorityConfig is how a stage sheds its lowest classes first (see

@@ -114,6 +114,7 @@ type entry struct {
 	longLived time.Duration
 	rateLimit bool // send RateLimit-Policy and RateLimit (ratelimit_headers)
 	tenantKey tenantKey
+	reported  bool // tenants.cost: reported (handlers report their cost)
 	fp        fingerprint
 	decisions *atomic.Uint64 // shared with the successor that reuses st
 }
@@ -148,7 +149,8 @@ func New(cfg Config, opts Options) (*Policy, error) {
 	}
 	p.defClass = comp.cls.DefaultClass
 	build := func(name string, ctrl control.Config, fp fingerprint, sc *StageConfig) (*entry, error) {
-		e := &entry{idx: len(p.entries), name: name, fp: fp, longLived: DefaultLongLived}
+		e := &entry{idx: len(p.entries), name: name, fp: fp, longLived: DefaultLongLived,
+			reported: fp.tenants.Cost == stage.CostReported}
 		if sc != nil {
 			e.longLived, e.rateLimit = sc.LongLived, sc.RateLimitHeaders
 		}
@@ -458,11 +460,20 @@ func (p *Policy) AdmitContext(ctx context.Context, r *http.Request) (sluice.Admi
 	a := admissionPool.Get().(*admission)
 	a.lc.Reset(t)
 	a.e, a.q = e, cr.Stage.Quality()
-	a.ctx, a.cancel = nil, cancel
+	a.ctx, a.cancel, a.cost = nil, cancel, nil
 	if cr.Hop != (sluice.Hop{}) {
 		a.ctx = sluice.WithHop(ctx, cr.Hop)
 	} else if cancel != nil {
 		a.ctx = ctx
+	}
+	if e.reported {
+		// The handler may report what the request cost (tenants.cost:
+		// reported).
+		base := a.ctx
+		if base == nil {
+			base = ctx
+		}
+		a.ctx, a.cost = sluice.WithCostReport(base)
 	}
 	return a, nil
 }
@@ -541,6 +552,7 @@ type admission struct {
 	q      float64
 	ctx    context.Context    // the handler's context; nil: the request's
 	cancel context.CancelFunc // ends the deadline's context, or nil
+	cost   func() time.Duration
 }
 
 var admissionPool = sync.Pool{New: func() any { return new(admission) }}
@@ -569,13 +581,17 @@ func (a *admission) Stream() { a.lc.Stream(time.Now()) }
 
 // Done records the request's end and recycles the admission.
 func (a *admission) Done(ok bool) {
-	if !a.lc.Done(time.Now(), stage.Outcome{OK: ok}) {
+	o := stage.Outcome{OK: ok}
+	if a.cost != nil {
+		o.Cost = a.cost()
+	}
+	if !a.lc.Done(time.Now(), o) {
 		return
 	}
 	if a.cancel != nil {
 		a.cancel()
 	}
 	a.lc.Reset(stage.Ticket{})
-	a.e, a.ctx, a.cancel = nil, nil, nil
+	a.e, a.ctx, a.cancel, a.cost = nil, nil, nil, nil
 	admissionPool.Put(a)
 }

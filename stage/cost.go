@@ -2,6 +2,7 @@ package stage
 
 import (
 	"fmt"
+	"sort"
 	"time"
 )
 
@@ -179,6 +180,30 @@ func (t *costTable) fold() {
 		t.cur[tenant] = v
 	}
 	clear(t.period)
+}
+
+// maxShownCosts bounds the tenants State shows the costs of.
+const maxShownCosts = 32
+
+// costliest returns the estimates of the n costliest tenants of the
+// current generation (ties by name).
+func (t *costTable) costliest(n int) map[string]float64 {
+	if len(t.cur) == 0 {
+		return nil
+	}
+	names := make([]string, 0, len(t.cur))
+	for k := range t.cur {
+		names = append(names, k)
+	}
+	sort.Slice(names, func(i, j int) bool {
+		a, b := t.cur[names[i]], t.cur[names[j]]
+		return a > b || (a == b && names[i] < names[j])
+	})
+	out := make(map[string]float64, min(n, len(names)))
+	for _, k := range names[:min(n, len(names))] {
+		out[k] = t.cur[k]
+	}
+	return out
 }
 
 // tenants returns the number of tenants with an estimate.
