@@ -402,7 +402,11 @@ func (s *Stage) admit(cs *classState, class int, tenant string, arrival, now tim
 	if s.otk != nil {
 		seq = s.otk.begin(now) + 1
 	}
-	return Ticket{s: s, class: class, tenant: tenant, epoch: s.epoch.Load(), held: held, arrival: arrival, start: now, seq: seq}
+	var hog uint64
+	if s.hog != nil {
+		hog = s.hog.id()
+	}
+	return Ticket{s: s, class: class, tenant: tenant, epoch: s.epoch.Load(), held: held, arrival: arrival, start: now, seq: seq, hog: hog}
 }
 
 func (s *Stage) reject(cs *classState) {
@@ -487,6 +491,9 @@ func (s *Stage) leave(w *Wait, timedOut, deadline bool) bool {
 // it was served, not a stream) is charged to its tenant under a fair
 // queue's measured cost (Tenants.Cost).
 func (s *Stage) leaveService(t Ticket, now time.Time, cost spent) {
+	if t.hog != 0 {
+		s.hog.forget(t.hog)
+	}
 	if s.conc == nil {
 		return
 	}

@@ -40,8 +40,11 @@ type State struct {
 	// maxShownCosts of them (absent unless the stage shares by a
 	// measured cost).
 	TenantCosts map[string]float64 `json:"tenant_cost_s,omitempty"`
-	Classes     []ClassState       `json:"classes"`
-	Decisions   []DecisionState    `json:"decisions"`
+	// HogCancelled counts the requests the hog rule cancelled since
+	// start, by reason (Hog; absent without a hog rule).
+	HogCancelled map[string]uint64 `json:"hog_cancelled,omitempty"`
+	Classes      []ClassState      `json:"classes"`
+	Decisions    []DecisionState   `json:"decisions"`
 }
 
 // Estimator is implemented by controllers that keep estimates worth
@@ -123,7 +126,7 @@ func (s *Stage) State(n int) State {
 	cur := s.ctrl.Current()
 	st := State{Name: s.name, Controller: cur.Controller, Kind: cur.Kind.String(), Unit: cur.Kind.Unit(),
 		Setting: cur.New, ClassRates: cur.ClassRates, Quality: s.gates.Quality(), GateOff: s.gates.Off(),
-		Shadow: s.shadow, MaxRejectAdmitted: s.maxRejectAdmits.Load()}
+		Shadow: s.shadow, MaxRejectAdmitted: s.maxRejectAdmits.Load(), HogCancelled: s.HogCancelled()}
 	if t, ok := s.ctrl.Unwrap().(interface{ Target() time.Duration }); ok {
 		st.Target = t.Target().String()
 	}

@@ -13,6 +13,7 @@ type Ticket struct {
 	class   int
 	tenant  string  // its tenant, for a fair queue's cost (Tenants.Cost)
 	charge  float64 // what its tag charged its tenant (0: it did not queue)
+	hog     uint64  // its id in the stage's hog watch (0: none)
 	epoch   uint32  // the stage's sample epoch at admission (see Fence)
 	held    bool    // holds a slot of the stage's concurrency limit
 	arrival time.Time
