@@ -181,6 +181,27 @@ type StageConfig struct {
 	// default the request's hop tenant (the hops.tenant_header, believed
 	// only from trusted proxies).
 	Tenants TenantsConfig `yaml:"tenants"`
+	// Hog cancels requests in service that hold their slot too long
+	// (stage.Hog): the handler's context ends, the proxy cancels the
+	// upstream exchange, and the request is answered 503 with
+	// Retry-After. Off by default.
+	Hog HogConfig `yaml:"hog"`
+}
+
+// HogConfig is a stage's hog rule (stage.Hog).
+type HogConfig struct {
+	// MaxServiceTime cancels a request still in service this long after
+	// it got its slot (0, the default: no limit).
+	MaxServiceTime time.Duration `yaml:"max_service_time"`
+	// OverShare cancels, at each control step while others wait, the
+	// longest-running request of the tenant furthest over its fair share
+	// of the limit (Atropos's policy); it needs tenants.fair (default
+	// false).
+	OverShare bool `yaml:"over_share"`
+	// MinServiceTime is the least time in service of a request
+	// over_share cancels (default: the controller's target, auto's SLO;
+	// required for a controller without one).
+	MinServiceTime time.Duration `yaml:"min_service_time"`
 }
 
 // TenantsConfig is a stage's fair queueing among tenants.

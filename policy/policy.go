@@ -115,6 +115,7 @@ type entry struct {
 	rateLimit bool // send RateLimit-Policy and RateLimit (ratelimit_headers)
 	tenantKey tenantKey
 	reported  bool // tenants.cost: reported (handlers report their cost)
+	hog       bool // the stage has a hog rule: admissions are cancellable
 	fp        fingerprint
 	decisions *atomic.Uint64 // shared with the successor that reuses st
 }
@@ -150,7 +151,7 @@ func New(cfg Config, opts Options) (*Policy, error) {
 	p.defClass = comp.cls.DefaultClass
 	build := func(name string, ctrl control.Config, fp fingerprint, sc *StageConfig) (*entry, error) {
 		e := &entry{idx: len(p.entries), name: name, fp: fp, longLived: DefaultLongLived,
-			reported: fp.tenants.Cost == stage.CostReported}
+			reported: fp.tenants.Cost == stage.CostReported, hog: fp.hog != (stage.Hog{})}
 		if sc != nil {
 			e.longLived, e.rateLimit = sc.LongLived, sc.RateLimitHeaders
 		}
@@ -169,6 +170,7 @@ func New(cfg Config, opts Options) (*Policy, error) {
 			so.Burst, so.Window, so.MaxQueue, so.QueueTimeout = sc.Burst, sc.Window, sc.Queue.Max, sc.Queue.Timeout
 			so.Priority = fp.priority
 			so.Tenants = fp.tenants
+			so.Hog = fp.hog
 		}
 		st, err := stage.New(so, now)
 		if err != nil {
@@ -460,10 +462,18 @@ func (p *Policy) AdmitContext(ctx context.Context, r *http.Request) (sluice.Admi
 	a := admissionPool.Get().(*admission)
 	a.lc.Reset(t)
 	a.e, a.q = e, cr.Stage.Quality()
-	a.ctx, a.cancel, a.cost = nil, cancel, nil
+	a.ctx, a.cancel, a.cost, a.hogCancel = nil, cancel, nil, nil
+	if e.hog {
+		// The stage's hog rule may cancel the request in service: its
+		// handler's context ends with a *stage.HogError as the cause.
+		var hc context.CancelCauseFunc
+		ctx, hc = context.WithCancelCause(ctx)
+		a.hogCancel = hc
+		t.Watch(hc)
+	}
 	if cr.Hop != (sluice.Hop{}) {
 		a.ctx = sluice.WithHop(ctx, cr.Hop)
-	} else if cancel != nil {
+	} else if cancel != nil || e.hog {
 		a.ctx = ctx
 	}
 	if e.reported {
@@ -553,6 +563,8 @@ type admission struct {
 	ctx    context.Context    // the handler's context; nil: the request's
 	cancel context.CancelFunc // ends the deadline's context, or nil
 	cost   func() time.Duration
+	// hogCancel ends the context a stage's hog rule cancels, or is nil.
+	hogCancel context.CancelCauseFunc
 }
 
 var admissionPool = sync.Pool{New: func() any { return new(admission) }}
@@ -591,7 +603,10 @@ func (a *admission) Done(ok bool) {
 	if a.cancel != nil {
 		a.cancel()
 	}
+	if a.hogCancel != nil {
+		a.hogCancel(nil)
+	}
 	a.lc.Reset(stage.Ticket{})
-	a.e, a.ctx, a.cancel, a.cost = nil, nil, nil, nil
+	a.e, a.ctx, a.cancel, a.cost, a.hogCancel = nil, nil, nil, nil, nil
 	admissionPool.Put(a)
 }

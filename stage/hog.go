@@ -267,6 +267,16 @@ func (s *Stage) overShare(now time.Time, refused bool) (id uint64, ran time.Dura
 	return 0, 0, false
 }
 
+// HogRule returns the stage's hog rule in force (its defaults filled),
+// the zero Hog when it has none: a caller watches its requests
+// (Ticket.Watch) when it is not zero.
+func (s *Stage) HogRule() Hog {
+	if s.hog == nil {
+		return Hog{}
+	}
+	return s.hog.rule
+}
+
 // HogCancelled returns the requests the hog rule cancelled since start,
 // by reason (HogReasons), or nil for a stage without a hog rule.
 func (s *Stage) HogCancelled() map[string]uint64 {
