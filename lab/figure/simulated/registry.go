@@ -19,5 +19,6 @@ var registry = map[string]func(ps *Params) RunFunc{
 	"adaptive":              adaptivePhasesScenario,
 	"graph":                 graphChain(false),
 	"graph-crowd":           graphChain(true),
+	"graph-recover":         graphRecover,
 	"tenants":               tenantsScenario,
 }
