@@ -17,15 +17,14 @@ import (
 // returns when its context ends. It counts, per tenant, the requests
 // served, refused and cancelled, and the causes of the cancellations.
 type hogSim struct {
-	v        vsim
-	st       *Stage
-	tenants  []string
-	every    []time.Duration // time between two arrivals
-	takes    []time.Duration // time in service
-	ok, rej  []int
-	cancels  []int
-	causes   []error
-	counting bool
+	v       vsim
+	st      *Stage
+	tenants []string
+	every   []time.Duration // time between two arrivals
+	takes   []time.Duration // time in service
+	ok, rej []int
+	cancels []int
+	causes  []error
 }
 
 type hogWaiter struct {

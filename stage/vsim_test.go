@@ -71,9 +71,7 @@ func (v *vsim) run(until time.Time) {
 
 // psServer is a CPU of `cores` cores under processor sharing, as a Go
 // service's CPU-bound handlers share GOMAXPROCS: each of the n jobs in it
-// progresses at min(1, cores/n) seconds of work per second. A job can be
-// cancelled (its handler saw its context end): its remaining work is not
-// done. work counts the seconds of work done, by job.
+// progresses at min(1, cores/n) seconds of work per second.
 type psServer struct {
 	v     *vsim
 	cores float64
@@ -88,9 +86,6 @@ type psJob struct {
 	done        func()  // called when its work is done
 	gone        bool
 }
-
-// worked returns the seconds of work done on j.
-func (j *psJob) worked() float64 { return j.demand - max(j.rem, 0) }
 
 func (p *psServer) advance() {
 	if n := len(p.jobs); n > 0 {
@@ -149,22 +144,4 @@ func (p *psServer) submit(demand float64, done func()) *psJob {
 	p.jobs = append(p.jobs, j)
 	p.schedule()
 	return j
-}
-
-// cancel stops j: its remaining work is not done. It reports whether j
-// was still running.
-func (p *psServer) cancel(j *psJob) bool {
-	if j.gone {
-		return false
-	}
-	p.advance()
-	for i, x := range p.jobs {
-		if x == j {
-			p.jobs = append(p.jobs[:i], p.jobs[i+1:]...)
-			break
-		}
-	}
-	j.gone = true
-	p.schedule()
-	return true
 }
