@@ -121,6 +121,20 @@ func (h Hog) resolve(c sluice.Controller, fair bool) (Hog, error) {
 	return h, nil
 }
 
+// watch returns the watch of rule h on a stage with controller c (fair:
+// its fair queue among tenants is a concurrency limit's), or nil when h
+// cancels nothing.
+func (h Hog) watch(c sluice.Controller, fair bool) (*hogWatch, error) {
+	if !h.enabled() {
+		return nil, h.check()
+	}
+	r, err := h.resolve(c, fair)
+	if err != nil {
+		return nil, err
+	}
+	return newHogWatch(r), nil
+}
+
 // hogReq is a watched request in service.
 type hogReq struct {
 	start  time.Time

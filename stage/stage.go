@@ -232,13 +232,7 @@ func New(opts Options, now time.Time) (*Stage, error) {
 		g.setPriority(n, reserve)
 		s.shedMix = g.classDrop != nil
 	}
-	if opts.Hog.enabled() {
-		h, err := opts.Hog.resolve(c, opts.Tenants.Fair && g.Kind() == sluice.KindConcurrency)
-		if err != nil {
-			return nil, fmt.Errorf("stage %q: %w", opts.Name, err)
-		}
-		s.hog = newHogWatch(h)
-	} else if err := opts.Hog.check(); err != nil {
+	if s.hog, err = opts.Hog.watch(c, opts.Tenants.Fair && g.Kind() == sluice.KindConcurrency); err != nil {
 		return nil, fmt.Errorf("stage %q: %w", opts.Name, err)
 	}
 	s.waitPool.New = newLiveWait
