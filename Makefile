@@ -61,7 +61,7 @@ test:
 # bound tenfold, so those run smaller there). internal/doccheck holds this
 # list to the tests that read raceEnabled. scripts/test.sh runs them, in PLAIN_ONLY_PKGS, without -race; the
 # rest of RACE_PKGS runs under -race only.
-PLAIN_ONLY = ^(TestAdminUnauthenticatedAttack|TestClassifyDoesNotAllocate|TestTapHandleAllocations|TestStageTenantsBounded)$$
+PLAIN_ONLY = ^(TestAdminUnauthenticatedAttack|TestClassifyDoesNotAllocate|TestTapHandleAllocations|TestStageTenantsBounded|TestStageTenantsCostFair|TestStageTenantsExpiredGiveBack)$$
 PLAIN_ONLY_PKGS = ./proxy ./classify ./grpcsluice ./stage
 
 # print-VAR prints a variable of this file (scripts/test.sh reads the

@@ -124,6 +124,13 @@ func QualityFrom(ctx context.Context) float64 {
 // underlying writer for deadlines and full duplex. A request whose client
 // went away before the handler returned is Done(false).
 //
+// A handler that returns without writing anything after its context
+// ended is answered for it, never with an empty 200: 503 through
+// p.Reject when its stage's hog rule cancelled it (the context's cause
+// wraps ErrHog), 504 when its deadline passed. A handler that should
+// stop work nobody waits for checks its context (ctx.Done, ctx.Err)
+// between steps of its work and returns.
+//
 // The wrapper is pooled: handlers must not use the ResponseWriter after
 // they return, as net/http already requires.
 func Middleware(p Policy) func(http.Handler) http.Handler {
@@ -173,11 +180,33 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 	m.next.ServeHTTP(rw, r)
+	if !rw.wroteHeader && ctx.Err() != nil {
+		m.abandoned(rw, r, ctx)
+	}
 	ok := rw.status < 500 && !rw.failed && r.Context().Err() == nil
 	finished = true
 	a.Done(ok)
 	rw.reset(nil, nil)
 	writerPool.Put(rw)
+}
+
+// abandoned answers a request whose handler returned without answering
+// after its context ended, so that an admitted request never gets an
+// empty 200: cancelled by its stage's hog rule (ErrHog), the policy's
+// rejection (503 with Retry-After); past its deadline, 504. A client
+// that went away is not answered: nobody reads it.
+func (m *middleware) abandoned(w http.ResponseWriter, r *http.Request, ctx context.Context) {
+	cause := context.Cause(ctx)
+	switch {
+	case errors.Is(cause, ErrHog):
+		m.p.Reject(w, r, cause)
+	case errors.Is(cause, context.DeadlineExceeded):
+		h := w.Header()
+		h.Set("Content-Type", "text/plain; charset=utf-8")
+		h.Set("Cache-Control", "no-store")
+		w.WriteHeader(http.StatusGatewayTimeout)
+		_, _ = io.WriteString(w, "sluice: the request's deadline passed before its handler answered\n")
+	}
 }
 
 // responseWriter observes a handler's response for the middleware.

@@ -13,6 +13,7 @@ package sluice
 
 import (
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -20,6 +21,14 @@ import (
 // request. Callers answer it with an explicit, cheap rejection: HTTP 503
 // with Retry-After, or a TCP reset for early discard.
 var ErrRejected = errors.New("sluice: request rejected by admission control")
+
+// ErrHog is the cause (context.Cause) with which a stage's hog rule
+// cancels the context of a request in service (package stage's
+// HogError wraps it): the request holds its slot longer than the rule
+// allows, or its tenant holds more than its share while others wait.
+// It wraps ErrRejected: the request is answered as a rejection (HTTP
+// 503 with Retry-After, gRPC RESOURCE_EXHAUSTED), never silently.
+var ErrHog = fmt.Errorf("sluice: request cancelled in service by the hog rule: %w", ErrRejected)
 
 // Measurements is what a controller sees at one step: what happened since
 // the previous call to Update. The zero value means "nothing observed".

@@ -407,6 +407,23 @@ func (s *Slots[T]) DropNewestTagged(c int) (victim T, ok bool) {
 	return victim, true
 }
 
+// Retag sets the tag of each waiter of class c to fn(waiter, its tag),
+// under fair queueing: how the caller keeps its tags consistent when a
+// waiter leaves without being served (its tenant's later waiters move
+// up by what it was charged). It costs O(waiters of class c); fn must
+// not call methods of s. Without fair queueing it does nothing.
+func (s *Slots[T]) Retag(c int, fn func(t T, tag float64) float64) {
+	if !s.fair {
+		return
+	}
+	c = s.clampClass(c)
+	r := &s.classes[c]
+	for i := 0; i < r.n; i++ {
+		e := r.ptr(i)
+		e.tag = fn(e.t, e.tag)
+	}
+}
+
 // PendingExpired returns the number of expired waiters removed from the
 // queue by Release, Next or Arrive that the next Expire will report.
 func (s *Slots[T]) PendingExpired() int { return len(s.expired) }

@@ -443,3 +443,43 @@ func TestSlotsFair(t *testing.T) {
 		t.Error("SetFair(false) left it on")
 	}
 }
+
+// Retag rewrites the tags of a class's waiters, and the serving order
+// follows the new tags; without fair queueing it does nothing.
+func TestSlotsRetag(t *testing.T) {
+	now := time.Unix(0, 0)
+	s, err := NewClassSlots[string](1, 8, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.SetFair(true)
+	s.TryAdmit()
+	for _, w := range []struct {
+		id  string
+		tag float64
+	}{{"a1", 1}, {"b1", 2}, {"a2", 3}, {"b2", 4}} {
+		s.ArriveTagged(now, w.id, 0, w.tag, time.Time{})
+	}
+	// a's waiters move back by 2.5: a1 3.5, a2 5.5.
+	s.Retag(0, func(id string, tag float64) float64 {
+		if id[0] == 'a' {
+			return tag + 2.5
+		}
+		return tag
+	})
+	var order []string
+	for range 4 {
+		next, _ := s.Release(now)
+		order = append(order, next)
+	}
+	if want := []string{"b1", "a1", "b2", "a2"}; !slices.Equal(order, want) {
+		t.Errorf("served %v, want %v", order, want)
+	}
+	s.SetFair(false)
+	s.ArriveTagged(now, "x", 0, 1, time.Time{})
+	called := false
+	s.Retag(0, func(string, float64) float64 { called = true; return 0 })
+	if called {
+		t.Error("Retag ran without fair queueing")
+	}
+}

@@ -153,9 +153,33 @@ func (s *Server) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo,
 		}
 	}()
 	resp, err := handler(hctx, req)
+	if cut := cancelled(ctx, hctx, err); cut != nil {
+		resp, err = nil, cut
+	}
 	finished = true
 	a.Done(succeeded(err) && ctx.Err() == nil)
 	return resp, err
+}
+
+// cancelled returns the status of a call whose handler failed with err
+// after sluice ended its context (hctx) while the call's own (ctx) still
+// ran: RESOURCE_EXHAUSTED when the stage's hog rule cancelled it (the
+// cause wraps sluice.ErrHog), DEADLINE_EXCEEDED when the deadline of its
+// timeout header passed. nil otherwise: a handler that answered keeps
+// its answer, and a call whose caller left or whose own grpc-timeout
+// passed is grpc-go's to end.
+func cancelled(ctx, hctx context.Context, err error) error {
+	if err == nil || hctx.Err() == nil || ctx.Err() != nil {
+		return nil
+	}
+	cause := context.Cause(hctx)
+	switch {
+	case errors.Is(cause, sluice.ErrHog):
+		return status.Error(codes.ResourceExhausted, "sluice: "+cause.Error())
+	case errors.Is(cause, context.DeadlineExceeded):
+		return status.Error(codes.DeadlineExceeded, "sluice: the call's deadline passed before its handler answered")
+	}
+	return nil
 }
 
 func (s *Server) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
@@ -176,6 +200,9 @@ func (s *Server) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerIn
 		}
 	}()
 	err = handler(srv, w)
+	if cut := cancelled(ctx, hctx, err); cut != nil {
+		err = cut
+	}
 	finished = true
 	end(succeeded(err) && ctx.Err() == nil)
 	return err

@@ -195,6 +195,27 @@ type StageConfig struct {
 	// default the request's hop tenant (the hops.tenant_header, believed
 	// only from trusted proxies).
 	Tenants TenantsConfig `yaml:"tenants"`
+	// Hog cancels requests in service that hold their slot too long
+	// (stage.Hog): the handler's context ends, the proxy cancels the
+	// upstream exchange, and the request is answered 503 with
+	// Retry-After. Off by default.
+	Hog HogConfig `yaml:"hog"`
+}
+
+// HogConfig is a stage's hog rule (stage.Hog).
+type HogConfig struct {
+	// MaxServiceTime cancels a request still in service this long after
+	// it got its slot (0, the default: no limit).
+	MaxServiceTime time.Duration `yaml:"max_service_time"`
+	// OverShare cancels, at each control step while others wait, the
+	// longest-running request of the tenant furthest over its fair share
+	// of the limit (Atropos's policy); it needs tenants.fair (default
+	// false).
+	OverShare bool `yaml:"over_share"`
+	// MinServiceTime is the least time in service of a request
+	// over_share cancels (default: the controller's target, auto's SLO;
+	// required for a controller without one).
+	MinServiceTime time.Duration `yaml:"min_service_time"`
 }
 
 // TenantsConfig is a stage's fair queueing among tenants.
@@ -215,8 +236,17 @@ type TenantsConfig struct {
 	// IPv6Prefix bits; "header:<Name>", the value of request header Name,
 	// believed only from classes.trusted_proxies; "client-cert", the
 	// identity of the request's verified TLS client certificate
-	// (ClassRule.ClientCert's), none without one.
+	// (ClassRule.ClientCert's), none without one; "path", the request's
+	// URL path (a gRPC call's is its full method name,
+	// "/pkg.Service/Method"), its first 128 bytes: one tenant per API,
+	// so that two APIs sharing a backend share it fairly.
 	Key string `yaml:"key"`
+	// Cost is what a request costs its tenant (default requests):
+	// "requests", one per request; "service_time", its measured service
+	// time (from its slot to its end), estimated per tenant; "reported",
+	// the cost its handler reports (sluice.ReportCost; the middleware and
+	// grpcsluice only), else its service time. See stage.CostMeasure.
+	Cost string `yaml:"cost"`
 	// IPv4Prefix and IPv6Prefix are the prefix lengths of the client
 	// address that name its tenant under key client (default 32 and
 	// 128: one tenant per address; 24 and 64 put a subnet in one).
@@ -233,6 +263,9 @@ const (
 	TenantKeyClientCert = "client-cert"
 	// TenantKeyHeader is the prefix of "header:<Name>".
 	TenantKeyHeader = "header:"
+	// TenantKeyPath names the tenant by the request's URL path (a gRPC
+	// call's full method name).
+	TenantKeyPath = "path"
 )
 
 // PriorityConfig is how a stage sheds its lowest classes first (see

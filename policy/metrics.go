@@ -50,6 +50,9 @@ var (
 	descMaxRejectAdmitted = prometheus.NewDesc("sluice_max_reject_admitted_total",
 		"Requests admitted past the limit because rejecting them would have exceeded the controller's bound on the share of a step's arrivals rejected (auto's max_reject_fraction).",
 		[]string{"stage"}, nil)
+	descHogCancelled = prometheus.NewDesc("sluice_hog_cancelled_total",
+		"Requests the stage's hog rule cancelled while they were in service, by reason: max_service_time (held their slot longer than hog.max_service_time), over_share (the longest-running request of the tenant furthest over its fair share while others waited, hog.over_share). Stages with a hog rule only.",
+		[]string{"stage", "reason"}, nil)
 	descTenantsQueued = prometheus.NewDesc("sluice_tenants_queued",
 		"Tenants with a request waiting in the stage's queue under fair queueing (tenants.fair).",
 		[]string{"stage"}, nil)
@@ -57,7 +60,7 @@ var (
 
 var allDescs = []*prometheus.Desc{descRequests, descGate, descQuality, descGateOff,
 	descDecisions, descInFlight, descQueued, descMaxWait, descEstimate, descDemand, descHopInvalid, descHopUntrusted,
-	descMaxRejectAdmitted, descTenantsQueued}
+	descMaxRejectAdmitted, descTenantsQueued, descHogCancelled}
 
 // collector reports the metrics of the policy current() returns.
 type collector struct {
@@ -70,7 +73,8 @@ type collector struct {
 // sluice_queue_wait_seconds, sluice_gate_setting, sluice_quality,
 // sluice_gate_off, sluice_controller_decisions_total, sluice_in_flight,
 // sluice_queue_length, sluice_queue_max_wait_seconds,
-// sluice_controller_estimate, sluice_demand_ratio) and the hop headers it refused
+// sluice_controller_estimate, sluice_demand_ratio, sluice_tenants_queued,
+// sluice_hog_cancelled_total) and the hop headers it refused
 // (sluice_hop_invalid_total, sluice_hop_untrusted_total). Nothing is registered: pass it to a registry. Two
 // policies' collectors describe the same metrics, so register only one at
 // a time; a proxy that reloads should register CollectorFor once instead.
@@ -147,6 +151,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descMaxRejectAdmitted, prometheus.CounterValue, float64(st.MaxRejectAdmitted), name)
 		if l := st.InFlightLimited; l != nil {
 			ch <- prometheus.MustNewConstMetric(descTenantsQueued, prometheus.GaugeValue, float64(st.TenantsQueued), name)
+		}
+		for reason, n := range st.HogCancelled {
+			ch <- prometheus.MustNewConstMetric(descHogCancelled, prometheus.CounterValue, float64(n), name, reason)
 		}
 	}
 	for i, hh := range hopHeaders {

@@ -125,6 +125,8 @@ type entry struct {
 	longLived time.Duration
 	rateLimit bool // send RateLimit-Policy and RateLimit (ratelimit_headers)
 	tenantKey tenantKey
+	reported  bool // tenants.cost: reported (handlers report their cost)
+	hog       bool // the stage has a hog rule: admissions are cancellable
 	fp        fingerprint
 	decisions *atomic.Uint64 // shared with the successor that reuses st
 	lat       []Latency      // the latency observers of each class
@@ -160,7 +162,8 @@ func New(cfg Config, opts Options) (*Policy, error) {
 	}
 	p.defClass = comp.cls.DefaultClass
 	build := func(name string, ctrl control.Config, fp fingerprint, sc *StageConfig) (*entry, error) {
-		e := &entry{idx: len(p.entries), name: name, fp: fp, longLived: DefaultLongLived}
+		e := &entry{idx: len(p.entries), name: name, fp: fp, longLived: DefaultLongLived,
+			reported: fp.tenants.Cost == stage.CostReported, hog: fp.hog != (stage.Hog{})}
 		if sc != nil {
 			e.longLived, e.rateLimit = sc.LongLived, sc.RateLimitHeaders
 		}
@@ -179,6 +182,7 @@ func New(cfg Config, opts Options) (*Policy, error) {
 			so.Burst, so.Window, so.MaxQueue, so.QueueTimeout = sc.Burst, sc.Window, sc.Queue.Max, sc.Queue.Timeout
 			so.Priority = fp.priority
 			so.Tenants = fp.tenants
+			so.Hog = fp.hog
 		}
 		st, err := stage.New(so, now)
 		if err != nil {
@@ -483,11 +487,28 @@ func (p *Policy) AdmitContext(ctx context.Context, r *http.Request) (sluice.Admi
 	a := admissionPool.Get().(*admission)
 	a.lc.Reset(t)
 	a.e, a.q, a.lat, a.early = e, cr.Stage.Quality(), cr.Latency, false
-	a.ctx, a.cancel = nil, cancel
+	a.ctx, a.cancel, a.cost, a.hogCancel = nil, cancel, nil, nil
+	if e.hog {
+		// The stage's hog rule may cancel the request in service: its
+		// handler's context ends with a *stage.HogError as the cause.
+		var hc context.CancelCauseFunc
+		ctx, hc = context.WithCancelCause(ctx)
+		a.hogCancel = hc
+		t.Watch(hc)
+	}
 	if cr.Hop != (sluice.Hop{}) {
 		a.ctx = sluice.WithHop(ctx, cr.Hop)
-	} else if cancel != nil {
+	} else if cancel != nil || e.hog {
 		a.ctx = ctx
+	}
+	if e.reported {
+		// The handler may report what the request cost (tenants.cost:
+		// reported).
+		base := a.ctx
+		if base == nil {
+			base = ctx
+		}
+		a.ctx, a.cost = sluice.WithCostReport(base)
 	}
 	return a, nil
 }
@@ -568,6 +589,9 @@ type admission struct {
 	q      float64
 	ctx    context.Context    // the handler's context; nil: the request's
 	cancel context.CancelFunc // ends the deadline's context, or nil
+	cost   func() time.Duration
+	// hogCancel ends the context a stage's hog rule cancels, or is nil.
+	hogCancel context.CancelCauseFunc
 }
 
 var admissionPool = sync.Pool{New: func() any { return new(admission) }}
@@ -605,7 +629,11 @@ func (a *admission) Stream() {
 // event stream, whose length says nothing of latency.
 func (a *admission) Done(ok bool) {
 	now := time.Now()
-	if !a.lc.Done(now, stage.Outcome{OK: ok}) {
+	o := stage.Outcome{OK: ok}
+	if a.cost != nil {
+		o.Cost = a.cost()
+	}
+	if !a.lc.Done(now, o) {
 		return
 	}
 	if !a.early {
@@ -620,7 +648,10 @@ func (a *admission) Done(ok bool) {
 	if a.cancel != nil {
 		a.cancel()
 	}
+	if a.hogCancel != nil {
+		a.hogCancel(nil)
+	}
 	a.lc.Reset(stage.Ticket{})
-	a.e, a.lat, a.ctx, a.cancel = nil, nil, nil, nil
+	a.e, a.lat, a.ctx, a.cancel, a.cost, a.hogCancel = nil, nil, nil, nil, nil, nil
 	admissionPool.Put(a)
 }

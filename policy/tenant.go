@@ -25,7 +25,11 @@ const (
 	tenantClient
 	tenantHeader
 	tenantClientCert
+	tenantPath
 )
+
+// maxPathTenant is how much of the path names a tenant under key path.
+const maxPathTenant = 128
 
 // parseTenantKey reads tenants.key with its prefix lengths; ok false
 // names no key.
@@ -37,6 +41,8 @@ func parseTenantKey(key string, v4, v6 int) (tenantKey, bool) {
 		return tenantKey{kind: tenantClient, v4: v4, v6: v6}, true
 	case key == TenantKeyClientCert:
 		return tenantKey{kind: tenantClientCert}, true
+	case key == TenantKeyPath:
+		return tenantKey{kind: tenantPath}, true
 	case strings.HasPrefix(key, TenantKeyHeader):
 		name := key[len(TenantKeyHeader):]
 		if !httpx.IsToken(name) {
@@ -50,7 +56,8 @@ func parseTenantKey(key string, v4, v6 int) (tenantKey, bool) {
 // tenant returns r's tenant under key k, hop being the believed hop
 // tenant: "" when the request names none (one tenant of the default
 // weight). Only keys client (the masked address's text) and client-cert
-// (a URI identity's text) allocate.
+// (a URI identity's text) allocate; path is the request's URL path (its
+// first maxPathTenant bytes).
 func (p *Policy) tenant(k tenantKey, r *http.Request, hop string) string {
 	switch k.kind {
 	case tenantClient:
@@ -76,6 +83,12 @@ func (p *Policy) tenant(k tenantKey, r *http.Request, hop string) string {
 		return v[0]
 	case tenantClientCert:
 		return classify.ClientCertIdentity(r)
+	case tenantPath:
+		path := r.URL.Path
+		if len(path) > maxPathTenant {
+			path = path[:maxPathTenant]
+		}
+		return path
 	}
 	return hop
 }

@@ -143,6 +143,9 @@ func (c *Config) SetDefaults() {
 		if s.Tenants.Key == "" {
 			s.Tenants.Key = TenantKeyHop
 		}
+		if s.Tenants.Cost == "" {
+			s.Tenants.Cost = string(stage.CostRequests)
+		}
 		if s.Tenants.IPv4Prefix == 0 {
 			s.Tenants.IPv4Prefix = 32
 		}
@@ -272,6 +275,7 @@ type fingerprint struct {
 	shadow       bool
 	priority     stage.Priority
 	tenants      stage.Tenants
+	hog          stage.Hog
 }
 
 func (f *fingerprint) equal(g *fingerprint) bool { return reflect.DeepEqual(f, g) }
@@ -545,9 +549,13 @@ func compileStage(c *Config, i int, classes map[string]int) (compiledStage, clas
 	if err != nil {
 		return compiledStage{}, rule, err
 	}
+	hog, err := compileHog(p, &s, ctrl)
+	if err != nil {
+		return compiledStage{}, rule, err
+	}
 	cs := compiledStage{cfg: s, ctrl: ctrl, fp: fingerprint{ctrl: ctrl, classes: slices.Clone(c.Classes.Order),
 		burst: s.Burst, window: s.Window, maxQueue: s.Queue.Max, queueTimeout: s.Queue.Timeout, shadow: c.Shadow,
-		priority: prio, tenants: ten}, tenantKey: tkey}
+		priority: prio, tenants: ten, hog: hog}, tenantKey: tkey}
 	return cs, rule, nil
 }
 
@@ -573,7 +581,21 @@ func compileTenants(p string, s *StageConfig, ctrl control.Config) (stage.Tenant
 	if len(tc.Weights) > 0 && !tc.Fair {
 		return stage.Tenants{}, fieldErr(p+".tenants.weights", "weights need fair: true")
 	}
-	return stage.Tenants{Fair: tc.Fair, Weights: maps.Clone(tc.Weights), DefaultWeight: tc.DefaultWeight}, nil
+	cost := stage.CostMeasure(tc.Cost)
+	if cost == "" {
+		cost = stage.CostRequests
+	}
+	if !slices.Contains(stage.CostMeasures, cost) {
+		names := make([]string, len(stage.CostMeasures))
+		for i, m := range stage.CostMeasures {
+			names[i] = string(m)
+		}
+		return stage.Tenants{}, fieldErr(p+".tenants.cost", "%q must be %s", tc.Cost, strings.Join(names, ", "))
+	}
+	if cost != stage.CostRequests && !tc.Fair {
+		return stage.Tenants{}, fieldErr(p+".tenants.cost", "%q needs fair: true", tc.Cost)
+	}
+	return stage.Tenants{Fair: tc.Fair, Weights: maps.Clone(tc.Weights), DefaultWeight: tc.DefaultWeight, Cost: cost}, nil
 }
 
 // compileTenantKey checks a stage's tenants.key and its prefix lengths.
@@ -591,7 +613,7 @@ func compileTenantKey(p string, s *StageConfig) (tenantKey, error) {
 	}
 	k, ok := parseTenantKey(key, v4, v6)
 	if !ok {
-		return tenantKey{}, fieldErr(p+".tenants.key", "%q must be hop, client, client-cert or header:<Name> (Name an HTTP header name, e.g. header:X-Customer)", tc.Key)
+		return tenantKey{}, fieldErr(p+".tenants.key", "%q must be hop, client, client-cert, path or header:<Name> (Name an HTTP header name, e.g. header:X-Customer)", tc.Key)
 	}
 	if v4 < 1 || v4 > 32 {
 		return tenantKey{}, fieldErr(p+".tenants.ipv4_prefix", "%d must be a prefix length within [1, 32], such as 24", v4)

@@ -122,6 +122,12 @@ reject: {body: "{{.Stage"}`, "reject.body", "unclosed action"},
 reject: {body: "{{.Nope}}"}`, "reject.body", "Nope"},
 		{"bad content type", `
 reject: {content_type: "text/"}`, "reject.content_type", `"text/"`},
+		{"unknown tenant cost", `
+stages: [{name: a, tenants: {fair: true, cost: cpu}}]`, "stages[0].tenants.cost", `"cpu" must be requests, service_time, reported`},
+		{"tenant cost without fair queueing", `
+stages: [{name: a, tenants: {cost: service_time}}]`, "stages[0].tenants.cost", `"service_time" needs fair: true`},
+		{"path key without fair queueing", `
+stages: [{name: a, tenants: {key: path}}]`, "stages[0].tenants.key", `"path" needs fair: true`},
 		{"bad degrade header", `
 degrade: {header: "X Quality"}`, "degrade.header", `"X Quality"`},
 	} {

@@ -460,8 +460,14 @@ func (rs *reqState) upstreamContext(ctx context.Context, st *stage.Stage, t stag
 		// holds).
 		uctx, rs.dlCancel = context.WithDeadline(uctx, dl)
 	}
-	if g.overall > 0 || g.ignoreAbort {
+	hog := st.HogRule() != (stage.Hog{})
+	if g.overall > 0 || g.ignoreAbort || hog {
 		uctx, rs.cancel = context.WithCancelCause(uctx)
+	}
+	if hog {
+		// The stage's hog rule may cancel the exchange: the upstream call
+		// ends, and the client gets 503 (upstreamError).
+		t.Watch(rs.cancel)
 	}
 	if st.MeasuresOvertakes() {
 		// The stage orders requests by when they reach their backend,

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/sluicehq/sluice"
 	sclient "github.com/sluicehq/sluice/client"
 )
 
@@ -23,6 +24,9 @@ func upstreamError(err error, rs *reqState, req *http.Request) (status int, caus
 	if errors.Is(context.Cause(req.Context()), errOverallTimeout) {
 		return http.StatusGatewayTimeout, "overall_timeout",
 			fmt.Sprintf("upstream timeout: no complete response from %s within %v", name, g.overall)
+	}
+	if cause := context.Cause(req.Context()); errors.Is(cause, sluice.ErrHog) {
+		return http.StatusServiceUnavailable, "hog", "request cancelled in service: " + cause.Error()
 	}
 	if rs.Context.Err() != nil {
 		return 0, "client_canceled", "the client canceled the request"
@@ -97,6 +101,15 @@ func (h *Handler) errorHandler(w http.ResponseWriter, req *http.Request, err err
 	h.m.upstreamErrors.WithLabelValues(rs.backend.Name, cause).Inc()
 	hd := w.Header()
 	switch cause {
+	case "hog":
+		// The stage's hog rule cancelled the exchange: answered as the
+		// stage's rejection is, 503 with Retry-After (gRPC:
+		// RESOURCE_EXHAUSTED).
+		if isGRPC(req) {
+			writeGRPCStatus(w, grpcResourceExhausted, "sluice: "+msg, nil, "")
+			return
+		}
+		hd.Set("Retry-After", rs.gen.retryAfter)
 	case "throttled":
 		// A rejection, as the backend's own 503 would be: Retry-After.
 		hd.Set("Retry-After", rs.gen.retryAfter)

@@ -49,8 +49,9 @@ type Wait struct {
 	Arrival, Deadline time.Time
 	// byDeadline: Deadline is the request's own deadline.
 	byDeadline bool
-	// tag is its virtual finish time under fair queueing (Tenants).
-	tag float64
+	// tag is its virtual finish time under fair queueing (Tenants), and
+	// charge what it added to its tenant's (ĉ/w).
+	tag, charge float64
 }
 
 // concGate is a stage's concurrency limit with its wait queue: the
@@ -201,7 +202,7 @@ func (s *Stage) arrive(now time.Time, r Request, w *Wait, mk func() *Wait) (Tick
 	}
 	c := s.conc
 	if c == nil || s.gates.Off() {
-		return s.admit(cs, class, now, now, false), gate.Admitted, nil, nil
+		return s.admit(cs, class, r.Tenant, now, now, false), gate.Admitted, nil, nil
 	}
 	// Shadow mode never queues: it admits a request that finds no slot.
 	mayWait := !s.shadow && (w != nil || mk != nil) && !s.atBound()
@@ -215,14 +216,14 @@ func (s *Stage) arrive(now time.Time, r Request, w *Wait, mk func() *Wait) (Tick
 	}
 	switch {
 	case v.held:
-		return s.admit(cs, class, now, now, true), gate.Admitted, nil, nil
+		return s.admit(cs, class, r.Tenant, now, now, true), gate.Admitted, nil, nil
 	case v.queued != nil:
 		return Ticket{}, gate.Queued, v.queued, nil
 	case s.shadow:
 		if !shadowed {
 			cs.shadowRejected.Add(1)
 		}
-		return s.admit(cs, class, now, now, false), gate.Admitted, nil, nil
+		return s.admit(cs, class, r.Tenant, now, now, false), gate.Admitted, nil, nil
 	}
 	// No slot, and no room to wait: the predicted wait is beyond the
 	// allowed one or beyond the request's deadline (counted as an
@@ -238,7 +239,7 @@ func (s *Stage) arrive(now time.Time, r Request, w *Wait, mk func() *Wait) (Tick
 	if s.spare() {
 		// The controller's bound on the share rejected: admitted past the
 		// limit (it holds no slot).
-		return s.admit(cs, class, now, now, false), gate.Admitted, nil, nil
+		return s.admit(cs, class, r.Tenant, now, now, false), gate.Admitted, nil, nil
 	}
 	if v.tooLong {
 		s.expired.Add(1)
@@ -287,9 +288,9 @@ func (c *concGate) arrive(now time.Time, r Request, w *Wait, mk func() *Wait, ma
 	}
 	canWait := mayWait && c.wait > 0
 	allowed := c.wait
-	tag := 0.0
+	tag, charge := 0.0, 0.0
 	if c.fair != nil && canWait {
-		tag = c.fair.tag(class, r.Tenant)
+		tag, charge = c.fair.tag(class, r.Tenant)
 		// Fairness, not the controller's standing-queue cut, keeps the
 		// light tenants' waits short (see Tenants).
 		allowed = max(allowed, c.fair.burst)
@@ -314,7 +315,7 @@ func (c *concGate) arrive(now time.Time, r Request, w *Wait, mk func() *Wait, ma
 	if w == nil {
 		w = mk()
 	}
-	w.Class, w.Tenant, w.Arrival, w.Deadline, w.byDeadline, w.tag = class, r.Tenant, now, now.Add(wait), byDeadline, tag
+	w.Class, w.Tenant, w.Arrival, w.Deadline, w.byDeadline, w.tag, w.charge = class, r.Tenant, now, now.Add(wait), byDeadline, tag, charge
 	o, victim, evicted := c.slots.ArriveTagged(now, w, class, tag, w.Deadline)
 	if evicted {
 		c.left(victim, false)
@@ -343,6 +344,9 @@ func (c *concGate) arrive(now time.Time, r Request, w *Wait, mk func() *Wait, ma
 func (c *concGate) left(w *Wait, served bool) {
 	if c.fair != nil {
 		c.fair.left(w, served)
+		if !served && w.charge > 0 {
+			c.slots.Retag(w.Class, shift(w))
+		}
 	}
 }
 
@@ -383,7 +387,7 @@ func (s *Stage) countCapped() {
 }
 
 // admit counts an admission and returns its ticket.
-func (s *Stage) admit(cs *classState, class int, arrival, now time.Time, held bool) Ticket {
+func (s *Stage) admit(cs *classState, class int, tenant string, arrival, now time.Time, held bool) Ticket {
 	cs.rec.Admit()
 	if s.agg != nil {
 		s.agg.Admit()
@@ -398,7 +402,11 @@ func (s *Stage) admit(cs *classState, class int, arrival, now time.Time, held bo
 	if s.otk != nil {
 		seq = s.otk.begin(now) + 1
 	}
-	return Ticket{s: s, class: class, epoch: s.epoch.Load(), held: held, arrival: arrival, start: now, seq: seq}
+	var hog uint64
+	if s.hog != nil {
+		hog = s.hog.id()
+	}
+	return Ticket{s: s, class: class, tenant: tenant, epoch: s.epoch.Load(), held: held, arrival: arrival, start: now, seq: seq, hog: hog}
 }
 
 func (s *Stage) reject(cs *classState) {
@@ -479,8 +487,13 @@ func (s *Stage) leave(w *Wait, timedOut, deadline bool) bool {
 }
 
 // leaveService ends t's service at now: the in-flight count, and its slot,
-// which goes to the next waiter.
-func (s *Stage) leaveService(t Ticket, now time.Time) {
+// which goes to the next waiter. A request that cost something (cost.ok:
+// it was served, not a stream) is charged to its tenant under a fair
+// queue's measured cost (Tenants.Cost).
+func (s *Stage) leaveService(t Ticket, now time.Time, cost spent) {
+	if t.hog != 0 {
+		s.hog.forget(t.hog)
+	}
 	if s.conc == nil {
 		return
 	}
@@ -488,11 +501,20 @@ func (s *Stage) leaveService(t Ticket, now time.Time) {
 	if t.seq > 0 && s.otk != nil {
 		s.otk.end(t.seq-1, now)
 	}
+	c := s.conc
+	charge := cost.ok && c.fair != nil && c.fair.costs != nil
 	if !t.held {
+		if charge {
+			c.mu.Lock()
+			c.charge(t, cost)
+			c.mu.Unlock()
+		}
 		return
 	}
-	c := s.conc
 	c.mu.Lock()
+	if charge {
+		c.charge(t, cost)
+	}
 	next, ok := c.slots.Release(now)
 	if ok {
 		c.left(next, true)
@@ -514,6 +536,27 @@ func (s *Stage) leaveService(t Ticket, now time.Time) {
 	}
 }
 
+// charge records, under c's lock, what t's request cost its tenant
+// (Tenants.Cost), and settles its tag's charge: the difference between
+// what it cost and what its tag charged moves its tenant's waiters and
+// its next tags, as a deficit counter carries a flow's over- or
+// under-use into its next round (Shreedhar and Varghese's DRR).
+func (c *concGate) charge(t Ticket, cost spent) {
+	d := c.fair.completed(t.tenant, cost.service, cost.reported, cost.success)
+	if t.charge <= 0 {
+		return
+	}
+	if delta := d/c.fair.weight(t.tenant) - t.charge; c.fair.settle(t.class, t.tenant, delta) {
+		c.slots.Retag(t.class, func(x *Wait, tag float64) float64 {
+			if x.Tenant == t.tenant {
+				tag += delta
+				x.tag = tag
+			}
+			return tag
+		})
+	}
+}
+
 func (c *concGate) collect(w *Wait) {
 	c.left(w, false)
 	c.expired = append(c.expired, w)
@@ -522,7 +565,9 @@ func (c *concGate) collect(w *Wait) {
 // grant admits waiter w, which got a slot at now.
 func (s *Stage) grant(w *Wait, now time.Time) {
 	class := s.classOf(w.Class)
-	w.Notify.Granted(s.admit(s.classes[class], class, w.Arrival, now, true))
+	t := s.admit(s.classes[class], class, w.Tenant, w.Arrival, now, true)
+	t.charge = w.charge
+	w.Notify.Granted(t)
 }
 
 // liveWait is the live path's Waiter: the result goes to a channel, and

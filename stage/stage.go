@@ -72,6 +72,9 @@ type Options struct {
 	// class of a concurrency stage's wait queue (see Tenants); the zero
 	// value serves each class FIFO.
 	Tenants Tenants
+	// Hog is the rule by which the stage cancels requests in service
+	// (see Hog); the zero value cancels none.
+	Hog Hog
 }
 
 // classState is the live state of one class.
@@ -118,6 +121,7 @@ type Stage struct {
 	ctrl        *control.Logged
 	gates       *Gates
 	conc        *concGate // the concurrency limit and wait queue, or nil
+	hog         *hogWatch // the hog rule and the requests it watches, or nil
 	classes     []*classState
 	classNames  []string
 	agg         *monitor.Recorder // the controller's input when it is not class-aware
@@ -228,6 +232,9 @@ func New(opts Options, now time.Time) (*Stage, error) {
 		g.setPriority(n, reserve)
 		s.shedMix = g.classDrop != nil
 	}
+	if s.hog, err = opts.Hog.watch(c, opts.Tenants.Fair && g.Kind() == sluice.KindConcurrency); err != nil {
+		return nil, fmt.Errorf("stage %q: %w", opts.Name, err)
+	}
 	s.waitPool.New = newLiveWait
 	s.mkWait = s.getWait
 	s.setCensor(c)
@@ -332,12 +339,25 @@ func (s *Stage) Controller() *control.Logged { return s.ctrl }
 // Step runs every control step that is due at now: the controller's
 // period has elapsed since its last run, or (SEDA) nreq response-time
 // samples have been recorded. It collects the interval's measurements, reads the
-// sensors, calls Update and applies the decision. It returns the decisions
-// taken.
+// sensors, calls Update and applies the decision; then, after a step
+// of a stage with a hog rule (Hog), it cancels the requests in service
+// the rule names, with no lock of the stage held. It returns the
+// decisions taken.
 func (s *Stage) Step(now time.Time) []sluice.Decision {
+	out, refused := s.step(now)
+	if s.hog != nil && len(out) > 0 {
+		for _, v := range s.hogs(now, refused) {
+			v.cancel(v.err)
+		}
+	}
+	return out
+}
+
+// step is Step's control step under s.mu; refused reports whether the
+// step's interval refused requests.
+func (s *Stage) step(now time.Time) (out []sluice.Decision, refused bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []sluice.Decision
 	if s.classAware {
 		for c, cs := range s.classes {
 			if !s.due(c, cs.rec, now) {
@@ -345,16 +365,17 @@ func (s *Stage) Step(now time.Time) []sluice.Decision {
 			}
 			m := s.collect(cs, now)
 			m.Class = c
+			refused = refused || m.Rejected > 0
 			out = append(out, s.decide(now, c, m))
 		}
-		return out
+		return out, refused
 	}
 	input := s.classes[0].rec
 	if s.agg != nil {
 		input = s.agg
 	}
 	if !s.due(0, input, now) {
-		return nil
+		return nil, false
 	}
 	var m sluice.Measurements
 	if s.agg != nil {
@@ -376,7 +397,7 @@ func (s *Stage) Step(now time.Time) []sluice.Decision {
 		m = s.collect(s.classes[0], now)
 	}
 	s.concurrency(now, &m)
-	return append(out, s.decide(now, 0, m))
+	return append(out, s.decide(now, 0, m)), m.Rejected > 0
 }
 
 // concurrency fills the stage-level measurements of concurrency
@@ -401,6 +422,21 @@ func (s *Stage) concurrency(now time.Time, m *sluice.Measurements) {
 	}
 	m.QueueWaitMean, m.QueueWaitMin = s.waits.collect()
 	m.Expired = float64(s.expired.Swap(0))
+	if c := s.conc; c != nil && c.fair != nil && c.fair.costs != nil {
+		// Under a measured cost the controller counts completions in
+		// units of the mean request's cost: a probe that lets more of a
+		// costly tenant's requests in serves fewer requests but no less
+		// work, and must not read as a loss.
+		c.mu.Lock()
+		n, w := c.fair.weighted()
+		c.fair.costs.fold()
+		c.mu.Unlock()
+		if n > 0 {
+			k := w / n
+			m.Completed *= k
+			m.Failed *= k
+		}
+	}
 }
 
 // due reports whether input i runs at now: its period has elapsed, or it

@@ -34,9 +34,17 @@ type State struct {
 	MaxRejectAdmitted uint64 `json:"max_reject_admitted,omitempty"`
 	// TenantsQueued is the number of tenants with a waiter in the queue
 	// under fair queueing (Tenants), summed over classes.
-	TenantsQueued int             `json:"tenants_queued,omitempty"`
-	Classes       []ClassState    `json:"classes"`
-	Decisions     []DecisionState `json:"decisions"`
+	TenantsQueued int `json:"tenants_queued,omitempty"`
+	// TenantCosts are the estimated costs (Tenants.Cost) of the costliest
+	// tenants estimated lately, in seconds per request, at most
+	// maxShownCosts of them (absent unless the stage shares by a
+	// measured cost).
+	TenantCosts map[string]float64 `json:"tenant_cost_s,omitempty"`
+	// HogCancelled counts the requests the hog rule cancelled since
+	// start, by reason (Hog; absent without a hog rule).
+	HogCancelled map[string]uint64 `json:"hog_cancelled,omitempty"`
+	Classes      []ClassState      `json:"classes"`
+	Decisions    []DecisionState   `json:"decisions"`
 }
 
 // Estimator is implemented by controllers that keep estimates worth
@@ -118,7 +126,7 @@ func (s *Stage) State(n int) State {
 	cur := s.ctrl.Current()
 	st := State{Name: s.name, Controller: cur.Controller, Kind: cur.Kind.String(), Unit: cur.Kind.Unit(),
 		Setting: cur.New, ClassRates: cur.ClassRates, Quality: s.gates.Quality(), GateOff: s.gates.Off(),
-		Shadow: s.shadow, MaxRejectAdmitted: s.maxRejectAdmits.Load()}
+		Shadow: s.shadow, MaxRejectAdmitted: s.maxRejectAdmits.Load(), HogCancelled: s.HogCancelled()}
 	if t, ok := s.ctrl.Unwrap().(interface{ Target() time.Duration }); ok {
 		st.Target = t.Target().String()
 	}
@@ -141,6 +149,9 @@ func (s *Stage) State(n int) State {
 			MaxWait: c.wait.String(), MaxWaitSeconds: c.wait.Seconds(), Drain: c.drain}
 		if c.fair != nil {
 			st.TenantsQueued = len(c.fair.flows)
+			if c.fair.costs != nil {
+				st.TenantCosts = c.fair.costs.costliest(maxShownCosts)
+			}
 		}
 		if c.slots.Reserve() > 0 {
 			for cl := range s.classes {

@@ -17,13 +17,20 @@ const DefaultTenantWeight = 1.0
 // each priority class, waiters are served in the order of their virtual
 // finish times,
 //
-//	F = max(V_c, F_last(tenant, c)) + 1/w(tenant)
+//	F = max(V_c, F_last(tenant, c)) + ĉ(tenant)/w(tenant)
 //
-// where V_c is the finish time of the class's last waiter to get a slot
-// and F_last the tag of the tenant's previous waiter in the class, while
-// it still waits — the self-clocked fair queueing of Golestani (INFOCOM
-// 1994), with a cost of one per request (requests, not bytes, are what a
-// concurrency slot serves). A tenant that sends ten times its share
+// where V_c is the finish time of the class's last waiter to get a slot,
+// F_last the tag of the tenant's previous waiter in the class, while it
+// still waits, and ĉ the cost charged for one request of the tenant — the
+// self-clocked fair queueing of Golestani (INFOCOM 1994), the virtual
+// clock of Demers, Keshav and Shenker's weighted fair queueing (SIGCOMM
+// 1989) with the request's cost as the packet's length. Cost says what
+// ĉ is: one per request by default (CostRequests: requests, not bytes,
+// are what a slot serves), or the tenant's measured service time
+// (CostServiceTime) or its reported cost (CostReported), estimated per
+// tenant (costTable), so that a tenant whose requests hold a slot ten
+// times as long gets a tenth of the grants and both share the slots'
+// time. A tenant that sends ten times its share
 // queues behind its own requests; the others' predicted wait counts only
 // the waiters their tag follows (gate.Slots.AheadTagged), so the stage's
 // predictive rejection turns away the heavy tenant's surplus and not the
@@ -72,6 +79,9 @@ type Tenants struct {
 	// DefaultWeight is the weight of every other tenant, including the
 	// requests without one (default 1).
 	DefaultWeight float64
+	// Cost is what one request costs its tenant ("" is CostRequests, one
+	// per request).
+	Cost CostMeasure
 }
 
 // validate checks the weights and fills the default.
@@ -81,6 +91,9 @@ func (t *Tenants) validate() error {
 	}
 	if !mathx.Finite(t.DefaultWeight) || t.DefaultWeight <= 0 {
 		return fmt.Errorf("tenant default weight %v must be > 0", t.DefaultWeight)
+	}
+	if err := validateCost(t.Cost); err != nil {
+		return err
 	}
 	names := make([]string, 0, len(t.Weights))
 	for k := range t.Weights {
@@ -111,25 +124,83 @@ type flow struct {
 // fairQueue is a concGate's tenant bookkeeping; the caller holds the
 // gate's lock.
 type fairQueue struct {
-	weights map[string]float64
-	defW    float64
-	vtime   []float64 // V_c per class
-	flows   map[flowKey]flow
-	burst   time.Duration // wait allowed behind another tenant (0: none)
+	weights  map[string]float64
+	defW     float64
+	vtime    []float64 // V_c per class
+	flows    map[flowKey]flow
+	burst    time.Duration // wait allowed behind another tenant (0: none)
+	costs    *costTable    // per-tenant cost estimates (nil: one per request)
+	reported bool          // Cost is CostReported
+	// Successful completions since the last step, counted and weighted
+	// by their tenants' relative cost (see weighted).
+	okN, okW float64
 }
 
 func newFairQueue(t Tenants, classes, maxQueue int) *fairQueue {
-	return &fairQueue{weights: t.Weights, defW: t.DefaultWeight, vtime: make([]float64, classes),
+	f := &fairQueue{weights: t.Weights, defW: t.DefaultWeight, vtime: make([]float64, classes),
 		flows: make(map[flowKey]flow, min(maxQueue+1, 4096))}
+	if t.Cost.measured() {
+		f.costs = newCostTable()
+		f.reported = t.Cost == CostReported
+	}
+	return f
 }
 
-// tag returns the virtual finish time of a new waiter of tenant in class.
-func (f *fairQueue) tag(class int, tenant string) float64 {
+// tag returns the virtual finish time of a new waiter of tenant in class
+// and what it charges the tenant, ĉ/w.
+func (f *fairQueue) tag(class int, tenant string) (tag, charge float64) {
 	start := f.vtime[class]
 	if fl, ok := f.flows[flowKey{class, tenant}]; ok && fl.last > start {
 		start = fl.last
 	}
-	return start + 1/f.weight(tenant)
+	c := 1.0
+	if f.costs != nil {
+		c = f.costs.estimate(tenant)
+	}
+	charge = c / f.weight(tenant)
+	return start + charge, charge
+}
+
+// completed records the cost of a request of tenant that ended: its
+// service time d, or with CostReported the cost it reported (> 0); ok: it
+// succeeded. It returns the cost charged, in seconds.
+func (f *fairQueue) completed(tenant string, d, reported time.Duration, ok bool) float64 {
+	if f.costs == nil {
+		return 0
+	}
+	if ok {
+		f.okN++
+		f.okW += f.costs.estimate(tenant) / f.costs.mean()
+	}
+	if f.reported && reported > 0 {
+		d = reported
+	}
+	return f.costs.observe(tenant, d)
+}
+
+// settle moves tenant's virtual time in class by delta, the difference
+// between what its served request cost and what its tag charged, and
+// reports whether the tenant has waiters there to retag. A tenant
+// without waiters is not moved: its next request starts at V_c, which is
+// where an idle flow restarts in any case.
+func (f *fairQueue) settle(class int, tenant string, delta float64) bool {
+	k := flowKey{class, tenant}
+	fl, ok := f.flows[k]
+	if !ok || delta == 0 {
+		return false
+	}
+	fl.last += delta
+	f.flows[k] = fl
+	return true
+}
+
+// weighted returns and resets the successful completions since the last
+// call, counted (n) and weighted by their tenants' cost relative to the
+// mean (w: a tenant whose requests cost ten times the mean counts ten).
+func (f *fairQueue) weighted() (n, w float64) {
+	n, w = f.okN, f.okW
+	f.okN, f.okW = 0, 0
+	return n, w
 }
 
 // queued records a waiter that the queue took.
@@ -142,9 +213,15 @@ func (f *fairQueue) queued(w *Wait) {
 }
 
 // left records a waiter that left the queue; served: it got a slot. A
-// tenant's newest waiter that leaves without a slot (evicted, gone)
-// gives its cost back: the tenant's last tag steps back by 1/w, so that
-// requests it was not served do not push it ahead in virtual time.
+// waiter that leaves without a slot (evicted, expired, gone) gives its
+// cost back: its tenant's later waiters in the class, and its last tag,
+// step back by what it charged, ĉ/w (the caller retags the queue with
+// shift), as if it had never arrived. That holds for any of the tenant's
+// waiters, not only its newest: a tenant whose queued requests expire at
+// the end of their wait (a long queue timeout and no predicted-wait
+// rejection, as under static-concurrency) would otherwise run ever
+// further ahead of the class's virtual time, lose more waiters to
+// expiry for it, and end up never served.
 func (f *fairQueue) left(w *Wait, served bool) {
 	if served && w.tag > f.vtime[w.Class] {
 		f.vtime[w.Class] = w.tag
@@ -158,10 +235,22 @@ func (f *fairQueue) left(w *Wait, served bool) {
 		delete(f.flows, k)
 		return
 	}
-	if !served && w.tag == fl.last {
-		fl.last -= 1 / f.weight(w.Tenant)
+	if !served {
+		fl.last -= w.charge
 	}
 	f.flows[k] = fl
+}
+
+// shift returns the retagging of a class's queue after w left it without
+// a slot: the later waiters of its tenant move up by its charge.
+func shift(w *Wait) func(x *Wait, tag float64) float64 {
+	return func(x *Wait, tag float64) float64 {
+		if x.Tenant == w.Tenant && tag > w.tag {
+			tag -= w.charge
+			x.tag = tag
+		}
+		return tag
+	}
 }
 
 // weight returns tenant's weight.

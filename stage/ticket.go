@@ -11,8 +11,11 @@ import (
 type Ticket struct {
 	s       *Stage
 	class   int
-	epoch   uint32 // the stage's sample epoch at admission (see Fence)
-	held    bool   // holds a slot of the stage's concurrency limit
+	tenant  string  // its tenant, for a fair queue's cost (Tenants.Cost)
+	charge  float64 // what its tag charged its tenant (0: it did not queue)
+	hog     uint64  // its id in the stage's hog watch (0: none)
+	epoch   uint32  // the stage's sample epoch at admission (see Fence)
+	held    bool    // holds a slot of the stage's concurrency limit
 	arrival time.Time
 	start   time.Time
 	seq     uint64 // 1 + the overtake meter's sequence number (0: none)
@@ -30,8 +33,23 @@ type Outcome struct {
 	Excluded time.Duration
 	// NoSample marks a request whose duration says nothing about the
 	// service at all (a share rejection, a stream): it is counted but
-	// never a response-time or service-time sample.
+	// never a response-time or service-time sample, nor charged to its
+	// tenant (Tenants.Cost).
 	NoSample bool
+	// Cost is what the service reports the request cost (> 0; 0: none),
+	// charged to its tenant under fair queueing with CostReported
+	// instead of its service time.
+	Cost time.Duration
+}
+
+// spent is what a request that left service cost: its service time and
+// its reported cost; ok false for one that is not charged (a stream, a
+// share rejection).
+type spent struct {
+	ok       bool
+	success  bool // and succeeded
+	service  time.Duration
+	reported time.Duration
 }
 
 // Class returns the ticket's class index.
@@ -120,7 +138,8 @@ func (t Ticket) Finish(now time.Time, o Outcome) {
 			s.svcTail.Record(d)
 		}
 	}
-	s.leaveService(t, now)
+	// A failed request held its slot too: its tenant is charged for it.
+	s.leaveService(t, now, spent{ok: !o.NoSample, success: o.OK, service: now.Sub(t.start) - o.Excluded, reported: o.Cost})
 }
 
 // Done is Finish at the wall clock's now with the given OK and no
@@ -163,7 +182,7 @@ func (l *Lifecycle) Stream(now time.Time) bool {
 		return false
 	}
 	if l.t.s != nil {
-		l.t.s.leaveService(l.t, now)
+		l.t.s.leaveService(l.t, now, spent{})
 	}
 	return true
 }

@@ -228,6 +228,10 @@ func goTypes() []goType {
 		{"policy", "HopsConfig", "", ctxOf(pol.Hops)},
 		{"policy", "TenantsConfig", "", ctxOf(pol.Stages[0].Tenants)},
 		{"stage", "Tenants", "", ctxOf(stage.Tenants{DefaultWeight: stage.DefaultTenantWeight})},
+		{"stage", "Hog", "", &doccheck.Context{Root: v(stage.Hog{}), Derived: map[string]doccheck.Derived{
+			"MinService": {Phrase: "the controller's response-time target", Check: checkHogMinService}}}},
+		{"policy", "HogConfig", "", &doccheck.Context{Root: v(pol.Stages[0].Hog), Derived: map[string]doccheck.Derived{
+			"MinServiceTime": {Phrase: "the controller's target", Check: checkHogMinService}}}},
 		{"policy", "PriorityConfig", "", &doccheck.Context{Root: v(pol.Stages[0].Priority), Derived: map[string]doccheck.Derived{
 			"Shed": {Phrase: "the controller's", Check: checkShedDefault}}}},
 
@@ -356,6 +360,21 @@ func checkShedDefault() error {
 		if got, want := *c.Stages[0].Priority.Shed, !control.NeedsOf(cfg).PriorityOptIn; got != want {
 			return fmt.Errorf("priority.shed of a %s stage defaults to %v", name, got)
 		}
+	}
+	return nil
+}
+
+// checkHogMinService checks that the hog rule's min service time defaults
+// to the controller's target (auto: its SLO).
+func checkHogMinService() error {
+	cfg := auto.DefaultConfig()
+	cfg.SLO = 321 * time.Millisecond
+	st, err := stage.New(stage.Options{Name: "s", Controller: &cfg, Tenants: stage.Tenants{Fair: true}, Hog: stage.Hog{OverShare: true}}, time.Now())
+	if err != nil {
+		return err
+	}
+	if got := st.HogRule().MinService; got != cfg.SLO {
+		return fmt.Errorf("the hog rule's min service time of an auto stage with SLO %v defaults to %v", cfg.SLO, got)
 	}
 	return nil
 }

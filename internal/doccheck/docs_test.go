@@ -118,6 +118,7 @@ func configRules() map[string]*doccheck.Rule {
 
 	stages := section("stages[].")
 	stages.Derived = map[string]doccheck.Derived{"stages[].priority.shed": {Phrase: "the controller's", Check: checkShedDefault},
+		"stages[].hog.min_service_time": {Phrase: "the controller's target", Check: checkHogMinService},
 		"stages[].params": {Phrase: "controller defaults", Check: func() error {
 			cfg := proxyConfig(func(c *proxy.Config) {
 				c.Stages[0].Name, c.Stages[0].Controller = "s", "auto"

@@ -128,6 +128,8 @@ var registry = []Spec{
 	{Name: "tenants", Paper: "sluice's weighted fair queueing among tenants inside auto's queue (Golestani's self-clocked fair queueing, per request)",
 		Sim:  "four tenants of equal weight at 3× overload, one sending ten times each other's rate: each light tenant's goodput and p99 with fair queueing and with FIFO",
 		Live: "The same four tenants on real sockets, sending their tenant in the hop header through the sluice proxy's auto stage with and without tenants.fair, in front of the queue testbed."},
+	{Name: "costly", Paper: "Costly requests: fair queueing by cost (start-time fair queueing charged by service time, as 2DFQ estimates it) and cancellation of the calls that cannot be served in time or that hog the leaf (Atropos, SOSP 2025)",
+		Sim: "Two APIs share a CPU-bound leaf behind an entry hop at 8× its capacity, one 10× (and 50×) costlier per call: each API's goodput in leaf CPU time against its fair share, and the wasted work, with FIFO, fair by request, fair by service time (with and without the hog rule) and with cancellation off"},
 	{Name: "cluster", Paper: "Li & Jamin, Table IV across three instances; a global static rate, an instance killed, Redis stopped",
 		Live: "Three proxy processes share Li & Jamin's shares and a global static rate through Redis: shares under round-robin spread, a 60/30/10 spread, one instance killed, Redis stopped for 10 s."},
 	{Name: "peers", Paper: "sluice against nginx limit_req and HAProxy maxconn (the field notes' peer measurements)",

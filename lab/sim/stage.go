@@ -139,6 +139,11 @@ func (s *Stage) serve(r *Request, t stage.Ticket) {
 	if s.st.MeasuresOvertakes() {
 		r.OnRoute(func(_ *Request, member int) { t.SentTo(s.e.Time(), member) })
 	}
+	// A stage with a hog rule may cancel the request in service, as the
+	// middleware's watch cancels the handler's context: the sender's
+	// side of the request ends (Request.Cancel) at that instant, and
+	// whoever holds it stops its work and answers.
+	t.Watch(func(error) { s.e.Schedule(s.e.Now(), r.Cancel) })
 	r.Defer(func(r *Request) {
 		t.Finish(s.e.Time(), stage.Outcome{OK: r.Outcome == Completed})
 		if s.ExactTrigger && s.st.Triggered() {

@@ -497,6 +497,65 @@ func (p *PS) onDepart() {
 	}
 }
 
+// Cancel takes job j out of service before it finished, as a handler
+// stops when its request's context ends: the work it had left is not
+// done, and its Done is not called (the canceller finishes its request).
+// It returns the work j had received, in work units, and false if j was
+// not in service here.
+func (p *PS) Cancel(j *Job) (worked float64, ok bool) {
+	if j.state != jobServing || j.index < 0 || j.index >= len(p.jobs) || p.jobs[j.index] != j {
+		return 0, false
+	}
+	p.advance()
+	left := math.Max(j.tag-p.v, 0)
+	i := j.index
+	last := len(p.jobs) - 1
+	if i != last {
+		p.swap(i, last)
+	}
+	p.jobs[last] = nil
+	p.jobs = p.jobs[:last]
+	if i != last {
+		p.fix(i)
+	}
+	j.index = -1
+	p.sumTag -= j.tag
+	if len(p.jobs) == 0 {
+		p.v, p.sumTag = 0, 0
+	}
+	j.state = jobDone
+	j.Finished = p.e.Now()
+	p.reschedule()
+	return math.Max(workOf(j)-left, 0), true
+}
+
+// fix restores the heap order around index i after its job changed.
+func (p *PS) fix(i int) {
+	for i > 0 {
+		q := (i - 1) / 2
+		if !jobLess(p.jobs[i], p.jobs[q]) {
+			break
+		}
+		p.swap(i, q)
+		i = q
+	}
+	h := p.jobs
+	for {
+		c := 2*i + 1
+		if c >= len(h) {
+			return
+		}
+		if r := c + 1; r < len(h) && jobLess(h[r], h[c]) {
+			c = r
+		}
+		if !jobLess(h[c], h[i]) {
+			return
+		}
+		p.swap(i, c)
+		i = c
+	}
+}
+
 // InSystem returns the number of jobs in service.
 func (p *PS) InSystem() int { return len(p.jobs) }
 

@@ -314,3 +314,47 @@ func TestFIFOValidate(t *testing.T) {
 		}
 	}
 }
+
+// Cancel on a hand-worked trace: one core, A (1 s) and B (1 s) from 0,
+// C (0.5 s) from 0.2 s. At 0.5 s B is cancelled: it had 0.1 + 0.3/3 =
+// 0.2 s of work (1/2 of the core until 0.2 s, 1/3 after); its remaining
+// 0.8 s is not done. A then has 0.8 left and C 0.4, at 1/2 each: C ends
+// at 1.3 s, A (0.4 left) alone at 1.7 s — 0.8 s sooner than had B run.
+// B's Done is never called, and a second Cancel, or one of a finished
+// job, does nothing.
+func TestPSCancel(t *testing.T) {
+	e := New(1)
+	p, err := NewCPU(e, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a, b, c time.Duration
+	submitAt(e, p, 0, 1, &a)
+	jb := submitAt(e, p, 0, 1, &b)
+	jc := submitAt(e, p, 200*time.Millisecond, 0.5, &c)
+	var worked float64
+	var ok, again bool
+	e.Schedule(500*time.Millisecond, func() {
+		worked, ok = p.Cancel(jb)
+		_, again = p.Cancel(jb)
+	})
+	e.Run(10 * time.Second)
+	if !ok || math.Abs(worked-0.2) > 1e-9 {
+		t.Errorf("Cancel(B) = %v, %v; want 0.2 s of work, true", worked, ok)
+	}
+	if again {
+		t.Error("a second Cancel(B) reported a job in service")
+	}
+	if b != 0 {
+		t.Errorf("B's Done was called (finished at %v)", b)
+	}
+	if c != 1300*time.Millisecond || a != 1700*time.Millisecond {
+		t.Errorf("C finished at %v, A at %v; want 1.3s and 1.7s", c, a)
+	}
+	if _, ok := p.Cancel(jc); ok {
+		t.Error("Cancel of a finished job reported a job in service")
+	}
+	if p.InSystem() != 0 || p.Backlog() != 0 {
+		t.Errorf("not empty at the end: %d jobs, backlog %v", p.InSystem(), p.Backlog())
+	}
+}

@@ -275,3 +275,30 @@ func TestTenants(t *testing.T) {
 		within(t, s, "goodput_rps_fair_heavy", 0.5*s.Metric("fair_share_rps_fair_heavy"), 400)
 	})
 }
+
+// Costly: with one API 10× costlier, fair queueing by service time keeps
+// the light API's whole demand (its max-min share of the leaf's CPU) and
+// gives the costly one the rest, wasting no work, where FIFO and fair
+// queueing per request leave the light API an eighth and a quarter of
+// it. At 50×, cancellation at the deadline is what keeps every answer in
+// time and halves the wasted work; the figure's own checks at 50× (the
+// light API's share, ≤ 2 % wasted) are not met yet (docs/experiments.md).
+// One seed and a 10 s interval keep the test short.
+func TestCostly(t *testing.T) {
+	s := run(t, "costly", 1, "factors=10", "warm=5s", "length=10s")
+	for _, row := range []string{"service_time", "service_time_hog"} {
+		k := row + "_x10"
+		within(t, s, "goodput_cpu_"+k+"_light", 0.95*s.Metric("fair_share_cpu_"+k+"_light"), 1.01*s.Metric("fair_share_cpu_"+k+"_light"))
+		within(t, s, "goodput_cpu_"+k+"_costly", 0.8*s.Metric("fair_share_cpu_"+k+"_costly"), 4)
+		within(t, s, "wasted_fraction_"+k, 0, 0.02)
+		within(t, s, "late_"+k, 0, 0)
+	}
+	for _, row := range []string{"fifo", "requests"} {
+		k := row + "_x10"
+		within(t, s, "goodput_cpu_"+k+"_light", 0, 0.3*s.Metric("fair_share_cpu_"+k+"_light"))
+	}
+	s = run(t, "costly", 1, "factors=50", "warm=5s", "length=10s")
+	within(t, s, "late_service_time_x50", 0, 0)
+	within(t, s, "late_service_time_nocancel_x50", 1, 1e9)
+	within(t, s, "wasted_fraction_service_time_x50", 0, 0.6*s.Metric("wasted_fraction_service_time_nocancel_x50"))
+}

@@ -21,4 +21,5 @@ var registry = map[string]func(ps *Params) RunFunc{
 	"graph-crowd":           graphChain(true),
 	"graph-recover":         graphRecover,
 	"tenants":               tenantsScenario,
+	"costly":                costlyScenario,
 }

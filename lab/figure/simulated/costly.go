@@ -1,0 +1,260 @@
+package simulated
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/sluicehq/sluice/control/auto"
+	"github.com/sluicehq/sluice/lab/dist"
+	"github.com/sluicehq/sluice/lab/figure"
+	"github.com/sluicehq/sluice/lab/sim"
+	"github.com/sluicehq/sluice/monitor"
+	"github.com/sluicehq/sluice/stage"
+)
+
+// costly: two APIs share a CPU-bound leaf service behind an entry hop, one
+// of them 10× (and 50×) costlier per request, at 8× the leaf's capacity.
+// Every hop is a sluice stage told only the SLO (auto); the leaf's stage
+// queues its tenants (tenants.key: path, one tenant per API) fairly by the
+// row's cost measure; the client's deadline travels with each call, and a
+// call whose deadline passes, or that the leaf's hog rule names, is
+// cancelled through its context at every hop: the work it had left at
+// the leaf is not done (sim.PS.Cancel). figure.CostlyChecks holds the
+// service_time row to the cost-fair shares and to the wasted work.
+
+type costlyParams struct {
+	cores, entryCores float64
+	light, entryWork  time.Duration
+	overload, lightLd float64
+	slo, deadline     time.Duration
+	warm, length      time.Duration
+	factors           []float64
+	service           string
+	tailGuard         bool
+	minCompletions    int
+}
+
+func costlyScenario(ps *Params) RunFunc {
+	var c costlyParams
+	ps.Float(&c.cores, "cores", 4, 0.5, 256, "the leaf's CPU cores (processor sharing, one core per call at most)")
+	ps.Duration(&c.light, "light", time.Millisecond, time.Microsecond, time.Minute, "the light API's mean CPU time at the leaf (exponential)")
+	ps.Floats(&c.factors, "factors", []float64{10, 50}, 1, 1000, "the costly API's cost ÷ the light one's, one run each")
+	ps.Choice(&c.service, "service", "exp", []string{"exp", "det"}, "the calls' CPU time: exponential or deterministic about each API's mean")
+	ps.Bool(&c.tailGuard, "tail_guard", true, "auto's tail guard at every hop (auto.tail_guard): the costly API's calls are the tail")
+	ps.Int(&c.minCompletions, "min_completions", 200, 1, 1000000, "auto's throughput window at every hop (auto.min_completions)")
+	ps.Float(&c.overload, "overload", 8, 0, 1000, "offered CPU demand of both APIs at the leaf, × its capacity")
+	ps.Float(&c.lightLd, "light_load", 0.4, 0, 1000, "the light API's part of it, × capacity (the costly one sends the rest)")
+	ps.Float(&c.entryCores, "entry_cores", 2, 0.5, 256, "the entry hop's CPU cores")
+	ps.Duration(&c.entryWork, "entry_work", 100*time.Microsecond, 0, time.Minute, "the entry hop's CPU time per call")
+	ps.Duration(&c.slo, "slo", 250*time.Millisecond, time.Millisecond, time.Hour, "the SLO every hop's auto stage is told")
+	ps.Duration(&c.deadline, "deadline", 500*time.Millisecond, time.Millisecond, time.Hour, "the client's deadline, travelling with each call")
+	ps.Duration(&c.warm, "warm", 10*time.Second, 0, time.Hour, "time before the measurement")
+	ps.Duration(&c.length, "length", 20*time.Second, time.Second, time.Hour, "time measured")
+	return func(env Env) (*figure.Result, error) { return runCostly(env, c) }
+}
+
+// costlyRow is one way of running the leaf: its queue's cost measure
+// ("" for FIFO), whether deadlines and the hog rule cancel calls in
+// service, and the hog rule.
+type costlyRow struct {
+	name   string
+	cost   stage.CostMeasure
+	fifo   bool
+	cancel bool
+	hog    stage.Hog
+}
+
+var costlyRows = []costlyRow{
+	{name: "fifo", fifo: true, cancel: true},
+	{name: "requests", cost: stage.CostRequests, cancel: true},
+	{name: "service_time", cost: stage.CostServiceTime, cancel: true},
+	{name: "service_time_hog", cost: stage.CostServiceTime, cancel: true, hog: stage.Hog{OverShare: true}},
+	{name: "service_time_nocancel", cost: stage.CostServiceTime},
+}
+
+func runCostly(env Env, c costlyParams) (*figure.Result, error) {
+	res := newResult(env)
+	tab := figure.NewCostlyTable()
+	for _, f := range c.factors {
+		for _, row := range costlyRows {
+			m, err := runCostlyOne(env.Seed, c, f, row)
+			if err != nil {
+				return nil, fmt.Errorf("x%g %s: %w", f, row.name, err)
+			}
+			checks, key, err := figure.CostlyChecks(res.Summary, tab, row.name, f, c.cores, ms(c.slo.Seconds()), m)
+			if err != nil {
+				return nil, err
+			}
+			res.Checks = append(res.Checks, checks...)
+			res.Key = append(res.Key, key...)
+		}
+	}
+	res.AddTable("costly.csv", tab)
+	return res, nil
+}
+
+// costlyCall is what the figure keeps of a call.
+type costlyCall struct {
+	api      int
+	leafWork float64 // CPU seconds the leaf spent on it
+}
+
+// cpuHop is a hop's handler: the call's work on the hop's CPU, then next
+// (nil: answered). With cancel set, a call whose sender goes away
+// (Request.Cancel: its deadline, or a hog rule at this or another hop)
+// leaves the CPU with its remaining work undone and is answered as
+// refused.
+type cpuHop struct {
+	e      *sim.Engine
+	cpu    *sim.PS
+	work   func(r *sim.Request) float64
+	next   sim.Handler
+	cancel bool
+	// done sees the CPU seconds spent on each call, once it leaves.
+	done func(r *sim.Request, worked float64)
+}
+
+func (h *cpuHop) Handle(r *sim.Request) {
+	j := &sim.Job{Req: r, Work: h.work(r)}
+	j.Done = func(j *sim.Job) {
+		if h.done != nil {
+			h.done(r, j.Work)
+		}
+		if h.next == nil {
+			r.Finish(h.e.Now(), sim.Completed)
+			return
+		}
+		h.next.Handle(r)
+	}
+	if h.cancel {
+		r.OnCancel(func(r *sim.Request) {
+			if w, ok := h.cpu.Cancel(j); ok {
+				if h.done != nil {
+					h.done(r, w)
+				}
+				r.Finish(h.e.Now(), sim.Rejected)
+			}
+		})
+	}
+	h.cpu.Submit(j)
+}
+
+func runCostlyOne(seed uint64, c costlyParams, factor float64, row costlyRow) (figure.CostlyRun, error) {
+	e := sim.New(seed)
+	auto := func() *auto.Config {
+		cfg := auto.DefaultConfig()
+		cfg.SLO = c.slo
+		cfg.TailGuard, cfg.MinCompletions = c.tailGuard, c.minCompletions
+		return &cfg
+	}
+	leafCPU, err := sim.NewCPU(e, c.cores)
+	if err != nil {
+		return figure.CostlyRun{}, err
+	}
+	entryCPU, err := sim.NewCPU(e, c.entryCores)
+	if err != nil {
+		return figure.CostlyRun{}, err
+	}
+	from, to := c.warm, c.warm+c.length
+	in := func(r *sim.Request) bool { return r.Sent >= from && r.Sent < to }
+	var run figure.CostlyRun
+	leafHop := &cpuHop{e: e, cpu: leafCPU, work: sim.Demand, cancel: row.cancel,
+		done: func(r *sim.Request, w float64) { r.Data.(*costlyCall).leafWork += w }}
+	leafOpts := stage.Options{Name: "leaf", Controller: auto(), MaxQueue: 4096, Hog: row.hog}
+	if !row.fifo {
+		leafOpts.Tenants = stage.Tenants{Fair: true, Cost: row.cost}
+	}
+	leaf, err := newStaged(e, leafOpts, leafHop, nil)
+	if err != nil {
+		return run, err
+	}
+	leaf.entry.TenantOf = func(r *sim.Request) string { return figure.CostlyAPIs[r.Type] }
+	entryHop := &cpuHop{e: e, cpu: entryCPU, work: func(*sim.Request) float64 { return c.entryWork.Seconds() }, next: leaf.entry, cancel: row.cancel}
+	// The entry hop's stage sees each call's whole time, the leaf's
+	// included, and queues the APIs as the leaf does.
+	entry, err := newStaged(e, stage.Options{Name: "entry", Controller: auto(), MaxQueue: 4096, Tenants: leafOpts.Tenants}, entryHop, nil)
+	if err != nil {
+		return run, err
+	}
+	entry.entry.TenantOf = leaf.entry.TenantOf
+	// The client's side: the deadline travels with the call; with
+	// cancellation on, it ends the call's context at every hop at once.
+	client := sim.HandlerFunc(func(r *sim.Request) {
+		r.Deadline = r.Sent + c.deadline
+		r.Data = &costlyCall{api: r.Type}
+		if row.cancel {
+			t := e.Schedule(r.Deadline, r.Cancel)
+			r.Defer(func(*sim.Request) { t.Stop() })
+		}
+		entry.entry.Handle(r)
+	})
+	svc := func(mean float64) (dist.Dist, error) {
+		if c.service == "det" {
+			return dist.NewDeterministic(mean)
+		}
+		return dist.NewExponential(mean)
+	}
+	lightSvc, err := svc(c.light.Seconds())
+	if err != nil {
+		return run, err
+	}
+	heavySvc, err := svc(factor * c.light.Seconds())
+	if err != nil {
+		return run, err
+	}
+	loads := []float64{c.lightLd * c.cores, (c.overload - c.lightLd) * c.cores}
+	means := []float64{c.light.Seconds(), factor * c.light.Seconds()}
+	rts := make([][]float64, 2)
+	run.APIs = make([]figure.CostlyAPI, 2)
+	for i := range figure.CostlyAPIs {
+		sched, err := dist.NewSchedule(dist.Segment{Rate: loads[i] / means[i]})
+		if err != nil {
+			return run, err
+		}
+		types := make([]sim.RequestType, 2)
+		types[i] = sim.RequestType{Name: figure.CostlyAPIs[i], Demand: []dist.Dist{lightSvc, heavySvc}[i]}
+		mix := []float64{0, 0}
+		mix[i] = 1
+		src, err := sim.NewOpen(e, sim.OpenConfig{Name: figure.CostlyAPIs[i], Arrivals: dist.Poisson{Rate: sched},
+			Types: types, Mix: mix, Target: client, Client: i,
+			OnFinish: func(r *sim.Request) {
+				if !in(r) {
+					return
+				}
+				cl := r.Data.(*costlyCall)
+				run.LeafWork += cl.leafWork
+				inTime := r.Outcome == sim.Completed && r.Finished <= r.Deadline
+				if !inTime {
+					run.Wasted += cl.leafWork
+				}
+				if r.Outcome == sim.Completed && r.Finished > r.Deadline {
+					run.Late++
+				}
+				a := &run.APIs[cl.api]
+				a.Offered += r.Demand
+				a.Sent++
+				if inTime {
+					a.Goodput += r.Demand
+					a.Served++
+					rts[cl.api] = append(rts[cl.api], r.ResponseTime().Seconds())
+				}
+			}})
+		if err != nil {
+			return run, err
+		}
+		src.Start()
+		e.Schedule(to, src.Stop)
+	}
+	e.Run(to + 2*c.deadline)
+	secs := c.length.Seconds()
+	for i := range run.APIs {
+		a := &run.APIs[i]
+		a.Offered /= secs
+		a.Goodput /= secs
+		a.P99MS = ms(monitor.Percentile(rts[i], 0.99))
+	}
+	if h := leaf.st.HogCancelled(); h != nil {
+		run.HogCancelled = h[stage.HogOverShare] + h[stage.HogMaxService]
+	}
+	return run, nil
+}
