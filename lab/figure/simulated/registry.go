@@ -20,4 +20,5 @@ var registry = map[string]func(ps *Params) RunFunc{
 	"graph":                 graphChain(false),
 	"graph-crowd":           graphChain(true),
 	"tenants":               tenantsScenario,
+	"graph-hotel":           graphHotel,
 }
