@@ -70,6 +70,7 @@ var registry = map[string]func(ctx context.Context, env *Env) (*figure.Result, e
 	"graph":                 runGraph,
 	"graph-crowd":           runGraphCrowd,
 	"tenants":               runTenants,
+	"graph-hotel":           runGraphHotel,
 	"peers":                 runPeers,
 	"cluster":               runCluster,
 }
@@ -153,6 +154,10 @@ type Options struct {
 	// kihl-distribution): CGIWorkCPUTime (empty: the default) or
 	// CGIWorkCount; other experiments ignore it.
 	CGIWork string
+	// Sets are "key=value" parameters of the experiments that take them
+	// (graph-hotel: figure.DeclareHotel's, as sluice-lab sim --set);
+	// other experiments ignore them.
+	Sets []string
 	// Seed seeds the load generator and the backends' random draws.
 	Seed uint64
 	// Out is the report folder; empty writes nothing (Outcome.Result still
