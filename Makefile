@@ -11,7 +11,7 @@ GO ?= go
 RACE_PKGS = . ./gate/... ./monitor/... ./control/... ./stage/... ./policer/... ./policy/... ./classify/... ./share/... ./client/... ./grpcsluice/... ./proxy/... ./cluster ./internal/localredis
 LAB_RACE_PKGS = ./reliability/... ./dashboard/...
 
-.PHONY: all build lab image release release-check test vet lint fmt-check demo bench reliability clean
+.PHONY: all build lab image release release-check test vet lint fmt-check demo bench reliability clean manifests
 
 all: build lab
 
@@ -58,6 +58,7 @@ test: fmt-check vet lint
 	@rm -rf out/test && mkdir -p out/test
 	SLUICE_REQUIRE_PROMTOOL=1 SLUICE_REQUIRE_REDIS=1 $(GO) test ./...
 	SLUICE_REQUIRE_BROWSER=1 SLUICE_REQUIRE_REDIS=1 SLUICE_REQUIRE_PODMAN=1 $(GO) -C lab test -artifacts -outputdir $(CURDIR)/out/test -skip '^TestLiveClusterFigure' ./...
+	SLUICE_REQUIRE_PROMTOOL=1 $(GO) -C lab/deploy test ./...
 	SLUICE_REQUIRE_REDIS=1 $(GO) test -race $(RACE_PKGS)
 	SLUICE_REQUIRE_REDIS=1 $(GO) -C lab test -race $(LAB_RACE_PKGS)
 	SLUICE_REQUIRE_REDIS=1 $(GO) -C lab test -count=1 -v -run '^TestLiveClusterFigure' ./cluster/figures
@@ -67,6 +68,7 @@ vet:
 	$(GO) vet ./...
 	$(GO) -C lab vet ./...
 	$(GO) -C lab/tools/peerref vet ./...
+	$(GO) -C lab/deploy vet ./...
 
 ## lint: staticcheck (pinned in lab/go.mod as a tool) over every module,
 ## the import groups (standard library; other modules; sluice's own), and
@@ -76,12 +78,21 @@ lint:
 	bin/staticcheck ./...
 	cd lab && ../bin/staticcheck ./...
 	cd lab/tools/peerref && ../../../bin/staticcheck ./...
+	cd lab/deploy && ../../bin/staticcheck ./...
 	$(GO) -C lab run ./cmd/importgroups ..
 	./scripts/check-lean.sh
 
 fmt-check:
 	@out=$$(gofmt -l .); \
 	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
+
+## manifests: what the Helm chart deploy/helm/sluice generates (its own
+## module, lab/deploy, renders it with Helm's packages): the plain
+## manifests of deploy/kubernetes, deploy/prometheus/alerts.yml and the
+## chart's copy of deploy/grafana/sluice.json. make test fails when they
+## are stale.
+manifests:
+	$(GO) -C lab/deploy run ./cmd/manifests ../..
 
 ## demo: the built-in default: a bookstore, the proxy and a flash crowd from
 ## 0.5x to 10x capacity, without control, with auto, seda and yaksha (~100 s).

@@ -2,6 +2,7 @@ package client
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -50,6 +51,34 @@ type Config struct {
 // and accepts those the destination did not refuse for overload (any answer but 429 and 503; a transport failure, which says
 // nothing about overload, counts as accepted, so that a dead destination
 // is left to timeouts and health checks rather than throttled).
+//
+// The book's window remembers a storm for its whole span: after a crowd
+// at three times what the destination accepts, the window holds twice as
+// many requests as K·accepts allows, and at half the load the refused
+// share falls to zero only when two thirds of the window has passed
+// (about 7 s of a 10 s window) although the destination has accepted
+// every attempt since the crowd ended. So by default (Forget "accepts")
+// the window also forgets at an accept run: once the destination has
+// accepted ForgetRun answers in a row (an attempt that got no answer, a
+// timeout or a transport failure, is counted as accepted but is no
+// evidence: it neither extends nor ends the run), the window drops everything it
+// counted before the run (before its last refusal) and keeps the run's
+// own requests and accepts, at the first accept of the run at which
+// that lowers p (attempts sent in the run and not yet answered count as
+// requests). A destination the throttle holds at its
+// equilibrium (sent = K·accepts) accepts an attempt with probability
+// 1/K, so it shows a run of n accepts with probability K^−n: the run is
+// a one-sided CUSUM test (Page, "Continuous Inspection Schemes",
+// Biometrika 1954) of the refused share falling from 1 − 1/K to zero,
+// each accept adding ln K to the statistic and a refusal resetting it,
+// with the threshold ForgetRun·ln K (10·ln 2 by default). Restarting the
+// counts once a trial succeeds is what a circuit breaker does when it
+// closes (Hystrix's HystrixCircuitBreaker resets its rolling statistics
+// on the half-open trial's success). A destination that keeps refusing
+// breaks every run, so its load stays cut to about K × its accepts. The
+// run's own counts keep a graded restart: after a near-total outage
+// (p ≥ 1 − 1/K) the refused share falls from p to 1 − K·(1 − p) per run,
+// as the book's window lets it fall per window.
 type ThrottleConfig struct {
 	// Enabled turns throttling on (default true; the proxy's upstream
 	// defaults it to false).
@@ -66,7 +95,43 @@ type ThrottleConfig struct {
 	// would refuse half the calls after a single 503. Ports do the same
 	// (kratos/aegis waits for 100 requests, go-zero subtracts 5).
 	MinRequests int `yaml:"min_requests" json:"min_requests"`
+	// Forget says when the window lets go of the refusals it counted:
+	// ForgetAccepts ("accepts", the default) also at an accept run of
+	// ForgetRun answers, ForgetWindow ("window") only as they leave the
+	// window, the SRE book's throttle as written.
+	Forget string `yaml:"forget" json:"forget"`
+	// ForgetRun is the accepts in a row that make the window forget what
+	// came before them, with Forget "accepts" (default 10). Left 0, it is
+	// set from K to ⌈10·ln 2/ln K⌉, so that a destination held at the
+	// throttle's equilibrium shows such a run with probability 2^−10 per
+	// attempt; with K = 1 the throttle holds the destination to what it
+	// accepts, a run says nothing, and it stays 0: never.
+	ForgetRun int `yaml:"forget_run" json:"forget_run"`
 }
+
+// The values of ThrottleConfig.Forget.
+const (
+	// ForgetAccepts: the window forgets at an accept run (the default).
+	ForgetAccepts = "accepts"
+	// ForgetWindow: the SRE book's window, which forgets only with time.
+	ForgetWindow = "window"
+)
+
+// forgetBits is the evidence, in bits, that an accept run must carry
+// against a destination held at the throttle's equilibrium: the default
+// ForgetRun is ⌈forgetBits·ln 2/ln K⌉.
+const forgetBits = 10
+
+// defaultForgetRun returns ForgetRun's default for k (0 for k ≤ 1).
+func defaultForgetRun(k float64) int {
+	if !(k > 1) {
+		return 0
+	}
+	return int(math.Min(math.Ceil(forgetBits*math.Ln2/math.Log(k)-1e-9), maxForgetRun))
+}
+
+// maxForgetRun bounds ForgetRun.
+const maxForgetRun = 1000000
 
 // RetryConfig says when a call is sent again. An attempt is retried only
 // when all of these hold: the request is safe to send twice (an
@@ -140,7 +205,7 @@ const (
 )
 
 // DefaultConfig returns the defaults: Throttle.Enabled true, K 2, Window
-// 10s, MinRequests 20; Retry.MaxAttempts 3, BudgetRatio 0.1,
+// 10s, MinRequests 20, Forget "accepts", ForgetRun 10; Retry.MaxAttempts 3, BudgetRatio 0.1,
 // BudgetMinPerSecond 10, BudgetWindow 10s, Backoff 25ms, MaxBackoff
 // 250ms, MaxRetryAfter 5s, PerTryTimeout 0; MinRemaining 1ms;
 // PriorityHeader X-Sluice-Priority, TenantHeader X-Sluice-Tenant,
@@ -166,6 +231,12 @@ func (c *Config) SetDefaults() {
 	}
 	if t.MinRequests == 0 {
 		t.MinRequests = DefaultMinRequests
+	}
+	if t.Forget == "" {
+		t.Forget = ForgetAccepts
+	}
+	if t.ForgetRun == 0 {
+		t.ForgetRun = defaultForgetRun(t.K)
 	}
 	r := &c.Retry
 	if r.MaxAttempts == 0 {
@@ -218,6 +289,10 @@ func (c *Config) Validate() error {
 		return bad("throttle.window", t.Window, "must be a positive duration such as 10s")
 	case t.MinRequests < 1:
 		return bad("throttle.min_requests", t.MinRequests, "must be ≥ 1")
+	case t.Forget != ForgetAccepts && t.Forget != ForgetWindow:
+		return bad("throttle.forget", t.Forget, fmt.Sprintf("must be %q (the default) or %q (the SRE book's window)", ForgetAccepts, ForgetWindow))
+	case t.ForgetRun < 0 || t.ForgetRun > maxForgetRun:
+		return bad("throttle.forget_run", t.ForgetRun, fmt.Sprintf("must be within [1, %d] accepts in a row (0: the default from throttle.k)", maxForgetRun))
 	case r.MaxAttempts < 1 || r.MaxAttempts > 10:
 		return bad("retry.max_attempts", r.MaxAttempts, "must be within [1, 10] (1: no retries)")
 	case !mathx.Finite(r.BudgetRatio) || r.BudgetRatio <= 0 || r.BudgetRatio > 1:

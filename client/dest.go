@@ -21,9 +21,14 @@ type Dest struct {
 	cfg      *Config
 	throttle window // a: requests, b: accepts
 	budget   window // a: calls, b: retries
+	// run counts, as throttle does, the requests and accepts since the
+	// destination's last refusal, and runLen is the accepts since then
+	// (the accept run, ThrottleConfig.Forget).
+	run    window
+	runLen int
 
-	attempts, retries, throttled, exhausted, late atomic.Uint64
-	prob                                          atomic.Uint64 // last throttle probability, float64 bits
+	attempts, retries, throttled, exhausted, late, forgot atomic.Uint64
+	prob                                                  atomic.Uint64 // last throttle probability, float64 bits
 }
 
 // NewDest returns the state of a destination under cfg, which must be
@@ -31,6 +36,7 @@ type Dest struct {
 func NewDest(cfg *Config) *Dest {
 	d := &Dest{cfg: cfg}
 	d.throttle.init(cfg.Throttle.Window)
+	d.run.init(cfg.Throttle.Window)
 	d.budget.init(cfg.Retry.BudgetWindow)
 	return d
 }
@@ -40,14 +46,22 @@ func NewDest(cfg *Config) *Dest {
 //
 //	p = max(0, (requests − K·accepts) / (requests + 1))
 //
-// over the last Throttle.Window, or 0 when throttling is off or the
-// window holds fewer than Throttle.MinRequests requests.
+// over the last Throttle.Window (since the last accept run's start, when
+// one made the window forget: ThrottleConfig.Forget), or 0 when
+// throttling is off or the window holds fewer than Throttle.MinRequests
+// requests.
 func (d *Dest) ThrottleProbability(now time.Time) float64 {
 	t := &d.cfg.Throttle
 	if t.Enabled == nil || !*t.Enabled {
 		return 0
 	}
 	req, acc := d.throttle.sums(now)
+	return t.probability(req, acc)
+}
+
+// probability is the SRE book's p for req requests and acc accepts, 0
+// below MinRequests requests.
+func (t *ThrottleConfig) probability(req, acc float64) float64 {
 	if req < float64(t.MinRequests) {
 		return 0
 	}
@@ -61,6 +75,7 @@ func (d *Dest) admit(now time.Time, rng *rand.Rand) bool {
 	p := d.ThrottleProbability(now)
 	d.prob.Store(math.Float64bits(p))
 	d.throttle.add(now, 1, 0)
+	d.run.add(now, 1, 0)
 	if p > 0 && rng.Float64() < p {
 		d.throttled.Add(1)
 		return false
@@ -69,11 +84,36 @@ func (d *Dest) admit(now time.Time, rng *rand.Rand) bool {
 	return true
 }
 
-// answered counts an attempt's answer at now: accepted unless the
-// destination refused it for overload.
-func (d *Dest) answered(now time.Time, accepted bool) {
-	if accepted {
-		d.throttle.add(now, 0, 1)
+// answered counts how an attempt ended at now: accepted unless the
+// destination refused it for overload; answered unless it got no answer
+// at all (a timeout, a transport failure, a caller gone), which the
+// window counts as accepted, as the book does, but which is no evidence
+// that the destination accepts again. A refusal starts a new accept run;
+// from the ForgetRun-th answer in a row that was accepted, such an answer
+// makes the window forget what it counted before the run if that lowers
+// p (ThrottleConfig.Forget "accepts").
+func (d *Dest) answered(now time.Time, accepted, answered bool) {
+	if !accepted {
+		d.run.init(d.cfg.Throttle.Window)
+		d.runLen = 0
+		return
+	}
+	d.throttle.add(now, 0, 1)
+	d.run.add(now, 0, 1)
+	if !answered {
+		return
+	}
+	d.runLen++
+	if t := &d.cfg.Throttle; t.Forget == ForgetAccepts && t.ForgetRun > 0 && d.runLen >= t.ForgetRun {
+		// The window from now on is the run's: what it counted before
+		// the destination's last refusal is forgotten, unless that
+		// would refuse more (the run began so long ago that the window
+		// holds nothing older, or attempts sent in the run are still
+		// unanswered: then at a later accept of the run).
+		if t.probability(d.run.sums(now)) < t.probability(d.throttle.sums(now)) {
+			d.throttle = d.run
+			d.forgot.Add(1)
+		}
 	}
 }
 
@@ -95,6 +135,9 @@ type Counts struct {
 	// retries were not made for want of budget; Deadline attempts were
 	// not sent for want of time (MinRemaining).
 	Throttled, BudgetExhausted, Deadline uint64
+	// Forgets are the accept runs that made the throttle's window forget
+	// what came before them (ThrottleConfig.Forget).
+	Forgets uint64
 	// ThrottleProbability is the probability of the last decision.
 	ThrottleProbability float64
 }
@@ -102,7 +145,7 @@ type Counts struct {
 // Counts returns the counters. Safe for concurrent use.
 func (d *Dest) Counts() Counts {
 	return Counts{Attempts: d.attempts.Load(), Retries: d.retries.Load(), Throttled: d.throttled.Load(),
-		BudgetExhausted: d.exhausted.Load(), Deadline: d.late.Load(),
+		BudgetExhausted: d.exhausted.Load(), Deadline: d.late.Load(), Forgets: d.forgot.Load(),
 		ThrottleProbability: math.Float64frombits(d.prob.Load())}
 }
 
@@ -174,9 +217,11 @@ type Result struct {
 	HasRetryAfter bool
 	// Judged marks a result that its caller judged itself instead of by
 	// an HTTP status (a gRPC status, package grpcsluice): Status is then
-	// ignored, Retryable says whether a retry may help and Refused
-	// whether the destination refused the attempt for overload.
-	Judged, Retryable, Refused bool
+	// ignored, Retryable says whether a retry may help, Refused whether
+	// the destination refused the attempt for overload, and NoAnswer
+	// whether the attempt got no answer the destination chose (a
+	// timeout, a transport failure), as Status 0 says of an HTTP result.
+	Judged, Retryable, Refused, NoAnswer bool
 }
 
 // retryable reports whether a retry may help after r.
@@ -189,6 +234,15 @@ func (r Result) retryable() bool {
 		return true
 	}
 	return false
+}
+
+// answered reports whether the attempt got an answer the destination
+// chose (not a timeout or a transport failure).
+func (r Result) answered() bool {
+	if r.Judged {
+		return !r.NoAnswer
+	}
+	return r.Status != 0
 }
 
 // accepted reports whether the destination took the attempt (any answer
@@ -249,7 +303,7 @@ func (c *Call) Attempts() int { return c.attempts }
 // why the call stops. It draws from rng for the jitter and the throttle.
 func (c *Call) Done(now time.Time, r Result, rng *rand.Rand) (Stop, time.Duration) {
 	d, cfg := c.d, &c.cfg.Retry
-	d.answered(now, r.accepted())
+	d.answered(now, r.accepted(), r.answered())
 	switch {
 	case !r.retryable():
 		return StopDone, 0
@@ -284,7 +338,7 @@ func (c *Call) Done(now time.Time, r Result, rng *rand.Rand) (Stop, time.Duratio
 // Abandon records at now that the last attempt ended because its caller
 // gave up (its context ended): the destination did not refuse it, and
 // the call stops.
-func (c *Call) Abandon(now time.Time) { c.d.answered(now, true) }
+func (c *Call) Abandon(now time.Time) { c.d.answered(now, true, false) }
 
 // Backoff returns the wait before retry n (n ≥ 1 attempts made), with
 // full jitter: u·min(max, base·2^(n−1)), u in [0, 1).

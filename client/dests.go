@@ -140,6 +140,7 @@ func (ds *destState) sync(cfg *Config) {
 	d.cfg = cfg
 	if old.Throttle.Window != cfg.Throttle.Window {
 		d.throttle.init(cfg.Throttle.Window)
+		d.run.init(cfg.Throttle.Window)
 	}
 	if old.Retry.BudgetWindow != cfg.Retry.BudgetWindow {
 		d.budget.init(cfg.Retry.BudgetWindow)

@@ -214,7 +214,10 @@ func (c *AutoConfig) New() (sluice.Controller, error) { return NewAuto(*c) }
 // high probe confirms it (one window's gain may be noise), and a base
 // window whose mean service time exceeds SLO/4 cuts L in proportion,
 // L ← L·(SLO/4)/R (at most halving it): by Little's law such a limit only
-// queues inside the service. The thresholds are a fixed fraction of the change
+// queues inside the service. The cut comes back when its cause is gone:
+// a step whose tail estimate T is below SLO/4 raises L ← min(L₀,
+// n̄·(SLO/4)/T) towards the limit L₀ it cut from, n̄ the step's mean in
+// service (auto_uncut.go). The thresholds are a fixed fraction of the change
 // each probe could make, so the same test works whatever the service's
 // speed, and a change of capacity between two windows moves both ratios
 // the same way. At equilibrium L sits between √b·W and b·W: the low probe
@@ -356,6 +359,8 @@ type Auto struct {
 	kNext    int
 	share    float64 // the last judged window's backend share s (overtakes; 0: none yet)
 	queue    queueState
+	cutFrom  float64 // L before the latest run of Little's-law cuts (0: none; auto_uncut.go)
+	cut      bool    // the window just judged made a Little's-law cut
 }
 
 // tailMargin is the relative error of R̂99 that a burst's wait leaves
@@ -430,7 +435,7 @@ func (a *Auto) Limit() float64 { return a.limit }
 // running mean and p99 service times in seconds (NaN while unknown).
 func (a *Auto) Estimates() map[string]float64 {
 	e := map[string]float64{"limit": a.limit, "throughput_rps": a.base.x(),
-		"service_mean_s": a.rMean, "service_p99_s": a.rP99}
+		"service_mean_s": a.rMean, "service_p99_s": a.rP99, "cut_from": a.cutFrom}
 	if a.cfg.MinRate > 0 {
 		e["min_rate_open"] = b2f(a.open)
 	}
@@ -556,7 +561,9 @@ func (a *Auto) Update(now time.Time, m sluice.Measurements) sluice.Decision {
 		}
 	}
 	why, fence := "", false
-	if !a.win.settled {
+	if w, ok := a.uncut(m); ok {
+		why = w
+	} else if !a.win.settled {
 		// A window starts by settling: the number in service reaches the
 		// new limit (requests admitted under the old one leave), for at
 		// least one service time and one step.
@@ -606,7 +613,14 @@ func (a *Auto) Update(now time.Time, m sluice.Measurements) sluice.Decision {
 		}
 		full := a.win.done >= float64(a.cfg.MinCompletions) && a.win.elapsed >= minTime-1e-9
 		if full || a.win.elapsed >= a.cfg.MaxWindow.Seconds()-1e-9 {
+			before := a.limit
+			a.cut = false
 			why = a.judge()
+			if (a.limit < before && !a.cut) || a.limit >= a.cutFrom {
+				// A probe that lowered L found less parallelism than
+				// the cut's limit assumed (auto_uncut.go).
+				a.cutFrom = 0
+			}
 			a.win = autoWindow{limit: a.windowLimit()}
 		} else {
 			why = fmt.Sprintf("window %g measuring (%g of %d completions)", a.win.limit, a.win.done, a.cfg.MinCompletions)
@@ -674,7 +688,10 @@ func (a *Auto) judge() string {
 		if r := w.meanR(); w.samples > 0 && r > a.cfg.SLO.Seconds()/4 && a.limit > 2*a.cfg.MinLimit {
 			old := a.limit
 			a.limit = clamp(a.limit*a.cfg.SLO.Seconds()/(4*r), math.Max(a.cfg.MinLimit, a.limit/2), a.cfg.MaxLimit)
-			a.step = 0
+			a.step, a.cut = 0, true
+			if a.cutFrom == 0 {
+				a.cutFrom = old
+			}
 			return fmt.Sprintf("L %.4g → %.4g: base %g: service time %s is over SLO/4 (%.4g req/s)", old, a.limit, w.limit, fmtSec(r), x)
 		}
 		return fmt.Sprintf("base %g: %.4g req/s, n̄ %.3g, R %s", w.limit, x, n, fmtSec(w.meanR()))

@@ -208,8 +208,10 @@ type floorer interface{ Floor() float64 }
 
 // FloorOf returns the most restrictive setting cfg's controller can reach
 // — the lowest rate of a rate controller, the highest drop probability of
-// yaksha — and whether it has one (a static controller, whose setting
-// never moves, has none; nor do the concurrency limits).
+// yaksha, auto's min_limit — and whether it has one (a static controller,
+// whose setting never moves, has none; nor do gradient2, envoy-gradient
+// and bbr, whose limits rest at or start from their minimum in normal
+// operation, so that sitting there tells nothing).
 func FloorOf(cfg Config) (float64, bool) {
 	if f, ok := cfg.(floorer); ok {
 		return f.Floor(), true
@@ -231,6 +233,12 @@ func (c *KihlConfig) Floor() float64 { return 0 }
 
 // Floor: max_drop, the most yaksha drops.
 func (c *YakshaConfig) Floor() float64 { return c.MaxDrop }
+
+// Floor: min_limit, the fewest requests auto lets run at once. Auto's
+// limit starts at initial_limit and stays where it is without evidence,
+// so a limit held at min_limit means the backend missed the SLO even
+// with that little concurrency.
+func (c *AutoConfig) Floor() float64 { return c.MinLimit }
 
 // Needs: auto reads Measurements.ServiceTailP99 for R̂99, and with knee
 // "overtakes" Measurements.Parallel.

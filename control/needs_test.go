@@ -131,7 +131,7 @@ func TestObjectiveAndFloorOfEveryController(t *testing.T) {
 		hasFloor  bool
 	}
 	wants := map[string]want{
-		"auto":               {"target", 0, false},
+		"auto":               {"target", DefaultAutoConfig().MinLimit, true},
 		"bbr":                {"", 0, false},
 		"envoy-gradient":     {"", 0, false},
 		"gradient2":          {"", 0, false},

@@ -185,7 +185,10 @@ func (c *Client) unary(ctx context.Context, method string, req, reply any, cc *g
 }
 
 // Judge returns how the client side judges a call's answer: err (nil
-// for OK) and its trailer (nil: none).
+// for OK) and its trailer (nil: none). RESOURCE_EXHAUSTED is an overload
+// refusal; UNAVAILABLE, DEADLINE_EXCEEDED and CANCELLED are no answer the
+// destination chose (client.Result.NoAnswer: the throttle counts them as
+// accepted, as HTTP's transport failures, and they make no accept run).
 func Judge(err error, trailer metadata.MD) client.Result {
 	r := client.Result{Judged: true}
 	if err == nil {
@@ -196,6 +199,9 @@ func Judge(err error, trailer metadata.MD) client.Result {
 	switch st.Code() {
 	case codes.Unavailable:
 		r.Retryable = !r.HasRetryAfter || r.RetryAfter >= 0
+		r.NoAnswer = true
+	case codes.DeadlineExceeded, codes.Canceled:
+		r.NoAnswer = true
 	case codes.ResourceExhausted:
 		r.Refused = true
 		r.Retryable = r.HasRetryAfter && r.RetryAfter >= 0

@@ -1,14 +1,15 @@
 package policy
 
 import (
-	"math"
-
 	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Metric descriptors. Counters are totals up to the last collected control
-// period (a stage collects at every step), response times describe the
-// last period.
+// period (a stage collects at every step). Response times are the latency
+// histograms (latency.go), recorded per request: the per-period
+// quantiles a controller reads are in each stage's State (the admin API's
+// /state and its dashboard), not in metrics, since no query can
+// aggregate quantiles across replicas.
 var (
 	descRequests = prometheus.NewDesc("sluice_requests_total",
 		"Requests per stage, class and outcome: offered, admitted, rejected, shadow_rejected (would have been rejected; shadow mode admitted them), completed, error; deadline: the part of rejected refused because the request's deadline passed or would pass before service; fair_evicted: the part of rejected evicted from the queue under fair queueing among tenants for a tenant behind them in virtual time (both counted at once, the others at each control period).",
@@ -19,12 +20,6 @@ var (
 	descHopUntrusted = prometheus.NewDesc("sluice_hop_untrusted_total",
 		"Priority and tenant headers sent by a peer that is not a trusted proxy, and ignored.",
 		[]string{"header"}, nil)
-	descRT = prometheus.NewDesc("sluice_response_time_seconds",
-		"Response-time quantiles of the last control period (NaN without samples).",
-		[]string{"stage", "class", "quantile"}, nil)
-	descRTMean = prometheus.NewDesc("sluice_response_time_mean_seconds",
-		"Mean response time of the last control period (NaN without samples).",
-		[]string{"stage", "class"}, nil)
 	descGate = prometheus.NewDesc("sluice_gate_setting",
 		"The gate setting in force for the class, in the unit of its kind (rate: req/s, drop_probability, concurrency: requests, quality: level, none: 0).",
 		[]string{"stage", "class", "kind"}, nil)
@@ -60,7 +55,7 @@ var (
 		[]string{"stage"}, nil)
 )
 
-var allDescs = []*prometheus.Desc{descRequests, descRT, descRTMean, descGate, descQuality, descGateOff,
+var allDescs = []*prometheus.Desc{descRequests, descGate, descQuality, descGateOff,
 	descDecisions, descInFlight, descQueued, descMaxWait, descEstimate, descDemand, descHopInvalid, descHopUntrusted,
 	descMaxRejectAdmitted, descTenantsQueued}
 
@@ -70,8 +65,9 @@ type collector struct {
 }
 
 // Collector returns a prometheus.Collector of p's per-stage and per-class
-// metrics (sluice_requests_total, sluice_response_time_seconds,
-// sluice_response_time_mean_seconds, sluice_gate_setting, sluice_quality,
+// metrics (sluice_requests_total, the latency histograms
+// sluice_request_duration_seconds, sluice_upstream_duration_seconds and
+// sluice_queue_wait_seconds, sluice_gate_setting, sluice_quality,
 // sluice_gate_off, sluice_controller_decisions_total, sluice_in_flight,
 // sluice_queue_length, sluice_queue_max_wait_seconds,
 // sluice_controller_estimate, sluice_demand_ratio) and the hop headers it refused
@@ -88,10 +84,17 @@ func CollectorFor(current func() *Policy) prometheus.Collector {
 	return &collector{current: current}
 }
 
+// latencyDescs describe the latency histograms of every policy (the
+// same names, help and labels).
+var latencyDescs = newLatencyVecs().collectors()
+
 // Describe sends the descriptors of every metric.
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range allDescs {
 		ch <- d
+	}
+	for _, l := range latencyDescs {
+		l.Describe(ch)
 	}
 }
 
@@ -100,6 +103,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	p := c.current()
 	if p == nil {
 		return
+	}
+	for _, l := range p.lat.collectors() {
+		l.Collect(ch)
 	}
 	for _, e := range p.entries {
 		st := e.st.State(0)
@@ -114,14 +120,6 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 				{"deadline", cs.Deadline}, {"fair_evicted", cs.FairEvicted}} {
 				ch <- prometheus.MustNewConstMetric(descRequests, prometheus.CounterValue, float64(o.v), name, class, o.outcome)
 			}
-			p50, p90, p99, mean := math.NaN(), math.NaN(), math.NaN(), math.NaN()
-			if l := cs.Last; l != nil && l.Samples > 0 {
-				p50, p90, p99, mean = l.P50MS/1e3, l.P90MS/1e3, l.P99MS/1e3, l.MeanMS/1e3
-			}
-			ch <- prometheus.MustNewConstMetric(descRT, prometheus.GaugeValue, p50, name, class, "0.5")
-			ch <- prometheus.MustNewConstMetric(descRT, prometheus.GaugeValue, p90, name, class, "0.9")
-			ch <- prometheus.MustNewConstMetric(descRT, prometheus.GaugeValue, p99, name, class, "0.99")
-			ch <- prometheus.MustNewConstMetric(descRTMean, prometheus.GaugeValue, mean, name, class)
 			setting := st.Setting
 			if ci < len(st.ClassRates) {
 				setting = st.ClassRates[ci]

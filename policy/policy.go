@@ -64,6 +64,12 @@ type Options struct {
 	// configuration, and a reused stage keeps the controller it was built
 	// with. nil replaces nothing.
 	Controllers map[string]control.Config
+	// RecordsUpstream says that the caller records each admitted
+	// request's upstream exchange (Request.Latency.Upstream): the proxy
+	// does. Only then has sluice_upstream_duration_seconds series; behind
+	// the middleware and the gRPC interceptors, where the handler is the
+	// service itself, it has none (false, the default).
+	RecordsUpstream bool
 }
 
 // Policy is a live admission policy. All methods are safe for concurrent
@@ -76,7 +82,8 @@ type Policy struct {
 	classes []string
 	reject  *rejecter
 	log     *slog.Logger
-	hops    *hopCounts // shared with the successor on reload
+	hops    *hopCounts   // shared with the successor on reload
+	lat     *latencyVecs // the latency histograms, shared with the successor on reload
 	// defClass is the index of classes.default.
 	defClass int
 	// anyRateLimit: some stage has ratelimit_headers.
@@ -116,6 +123,7 @@ type entry struct {
 	tenantKey tenantKey
 	fp        fingerprint
 	decisions *atomic.Uint64 // shared with the successor that reuses st
+	lat       []Latency      // the latency observers of each class
 }
 
 // New builds a policy from cfg: a copy of cfg is given its defaults and
@@ -142,9 +150,9 @@ func New(cfg Config, opts Options) (*Policy, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	p := &Policy{cfg: c, cls: cls, byName: map[string]*entry{}, classes: c.Classes.Order, reject: comp.reject, log: log,
-		hops: new(hopCounts)}
+		hops: new(hopCounts), lat: newLatencyVecs()}
 	if opts.Previous != nil {
-		p.hops = opts.Previous.hops
+		p.hops, p.lat = opts.Previous.hops, opts.Previous.lat
 	}
 	p.defClass = comp.cls.DefaultClass
 	build := func(name string, ctrl control.Config, fp fingerprint, sc *StageConfig) (*entry, error) {
@@ -202,6 +210,7 @@ func New(cfg Config, opts Options) (*Policy, error) {
 	p.entries = append(p.entries, e)
 	p.byName[e.name] = e
 	p.reject.bind(len(p.entries), len(p.classes), derive(opts.Rand))
+	p.bindLatency(opts.Previous, opts.RecordsUpstream)
 	return p, nil
 }
 
@@ -271,6 +280,9 @@ type Request struct {
 	// the stage's tenants.key names it: by default Hop.Tenant ("" when
 	// the request names none).
 	Tenant string
+	// Latency records the request's latency histograms, those of its
+	// stage and class (Policy.Collector exports them).
+	Latency *Latency
 }
 
 // ClassifyRequest reads r at now: its stage and class, its hop headers
@@ -288,7 +300,8 @@ func (p *Policy) ClassifyRequest(r *http.Request, now time.Time) Request {
 func (p *Policy) classifyRequest(r *http.Request, now time.Time) (*entry, Request) {
 	e, class, h := p.classifyHop(r)
 	p.hops.add(&h)
-	out := Request{Stage: e.st, Class: class, Hop: sluice.Hop{Priority: h.Priority, Tenant: h.Tenant}, Tenant: h.Tenant}
+	out := Request{Stage: e.st, Class: class, Hop: sluice.Hop{Priority: h.Priority, Tenant: h.Tenant}, Tenant: h.Tenant,
+		Latency: e.latency(class)}
 	if e.tenantKey.kind != tenantHop {
 		out.Tenant = p.tenant(e.tenantKey, r, h.Tenant)
 	}
@@ -441,23 +454,31 @@ func (p *Policy) Admit(r *http.Request) (sluice.Admission, error) {
 // HTTP request (gRPC: package grpcsluice) and so saves the copy that
 // r.WithContext makes.
 func (p *Policy) AdmitContext(ctx context.Context, r *http.Request) (sluice.Admission, error) {
-	e, cr := p.classifyRequest(r, time.Time{})
+	now := time.Now()
+	e, cr := p.classifyRequest(r, now)
 	var cancel context.CancelFunc
 	if !cr.Deadline.IsZero() {
 		if d, ok := ctx.Deadline(); !ok || cr.Deadline.Before(d) {
 			ctx, cancel = context.WithDeadline(ctx, cr.Deadline)
 		}
 	}
-	t, err := cr.Stage.EnterRequest(ctx, stage.Request{Class: cr.Class, Tenant: cr.Tenant})
+	t, err := cr.Stage.EnterRequest(ctx, stage.Request{Class: cr.Class, Tenant: cr.Tenant, Arrival: now})
 	if err != nil {
 		if cancel != nil {
 			cancel()
 		}
+		// A refusal is answered now; a request whose client left while
+		// it queued is not answered at all: an error.
+		o := LatencyError
+		if errors.Is(err, sluice.ErrRejected) {
+			o = LatencyRejected
+		}
+		cr.Latency.Request(o, time.Since(now))
 		return nil, err
 	}
 	a := admissionPool.Get().(*admission)
 	a.lc.Reset(t)
-	a.e, a.q = e, cr.Stage.Quality()
+	a.e, a.q, a.lat, a.early = e, cr.Stage.Quality(), cr.Latency, false
 	a.ctx, a.cancel = nil, cancel
 	if cr.Hop != (sluice.Hop{}) {
 		a.ctx = sluice.WithHop(ctx, cr.Hop)
@@ -538,6 +559,8 @@ var _ sluice.Policy = (*Policy)(nil)
 type admission struct {
 	lc     stage.Lifecycle
 	e      *entry
+	lat    *Latency
+	early  bool // a stream before its long-lived time: an upgrade or an event stream, not observed
 	q      float64
 	ctx    context.Context    // the handler's context; nil: the request's
 	cancel context.CancelFunc // ends the deadline's context, or nil
@@ -565,17 +588,35 @@ func (a *admission) StreamDeadline() time.Time { return a.lc.Ticket().Start().Ad
 
 // Stream releases the request's concurrency slot and makes it a
 // non-sample. Later calls have no effect.
-func (a *admission) Stream() { a.lc.Stream(time.Now()) }
+func (a *admission) Stream() {
+	now := time.Now()
+	if a.lc.Stream(now) && now.Before(a.StreamDeadline()) {
+		a.early = true
+	}
+}
 
-// Done records the request's end and recycles the admission.
+// Done records the request's end and recycles the admission. The
+// latency histograms take the request and its wait for admission unless
+// it became a stream before the stage's long_lived: an upgrade or an
+// event stream, whose length says nothing of latency.
 func (a *admission) Done(ok bool) {
-	if !a.lc.Done(time.Now(), stage.Outcome{OK: ok}) {
+	now := time.Now()
+	if !a.lc.Done(now, stage.Outcome{OK: ok}) {
 		return
+	}
+	if !a.early {
+		t := a.lc.Ticket()
+		o := LatencyOK
+		if !ok {
+			o = LatencyError
+		}
+		a.lat.QueueWait(t.Start().Sub(t.Arrival()))
+		a.lat.Request(o, now.Sub(t.Arrival()))
 	}
 	if a.cancel != nil {
 		a.cancel()
 	}
 	a.lc.Reset(stage.Ticket{})
-	a.e, a.ctx, a.cancel = nil, nil, nil
+	a.e, a.lat, a.ctx, a.cancel = nil, nil, nil, nil
 	admissionPool.Put(a)
 }

@@ -352,12 +352,13 @@ sluice_controller_decisions_total{stage="default"} 1
 		"sluice_quality", "sluice_gate_off", "sluice_controller_decisions_total"); err != nil {
 		t.Fatal(err)
 	}
-	if n := testutil.CollectAndCount(c, "sluice_response_time_seconds"); n != 12 {
-		t.Fatalf("%d response-time series", n)
+	// Two stages (api, the implicit default) and two classes: 2×2×3
+	// request-duration series.
+	if n := testutil.CollectAndCount(c, "sluice_request_duration_seconds"); n != 12 {
+		t.Fatalf("%d request-duration series", n)
 	}
-	// sluice_response_time_seconds is a gauge of the last period's
-	// quantiles (not a cumulative summary), which the linter flags.
-	if problems, err := testutil.CollectAndLint(c, "sluice_requests_total", "sluice_response_time_mean_seconds",
+	if problems, err := testutil.CollectAndLint(c, "sluice_requests_total", "sluice_request_duration_seconds",
+		"sluice_upstream_duration_seconds", "sluice_queue_wait_seconds",
 		"sluice_gate_setting", "sluice_quality", "sluice_gate_off", "sluice_controller_decisions_total"); err != nil || len(problems) > 0 {
 		t.Fatalf("lint: %v %v", problems, err)
 	}

@@ -1,11 +1,13 @@
 package proxy
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"os"
 	"strings"
 	"testing"
 
@@ -81,6 +83,22 @@ func BenchmarkHandler(b *testing.B) {
 	}
 	defer func() { _ = traced.tel.Shutdown(b.Context()) }()
 	traced.h.gen.Load().pool.rt = cannedTransport{}
+	// The same with the access log on (to /dev/null, its writer running):
+	// every request formats its line (the bench's requests carry no
+	// request id, so each gets a new one), up to max_per_second.
+	lcfg, err := Parse("bench.yaml", []byte(baseConfig("http://127.0.0.1:8081", sedaStage+
+		"access_log: {path: "+os.DevNull+", max_per_second: 0}\n")))
+	if err != nil {
+		b.Fatal(err)
+	}
+	logged, err := New(lcfg, Options{Registry: prometheus.NewRegistry()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	logged.h.gen.Load().pool.rt = cannedTransport{}
+	lctx, stopLog := context.WithCancel(b.Context())
+	defer stopLog()
+	go logged.h.alog.run(lctx)
 	for _, c := range []struct {
 		name string
 		h    http.Handler
@@ -88,7 +106,8 @@ func BenchmarkHandler(b *testing.B) {
 	}{{"bare-reverseproxy", bare, ""}, {"bare-reverseproxy-bufferpool", &pooled, ""}, {"sluice-seda", srv.Handler(), ""},
 		// A backend probe path (health.backend_paths): past admission control.
 		{"sluice-probe-path", srv.Handler(), "/healthz"},
-		{"sluice-seda-otlp-traces", traced.Handler(), ""}} {
+		{"sluice-seda-otlp-traces", traced.Handler(), ""},
+		{"sluice-seda-access-log", logged.Handler(), ""}} {
 		b.Run(c.name, func(b *testing.B) {
 			req := benchRequest()
 			if c.path != "" {

@@ -123,6 +123,10 @@ type Config struct {
 	// changed otlp.headers (and headers_file); changing the rest needs a
 	// restart.
 	Telemetry TelemetryConfig `yaml:"telemetry"`
+	// AccessLog writes one line per request with its admission decision
+	// (AccessLogConfig); nil (the default) writes none. A reload applies
+	// changes.
+	AccessLog *AccessLogConfig `yaml:"access_log,omitempty"`
 	// Config is the admission policy, inline: classes, stages, reject,
 	// shadow, degrade.
 	policy.Config `yaml:",inline"`
@@ -398,6 +402,9 @@ func fieldErr(path, format string, args ...any) error {
 // including the policy's.
 func (c *Config) SetDefaults() {
 	c.Telemetry.setDefaults()
+	if c.AccessLog != nil {
+		c.AccessLog.setDefaults()
+	}
 	for i := range c.Listeners {
 		l := &c.Listeners[i]
 		if l.ReadHeaderTimeout == 0 {
@@ -608,6 +615,11 @@ func (c *Config) Validate() error {
 	}
 	if err := c.Telemetry.validate(); err != nil {
 		return err
+	}
+	if c.AccessLog != nil {
+		if err := c.AccessLog.validate(); err != nil {
+			return err
+		}
 	}
 	return c.validateOverload()
 }

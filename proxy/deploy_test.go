@@ -106,11 +106,12 @@ func deployExprs(t *testing.T) map[string]string {
 	return out
 }
 
-// TestDeployMetricsExist serves a proxy with seda, yaksha, a concurrency
-// stage, a cpu resource rule with its sensor, the policer and client
-// shares, in front of one working server and one that refuses
-// connections, and checks that /metrics has every metric the Grafana
-// panels and the alert rules use.
+// TestDeployMetricsExist serves a proxy with auto, seda, yaksha, a
+// concurrency stage, a cpu resource rule with its sensor, the policer,
+// client shares and cluster mode (its Redis unreachable: the fallback),
+// in front of one working server and one that refuses connections, and
+// checks that /metrics has every metric the Grafana panels and the alert
+// rules use.
 func TestDeployMetricsExist(t *testing.T) {
 	used := map[string][]string{}
 	for where, expr := range deployExprs(t) {
@@ -129,15 +130,17 @@ stages:
   - {name: api, match: {path_prefix: /api}, controller: yaksha, params: {tref: 100ms}}
   - {name: cgi, match: {path_prefix: /cgi}, controller: voigt-cpu}
   - {name: lim, match: {path_prefix: /lim}, controller: static-concurrency, params: {limit: 4}}
+  - {name: all, match: {path_prefix: /}, controller: auto, params: {slo: 500ms}}
 resources:
   - {stage: cgi, resource: cpu, sensor: {source: pool-busy}}
 policer: {rate: 10000, burst: 1000, control: {q_ref: 100}}
 shares:
   total_bandwidth: 1MB
   clients: [{name: a, share: 50, cidrs: [127.0.0.1]}]
+cluster: {addrs: [`+dead.Addr().String()+`], instance: a, prefix: deploytest, period: 100ms}
 `))
 	for i := range 8 {
-		for _, p := range []string{"/web", "/api", "/cgi", "/lim"} {
+		for _, p := range []string{"/web", "/api", "/cgi", "/lim", "/"} {
 			code, _, _ := get(t, r.url+p+"/x", nil)
 			if code != 200 && code != 502 && code != 503 { // 502: the dead server; 503: a gate
 				t.Fatalf("GET %s (%d): %d", p, i, code)

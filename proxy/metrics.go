@@ -86,6 +86,15 @@ func (m *metrics) register(reg prometheus.Registerer, h *Handler, ov *overload) 
 	return nil
 }
 
+// buildInfo is sluice_build_info: 1, labelled with the binary's version.
+func buildInfo(b BuildInfo) prometheus.Collector {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_build_info",
+		Help:        "1, labelled with the running binary's version (as `sluice version` prints it), VCS revision and Go version.",
+		ConstLabels: prometheus.Labels{"version": b.Version, "revision": b.Revision, "goversion": b.GoVersion}})
+	g.Set(1)
+	return g
+}
+
 var (
 	descBackendInFlight = prometheus.NewDesc("proxy_backend_in_flight",
 		"Requests in flight to each upstream server.", []string{"backend"}, nil)

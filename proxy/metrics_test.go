@@ -25,6 +25,7 @@ func TestTargetAndFloorMetrics(t *testing.T) {
 		`proxy_stage_target_seconds{objective="target",stage="site"} 0.5`,
 		`proxy_stage_setting_floor{kind="rate",stage="web"} 0.05`,
 		`proxy_stage_setting_floor{kind="drop_probability",stage="api"} 0.9`,
+		`proxy_stage_setting_floor{kind="concurrency",stage="site"} 1`,
 		"proxy_queue_wait_seconds_total 0",
 		"proxy_queue_waits_total 0",
 	} {
@@ -32,9 +33,8 @@ func TestTargetAndFloorMetrics(t *testing.T) {
 			t.Errorf("/metrics lacks %s:\n%s", want, grepLines(text, "proxy_stage_"))
 		}
 	}
-	// No floor for limits that have none configured (auto) or never
-	// move (a static rate).
-	for _, stage := range []string{"site", "fixed"} {
+	// No floor for a limit that never moves (a static rate).
+	for _, stage := range []string{"fixed"} {
 		if strings.Contains(text, `proxy_stage_setting_floor{kind=`) && strings.Contains(grepLines(text, "proxy_stage_setting_floor{"), `stage="`+stage+`"`) {
 			t.Errorf("/metrics has a setting floor for stage %s", stage)
 		}

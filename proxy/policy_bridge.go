@@ -32,7 +32,7 @@ func buildPolicy(cfg policy.Config, prev *policy.Policy, logger *slog.Logger, qu
 	if err != nil {
 		return nil, err
 	}
-	opts := policy.Options{Now: time.Now(), Logger: logger, Previous: prev, Queue: map[string]func() float64{},
+	opts := policy.Options{Now: time.Now(), Logger: logger, Previous: prev, RecordsUpstream: true, Queue: map[string]func() float64{},
 		Utilization: map[string]monitor.UtilizationSource{}, Controllers: map[string]control.Config{}}
 	for _, st := range cfg.Stages {
 		if rule := ov.byStage[st.Name]; rule != nil {

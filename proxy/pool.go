@@ -147,10 +147,22 @@ func NewTransport(cfg BackendsConfig) *http.Transport {
 // Release. It returns ErrPoolQueueFull or ErrPoolQueueTimeout when the
 // pool is saturated, or ctx's error if the client left while waiting.
 func (p *Pool) Acquire(ctx context.Context) (*Backend, error) {
-	if !p.lim.TryAcquire() {
-		return p.acquireWaiting(ctx)
+	b, _, err := p.acquireAt(ctx)
+	return b, err
+}
+
+// acquireAt is Acquire that also says when the slot was granted: the
+// zero time when one was free at once, so that the caller, who knows
+// when that was, reads no clock.
+func (p *Pool) acquireAt(ctx context.Context) (*Backend, time.Time, error) {
+	if p.lim.TryAcquire() {
+		return p.acquired(), time.Time{}, nil
 	}
-	return p.acquired(), nil
+	b, err := p.acquireWaiting(ctx)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	return b, time.Now(), nil
 }
 
 // acquireWaiting is Acquire when no slot was free: it queues, and

@@ -15,7 +15,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/time/rate"
 
 	"github.com/sluicehq/sluice"
@@ -47,6 +46,7 @@ type generation struct {
 	reported                                    []reportedHeader // backend-reported utilization headers
 	shares                                      *share.Shares    // client bandwidth shares, or nil
 	buf                                         bufferPolicy     // response_buffering
+	access                                      *accessSettings  // access_log, or nil
 	cluster                                     *cluster.Runner  // cluster mode's runner, or nil
 	version                                     uint64
 	loaded                                      time.Time
@@ -79,6 +79,8 @@ type Handler struct {
 	// tel exports traces (a server span per request) when configured;
 	// nil is off, set once before serving.
 	tel *telemetry.Telemetry
+	// alog writes every generation's access log (access_log).
+	alog *accessLog
 }
 
 // stateKey finds a request's *reqState in its context.
@@ -90,7 +92,7 @@ type connKey struct{}
 var errOverallTimeout = errors.New("sluice: upstream overall timeout")
 
 func newHandler(m *metrics, log *slog.Logger) *Handler {
-	h := &Handler{m: m, log: log, warn: rate.Sometimes{Interval: time.Second}}
+	h := &Handler{m: m, log: log, warn: rate.Sometimes{Interval: time.Second}, alog: newAccessLog(log)}
 	chunks := newBufferPool(DefaultResponseMaxMemoryBytes)
 	h.buf = newRespBuffers(chunks, log)
 	// The upstream client side, for the handler's life: its destinations'
@@ -131,6 +133,11 @@ type reqState struct {
 	backend *Backend
 	sc      *h1.ScanConn
 	arrival time.Time
+	// wait is the time from arrival until the request could leave for its
+	// backend (its stage's and pool's slots granted), lat its stage and
+	// class's latency histograms.
+	wait    time.Duration
+	lat     *policy.Latency
 	quality float64    // 0 when the stage does not degrade
 	hop     sluice.Hop // what travels on to the backend (priority, tenant)
 	// dlCancel ends the upstream context's deadline (a request with one),
@@ -150,6 +157,17 @@ type reqState struct {
 	clientGone  atomic.Bool
 	poolHeld    atomic.Bool // the pool slot is still held (releasePool gives it back once)
 	streamed    atomic.Bool // stream ran: the streams gauge counts it
+	// unobserved: an upgrade or an event stream, whose length is no
+	// latency; switched: an upgrade, whose 101 ReverseProxy writes on the
+	// hijacked connection (both set by modifyResponse).
+	unobserved, switched bool
+	// upstreamNS is the upstream exchange's time once it ended, ns.
+	upstreamNS atomic.Int64
+	// attempts counts the upstream attempts started (with tracing).
+	attempts atomic.Int32
+	// ob is the request's observation (the access log's request id goes
+	// upstream), or nil.
+	ob *observation
 
 	// in is the client's request (for the time spent waiting on the client)
 	// and writeWait0 the connection's write wait when it arrived.
@@ -242,19 +260,30 @@ func (rs *reqState) outcome(aborted bool) stage.Outcome {
 // body has been read to the end: the stage takes its sample and the
 // backend slot goes to the next request, while the proxy still writes the
 // last bytes to a client that may be slow to read them.
-func (rs *reqState) upstreamDone() {
-	now := time.Now()
-	rs.releasePool()
-	rs.lc.Done(now, rs.outcome(false))
-}
+func (rs *reqState) upstreamDone() { rs.endUpstream(time.Now(), false) }
 
 // upstreamFailed ends the request's use of the backend when a buffered
 // response's body failed to read (its filler saw the error): the client
 // still gets what came before, and then its connection is aborted.
-func (rs *reqState) upstreamFailed() {
-	now := time.Now()
+func (rs *reqState) upstreamFailed() { rs.endUpstream(time.Now(), true) }
+
+// endUpstream ends the request's use of the backend at now, the first
+// time it is called: the backend slot goes back, the stage takes its
+// sample, sluice_upstream_duration_seconds the exchange's time (from the
+// end of the request's wait, less the client's time the stage leaves
+// out) and
+// sluice_queue_wait_seconds the wait before it. It returns the request's
+// outcome as of now.
+func (rs *reqState) endUpstream(now time.Time, aborted bool) stage.Outcome {
 	rs.releasePool()
-	rs.lc.Done(now, rs.outcome(true))
+	o := rs.outcome(aborted)
+	if rs.lc.Done(now, o) && !rs.unobserved {
+		d := max(now.Sub(rs.arrival)-rs.wait-o.Excluded, 0)
+		rs.upstreamNS.Store(int64(d))
+		rs.lat.QueueWait(rs.wait)
+		rs.lat.Upstream(d)
+	}
+	return o
 }
 
 // finish ends the request (its last byte was written, or it was aborted).
@@ -276,8 +305,10 @@ func (rs *reqState) finish(aborted bool) {
 	}
 	rs.shareEnd(!aborted)
 	now := time.Now()
-	rs.releasePool()
-	rs.lc.Done(now, rs.outcome(aborted)) // no-op when upstreamDone ran
+	o := rs.endUpstream(now, aborted) // the outcome only, when upstreamDone ran
+	if !rs.unobserved {
+		rs.lat.Request(latencyOutcome(o), now.Sub(rs.arrival))
+	}
 	if rs.spool != nil {
 		_ = rs.spool.Close() // ReverseProxy closed it, unless it panicked first
 	}
@@ -320,11 +351,6 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)
 		return
 	}
-	var span trace.Span // the server span when tracing; nil otherwise
-	if h.tel.Tracing() {
-		r, span = h.tel.StartServer(r)
-		defer span.End()
-	}
 	g := h.gen.Load()
 	if pre := g.cfg.Health.ListenerPrefix; pre != "" && h.ready != nil && strings.HasPrefix(r.URL.Path, pre) {
 		switch r.URL.Path[len(pre):] {
@@ -339,6 +365,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if g.isProbePath(r.URL.Path) {
 		h.serveProbe(w, r, g, arrival)
 		return
+	}
+	var ob *observation // the span, the OTel metric and the access log's; nil when all are off
+	if h.observing(g) {
+		ob, r = h.observe(w, r, g, arrival)
+		w = ob
+		defer h.observed(ob)
 	}
 	h.offered.Add(1)
 	cr := g.pol.ClassifyRequest(r, arrival)
@@ -357,82 +389,62 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			defer cancel()
 		}
 	}
-	t, err := st.EnterRequest(ctx, stage.Request{Class: cr.Class, Tenant: cr.Tenant})
+	t, err := st.EnterRequest(ctx, stage.Request{Class: cr.Class, Tenant: cr.Tenant, Arrival: arrival})
+	ob.decided(cr, t, err)
 	if err != nil {
-		if span != nil {
-			h.traceDecision(span, g, cr, stage.Ticket{}, err)
-		}
-		switch {
-		case errors.Is(err, sluice.ErrRejected) && grpcCall:
-			h.shed.Add(1)
-			h.rejectGRPC(w, r, g, err)
-		case errors.Is(err, sluice.ErrRejected):
-			h.shed.Add(1)
-			g.pol.Reject(w, r, err)
-		}
-		// Otherwise the client left while queued: nobody to answer.
+		o := h.refused(w, r, g, grpcCall, err)
+		cr.Latency.Request(o, time.Since(arrival))
 		return
-	}
-	if span != nil {
-		h.traceDecision(span, g, cr, t, nil)
 	}
 	g.pol.WriteRateLimit(w.Header(), st.Name(), time.Now())
 	var res share.Reservation
 	if g.shares != nil {
-		c := g.identify(r)
-		g.shares.RateLimit(w.Header(), c)
-		if res, err = g.shares.Begin(time.Now(), c); err != nil {
-			// An explicit rejection by the share policy: not a backend
-			// failure, not a response-time sample.
-			t.Finish(time.Now(), stage.Outcome{OK: true, NoSample: true})
-			h.shed.Add(1)
-			if span != nil {
-				telemetry.Shed(span, "share")
-				telemetry.Status(span, http.StatusServiceUnavailable)
-			}
-			shareRejected(w, err)
+		if res, err = h.beginShare(w, r, g, t, ob); err != nil {
+			cr.Latency.Request(policy.LatencyRejected, time.Since(arrival))
 			return
 		}
 	}
-	b, err := g.pool.Acquire(ctx)
+	b, granted, err := g.pool.acquireAt(ctx)
 	if err != nil {
 		res.Release()
-		saturated := errors.Is(err, ErrPoolQueueFull) || errors.Is(err, ErrPoolQueueTimeout)
 		// A saturated pool, a deadline that passed in the pool's queue, or
 		// a client that left while queued, fails the request, but its wait
 		// says nothing about the backend: no sample (a queue timeout is
 		// not a response time).
 		t.Finish(time.Now(), stage.Outcome{OK: false, NoSample: true})
-		switch {
-		case saturated && grpcCall:
-			h.shed.Add(1)
-			if span != nil {
-				telemetry.Shed(span, "pool")
-				telemetry.Status(span, http.StatusOK)
-			}
-			h.poolRejectedGRPC(w, g, err)
-		case saturated:
-			h.shed.Add(1)
-			if span != nil {
-				telemetry.Shed(span, "pool")
-				telemetry.Status(span, http.StatusServiceUnavailable)
-			}
-			h.poolRejected(w, g, err)
-		case errors.Is(err, context.DeadlineExceeded) && r.Context().Err() == nil && grpcCall:
-			h.m.deadline.WithLabelValues("pool_queue").Inc()
-			writeGRPCStatus(w, grpcDeadlineExceeded, "sluice: the call's deadline passed while it waited for a backend", nil, "")
-		case errors.Is(err, context.DeadlineExceeded) && r.Context().Err() == nil:
-			h.deadlinePassed(w, "pool_queue", "sluice: the request's deadline passed while it waited for a backend\n")
-		}
+		o := h.poolFailed(w, r, g, ob, grpcCall, err)
+		cr.Latency.Request(o, time.Since(arrival))
 		return
 	}
-	rs := &reqState{Context: r.Context(), h: h, gen: g, backend: b, sc: sc, arrival: arrival, hop: cr.Hop,
-		res: res, shareOn: g.shares != nil, in: r, writeWait0: ClientWriteWait(r)}
+	sent := t.Start() // the stage's grant (arrival when it admitted at once), unless the pool's came later
+	if !granted.IsZero() {
+		sent = granted
+	}
+	rs := &reqState{Context: r.Context(), h: h, gen: g, backend: b, sc: sc, arrival: arrival, wait: sent.Sub(arrival), lat: cr.Latency,
+		hop: cr.Hop, res: res, shareOn: g.shares != nil, in: r, writeWait0: ClientWriteWait(r)}
 	rs.poolHeld.Store(true)
 	rs.lc.Reset(t)
+	ob.admitted(rs)
 	if st.Degrading() {
 		rs.quality = st.Quality()
 	}
+	uctx := rs.upstreamContext(ctx, st, t)
+	completed := false
+	defer func() {
+		if !completed { // ReverseProxy aborted the response (panic)
+			rs.finish(true)
+		}
+	}()
+	h.rp.ServeHTTP(w, r.WithContext(uctx))
+	completed = true
+	rs.finish(false)
+}
+
+// upstreamContext returns the context of rs's upstream request, which
+// keeps ctx's deadline, and starts rs's timers (the overall timeout,
+// long_lived). The stage st admitted rs with ticket t.
+func (rs *reqState) upstreamContext(ctx context.Context, st *stage.Stage, t stage.Ticket) context.Context {
+	g, b := rs.gen, rs.backend
 	// The upstream request's context: the client's (rs), or with
 	// ignore_client_abort one that keeps rs's values but not its
 	// cancellation. Either way it gets a Done channel of its own when a
@@ -466,15 +478,84 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if ll := g.pol.LongLived(st); ll > 0 {
 		rs.longTimer = time.AfterFunc(ll, rs.stream)
 	}
-	completed := false
-	defer func() {
-		if !completed { // ReverseProxy aborted the response (panic)
-			rs.finish(true)
+	return uctx
+}
+
+// beginShare reserves the client's bandwidth share for the request the
+// stage admitted with t, or answers the share policy's refusal (err).
+func (h *Handler) beginShare(w http.ResponseWriter, r *http.Request, g *generation, t stage.Ticket, ob *observation) (share.Reservation, error) {
+	c := g.identify(r)
+	g.shares.RateLimit(w.Header(), c)
+	res, err := g.shares.Begin(time.Now(), c)
+	if err != nil {
+		// An explicit rejection by the share policy: not a backend
+		// failure, not a response-time sample.
+		t.Finish(time.Now(), stage.Outcome{OK: true, NoSample: true})
+		h.shed.Add(1)
+		ob.refused(refusedShare)
+		shareRejected(w, err)
+	}
+	return res, err
+}
+
+// refused answers a request its stage refused (err wraps
+// sluice.ErrRejected), and returns its outcome: a request whose client
+// left while it queued gets no answer, an error.
+func (h *Handler) refused(w http.ResponseWriter, r *http.Request, g *generation, grpcCall bool, err error) policy.LatencyOutcome {
+	if !errors.Is(err, sluice.ErrRejected) {
+		return policy.LatencyError
+	}
+	h.shed.Add(1)
+	if grpcCall {
+		h.rejectGRPC(w, r, g, err)
+	} else {
+		g.pol.Reject(w, r, err)
+	}
+	return policy.LatencyRejected
+}
+
+// poolFailed answers a request the backend pool gave no slot (err is
+// Pool.Acquire's), and returns its outcome: a saturated pool is a
+// rejection (503, or RESOURCE_EXHAUSTED for a gRPC call), a deadline
+// that passed in its queue a 504, a client that left while queued no
+// answer at all.
+func (h *Handler) poolFailed(w http.ResponseWriter, r *http.Request, g *generation, ob *observation, grpcCall bool, err error) policy.LatencyOutcome {
+	if errors.Is(err, ErrPoolQueueFull) || errors.Is(err, ErrPoolQueueTimeout) {
+		h.shed.Add(1)
+		if errors.Is(err, ErrPoolQueueFull) {
+			ob.refused(refusedPoolQueueFull)
+		} else {
+			ob.refused(refusedPoolQueueTimeout)
 		}
-	}()
-	h.rp.ServeHTTP(w, r.WithContext(uctx))
-	completed = true
-	rs.finish(false)
+		if grpcCall {
+			h.poolRejectedGRPC(w, g, err)
+		} else {
+			h.poolRejected(w, g, err)
+		}
+		return policy.LatencyRejected
+	}
+	if errors.Is(err, context.DeadlineExceeded) && r.Context().Err() == nil {
+		ob.refused(refusedDeadline)
+	} else {
+		ob.refused(refusedClientGone)
+	}
+	switch {
+	case errors.Is(err, context.DeadlineExceeded) && r.Context().Err() == nil && grpcCall:
+		h.m.deadline.WithLabelValues("pool_queue").Inc()
+		writeGRPCStatus(w, grpcDeadlineExceeded, "sluice: the call's deadline passed while it waited for a backend", nil, "")
+	case errors.Is(err, context.DeadlineExceeded) && r.Context().Err() == nil:
+		h.deadlinePassed(w, "pool_queue", "sluice: the request's deadline passed while it waited for a backend\n")
+	}
+	return policy.LatencyError
+}
+
+// latencyOutcome is the outcome label of an admitted request that ended
+// with o.
+func latencyOutcome(o stage.Outcome) policy.LatencyOutcome {
+	if o.OK {
+		return policy.LatencyOK
+	}
+	return policy.LatencyError
 }
 
 // deadlinePassed answers an admitted request whose deadline passed before
@@ -516,9 +597,6 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 	rs := stateOf(pr.In.Context())
 	g := rs.gen
 	pr.SetURL(rs.backend.URL)
-	if h.tel.Tracing() {
-		h.tel.Inject(rs, pr.Out.Header) // the backend's spans are the proxy span's children
-	}
 	if g.preserveHost {
 		pr.Out.Host = pr.In.Host
 	}
@@ -570,6 +648,9 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 	delete(out, g.priorityHeader)
 	delete(out, g.tenantHeader)
 	delete(out, g.timeoutHeader)
+	if rs.ob != nil && rs.ob.id != nil {
+		out[g.access.idHeader] = rs.ob.id
+	}
 	if rs.hop.Priority != "" {
 		out[g.priorityHeader] = []string{rs.hop.Priority}
 	}
@@ -597,8 +678,10 @@ func (h *Handler) modifyResponse(res *http.Response) error {
 	if rs == nil {
 		return nil
 	}
-	if h.tel.Tracing() {
-		telemetry.Status(trace.SpanFromContext(rs), res.StatusCode)
+	if a := rs.gen.access; a != nil {
+		// The client gets sluice's request id (set before the handler
+		// wrote anything), not a copy of the backend's echo beside it.
+		delete(res.Header, a.idHeader)
 	}
 	for _, rh := range rs.gen.reported {
 		if v, ok := res.Header[rh.header]; ok && len(v) > 0 {
@@ -615,8 +698,10 @@ func (h *Handler) modifyResponse(res *http.Response) error {
 		if rs.sc != nil {
 			rs.sc.Stop()
 		}
+		rs.unobserved, rs.switched = true, true
 		rs.stream()
 	case httpx.IsEventStream(res.Header.Get("Content-Type")):
+		rs.unobserved = true
 		rs.stream()
 	}
 	// The end of the upstream body ends the request's use of the backend
@@ -643,6 +728,14 @@ func (genTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if rs == nil {
 		return nil, errors.New("sluice: request without proxy state")
 	}
+	if rs.h.tel.Tracing() {
+		return rs.tracedRoundTrip(req)
+	}
+	return rs.roundTrip(req)
+}
+
+// roundTrip sends one attempt of rs's upstream request.
+func (rs *reqState) roundTrip(req *http.Request) (*http.Response, error) {
 	if grpcContent(req.Header) && req.ProtoMajor == 2 {
 		return rs.gen.pool.roundTripGRPC(req)
 	}

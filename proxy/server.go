@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log"
 	"log/slog"
 	"math"
@@ -15,6 +16,7 @@ import (
 	"net/textproto"
 	"os"
 	"reflect"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -50,6 +52,34 @@ type Options struct {
 	// refused). The command line's overrides (--cluster-redis,
 	// --cluster-instance) reach reloads this way.
 	Adjust func(*Config) error
+	// Build says which binary runs: the labels of sluice_build_info and
+	// the OpenTelemetry resource's service.version. The sluice command
+	// passes what `sluice version` prints; the zero value reports
+	// version "(unknown)" and the running Go version.
+	Build BuildInfo
+}
+
+// BuildInfo names the running binary's version.
+type BuildInfo struct {
+	// Version is the release version ("v1.2.3"), or "(devel)" for a
+	// build from a source tree.
+	Version string
+	// Revision is the VCS commit the binary was built from ("" unknown).
+	Revision string
+	// GoVersion is the toolchain that built it ("go1.26.8").
+	GoVersion string
+}
+
+// withDefaults fills what b leaves empty: version "(unknown)" and the
+// running Go version.
+func (b BuildInfo) withDefaults() BuildInfo {
+	if b.Version == "" {
+		b.Version = "(unknown)"
+	}
+	if b.GoVersion == "" {
+		b.GoVersion = runtime.Version()
+	}
+	return b
 }
 
 // Server is a running proxy: its client listeners, the admin listener,
@@ -136,6 +166,13 @@ func New(cfg *Config, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.AccessLog != nil {
+		out, err := openAccessLog(cfg.AccessLog.Path)
+		if err != nil {
+			return nil, err
+		}
+		s.h.alog.use(out)
+	}
 	s.h.gen.Store(g)
 	s.h.buf.use(&g.buf)
 	if n, err := sweepTempFiles(cfg.ResponseBuffering.TempDir); err != nil {
@@ -162,13 +199,22 @@ func New(cfg *Config, opts Options) (*Server, error) {
 	if err := reg.Register(readyCollector{&s.ready}); err != nil {
 		return nil, fmt.Errorf("proxy: metrics: %w", err)
 	}
+	for _, c := range s.h.alog.collectors() {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("proxy: metrics: %w", err)
+		}
+	}
 	if err := s.dash.Register(reg); err != nil {
 		return nil, fmt.Errorf("proxy: metrics: %w", err)
 	}
 	if err := s.registerProxyProtocol(cfg, reg); err != nil {
 		return nil, fmt.Errorf("proxy: metrics: %w", err)
 	}
-	if s.tel, err = newTelemetry(&cfg.Telemetry, s, buildVersion()); err != nil {
+	build := opts.Build.withDefaults()
+	if err := reg.Register(buildInfo(build)); err != nil {
+		return nil, fmt.Errorf("proxy: metrics: %w", err)
+	}
+	if s.tel, err = newTelemetry(&cfg.Telemetry, s, build.Version); err != nil {
 		return nil, err
 	}
 	s.h.tel = s.tel
@@ -239,6 +285,7 @@ func (s *Server) newGeneration(cfg *Config, prev *generation) (*generation, erro
 	}
 	g := &generation{cfg: cfg, pol: pol, pool: pool, shares: shares, reported: s.ov.reported, overall: cfg.Backends.Timeouts.Overall,
 		buf:          newBufferPolicy(&cfg.ResponseBuffering),
+		access:       newAccessLogSettings(cfg.AccessLog),
 		preserveHost: cfg.Backends.PreserveHost == nil || *cfg.Backends.PreserveHost,
 		ignoreAbort:  cfg.Backends.IgnoreClientAbort,
 		retryAfter:   strconv.Itoa(max(secs, 1)), version: s.version, loaded: time.Now()}
@@ -301,9 +348,25 @@ func (s *Server) applyFrom(next func(running *Config) *Config) error {
 	if err := restartNeeded(old.cfg, cfg); err != nil {
 		return err
 	}
+	// The access log's output is opened anew on every reload, so that
+	// logrotate's move-then-reload starts a new file.
+	var alogOut io.WriteCloser
+	if cfg.AccessLog != nil {
+		out, err := openAccessLog(cfg.AccessLog.Path)
+		if err != nil {
+			return err
+		}
+		alogOut = out
+	}
 	g, err := s.newGeneration(cfg, old)
 	if err != nil {
+		if alogOut != nil {
+			_ = alogOut.Close()
+		}
 		return err
+	}
+	if alogOut != nil {
+		s.h.alog.use(alogOut)
 	}
 	if !s.running && old.cluster != nil {
 		// Not serving yet: the replaced runner never ran, and its loop
@@ -541,8 +604,10 @@ func (s *Server) Serve(ctx context.Context) error {
 		}
 	}
 	s.runs.Go(func() { s.runHealth(runCtx) })
+	s.runs.Go(func() { s.h.alog.run(runCtx) })
 	s.runs.Go(func() { s.runMemLimit(runCtx) })
 	if s.file != "" {
+		s.watchBaseline()
 		s.runs.Go(func() { s.runWatch(runCtx) })
 	}
 	cfg := g.cfg

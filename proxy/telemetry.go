@@ -2,23 +2,23 @@ package proxy
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"io"
 	"maps"
+	"net/http"
 	"net/url"
-	"runtime/debug"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/httpx"
 	"github.com/sluicehq/sluice/internal/secret"
-	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/proxy/internal/telemetry"
-	"github.com/sluicehq/sluice/stage"
 )
 
 // TelemetryConfig is the telemetry section: OpenTelemetry export beside
@@ -29,11 +29,16 @@ type TelemetryConfig struct {
 	OTLP *OTLPConfig `yaml:"otlp,omitempty"`
 }
 
-// OTLPConfig is the OTLP/HTTP exporter (docs/opentelemetry.md).
+// OTLPConfig is the OTLP/HTTP exporter (docs/opentelemetry.md). A field
+// left unset takes the standard OTEL_* environment variable's value, as
+// OpenTelemetry's SDKs do; a field that is set wins over it.
 type OTLPConfig struct {
 	// Endpoint is the collector's OTLP/HTTP base URL, e.g.
-	// http://127.0.0.1:4318 (required); spans go to <endpoint>/v1/traces,
-	// metrics to <endpoint>/v1/metrics.
+	// http://127.0.0.1:4318; spans go to <endpoint>/v1/traces, metrics to
+	// <endpoint>/v1/metrics. Unset (the default):
+	// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT and _METRICS_ENDPOINT as they
+	// are, else OTEL_EXPORTER_OTLP_ENDPOINT with those paths, else
+	// http://localhost:4318.
 	Endpoint string `yaml:"endpoint"`
 	// Traces exports a server span per request with its admission
 	// decision (default false).
@@ -46,7 +51,10 @@ type OTLPConfig struct {
 	// Headers are header fields sent with every export, e.g. an API key
 	// (default none). Their values are secrets, shown as <redacted>
 	// everywhere. A reload applies changes: every export reads them from
-	// the running configuration.
+	// the running configuration. Unset (and no HeadersFile):
+	// OTEL_EXPORTER_OTLP_HEADERS and its per-signal forms, which the
+	// exporters read themselves; switching between the two needs a
+	// restart.
 	Headers map[string]secret.String `yaml:"headers,omitempty"`
 	// HeadersFile names a file of "name=value" lines (blank lines and
 	// lines starting with # skipped), read at start and on every reload
@@ -56,7 +64,9 @@ type OTLPConfig struct {
 	// SampleRatio is the fraction of new traces sampled, in [0, 1]
 	// (default 1); a traceparent's sampled flag is followed.
 	SampleRatio *float64 `yaml:"sample_ratio,omitempty"`
-	// ServiceName is the resource's service.name (default sluice).
+	// ServiceName is the resource's service.name. Unset (the default):
+	// OTEL_SERVICE_NAME, else service.name in OTEL_RESOURCE_ATTRIBUTES,
+	// else sluice.
 	ServiceName string `yaml:"service_name"`
 }
 
@@ -64,7 +74,9 @@ type OTLPConfig struct {
 const (
 	DefaultOTLPInterval    = 10 * time.Second
 	DefaultOTLPSampleRatio = 1.0
-	DefaultOTLPServiceName = "sluice"
+	// DefaultOTLPServiceName is service.name when neither service_name
+	// nor the environment names the service.
+	DefaultOTLPServiceName = telemetry.DefaultServiceName
 )
 
 func (t *TelemetryConfig) setDefaults() {
@@ -79,9 +91,6 @@ func (t *TelemetryConfig) setDefaults() {
 		r := DefaultOTLPSampleRatio
 		o.SampleRatio = &r
 	}
-	if o.ServiceName == "" {
-		o.ServiceName = DefaultOTLPServiceName
-	}
 }
 
 func (t *TelemetryConfig) validate() error {
@@ -90,11 +99,8 @@ func (t *TelemetryConfig) validate() error {
 		return nil
 	}
 	const p = "telemetry.otlp."
-	u, err := url.Parse(o.Endpoint)
-	if o.Endpoint == "" {
-		return fieldErr(p+"endpoint", "is required: the collector's OTLP/HTTP URL, e.g. http://127.0.0.1:4318")
-	}
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+	if u, err := url.Parse(o.Endpoint); o.Endpoint != "" &&
+		(err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil) {
 		return fieldErr(p+"endpoint", "%q is invalid: must be an http:// or https:// URL with a host and no query or user info "+
 			"(credentials go in otlp.headers_file), e.g. http://127.0.0.1:4318", redactURL(o.Endpoint))
 	}
@@ -110,7 +116,7 @@ func (t *TelemetryConfig) validate() error {
 	if err := validateOTLPHeaders(o); err != nil {
 		return err
 	}
-	if strings.TrimSpace(o.ServiceName) == "" {
+	if o.ServiceName != "" && strings.TrimSpace(o.ServiceName) == "" {
 		return fieldErr(p+"service_name", "%q is invalid: must not be blank", o.ServiceName)
 	}
 	return nil
@@ -160,43 +166,30 @@ func (s *Server) otlpHeaders() map[string]string {
 }
 
 // newTelemetry starts the exporters of cfg, or returns nil when it has no
-// otlp section.
+// otlp section or OTEL_SDK_DISABLED is true (the SDKs' switch).
 func newTelemetry(cfg *TelemetryConfig, s *Server, version string) (*telemetry.Telemetry, error) {
 	o := cfg.OTLP
 	if o == nil {
 		return nil, nil
 	}
+	if off, _ := strconv.ParseBool(os.Getenv("OTEL_SDK_DISABLED")); off {
+		s.log.Info("telemetry: OTEL_SDK_DISABLED is true: nothing is exported")
+		return nil, nil
+	}
+	// Headers the file gives (or its headers_file) are read from the
+	// running configuration at every export, so a reload rotates them;
+	// without them the exporters read the environment's themselves.
+	var headers func() map[string]string
+	if len(o.Headers) > 0 || o.HeadersFile != "" {
+		headers = s.otlpHeaders
+	}
 	t, err := telemetry.New(context.Background(), telemetry.Options{
-		Endpoint: o.Endpoint, Headers: s.otlpHeaders, Traces: o.Traces, Metrics: o.Metrics, Interval: o.Interval,
+		Endpoint: o.Endpoint, Headers: headers, Traces: o.Traces, Metrics: o.Metrics, Interval: o.Interval,
 		SampleRatio: *o.SampleRatio, ServiceName: o.ServiceName, ServiceVersion: version, Gatherer: s.reg, Logger: s.log})
 	if err != nil {
 		return nil, fmt.Errorf("proxy: telemetry: %w", err)
 	}
 	return t, nil
-}
-
-// traceDecision records the stage's admission decision on the request's
-// server span: t is the ticket of an admitted request, err the error of a
-// refused one.
-func (h *Handler) traceDecision(span trace.Span, g *generation, cr policy.Request, t stage.Ticket, err error) {
-	d := telemetry.Decision{Stage: cr.Stage.Name(), Class: g.pol.ClassName(cr.Class), Priority: cr.Hop.Priority,
-		Controller: g.controllerOf(cr.Stage.Name()), Admitted: err == nil}
-	switch {
-	case err == nil:
-		d.QueueWait = t.Start().Sub(t.Arrival())
-	case errors.Is(err, stage.ErrDeadline):
-		d.Reason = "deadline"
-	case errors.Is(err, stage.ErrQueueTimeout):
-		d.Reason = "queue_timeout"
-	case errors.Is(err, sluice.ErrRejected):
-		d.Reason = "shed"
-	default:
-		d.Reason = "client_gone"
-	}
-	telemetry.Record(span, d)
-	if err != nil && errors.Is(err, sluice.ErrRejected) {
-		telemetry.Status(span, g.cfg.Reject.Status)
-	}
 }
 
 // controllerOf returns the controller of the stage named name (for the
@@ -210,11 +203,46 @@ func (g *generation) controllerOf(name string) string {
 	return g.cfg.Config.ImplicitController()
 }
 
-// buildVersion is the main module's version from the build info
-// ("(devel)" for a build from a work tree).
-func buildVersion() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
+// tracedRoundTrip is roundTrip within a client span, the child of the
+// request's server span: one per attempt (sluice's client side may retry,
+// backends.client), each carrying its own traceparent to the backend.
+// The span ends when the response body has been read or closed, or at
+// once for a protocol switch (whose body is the upgraded connection) and
+// a failure (error.type is the cause proxy_upstream_errors_total names).
+func (rs *reqState) tracedRoundTrip(req *http.Request) (*http.Response, error) {
+	span := rs.h.tel.StartClient(rs, req, int(rs.attempts.Add(1))-1)
+	res, err := rs.roundTrip(req)
+	if err != nil {
+		_, cause, _ := upstreamError(err, rs, req)
+		telemetry.ClientFailed(span, cause, err)
+		return nil, err
 	}
-	return "unknown"
+	telemetry.ClientAnswered(span, res)
+	if res.StatusCode == http.StatusSwitchingProtocols || res.Body == nil || res.Body == http.NoBody {
+		span.End()
+		return res, nil
+	}
+	res.Body = &spanBody{ReadCloser: res.Body, span: span}
+	return res, nil
+}
+
+// spanBody ends a client span when its response body ends.
+type spanBody struct {
+	io.ReadCloser
+	span trace.Span
+	once sync.Once
+}
+
+func (b *spanBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil {
+		b.once.Do(func() { b.span.End() })
+	}
+	return n, err
+}
+
+func (b *spanBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.once.Do(func() { b.span.End() })
+	return err
 }

@@ -12,10 +12,7 @@ import (
 	"strings"
 	"syscall"
 
-	"go.opentelemetry.io/otel/trace"
-
 	sclient "github.com/sluicehq/sluice/client"
-	"github.com/sluicehq/sluice/proxy/internal/telemetry"
 )
 
 // upstreamError classifies a transport error: the status to answer, a
@@ -114,9 +111,6 @@ func (h *Handler) errorHandler(w http.ResponseWriter, req *http.Request, err err
 	}
 	hd.Set("Content-Type", "text/plain; charset=utf-8")
 	hd.Set("Cache-Control", "no-store")
-	if h.tel.Tracing() {
-		telemetry.Status(trace.SpanFromContext(rs), status)
-	}
 	w.WriteHeader(status)
 	_, _ = io.WriteString(w, "sluice: "+msg+"\n")
 }

@@ -97,12 +97,11 @@ func (s *Server) watchSecretsOf(cfg *Config) {
 	s.watchMu.Unlock()
 }
 
-// runWatch runs watchStep every watch_config (read from the running
-// configuration each time) until ctx ends.
-func (s *Server) runWatch(ctx context.Context) {
-	// The file the server started with is the baseline, and its secret
-	// files as they are now: a first step must not reload a
-	// configuration that is already running.
+// watchBaseline takes the file the server started with, and its secret
+// files as they are now, as the watch's baseline: a first step must not
+// reload a configuration that is already running. Serve calls it before
+// it starts runWatch, so that a file changed from then on is seen.
+func (s *Server) watchBaseline() {
 	s.watchSecretsOf(s.h.gen.Load().cfg)
 	if data, err := os.ReadFile(s.file); err == nil {
 		s.watchMu.Lock()
@@ -111,6 +110,11 @@ func (s *Server) runWatch(ctx context.Context) {
 		}
 		s.watchMu.Unlock()
 	}
+}
+
+// runWatch runs watchStep every watch_config (read from the running
+// configuration each time) until ctx ends; watchBaseline has run.
+func (s *Server) runWatch(ctx context.Context) {
 	for {
 		every := s.h.gen.Load().cfg.WatchConfig
 		wait := every

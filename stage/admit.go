@@ -567,10 +567,13 @@ func (s *Stage) Enter(ctx context.Context, class int) (Ticket, error) {
 }
 
 // EnterRequest is Enter for r: its class and tenant, and its deadline, or
-// ctx's when that is earlier or r has none. The tenant of ctx's
-// sluice.Hop is used when r has none.
+// ctx's when that is earlier or r has none, at r.Arrival (zero: the wall
+// clock's now). The tenant of ctx's sluice.Hop is used when r has none.
 func (s *Stage) EnterRequest(ctx context.Context, r Request) (Ticket, error) {
-	now := time.Now()
+	now := r.Arrival
+	if now.IsZero() {
+		now = time.Now()
+	}
 	if d, ok := ctx.Deadline(); ok && (r.Deadline.IsZero() || d.Before(r.Deadline)) {
 		r.Deadline = d
 	}

@@ -189,6 +189,10 @@ type Request struct {
 	// once; a queued request leaves the queue at its deadline. Either is
 	// counted as a deadline rejection.
 	Deadline time.Time
+	// Arrival is when the request arrived, as the caller read the clock
+	// (zero: EnterRequest reads it). A caller that has read the clock
+	// already passes its reading, which saves the stage a second one.
+	Arrival time.Time
 }
 
 // ErrDeadline is the rejection of a request whose deadline passed, or

@@ -35,6 +35,7 @@ type proxyFlags struct {
 	pprof          bool
 	buffering      bool // --response-buffering
 	logLevel       string
+	logFormat      string // --log-format: text or json
 	// clusterRedis and clusterInstance override (or create) the cluster
 	// section, for every instance of a cluster started from one file.
 	clusterRedis    []string
@@ -120,7 +121,7 @@ exits 0.`,
   sluice proxy --config examples/seda.yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			logger, err := newLogger(cmd, f.logLevel)
+			logger, err := newLogger(cmd, f.logLevel, f.logFormat)
 			if err != nil {
 				return err
 			}
@@ -141,7 +142,9 @@ exits 0.`,
 					return usageError{fmt.Errorf("%s: %w", configName(f.config), err)}
 				}
 			}
-			srv, err := proxy.New(cfg, proxy.Options{ConfigFile: f.config, Logger: logger, Adjust: adjust})
+			v := Version()
+			srv, err := proxy.New(cfg, proxy.Options{ConfigFile: f.config, Logger: logger, Adjust: adjust,
+				Build: proxy.BuildInfo{Version: v.Version, Revision: v.Commit, GoVersion: v.GoVersion}})
 			if err != nil {
 				return usageError{fmt.Errorf("%s: %w", configName(f.config), err)}
 			}
@@ -172,6 +175,7 @@ exits 0.`,
 	fl.BoolVar(&f.pprof, "pprof", false, "quick start: serve Go's profiler at /debug/pprof/ on the admin address (admin.pprof; docs/profiling.md)")
 	fl.StringArrayVar(&f.trusted, "trusted-proxy", nil, "quick start: address or CIDR of a trusted hop in front (classes.trusted_proxies): its X-Forwarded-For, X-Sluice-Priority and X-Sluice-Tenant are believed (repeat for several)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fl.StringVar(&f.logFormat, "log-format", "text", "log format on stderr: text (logfmt-style key=value) or json (one JSON object per line, for log shippers)")
 	fl.StringArrayVar(&f.clusterRedis, "cluster-redis", nil, "cluster mode: Redis address host:port (repeat for a Redis Cluster's seeds); sets cluster.addrs, adding a cluster section if the file has none")
 	fl.StringVar(&f.clusterInstance, "cluster-instance", "", "cluster mode: this instance's id (cluster.instance; default host name and pid)")
 	return cmd
@@ -328,13 +332,22 @@ func configName(file string) string {
 	return file
 }
 
-// newLogger returns a text logger on stderr at the named level.
-func newLogger(cmd *cobra.Command, level string) (*slog.Logger, error) {
+// newLogger returns a logger on stderr at the named level, in the named
+// format: text (slog's key=value lines) or json (slog's JSON lines: time,
+// level, msg and the attributes as keys).
+func newLogger(cmd *cobra.Command, level, format string) (*slog.Logger, error) {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(level)); err != nil {
 		return nil, usagef("--log-level %q is invalid: must be debug, info, warn or error", level)
 	}
-	return slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: l})), nil
+	opts := &slog.HandlerOptions{Level: l}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), opts)), nil
+	}
+	return nil, usagef("--log-format %q is invalid: must be text or json", format)
 }
 
 // serveProxy runs srv until SIGTERM or SIGINT, reloading on SIGHUP.

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -65,6 +66,7 @@ func TestProxyUsageErrors(t *testing.T) {
 		{[]string{"proxy", "--config", bad}, "bad.yaml:6: backends.servers[0].max_conc: unknown field"},
 		{[]string{"proxy", "--config", filepath.Join(t.TempDir(), "missing.yaml")}, "missing.yaml: open"},
 		{[]string{"proxy", "--log-level", "loud", "--config", bad}, "--log-level"},
+		{[]string{"proxy", "--log-format", "xml", "--config", bad}, `--log-format "xml" is invalid: must be text or json`},
 		{[]string{"proxy", "--listen", "127.0.0.1:0", "--backend", "http://127.0.0.1:1", "--admin-token-file", short}, "--admin-token-file: admin.token: too short"},
 		{[]string{"proxy", "--listen", "127.0.0.1:0", "--backend", "http://127.0.0.1:1", "--admin-token-file", empty}, "the file is empty"},
 		{[]string{"proxy", "--listen", "127.0.0.1:0", "--backend", "http://127.0.0.1:1", "--admin-token-file", filepath.Join(t.TempDir(), "none")}, "--admin-token-file: open"},
@@ -134,6 +136,16 @@ func TestProxyQuickStartServesAndStops(t *testing.T) {
 	if !strings.Contains(string(b), `"controller": "auto"`) || !strings.Contains(string(b), `"target": "500ms"`) {
 		t.Errorf("state: %s", b)
 	}
+	// sluice_build_info says what `sluice version` says.
+	if resp, err = c.Get("http://" + admin + "/metrics"); err != nil {
+		t.Fatal(err)
+	}
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	v := Version()
+	if want := `sluice_build_info{goversion="` + v.GoVersion + `",revision="` + v.Commit + `",version="` + v.Version + `"} 1`; !strings.Contains(string(b), want) {
+		t.Errorf("/metrics lacks %s", want)
+	}
 	// --pprof serves the profiler on the admin address.
 	if resp, err = c.Get("http://" + admin + "/debug/pprof/cmdline"); err != nil {
 		t.Fatal(err)
@@ -150,6 +162,61 @@ func TestProxyQuickStartServesAndStops(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("proxy did not stop")
+	}
+}
+
+// --log-format json writes every log line as one JSON object with slog's
+// time, level and msg keys, for a log shipper to parse.
+func TestProxyLogFormatJSON(t *testing.T) {
+	be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer be.Close()
+	listen, admin := freeAddr(t), freeAddr(t)
+	var out, errOut bytes.Buffer
+	root := NewRootCmd(&out, &errOut)
+	root.SetArgs([]string{"proxy", "--listen", listen, "--backend", be.URL, "--admin", admin, "--log-format", "json"})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- root.ExecuteContext(ctx) }()
+	c := &http.Client{Timeout: 10 * time.Second}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := c.Get("http://" + admin + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("proxy did not come up: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("proxy did not stop")
+	}
+	msgs := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(errOut.String()), "\n") {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("not a JSON line: %q: %v", line, err)
+		}
+		for _, k := range []string{"time", "level", "msg"} {
+			if _, ok := rec[k]; !ok {
+				t.Errorf("line %q lacks %q", line, k)
+			}
+		}
+		msg, _ := rec["msg"].(string)
+		msgs[msg] = true
+	}
+	for _, m := range []string{"sluice proxy serving", "stopped"} {
+		if !msgs[m] {
+			t.Errorf("no %q line in %s", m, errOut.String())
+		}
 	}
 }
 

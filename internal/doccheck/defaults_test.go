@@ -81,6 +81,7 @@ func proxyConfig(mods ...func(*proxy.Config)) proxy.Config {
 		Cluster:   &cluster.Config{},
 		Health:    proxy.HealthConfig{ReadyShed: &proxy.ReadyShedConfig{}},
 		Telemetry: proxy.TelemetryConfig{OTLP: &proxy.OTLPConfig{}},
+		AccessLog: &proxy.AccessLogConfig{},
 	}
 	c.Stages = []policy.StageConfig{{}}
 	c.Classes.Rules = []policy.ClassRule{{Header: &policy.HeaderMatch{}, Cookie: &policy.HeaderMatch{}}}
@@ -167,7 +168,7 @@ func goTypes() []goType {
 		c.Listeners[0].TLS, c.Backends.TLS = &proxy.TLSConfig{}, &proxy.UpstreamTLSConfig{}
 	})
 	plain := proxyConfig(func(c *proxy.Config) {
-		c.Policer, c.Shares, c.Cluster, c.Telemetry.OTLP, c.Listeners[0].ProxyProtocol = nil, nil, nil, nil, nil
+		c.Policer, c.Shares, c.Cluster, c.Telemetry.OTLP, c.AccessLog, c.Listeners[0].ProxyProtocol = nil, nil, nil, nil, nil, nil
 	})
 	pc := proxyConfig(withProcess, withCoDel, withOutQueue, withKihlAuto)
 	pol := policyConfig()
@@ -266,9 +267,10 @@ func goTypes() []goType {
 			History: stage.DefaultHistory, MaxQueue: stage.DefaultMaxQueue, QueueTimeout: stage.DefaultQueueTimeout})},
 
 		{"proxy", "Config", "Config.SetDefaults", &doccheck.Context{Root: v(p),
-			Roots: map[string]reflect.Value{"Policer": v(plain), "Shares": v(plain), "Cluster": v(plain)}}},
+			Roots: map[string]reflect.Value{"Policer": v(plain), "Shares": v(plain), "Cluster": v(plain), "AccessLog": v(plain)}}},
 		{"proxy", "TelemetryConfig", "", ctxOf(plain.Telemetry)},
 		{"proxy", "OTLPConfig", "", ctxOf(*p.Telemetry.OTLP)},
+		{"proxy", "AccessLogConfig", "", ctxOf(*p.AccessLog)},
 		{"proxy", "ListenerConfig", "", &doccheck.Context{Root: v(p.Listeners[0]),
 			Roots:   map[string]reflect.Value{"ProxyProtocol": v(plain.Listeners[0])},
 			Derived: map[string]doccheck.Derived{"RequestBufferDir": {Phrase: "the system's temporary directory"}}}},

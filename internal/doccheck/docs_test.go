@@ -159,6 +159,7 @@ func configRules() map[string]*doccheck.Rule {
 		"watch_config":                         {Context: self("watch_config")},
 		"response_buffering":                   {Context: buffering},
 		"telemetry":                            {Context: section("telemetry.otlp.")},
+		"access_log":                           {Context: section("access_log.")},
 		"classes":                              {Context: classes},
 		"stages":                               {Context: stages},
 		"auto's guardrails":                    {Context: &doccheck.Context{Root: v(control.DefaultAutoConfig())}},
@@ -230,6 +231,9 @@ func algorithmsRules() map[string]*doccheck.Rule {
 		"7. Peer: Envoy adaptive concurrency (`envoy-gradient`)": ctx("envoy-gradient.", nil, nil),
 		"8. Peer: BBR-style shedding (`bbr`)":                    ctx("bbr.", nil, nil),
 		"9. sluice's own: `auto`, told only the objective":       ctx("auto.", nil, nil),
+		"10. Client-side adaptive throttling, and the accept run that forgets a storm": {Context: &doccheck.Context{
+			Root: v(client.DefaultConfig()), Prefix: "throttle.",
+			Ignore: map[string]string{"`forget_run` 2": "a test's setting, not a default"}}},
 	}
 }
 

@@ -3,6 +3,7 @@ package figure
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -84,6 +85,10 @@ const (
 	GraphThrottle  = "grpc-throttle"
 	GraphProxy     = "proxy"
 	GraphInProcess = "inprocess"
+	// GraphInProcessWindow is the in-process row with the clients'
+	// throttle as the SRE book has it (client.ForgetWindow): the row
+	// before the accept run (graph-recover).
+	GraphInProcessWindow = "inprocess-window"
 )
 
 // GraphRows are the rows of graph, in table order.
@@ -95,11 +100,12 @@ var GraphCrowdRows = []string{GraphProxy, GraphInProcess}
 // GraphRowLabel describes a row for tables and reports.
 func GraphRowLabel(row string) string {
 	return map[string]string{
-		GraphNaive:     "no control, naive retries",
-		GraphBudget:    "retry budgets alone (Finagle/Envoy)",
-		GraphThrottle:  "grpc-go retry throttling",
-		GraphProxy:     "sluice proxy at every hop, naive services",
-		GraphInProcess: "sluice in-process at every hop (middleware + client side)",
+		GraphNaive:           "no control, naive retries",
+		GraphBudget:          "retry budgets alone (Finagle/Envoy)",
+		GraphThrottle:        "grpc-go retry throttling",
+		GraphProxy:           "sluice proxy at every hop, naive services",
+		GraphInProcess:       "sluice in-process at every hop (middleware + client side)",
+		GraphInProcessWindow: "sluice in-process at every hop, the throttle's window as the SRE book has it (throttle.forget: window)",
 	}[row]
 }
 
@@ -121,8 +127,9 @@ func GraphRetryKind(row string) retry.Kind {
 // GraphParams are the chain figures' parameters, declared once
 // (DeclareGraph) for both drivers.
 type GraphParams struct {
-	// Crowd says which figure: graph (false) or graph-crowd (true).
-	Crowd bool
+	// Crowd says which figure: graph (false) or graph-crowd (true);
+	// Recover says graph-recover (graph_recover.go).
+	Crowd, Recover bool
 	// Workers FIFO servers with service times from Service make the
 	// backend: C = Workers / mean(Service).
 	Workers int
@@ -157,6 +164,11 @@ type GraphParams struct {
 	HighShare float64
 	CrowdX    float64
 	CrowdLen  time.Duration
+	// CrowdLoad (× C) and Gap: graph-recover's crowd, whose length is
+	// CrowdLen, and the time at Load between its end and the capacity
+	// drop (TriggerFactor for TriggerLen).
+	CrowdLoad float64
+	Gap       time.Duration
 	// Arrivals is "constant" (evenly spaced) or "poisson".
 	Arrivals string
 	// Transport is the chain's protocol, live only (not a parameter: the
@@ -251,14 +263,19 @@ func (c GraphParams) EventStart() time.Duration { return c.Warm }
 
 // EventEnd returns the end of the trigger (the crowd).
 func (c GraphParams) EventEnd() time.Duration {
-	if c.Crowd {
+	if c.Crowd || c.Recover {
 		return c.Warm + c.CrowdLen
 	}
 	return c.Warm + c.TriggerLen
 }
 
 // End returns the end of the load.
-func (c GraphParams) End() time.Duration { return c.EventEnd() + c.After }
+func (c GraphParams) End() time.Duration {
+	if c.Recover {
+		return c.DropEnd() + c.After
+	}
+	return c.EventEnd() + c.After
+}
 
 // Classes returns the class names of the user requests: one ("high")
 // in graph, high and low in graph-crowd.
@@ -273,6 +290,10 @@ func (c GraphParams) Classes() []string {
 // of the load.
 func (c GraphParams) Rates(cl int) (dist.Schedule, error) {
 	total := c.Load * c.Capacity()
+	if c.Recover {
+		return dist.NewSchedule(dist.Segment{Start: 0, Rate: total},
+			dist.Segment{Start: c.Warm, Rate: c.CrowdLoad * c.Capacity()}, dist.Segment{Start: c.EventEnd(), Rate: total})
+	}
 	if !c.Crowd {
 		return dist.ConstantSchedule(total)
 	}
@@ -324,6 +345,20 @@ func (c GraphParams) SluiceClient() client.Config {
 	}
 	if !c.RetryBudget {
 		cfg.Retry.BudgetRatio, cfg.Retry.BudgetMinPerSecond = 1, 1e9
+	}
+	return cfg
+}
+
+// InProcessRow reports whether row is sluice in-process at every hop
+// (inprocess, or inprocess-window).
+func InProcessRow(row string) bool { return row == GraphInProcess || row == GraphInProcessWindow }
+
+// SluiceClientOf returns row's client side: SluiceClient, with the
+// throttle's window as the SRE book has it in the inprocess-window row.
+func (c GraphParams) SluiceClientOf(row string) client.Config {
+	cfg := c.SluiceClient()
+	if row == GraphInProcessWindow {
+		cfg.Throttle.Forget = client.ForgetWindow
 	}
 	return cfg
 }
@@ -411,6 +446,9 @@ type GraphRun struct {
 	Row   string
 	Users []GraphUser
 	Calls []GraphCall
+	// State is the sluice elements' state over time (GraphState; live,
+	// the proxy row's only).
+	State []GraphState
 }
 
 // graphMetrics are one row's figures.
@@ -594,14 +632,21 @@ func GraphResult(res *Result, c GraphParams, runs []*GraphRun) error {
 	if !c.Crowd {
 		s.Set("reduced_capacity_rps", c.ReducedCapacity())
 	}
+	if c.Recover {
+		s.Set("crowd_load_rps", c.CrowdLoad*c.Capacity())
+	}
 	rows := report.NewTable("row", "goodput_before_rps", "goodput_trigger_rps", "goodput_after_rps", "recovery_s",
 		"collapse_s", "min_goodput_rps", "amplification", "wasted_fraction", "late_calls", "backend_calls", "users",
 		"high_success_fraction", "high_p99_ms", "low_goodput_rps")
 	series := report.NewTable("row", "time_s", "offered_rps", "goodput_rps", "high_goodput_rps", "low_goodput_rps",
-		"backend_calls_rps", "amplification", "wasted_fraction", "late_calls")
+		"backend_calls_rps", "amplification", "wasted_fraction", "late_calls", "goodput_ratio")
 	fig := c.figure()
 	for _, run := range runs {
 		m := c.metrics(run)
+		b := c.bins(run)
+		if c.Recover {
+			c.setRecover(s, run.Row, b)
+		}
 		set := func(base string, v float64) { s.Set(GraphMetric(base, run.Row), v) }
 		set("goodput_before_rps", m.before)
 		set("goodput_trigger_rps", m.trigger)
@@ -627,8 +672,7 @@ func GraphResult(res *Result, c GraphParams, runs []*GraphRun) error {
 			m.wasted, m.late, m.calls, m.users, m.highSuccess, m.highP99, m.lowGood); err != nil {
 			return err
 		}
-		b := c.bins(run)
-		var xs, good, calls, wasted []float64
+		var xs, good, calls, wasted, ratios []float64
 		for i := range b.calls {
 			offered, g := 0.0, b.goodTotal(i)
 			for cl := range b.sent {
@@ -640,29 +684,45 @@ func GraphResult(res *Result, c GraphParams, runs []*GraphRun) error {
 			}
 			w := ratio(b.wasted[i], b.work[i])
 			if err := series.Append(run.Row, float64(i), offered, g, b.good[0][i], low, b.calls[i],
-				ratio(b.calls[i], offered), w, b.late[i]); err != nil {
+				ratio(b.calls[i], offered), w, b.late[i], ratio(g, offered)); err != nil {
 				return err
 			}
 			xs = append(xs, float64(i)+0.5)
 			good, calls, wasted = append(good, g), append(calls, b.calls[i]), append(wasted, w)
+			ratios = append(ratios, ratio(g, offered))
 		}
 		fig.Panels[0].Series = append(fig.Panels[0].Series, report.Series{Label: run.Row, X: xs, Y: good})
-		if c.Crowd {
+		switch {
+		case c.Recover:
+			fig.Panels[1].Series = append(fig.Panels[1].Series, report.Series{Label: run.Row, X: xs, Y: ratios})
+			fig.Panels[2].Series = append(fig.Panels[2].Series, report.Series{Label: run.Row, X: xs, Y: calls})
+		case c.Crowd:
 			fig.Panels[1].Series = append(fig.Panels[1].Series, report.Series{Label: run.Row, X: xs, Y: b.good[0]})
 			fig.Panels[2].Series = append(fig.Panels[2].Series, report.Series{Label: run.Row, X: xs, Y: b.good[1]})
-		} else {
+		default:
 			fig.Panels[1].Series = append(fig.Panels[1].Series, report.Series{Label: run.Row, X: xs, Y: calls})
 			fig.Panels[2].Series = append(fig.Panels[2].Series, report.Series{Label: run.Row, X: xs, Y: wasted})
 		}
 	}
 	res.AddTable("rows.csv", rows)
 	res.AddTable("timeseries.csv", series)
+	if slices.ContainsFunc(runs, func(r *GraphRun) bool { return r.State != nil }) {
+		st, err := stateTable(runs)
+		if err != nil {
+			return err
+		}
+		res.AddTable("state.csv", st)
+	}
 	res.AddFigure("chain.png", fig)
 	res.Checks = GraphChecks(s, c)
 	for _, row := range c.Rows {
-		if c.Crowd {
+		switch {
+		case c.Recover:
+			res.Key = append(res.Key, GraphMetric("after_crowd_min_ratio", row), GraphMetric("after_drop_min_ratio", row),
+				GraphMetric("after_crowd_short_s", row), GraphMetric("after_drop_short_s", row))
+		case c.Crowd:
 			res.Key = append(res.Key, GraphMetric("high_success_fraction", row), GraphMetric("high_p99_ms", row), GraphMetric("low_goodput_rps", row))
-		} else {
+		default:
 			res.Key = append(res.Key, GraphMetric("goodput_trigger_rps", row), GraphMetric("recovery_s", row), GraphMetric("amplification", row), GraphMetric("wasted_fraction", row))
 		}
 	}
@@ -673,6 +733,9 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 
 // figure returns the plot's panels, without series.
 func (c GraphParams) figure() *report.Figure {
+	if c.Recover {
+		return c.recoverFigure()
+	}
 	ev := []report.RefLine{{Value: c.EventStart().Seconds()}, {Value: c.EventEnd().Seconds()}}
 	if c.Crowd {
 		high := c.Load * c.Capacity() * c.HighShare
@@ -692,72 +755,4 @@ func (c GraphParams) figure() *report.Figure {
 			HLines: []report.RefLine{{Value: c.Capacity(), Label: "capacity"}}},
 		{XLabel: "time (s, by finish)", YLabel: "backend work wasted (fraction)", YMin: 0, VLines: ev},
 	}}
-}
-
-// GraphChecks are the figures' expectations, checked on either driver's
-// summary, for the rows it has.
-//
-// graph: the naive row collapses — goodput below
-// CollapseFraction of its level before for CollapseHold after the
-// trigger (or all of After, if shorter); the proxy row reproduces the
-// independent check (recovery ≤ 1 s, goodput during the trigger ≥ 90 %
-// of the reduced capacity); the in-process row does at least as well and
-// removes the waste: recovery ≤ 1 s, goodput during the trigger ≥ 95 %
-// of the reduced capacity, amplification ≤ 1.05 over the run, wasted
-// backend work ≤ 1 %, no backend call after its deadline, recovery no
-// later than the proxy row's (within 0.2 s, two steps of the recovery's
-// 100 ms measurement) and goodput during the trigger at least the proxy
-// row's (within 1 %); and the moonshot, no second below the reduced
-// capacity from the trigger on.
-//
-// graph-crowd (point 5), for each sluice row: the high class keeps
-// ≥ 99.4 % of its requests answered within the deadline during the crowd
-// with its p99 within the SLO, and the low class gets ≥ 80 % of the rest
-// of the capacity.
-func GraphChecks(s *report.Summary, c GraphParams) []Check {
-	has := func(row string) bool { _, ok := s.Get(GraphMetric("users", row)); return ok }
-	var cs []Check
-	if c.Crowd {
-		high := c.Load * c.Capacity() * c.HighShare
-		for _, row := range []string{GraphProxy, GraphInProcess} {
-			if !has(row) {
-				continue
-			}
-			cs = append(cs,
-				AtLeast(s, fmt.Sprintf("%s: under a %g× crowd of the low class, the high class keeps ≥ 99.4 %% of its requests answered within the deadline (Netflix: 99.4 %%)", row, c.CrowdX),
-					GraphMetric("high_success_fraction", row), 0.994),
-				AtMost(s, fmt.Sprintf("%s: … with its p99 within the objective (%v), across both hops", row, c.SLO),
-					GraphMetric("high_p99_ms", row), ms(c.SLO)),
-				AtLeast(s, fmt.Sprintf("%s: the low class gets the rest of the capacity, not zero (≥ 80 %% of C − the high class's rate)", row),
-					GraphMetric("low_goodput_rps", row), 0.8*(c.Capacity()-high)))
-		}
-		return cs
-	}
-	reduced := c.ReducedCapacity()
-	if has(GraphNaive) {
-		hold := math.Min(c.CollapseHold.Seconds(), c.After.Seconds())
-		cs = append(cs, AtLeast(s, fmt.Sprintf("naive: the chain collapses and stays collapsed (goodput < %g %% of its level before) for ≥ %g s after the trigger ends", 100*c.CollapseFraction, hold),
-			GraphMetric("collapse_s", GraphNaive), hold))
-	}
-	if has(GraphProxy) {
-		cs = append(cs,
-			AtMost(s, "proxy: sluice's proxy at every hop recovers within 1 s after the trigger (the independent check)", GraphMetric("recovery_s", GraphProxy), 1),
-			AtLeast(s, "proxy: … with goodput during the trigger near the reduced capacity (≥ 90 %)", GraphMetric("goodput_trigger_rps", GraphProxy), 0.9*reduced))
-	}
-	if has(GraphInProcess) {
-		row := GraphInProcess
-		cs = append(cs,
-			AtMost(s, "inprocess: recovery ≤ 1 s after the trigger ends", GraphMetric("recovery_s", row), 1),
-			AtLeast(s, "inprocess: goodput during the trigger ≥ 95 % of the reduced capacity", GraphMetric("goodput_trigger_rps", row), 0.95*reduced),
-			AtMost(s, "inprocess: amplification (backend calls per user request) ≤ 1.05 over the run", GraphMetric("amplification", row), 1.05),
-			AtMost(s, "inprocess: backend work wasted on callers that had gone ≤ 1 %", GraphMetric("wasted_fraction", row), 0.01),
-			AtMost(s, "inprocess: no backend call after its deadline", GraphMetric("late_calls", row), 0))
-		if has(GraphProxy) {
-			cs = append(cs,
-				AtMost(s, "inprocess: recovers at least as fast as the proxy row (within 0.2 s, two steps of the measurement)", GraphMetric("recovery_s", row), s.Metric(GraphMetric("recovery_s", GraphProxy))+0.2),
-				AtLeast(s, "inprocess: goodput during the trigger at least the proxy row's (within 1 %)", GraphMetric("goodput_trigger_rps", row), 0.99*s.Metric(GraphMetric("goodput_trigger_rps", GraphProxy))))
-		}
-		cs = append(cs, AtLeast(s, "inprocess (moonshot): no second below the reduced capacity from the trigger on", GraphMetric("min_goodput_rps", row), reduced))
-	}
-	return cs
 }

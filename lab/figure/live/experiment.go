@@ -69,6 +69,7 @@ var registry = map[string]func(ctx context.Context, env *Env) (*figure.Result, e
 	"adaptive":              runAdaptive,
 	"graph":                 runGraph,
 	"graph-crowd":           runGraphCrowd,
+	"graph-recover":         runGraphRecover,
 	"tenants":               runTenants,
 	"graph-hotel":           runGraphHotel,
 	"peers":                 runPeers,
@@ -105,7 +106,8 @@ type Options struct {
 	// (figure.AdaptiveServiceKinds; empty: exponential); other
 	// experiments ignore it.
 	Service string
-	// Transport is the chain figures' protocol (graph, graph-crowd):
+	// Transport is the chain figures' protocol (graph, graph-crowd,
+	// graph-recover):
 	// "http" (empty) or "grpc" (every hop a gRPC service, the rows
 	// figure.GraphGRPCRows); other experiments ignore it.
 	Transport string

@@ -47,19 +47,34 @@ type graphPlan struct {
 	grace time.Duration
 }
 
-func planGraph(env *Env, crowd bool) graphPlan {
-	c := figure.DefaultGraph(crowd)
+func planGraph(env *Env, name string) graphPlan {
+	var c figure.GraphParams
+	switch name {
+	case "graph-recover":
+		c = figure.DefaultGraphRecover()
+	default:
+		c = figure.DefaultGraph(name == "graph-crowd")
+	}
 	if env.Transport == "grpc" {
 		c.Transport, c.Rows = "grpc", figure.GraphGRPCRows
+		if c.Recover {
+			c.Rows = figure.GraphRecoverGRPCRows
+		}
 	}
-	if env.Quick && c.Transport == "grpc" {
-		if crowd {
+	switch {
+	case env.Quick && c.Recover:
+		c.Warm, c.CrowdLen, c.Gap, c.TriggerLen, c.After = 6*time.Second, 6*time.Second, 6*time.Second, 6*time.Second, 6*time.Second
+		if c.Transport != "grpc" {
+			c.Rows = []string{figure.GraphInProcess}
+		}
+	case env.Quick && c.Transport == "grpc":
+		if c.Crowd {
 			c.Warm, c.CrowdLen, c.After = 6*time.Second, 8*time.Second, 6*time.Second
 		} else {
 			c.Warm, c.After = 8*time.Second, 12*time.Second
 		}
-	} else if env.Quick {
-		if crowd {
+	case env.Quick:
+		if c.Crowd {
 			c.Rows = []string{figure.GraphInProcess}
 			c.Warm, c.CrowdLen, c.After = 6*time.Second, 8*time.Second, 6*time.Second
 		} else {
@@ -71,18 +86,22 @@ func planGraph(env *Env, crowd bool) graphPlan {
 }
 
 func runGraph(ctx context.Context, env *Env) (*figure.Result, error) {
-	return runGraphFigure(ctx, env, false)
+	return runGraphFigure(ctx, env, "graph")
 }
 
 func runGraphCrowd(ctx context.Context, env *Env) (*figure.Result, error) {
-	return runGraphFigure(ctx, env, true)
+	return runGraphFigure(ctx, env, "graph-crowd")
 }
 
-func runGraphFigure(ctx context.Context, env *Env, crowd bool) (*figure.Result, error) {
+func runGraphRecover(ctx context.Context, env *Env) (*figure.Result, error) {
+	return runGraphFigure(ctx, env, "graph-recover")
+}
+
+func runGraphFigure(ctx context.Context, env *Env, name string) (*figure.Result, error) {
 	if !childCapable(env.Executable) {
 		return nil, fmt.Errorf("the chain experiments start `sluice-lab testbed` and `sluice-lab proxy` processes: run them from the sluice-lab binary")
 	}
-	pl := planGraph(env, crowd)
+	pl := planGraph(env, name)
 	dir, err := os.MkdirTemp("", "sluice-graph-")
 	if err != nil {
 		return nil, err
@@ -142,9 +161,13 @@ func (pl graphPlan) setup() []string {
 		s[0] = fmt.Sprintf("Backend: `sluice-lab testbed grpc --record --control`, %d FIFO workers, service %v (C = %.0f calls/s), a process of its own; every hop gRPC over h2c.", c.Workers, c.Service, c.Capacity())
 		s[1] = "Tiers: `sluice-lab testbed tier --grpc`, one process each: grpc-throttle, grpc-go's own retryPolicy and retryThrottling from a service config (the library as it ships); inprocess, grpcsluice's server and client interceptors."
 	}
-	if c.Crowd {
+	switch {
+	case c.Recover:
+		s = append(s, fmt.Sprintf("Load %.2f × C; from %v for %v a crowd at %g × C; trigger: POST /_scale?factor=%g to the backend at %v, factor 1 at %v; %v measured after. Sluice hops: auto, SLO %v. The inprocess-window row's clients throttle with the SRE book's window (throttle.forget: window); its tiers' client sides keep the default (they never throttle in this chain).",
+			c.Load, c.Warm, c.CrowdLen, c.CrowdLoad, c.TriggerFactor, c.DropStart(), c.DropEnd(), c.After, c.SLO))
+	case c.Crowd:
 		s = append(s, fmt.Sprintf("Load %.0f req/s, high %.0f %%; from %v for %v the low class ×%g. Sluice hops: auto, SLO %v.", c.Load*c.Capacity(), 100*c.HighShare, c.Warm, c.CrowdLen, c.CrowdX, c.SLO))
-	} else {
+	default:
 		s = append(s, fmt.Sprintf("Load %.2f × C; trigger: POST /_scale?factor=%g to the backend at %v, factor 1 at %v; %v measured after. Sluice hops: auto, SLO %v.", c.Load, c.TriggerFactor, c.Warm, c.EventEnd(), c.After, c.SLO))
 	}
 	return s
@@ -180,8 +203,9 @@ func (pl graphPlan) runRow(ctx context.Context, env *Env, dir, row string) (run 
 	}
 	procs.closers = append(procs.closers, be.Close)
 	next := be.URL
+	var proxies []namedProxy
 	polFile := ""
-	if row == figure.GraphInProcess {
+	if figure.InProcessRow(row) {
 		if polFile, err = pl.writePolicy(dir); err != nil {
 			return nil, err
 		}
@@ -196,10 +220,11 @@ func (pl graphPlan) runRow(ctx context.Context, env *Env, dir, row string) (run 
 				return nil, fmt.Errorf("proxy in front of %s: %w", h.front, err)
 			}
 			procs.closers = append(procs.closers, px.Close)
+			proxies = append(proxies, namedProxy{name: h.front + "-proxy", p: px})
 			next = px.URL
 		}
 		args := []string{"tier", "--next", next, "--seed", strconv.FormatUint(env.Seed, 10)}
-		if row == figure.GraphInProcess {
+		if figure.InProcessRow(row) {
 			args = append(args, "--mode", testbed.TierSluice, "--policy", polFile)
 		} else {
 			rc := c.Retry(row, h.perTry)
@@ -221,10 +246,11 @@ func (pl graphPlan) runRow(ctx context.Context, env *Env, dir, row string) (run 
 			return nil, fmt.Errorf("proxy in front of tier1: %w", err)
 		}
 		procs.closers = append(procs.closers, px.Close)
+		proxies = append(proxies, namedProxy{name: "tier1-proxy", p: px})
 		next = px.URL
 	}
 	env.Logf("chain: clients → %s (backend %s)", next, be.URL)
-	return pl.load(ctx, env, row, next, be.URL)
+	return pl.load(ctx, env, row, next, be.URL, proxies)
 }
 
 func fmtF(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
@@ -311,15 +337,16 @@ func (s stampDeadline) RoundTrip(req *http.Request) (*http.Response, error) {
 // client side for the in-process row, the lab's retry policy for the
 // others.
 func (pl graphPlan) clientOf(row string, seed uint64, base *http.Transport) (http.RoundTripper, error) {
-	if row == figure.GraphInProcess {
-		return client.New(base, pl.c.SluiceClient(), client.Options{Rand: rand.New(rand.NewPCG(seed, 0x636c69656e74))})
+	if figure.InProcessRow(row) {
+		return client.New(base, pl.c.SluiceClientOf(row), client.Options{Rand: rand.New(rand.NewPCG(seed, 0x636c69656e74))})
 	}
 	return retry.NewTransport(base, pl.c.Retry(row, pl.c.ClientTimeout), seed)
 }
 
 // load runs the row's clients against target with the trigger on the
-// backend, and returns the records of both ends.
-func (pl graphPlan) load(ctx context.Context, env *Env, row, target, backendURL string) (*figure.GraphRun, error) {
+// backend, and returns the records of both ends (and the proxies' states
+// over time, when the row has proxies).
+func (pl graphPlan) load(ctx context.Context, env *Env, row, target, backendURL string, proxies []namedProxy) (*figure.GraphRun, error) {
 	c := pl.c
 	classes := c.Classes()
 	var bases []*http.Transport
@@ -366,20 +393,21 @@ func (pl graphPlan) load(ctx context.Context, env *Env, row, target, backendURL 
 	lctx, cancel := context.WithTimeout(ctx, c.End()+c.Deadline+pl.grace)
 	defer cancel()
 	var trigErr error
-	if !c.Crowd && c.TriggerFactor != 1 {
+	if from, to, ok := c.TriggerSpan(); ok {
 		scale := func(f float64) {
 			if err := postScale(lctx, backendURL, f); err != nil && trigErr == nil {
 				trigErr = err
 			}
 		}
-		t1 := time.AfterFunc(c.EventStart(), func() { scale(c.TriggerFactor) })
-		t2 := time.AfterFunc(c.EventEnd(), func() { scale(1) })
+		t1 := time.AfterFunc(from, func() { scale(c.TriggerFactor) })
+		t2 := time.AfterFunc(to, func() { scale(1) })
 		defer t1.Stop()
 		defer t2.Stop()
 	}
 	stop := make(chan struct{})
 	var bg sync.WaitGroup
 	bg.Go(func() { pl.progress(env, run, &mu, t0, stop) })
+	bg.Go(func() { sampleProxies(proxies, run, &mu, t0, stop) })
 	var wg sync.WaitGroup
 	errs := make([]error, len(cfgs))
 	for i := range cfgs {

@@ -33,8 +33,8 @@ import (
 // runRowGRPC is runRow over gRPC.
 func (pl graphPlan) runRowGRPC(ctx context.Context, env *Env, dir, row string, procs *graphProcs) (*figure.GraphRun, error) {
 	c := pl.c
-	if !slices.Contains(figure.GraphGRPCRows, row) {
-		return nil, fmt.Errorf("row %s has no gRPC form: with transport=grpc the rows are %s", row, strings.Join(figure.GraphGRPCRows, ", "))
+	if !slices.Contains(figure.GraphGRPCRows, row) && row != figure.GraphInProcessWindow {
+		return nil, fmt.Errorf("row %s has no gRPC form: with transport=grpc the rows are %s", row, strings.Join(append(slices.Clone(figure.GraphGRPCRows), figure.GraphInProcessWindow), ", "))
 	}
 	be, err := startChildBackend(ctx, env.Executable, nil, "grpc", "--workers", strconv.Itoa(c.Workers),
 		"--service", c.Service.String(), "--seed", strconv.FormatUint(env.Seed, 10), "--record", "--control", "--free-gone")
@@ -45,7 +45,7 @@ func (pl graphPlan) runRowGRPC(ctx context.Context, env *Env, dir, row string, p
 	next := be.URL
 	args := []string{"--mode", testbed.GRPCTierGo, "--attempts", strconv.Itoa(c.Attempts),
 		"--max-tokens", fmtF(c.MaxTokens), "--token-ratio", fmtF(c.TokenRatio)}
-	if row == figure.GraphInProcess {
+	if figure.InProcessRow(row) {
 		polFile, err := pl.writePolicy(dir)
 		if err != nil {
 			return nil, err
@@ -62,7 +62,7 @@ func (pl graphPlan) runRowGRPC(ctx context.Context, env *Env, dir, row string, p
 		next = t.URL
 	}
 	env.Logf("chain over gRPC: clients → %s (backend %s)", next, be.URL)
-	return pl.load(ctx, env, row, next, be.URL)
+	return pl.load(ctx, env, row, next, be.URL, nil)
 }
 
 // grpcClientOf returns a class's client population over gRPC: grpc-go's
@@ -72,8 +72,8 @@ func (pl graphPlan) runRowGRPC(ctx context.Context, env *Env, dir, row string, p
 func (pl graphPlan) grpcClientOf(row string, seed uint64) (*loadgen.GRPCConfig, error) {
 	c := pl.c
 	g := &loadgen.GRPCConfig{Conns: 4}
-	if row == figure.GraphInProcess {
-		cl, err := grpcsluice.NewClient(c.SluiceClient(), client.Options{Rand: rand.New(rand.NewPCG(seed, 0x636c69656e74))})
+	if figure.InProcessRow(row) {
+		cl, err := grpcsluice.NewClient(c.SluiceClientOf(row), client.Options{Rand: rand.New(rand.NewPCG(seed, 0x636c69656e74))})
 		if err != nil {
 			return nil, err
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -14,14 +15,14 @@ import (
 
 // The quick forms stay short; the full ones are the figure's defaults.
 func TestGraphPlan(t *testing.T) {
-	for _, crowd := range []bool{false, true} {
-		full := planGraph(newEnv("graph", Options{}), crowd)
-		if d := figure.DefaultGraph(crowd); full.c.End() != d.End() || len(full.c.Rows) != len(d.Rows) {
-			t.Errorf("crowd %v: the full form is not the figure's defaults", crowd)
+	for _, name := range []string{"graph", "graph-crowd", "graph-recover"} {
+		full := planGraph(newEnv(name, Options{}), name)
+		if d := defaultGraph(name); full.c.End() != d.End() || len(full.c.Rows) != len(d.Rows) {
+			t.Errorf("%s: the full form is not the figure's defaults", name)
 		}
-		quick := planGraph(newEnv("graph", Options{Quick: true}), crowd)
+		quick := planGraph(newEnv(name, Options{Quick: true}), name)
 		if load := time.Duration(len(quick.c.Rows)) * quick.c.End(); load > 70*time.Second {
-			t.Errorf("crowd %v: the quick form runs %v of load", crowd, load)
+			t.Errorf("%s: the quick form runs %v of load", name, load)
 		}
 	}
 }
@@ -31,25 +32,29 @@ func TestGraphPlan(t *testing.T) {
 // without one is refused, and the clients are given their own retry or
 // sluice's interceptors.
 func TestGraphPlanGRPC(t *testing.T) {
-	for _, crowd := range []bool{false, true} {
+	for _, name := range []string{"graph", "graph-crowd", "graph-recover"} {
 		for _, quick := range []bool{false, true} {
-			pl := planGraph(newEnv("graph", Options{Quick: quick, Transport: "grpc"}), crowd)
-			if pl.c.Transport != "grpc" || len(pl.c.Rows) != len(figure.GraphGRPCRows) {
-				t.Errorf("crowd %v quick %v: transport %q rows %v", crowd, quick, pl.c.Transport, pl.c.Rows)
+			pl := planGraph(newEnv(name, Options{Quick: quick, Transport: "grpc"}), name)
+			want := figure.GraphGRPCRows
+			if name == "graph-recover" {
+				want = figure.GraphRecoverGRPCRows
 			}
-			if d := figure.DefaultGraph(crowd); !quick && pl.c.End() != d.End() {
-				t.Errorf("crowd %v: the full form is not the figure's defaults", crowd)
+			if pl.c.Transport != "grpc" || !slices.Equal(pl.c.Rows, want) {
+				t.Errorf("%s quick %v: transport %q rows %v", name, quick, pl.c.Transport, pl.c.Rows)
+			}
+			if d := defaultGraph(name); !quick && pl.c.End() != d.End() {
+				t.Errorf("%s: the full form is not the figure's defaults", name)
 			}
 			if load := time.Duration(len(pl.c.Rows)) * pl.c.End(); quick && load > 70*time.Second {
-				t.Errorf("crowd %v: the quick form runs %v of load", crowd, load)
+				t.Errorf("%s: the quick form runs %v of load", name, load)
 			}
 		}
 	}
-	pl := planGraph(newEnv("graph", Options{Transport: "grpc"}), false)
+	pl := planGraph(newEnv("graph", Options{Transport: "grpc"}), "graph")
 	if _, err := pl.runRowGRPC(context.Background(), newEnv("graph", Options{}), t.TempDir(), figure.GraphNaive, &graphProcs{}); err == nil {
 		t.Error("the naive row accepted over gRPC")
 	}
-	for row, n := range map[string]int{figure.GraphThrottle: 2, figure.GraphInProcess: 1} {
+	for row, n := range map[string]int{figure.GraphThrottle: 2, figure.GraphInProcess: 1, figure.GraphInProcessWindow: 1} {
 		// grpc-throttle: the service config and the deadline's stamp;
 		// inprocess: one chain of both interceptors.
 		g, err := pl.grpcClientOf(row, 1)
@@ -62,7 +67,7 @@ func TestGraphPlanGRPC(t *testing.T) {
 // The configurations the experiment writes are accepted by the programs
 // that read them: the tiers' policy file and the proxies' configuration.
 func TestGraphConfigs(t *testing.T) {
-	pl := planGraph(newEnv("graph", Options{}), false)
+	pl := planGraph(newEnv("graph", Options{}), "graph")
 	dir := t.TempDir()
 	file, err := pl.writePolicy(dir)
 	if err != nil {
@@ -78,6 +83,13 @@ func TestGraphConfigs(t *testing.T) {
 	if _, err := pl.proxyConfig("127.0.0.1:1", "127.0.0.1:2", "http://127.0.0.1:3"); err != nil {
 		t.Errorf("proxy configuration: %v", err)
 	}
+}
+
+func defaultGraph(name string) figure.GraphParams {
+	if name == "graph-recover" {
+		return figure.DefaultGraphRecover()
+	}
+	return figure.DefaultGraph(name == "graph-crowd")
 }
 
 // stampDeadline puts the context's deadline in the lab's header, on a

@@ -33,11 +33,23 @@ func graphChain(crowd bool) func(ps *Params) RunFunc {
 	return func(ps *Params) RunFunc {
 		var c figure.GraphParams
 		figure.DeclareGraph(ps, &c, crowd)
+		declareTransport(ps, &c)
 		return func(env Env) (*figure.Result, error) { return runGraph(env, c) }
 	}
 }
 
+// graphRecover is graph-recover (figure/graph_recover.go).
+func graphRecover(ps *Params) RunFunc {
+	var c figure.GraphParams
+	figure.DeclareGraphRecover(ps, &c)
+	declareTransport(ps, &c)
+	return func(env Env) (*figure.Result, error) { return runGraph(env, c) }
+}
+
 func runGraph(env Env, c figure.GraphParams) (*figure.Result, error) {
+	if err := checkTransport(&c); err != nil {
+		return nil, err
+	}
 	res := newResult(env)
 	var runs []*figure.GraphRun
 	for _, row := range c.Rows {
@@ -58,10 +70,17 @@ func runGraph(env Env, c figure.GraphParams) (*figure.Result, error) {
 func graphSetup(c figure.GraphParams) []string {
 	s := []string{fmt.Sprintf("Backend: %d FIFO workers, service %v (C = %.0f req/s); the work of a request is done even if its caller left. Clients: %s arrivals, deadline %v; %d attempts at every hop.",
 		c.Workers, c.Service, c.Capacity(), c.Arrivals, c.Deadline, c.Attempts)}
-	if c.Crowd {
+	switch {
+	case c.Recover:
+		s = append(s, fmt.Sprintf("Load %.2f × C; from %v for %v a crowd at %g × C; capacity ÷ %g from %v for %v; measured %v after.",
+			c.Load, c.Warm, c.CrowdLen, c.CrowdLoad, c.TriggerFactor, c.DropStart(), c.TriggerLen, c.After))
+	case c.Crowd:
 		s = append(s, fmt.Sprintf("Load %.0f req/s: high %.0f %%, low the rest; from %v for %v the low class ×%g.", c.Load*c.Capacity(), 100*c.HighShare, c.Warm, c.CrowdLen, c.CrowdX))
-	} else {
+	default:
 		s = append(s, fmt.Sprintf("Load %.2f × C; trigger: capacity ÷ %g from %v for %v; measured %v after.", c.Load, c.TriggerFactor, c.Warm, c.TriggerLen, c.After))
+	}
+	if c.Transport == "grpc" {
+		s = append(s, "Over gRPC: the in-process row's client side judges each answer as grpcsluice.Judge does its status (a stage's refusal RESOURCE_EXHAUSTED with a RetryInfo of 1 s, a tier's throttled call RESOURCE_EXHAUSTED without one, a timeout DEADLINE_EXCEEDED, a caller gone CANCELLED).")
 	}
 	s = append(s, fmt.Sprintf("Lab policies: attempt timeouts client %v, tier 1 %v, tier 2 %v, back-off %v; budget %g of calls + %g/s over %v; grpc-throttle maxTokens %g, tokenRatio %g. Sluice hops: auto, SLO %v.",
 		c.ClientTimeout, c.Tier1Timeout, c.Tier2Timeout, c.Backoff, c.BudgetRatio, c.BudgetMinPerSecond, c.BudgetWindow, c.MaxTokens, c.TokenRatio, c.SLO))
@@ -79,6 +98,8 @@ type chainSim struct {
 	svcRng *rand.Rand
 	scale  float64
 	fifo   *sim.FIFO
+	// probes are the sluice elements whose state is sampled.
+	probes []hopProbe
 }
 
 // attemptData is what an attempt carries besides the sim.Request: its
@@ -88,6 +109,9 @@ type attemptData struct {
 	userDeadline time.Duration
 	status       int
 	retryAfter   time.Duration
+	// throttled: the answer is a client side's refusal relayed by a tier
+	// (over gRPC, RESOURCE_EXHAUSTED without a RetryInfo).
+	throttled bool
 }
 
 // answer returns how an attempt was answered: the status a hop set, or
@@ -103,12 +127,13 @@ func answer(r *sim.Request) (int, time.Duration) {
 	return http.StatusServiceUnavailable, time.Second
 }
 
-// respond finishes r with status (and Retry-After): Completed for a
-// success, a failure otherwise (the stage in front, if any, counts a
-// 5xx as one, as the middleware and the proxy do).
-func (ch *chainSim) respond(r *sim.Request, status int, retryAfter time.Duration) {
+// respond finishes r with status (and Retry-After; throttled: a client
+// side's refusal): Completed for a success, a failure otherwise (the
+// stage in front, if any, counts a 5xx as one, as the middleware and the
+// proxy do).
+func (ch *chainSim) respond(r *sim.Request, status int, retryAfter time.Duration, throttled bool) {
 	d := r.Data.(*attemptData)
-	d.status, d.retryAfter = status, retryAfter
+	d.status, d.retryAfter, d.throttled = status, retryAfter, throttled
 	o := sim.Completed
 	if status >= 500 {
 		o = sim.Rejected
@@ -163,6 +188,8 @@ type caller struct {
 	perTry time.Duration
 	// carry: attempts carry the call's deadline (sluice's client side).
 	carry bool
+	// grpc: the client side judges answers as grpcsluice does.
+	grpc bool
 }
 
 func (ch *chainSim) labCaller(next sim.Handler, perTry time.Duration) (*caller, error) {
@@ -174,13 +201,16 @@ func (ch *chainSim) labCaller(next sim.Handler, perTry time.Duration) (*caller, 
 		newPolicy: func() decider { return &labPolicy{d: d} }}, nil
 }
 
-func (ch *chainSim) sluiceCaller(next sim.Handler, cfg client.Config) (*caller, error) {
+// sluiceCaller returns sluice's client side toward next; name names the
+// destination in the sampled state.
+func (ch *chainSim) sluiceCaller(name string, next sim.Handler, cfg client.Config) (*caller, error) {
 	cfg.SetDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	d := client.NewDest(&cfg)
-	return &caller{ch: ch, next: next, carry: true, perTry: cfg.Retry.PerTryTimeout,
+	ch.probeDest(name, d)
+	return &caller{ch: ch, next: next, carry: true, perTry: cfg.Retry.PerTryTimeout, grpc: ch.c.Transport == "grpc",
 		newPolicy: func() decider { return &sluicePolicy{d: d} }}, nil
 }
 
@@ -196,10 +226,12 @@ type call struct {
 	wait     sim.Timer    // the back-off before a retry
 	last     int          // the last answer's status (0: none)
 	lastRA   time.Duration
+	lastThr  bool // the last answer was a client side's refusal, relayed
 	over     bool
 	// end reports the call's end: the last answer's status and
-	// Retry-After (0: no answer), and whether the client side refused it
-	// (client.ErrThrottled).
+	// Retry-After (0: no answer), and whether a client side refused it
+	// (client.ErrThrottled), this one or one further down whose refusal
+	// the last answer relays.
 	end func(status int, retryAfter time.Duration, throttled bool)
 }
 
@@ -274,7 +306,13 @@ func (k *call) answered(r *sim.Request) {
 	k.cur = nil
 	k.timer.Stop()
 	st, ra := answer(r)
-	k.decide(client.Result{Status: st, RetryAfter: ra, HasRetryAfter: ra > 0})
+	thr := r.Data.(*attemptData).throttled
+	res := client.Result{Status: st, RetryAfter: ra, HasRetryAfter: ra > 0}
+	if k.cl.grpc {
+		res = grpcResult(st, ra, thr)
+	}
+	k.lastThr = thr
+	k.decide(res)
 }
 
 // timeout ends the attempt in flight: at its per-try timeout the call
@@ -293,7 +331,12 @@ func (k *call) timeout() {
 		return
 	}
 	r.Cancel()
-	k.decide(client.Result{})
+	res := client.Result{}
+	k.lastThr = false
+	if k.cl.grpc {
+		res = grpcResult(http.StatusGatewayTimeout, 0, false)
+	}
+	k.decide(res)
 }
 
 // expire is the context's deadline while no attempt is in flight.
@@ -302,7 +345,7 @@ func (k *call) expire() {
 		k.timeout()
 		return
 	}
-	k.finish(k.last, k.lastRA, false)
+	k.finish(k.last, k.lastRA, k.lastThr)
 }
 
 func (k *call) decide(res client.Result) {
@@ -310,7 +353,7 @@ func (k *call) decide(res client.Result) {
 	k.last, k.lastRA = res.Status, res.RetryAfter
 	stop, wait := k.pol.done(e.Time(), res, k.cl.ch.rng)
 	if stop != client.StopRetry {
-		k.finish(res.Status, res.RetryAfter, false)
+		k.finish(res.Status, res.RetryAfter, k.lastThr)
 		return
 	}
 	if wait <= 0 {
@@ -357,17 +400,17 @@ func (t *tier) Handle(r *sim.Request) {
 	k := t.cl.start(r.Class, dl, d.userDeadline, func(st int, ra time.Duration, throttled bool) {
 		switch {
 		case throttled:
-			ch.respond(r, http.StatusServiceUnavailable, time.Second)
+			ch.respond(r, http.StatusServiceUnavailable, time.Second, true)
 		case st == 0:
-			ch.respond(r, http.StatusGatewayTimeout, 0)
+			ch.respond(r, http.StatusGatewayTimeout, 0, false)
 		default:
-			ch.respond(r, st, ra)
+			ch.respond(r, st, ra, false)
 		}
 	})
 	if !r.Done() {
 		r.OnCancel(func(r *sim.Request) {
 			k.cancel()
-			ch.respond(r, http.StatusBadGateway, 0)
+			ch.respond(r, http.StatusBadGateway, 0, false)
 		})
 	}
 }
@@ -399,7 +442,9 @@ func (ch *chainSim) sluiceStage(name string, next sim.Handler) (sim.Handler, err
 	if err != nil {
 		return nil, err
 	}
-	return sim.NewStage(ch.e, p.Stage(figure.GraphStage), next, nil)
+	st := p.Stage(figure.GraphStage)
+	ch.probeStage(name, st)
+	return sim.NewStage(ch.e, st, next, nil)
 }
 
 // proxyUpstream is the client side of `sluice proxy` with its defaults:
@@ -416,10 +461,10 @@ func (ch *chainSim) build() ([]*caller, error) {
 	var next sim.Handler = backend{ch: ch}
 	// hop returns a tier in front of next: name is the tier's, front the
 	// proxy's in front of next (proxy row).
-	hop := func(name, front string, perTry time.Duration, next sim.Handler) (sim.Handler, error) {
-		switch row {
-		case figure.GraphInProcess:
-			cl, err := ch.sluiceCaller(next, c.SluiceClient())
+	hop := func(name, front, to string, perTry time.Duration, next sim.Handler) (sim.Handler, error) {
+		switch {
+		case figure.InProcessRow(row):
+			cl, err := ch.sluiceCaller(name+"→"+to, next, c.SluiceClientOf(row))
 			if err != nil {
 				return nil, err
 			}
@@ -427,9 +472,9 @@ func (ch *chainSim) build() ([]*caller, error) {
 				return &tier{cl: cl, carry: true}, nil
 			}
 			return ch.sluiceStage(name, &tier{cl: cl, carry: true})
-		case figure.GraphProxy:
+		case row == figure.GraphProxy:
 			// A proxy in front of the next hop, then this naive tier.
-			up, err := ch.sluiceCaller(next, proxyUpstream())
+			up, err := ch.sluiceCaller(front+"→"+to, next, proxyUpstream())
 			if err != nil {
 				return nil, err
 			}
@@ -450,15 +495,15 @@ func (ch *chainSim) build() ([]*caller, error) {
 		return &tier{cl: cl}, nil
 	}
 	var err error
-	if next, err = hop("tier2", "backend-proxy", c.Tier2Timeout, next); err != nil {
+	if next, err = hop("tier2", "backend-proxy", "backend", c.Tier2Timeout, next); err != nil {
 		return nil, err
 	}
-	if next, err = hop("tier1", "tier2-proxy", c.Tier1Timeout, next); err != nil {
+	if next, err = hop("tier1", "tier2-proxy", "tier2", c.Tier1Timeout, next); err != nil {
 		return nil, err
 	}
 	if row == figure.GraphProxy {
 		// The proxy in front of tier 1.
-		up, err := ch.sluiceCaller(next, proxyUpstream())
+		up, err := ch.sluiceCaller("tier1-proxy→tier1", next, proxyUpstream())
 		if err != nil {
 			return nil, err
 		}
@@ -467,10 +512,10 @@ func (ch *chainSim) build() ([]*caller, error) {
 		}
 	}
 	var out []*caller
-	for range c.Classes() {
+	for _, class := range c.Classes() {
 		var cl *caller
-		if row == figure.GraphInProcess {
-			cl, err = ch.sluiceCaller(next, c.SluiceClient())
+		if figure.InProcessRow(row) {
+			cl, err = ch.sluiceCaller("clients("+class+")→tier1", next, c.SluiceClientOf(row))
 		} else {
 			cl, err = ch.labCaller(next, c.ClientTimeout)
 		}
@@ -494,9 +539,12 @@ func runGraphRow(seed uint64, c figure.GraphParams, row string) (*figure.GraphRu
 	if err != nil {
 		return nil, err
 	}
-	if !c.Crowd && c.TriggerFactor != 1 {
-		e.Schedule(c.EventStart(), func() { ch.scale = c.TriggerFactor })
-		e.Schedule(c.EventEnd(), func() { ch.scale = 1 })
+	if from, to, ok := c.TriggerSpan(); ok {
+		e.Schedule(from, func() { ch.scale = c.TriggerFactor })
+		e.Schedule(to, func() { ch.scale = 1 })
+	}
+	if _, err := e.Every(stateEvery, ch.sample); err != nil {
+		return nil, err
 	}
 	end := c.End()
 	for cl, caller := range callers {

@@ -19,6 +19,7 @@ var registry = map[string]func(ps *Params) RunFunc{
 	"adaptive":              adaptivePhasesScenario,
 	"graph":                 graphChain(false),
 	"graph-crowd":           graphChain(true),
+	"graph-recover":         graphRecover,
 	"tenants":               tenantsScenario,
 	"graph-hotel":           graphHotel,
 }

@@ -30,7 +30,7 @@ func TestHeadersReadPerExport(t *testing.T) {
 	}
 	defer tel.Shutdown(t.Context())
 	export := func() {
-		_, span := tel.StartServer(httptest.NewRequest("GET", "/", nil))
+		_, span := tel.StartServer(httptest.NewRequest("GET", "/", nil), "192.0.2.1")
 		span.End()
 		if err := tel.tp.ForceFlush(t.Context()); err != nil {
 			t.Fatal(err)

@@ -1,10 +1,18 @@
 // Package telemetry exports the proxy's traces and metrics over OTLP/HTTP
 // (protobuf) beside its Prometheus endpoint: a server span per request
-// carrying the admission decision, and the Prometheus registry's series,
-// under the same names and labels, through the OpenTelemetry Prometheus
-// bridge (a metric producer read by a periodic reader). It lives under
-// proxy/internal so that a service importing only sluice's middleware
-// does not link OpenTelemetry.
+// carrying the admission decision and a client span per upstream attempt,
+// both with the stable HTTP semantic conventions' attributes; the
+// http.server.request.duration histogram; and the Prometheus registry's
+// series, under the same names and labels, through the OpenTelemetry
+// Prometheus bridge (a metric producer read by a periodic reader). It
+// lives under proxy/internal so that a service importing only sluice's
+// middleware does not link OpenTelemetry.
+//
+// The exporters read the OTEL_EXPORTER_OTLP_* environment variables as
+// OpenTelemetry-Go defines them (endpoint, per-signal endpoint, headers,
+// timeout, TLS, compression); an Options value that is set wins over its
+// variable, as the SDK's options do. The resource reads OTEL_SERVICE_NAME
+// and OTEL_RESOURCE_ATTRIBUTES.
 //
 // The proxy holds a *Telemetry only when a telemetry.otlp section is
 // configured; a nil *Telemetry is the off state, and the request path
@@ -16,7 +24,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/netip"
+	"net/url"
+	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -31,6 +44,8 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/semconv/v1.43.0/httpconv"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -38,14 +53,20 @@ import (
 type Options struct {
 	// Endpoint is the collector's OTLP/HTTP base URL, such as
 	// http://127.0.0.1:4318; traces are posted to <Endpoint>/v1/traces and
-	// metrics to <Endpoint>/v1/metrics (the OTLP/HTTP convention).
+	// metrics to <Endpoint>/v1/metrics (the OTLP/HTTP convention). Empty:
+	// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT and _METRICS_ENDPOINT (used as
+	// they are), else OTEL_EXPORTER_OTLP_ENDPOINT (with the signal's
+	// path), else http://localhost:4318.
 	Endpoint string
 	// Headers, when set, is called before every export (and every retry)
 	// for the header fields to send with it (an API key, a tenant), so
 	// that rotated credentials apply to the next export without a
 	// restart. The exporters then use their own HTTP client (Go's default
 	// transport settings, ExportTimeout per export), in place of the
-	// OTEL_EXPORTER_OTLP_CERTIFICATE and _TIMEOUT variables.
+	// OTEL_EXPORTER_OTLP_CERTIFICATE and _TIMEOUT variables. Nil: the
+	// exporters read OTEL_EXPORTER_OTLP_HEADERS and the per-signal
+	// _TRACES_HEADERS and _METRICS_HEADERS themselves, so their values
+	// never pass through sluice.
 	Headers func() map[string]string
 	// Traces and Metrics switch each signal on.
 	Traces, Metrics bool
@@ -55,8 +76,10 @@ type Options struct {
 	// request whose traceparent carries a sampling decision follows it
 	// (parent-based sampling).
 	SampleRatio float64
-	// ServiceName and ServiceVersion are the resource's service.name and
-	// service.version.
+	// ServiceName is the resource's service.name; empty:
+	// OTEL_SERVICE_NAME, else service.name in OTEL_RESOURCE_ATTRIBUTES,
+	// else DefaultServiceName. ServiceVersion is service.version, over
+	// any the environment gives: the binary's own.
 	ServiceName, ServiceVersion string
 	// Gatherer is read at every metrics export (the proxy's registry).
 	Gatherer prometheus.Gatherer
@@ -67,13 +90,18 @@ type Options struct {
 	Logger *slog.Logger
 }
 
+// DefaultServiceName is service.name when neither Options nor the
+// environment name the service.
+const DefaultServiceName = "sluice"
+
 // Telemetry is the running export pipeline. Its methods are safe for
 // concurrent use; a nil *Telemetry is off.
 type Telemetry struct {
-	tp     *sdktrace.TracerProvider // nil without traces
-	mp     *sdkmetric.MeterProvider // nil without metrics
-	tracer trace.Tracer
-	prop   propagation.TextMapPropagator
+	tp       *sdktrace.TracerProvider // nil without traces
+	mp       *sdkmetric.MeterProvider // nil without metrics
+	tracer   trace.Tracer
+	prop     propagation.TextMapPropagator
+	duration httpconv.ServerRequestDuration // http.server.request.duration; set with mp
 }
 
 // New starts the exporters of o. It does not contact the collector: an
@@ -85,24 +113,31 @@ func New(ctx context.Context, o Options) (*Telemetry, error) {
 	}
 	if o.Logger != nil {
 		l := o.Logger
+		endpoint := Endpoint(o.Endpoint, o.Traces, o.Metrics)
 		otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
-			l.Warn("opentelemetry export failed", "endpoint", o.Endpoint, "err", err)
+			l.Warn("opentelemetry export failed", "endpoint", endpoint, "err", err)
 		}))
 	}
 	base := strings.TrimSuffix(o.Endpoint, "/")
-	res, err := resource.New(ctx, resource.WithAttributes(
-		attribute.String("service.name", o.ServiceName),
-		attribute.String("service.version", o.ServiceVersion)))
+	res, err := newResource(ctx, o)
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: resource: %w", err)
 	}
 	t := &Telemetry{prop: propagation.TraceContext{}}
-	traceOpts := []otlptracehttp.Option{otlptracehttp.WithEndpointURL(base + "/v1/traces")}
-	metricOpts := []otlpmetrichttp.Option{otlpmetrichttp.WithEndpointURL(base + "/v1/metrics")}
+	var traceOpts []otlptracehttp.Option
+	var metricOpts []otlpmetrichttp.Option
+	if base != "" { // else the environment's endpoints, or the default
+		traceOpts = append(traceOpts, otlptracehttp.WithEndpointURL(base+"/v1/traces"))
+		metricOpts = append(metricOpts, otlpmetrichttp.WithEndpointURL(base+"/v1/metrics"))
+	}
 	if o.Headers != nil {
+		// The file's headers replace the environment's: an empty set
+		// keeps the exporters from adding OTEL_EXPORTER_OTLP_HEADERS to
+		// those headerTransport sets.
 		c := headerClient(o.Headers)
-		traceOpts = append(traceOpts, otlptracehttp.WithHTTPClient(c))
-		metricOpts = append(metricOpts, otlpmetrichttp.WithHTTPClient(c))
+		none := map[string]string{}
+		traceOpts = append(traceOpts, otlptracehttp.WithHTTPClient(c), otlptracehttp.WithHeaders(none))
+		metricOpts = append(metricOpts, otlpmetrichttp.WithHTTPClient(c), otlpmetrichttp.WithHeaders(none))
 	}
 	if o.Traces {
 		exp, err := otlptracehttp.New(ctx, traceOpts...)
@@ -111,7 +146,7 @@ func New(ctx context.Context, o Options) (*Telemetry, error) {
 		}
 		t.tp = sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res),
 			sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(o.SampleRatio))))
-		t.tracer = t.tp.Tracer("github.com/sluicehq/sluice/proxy")
+		t.tracer = t.tp.Tracer(scope)
 	}
 	if o.Metrics {
 		exp, err := otlpmetrichttp.New(ctx, metricOpts...)
@@ -121,6 +156,9 @@ func New(ctx context.Context, o Options) (*Telemetry, error) {
 		reader := sdkmetric.NewPeriodicReader(exp, sdkmetric.WithInterval(o.Interval),
 			sdkmetric.WithProducer(promBridge.NewMetricProducer(promBridge.WithGatherer(o.Gatherer))))
 		t.mp = sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader), sdkmetric.WithResource(res))
+		if t.duration, err = httpconv.NewServerRequestDuration(t.mp.Meter(scope)); err != nil {
+			return nil, fmt.Errorf("telemetry: %s: %w", t.duration.Name(), err)
+		}
 	}
 	return t, nil
 }
@@ -153,6 +191,61 @@ func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return t.base.RoundTrip(r)
 }
 
+// scope is the instrumentation scope of sluice's spans and metrics.
+const scope = "github.com/sluicehq/sluice/proxy"
+
+// newResource is the resource of o's exports: service.name from o, else
+// from the environment (OTEL_SERVICE_NAME over OTEL_RESOURCE_ATTRIBUTES,
+// as resource.WithFromEnv reads them), else DefaultServiceName; the
+// environment's other attributes; and service.version, the binary's.
+func newResource(ctx context.Context, o Options) (*resource.Resource, error) {
+	opts := []resource.Option{resource.WithAttributes(semconv.ServiceName(DefaultServiceName)), resource.WithFromEnv()}
+	if o.ServiceName != "" {
+		opts = append(opts, resource.WithAttributes(semconv.ServiceName(o.ServiceName)))
+	}
+	opts = append(opts, resource.WithAttributes(semconv.ServiceVersion(o.ServiceVersion)))
+	return resource.New(ctx, opts...)
+}
+
+// Endpoint returns where the exporters send, for messages: endpoint when
+// it is set, else the environment's OTLP endpoints or the default, as
+// the exporters resolve them; without the user information a URL may
+// carry.
+func Endpoint(endpoint string, traces, metrics bool) string {
+	if endpoint != "" {
+		return withoutUser(endpoint)
+	}
+	base := os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT")
+	if base == "" {
+		base = "http://localhost:4318"
+	}
+	var out []string
+	for _, s := range []struct {
+		on        bool
+		env, path string
+	}{{traces, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "/v1/traces"}, {metrics, "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "/v1/metrics"}} {
+		if !s.on {
+			continue
+		}
+		if v := os.Getenv(s.env); v != "" {
+			out = append(out, withoutUser(v))
+		} else {
+			out = append(out, withoutUser(strings.TrimSuffix(base, "/")+s.path))
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+// withoutUser returns u without its user information, if it parses.
+func withoutUser(u string) string {
+	p, err := url.Parse(u)
+	if err != nil || p.User == nil {
+		return u
+	}
+	p.User = nil
+	return p.String()
+}
+
 // Shutdown flushes what is buffered (the last spans, one last metrics
 // export) and stops the exporters, within ctx.
 func (t *Telemetry) Shutdown(ctx context.Context) error {
@@ -172,23 +265,186 @@ func (t *Telemetry) Shutdown(ctx context.Context) error {
 // Tracing reports whether spans are made.
 func (t *Telemetry) Tracing() bool { return t != nil && t.tp != nil }
 
+// Measuring reports whether http.server.request.duration is recorded.
+func (t *Telemetry) Measuring() bool { return t != nil && t.mp != nil }
+
 // StartServer starts the server span of r, the child of the trace its
 // traceparent names (W3C Trace Context) if it has one, and returns r with
-// the span in its context. The caller ends the span.
-func (t *Telemetry) StartServer(r *http.Request) (*http.Request, trace.Span) {
+// the span in its context. The span has the stable HTTP server
+// conventions' attributes that the request gives: http.request.method
+// (_OTHER and http.request.method_original for a method the conventions
+// do not know), url.scheme, url.path, server.address and server.port
+// (from Host), network.protocol.version, client.address (client, the
+// address sluice believes, when known), network.peer.address and
+// network.peer.port, user_agent.original. The caller ends it with
+// EndServer.
+func (t *Telemetry) StartServer(r *http.Request, client string) (*http.Request, trace.Span) {
 	ctx := t.prop.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
-	ctx, span := t.tracer.Start(ctx, r.Method, trace.WithSpanKind(trace.SpanKindServer),
-		trace.WithAttributes(
-			attribute.String("http.request.method", r.Method),
-			attribute.String("url.path", r.URL.Path),
-			attribute.String("server.address", r.Host)))
+	m, known := Method(r.Method)
+	name := m
+	if !known {
+		name = "HTTP"
+	}
+	scheme := Scheme(r)
+	attrs := make([]attribute.KeyValue, 0, 12)
+	attrs = append(attrs, semconv.HTTPRequestMethodKey.String(m), semconv.URLScheme(scheme), semconv.URLPath(r.URL.Path))
+	if !known {
+		attrs = append(attrs, semconv.HTTPRequestMethodOriginal(r.Method))
+	}
+	if host, port := hostPort(r.Host, scheme); host != "" {
+		attrs = append(attrs, semconv.ServerAddress(host), semconv.ServerPort(port))
+	}
+	attrs = append(attrs, semconv.NetworkProtocolVersion(ProtocolVersion(r.ProtoMajor, r.ProtoMinor)))
+	if client != "" {
+		attrs = append(attrs, semconv.ClientAddress(client))
+	}
+	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
+		attrs = append(attrs, semconv.NetworkPeerAddress(ap.Addr().Unmap().String()), semconv.NetworkPeerPort(int(ap.Port())))
+	}
+	if ua := r.Header.Get("User-Agent"); ua != "" {
+		attrs = append(attrs, semconv.UserAgentOriginal(ua))
+	}
+	ctx, span := t.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
 	return r.WithContext(ctx), span
 }
 
-// Inject writes the trace context of ctx's span into h (traceparent), so
-// that the backend's spans are children of the proxy's.
-func (t *Telemetry) Inject(ctx context.Context, h http.Header) {
-	t.prop.Inject(ctx, propagation.HeaderCarrier(h))
+// EndServer ends a server span with the status sent (0: none, the client
+// left first): http.response.status_code, and for a 5xx error.type (the
+// status) and the span status Error, as the HTTP server conventions say.
+func EndServer(span trace.Span, status int) {
+	if status > 0 {
+		span.SetAttributes(semconv.HTTPResponseStatusCode(status))
+	}
+	if status >= 500 {
+		span.SetAttributes(semconv.ErrorTypeKey.String(strconv.Itoa(status)))
+		span.SetStatus(codes.Error, http.StatusText(status))
+	}
+	span.End()
+}
+
+// RecordServer records r's duration d in http.server.request.duration
+// (seconds, the conventions' buckets) with http.request.method,
+// url.scheme, network.protocol.version, http.response.status_code (when a
+// status was sent) and, for a 5xx, error.type.
+func (t *Telemetry) RecordServer(ctx context.Context, r *http.Request, status int, d time.Duration) {
+	m, _ := Method(r.Method)
+	attrs := make([]attribute.KeyValue, 0, 3)
+	attrs = append(attrs, semconv.NetworkProtocolVersion(ProtocolVersion(r.ProtoMajor, r.ProtoMinor)))
+	if status > 0 {
+		attrs = append(attrs, semconv.HTTPResponseStatusCode(status))
+	}
+	if status >= 500 {
+		attrs = append(attrs, semconv.ErrorTypeKey.String(strconv.Itoa(status)))
+	}
+	t.duration.Record(ctx, d.Seconds(), httpconv.RequestMethodAttr(m), Scheme(r), attrs...)
+}
+
+// StartClient starts the client span of one attempt to send req upstream
+// (attempt 0 is the first, later ones are retries), the child of ctx's
+// span, and writes its trace context into req's traceparent, so that the
+// backend's spans are its children. The span has the stable HTTP client
+// conventions' attributes that the request gives: http.request.method,
+// server.address, server.port, url.full (without user information or
+// query) and, for a retry, http.request.resend_count. The caller ends it
+// (ClientAnswered, ClientFailed).
+func (t *Telemetry) StartClient(ctx context.Context, req *http.Request, attempt int) trace.Span {
+	m, known := Method(req.Method)
+	name := m
+	if !known {
+		name = "HTTP"
+	}
+	u := req.URL
+	host, port := hostPort(u.Host, u.Scheme)
+	attrs := make([]attribute.KeyValue, 0, 6)
+	attrs = append(attrs, semconv.HTTPRequestMethodKey.String(m), semconv.ServerAddress(host), semconv.ServerPort(port),
+		semconv.URLFull((&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath}).String()))
+	if !known {
+		attrs = append(attrs, semconv.HTTPRequestMethodOriginal(req.Method))
+	}
+	if attempt > 0 {
+		attrs = append(attrs, semconv.HTTPRequestResendCount(attempt))
+	}
+	ctx, span := t.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+	t.prop.Inject(ctx, propagation.HeaderCarrier(req.Header))
+	return span
+}
+
+// ClientAnswered records res, the answer of a client span's attempt:
+// http.response.status_code, network.protocol.version, and for a 4xx or
+// 5xx error.type (the status) and the span status Error, as the HTTP
+// client conventions say. It does not end the span: the exchange lasts
+// until the body is read.
+func ClientAnswered(span trace.Span, res *http.Response) {
+	span.SetAttributes(semconv.HTTPResponseStatusCode(res.StatusCode),
+		semconv.NetworkProtocolVersion(ProtocolVersion(res.ProtoMajor, res.ProtoMinor)))
+	if res.StatusCode >= 400 {
+		span.SetAttributes(semconv.ErrorTypeKey.String(strconv.Itoa(res.StatusCode)))
+		span.SetStatus(codes.Error, http.StatusText(res.StatusCode))
+	}
+}
+
+// ClientFailed ends a client span whose attempt got no answer: errType is
+// the low-cardinality cause (connect, response_header_timeout, ...), err
+// the transport's error.
+func ClientFailed(span trace.Span, errType string, err error) {
+	span.SetAttributes(semconv.ErrorTypeKey.String(errType))
+	span.SetStatus(codes.Error, err.Error())
+	span.End()
+}
+
+// knownMethods are the methods of the HTTP conventions' list (RFC 9110
+// and PATCH, RFC 5789); others are recorded as _OTHER, which bounds the
+// metric's cardinality.
+var knownMethods = map[string]bool{http.MethodGet: true, http.MethodHead: true, http.MethodPost: true, http.MethodPut: true,
+	http.MethodDelete: true, http.MethodConnect: true, http.MethodOptions: true, http.MethodTrace: true, http.MethodPatch: true}
+
+// Method returns m as the conventions record it: m itself if it is a
+// known method, else _OTHER.
+func Method(m string) (string, bool) {
+	if knownMethods[m] {
+		return m, true
+	}
+	return "_OTHER", false
+}
+
+// Scheme returns the scheme r came with to sluice: https over TLS, else
+// http.
+func Scheme(r *http.Request) string {
+	if r.TLS != nil {
+		return "https"
+	}
+	return "http"
+}
+
+// ProtocolVersion returns network.protocol.version for an HTTP version:
+// "1.0", "1.1", "2", "3".
+func ProtocolVersion(major, minor int) string {
+	switch {
+	case major == 1 && minor == 1:
+		return "1.1"
+	case major == 1 && minor == 0:
+		return "1.0"
+	case major >= 2:
+		return strconv.Itoa(major)
+	}
+	return strconv.Itoa(major) + "." + strconv.Itoa(minor)
+}
+
+// hostPort splits a Host header (or a URL's host) into server.address
+// and server.port, the scheme's default port when it names none.
+func hostPort(hostport, scheme string) (string, int) {
+	host, p, err := net.SplitHostPort(hostport)
+	if err != nil {
+		host, p = strings.TrimSuffix(strings.TrimPrefix(hostport, "["), "]"), ""
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil || port <= 0 || port > 65535 {
+		port = 80
+		if scheme == "https" {
+			port = 443
+		}
+	}
+	return host, port
 }
 
 // The admission attributes on the server span.
@@ -241,13 +497,4 @@ func Record(span trace.Span, d Decision) {
 // stage, the backend pool or a client share) for reason.
 func Shed(span trace.Span, reason string) {
 	span.AddEvent(EventShed, trace.WithAttributes(attribute.String(AttrReason, reason)))
-}
-
-// Status sets the span's http.response.status_code, and an error status
-// for a 5xx answer (OpenTelemetry's HTTP server convention).
-func Status(span trace.Span, code int) {
-	span.SetAttributes(attribute.Int("http.response.status_code", code))
-	if code >= 500 {
-		span.SetStatus(codes.Error, http.StatusText(code))
-	}
 }
