@@ -67,27 +67,15 @@ func (pl hotelPlan) newUsers(ctx context.Context, env *Env, procs *hotelProcs, s
 			}
 			opts = append(opts, grpc.WithChainUnaryInterceptor(gc.UnaryInterceptor()))
 		case peer != nil:
-			var ics []grpc.UnaryClientInterceptor
-			for range u.sides {
-				c, err := peer.Client("", entry)
-				if err != nil {
-					u.close()
-					return nil, err
+			ics, err := peerSides(peer, u.sides, entry, live, func(c peers.Client) peers.Client {
+				if obs, ok := c.(peers.LoadObserver); ok {
+					return &observedClient{Client: c, obs: obs, load: newLoadPoller(lctx, procs, g, &u.loops), g: g}
 				}
-				if c == nil {
-					ics = append(ics, nil)
-					continue
-				}
-				lc := live[c]
-				if lc == nil {
-					if obs, ok := c.(peers.LoadObserver); ok {
-						c = &observedClient{Client: c, obs: obs, load: newLoadPoller(lctx, procs, g, &u.loops), g: g}
-					}
-					lc = peers.NewLiveClient(c, nil)
-					live[c] = lc
-					u.loops.Go(func() { lc.Run(lctx) })
-				}
-				ics = append(ics, lc.UnaryClientInterceptor())
+				return c
+			}, func(lc *peers.LiveClient) { u.loops.Go(func() { lc.Run(lctx) }) })
+			if err != nil {
+				u.close()
+				return nil, err
 			}
 			opts = append(opts, grpc.WithChainUnaryInterceptor(dispatchSide(ics)))
 		}
@@ -99,6 +87,36 @@ func (pl hotelPlan) newUsers(ctx context.Context, env *Env, procs *hotelProcs, s
 		u.conns = append(u.conns, cc)
 	}
 	return u, nil
+}
+
+// peerSides returns the interceptors of sides client sides of peer toward
+// the entry service: one LiveClient per distinct client object, shared
+// by every side (and, through live, every class) that has it — a peer
+// whose client side is one object for every caller (TopFull's entry)
+// gets one LiveClient, whose lock serializes every call into it. wrap
+// wraps a new client before its LiveClient is made; start runs its
+// loop. A nil interceptor is a side without a client.
+func peerSides(peer peers.Peer, sides int, entry string, live map[peers.Client]*peers.LiveClient,
+	wrap func(peers.Client) peers.Client, start func(*peers.LiveClient)) ([]grpc.UnaryClientInterceptor, error) {
+	var ics []grpc.UnaryClientInterceptor
+	for range sides {
+		c, err := peer.Client("", entry)
+		if err != nil {
+			return nil, err
+		}
+		if c == nil {
+			ics = append(ics, nil)
+			continue
+		}
+		lc := live[c]
+		if lc == nil {
+			lc = peers.NewLiveClient(wrap(c), nil)
+			live[c] = lc
+			start(lc)
+		}
+		ics = append(ics, lc.UnaryClientInterceptor())
+	}
+	return ics, nil
 }
 
 // side returns ctx for a call of user number user of class cl: its user
