@@ -31,7 +31,8 @@ func runShortHotel(t *testing.T, seed uint64, sets ...string) *figure.Result {
 	return res
 }
 
-// The spec's checks on a short run: without control the graph collapses
+// The spec's checks on a short run (the step and the crowd 8 s long):
+// without control the graph collapses
 // under the 8× step and stays collapsed after it (its queues full of
 // work for callers that have left); sluice at every service keeps its
 // p99 within the SLO, begins no call after its deadline, serves the
@@ -40,7 +41,7 @@ func runShortHotel(t *testing.T, seed uint64, sets ...string) *figure.Result {
 // recovery after a storm, the peers' comparison) are logged, not held:
 // docs/experiments.md reports them.
 func TestHotelChecksShort(t *testing.T) {
-	res := runShortHotel(t, 1, "scenarios=step-8,crowd", "rows=none,sluice")
+	res := runShortHotel(t, 1, "scenarios=step-8,crowd", "step_len=8s", "crowd_len=8s", "rows=none,sluice")
 	s := res.Summary
 	C := s.Metric("capacity_rps")
 	m := func(base, scn, row string) float64 { return s.Metric(figure.HotelMetric(base, scn, row)) }
@@ -138,7 +139,7 @@ func TestHotelDeterminism(t *testing.T) {
 
 // The scaled graph runs with its instances and the same records.
 func TestHotelScaledRuns(t *testing.T) {
-	res := runShortHotel(t, 1, "topology=scaled", "services=12", "instances=30", "scenarios=step-3", "step_len=5s", "rows=sluice")
+	res := runShortHotel(t, 1, "topology=scaled", "services=12", "instances=30", "scenarios=step-3", "warm=2s", "step_len=3s", "after=1s", "rows=sluice")
 	s := res.Summary
 	if s.Metric("services") != 12 || s.Metric("instances") != 30 {
 		t.Fatalf("%v services, %v instances", s.Metric("services"), s.Metric("instances"))
