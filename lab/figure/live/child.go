@@ -57,6 +57,10 @@ func startChildBackend(ctx context.Context, exe string, cpus []int, args ...stri
 	return c, nil
 }
 
+// childProcPrepare, when set (Linux), prepares a testbed child's command
+// before it starts.
+var childProcPrepare func(*exec.Cmd)
+
 // startChildProcess is startChildBackend without the wait for /healthz:
 // it returns once the child has printed its listening line (for a child
 // that serves no HTTP, whose readiness its caller checks its own way).
@@ -67,6 +71,9 @@ func startChildProcess(ctx context.Context, exe string, cpus []int, args ...stri
 	full := append([]string{"testbed"}, args...)
 	full = append(full, "--listen", anyPort)
 	cmd := exec.Command(exe, full...)
+	if childProcPrepare != nil {
+		childProcPrepare(cmd)
+	}
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
