@@ -35,8 +35,8 @@ func yamlStage(t *testing.T, controller, params string) Config {
 // to the same configuration, for every controller with parameters of its
 // own.
 func TestTypedControllerEqualsYAML(t *testing.T) {
-	auto := auto.DefaultConfig()
-	auto.SLO, auto.TailGuard = 250*time.Millisecond, true
+	ac := auto.DefaultConfig()
+	ac.SLO, ac.TailGuard = 250*time.Millisecond, true
 	seda := control.DefaultSEDAConfig()
 	seda.Target, seda.TrackDemand = 100*time.Millisecond, false
 	yaksha := control.DefaultYakshaConfig()
@@ -48,7 +48,7 @@ func TestTypedControllerEqualsYAML(t *testing.T) {
 		name, params   string
 		wantController string
 	}{
-		{&auto, "auto", "{slo: 250ms, tail_guard: true}", "auto"},
+		{&ac, "auto", "{slo: 250ms, tail_guard: true}", "auto"},
 		{&seda, "seda", "{target: 100ms, track_demand: false}", "seda"},
 		{&yaksha, "yaksha", "{tref: 200ms}", "yaksha"},
 		{&rate, "static-rate", "{rate: 300}", "static-rate"},

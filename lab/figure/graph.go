@@ -381,9 +381,9 @@ const GraphStage = "chain"
 // priority the edge decided travels on, and one stage, auto told SLO,
 // with the default wait queue.
 func (c GraphParams) Policy() (policy.Config, error) {
-	auto := auto.DefaultConfig()
-	auto.SLO = c.SLO
-	st := policy.StageConfig{Name: GraphStage, Match: policy.MatchConfig{PathPrefix: "/"}, Control: &auto}
+	ac := auto.DefaultConfig()
+	ac.SLO = c.SLO
+	st := policy.StageConfig{Name: GraphStage, Match: policy.MatchConfig{PathPrefix: "/"}, Control: &ac}
 	cfg := policy.Config{
 		Classes: policy.ClassesConfig{Order: []string{"high", "low"}, Default: "low",
 			Rules:          []policy.ClassRule{{Class: "high", Header: &policy.HeaderMatch{Name: GraphClassHeader, Value: "high", Trust: "any"}}},

@@ -36,6 +36,10 @@ type Stage struct {
 	TenantOf func(r *Request) string
 	// OnStep, if set, sees the decisions of every step.
 	OnStep func(now time.Duration, ds []sluice.Decision)
+	// OnReject, if set, is told why a request is rejected (the stage's
+	// error: stage.ErrDeadline for a deadline), before it finishes; a
+	// request whose sender left while it waited is not told.
+	OnReject func(r *Request, err error)
 	// ExactTrigger, for a sample-triggered controller (SEDA's nreq),
 	// also steps the stage whenever a request finishes, so that the
 	// controller runs at the very instant its nreq-th sample lands, as
@@ -88,9 +92,17 @@ func (w *simWait) Granted(t stage.Ticket) {
 }
 
 // Dropped finishes the request as rejected.
-func (w *simWait) Dropped(error) {
+func (w *simWait) Dropped(err error) {
 	w.timer.Stop()
+	w.s.rejected(w.r, err)
 	w.r.Finish(w.s.e.Now(), Rejected)
+}
+
+// rejected tells OnReject.
+func (s *Stage) rejected(r *Request, err error) {
+	if s.OnReject != nil {
+		s.OnReject(r, err)
+	}
 }
 
 // Handle decides r.
@@ -108,15 +120,23 @@ func (s *Stage) Handle(r *Request) {
 	if r.Deadline > 0 {
 		req.Deadline = s.e.Base().Add(r.Deadline)
 	}
-	t, o, _ := s.st.ArriveRequest(s.e.Time(), req, &w.Wait)
+	t, o, err := s.st.ArriveRequest(s.e.Time(), req, &w.Wait)
 	switch o {
 	case gate.Admitted:
 		s.serve(r, t)
 	case gate.Rejected:
+		s.rejected(r, err)
 		r.Finish(s.e.Now(), Rejected)
 	default:
 		w.timer = s.e.After(w.Deadline.Sub(s.e.Time()), func() {
 			if s.st.Leave(s.e.Time(), &w.Wait, true) {
+				// Its wait ended at its own deadline, or at the
+				// stage's allowed wait.
+				err := stage.ErrQueueTimeout
+				if !req.Deadline.IsZero() && !w.Deadline.Before(req.Deadline) {
+					err = stage.ErrDeadline
+				}
+				s.rejected(r, err)
 				r.Finish(s.e.Now(), Rejected)
 			}
 		})

@@ -33,6 +33,7 @@ type experimentFlags struct {
 	backendProcess bool
 	proxyProcess   bool
 	rows           []string
+	sets           []string
 	policerKernel  string
 	cgiWork        string
 	seed           uint64
@@ -110,7 +111,7 @@ quiet machine.`,
 			ctx, stop := runContext(cmd.Context())
 			defer stop()
 			res, err := live.RunExperiment(ctx, e, live.Options{Quick: f.quick, Seed: f.seed, Out: dir, Service: f.service,
-				Transport: f.transport, AutoMedianProbe: f.medianProbe, AutoKnee: f.autoKnee, AutoBurstWindow: f.autoBurst, AutoTailPool: f.autoTailPool, BackendProcess: f.backendProcess, ProxyProcess: f.proxyProcess, Rows: f.rows, PolicerKernel: f.policerKernel, CGIWork: f.cgiWork, Progress: cmd.ErrOrStderr()})
+				Transport: f.transport, AutoMedianProbe: f.medianProbe, AutoKnee: f.autoKnee, AutoBurstWindow: f.autoBurst, AutoTailPool: f.autoTailPool, BackendProcess: f.backendProcess, ProxyProcess: f.proxyProcess, Rows: f.rows, PolicerKernel: f.policerKernel, CGIWork: f.cgiWork, Sets: f.sets, Progress: cmd.ErrOrStderr()})
 			if err != nil {
 				return err
 			}
@@ -127,7 +128,8 @@ quiet machine.`,
 	cmd.Flags().IntVar(&f.autoTailPool, "auto-tail-pool", 0, "adaptive only: auto's tail_pool option (a named option, off by default; e.g. 2000): how many of the latest service times the wait queue's p99 estimate pools")
 	cmd.Flags().StringVar(&f.service, "service", "", "adaptive only: service-time variant exp, lognormal (σ 1.5) or pareto (α 1.5, capped at 50× the mean); default exp")
 	cmd.Flags().StringVar(&f.transport, "transport", "", "graph, graph-crowd and graph-recover only: grpc runs the chain with every hop a gRPC service (rows grpc-throttle and inprocess; graph-recover: inprocess and inprocess-window); default http")
-	cmd.Flags().StringSliceVar(&f.rows, "rows", nil, "peers and adaptive only: run only these rows (comma-separated; peers: uncontrolled, nginx, haproxy, seda, yaksha; adaptive: none, nginx, haproxy, seda, yaksha, gradient2, envoy-gradient, bbr, auto), each on a fresh backend, proxy and load generator")
+	cmd.Flags().StringArrayVar(&f.sets, "set", nil, "graph-hotel only: a parameter as key=value (repeatable), as sluice-lab sim --set: scenarios, rows, phases' lengths, peer_params, policy")
+	cmd.Flags().StringSliceVar(&f.rows, "rows", nil, "peers, adaptive and graph-hotel only: run only these rows (comma-separated; peers: uncontrolled, nginx, haproxy, seda, yaksha; adaptive: none, nginx, haproxy, seda, yaksha, gradient2, envoy-gradient, bbr, auto; graph-hotel: none, breakwater, dagor, rajomon, topfull, sluice), each on a fresh backend, proxy and load generator")
 	cmd.Flags().StringVar(&f.policerKernel, "policer-kernel", "", "voigt-sweep and voigt-step only: the connection policer's policer.kernel, auto (drop excess SYNs in the kernel when it can), on or off (reset at accept in user space); default auto")
 	cmd.Flags().StringVar(&f.cgiWork, "cgi-work", "", "the CPU experiments (voigt-sweep, voigt-step, kihl-step, kihl-distribution): what a request's CPU demand is on the pinned CGI backend, cpu-time (burn the demand's CPU time, however fast the shared CPU runs) or count (sum the calibrated count of random numbers); default cpu-time")
 	cmd.Flags().Uint64Var(&f.seed, "seed", 1, "seed of the load generator and the backends")

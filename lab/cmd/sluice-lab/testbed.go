@@ -68,7 +68,7 @@ are not loopback need --allow-public. Ctrl-C stops it and prints a summary.`,
 	pf := cmd.PersistentFlags()
 	pf.StringVar(&f.listen, "listen", "127.0.0.1:8081", "address to listen on (host:port; port 0 picks a free port)")
 	pf.BoolVar(&f.allowPublic, "allow-public", false, "allow a listen address that is not loopback")
-	cmd.AddCommand(newTestbedQueueCmd(&f), newTestbedTierCmd(&f), newTestbedGRPCCmd(&f), newTestbedCGICmd(&f), newTestbedStaticCmd(&f), newTestbedBookstoreCmd(&f))
+	cmd.AddCommand(newTestbedQueueCmd(&f), newTestbedTierCmd(&f), newTestbedGRPCCmd(&f), newTestbedCGICmd(&f), newTestbedStaticCmd(&f), newTestbedBookstoreCmd(&f), newTestbedHotelCmd(&f))
 	return cmd
 }
 

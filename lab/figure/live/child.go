@@ -46,12 +46,34 @@ func childCapable(exe string) bool {
 // startChildBackend starts `exe testbed args...` on a free loopback port,
 // pinned to cpus when cpus is non-empty, and waits until it answers.
 func startChildBackend(ctx context.Context, exe string, cpus []int, args ...string) (*childBackend, error) {
+	c, err := startChildProcess(ctx, exe, cpus, args...)
+	if err != nil {
+		return nil, err
+	}
+	if err := waitReady(ctx, c.URL+"/healthz", 10*time.Second); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// childProcPrepare, when set (Linux), prepares a testbed child's command
+// before it starts.
+var childProcPrepare func(*exec.Cmd)
+
+// startChildProcess is startChildBackend without the wait for /healthz:
+// it returns once the child has printed its listening line (for a child
+// that serves no HTTP, whose readiness its caller checks its own way).
+func startChildProcess(ctx context.Context, exe string, cpus []int, args ...string) (*childBackend, error) {
 	if !childCapable(exe) {
 		return nil, errNotSluice
 	}
 	full := append([]string{"testbed"}, args...)
 	full = append(full, "--listen", anyPort)
 	cmd := exec.Command(exe, full...)
+	if childProcPrepare != nil {
+		childProcPrepare(cmd)
+	}
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -89,10 +111,6 @@ func startChildBackend(ctx context.Context, exe string, cpus []int, args ...stri
 	case <-ctx.Done():
 		c.Close()
 		return nil, ctx.Err()
-	}
-	if err := waitReady(ctx, c.URL+"/healthz", 10*time.Second); err != nil {
-		c.Close()
-		return nil, err
 	}
 	return c, nil
 }

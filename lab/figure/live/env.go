@@ -44,6 +44,8 @@ type Env struct {
 	PolicerKernel string
 	// CGIWork is Options.CGIWork.
 	CGIWork string
+	// Sets is Options.Sets.
+	Sets []string
 
 	start time.Time
 	mu    sync.Mutex
@@ -61,7 +63,7 @@ func newEnv(name string, opts Options) *Env {
 			exe = p
 		}
 	}
-	return &Env{Name: name, Quick: opts.Quick, Seed: opts.Seed, Executable: exe, AdminAddr: opts.AdminAddr, Service: opts.Service, Transport: opts.Transport, AutoMedianProbe: opts.AutoMedianProbe, AutoKnee: opts.AutoKnee, AutoBurstWindow: opts.AutoBurstWindow, AutoTailPool: opts.AutoTailPool, BackendProcess: opts.BackendProcess, ProxyProcess: opts.ProxyProcess, Rows: opts.Rows, PolicerKernel: opts.PolicerKernel, CGIWork: opts.CGIWork, start: time.Now(), out: out}
+	return &Env{Name: name, Quick: opts.Quick, Seed: opts.Seed, Executable: exe, AdminAddr: opts.AdminAddr, Service: opts.Service, Transport: opts.Transport, AutoMedianProbe: opts.AutoMedianProbe, AutoKnee: opts.AutoKnee, AutoBurstWindow: opts.AutoBurstWindow, AutoTailPool: opts.AutoTailPool, BackendProcess: opts.BackendProcess, ProxyProcess: opts.ProxyProcess, Rows: opts.Rows, PolicerKernel: opts.PolicerKernel, CGIWork: opts.CGIWork, Sets: opts.Sets, start: time.Now(), out: out}
 }
 
 // Phasef prints a line announcing a phase, with the time since the start

@@ -71,6 +71,7 @@ var registry = map[string]func(ctx context.Context, env *Env) (*figure.Result, e
 	"graph-crowd":           runGraphCrowd,
 	"graph-recover":         runGraphRecover,
 	"tenants":               runTenants,
+	"graph-hotel":           runGraphHotel,
 	"peers":                 runPeers,
 	"cluster":               runCluster,
 }
@@ -138,11 +139,13 @@ type Options struct {
 	// admin listener's /state (`sluice-lab experiment` sets it unless
 	// told --proxy-process=false). Other experiments ignore it.
 	ProxyProcess bool
-	// Rows, when set, runs only these rows of the peers or the adaptive
-	// experiment (its system names, in its order), each still on a fresh
-	// backend, proxy and load generator; the checks about the rows left
-	// out report n/a (peers) or are not made (adaptive: the comparisons
-	// with nginx and HAProxy need both). Other experiments ignore it.
+	// Rows, when set, runs only these rows of the peers, the adaptive
+	// or the graph-hotel experiment (its system names, in its order), each
+	// still on a fresh backend, proxy and load generator (graph-hotel:
+	// fresh service processes); the checks about the rows left out report
+	// n/a (peers) or are not made (adaptive: the comparisons with nginx
+	// and HAProxy need both; graph-hotel: the comparison with the peers).
+	// Other experiments ignore it.
 	Rows []string
 	// PolicerKernel is where the Voigt CPU experiments' (voigt-sweep,
 	// voigt-step) connection policer enforces its rate, the proxy's
@@ -155,6 +158,10 @@ type Options struct {
 	// kihl-distribution): CGIWorkCPUTime (empty: the default) or
 	// CGIWorkCount; other experiments ignore it.
 	CGIWork string
+	// Sets are "key=value" parameters of the experiments that take them
+	// (graph-hotel: figure.DeclareHotel's, as sluice-lab sim --set);
+	// other experiments ignore them.
+	Sets []string
 	// Seed seeds the load generator and the backends' random draws.
 	Seed uint64
 	// Out is the report folder; empty writes nothing (Outcome.Result still

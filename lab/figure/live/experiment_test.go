@@ -21,7 +21,7 @@ import (
 
 func TestRegistry(t *testing.T) {
 	want := []string{"kihl-step", "kihl-distribution", "yaksha-load-sweep", "yaksha-workload-shift", "seda-spike", "seda-classes",
-		"seda-degradation", "voigt-sweep", "voigt-step", "voigt-bandwidth", "lijamin-epochs", "adaptive", "graph", "graph-crowd", "graph-recover", "tenants", "cluster", "peers"}
+		"seda-degradation", "voigt-sweep", "voigt-step", "voigt-bandwidth", "lijamin-epochs", "adaptive", "graph", "graph-crowd", "graph-recover", "graph-hotel", "tenants", "cluster", "peers"}
 	got := Names()
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("Names() = %v, want %v", got, want)

@@ -22,4 +22,5 @@ var registry = map[string]func(ps *Params) RunFunc{
 	"graph-recover":         graphRecover,
 	"tenants":               tenantsScenario,
 	"costly":                costlyScenario,
+	"graph-hotel":           graphHotel,
 }

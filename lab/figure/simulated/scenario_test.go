@@ -13,7 +13,7 @@ import (
 
 func TestRegistry(t *testing.T) {
 	want := []string{"kihl-step", "kihl-distribution", "yaksha-load-sweep", "yaksha-workload-shift",
-		"seda-spike", "seda-classes", "seda-degradation", "voigt-sweep", "voigt-step", "voigt-bandwidth", "lijamin-epochs", "adaptive", "graph", "graph-crowd", "graph-recover", "tenants", "costly"}
+		"seda-spike", "seda-classes", "seda-degradation", "voigt-sweep", "voigt-step", "voigt-bandwidth", "lijamin-epochs", "adaptive", "graph", "graph-crowd", "graph-recover", "graph-hotel", "tenants", "costly"}
 	if got := Names(); !slices.Equal(got, want) {
 		t.Fatalf("Names() = %v, want %v", got, want)
 	}

@@ -405,5 +405,5 @@ func (p *Peer) Server(string, bool) (peers.Server, error) { return NewServer(p.C
 // Client returns a client with a fresh id.
 func (p *Peer) Client(from, to string) (peers.Client, error) {
 	p.n++
-	return NewClient(p.Config, fmt.Sprintf("%s→%s#%d", from, to, p.n))
+	return NewClient(p.Config, fmt.Sprintf("%s->%s#%d", from, to, p.n))
 }

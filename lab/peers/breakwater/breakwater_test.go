@@ -248,3 +248,18 @@ func TestConfigValidate(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// The peer's client ids travel as gRPC metadata, which carries printable
+// ASCII only (a non-ASCII id fails every call with INTERNAL).
+func TestPeerClientIDIsMetadata(t *testing.T) {
+	p := &Peer{Config: DefaultConfig()}
+	c, err := p.Client("frontend", "rate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := c.Send(t0, &peers.Call{ID: 1})
+	id := d.Meta[KeyClient]
+	if id == "" || strings.IndexFunc(id, func(r rune) bool { return r < 0x20 || r > 0x7e }) >= 0 {
+		t.Errorf("client id %q: want printable ASCII", id)
+	}
+}
