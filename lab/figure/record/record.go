@@ -173,9 +173,13 @@ func Read(path string) (*Record, error) {
 
 // ReadAll reads every record under root (FIGURE/MODE.json), sorted by
 // figure and mode. A file there that is not a valid record is an error,
-// so that a stray or misnamed record cannot hide.
+// so that a stray or misnamed record cannot hide; a missing root holds
+// no records.
 func ReadAll(root string) ([]*Record, error) {
 	var recs []*Record
+	if _, err := os.Stat(root); errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
