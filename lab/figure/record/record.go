@@ -215,13 +215,23 @@ func LoadAverage() (float64, bool) {
 	return v, err == nil
 }
 
+// stampedRevision is the commit the binary was built from when the build
+// says so: go build -ldflags "-X
+// github.com/sluicehq/sluice/lab/figure/record.stampedRevision=$(git rev-parse HEAD)"
+// (the Makefile's lab target does, adding "+dirty" when the tree differs
+// from it outside lab/results and docs), for builds without VCS stamping.
+var stampedRevision string
+
 // BuildRevision returns the VCS revision the running binary was built
-// from (the first 12 hex digits, "+dirty" when the tree was modified). A
-// binary built without VCS stamping (-buildvcs=false, go run) falls back
+// from (the first 12 hex digits, "+dirty" when the tree was modified):
+// the stamped revision, else the build's VCS information. A binary built without VCS stamping (-buildvcs=false, go run) falls back
 // to asking git about the working directory's checkout, not counting
 // changes under lab/results and docs/experiments.md (the records and the
 // table that recording rewrites); "" when neither knows.
 func BuildRevision() string {
+	if rev, dirty := strings.CutSuffix(stampedRevision, "+dirty"); rev != "" {
+		return revision(rev, dirty)
+	}
 	if info, ok := debug.ReadBuildInfo(); ok {
 		var rev string
 		dirty := false

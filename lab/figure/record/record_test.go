@@ -181,3 +181,16 @@ func TestDocsTable(t *testing.T) {
 		t.Fatalf("docs/experiments.md: %v", err)
 	}
 }
+
+func TestBuildRevisionStamped(t *testing.T) {
+	defer func(s string) { stampedRevision = s }(stampedRevision)
+	for stamp, want := range map[string]string{
+		"0123456789abcdef0123":       "0123456789ab",
+		"0123456789abcdef0123+dirty": "0123456789ab+dirty",
+	} {
+		stampedRevision = stamp
+		if got := BuildRevision(); got != want {
+			t.Errorf("stamped %q: BuildRevision = %q, want %q", stamp, got, want)
+		}
+	}
+}
