@@ -105,6 +105,14 @@ func (r *Record) Passed() (met, total int) {
 	return met, len(r.Checks)
 }
 
+// Busy reports a live run that started with the 1-minute load average
+// above the CPUs it could use: other work competed for the CPUs its
+// backend, proxy and load generator need. Simulated runs, in virtual
+// time, are never busy.
+func (r *Record) Busy() bool {
+	return r.Mode == figure.Live && r.Load1 != nil && *r.Load1 > float64(r.CPUs)
+}
+
 // File is the record's path relative to the results folder:
 // FIGURE/MODE.json.
 func File(name string, m figure.Mode) string {

@@ -88,11 +88,20 @@ func TestTable(t *testing.T) {
 		"| `seda-spike` | live | [all 1 met](../lab/results/seda-spike/live.json) | 2026-12-05 01:02 | 0.19 (2 CPUs) | `abcdef012345` | `sluice-lab experiment seda-spike` |\n" +
 			"| `seda-spike` | sim | no record |",
 		"| `peers` | live | no record |",
-		"\n2 of 34 figure runs recorded; 1 met every expectation.\n",
+		"\n2 of 34 figure runs recorded; 1 met every expectation.\n\nMissed",
 		"\nMissed expectations:\n\n- `kihl-step` sim: settles — settling_time_s = 30 (must be ≤ 17)\n",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("table lacks\n%s\n--- table:\n%s", want, got)
+		}
+	}
+	busy := testRecords()
+	busy[0].Load1 = load(2.5)
+	busy[1].Load1 = load(30)
+	b := Table(busy, "../lab/results")
+	for _, want := range []string{"| **2.50 (2 CPUs)** busy |", "| 30.00 (2 CPUs) |", "\n1 live runs started on a busy machine"} {
+		if !strings.Contains(b, want) {
+			t.Errorf("table of a busy live run lacks %q:\n%s", want, b)
 		}
 	}
 	if strings.Contains(got, "| `peers` | sim") || strings.Contains(got, "| `cluster` | sim") {

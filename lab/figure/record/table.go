@@ -42,7 +42,7 @@ func Table(recs []*Record, linkBase string) string {
 	var b strings.Builder
 	b.WriteString("| figure | mode | expectations met | run (UTC) | load at start | build | command |\n")
 	b.WriteString("|---|---|---|---|---|---|---|\n")
-	var rows, recorded, allMet int
+	var rows, recorded, allMet, busy int
 	var missed []string
 	for _, s := range figure.All() {
 		for _, m := range []figure.Mode{figure.Live, figure.Sim} {
@@ -68,6 +68,10 @@ func Table(recs []*Record, linkBase string) string {
 				load = strconv.FormatFloat(*r.Load1, 'f', 2, 64)
 			}
 			load += fmt.Sprintf(" (%d CPUs)", r.CPUs)
+			if r.Busy() {
+				busy++
+				load = "**" + load + "** busy"
+			}
 			build := "—"
 			if r.Revision != "" {
 				build = "`" + r.Revision + "`"
@@ -82,6 +86,10 @@ func Table(recs []*Record, linkBase string) string {
 		}
 	}
 	fmt.Fprintf(&b, "\n%d of %d figure runs recorded; %d met every expectation.\n", recorded, rows, allMet)
+	if busy > 0 {
+		fmt.Fprintf(&b, "\n%d live runs started on a busy machine (load average above its CPUs): their timings, and the checks that read them, "+
+			"are not the figure's; rerun them on a quiet machine.\n", busy)
+	}
 	if len(missed) > 0 {
 		b.WriteString("\nMissed expectations:\n\n")
 		b.WriteString(strings.Join(missed, "\n"))
