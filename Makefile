@@ -20,8 +20,10 @@ build:
 	$(GO) build -o bin/sluice ./cmd/sluice
 
 ## lab: the lab's binary, bin/sluice-lab.
+# The lab's records name the commit it was built from (lab/figure/record).
+LAB_REV = $(shell git rev-parse HEAD 2>/dev/null)$(shell git rev-parse HEAD >/dev/null 2>&1 && ! git diff --quiet HEAD -- . ':(exclude)lab/results' ':(exclude)docs' && echo +dirty)
 lab:
-	$(GO) -C lab build -o ../bin/sluice-lab ./cmd/sluice-lab
+	$(GO) -C lab build -ldflags "-X github.com/sluicehq/sluice/lab/figure/record.stampedRevision=$(LAB_REV)" -o ../bin/sluice-lab ./cmd/sluice-lab
 
 ## image: the container image for linux/amd64 and linux/arm64, built
 ## from scratch without pulling anything (static binaries, CA

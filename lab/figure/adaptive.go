@@ -58,7 +58,7 @@ func AdaptiveMetric(base, row, phase string) string {
 // 0.8 × capacity within the objective, and one second's goodput varies
 // by ±15 % (a second's 100 services per worker, of coefficient of
 // variation 2.9), so HAProxy told the workers took 3–5 s to look settled
-// within 10 % (docs/experiments.md).
+// within 10 % (lab/NOTEBOOK.md).
 func AdaptiveChecks(s *report.Summary, phases []AdaptivePhase, sloMS, capacity float64) []Check {
 	if _, ok := s.Get(AdaptiveMetric("goodput_rps", "auto", phases[0].Name)); !ok {
 		return nil

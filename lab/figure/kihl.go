@@ -104,7 +104,7 @@ func DeclareKihl(ps *Params, c *KihlParams, duration time.Duration) {
 			"settle_band/2.5, which M/D/1 on the paper's model never needs and the live CPU does")
 	ps.Float(&c.SpeedCV, "speed_cv", 0, 0, 0.9,
 		"simulator only: relative standard deviation of the server's speed per period (each period's service times × 1 + ε, ε an AR(1) "+
-			"noise); 0 is the paper's server, the live CPU measured 0.12 (docs/experiments.md, \"Why the Kihl figures missed\")")
+			"noise); 0 is the paper's server, the live CPU measured 0.12 (lab/NOTEBOOK.md, \"Why the Kihl figures missed\")")
 	ps.Float(&c.SpeedAC1, "speed_ac1", 0.55, 0, 0.99,
 		"simulator only: lag-1 autocorrelation per period of the speed noise of speed_cv (the live CPU: 0.55 at h = 0.5 s)")
 }
@@ -298,7 +298,7 @@ func KihlAfterSettling(s *report.Summary, suffix string, periods []KihlPeriod, u
 // For the paper's M/M/1 (S̄ = 22.5 ms, h = 1 s, cv2 = 1) σ_ρ = 0.134 and
 // the share is 0.54: no admission controller acting once per period can
 // do better, and the simulator's ideal gate (k ≈ 0, I(0) = ρ_ref·μh)
-// measures 0.535–0.622 over seeds 1–3 (docs/experiments.md). For M/D/1
+// measures 0.535–0.622 over seeds 1–3 (lab/NOTEBOOK.md). For M/D/1
 // (cv2 = 0) it is 1. Andersson, Kihl et al. give Fig. 8 without numbers.
 func KihlIdealWithin(rhoRef, band, cv2 float64, meanService, h time.Duration) float64 {
 	if cv2 <= 0 || h <= 0 {

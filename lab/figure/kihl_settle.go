@@ -13,7 +13,7 @@ import (
 // must be depends on the server: the simulator's M/D/1 serves identical
 // requests in identical time, while the live CPU serves identical work in
 // a time that wanders by about ±12 % for seconds at a time
-// (docs/experiments.md, "Why the Kihl figures missed"). The window is
+// (lab/NOTEBOOK.md, "Why the Kihl figures missed"). The window is
 // therefore chosen from the run's own service-cost noise, the same way in
 // both drivers, so that the window's mean is as sure an indicator of the
 // loop's level on the live CPU as the default window is on the paper's

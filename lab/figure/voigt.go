@@ -79,7 +79,7 @@ func VoigtStepChecks(s *report.Summary, stepLen time.Duration, cgiDemand float64
 		// more of it (the live testbed, where the proxy's connection work
 		// runs on the other CPU; the simulator with cpu_kernel=0: rate
 		// after 5 periods 727–797/s, minimum 493–566/s, never below half
-		// with seeds 2 and 3) must not be held to 500/s. docs/experiments.md.
+		// with seeds 2 and 3) must not be held to 500/s. lab/NOTEBOOK.md.
 		Within(s, "After the step to 850 req/s the policer's rate closes half its gap to what the server sustains within a few periods: below the midpoint of its initial rate and the step's controlled throughput within ≤ 8 periods (paper Fig. 5: \"decreases very quickly\", below half of 1000/s as its capacity was below 500; simulator [1, 8])",
 			"periods_to_halfway_to_capacity", 1, 8),
 		AtMost(s, "After the step the policer's rate comes down to the server's capacity: its minimum is at most 1.25 × the controlled throughput during the step (simulator 1.13–1.23 with the paper's kernel cost, 0.90–0.96 without)",
@@ -100,7 +100,7 @@ func VoigtStepChecks(s *report.Summary, stepLen time.Duration, cgiDemand float64
 		// has settled the controls hold the RT well below the
 		// uncontrolled server's, which by then answers almost nothing
 		// (simulator 0–0.6 req/s, at 1989 ms: the clients' timeout).
-		// docs/experiments.md.
+		// lab/NOTEBOOK.md.
 		AtMost(s, fmt.Sprintf("In the high load's last quarter the controls keep the admitted requests' mean RT well below the uncontrolled server's, whose few answers then take the clients' timeout: ≤ half of it, %v (simulator 242–413 ms; 501–533 with the paper's kernel cost moved into the requests' demands; uncontrolled 0–0.6 answers/s at 1989 ms)", timeout/2),
 			"mean_rt_ms_step_last_quarter", float64(timeout/2)/float64(time.Millisecond)),
 		AtLeast(s, "During the high load the controls lose no throughput against the uncontrolled server (simulator: more than twice as much)",

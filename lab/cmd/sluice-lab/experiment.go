@@ -16,7 +16,9 @@ import (
 
 	"github.com/sluicehq/sluice/control/auto"
 	"github.com/sluicehq/sluice/internal/cli"
+	"github.com/sluicehq/sluice/lab/figure"
 	"github.com/sluicehq/sluice/lab/figure/live"
+	"github.com/sluicehq/sluice/lab/figure/record"
 	"github.com/sluicehq/sluice/lab/report"
 )
 
@@ -38,6 +40,7 @@ type experimentFlags struct {
 	cgiWork        string
 	seed           uint64
 	out            string
+	record         string
 }
 
 // newExperimentCmd builds `sluice-lab experiment`.
@@ -110,12 +113,17 @@ quiet machine.`,
 			}
 			ctx, stop := runContext(cmd.Context())
 			defer stop()
+			rec := record.New(e.Name, figure.Live, f.seed, time.Now())
+			rec.Quick = f.quick
 			res, err := live.RunExperiment(ctx, e, live.Options{Quick: f.quick, Seed: f.seed, Out: dir, Service: f.service,
 				Transport: f.transport, AutoMedianProbe: f.medianProbe, AutoKnee: f.autoKnee, AutoBurstWindow: f.autoBurst, AutoTailPool: f.autoTailPool, BackendProcess: f.backendProcess, ProxyProcess: f.proxyProcess, Rows: f.rows, PolicerKernel: f.policerKernel, CGIWork: f.cgiWork, Sets: f.sets, Progress: cmd.ErrOrStderr()})
 			if err != nil {
 				return err
 			}
-			return printOutcome(out, res)
+			if err := printOutcome(out, res); err != nil {
+				return err
+			}
+			return writeRecord(cmd, f.record, rec, res.Checks)
 		},
 	}
 	cmd.Flags().BoolVar(&f.list, "list", false, "list the experiments")
@@ -134,6 +142,7 @@ quiet machine.`,
 	cmd.Flags().StringVar(&f.cgiWork, "cgi-work", "", "the CPU experiments (voigt-sweep, voigt-step, kihl-step, kihl-distribution): what a request's CPU demand is on the pinned CGI backend, cpu-time (burn the demand's CPU time, however fast the shared CPU runs) or count (sum the calibrated count of random numbers); default cpu-time")
 	cmd.Flags().Uint64Var(&f.seed, "seed", 1, "seed of the load generator and the backends")
 	cmd.Flags().StringVar(&f.out, "out", "", "report folder (default ./out/experiment/NAME-SEED)")
+	addRecordFlag(cmd, &f.record)
 	return cmd
 }
 

@@ -8,11 +8,13 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/lab/figure"
+	"github.com/sluicehq/sluice/lab/figure/record"
 	"github.com/sluicehq/sluice/lab/figure/simulated"
 	"github.com/sluicehq/sluice/lab/report"
 )
@@ -25,6 +27,7 @@ type simFlags struct {
 	seeds  string
 	out    string
 	set    []string
+	record string
 }
 
 // newSimCmd builds `sluice-lab sim`.
@@ -94,6 +97,7 @@ summary.json (scenario, mode "sim", seed and the metrics), timeseries.csv
 			if dir == "" {
 				dir = filepath.Join("out", "sim", args[0]+"-"+strconv.FormatUint(f.seed, 10))
 			}
+			rec := record.New(p.Scenario.Name, figure.Sim, f.seed, time.Now())
 			res, err := p.Run(f.seed)
 			if err != nil {
 				return runError(err)
@@ -101,7 +105,10 @@ summary.json (scenario, mode "sim", seed and the metrics), timeseries.csv
 			if _, err := res.Write(dir); err != nil {
 				return err
 			}
-			return printRun(out, res, dir)
+			if err := printRun(out, res, dir); err != nil {
+				return err
+			}
+			return writeRecord(cmd, f.record, rec, res.Checks)
 		},
 	}
 	cmd.Flags().BoolVar(&f.list, "list", false, "list the scenarios")
@@ -110,6 +117,7 @@ summary.json (scenario, mode "sim", seed and the metrics), timeseries.csv
 	cmd.Flags().StringVar(&f.seeds, "seeds", "", "run once per seed, e.g. 1-40 or 1-10,15 (a folder per seed under --out, seeds.csv, and how many seeds met each expectation)")
 	cmd.Flags().StringVar(&f.out, "out", "", "result folder (default ./out/sim/SCENARIO-SEED, or ./out/sim/SCENARIO-seeds with --seeds)")
 	cmd.Flags().StringArrayVar(&f.set, "set", nil, "override a parameter: key=value (repeatable)")
+	addRecordFlag(cmd, &f.record)
 	return cmd
 }
 

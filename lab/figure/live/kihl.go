@@ -499,7 +499,7 @@ func runKihlVariant(ctx context.Context, env *Env, p kihlLive, plan cpuPlan, v *
 // CPU time per second of wall time (/proc/<pid>/stat) since the call, or
 // NaN where it cannot tell. The idle probe before a run sees only that
 // moment; on a shared machine other work can start later, and the host
-// sensor counts it as the backend's utilization (docs/experiments.md,
+// sensor counts it as the backend's utilization (lab/NOTEBOOK.md,
 // "Why the Kihl figures missed": 0.01 ± 0.009 per period on the quiet
 // machine, 0.19 ± 0.19 at load 6.5).
 func foreignMeter(plan cpuPlan, pid int) func() float64 {

@@ -76,7 +76,7 @@ const (
 	// project's 2-vCPU machines the two vCPUs share one physical core's
 	// throughput: a loop of random numbers pinned to one ran at 3.1–3.6
 	// ns per number while the other idled and 6.0–6.1 ns while the other
-	// ran the same loop (2026-11-27, docs/experiments.md), so the proxy
+	// ran the same loop (2026-11-27, lab/NOTEBOOK.md), so the proxy
 	// and load generator on the other vCPU slowed a counted backend by up
 	// to 1.9× as the offered rate rose, and the server's capacity fell
 	// with the load (its CPU was 79 % busy at 200 req/s where the demands
@@ -208,7 +208,7 @@ func processCPUTime(pid int) (float64, error) {
 // backends burnt 62 % of the numbers the demands ask for and served 710
 // req/s under overload where the demands allow about 450, so voigt-step's
 // full wait queue drained within the clients' timeout and the
-// uncontrolled server did not collapse (docs/experiments.md, "voigt-step:
+// uncontrolled server did not collapse (lab/NOTEBOOK.md, "voigt-step:
 // the controls' throughput against an uncontrolled server that does not
 // collapse"). It does not catch every slow phase: at 13:53 the cheapest
 // of six batches cost 6.23 ns with nothing else on the backend's CPU, and

@@ -103,7 +103,7 @@ const (
 // under the same controller state: where the PD's rate freezes after
 // its transient (the paper's guard keeps it while the queue stays below
 // q_ref and unchanged) differs from run to run by about the 10 % the
-// comparison allows (docs/experiments.md, "voigt-sweep: Poisson against
+// comparison allows (lab/NOTEBOOK.md, "voigt-sweep: Poisson against
 // constant arrivals").
 const (
 	voigtTopSegments = 4
@@ -203,7 +203,7 @@ func planVoigtSweep(env *Env, b *cpuBackend) (*voigtSweepPlan, error) {
 	pl.runs = []*cpuRun{pl.ctl, pl.unc}
 	// The highest rate as runs of their own, as the paper's and the
 	// simulator's every point: the policer starts at its initial 1000/s
-	// instead of inheriting a staircase's rate (docs/experiments.md,
+	// instead of inheriting a staircase's rate (lab/NOTEBOOK.md,
 	// "voigt-sweep: what the simulator rules out").
 	top := pl.rates[last]
 	pl.scTop = newStaircase([]float64{top}, pick(env, voigtTopHold, voigtTopHoldQuick))

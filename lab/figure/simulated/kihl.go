@@ -259,7 +259,7 @@ func kihlFluid(seed uint64, c figure.KihlParams, ti time.Duration, service strin
 // long, ε(k) = φ·ε(k−1) + √(1−φ²)·cv·N(0, 1), stationary from ε(0) =
 // cv·N(0, 1), floored at 0.05 − 1. It stands for the live CPU, whose cost
 // for identical work wanders by cv ≈ 0.12 with φ ≈ 0.55 per period
-// (docs/experiments.md, "Why the Kihl figures missed").
+// (lab/NOTEBOOK.md, "Why the Kihl figures missed").
 type speedNoise struct {
 	now     func() time.Duration // the model's time
 	h       time.Duration
