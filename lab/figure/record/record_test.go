@@ -1,6 +1,7 @@
 package record
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -88,7 +89,7 @@ func TestTable(t *testing.T) {
 		"| `seda-spike` | live | [all 1 met](../lab/results/seda-spike/live.json) | 2026-12-05 01:02 | 0.19 (2 CPUs) | `abcdef012345` | `sluice-lab experiment seda-spike` |\n" +
 			"| `seda-spike` | sim | no record |",
 		"| `peers` | live | no record |",
-		"\n2 of 34 figure runs recorded; 1 met every expectation.\n\nMissed",
+		fmt.Sprintf("\n2 of %d figure runs recorded; 1 met every expectation.\n\nMissed", strings.Count(got, "\n| `")),
 		"\nMissed expectations:\n\n- `kihl-step` sim: settles — settling_time_s = 30 (must be ≤ 17)\n",
 	} {
 		if !strings.Contains(got, want) {
