@@ -295,8 +295,18 @@ stages:
 	}
 	shot("ui-1280x800.png")
 
-	// Change the web stage's target through the page.
-	must(t, chromedp.Do(tctx, chromedp.SetValue(chromedp.ID("target-web"), "250ms"), chromedp.Click(chromedp.ID("target-set-web"))))
+	// Change the web stage's target through the page. The page redraws
+	// the stages every period, so a node found by id may be replaced
+	// before the next action reaches it ("No node with given id found"):
+	// a few attempts, each finding the nodes afresh.
+	var setErr error
+	for range 5 {
+		if setErr = chromedp.Do(tctx, chromedp.SetValue(chromedp.ID("target-web"), "250ms"), chromedp.Click(chromedp.ID("target-set-web"))); setErr == nil {
+			break
+		}
+		t.Logf("setting the target through the page: %v (trying again)", setErr)
+	}
+	must(t, setErr)
 	eventually(t, "/state to show the target set through the page", func() bool {
 		for _, st := range r.state(t).Stages {
 			if st.Name == "web" {
