@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package sluice
 
 // FieldError is the one configuration error of every sluice package: the

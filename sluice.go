@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package sluice is the vocabulary shared by every part of sluice: the
 // measurements a controller sees once per control period, the decision it
 // returns, and the Controller interface with its single step function.

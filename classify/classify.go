@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package classify assigns HTTP requests to a stage and a request class
 // with compiled rules: stages by path prefix, path regular expression,
 // method and host; classes by header, cookie, client address and the

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package client is sluice's client side: what a caller does so that
 // overload at the next hop does not turn into a retry storm. Transport is
 // an http.RoundTripper usable in any Go client (sluice's proxy uses it

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package cluster makes several sluice instances (proxies, or services
 // with the middleware) in front of one backend tier enforce one set of
 // global limits: static-rate and static-concurrency budgets and Li &

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package control holds sluice's admission controllers: one type per
 // published design, each a deterministic state machine with a single step
 // function, Update(now, Measurements) Decision (see package sluice).

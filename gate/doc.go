@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package gate holds the per-request admission mechanisms that controllers
 // adjust: a token bucket (the rate gate of Voigt, Kihl and SEDA), a
 // probabilistic dropper (Yaksha's drop probability pd), one token bucket per

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package grpcsluice puts sluice's admission control and client side in
 // a gRPC service (google.golang.org/grpc): server interceptors that run a
 // call through the same policy, stages, controllers and metrics as the

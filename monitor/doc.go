@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package monitor turns requests and sensors into the sluice.Measurements
 // that controllers consume once per control period.
 //

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package policer is the connection policer of Voigt and Gunningberg,
 // "Handling Multiple Bottlenecks in Web Servers Using Adaptive Inbound
 // Controls" (docs/algorithms.md §1): the paper's TCP SYN policing, or

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package policy turns a Config (classes, stages, rejection, shadow mode,
 // degradation) into a live admission policy: a request classifier, one
 // stage.Stage per configured stage plus an implicit "default" stage for

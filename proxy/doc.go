@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package proxy is sluice's reverse proxy: a transparent HTTP proxy that
 // an operator puts in front of an unmodified service (the Yaksha design)
 // with per-stage and per-class admission control (the SEDA design),

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # bench-ui.sh: what the dashboard's update path costs the proxy. wrk runs
 # through `sluice proxy` (one SEDA stage whose rate never binds, a trivial
 # backend) with no dashboard open and with 5 viewers holding /ui/events

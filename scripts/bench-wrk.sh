@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # bench-wrk.sh: the proxy's own cost next to a plain Go reverse proxy,
 # nginx and HAProxy, with wrk on loopback (docs/profiling.md).
 #

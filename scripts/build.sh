@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # build.sh: one static sluice binary, built as a release builds it.
 #
 #   scripts/build.sh GOARCH OUT

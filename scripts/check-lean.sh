@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # check-lean.sh: the product module (the root) stays lean: none of the
 # lab's libraries (plots, databases, the browser driver, the load
 # recorder, progress bars) in its packages' dependencies or its go.mod,

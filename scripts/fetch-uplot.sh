@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Re-fetches the pinned uPlot release that the admin dashboard (/ui)
 # embeds, from the npm registry, and checks it against the sha256 sums
 # below. The committed files are the release's, unmodified:

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # image.sh: build sluice's multi-architecture container image without
 # pulling anything.
 #

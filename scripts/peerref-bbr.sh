@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # peerref-bbr.sh: sluice's bbr controller against kratos/aegis's own BBR
 # limiter (github.com/go-kratos/aegis/ratelimit/bbr, used as a library) on
 # the workload of `sluice-lab experiment adaptive`, in one process on

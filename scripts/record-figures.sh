@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # record-figures.sh: run figures with --record and regenerate the table
 # docs/experiments.md opens with (lab/figure/record).
 #

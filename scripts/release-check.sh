@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # release-check.sh: build the release twice and check both builds
 # (make release-check).
 #

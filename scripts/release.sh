@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # release.sh: build a release of sluice into dist/ (OUT), offline once the
 # modules are in the module cache, and reproducibly.
 #

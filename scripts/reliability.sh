@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The long forms of the reliability suite (docs/reliability.md): the
 # smuggling corpus, slowhttptest attacks beside a probe load, connection
 # floods, reload under load, recovery after a backend stall and a

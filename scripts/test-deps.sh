@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs what the tests of the dashboard, of deploy/ and of cluster
 # mode need when it is missing, from Debian's packages (root only):
 # Chromium for the browser test of /ui (driven by chromedp), promtool

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs the bookstore's PostgreSQL tests against a throwaway PostgreSQL
 # server on 127.0.0.1, installing Debian's postgresql package when it is
 # missing (root only). The server lives in a temporary directory and is

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # test.sh: what `make test` runs, on a fresh 2-core machine in under ten
 # minutes. In order:
 #

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # version.sh: what a build of sluice stamps into what it makes.
 #
 #   scripts/version.sh [version|commit|epoch]

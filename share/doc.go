@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package share gives each client (a tenant, a subnet, a partner's API key)
 // at least its configured share of a total bandwidth B, by delaying
 // replies rather than dropping them, while the bandwidth idle clients leave

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package stage binds controllers, gates and monitors into an admission
 // stage: the unit sluice controls (a route of the proxy, a handler behind
 // the middleware, or a request type in the simulator).

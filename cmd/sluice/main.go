@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command sluice keeps HTTP services fast and alive under overload: a
 // reverse proxy with adaptive admission control (sluice proxy), config
 // validation (sluice validate), controller design (sluice design) and

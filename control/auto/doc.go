@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package auto is sluice's own admission controller, told only the
 // objective (an SLO on the response time of admitted requests): a
 // concurrency limit L that finds the service's parallelism by itself,

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package design computes controller gains from a paper's design rules and
 // checks the stability of the result, for two of sluice's controllers.
 //

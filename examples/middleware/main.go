@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command middleware is a small Go service that controls its own overload
 // with sluice, in-process:
 //

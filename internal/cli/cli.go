@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package cli holds the product's commands (proxy, validate, design,
 // version) and the command-line plumbing both binaries share: the sluice
 // binary (cmd/sluice) is these commands, and the lab's binary

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package ctxsleep waits for a duration or a context, whichever ends
 // first: the back-off wait of the client side (package client, its gRPC
 // interceptors in grpcsluice, and the lab's retry policies).

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package doccheck holds the defaults that documentation states to the
 // defaults the code sets, so that the two cannot drift apart (STYLE.md: "A
 // default stated in a doc comment and again in code: let a test hold them

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package fielderr builds and places sluice.FieldError, the one
 // configuration error of every sluice package: the setting's YAML path,
 // what is wrong with it, and its line when known.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package httpx holds the small HTTP helpers sluice's packages share: the
 // token grammar of header names and methods, and the test for a
 // server-sent event stream.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package localredis runs a throwaway redis-server for tests and
 // experiments (cluster mode's own tests in this module, the lab's cluster
 // figures): Debian's redis-server binary on a free loopback port,

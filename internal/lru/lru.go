@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package lru is a fixed-capacity map that replaces its least recently
 // used entry, for state kept per client address (the connection
 // policer's per-source buckets, client shares' address cache). Entries

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package mathx holds the numeric helpers sluice's packages share.
 package mathx
 

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package netprefix is sluice's one parser of client-address settings: the
 // CIDR prefixes and single addresses of trusted_proxies, class rules'
 // cidrs, client shares and the connection policer's source rules.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package secret marks configuration values that must never be shown.
 //
 // A field of type String (or a map or a list of them) is a secret: the

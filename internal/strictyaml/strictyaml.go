@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package strictyaml is sluice's one strict YAML decoder: every
 // configuration section (the proxy's file, a stage's controller params)
 // goes through it, so that an unknown key, an integer given for a

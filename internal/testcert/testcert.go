@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package testcert makes certificates for tests: a private certificate
 // authority, server and client certificates it signs (ECDSA P-256,
 // crypto/x509), their PEM files, and a directory that changes them the

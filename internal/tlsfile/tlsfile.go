@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package tlsfile reads the PEM files of TLS settings: certificate
 // chains with their private keys, and CA bundles. Its errors name the
 // input (certificate, key or CA bundle) and the PEM block, and never

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package benchgrpc is the cost comparison of gRPC through sluice's
 // proxy: unary calls of grpc-go's interop TestService, in one run,
 // direct to the backend, through a plain h2c httputil.ReverseProxy (the

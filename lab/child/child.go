@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package child runs the lab's helper processes (a proxy, a plain Go
 // proxy, a test service) as children of the lab's binary: Start waits
 // until the child's address accepts TCP connections, Stop signals it and

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package dashboard tests the proxy's live dashboard (/ui) in a real
 // browser: Debian's Chromium driven by chromedp, in the lab so that the
 // product module does not depend on a browser driver.

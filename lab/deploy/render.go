@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package deploy renders sluice's Helm chart (deploy/helm/sluice) as
 // `helm template` and `helm install` do, with Helm's own packages used as
 // a library (helm.sh/helm/v4: the chart loader, the values with the

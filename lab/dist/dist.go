@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package dist provides the random distributions, their text syntax and the
 // arrival processes that sluice's load generator, testbed and simulator
 // share.

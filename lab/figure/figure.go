@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package figure is the catalogue of the papers' figures sluice
 // reproduces, and what a run of one produces whichever way it runs.
 //

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package loadgen generates HTTP load against a target on this machine and
 // records what happened: the client side of sluice's test bench, in the
 // spirit of sclient, httperf, SURGE and TPC-W's emulated browsers.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package peers holds what the lab's peers for service graphs share: the
 // research's overload controllers (Breakwater, DAGOR, Rajomon, TopFull;
 // sub-packages), written here from their papers and their public code, so

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package release makes and checks what a release of sluice ships: the
 // multi-architecture container image (BuildImage, which lab/cmd/ociimage
 // runs for scripts/image.sh), and the release directory that

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package reliability is sluice's reliability suite: a raw-socket
 // request-smuggling corpus, backend faults, slow clients, connection
 // exhaustion, reload under load, recovery after a backend stall and a

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package report writes the result folder of a sluice run: summary.json
 // (a flat object of named metrics), time series as CSV tables, and PNG
 // plots drawn with gonum.org/v1/plot. The simulator (`sluice-lab sim`) and the

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package retry holds the retry policies that the chain figures (graph,
 // graph-crowd) compare with sluice's client side: what services without
 // overload control do when a call to the next hop fails. Each policy is

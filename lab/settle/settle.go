@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package settle measures how long a controlled quantity takes to settle:
 // the settling rules the paper figures use, written once for both the
 // simulator's control steps and the live proxy's periods.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package sim is sluice's discrete-event simulator: a virtual-time engine
 // and small queueing models (FIFO and processor-sharing servers, a listen
 // queue, open and closed-loop sources, a per-period recorder and the Kihl

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package testbed provides the test backends that sluice protects in
 // experiments and demos: real HTTP servers whose capacity and costs are
 // known, so that an overload can be produced and measured on one machine.

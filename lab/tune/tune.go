@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package tune searches a controller's parameters for the best score on
 // a workload, as the research's authors tune their controllers before a
 // comparison (Rajomon's and TopFull's authors tune every scheme per

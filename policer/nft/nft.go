@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package nft moves the connection policer's early discard into the
 // kernel, as Voigt and Gunningberg built it ("Handling Multiple Bottlenecks
 // in Web Servers Using Adaptive Inbound Controls", docs/algorithms.md §1):

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package ctl holds what the controllers of package control and its
 // subpackages (control/auto) share: the fields every decision carries,
 // the number formats of their reasons, and the checks of their

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package figures measures cluster mode live: a real redis-server
 // (cluster/localredis), a testbed backend, three sluice proxies as
 // separate processes on loopback, and load spread over them by a

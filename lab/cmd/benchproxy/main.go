@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command benchproxy is the baseline of the proxy's wrk comparison: a
 // plain net/http/httputil.ReverseProxy with the same upstream transport
 // settings as sluice's backend pool (proxy.NewTransport with the default

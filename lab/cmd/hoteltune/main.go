@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command hoteltune tunes the research's peers (Breakwater, DAGOR,
 // Rajomon, TopFull; package lab/peers) on graph-hotel in virtual time,
 // scenario by scenario, and compares each at its best with sluice's row

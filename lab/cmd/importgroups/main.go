@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command importgroups checks (or, with -fix, rewrites) the import blocks
 // of Go files into the three groups this repository uses, in this order,
 // separated by one blank line: the standard library; other modules;

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command ociimage assembles sluice's multi-architecture container image
 // without a base image, a registry or a container engine: per
 // architecture, one layer holding the static sluice binary, the CA

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command peertune tunes the research's peers (Breakwater, DAGOR,
 // Rajomon, TopFull; package lab/peers) on the chain of the graph figures
 // in virtual time, and compares each at its best with sluice's in-process

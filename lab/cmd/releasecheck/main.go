@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command releasecheck checks a release directory written by
 // scripts/release.sh, and that two builds of it are the same:
 //

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command sluice-lab is sluice's lab: the papers' experiments on real
 // sockets (experiment), the same figures in virtual time (sim), test
 // backends (testbed), the load generator (load) and the demo. The product

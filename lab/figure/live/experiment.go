@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package live is the live driver of the paper figures (package figure):
 // it runs each figure's experiment on real sockets, a testbed backend, the
 // sluice proxy with the experiment's configuration and the load

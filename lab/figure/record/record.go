@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package record keeps the committed record of each figure's current run
 // and generates the table of where the project stands from them.
 //

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package simulated
 
 // registry maps each figure with a simulated driver to the function that

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package simulated is the simulator's driver of the paper figures
 // (package figure): for each figure, a run in the virtual time of package
 // sim that puts its requests through the proxy's own admission stages

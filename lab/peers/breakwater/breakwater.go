@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package breakwater is Breakwater (Cho et al., "Overload Control for
 // µs-scale RPCs with Breakwater", OSDI 2020) as a lab peer: a server
 // issues credits from its queueing delay, clients send only with a

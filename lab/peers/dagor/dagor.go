@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package dagor is DAGOR (Zhou et al., "Overload Control for Scaling
 // WeChat Microservices", SoCC 2018) as a lab peer: priority-based load
 // shedding in a service graph. The entry service gives every request a

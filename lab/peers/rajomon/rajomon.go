@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package rajomon is Rajomon (Xing et al., "Rajomon: Decentralized and
 // Coordinated Overload Control for Latency-Sensitive Microservices",
 // NSDI 2025) as a lab peer: a market across the service graph. End users

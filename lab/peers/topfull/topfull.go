@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package topfull is TopFull (Park et al., "TopFull: An Adaptive
 // Top-Down Overload Control for SLO-Oriented Microservices", SIGCOMM
 // 2024) as a lab peer, with its rule-based controller: per-API rate

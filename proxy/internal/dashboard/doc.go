@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package dashboard is the proxy's live dashboard: a sampler that reads
 // the server's state once a second and keeps ten minutes of it
 // (history.go, sample.go), the page and the Server-Sent Events stream

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package h1 is sluice's HTTP/1 protocol code, apart from the proxy
 // core: the request-smuggling scanner of client connections (ScanConn,
 // scan.go), TLS terminated in the listener so that HTTP/1.1 over TLS is

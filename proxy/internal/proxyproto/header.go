@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package proxyproto reads the PROXY protocol header (HAProxy's
 // proxy-protocol.txt: version 1, a text line, and version 2, a binary
 // block with optional TLVs) that a load balancer sends before a client's

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package telemetry exports the proxy's traces and metrics over OTLP/HTTP
 // (protobuf) beside its Prometheus endpoint: a server span per request
 // carrying the admission decision and a client span per upstream attempt,

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command manifests writes what `make manifests` generates from the Helm
 // chart deploy/helm/sluice (package deploy's Generate): the plain
 // manifests of deploy/kubernetes, deploy/prometheus/alerts.yml and the

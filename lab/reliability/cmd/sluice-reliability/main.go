@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command sluice-reliability runs the long forms of sluice's reliability
 // suite against the sluice binary, and the same tests against nginx
 // (Debian's 1.22, its default limits) for comparison. make reliability

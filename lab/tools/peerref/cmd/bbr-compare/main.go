@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command bbr-compare runs sluice's bbr controller and kratos/aegis's own
 // BBR limiter (github.com/go-kratos/aegis/ratelimit/bbr, used as a
 // library) through the workload of sluice's adaptive experiment, in one
