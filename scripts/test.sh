@@ -48,10 +48,11 @@ await_deps() {
 }
 
 step() {
-	local t0=$SECONDS
-	echo "== $*"
+	local t0=$SECONDS line="$*"
+	[ ${#line} -le 160 ] || line="${line:0:157}..."
+	echo "== $line"
 	"$@"
-	echo "== $((SECONDS - t0)) s: $*"
+	echo "== $((SECONDS - t0)) s, $((SECONDS - start)) s in all: $line"
 }
 
 make_vars() { make -s --no-print-directory print-"$1"; }

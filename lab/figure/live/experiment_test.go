@@ -51,8 +51,13 @@ func TestRegistry(t *testing.T) {
 			t.Errorf("%s has no simulator scenario of the same name", e.Name)
 		}
 	}
+	// simOnly are the simulator scenarios without a live twin yet, each
+	// with what stands in for it on real sockets.
+	simOnly := map[string]string{
+		"costly": "cost-fair queueing and the hog rule across hops: cancel_test.go, grpcsluice/cancel_test.go, proxy/hog_test.go",
+	}
 	for n := range sims {
-		if !live[n] {
+		if !live[n] && simOnly[n] == "" {
 			t.Errorf("simulator scenario %s has no live experiment of the same name", n)
 		}
 	}
