@@ -35,6 +35,7 @@ func TestSlowReadersOfLargeResponses(t *testing.T) {
 admin: {addr: 127.0.0.1:0}
 backends: {servers: [{url: BACKEND}]}
 response_buffering: {temp_dir: DIR}
+stages: [{name: all, match: {path_prefix: /}, controller: none}]
 `))
 	var slow []net.Conn
 	defer func() {
