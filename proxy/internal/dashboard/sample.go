@@ -364,17 +364,34 @@ func stageNumbers(st *stage.State) map[string]float64 {
 		if !finite(v) {
 			return nil
 		}
-		if out == nil {
-			out = make(map[string]float64, len(st.Estimates))
-		}
-		// Estimates are named by the controller: one in nanoseconds
-		// is shown in milliseconds, as a period's elapsed time is.
-		if base, ok := strings.CutSuffix(k, "elapsed_ns"); ok {
-			out["estimates."+base+"elapsed_ms"] = v / 1e6
-			continue
-		}
-		out["estimates."+k] = v
+		out = putNamed(out, "estimates.", k, v)
 	}
+	// The cost fair queueing estimates per tenant, and the hog rule's
+	// cancellations by reason.
+	for k, v := range st.TenantCosts {
+		if !finite(v) {
+			return nil
+		}
+		out = putNamed(out, "tenant_cost_s.", k, v)
+	}
+	for k, v := range st.HogCancelled {
+		out = putNamed(out, "hog_cancelled.", k, float64(v))
+	}
+	return out
+}
+
+// putNamed sets out[prefix+name] = v, making out if it is nil. Names
+// come from the controller or the stage: one in nanoseconds (…elapsed_ns)
+// is shown in milliseconds, as a period's elapsed time is.
+func putNamed(out map[string]float64, prefix, name string, v float64) map[string]float64 {
+	if out == nil {
+		out = make(map[string]float64, 8)
+	}
+	if base, ok := strings.CutSuffix(name, "elapsed_ns"); ok {
+		out[prefix+base+"elapsed_ms"] = v / 1e6
+		return out
+	}
+	out[prefix+name] = v
 	return out
 }
 
