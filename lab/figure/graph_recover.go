@@ -17,9 +17,9 @@ import (
 // from Warm (the crowd), Load·C again for Gap, then the backend's capacity
 // is divided by TriggerFactor for TriggerLen (the capacity drop, at the
 // same Load·C), and After is measured after it. What it asks is what
-// users of every adaptive limiter report missing (Netflix
-// concurrency-limits issue 176, Envoy issues 38338 and 46532: limits that
-// do not come back): once the storm is over, whatever remembers it — a
+// users of every adaptive limiter report missing (Netflix's
+// concurrency-limits and Envoy's adaptive concurrency: limits that do not
+// come back): once the storm is over, whatever remembers it — a
 // caller's adaptive throttle, a hop's concurrency limit, a queue — must
 // let the load through as soon as the destination accepts it again. Its
 // expectation: goodput ≥ RecoverRatio × offered in every full second
