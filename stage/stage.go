@@ -178,33 +178,8 @@ type Stage struct {
 
 // New builds a stage at time now.
 func New(opts Options, now time.Time) (*Stage, error) {
-	if opts.Controller == nil {
-		c, err := control.NewConfig(DefaultController)
-		if err != nil {
-			return nil, fmt.Errorf("stage %q: %w", opts.Name, err)
-		}
-		opts.Controller = c
-	}
-	if len(opts.ClassNames) == 0 {
-		opts.ClassNames = []string{"default"}
-	}
-	if opts.Burst == 0 {
-		opts.Burst = DefaultBurst
-	}
-	if opts.Window == 0 {
-		opts.Window = DefaultWindow
-	}
-	if opts.History == 0 {
-		opts.History = DefaultHistory
-	}
-	if opts.MaxQueue == 0 {
-		opts.MaxQueue = DefaultMaxQueue
-	}
-	if opts.QueueTimeout == 0 {
-		opts.QueueTimeout = DefaultQueueTimeout
-	}
-	if err := opts.Tenants.validate(); err != nil {
-		return nil, fmt.Errorf("stage %q: %w", opts.Name, err)
+	if err := opts.setDefaults(); err != nil {
+		return nil, err
 	}
 	c, err := opts.Controller.New()
 	if err != nil {
@@ -252,43 +227,99 @@ func New(opts Options, now time.Time) (*Stage, error) {
 		}
 	}
 	if g.Kind() == sluice.KindConcurrency {
-		if s.conc, err = newConcGate(g.Limit(), opts.MaxQueue, n, opts.QueueTimeout); err != nil {
-			return nil, fmt.Errorf("stage %q: %w", opts.Name, err)
-		}
-		if shed {
-			s.conc.reserve = reserve
-		}
-		need := control.NeedsOf(opts.Controller)
-		if need.Overtakes {
-			s.otk = newOvertakeMeter(need.OvertakeTolerance)
-		}
-		if need.ServiceTail {
-			if s.svcTail, err = monitor.NewWindow(opts.Window); err != nil {
-				return nil, fmt.Errorf("stage %q: %w", opts.Name, err)
-			}
-		}
-		if opts.Tenants.Fair {
-			s.conc.fair = newFairQueue(opts.Tenants, n, opts.MaxQueue)
-			s.conc.slots.SetFair(true)
-		}
-		s.setBurst()
-		if granted, _ := s.conc.apply(now, c.Current()); len(granted) > 0 {
-			return nil, fmt.Errorf("stage %q: waiters before start", opts.Name)
+		if err := s.initConcurrency(opts, c, shed, reserve, now); err != nil {
+			return nil, err
 		}
 	}
-	for _, name := range opts.ClassNames {
-		rec, err := monitor.NewRecorder(opts.Window, now)
+	if err := s.initRecorders(opts, now); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// setDefaults fills the options left at zero with the defaults New
+// documents, and checks the tenants' settings.
+func (opts *Options) setDefaults() error {
+	if opts.Controller == nil {
+		c, err := control.NewConfig(DefaultController)
 		if err != nil {
-			return nil, fmt.Errorf("stage %q: %w", opts.Name, err)
+			return fmt.Errorf("stage %q: %w", opts.Name, err)
+		}
+		opts.Controller = c
+	}
+	if len(opts.ClassNames) == 0 {
+		opts.ClassNames = []string{"default"}
+	}
+	if opts.Burst == 0 {
+		opts.Burst = DefaultBurst
+	}
+	if opts.Window == 0 {
+		opts.Window = DefaultWindow
+	}
+	if opts.History == 0 {
+		opts.History = DefaultHistory
+	}
+	if opts.MaxQueue == 0 {
+		opts.MaxQueue = DefaultMaxQueue
+	}
+	if opts.QueueTimeout == 0 {
+		opts.QueueTimeout = DefaultQueueTimeout
+	}
+	if err := opts.Tenants.validate(); err != nil {
+		return fmt.Errorf("stage %q: %w", opts.Name, err)
+	}
+	return nil
+}
+
+// initConcurrency sets up a concurrency-limited stage: its wait queue,
+// priority reserve, the measurements its controller needs, fair
+// queueing among tenants and the burst allowance.
+func (s *Stage) initConcurrency(opts Options, c sluice.Controller, shed bool, reserve float64, now time.Time) error {
+	var err error
+	if s.conc, err = newConcGate(s.gates.Limit(), opts.MaxQueue, len(opts.ClassNames), opts.QueueTimeout); err != nil {
+		return fmt.Errorf("stage %q: %w", opts.Name, err)
+	}
+	if shed {
+		s.conc.reserve = reserve
+	}
+	need := control.NeedsOf(opts.Controller)
+	if need.Overtakes {
+		s.otk = newOvertakeMeter(need.OvertakeTolerance)
+	}
+	if need.ServiceTail {
+		if s.svcTail, err = monitor.NewWindow(opts.Window); err != nil {
+			return fmt.Errorf("stage %q: %w", opts.Name, err)
+		}
+	}
+	if opts.Tenants.Fair {
+		s.conc.fair = newFairQueue(opts.Tenants, len(opts.ClassNames), opts.MaxQueue)
+		s.conc.slots.SetFair(true)
+	}
+	s.setBurst()
+	if granted, _ := s.conc.apply(now, c.Current()); len(granted) > 0 {
+		return fmt.Errorf("stage %q: waiters before start", opts.Name)
+	}
+	return nil
+}
+
+// initRecorders makes the per-class recorders, the aggregate one of a
+// stage whose controller takes one input for several classes, and the
+// controller inputs' clocks.
+func (s *Stage) initRecorders(opts Options, now time.Time) error {
+	var err error
+	for _, name := range opts.ClassNames {
+		var rec *monitor.Recorder
+		if rec, err = monitor.NewRecorder(opts.Window, now); err != nil {
+			return fmt.Errorf("stage %q: %w", opts.Name, err)
 		}
 		s.classes = append(s.classes, &classState{name: name, rec: rec})
 	}
 	inputs := 1
 	if s.classAware {
-		inputs = n
-	} else if n > 1 {
+		inputs = len(opts.ClassNames)
+	} else if len(opts.ClassNames) > 1 {
 		if s.agg, err = monitor.NewRecorder(opts.Window, now); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	s.lastRun = make([]time.Time, inputs)
@@ -297,7 +328,7 @@ func New(opts Options, now time.Time) (*Stage, error) {
 		s.lastRun[i] = now
 		s.lastStep[i].Store(now.UnixNano())
 	}
-	return s, nil
+	return nil
 }
 
 // Name returns the stage's name.
