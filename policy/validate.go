@@ -9,11 +9,9 @@ import (
 	"math"
 	"mime"
 	"net/http"
-	"net/netip"
 	"reflect"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -427,49 +425,9 @@ func compileMatch(p string, m *HeaderMatch, valid func(string) bool) (*classify.
 func compileStage(c *Config, i int, classes map[string]int) (compiledStage, classify.StageRule, error) {
 	s := c.Stages[i]
 	p := fmt.Sprintf("stages[%d]", i)
-	var rule classify.StageRule
-	switch {
-	case s.Name == "":
-		return compiledStage{}, rule, fieldErr(p+".name", "must be set")
-	case s.Name == ImplicitStage:
-		return compiledStage{}, rule, fieldErr(p+".name", "%q is reserved for the implicit stage of requests no stage matches", s.Name)
-	case !nameRE.MatchString(s.Name):
-		return compiledStage{}, rule, fieldErr(p+".name", "%q is not a valid stage name (letters, digits, '_', '.', '-')", s.Name)
-	}
-	m := s.Match
-	if m.PathPrefix != "" && !strings.HasPrefix(m.PathPrefix, "/") {
-		return compiledStage{}, rule, fieldErr(p+".match.path_prefix", "%q must start with '/'", m.PathPrefix)
-	}
-	rule.PathPrefix = m.PathPrefix
-	if err := compileGRPC(p+".match", m, &rule); err != nil {
+	rule, err := compileStageMatch(p, &s)
+	if err != nil {
 		return compiledStage{}, rule, err
-	}
-	if m.PathRegex != "" {
-		re, err := regexp.Compile(m.PathRegex)
-		if err != nil {
-			return compiledStage{}, rule, fieldErr(p+".match.path_regex", "%q is not a valid regular expression: %v", m.PathRegex, err)
-		}
-		rule.PathRegex = re
-	}
-	for j, meth := range m.Methods {
-		if !httpx.IsToken(meth) {
-			return compiledStage{}, rule, fieldErr(fmt.Sprintf("%s.match.methods[%d]", p, j), "%q is not a valid method", meth)
-		}
-		if up := strings.ToUpper(meth); up != meth && isStandardMethod(up) {
-			return compiledStage{}, rule, fieldErr(fmt.Sprintf("%s.match.methods[%d]", p, j), "%q: methods are case-sensitive; write %q", meth, up)
-		}
-		rule.Methods = append(rule.Methods, meth)
-	}
-	if m.Host != "" {
-		h := m.Host
-		if strings.HasPrefix(h, "[") && strings.HasSuffix(h, "]") {
-			if _, err := netip.ParseAddr(h[1 : len(h)-1]); err != nil {
-				return compiledStage{}, rule, fieldErr(p+".match.host", "%q is not a valid IPv6 literal", h)
-			}
-		} else if strings.ContainsAny(h, ":/ \t") {
-			return compiledStage{}, rule, fieldErr(p+".match.host", "%q must be a host name without port or scheme", h)
-		}
-		rule.Host = h
 	}
 	n := len(c.Classes.Order)
 	if s.Burst < 1 {
@@ -496,42 +454,8 @@ func compileStage(c *Config, i int, classes map[string]int) (compiledStage, clas
 			control.NamesWhereText(func(n control.Needs) bool { return n.Quota }), s.Controller)
 	}
 	differentiate := s.Differentiate == nil || *s.Differentiate
-	sortedTargets := make([]string, 0, len(s.ClassTargets))
-	for name := range s.ClassTargets {
-		sortedTargets = append(sortedTargets, name)
-	}
-	sort.Strings(sortedTargets)
-	for _, name := range sortedTargets {
-		tp := p + ".class_targets." + name
-		if _, ok := classes[name]; !ok {
-			return compiledStage{}, rule, fieldErr(tp, "%q is not a class of classes.order (%s)", name, strings.Join(c.Classes.Order, ", "))
-		}
-		if d := s.ClassTargets[name]; d <= 0 {
-			return compiledStage{}, rule, fieldErr(tp, "%v must be a positive duration such as 500ms", d)
-		}
-	}
-	if seda, ok := ctrl.(*control.SEDAConfig); ok {
-		if seda.Degrade.Enabled && n > 1 && differentiate {
-			return compiledStage{}, rule, fieldErr(p+".params.degrade.enabled",
-				"degradation needs one controller shared by all %d classes: set %s.differentiate: false", n, p)
-		}
-		if len(s.ClassTargets) > 0 && n > 1 && !differentiate {
-			return compiledStage{}, rule, fieldErr(p+".class_targets", "per-class targets need %s.differentiate: true (one controller per class)", p)
-		}
-		if n > 1 && differentiate {
-			seda.Classes = n
-		}
-		if len(s.ClassTargets) > 0 {
-			seda.ClassTargets = make([]time.Duration, seda.Classes)
-			for name, d := range s.ClassTargets {
-				seda.ClassTargets[classes[name]] = d
-			}
-		}
-		if s.Window < seda.NReq {
-			return compiledStage{}, rule, fieldErr(p+".window", "%d is smaller than params.nreq (%d): the window must hold nreq samples", s.Window, seda.NReq)
-		}
-	} else if len(s.ClassTargets) > 0 {
-		return compiledStage{}, rule, fieldErr(p+".class_targets", "per-class targets are only for the seda controller, not %s", s.Controller)
+	if err := compileClassTargets(p, &s, ctrl, c.Classes.Order, classes, differentiate); err != nil {
+		return compiledStage{}, rule, err
 	}
 	if err := ctrl.Validate(); err != nil {
 		return compiledStage{}, rule, controlErr(p, typedHint(&s, err), c.Classes.Order)
