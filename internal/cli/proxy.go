@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/control"
@@ -56,7 +57,21 @@ func NewProxyCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "proxy (--config FILE | --listen ADDR --backend URL ...)",
 		Short: "Run the reverse proxy with admission control in front of a service",
-		Long: `proxy puts sluice in front of an HTTP service: it measures every
+		Long:  proxyLong,
+		Example: `  sluice proxy --listen 127.0.0.1:8080 --backend http://127.0.0.1:8081
+  sluice proxy --listen 127.0.0.1:8080 --backend http://127.0.0.1:8081 --slo 250ms
+  sluice proxy --listen 127.0.0.1:8080 --backend http://127.0.0.1:8081 --controller seda --target-p90 500ms
+  sluice proxy --listen 127.0.0.1:8080 --backend http://127.0.0.1:8081 --controller yaksha --target-mean 200ms
+  sluice proxy --config examples/seda.yaml`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return f.run(cmd) },
+	}
+	f.register(cmd.Flags())
+	return cmd
+}
+
+// proxyLong is the proxy command's help text.
+const proxyLong = `proxy puts sluice in front of an HTTP service: it measures every
 response from its arrival to its last byte, and its controllers admit,
 degrade or reject requests early (503 with Retry-After) to keep response
 times at their target.
@@ -117,54 +132,51 @@ file (an invalid file keeps the running configuration), and so does a
 change of its content with watch_config set (a Kubernetes ConfigMap;
 docs/operations.md); SIGTERM or SIGINT makes /readyz answer 503, stops
 accepting, lets in-flight requests finish for up to drain_timeout, and
-exits 0.`,
-		Example: `  sluice proxy --listen 127.0.0.1:8080 --backend http://127.0.0.1:8081
-  sluice proxy --listen 127.0.0.1:8080 --backend http://127.0.0.1:8081 --slo 250ms
-  sluice proxy --listen 127.0.0.1:8080 --backend http://127.0.0.1:8081 --controller seda --target-p90 500ms
-  sluice proxy --listen 127.0.0.1:8080 --backend http://127.0.0.1:8081 --controller yaksha --target-mean 200ms
-  sluice proxy --config examples/seda.yaml`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			logger, err := newLogger(cmd, f.logLevel, f.logFormat)
-			if err != nil {
-				return err
-			}
-			var cfg *proxy.Config
-			if f.config != "" {
-				if err := f.onlyConfig(cmd); err != nil {
-					return err
-				}
-				if cfg, err = proxy.LoadFile(f.config); err != nil {
-					return usageError{err}
-				}
-			} else if cfg, err = f.quickStart(cmd); err != nil {
-				return err
-			}
-			adjust := f.clusterAdjust()
-			if adjust != nil {
-				if err := adjust(cfg); err != nil {
-					return usageError{fmt.Errorf("%s: %w", configName(f.config), err)}
-				}
-			}
-			v := Version()
-			srv, err := proxy.New(cfg, proxy.Options{ConfigFile: f.config, Logger: logger, Adjust: adjust,
-				Build: proxy.BuildInfo{Version: v.Version, Revision: v.Commit, GoVersion: v.GoVersion}})
-			if err != nil {
-				return usageError{fmt.Errorf("%s: %w", configName(f.config), err)}
-			}
-			if err := srv.Listen(); err != nil {
-				// A configured address that cannot be bound is a bad
-				// configuration: exit 2 naming the file, line and field.
-				if f.config != "" {
-					return usageError{proxy.LocateError(f.config, err)}
-				}
-				return usageError{quickStartError(err)}
-			}
-			logger.Info("live dashboard", "url", "http://"+srv.AdminAddr().String()+"/ui")
-			return serveProxy(cmd.Context(), srv, logger)
-		},
+exits 0.`
+
+// run runs the proxy: the file's configuration or the quick start's.
+func (f *proxyFlags) run(cmd *cobra.Command) error {
+	logger, err := newLogger(cmd, f.logLevel, f.logFormat)
+	if err != nil {
+		return err
 	}
-	fl := cmd.Flags()
+	var cfg *proxy.Config
+	if f.config != "" {
+		if err := f.onlyConfig(cmd); err != nil {
+			return err
+		}
+		if cfg, err = proxy.LoadFile(f.config); err != nil {
+			return usageError{err}
+		}
+	} else if cfg, err = f.quickStart(cmd); err != nil {
+		return err
+	}
+	adjust := f.clusterAdjust()
+	if adjust != nil {
+		if err := adjust(cfg); err != nil {
+			return usageError{fmt.Errorf("%s: %w", configName(f.config), err)}
+		}
+	}
+	v := Version()
+	srv, err := proxy.New(cfg, proxy.Options{ConfigFile: f.config, Logger: logger, Adjust: adjust,
+		Build: proxy.BuildInfo{Version: v.Version, Revision: v.Commit, GoVersion: v.GoVersion}})
+	if err != nil {
+		return usageError{fmt.Errorf("%s: %w", configName(f.config), err)}
+	}
+	if err := srv.Listen(); err != nil {
+		// A configured address that cannot be bound is a bad
+		// configuration: exit 2 naming the file, line and field.
+		if f.config != "" {
+			return usageError{proxy.LocateError(f.config, err)}
+		}
+		return usageError{quickStartError(err)}
+	}
+	logger.Info("live dashboard", "url", "http://"+srv.AdminAddr().String()+"/ui")
+	return serveProxy(cmd.Context(), srv, logger)
+}
+
+// register declares the proxy command's flags into f.
+func (f *proxyFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.config, "config", "", "configuration file (YAML; see docs/config.md)")
 	fl.StringVar(&f.listen, "listen", "", "quick start: address to listen on (host:port)")
 	fl.StringArrayVar(&f.backends, "backend", nil, "quick start: backend URL, e.g. http://127.0.0.1:8081 (repeat for several)")
@@ -182,7 +194,6 @@ exits 0.`,
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format on stderr: text (logfmt-style key=value) or json (one JSON object per line, for log shippers)")
 	fl.StringArrayVar(&f.clusterRedis, "cluster-redis", nil, "cluster mode: Redis address host:port (repeat for a Redis Cluster's seeds); sets cluster.addrs, adding a cluster section if the file has none")
 	fl.StringVar(&f.clusterInstance, "cluster-instance", "", "cluster mode: this instance's id (cluster.instance; default host name and pid)")
-	return cmd
 }
 
 // clusterAdjust returns the override of the cluster section that the
