@@ -31,67 +31,11 @@ func TestPlainOnlyCoversRaceSkips(t *testing.T) {
 	for _, name := range strings.Split(string(m[1]), "|") {
 		plain[name] = true
 	}
-	found := map[string]bool{}
+	// changed: the tests that read raceEnabled, or a package-level
+	// variable set from it in their file (a request count, say).
+	changed := map[string]bool{}
 	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
-			return err
-		}
-		if d.IsDir() && (d.Name() == "lab" || strings.HasPrefix(d.Name(), ".")) && p != root {
-			return filepath.SkipDir
-		}
-		if d.IsDir() || !strings.HasSuffix(p, "_test.go") {
-			return nil
-		}
-		fset := token.NewFileSet()
-		f, err := parser.ParseFile(fset, p, nil, 0)
-		if err != nil {
-			return err
-		}
-		for _, decl := range f.Decls {
-			fn, ok := decl.(*ast.FuncDecl)
-			if !ok || !strings.HasPrefix(fn.Name.Name, "Test") || fn.Body == nil {
-				continue
-			}
-			if usesRaceEnabled(fn.Body) {
-				found[fn.Name.Name] = true
-				if !plain[fn.Name.Name] {
-					t.Errorf("%s: %s changes under -race (raceEnabled) but the Makefile's PLAIN_ONLY does not name it, so make test never runs it in full", p, fn.Name.Name)
-				}
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// A test may also change through a package-level variable set from
-	// raceEnabled (a request count, say).
-	for name := range plain {
-		if !found[name] && !testReadsRaceVar(t, name) {
-			t.Errorf("Makefile: PLAIN_ONLY names %s, which does not change under -race (or no longer exists)", name)
-		}
-	}
-}
-
-// usesRaceEnabled reports whether n mentions raceEnabled.
-func usesRaceEnabled(n ast.Node) bool {
-	hit := false
-	ast.Inspect(n, func(n ast.Node) bool {
-		if id, ok := n.(*ast.Ident); ok && id.Name == "raceEnabled" {
-			hit = true
-		}
-		return !hit
-	})
-	return hit
-}
-
-// testReadsRaceVar reports whether the test named name reads a
-// package-level variable whose value depends on raceEnabled.
-func testReadsRaceVar(t *testing.T, name string) bool {
-	t.Helper()
-	hit := false
-	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || hit {
 			return err
 		}
 		if d.IsDir() && (d.Name() == "lab" || strings.HasPrefix(d.Name(), ".")) && p != root {
@@ -104,9 +48,9 @@ func testReadsRaceVar(t *testing.T, name string) bool {
 		if err != nil {
 			return err
 		}
-		raceVars := map[string]bool{}
+		raceVars := map[string]bool{"raceEnabled": true}
 		for _, decl := range f.Decls {
-			if g, ok := decl.(*ast.GenDecl); ok && g.Tok == token.VAR && usesRaceEnabled(g) {
+			if g, ok := decl.(*ast.GenDecl); ok && g.Tok == token.VAR && uses(g, map[string]bool{"raceEnabled": true}) {
 				for _, s := range g.Specs {
 					for _, id := range s.(*ast.ValueSpec).Names {
 						raceVars[id.Name] = true
@@ -116,17 +60,38 @@ func testReadsRaceVar(t *testing.T, name string) bool {
 		}
 		for _, decl := range f.Decls {
 			fn, ok := decl.(*ast.FuncDecl)
-			if !ok || fn.Name.Name != name || fn.Body == nil {
+			if !ok || !strings.HasPrefix(fn.Name.Name, "Test") || fn.Body == nil {
 				continue
 			}
-			ast.Inspect(fn.Body, func(n ast.Node) bool {
-				if id, ok := n.(*ast.Ident); ok && raceVars[id.Name] {
-					hit = true
+			if uses(fn.Body, map[string]bool{"raceEnabled": true}) {
+				if !plain[fn.Name.Name] {
+					t.Errorf("%s: %s changes under -race (raceEnabled) but the Makefile's PLAIN_ONLY does not name it, so make test never runs it in full", p, fn.Name.Name)
 				}
-				return !hit
-			})
+			}
+			if uses(fn.Body, raceVars) {
+				changed[fn.Name.Name] = true
+			}
 		}
 		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name := range plain {
+		if !changed[name] {
+			t.Errorf("Makefile: PLAIN_ONLY names %s, which does not change under -race (or no longer exists)", name)
+		}
+	}
+}
+
+// uses reports whether n mentions one of the identifiers names.
+func uses(n ast.Node, names map[string]bool) bool {
+	hit := false
+	ast.Inspect(n, func(n ast.Node) bool {
+		if id, ok := n.(*ast.Ident); ok && names[id.Name] {
+			hit = true
+		}
+		return !hit
 	})
 	return hit
 }
