@@ -4,15 +4,12 @@ package figure
 
 import (
 	"fmt"
-	"sort"
 	"strings"
-	"time"
 
 	"github.com/sluicehq/sluice/lab/peers/breakwater"
 	"github.com/sluicehq/sluice/lab/peers/dagor"
 	"github.com/sluicehq/sluice/lab/peers/rajomon"
 	"github.com/sluicehq/sluice/lab/peers/topfull"
-	"github.com/sluicehq/sluice/lab/report"
 	"github.com/sluicehq/sluice/lab/tune"
 )
 
@@ -55,10 +52,6 @@ func HotelPeerSpace(name string) ([]tune.Dim, error) {
 	return nil, fmt.Errorf("unknown peer %q (known: %s)", name, strings.Join(HotelPeers, ", "))
 }
 
-func pointMS(p tune.Point, name string) time.Duration {
-	return time.Duration(p[name] * float64(time.Millisecond))
-}
-
 // HotelPeerConfig returns the named peer's configuration for graph g
 // from a point of its space (a parameter the point lacks keeps the
 // paper's value): a *breakwater.Config, *dagor.Config, *rajomon.Config
@@ -68,7 +61,6 @@ func pointMS(p tune.Point, name string) time.Duration {
 // put the high class's APIs above the low class's, TopFull's paths are
 // the APIs' services, Rajomon's call map each API's calls.
 func HotelPeerConfig(name string, g *HotelGraph, p tune.Point) (any, error) {
-	has := func(k string) bool { _, ok := p[k]; return ok }
 	entry := func(api int) string { return g.Method(api, g.Entry) }
 	switch name {
 	case "breakwater":
@@ -77,19 +69,7 @@ func HotelPeerConfig(name string, g *HotelGraph, p tune.Point) (any, error) {
 			cfg.Cores = max(cfg.Cores, s.Workers)
 		}
 		cfg.InitialCredits = cfg.Cores
-		if has("target_delay_ms") {
-			cfg.TargetDelay = pointMS(p, "target_delay_ms")
-			cfg.DropDelay = 2 * cfg.TargetDelay
-		}
-		if has("md") {
-			cfg.MD = p["md"]
-		}
-		if has("client_delay_ms") {
-			cfg.ClientDelay = pointMS(p, "client_delay_ms")
-		}
-		if has("rtt_ms") {
-			cfg.RTT = pointMS(p, "rtt_ms")
-		}
+		PointBreakwater(&cfg, p)
 		return &cfg, cfg.Validate()
 	case "dagor":
 		cfg := dagor.DefaultConfig()
@@ -100,18 +80,7 @@ func HotelPeerConfig(name string, g *HotelGraph, p tune.Point) (any, error) {
 				cfg.Business[entry(i)] = 2
 			}
 		}
-		if has("queue_threshold_ms") {
-			cfg.QueueThreshold = pointMS(p, "queue_threshold_ms")
-		}
-		if has("window_ms") {
-			cfg.Window = pointMS(p, "window_ms")
-		}
-		if has("alpha") {
-			cfg.Alpha = p["alpha"]
-		}
-		if has("beta") {
-			cfg.Beta = p["beta"]
-		}
+		PointDAGOR(&cfg, p)
 		return &cfg, cfg.Validate()
 	case "rajomon":
 		cfg := rajomon.DefaultConfig()
@@ -127,21 +96,7 @@ func HotelPeerConfig(name string, g *HotelGraph, p tune.Point) (any, error) {
 			}
 			walk(a.Root)
 		}
-		if has("latency_threshold_ms") {
-			cfg.LatencyThreshold = pointMS(p, "latency_threshold_ms")
-		}
-		if has("price_update_ms") {
-			cfg.PriceUpdate = pointMS(p, "price_update_ms")
-		}
-		if has("price_step") {
-			cfg.PriceStep = int64(p["price_step"])
-		}
-		if has("token_interval_ms") {
-			cfg.TokenInterval = pointMS(p, "token_interval_ms")
-		}
-		if p["proportional"] == 1 {
-			cfg.PriceStrategy = rajomon.StrategyProportional
-		}
+		PointRajomon(&cfg, p)
 		return &cfg, cfg.Validate()
 	case "topfull":
 		cfg := topfull.DefaultConfig()
@@ -156,21 +111,7 @@ func HotelPeerConfig(name string, g *HotelGraph, p tune.Point) (any, error) {
 				cfg.Business[entry(i)] = 1
 			}
 		}
-		if has("slo_ms") {
-			cfg.SLO = pointMS(p, "slo_ms")
-		}
-		if has("alpha") {
-			cfg.Alpha = p["alpha"]
-		}
-		if has("decrease") {
-			cfg.Decrease = p["decrease"]
-		}
-		if has("increase") {
-			cfg.Increase = p["increase"]
-		}
-		if has("interval_ms") {
-			cfg.Interval = pointMS(p, "interval_ms")
-		}
+		PointTopFull(&cfg, p)
 		return &cfg, cfg.Validate()
 	}
 	return nil, fmt.Errorf("unknown peer %q (known: %s)", name, strings.Join(HotelPeers, ", "))
@@ -192,23 +133,6 @@ func (c HotelParams) PeerPoint(scn, peer string) (p tune.Point, ok bool) {
 	return p, true
 }
 
-// PointText formats a point as "k=v k=v", keys sorted ("" for none).
-func PointText(p tune.Point) string {
-	ks := make([]string, 0, len(p))
-	for k := range p {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	var b strings.Builder
-	for i, k := range ks {
-		if i > 0 {
-			b.WriteByte(' ')
-		}
-		fmt.Fprintf(&b, "%s=%s", k, report.FormatFloat(p[k]))
-	}
-	return b.String()
-}
-
 // HotelRowParams describes a row's parameters for rows.csv: a peer's
 // point, "paper's values", or sluice's objective.
 func (c HotelParams) HotelRowParams(scn, row string) string {
@@ -224,7 +148,7 @@ func (c HotelParams) HotelRowParams(scn, row string) string {
 	p, ok := c.PeerPoint(scn, row)
 	switch {
 	case len(p) > 0:
-		return PointText(p)
+		return p.String()
 	case ok:
 		return "paper's values"
 	}

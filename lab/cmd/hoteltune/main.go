@@ -25,7 +25,6 @@ import (
 	"fmt"
 	"go/format"
 	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -45,54 +44,29 @@ func main() {
 
 func run(args []string) error {
 	fs := flag.NewFlagSet("hoteltune", flag.ContinueOnError)
-	out := fs.String("out", "", "directory for the tables (required)")
+	var b tune.Bench
+	b.Flags(fs, 8, "more graph-hotel parameters, comma-separated (after=10s), as sluice-lab sim --set")
 	scenarios := fs.String("scenarios", strings.Join(figure.HotelScenarios, ","), "scenarios, comma-separated")
 	peerList := fs.String("peers", strings.Join(figure.HotelPeers, ","), "peers to tune, comma-separated")
-	nseeds := fs.Int("seeds", 2, "seeds per point (1…n)")
-	refine := fs.Int("refine", 8, "pattern-search passes after the grid")
-	parallel := fs.Int("parallel", 2, "points evaluated at once")
-	extra := fs.String("set", "", "more graph-hotel parameters, comma-separated (after=10s), as sluice-lab sim --set")
 	emit := fs.String("emit", "", "write the best points as figure.HotelTuned's Go source to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *out == "" || *nseeds < 1 {
-		fs.Usage()
-		return fmt.Errorf("-out is required and -seeds must be ≥ 1")
-	}
-	if err := os.MkdirAll(*out, 0o755); err != nil {
+	if err := b.Start(fs, []string{"goodput_event_rps", "goodput_after_rps", "recovery_start_s", "recovery_end_s", "p99_ms",
+		"high_success_fraction", "light_goodput_event_rps", "heavy_goodput_event_rps", "wasted_leaf_fraction"}); err != nil {
 		return err
 	}
 	var c figure.HotelParams
 	ps := figure.NewParams("graph-hotel")
 	figure.DeclareHotel(ps, &c)
-	if *extra != "" {
-		if err := ps.SetAll(strings.Split(*extra, ",")); err != nil {
+	if b.Set != nil {
+		if err := ps.SetAll(b.Set); err != nil {
 			return err
 		}
 	}
 	g, err := c.Graph()
 	if err != nil {
 		return err
-	}
-	seeds := make([]uint64, *nseeds)
-	for i := range seeds {
-		seeds[i] = uint64(i + 1)
-	}
-	metrics := []string{"goodput_event_rps", "goodput_after_rps", "recovery_start_s", "recovery_end_s", "p99_ms",
-		"high_success_fraction", "light_goodput_event_rps", "heavy_goodput_event_rps", "wasted_leaf_fraction"}
-	best := report.NewTable(append([]string{"scenario", "row", "params", "score", "storm_goodput_rps"}, metrics...)...)
-	add := func(scn, row, params string, score float64, m map[string]float64) error {
-		vals := []any{scn, row, params, score, m["storm_goodput_rps"]}
-		for _, k := range metrics {
-			v, ok := m[k]
-			if !ok {
-				vals = append(vals, "")
-				continue
-			}
-			vals = append(vals, v)
-		}
-		return best.Append(vals...)
 	}
 	var names []string
 	if *peerList != "" {
@@ -109,57 +83,41 @@ func run(args []string) error {
 			return fmt.Errorf("unknown scenario %q (valid: %s)", scn, strings.Join(figure.HotelScenarios, ", "))
 		}
 		for _, row := range []string{figure.HotelSluice, figure.HotelNone} {
-			score, m, err := simulated.HotelRowScore(c, g, scn, row, nil, seeds)
+			score, m, err := simulated.HotelRowScore(c, g, scn, row, nil, b.Seeds)
 			if err != nil {
 				return err
 			}
-			if err := add(scn, row, c.HotelRowParams(scn, row), score, m); err != nil {
+			if err := b.Add(scn, row, c.HotelRowParams(scn, row), score, m); err != nil {
 				return err
 			}
 		}
 		for _, name := range names {
 			space, _ := figure.HotelPeerSpace(name)
-			score, m, err := simulated.HotelRowScore(c, g, scn, name, tune.Point{}, seeds)
+			score, m, err := simulated.HotelRowScore(c, g, scn, name, tune.Point{}, b.Seeds)
 			if err != nil {
 				return err
 			}
-			if err := add(scn, name+" (paper)", "paper's values", score, m); err != nil {
+			if err := b.Add(scn, name+" (paper)", "paper's values", score, m); err != nil {
 				return err
 			}
-			r, err := tune.Search(space, simulated.HotelPeerObjective(c, g, scn, name, seeds), tune.Options{Refine: *refine, Parallel: *parallel})
+			best, err := b.Tune(scn, name, space, simulated.HotelPeerObjective(c, g, scn, name, b.Seeds))
 			if err != nil {
-				return fmt.Errorf("%s on %s: %w", name, scn, err)
-			}
-			tab, err := r.Table()
-			if err != nil {
-				return err
-			}
-			if err := tab.WriteFile(filepath.Join(*out, scn+"-"+name+".csv")); err != nil {
-				return err
-			}
-			if err := add(scn, name+" (tuned)", figure.PointText(r.Best.Point), r.Best.Score, r.Best.Metrics); err != nil {
 				return err
 			}
 			if tuned[scn] == nil {
 				tuned[scn] = map[string]tune.Point{}
 			}
-			tuned[scn][name] = r.Best.Point
-			fmt.Fprintf(os.Stderr, "%s %s: %d points, best %.2f at %s\n", scn, name, len(r.Evals), r.Best.Score, figure.PointText(r.Best.Point))
+			tuned[scn][name] = best
 		}
 	}
-	if err := best.WriteFile(filepath.Join(*out, "best.csv")); err != nil {
+	if err := b.Finish(os.Stdout); err != nil || *emit == "" {
 		return err
 	}
-	if *emit != "" {
-		src, err := goSource(tuned, *nseeds, *refine)
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(*emit, src, 0o644); err != nil {
-			return err
-		}
+	src, err := goSource(tuned, len(b.Seeds), b.Options.Refine)
+	if err != nil {
+		return err
 	}
-	return best.WriteCSV(os.Stdout)
+	return os.WriteFile(*emit, src, 0o644)
 }
 
 // goSource returns figure.HotelTuned's file for the best points.

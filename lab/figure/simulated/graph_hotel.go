@@ -114,7 +114,7 @@ func RunHotel(seed uint64, c figure.HotelParams, g *figure.HotelGraph, scn, row 
 		run:  &figure.HotelRun{Scenario: scn, Row: row, Params: c.HotelRowParams(scn, row)},
 		pend: make(map[*peers.Call]*hcall)}
 	if point != nil {
-		h.run.Params = figure.PointText(point)
+		h.run.Params = point.String()
 	}
 	if err := h.build(point); err != nil {
 		return nil, err

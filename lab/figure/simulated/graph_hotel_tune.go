@@ -44,9 +44,7 @@ func HotelScore(res *figure.Result, scn, row string) (float64, error) {
 // mean of its metrics.
 func HotelRowScore(c figure.HotelParams, g *figure.HotelGraph, scn, row string, point tune.Point, seeds []uint64) (float64, map[string]float64, error) {
 	c.Scenarios, c.Rows = []string{scn}, []string{row}
-	var score float64
-	m := make(map[string]float64)
-	for _, seed := range seeds {
+	return meanOverSeeds(seeds, func(seed uint64) (float64, map[string]float64, error) {
 		run, err := RunHotel(seed, c, g, scn, row, point)
 		if err != nil {
 			return 0, nil, err
@@ -59,14 +57,14 @@ func HotelRowScore(c figure.HotelParams, g *figure.HotelGraph, scn, row string, 
 		if err != nil {
 			return 0, nil, err
 		}
-		score += sc / float64(len(seeds))
+		m := make(map[string]float64)
 		for _, k := range hotelScoreMetrics {
 			if v, ok := res.Summary.Get(figure.HotelMetric(k, scn, row)); ok && !math.IsNaN(v) {
-				m[k] += v / float64(len(seeds))
+				m[k] = v
 			}
 		}
-	}
-	return score, m, nil
+		return sc, m, nil
+	})
 }
 
 // HotelPeerObjective is the search's objective for a peer in scenario

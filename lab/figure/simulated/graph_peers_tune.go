@@ -70,10 +70,6 @@ func PeerSpace(name string) ([]tune.Dim, error) {
 	return nil, fmt.Errorf("unknown peer %q (known: %v)", name, PeerNames)
 }
 
-func msOf(p tune.Point, name string) time.Duration {
-	return time.Duration(p[name] * float64(time.Millisecond))
-}
-
 // NewChainPeer builds the named peer for the chain c from a point of its
 // space (a parameter the point lacks keeps its default); "none" is nil.
 // The deployment facts are the chain's, not tuned: Breakwater's cores
@@ -81,26 +77,13 @@ func msOf(p tune.Point, name string) time.Duration {
 // business priorities rank the classes (high above low), TopFull's paths
 // are the chain's.
 func NewChainPeer(name string, c figure.GraphParams, p tune.Point) (peers.Peer, error) {
-	has := func(k string) bool { _, ok := p[k]; return ok }
 	switch name {
 	case "none":
 		return nil, nil
 	case "breakwater":
 		cfg := breakwater.DefaultConfig()
 		cfg.Cores, cfg.InitialCredits = c.Workers, c.Workers
-		if has("target_delay_ms") {
-			cfg.TargetDelay = msOf(p, "target_delay_ms")
-			cfg.DropDelay = 2 * cfg.TargetDelay
-		}
-		if has("md") {
-			cfg.MD = p["md"]
-		}
-		if has("client_delay_ms") {
-			cfg.ClientDelay = msOf(p, "client_delay_ms")
-		}
-		if has("rtt_ms") {
-			cfg.RTT = msOf(p, "rtt_ms")
-		}
+		figure.PointBreakwater(&cfg, p)
 		return &breakwater.Peer{Config: cfg}, cfg.Validate()
 	case "dagor":
 		cfg := dagor.DefaultConfig()
@@ -108,39 +91,11 @@ func NewChainPeer(name string, c figure.GraphParams, p tune.Point) (peers.Peer, 
 		for i, cl := range c.Classes() {
 			cfg.Business[PeerAPI(cl)] = i + 1
 		}
-		if has("queue_threshold_ms") {
-			cfg.QueueThreshold = msOf(p, "queue_threshold_ms")
-		}
-		if has("window_ms") {
-			cfg.Window = msOf(p, "window_ms")
-		}
-		if has("alpha") {
-			cfg.Alpha = p["alpha"]
-		}
-		if has("beta") {
-			cfg.Beta = p["beta"]
-		}
+		figure.PointDAGOR(&cfg, p)
 		return &dagor.Peer{Config: cfg}, cfg.Validate()
 	case "rajomon":
 		cfg := rajomon.DefaultConfig()
-		if has("latency_threshold_ms") {
-			cfg.LatencyThreshold = msOf(p, "latency_threshold_ms")
-		}
-		if has("price_update_ms") {
-			cfg.PriceUpdate = msOf(p, "price_update_ms")
-		}
-		if has("price_step") {
-			cfg.PriceStep = int64(p["price_step"])
-		}
-		if has("token_step") {
-			cfg.TokenStep = int64(p["token_step"])
-		}
-		if has("token_interval_ms") {
-			cfg.TokenInterval = msOf(p, "token_interval_ms")
-		}
-		if p["proportional"] == 1 {
-			cfg.PriceStrategy = rajomon.StrategyProportional
-		}
+		figure.PointRajomon(&cfg, p)
 		return &rajomon.Peer{Config: cfg}, cfg.Validate()
 	case "topfull":
 		cfg := topfull.DefaultConfig()
@@ -149,21 +104,7 @@ func NewChainPeer(name string, c figure.GraphParams, p tune.Point) (peers.Peer, 
 		for i, cl := range c.Classes() {
 			cfg.Business[PeerAPI(cl)] = len(c.Classes()) - i // higher is more important
 		}
-		if has("slo_ms") {
-			cfg.SLO = msOf(p, "slo_ms")
-		}
-		if has("alpha") {
-			cfg.Alpha = p["alpha"]
-		}
-		if has("decrease") {
-			cfg.Decrease = p["decrease"]
-		}
-		if has("increase") {
-			cfg.Increase = p["increase"]
-		}
-		if has("interval_ms") {
-			cfg.Interval = msOf(p, "interval_ms")
-		}
+		figure.PointTopFull(&cfg, p)
 		return &topfull.Peer{Config: cfg}, cfg.Validate()
 	}
 	return nil, fmt.Errorf("unknown peer %q (known: %v)", name, PeerNames)
@@ -223,15 +164,10 @@ func StormScore(res *figure.Result, c figure.GraphParams, row string) (float64, 
 var chainMetrics = []string{"goodput_before_rps", "goodput_trigger_rps", "goodput_after_rps", "recovery_s",
 	"wasted_fraction", "high_success_fraction", "low_goodput_rps"}
 
-// storm is the metric of the storm's goodput beside the score.
-const stormMetric = "storm_goodput_rps"
-
 // PeerResult runs a peer's row (built from point p) with each seed and
 // returns the mean score (StormScore) and the mean of its metrics.
 func PeerResult(name string, c figure.GraphParams, p tune.Point, seeds []uint64) (float64, map[string]float64, error) {
-	var score float64
-	m := make(map[string]float64)
-	for _, seed := range seeds {
+	return meanOverSeeds(seeds, func(seed uint64) (float64, map[string]float64, error) {
 		peer, err := NewChainPeer(name, c, p)
 		if err != nil {
 			return 0, nil, err
@@ -244,24 +180,43 @@ func PeerResult(name string, c figure.GraphParams, p tune.Point, seeds []uint64)
 		if err := figure.GraphResult(res, c, []*figure.GraphRun{run}); err != nil {
 			return 0, nil, err
 		}
-		s, err := StormScore(res, c, run.Row)
+		return stormResult(res, c, run.Row)
+	})
+}
+
+// stormResult returns a row's storm score in a chain result (StormScore),
+// its metrics and its storm goodput (StormGoodput).
+func stormResult(res *figure.Result, c figure.GraphParams, row string) (float64, map[string]float64, error) {
+	s, err := StormScore(res, c, row)
+	if err != nil {
+		return 0, nil, err
+	}
+	m := make(map[string]float64)
+	for _, k := range chainMetrics {
+		if v, ok := res.Summary.Get(figure.GraphMetric(k, row)); ok && !math.IsNaN(v) {
+			m[k] = v
+		}
+	}
+	m[tune.StormMetric], _ = StormGoodput(res, c, row)
+	return s, m, nil
+}
+
+// meanOverSeeds calls one with each seed and returns the mean of the
+// scores and of each metric (a metric a seed lacks counts as 0 there).
+func meanOverSeeds(seeds []uint64, one func(seed uint64) (float64, map[string]float64, error)) (float64, map[string]float64, error) {
+	var score float64
+	m := make(map[string]float64)
+	for _, seed := range seeds {
+		s, sm, err := one(seed)
 		if err != nil {
 			return 0, nil, err
 		}
 		score += s / float64(len(seeds))
-		addMetrics(m, res, run.Row, len(seeds))
-		g, _ := StormGoodput(res, c, run.Row)
-		m[stormMetric] += g / float64(len(seeds))
-	}
-	return score, m, nil
-}
-
-func addMetrics(m map[string]float64, res *figure.Result, row string, n int) {
-	for _, k := range chainMetrics {
-		if v, ok := res.Summary.Get(figure.GraphMetric(k, row)); ok && !math.IsNaN(v) {
-			m[k] += v / float64(n)
+		for k, v := range sm {
+			m[k] += v / float64(len(seeds))
 		}
 	}
+	return score, m, nil
 }
 
 // PeerObjective is the search's objective for a peer on the chain c: the
@@ -299,9 +254,7 @@ func SluiceResult(crowd bool, sets []string, seeds []uint64) (float64, map[strin
 	if crowd {
 		name = "graph-crowd"
 	}
-	var score float64
-	m := make(map[string]float64)
-	for _, seed := range seeds {
+	return meanOverSeeds(seeds, func(seed uint64) (float64, map[string]float64, error) {
 		pr, err := Prepare(name)
 		if err != nil {
 			return 0, nil, err
@@ -313,14 +266,6 @@ func SluiceResult(crowd bool, sets []string, seeds []uint64) (float64, map[strin
 		if err != nil {
 			return 0, nil, err
 		}
-		s, err := StormScore(res, c, figure.GraphInProcess)
-		if err != nil {
-			return 0, nil, err
-		}
-		score += s / float64(len(seeds))
-		addMetrics(m, res, figure.GraphInProcess, len(seeds))
-		g, _ := StormGoodput(res, c, figure.GraphInProcess)
-		m[stormMetric] += g / float64(len(seeds))
-	}
-	return score, m, nil
+		return stormResult(res, c, figure.GraphInProcess)
+	})
 }
