@@ -14,6 +14,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+
+	"github.com/sluicehq/sluice/lab/tick"
 )
 
 // UserKey is the metadata key of the end user's id (DAGOR's port's
@@ -78,16 +80,7 @@ func NewLiveServer(s Server, opts ServerOptions) (*LiveServer, error) {
 // Run calls Update every Period until ctx ends. Start it once, on its
 // own goroutine.
 func (l *LiveServer) Run(ctx context.Context) {
-	t := time.NewTicker(l.s.Period())
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			l.Tick()
-		}
-	}
+	tick.Every(ctx.Done(), l.s.Period(), l.Tick)
 }
 
 // Tick runs one Update with the signal since the last one (Run's step).
@@ -210,16 +203,7 @@ func NewLiveClient(c Client, now func() time.Time) *LiveClient {
 // Run calls Update every Period until ctx ends. Start it once, on its
 // own goroutine.
 func (l *LiveClient) Run(ctx context.Context) {
-	t := time.NewTicker(l.c.Period())
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			l.Tick()
-		}
-	}
+	tick.Every(ctx.Done(), l.c.Period(), l.Tick)
 }
 
 // Tick runs one Update (Run's step).

@@ -24,6 +24,7 @@ import (
 	"github.com/sluicehq/sluice/lab/report"
 	"github.com/sluicehq/sluice/lab/retry"
 	"github.com/sluicehq/sluice/lab/testbed"
+	"github.com/sluicehq/sluice/lab/tick"
 	"github.com/sluicehq/sluice/proxy"
 )
 
@@ -454,15 +455,8 @@ func (pl graphPlan) load(ctx context.Context, env *Env, row, target, backendURL 
 // progress prints one line a second: answers within the deadline and
 // failures of the last second, by completion.
 func (pl graphPlan) progress(env *Env, run *figure.GraphRun, mu *sync.Mutex, t0 time.Time, stop <-chan struct{}) {
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
 	seen := 0
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-		}
+	tick.Every(stop, time.Second, func() {
 		now := time.Since(t0)
 		mu.Lock()
 		good, bad := 0, 0
@@ -476,7 +470,7 @@ func (pl graphPlan) progress(env *Env, run *figure.GraphRun, mu *sync.Mutex, t0 
 		seen = len(run.Users)
 		mu.Unlock()
 		env.Logf("%-14s %3.0fs/%.0fs  good %4d/s  failed %4d/s", run.Row, now.Seconds(), pl.c.End().Seconds(), good, bad)
-	}
+	})
 }
 
 func postScale(ctx context.Context, backendURL string, f float64) error {

@@ -30,6 +30,7 @@ import (
 	"github.com/sluicehq/sluice/lab/figure"
 	"github.com/sluicehq/sluice/lab/report"
 	"github.com/sluicehq/sluice/lab/testbed"
+	"github.com/sluicehq/sluice/lab/tick"
 )
 
 // graph-hotel on real sockets (the spec: figure/hotel.go): every service
@@ -457,15 +458,8 @@ func (u *hotelUsers) stream(ctx context.Context, st figure.HotelStream, rng *ran
 // progress prints one line a second: answers within the SLO and the
 // others of the last second, by completion.
 func (u *hotelUsers) progress(env *Env, run *figure.HotelRun, t0 time.Time, stop <-chan struct{}) {
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
 	last := time.Duration(0)
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-		}
+	tick.Every(stop, time.Second, func() {
 		now := time.Since(t0)
 		u.mu.Lock()
 		good, other := 0, 0
@@ -482,7 +476,7 @@ func (u *hotelUsers) progress(env *Env, run *figure.HotelRun, t0 time.Time, stop
 		u.mu.Unlock()
 		last = now
 		env.Logf("%-10s %-10s %3.0fs  within the SLO %4d/s  other %4d/s", run.Scenario, run.Row, now.Seconds(), good, other)
-	}
+	})
 }
 
 // eventFactor returns f when on, else 1.

@@ -18,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice/lab/figure"
 	"github.com/sluicehq/sluice/lab/peers"
 	"github.com/sluicehq/sluice/lab/testbed"
+	"github.com/sluicehq/sluice/lab/tick"
 )
 
 // hotelUsers are a row's end users: a connection to the entry per class,
@@ -179,16 +180,7 @@ func newLoadPoller(ctx context.Context, procs *hotelProcs, g *figure.HotelGraph,
 	}
 	poll()
 	wg.Go(func() {
-		t := time.NewTicker(100 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				poll()
-			}
-		}
+		tick.Every(ctx.Done(), 100*time.Millisecond, poll)
 	})
 	return func() loadSnapshot {
 		mu.Lock()

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/lab/figure"
+	"github.com/sluicehq/sluice/lab/tick"
 )
 
 // namedProxy is a proxy of the chain's proxy row, named as the
@@ -27,14 +28,7 @@ func sampleProxies(proxies []namedProxy, run *figure.GraphRun, mu *sync.Mutex, t
 	if len(proxies) == 0 {
 		return
 	}
-	t := time.NewTicker(stateEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-		}
+	tick.Every(stop, stateEvery, func() {
 		at := time.Since(t0)
 		for _, np := range proxies {
 			st, ok := np.p.stage(figure.GraphStage, 0)
@@ -46,5 +40,5 @@ func sampleProxies(proxies []namedProxy, run *figure.GraphRun, mu *sync.Mutex, t
 			run.State = append(run.State, s)
 			mu.Unlock()
 		}
-	}
+	})
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/lab/loadgen"
 	"github.com/sluicehq/sluice/lab/report"
 	"github.com/sluicehq/sluice/lab/testbed"
+	"github.com/sluicehq/sluice/lab/tick"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/proxy"
 	"github.com/sluicehq/sluice/share"
@@ -402,16 +403,9 @@ func sampleState(px *liveProxy, every time.Duration, f func(t time.Duration, doc
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		tk := time.NewTicker(every)
-		defer tk.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-tk.C:
-			}
+		tick.Every(done, every, func() {
 			f(time.Since(base), px.srv.State(0))
-		}
+		})
 	}()
 	var once sync.Once
 	return func() {

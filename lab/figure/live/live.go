@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/lab/loadgen"
 	"github.com/sluicehq/sluice/lab/testbed"
+	"github.com/sluicehq/sluice/lab/tick"
 	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/proxy"
 	"github.com/sluicehq/sluice/stage"
@@ -336,18 +337,11 @@ func failureLine(n map[string]int) string {
 
 // sample polls the proxy's stage until stop is closed.
 func (ph *phase) sample(base time.Time, every time.Duration, stop <-chan struct{}, res *phaseResult) {
-	t := time.NewTicker(every)
-	defer t.Stop()
 	lastEnd := map[int]time.Time{}
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-		}
+	tick.Every(stop, every, func() {
 		st, ok := ph.proxy.stage(ph.stageName, 0)
 		if !ok {
-			continue
+			return
 		}
 		res.states = append(res.states, stateSample{t: time.Since(base), setting: st.Setting,
 			classRates: append([]float64(nil), st.ClassRates...), quality: st.Quality, gateOff: st.GateOff})
@@ -358,19 +352,12 @@ func (ph *phase) sample(base time.Time, every time.Duration, stop <-chan struct{
 			lastEnd[c] = cs.Last.End
 			res.periods = append(res.periods, periodSample{class: c, end: cs.Last.End.Sub(base), Period: *cs.Last})
 		}
-	}
+	})
 }
 
 // progress prints one line per second until stop is closed.
 func (ph *phase) progress(env *Env, rec *recorder, stop <-chan struct{}) {
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-		}
+	tick.Every(stop, time.Second, func() {
 		now := time.Since(rec.base)
 		ok, rej, failed, p90 := rec.lastSecond(now)
 		var b strings.Builder
@@ -392,7 +379,7 @@ func (ph *phase) progress(env *Env, rec *recorder, stop <-chan struct{}) {
 			}
 		}
 		env.Logf("%s", b.String())
-	}
+	})
 }
 
 // fmtMS formats a latency for progress lines.

@@ -41,6 +41,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/lab/reliability"
+	"github.com/sluicehq/sluice/lab/tick"
 )
 
 type options struct {
@@ -663,18 +664,11 @@ stages:
 	stop := make(chan struct{})
 	reloads := 0
 	go func() {
-		t := time.NewTicker(2 * time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-				if p.Signal(syscall.SIGHUP) == nil {
-					reloads++
-				}
+		tick.Every(stop, 2*time.Second, func() {
+			if p.Signal(syscall.SIGHUP) == nil {
+				reloads++
 			}
-		}
+		})
 	}()
 	ss := reliability.OpenLoop(context.Background(), newClient(10*time.Second), "http://"+p.Addr+"/", 600, length)
 	close(stop)
@@ -728,28 +722,21 @@ func runSoak() (string, bool, error) {
 		var rss []float64 // one per 10 s
 		stop := make(chan struct{})
 		go func() {
-			t := time.NewTicker(10 * time.Second)
-			defer t.Stop()
-			for {
-				select {
-				case <-stop:
-					return
-				case <-t.C:
-					v, err := p.RSS()
-					g, _ := p.Metric("go_goroutines")
-					h, herr := p.Metric("go_memstats_heap_inuse_bytes")
-					mu.Lock()
-					if err == nil {
-						rss = append(rss, float64(v))
-						r.RSSMB = append(r.RSSMB, math.Round(float64(v)/1e5)/10)
-					}
-					if herr == nil {
-						r.HeapMB = append(r.HeapMB, math.Round(h/1e5)/10)
-					}
-					r.GoroutinesMax = math.Max(r.GoroutinesMax, g)
-					mu.Unlock()
+			tick.Every(stop, 10*time.Second, func() {
+				v, err := p.RSS()
+				g, _ := p.Metric("go_goroutines")
+				h, herr := p.Metric("go_memstats_heap_inuse_bytes")
+				mu.Lock()
+				if err == nil {
+					rss = append(rss, float64(v))
+					r.RSSMB = append(r.RSSMB, math.Round(float64(v)/1e5)/10)
 				}
-			}
+				if herr == nil {
+					r.HeapMB = append(r.HeapMB, math.Round(h/1e5)/10)
+				}
+				r.GoroutinesMax = math.Max(r.GoroutinesMax, g)
+				mu.Unlock()
+			})
 		}()
 		c := newClient(10 * time.Second)
 		ss := reliability.OpenLoop(context.Background(), c, "http://"+p.Addr+"/", 1200, length)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/lab/reliability"
+	"github.com/sluicehq/sluice/lab/tick"
 )
 
 // --- slow readers of large responses ------------------------------------------
@@ -169,14 +170,7 @@ func slowReadTarget(be *reliability.LargeBackend, target string, length time.Dur
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		t := time.NewTicker(time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-			}
+		tick.Every(stop, time.Second, func() {
 			n := be.Busy()
 			rss, rerr := p.RSS()
 			tcp := tcpMemBytes()
@@ -188,7 +182,7 @@ func slowReadTarget(be *reliability.LargeBackend, target string, length time.Dur
 			r.PeakTCPMB = math.Max(r.PeakTCPMB, mb(tcp))
 			mu.Unlock()
 			if p.Admin == "" {
-				continue
+				return
 			}
 			for name, dst := range map[string]*float64{"proxy_response_buffer_bytes": &r.PeakBufferMB,
 				"proxy_response_buffer_disk_bytes": &r.PeakDiskMB} {
@@ -205,7 +199,7 @@ func slowReadTarget(be *reliability.LargeBackend, target string, length time.Dur
 					mu.Unlock()
 				}
 			}
-		}
+		})
 	})
 	tag := map[string]string{"sluice": "sluice-buffered", "sluice, no buffering": "sluice-unbuffered", "nginx": "nginx"}[target]
 	args := append(strings.Fields(strings.ReplaceAll("-X -w 512 -y 1024 -n 5 -z 32 -k 3 -p 3 -u URL", "URL", url)),
