@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
 
 	"github.com/sluicehq/sluice/control/auto"
@@ -30,6 +31,21 @@ import (
 type testbedFlags struct {
 	listen      string
 	allowPublic bool
+}
+
+// serve checks --listen and listens there, with a context that ends on
+// Ctrl-C or SIGTERM: what every testbed kind does before it serves. The
+// caller calls stop and closes ln; kind names the testbed in errors.
+func (f *testbedFlags) serve(cmd *cobra.Command, kind string) (ctx context.Context, stop context.CancelFunc, ln net.Listener, err error) {
+	if err := testbed.CheckListenAddr(f.listen, f.allowPublic); err != nil {
+		return nil, nil, nil, cli.Usagef("--listen: %v", err)
+	}
+	ctx, stop = signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	if ln, err = net.Listen("tcp", f.listen); err != nil {
+		stop()
+		return nil, nil, nil, fmt.Errorf("testbed %s: %w", kind, err)
+	}
+	return ctx, stop, ln, nil
 }
 
 func newTestbedCmd() *cobra.Command {
@@ -90,9 +106,8 @@ fraction min(n, C)/C over the last second. With --queue-limit L, requests
 beyond C+L in the system are answered 503 at once.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := cfg.Validate(); err != nil {
-				return flagError(err, map[string]string{"workers": "workers", "discipline": "discipline",
-					"service": "service", "queue_limit": "queue-limit", "size": "size"})
+			if err := validateQueue(cfg); err != nil {
+				return err
 			}
 			return serveTestbed(cmd, f, "queue", func(context.Context) (testbed.Backend, string, error) {
 				q, err := testbed.NewQueue(cfg)
@@ -104,17 +119,41 @@ beyond C+L in the system are answered 503 at once.`,
 			})
 		},
 	}
-	fl := cmd.Flags()
+	queueFlags(cmd.Flags(), &cfg, queueHelp{
+		size:     "response body size in bytes",
+		record:   "keep a record of every request, served as CSV at GET /_records",
+		control:  "serve POST /_scale?factor=F: multiply the demand of new requests by F (F = 3: a third of the capacity), and POST /_workers?n=N: serve with N workers",
+		freeGone: "end the handler of a request whose client has gone at once; its work is still done",
+	})
+	return cmd
+}
+
+// queueHelp holds the help texts of the queue model's flags that differ
+// between the HTTP and the gRPC testbed.
+type queueHelp struct{ size, record, control, freeGone string }
+
+// queueFlags declares the queue model's flags, shared by the HTTP and the
+// gRPC queue testbeds.
+func queueFlags(fl *pflag.FlagSet, cfg *testbed.QueueConfig, help queueHelp) {
 	fl.IntVar(&cfg.Workers, "workers", cfg.Workers, "number of servers (CPUs)")
 	fl.StringVar(&cfg.Discipline, "discipline", cfg.Discipline, "fifo or ps (processor sharing)")
 	fl.StringVar(&cfg.Service, "service", cfg.Service, "service-time distribution: exp:20ms, det:10ms, lognormal:20ms,1.5, pareto:1ms,2s,1.2")
 	fl.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the service-time draws")
 	fl.IntVar(&cfg.QueueLimit, "queue-limit", cfg.QueueLimit, "requests allowed to wait beyond the workers (0 = unlimited)")
-	fl.IntVar(&cfg.Size, "size", cfg.Size, "response body size in bytes")
-	fl.BoolVar(&cfg.Record, "record", false, "keep a record of every request, served as CSV at GET /_records")
-	fl.BoolVar(&cfg.Control, "control", false, "serve POST /_scale?factor=F: multiply the demand of new requests by F (F = 3: a third of the capacity), and POST /_workers?n=N: serve with N workers")
-	fl.BoolVar(&cfg.FreeGone, "free-gone", false, "end the handler of a request whose client has gone at once; its work is still done")
-	return cmd
+	fl.IntVar(&cfg.Size, "size", cfg.Size, help.size)
+	fl.BoolVar(&cfg.Record, "record", false, help.record)
+	fl.BoolVar(&cfg.Control, "control", false, help.control)
+	fl.BoolVar(&cfg.FreeGone, "free-gone", false, help.freeGone)
+}
+
+// validateQueue checks the queue model's configuration; an error names
+// the flag.
+func validateQueue(cfg testbed.QueueConfig) error {
+	if err := cfg.Validate(); err != nil {
+		return flagError(err, map[string]string{"workers": "workers", "discipline": "discipline",
+			"service": "service", "queue_limit": "queue-limit", "size": "size"})
+	}
+	return nil
 }
 
 func newTestbedTierCmd(f *testbedFlags) *cobra.Command {
@@ -240,9 +279,8 @@ prints each stage's admitted and rejected calls when it stops.`,
   sluice-lab load --grpc --target http://127.0.0.1:9090 --rate 300 --duration 10s`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := cfg.Validate(); err != nil {
-				return flagError(err, map[string]string{"workers": "workers", "discipline": "discipline",
-					"service": "service", "queue_limit": "queue-limit", "size": "size"})
+			if err := validateQueue(cfg); err != nil {
+				return err
 			}
 			var pol *policy.Policy
 			if policyFile != "" {
@@ -255,16 +293,12 @@ prints each stage's admitted and rejected calls when it stops.`,
 		},
 	}
 	cmd.Flags().StringVar(&policyFile, "policy", "", "policy YAML: run sluice's gRPC server interceptors in front of the service")
-	fl := cmd.Flags()
-	fl.IntVar(&cfg.Workers, "workers", cfg.Workers, "number of servers (CPUs)")
-	fl.StringVar(&cfg.Discipline, "discipline", cfg.Discipline, "fifo or ps (processor sharing)")
-	fl.StringVar(&cfg.Service, "service", cfg.Service, "service-time distribution: exp:20ms, det:10ms, lognormal:20ms,1.5, pareto:1ms,2s,1.2")
-	fl.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the service-time draws")
-	fl.IntVar(&cfg.QueueLimit, "queue-limit", cfg.QueueLimit, "requests allowed to wait beyond the workers (0 = unlimited)")
-	fl.IntVar(&cfg.Size, "size", cfg.Size, "default response payload size in bytes")
-	fl.BoolVar(&cfg.Record, "record", false, "keep a record of every call (its x-lab-deadline metadata as the user's deadline), served as CSV at GET /_records over HTTP on the same port")
-	fl.BoolVar(&cfg.Control, "control", false, "serve POST /_scale?factor=F over HTTP on the same port: multiply the demand of new calls by F")
-	fl.BoolVar(&cfg.FreeGone, "free-gone", false, "end the handler of a call whose client has gone at once; its work is still done")
+	queueFlags(cmd.Flags(), &cfg, queueHelp{
+		size:     "default response payload size in bytes",
+		record:   "keep a record of every call (its x-lab-deadline metadata as the user's deadline), served as CSV at GET /_records over HTTP on the same port",
+		control:  "serve POST /_scale?factor=F over HTTP on the same port: multiply the demand of new calls by F",
+		freeGone: "end the handler of a call whose client has gone at once; its work is still done",
+	})
 	return cmd
 }
 
@@ -290,15 +324,11 @@ func loadPolicy(name string) (*policy.Policy, error) {
 // serveGRPCTestbed serves the queue model over gRPC until the context
 // ends and prints a one-line summary.
 func serveGRPCTestbed(cmd *cobra.Command, f *testbedFlags, cfg testbed.QueueConfig, pol *policy.Policy) error {
-	if err := testbed.CheckListenAddr(f.listen, f.allowPublic); err != nil {
-		return cli.Usagef("--listen: %v", err)
-	}
-	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	ln, err := net.Listen("tcp", f.listen)
+	ctx, stop, ln, err := f.serve(cmd, "grpc")
 	if err != nil {
-		return fmt.Errorf("testbed grpc: %w", err)
+		return err
 	}
+	defer stop()
 	defer ln.Close()
 	q, err := testbed.NewQueue(cfg)
 	if err != nil {
@@ -520,15 +550,11 @@ func flagError(err error, names map[string]string) error {
 // summary.
 func serveTestbed(cmd *cobra.Command, f *testbedFlags, kind string,
 	build func(context.Context) (testbed.Backend, string, error)) error {
-	if err := testbed.CheckListenAddr(f.listen, f.allowPublic); err != nil {
-		return cli.Usagef("--listen: %v", err)
-	}
-	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	ln, err := net.Listen("tcp", f.listen)
+	ctx, stop, ln, err := f.serve(cmd, kind)
 	if err != nil {
-		return fmt.Errorf("testbed %s: %w", kind, err)
+		return err
 	}
+	defer stop()
 	defer ln.Close()
 	backend, desc, err := build(ctx)
 	if err != nil {

@@ -5,10 +5,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"net"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -59,15 +55,11 @@ peer's configuration YAML).`,
 // context ends (Ctrl-C, SIGTERM), printing the listening line the lab's
 // child processes are waited for by.
 func serveHotel(cmd *cobra.Command, f *testbedFlags, cfg testbed.HotelServiceConfig) error {
-	if err := testbed.CheckListenAddr(f.listen, f.allowPublic); err != nil {
-		return cli.Usagef("--listen: %v", err)
-	}
-	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	ln, err := net.Listen("tcp", f.listen)
+	ctx, stop, ln, err := f.serve(cmd, "hotel")
 	if err != nil {
-		return fmt.Errorf("testbed hotel: %w", err)
+		return err
 	}
+	defer stop()
 	defer ln.Close()
 	s, err := testbed.NewHotelService(cfg)
 	if err != nil {
