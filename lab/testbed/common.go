@@ -3,6 +3,7 @@
 package testbed
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -307,20 +308,24 @@ func (m *loadMeter) utilization(now time.Time) float64 {
 	return m.win.mean(now)
 }
 
-// statusRecorder remembers the status written through it.
-type statusRecorder struct {
+// StatusRecorder is an http.ResponseWriter that remembers the status a
+// handler wrote through it: the first WriteHeader's, or 200 once the body
+// is written without one (Code: 200 also when nothing was written).
+type StatusRecorder struct {
 	http.ResponseWriter
 	status int
 }
 
-func (s *statusRecorder) WriteHeader(code int) {
+// WriteHeader records code, the first time, and passes it on.
+func (s *StatusRecorder) WriteHeader(code int) {
 	if s.status == 0 {
 		s.status = code
 	}
 	s.ResponseWriter.WriteHeader(code)
 }
 
-func (s *statusRecorder) Write(b []byte) (int, error) {
+// Write records 200 if no status was written, and passes b on.
+func (s *StatusRecorder) Write(b []byte) (int, error) {
 	if s.status == 0 {
 		s.status = http.StatusOK
 	}
@@ -328,11 +333,39 @@ func (s *statusRecorder) Write(b []byte) (int, error) {
 }
 
 // Unwrap gives http.ResponseController access to the underlying writer.
-func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+func (s *StatusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
-func (s *statusRecorder) code() int {
+// Code returns the status written (200 when none was).
+func (s *StatusRecorder) Code() int {
 	if s.status == 0 {
 		return http.StatusOK
 	}
 	return s.status
+}
+
+// WaitReady polls url (GET, every 50 ms) until it answers, whatever the
+// status: a backend, a proxy or a helper process is up then. It fails
+// when ctx ends or within has passed.
+func WaitReady(ctx context.Context, url string, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	client := &http.Client{Timeout: time.Second, Transport: &http.Transport{Proxy: nil}}
+	defer client.CloseIdleConnections()
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := client.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("%s not ready after %v: %w", url, within, err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }

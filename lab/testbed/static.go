@@ -385,10 +385,10 @@ func (s *Static) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.meter.enter(time.Now())
-	rec := &statusRecorder{ResponseWriter: w}
+	rec := &StatusRecorder{ResponseWriter: w}
 	s.serve(rec, r)
 	s.meter.leave(time.Now())
-	s.ctr.count(rec.code())
+	s.ctr.count(rec.Code())
 }
 
 func (s *Static) serve(w http.ResponseWriter, r *http.Request) {

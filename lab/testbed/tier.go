@@ -183,9 +183,9 @@ func (t *Tier) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if serveMeta(w, r, t.Meta) {
 		return
 	}
-	sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+	sw := &StatusRecorder{ResponseWriter: w}
 	t.handler.ServeHTTP(sw, r)
-	t.ctr.count(sw.status)
+	t.ctr.count(sw.Code())
 }
 
 // forward calls the next hop for r and relays the answer.
@@ -239,16 +239,3 @@ func (t *Tier) Close() error {
 	})
 	return nil
 }
-
-// statusWriter remembers the status written.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (s *statusWriter) WriteHeader(code int) {
-	s.status = code
-	s.ResponseWriter.WriteHeader(code)
-}
-
-func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }

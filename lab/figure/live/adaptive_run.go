@@ -293,7 +293,7 @@ func (s *adaptiveSetup) run(ctx context.Context, env *Env, row adaptiveRow, ph a
 		}
 		closers = append(closers, px.Close)
 		p.proxy, p.stageName, p.sampleEvery = px, mainStage, 100*time.Millisecond
-		if err := waitReady(ctx, p.target+"/", 10*time.Second); err != nil {
+		if err := testbed.WaitReady(ctx, p.target+"/", 10*time.Second); err != nil {
 			return nil, err
 		}
 	}

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/lab/child"
+	"github.com/sluicehq/sluice/lab/testbed"
 	"github.com/sluicehq/sluice/proxy"
 	"github.com/sluicehq/sluice/stage"
 )
@@ -52,7 +53,7 @@ func startChildBackend(ctx context.Context, exe string, cpus []int, args ...stri
 	if err != nil {
 		return nil, err
 	}
-	if err := waitReady(ctx, c.URL+"/healthz", 10*time.Second); err != nil {
+	if err := testbed.WaitReady(ctx, c.URL+"/healthz", 10*time.Second); err != nil {
 		c.Close()
 		return nil, err
 	}

@@ -396,28 +396,3 @@ func fmtMS(d time.Duration) string {
 // anyPort is "127.0.0.1:0": every listener of an experiment picks a free
 // port on the loopback interface.
 const anyPort = "127.0.0.1:0"
-
-// waitReady polls url until it answers or ctx/the deadline ends.
-func waitReady(ctx context.Context, url string, within time.Duration) error {
-	deadline := time.Now().Add(within)
-	client := &http.Client{Timeout: time.Second, Transport: &http.Transport{Proxy: nil}}
-	defer client.CloseIdleConnections()
-	for {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return err
-		}
-		resp, err := client.Do(req)
-		if err == nil {
-			resp.Body.Close()
-			return nil
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("%s not ready after %v: %w", url, within, err)
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}

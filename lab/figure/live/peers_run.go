@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice/lab/dist"
 	"github.com/sluicehq/sluice/lab/loadgen"
+	"github.com/sluicehq/sluice/lab/testbed"
 )
 
 // peersSystem is one system's run.
@@ -113,7 +114,7 @@ func (ps *peersSetup) run(ctx context.Context, env *Env, sys *peersSystem) (err 
 		}
 		closers = append(closers, px.Close)
 		ph.target, ph.proxy, ph.stageName = px.URL, px, mainStage
-		if err := waitReady(ctx, px.URL+"/", 10*time.Second); err != nil {
+		if err := testbed.WaitReady(ctx, px.URL+"/", 10*time.Second); err != nil {
 			return err
 		}
 	case "nginx":

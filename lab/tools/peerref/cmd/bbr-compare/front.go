@@ -20,6 +20,7 @@ import (
 	"github.com/go-kratos/aegis/ratelimit"
 	"github.com/go-kratos/aegis/ratelimit/bbr"
 
+	"github.com/sluicehq/sluice/lab/testbed"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/proxy"
 )
@@ -111,12 +112,12 @@ func (f *aegisFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	sw := &statusWriter{ResponseWriter: w}
+	sw := &testbed.StatusRecorder{ResponseWriter: w}
 	f.bal.ServeHTTP(sw, r)
 	var out error
 	switch {
-	case sw.status >= 500:
-		out = fmt.Errorf("upstream answered %d", sw.status)
+	case sw.Code() >= 500:
+		out = fmt.Errorf("upstream answered %d", sw.Code())
 	case r.Context().Err() != nil:
 		out = r.Context().Err()
 	}
@@ -141,29 +142,6 @@ func (f *aegisFront) Close() error {
 	f.transport.CloseIdleConnections()
 	return err
 }
-
-// statusWriter records the status a handler wrote.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (s *statusWriter) WriteHeader(code int) {
-	if s.status == 0 {
-		s.status = code
-	}
-	s.ResponseWriter.WriteHeader(code)
-}
-
-func (s *statusWriter) Write(b []byte) (int, error) {
-	if s.status == 0 {
-		s.status = http.StatusOK
-	}
-	return s.ResponseWriter.Write(b)
-}
-
-// Unwrap lets http.ResponseController reach the connection's writer.
-func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 // balancer sends each request to the server with the fewest requests in
 // flight, ties broken round-robin, as the sluice proxy's least-in-flight
@@ -253,7 +231,7 @@ func newSluiceFront(ctx context.Context, urls []string) (*sluiceFront, error) {
 	pctx, cancel := context.WithCancel(ctx)
 	f := &sluiceFront{url: "http://" + addrs[0].String(), srv: srv, cancel: cancel, done: make(chan error, 1)}
 	go func() { f.done <- srv.Serve(pctx) }()
-	if err := waitReady(ctx, f.url+"/", 10*time.Second); err != nil {
+	if err := testbed.WaitReady(ctx, f.url+"/", 10*time.Second); err != nil {
 		return nil, errors.Join(err, f.Close())
 	}
 	return f, nil
@@ -301,30 +279,5 @@ func (f *sluiceFront) Close() error {
 		return err
 	case <-time.After(10 * time.Second):
 		return errors.New("sluice proxy: did not stop within 10s")
-	}
-}
-
-// waitReady polls url until it answers or the deadline passes.
-func waitReady(ctx context.Context, url string, within time.Duration) error {
-	deadline := time.Now().Add(within)
-	client := &http.Client{Timeout: time.Second, Transport: &http.Transport{Proxy: nil}}
-	defer client.CloseIdleConnections()
-	for {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return err
-		}
-		resp, err := client.Do(req)
-		if err == nil {
-			resp.Body.Close()
-			return nil
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("%s not ready after %v: %w", url, within, err)
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(50 * time.Millisecond):
-		}
 	}
 }
