@@ -22,6 +22,24 @@ var seeds = []uint64{1, 2, 3, 4, 5}
 // run runs a scenario with overrides and returns its summary.
 func run(t *testing.T, name string, seed uint64, sets ...string) *report.Summary {
 	t.Helper()
+	return runResult(t, name, seed, sets...).Summary
+}
+
+// runResult runs a scenario with overrides and returns its result; any
+// error fails the test.
+func runResult(t testing.TB, name string, seed uint64, sets ...string) *figure.Result {
+	t.Helper()
+	res, err := runErr(t, name, seed, sets...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// runErr runs a scenario with overrides and returns the run's result and
+// error; an unknown scenario or a refused override fails the test.
+func runErr(t testing.TB, name string, seed uint64, sets ...string) (*figure.Result, error) {
+	t.Helper()
 	p, err := Prepare(name)
 	if err != nil {
 		t.Fatal(err)
@@ -29,11 +47,7 @@ func run(t *testing.T, name string, seed uint64, sets ...string) *report.Summary
 	if err := p.Set(sets...); err != nil {
 		t.Fatal(err)
 	}
-	res, err := p.Run(seed)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res.Summary
+	return p.Run(seed)
 }
 
 // within asserts lo ≤ metric ≤ hi (a NaN metric fails).
@@ -230,13 +244,7 @@ func TestSEDADegradation(t *testing.T) {
 // writing files.
 func BenchmarkKihlDistribution(b *testing.B) {
 	for b.Loop() {
-		p, err := Prepare("kihl-distribution")
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, err := p.Run(1); err != nil {
-			b.Fatal(err)
-		}
+		runResult(b, "kihl-distribution", 1)
 	}
 }
 
@@ -245,15 +253,7 @@ func BenchmarkKihlDistribution(b *testing.B) {
 func BenchmarkKihlDistributionWrite(b *testing.B) {
 	dir := b.TempDir()
 	for b.Loop() {
-		p, err := Prepare("kihl-distribution")
-		if err != nil {
-			b.Fatal(err)
-		}
-		res, err := p.Run(1)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, err := res.Write(dir); err != nil {
+		if _, err := runResult(b, "kihl-distribution", 1).Write(dir); err != nil {
 			b.Fatal(err)
 		}
 	}

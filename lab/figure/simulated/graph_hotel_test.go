@@ -19,18 +19,7 @@ var shortHotel = []string{"warm=4s", "after=5s"}
 
 func runShortHotel(t *testing.T, seed uint64, sets ...string) *figure.Result {
 	t.Helper()
-	p, err := Prepare("graph-hotel")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Set(append(append([]string{}, shortHotel...), sets...)...); err != nil {
-		t.Fatal(err)
-	}
-	res, err := p.Run(seed)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res
+	return runResult(t, "graph-hotel", seed, append(append([]string{}, shortHotel...), sets...)...)
 }
 
 // The spec's checks on a short run (the step and the crowd 8 s long):

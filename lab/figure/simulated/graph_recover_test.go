@@ -26,17 +26,7 @@ func TestGraphRecover(t *testing.T) {
 				if transport == "grpc" {
 					rows, want = "inprocess,inprocess-window", 4
 				}
-				p, err := Prepare("graph-recover")
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := p.Set("transport="+transport, "rows="+rows); err != nil {
-					t.Fatal(err)
-				}
-				res, err := p.Run(seed)
-				if err != nil {
-					t.Fatal(err)
-				}
+				res := runResult(t, "graph-recover", seed, "transport="+transport, "rows="+rows)
 				met, total := res.Passed()
 				if met != total || total != want {
 					for _, c := range res.Checks {
@@ -56,14 +46,7 @@ func TestGraphRecover(t *testing.T) {
 
 // Over gRPC a rows list with a row that has no gRPC form is refused.
 func TestGraphRecoverGRPCRows(t *testing.T) {
-	p, err := Prepare("graph-recover")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Set("transport=grpc", "rows=proxy,inprocess"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.Run(1); err == nil || !strings.Contains(err.Error(), "no gRPC form") {
+	if _, err := runErr(t, "graph-recover", 1, "transport=grpc", "rows=proxy,inprocess"); err == nil || !strings.Contains(err.Error(), "no gRPC form") {
 		t.Errorf("proxy over gRPC: %v", err)
 	}
 }

@@ -21,14 +21,7 @@ func TestGraph(t *testing.T) {
 		for _, seed := range []uint64{1, 2, 3} {
 			t.Run(fmt.Sprintf("%s/seed%d", name, seed), func(t *testing.T) {
 				t.Parallel()
-				p, err := Prepare(name)
-				if err != nil {
-					t.Fatal(err)
-				}
-				res, err := p.Run(seed)
-				if err != nil {
-					t.Fatal(err)
-				}
+				res := runResult(t, name, seed)
 				for _, c := range res.Checks {
 					if !c.Pass && !strings.Contains(c.Claim, "moonshot") {
 						t.Errorf("%s: %s", c.Claim, c.Measured)
@@ -75,17 +68,7 @@ func TestGraphAblation(t *testing.T) {
 	short := []string{"warm=6s", "after=8s", "rows=inprocess"}
 	failed := func(sets ...string) map[string]bool {
 		t.Helper()
-		p, err := Prepare("graph")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := p.Set(append(slices.Clone(short), sets...)...); err != nil {
-			t.Fatal(err)
-		}
-		res, err := p.Run(1)
-		if err != nil {
-			t.Fatal(err)
-		}
+		res := runResult(t, "graph", 1, append(slices.Clone(short), sets...)...)
 		out := map[string]bool{}
 		for _, c := range res.Checks {
 			if !c.Pass {

@@ -60,14 +60,7 @@ func TestLiJaminModelChoices(t *testing.T) {
 
 func TestLiJaminParamErrors(t *testing.T) {
 	for _, set := range []string{"shares=10,20,30", "shares=50,30,20,10", "epoch=1s"} {
-		p, err := Prepare("lijamin-epochs")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := p.Set(set); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := p.Run(1); err == nil {
+		if _, err := runErr(t, "lijamin-epochs", 1, set); err == nil {
 			t.Errorf("%s: run succeeded, want a parameter error", set)
 		}
 	}

@@ -102,19 +102,8 @@ func TestSetErrors(t *testing.T) {
 // writeRun runs a scenario and writes its folder, returning the folder.
 func writeRun(t *testing.T, name string, seed uint64, sets ...string) string {
 	t.Helper()
-	p, err := Prepare(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Set(sets...); err != nil {
-		t.Fatal(err)
-	}
-	res, err := p.Run(seed)
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
-	if _, err := res.Write(dir); err != nil {
+	if _, err := runResult(t, name, seed, sets...).Write(dir); err != nil {
 		t.Fatal(err)
 	}
 	return dir

@@ -168,14 +168,7 @@ func TestVoigtParamErrors(t *testing.T) {
 		{"voigt-bandwidth", []string{"warmup=1h"}},
 		{"voigt-sweep", []string{"size_tail_min_kb=5000"}},
 	} {
-		p, err := Prepare(tc.name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := p.Set(append(tc.set, "duration=30s")...); err != nil {
-			t.Fatal(err)
-		}
-		_, err = p.Run(1)
+		_, err := runErr(t, tc.name, 1, append(tc.set, "duration=30s")...)
 		var pe *ParamError
 		if err == nil || !errors.As(err, &pe) {
 			t.Errorf("%s with %s: error %v, want a *ParamError", tc.name, tc.set, err)
