@@ -532,31 +532,7 @@ func (p *PS) Cancel(j *Job) (worked float64, ok bool) {
 }
 
 // fix restores the heap order around index i after its job changed.
-func (p *PS) fix(i int) {
-	for i > 0 {
-		q := (i - 1) / 2
-		if !jobLess(p.jobs[i], p.jobs[q]) {
-			break
-		}
-		p.swap(i, q)
-		i = q
-	}
-	h := p.jobs
-	for {
-		c := 2*i + 1
-		if c >= len(h) {
-			return
-		}
-		if r := c + 1; r < len(h) && jobLess(h[r], h[c]) {
-			c = r
-		}
-		if !jobLess(h[c], h[i]) {
-			return
-		}
-		p.swap(i, c)
-		i = c
-	}
-}
+func (p *PS) fix(i int) { p.down(p.up(i)) }
 
 // InSystem returns the number of jobs in service.
 func (p *PS) InSystem() int { return len(p.jobs) }
@@ -593,15 +569,7 @@ func jobLess(a, b *Job) bool { return a.tag < b.tag || (a.tag == b.tag && a.seq 
 func (p *PS) push(j *Job) {
 	j.index = len(p.jobs)
 	p.jobs = append(p.jobs, j)
-	i := j.index
-	for i > 0 {
-		q := (i - 1) / 2
-		if !jobLess(p.jobs[i], p.jobs[q]) {
-			break
-		}
-		p.swap(i, q)
-		i = q
-	}
+	p.up(j.index)
 }
 
 func (p *PS) pop() *Job {
@@ -611,24 +579,42 @@ func (p *PS) pop() *Job {
 	p.swap(0, last)
 	h[last] = nil
 	p.jobs = h[:last]
-	h = p.jobs
-	i := 0
+	p.down(0)
+	j.index = -1
+	return j
+}
+
+// up moves the job at index i towards the root while it is less than its
+// parent, and returns its new index.
+func (p *PS) up(i int) int {
+	for i > 0 {
+		q := (i - 1) / 2
+		if !jobLess(p.jobs[i], p.jobs[q]) {
+			break
+		}
+		p.swap(i, q)
+		i = q
+	}
+	return i
+}
+
+// down moves the job at index i towards the leaves while a child is less.
+func (p *PS) down(i int) {
+	h := p.jobs
 	for {
 		c := 2*i + 1
 		if c >= len(h) {
-			break
+			return
 		}
 		if r := c + 1; r < len(h) && jobLess(h[r], h[c]) {
 			c = r
 		}
 		if !jobLess(h[c], h[i]) {
-			break
+			return
 		}
 		p.swap(i, c)
 		i = c
 	}
-	j.index = -1
-	return j
 }
 
 func (p *PS) swap(i, k int) {
