@@ -216,16 +216,7 @@ func grpcDo(ctx context.Context, tc testpb.TestServiceClient, method string, g *
 		if err != nil {
 			return 0, err
 		}
-		for {
-			m, err := st.Recv()
-			if errors.Is(err, io.EOF) {
-				return n, nil
-			}
-			if err != nil {
-				return n, err
-			}
-			n += int64(len(m.GetPayload().GetBody()))
-		}
+		return drain(st.Recv, n)
 	case "StreamingInputCall":
 		st, err := tc.StreamingInputCall(ctx)
 		if err != nil {
@@ -265,16 +256,7 @@ func grpcDo(ctx context.Context, tc testpb.TestServiceClient, method string, g *
 		if err := st.CloseSend(); err != nil {
 			return n, err
 		}
-		for {
-			m, err := st.Recv()
-			if errors.Is(err, io.EOF) {
-				return n, nil
-			}
-			if err != nil {
-				return n, err
-			}
-			n += int64(len(m.GetPayload().GetBody()))
-		}
+		return drain(st.Recv, n)
 	}
 }
 
@@ -294,3 +276,18 @@ func grpcCodeName(on bool, code codes.Code) string {
 var grpcCodeNames = [...]string{"OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
 	"ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",
 	"UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED"}
+
+// drain receives a stream's messages until it ends and returns n plus
+// their payloads' bytes.
+func drain(recv func() (*testpb.StreamingOutputCallResponse, error), n int64) (int64, error) {
+	for {
+		m, err := recv()
+		if errors.Is(err, io.EOF) {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+		n += int64(len(m.GetPayload().GetBody()))
+	}
+}

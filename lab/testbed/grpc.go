@@ -182,15 +182,11 @@ func (s *GRPCService) StreamingOutputCall(in *testpb.StreamingOutputCallRequest,
 // StreamingInputCall serves one unit after the last request message.
 func (s *GRPCService) StreamingInputCall(st testpb.TestService_StreamingInputCallServer) error {
 	var total int32
-	for {
-		in, err := st.Recv()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return err
-		}
+	if err := recvEach(st.Recv, func(in *testpb.StreamingInputCallRequest) error {
 		total += int32(len(in.GetPayload().GetBody()))
+		return nil
+	}); err != nil {
+		return err
 	}
 	var hdr metadata.MD
 	err := s.unit(st.Context(), &hdr)
@@ -204,21 +200,12 @@ func (s *GRPCService) StreamingInputCall(st testpb.TestService_StreamingInputCal
 // FullDuplexCall answers each request message as it comes.
 func (s *GRPCService) FullDuplexCall(st testpb.TestService_FullDuplexCallServer) error {
 	var hdr metadata.MD
-	for {
-		in, err := st.Recv()
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
+	return recvEach(st.Recv, func(in *testpb.StreamingOutputCallRequest) error {
 		if c := in.GetResponseStatus(); c != nil && c.GetCode() != 0 {
 			return status.Error(codes.Code(c.GetCode()), c.GetMessage())
 		}
-		if err := s.respond(st, in.GetResponseParameters(), &hdr); err != nil {
-			return err
-		}
-	}
+		return s.respond(st, in.GetResponseParameters(), &hdr)
+	})
 }
 
 // maxHalfDuplex bounds the messages a HalfDuplexCall holds.
@@ -228,18 +215,14 @@ const maxHalfDuplex = 1024
 // order.
 func (s *GRPCService) HalfDuplexCall(st testpb.TestService_HalfDuplexCallServer) error {
 	var ins []*testpb.StreamingOutputCallRequest
-	for {
-		in, err := st.Recv()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return err
-		}
+	if err := recvEach(st.Recv, func(in *testpb.StreamingOutputCallRequest) error {
 		if len(ins) >= maxHalfDuplex {
 			return status.Errorf(codes.ResourceExhausted, "more than %d messages in a half-duplex call", maxHalfDuplex)
 		}
 		ins = append(ins, in)
+		return nil
+	}); err != nil {
+		return err
 	}
 	var hdr metadata.MD
 	for _, in := range ins {
@@ -248,4 +231,21 @@ func (s *GRPCService) HalfDuplexCall(st testpb.TestService_HalfDuplexCallServer)
 		}
 	}
 	return nil
+}
+
+// recvEach calls f with each message recv returns until the client has
+// sent its last (io.EOF: nil), recv fails or f does (that error).
+func recvEach[T any](recv func() (T, error), f func(T) error) error {
+	for {
+		in, err := recv()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := f(in); err != nil {
+			return err
+		}
+	}
 }
