@@ -16,38 +16,9 @@ import (
 type Env struct {
 	// Name is the experiment's name.
 	Name string
-	// Quick selects the shortened form.
-	Quick bool
-	// Seed seeds the load and the backends.
-	Seed uint64
-	// Executable is the sluice binary for child processes.
-	Executable string
-	// AdminAddr is Options.AdminAddr.
-	AdminAddr string
-	// Service is Options.Service.
-	Service string
-	// Transport is Options.Transport.
-	Transport string
-	// AutoMedianProbe is Options.AutoMedianProbe.
-	AutoMedianProbe bool
-	// AutoKnee is Options.AutoKnee.
-	AutoKnee string
-	// AutoBurstWindow is Options.AutoBurstWindow.
-	AutoBurstWindow time.Duration
-	// AutoTailPool is Options.AutoTailPool.
-	AutoTailPool int
-	// BackendProcess is Options.BackendProcess.
-	BackendProcess bool
-	// ProxyProcess is Options.ProxyProcess.
-	ProxyProcess bool
-	// Rows is Options.Rows.
-	Rows []string
-	// PolicerKernel is Options.PolicerKernel.
-	PolicerKernel string
-	// CGIWork is Options.CGIWork.
-	CGIWork string
-	// Sets is Options.Sets.
-	Sets []string
+	// Options are the run's, Executable resolved (the running
+	// executable when it was empty).
+	Options
 
 	start time.Time
 	mu    sync.Mutex
@@ -65,7 +36,8 @@ func newEnv(name string, opts Options) *Env {
 			exe = p
 		}
 	}
-	return &Env{Name: name, Quick: opts.Quick, Seed: opts.Seed, Executable: exe, AdminAddr: opts.AdminAddr, Service: opts.Service, Transport: opts.Transport, AutoMedianProbe: opts.AutoMedianProbe, AutoKnee: opts.AutoKnee, AutoBurstWindow: opts.AutoBurstWindow, AutoTailPool: opts.AutoTailPool, BackendProcess: opts.BackendProcess, ProxyProcess: opts.ProxyProcess, Rows: opts.Rows, PolicerKernel: opts.PolicerKernel, CGIWork: opts.CGIWork, Sets: opts.Sets, start: time.Now(), out: out}
+	opts.Executable = exe
+	return &Env{Name: name, Options: opts, start: time.Now(), out: out}
 }
 
 // Phasef prints a line announcing a phase, with the time since the start

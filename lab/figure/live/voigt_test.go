@@ -327,7 +327,7 @@ func TestSharedLinkValidates(t *testing.T) {
 func TestVoigtSweepTopRun(t *testing.T) {
 	b := &cpuBackend{static: voigtStaticCPU, dynamic: voigtDynamicCPU}
 	for _, quick := range []bool{false, true} {
-		pl, err := planVoigtSweep(&Env{Name: "voigt-sweep", Quick: quick, Seed: 1}, b)
+		pl, err := planVoigtSweep(&Env{Name: "voigt-sweep", Options: Options{Quick: quick, Seed: 1}}, b)
 		if err != nil {
 			t.Fatal(err)
 		}
