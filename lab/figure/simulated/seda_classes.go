@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sluicehq/sluice/control"
 	"github.com/sluicehq/sluice/lab/dist"
 	"github.com/sluicehq/sluice/lab/figure"
 	"github.com/sluicehq/sluice/lab/report"
@@ -55,16 +56,15 @@ func runSEDAClasses(env Env, c sedaClassesParams) (*figure.Result, error) {
 	// controller has a rate per class; without, one controller and one
 	// bucket see every request (the stage feeds it both classes' samples).
 	names := []string{"high", "low"}
-	for _, v := range vars {
+	if err := runSEDAVariants(env.Seed, c.stage, vars, func(v *sedaVariant) control.Config {
 		cfg := sedaConfig(c.stage)
 		if v.name == "differentiated" {
 			cfg.Classes = 2
 			cfg.ClassTargets = []time.Duration{c.stage.Target, c.stage.Target}
 		}
-		v.run, err = runSEDAStage(env.Seed, c.stage, &cfg, names, groups, false, c.Duration)
-		if err != nil {
-			return nil, fmt.Errorf("variant %s: %w", v.name, err)
-		}
+		return &cfg
+	}, names, groups, false, c.Duration); err != nil {
+		return nil, err
 	}
 
 	res := newResult(env)

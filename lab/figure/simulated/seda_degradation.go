@@ -9,7 +9,6 @@ import (
 	"github.com/sluicehq/sluice/control"
 	"github.com/sluicehq/sluice/lab/figure"
 	"github.com/sluicehq/sluice/lab/report"
-	"github.com/sluicehq/sluice/monitor"
 )
 
 // seda-degradation reproduces Welsh & Culler's Figs. 12 and 13
@@ -45,23 +44,18 @@ func runSEDADegradation(env Env, c sedaDegradeParams) (*figure.Result, error) {
 		{name: "degrade", suffix: "_degrade_only", label: "degradation alone"},
 		{name: "degrade_admission", label: "degradation + admission control"},
 	}
-	for _, v := range vars {
-		var cfg control.Config
-		switch v.name {
-		case "none":
+	if err := runSEDAVariants(env.Seed, c.stage, vars, func(v *sedaVariant) control.Config {
+		if v.name == "none" {
 			none := control.DefaultNoneConfig()
-			cfg = &none
-		default:
-			sc := sedaConfig(c.stage)
-			sc.Degrade.Enabled = true
-			sc.Degrade.QualityMin = c.qmin
-			sc.Degrade.Admission = v.name == "degrade_admission"
-			cfg = &sc
+			return &none
 		}
-		v.run, err = runSEDAStage(env.Seed, c.stage, cfg, nil, groups, true, end)
-		if err != nil {
-			return nil, fmt.Errorf("variant %s: %w", v.name, err)
-		}
+		sc := sedaConfig(c.stage)
+		sc.Degrade.Enabled = true
+		sc.Degrade.QualityMin = c.qmin
+		sc.Degrade.Admission = v.name == "degrade_admission"
+		return &sc
+	}, nil, groups, true, end); err != nil {
+		return nil, err
 	}
 
 	res := newResult(env)
@@ -98,17 +92,8 @@ func runSEDADegradation(env Env, c sedaDegradeParams) (*figure.Result, error) {
 				rejected += float64(w.rejected)
 			}
 		}
-		rts := v.run.log.completed(-1, from, to)
-		s.Set("p90_ms"+v.suffix, ms(monitor.Percentile(rts, 0.9)))
-		s.Set("mean_rt_ms"+v.suffix, ms(report.Mean(rts)))
-		s.Set("reject_fraction"+v.suffix, ratio(rejected, offered))
 		s.Set("quality_mean"+v.suffix, ratio(qSum, qN))
-		s.Set("goodput_rps"+v.suffix, float64(len(rts))/(to-from).Seconds())
-		s.Set("goodput_within_target_rps"+v.suffix, float64(countAtMost(rts, c.stage.Target.Seconds()))/(to-from).Seconds())
-		// The steady part of the spike: after its first minute.
-		if c.SpikeLen > 2*time.Minute {
-			s.Set("p90_ms_after_60s"+v.suffix, ms(monitor.Percentile(v.run.log.completed(-1, from+time.Minute, to), 0.9)))
-		}
+		v.setSpikeMetrics(s, "", from, to, c.stage.Target, rejected, offered)
 	}
 	s.Set("target_ms", ms(c.stage.Target.Seconds()))
 	res.AddTable("timeseries.csv", ts)

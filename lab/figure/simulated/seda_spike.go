@@ -122,6 +122,37 @@ func runSEDAStage(seed uint64, c figure.SEDAStageParams, cfg control.Config, cla
 	return run, nil
 }
 
+// runSEDAVariants runs the stage once per variant (runSEDAStage: fresh
+// users and server), with the controller configuration cfgOf gives it.
+func runSEDAVariants(seed uint64, c figure.SEDAStageParams, vars []*sedaVariant, cfgOf func(*sedaVariant) control.Config,
+	classes []string, groups []userGroup, degrade bool, until time.Duration) error {
+	for _, v := range vars {
+		var err error
+		if v.run, err = runSEDAStage(seed, c, cfgOf(v), classes, groups, degrade, until); err != nil {
+			return fmt.Errorf("variant %s: %w", v.name, err)
+		}
+	}
+	return nil
+}
+
+// setSpikeMetrics sets a variant's metrics over the spike [from, to):
+// the p90 and mean response time of the requests that finished in it,
+// the fraction rejected (of offered), the goodput, the goodput within
+// the target and, for a spike longer than 2 min, the p90 after its first
+// minute (its steady part). Each is named base+infix+suffix
+// (p90_ms_spike_uncontrolled).
+func (v *sedaVariant) setSpikeMetrics(s *report.Summary, infix string, from, to, target time.Duration, rejected, offered float64) {
+	rts := v.run.log.completed(-1, from, to)
+	s.Set("p90_ms"+infix+v.suffix, ms(monitor.Percentile(rts, 0.9)))
+	s.Set("mean_rt_ms"+infix+v.suffix, ms(report.Mean(rts)))
+	s.Set("reject_fraction"+infix+v.suffix, ratio(rejected, offered))
+	s.Set("goodput_rps"+infix+v.suffix, float64(len(rts))/(to-from).Seconds())
+	s.Set("goodput_within_target_rps"+infix+v.suffix, float64(countAtMost(rts, target.Seconds()))/(to-from).Seconds())
+	if to-from > 2*time.Minute {
+		s.Set("p90_ms"+infix+"_after_60s"+v.suffix, ms(monitor.Percentile(v.run.log.completed(-1, from+time.Minute, to), 0.9)))
+	}
+}
+
 func runSEDASpike(env Env, c sedaSpikeParams) (*figure.Result, error) {
 	end := c.End()
 	users, err := c.Schedule()
@@ -131,19 +162,15 @@ func runSEDASpike(env Env, c sedaSpikeParams) (*figure.Result, error) {
 	groups := []userGroup{{name: "users", count: users}}
 	vars := []*sedaVariant{{name: "controlled", label: fmt.Sprintf("SEDA AIMD, p90 target %v", c.stage.Target)},
 		{name: "uncontrolled", suffix: "_uncontrolled", label: "no admission control"}}
-	for _, v := range vars {
-		var cfg control.Config
+	if err := runSEDAVariants(env.Seed, c.stage, vars, func(v *sedaVariant) control.Config {
 		if v.name == "controlled" {
 			sc := sedaConfig(c.stage)
-			cfg = &sc
-		} else {
-			none := control.DefaultNoneConfig()
-			cfg = &none
+			return &sc
 		}
-		v.run, err = runSEDAStage(env.Seed, c.stage, cfg, nil, groups, false, end)
-		if err != nil {
-			return nil, fmt.Errorf("variant %s: %w", v.name, err)
-		}
+		none := control.DefaultNoneConfig()
+		return &none
+	}, nil, groups, false, end); err != nil {
+		return nil, err
 	}
 	res := newResult(env)
 	s := res.Summary
@@ -176,17 +203,7 @@ func runSEDASpike(env Env, c sedaSpikeParams) (*figure.Result, error) {
 				rejected += float64(w.rejected)
 			}
 		}
-		rts := v.run.log.completed(-1, from, to)
-		s.Set("p90_ms_spike"+v.suffix, ms(monitor.Percentile(rts, 0.9)))
-		s.Set("mean_rt_ms_spike"+v.suffix, ms(report.Mean(rts)))
-		s.Set("reject_fraction_spike"+v.suffix, ratio(rejected, offered))
-		s.Set("goodput_rps_spike"+v.suffix, float64(len(rts))/(to-from).Seconds())
-		s.Set("goodput_within_target_rps_spike"+v.suffix, float64(countAtMost(rts, c.stage.Target.Seconds()))/(to-from).Seconds())
-		// The steady part of the spike: after its first minute.
-		if c.SpikeLen > 2*time.Minute {
-			steady := v.run.log.completed(-1, from+time.Minute, to)
-			s.Set("p90_ms_spike_after_60s"+v.suffix, ms(monitor.Percentile(steady, 0.9)))
-		}
+		v.setSpikeMetrics(s, "_spike", from, to, c.stage.Target, rejected, offered)
 	}
 	s.Set("target_ms", ms(c.stage.Target.Seconds()))
 	res.AddTable("timeseries.csv", ts)
