@@ -84,6 +84,21 @@ func TestDeterminism(t *testing.T) {
 	}
 }
 
+// benchSteps starts 1000 chains of the self-rescheduling event fn on e
+// and measures e's steps, in events per second.
+func benchSteps(b *testing.B, e *Engine, fn func()) {
+	for range 1000 {
+		e.After(0, fn)
+	}
+	e.Run(0)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		e.Step()
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+}
+
 // BenchmarkEngine measures raw event throughput: 1000 self-rescheduling
 // events with pseudo-random delays, so the heap holds 1000 entries.
 func BenchmarkEngine(b *testing.B) {
@@ -96,16 +111,7 @@ func BenchmarkEngine(b *testing.B) {
 		x ^= x << 17
 		e.After(time.Duration(x%1_000_000), fn)
 	}
-	for range 1000 {
-		e.After(0, fn)
-	}
-	e.Run(0)
-	b.ReportAllocs()
-	b.ResetTimer()
-	for range b.N {
-		e.Step()
-	}
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+	benchSteps(b, e, fn)
 }
 
 // BenchmarkEngineTimerCancel schedules and cancels a timeout per event, as
@@ -123,16 +129,7 @@ func BenchmarkEngineTimerCancel(b *testing.B) {
 		e.After(time.Duration(x%1_000_000), fn)
 		t.Stop()
 	}
-	for range 1000 {
-		e.After(0, fn)
-	}
-	e.Run(0)
-	b.ReportAllocs()
-	b.ResetTimer()
-	for range b.N {
-		e.Step()
-	}
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+	benchSteps(b, e, fn)
 }
 
 // BenchmarkMM1 runs a complete 1000 s M/M/1 at 100 req/s (ρ = 0.8) per

@@ -69,20 +69,8 @@ func TestTestbedServes(t *testing.T) {
 		t.Run(tt.kind, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			pr, pw := io.Pipe()
-			var errOut bytes.Buffer
-			root := newRootCmd(pw, &errOut)
-			root.SetArgs(append([]string{"testbed", "--listen", "127.0.0.1:0"}, tt.args...))
-			done := make(chan error, 1)
-			go func() {
-				err := root.ExecuteContext(ctx)
-				pw.Close()
-				done <- err
-			}()
-			lines := bufio.NewScanner(pr)
-			if !lines.Scan() {
-				t.Fatalf("no output; stderr %q, err %v", errOut.String(), <-done)
-			}
+			r := startCLI(t, ctx, append([]string{"testbed", "--listen", "127.0.0.1:0"}, tt.args...)...)
+			lines := r.lines
 			m := regexp.MustCompile(`^testbed (\w+) listening on (http://127\.0\.0\.1:\d+) `).FindStringSubmatch(lines.Text())
 			if m == nil || m[1] != tt.kind {
 				t.Fatalf("first line %q", lines.Text())
@@ -120,9 +108,8 @@ func TestTestbedServes(t *testing.T) {
 			if !lines.Scan() || !strings.HasPrefix(lines.Text(), "testbed "+tt.kind+": served 1 requests (0 rejected, 0 errors)") {
 				t.Errorf("summary line %q", lines.Text())
 			}
-			io.Copy(io.Discard, pr)
-			if err := <-done; err != nil {
-				t.Errorf("exit error %v, stderr %q", err, errOut.String())
+			if err := r.wait(); err != nil {
+				t.Errorf("exit error %v, stderr %q", err, r.errOut.String())
 			}
 		})
 	}
@@ -143,20 +130,8 @@ func TestTestbedGRPCServes(t *testing.T) {
 func testbedGRPCServes(t *testing.T, extra []string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	pr, pw := io.Pipe()
-	var errOut bytes.Buffer
-	root := newRootCmd(pw, &errOut)
-	root.SetArgs(append([]string{"testbed", "--listen", "127.0.0.1:0", "grpc", "--workers", "2", "--service", "det:1ms"}, extra...))
-	done := make(chan error, 1)
-	go func() {
-		err := root.ExecuteContext(ctx)
-		pw.Close()
-		done <- err
-	}()
-	lines := bufio.NewScanner(pr)
-	if !lines.Scan() {
-		t.Fatalf("no output; stderr %q, err %v", errOut.String(), <-done)
-	}
+	r := startCLI(t, ctx, append([]string{"testbed", "--listen", "127.0.0.1:0", "grpc", "--workers", "2", "--service", "det:1ms"}, extra...)...)
+	lines := r.lines
 	m := regexp.MustCompile(`^testbed grpc listening on http://(127\.0\.0\.1:\d+) \(h2c`).FindStringSubmatch(lines.Text())
 	if m == nil {
 		t.Fatalf("first line %q", lines.Text())
@@ -185,10 +160,43 @@ func testbedGRPCServes(t *testing.T, extra []string) {
 	if !lines.Scan() || !strings.HasPrefix(lines.Text(), "testbed grpc: served 1 calls (0 rejected, 0 errors)") {
 		t.Errorf("summary line %q", lines.Text())
 	}
-	io.Copy(io.Discard, pr)
-	if err := <-done; err != nil {
-		t.Errorf("exit error %v, stderr %q", err, errOut.String())
+	if err := r.wait(); err != nil {
+		t.Errorf("exit error %v, stderr %q", err, r.errOut.String())
 	}
+}
+
+// cliRun is the lab's command line running in the background; lines
+// reads its output.
+type cliRun struct {
+	lines  *bufio.Scanner
+	out    *io.PipeReader
+	errOut bytes.Buffer
+	done   chan error
+}
+
+// startCLI runs the command line args until ctx ends and reads its first
+// output line; the test fails without one.
+func startCLI(t *testing.T, ctx context.Context, args ...string) *cliRun {
+	t.Helper()
+	pr, pw := io.Pipe()
+	r := &cliRun{lines: bufio.NewScanner(pr), out: pr, done: make(chan error, 1)}
+	root := newRootCmd(pw, &r.errOut)
+	root.SetArgs(args)
+	go func() {
+		err := root.ExecuteContext(ctx)
+		pw.Close()
+		r.done <- err
+	}()
+	if !r.lines.Scan() { // the output ended: so has the command
+		t.Fatalf("%s: no output; stderr %q, err %v", strings.Join(args, " "), r.errOut.String(), <-r.done)
+	}
+	return r
+}
+
+// wait discards the rest of the output and returns the command's error.
+func (r *cliRun) wait() error {
+	io.Copy(io.Discard, r.out)
+	return <-r.done
 }
 
 // startCmd runs the lab's command line args until the test ends and
@@ -196,28 +204,14 @@ func testbedGRPCServes(t *testing.T, extra []string) {
 func startCmd(t *testing.T, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	pr, pw := io.Pipe()
-	var errOut bytes.Buffer
-	root := newRootCmd(pw, &errOut)
-	root.SetArgs(args)
-	done := make(chan error, 1)
-	go func() {
-		err := root.ExecuteContext(ctx)
-		pw.Close()
-		done <- err
-	}()
+	r := startCLI(t, ctx, args...) // when it fails, the command has ended
 	t.Cleanup(func() {
 		cancel()
-		go io.Copy(io.Discard, pr)
-		if err := <-done; err != nil {
-			t.Errorf("%s: exit error %v, stderr %q", strings.Join(args, " "), err, errOut.String())
+		if err := r.wait(); err != nil {
+			t.Errorf("%s: exit error %v, stderr %q", strings.Join(args, " "), err, r.errOut.String())
 		}
 	})
-	lines := bufio.NewScanner(pr)
-	if !lines.Scan() {
-		t.Fatalf("%s: no output; stderr %q", strings.Join(args, " "), errOut.String())
-	}
-	return lines.Text()
+	return r.lines.Text()
 }
 
 // A gRPC chain by hand: `testbed grpc --record` behind `testbed tier
