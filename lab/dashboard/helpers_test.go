@@ -3,18 +3,14 @@
 package dashboard
 
 import (
-	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluicehq/sluice/lab/internal/inproc"
 	"github.com/sluicehq/sluice/proxy"
 )
 
@@ -31,31 +27,10 @@ type running struct {
 	admin string // http://admin addr
 }
 
-// startProxy writes cfg to a file, loads it and serves it until the test
-// ends.
+// startProxy serves cfg in-process until the test ends.
 func startProxy(t *testing.T, cfg string) *running {
 	t.Helper()
-	file := filepath.Join(t.TempDir(), "proxy.yaml")
-	must(t, os.WriteFile(file, []byte(cfg), 0o644))
-	c, err := proxy.LoadFile(file)
-	if err != nil {
-		t.Fatalf("config: %v", err)
-	}
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	srv, err := proxy.New(c, proxy.Options{ConfigFile: file, Logger: logger, Registry: prometheus.NewRegistry()})
-	must(t, err)
-	must(t, srv.Listen())
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(testTimeout):
-			t.Error("Serve did not return after cancel")
-		}
-	})
+	srv := inproc.Start(t, cfg)
 	return &running{url: "http://" + srv.Addrs()[0].String(), admin: "http://" + srv.AdminAddr().String()}
 }
 

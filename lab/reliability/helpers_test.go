@@ -3,17 +3,13 @@
 package reliability
 
 import (
-	"context"
 	"io"
-	"log/slog"
 	"net/http"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluicehq/sluice/lab/internal/inproc"
 	"github.com/sluicehq/sluice/proxy"
 )
 
@@ -28,36 +24,10 @@ type sluice struct {
 	admin string // http://host:port
 }
 
-// startSluice loads cfg (BACKEND replaced by backendURL) from a file and
-// serves it until the test ends.
+// startSluice serves cfg in-process until the test ends.
 func startSluice(t *testing.T, cfg string) *sluice {
 	t.Helper()
-	file := filepath.Join(t.TempDir(), "sluice.yaml")
-	if err := os.WriteFile(file, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	c, err := proxy.LoadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := proxy.New(c, proxy.Options{ConfigFile: file, Logger: slog.New(slog.DiscardHandler), Registry: prometheus.NewRegistry()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(testTimeout):
-			t.Error("Serve did not return")
-		}
-	})
+	srv := inproc.Start(t, cfg)
 	return &sluice{srv: srv, addr: srv.Addrs()[0].String(), admin: "http://" + srv.AdminAddr().String()}
 }
 
