@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/sluicehq/sluice/lab/internal/inproc"
 	"github.com/sluicehq/sluice/proxy"
 )

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/sluicehq/sluice/lab/internal/inproc"
 	"github.com/sluicehq/sluice/proxy"
 )
