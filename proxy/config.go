@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	sclient "github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/gate"
 	"github.com/sluicehq/sluice/internal/fielderr"
@@ -279,10 +280,13 @@ type BackendsConfig struct {
 	// discarded. By default the upstream request is canceled at once and
 	// its slot freed, which spares work only if the backend notices.
 	IgnoreClientAbort bool `yaml:"ignore_client_abort"`
-	// Client is sluice's client side on the upstream calls: throttling,
-	// retries and the deadline's least remainder (UpstreamClientConfig;
-	// by default no throttling and no retries).
-	Client UpstreamClientConfig `yaml:"client"`
+	// Client is sluice's client side on the upstream calls (package
+	// client's Config): throttling, retries and the deadline's least
+	// remainder; by default no throttling (throttle.enabled false) and no
+	// retries (retry.max_attempts 1). The headers it stamps are the hops
+	// section's and its destinations the servers: priority_header,
+	// tenant_header, timeout_header and max_destinations stay unset.
+	Client sclient.Config `yaml:"client"`
 	// TLS is the TLS towards https:// servers: CA bundle, client
 	// certificate, server name, minimum version (UpstreamTLSConfig).
 	// Default none: the system's roots, no client certificate, each

@@ -168,7 +168,7 @@ type PolicerConfig struct {
 	// rate).
 	Controller string `yaml:"controller"`
 	// Control are the voigt-queue controller's parameters.
-	Control PolicerControl `yaml:"control"`
+	Control PolicerControlConfig `yaml:"control"`
 	// Kernel is where the global rate is enforced: "auto" (the default)
 	// drops excess SYNs in the kernel (nftables, package policer/nft) when
 	// sluice runs on Linux with CAP_NET_ADMIN and resets them at accept
@@ -178,29 +178,32 @@ type PolicerConfig struct {
 	Kernel string `yaml:"kernel"`
 }
 
-// PolicerControl are the parameters of the policer's voigt-queue
-// controller. Its initial rate is PolicerConfig.Rate.
-type PolicerControl struct {
-	// Period is the control period (default 1s).
-	Period time.Duration `yaml:"period"`
-	// QRef is the reference length of the backend pool's wait queue
-	// (default 100).
-	QRef float64 `yaml:"q_ref"`
-	// Kp is the proportional gain in connections/s per queued request
-	// (default 1/16).
-	Kp float64 `yaml:"kp"`
-	// Kd is the derivative gain (default 1/4; 0 is allowed).
-	Kd *float64 `yaml:"kd,omitempty"`
-	// MinRate and MaxRate bound the rate (defaults 10 and 100000
-	// connections/s).
-	MinRate float64 `yaml:"min_rate"`
-	MaxRate float64 `yaml:"max_rate"`
-	// UtilRef is the CPU utilization in percent at and above which the
-	// rate may not increase (default: the first CPU rule's reference,
-	// util_ref of voigt-cpu or 100·rho_ref of kihl, else 90).
-	UtilRef float64 `yaml:"util_ref"`
+// PolicerControlConfig is the policer's voigt-queue controller: the
+// library's configuration (control.VoigtQueueConfig: period, q_ref, kp,
+// kd, min_rate, max_rate, util_ref, each with the library's default but
+// util_ref) and the decisions kept for /state. Its initial rate is
+// PolicerConfig.Rate: initial_rate may only repeat it. In a file an
+// absent kd is the library's 1/4 and kd: 0 turns the derivative off; a Go
+// program that builds the section sets Kd itself (0: none).
+type PolicerControlConfig struct {
+	// VoigtQueueConfig is the controller. Its UtilRef is the CPU
+	// utilization in percent at and above which the rate may not
+	// increase (default: the first CPU rule's reference, util_ref of
+	// voigt-cpu or 100·rho_ref of kihl, else 90).
+	control.VoigtQueueConfig `yaml:",inline"`
 	// History is the number of decisions kept for /state (default 100).
 	History int `yaml:"history"`
+}
+
+// UnmarshalYAML decodes the policer section over the library's
+// derivative gain, so that an absent kd keeps its default and kd: 0
+// means none.
+func (p *PolicerConfig) UnmarshalYAML(n *yaml.Node) error {
+	type plain PolicerConfig
+	if p.Control.Kd == 0 {
+		p.Control.Kd = control.DefaultVoigtQueueConfig().Kd
+	}
+	return n.Decode((*plain)(p))
 }
 
 // utilizationSources lists the sources a utilization sensor accepts.
@@ -292,15 +295,14 @@ func (p *PolicerConfig) setDefaults(utilRef float64) {
 	if c.Kp == 0 {
 		c.Kp = q.Kp
 	}
-	if c.Kd == nil {
-		v := q.Kd
-		c.Kd = &v
-	}
 	if c.MinRate == 0 {
 		c.MinRate = q.MinRate
 	}
 	if c.MaxRate == 0 {
 		c.MaxRate = q.MaxRate
+	}
+	if c.InitialRate == 0 {
+		c.InitialRate = p.Rate
 	}
 	if c.UtilRef == 0 {
 		c.UtilRef = q.UtilRef
@@ -311,17 +313,6 @@ func (p *PolicerConfig) setDefaults(utilRef float64) {
 	if c.History == 0 {
 		c.History = DefaultPolicerHistory
 	}
-}
-
-// voigtQueue returns the policer's controller configuration.
-func (p *PolicerConfig) voigtQueue() control.VoigtQueueConfig {
-	c := p.Control
-	kd := 0.0
-	if c.Kd != nil {
-		kd = *c.Kd
-	}
-	return control.VoigtQueueConfig{Period: c.Period, QRef: c.QRef, Kp: c.Kp, Kd: kd, MinRate: c.MinRate,
-		MaxRate: c.MaxRate, InitialRate: p.Rate, UtilRef: c.UtilRef}
 }
 
 // cpuRuleRef returns the utilization reference in percent of the first
@@ -769,8 +760,10 @@ func (p *PolicerConfig) validate() error {
 	if p.Control.History < 1 {
 		return fieldErr("policer.control.history", "%d is invalid: must be ≥ 1", p.Control.History)
 	}
-	q := p.voigtQueue()
-	if err := q.Validate(); err != nil {
+	if p.Control.InitialRate != p.Rate {
+		return fieldErr("policer.control.initial_rate", "%v is invalid: the controller's initial rate is policer.rate (%v); leave it unset", p.Control.InitialRate, p.Rate)
+	}
+	if err := p.Control.Validate(); err != nil {
 		field := control.FieldOf(err)
 		msg := strings.TrimPrefix(err.Error(), field+": ")
 		if field == "initial_rate" {

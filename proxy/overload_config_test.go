@@ -124,7 +124,7 @@ policer: {}
 	}
 	p := cfg.Policer
 	if p.Rate != 1000 || p.Burst != 20 || p.Controller != "voigt-queue" || p.Control.QRef != 100 || p.Control.Kp != 1.0/16 ||
-		*p.Control.Kd != 0.25 || p.Control.MinRate != 10 || p.Control.UtilRef != 70 || p.Control.Period != time.Second {
+		p.Control.Kd != 0.25 || p.Control.MinRate != 10 || p.Control.UtilRef != 70 || p.Control.Period != time.Second {
 		t.Errorf("policer defaults: %+v control %+v (util_ref must default to the kihl rule's 100·rho_ref = 70)", p, p.Control)
 	}
 	k := cfg.Resources[0].Kihl

@@ -53,8 +53,7 @@ func newPolicerRunner(cfg *PolicerConfig, guard *sensor, h *Handler, now time.Ti
 		ctl.Utilization = guard
 	}
 	if cfg.Controller == PolicerControllerVoigtQueue {
-		q := cfg.voigtQueue()
-		c, err := control.NewVoigtQueue(q)
+		c, err := control.NewVoigtQueue(cfg.Control.VoigtQueueConfig)
 		if err != nil {
 			return nil, err
 		}

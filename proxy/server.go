@@ -27,6 +27,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	sclient "github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/internal/fielderr"
 	"github.com/sluicehq/sluice/internal/strictyaml"
@@ -312,7 +313,7 @@ func (s *Server) newGeneration(cfg *Config, prev *generation) (*generation, erro
 // the upstream client side's settings do not (the handler's client side
 // takes them at once).
 func samePool(a, b BackendsConfig) bool {
-	a.Client, b.Client = UpstreamClientConfig{}, UpstreamClientConfig{}
+	a.Client, b.Client = sclient.Config{}, sclient.Config{}
 	return reflect.DeepEqual(a, b)
 }
 

@@ -79,7 +79,7 @@ func proxyConfig(mods ...func(*proxy.Config)) proxy.Config {
 		Listeners: []proxy.ListenerConfig{{ProxyProtocol: &proxy.ProxyProtocolConfig{}}},
 		Backends:  proxy.BackendsConfig{Servers: []proxy.ServerConfig{{}}},
 		Resources: []proxy.ResourceConfig{{Sensor: &proxy.SensorConfig{}, Kihl: &proxy.KihlTuningConfig{}}},
-		Policer:   &proxy.PolicerConfig{},
+		Policer:   policerSection(),
 		Shares:    &share.Config{},
 		Cluster:   &cluster.Config{},
 		Health:    proxy.HealthConfig{ReadyShed: &proxy.ReadyShedConfig{}},
@@ -93,6 +93,17 @@ func proxyConfig(mods ...func(*proxy.Config)) proxy.Config {
 	}
 	c.SetDefaults()
 	return c
+}
+
+// policerSection returns the policer section of a file that names it and
+// sets nothing ("policer: {}"): decoding keeps the library's derivative
+// gain, which a zero kd in a file turns off.
+func policerSection() *proxy.PolicerConfig {
+	var p proxy.PolicerConfig
+	if err := yaml.Unmarshal([]byte("{}"), &p); err != nil {
+		panic(err)
+	}
+	return &p
 }
 
 // Conditional defaults of the proxy: a field's default when the field it
@@ -300,7 +311,6 @@ func goTypes() []goType {
 				return nil
 			}}}}},
 		{"proxy", "ServerConfig", "", ctxOf(p.Backends.Servers[0])},
-		{"proxy", "UpstreamClientConfig", "", ctxOf(p.Backends.Client)},
 		{"proxy", "PoolQueueConfig", "", &doccheck.Context{Root: v(p.Backends.Queue),
 			Roots: map[string]reflect.Value{"CoDelTarget": v(pc.Backends.Queue), "CoDelInterval": v(pc.Backends.Queue)}}},
 		{"proxy", "TimeoutsConfig", "", ctxOf(p.Backends.Timeouts)},
@@ -340,7 +350,7 @@ func goTypes() []goType {
 			Roots: map[string]reflect.Value{"Tuning": v(*p.Resources[0].Kihl)},
 			Extra: map[string]reflect.Value{"params.k": v(kihl.K), "params.ti": v(kihl.Ti)}}},
 		{"proxy", "PolicerConfig", "", ctxOf(*p.Policer)},
-		{"proxy", "PolicerControl", "", &doccheck.Context{Root: v(p.Policer.Control), Derived: map[string]doccheck.Derived{
+		{"proxy", "PolicerControlConfig", "", &doccheck.Context{Root: v(p.Policer.Control), Derived: map[string]doccheck.Derived{
 			"UtilRef": {Phrase: "the first CPU rule's reference", Check: func() error {
 				c := proxyConfig(withVoigtCPU)
 				if got := c.Policer.Control.UtilRef; got != 80 || p.Policer.Control.UtilRef != control.DefaultVoigtQueueConfig().UtilRef {

@@ -95,7 +95,7 @@ func configRules() map[string]*doccheck.Rule {
 
 	policerCtx := section("policer.")
 	policerCtx.Derived = map[string]doccheck.Derived{
-		"policer.control.util_ref": withPhrase(derived("proxy", "PolicerControl", "UtilRef"), "the first CPU rule's reference")}
+		"policer.control.util_ref": withPhrase(derived("proxy", "PolicerControlConfig", "UtilRef"), "the first CPU rule's reference")}
 
 	shares := section("shares.")
 	shares.Derived = map[string]doccheck.Derived{"shares.initial_max_bandwidth": {Phrase: "B"}}

@@ -172,8 +172,8 @@ func (v voigtProxy) config() *proxy.Config {
 		Sensor: &proxy.SensorConfig{UtilizationConfig: proxy.UtilizationConfig{Source: proxy.SensorOutQueue},
 			CapacityBytes: v.bwCapacity, SamplesPerPeriod: 20}})
 	if v.policer {
-		kd := 0.25
-		pc := &proxy.PolicerConfig{Control: proxy.PolicerControl{QRef: 100, Kp: 0.0625, Kd: &kd, MinRate: 10}}
+		pc := &proxy.PolicerConfig{Control: proxy.PolicerControlConfig{
+			VoigtQueueConfig: control.VoigtQueueConfig{QRef: 100, Kp: 0.0625, Kd: 0.25, MinRate: 10}}}
 		pc.Rate, pc.Burst, pc.Kernel = 1000, 20, v.policerKernel
 		cfg.Policer = pc
 	}
