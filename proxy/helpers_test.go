@@ -62,6 +62,13 @@ backends:
 // ends.
 func startProxy(t *testing.T, cfg string) *running {
 	t.Helper()
+	return startProxyWith(t, cfg, Options{Logger: testLogger(t), Registerer: prometheus.NewRegistry()})
+}
+
+// startProxyWith is startProxy with opts (its ConfigFile is the file
+// written).
+func startProxyWith(t *testing.T, cfg string, opts Options) *running {
+	t.Helper()
 	file := filepath.Join(t.TempDir(), "proxy.yaml")
 	if err := os.WriteFile(file, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
@@ -70,7 +77,8 @@ func startProxy(t *testing.T, cfg string) *running {
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}
-	srv, err := New(c, Options{ConfigFile: file, Logger: testLogger(t), Registry: prometheus.NewRegistry()})
+	opts.ConfigFile = file
+	srv, err := New(c, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,7 +34,7 @@ func startManual(t *testing.T, cfg string) *running {
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}
-	srv, err := New(c, Options{ConfigFile: file, Logger: testLogger(t), Registry: prometheus.NewRegistry()})
+	srv, err := New(c, Options{ConfigFile: file, Logger: testLogger(t), Registerer: prometheus.NewRegistry()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -151,7 +151,7 @@ func startLogged(t *testing.T, cfg string, logs io.Writer) *running {
 		t.Fatalf("config: %v", err)
 	}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	srv, err := New(c, Options{ConfigFile: file, Logger: log, Registry: prometheus.NewRegistry()})
+	srv, err := New(c, Options{ConfigFile: file, Logger: log, Registerer: prometheus.NewRegistry()})
 	must(t, err)
 	must(t, srv.Listen())
 	ctx, cancel := context.WithCancel(context.Background())

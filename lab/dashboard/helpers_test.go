@@ -42,7 +42,7 @@ func startProxy(t *testing.T, cfg string) *running {
 		t.Fatalf("config: %v", err)
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	srv, err := proxy.New(c, proxy.Options{ConfigFile: file, Logger: logger, Registry: prometheus.NewRegistry()})
+	srv, err := proxy.New(c, proxy.Options{ConfigFile: file, Logger: logger, Registerer: prometheus.NewRegistry()})
 	must(t, err)
 	must(t, srv.Listen())
 	ctx, cancel := context.WithCancel(context.Background())

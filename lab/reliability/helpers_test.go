@@ -40,7 +40,7 @@ func startSluice(t *testing.T, cfg string) *sluice {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := proxy.New(c, proxy.Options{ConfigFile: file, Logger: slog.New(slog.DiscardHandler), Registry: prometheus.NewRegistry()})
+	srv, err := proxy.New(c, proxy.Options{ConfigFile: file, Logger: slog.New(slog.DiscardHandler), Registerer: prometheus.NewRegistry()})
 	if err != nil {
 		t.Fatal(err)
 	}
