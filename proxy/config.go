@@ -18,7 +18,7 @@ import (
 	"github.com/sluicehq/sluice/internal/fielderr"
 	"github.com/sluicehq/sluice/internal/secret"
 	"github.com/sluicehq/sluice/policy"
-	"github.com/sluicehq/sluice/share"
+	"github.com/sluicehq/sluice/proxy/overload"
 )
 
 // Defaults of Config. Durations are wall-clock time.
@@ -75,22 +75,9 @@ type Config struct {
 	Admin AdminConfig `yaml:"admin"`
 	// Backends is the pool of upstream servers.
 	Backends BackendsConfig `yaml:"backends"`
-	// Utilization is the utilization sensor of the stages whose
-	// controller needs one (kihl, voigt-cpu, voigt-queue) and have no
-	// resource rule of their own, and of the policer's CPU guard when no
-	// CPU rule names another. Changing it needs a restart.
-	Utilization UtilizationConfig `yaml:"utilization"`
-	// Resources bind stages to the critical resource they use (CPU,
-	// outgoing bandwidth) and its sensor: Voigt & Gunningberg's resource
-	// rules. Changing them needs a restart.
-	Resources []ResourceConfig `yaml:"resources,omitempty"`
-	// Policer is the connection policer (early discard at accept time) on
-	// every client listener; nil (the default) has none. Changing it
-	// needs a restart.
-	Policer *PolicerConfig `yaml:"policer,omitempty"`
-	// Shares are per-client bandwidth shares enforced by delaying replies
-	// (Li & Jamin); nil (the default) has none. A reload applies changes.
-	Shares *share.Config `yaml:"shares,omitempty"`
+	// OverloadConfig is, inline, the overload sections (package
+	// overload): utilization, resources, policer and shares.
+	OverloadConfig `yaml:",inline"`
 	// Cluster makes this instance one of several that share global
 	// budgets and client shares through Redis (package cluster); nil
 	// (the default) keeps every budget per instance. A reload applies
@@ -134,6 +121,11 @@ type Config struct {
 	// shadow, degrade.
 	policy.Config `yaml:",inline"`
 }
+
+// OverloadConfig names the overload sections (package overload) where
+// Config embeds them: Config.Utilization, Config.Policer and the others
+// are its fields.
+type OverloadConfig = overload.Config
 
 // ListenerConfig is one client-facing listener.
 type ListenerConfig struct {
@@ -350,56 +342,6 @@ type TimeoutsConfig struct {
 	Overall time.Duration `yaml:"overall"`
 }
 
-// Utilization sources (UtilizationConfig.Source).
-const (
-	UtilizationNone   = "none"
-	UtilizationHost   = "host"
-	UtilizationCgroup = "cgroup"
-	// UtilizationAuto is "cgroup" (this process's own group) when this
-	// process runs in a CPU-limited cgroup (a quota, or fewer CPUs than
-	// the host's), else "host".
-	UtilizationAuto          = "auto"
-	UtilizationBackendHeader = "backend-header"
-	// DefaultUtilizationHeader is the response header a backend reports
-	// its utilization in (what sluice's testbed backends send).
-	DefaultUtilizationHeader = "X-Sluice-Utilization"
-)
-
-// UtilizationConfig chooses where the utilization ρ in [0, 1] of the
-// protected service comes from. A sensor that cannot work on this host
-// fails validation, naming the sensor and why.
-type UtilizationConfig struct {
-	// Source is "none" (default: kihl and voigt-cpu hold their setting),
-	// "host" (busy fraction of the host's CPUs, or of a CPU list, from
-	// /proc/stat), "cgroup" (CPU use of a cgroup v2 or v1 against its
-	// quota and cpuset), "auto" ("cgroup" of this process's own group
-	// when it is CPU-limited, else "host"),
-	// "process" (CPU use of one backend process), "pool-busy" (busy
-	// fraction of the backend pool's slots) or "backend-header" (the mean
-	// of the values the servers report in a response header).
-	Source string `yaml:"source"`
-	// CPUs restricts "host" to a CPU list such as "0-3,8" (default: all).
-	CPUs string `yaml:"cpus,omitempty"`
-	// Cgroup is the cgroup v2 directory for "cgroup", e.g.
-	// /sys/fs/cgroup/system.slice/app.service (default: none, meaning the
-	// group this process runs in, v2 or v1, found from /proc/self/cgroup).
-	Cgroup string `yaml:"cgroup,omitempty"`
-	// CgroupCPUs is, for "cgroup" and "auto", the capacity in CPUs the
-	// group's CPU time is divided by, in place of its quota and cpuset
-	// (default 0: the group's limits).
-	CgroupCPUs float64 `yaml:"cgroup_cpus,omitempty"`
-	// PID or Pidfile names the process for "process" (exactly one).
-	PID     int    `yaml:"pid,omitempty"`
-	Pidfile string `yaml:"pidfile,omitempty"`
-	// ProcessCPUs is, for "process", the number of CPUs the process may
-	// keep busy: the capacity its CPU time is divided by (default: the
-	// number of CPUs of this host).
-	ProcessCPUs float64 `yaml:"process_cpus,omitempty"`
-	// Header is the response header for "backend-header" (default
-	// X-Sluice-Utilization); the proxy removes it from responses.
-	Header string `yaml:"header,omitempty"`
-}
-
 func fieldErr(path, format string, args ...any) error {
 	return fielderr.Errorf(path, format, args...)
 }
@@ -510,7 +452,7 @@ func (c *Config) SetDefaults() {
 	c.ResponseBuffering.setDefaults()
 	policySetDefaults(&c.Config)
 	c.setUpstreamClientDefaults()
-	c.setOverloadDefaults()
+	c.OverloadConfig.SetDefaults(&c.Config)
 	if c.Cluster != nil {
 		c.Cluster.SetDefaults()
 	}
@@ -627,7 +569,7 @@ func (c *Config) Validate() error {
 			return err
 		}
 	}
-	return c.validateOverload()
+	return c.OverloadConfig.Validate(&c.Config)
 }
 
 func (b *BackendsConfig) validate() error {

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sluicehq/sluice/proxy/internal/testconf"
 )
 
 // testTimeout bounds every wait in these tests; it is generous on
@@ -44,19 +45,11 @@ func backend(t *testing.T, h http.HandlerFunc) *httptest.Server {
 }
 
 // withBackend replaces the BACKEND placeholder of a config text.
-func withBackend(cfg, url string) string { return strings.ReplaceAll(cfg, "BACKEND", url) }
+func withBackend(cfg, url string) string { return testconf.WithBackend(cfg, url) }
 
-// baseConfig is a minimal config on free ports with the given extra text.
-func baseConfig(backendURL, extra string) string {
-	return withBackend(`listeners:
-  - addr: 127.0.0.1:0
-admin:
-  addr: 127.0.0.1:0
-backends:
-  servers:
-    - url: BACKEND
-`, backendURL) + extra
-}
+// baseConfig is a minimal config on free ports with the given extra text
+// (testconf.Base).
+func baseConfig(backendURL, extra string) string { return testconf.Base(backendURL, extra) }
 
 // startProxy writes cfg to a file, loads it and serves it until the test
 // ends.

@@ -9,6 +9,7 @@ import (
 
 	sclient "github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/control"
+	"github.com/sluicehq/sluice/proxy/overload"
 )
 
 // The backends.client and policer.control sections are the library's
@@ -39,7 +40,7 @@ func TestSectionsDecodeIntoLibraryTypes(t *testing.T) {
 	}
 	wantControl.InitialRate = 500
 	var gotControl control.VoigtQueueConfig = c.Policer.Control.VoigtQueueConfig
-	if gotControl != wantControl || gotControl.Kd != 0 || c.Policer.Control.History != DefaultPolicerHistory {
+	if gotControl != wantControl || gotControl.Kd != 0 || c.Policer.Control.History != overload.DefaultPolicerHistory {
 		t.Errorf("policer.control\n got %+v history %d\nwant %+v (kd: 0 turns the derivative off)", gotControl, c.Policer.Control.History, wantControl)
 	}
 

@@ -109,8 +109,8 @@ type Server struct {
 
 	adjust func(*Config) error // Options.Adjust
 
-	ov     *overload  // sensors, resource rules and the connection policer
-	kernel *nft.Table // the policer's kernel path (proxy/kernel.go), or nil
+	ov     *overloadRun // sensors, resource rules and the connection policer
+	kernel *nft.Table   // the policer's kernel path (proxy/kernel.go), or nil
 
 	dash      *dashboard.Dashboard // the live dashboard (internal/dashboard; its view: dashboard.go)
 	conns     *connLimit           // the cap on client connections
