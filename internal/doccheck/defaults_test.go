@@ -66,7 +66,7 @@ func offLimits(file string) bool {
 	case file == "control/seda.go", strings.HasPrefix(file, "stage/"), strings.HasPrefix(file, "policer/"):
 		return true
 	case strings.HasPrefix(file, "proxy/"):
-		return file != "proxy/config.go" && file != "proxy/overload/config.go"
+		return file != "proxy/config.go" && !strings.HasPrefix(file, "proxy/overload/")
 	}
 	return false
 }
