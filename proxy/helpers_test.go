@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/sluicehq/sluice/proxy/internal/testconf"
+	"github.com/sluicehq/sluice/internal/testconf"
 )
 
 // testTimeout bounds every wait in these tests; it is generous on
@@ -44,6 +44,29 @@ func backend(t *testing.T, h http.HandlerFunc) *httptest.Server {
 	return s
 }
 
+// rawBackend serves each connection to a listener on 127.0.0.1 with
+// serve, in a goroutine of its own that closes the connection after,
+// until the test ends; it returns the listener's address.
+func rawBackend(t *testing.T, serve func(net.Conn)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				serve(c)
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
 // withBackend replaces the BACKEND placeholder of a config text.
 func withBackend(cfg, url string) string { return testconf.WithBackend(cfg, url) }
 
@@ -59,8 +82,8 @@ func startProxy(t *testing.T, cfg string) *running {
 }
 
 // startProxyWith is startProxy with opts (its ConfigFile is the file
-// written).
-func startProxyWith(t *testing.T, cfg string, opts Options) *running {
+// written); setup runs on the server before it listens.
+func startProxyWith(t *testing.T, cfg string, opts Options, setup ...func(*Server)) *running {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "proxy.yaml")
 	if err := os.WriteFile(file, []byte(cfg), 0o644); err != nil {
@@ -74,6 +97,9 @@ func startProxyWith(t *testing.T, cfg string, opts Options) *running {
 	srv, err := New(c, opts)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, f := range setup {
+		f(srv)
 	}
 	if err := srv.Listen(); err != nil {
 		t.Fatal(err)

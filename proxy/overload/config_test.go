@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/testconf"
 	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/proxy"
-	"github.com/sluicehq/sluice/proxy/internal/testconf"
 	"github.com/sluicehq/sluice/proxy/overload"
 )
 
