@@ -61,7 +61,7 @@ func (s *Server) adminRoutes(withPprof bool) []adminRoute {
 	rs := []adminRoute{
 		{get, "/healthz", "healthz", authNone, http.HandlerFunc(serveHealthz), "200 while the process is alive (no token)"},
 		{get, "/readyz", "readyz", authNone, http.HandlerFunc(s.ready.serve), "200 when sluice can serve, else 503 and why (no token)"},
-		{get, "/metrics", endpointMetrics, authRead, promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{ErrorLog: serverLog(s.log)}), "Prometheus metrics"},
+		{get, "/metrics", endpointMetrics, authRead, promhttp.HandlerFor(s.gath, promhttp.HandlerOpts{ErrorLog: serverLog(s.log)}), "Prometheus metrics"},
 		{get, "/state", endpointState, authRead, http.HandlerFunc(s.handleState), "JSON: stages, classes, decisions, backends, queue [?decisions=N]"},
 		{get, "/config", endpointConfig, authRead, http.HandlerFunc(s.handleConfig), "the running configuration, secrets redacted [?format=json]"},
 		{get, "/ui", endpointUI, authUI, http.HandlerFunc(s.dash.ServePage), "live dashboard"},

@@ -64,7 +64,7 @@ func BenchmarkHandler(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv, err := New(cfg, Options{Registry: prometheus.NewRegistry()})
+	srv, err := New(cfg, Options{Registerer: prometheus.NewRegistry()})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func BenchmarkHandler(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	traced, err := New(tcfg, Options{Registry: prometheus.NewRegistry()})
+	traced, err := New(tcfg, Options{Registerer: prometheus.NewRegistry()})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -93,7 +93,7 @@ func BenchmarkHandler(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	logged, err := New(lcfg, Options{Registry: prometheus.NewRegistry()})
+	logged, err := New(lcfg, Options{Registerer: prometheus.NewRegistry()})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -32,7 +32,7 @@ func BenchmarkLargeResponse(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			srv, err := New(cfg, Options{Registry: prometheus.NewRegistry()})
+			srv, err := New(cfg, Options{Registerer: prometheus.NewRegistry()})
 			if err != nil {
 				b.Fatal(err)
 			}

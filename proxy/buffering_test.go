@@ -272,15 +272,7 @@ func TestBufferBudgetFallsBackToPassThrough(t *testing.T) {
 	if st := p.state(t); st.Backends.InFlight != 2 || st.ResponseBuffering.MemoryBytes+st.ResponseBuffering.CopyBytes != 1<<20 {
 		t.Errorf("both responses must hold their slots, the memory its cap: pool %d, %+v", st.Backends.InFlight, st.ResponseBuffering)
 	}
-	if v := p.metric(t, `proxy_responses_unbuffered_total{reason="budget"}`); v != 2 {
-		t.Errorf(`proxy_responses_unbuffered_total{reason="budget"} = %v, want 2`, v)
-	}
-	for i, c := range []*slowClient{second, first} {
-		resp, got, err := c.read(t)
-		if err != nil || resp.StatusCode != 200 || !bytes.Equal(got, body) {
-			t.Fatalf("answer %d: %d bytes (equal %v), %v", i, len(got), bytes.Equal(got, body), err)
-		}
-	}
+	passedThroughWhole(t, p, body, second, first)
 	eventually(t, "the buffers freed", func() bool {
 		st := p.state(t)
 		return st.InFlight == 0 && st.ResponseBuffering.MemoryBytes == 0
@@ -311,15 +303,7 @@ func TestBufferDiskCapFallsBackToPassThrough(t *testing.T) {
 	if st := p.state(t); st.Backends.InFlight != 2 || st.ResponseBuffering.Files != 1 {
 		t.Errorf("both responses must hold their slots, one file: pool %d, %+v", st.Backends.InFlight, st.ResponseBuffering)
 	}
-	if v := p.metric(t, `proxy_responses_unbuffered_total{reason="budget"}`); v != 2 {
-		t.Errorf(`proxy_responses_unbuffered_total{reason="budget"} = %v, want 2`, v)
-	}
-	for i, c := range []*slowClient{second, first} {
-		resp, got, err := c.read(t)
-		if err != nil || resp.StatusCode != 200 || !bytes.Equal(got, body) {
-			t.Fatalf("answer %d: %d bytes (equal %v), %v", i, len(got), bytes.Equal(got, body), err)
-		}
-	}
+	passedThroughWhole(t, p, body, second, first)
 	eventually(t, "the buffers freed", func() bool {
 		st := p.state(t)
 		b := st.ResponseBuffering
@@ -335,30 +319,18 @@ func TestBufferDiskCapFallsBackToPassThrough(t *testing.T) {
 // then a truncated answer, never a complete-looking one.
 func TestBufferedBackendFailureMidBody(t *testing.T) {
 	const size = 2 * bigBody
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	must(t, err)
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
-					return
-				}
-				fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n", size)
-				_, _ = c.Write(pattern(size / 2))
-				time.Sleep(20 * time.Millisecond)
-				if tc, ok := c.(*net.TCPConn); ok {
-					_ = tc.SetLinger(0)
-				}
-			}()
+	backendAddr := rawBackend(t, func(c net.Conn) {
+		if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
+			return
 		}
-	}()
-	p := startProxy(t, baseConfig("http://"+ln.Addr().String(), ""))
+		fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n", size)
+		_, _ = c.Write(pattern(size / 2))
+		time.Sleep(20 * time.Millisecond)
+		if tc, ok := c.(*net.TCPConn); ok {
+			_ = tc.SetLinger(0)
+		}
+	})
+	p := startProxy(t, baseConfig("http://"+backendAddr, ""))
 	c := newSlowClient(t, p.addr, "/cut")
 	eventually(t, "the backend's slot freed before the client read", func() bool {
 		st := p.state(t)
@@ -621,5 +593,20 @@ func TestPrimeReadsASmallBodyWhole(t *testing.T) {
 	must(t, s.Close())
 	if m := b.lent(); m != 0 {
 		t.Fatalf("memory held after close: %d", m)
+	}
+}
+
+// passedThroughWhole checks that two responses were passed through for
+// want of budget and that clients, read in turn, get body whole.
+func passedThroughWhole(t *testing.T, p *running, body []byte, clients ...*slowClient) {
+	t.Helper()
+	if v := p.metric(t, `proxy_responses_unbuffered_total{reason="budget"}`); v != 2 {
+		t.Errorf(`proxy_responses_unbuffered_total{reason="budget"} = %v, want 2`, v)
+	}
+	for i, c := range clients {
+		resp, got, err := c.read(t)
+		if err != nil || resp.StatusCode != 200 || !bytes.Equal(got, body) {
+			t.Fatalf("answer %d: %d bytes (equal %v), %v", i, len(got), bytes.Equal(got, body), err)
+		}
 	}
 }

@@ -324,23 +324,11 @@ backends: {servers: [{url: BACKEND}]}
 }
 
 func TestGarbageBackendIsNotEchoed(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	must(t, err)
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				_, _ = c.Read(make([]byte, 4096))
-				_, _ = io.WriteString(c, "SECRET-INTERNAL-TOKEN garbage \x00\x01 not http\r\n\r\n")
-			}()
-		}
-	}()
-	p := startProxy(t, baseConfig("http://"+ln.Addr().String(), ""))
+	backendAddr := rawBackend(t, func(c net.Conn) {
+		_, _ = c.Read(make([]byte, 4096))
+		_, _ = io.WriteString(c, "SECRET-INTERNAL-TOKEN garbage \x00\x01 not http\r\n\r\n")
+	})
+	p := startProxy(t, baseConfig("http://"+backendAddr, ""))
 	code, _, body := get(t, p.url+"/", nil)
 	if code != 502 || strings.Contains(body, "SECRET") || strings.Contains(body, "garbage") || !strings.Contains(body, "invalid HTTP response") {
 		t.Errorf("got %d %q, want a 502 naming an invalid response without the backend's bytes", code, body)

@@ -43,7 +43,7 @@ func BenchmarkClusterAdmission(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			srv, err := New(cfg, Options{Registry: prometheus.NewRegistry(), Logger: slog.New(slog.DiscardHandler)})
+			srv, err := New(cfg, Options{Registerer: prometheus.NewRegistry(), Logger: slog.New(slog.DiscardHandler)})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -12,12 +12,13 @@ import (
 	"strings"
 	"time"
 
+	sclient "github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/gate"
 	"github.com/sluicehq/sluice/internal/fielderr"
 	"github.com/sluicehq/sluice/internal/secret"
 	"github.com/sluicehq/sluice/policy"
-	"github.com/sluicehq/sluice/share"
+	"github.com/sluicehq/sluice/proxy/overload"
 )
 
 // Defaults of Config. Durations are wall-clock time.
@@ -74,22 +75,9 @@ type Config struct {
 	Admin AdminConfig `yaml:"admin"`
 	// Backends is the pool of upstream servers.
 	Backends BackendsConfig `yaml:"backends"`
-	// Utilization is the utilization sensor of the stages whose
-	// controller needs one (kihl, voigt-cpu, voigt-queue) and have no
-	// resource rule of their own, and of the policer's CPU guard when no
-	// CPU rule names another. Changing it needs a restart.
-	Utilization UtilizationConfig `yaml:"utilization"`
-	// Resources bind stages to the critical resource they use (CPU,
-	// outgoing bandwidth) and its sensor: Voigt & Gunningberg's resource
-	// rules. Changing them needs a restart.
-	Resources []ResourceConfig `yaml:"resources,omitempty"`
-	// Policer is the connection policer (early discard at accept time) on
-	// every client listener; nil (the default) has none. Changing it
-	// needs a restart.
-	Policer *PolicerConfig `yaml:"policer,omitempty"`
-	// Shares are per-client bandwidth shares enforced by delaying replies
-	// (Li & Jamin); nil (the default) has none. A reload applies changes.
-	Shares *share.Config `yaml:"shares,omitempty"`
+	// OverloadConfig is, inline, the overload sections (package
+	// overload): utilization, resources, policer and shares.
+	OverloadConfig `yaml:",inline"`
 	// Cluster makes this instance one of several that share global
 	// budgets and client shares through Redis (package cluster); nil
 	// (the default) keeps every budget per instance. A reload applies
@@ -133,6 +121,11 @@ type Config struct {
 	// shadow, degrade.
 	policy.Config `yaml:",inline"`
 }
+
+// OverloadConfig names the overload sections (package overload) where
+// Config embeds them: Config.Utilization, Config.Policer and the others
+// are its fields.
+type OverloadConfig = overload.Config
 
 // ListenerConfig is one client-facing listener.
 type ListenerConfig struct {
@@ -279,10 +272,13 @@ type BackendsConfig struct {
 	// discarded. By default the upstream request is canceled at once and
 	// its slot freed, which spares work only if the backend notices.
 	IgnoreClientAbort bool `yaml:"ignore_client_abort"`
-	// Client is sluice's client side on the upstream calls: throttling,
-	// retries and the deadline's least remainder (UpstreamClientConfig;
-	// by default no throttling and no retries).
-	Client UpstreamClientConfig `yaml:"client"`
+	// Client is sluice's client side on the upstream calls (package
+	// client's Config): throttling, retries and the deadline's least
+	// remainder; by default no throttling (throttle.enabled false) and no
+	// retries (retry.max_attempts 1). The headers it stamps are the hops
+	// section's and its destinations the servers: priority_header,
+	// tenant_header, timeout_header and max_destinations stay unset.
+	Client sclient.Config `yaml:"client"`
 	// TLS is the TLS towards https:// servers: CA bundle, client
 	// certificate, server name, minimum version (UpstreamTLSConfig).
 	// Default none: the system's roots, no client certificate, each
@@ -346,56 +342,6 @@ type TimeoutsConfig struct {
 	Overall time.Duration `yaml:"overall"`
 }
 
-// Utilization sources (UtilizationConfig.Source).
-const (
-	UtilizationNone   = "none"
-	UtilizationHost   = "host"
-	UtilizationCgroup = "cgroup"
-	// UtilizationAuto is "cgroup" (this process's own group) when this
-	// process runs in a CPU-limited cgroup (a quota, or fewer CPUs than
-	// the host's), else "host".
-	UtilizationAuto          = "auto"
-	UtilizationBackendHeader = "backend-header"
-	// DefaultUtilizationHeader is the response header a backend reports
-	// its utilization in (what sluice's testbed backends send).
-	DefaultUtilizationHeader = "X-Sluice-Utilization"
-)
-
-// UtilizationConfig chooses where the utilization ρ in [0, 1] of the
-// protected service comes from. A sensor that cannot work on this host
-// fails validation, naming the sensor and why.
-type UtilizationConfig struct {
-	// Source is "none" (default: kihl and voigt-cpu hold their setting),
-	// "host" (busy fraction of the host's CPUs, or of a CPU list, from
-	// /proc/stat), "cgroup" (CPU use of a cgroup v2 or v1 against its
-	// quota and cpuset), "auto" ("cgroup" of this process's own group
-	// when it is CPU-limited, else "host"),
-	// "process" (CPU use of one backend process), "pool-busy" (busy
-	// fraction of the backend pool's slots) or "backend-header" (the mean
-	// of the values the servers report in a response header).
-	Source string `yaml:"source"`
-	// CPUs restricts "host" to a CPU list such as "0-3,8" (default: all).
-	CPUs string `yaml:"cpus,omitempty"`
-	// Cgroup is the cgroup v2 directory for "cgroup", e.g.
-	// /sys/fs/cgroup/system.slice/app.service (default: none, meaning the
-	// group this process runs in, v2 or v1, found from /proc/self/cgroup).
-	Cgroup string `yaml:"cgroup,omitempty"`
-	// CgroupCPUs is, for "cgroup" and "auto", the capacity in CPUs the
-	// group's CPU time is divided by, in place of its quota and cpuset
-	// (default 0: the group's limits).
-	CgroupCPUs float64 `yaml:"cgroup_cpus,omitempty"`
-	// PID or Pidfile names the process for "process" (exactly one).
-	PID     int    `yaml:"pid,omitempty"`
-	Pidfile string `yaml:"pidfile,omitempty"`
-	// ProcessCPUs is, for "process", the number of CPUs the process may
-	// keep busy: the capacity its CPU time is divided by (default: the
-	// number of CPUs of this host).
-	ProcessCPUs float64 `yaml:"process_cpus,omitempty"`
-	// Header is the response header for "backend-header" (default
-	// X-Sluice-Utilization); the proxy removes it from responses.
-	Header string `yaml:"header,omitempty"`
-}
-
 func fieldErr(path, format string, args ...any) error {
 	return fielderr.Errorf(path, format, args...)
 }
@@ -408,52 +354,77 @@ func (c *Config) SetDefaults() {
 		c.AccessLog.setDefaults()
 	}
 	for i := range c.Listeners {
-		l := &c.Listeners[i]
-		if l.ReadHeaderTimeout == 0 {
-			l.ReadHeaderTimeout = DefaultReadHeaderTimeout
-		}
-		if l.IdleTimeout == 0 {
-			l.IdleTimeout = DefaultIdleTimeout
-		}
-		if l.MaxHeaderBytes == 0 {
-			l.MaxHeaderBytes = DefaultMaxHeaderBytes
-		}
-		if l.ReadBodyTimeout == 0 {
-			l.ReadBodyTimeout = DefaultReadBodyTimeout
-		}
-		if l.ReadBodyMinRate == 0 {
-			l.ReadBodyMinRate = DefaultReadBodyMinRate
-		}
-		if l.SendTimeout == 0 {
-			l.SendTimeout = DefaultSendTimeout
-		}
-		if l.MaxHeaderLineBytes == 0 {
-			l.MaxHeaderLineBytes = DefaultMaxHeaderLineBytes
-		}
-		if l.MaxURIBytes == 0 {
-			l.MaxURIBytes = DefaultMaxURIBytes
-		}
-		if l.MaxHeaders == 0 {
-			l.MaxHeaders = DefaultMaxHeaders
-		}
-		if l.RequestBuffering == nil {
-			t := true
-			l.RequestBuffering = &t
-		}
-		if l.RequestBufferBytes == 0 {
-			l.RequestBufferBytes = DefaultRequestBufferBytes
-		}
-		if l.MaxRequestBodyBytes == 0 {
-			l.MaxRequestBodyBytes = DefaultMaxRequestBodyBytes
-		}
-		l.ProxyProtocol.setDefaults()
-		l.TLS.setDefaults()
+		c.Listeners[i].setDefaults()
 	}
-	c.Admin.TLS.setDefaults()
-	if c.Admin.Addr == "" {
-		c.Admin.Addr = DefaultAdminAddr
+	c.Admin.setDefaults()
+	c.Backends.setDefaults()
+	if c.DrainTimeout == 0 {
+		c.DrainTimeout = DefaultDrainTimeout
 	}
-	b := &c.Backends
+	c.Health.setDefaults()
+	c.ResponseBuffering.setDefaults()
+	policySetDefaults(&c.Config)
+	c.setUpstreamClientDefaults()
+	c.OverloadConfig.SetDefaults(&c.Config)
+	if c.Cluster != nil {
+		c.Cluster.SetDefaults()
+	}
+}
+
+// setDefaults fills a listener's defaults.
+func (l *ListenerConfig) setDefaults() {
+	if l.ReadHeaderTimeout == 0 {
+		l.ReadHeaderTimeout = DefaultReadHeaderTimeout
+	}
+	if l.IdleTimeout == 0 {
+		l.IdleTimeout = DefaultIdleTimeout
+	}
+	if l.MaxHeaderBytes == 0 {
+		l.MaxHeaderBytes = DefaultMaxHeaderBytes
+	}
+	if l.ReadBodyTimeout == 0 {
+		l.ReadBodyTimeout = DefaultReadBodyTimeout
+	}
+	if l.ReadBodyMinRate == 0 {
+		l.ReadBodyMinRate = DefaultReadBodyMinRate
+	}
+	if l.SendTimeout == 0 {
+		l.SendTimeout = DefaultSendTimeout
+	}
+	if l.MaxHeaderLineBytes == 0 {
+		l.MaxHeaderLineBytes = DefaultMaxHeaderLineBytes
+	}
+	if l.MaxURIBytes == 0 {
+		l.MaxURIBytes = DefaultMaxURIBytes
+	}
+	if l.MaxHeaders == 0 {
+		l.MaxHeaders = DefaultMaxHeaders
+	}
+	if l.RequestBuffering == nil {
+		t := true
+		l.RequestBuffering = &t
+	}
+	if l.RequestBufferBytes == 0 {
+		l.RequestBufferBytes = DefaultRequestBufferBytes
+	}
+	if l.MaxRequestBodyBytes == 0 {
+		l.MaxRequestBodyBytes = DefaultMaxRequestBodyBytes
+	}
+	l.ProxyProtocol.setDefaults()
+	l.TLS.setDefaults()
+}
+
+// setDefaults fills the admin listener's defaults.
+func (a *AdminConfig) setDefaults() {
+	a.TLS.setDefaults()
+	if a.Addr == "" {
+		a.Addr = DefaultAdminAddr
+	}
+}
+
+// setDefaults fills the pool's defaults but the upstream client side's
+// (Config.setUpstreamClientDefaults, which needs the hops section).
+func (b *BackendsConfig) setDefaults() {
 	maxConc := 0
 	for i := range b.Servers {
 		if b.Servers[i].MaxConcurrency == 0 {
@@ -499,131 +470,138 @@ func (c *Config) SetDefaults() {
 		b.IdleConnTimeout = DefaultIdleConnTimeout
 	}
 	b.TLS.setDefaults()
-	if c.DrainTimeout == 0 {
-		c.DrainTimeout = DefaultDrainTimeout
-	}
-	c.Health.setDefaults()
-	c.ResponseBuffering.setDefaults()
-	policySetDefaults(&c.Config)
-	c.setUpstreamClientDefaults()
-	c.setOverloadDefaults()
-	if c.Cluster != nil {
-		c.Cluster.SetDefaults()
-	}
 }
 
 // Validate reports the first invalid field as a *sluice.FieldError naming its
 // path and value. It checks the policy part too, and that TLS files load.
 // Call SetDefaults first.
 func (c *Config) Validate() error {
-	if len(c.Listeners) == 0 {
-		return fieldErr("listeners", "at least one listener is required")
-	}
-	seen := map[string]string{}
-	for i, l := range c.Listeners {
-		p := fmt.Sprintf("listeners[%d]", i)
-		if err := checkHostPort(l.Addr); err != nil {
-			return fieldErr(p+".addr", "%q is invalid: %v", l.Addr, err)
-		}
-		if prev, dup := seen[l.Addr]; dup && !anyPort(l.Addr) {
-			return fieldErr(p+".addr", "%q is already used by %s", l.Addr, prev)
-		}
-		seen[l.Addr] = p + ".addr"
-		if l.TLS != nil {
-			if err := l.TLS.validate(p + ".tls"); err != nil {
-				return err
-			}
-		}
-		for _, d := range []struct {
-			name string
-			v    time.Duration
-		}{{"read_header_timeout", l.ReadHeaderTimeout}, {"read_timeout", l.ReadTimeout},
-			{"read_body_timeout", l.ReadBodyTimeout}, {"write_timeout", l.WriteTimeout},
-			{"send_timeout", l.SendTimeout}, {"idle_timeout", l.IdleTimeout}} {
-			if d.v < 0 {
-				return fieldErr(p+"."+d.name, "%v is invalid: must be a positive duration or 0", d.v)
-			}
-		}
-		for _, n := range []struct {
-			name string
-			v    int64
-		}{{"max_header_bytes", int64(l.MaxHeaderBytes)}, {"max_header_line_bytes", int64(l.MaxHeaderLineBytes)},
-			{"max_uri_bytes", int64(l.MaxURIBytes)}, {"max_headers", int64(l.MaxHeaders)}} {
-			if n.v < 0 {
-				return fieldErr(p+"."+n.name, "%d is invalid: must be > 0", n.v)
-			}
-		}
-		if l.ReadBodyMinRate < 0 && l.ReadBodyMinRate != -1 {
-			return fieldErr(p+".read_body_min_rate", "%v is invalid: must be a rate in bytes per second > 0, or -1 for none", l.ReadBodyMinRate)
-		}
-		if l.RequestBufferBytes < 0 {
-			return fieldErr(p+".request_buffer_bytes", "%d is invalid: must be > 0", l.RequestBufferBytes)
-		}
-		if l.MaxRequestBodyBytes < -1 {
-			return fieldErr(p+".max_request_body_bytes", "%d is invalid: must be > 0, or -1 for no limit", l.MaxRequestBodyBytes)
-		}
-		if l.RequestBufferDir != "" {
-			if fi, err := os.Stat(l.RequestBufferDir); err != nil || !fi.IsDir() {
-				return fieldErr(p+".request_buffer_dir", "%q is invalid: not a directory", l.RequestBufferDir)
-			}
-		}
-		if err := l.ProxyProtocol.validate(p + ".proxy_protocol"); err != nil {
-			return err
-		}
+	seen, err := c.validateListeners()
+	if err != nil {
+		return err
 	}
 	if c.MaxClientConnections < 0 {
 		return fieldErr("max_client_connections", "%d is invalid: must be > 0, or 0 for the file-descriptor limit", c.MaxClientConnections)
 	}
+	if err := c.validateAdminAddr(seen); err != nil {
+		return err
+	}
+	for _, check := range []func() error{
+		c.Admin.validate, c.Backends.validate, c.validateBackendsTLS, c.validateTimes, c.Health.validate,
+		c.ResponseBuffering.validate, func() error { return policyValidate(&c.Config) }, c.validateClientCertKeys,
+		c.validateUpstreamClient, c.validateCluster, c.Telemetry.validate, c.validateAccessLog,
+	} {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	return c.OverloadConfig.Validate(&c.Config)
+}
+
+// validateAdminAddr checks admin.addr against the listeners' addresses
+// (seen, from validateListeners).
+func (c *Config) validateAdminAddr(seen map[string]string) error {
 	if err := checkHostPort(c.Admin.Addr); err != nil {
 		return fieldErr("admin.addr", "%q is invalid: %v", c.Admin.Addr, err)
 	}
 	if prev, dup := seen[c.Admin.Addr]; dup && !anyPort(c.Admin.Addr) {
 		return fieldErr("admin.addr", "%q is already used by %s", c.Admin.Addr, prev)
 	}
-	if err := c.Admin.validate(); err != nil {
-		return err
+	return nil
+}
+
+// validateBackendsTLS checks backends.tls against the servers.
+func (c *Config) validateBackendsTLS() error {
+	if c.Backends.TLS == nil {
+		return nil
 	}
-	if err := c.Backends.validate(); err != nil {
-		return err
-	}
-	if c.Backends.TLS != nil {
-		if err := c.Backends.TLS.validate("backends.tls", c.Backends.Servers); err != nil {
-			return err
-		}
-	}
+	return c.Backends.TLS.validate("backends.tls", c.Backends.Servers)
+}
+
+// validateTimes checks drain_timeout and watch_config.
+func (c *Config) validateTimes() error {
 	if c.DrainTimeout < 0 {
 		return fieldErr("drain_timeout", "%v is invalid: must be a positive duration", c.DrainTimeout)
 	}
 	if c.WatchConfig < 0 {
 		return fieldErr("watch_config", "%v is invalid: must be a positive duration, or 0 for off", c.WatchConfig)
 	}
-	if err := c.Health.validate(); err != nil {
-		return err
+	return nil
+}
+
+// validateAccessLog checks access_log when it is set.
+func (c *Config) validateAccessLog() error {
+	if c.AccessLog == nil {
+		return nil
 	}
-	if err := c.ResponseBuffering.validate(); err != nil {
-		return err
+	return c.AccessLog.validate()
+}
+
+// validateListeners checks the listeners and returns the addresses
+// they use, by address, with the path of their field.
+func (c *Config) validateListeners() (map[string]string, error) {
+	if len(c.Listeners) == 0 {
+		return nil, fieldErr("listeners", "at least one listener is required")
 	}
-	if err := policyValidate(&c.Config); err != nil {
-		return err
+	seen := map[string]string{}
+	for i, l := range c.Listeners {
+		p := fmt.Sprintf("listeners[%d]", i)
+		if err := checkHostPort(l.Addr); err != nil {
+			return nil, fieldErr(p+".addr", "%q is invalid: %v", l.Addr, err)
+		}
+		if prev, dup := seen[l.Addr]; dup && !anyPort(l.Addr) {
+			return nil, fieldErr(p+".addr", "%q is already used by %s", l.Addr, prev)
+		}
+		seen[l.Addr] = p + ".addr"
+		if err := l.validate(p); err != nil {
+			return nil, err
+		}
 	}
-	if err := c.validateClientCertKeys(); err != nil {
-		return err
-	}
-	if err := c.validateUpstreamClient(); err != nil {
-		return err
-	}
-	if err := c.validateCluster(); err != nil {
-		return err
-	}
-	if err := c.Telemetry.validate(); err != nil {
-		return err
-	}
-	if c.AccessLog != nil {
-		if err := c.AccessLog.validate(); err != nil {
+	return seen, nil
+}
+
+// validate checks the listener at path p ("listeners[0]") but its
+// address.
+func (l *ListenerConfig) validate(p string) error {
+	if l.TLS != nil {
+		if err := l.TLS.validate(p + ".tls"); err != nil {
 			return err
 		}
 	}
-	return c.validateOverload()
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"read_header_timeout", l.ReadHeaderTimeout}, {"read_timeout", l.ReadTimeout},
+		{"read_body_timeout", l.ReadBodyTimeout}, {"write_timeout", l.WriteTimeout},
+		{"send_timeout", l.SendTimeout}, {"idle_timeout", l.IdleTimeout}} {
+		if d.v < 0 {
+			return fieldErr(p+"."+d.name, "%v is invalid: must be a positive duration or 0", d.v)
+		}
+	}
+	for _, n := range []struct {
+		name string
+		v    int64
+	}{{"max_header_bytes", int64(l.MaxHeaderBytes)}, {"max_header_line_bytes", int64(l.MaxHeaderLineBytes)},
+		{"max_uri_bytes", int64(l.MaxURIBytes)}, {"max_headers", int64(l.MaxHeaders)}} {
+		if n.v < 0 {
+			return fieldErr(p+"."+n.name, "%d is invalid: must be > 0", n.v)
+		}
+	}
+	if l.ReadBodyMinRate < 0 && l.ReadBodyMinRate != -1 {
+		return fieldErr(p+".read_body_min_rate", "%v is invalid: must be a rate in bytes per second > 0, or -1 for none", l.ReadBodyMinRate)
+	}
+	if l.RequestBufferBytes < 0 {
+		return fieldErr(p+".request_buffer_bytes", "%d is invalid: must be > 0", l.RequestBufferBytes)
+	}
+	if l.MaxRequestBodyBytes < -1 {
+		return fieldErr(p+".max_request_body_bytes", "%d is invalid: must be > 0, or -1 for no limit", l.MaxRequestBodyBytes)
+	}
+	if l.RequestBufferDir != "" {
+		if fi, err := os.Stat(l.RequestBufferDir); err != nil || !fi.IsDir() {
+			return fieldErr(p+".request_buffer_dir", "%q is invalid: not a directory", l.RequestBufferDir)
+		}
+	}
+	return l.ProxyProtocol.validate(p + ".proxy_protocol")
 }
 
 func (b *BackendsConfig) validate() error {

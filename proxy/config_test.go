@@ -10,14 +10,11 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/testconf"
 )
 
-const goodHead = `listeners:
-  - addr: 127.0.0.1:8080
-backends:
-  servers:
-    - url: http://127.0.0.1:8081
-`
+const goodHead = testconf.Head
 
 func TestParseErrorsNameFileLineAndField(t *testing.T) {
 	cases := []struct {
@@ -27,16 +24,7 @@ func TestParseErrorsNameFileLineAndField(t *testing.T) {
 		path string
 		msg  string
 	}{
-		{"negative stage target", goodHead + `stages:
-  - name: a
-    controller: seda
-    params:
-      target: 500ms
-  - name: b
-    controller: seda
-    params:
-      target: -1s
-`, 14, "stages[1].params.target", "-1s is invalid"},
+		{"negative stage target", testconf.BadStageTarget, 14, "stages[1].params.target", "-1s is invalid"},
 		{"unknown top-level key", goodHead + "listners: []\n", 6, "listners", "unknown field"},
 		{"unknown nested key", `listeners:
   - addr: 127.0.0.1:8080
@@ -108,16 +96,7 @@ backends:
 }
 
 func TestConfigErrorFormat(t *testing.T) {
-	_, err := Parse("proxy.yaml", []byte(goodHead+`stages:
-  - name: a
-    controller: seda
-    params:
-      target: 500ms
-  - name: b
-    controller: seda
-    params:
-      target: -1s
-`))
+	_, err := Parse("proxy.yaml", []byte(testconf.BadStageTarget))
 	want := "proxy.yaml:14: stages[1].params.target: -1s is invalid"
 	if err == nil || !strings.HasPrefix(err.Error(), want) {
 		t.Fatalf("error %v, want prefix %q", err, want)

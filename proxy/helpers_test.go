@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sluicehq/sluice/internal/testconf"
 )
 
 // testTimeout bounds every wait in these tests; it is generous on
@@ -43,24 +44,46 @@ func backend(t *testing.T, h http.HandlerFunc) *httptest.Server {
 	return s
 }
 
-// withBackend replaces the BACKEND placeholder of a config text.
-func withBackend(cfg, url string) string { return strings.ReplaceAll(cfg, "BACKEND", url) }
-
-// baseConfig is a minimal config on free ports with the given extra text.
-func baseConfig(backendURL, extra string) string {
-	return withBackend(`listeners:
-  - addr: 127.0.0.1:0
-admin:
-  addr: 127.0.0.1:0
-backends:
-  servers:
-    - url: BACKEND
-`, backendURL) + extra
+// rawBackend serves each connection to a listener on 127.0.0.1 with
+// serve, in a goroutine of its own that closes the connection after,
+// until the test ends; it returns the listener's address.
+func rawBackend(t *testing.T, serve func(net.Conn)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				serve(c)
+			}()
+		}
+	}()
+	return ln.Addr().String()
 }
+
+// withBackend replaces the BACKEND placeholder of a config text.
+func withBackend(cfg, url string) string { return testconf.WithBackend(cfg, url) }
+
+// baseConfig is a minimal config on free ports with the given extra text
+// (testconf.Base).
+func baseConfig(backendURL, extra string) string { return testconf.Base(backendURL, extra) }
 
 // startProxy writes cfg to a file, loads it and serves it until the test
 // ends.
 func startProxy(t *testing.T, cfg string) *running {
+	t.Helper()
+	return startProxyWith(t, cfg, Options{Logger: testLogger(t), Registerer: prometheus.NewRegistry()})
+}
+
+// startProxyWith is startProxy with opts (its ConfigFile is the file
+// written); setup runs on the server before it listens.
+func startProxyWith(t *testing.T, cfg string, opts Options, setup ...func(*Server)) *running {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "proxy.yaml")
 	if err := os.WriteFile(file, []byte(cfg), 0o644); err != nil {
@@ -70,9 +93,13 @@ func startProxy(t *testing.T, cfg string) *running {
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}
-	srv, err := New(c, Options{ConfigFile: file, Logger: testLogger(t), Registry: prometheus.NewRegistry()})
+	opts.ConfigFile = file
+	srv, err := New(c, opts)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, f := range setup {
+		f(srv)
 	}
 	if err := srv.Listen(); err != nil {
 		t.Fatal(err)

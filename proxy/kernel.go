@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/netprefix"
 	"github.com/sluicehq/sluice/policer/nft"
+	"github.com/sluicehq/sluice/proxy/overload"
 )
 
 // startKernel puts the connection policer's global rate into the kernel
@@ -23,7 +24,7 @@ func (s *Server) startKernel(addrs []net.Addr) error {
 		return nil
 	}
 	p := s.ov.pol.p
-	if pc.Kernel == PolicerKernelOff {
+	if pc.Kernel == overload.PolicerKernelOff {
 		s.ov.pol.path = "user space (policer.kernel: off)"
 		s.log.Info("connection policer: user-space reset at accept", "policer.kernel", pc.Kernel)
 		return nil
@@ -55,7 +56,7 @@ func (s *Server) startKernel(addrs []net.Addr) error {
 		}
 	}
 	if err != nil {
-		if pc.Kernel == PolicerKernelOn {
+		if pc.Kernel == overload.PolicerKernelOn {
 			return fieldErr("policer.kernel", "on, but the kernel path is unavailable: %v", err)
 		}
 		s.ov.pol.path = "user space: " + err.Error()

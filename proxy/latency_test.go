@@ -79,7 +79,7 @@ stages:
   - name: hold
     match: {path_prefix: /hold/}
 `))
-	reg := p.srv.Registry()
+	reg := p.srv.Gatherer()
 	// The pool's only slot held: the next request is refused by the pool.
 	var wg sync.WaitGroup
 	wg.Go(func() { get(t, p.url+"/hold/", nil) })
@@ -141,7 +141,7 @@ func TestLatencyHistogramGatewayError(t *testing.T) {
 	if code, _, _ := get(t, p.url+"/", nil); code != http.StatusBadGateway {
 		t.Fatalf("unreachable backend: %d, want 502", code)
 	}
-	h := histogramOf(t, p.srv.Registry(), "sluice_request_duration_seconds", map[string]string{"outcome": "error"})
+	h := histogramOf(t, p.srv.Gatherer(), "sluice_request_duration_seconds", map[string]string{"outcome": "error"})
 	if countOf(h) != 1 {
 		t.Errorf("502: %d error observations, want 1", countOf(h))
 	}
@@ -162,7 +162,7 @@ func TestBuildInfo(t *testing.T) {
 		{BuildInfo{}, `sluice_build_info{goversion="` + runtime.Version() + `",revision="",version="(unknown)"} 1`},
 	} {
 		reg := prometheus.NewRegistry()
-		if _, err := New(cfg, Options{Registry: reg, Build: c.build, Logger: testLogger(t)}); err != nil {
+		if _, err := New(cfg, Options{Registerer: reg, Build: c.build, Logger: testLogger(t)}); err != nil {
 			t.Fatal(err)
 		}
 		if err := testutil.GatherAndCompare(reg, strings.NewReader(`# HELP sluice_build_info 1, labelled with the running binary's version (as `+"`sluice version`"+` prints it), VCS revision and Go version.

@@ -441,7 +441,7 @@ func TestServeTwiceAndCheck(t *testing.T) {
 	if err := Check(cfg); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := New(cfg, Options{Registry: prometheus.NewRegistry(), Logger: testLogger(t)})
+	srv, err := New(cfg, Options{Registerer: prometheus.NewRegistry(), Logger: testLogger(t)})
 	must(t, err)
 	if err := srv.Reload(); err == nil || !strings.Contains(err.Error(), "no configuration file") {
 		t.Errorf("Reload without a file: %v", err)

@@ -72,7 +72,7 @@ func newMetrics() *metrics {
 	return m
 }
 
-func (m *metrics) register(reg prometheus.Registerer, h *Handler, ov *overload) error {
+func (m *metrics) register(reg prometheus.Registerer, h *Handler, ov *overloadRun) error {
 	for _, c := range []prometheus.Collector{m.upstreamErrors, m.gatewayErrors, m.poolRejected, m.badRequests,
 		m.reloads, m.targetChanges, m.deadline, m.probes, h.client.Collector(""), &stateCollector{h: h}, policy.CollectorFor(h.policy),
 		overloadCollector{h: h, ov: ov}, sharesCollector{h: h}, targetCollector{h: h}} {

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Beside /state's numbers, /metrics carries what the Grafana dashboard
@@ -40,5 +42,30 @@ func TestTargetAndFloorMetrics(t *testing.T) {
 		if strings.Contains(text, `proxy_stage_setting_floor{kind=`) && strings.Contains(grepLines(text, "proxy_stage_setting_floor{"), `stage="`+stage+`"`) {
 			t.Errorf("/metrics has a setting floor for stage %s", stage)
 		}
+	}
+}
+
+// Options.Registerer takes the proxy's metrics and Options.Gatherer is
+// what /metrics serves: a wrapped Registerer (its label on every metric)
+// is served from the registry under it; without a Gatherer it is refused;
+// with neither, a registry of the proxy's own with the Go collector.
+func TestOptionsRegistererAndGatherer(t *testing.T) {
+	cfg := baseConfig("http://127.0.0.1:1", "")
+	reg := prometheus.NewRegistry()
+	wrapped := prometheus.WrapRegistererWith(prometheus.Labels{"app": "shop"}, reg)
+	r := startProxyWith(t, cfg, Options{Logger: testLogger(t), Registerer: wrapped, Gatherer: reg})
+	if _, _, body := get(t, r.admin+"/metrics", nil); !strings.Contains(body, `sluice_build_info{app="shop"`) {
+		t.Errorf("/metrics of a wrapped Registerer lacks its label:\n%.2000s", body)
+	}
+	c, err := Parse("p.yaml", []byte(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(c, Options{Logger: testLogger(t), Registerer: wrapped}); err == nil || !strings.Contains(err.Error(), "Gatherer") {
+		t.Errorf("a Registerer that is not a Gatherer, without Gatherer: %v", err)
+	}
+	r = startProxyWith(t, cfg, Options{Logger: testLogger(t)})
+	if _, _, body := get(t, r.admin+"/metrics", nil); !strings.Contains(body, "go_goroutines") || !strings.Contains(body, "sluice_build_info{") {
+		t.Errorf("/metrics without Registerer lacks the Go collector or the proxy's metrics:\n%.2000s", body)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicehq/sluice/control"
 	"github.com/sluicehq/sluice/internal/mathx"
+	"github.com/sluicehq/sluice/proxy/overload"
 	"github.com/sluicehq/sluice/stage"
 )
 
@@ -39,7 +40,7 @@ type ResourceState struct {
 
 // resourceStates returns the rules' states with their last n decisions,
 // from the stages of g.
-func (o *overload) resourceStates(g *generation, n int) []ResourceState {
+func (o *overloadRun) resourceStates(g *generation, n int) []ResourceState {
 	var out []ResourceState
 	for _, r := range o.rules {
 		rs := ResourceState{Stage: r.cfg.Stage, Resource: r.cfg.Resource}
@@ -63,16 +64,16 @@ func (o *overload) resourceStates(g *generation, n int) []ResourceState {
 					switch {
 					case l.SensorError != "":
 						rs.SensorError = l.SensorError
-					case r.cfg.Resource == ResourceCPU && l.Utilization != nil:
+					case r.cfg.Resource == overload.ResourceCPU && l.Utilization != nil:
 						v := *l.Utilization
 						rs.Input = &v
-					case r.cfg.Resource == ResourceBandwidth && mathx.Finite(l.Queue):
+					case r.cfg.Resource == overload.ResourceBandwidth && mathx.Finite(l.Queue):
 						v := l.Queue
 						rs.Input = &v
 					}
 				}
 			}
-			if r.cfg.Resource == ResourceBandwidth && rs.Input == nil && r.sensor != nil {
+			if r.cfg.Resource == overload.ResourceBandwidth && rs.Input == nil && r.sensor != nil {
 				if ss := r.sensor.state(); ss.Error != "" {
 					rs.SensorError = ss.Error
 				}
@@ -155,7 +156,7 @@ var (
 // rules.
 type overloadCollector struct {
 	h  *Handler
-	ov *overload
+	ov *overloadRun
 }
 
 func (c overloadCollector) Describe(ch chan<- *prometheus.Desc) {

@@ -12,7 +12,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -28,32 +27,8 @@ import (
 // Step (with its own now). Sensor sampling loops do not run either.
 func startManual(t *testing.T, cfg string) *running {
 	t.Helper()
-	file := filepath.Join(t.TempDir(), "proxy.yaml")
-	must(t, os.WriteFile(file, []byte(cfg), 0o644))
-	c, err := LoadFile(file)
-	if err != nil {
-		t.Fatalf("config: %v", err)
-	}
-	srv, err := New(c, Options{ConfigFile: file, Logger: testLogger(t), Registry: prometheus.NewRegistry()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.manual = true
-	must(t, srv.Listen())
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{srv: srv, addr: srv.Addrs()[0].String(), admin: "http://" + srv.AdminAddr().String(),
-		file: file, cancel: cancel, done: make(chan error, 1)}
-	r.url = "http://" + r.addr
-	go func() { r.done <- srv.Serve(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-r.done:
-		case <-time.After(testTimeout):
-			t.Error("Serve did not return after cancel")
-		}
-	})
-	return r
+	return startProxyWith(t, cfg, Options{Logger: testLogger(t), Registerer: prometheus.NewRegistry()},
+		func(s *Server) { s.manual = true })
 }
 
 // rejectedRaw dials addr, writes an HTTP request and reads: it reports

@@ -13,6 +13,7 @@ import (
 	"github.com/sluicehq/sluice/internal/mathx"
 	"github.com/sluicehq/sluice/policer"
 	"github.com/sluicehq/sluice/proxy/internal/dashboard"
+	"github.com/sluicehq/sluice/proxy/overload"
 	"github.com/sluicehq/sluice/stage"
 )
 
@@ -36,13 +37,13 @@ type policerRunner struct {
 	ctrl  *control.Logged // nil for controller: none
 	guard *sensor         // CPU guard, nil for none
 	h     *Handler
-	cfg   *PolicerConfig
+	cfg   *overload.PolicerConfig
 	path  string // where the global rate is enforced, for /state (set by Listen)
 
 	decisions atomic.Uint64
 }
 
-func newPolicerRunner(cfg *PolicerConfig, guard *sensor, h *Handler, now time.Time) (*policerRunner, error) {
+func newPolicerRunner(cfg *overload.PolicerConfig, guard *sensor, h *Handler, now time.Time) (*policerRunner, error) {
 	p, err := policer.New(cfg.Config, now)
 	if err != nil {
 		return nil, err
@@ -52,9 +53,8 @@ func newPolicerRunner(cfg *PolicerConfig, guard *sensor, h *Handler, now time.Ti
 	if guard != nil {
 		ctl.Utilization = guard
 	}
-	if cfg.Controller == PolicerControllerVoigtQueue {
-		q := cfg.voigtQueue()
-		c, err := control.NewVoigtQueue(q)
+	if cfg.Controller == overload.PolicerControllerVoigtQueue {
+		c, err := control.NewVoigtQueue(cfg.Control.VoigtQueueConfig)
 		if err != nil {
 			return nil, err
 		}

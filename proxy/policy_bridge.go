@@ -9,6 +9,7 @@ import (
 	"github.com/sluicehq/sluice/control"
 	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/proxy/overload"
 )
 
 func policySetDefaults(c *policy.Config) { c.SetDefaults() }
@@ -29,7 +30,7 @@ func policyValidate(c *policy.Config) error { return c.Validate() }
 //     the top-level utilization sensor, when there is one, if its
 //     controller reads a utilization.
 func buildPolicy(cfg policy.Config, prev *policy.Policy, logger *slog.Logger, queue func() float64,
-	ov *overload) (*policy.Policy, error) {
+	ov *overloadRun) (*policy.Policy, error) {
 	ctrls, err := cfg.StageControllers()
 	if err != nil {
 		return nil, err
@@ -38,7 +39,7 @@ func buildPolicy(cfg policy.Config, prev *policy.Policy, logger *slog.Logger, qu
 		Utilization: map[string]monitor.UtilizationSource{}, Controllers: map[string]control.Config{}}
 	for _, st := range cfg.Stages {
 		if rule := ov.byStage[st.Name]; rule != nil {
-			if rule.cfg.Resource == ResourceBandwidth {
+			if rule.cfg.Resource == overload.ResourceBandwidth {
 				opts.Queue[st.Name] = rule.sensor.queue
 				continue
 			}

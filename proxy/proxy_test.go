@@ -533,16 +533,7 @@ func TestPoolQueueTimeoutIs503(t *testing.T) {
 		case <-r.Context().Done():
 		}
 	})
-	cfg := withBackend(`listeners:
-  - addr: 127.0.0.1:0
-admin:
-  addr: 127.0.0.1:0
-backends:
-  servers:
-    - url: BACKEND
-      max_concurrency: 1
-  queue: {max: 1, timeout: 50ms}
-`, be.URL)
+	cfg := baseConfig(be.URL, "      max_concurrency: 1\n  queue: {max: 1, timeout: 50ms}\n")
 	p := startProxy(t, cfg)
 	first := make(chan int, 1)
 	go func() {

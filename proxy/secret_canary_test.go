@@ -144,30 +144,8 @@ func (s *syncBuffer) String() string {
 // debug level, in logs.
 func startLogged(t *testing.T, cfg string, logs io.Writer) *running {
 	t.Helper()
-	file := filepath.Join(t.TempDir(), "proxy.yaml")
-	must(t, os.WriteFile(file, []byte(cfg), 0o644))
-	c, err := LoadFile(file)
-	if err != nil {
-		t.Fatalf("config: %v", err)
-	}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	srv, err := New(c, Options{ConfigFile: file, Logger: log, Registry: prometheus.NewRegistry()})
-	must(t, err)
-	must(t, srv.Listen())
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{srv: srv, addr: srv.Addrs()[0].String(), admin: "http://" + srv.AdminAddr().String(),
-		file: file, cancel: cancel, done: make(chan error, 1)}
-	r.url = "http://" + r.addr
-	go func() { r.done <- srv.Serve(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-r.done:
-		case <-time.After(testTimeout):
-			t.Error("Serve did not return after cancel")
-		}
-	})
-	return r
+	return startProxyWith(t, cfg, Options{Logger: log, Registerer: prometheus.NewRegistry()})
 }
 
 // leakCheck finds any of a configuration's secret values, as they are or

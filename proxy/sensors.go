@@ -17,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/policer"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/proxy/internal/dashboard"
+	"github.com/sluicehq/sluice/proxy/overload"
 )
 
 // sensor is one live sensor of the proxy, shared by its consumers (a
@@ -145,10 +146,10 @@ func (b poolBusy) Describe() string {
 	return "backend pool busy time"
 }
 
-// overload holds the proxy's sensors, resource rules and connection
+// overloadRun holds the proxy's sensors, resource rules and connection
 // policer: everything that lives as long as the Server (they cannot
 // change on reload).
-type overload struct {
+type overloadRun struct {
 	registry *policer.Registry // live client connections, when a sensor or the policer needs them
 	accept   *policer.Policer  // the policer wrapping the listeners, or an admit-all one for the registry
 	pol      *policerRunner    // nil without policer
@@ -164,7 +165,7 @@ type overload struct {
 // resourceRule is one live resources[i] entry.
 type resourceRule struct {
 	idx    int
-	cfg    ResourceConfig
+	cfg    overload.ResourceConfig
 	sensor *sensor
 	tune   *control.KihlTune // kihl tuning: auto, else nil
 	period time.Duration     // the stage's control period at start
@@ -173,9 +174,9 @@ type resourceRule struct {
 // checkPeriods refuses a policy whose stages bound to an outgoing-queue
 // sensor or an auto-tuned kihl changed their control period: the sensor
 // averages, and σ counts, per period as it was at start.
-func (o *overload) checkPeriods(pol *policy.Policy) error {
+func (o *overloadRun) checkPeriods(pol *policy.Policy) error {
 	for _, r := range o.rules {
-		if r.tune == nil && (r.cfg.Sensor == nil || r.cfg.Sensor.Source != SensorOutQueue) {
+		if r.tune == nil && (r.cfg.Sensor == nil || r.cfg.Sensor.Source != overload.SensorOutQueue) {
 			continue
 		}
 		if st := pol.Stage(r.cfg.Stage); st != nil && st.Period() != r.period {
@@ -189,15 +190,15 @@ func (o *overload) checkPeriods(pol *policy.Policy) error {
 // buildOverload builds the sensors, rules and policer of cfg (validated,
 // with defaults) at now. Sensors whose readers need the running proxy
 // (pool-busy, backend-header) read it through h.
-func buildOverload(cfg *Config, h *Handler, log *slog.Logger, now time.Time) (*overload, error) {
-	o := &overload{byStage: map[string]*resourceRule{}}
+func buildOverload(cfg *Config, h *Handler, log *slog.Logger, now time.Time) (*overloadRun, error) {
+	o := &overloadRun{byStage: map[string]*resourceRule{}}
 	ctrls, err := cfg.Config.StageControllers()
 	if err != nil {
 		return nil, err
 	}
 	needRegistry := cfg.Policer != nil
 	for _, r := range cfg.Resources {
-		if r.Sensor != nil && (r.Sensor.Source == SensorOutQueue || r.Sensor.Source == SensorBandwidth) {
+		if r.Sensor != nil && (r.Sensor.Source == overload.SensorOutQueue || r.Sensor.Source == overload.SensorBandwidth) {
 			needRegistry = true
 		}
 	}
@@ -208,25 +209,25 @@ func buildOverload(cfg *Config, h *Handler, log *slog.Logger, now time.Time) (*o
 	// stepping within one period share a reading.
 	minPeriod := time.Second
 	for _, cc := range ctrls {
-		minPeriod = min(minPeriod, controllerPeriod(cc))
+		minPeriod = min(minPeriod, overload.ControllerPeriod(cc))
 	}
 	if cfg.Policer != nil {
 		minPeriod = min(minPeriod, cfg.Policer.Control.Period)
 	}
 	gap := minPeriod / 2
-	if isUtilizationSource(cfg.Utilization.Source) {
+	if overload.IsUtilizationSource(cfg.Utilization.Source) {
 		if o.util, err = o.utilizationSensor("utilization", &cfg.Utilization, h, gap, now); err != nil {
 			return nil, err
 		}
 	}
 	for i, r := range cfg.Resources {
-		period := controllerPeriod(ctrls[r.Stage])
+		period := overload.ControllerPeriod(ctrls[r.Stage])
 		rule := &resourceRule{idx: i, cfg: r, period: period}
 		p := fmt.Sprintf("resources[%d].sensor", i)
 		switch {
 		case r.Sensor == nil:
 			rule.sensor = o.util
-		case r.Resource == ResourceCPU:
+		case r.Resource == overload.ResourceCPU:
 			if rule.sensor, err = o.utilizationSensor(p, &r.Sensor.UtilizationConfig, h, gap, now); err != nil {
 				return nil, err
 			}
@@ -235,7 +236,7 @@ func buildOverload(cfg *Config, h *Handler, log *slog.Logger, now time.Time) (*o
 				return nil, err
 			}
 		}
-		if r.Kihl != nil && r.Kihl.Tuning == KihlTuningAuto {
+		if r.Kihl != nil && r.Kihl.Tuning == overload.KihlTuningAuto {
 			k := r.Kihl
 			rule.tune = control.NewKihlTune(r.Stage, *k.A1, *k.A2, period, k.Sigma, k.EstimatePeriods, k.MinUtilization, log)
 		}
@@ -246,7 +247,7 @@ func buildOverload(cfg *Config, h *Handler, log *slog.Logger, now time.Time) (*o
 	// top-level utilization sensor.
 	o.guard = o.util
 	for _, r := range o.rules {
-		if r.cfg.Resource == ResourceCPU && r.sensor != nil {
+		if r.cfg.Resource == overload.ResourceCPU && r.sensor != nil {
 			o.guard = r.sensor
 			break
 		}
@@ -266,10 +267,10 @@ func buildOverload(cfg *Config, h *Handler, log *slog.Logger, now time.Time) (*o
 }
 
 // utilizationSensor builds a utilization sensor named name.
-func (o *overload) utilizationSensor(name string, u *UtilizationConfig, h *Handler, gap time.Duration, now time.Time) (*sensor, error) {
+func (o *overloadRun) utilizationSensor(name string, u *overload.UtilizationConfig, h *Handler, gap time.Duration, now time.Time) (*sensor, error) {
 	var src monitor.UtilizationSource
 	switch u.Source {
-	case UtilizationHost:
+	case overload.UtilizationHost:
 		var cpus []int
 		if u.CPUs != "" {
 			var err error
@@ -282,22 +283,22 @@ func (o *overload) utilizationSensor(name string, u *UtilizationConfig, h *Handl
 			return nil, fieldErr(name+".source", "the host CPU sensor is unavailable: %v", err)
 		}
 		src = ps
-	case UtilizationCgroup, UtilizationAuto:
-		cg, err := newCgroupSource(u, now)
+	case overload.UtilizationCgroup, overload.UtilizationAuto:
+		cg, err := overload.NewCgroupSource(u, now)
 		if err != nil {
 			return nil, fielderr.Under(name, err)
 		}
 		src = cg
-	case UtilizationProcess:
-		pr, err := newProcessSource(u, now)
+	case overload.UtilizationProcess:
+		pr, err := overload.NewProcessSource(u, now)
 		if err != nil {
 			return nil, fieldErr(name+".pid", "the process CPU sensor is unavailable: %v", err)
 		}
 		src = pr
-	case UtilizationPoolBusy:
+	case overload.UtilizationPoolBusy:
 		o.busy = true
 		src = poolBusy{h: h}
-	case UtilizationBackendHeader:
+	case overload.UtilizationBackendHeader:
 		hdr := textproto.CanonicalMIMEHeaderKey(u.Header)
 		var rep *monitor.Reported
 		for _, r := range o.reported {
@@ -324,11 +325,11 @@ func (o *overload) utilizationSensor(name string, u *UtilizationConfig, h *Handl
 
 // networkSensor builds the outgoing-queue or outgoing-bandwidth sensor of
 // a bandwidth rule whose stage steps every period.
-func (o *overload) networkSensor(name string, sc *SensorConfig, period, gap time.Duration, now time.Time) (*sensor, error) {
+func (o *overloadRun) networkSensor(name string, sc *overload.SensorConfig, period, gap time.Duration, now time.Time) (*sensor, error) {
 	s := &sensor{name: name, source: sc.Source, unit: "queue", gap: gap}
 	switch sc.Source {
-	case SensorOutQueue:
-		q, err := monitor.NewSocketOutQueue(sc.outQueueConfig(period), o.registry, now)
+	case overload.SensorOutQueue:
+		q, err := monitor.NewSocketOutQueue(sc.OutQueueConfig(period), o.registry, now)
 		if err != nil {
 			return nil, fieldErr(name+".source", "the outgoing-queue sensor is unavailable: %v", err)
 		}
@@ -341,7 +342,7 @@ func (o *overload) networkSensor(name string, sc *SensorConfig, period, gap time
 			return reading{value: r.Queue, bytes: r.MeanBytes}, nil
 		}
 		s.sample = func(ctx context.Context) error { return monitor.RunOutQueueSampler(ctx, q) }
-	case SensorBandwidth:
+	case overload.SensorBandwidth:
 		b, err := monitor.NewBandwidth(o.registry, float64(sc.LinkCapacity), now)
 		if err != nil {
 			return nil, fieldErr(name+".link_capacity", "%v", err)
@@ -364,7 +365,7 @@ func (o *overload) networkSensor(name string, sc *SensorConfig, period, gap time
 
 // run starts the sensors' sampling loops and the policer's controller
 // until ctx ends.
-func (o *overload) run(ctx context.Context, wg *sync.WaitGroup) {
+func (o *overloadRun) run(ctx context.Context, wg *sync.WaitGroup) {
 	for _, s := range o.sensors {
 		if s.sample != nil {
 			wg.Go(func() { _ = s.sample(ctx) })

@@ -27,6 +27,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	sclient "github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/internal/fielderr"
 	"github.com/sluicehq/sluice/internal/strictyaml"
@@ -45,9 +46,16 @@ type Options struct {
 	ConfigFile string
 	// Logger receives the proxy's logs (nil: slog.Default()).
 	Logger *slog.Logger
-	// Registry receives the metrics (nil: a new registry with the Go and
-	// process collectors). Nothing is registered globally.
-	Registry *prometheus.Registry
+	// Registerer receives the proxy's metrics (nil: a new registry with
+	// the Go and process collectors). Nothing is registered globally
+	// unless it is passed here.
+	Registerer prometheus.Registerer
+	// Gatherer is what GET /metrics serves and OTLP exports (nil: the
+	// Registerer when it is also a Gatherer, as a *prometheus.Registry
+	// is, else the new registry made for a nil Registerer). A Registerer
+	// that is not a Gatherer (one wrapped with a prefix or labels) needs
+	// it: New refuses the pair otherwise.
+	Gatherer prometheus.Gatherer
 	// Adjust, when set, is applied to every configuration Reload reads
 	// from ConfigFile, after its defaults and validation; it must leave
 	// the configuration valid or return an error (the reload is then
@@ -94,14 +102,15 @@ func (b BuildInfo) withDefaults() BuildInfo {
 type Server struct {
 	h    *Handler
 	m    *metrics
-	reg  *prometheus.Registry
+	reg  prometheus.Registerer
+	gath prometheus.Gatherer
 	log  *slog.Logger
 	file string
 
 	adjust func(*Config) error // Options.Adjust
 
-	ov     *overload  // sensors, resource rules and the connection policer
-	kernel *nft.Table // the policer's kernel path (proxy/kernel.go), or nil
+	ov     *overloadRun // sensors, resource rules and the connection policer
+	kernel *nft.Table   // the policer's kernel path (proxy/kernel.go), or nil
 
 	dash      *dashboard.Dashboard // the live dashboard (internal/dashboard; its view: dashboard.go)
 	conns     *connLimit           // the cap on client connections
@@ -149,13 +158,12 @@ func New(cfg *Config, opts Options) (*Server, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	reg := opts.Registry
-	if reg == nil {
-		reg = prometheus.NewRegistry()
-		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg, gath, err := registryOf(opts)
+	if err != nil {
+		return nil, err
 	}
 	m := newMetrics()
-	s := &Server{h: newHandler(m, logger), m: m, reg: reg, log: logger, file: opts.ConfigFile, adjust: opts.Adjust,
+	s := &Server{h: newHandler(m, logger), m: m, reg: reg, gath: gath, log: logger, file: opts.ConfigFile, adjust: opts.Adjust,
 		tlsm: newTLSMetrics()}
 	s.h.ready = &s.ready
 	s.dash = dashboard.New(dashView{s}, dashboard.Options{Access: dashAccess{s}, Error: adminError, Logger: logger})
@@ -227,8 +235,27 @@ func New(cfg *Config, opts Options) (*Server, error) {
 // benchmarks). It serves whatever generation is running.
 func (s *Server) Handler() http.Handler { return s.h }
 
-// Registry returns the metrics registry.
-func (s *Server) Registry() *prometheus.Registry { return s.reg }
+// Gatherer returns what GET /metrics serves (Options.Gatherer).
+func (s *Server) Gatherer() prometheus.Gatherer { return s.gath }
+
+// registryOf returns where the metrics of a server built with opts are
+// registered and gathered from (Options.Registerer, Options.Gatherer).
+func registryOf(opts Options) (prometheus.Registerer, prometheus.Gatherer, error) {
+	reg, gath := opts.Registerer, opts.Gatherer
+	if reg == nil {
+		r := prometheus.NewRegistry()
+		r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		reg = r
+	}
+	if gath == nil {
+		g, ok := reg.(prometheus.Gatherer)
+		if !ok {
+			return nil, nil, fmt.Errorf("proxy: Options.Registerer (%T) is not a Gatherer: set Options.Gatherer to what /metrics serves", reg)
+		}
+		gath = g
+	}
+	return reg, gath, nil
+}
 
 // Config returns the running configuration. It must not be modified.
 func (s *Server) Config() *Config { return s.h.gen.Load().cfg }
@@ -312,7 +339,7 @@ func (s *Server) newGeneration(cfg *Config, prev *generation) (*generation, erro
 // the upstream client side's settings do not (the handler's client side
 // takes them at once).
 func samePool(a, b BackendsConfig) bool {
-	a.Client, b.Client = UpstreamClientConfig{}, UpstreamClientConfig{}
+	a.Client, b.Client = sclient.Config{}, sclient.Config{}
 	return reflect.DeepEqual(a, b)
 }
 

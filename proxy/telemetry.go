@@ -187,7 +187,7 @@ func newTelemetry(cfg *TelemetryConfig, s *Server, version string) (*telemetry.T
 	}
 	t, err := telemetry.New(context.Background(), telemetry.Options{
 		Endpoint: o.Endpoint, Headers: headers, Traces: o.Traces, Metrics: o.Metrics, Interval: o.Interval,
-		SampleRatio: *o.SampleRatio, ServiceName: o.ServiceName, ServiceVersion: version, Gatherer: s.reg, Logger: s.log})
+		SampleRatio: *o.SampleRatio, ServiceName: o.ServiceName, ServiceVersion: version, Gatherer: s.gath, Logger: s.log})
 	if err != nil {
 		return nil, fmt.Errorf("proxy: telemetry: %w", err)
 	}

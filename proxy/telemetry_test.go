@@ -552,7 +552,7 @@ func TestOTLPDisabledByEnvironment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(cfg, Options{Logger: testLogger(t), Registry: prometheus.NewRegistry()})
+	s, err := New(cfg, Options{Logger: testLogger(t), Registerer: prometheus.NewRegistry()})
 	if err != nil || s.h.tel != nil {
 		t.Fatalf("with OTEL_SDK_DISABLED: %v, telemetry %v", err, s.h.tel)
 	}

@@ -53,7 +53,7 @@ func TestWatchConfigFollowsConfigMapSwap(t *testing.T) {
 	file := filepath.Join(cm.dir, "sluice.yaml")
 	c, err := LoadFile(file)
 	must(t, err)
-	srv, err := New(c, Options{ConfigFile: file, Logger: testLogger(t), Registry: prometheus.NewRegistry()})
+	srv, err := New(c, Options{ConfigFile: file, Logger: testLogger(t), Registerer: prometheus.NewRegistry()})
 	must(t, err)
 	must(t, srv.Listen())
 	ctx, cancel := context.WithCancel(context.Background())
@@ -97,7 +97,7 @@ func TestWatchConfigOff(t *testing.T) {
 // metricsOf gathers srv's registry as text.
 func metricsOf(t *testing.T, srv *Server) string {
 	t.Helper()
-	mfs, err := srv.reg.Gather()
+	mfs, err := srv.gath.Gather()
 	must(t, err)
 	var b strings.Builder
 	for _, mf := range mfs {

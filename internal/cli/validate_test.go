@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/internal/testconf"
 )
 
 func TestValidateExamples(t *testing.T) {
@@ -28,21 +30,7 @@ func TestValidateExamples(t *testing.T) {
 func TestValidateReportsFileLineField(t *testing.T) {
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "proxy.yaml")
-	text := `listeners:
-  - addr: 127.0.0.1:8080
-backends:
-  servers:
-    - url: http://127.0.0.1:8081
-stages:
-  - name: a
-    controller: seda
-    params:
-      target: 500ms
-  - name: b
-    controller: seda
-    params:
-      target: -1s
-`
+	text := testconf.BadStageTarget
 	if err := os.WriteFile(bad, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/sluicehq/sluice/policer"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/proxy"
+	"github.com/sluicehq/sluice/proxy/overload"
 	"github.com/sluicehq/sluice/share"
 	"github.com/sluicehq/sluice/stage"
 )
@@ -44,7 +45,7 @@ import (
 const root = "../.."
 
 // goPackages are the packages whose comments are checked, by directory.
-var goPackages = []string{"client", "cluster", "control", "control/auto", "gate", "monitor", "policer", "policy", "proxy", "share", "stage"}
+var goPackages = []string{"client", "cluster", "control", "control/auto", "gate", "monitor", "policer", "policy", "proxy", "proxy/overload", "share", "stage"}
 
 // knownDrift lists defaults stated wrongly in the files offLimits names,
 // whose owners fix them: each entry is a finding as it stands (file, key,
@@ -65,7 +66,7 @@ func offLimits(file string) bool {
 	case file == "control/seda.go", strings.HasPrefix(file, "stage/"), strings.HasPrefix(file, "policer/"):
 		return true
 	case strings.HasPrefix(file, "proxy/"):
-		return file != "proxy/config.go" && file != "proxy/overload_config.go"
+		return file != "proxy/config.go" && !strings.HasPrefix(file, "proxy/overload/")
 	}
 	return false
 }
@@ -78,9 +79,11 @@ func proxyConfig(mods ...func(*proxy.Config)) proxy.Config {
 	c := proxy.Config{
 		Listeners: []proxy.ListenerConfig{{ProxyProtocol: &proxy.ProxyProtocolConfig{}}},
 		Backends:  proxy.BackendsConfig{Servers: []proxy.ServerConfig{{}}},
-		Resources: []proxy.ResourceConfig{{Sensor: &proxy.SensorConfig{}, Kihl: &proxy.KihlTuningConfig{}}},
-		Policer:   &proxy.PolicerConfig{},
-		Shares:    &share.Config{},
+		OverloadConfig: proxy.OverloadConfig{
+			Resources: []overload.ResourceConfig{{Sensor: &overload.SensorConfig{}, Kihl: &overload.KihlTuningConfig{}}},
+			Policer:   policerSection(),
+			Shares:    &share.Config{},
+		},
 		Cluster:   &cluster.Config{},
 		Health:    proxy.HealthConfig{ReadyShed: &proxy.ReadyShedConfig{}},
 		Telemetry: proxy.TelemetryConfig{OTLP: &proxy.OTLPConfig{}},
@@ -95,14 +98,25 @@ func proxyConfig(mods ...func(*proxy.Config)) proxy.Config {
 	return c
 }
 
+// policerSection returns the policer section of a file that names it and
+// sets nothing ("policer: {}"): decoding keeps the library's derivative
+// gain, which a zero kd in a file turns off.
+func policerSection() *overload.PolicerConfig {
+	var p overload.PolicerConfig
+	if err := yaml.Unmarshal([]byte("{}"), &p); err != nil {
+		panic(err)
+	}
+	return &p
+}
+
 // Conditional defaults of the proxy: a field's default when the field it
 // depends on says so.
 var (
-	withBackendHeader = func(c *proxy.Config) { c.Utilization.Source = proxy.UtilizationBackendHeader }
-	withProcess       = func(c *proxy.Config) { c.Utilization.Source = proxy.UtilizationProcess }
+	withBackendHeader = func(c *proxy.Config) { c.Utilization.Source = overload.UtilizationBackendHeader }
+	withProcess       = func(c *proxy.Config) { c.Utilization.Source = overload.UtilizationProcess }
 	withCoDel         = func(c *proxy.Config) { c.Backends.Queue.Discipline = proxy.DisciplineCoDel }
-	withOutQueue      = func(c *proxy.Config) { c.Resources[0].Sensor.Source = proxy.SensorOutQueue }
-	withKihlAuto      = func(c *proxy.Config) { c.Resources[0].Kihl.Tuning = proxy.KihlTuningAuto }
+	withOutQueue      = func(c *proxy.Config) { c.Resources[0].Sensor.Source = overload.SensorOutQueue }
+	withKihlAuto      = func(c *proxy.Config) { c.Resources[0].Kihl.Tuning = overload.KihlTuningAuto }
 	withoutSensor     = func(c *proxy.Config) { c.Resources[0].Sensor = nil }
 )
 
@@ -164,7 +178,7 @@ func goTypes() []goType {
 		}
 		c.Stages[0] = policy.StageConfig{Name: "cgi", Controller: "voigt-cpu", Params: *n.Content[0]}
 		c.Classes.Rules = nil
-		c.Resources[0].Stage, c.Resources[0].Resource = "cgi", proxy.ResourceCPU
+		c.Resources[0].Stage, c.Resources[0].Resource = "cgi", overload.ResourceCPU
 	}
 	p := proxyConfig()
 	withTLS := proxyConfig(func(c *proxy.Config) {
@@ -274,7 +288,7 @@ func goTypes() []goType {
 			History: stage.DefaultHistory, MaxQueue: stage.DefaultMaxQueue, QueueTimeout: stage.DefaultQueueTimeout})},
 
 		{"proxy", "Config", "Config.SetDefaults", &doccheck.Context{Root: v(p),
-			Roots: map[string]reflect.Value{"Policer": v(plain), "Shares": v(plain), "Cluster": v(plain), "AccessLog": v(plain)}}},
+			Roots: map[string]reflect.Value{"Cluster": v(plain), "AccessLog": v(plain)}}},
 		{"proxy", "TelemetryConfig", "", ctxOf(plain.Telemetry)},
 		{"proxy", "OTLPConfig", "", ctxOf(*p.Telemetry.OTLP)},
 		{"proxy", "AccessLogConfig", "", ctxOf(*p.AccessLog)},
@@ -300,7 +314,6 @@ func goTypes() []goType {
 				return nil
 			}}}}},
 		{"proxy", "ServerConfig", "", ctxOf(p.Backends.Servers[0])},
-		{"proxy", "UpstreamClientConfig", "", ctxOf(p.Backends.Client)},
 		{"proxy", "PoolQueueConfig", "", &doccheck.Context{Root: v(p.Backends.Queue),
 			Roots: map[string]reflect.Value{"CoDelTarget": v(pc.Backends.Queue), "CoDelInterval": v(pc.Backends.Queue)}}},
 		{"proxy", "TimeoutsConfig", "", ctxOf(p.Backends.Timeouts)},
@@ -327,7 +340,9 @@ func goTypes() []goType {
 				}
 				return nil
 			}}}}},
-		{"proxy", "UtilizationConfig", "", &doccheck.Context{Root: v(p.Utilization),
+		{"proxy/overload", "Config", "", &doccheck.Context{Root: v(p.OverloadConfig),
+			Roots: map[string]reflect.Value{"Policer": v(plain.OverloadConfig), "Shares": v(plain.OverloadConfig)}}},
+		{"proxy/overload", "UtilizationConfig", "", &doccheck.Context{Root: v(p.Utilization),
 			Roots: map[string]reflect.Value{"Header": v(proxyConfig(withBackendHeader).Utilization), "ProcessCPUs": v(pc.Utilization)},
 			Derived: map[string]doccheck.Derived{"ProcessCPUs": {Phrase: "the number of CPUs of this host", Check: func() error {
 				if pc.Utilization.ProcessCPUs != float64(runtime.NumCPU()) {
@@ -335,12 +350,12 @@ func goTypes() []goType {
 				}
 				return nil
 			}}}}},
-		{"proxy", "SensorConfig", "", ctxOf(*pc.Resources[0].Sensor)},
-		{"proxy", "KihlTuningConfig", "", &doccheck.Context{Root: v(*pc.Resources[0].Kihl),
+		{"proxy/overload", "SensorConfig", "", ctxOf(*pc.Resources[0].Sensor)},
+		{"proxy/overload", "KihlTuningConfig", "", &doccheck.Context{Root: v(*pc.Resources[0].Kihl),
 			Roots: map[string]reflect.Value{"Tuning": v(*p.Resources[0].Kihl)},
 			Extra: map[string]reflect.Value{"params.k": v(kihl.K), "params.ti": v(kihl.Ti)}}},
-		{"proxy", "PolicerConfig", "", ctxOf(*p.Policer)},
-		{"proxy", "PolicerControl", "", &doccheck.Context{Root: v(p.Policer.Control), Derived: map[string]doccheck.Derived{
+		{"proxy/overload", "PolicerConfig", "", ctxOf(*p.Policer)},
+		{"proxy/overload", "PolicerControlConfig", "", &doccheck.Context{Root: v(p.Policer.Control), Derived: map[string]doccheck.Derived{
 			"UtilRef": {Phrase: "the first CPU rule's reference", Check: func() error {
 				c := proxyConfig(withVoigtCPU)
 				if got := c.Policer.Control.UtilRef; got != 80 || p.Policer.Control.UtilRef != control.DefaultVoigtQueueConfig().UtilRef {

@@ -77,7 +77,7 @@ func configRules() map[string]*doccheck.Rule {
 
 	util := section("utilization.")
 	util.Roots = map[string]reflect.Value{"utilization.header": cond(withBackendHeader), "utilization.process_cpus": cond(withProcess)}
-	util.Derived = map[string]doccheck.Derived{"utilization.process_cpus": withPhrase(derived("proxy", "UtilizationConfig", "ProcessCPUs"), "CPUs of this host")}
+	util.Derived = map[string]doccheck.Derived{"utilization.process_cpus": withPhrase(derived("proxy/overload", "UtilizationConfig", "ProcessCPUs"), "CPUs of this host")}
 
 	resources := section("resources[].")
 	kihl := control.DefaultKihlConfig()
@@ -95,7 +95,7 @@ func configRules() map[string]*doccheck.Rule {
 
 	policerCtx := section("policer.")
 	policerCtx.Derived = map[string]doccheck.Derived{
-		"policer.control.util_ref": withPhrase(derived("proxy", "PolicerControl", "UtilRef"), "the first CPU rule's reference")}
+		"policer.control.util_ref": withPhrase(derived("proxy/overload", "PolicerControlConfig", "UtilRef"), "the first CPU rule's reference")}
 
 	shares := section("shares.")
 	shares.Derived = map[string]doccheck.Derived{"shares.initial_max_bandwidth": {Phrase: "B"}}

@@ -85,7 +85,7 @@ func startProxy(t *testing.T, text, token string) *running {
 	if err != nil {
 		t.Fatalf("the ConfigMap's sluice.yaml, run here: %v", err)
 	}
-	srv, err := proxy.New(cfg, proxy.Options{ConfigFile: file, Registry: prometheus.NewRegistry(), Logger: slog.New(slog.DiscardHandler)})
+	srv, err := proxy.New(cfg, proxy.Options{ConfigFile: file, Registerer: prometheus.NewRegistry(), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

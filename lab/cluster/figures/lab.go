@@ -202,12 +202,12 @@ func (l *lab) startInstance(s labSpec, i int, backendURL string) (*Instance, err
 	id := string(rune('a' + i))
 	in := &Instance{ID: id, Addr: "127.0.0.1:" + strconv.Itoa(lp), Admin: "http://127.0.0.1:" + strconv.Itoa(ap), done: make(chan struct{})}
 	pc := &proxy.Config{
-		Listeners:    []proxy.ListenerConfig{{Addr: in.Addr}},
-		Admin:        proxy.AdminConfig{Addr: "127.0.0.1:" + strconv.Itoa(ap)},
-		Backends:     proxy.BackendsConfig{Servers: []proxy.ServerConfig{{URL: backendURL, MaxConcurrency: s.maxConc}}},
-		DrainTimeout: 2 * time.Second,
-		Config:       s.policy,
-		Shares:       s.shares,
+		Listeners:      []proxy.ListenerConfig{{Addr: in.Addr}},
+		Admin:          proxy.AdminConfig{Addr: "127.0.0.1:" + strconv.Itoa(ap)},
+		Backends:       proxy.BackendsConfig{Servers: []proxy.ServerConfig{{URL: backendURL, MaxConcurrency: s.maxConc}}},
+		DrainTimeout:   2 * time.Second,
+		Config:         s.policy,
+		OverloadConfig: proxy.OverloadConfig{Shares: s.shares},
 		Cluster: &cluster.Config{Addrs: []string{l.redis.Addr}, Instance: id, Prefix: s.prefix,
 			Period: s.period, InitialInstances: s.initial},
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice/lab/settle"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/proxy"
+	"github.com/sluicehq/sluice/proxy/overload"
 	"github.com/sluicehq/sluice/share"
 )
 
@@ -76,11 +77,11 @@ func TestPoliciesValidate(t *testing.T) {
 	dp := sedaLiveParams(figure.SEDADegradationStage)
 	yp := yakshaLiveParams()
 	kp := kihlLiveParams()
-	header := proxy.UtilizationConfig{Source: proxy.UtilizationBackendHeader}
-	host := proxy.UtilizationConfig{Source: proxy.UtilizationHost, CPUs: "0"}
+	header := overload.UtilizationConfig{Source: overload.UtilizationBackendHeader}
+	host := overload.UtilizationConfig{Source: overload.UtilizationHost, CPUs: "0"}
 	cases := map[string]struct {
 		pol    policy.Config
-		util   proxy.UtilizationConfig
+		util   overload.UtilizationConfig
 		shares *share.Config
 	}{
 		"none":           {pol: nonePolicy()},

@@ -20,7 +20,7 @@ import (
 	"github.com/sluicehq/sluice/lab/testbed"
 	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/policy"
-	"github.com/sluicehq/sluice/proxy"
+	"github.com/sluicehq/sluice/proxy/overload"
 )
 
 // The Kihl experiments are Andersson, Kihl, Robertsson & Wittenmark's
@@ -442,7 +442,7 @@ func renderKihl(res *figure.Result, pl *kihlPlan, cdf bool) error {
 // runKihlVariant starts the backend (pinned child or in process), the
 // proxy with the kihl stage, and the Poisson load.
 func runKihlVariant(ctx context.Context, env *Env, p kihlLive, plan cpuPlan, v *kihlVariant, work []testbed.PathWork, cpuNs float64) (*phaseResult, error) {
-	util := proxy.UtilizationConfig{Source: proxy.UtilizationBackendHeader}
+	util := overload.UtilizationConfig{Source: overload.UtilizationBackendHeader}
 	backendURL, closeBackend, pid, err := startCGI(ctx, env, plan, work, cpuNs)
 	if err != nil {
 		return nil, err
@@ -457,10 +457,10 @@ func runKihlVariant(ctx context.Context, env *Env, p kihlLive, plan cpuPlan, v *
 		}
 		v.foreignBusy = busy
 		if busy <= foreignBusyLimit {
-			util = proxy.UtilizationConfig{Source: proxy.UtilizationHost, CPUs: strconv.Itoa(plan.backendCPU)}
+			util = overload.UtilizationConfig{Source: overload.UtilizationHost, CPUs: strconv.Itoa(plan.backendCPU)}
 		} else {
 			v.processSensor = true
-			util = proxy.UtilizationConfig{Source: proxy.UtilizationProcess, PID: pid, ProcessCPUs: 1}
+			util = overload.UtilizationConfig{Source: overload.UtilizationProcess, PID: pid, ProcessCPUs: 1}
 			env.Phasef("CPU %d was %.0f%% busy with other work while the backend idled: measuring the backend process's CPU time instead", plan.backendCPU, 100*busy)
 		}
 	}

@@ -16,7 +16,7 @@ import (
 
 	"github.com/sluicehq/sluice/lab/report"
 	"github.com/sluicehq/sluice/lab/testbed"
-	"github.com/sluicehq/sluice/proxy"
+	"github.com/sluicehq/sluice/proxy/overload"
 )
 
 // The CPU experiments' backend (voigt-sweep, voigt-step): the CGI
@@ -34,7 +34,7 @@ type cpuBackend struct {
 	ns            float64
 	foreignBusy   float64
 	processSensor bool
-	util          *proxy.UtilizationConfig // the CPU rule's sensor
+	util          *overload.UtilizationConfig // the CPU rule's sensor
 	static        time.Duration
 	dynamic       time.Duration
 	staticN       int
@@ -148,7 +148,7 @@ func startCPUBackend(ctx context.Context, env *Env) (*cpuBackend, func(), error)
 		restore()
 		return nil, nil, err
 	}
-	b.util = &proxy.UtilizationConfig{Source: proxy.UtilizationBackendHeader}
+	b.util = &overload.UtilizationConfig{Source: overload.UtilizationBackendHeader}
 	if b.plan.pinned {
 		busy, err := idleBusy(b.plan.backendCPU, time.Second)
 		if err != nil {
@@ -157,10 +157,10 @@ func startCPUBackend(ctx context.Context, env *Env) (*cpuBackend, func(), error)
 		}
 		b.foreignBusy = busy
 		if busy <= foreignBusyLimit {
-			b.util = &proxy.UtilizationConfig{Source: proxy.UtilizationHost, CPUs: strconv.Itoa(b.plan.backendCPU)}
+			b.util = &overload.UtilizationConfig{Source: overload.UtilizationHost, CPUs: strconv.Itoa(b.plan.backendCPU)}
 		} else {
 			b.processSensor = true
-			b.util = &proxy.UtilizationConfig{Source: proxy.UtilizationProcess, PID: b.pid, ProcessCPUs: 1}
+			b.util = &overload.UtilizationConfig{Source: overload.UtilizationProcess, PID: b.pid, ProcessCPUs: 1}
 			env.Phasef("CPU %d was %.0f%% busy with other work while the backend idled: measuring the backend process's CPU time instead", b.plan.backendCPU, 100*busy)
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice/lab/testbed"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/proxy"
+	"github.com/sluicehq/sluice/proxy/overload"
 )
 
 // The Voigt & Gunningberg experiments (voigt-sweep, voigt-step,
@@ -119,7 +120,7 @@ type voigtProxy struct {
 	// only forwards.
 	controlled bool
 	// utilization is the CPU sensor (nil leaves the CPU rule out).
-	utilization *proxy.UtilizationConfig
+	utilization *overload.UtilizationConfig
 	// cgiInitial is the CPU rule's initial rate (req/s).
 	cgiInitial float64
 	// bwInitial is the bandwidth rule's initial rate; bwCapacity the
@@ -163,17 +164,17 @@ func (v voigtProxy) config() *proxy.Config {
 		c := control.DefaultVoigtCPUConfig()
 		c.UtilRef, c.Kp, c.MinRate, c.InitialRate = 90, 0.2, 10, v.cgiInitial
 		cfg.Stages = append(cfg.Stages, rule("cgi", "/cgi-bin/", &c))
-		cfg.Resources = append(cfg.Resources, proxy.ResourceConfig{Stage: "cgi", Resource: proxy.ResourceCPU})
+		cfg.Resources = append(cfg.Resources, overload.ResourceConfig{Stage: "cgi", Resource: overload.ResourceCPU})
 	}
 	q := control.DefaultVoigtQueueConfig()
 	q.QRef, q.Kp, q.Kd, q.MinRate, q.InitialRate = 35, 0.0625, 0.25, 10, v.bwInitial
 	cfg.Stages = append(cfg.Stages, rule("large", "/islarge/", &q))
-	cfg.Resources = append(cfg.Resources, proxy.ResourceConfig{Stage: "large", Resource: proxy.ResourceBandwidth,
-		Sensor: &proxy.SensorConfig{UtilizationConfig: proxy.UtilizationConfig{Source: proxy.SensorOutQueue},
+	cfg.Resources = append(cfg.Resources, overload.ResourceConfig{Stage: "large", Resource: overload.ResourceBandwidth,
+		Sensor: &overload.SensorConfig{UtilizationConfig: overload.UtilizationConfig{Source: overload.SensorOutQueue},
 			CapacityBytes: v.bwCapacity, SamplesPerPeriod: 20}})
 	if v.policer {
-		kd := 0.25
-		pc := &proxy.PolicerConfig{Control: proxy.PolicerControl{QRef: 100, Kp: 0.0625, Kd: &kd, MinRate: 10}}
+		pc := &overload.PolicerConfig{Control: overload.PolicerControlConfig{
+			VoigtQueueConfig: control.VoigtQueueConfig{QRef: 100, Kp: 0.0625, Kd: 0.25, MinRate: 10}}}
 		pc.Rate, pc.Burst, pc.Kernel = 1000, 20, v.policerKernel
 		cfg.Policer = pc
 	}
@@ -552,7 +553,7 @@ const (
 func policerKernelNote(env *Env) string {
 	k := env.PolicerKernel
 	if k == "" {
-		k = proxy.PolicerKernelAuto
+		k = overload.PolicerKernelAuto
 	}
 	return fmt.Sprintf("Connection policer: policer.kernel %s (auto and on drop excess SYNs in the kernel, nftables, when the process may; off resets them at accept in user space).", k)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/lab/figure"
 	"github.com/sluicehq/sluice/lab/testbed"
 	"github.com/sluicehq/sluice/proxy"
+	"github.com/sluicehq/sluice/proxy/overload"
 )
 
 // Unit tests of the Voigt & Gunningberg experiments' pure helpers; the
@@ -22,7 +23,7 @@ import (
 // TestVoigtProxyConfig marshals each voigt proxy configuration to YAML
 // and parses it back as the proxy would read the file.
 func TestVoigtProxyConfig(t *testing.T) {
-	host := &proxy.UtilizationConfig{Source: proxy.UtilizationHost, CPUs: "0"}
+	host := &overload.UtilizationConfig{Source: overload.UtilizationHost, CPUs: "0"}
 	for _, tc := range []struct {
 		name string
 		v    voigtProxy
@@ -33,7 +34,7 @@ func TestVoigtProxyConfig(t *testing.T) {
 			utilization: host, cgiInitial: 10, bwInitial: 100, bwCapacity: 1 << 20, policer: true},
 			[]string{"voigt-cpu", "voigt-queue", "policer:", "capacity_bytes: 1048576", "timeout: 2s", "ignore_client_abort: true"}, nil},
 		{"controlled, user-space policer", voigtProxy{backendURL: "http://127.0.0.1:9", workers: 32, queueTimeout: 2 * time.Second, holdAbandoned: true, controlled: true,
-			utilization: host, cgiInitial: 10, bwInitial: 100, bwCapacity: 1 << 20, policer: true, policerKernel: proxy.PolicerKernelOff},
+			utilization: host, cgiInitial: 10, bwInitial: 100, bwCapacity: 1 << 20, policer: true, policerKernel: overload.PolicerKernelOff},
 			[]string{"policer:", "kernel: \"off\""}, nil},
 		{"bandwidth only", voigtProxy{backendURL: "http://127.0.0.1:9", workers: 256, queueTimeout: 10 * time.Second, controlled: true,
 			bwInitial: 100, bwCapacity: 5 << 20},

@@ -36,7 +36,7 @@ func Start(t testing.TB, cfg string) *proxy.Server {
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}
-	srv, err := proxy.New(c, proxy.Options{ConfigFile: file, Logger: slog.New(slog.DiscardHandler), Registry: prometheus.NewRegistry()})
+	srv, err := proxy.New(c, proxy.Options{ConfigFile: file, Logger: slog.New(slog.DiscardHandler), Registerer: prometheus.NewRegistry()})
 	if err != nil {
 		t.Fatal(err)
 	}

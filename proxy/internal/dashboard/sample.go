@@ -218,37 +218,7 @@ func (h *history) take(v View, now time.Time) *Sample {
 		}
 		for _, c := range st.Classes {
 			k := classKey{st.Name, c.Name}
-			tot := ClassCounts{Offered: c.Offered, Admitted: c.Admitted, Rejected: c.Rejected,
-				ShadowRejected: c.ShadowRejected, Completed: c.Completed, Errors: c.Errors}
-			cp := classPrev{totals: tot}
-			sc := SampleClass{Name: c.Name, Totals: tot}
-			if c.Last != nil {
-				cp.end = c.Last.End
-				sc.Last = periodNumbers(c.Last)
-			}
-			old, had := prev.classes[k]
-			switch {
-			case c.Last == nil:
-			case had && !cp.end.After(old.end) && tot.Offered >= old.totals.Offered:
-				// No period ended since the previous sample: the rates
-				// of the last periods still stand.
-				cp.rates = old.rates
-			case had && !old.end.IsZero() && tot.Offered >= old.totals.Offered && tot.Completed >= old.totals.Completed:
-				// The periods that ended since: totals over their span.
-				span := cp.end.Sub(old.end).Seconds()
-				d := func(a, b uint64) float64 { return float64(a-min(a, b)) / span }
-				cp.rates = ClassRates{Offered: d(tot.Offered, old.totals.Offered), Admitted: d(tot.Admitted, old.totals.Admitted),
-					Rejected: d(tot.Rejected, old.totals.Rejected), ShadowRejected: d(tot.ShadowRejected, old.totals.ShadowRejected),
-					Completed: d(tot.Completed, old.totals.Completed), Errors: d(tot.Errors, old.totals.Errors)}
-			default:
-				// First sight of the class, or a stage rebuilt by a
-				// reload: the last period alone (errors are not in it).
-				if sec := c.Last.Elapsed.Seconds(); sec > 0 {
-					cp.rates = ClassRates{Offered: c.Last.Offered / sec, Admitted: c.Last.Admitted / sec,
-						Rejected: c.Last.Rejected / sec, Completed: c.Last.Completed / sec}
-				}
-			}
-			sc.Rates = cp.rates
+			sc, cp := sampleClass(&c, prev.classes, k)
 			cur.classes[k] = cp
 			ss.Classes = append(ss.Classes, sc)
 		}
@@ -288,6 +258,43 @@ func (h *history) take(v View, now time.Time) *Sample {
 	}
 	h.prev = cur
 	return smp
+}
+
+// sampleClass returns a class's sample and what the next sample needs of
+// it, given the classes of the previous sample.
+func sampleClass(c *stage.ClassState, prevs map[classKey]classPrev, k classKey) (SampleClass, classPrev) {
+	tot := ClassCounts{Offered: c.Offered, Admitted: c.Admitted, Rejected: c.Rejected,
+		ShadowRejected: c.ShadowRejected, Completed: c.Completed, Errors: c.Errors}
+	cp := classPrev{totals: tot}
+	sc := SampleClass{Name: c.Name, Totals: tot}
+	if c.Last != nil {
+		cp.end = c.Last.End
+		sc.Last = periodNumbers(c.Last)
+	}
+	old, had := prevs[k]
+	switch {
+	case c.Last == nil:
+	case had && !cp.end.After(old.end) && tot.Offered >= old.totals.Offered:
+		// No period ended since the previous sample: the rates
+		// of the last periods still stand.
+		cp.rates = old.rates
+	case had && !old.end.IsZero() && tot.Offered >= old.totals.Offered && tot.Completed >= old.totals.Completed:
+		// The periods that ended since: totals over their span.
+		span := cp.end.Sub(old.end).Seconds()
+		d := func(a, b uint64) float64 { return float64(a-min(a, b)) / span }
+		cp.rates = ClassRates{Offered: d(tot.Offered, old.totals.Offered), Admitted: d(tot.Admitted, old.totals.Admitted),
+			Rejected: d(tot.Rejected, old.totals.Rejected), ShadowRejected: d(tot.ShadowRejected, old.totals.ShadowRejected),
+			Completed: d(tot.Completed, old.totals.Completed), Errors: d(tot.Errors, old.totals.Errors)}
+	default:
+		// First sight of the class, or a stage rebuilt by a
+		// reload: the last period alone (errors are not in it).
+		if sec := c.Last.Elapsed.Seconds(); sec > 0 {
+			cp.rates = ClassRates{Offered: c.Last.Offered / sec, Admitted: c.Last.Admitted / sec,
+				Rejected: c.Last.Rejected / sec, Completed: c.Last.Completed / sec}
+		}
+	}
+	sc.Rates = cp.rates
+	return sc, cp
 }
 
 // newDecisions returns the decisions of ds (oldest first) taken after the

@@ -1,11 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package proxy
-
-// This file is the overload configuration of the proxy: the resource
-// rules (resources), their sensors and Kihl auto tuning, the connection
-// policer (policer) and the utilization source, with their validation.
-// Their running state is overload_state.go; the sensors are sensors.go.
+// Package overload is the proxy's overload configuration: the
+// utilization sensor, the resource rules (Voigt & Gunningberg) with their
+// sensors and Kihl auto tuning, the connection policer and the client
+// shares, with their defaults and validation. Package proxy runs them.
+package overload
 
 import (
 	"fmt"
@@ -23,8 +22,85 @@ import (
 	"github.com/sluicehq/sluice/internal/strictyaml"
 	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/policer"
+	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/share"
 )
+
+// Config is the overload sections of the proxy's file, inline at its top
+// level. The resource rules and the policer's defaults depend on the
+// admission policy's stages, so SetDefaults and Validate take it.
+type Config struct {
+	// Utilization is the utilization sensor of the stages whose
+	// controller needs one (kihl, voigt-cpu, voigt-queue) and have no
+	// resource rule of their own, and of the policer's CPU guard when no
+	// CPU rule names another. Changing it needs a restart.
+	Utilization UtilizationConfig `yaml:"utilization"`
+	// Resources bind stages to the critical resource they use (CPU,
+	// outgoing bandwidth) and its sensor: Voigt & Gunningberg's resource
+	// rules. Changing them needs a restart.
+	Resources []ResourceConfig `yaml:"resources,omitempty"`
+	// Policer is the connection policer (early discard at accept time) on
+	// every client listener; nil (the default) has none. Changing it
+	// needs a restart.
+	Policer *PolicerConfig `yaml:"policer,omitempty"`
+	// Shares are per-client bandwidth shares enforced by delaying replies
+	// (Li & Jamin); nil (the default) has none. A reload applies changes.
+	Shares *share.Config `yaml:"shares,omitempty"`
+}
+
+func fieldErr(path, format string, args ...any) error {
+	return fielderr.Errorf(path, format, args...)
+}
+
+// Utilization sources (UtilizationConfig.Source).
+const (
+	UtilizationNone   = "none"
+	UtilizationHost   = "host"
+	UtilizationCgroup = "cgroup"
+	// UtilizationAuto is "cgroup" (this process's own group) when this
+	// process runs in a CPU-limited cgroup (a quota, or fewer CPUs than
+	// the host's), else "host".
+	UtilizationAuto          = "auto"
+	UtilizationBackendHeader = "backend-header"
+	// DefaultUtilizationHeader is the response header a backend reports
+	// its utilization in (what sluice's testbed backends send).
+	DefaultUtilizationHeader = "X-Sluice-Utilization"
+)
+
+// UtilizationConfig chooses where the utilization ρ in [0, 1] of the
+// protected service comes from. A sensor that cannot work on this host
+// fails validation, naming the sensor and why.
+type UtilizationConfig struct {
+	// Source is "none" (default: kihl and voigt-cpu hold their setting),
+	// "host" (busy fraction of the host's CPUs, or of a CPU list, from
+	// /proc/stat), "cgroup" (CPU use of a cgroup v2 or v1 against its
+	// quota and cpuset), "auto" ("cgroup" of this process's own group
+	// when it is CPU-limited, else "host"),
+	// "process" (CPU use of one backend process), "pool-busy" (busy
+	// fraction of the backend pool's slots) or "backend-header" (the mean
+	// of the values the servers report in a response header).
+	Source string `yaml:"source"`
+	// CPUs restricts "host" to a CPU list such as "0-3,8" (default: all).
+	CPUs string `yaml:"cpus,omitempty"`
+	// Cgroup is the cgroup v2 directory for "cgroup", e.g.
+	// /sys/fs/cgroup/system.slice/app.service (default: none, meaning the
+	// group this process runs in, v2 or v1, found from /proc/self/cgroup).
+	Cgroup string `yaml:"cgroup,omitempty"`
+	// CgroupCPUs is, for "cgroup" and "auto", the capacity in CPUs the
+	// group's CPU time is divided by, in place of its quota and cpuset
+	// (default 0: the group's limits).
+	CgroupCPUs float64 `yaml:"cgroup_cpus,omitempty"`
+	// PID or Pidfile names the process for "process" (exactly one).
+	PID     int    `yaml:"pid,omitempty"`
+	Pidfile string `yaml:"pidfile,omitempty"`
+	// ProcessCPUs is, for "process", the number of CPUs the process may
+	// keep busy: the capacity its CPU time is divided by (default: the
+	// number of CPUs of this host).
+	ProcessCPUs float64 `yaml:"process_cpus,omitempty"`
+	// Header is the response header for "backend-header" (default
+	// X-Sluice-Utilization); the proxy removes it from responses.
+	Header string `yaml:"header,omitempty"`
+}
 
 // Sources of a sensor (UtilizationConfig.Source, SensorConfig.Source)
 // beyond the utilization sources declared with UtilizationConfig.
@@ -155,58 +231,10 @@ type KihlTuningConfig struct {
 	MinUtilization float64 `yaml:"min_utilization,omitempty"`
 }
 
-// PolicerConfig is the connection policer (early discard): a token bucket
-// checked at accept time on every client listener, whose rate a
-// voigt-queue controller sets each period from the backend pool's wait
-// queue, allowed to increase only while the CPU rule's utilization is
-// below its reference (docs/algorithms.md §1).
-type PolicerConfig struct {
-	// Config is the bucket: rate (initial, connections/s, default 1000),
-	// burst (default 20) and per-source policing (sources).
-	policer.Config `yaml:",inline"`
-	// Controller is "voigt-queue" (default) or "none" (the rate stays at
-	// rate).
-	Controller string `yaml:"controller"`
-	// Control are the voigt-queue controller's parameters.
-	Control PolicerControl `yaml:"control"`
-	// Kernel is where the global rate is enforced: "auto" (the default)
-	// drops excess SYNs in the kernel (nftables, package policer/nft) when
-	// sluice runs on Linux with CAP_NET_ADMIN and resets them at accept
-	// in user space otherwise, saying once in the log which path is in
-	// force; "on" requires the kernel path (start fails without it);
-	// "off" keeps the user-space reset.
-	Kernel string `yaml:"kernel"`
-}
-
-// PolicerControl are the parameters of the policer's voigt-queue
-// controller. Its initial rate is PolicerConfig.Rate.
-type PolicerControl struct {
-	// Period is the control period (default 1s).
-	Period time.Duration `yaml:"period"`
-	// QRef is the reference length of the backend pool's wait queue
-	// (default 100).
-	QRef float64 `yaml:"q_ref"`
-	// Kp is the proportional gain in connections/s per queued request
-	// (default 1/16).
-	Kp float64 `yaml:"kp"`
-	// Kd is the derivative gain (default 1/4; 0 is allowed).
-	Kd *float64 `yaml:"kd,omitempty"`
-	// MinRate and MaxRate bound the rate (defaults 10 and 100000
-	// connections/s).
-	MinRate float64 `yaml:"min_rate"`
-	MaxRate float64 `yaml:"max_rate"`
-	// UtilRef is the CPU utilization in percent at and above which the
-	// rate may not increase (default: the first CPU rule's reference,
-	// util_ref of voigt-cpu or 100·rho_ref of kihl, else 90).
-	UtilRef float64 `yaml:"util_ref"`
-	// History is the number of decisions kept for /state (default 100).
-	History int `yaml:"history"`
-}
-
 // utilizationSources lists the sources a utilization sensor accepts.
 var utilizationSources = []string{UtilizationHost, UtilizationCgroup, UtilizationAuto, UtilizationProcess, UtilizationPoolBusy, UtilizationBackendHeader}
 
-func isUtilizationSource(s string) bool { return slices.Contains(utilizationSources, s) }
+func IsUtilizationSource(s string) bool { return slices.Contains(utilizationSources, s) }
 
 // setDefaults fills a utilization sensor's defaults.
 func (u *UtilizationConfig) setDefaults() {
@@ -262,76 +290,14 @@ func (k *KihlTuningConfig) setDefaults() {
 	}
 }
 
-// setDefaults fills the policer's defaults; utilRef is the reference of
-// the first CPU rule in percent (0 when there is none).
-func (p *PolicerConfig) setDefaults(utilRef float64) {
-	d := policer.DefaultConfig()
-	if p.Rate == 0 {
-		p.Rate = d.Rate
-	}
-	if p.Burst == 0 {
-		p.Burst = d.Burst
-	}
-	if p.Sources.MaxTracked == 0 {
-		p.Sources.MaxTracked = d.Sources.MaxTracked
-	}
-	if p.Controller == "" {
-		p.Controller = PolicerControllerVoigtQueue
-	}
-	if p.Kernel == "" {
-		p.Kernel = PolicerKernelAuto
-	}
-	q := control.DefaultVoigtQueueConfig()
-	c := &p.Control
-	if c.Period == 0 {
-		c.Period = q.Period
-	}
-	if c.QRef == 0 {
-		c.QRef = q.QRef
-	}
-	if c.Kp == 0 {
-		c.Kp = q.Kp
-	}
-	if c.Kd == nil {
-		v := q.Kd
-		c.Kd = &v
-	}
-	if c.MinRate == 0 {
-		c.MinRate = q.MinRate
-	}
-	if c.MaxRate == 0 {
-		c.MaxRate = q.MaxRate
-	}
-	if c.UtilRef == 0 {
-		c.UtilRef = q.UtilRef
-		if utilRef > 0 {
-			c.UtilRef = utilRef
-		}
-	}
-	if c.History == 0 {
-		c.History = DefaultPolicerHistory
-	}
-}
-
-// voigtQueue returns the policer's controller configuration.
-func (p *PolicerConfig) voigtQueue() control.VoigtQueueConfig {
-	c := p.Control
-	kd := 0.0
-	if c.Kd != nil {
-		kd = *c.Kd
-	}
-	return control.VoigtQueueConfig{Period: c.Period, QRef: c.QRef, Kp: c.Kp, Kd: kd, MinRate: c.MinRate,
-		MaxRate: c.MaxRate, InitialRate: p.Rate, UtilRef: c.UtilRef}
-}
-
 // cpuRuleRef returns the utilization reference in percent of the first
 // CPU rule (voigt-cpu util_ref, kihl 100·rho_ref), or 0 when there is
 // none or the policy does not compile (Validate reports that).
-func (c *Config) cpuRuleRef() float64 {
+func (c *Config) cpuRuleRef(pol *policy.Config) float64 {
 	if len(c.Resources) == 0 {
 		return 0
 	}
-	ctrls, err := c.Config.StageControllers()
+	ctrls, err := pol.StageControllers()
 	if err != nil {
 		return 0
 	}
@@ -349,9 +315,10 @@ func (c *Config) cpuRuleRef() float64 {
 	return 0
 }
 
-// setOverloadDefaults fills the defaults of utilization, resources,
-// policer and shares.
-func (c *Config) setOverloadDefaults() {
+// SetDefaults fills the defaults of utilization, resources, policer and
+// shares; pol is the admission policy, its defaults set (the policer's
+// util_ref defaults to the first CPU rule's reference).
+func (c *Config) SetDefaults(pol *policy.Config) {
 	c.Utilization.setDefaults()
 	for i := range c.Resources {
 		r := &c.Resources[i]
@@ -363,7 +330,7 @@ func (c *Config) setOverloadDefaults() {
 		}
 	}
 	if c.Policer != nil {
-		c.Policer.setDefaults(c.cpuRuleRef())
+		c.Policer.setDefaults(c.cpuRuleRef(pol))
 	}
 	if c.Shares != nil {
 		setShareDefaults(c.Shares)
@@ -423,7 +390,7 @@ func (u *UtilizationConfig) validate(path string) error {
 		if u.CgroupCPUs < 0 || math.IsNaN(u.CgroupCPUs) || math.IsInf(u.CgroupCPUs, 0) {
 			return fieldErr(path+".cgroup_cpus", "%v is invalid: must be the number of CPUs the group may use (> 0), or 0 for its limits", u.CgroupCPUs)
 		}
-		if _, err := newCgroupSource(u, time.Now()); err != nil {
+		if _, err := NewCgroupSource(u, time.Now()); err != nil {
 			return fielderr.Under(path, err)
 		}
 	case UtilizationProcess:
@@ -433,7 +400,7 @@ func (u *UtilizationConfig) validate(path string) error {
 		if !(u.ProcessCPUs > 0) || math.IsInf(u.ProcessCPUs, 0) {
 			return fieldErr(path+".process_cpus", "%v is invalid: must be the number of CPUs the process may use (> 0)", u.ProcessCPUs)
 		}
-		if _, err := newProcessSource(u, time.Now()); err != nil {
+		if _, err := NewProcessSource(u, time.Now()); err != nil {
 			p := path + ".pid"
 			if u.Pidfile != "" {
 				p = path + ".pidfile"
@@ -475,12 +442,12 @@ func (u *UtilizationConfig) validate(path string) error {
 	return nil
 }
 
-// newCgroupSource builds the cgroup sensor of u (source cgroup or auto):
+// NewCgroupSource builds the cgroup sensor of u (source cgroup or auto):
 // the directory u names, else the group this process runs in; for auto,
 // the host's /proc/stat when that group is not CPU-limited or cannot be
 // found. Its error is a *sluice.FieldError relative to u ("cgroup",
 // "source").
-func newCgroupSource(u *UtilizationConfig, now time.Time) (monitor.UtilizationSource, error) {
+func NewCgroupSource(u *UtilizationConfig, now time.Time) (monitor.UtilizationSource, error) {
 	if u.Cgroup != "" {
 		cg, err := monitor.NewCgroupAt(monitor.CgroupPaths{Version: 2, Dir: u.Cgroup}, u.CgroupCPUs, now)
 		if err != nil {
@@ -522,8 +489,8 @@ func (a autoHost) Describe() string {
 	return a.ProcStat.Describe() + " (auto: this process's cgroup has no CPU limit)"
 }
 
-// newProcessSource builds the process sensor of u.
-func newProcessSource(u *UtilizationConfig, now time.Time) (*monitor.Process, error) {
+// NewProcessSource builds the process sensor of u.
+func NewProcessSource(u *UtilizationConfig, now time.Time) (*monitor.Process, error) {
 	if u.Pidfile != "" {
 		return monitor.NewPidfile("/proc", u.Pidfile, u.ProcessCPUs, now)
 	}
@@ -533,9 +500,9 @@ func newProcessSource(u *UtilizationConfig, now time.Time) (*monitor.Process, er
 	return monitor.NewProcess("/proc", u.PID, u.ProcessCPUs, now)
 }
 
-// outQueueConfig returns the outgoing-queue sensor configuration of s for
+// OutQueueConfig returns the outgoing-queue sensor configuration of s for
 // a control period.
-func (s *SensorConfig) outQueueConfig(period time.Duration) monitor.OutQueueConfig {
+func (s *SensorConfig) OutQueueConfig(period time.Duration) monitor.OutQueueConfig {
 	return monitor.OutQueueConfig{CapacityBytes: s.CapacityBytes, Scale: s.Scale, Period: period,
 		SamplesPerPeriod: s.SamplesPerPeriod, Mode: monitor.QueueMode(s.Mode)}
 }
@@ -562,7 +529,7 @@ func (s *SensorConfig) validate(path, resource string, period time.Duration) err
 	}
 	switch resource {
 	case ResourceCPU:
-		if !isUtilizationSource(s.Source) {
+		if !IsUtilizationSource(s.Source) {
 			return fieldErr(path+".source", "%q is invalid for a cpu rule: must be %s", s.Source, strings.Join(utilizationSources, ", "))
 		}
 		return s.UtilizationConfig.validate(path)
@@ -575,7 +542,7 @@ func (s *SensorConfig) validate(path, resource string, period time.Duration) err
 		if s.CapacityBytes <= 0 {
 			return fieldErr(path+".capacity_bytes", "%d is invalid: the outgoing queue needs the number of unsent bytes that count as full (> 0), e.g. 100 ms of link capacity", s.CapacityBytes)
 		}
-		oc := s.outQueueConfig(period)
+		oc := s.OutQueueConfig(period)
 		if err := oc.Validate(); err != nil {
 			field, msg, _ := strings.Cut(err.Error(), ": ")
 			return fieldErr(path+"."+field, "%s", msg)
@@ -596,16 +563,18 @@ func (s *SensorConfig) validate(path, resource string, period time.Duration) err
 	return nil
 }
 
-// validateOverload checks utilization, resources, policer and shares.
-// It runs after the policy part validated.
-func (c *Config) validateOverload() error {
+// Validate reports the first invalid field of utilization, resources,
+// policer and shares as a *sluice.FieldError, probing the sensors. pol is
+// the admission policy the rules bind, validated first. Call SetDefaults
+// first.
+func (c *Config) Validate(pol *policy.Config) error {
 	if err := c.Utilization.validate("utilization"); err != nil {
 		return err
 	}
 	var ctrls map[string]control.Config
 	if len(c.Resources) > 0 {
 		var err error
-		if ctrls, err = c.Config.StageControllers(); err != nil {
+		if ctrls, err = pol.StageControllers(); err != nil {
 			return err
 		}
 	}
@@ -618,7 +587,7 @@ func (c *Config) validateOverload() error {
 		ctrl, ok := ctrls[r.Stage]
 		if !ok {
 			var names []string
-			for _, s := range c.Stages {
+			for _, s := range pol.Stages {
 				names = append(names, s.Name)
 			}
 			return fieldErr(p+".stage", "%q is not a configured stage (stages: %s)", r.Stage, strings.Join(names, ", "))
@@ -627,8 +596,8 @@ func (c *Config) validateOverload() error {
 			return fieldErr(p+".stage", "%q is already bound by resources[%d]", r.Stage, j)
 		}
 		seen[r.Stage] = i
-		name := controllerName(c, r.Stage)
-		period := controllerPeriod(ctrl)
+		name := controllerName(pol, r.Stage)
+		period := ControllerPeriod(ctrl)
 		switch r.Resource {
 		case ResourceCPU, ResourceBandwidth:
 			res := control.Resource(r.Resource)
@@ -639,7 +608,7 @@ func (c *Config) validateOverload() error {
 		}
 		switch r.Resource {
 		case ResourceCPU:
-			if r.Sensor == nil && !isUtilizationSource(c.Utilization.Source) {
+			if r.Sensor == nil && !IsUtilizationSource(c.Utilization.Source) {
 				return fieldErr(p+".sensor", "a cpu rule needs a utilization sensor: set %s.sensor or utilization.source", p)
 			}
 		case ResourceBandwidth:
@@ -655,7 +624,7 @@ func (c *Config) validateOverload() error {
 			}
 		}
 		if r.Kihl != nil {
-			if err := r.Kihl.validate(p+".kihl", c, r.Stage, name, ctrl, period); err != nil {
+			if err := r.Kihl.validate(p+".kihl", pol, r.Stage, name, ctrl, period); err != nil {
 				return err
 			}
 		}
@@ -677,8 +646,8 @@ func (c *Config) validateOverload() error {
 }
 
 // controllerName returns the controller name of the configured stage.
-func controllerName(c *Config, stage string) string {
-	for _, s := range c.Stages {
+func controllerName(pol *policy.Config, stage string) string {
+	for _, s := range pol.Stages {
 		if s.Name == stage {
 			return s.Controller
 		}
@@ -686,9 +655,9 @@ func controllerName(c *Config, stage string) string {
 	return ""
 }
 
-// controllerPeriod returns a controller configuration's period (1s if
+// ControllerPeriod returns a controller configuration's period (1s if
 // it cannot be built; validation has reported that).
-func controllerPeriod(cc control.Config) time.Duration {
+func ControllerPeriod(cc control.Config) time.Duration {
 	if cc == nil {
 		return time.Second
 	}
@@ -701,8 +670,8 @@ func controllerPeriod(cc control.Config) time.Duration {
 
 // paramsSet reports whether the stage's params mapping sets key (merged
 // keys too).
-func paramsSet(c *Config, stage, key string) bool {
-	for _, s := range c.Stages {
+func paramsSet(pol *policy.Config, stage, key string) bool {
+	for _, s := range pol.Stages {
 		if s.Name == stage && slices.ContainsFunc(strictyaml.Keys(&s.Params), func(k *yaml.Node) bool { return k.Value == key }) {
 			return true
 		}
@@ -710,7 +679,7 @@ func paramsSet(c *Config, stage, key string) bool {
 	return false
 }
 
-func (k *KihlTuningConfig) validate(p string, c *Config, stage, ctrlName string, ctrl control.Config, period time.Duration) error {
+func (k *KihlTuningConfig) validate(p string, pol *policy.Config, stage, ctrlName string, ctrl control.Config, period time.Duration) error {
 	if _, ok := ctrl.(*control.KihlConfig); !ok { // the section tunes Kihl's PI gains
 		return fieldErr(p, "is only for a stage with controller kihl; stage %q uses %s", stage, ctrlName)
 	}
@@ -725,7 +694,7 @@ func (k *KihlTuningConfig) validate(p string, c *Config, stage, ctrlName string,
 		return fieldErr(p+".tuning", "%q is invalid: must be %s or %s", k.Tuning, KihlTuningParams, KihlTuningAuto)
 	}
 	for _, key := range []string{"k", "ti"} {
-		if paramsSet(c, stage, key) {
+		if paramsSet(pol, stage, key) {
 			return fieldErr(p+".tuning", "auto picks K and Ti: remove params.%s from stage %q (or use tuning: params)", key, stage)
 		}
 	}
@@ -743,43 +712,6 @@ func (k *KihlTuningConfig) validate(p string, c *Config, stage, ctrlName string,
 	}
 	if !(k.MinUtilization > 0 && k.MinUtilization < 1) {
 		return fieldErr(p+".min_utilization", "%v is invalid: must be within (0, 1)", k.MinUtilization)
-	}
-	return nil
-}
-
-func (p *PolicerConfig) validate() error {
-	if err := p.Config.Validate(); err != nil {
-		return fielderr.Under("policer", err)
-	}
-	switch p.Kernel {
-	case PolicerKernelAuto, PolicerKernelOn, PolicerKernelOff:
-	default:
-		return fieldErr("policer.kernel", "%q is invalid: must be %s, %s or %s", p.Kernel, PolicerKernelAuto, PolicerKernelOn, PolicerKernelOff)
-	}
-	switch p.Controller {
-	case PolicerControllerNone:
-		return nil
-	case PolicerControllerVoigtQueue:
-	default:
-		return fieldErr("policer.controller", "%q is invalid: must be %s or %s", p.Controller, PolicerControllerVoigtQueue, PolicerControllerNone)
-	}
-	if math.IsInf(p.Rate, 1) {
-		return fieldErr("policer.rate", "+Inf needs controller: none (the voigt-queue controller starts from a finite rate)")
-	}
-	if p.Control.History < 1 {
-		return fieldErr("policer.control.history", "%d is invalid: must be ≥ 1", p.Control.History)
-	}
-	q := p.voigtQueue()
-	if err := q.Validate(); err != nil {
-		field := control.FieldOf(err)
-		msg := strings.TrimPrefix(err.Error(), field+": ")
-		if field == "initial_rate" {
-			return fieldErr("policer.rate", "%s (the controller's initial rate is policer.rate)", msg)
-		}
-		if field == "" {
-			return fieldErr("policer.control", "%v", err)
-		}
-		return fieldErr("policer.control."+field, "%s", msg)
 	}
 	return nil
 }
