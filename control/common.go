@@ -22,44 +22,27 @@ func FieldOf(err error) string { return fielderr.Path(err) }
 
 // checkPositive reports an error unless x is finite and > 0.
 func checkPositive(field string, x float64) error {
-	if !mathx.Finite(x) || x <= 0 {
-		return badField(field, x, "must be a finite number > 0")
-	}
-	return nil
+	return fielderr.If(!mathx.Finite(x) || x <= 0, field, x, "must be a finite number > 0")
 }
 
 // checkNonNegative reports an error unless x is finite and ≥ 0.
 func checkNonNegative(field string, x float64) error {
-	if !mathx.Finite(x) || x < 0 {
-		return badField(field, x, "must be a finite number ≥ 0")
-	}
-	return nil
+	return fielderr.If(!mathx.Finite(x) || x < 0, field, x, "must be a finite number ≥ 0")
 }
 
 // checkPeriod reports an error unless d > 0.
 func checkPeriod(field string, d time.Duration) error { return ctl.CheckPeriod(field, d) }
 
-// checkRange reports an error unless lo ≤ x ≤ hi (x finite).
-func checkRange(field string, x, lo, hi float64) error { return ctl.CheckRange(field, x, lo, hi) }
-
 // checkRateBounds validates a [min, max] rate pair and an initial rate
 // inside it.
 func checkRateBounds(minField string, lo float64, maxField string, hi float64, initField string, init float64) error {
-	if err := checkPositive(minField, lo); err != nil {
-		return err
-	}
-	if err := checkPositive(maxField, hi); err != nil {
-		return err
-	}
-	if hi < lo {
-		return badField(maxField, hi, fmt.Sprintf("must be ≥ %s (%g)", minField, lo))
-	}
-	if initField != "" {
-		if err := checkRange(initField, init, lo, hi); err != nil {
-			return badField(initField, init, fmt.Sprintf("must be within [%s, %s] = [%g, %g]", minField, maxField, lo, hi))
-		}
-	}
-	return nil
+	return fielderr.First(
+		checkPositive(minField, lo),
+		checkPositive(maxField, hi),
+		fielderr.If(hi < lo, maxField, hi, fmt.Sprintf("must be ≥ %s (%g)", minField, lo)),
+		fielderr.If(initField != "" && (!mathx.Finite(init) || init < lo || init > hi), initField, init,
+			fmt.Sprintf("must be within [%s, %s] = [%g, %g]", minField, maxField, lo, hi)),
+	)
 }
 
 // clamp returns x limited to [lo, hi].

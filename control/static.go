@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/fielderr"
 	"github.com/sluicehq/sluice/internal/mathx"
 )
 
@@ -25,10 +26,7 @@ func DefaultStaticRateConfig() StaticRateConfig { return StaticRateConfig{Period
 
 // Validate reports the first invalid field.
 func (c *StaticRateConfig) Validate() error {
-	if err := checkPositive("rate", c.Rate); err != nil {
-		return err
-	}
-	return checkPeriod("period", c.Period)
+	return fielderr.First(checkPositive("rate", c.Rate), checkPeriod("period", c.Period))
 }
 
 // New validates the configuration and returns a controller.
@@ -56,10 +54,7 @@ func DefaultStaticConcurrencyConfig() StaticConcurrencyConfig {
 
 // Validate reports the first invalid field.
 func (c *StaticConcurrencyConfig) Validate() error {
-	if c.Limit < 1 {
-		return badField("limit", c.Limit, "must be ≥ 1")
-	}
-	return checkPeriod("period", c.Period)
+	return fielderr.First(fielderr.If(c.Limit < 1, "limit", c.Limit, "must be ≥ 1"), checkPeriod("period", c.Period))
 }
 
 // New validates the configuration and returns a controller.
