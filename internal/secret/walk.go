@@ -299,8 +299,10 @@ func resolveField(path string, f, file reflect.Value, fileKey string, read func(
 }
 
 // lines calls fn with the number and the trimmed text of every line of b
-// that is neither blank nor a comment (starting with #).
-func lines(b []byte, fn func(n int, line string) error) error {
+// that is neither blank nor a comment (starting with #). A file without
+// such a line is an error that says to put one per line.
+func lines(b []byte, one string, fn func(n int, line string) error) error {
+	count := 0
 	for i, line := range strings.Split(string(b), "\n") {
 		line = strings.TrimSpace(line)
 		if line == "" || strings.HasPrefix(line, "#") {
@@ -309,15 +311,25 @@ func lines(b []byte, fn func(n int, line string) error) error {
 		if err := fn(i+1, line); err != nil {
 			return err
 		}
+		count++
+	}
+	if count == 0 {
+		return fmt.Errorf("is empty: put %s per line", one)
 	}
 	return nil
+}
+
+// placeholderLine is the error of line n when it holds the placeholder
+// that GET /config prints instead of a secret.
+func placeholderLine(n int) error {
+	return fmt.Errorf("line %d holds the placeholder %s that GET /config prints", n, Redacted)
 }
 
 // parsePairs reads "key=value" lines. Errors name the line number, never
 // its text.
 func parsePairs(b []byte) (map[string]String, error) {
 	m := map[string]String{}
-	err := lines(b, func(n int, line string) error {
+	err := lines(b, "one key=value", func(n int, line string) error {
 		k, val, ok := strings.Cut(line, "=")
 		k, val = strings.TrimSpace(k), strings.TrimSpace(val)
 		if !ok || k == "" {
@@ -327,16 +339,13 @@ func parsePairs(b []byte) (map[string]String, error) {
 			return fmt.Errorf("line %d repeats key %q", n, k)
 		}
 		if val == Redacted {
-			return fmt.Errorf("line %d holds the placeholder %s that GET /config prints", n, Redacted)
+			return placeholderLine(n)
 		}
 		m[k] = String(val)
 		return nil
 	})
 	if err != nil {
 		return nil, err
-	}
-	if len(m) == 0 {
-		return nil, fmt.Errorf("is empty: put one key=value per line")
 	}
 	return m, nil
 }
@@ -345,18 +354,15 @@ func parsePairs(b []byte) (map[string]String, error) {
 // never its text.
 func parseLines(b []byte) ([]String, error) {
 	var l []String
-	err := lines(b, func(n int, line string) error {
+	err := lines(b, "one value", func(n int, line string) error {
 		if line == Redacted {
-			return fmt.Errorf("line %d holds the placeholder %s that GET /config prints", n, Redacted)
+			return placeholderLine(n)
 		}
 		l = append(l, String(line))
 		return nil
 	})
 	if err != nil {
 		return nil, err
-	}
-	if len(l) == 0 {
-		return nil, fmt.Errorf("is empty: put one value per line")
 	}
 	return l, nil
 }
