@@ -4,6 +4,7 @@ package secret
 
 import (
 	"fmt"
+	"iter"
 	"os"
 	"reflect"
 	"sort"
@@ -144,20 +145,12 @@ func typePaths(t reflect.Type, path string, seen map[reflect.Type]bool, out *[]s
 	}
 	seen[t] = true
 	defer delete(seen, t)
-	for i := 0; i < t.NumField(); i++ {
-		sf := t.Field(i)
-		if !sf.IsExported() {
-			continue
-		}
-		name, inline, skip := yamlName(sf)
-		if skip {
-			continue
-		}
+	for yf := range yamlFields(t) {
 		p := path
-		if !inline {
-			p = join(path, name)
+		if !yf.inline {
+			p = join(path, yf.name)
 		}
-		typePaths(sf.Type, p, seen, out)
+		typePaths(yf.sf.Type, p, seen, out)
 	}
 }
 
@@ -221,23 +214,15 @@ func walkStruct(v reflect.Value, p at, fn fieldFunc) error {
 			files[name] = i
 		}
 	}
-	for i := 0; i < t.NumField(); i++ {
-		sf := t.Field(i)
-		if !sf.IsExported() {
-			continue
-		}
-		name, inline, skip := yamlName(sf)
-		if skip {
-			continue
-		}
-		f := v.Field(i)
+	for yf := range yamlFields(t) {
+		f := v.Field(yf.index)
 		fp := p
-		if !inline {
-			fp = p.key(name)
+		if !yf.inline {
+			fp = p.key(yf.name)
 		}
-		if isSecret(sf.Type) {
+		if isSecret(yf.sf.Type) {
 			var file reflect.Value
-			fileKey := name + FileSuffix
+			fileKey := yf.name + FileSuffix
 			if j, ok := files[fileKey]; ok {
 				file = v.Field(j)
 			}
@@ -408,6 +393,34 @@ func unwrapPath(err error) error {
 		return pe.Err
 	}
 	return err
+}
+
+// yamlField is a field of a struct that YAML reads.
+type yamlField struct {
+	index  int
+	sf     reflect.StructField
+	name   string // its YAML key
+	inline bool   // its own fields are keys of the parent
+}
+
+// yamlFields yields, in order, the exported fields of the struct type t
+// that YAML reads (those not tagged "-").
+func yamlFields(t reflect.Type) iter.Seq[yamlField] {
+	return func(yield func(yamlField) bool) {
+		for i := 0; i < t.NumField(); i++ {
+			sf := t.Field(i)
+			if !sf.IsExported() {
+				continue
+			}
+			name, inline, skip := yamlName(sf)
+			if skip {
+				continue
+			}
+			if !yield(yamlField{i, sf, name, inline}) {
+				return
+			}
+		}
+	}
 }
 
 func yamlName(sf reflect.StructField) (name string, inline, skip bool) {
