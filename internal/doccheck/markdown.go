@@ -68,14 +68,7 @@ func ParseMarkdown(file, src string) []Block {
 		}
 		if m := reHeading.FindStringSubmatch(line); m != nil {
 			flush()
-			level := len(m[1])
-			for len(heads) >= level {
-				heads = heads[:len(heads)-1]
-			}
-			for len(heads) < level-1 {
-				heads = append(heads, "")
-			}
-			heads = append(heads, m[2])
+			heads = underHeading(heads, m)
 			continue
 		}
 		if strings.HasPrefix(trim, "|") {
