@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/internal/fielderr"
 	"github.com/sluicehq/sluice/internal/mathx"
 )
 
@@ -51,12 +50,12 @@ func DefaultBBRConfig() BBRConfig {
 
 // Validate reports the first invalid field.
 func (c *BBRConfig) Validate() error {
-	return fielderr.First(
+	return firstError(
 		checkPeriod("period", c.Period),
-		fielderr.If(c.Window < c.Period, "window", c.Window, fmt.Sprintf("must be a duration ≥ period (%s) such as 10s", c.Period)),
-		fielderr.If(!mathx.Finite(c.CPUThreshold) || c.CPUThreshold < 0 || c.CPUThreshold > 1, "cpu_threshold", c.CPUThreshold,
+		invalidIf(c.Window < c.Period, "window", c.Window, fmt.Sprintf("must be a duration ≥ period (%s) such as 10s", c.Period)),
+		invalidIf(!mathx.Finite(c.CPUThreshold) || c.CPUThreshold < 0 || c.CPUThreshold > 1, "cpu_threshold", c.CPUThreshold,
 			"must be a utilization within [0, 1] (0: always shed above maxInFlight)"),
-		fielderr.If(!mathx.Finite(c.CPUDecay) || c.CPUDecay < 0 || c.CPUDecay >= 1, "cpu_decay", c.CPUDecay, "must be within [0, 1)"),
+		invalidIf(!mathx.Finite(c.CPUDecay) || c.CPUDecay < 0 || c.CPUDecay >= 1, "cpu_decay", c.CPUDecay, "must be within [0, 1)"),
 	)
 }
 

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/internal/fielderr"
 	"github.com/sluicehq/sluice/internal/mathx"
 )
 
@@ -78,20 +77,20 @@ func DefaultGradient2Config() Gradient2Config {
 
 // Validate reports the first invalid field.
 func (c *Gradient2Config) Validate() error {
-	return fielderr.First(
+	return firstError(
 		checkPeriod("period", c.Period),
-		fielderr.If(c.MinLimit < 1, "min_limit", c.MinLimit, "must be ≥ 1"),
-		fielderr.If(c.MaxConcurrency < c.MinLimit, "max_concurrency", c.MaxConcurrency, fmt.Sprintf("must be ≥ min_limit (%d)", c.MinLimit)),
-		fielderr.If(c.InitialLimit < c.MinLimit || c.InitialLimit > c.MaxConcurrency, "initial_limit", c.InitialLimit,
+		invalidIf(c.MinLimit < 1, "min_limit", c.MinLimit, "must be ≥ 1"),
+		invalidIf(c.MaxConcurrency < c.MinLimit, "max_concurrency", c.MaxConcurrency, fmt.Sprintf("must be ≥ min_limit (%d)", c.MinLimit)),
+		invalidIf(c.InitialLimit < c.MinLimit || c.InitialLimit > c.MaxConcurrency, "initial_limit", c.InitialLimit,
 			fmt.Sprintf("must be within [min_limit, max_concurrency] = [%d, %d]", c.MinLimit, c.MaxConcurrency)),
-		fielderr.If(!mathx.Finite(c.Smoothing) || c.Smoothing <= 0 || c.Smoothing > 1, "smoothing", c.Smoothing, "must be within (0, 1]"),
-		fielderr.If(c.QueueSize < 0, "queue_size", c.QueueSize, "must be ≥ 0"),
-		fielderr.If(c.LongWindow < 1, "long_window", c.LongWindow, "must be ≥ 1 window"),
-		fielderr.If(!mathx.Finite(c.RTTTolerance) || c.RTTTolerance < 1, "rtt_tolerance", c.RTTTolerance, "must be a finite number ≥ 1"),
-		fielderr.If(c.MinWindowTime < 100*time.Millisecond, "min_window_time", c.MinWindowTime, "must be ≥ 100ms (as in WindowedLimit)"),
-		fielderr.If(c.MaxWindowTime < c.MinWindowTime, "max_window_time", c.MaxWindowTime, fmt.Sprintf("must be ≥ min_window_time (%s)", c.MinWindowTime)),
-		fielderr.If(c.WindowSize < 10, "window_size", c.WindowSize, "must be ≥ 10 samples (as in WindowedLimit)"),
-		fielderr.If(c.MinRTTThreshold < 0, "min_rtt_threshold", c.MinRTTThreshold, "must be a duration ≥ 0 such as 100us"),
+		invalidIf(!mathx.Finite(c.Smoothing) || c.Smoothing <= 0 || c.Smoothing > 1, "smoothing", c.Smoothing, "must be within (0, 1]"),
+		invalidIf(c.QueueSize < 0, "queue_size", c.QueueSize, "must be ≥ 0"),
+		invalidIf(c.LongWindow < 1, "long_window", c.LongWindow, "must be ≥ 1 window"),
+		invalidIf(!mathx.Finite(c.RTTTolerance) || c.RTTTolerance < 1, "rtt_tolerance", c.RTTTolerance, "must be a finite number ≥ 1"),
+		invalidIf(c.MinWindowTime < 100*time.Millisecond, "min_window_time", c.MinWindowTime, "must be ≥ 100ms (as in WindowedLimit)"),
+		invalidIf(c.MaxWindowTime < c.MinWindowTime, "max_window_time", c.MaxWindowTime, fmt.Sprintf("must be ≥ min_window_time (%s)", c.MinWindowTime)),
+		invalidIf(c.WindowSize < 10, "window_size", c.WindowSize, "must be ≥ 10 samples (as in WindowedLimit)"),
+		invalidIf(c.MinRTTThreshold < 0, "min_rtt_threshold", c.MinRTTThreshold, "must be a duration ≥ 0 such as 100us"),
 	)
 }
 

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/internal/fielderr"
 	"github.com/sluicehq/sluice/internal/mathx"
 )
 
@@ -38,13 +37,13 @@ func DefaultKihlConfig() KihlConfig {
 // Validate reports the first invalid field.
 func (c *KihlConfig) Validate() error {
 	uMax := c.MaxRate * c.Period.Seconds()
-	return fielderr.First(
+	return firstError(
 		checkPeriod("period", c.Period),
-		fielderr.If(!mathx.Finite(c.RhoRef) || c.RhoRef <= 0 || c.RhoRef > 1, "rho_ref", c.RhoRef, "must be within (0, 1]"),
+		invalidIf(!mathx.Finite(c.RhoRef) || c.RhoRef <= 0 || c.RhoRef > 1, "rho_ref", c.RhoRef, "must be within (0, 1]"),
 		checkPositive("k", c.K),
-		fielderr.If(c.Ti <= 0, "ti", c.Ti, "must be a positive duration such as 2.8s"),
+		invalidIf(c.Ti <= 0, "ti", c.Ti, "must be a positive duration such as 2.8s"),
 		checkPositive("max_rate", c.MaxRate),
-		fielderr.If(!mathx.Finite(c.InitialIntegral) || c.InitialIntegral < 0 || c.InitialIntegral > uMax, "initial_integral", c.InitialIntegral,
+		invalidIf(!mathx.Finite(c.InitialIntegral) || c.InitialIntegral < 0 || c.InitialIntegral > uMax, "initial_integral", c.InitialIntegral,
 			fmt.Sprintf("must be within [0, max_rate·period] = [0, %g]", uMax)),
 	)
 }

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/internal/fielderr"
 	"github.com/sluicehq/sluice/internal/mathx"
 )
 
@@ -171,22 +170,22 @@ func (c *SEDAConfig) targetOf(i int) float64 {
 
 // Validate reports the first invalid field.
 func (c *SEDAConfig) Validate() error {
-	return fielderr.First(
+	return firstError(
 		c.validateTargets(),
-		fielderr.If(c.NReq < 1, "nreq", c.NReq, "must be ≥ 1"),
+		invalidIf(c.NReq < 1, "nreq", c.NReq, "must be ≥ 1"),
 		checkPeriod("timeout", c.Timeout),
-		fielderr.If(!mathx.Finite(c.Alpha) || c.Alpha < 0 || c.Alpha > 0.999999, "alpha", c.Alpha, "must be within [0, 1)"),
-		fielderr.If(!mathx.Finite(c.ErrI), "err_i", c.ErrI, "must be finite"),
-		fielderr.If(!mathx.Finite(c.ErrD) || c.ErrD < c.ErrI, "err_d", c.ErrD, fmt.Sprintf("must be finite and ≥ err_i (%g)", c.ErrI)),
-		fielderr.If(!mathx.Finite(c.CI) || c.CI <= c.ErrI, "c_i", c.CI,
+		invalidIf(!mathx.Finite(c.Alpha) || c.Alpha < 0 || c.Alpha > 0.999999, "alpha", c.Alpha, "must be within [0, 1)"),
+		invalidIf(!mathx.Finite(c.ErrI), "err_i", c.ErrI, "must be finite"),
+		invalidIf(!mathx.Finite(c.ErrD) || c.ErrD < c.ErrI, "err_d", c.ErrD, fmt.Sprintf("must be finite and ≥ err_i (%g)", c.ErrI)),
+		invalidIf(!mathx.Finite(c.CI) || c.CI <= c.ErrI, "c_i", c.CI,
 			fmt.Sprintf("must be finite and > err_i (%g) so that increases are positive", c.ErrI)),
 		checkPositive("adj_i", c.AdjI),
-		fielderr.If(!mathx.Finite(c.AdjD) || c.AdjD <= 1, "adj_d", c.AdjD, "must be a finite factor > 1"),
+		invalidIf(!mathx.Finite(c.AdjD) || c.AdjD <= 1, "adj_d", c.AdjD, "must be a finite factor > 1"),
 		checkRateBounds("rate_min", c.RateMin, "rate_max", c.RateMax, "initial_rate", c.InitialRate),
-		fielderr.If(!mathx.Finite(c.AdjLoD) || c.AdjLoD <= 1, "adjlo_d", c.AdjLoD, "must be a finite factor > 1"),
-		fielderr.If(!mathx.Finite(c.RecoverFactor) || c.RecoverFactor < 0 || c.RecoverFactor > 10, "recover_factor", c.RecoverFactor,
+		invalidIf(!mathx.Finite(c.AdjLoD) || c.AdjLoD <= 1, "adjlo_d", c.AdjLoD, "must be a finite factor > 1"),
+		invalidIf(!mathx.Finite(c.RecoverFactor) || c.RecoverFactor < 0 || c.RecoverFactor > 10, "recover_factor", c.RecoverFactor,
 			"must be within [0, 10] (0: the paper's additive increase)"),
-		fielderr.If(c.LCThresh < 1, "lc_thresh", c.LCThresh, "must be ≥ 1"),
+		invalidIf(c.LCThresh < 1, "lc_thresh", c.LCThresh, "must be ≥ 1"),
 		c.validateDegrade(),
 	)
 }

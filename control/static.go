@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/internal/fielderr"
 	"github.com/sluicehq/sluice/internal/mathx"
 )
 
@@ -26,7 +25,7 @@ func DefaultStaticRateConfig() StaticRateConfig { return StaticRateConfig{Period
 
 // Validate reports the first invalid field.
 func (c *StaticRateConfig) Validate() error {
-	return fielderr.First(checkPositive("rate", c.Rate), checkPeriod("period", c.Period))
+	return firstError(checkPositive("rate", c.Rate), checkPeriod("period", c.Period))
 }
 
 // New validates the configuration and returns a controller.
@@ -54,7 +53,7 @@ func DefaultStaticConcurrencyConfig() StaticConcurrencyConfig {
 
 // Validate reports the first invalid field.
 func (c *StaticConcurrencyConfig) Validate() error {
-	return fielderr.First(fielderr.If(c.Limit < 1, "limit", c.Limit, "must be ≥ 1"), checkPeriod("period", c.Period))
+	return firstError(invalidIf(c.Limit < 1, "limit", c.Limit, "must be ≥ 1"), checkPeriod("period", c.Period))
 }
 
 // New validates the configuration and returns a controller.

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/internal/fielderr"
 	"github.com/sluicehq/sluice/internal/mathx"
 )
 
@@ -37,7 +36,7 @@ func DefaultVoigtCPUConfig() VoigtCPUConfig {
 
 // Validate reports the first invalid field.
 func (c *VoigtCPUConfig) Validate() error {
-	return fielderr.First(
+	return firstError(
 		checkPeriod("period", c.Period),
 		checkUtilRef(c.UtilRef),
 		checkPositive("kp", c.Kp),
@@ -47,7 +46,7 @@ func (c *VoigtCPUConfig) Validate() error {
 
 // checkUtilRef reports an error unless util_ref is a percentage in (0, 100].
 func checkUtilRef(u float64) error {
-	return fielderr.If(!mathx.Finite(u) || u <= 0 || u > 100, "util_ref", u, "must be a percentage within (0, 100]")
+	return invalidIf(!mathx.Finite(u) || u <= 0 || u > 100, "util_ref", u, "must be a percentage within (0, 100]")
 }
 
 // New validates the configuration and returns a controller.
@@ -150,7 +149,7 @@ func DefaultVoigtQueueConfig() VoigtQueueConfig {
 
 // Validate reports the first invalid field.
 func (c *VoigtQueueConfig) Validate() error {
-	return fielderr.First(
+	return firstError(
 		checkPeriod("period", c.Period),
 		checkPositive("q_ref", c.QRef),
 		checkPositive("kp", c.Kp),

@@ -9,7 +9,6 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/control/design"
-	"github.com/sluicehq/sluice/internal/fielderr"
 	"github.com/sluicehq/sluice/internal/mathx"
 )
 
@@ -63,16 +62,16 @@ func DefaultYakshaConfig() YakshaConfig {
 
 // Validate reports the first invalid field.
 func (c *YakshaConfig) Validate() error {
-	return fielderr.First(
-		fielderr.If(c.Tref <= 0, "tref", c.Tref, "must be set to a positive duration such as 150ms"),
+	return firstError(
+		invalidIf(c.Tref <= 0, "tref", c.Tref, "must be set to a positive duration such as 150ms"),
 		checkPeriod("period", c.Period),
 		checkNonNegative("lambda0", c.Lambda0),
-		fielderr.If(!c.SelfTuning && c.Lambda0 == 0, "lambda0", c.Lambda0,
+		invalidIf(!c.SelfTuning && c.Lambda0 == 0, "lambda0", c.Lambda0,
 			"must be > 0 when self_tuning is false (the static design needs a nominal rate)"),
-		fielderr.If(!mathx.Finite(c.Pole) || c.Pole >= 0, "pole", c.Pole, "must be a finite negative number (1/s), e.g. -0.1"),
-		fielderr.If(c.TuneWindow <= 0, "tune_window", c.TuneWindow, "must be a positive duration such as 10s"),
-		fielderr.If(!mathx.Finite(c.Smoothing) || c.Smoothing < 0 || c.Smoothing >= 1, "smoothing", c.Smoothing, "must be within [0, 1)"),
-		fielderr.If(!mathx.Finite(c.MaxDrop) || c.MaxDrop <= 0 || c.MaxDrop > 1, "max_drop", c.MaxDrop, "must be within (0, 1]"),
+		invalidIf(!mathx.Finite(c.Pole) || c.Pole >= 0, "pole", c.Pole, "must be a finite negative number (1/s), e.g. -0.1"),
+		invalidIf(c.TuneWindow <= 0, "tune_window", c.TuneWindow, "must be a positive duration such as 10s"),
+		invalidIf(!mathx.Finite(c.Smoothing) || c.Smoothing < 0 || c.Smoothing >= 1, "smoothing", c.Smoothing, "must be within [0, 1)"),
+		invalidIf(!mathx.Finite(c.MaxDrop) || c.MaxDrop <= 0 || c.MaxDrop > 1, "max_drop", c.MaxDrop, "must be within (0, 1]"),
 	)
 }
 
