@@ -397,14 +397,15 @@ func TestSlotsFair(t *testing.T) {
 	s := fairSlots(t, 4, 2)
 	// heavy's tags 1, 2, 3; light's 1 arrives last.
 	arriveTagged(t, s, now, []taggedWaiter{{"h1", 1}, {"h2", 2}, {"h3", 3}, {"l1", 1}})
-	if got := s.AheadTagged(0, 1); got != 2 {
-		t.Errorf("AheadTagged(0, 1) = %d, want 2 (h1 and l1)", got)
-	}
-	if got := s.AheadTagged(0, 2.5); got != 3 {
-		t.Errorf("AheadTagged(0, 2.5) = %d, want 3", got)
-	}
-	if got := s.AheadTagged(1, 0); got != 4 {
-		t.Errorf("AheadTagged(1, 0) = %d, want 4 (every class-0 waiter)", got)
+	for _, c := range []struct {
+		class int
+		tag   float64
+		want  int
+		why   string
+	}{{0, 1, 2, "h1 and l1"}, {0, 2.5, 3, "h1, l1 and h2"}, {1, 0, 4, "every class-0 waiter"}} {
+		if got := s.AheadTagged(c.class, c.tag); got != c.want {
+			t.Errorf("AheadTagged(%d, %g) = %d, want %d (%s)", c.class, c.tag, got, c.want, c.why)
+		}
 	}
 	// The queue is full: a light arrival with tag 2 evicts h3 (tag 3); one
 	// with tag 9 is refused.
