@@ -84,11 +84,7 @@ func benchDropper(b *testing.B, parallel bool) {
 }
 
 func BenchmarkAdmissionConcurrency(b *testing.B) {
-	l, err := NewLimiter(1<<20, 100, time.Second)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.ReportAllocs()
+	l := benchLimiter(b, 1<<20)
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			if !l.TryAcquire() {
@@ -101,12 +97,8 @@ func BenchmarkAdmissionConcurrency(b *testing.B) {
 }
 
 func BenchmarkAdmissionConcurrencyAcquire(b *testing.B) {
-	l, err := NewLimiter(1<<20, 100, time.Second)
-	if err != nil {
-		b.Fatal(err)
-	}
+	l := benchLimiter(b, 1<<20)
 	ctx := context.Background()
-	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			if err := l.Acquire(ctx, 0); err != nil {
@@ -119,15 +111,22 @@ func BenchmarkAdmissionConcurrencyAcquire(b *testing.B) {
 }
 
 func BenchmarkAdmissionConcurrencySerial(b *testing.B) {
-	l, err := NewLimiter(8, 100, time.Second)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.ReportAllocs()
+	l := benchLimiter(b, 8)
 	for b.Loop() {
 		l.TryAcquire()
 		l.Release()
 	}
+}
+
+// benchLimiter returns a concurrency limiter of limit requests in flight
+// (and a queue of 100) for a benchmark that reports its allocations.
+func benchLimiter(b *testing.B, limit int) *Limiter {
+	l, err := NewLimiter(limit, 100, time.Second)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	return l
 }
 
 func BenchmarkSlotsArriveRelease(b *testing.B) {
