@@ -50,19 +50,13 @@ func DefaultBBRConfig() BBRConfig {
 
 // Validate reports the first invalid field.
 func (c *BBRConfig) Validate() error {
-	if err := checkPeriod("period", c.Period); err != nil {
-		return err
-	}
-	if c.Window < c.Period {
-		return badField("window", c.Window, fmt.Sprintf("must be a duration ≥ period (%s) such as 10s", c.Period))
-	}
-	if err := checkRange("cpu_threshold", c.CPUThreshold, 0, 1); err != nil {
-		return badField("cpu_threshold", c.CPUThreshold, "must be a utilization within [0, 1] (0: always shed above maxInFlight)")
-	}
-	if !mathx.Finite(c.CPUDecay) || c.CPUDecay < 0 || c.CPUDecay >= 1 {
-		return badField("cpu_decay", c.CPUDecay, "must be within [0, 1)")
-	}
-	return nil
+	return firstError(
+		checkPeriod("period", c.Period),
+		invalidIf(c.Window < c.Period, "window", c.Window, fmt.Sprintf("must be a duration ≥ period (%s) such as 10s", c.Period)),
+		invalidIf(!mathx.Finite(c.CPUThreshold) || c.CPUThreshold < 0 || c.CPUThreshold > 1, "cpu_threshold", c.CPUThreshold,
+			"must be a utilization within [0, 1] (0: always shed above maxInFlight)"),
+		invalidIf(!mathx.Finite(c.CPUDecay) || c.CPUDecay < 0 || c.CPUDecay >= 1, "cpu_decay", c.CPUDecay, "must be within [0, 1)"),
+	)
 }
 
 // New validates the configuration and returns a controller.

@@ -16,50 +16,43 @@ import (
 // what a valid value looks like.
 func badField(field string, v any, want string) error { return fielderr.Invalid(field, v, want) }
 
+// invalidIf returns badField(field, v, want) when bad holds and nil
+// otherwise: one row of a Validate written as a table (see firstError).
+func invalidIf(bad bool, field string, v any, want string) error {
+	return fielderr.If(bad, field, v, want)
+}
+
+// firstError returns the first non-nil error of a Validate's rows, listed
+// in the order the fields are checked: the first invalid field.
+func firstError(errs ...error) error { return fielderr.First(errs...) }
+
 // FieldOf returns the name of the configuration field a validation error
 // names, or "" if err is not a field error.
 func FieldOf(err error) string { return fielderr.Path(err) }
 
 // checkPositive reports an error unless x is finite and > 0.
 func checkPositive(field string, x float64) error {
-	if !mathx.Finite(x) || x <= 0 {
-		return badField(field, x, "must be a finite number > 0")
-	}
-	return nil
+	return invalidIf(!mathx.Finite(x) || x <= 0, field, x, "must be a finite number > 0")
 }
 
 // checkNonNegative reports an error unless x is finite and ≥ 0.
 func checkNonNegative(field string, x float64) error {
-	if !mathx.Finite(x) || x < 0 {
-		return badField(field, x, "must be a finite number ≥ 0")
-	}
-	return nil
+	return invalidIf(!mathx.Finite(x) || x < 0, field, x, "must be a finite number ≥ 0")
 }
 
 // checkPeriod reports an error unless d > 0.
 func checkPeriod(field string, d time.Duration) error { return ctl.CheckPeriod(field, d) }
 
-// checkRange reports an error unless lo ≤ x ≤ hi (x finite).
-func checkRange(field string, x, lo, hi float64) error { return ctl.CheckRange(field, x, lo, hi) }
-
 // checkRateBounds validates a [min, max] rate pair and an initial rate
 // inside it.
 func checkRateBounds(minField string, lo float64, maxField string, hi float64, initField string, init float64) error {
-	if err := checkPositive(minField, lo); err != nil {
-		return err
-	}
-	if err := checkPositive(maxField, hi); err != nil {
-		return err
-	}
-	if hi < lo {
-		return badField(maxField, hi, fmt.Sprintf("must be ≥ %s (%g)", minField, lo))
-	}
-	if initField != "" {
-		if err := checkRange(initField, init, lo, hi); err != nil {
-			return badField(initField, init, fmt.Sprintf("must be within [%s, %s] = [%g, %g]", minField, maxField, lo, hi))
-		}
-	}
-	return nil
+	return firstError(
+		checkPositive(minField, lo),
+		checkPositive(maxField, hi),
+		invalidIf(hi < lo, maxField, hi, fmt.Sprintf("must be ≥ %s (%g)", minField, lo)),
+		invalidIf(initField != "" && (!mathx.Finite(init) || init < lo || init > hi), initField, init,
+			fmt.Sprintf("must be within [%s, %s] = [%g, %g]", minField, maxField, lo, hi)),
+	)
 }
 
 // clamp returns x limited to [lo, hi].

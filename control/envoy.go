@@ -72,34 +72,19 @@ func DefaultEnvoyGradientConfig() EnvoyGradientConfig {
 
 // Validate reports the first invalid field.
 func (c *EnvoyGradientConfig) Validate() error {
-	if err := checkPeriod("concurrency_update_interval", c.ConcurrencyUpdateInterval); err != nil {
-		return err
-	}
-	if c.MinRTTCalcInterval < time.Millisecond {
-		return badField("min_rtt_calc_interval", c.MinRTTCalcInterval, "must be a duration ≥ 1ms such as 60s")
-	}
-	if c.RequestCount < 1 {
-		return badField("request_count", c.RequestCount, "must be ≥ 1")
-	}
-	if err := checkRange("jitter", c.Jitter, 0, 100); err != nil {
-		return badField("jitter", c.Jitter, "must be a percentage within [0, 100]")
-	}
-	if err := checkNonNegative("buffer", c.Buffer); err != nil {
-		return badField("buffer", c.Buffer, "must be a finite percentage ≥ 0")
-	}
-	if c.Percentile != 50 && c.Percentile != 90 && c.Percentile != 99 {
-		return badField("percentile", c.Percentile, "must be 50, 90 or 99 (the percentiles the runner measures)")
-	}
-	if c.MinConcurrency < 1 {
-		return badField("min_concurrency", c.MinConcurrency, "must be ≥ 1")
-	}
-	if c.MaxConcurrency < c.MinConcurrency {
-		return badField("max_concurrency", c.MaxConcurrency, fmt.Sprintf("must be ≥ min_concurrency (%d)", c.MinConcurrency))
-	}
-	if c.ProbeConcurrency < 1 || c.ProbeConcurrency > c.MaxConcurrency {
-		return badField("probe_concurrency", c.ProbeConcurrency, fmt.Sprintf("must be within [1, max_concurrency] = [1, %d]", c.MaxConcurrency))
-	}
-	return nil
+	return firstError(
+		checkPeriod("concurrency_update_interval", c.ConcurrencyUpdateInterval),
+		invalidIf(c.MinRTTCalcInterval < time.Millisecond, "min_rtt_calc_interval", c.MinRTTCalcInterval, "must be a duration ≥ 1ms such as 60s"),
+		invalidIf(c.RequestCount < 1, "request_count", c.RequestCount, "must be ≥ 1"),
+		invalidIf(!mathx.Finite(c.Jitter) || c.Jitter < 0 || c.Jitter > 100, "jitter", c.Jitter, "must be a percentage within [0, 100]"),
+		invalidIf(!mathx.Finite(c.Buffer) || c.Buffer < 0, "buffer", c.Buffer, "must be a finite percentage ≥ 0"),
+		invalidIf(c.Percentile != 50 && c.Percentile != 90 && c.Percentile != 99, "percentile", c.Percentile,
+			"must be 50, 90 or 99 (the percentiles the runner measures)"),
+		invalidIf(c.MinConcurrency < 1, "min_concurrency", c.MinConcurrency, "must be ≥ 1"),
+		invalidIf(c.MaxConcurrency < c.MinConcurrency, "max_concurrency", c.MaxConcurrency, fmt.Sprintf("must be ≥ min_concurrency (%d)", c.MinConcurrency)),
+		invalidIf(c.ProbeConcurrency < 1 || c.ProbeConcurrency > c.MaxConcurrency, "probe_concurrency", c.ProbeConcurrency,
+			fmt.Sprintf("must be within [1, max_concurrency] = [1, %d]", c.MaxConcurrency)),
+	)
 }
 
 // New validates the configuration and returns a controller.

@@ -77,44 +77,21 @@ func DefaultGradient2Config() Gradient2Config {
 
 // Validate reports the first invalid field.
 func (c *Gradient2Config) Validate() error {
-	if err := checkPeriod("period", c.Period); err != nil {
-		return err
-	}
-	if c.MinLimit < 1 {
-		return badField("min_limit", c.MinLimit, "must be ≥ 1")
-	}
-	if c.MaxConcurrency < c.MinLimit {
-		return badField("max_concurrency", c.MaxConcurrency, fmt.Sprintf("must be ≥ min_limit (%d)", c.MinLimit))
-	}
-	if c.InitialLimit < c.MinLimit || c.InitialLimit > c.MaxConcurrency {
-		return badField("initial_limit", c.InitialLimit,
-			fmt.Sprintf("must be within [min_limit, max_concurrency] = [%d, %d]", c.MinLimit, c.MaxConcurrency))
-	}
-	if !mathx.Finite(c.Smoothing) || c.Smoothing <= 0 || c.Smoothing > 1 {
-		return badField("smoothing", c.Smoothing, "must be within (0, 1]")
-	}
-	if c.QueueSize < 0 {
-		return badField("queue_size", c.QueueSize, "must be ≥ 0")
-	}
-	if c.LongWindow < 1 {
-		return badField("long_window", c.LongWindow, "must be ≥ 1 window")
-	}
-	if !mathx.Finite(c.RTTTolerance) || c.RTTTolerance < 1 {
-		return badField("rtt_tolerance", c.RTTTolerance, "must be a finite number ≥ 1")
-	}
-	if c.MinWindowTime < 100*time.Millisecond {
-		return badField("min_window_time", c.MinWindowTime, "must be ≥ 100ms (as in WindowedLimit)")
-	}
-	if c.MaxWindowTime < c.MinWindowTime {
-		return badField("max_window_time", c.MaxWindowTime, fmt.Sprintf("must be ≥ min_window_time (%s)", c.MinWindowTime))
-	}
-	if c.WindowSize < 10 {
-		return badField("window_size", c.WindowSize, "must be ≥ 10 samples (as in WindowedLimit)")
-	}
-	if c.MinRTTThreshold < 0 {
-		return badField("min_rtt_threshold", c.MinRTTThreshold, "must be a duration ≥ 0 such as 100us")
-	}
-	return nil
+	return firstError(
+		checkPeriod("period", c.Period),
+		invalidIf(c.MinLimit < 1, "min_limit", c.MinLimit, "must be ≥ 1"),
+		invalidIf(c.MaxConcurrency < c.MinLimit, "max_concurrency", c.MaxConcurrency, fmt.Sprintf("must be ≥ min_limit (%d)", c.MinLimit)),
+		invalidIf(c.InitialLimit < c.MinLimit || c.InitialLimit > c.MaxConcurrency, "initial_limit", c.InitialLimit,
+			fmt.Sprintf("must be within [min_limit, max_concurrency] = [%d, %d]", c.MinLimit, c.MaxConcurrency)),
+		invalidIf(!mathx.Finite(c.Smoothing) || c.Smoothing <= 0 || c.Smoothing > 1, "smoothing", c.Smoothing, "must be within (0, 1]"),
+		invalidIf(c.QueueSize < 0, "queue_size", c.QueueSize, "must be ≥ 0"),
+		invalidIf(c.LongWindow < 1, "long_window", c.LongWindow, "must be ≥ 1 window"),
+		invalidIf(!mathx.Finite(c.RTTTolerance) || c.RTTTolerance < 1, "rtt_tolerance", c.RTTTolerance, "must be a finite number ≥ 1"),
+		invalidIf(c.MinWindowTime < 100*time.Millisecond, "min_window_time", c.MinWindowTime, "must be ≥ 100ms (as in WindowedLimit)"),
+		invalidIf(c.MaxWindowTime < c.MinWindowTime, "max_window_time", c.MaxWindowTime, fmt.Sprintf("must be ≥ min_window_time (%s)", c.MinWindowTime)),
+		invalidIf(c.WindowSize < 10, "window_size", c.WindowSize, "must be ≥ 10 samples (as in WindowedLimit)"),
+		invalidIf(c.MinRTTThreshold < 0, "min_rtt_threshold", c.MinRTTThreshold, "must be a duration ≥ 0 such as 100us"),
+	)
 }
 
 // New validates the configuration and returns a controller.

@@ -36,26 +36,16 @@ func DefaultKihlConfig() KihlConfig {
 
 // Validate reports the first invalid field.
 func (c *KihlConfig) Validate() error {
-	if err := checkPeriod("period", c.Period); err != nil {
-		return err
-	}
-	if !mathx.Finite(c.RhoRef) || c.RhoRef <= 0 || c.RhoRef > 1 {
-		return badField("rho_ref", c.RhoRef, "must be within (0, 1]")
-	}
-	if err := checkPositive("k", c.K); err != nil {
-		return err
-	}
-	if c.Ti <= 0 {
-		return badField("ti", c.Ti, "must be a positive duration such as 2.8s")
-	}
-	if err := checkPositive("max_rate", c.MaxRate); err != nil {
-		return err
-	}
 	uMax := c.MaxRate * c.Period.Seconds()
-	if !mathx.Finite(c.InitialIntegral) || c.InitialIntegral < 0 || c.InitialIntegral > uMax {
-		return badField("initial_integral", c.InitialIntegral, fmt.Sprintf("must be within [0, max_rate·period] = [0, %g]", uMax))
-	}
-	return nil
+	return firstError(
+		checkPeriod("period", c.Period),
+		invalidIf(!mathx.Finite(c.RhoRef) || c.RhoRef <= 0 || c.RhoRef > 1, "rho_ref", c.RhoRef, "must be within (0, 1]"),
+		checkPositive("k", c.K),
+		invalidIf(c.Ti <= 0, "ti", c.Ti, "must be a positive duration such as 2.8s"),
+		checkPositive("max_rate", c.MaxRate),
+		invalidIf(!mathx.Finite(c.InitialIntegral) || c.InitialIntegral < 0 || c.InitialIntegral > uMax, "initial_integral", c.InitialIntegral,
+			fmt.Sprintf("must be within [0, max_rate·period] = [0, %g]", uMax)),
+	)
 }
 
 // New validates the configuration and returns a controller.

@@ -170,6 +170,29 @@ func (c *SEDAConfig) targetOf(i int) float64 {
 
 // Validate reports the first invalid field.
 func (c *SEDAConfig) Validate() error {
+	return firstError(
+		c.validateTargets(),
+		invalidIf(c.NReq < 1, "nreq", c.NReq, "must be ≥ 1"),
+		checkPeriod("timeout", c.Timeout),
+		invalidIf(!mathx.Finite(c.Alpha) || c.Alpha < 0 || c.Alpha > 0.999999, "alpha", c.Alpha, "must be within [0, 1)"),
+		invalidIf(!mathx.Finite(c.ErrI), "err_i", c.ErrI, "must be finite"),
+		invalidIf(!mathx.Finite(c.ErrD) || c.ErrD < c.ErrI, "err_d", c.ErrD, fmt.Sprintf("must be finite and ≥ err_i (%g)", c.ErrI)),
+		invalidIf(!mathx.Finite(c.CI) || c.CI <= c.ErrI, "c_i", c.CI,
+			fmt.Sprintf("must be finite and > err_i (%g) so that increases are positive", c.ErrI)),
+		checkPositive("adj_i", c.AdjI),
+		invalidIf(!mathx.Finite(c.AdjD) || c.AdjD <= 1, "adj_d", c.AdjD, "must be a finite factor > 1"),
+		checkRateBounds("rate_min", c.RateMin, "rate_max", c.RateMax, "initial_rate", c.InitialRate),
+		invalidIf(!mathx.Finite(c.AdjLoD) || c.AdjLoD <= 1, "adjlo_d", c.AdjLoD, "must be a finite factor > 1"),
+		invalidIf(!mathx.Finite(c.RecoverFactor) || c.RecoverFactor < 0 || c.RecoverFactor > 10, "recover_factor", c.RecoverFactor,
+			"must be within [0, 10] (0: the paper's additive increase)"),
+		invalidIf(c.LCThresh < 1, "lc_thresh", c.LCThresh, "must be ≥ 1"),
+		c.validateDegrade(),
+	)
+}
+
+// validateTargets reports the first invalid field of the classes and their
+// p90 targets.
+func (c *SEDAConfig) validateTargets() error {
 	if c.Classes < 1 {
 		return badField("classes", c.Classes, "must be ≥ 1")
 	}
@@ -189,51 +212,19 @@ func (c *SEDAConfig) Validate() error {
 			return badField("target", c.Target, "must be set to a positive duration such as 500ms")
 		}
 	}
-	if c.NReq < 1 {
-		return badField("nreq", c.NReq, "must be ≥ 1")
-	}
-	if err := checkPeriod("timeout", c.Timeout); err != nil {
-		return err
-	}
-	if err := checkRange("alpha", c.Alpha, 0, 0.999999); err != nil {
-		return badField("alpha", c.Alpha, "must be within [0, 1)")
-	}
-	if !mathx.Finite(c.ErrI) {
-		return badField("err_i", c.ErrI, "must be finite")
-	}
-	if !mathx.Finite(c.ErrD) || c.ErrD < c.ErrI {
-		return badField("err_d", c.ErrD, fmt.Sprintf("must be finite and ≥ err_i (%g)", c.ErrI))
-	}
-	if !mathx.Finite(c.CI) || c.CI <= c.ErrI {
-		return badField("c_i", c.CI, fmt.Sprintf("must be finite and > err_i (%g) so that increases are positive", c.ErrI))
-	}
-	if err := checkPositive("adj_i", c.AdjI); err != nil {
-		return err
-	}
-	if !mathx.Finite(c.AdjD) || c.AdjD <= 1 {
-		return badField("adj_d", c.AdjD, "must be a finite factor > 1")
-	}
-	if err := checkRateBounds("rate_min", c.RateMin, "rate_max", c.RateMax, "initial_rate", c.InitialRate); err != nil {
-		return err
-	}
-	if !mathx.Finite(c.AdjLoD) || c.AdjLoD <= 1 {
-		return badField("adjlo_d", c.AdjLoD, "must be a finite factor > 1")
-	}
-	if !mathx.Finite(c.RecoverFactor) || c.RecoverFactor < 0 || c.RecoverFactor > 10 {
-		return badField("recover_factor", c.RecoverFactor, "must be within [0, 10] (0: the paper's additive increase)")
-	}
-	if c.LCThresh < 1 {
-		return badField("lc_thresh", c.LCThresh, "must be ≥ 1")
-	}
-	if c.Degrade.Enabled {
-		if c.classCount() > 1 {
-			return badField("degrade.enabled", true, "degradation supports a single class only")
-		}
-		if err := c.Degrade.validate(); err != nil {
-			return err
-		}
-	}
 	return nil
+}
+
+// validateDegrade reports the first invalid field of degrade when it is
+// enabled.
+func (c *SEDAConfig) validateDegrade() error {
+	if !c.Degrade.Enabled {
+		return nil
+	}
+	if c.classCount() > 1 {
+		return badField("degrade.enabled", true, "degradation supports a single class only")
+	}
+	return c.Degrade.validate()
 }
 
 // New validates the configuration and returns a *SEDA, or a *Degrader when

@@ -290,12 +290,7 @@ func TestSEDADecreaseHoldoff(t *testing.T) {
 // 0.9 × served/servedFor rather than the additive ≈ +1.2; once.
 func TestSEDARecoverToServed(t *testing.T) {
 	for _, on := range []bool{true, false} {
-		cfg := sedaCfg(time.Second, 100)
-		cfg.DecreaseHoldoff, cfg.RecoverToServed = true, on
-		s, _ := NewSEDA(cfg)
-		m := func(samples float64, p float64, el time.Duration) sluice.Measurements {
-			return sluice.Measurements{Samples: samples, Completed: samples, P90RT: p, Elapsed: el}
-		}
+		s, m := recoverSEDA(t, on), completions
 		now := at(1)
 		d := s.Update(now, m(100, 3, time.Second))
 		near(t, "cut", d.New, 83.333333333)
@@ -335,6 +330,25 @@ func TestSEDARecoverToServed(t *testing.T) {
 	}
 }
 
+// recoverSEDA returns a SEDA controller at target 1 s starting at 100
+// req/s, with decrease_holdoff on and recover_to_served on or off.
+func recoverSEDA(t *testing.T, recoverToServed bool) *SEDA {
+	t.Helper()
+	cfg := sedaCfg(time.Second, 100)
+	cfg.DecreaseHoldoff, cfg.RecoverToServed = true, recoverToServed
+	s, err := NewSEDA(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// completions is a step of n successful completions, all sampled, with
+// p90 p seconds, over el.
+func completions(n, p float64, el time.Duration) sluice.Measurements {
+	return sluice.Measurements{Samples: n, Completed: n, P90RT: p, Elapsed: el}
+}
+
 // recover_to_served counts from the first cut of an overload, not the
 // last: a second cut while the backlog drains does not restart the count.
 // Target 1 s, initial 100: cut at t=1 (83.333, counting starts), cut
@@ -343,12 +357,7 @@ func TestSEDARecoverToServed(t *testing.T) {
 // 3.5 s, so the increase goes to 0.9 × 342.857 = 308.571 (counting from
 // the second cut would give 0.9 × 300 = 270).
 func TestSEDARecoverFromFirstCut(t *testing.T) {
-	cfg := sedaCfg(time.Second, 100)
-	cfg.DecreaseHoldoff, cfg.RecoverToServed = true, true
-	s, _ := NewSEDA(cfg)
-	m := func(samples float64, p float64, el time.Duration) sluice.Measurements {
-		return sluice.Measurements{Samples: samples, Completed: samples, P90RT: p, Elapsed: el}
-	}
+	s, m := recoverSEDA(t, true), completions
 	now := at(1)
 	near(t, "first cut", s.Update(now, m(100, 3, time.Second)).New, 83.333333333)
 	now = now.Add(500 * time.Millisecond)

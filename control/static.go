@@ -25,10 +25,7 @@ func DefaultStaticRateConfig() StaticRateConfig { return StaticRateConfig{Period
 
 // Validate reports the first invalid field.
 func (c *StaticRateConfig) Validate() error {
-	if err := checkPositive("rate", c.Rate); err != nil {
-		return err
-	}
-	return checkPeriod("period", c.Period)
+	return firstError(checkPositive("rate", c.Rate), checkPeriod("period", c.Period))
 }
 
 // New validates the configuration and returns a controller.
@@ -56,10 +53,7 @@ func DefaultStaticConcurrencyConfig() StaticConcurrencyConfig {
 
 // Validate reports the first invalid field.
 func (c *StaticConcurrencyConfig) Validate() error {
-	if c.Limit < 1 {
-		return badField("limit", c.Limit, "must be ≥ 1")
-	}
-	return checkPeriod("period", c.Period)
+	return firstError(invalidIf(c.Limit < 1, "limit", c.Limit, "must be ≥ 1"), checkPeriod("period", c.Period))
 }
 
 // New validates the configuration and returns a controller.

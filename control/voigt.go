@@ -36,16 +36,17 @@ func DefaultVoigtCPUConfig() VoigtCPUConfig {
 
 // Validate reports the first invalid field.
 func (c *VoigtCPUConfig) Validate() error {
-	if err := checkPeriod("period", c.Period); err != nil {
-		return err
-	}
-	if !mathx.Finite(c.UtilRef) || c.UtilRef <= 0 || c.UtilRef > 100 {
-		return badField("util_ref", c.UtilRef, "must be a percentage within (0, 100]")
-	}
-	if err := checkPositive("kp", c.Kp); err != nil {
-		return err
-	}
-	return checkRateBounds("min_rate", c.MinRate, "max_rate", c.MaxRate, "initial_rate", c.InitialRate)
+	return firstError(
+		checkPeriod("period", c.Period),
+		checkUtilRef(c.UtilRef),
+		checkPositive("kp", c.Kp),
+		checkRateBounds("min_rate", c.MinRate, "max_rate", c.MaxRate, "initial_rate", c.InitialRate),
+	)
+}
+
+// checkUtilRef reports an error unless util_ref is a percentage in (0, 100].
+func checkUtilRef(u float64) error {
+	return invalidIf(!mathx.Finite(u) || u <= 0 || u > 100, "util_ref", u, "must be a percentage within (0, 100]")
 }
 
 // New validates the configuration and returns a controller.
@@ -148,25 +149,14 @@ func DefaultVoigtQueueConfig() VoigtQueueConfig {
 
 // Validate reports the first invalid field.
 func (c *VoigtQueueConfig) Validate() error {
-	if err := checkPeriod("period", c.Period); err != nil {
-		return err
-	}
-	if err := checkPositive("q_ref", c.QRef); err != nil {
-		return err
-	}
-	if err := checkPositive("kp", c.Kp); err != nil {
-		return err
-	}
-	if err := checkNonNegative("kd", c.Kd); err != nil {
-		return err
-	}
-	if err := checkRateBounds("min_rate", c.MinRate, "max_rate", c.MaxRate, "initial_rate", c.InitialRate); err != nil {
-		return err
-	}
-	if !mathx.Finite(c.UtilRef) || c.UtilRef <= 0 || c.UtilRef > 100 {
-		return badField("util_ref", c.UtilRef, "must be a percentage within (0, 100]")
-	}
-	return nil
+	return firstError(
+		checkPeriod("period", c.Period),
+		checkPositive("q_ref", c.QRef),
+		checkPositive("kp", c.Kp),
+		checkNonNegative("kd", c.Kd),
+		checkRateBounds("min_rate", c.MinRate, "max_rate", c.MaxRate, "initial_rate", c.InitialRate),
+		checkUtilRef(c.UtilRef),
+	)
 }
 
 // New validates the configuration and returns a controller.

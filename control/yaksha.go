@@ -62,31 +62,17 @@ func DefaultYakshaConfig() YakshaConfig {
 
 // Validate reports the first invalid field.
 func (c *YakshaConfig) Validate() error {
-	if c.Tref <= 0 {
-		return badField("tref", c.Tref, "must be set to a positive duration such as 150ms")
-	}
-	if err := checkPeriod("period", c.Period); err != nil {
-		return err
-	}
-	if err := checkNonNegative("lambda0", c.Lambda0); err != nil {
-		return err
-	}
-	if !c.SelfTuning && c.Lambda0 == 0 {
-		return badField("lambda0", c.Lambda0, "must be > 0 when self_tuning is false (the static design needs a nominal rate)")
-	}
-	if !mathx.Finite(c.Pole) || c.Pole >= 0 {
-		return badField("pole", c.Pole, "must be a finite negative number (1/s), e.g. -0.1")
-	}
-	if c.TuneWindow <= 0 {
-		return badField("tune_window", c.TuneWindow, "must be a positive duration such as 10s")
-	}
-	if !mathx.Finite(c.Smoothing) || c.Smoothing < 0 || c.Smoothing >= 1 {
-		return badField("smoothing", c.Smoothing, "must be within [0, 1)")
-	}
-	if !mathx.Finite(c.MaxDrop) || c.MaxDrop <= 0 || c.MaxDrop > 1 {
-		return badField("max_drop", c.MaxDrop, "must be within (0, 1]")
-	}
-	return nil
+	return firstError(
+		invalidIf(c.Tref <= 0, "tref", c.Tref, "must be set to a positive duration such as 150ms"),
+		checkPeriod("period", c.Period),
+		checkNonNegative("lambda0", c.Lambda0),
+		invalidIf(!c.SelfTuning && c.Lambda0 == 0, "lambda0", c.Lambda0,
+			"must be > 0 when self_tuning is false (the static design needs a nominal rate)"),
+		invalidIf(!mathx.Finite(c.Pole) || c.Pole >= 0, "pole", c.Pole, "must be a finite negative number (1/s), e.g. -0.1"),
+		invalidIf(c.TuneWindow <= 0, "tune_window", c.TuneWindow, "must be a positive duration such as 10s"),
+		invalidIf(!mathx.Finite(c.Smoothing) || c.Smoothing < 0 || c.Smoothing >= 1, "smoothing", c.Smoothing, "must be within [0, 1)"),
+		invalidIf(!mathx.Finite(c.MaxDrop) || c.MaxDrop <= 0 || c.MaxDrop > 1, "max_drop", c.MaxDrop, "must be within (0, 1]"),
+	)
 }
 
 // New validates the configuration and returns a controller.

@@ -15,51 +15,34 @@ import (
 // regime where its per-request cost matters: 1000 admissions per second
 // offered millions of requests per second, so nearly every call is a
 // refusal. Each op reads the clock, as the proxy does.
-func BenchmarkAdmissionTokenBucket(b *testing.B) {
-	tb, err := NewTokenBucket(1000, 100)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.ReportAllocs()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			tb.AllowAt(time.Now())
-		}
-	})
-}
+func BenchmarkAdmissionTokenBucket(b *testing.B) { benchTokenBucket(b, 1000, 100, true) }
 
 // BenchmarkAdmissionTokenBucketAdmitAll is the worst case: a rate that
 // never binds, so every call is an admission through rate.Limiter's mutex.
-func BenchmarkAdmissionTokenBucketAdmitAll(b *testing.B) {
-	tb, err := NewTokenBucket(1e12, 1000)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.ReportAllocs()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			tb.AllowAt(time.Now())
-		}
-	})
-}
+func BenchmarkAdmissionTokenBucketAdmitAll(b *testing.B) { benchTokenBucket(b, 1e12, 1000, true) }
 
-func BenchmarkAdmissionTokenBucketSerial(b *testing.B) {
-	tb, err := NewTokenBucket(1000, 100)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.ReportAllocs()
-	for b.Loop() {
-		tb.AllowAt(time.Now())
-	}
-}
+func BenchmarkAdmissionTokenBucketSerial(b *testing.B) { benchTokenBucket(b, 1000, 100, false) }
 
 func BenchmarkAdmissionTokenBucketAdmitAllSerial(b *testing.B) {
-	tb, err := NewTokenBucket(1e12, 1000)
+	benchTokenBucket(b, 1e12, 1000, false)
+}
+
+// benchTokenBucket measures AllowAt(time.Now()) on a bucket of rate and
+// burst, from every core (parallel) or from one goroutine.
+func benchTokenBucket(b *testing.B, rate float64, burst int, parallel bool) {
+	tb, err := NewTokenBucket(rate, burst)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
+	if parallel {
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				tb.AllowAt(time.Now())
+			}
+		})
+		return
+	}
 	for b.Loop() {
 		tb.AllowAt(time.Now())
 	}
@@ -75,36 +58,33 @@ func BenchmarkClockNow(b *testing.B) {
 	})
 }
 
-func BenchmarkAdmissionDropper(b *testing.B) {
-	d := NewDropper(nil)
-	if err := d.SetProbability(0.3); err != nil {
-		b.Fatal(err)
-	}
-	b.ReportAllocs()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			d.Admit()
-		}
-	})
-}
+func BenchmarkAdmissionDropper(b *testing.B) { benchDropper(b, true) }
 
-func BenchmarkAdmissionDropperSerial(b *testing.B) {
+func BenchmarkAdmissionDropperSerial(b *testing.B) { benchDropper(b, false) }
+
+// benchDropper measures Admit at a drop probability of 0.3, from every
+// core (parallel) or from one goroutine.
+func benchDropper(b *testing.B, parallel bool) {
 	d := NewDropper(nil)
 	if err := d.SetProbability(0.3); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
+	if parallel {
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				d.Admit()
+			}
+		})
+		return
+	}
 	for b.Loop() {
 		d.Admit()
 	}
 }
 
 func BenchmarkAdmissionConcurrency(b *testing.B) {
-	l, err := NewLimiter(1<<20, 100, time.Second)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.ReportAllocs()
+	l := benchLimiter(b, 1<<20)
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			if !l.TryAcquire() {
@@ -117,12 +97,8 @@ func BenchmarkAdmissionConcurrency(b *testing.B) {
 }
 
 func BenchmarkAdmissionConcurrencyAcquire(b *testing.B) {
-	l, err := NewLimiter(1<<20, 100, time.Second)
-	if err != nil {
-		b.Fatal(err)
-	}
+	l := benchLimiter(b, 1<<20)
 	ctx := context.Background()
-	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			if err := l.Acquire(ctx, 0); err != nil {
@@ -135,15 +111,22 @@ func BenchmarkAdmissionConcurrencyAcquire(b *testing.B) {
 }
 
 func BenchmarkAdmissionConcurrencySerial(b *testing.B) {
-	l, err := NewLimiter(8, 100, time.Second)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.ReportAllocs()
+	l := benchLimiter(b, 8)
 	for b.Loop() {
 		l.TryAcquire()
 		l.Release()
 	}
+}
+
+// benchLimiter returns a concurrency limiter of limit requests in flight
+// (and a queue of 100) for a benchmark that reports its allocations.
+func benchLimiter(b *testing.B, limit int) *Limiter {
+	l, err := NewLimiter(limit, 100, time.Second)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	return l
 }
 
 func BenchmarkSlotsArriveRelease(b *testing.B) {

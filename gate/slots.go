@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/enum"
 )
 
 // Outcome is what happened to an arrival at a Slots.
@@ -22,17 +24,9 @@ const (
 )
 
 // String returns "admitted", "queued" or "rejected".
-func (o Outcome) String() string {
-	switch o {
-	case Admitted:
-		return "admitted"
-	case Queued:
-		return "queued"
-	case Rejected:
-		return "rejected"
-	}
-	return fmt.Sprintf("Outcome(%d)", uint8(o))
-}
+func (o Outcome) String() string { return enum.Name(o, outcomeNames[:], "Outcome") }
+
+var outcomeNames = [...]string{Admitted: "admitted", Queued: "queued", Rejected: "rejected"}
 
 // Discipline is the order in which a Slots serves its waiters within a
 // class, and whether it kills a standing queue. The zero value is plain

@@ -394,31 +394,18 @@ func TestSlotsSteadyStateAllocs(t *testing.T) {
 // arrival's.
 func TestSlotsFair(t *testing.T) {
 	now := time.Unix(0, 0)
-	s, err := NewClassSlots[string](1, 4, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.SetFair(true)
-	if !s.TryAdmit() {
-		t.Fatal("the first request found no slot")
-	}
+	s := fairSlots(t, 4, 2)
 	// heavy's tags 1, 2, 3; light's 1 arrives last.
-	for i, w := range []struct {
-		id  string
-		tag float64
-	}{{"h1", 1}, {"h2", 2}, {"h3", 3}, {"l1", 1}} {
-		if o, _, _ := s.ArriveTagged(now, w.id, 0, w.tag, time.Time{}); o != Queued {
-			t.Fatalf("waiter %d (%s): %v", i, w.id, o)
+	arriveTagged(t, s, now, []taggedWaiter{{"h1", 1}, {"h2", 2}, {"h3", 3}, {"l1", 1}})
+	for _, c := range []struct {
+		class int
+		tag   float64
+		want  int
+		why   string
+	}{{0, 1, 2, "h1 and l1"}, {0, 2.5, 3, "h1, l1 and h2"}, {1, 0, 4, "every class-0 waiter"}} {
+		if got := s.AheadTagged(c.class, c.tag); got != c.want {
+			t.Errorf("AheadTagged(%d, %g) = %d, want %d (%s)", c.class, c.tag, got, c.want, c.why)
 		}
-	}
-	if got := s.AheadTagged(0, 1); got != 2 {
-		t.Errorf("AheadTagged(0, 1) = %d, want 2 (h1 and l1)", got)
-	}
-	if got := s.AheadTagged(0, 2.5); got != 3 {
-		t.Errorf("AheadTagged(0, 2.5) = %d, want 3", got)
-	}
-	if got := s.AheadTagged(1, 0); got != 4 {
-		t.Errorf("AheadTagged(1, 0) = %d, want 4 (every class-0 waiter)", got)
 	}
 	// The queue is full: a light arrival with tag 2 evicts h3 (tag 3); one
 	// with tag 9 is refused.
@@ -429,16 +416,8 @@ func TestSlotsFair(t *testing.T) {
 	if o, _, evicted := s.ArriveTagged(now, "x", 0, 9, time.Time{}); o != Rejected || evicted {
 		t.Errorf("full queue, tag 9: %v (evicted %v); want rejected", o, evicted)
 	}
-	var order []string
-	for range 4 {
-		next, ok := s.Release(now)
-		if !ok {
-			t.Fatal("no waiter served")
-		}
-		order = append(order, next)
-	}
-	if want := []string{"h1", "l1", "h2", "l2"}; !slices.Equal(order, want) {
-		t.Errorf("served %v, want %v (by tag, equal tags in arrival order)", order, want)
+	if got, want := releaseAll(t, s, now, 4), []string{"h1", "l1", "h2", "l2"}; !slices.Equal(got, want) {
+		t.Errorf("served %v, want %v (by tag, equal tags in arrival order)", got, want)
 	}
 	s.SetFair(false)
 	if s.Fair() {
@@ -446,22 +425,57 @@ func TestSlotsFair(t *testing.T) {
 	}
 }
 
-// Retag rewrites the tags of a class's waiters, and the serving order
-// follows the new tags; without fair queueing it does nothing.
-func TestSlotsRetag(t *testing.T) {
-	now := time.Unix(0, 0)
-	s, err := NewClassSlots[string](1, 8, 1)
+// fairSlots returns one slot, taken, and a queue of queue places over
+// classes classes with fair queueing on: every arrival waits.
+func fairSlots(t *testing.T, queue, classes int) *Slots[string] {
+	t.Helper()
+	s, err := NewClassSlots[string](1, queue, classes)
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.SetFair(true)
-	s.TryAdmit()
-	for _, w := range []struct {
-		id  string
-		tag float64
-	}{{"a1", 1}, {"b1", 2}, {"a2", 3}, {"b2", 4}} {
-		s.ArriveTagged(now, w.id, 0, w.tag, time.Time{})
+	if !s.TryAdmit() {
+		t.Fatal("the first request found no slot")
 	}
+	return s
+}
+
+// taggedWaiter is a class-0 arrival with its fair-queueing tag.
+type taggedWaiter struct {
+	id  string
+	tag float64
+}
+
+// arriveTagged queues ws in order and fails unless each is queued.
+func arriveTagged(t *testing.T, s *Slots[string], now time.Time, ws []taggedWaiter) {
+	t.Helper()
+	for i, w := range ws {
+		if o, _, _ := s.ArriveTagged(now, w.id, 0, w.tag, time.Time{}); o != Queued {
+			t.Fatalf("waiter %d (%s): %v", i, w.id, o)
+		}
+	}
+}
+
+// releaseAll releases n waiters and returns them in the order served.
+func releaseAll(t *testing.T, s *Slots[string], now time.Time, n int) []string {
+	t.Helper()
+	var order []string
+	for range n {
+		next, ok := s.Release(now)
+		if !ok {
+			t.Fatal("no waiter served")
+		}
+		order = append(order, next)
+	}
+	return order
+}
+
+// Retag rewrites the tags of a class's waiters, and the serving order
+// follows the new tags; without fair queueing it does nothing.
+func TestSlotsRetag(t *testing.T) {
+	now := time.Unix(0, 0)
+	s := fairSlots(t, 8, 1)
+	arriveTagged(t, s, now, []taggedWaiter{{"a1", 1}, {"b1", 2}, {"a2", 3}, {"b2", 4}})
 	// a's waiters move back by 2.5: a1 3.5, a2 5.5.
 	s.Retag(0, func(id string, tag float64) float64 {
 		if id[0] == 'a' {
@@ -469,13 +483,8 @@ func TestSlotsRetag(t *testing.T) {
 		}
 		return tag
 	})
-	var order []string
-	for range 4 {
-		next, _ := s.Release(now)
-		order = append(order, next)
-	}
-	if want := []string{"b1", "a1", "b2", "a2"}; !slices.Equal(order, want) {
-		t.Errorf("served %v, want %v", order, want)
+	if got, want := releaseAll(t, s, now, 4), []string{"b1", "a1", "b2", "a2"}; !slices.Equal(got, want) {
+		t.Errorf("served %v, want %v", got, want)
 	}
 	s.SetFair(false)
 	s.ArriveTagged(now, "x", 0, 1, time.Time{})

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/fielderr"
 )
 
 // SocketSet is a set of live client sockets, such as the connections a
@@ -89,27 +91,17 @@ func DefaultOutQueueConfig() OutQueueConfig {
 
 // Validate reports the first invalid field, naming it and its value.
 func (c OutQueueConfig) Validate() error {
-	if c.CapacityBytes <= 0 {
-		return fmt.Errorf("capacity_bytes: %d is invalid: must be > 0 (bytes that count as a full queue)", c.CapacityBytes)
-	}
-	if math.IsNaN(c.Scale) || math.IsInf(c.Scale, 0) || c.Scale <= 0 {
-		return fmt.Errorf("scale: %v is invalid: must be a finite number > 0", c.Scale)
-	}
-	if c.Period <= 0 {
-		return fmt.Errorf("period: %v is invalid: must be > 0", c.Period)
-	}
-	if c.SamplesPerPeriod < MinSamplesPerPeriod {
-		return fmt.Errorf("samples_per_period: %d is invalid: must be >= %d", c.SamplesPerPeriod, MinSamplesPerPeriod)
-	}
-	if c.SampleInterval() < time.Millisecond {
-		return fmt.Errorf("samples_per_period: %d is invalid: period %v / %d is under 1ms", c.SamplesPerPeriod, c.Period, c.SamplesPerPeriod)
-	}
-	switch c.Mode {
-	case QueueUnsent, QueueUnacked:
-	default:
-		return fmt.Errorf("mode: %q is invalid: must be %q or %q", c.Mode, QueueUnsent, QueueUnacked)
-	}
-	return nil
+	return fielderr.First(
+		fielderr.If(c.CapacityBytes <= 0, "capacity_bytes", c.CapacityBytes, "must be > 0 (bytes that count as a full queue)"),
+		fielderr.If(math.IsNaN(c.Scale) || math.IsInf(c.Scale, 0) || c.Scale <= 0, "scale", c.Scale, "must be a finite number > 0"),
+		fielderr.If(c.Period <= 0, "period", c.Period, "must be > 0"),
+		fielderr.If(c.SamplesPerPeriod < MinSamplesPerPeriod, "samples_per_period", c.SamplesPerPeriod,
+			fmt.Sprintf("must be >= %d", MinSamplesPerPeriod)),
+		fielderr.If(c.SampleInterval() < time.Millisecond, "samples_per_period", c.SamplesPerPeriod,
+			fmt.Sprintf("period %v / %d is under 1ms", c.Period, c.SamplesPerPeriod)),
+		fielderr.If(c.Mode != QueueUnsent && c.Mode != QueueUnacked, "mode", fmt.Sprintf("%q", c.Mode),
+			fmt.Sprintf("must be %q or %q", QueueUnsent, QueueUnacked)),
+	)
 }
 
 // SampleInterval returns Period / SamplesPerPeriod, the sampler's tick.

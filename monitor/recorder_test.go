@@ -216,32 +216,16 @@ func TestRecorderHotPathNoAllocs(t *testing.T) {
 	}
 }
 
-func BenchmarkRecordRecorder(b *testing.B) {
-	r, err := NewRecorder(100, t0)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.ReportAllocs()
-	var d time.Duration
-	for b.Loop() {
-		d += time.Microsecond
-		r.Complete(d, true)
-	}
-}
+func BenchmarkRecordRecorder(b *testing.B) { benchRecorder(b, false) }
 
-func BenchmarkRecordRecorderParallel(b *testing.B) {
+func BenchmarkRecordRecorderParallel(b *testing.B) { benchRecorder(b, true) }
+
+func benchRecorder(b *testing.B, parallel bool) {
 	r, err := NewRecorder(100, t0)
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.ReportAllocs()
-	b.RunParallel(func(pb *testing.PB) {
-		var d time.Duration
-		for pb.Next() {
-			d += time.Microsecond
-			r.Complete(d, true)
-		}
-	})
+	benchRecord(b, parallel, func(d time.Duration) { r.Complete(d, true) })
 }
 
 // Fail marks completions as failed without changing how they are counted

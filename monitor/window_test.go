@@ -239,32 +239,37 @@ func TestWindowConcurrent(t *testing.T) {
 	}
 }
 
-func BenchmarkRecordWindow(b *testing.B) {
+func BenchmarkRecordWindow(b *testing.B) { benchWindow(b, false) }
+
+func BenchmarkRecordWindowParallel(b *testing.B) { benchWindow(b, true) }
+
+func benchWindow(b *testing.B, parallel bool) {
 	w, err := NewWindow(100)
 	if err != nil {
 		b.Fatal(err)
 	}
+	benchRecord(b, parallel, w.Record)
+}
+
+// benchRecord calls record once per op with a service time rising by 1µs,
+// from one goroutine or from every core (each with its own sequence).
+func benchRecord(b *testing.B, parallel bool, record func(time.Duration)) {
 	b.ReportAllocs()
+	if parallel {
+		b.RunParallel(func(pb *testing.PB) {
+			var d time.Duration
+			for pb.Next() {
+				d += time.Microsecond
+				record(d)
+			}
+		})
+		return
+	}
 	var d time.Duration
 	for b.Loop() {
 		d += time.Microsecond
-		w.Record(d)
+		record(d)
 	}
-}
-
-func BenchmarkRecordWindowParallel(b *testing.B) {
-	w, err := NewWindow(100)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.ReportAllocs()
-	b.RunParallel(func(pb *testing.PB) {
-		var d time.Duration
-		for pb.Next() {
-			d += time.Microsecond
-			w.Record(d)
-		}
-	})
 }
 
 func BenchmarkWindowStats100(b *testing.B) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/gate"
+	"github.com/sluicehq/sluice/internal/enum"
 )
 
 // Verdict is the policer's decision on one connection.
@@ -30,17 +31,9 @@ const (
 
 // String returns "admitted", "rate" or "source", the names used in
 // metrics and logs.
-func (v Verdict) String() string {
-	switch v {
-	case Admitted:
-		return "admitted"
-	case RejectedRate:
-		return "rate"
-	case RejectedSource:
-		return "source"
-	}
-	return fmt.Sprintf("Verdict(%d)", uint8(v))
-}
+func (v Verdict) String() string { return enum.Name(v, verdictNames[:], "Verdict") }
+
+var verdictNames = [...]string{Admitted: "admitted", RejectedRate: "rate", RejectedSource: "source"}
 
 // Policer decides, connection by connection, whether a new connection may
 // proceed: the connection policer (TCP SYN policing) of Voigt and

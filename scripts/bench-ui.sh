@@ -15,34 +15,19 @@ set -euo pipefail
 runs=${1:-5}
 dur=${2:-10s}
 cd "$(dirname "$0")/.."
+me=bench-ui
+. scripts/bench-lib.sh
 
-if ! command -v wrk >/dev/null; then
-	if [ "$(id -u)" -ne 0 ]; then
-		echo "bench-ui: wrk is not installed; run: sudo apt-get install wrk" >&2
-		exit 2
-	fi
-	apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q wrk
-fi
+need wrk wrk || exit 2
 
-tmp=$(mktemp -d)
-pids=()
+bench_setup
 viewers=()
 stop_viewers() {
 	for p in "${viewers[@]}"; do kill "$p" 2>/dev/null || true; done
 	viewers=()
 }
-cleanup() {
-	stop_viewers
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
+trap 'stop_viewers; cleanup' EXIT
 
-go build -o "$tmp/bin-sluice" ./cmd/sluice
-(cd lab && go build -o "$tmp/benchproxy" ./cmd/benchproxy)
-
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 be=$(port); sl=$(port); adm=$(port)
 
 "$tmp/benchproxy" -trivial "127.0.0.1:$be" 2>"$tmp/backend.log" &

@@ -64,19 +64,8 @@ case "$rounds" in '' | *[!0-9]* | 0)
 	;;
 esac
 
-# need PKG BIN: installs Debian's PKG for BIN when missing and root.
-need() {
-	command -v "$2" >/dev/null && return 0
-	if [ "$(id -u)" -ne 0 ]; then
-		echo "bench-wrk: $2 is not installed (sudo apt-get install $1)" >&2
-		return 1
-	fi
-	if [ -z "${updated:-}" ]; then
-		apt-get update -q >/dev/null
-		updated=1
-	fi
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$1" >/dev/null
-}
+me=bench-wrk
+. scripts/bench-lib.sh
 need wrk wrk || exit 2
 kept=()
 for t in "${targets[@]}"; do
@@ -94,20 +83,8 @@ if [ -n "${SLUICE_BEFORE:-}" ]; then
 	done
 fi
 
-tmp=$(mktemp -d)
+bench_setup
 chmod 755 "$tmp"
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-
-go build -o "$tmp/bin-sluice" ./cmd/sluice
-(cd lab && go build -o "$tmp/benchproxy" ./cmd/benchproxy)
-
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 be=$(port)
 "$tmp/benchproxy" -trivial "127.0.0.1:$be" -size "$size" 2>"$tmp/backend.log" &
 pids+=($!)

@@ -236,41 +236,9 @@ type compiled struct {
 }
 
 func (c *Config) compile() (*compiled, error) {
-	tb := float64(c.TotalBandwidth)
-	if math.IsNaN(tb) || tb <= 0 || tb > maxTotalBandwidth {
-		return nil, badField("total_bandwidth", c.TotalBandwidth, fmt.Sprintf("must be > 0 and at most %g bytes per second (for example 100KB/s)", maxTotalBandwidth))
+	if err := c.validateSettings(); err != nil {
+		return nil, err
 	}
-	if im := float64(c.InitialMaxBandwidth); im != 0 && (math.IsNaN(im) || im < tb || im > maxTotalBandwidth) {
-		return nil, badField("initial_max_bandwidth", c.InitialMaxBandwidth, fmt.Sprintf("must be 0 (start at total_bandwidth) or in [total_bandwidth = %g, %g] bytes per second", tb, maxTotalBandwidth))
-	}
-	if math.IsNaN(c.Alpha) || c.Alpha < MinAlpha || c.Alpha > MaxAlpha {
-		return nil, badField("alpha", c.Alpha, fmt.Sprintf("must be in [%g, %g]", MinAlpha, MaxAlpha))
-	}
-	if c.Period < MinPeriod || c.Period > MaxPeriod {
-		return nil, badField("period", c.Period, fmt.Sprintf("must be in [%v, %v]", MinPeriod, MaxPeriod))
-	}
-	if c.StandbyLimit < 1 || c.StandbyLimit > MaxStandbyLimit {
-		return nil, badField("standby_limit", c.StandbyLimit, fmt.Sprintf("must be in [1, %d] (requests)", MaxStandbyLimit))
-	}
-	if c.MaxDelay <= 0 || c.MaxDelay > MaxMaxDelay {
-		return nil, badField("max_delay", c.MaxDelay, fmt.Sprintf("must be in (0, %v]", MaxMaxDelay))
-	}
-	if c.CacheSize < 0 || c.CacheSize > MaxCacheSize {
-		return nil, badField("cache_size", c.CacheSize, fmt.Sprintf("must be in [0, %d] (entries; 0 disables the cache)", MaxCacheSize))
-	}
-	if c.ReplyBuffer < 0 || c.ReplyBuffer > MaxReplyBuffer {
-		return nil, badField("reply_buffer", c.ReplyBuffer, fmt.Sprintf("must be in [0, %d] (bytes)", MaxReplyBuffer))
-	}
-	if !httpx.IsToken(c.ClientHeader) {
-		return nil, badField("client_header", fmt.Sprintf("%q", c.ClientHeader), "must be a non-empty HTTP header name (letters, digits and !#$%&'*+-.^_`|~)")
-	}
-	if !httpx.IsToken(c.APIKeyHeader) {
-		return nil, badField("api_key_header", fmt.Sprintf("%q", c.APIKeyHeader), "must be a non-empty HTTP header name (letters, digits and !#$%&'*+-.^_`|~)")
-	}
-	if canonicalHeader(c.ClientHeader) == canonicalHeader(c.APIKeyHeader) {
-		return nil, badField("api_key_header", fmt.Sprintf("%q", c.APIKeyHeader), "must differ from client_header")
-	}
-
 	n := len(c.Clients)
 	cc := &compiled{
 		names:   make([]string, n+1),
@@ -284,61 +252,108 @@ func (c *Config) compile() (*compiled, error) {
 	sum := 0.0
 	for i, cl := range c.Clients {
 		field := fmt.Sprintf("clients[%d]", i)
-		if !validName(cl.Name) {
-			return nil, badField(field+".name", fmt.Sprintf("%q", cl.Name), "must be 1 to 64 letters, digits, '_', '-', '.' or ':', starting with a letter or digit")
-		}
-		if cl.Name == OthersName {
-			return nil, badField(field+".name", fmt.Sprintf("%q", cl.Name), "is reserved for the implicit client of unmatched requests")
-		}
-		if j, dup := byName[cl.Name]; dup {
-			return nil, badField(field+".name", fmt.Sprintf("%q", cl.Name), fmt.Sprintf("the same name as clients[%d]", j))
+		var err error
+		if sum, err = checkClient(field, cl, byName, sum); err != nil {
+			return nil, err
 		}
 		byName[cl.Name] = i
-		if math.IsNaN(cl.Share) || cl.Share <= 0 || cl.Share > 100 {
-			return nil, badField(field+".share", cl.Share, "must be in (0, 100] (percent of total_bandwidth)")
-		}
-		sum += cl.Share
-		if sum > 100+shareEpsilon {
-			return nil, badField(field+".share", cl.Share, fmt.Sprintf("brings the sum of the shares to %g; they must sum to at most 100 (the rest goes to %q)", sum, OthersName))
-		}
 		cc.names[i], cc.shares[i] = cl.Name, cl.Share
-		for k, s := range cl.CIDRs {
-			p, err := netprefix.Parse(s)
-			if err != nil {
-				return nil, badField(fmt.Sprintf("%s.cidrs[%d]", field, k), fmt.Sprintf("%q", s), err.Error())
-			}
-			if j, added := cc.prefixes.Insert(p, ClientID(i)); !added {
-				return nil, badField(fmt.Sprintf("%s.cidrs[%d]", field, k), fmt.Sprintf("%q", s), fmt.Sprintf("the same prefix is already listed for clients[%d]", j))
-			}
-		}
-		for k, v := range cl.HeaderValues {
-			f := fmt.Sprintf("%s.header_values[%d]", field, k)
-			if v == "" {
-				return nil, badField(f, `""`, "must not be empty")
-			}
-			if j, dup := cc.headers[v]; dup {
-				return nil, badField(f, fmt.Sprintf("%q", v), fmt.Sprintf("the same value is already listed for clients[%d]", j))
-			}
-			cc.headers[v] = ClientID(i)
-		}
-		if cl.APIKeysFile != "" && len(cl.APIKeys) == 0 {
-			return nil, badField(field+".api_keys_file", fmt.Sprintf("%q", cl.APIKeysFile), "is read by the proxy's configuration loader: a Go program sets api_keys")
-		}
-		for k, key := range cl.APIKeys {
-			f := fmt.Sprintf("%s.api_keys[%d]", field, k)
-			v := key.Reveal()
-			if v == "" {
-				return nil, badField(f, `""`, "must not be empty")
-			}
-			if j, dup := cc.apiKeys[v]; dup {
-				// Never echo a key in an error message.
-				return nil, badField(f, "(key withheld)", fmt.Sprintf("the same key is already listed for clients[%d]", j))
-			}
-			cc.apiKeys[v] = ClientID(i)
+		if err := cc.addMatchers(field, ClientID(i), cl); err != nil {
+			return nil, err
 		}
 	}
 	cc.names[n], cc.shares[n] = OthersName, c.OthersShare()
 	return cc, nil
+}
+
+// validateSettings reports the first invalid field among the settings
+// outside clients.
+func (c *Config) validateSettings() error {
+	tb, im := float64(c.TotalBandwidth), float64(c.InitialMaxBandwidth)
+	const headerName = "must be a non-empty HTTP header name (letters, digits and !#$%&'*+-.^_`|~)"
+	return fielderr.First(
+		fielderr.If(math.IsNaN(tb) || tb <= 0 || tb > maxTotalBandwidth, "total_bandwidth", c.TotalBandwidth,
+			fmt.Sprintf("must be > 0 and at most %g bytes per second (for example 100KB/s)", maxTotalBandwidth)),
+		fielderr.If(im != 0 && (math.IsNaN(im) || im < tb || im > maxTotalBandwidth), "initial_max_bandwidth", c.InitialMaxBandwidth,
+			fmt.Sprintf("must be 0 (start at total_bandwidth) or in [total_bandwidth = %g, %g] bytes per second", tb, maxTotalBandwidth)),
+		fielderr.If(math.IsNaN(c.Alpha) || c.Alpha < MinAlpha || c.Alpha > MaxAlpha, "alpha", c.Alpha, fmt.Sprintf("must be in [%g, %g]", MinAlpha, MaxAlpha)),
+		fielderr.If(c.Period < MinPeriod || c.Period > MaxPeriod, "period", c.Period, fmt.Sprintf("must be in [%v, %v]", MinPeriod, MaxPeriod)),
+		fielderr.If(c.StandbyLimit < 1 || c.StandbyLimit > MaxStandbyLimit, "standby_limit", c.StandbyLimit,
+			fmt.Sprintf("must be in [1, %d] (requests)", MaxStandbyLimit)),
+		fielderr.If(c.MaxDelay <= 0 || c.MaxDelay > MaxMaxDelay, "max_delay", c.MaxDelay, fmt.Sprintf("must be in (0, %v]", MaxMaxDelay)),
+		fielderr.If(c.CacheSize < 0 || c.CacheSize > MaxCacheSize, "cache_size", c.CacheSize,
+			fmt.Sprintf("must be in [0, %d] (entries; 0 disables the cache)", MaxCacheSize)),
+		fielderr.If(c.ReplyBuffer < 0 || c.ReplyBuffer > MaxReplyBuffer, "reply_buffer", c.ReplyBuffer,
+			fmt.Sprintf("must be in [0, %d] (bytes)", MaxReplyBuffer)),
+		fielderr.If(!httpx.IsToken(c.ClientHeader), "client_header", fmt.Sprintf("%q", c.ClientHeader), headerName),
+		fielderr.If(!httpx.IsToken(c.APIKeyHeader), "api_key_header", fmt.Sprintf("%q", c.APIKeyHeader), headerName),
+		fielderr.If(canonicalHeader(c.ClientHeader) == canonicalHeader(c.APIKeyHeader), "api_key_header", fmt.Sprintf("%q", c.APIKeyHeader),
+			"must differ from client_header"),
+	)
+}
+
+// checkClient reports the first invalid field of the client cl at field
+// (its name, unique among the clients named before it in byName, and its
+// share), and returns the sum of the shares with cl's.
+func checkClient(field string, cl ClientConfig, byName map[string]int, sum float64) (float64, error) {
+	if !validName(cl.Name) {
+		return sum, badField(field+".name", fmt.Sprintf("%q", cl.Name), "must be 1 to 64 letters, digits, '_', '-', '.' or ':', starting with a letter or digit")
+	}
+	if cl.Name == OthersName {
+		return sum, badField(field+".name", fmt.Sprintf("%q", cl.Name), "is reserved for the implicit client of unmatched requests")
+	}
+	if j, dup := byName[cl.Name]; dup {
+		return sum, badField(field+".name", fmt.Sprintf("%q", cl.Name), fmt.Sprintf("the same name as clients[%d]", j))
+	}
+	if math.IsNaN(cl.Share) || cl.Share <= 0 || cl.Share > 100 {
+		return sum, badField(field+".share", cl.Share, "must be in (0, 100] (percent of total_bandwidth)")
+	}
+	sum += cl.Share
+	if sum > 100+shareEpsilon {
+		return sum, badField(field+".share", cl.Share, fmt.Sprintf("brings the sum of the shares to %g; they must sum to at most 100 (the rest goes to %q)", sum, OthersName))
+	}
+	return sum, nil
+}
+
+// addMatchers adds what identifies client id (the client cl at field) to
+// cc: its prefixes, header values and API keys, each listed for one client
+// only.
+func (cc *compiled) addMatchers(field string, id ClientID, cl ClientConfig) error {
+	for k, s := range cl.CIDRs {
+		p, err := netprefix.Parse(s)
+		if err != nil {
+			return badField(fmt.Sprintf("%s.cidrs[%d]", field, k), fmt.Sprintf("%q", s), err.Error())
+		}
+		if j, added := cc.prefixes.Insert(p, id); !added {
+			return badField(fmt.Sprintf("%s.cidrs[%d]", field, k), fmt.Sprintf("%q", s), fmt.Sprintf("the same prefix is already listed for clients[%d]", j))
+		}
+	}
+	for k, v := range cl.HeaderValues {
+		f := fmt.Sprintf("%s.header_values[%d]", field, k)
+		if v == "" {
+			return badField(f, `""`, "must not be empty")
+		}
+		if j, dup := cc.headers[v]; dup {
+			return badField(f, fmt.Sprintf("%q", v), fmt.Sprintf("the same value is already listed for clients[%d]", j))
+		}
+		cc.headers[v] = id
+	}
+	if cl.APIKeysFile != "" && len(cl.APIKeys) == 0 {
+		return badField(field+".api_keys_file", fmt.Sprintf("%q", cl.APIKeysFile), "is read by the proxy's configuration loader: a Go program sets api_keys")
+	}
+	for k, key := range cl.APIKeys {
+		f := fmt.Sprintf("%s.api_keys[%d]", field, k)
+		v := key.Reveal()
+		if v == "" {
+			return badField(f, `""`, "must not be empty")
+		}
+		if j, dup := cc.apiKeys[v]; dup {
+			// Never echo a key in an error message.
+			return badField(f, "(key withheld)", fmt.Sprintf("the same key is already listed for clients[%d]", j))
+		}
+		cc.apiKeys[v] = id
+	}
+	return nil
 }
 
 func validName(s string) bool {

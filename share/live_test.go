@@ -4,14 +4,14 @@ package share
 
 import (
 	"context"
-	"io"
 	"math"
 	"net/http"
 	"net/http/httptest"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/sharetest"
 )
 
 // TestLiveLoopbackShares is the live check of §3 on a real loopback
@@ -45,64 +45,16 @@ func TestLiveLoopbackShares(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Go(func() { s.Run(ctx) })
 
-	var received [4]atomic.Int64
-	var failures atomic.Int64
-	var idle [4]atomic.Bool
-	for i, n := range names {
-		wg.Go(func() {
-			tr := &http.Transport{MaxConnsPerHost: 1}
-			defer tr.CloseIdleConnections()
-			cl := &http.Client{Transport: tr, Timeout: 15 * time.Second}
-			for ctx.Err() == nil {
-				if idle[i].Load() {
-					select {
-					case <-ctx.Done():
-					case <-time.After(50 * time.Millisecond):
-					}
-					continue
-				}
-				req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL, nil)
-				req.Header.Set(DefaultClientHeader, n)
-				resp, err := cl.Do(req)
-				if err != nil {
-					if ctx.Err() == nil {
-						failures.Add(1)
-					}
-					continue
-				}
-				nb, _ := io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != 200 {
-					failures.Add(1)
-					continue
-				}
-				received[i].Add(nb)
-			}
-		})
-	}
-	// window waits warm, then returns each client's delivered bytes/s over
-	// the next dur.
-	window := func(warm, dur time.Duration) (x [4]float64) {
-		time.Sleep(warm)
-		var b0 [4]int64
-		for i := range b0 {
-			b0[i] = received[i].Load()
-		}
-		time.Sleep(dur)
-		for i := range x {
-			x[i] = float64(received[i].Load()-b0[i]) / dur.Seconds()
-		}
-		return x
-	}
-
-	all := window(3*time.Second, 6*time.Second)
-	idle[0].Store(true)
-	idle[1].Store(true)
-	two := window(5*time.Second, 5*time.Second)
+	clients := sharetest.Start(srv.URL, DefaultClientHeader, names)
+	all := clients.Window(3*time.Second, 6*time.Second)
+	clients.Idle(0)
+	clients.Idle(1)
+	two := clients.Window(5*time.Second, 5*time.Second)
+	clients.Stop()
 	cancel()
 	wg.Wait()
 
-	sh, total := sharesOf(all[:])
+	sh, total := sharesOf(all)
 	t.Logf("all active: shares a %.2f  b %.2f  c %.2f  d %.2f %% (allocations 10/20/30/40), total %.1f KB/s = %.3f B, Â = %.2f B",
 		sh[0], sh[1], sh[2], sh[3], total/1e3, total/B, s.MaxMeasured()/B)
 	for i, want := range []float64{10, 20, 30, 40} {
@@ -113,13 +65,13 @@ func TestLiveLoopbackShares(t *testing.T) {
 	if math.Abs(total/B-1) > 0.1 {
 		t.Errorf("total %.3f B, want within 10 %% of B", total/B)
 	}
-	_, total2 := sharesOf(two[:])
+	_, total2 := sharesOf(two)
 	t.Logf("a, b idle: c %.1f KB/s (%.2f of its allocation), d %.1f KB/s (%.2f), total %.1f KB/s = %.3f B",
 		two[2]/1e3, two[2]/(0.3*B), two[3]/1e3, two[3]/(0.4*B), total2/1e3, total2/B)
 	if two[2] < 1.15*0.3*B || two[3] < 1.15*0.4*B || total2 < 0.85*B || total2 > 1.1*B {
 		t.Errorf("slack not taken up: c %.3f B, d %.3f B (allocations 0.3 B, 0.4 B), total %.3f B", two[2]/B, two[3]/B, total2/B)
 	}
-	if f := failures.Load(); f > 0 {
+	if f := clients.Failures(); f > 0 {
 		t.Errorf("%d requests failed or were rejected", f)
 	}
 	srv.Close() // waits for every handler to return

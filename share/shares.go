@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/enum"
 )
 
 // ClientID identifies a client of a Shares: the index of a configured
@@ -32,17 +33,9 @@ const (
 )
 
 // String returns "standby", "no_bandwidth" or "max_delay" (the metric label).
-func (r Reason) String() string {
-	switch r {
-	case RejectStandby:
-		return "standby"
-	case RejectNoBandwidth:
-		return "no_bandwidth"
-	case RejectMaxDelay:
-		return "max_delay"
-	}
-	return fmt.Sprintf("Reason(%d)", uint8(r))
-}
+func (r Reason) String() string { return enum.Name(r, reasonNames[:], "Reason") }
+
+var reasonNames = [...]string{RejectStandby: "standby", RejectNoBandwidth: "no_bandwidth", RejectMaxDelay: "max_delay"}
 
 // RejectError is the explicit rejection of one request. It wraps
 // sluice.ErrRejected, so errors.Is(err, sluice.ErrRejected) holds, and

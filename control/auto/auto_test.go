@@ -417,19 +417,18 @@ func TestAutoServiceP99FromStepsOfFewSamples(t *testing.T) {
 	// A step with ≥ 56 samples is its own estimate; small steps give the
 	// largest p99 of the latest ones that reach 56 samples together.
 	var r tailRing
-	if got := r.add(0.05, 200); got != 0.05 {
-		t.Errorf("one step of 200 samples: %v, want its own p99 0.05", got)
-	}
-	if got := r.add(0.09, 40); got != 0.09 {
-		t.Errorf("a step of 40 after one of 200: %v, want 0.09 (the largest of the two)", got)
-	}
-	if got := r.add(0.02, 40); got != 0.09 {
-		t.Errorf("two steps of 40: %v, want 0.09 (80 samples)", got)
-	}
-	if got := r.add(0.03, 40); got != 0.03 {
-		t.Errorf("the 0.09 step has slid out: %v, want 0.03 (the latest two, 80 samples)", got)
-	}
-	if got := r.add(0.04, 150); got != 0.04 {
-		t.Errorf("a new step of 150 samples: %v, want its own 0.04", got)
+	for _, s := range []struct {
+		p99, n, want float64
+		why          string
+	}{
+		{0.05, 200, 0.05, "one step of 200 samples: its own p99"},
+		{0.09, 40, 0.09, "a step of 40 after one of 200: the largest of the two"},
+		{0.02, 40, 0.09, "two steps of 40: 80 samples"},
+		{0.03, 40, 0.03, "the 0.09 step has slid out: the latest two, 80 samples"},
+		{0.04, 150, 0.04, "a new step of 150 samples: its own"},
+	} {
+		if got := r.add(s.p99, s.n); got != s.want {
+			t.Errorf("%s: %v, want %v", s.why, got, s.want)
+		}
 	}
 }

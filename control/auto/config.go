@@ -126,67 +126,31 @@ func DefaultConfig() Config {
 
 // Validate reports the first invalid field.
 func (c *Config) Validate() error {
-	if c.SLO <= 0 {
-		return fielderr.Invalid("slo", c.SLO, "must be a positive duration such as 250ms")
-	}
-	if err := ctl.CheckPeriod("period", c.Period); err != nil {
-		return err
-	}
-	if !mathx.Finite(c.MinLimit) || c.MinLimit < 1 {
-		return fielderr.Invalid("min_limit", c.MinLimit, "must be ≥ 1")
-	}
-	if !mathx.Finite(c.MaxLimit) || c.MaxLimit < c.MinLimit {
-		return fielderr.Invalid("max_limit", c.MaxLimit, fmt.Sprintf("must be ≥ min_limit (%g)", c.MinLimit))
-	}
-	if err := ctl.CheckRange("initial_limit", c.InitialLimit, c.MinLimit, c.MaxLimit); err != nil {
-		return err
-	}
-	if !mathx.Finite(c.HighProbe) || c.HighProbe <= 1 || c.HighProbe > 4 {
-		return fielderr.Invalid("high_probe", c.HighProbe, "must be within (1, 4]")
-	}
-	if !mathx.Finite(c.LowProbe) || c.LowProbe <= 1 || c.LowProbe > 4 {
-		return fielderr.Invalid("low_probe", c.LowProbe, "must be within (1, 4]")
-	}
-	if c.MinCompletions < 1 {
-		return fielderr.Invalid("min_completions", c.MinCompletions, "must be ≥ 1")
-	}
-	if c.MaxWindow < c.Period {
-		return fielderr.Invalid("max_window", c.MaxWindow, fmt.Sprintf("must be ≥ period (%v)", c.Period))
-	}
-	return c.validateOptions()
-}
-
-// validateOptions reports the first invalid field of the queue's, the
-// guardrails' and the knee's settings.
-func (c *Config) validateOptions() error {
-	if c.StandingWait < 0 || c.StandingWait >= c.SLO {
-		return fielderr.Invalid("standing_wait", c.StandingWait, "must be ≥ 0 and below slo")
-	}
-	if c.BurstWindow < 0 || c.BurstWindow > time.Minute {
-		return fielderr.Invalid("burst_window", c.BurstWindow, "must be within [0, 1m] (0: off)")
-	}
-	if c.TailPool != 0 && (c.TailPool < 100 || c.TailPool > 1000000) {
-		return fielderr.Invalid("tail_pool", c.TailPool, "must be within [100, 1000000] service times (0: off)")
-	}
-	if !mathx.Finite(c.MinRate) || c.MinRate < 0 {
-		return fielderr.Invalid("min_rate", c.MinRate, "must be a rate ≥ 0 in req/s (0: off)")
-	}
-	if !mathx.Finite(c.MaxRejectFraction) || c.MaxRejectFraction < 0 || c.MaxRejectFraction > 1 {
-		return fielderr.Invalid("max_reject_fraction", c.MaxRejectFraction, "must be within (0, 1], or 0 for off")
-	}
-	if c.Warmup < 0 {
-		return fielderr.Invalid("warmup", c.Warmup, "must be ≥ 0 (0: off)")
-	}
-	if c.MaxHealthyLatency < 0 {
-		return fielderr.Invalid("max_healthy_latency", c.MaxHealthyLatency, "must be ≥ 0 (0: off)")
-	}
-	if c.Knee != "" && c.Knee != KneeOvertakes && c.Knee != KneeProbes {
-		return fielderr.Invalid("knee", c.Knee, fmt.Sprintf("must be %q (the default) or %q", KneeProbes, KneeOvertakes))
-	}
-	if c.KneeTolerance < 0 || c.KneeTolerance >= c.SLO {
-		return fielderr.Invalid("knee_tolerance", c.KneeTolerance, "must be ≥ 0 (0: the order as seen) and below slo")
-	}
-	return nil
+	return fielderr.First(
+		fielderr.If(c.SLO <= 0, "slo", c.SLO, "must be a positive duration such as 250ms"),
+		ctl.CheckPeriod("period", c.Period),
+		fielderr.If(!mathx.Finite(c.MinLimit) || c.MinLimit < 1, "min_limit", c.MinLimit, "must be ≥ 1"),
+		fielderr.If(!mathx.Finite(c.MaxLimit) || c.MaxLimit < c.MinLimit, "max_limit", c.MaxLimit, fmt.Sprintf("must be ≥ min_limit (%g)", c.MinLimit)),
+		ctl.CheckRange("initial_limit", c.InitialLimit, c.MinLimit, c.MaxLimit),
+		fielderr.If(!mathx.Finite(c.HighProbe) || c.HighProbe <= 1 || c.HighProbe > 4, "high_probe", c.HighProbe, "must be within (1, 4]"),
+		fielderr.If(!mathx.Finite(c.LowProbe) || c.LowProbe <= 1 || c.LowProbe > 4, "low_probe", c.LowProbe, "must be within (1, 4]"),
+		fielderr.If(c.MinCompletions < 1, "min_completions", c.MinCompletions, "must be ≥ 1"),
+		fielderr.If(c.MaxWindow < c.Period, "max_window", c.MaxWindow, fmt.Sprintf("must be ≥ period (%v)", c.Period)),
+		// The queue's, the guardrails' and the knee's settings.
+		fielderr.If(c.StandingWait < 0 || c.StandingWait >= c.SLO, "standing_wait", c.StandingWait, "must be ≥ 0 and below slo"),
+		fielderr.If(c.BurstWindow < 0 || c.BurstWindow > time.Minute, "burst_window", c.BurstWindow, "must be within [0, 1m] (0: off)"),
+		fielderr.If(c.TailPool != 0 && (c.TailPool < 100 || c.TailPool > 1000000), "tail_pool", c.TailPool,
+			"must be within [100, 1000000] service times (0: off)"),
+		fielderr.If(!mathx.Finite(c.MinRate) || c.MinRate < 0, "min_rate", c.MinRate, "must be a rate ≥ 0 in req/s (0: off)"),
+		fielderr.If(!mathx.Finite(c.MaxRejectFraction) || c.MaxRejectFraction < 0 || c.MaxRejectFraction > 1, "max_reject_fraction",
+			c.MaxRejectFraction, "must be within (0, 1], or 0 for off"),
+		fielderr.If(c.Warmup < 0, "warmup", c.Warmup, "must be ≥ 0 (0: off)"),
+		fielderr.If(c.MaxHealthyLatency < 0, "max_healthy_latency", c.MaxHealthyLatency, "must be ≥ 0 (0: off)"),
+		fielderr.If(c.Knee != "" && c.Knee != KneeOvertakes && c.Knee != KneeProbes, "knee", c.Knee,
+			fmt.Sprintf("must be %q (the default) or %q", KneeProbes, KneeOvertakes)),
+		fielderr.If(c.KneeTolerance < 0 || c.KneeTolerance >= c.SLO, "knee_tolerance", c.KneeTolerance,
+			"must be ≥ 0 (0: the order as seen) and below slo"),
+	)
 }
 
 // New validates the configuration and returns a controller.

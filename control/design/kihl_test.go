@@ -56,61 +56,58 @@ func TestKihlPlaceScalesWithH(t *testing.T) {
 
 func TestKihlPlaceErrors(t *testing.T) {
 	nan, inf := math.NaN(), math.Inf(1)
-	cases := []struct {
-		name   string
-		sigma  float64
-		h      time.Duration
-		a1, a2 float64
-		want   string
-	}{
-		{"zero sigma", 0, time.Second, -1.55, 0.71, "sigma"},
-		{"negative sigma", -1, time.Second, -1.55, 0.71, "sigma"},
-		{"NaN sigma", nan, time.Second, -1.55, 0.71, "sigma"},
-		{"infinite sigma", inf, time.Second, -1.55, 0.71, "sigma"},
-		{"zero h", paperSigma, 0, -1.55, 0.71, "h (control period)"},
-		{"negative h", paperSigma, -time.Second, -1.55, 0.71, "h (control period)"},
-		{"NaN a1", paperSigma, time.Second, nan, 0.71, "a1"},
-		{"infinite a2", paperSigma, time.Second, -1.55, -inf, "a2"},
-		{"pole at z = 1", paperSigma, time.Second, -1.5, 0.5, "1 + a1 + a2 = 0"},
-		{"K = 0", paperSigma, time.Second, -2, 0.5, "K = (2 + a1)·σ = 0"},
-		{"overflow", 1e300, time.Second, 1e10, 0.5, "overflows"},
+	place := func(sigma float64, h time.Duration, a1, a2 float64) error {
+		_, _, err := KihlPlace(sigma, h, a1, a2)
+		return err
 	}
+	checkErrors(t, []errCase{
+		{"zero sigma", place(0, time.Second, -1.55, 0.71), "sigma"},
+		{"negative sigma", place(-1, time.Second, -1.55, 0.71), "sigma"},
+		{"NaN sigma", place(nan, time.Second, -1.55, 0.71), "sigma"},
+		{"infinite sigma", place(inf, time.Second, -1.55, 0.71), "sigma"},
+		{"zero h", place(paperSigma, 0, -1.55, 0.71), "h (control period)"},
+		{"negative h", place(paperSigma, -time.Second, -1.55, 0.71), "h (control period)"},
+		{"NaN a1", place(paperSigma, time.Second, nan, 0.71), "a1"},
+		{"infinite a2", place(paperSigma, time.Second, -1.55, -inf), "a2"},
+		{"pole at z = 1", place(paperSigma, time.Second, -1.5, 0.5), "1 + a1 + a2 = 0"},
+		{"K = 0", place(paperSigma, time.Second, -2, 0.5), "K = (2 + a1)·σ = 0"},
+		{"overflow", place(1e300, time.Second, 1e10, 0.5), "overflows"},
+	})
+}
+
+// errCase is a call of a design function that must fail: its error must
+// contain want.
+type errCase struct {
+	name string
+	err  error
+	want string
+}
+
+func checkErrors(t *testing.T, cases []errCase) {
+	t.Helper()
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			_, _, err := KihlPlace(c.sigma, c.h, c.a1, c.a2)
-			if err == nil || !strings.Contains(err.Error(), c.want) {
-				t.Fatalf("err = %v, want one containing %q", err, c.want)
-			}
-		})
+		if c.err == nil || !strings.Contains(c.err.Error(), c.want) {
+			t.Errorf("%s: err = %v, want one containing %q", c.name, c.err, c.want)
+		}
 	}
 }
 
 func TestKihlAnalyzeErrors(t *testing.T) {
 	nan, inf := math.NaN(), math.Inf(1)
-	cases := []struct {
-		name  string
-		sigma float64
-		h     time.Duration
-		K, Ti float64
-		want  string
-	}{
-		{"zero sigma", 0, time.Second, 20, 2.8, "sigma"},
-		{"zero h", paperSigma, 0, 20, 2.8, "h (control period)"},
-		{"NaN K", paperSigma, time.Second, nan, 2.8, "K must"},
-		{"infinite K", paperSigma, time.Second, inf, 2.8, "K must"},
-		{"zero Ti", paperSigma, time.Second, 20, 0, "Ti must"},
-		{"NaN Ti", paperSigma, time.Second, 20, nan, "Ti must"},
-		{"infinite Ti", paperSigma, time.Second, 20, inf, "Ti must"},
-		{"K/σ overflows", 1e-300, time.Second, 1e300, 2.8, "not finite"},
+	analyze := func(sigma float64, h time.Duration, K, Ti float64) error {
+		_, err := KihlAnalyze(sigma, h, K, Ti)
+		return err
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			_, err := KihlAnalyze(c.sigma, c.h, c.K, c.Ti)
-			if err == nil || !strings.Contains(err.Error(), c.want) {
-				t.Fatalf("err = %v, want one containing %q", err, c.want)
-			}
-		})
-	}
+	checkErrors(t, []errCase{
+		{"zero sigma", analyze(0, time.Second, 20, 2.8), "sigma"},
+		{"zero h", analyze(paperSigma, 0, 20, 2.8), "h (control period)"},
+		{"NaN K", analyze(paperSigma, time.Second, nan, 2.8), "K must"},
+		{"infinite K", analyze(paperSigma, time.Second, inf, 2.8), "K must"},
+		{"zero Ti", analyze(paperSigma, time.Second, 20, 0), "Ti must"},
+		{"NaN Ti", analyze(paperSigma, time.Second, 20, nan), "Ti must"},
+		{"infinite Ti", analyze(paperSigma, time.Second, 20, inf), "Ti must"},
+		{"K/σ overflows", analyze(1e-300, time.Second, 1e300, 2.8), "not finite"},
+	})
 }
 
 func TestKihlAnalyzePaper(t *testing.T) {

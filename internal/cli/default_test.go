@@ -52,20 +52,7 @@ func TestOneDefaultController(t *testing.T) {
 		t.Errorf("with stages, requests no stage matches run %q, want %q", withStage.Config.ImplicitController(), policy.ImplicitController)
 	}
 
-	cmd := NewProxyCmd()
-	if err := cmd.ParseFlags([]string{"--listen", "127.0.0.1:0", "--backend", "http://127.0.0.1:1"}); err != nil {
-		t.Fatal(err)
-	}
-	f := &proxyFlags{listen: "127.0.0.1:0", backends: []string{"http://127.0.0.1:1"}}
-	fl := cmd.Flags()
-	f.controller, _ = fl.GetString("controller")
-	f.slo, _ = fl.GetDuration("slo")
-	f.admin, _ = fl.GetString("admin")
-	f.buffering, _ = fl.GetBool("response-buffering")
-	quick, err := f.quickStart(cmd)
-	if err != nil {
-		t.Fatal(err)
-	}
+	quick := quickStart(t)
 	fromQuickStart := stageController(t, quick.Config, quick.Stages[0].Name)
 
 	// The middleware: a policy built in Go from a stage with a name and a
@@ -119,6 +106,27 @@ func TestOneDefaultController(t *testing.T) {
 	}
 }
 
+// quickStart returns the proxy configuration of sluice proxy --listen
+// 127.0.0.1:0 --backend http://127.0.0.1:1 with the flags args added.
+func quickStart(t *testing.T, args ...string) *proxy.Config {
+	t.Helper()
+	cmd := NewProxyCmd()
+	if err := cmd.ParseFlags(append([]string{"--listen", "127.0.0.1:0", "--backend", "http://127.0.0.1:1"}, args...)); err != nil {
+		t.Fatal(err)
+	}
+	f := &proxyFlags{listen: "127.0.0.1:0", backends: []string{"http://127.0.0.1:1"}}
+	fl := cmd.Flags()
+	f.controller, _ = fl.GetString("controller")
+	f.slo, _ = fl.GetDuration("slo")
+	f.admin, _ = fl.GetString("admin")
+	f.buffering, _ = fl.GetBool("response-buffering")
+	quick, err := f.quickStart(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return quick
+}
+
 // implicitController returns the controller configuration the implicit
 // stage of cfg runs, at its defaults.
 func implicitController(t *testing.T, cfg policy.Config) control.Config {
@@ -150,24 +158,11 @@ func stageController(t *testing.T, cfg policy.Config, name string) control.Confi
 // given or left at its default.
 func TestAutoIsTheQuickStart(t *testing.T) {
 	for _, slo := range []time.Duration{0, 250 * time.Millisecond} {
-		cmd := NewProxyCmd()
-		args := []string{"--listen", "127.0.0.1:0", "--backend", "http://127.0.0.1:1"}
+		var args []string
 		if slo != 0 {
-			args = append(args, "--slo", slo.String())
+			args = []string{"--slo", slo.String()}
 		}
-		if err := cmd.ParseFlags(args); err != nil {
-			t.Fatal(err)
-		}
-		f := &proxyFlags{listen: "127.0.0.1:0", backends: []string{"http://127.0.0.1:1"}}
-		fl := cmd.Flags()
-		f.controller, _ = fl.GetString("controller")
-		f.slo, _ = fl.GetDuration("slo")
-		f.admin, _ = fl.GetString("admin")
-		f.buffering, _ = fl.GetBool("response-buffering")
-		quick, err := f.quickStart(cmd)
-		if err != nil {
-			t.Fatal(err)
-		}
+		quick := quickStart(t, args...)
 		short := policy.Auto(slo)
 		short.SetDefaults()
 		if err := short.Validate(); err != nil {

@@ -105,11 +105,7 @@ func TestDesignKihlText(t *testing.T) {
 
 func TestDesignKihlJSON(t *testing.T) {
 	t.Run("good", func(t *testing.T) {
-		code, out, _ := runCLI(t, "design", "kihl", "--sigma", "44.4", "--h", "1s", "--K", "20", "--Ti", "2.8", "--json")
-		if code != 0 {
-			t.Fatalf("exit %d", code)
-		}
-		m := decodeObject(t, out, kihlKeys)
+		m := designKihlJSON(t, "--sigma", "44.4", "--h", "1s", "--K", "20", "--Ti", "2.8")
 		wantNum(t, m, "sigma", 44.4, 0)
 		wantNum(t, m, "h_s", 1, 0)
 		wantNum(t, m, "K", 20, 0)
@@ -138,11 +134,7 @@ func TestDesignKihlJSON(t *testing.T) {
 		}
 	})
 	t.Run("bad", func(t *testing.T) {
-		code, out, _ := runCLI(t, "design", "kihl", "--sigma", "44.4", "--h", "1s", "--K", "20", "--Ti", "0.1", "--json")
-		if code != 0 {
-			t.Fatalf("exit %d", code)
-		}
-		m := decodeObject(t, out, kihlKeys)
+		m := designKihlJSON(t, "--sigma", "44.4", "--h", "1s", "--K", "20", "--Ti", "0.1")
 		wantNum(t, m, "a2", 5.0540541, 1e-7)
 		if m["stable_linear"] != false || m["stable_tsypkin"] != false || m["eta"] != nil {
 			t.Errorf("stable_linear %v, stable_tsypkin %v, eta %v", m["stable_linear"], m["stable_tsypkin"], m["eta"])
@@ -152,17 +144,24 @@ func TestDesignKihlJSON(t *testing.T) {
 		}
 	})
 	t.Run("pole placement", func(t *testing.T) {
-		code, out, _ := runCLI(t, "design", "kihl", "--sigma", "44.4", "--h", "2s", "--a1", "-1.55", "--a2", "0.71", "--json")
-		if code != 0 {
-			t.Fatalf("exit %d", code)
-		}
-		m := decodeObject(t, out, kihlKeys)
+		m := designKihlJSON(t, "--sigma", "44.4", "--h", "2s", "--a1", "-1.55", "--a2", "0.71")
 		wantNum(t, m, "h_s", 2, 0)
 		wantNum(t, m, "K", 19.98, 1e-9)
 		wantNum(t, m, "Ti", 2*2.8125, 1e-9) // Ti scales with h
 		wantNum(t, m, "a1", -1.55, 1e-12)
 		wantNum(t, m, "a2", 0.71, 1e-12)
 	})
+}
+
+// designKihlJSON runs sluice design kihl with args and --json, and returns
+// the object it prints.
+func designKihlJSON(t *testing.T, args ...string) map[string]any {
+	t.Helper()
+	code, out, _ := runCLI(t, append(append([]string{"design", "kihl"}, args...), "--json")...)
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	return decodeObject(t, out, kihlKeys)
 }
 
 func TestDesignKihlRegion(t *testing.T) {

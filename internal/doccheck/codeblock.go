@@ -54,15 +54,22 @@ func CodeBlocks(src string) []CodeBlock {
 			continue
 		}
 		if m := reHeading.FindStringSubmatch(line); m != nil {
-			level := len(m[1])
-			for len(heads) >= level {
-				heads = heads[:len(heads)-1]
-			}
-			for len(heads) < level-1 {
-				heads = append(heads, "")
-			}
-			heads = append(heads, m[2])
+			heads = underHeading(heads, m)
 		}
 	}
 	return out
+}
+
+// underHeading returns the path of headings heads (one per level, "" for a
+// level skipped) after the heading m matched by reHeading: the headings of
+// its level and below end, and it is added at its level.
+func underHeading(heads []string, m []string) []string {
+	level := len(m[1])
+	for len(heads) >= level {
+		heads = heads[:len(heads)-1]
+	}
+	for len(heads) < level-1 {
+		heads = append(heads, "")
+	}
+	return append(heads, m[2])
 }

@@ -68,14 +68,7 @@ func ParseMarkdown(file, src string) []Block {
 		}
 		if m := reHeading.FindStringSubmatch(line); m != nil {
 			flush()
-			level := len(m[1])
-			for len(heads) >= level {
-				heads = heads[:len(heads)-1]
-			}
-			for len(heads) < level-1 {
-				heads = append(heads, "")
-			}
-			heads = append(heads, m[2])
+			heads = underHeading(heads, m)
 			continue
 		}
 		if strings.HasPrefix(trim, "|") {
@@ -250,53 +243,83 @@ var reYAMLSpan = regexp.MustCompile(`^([\pL_][\pL\pN_.]*):\s*(.+)$`)
 // A statement that names no key belongs to self (the row's keys in a
 // field table), else to the section's Context.Self.
 func checkMDText(t *Text, r *Rule, section string, self ...string) []Finding {
-	var out []Finding
-	s := t.S
-	sts := Statements(s, true)
-	var ctx *Context
+	m := newMDText(t, r, section)
+	out := m.statements(self)
+	if r != nil && r.NoPairs {
+		return out
+	}
+	out = append(out, m.pairs()...)
+	return append(out, m.spanAssignments()...)
+}
+
+// mdText is one piece of prose being checked: its statements of defaults,
+// its code spans and the spans among them that name a key.
+type mdText struct {
+	t           *Text
+	s           string
+	section     string
+	ctx         *Context // nil: the section has no context
+	sts         []Statement
+	spans       [][2]int
+	keyMentions []mention
+}
+
+func newMDText(t *Text, r *Rule, section string) *mdText {
+	m := &mdText{t: t, s: t.S, section: section, sts: Statements(t.S, true), spans: CodeSpans(t.S)}
 	if r != nil {
-		ctx = r.Context
+		m.ctx = r.Context
 	}
-	noContext := func(pos, what string) Finding {
-		return Finding{Pos: pos, Msg: fmt.Sprintf("%s in section %q, for which the checker has no context", what, section)}
-	}
-	spans := CodeSpans(s)
-	keyMentions := make([]mention, 0, len(spans))
-	for _, sp := range spans {
-		if k := s[sp[0]+1 : sp[1]-1]; reKeySpan.MatchString(k) {
-			keyMentions = append(keyMentions, mention{k, sp[0], sp[1]})
+	m.keyMentions = make([]mention, 0, len(m.spans))
+	for _, sp := range m.spans {
+		if k := m.s[sp[0]+1 : sp[1]-1]; reKeySpan.MatchString(k) {
+			m.keyMentions = append(m.keyMentions, mention{k, sp[0], sp[1]})
 		}
 	}
-	inStatement := func(i int) bool {
-		for _, st := range sts {
-			if i >= st.At && i < st.End {
-				return true
-			}
+	return m
+}
+
+// noContext reports what at pos, in a section the checker has no context
+// for.
+func (m *mdText) noContext(pos, what string) Finding {
+	return Finding{Pos: pos, Msg: fmt.Sprintf("%s in section %q, for which the checker has no context", what, m.section)}
+}
+
+// inStatement reports whether byte i lies inside one of the statements.
+func (m *mdText) inStatement(i int) bool {
+	for _, st := range m.sts {
+		if i >= st.At && i < st.End {
+			return true
 		}
-		return false
 	}
-	for _, st := range sts {
-		pos := t.Pos(st.At)
+	return false
+}
+
+// statements checks the statements of defaults ("(default 100)").
+func (m *mdText) statements(self []string) []Finding {
+	var out []Finding
+	ctx, s := m.ctx, m.s
+	for _, st := range m.sts {
+		pos := m.t.Pos(st.At)
 		if ctx != nil && ctx.ignored(st.Text) {
 			continue
 		}
 		if ctx == nil {
-			out = append(out, noContext(pos, fmt.Sprintf("%q states a default", st.Text)))
+			out = append(out, m.noContext(pos, fmt.Sprintf("%q states a default", st.Text)))
 			continue
 		}
 		if len(st.Lits) == 1 && st.Lits[0].Kind == String {
 			// "`trust: trusted` (default)": the key is in the span.
-			if m := reYAMLSpan.FindStringSubmatch(st.Lits[0].Str); m != nil {
-				lit, n, ok := ParseLiteral(m[2])
-				if !ok || n != len(m[2]) {
-					lit = Literal{Kind: String, Str: m[2], Text: m[2]}
+			if kv := reYAMLSpan.FindStringSubmatch(st.Lits[0].Str); kv != nil {
+				lit, n, ok := ParseLiteral(kv[2])
+				if !ok || n != len(kv[2]) {
+					lit = Literal{Kind: String, Str: kv[2], Text: kv[2]}
 				}
-				out = append(out, ctx.compare(pos, m[1], &lit, "", "")...)
+				out = append(out, ctx.compare(pos, kv[1], &lit, "", "")...)
 				continue
 			}
 		}
 		n := plural(len(st.Lits))
-		keys := nearest(keyMentions, SentenceStart(s, st.KeyEnd), st.KeyEnd, n)
+		keys := nearest(m.keyMentions, SentenceStart(s, st.KeyEnd), st.KeyEnd, n)
 		if len(keys) == 0 && len(self) > 0 {
 			keys = self
 		}
@@ -309,12 +332,16 @@ func checkMDText(t *Text, r *Rule, section string, self ...string) []Finding {
 		}
 		out = append(out, ctx.assign(pos, keys, st)...)
 	}
-	if r != nil && r.NoPairs {
-		return out
-	}
-	// Pairs: `key` value.
-	for i, m := range keyMentions {
-		rest := s[m.end:]
+	return out
+}
+
+// pairs checks a key's span followed by a number or a boolean:
+// `key` value.
+func (m *mdText) pairs() []Finding {
+	var out []Finding
+	ctx, s := m.ctx, m.s
+	for i, km := range m.keyMentions {
+		rest := s[km.end:]
 		var sep string
 		for _, p := range []string{" = ", " (", ", ", " "} {
 			if strings.HasPrefix(rest, p) {
@@ -326,36 +353,43 @@ func checkMDText(t *Text, r *Rule, section string, self ...string) []Finding {
 			continue
 		}
 		lit, _, ok := ParseLiteral(rest[len(sep):])
-		if !ok || lit.Kind != Number && lit.Kind != Bool || inStatement(m.end+len(sep)) {
+		if !ok || lit.Kind != Number && lit.Kind != Bool || m.inStatement(km.end+len(sep)) {
 			continue
 		}
-		keys := []string{m.key}
-		if i > 0 && s[keyMentions[i-1].end:m.start] == " and " {
-			keys = append([]string{keyMentions[i-1].key}, keys...)
+		keys := []string{km.key}
+		if i > 0 && s[m.keyMentions[i-1].end:km.start] == " and " {
+			keys = append([]string{m.keyMentions[i-1].key}, keys...)
 		}
-		pos := t.Pos(m.start)
-		text := s[m.start : m.end+len(sep)+len(lit.Text)]
+		pos := m.t.Pos(km.start)
+		text := s[km.start : km.end+len(sep)+len(lit.Text)]
 		if ctx != nil && ctx.ignored(text) {
 			continue
 		}
 		if ctx == nil {
-			out = append(out, noContext(pos, fmt.Sprintf("%q states a default", text)))
+			out = append(out, m.noContext(pos, fmt.Sprintf("%q states a default", text)))
 			continue
 		}
 		for _, k := range keys {
 			out = append(out, ctx.compare(pos, k, &lit, "", "")...)
 		}
 	}
-	// Code spans: `degrade: {quality_min 0.1, …}` and `a = b = value`.
-	for _, sp := range spans {
+	return out
+}
+
+// spanAssignments checks the assignments inside code spans:
+// `degrade: {quality_min 0.1, …}` and `a = b = value`.
+func (m *mdText) spanAssignments() []Finding {
+	var out []Finding
+	ctx, s := m.ctx, m.s
+	for _, sp := range m.spans {
 		code := s[sp[0]+1 : sp[1]-1]
-		pos := t.Pos(sp[0])
+		pos := m.t.Pos(sp[0])
 		for _, a := range spanAssignments(code) {
 			if ctx != nil && ctx.ignored(s[sp[0]:sp[1]]) {
 				break
 			}
 			if ctx == nil {
-				out = append(out, noContext(pos, fmt.Sprintf("%q states a default", code)))
+				out = append(out, m.noContext(pos, fmt.Sprintf("%q states a default", code)))
 				break
 			}
 			var found []string

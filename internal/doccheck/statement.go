@@ -68,30 +68,66 @@ func Statements(text string, markdown bool) []Statement {
 }
 
 func statements(text string, markdown bool) []Statement {
-	var spans [][2]int
+	sc := &stmtScan{text: text, taken: map[int]bool{}}
 	if markdown {
-		spans = CodeSpans(text)
-	}
-	inCode := func(i int) bool {
-		for _, s := range spans {
-			if i >= s[0] && i < s[1] {
-				return true
-			}
-		}
-		return false
-	}
-	taken := map[int]bool{} // value offsets already stated
-	var out []Statement
-	add := func(st Statement) {
-		if taken[st.At] {
-			return
-		}
-		taken[st.At] = true
-		out = append(out, st)
+		sc.spans = CodeSpans(text)
 	}
 	// X (default) first: its "(default:" must not read as a phrase.
+	sc.defaultAfter()
+	for _, m := range reParen.FindAllStringIndex(text, -1) {
+		sc.phrase(m, true)
+	}
+	for _, m := range reStart.FindAllStringIndex(text, -1) {
+		// Start the trigger at "Default", after the sentence end.
+		i := strings.Index(text[m[0]:m[1]], "Default")
+		sc.phrase([]int{m[0] + i, m[1]}, true)
+	}
+	for _, m := range reInline.FindAllStringIndex(text, -1) {
+		if sc.taken[m[1]] {
+			continue
+		}
+		lits, _ := ParseList(text[m[1]:])
+		if len(lits) == 0 || lits[0].Kind == Zero {
+			continue
+		}
+		sc.phrase(m, false)
+	}
+	sc.byDefault()
+	return sc.out
+}
+
+// stmtScan is one text being searched for statements of defaults.
+type stmtScan struct {
+	text  string
+	spans [][2]int     // code spans, whose triggers are ignored
+	taken map[int]bool // value offsets already stated
+	out   []Statement
+}
+
+// inCode reports whether byte i lies in a code span.
+func (sc *stmtScan) inCode(i int) bool {
+	for _, s := range sc.spans {
+		if i >= s[0] && i < s[1] {
+			return true
+		}
+	}
+	return false
+}
+
+// add records st unless its value was already stated.
+func (sc *stmtScan) add(st Statement) {
+	if sc.taken[st.At] {
+		return
+	}
+	sc.taken[st.At] = true
+	sc.out = append(sc.out, st)
+}
+
+// defaultAfter finds "X (default)", "X (the default)" and "X (default: why)".
+func (sc *stmtScan) defaultAfter() {
+	text := sc.text
 	for _, m := range reAfter.FindAllStringIndex(text, -1) {
-		if inCode(m[0]) {
+		if sc.inCode(m[0]) {
 			continue
 		}
 		start, lit, ok := literalBefore(text, m[0])
@@ -99,7 +135,7 @@ func statements(text string, markdown bool) []Statement {
 			// "With track_demand (the default)": a switch on by default.
 			if id := reSwitch.FindString(text[:m[0]]); id != "" && strings.HasSuffix(text[:m[1]], "(the default)") {
 				at := m[0] - len(id)
-				add(Statement{At: at, End: m[0], KeyEnd: m[0], Lits: []Literal{{Kind: Bool, Str: "true", Text: id + " (the default)"}},
+				sc.add(Statement{At: at, End: m[0], KeyEnd: m[0], Lits: []Literal{{Kind: Bool, Str: "true", Text: id + " (the default)"}},
 					Text: text[at:m[1]]})
 			}
 			continue
@@ -111,71 +147,62 @@ func statements(text string, markdown bool) []Statement {
 				continue
 			}
 		}
-		add(Statement{At: start, End: start + len(lit.Text), KeyEnd: start, Lits: []Literal{lit}, Text: text[start:m[1]],
+		sc.add(Statement{At: start, End: start + len(lit.Text), KeyEnd: start, Lits: []Literal{lit}, Text: text[start:m[1]],
 			Clause: lit.Text, Rest: text[start:]})
 		// The paren's own value offset, so that "(default: why)" is not
 		// read again as a phrase.
 		if i := strings.Index(text[m[0]:m[1]], "("); i >= 0 {
-			taken[paren(text, m[0]+i)] = true
+			sc.taken[paren(text, m[0]+i)] = true
 		}
 	}
-	phrase := func(trigger []int, allowPhrase bool) {
-		if inCode(trigger[0]) {
+}
+
+// phrase reads the value after a trigger ("(default ", "Default: ",
+// "default of "): literals, or with allowPhrase a phrase.
+func (sc *stmtScan) phrase(trigger []int, allowPhrase bool) {
+	text := sc.text
+	if sc.inCode(trigger[0]) {
+		return
+	}
+	at := trigger[1]
+	if m := reNamed.FindString(text[at:]); m != "" {
+		at += len(m) // (default DefaultBurst = 5)
+	}
+	lits, n := ParseList(text[at:])
+	if len(lits) > 0 && lits[0].Kind == String && strings.Contains(lits[0].Str, "=") {
+		return // Defaults: `a = 1`, …: assignments, read as pairs
+	}
+	st := Statement{At: at, KeyEnd: trigger[0], Lits: lits, Clause: clause(text[at:]), Rest: text[at:]}
+	if len(lits) == 0 {
+		// A phrase states a default after a colon ("Default: none.",
+		// "(default: the largest max_concurrency)"), as a noun
+		// phrase ("(default a quarter of Period"), with a number
+		// ("(default bucket 20") or as a bare value ("(default
+		// X-Sluice-Quality)"); "Defaults of Config" and "(defaults
+		// set" state none.
+		colon := strings.HasSuffix(strings.TrimSpace(text[trigger[0]:trigger[1]]), ":")
+		article := false
+		for _, a := range []string{"a ", "an ", "the "} {
+			article = article || strings.HasPrefix(text[at:], a)
+		}
+		if !allowPhrase || !colon && !article && !hasNumber(clause(text[at:])) && !valueToken(text[at:]) {
 			return
 		}
-		at := trigger[1]
-		if m := reNamed.FindString(text[at:]); m != "" {
-			at += len(m) // (default DefaultBurst = 5)
-		}
-		lits, n := ParseList(text[at:])
-		if len(lits) > 0 && lits[0].Kind == String && strings.Contains(lits[0].Str, "=") {
-			return // Defaults: `a = 1`, …: assignments, read as pairs
-		}
-		st := Statement{At: at, KeyEnd: trigger[0], Lits: lits, Clause: clause(text[at:]), Rest: text[at:]}
-		if len(lits) == 0 {
-			// A phrase states a default after a colon ("Default: none.",
-			// "(default: the largest max_concurrency)"), as a noun
-			// phrase ("(default a quarter of Period"), with a number
-			// ("(default bucket 20") or as a bare value ("(default
-			// X-Sluice-Quality)"); "Defaults of Config" and "(defaults
-			// set" state none.
-			colon := strings.HasSuffix(strings.TrimSpace(text[trigger[0]:trigger[1]]), ":")
-			article := false
-			for _, a := range []string{"a ", "an ", "the "} {
-				article = article || strings.HasPrefix(text[at:], a)
-			}
-			if !allowPhrase || !colon && !article && !hasNumber(clause(text[at:])) && !valueToken(text[at:]) {
-				return
-			}
-			st.Phrase = clause(text[at:])
-			st.End = at + len(st.Phrase)
-			st.Text = text[trigger[0]:at] + st.Phrase
-		} else {
-			st.End = at + n
-			st.Text = text[trigger[0] : at+n]
-		}
-		add(st)
+		st.Phrase = clause(text[at:])
+		st.End = at + len(st.Phrase)
+		st.Text = text[trigger[0]:at] + st.Phrase
+	} else {
+		st.End = at + n
+		st.Text = text[trigger[0] : at+n]
 	}
-	for _, m := range reParen.FindAllStringIndex(text, -1) {
-		phrase(m, true)
-	}
-	for _, m := range reStart.FindAllStringIndex(text, -1) {
-		// Start the trigger at "Default", after the sentence end.
-		i := strings.Index(text[m[0]:m[1]], "Default")
-		phrase([]int{m[0] + i, m[1]}, true)
-	}
-	for _, m := range reInline.FindAllStringIndex(text, -1) {
-		if taken[m[1]] {
-			continue
-		}
-		lits, _ := ParseList(text[m[1]:])
-		if len(lits) == 0 || lits[0].Kind == Zero {
-			continue
-		}
-		phrase(m, false)
-	}
+	sc.add(st)
+}
+
+// byDefault finds "… X by default".
+func (sc *stmtScan) byDefault() {
+	text := sc.text
 	for _, m := range reByDeflt.FindAllStringIndex(text, -1) {
-		if inCode(m[0]) {
+		if sc.inCode(m[0]) {
 			continue
 		}
 		cs := clauseStart(text, m[0])
@@ -183,10 +210,9 @@ func statements(text string, markdown bool) []Statement {
 		if len(lits) == 0 {
 			continue
 		}
-		add(Statement{At: cs + start, End: cs + end, KeyEnd: cs + start, Lits: lits, Text: text[cs+start : m[1]],
+		sc.add(Statement{At: cs + start, End: cs + end, KeyEnd: cs + start, Lits: lits, Text: text[cs+start : m[1]],
 			Clause: clause(text[cs+start:]), Rest: text[cs+start:]})
 	}
-	return out
 }
 
 // paren returns the offset after "(default[s][:] " at i.

@@ -24,6 +24,29 @@ func Invalid(path string, value any, want string) *sluice.FieldError {
 	return &sluice.FieldError{Path: path, Msg: fmt.Sprintf("%v is invalid: %s", value, want)}
 }
 
+// If returns Invalid(path, value, want) when bad holds and nil otherwise:
+// one row of a Validate written as a table (see First).
+func If(bad bool, path string, value any, want string) error {
+	if !bad {
+		return nil
+	}
+	return Invalid(path, value, want)
+}
+
+// First returns the first non-nil error of errs, or nil. A configuration's
+// Validate lists its checks in order — If rows and the errors of shared
+// check functions — and reports the first invalid field, as a chain of
+// if statements would; every row is evaluated, so a row must not depend on
+// an earlier row having passed to be safe to compute.
+func First(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Path returns the path of the *sluice.FieldError in err's chain, or "".
 func Path(err error) string {
 	var fe *sluice.FieldError

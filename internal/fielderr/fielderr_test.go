@@ -30,3 +30,16 @@ func TestFieldErrors(t *testing.T) {
 		t.Error("FieldPath does not unwrap")
 	}
 }
+
+func TestIfFirst(t *testing.T) {
+	if err := If(false, "a", 1, "must be ≥ 2"); err != nil {
+		t.Errorf("If(false) = %v, want nil", err)
+	}
+	err := First(nil, If(false, "a", 1, "must be ≥ 2"), If(true, "b", 0.5, "must be ≥ 1"), If(true, "c", 3, "must be ≤ 2"))
+	if err == nil || err.Error() != "b: 0.5 is invalid: must be ≥ 1" || Path(err) != "b" {
+		t.Errorf("First = %v, want the first bad row, b", err)
+	}
+	if err := First(If(false, "a", 1, "x"), nil); err != nil {
+		t.Errorf("First of passing rows = %v, want nil", err)
+	}
+}

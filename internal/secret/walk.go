@@ -4,6 +4,7 @@ package secret
 
 import (
 	"fmt"
+	"iter"
 	"os"
 	"reflect"
 	"sort"
@@ -144,20 +145,12 @@ func typePaths(t reflect.Type, path string, seen map[reflect.Type]bool, out *[]s
 	}
 	seen[t] = true
 	defer delete(seen, t)
-	for i := 0; i < t.NumField(); i++ {
-		sf := t.Field(i)
-		if !sf.IsExported() {
-			continue
-		}
-		name, inline, skip := yamlName(sf)
-		if skip {
-			continue
-		}
+	for yf := range yamlFields(t) {
 		p := path
-		if !inline {
-			p = join(path, name)
+		if !yf.inline {
+			p = join(path, yf.name)
 		}
-		typePaths(sf.Type, p, seen, out)
+		typePaths(yf.sf.Type, p, seen, out)
 	}
 }
 
@@ -221,23 +214,15 @@ func walkStruct(v reflect.Value, p at, fn fieldFunc) error {
 			files[name] = i
 		}
 	}
-	for i := 0; i < t.NumField(); i++ {
-		sf := t.Field(i)
-		if !sf.IsExported() {
-			continue
-		}
-		name, inline, skip := yamlName(sf)
-		if skip {
-			continue
-		}
-		f := v.Field(i)
+	for yf := range yamlFields(t) {
+		f := v.Field(yf.index)
 		fp := p
-		if !inline {
-			fp = p.key(name)
+		if !yf.inline {
+			fp = p.key(yf.name)
 		}
-		if isSecret(sf.Type) {
+		if isSecret(yf.sf.Type) {
 			var file reflect.Value
-			fileKey := name + FileSuffix
+			fileKey := yf.name + FileSuffix
 			if j, ok := files[fileKey]; ok {
 				file = v.Field(j)
 			}
@@ -299,8 +284,10 @@ func resolveField(path string, f, file reflect.Value, fileKey string, read func(
 }
 
 // lines calls fn with the number and the trimmed text of every line of b
-// that is neither blank nor a comment (starting with #).
-func lines(b []byte, fn func(n int, line string) error) error {
+// that is neither blank nor a comment (starting with #). A file without
+// such a line is an error that says to put one per line.
+func lines(b []byte, one string, fn func(n int, line string) error) error {
+	count := 0
 	for i, line := range strings.Split(string(b), "\n") {
 		line = strings.TrimSpace(line)
 		if line == "" || strings.HasPrefix(line, "#") {
@@ -309,15 +296,25 @@ func lines(b []byte, fn func(n int, line string) error) error {
 		if err := fn(i+1, line); err != nil {
 			return err
 		}
+		count++
+	}
+	if count == 0 {
+		return fmt.Errorf("is empty: put %s per line", one)
 	}
 	return nil
+}
+
+// placeholderLine is the error of line n when it holds the placeholder
+// that GET /config prints instead of a secret.
+func placeholderLine(n int) error {
+	return fmt.Errorf("line %d holds the placeholder %s that GET /config prints", n, Redacted)
 }
 
 // parsePairs reads "key=value" lines. Errors name the line number, never
 // its text.
 func parsePairs(b []byte) (map[string]String, error) {
 	m := map[string]String{}
-	err := lines(b, func(n int, line string) error {
+	err := lines(b, "one key=value", func(n int, line string) error {
 		k, val, ok := strings.Cut(line, "=")
 		k, val = strings.TrimSpace(k), strings.TrimSpace(val)
 		if !ok || k == "" {
@@ -327,16 +324,13 @@ func parsePairs(b []byte) (map[string]String, error) {
 			return fmt.Errorf("line %d repeats key %q", n, k)
 		}
 		if val == Redacted {
-			return fmt.Errorf("line %d holds the placeholder %s that GET /config prints", n, Redacted)
+			return placeholderLine(n)
 		}
 		m[k] = String(val)
 		return nil
 	})
 	if err != nil {
 		return nil, err
-	}
-	if len(m) == 0 {
-		return nil, fmt.Errorf("is empty: put one key=value per line")
 	}
 	return m, nil
 }
@@ -345,18 +339,15 @@ func parsePairs(b []byte) (map[string]String, error) {
 // never its text.
 func parseLines(b []byte) ([]String, error) {
 	var l []String
-	err := lines(b, func(n int, line string) error {
+	err := lines(b, "one value", func(n int, line string) error {
 		if line == Redacted {
-			return fmt.Errorf("line %d holds the placeholder %s that GET /config prints", n, Redacted)
+			return placeholderLine(n)
 		}
 		l = append(l, String(line))
 		return nil
 	})
 	if err != nil {
 		return nil, err
-	}
-	if len(l) == 0 {
-		return nil, fmt.Errorf("is empty: put one value per line")
 	}
 	return l, nil
 }
@@ -402,6 +393,34 @@ func unwrapPath(err error) error {
 		return pe.Err
 	}
 	return err
+}
+
+// yamlField is a field of a struct that YAML reads.
+type yamlField struct {
+	index  int
+	sf     reflect.StructField
+	name   string // its YAML key
+	inline bool   // its own fields are keys of the parent
+}
+
+// yamlFields yields, in order, the exported fields of the struct type t
+// that YAML reads (those not tagged "-").
+func yamlFields(t reflect.Type) iter.Seq[yamlField] {
+	return func(yield func(yamlField) bool) {
+		for i := 0; i < t.NumField(); i++ {
+			sf := t.Field(i)
+			if !sf.IsExported() {
+				continue
+			}
+			name, inline, skip := yamlName(sf)
+			if skip {
+				continue
+			}
+			if !yield(yamlField{i, sf, name, inline}) {
+				return
+			}
+		}
+	}
 }
 
 func yamlName(sf reflect.StructField) (name string, inline, skip bool) {

@@ -379,13 +379,9 @@ func (t *Table) Close() error {
 // the pid was reused) and returns their names. Tables of live processes,
 // this one's included, and tables named otherwise are left alone.
 func RemoveStale() ([]string, error) {
-	c, err := nftables.New()
+	c, ts, err := inetTables()
 	if err != nil {
-		return nil, unsupported("netlink socket", err)
-	}
-	ts, err := c.ListTablesOfFamily(nftables.TableFamilyINet)
-	if err != nil {
-		return nil, unsupported("listing tables", err)
+		return nil, err
 	}
 	var stale []string
 	for _, t := range ts {
@@ -406,6 +402,20 @@ func RemoveStale() ([]string, error) {
 		return nil, unsupported("deleting stale tables", err)
 	}
 	return stale, nil
+}
+
+// inetTables opens a netlink connection and lists the inet tables through
+// it.
+func inetTables() (*nftables.Conn, []*nftables.Table, error) {
+	c, err := nftables.New()
+	if err != nil {
+		return nil, nil, unsupported("netlink socket", err)
+	}
+	ts, err := c.ListTablesOfFamily(nftables.TableFamilyINet)
+	if err != nil {
+		return nil, nil, unsupported("listing tables", err)
+	}
+	return c, ts, nil
 }
 
 // parseName reads pid and start time from a table name of this package.

@@ -65,13 +65,10 @@ func open(t *testing.T, cfg Config) *Table {
 	return tb
 }
 
+// tableNames returns the names of the inet tables.
 func tableNames(t *testing.T) []string {
 	t.Helper()
-	c, err := nftables.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts, err := c.ListTablesOfFamily(nftables.TableFamilyINet)
+	_, ts, err := inetTables()
 	if err != nil {
 		t.Fatal(err)
 	}
