@@ -107,7 +107,7 @@ func TestThrottleForgetInFlight(t *testing.T) {
 }
 
 // Only answers are evidence: after the same crowd, attempts that time
-// out (Status 0) or whose caller gives up (Abandon) are counted as
+// out (Status 0) or whose caller gives up (Outcome sluice.Ignore) are counted as
 // accepted, as the book counts them, but 30 of them in a row make no
 // run; 10 accepted answers after them do.
 func TestThrottleForgetNeedsAnswers(t *testing.T) {
@@ -128,7 +128,7 @@ func TestThrottleForgetNeedsAnswers(t *testing.T) {
 		if i%2 == 0 {
 			c.Done(now, Result{}, rng)
 		} else {
-			c.Abandon(now)
+			c.Done(now, Result{Outcome: sluice.Ignore}, rng)
 		}
 	}
 	if p, f := d.ThrottleProbability(now), d.Counts().Forgets; f != 0 || !near(p, (330-2*130)/331.0) {

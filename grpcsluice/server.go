@@ -151,7 +151,7 @@ func (s *Server) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo,
 	finished := false
 	defer func() {
 		if !finished { // the handler panicked
-			a.Done(false)
+			a.Done(sluice.Failure)
 		}
 	}()
 	resp, err := handler(hctx, req)
@@ -159,7 +159,7 @@ func (s *Server) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo,
 		resp, err = nil, cut
 	}
 	finished = true
-	a.Done(succeeded(err) && ctx.Err() == nil)
+	a.Done(sluice.OutcomeOf(succeeded(err) && ctx.Err() == nil))
 	return resp, err
 }
 
@@ -198,7 +198,7 @@ func (s *Server) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerIn
 	finished := false
 	defer func() {
 		if !finished {
-			end(false)
+			end(sluice.Failure)
 		}
 	}()
 	err = handler(srv, w)
@@ -206,14 +206,14 @@ func (s *Server) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerIn
 		err = cut
 	}
 	finished = true
-	end(succeeded(err) && ctx.Err() == nil)
+	end(sluice.OutcomeOf(succeeded(err) && ctx.Err() == nil))
 	return err
 }
 
 // watchLong makes a a stream once it is still open after its stream
 // deadline (the stage's long_lived), from a timer, and returns the
 // function that ends it: the timer never touches a after that.
-func (s *Server) watchLong(a sluice.Admission) func(ok bool) {
+func (s *Server) watchLong(a sluice.Admission) func(sluice.Outcome) {
 	var mu sync.Mutex
 	ended := false
 	var tm *time.Timer
@@ -228,14 +228,14 @@ func (s *Server) watchLong(a sluice.Admission) func(ok bool) {
 			})
 		}
 	}
-	return func(ok bool) {
+	return func(o sluice.Outcome) {
 		if tm != nil {
 			tm.Stop()
 		}
 		mu.Lock()
 		ended = true
 		mu.Unlock()
-		a.Done(ok)
+		a.Done(o)
 	}
 }
 

@@ -627,21 +627,22 @@ func (a *admission) Stream() {
 
 // Done records the request's end and recycles the admission. The
 // latency histograms take the request and its wait for admission unless
-// it became a stream before the stage's long_lived: an upgrade or an
-// event stream, whose length says nothing of latency.
-func (a *admission) Done(ok bool) {
+// it became a stream before the stage's long_lived (an upgrade or an
+// event stream, whose length says nothing of latency) or its outcome is
+// sluice.Ignore.
+func (a *admission) Done(oc sluice.Outcome) {
 	now := time.Now()
-	o := stage.Outcome{OK: ok}
+	o := stage.OutcomeOf(oc)
 	if a.cost != nil {
 		o.Cost = a.cost()
 	}
 	if !a.lc.Done(now, o) {
 		return
 	}
-	if !a.early {
+	if !a.early && oc != sluice.Ignore {
 		t := a.lc.Ticket()
 		o := LatencyOK
-		if !ok {
+		if oc == sluice.Failure {
 			o = LatencyError
 		}
 		a.lat.QueueWait(t.Start().Sub(t.Arrival()))

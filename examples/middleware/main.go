@@ -145,10 +145,12 @@ func serve(ctx context.Context, ln net.Listener, cfg policy.Config, work time.Du
 			http.Error(w, "database busy", http.StatusServiceUnavailable)
 			return
 		}
-		defer done()
 		if !sleep(r.Context(), work) {
+			// The caller left: its wait says nothing about the database.
+			done(sluice.Ignore)
 			return
 		}
+		done(sluice.Success)
 		writeJSON(w, map[string]any{"order": "ok"})
 	})
 
