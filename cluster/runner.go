@@ -60,7 +60,7 @@ type Runner struct {
 	core    *Core
 	store   *Store
 	targets Targets
-	kinds   []Kind
+	kinds   []sluice.Kind
 	log     *slog.Logger
 	m       *Metrics
 	leaving atomic.Bool
@@ -88,11 +88,7 @@ func NewRunner(cfg Config, t Targets, opts RunnerOptions) (*Runner, error) {
 		if !mathx.Finite(st.Global) || st.Global <= 0 {
 			return nil, fmt.Errorf("cluster: stage %q: global budget %g is invalid", st.Stage.Name(), st.Global)
 		}
-		if k == sluice.KindRate {
-			r.kinds = append(r.kinds, KindRate)
-		} else {
-			r.kinds = append(r.kinds, KindConcurrency)
-		}
+		r.kinds = append(r.kinds, k)
 	}
 	var prev *Core
 	if opts.Previous != nil {
