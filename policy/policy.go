@@ -576,6 +576,18 @@ func (p *Policy) CountInvalid(h classify.HopHeader) { p.hops.add(&classify.HopIn
 // policy reads to classify a request (classify.Classifier.HeaderNames).
 func (p *Policy) HeaderNames() []string { return p.cls.HeaderNames() }
 
+// ReadsRequest returns what the policy reads of a request to decide it:
+// the canonical names of the headers (HeaderNames), whether it always
+// reads the client's address (class rules may), and whether it reads the
+// host (a stage matches by host). Package grpcsluice fills in only those
+// when it reads a gRPC call as an HTTP request.
+func (p *Policy) ReadsRequest() (headers []string, remoteAddr, host bool) {
+	for _, st := range p.cfg.Stages {
+		host = host || st.Match.Host != ""
+	}
+	return p.HeaderNames(), len(p.cfg.Classes.Rules) > 0, host
+}
+
 // Is reports whether err is a rejection by admission control (as opposed
 // to a client that gave up while queued).
 func Is(err error) bool { return errors.Is(err, sluice.ErrRejected) }
