@@ -458,10 +458,10 @@ func compileStage(c *Config, i int, classes map[string]int) (compiledStage, clas
 		return compiledStage{}, rule, err
 	}
 	if err := ctrl.Validate(); err != nil {
-		return compiledStage{}, rule, controlErr(p, typedHint(&s, err), c.Classes.Order)
+		return compiledStage{}, rule, controlErr(p, err, c.Classes.Order)
 	}
 	if _, err := ctrl.New(); err != nil {
-		return compiledStage{}, rule, controlErr(p, typedHint(&s, err), c.Classes.Order)
+		return compiledStage{}, rule, controlErr(p, err, c.Classes.Order)
 	}
 	prio, err := compilePriority(p, &s, ctrl, n, differentiate)
 	if err != nil {

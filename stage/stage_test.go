@@ -290,3 +290,20 @@ func TestStageAdmitOutcomes(t *testing.T) {
 		})
 	}
 }
+
+// A controller given as a Go literal with only the fields that matter
+// gets the defaults of the others (control.WithDefaults), and the
+// caller's value is not modified.
+func TestStageSparseController(t *testing.T) {
+	ctrl := &control.StaticConcurrencyConfig{Limit: 3}
+	s, err := New(Options{Name: "db", Controller: ctrl}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, want := s.Period(), control.DefaultStaticConcurrencyConfig().Period; p != want {
+		t.Errorf("period %v, want the default %v", p, want)
+	}
+	if ctrl.Period != 0 {
+		t.Errorf("the caller's configuration was modified: period %v", ctrl.Period)
+	}
+}
