@@ -21,27 +21,14 @@ import (
 	"testing/synctest"
 	"time"
 
-	"gopkg.in/yaml.v3"
-
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/policytest"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/stage"
 )
 
-func newPolicy(t testing.TB, src string) *policy.Policy {
-	t.Helper()
-	var c policy.Config
-	dec := yaml.NewDecoder(strings.NewReader(src))
-	dec.KnownFields(true)
-	if err := dec.Decode(&c); err != nil {
-		t.Fatal(err)
-	}
-	p, err := policy.New(c, policy.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
+// newPolicy reads src as a policy file and builds it.
+func newPolicy(t testing.TB, src string) *policy.Policy { return policytest.New(t, src) }
 
 // serve starts a real server on 127.0.0.1 whose panics are not logged.
 func serve(t testing.TB, h http.Handler) *httptest.Server {

@@ -6,7 +6,6 @@ import (
 	"context"
 	"io"
 	"net"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,28 +17,15 @@ import (
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/test/bufconn"
-	"gopkg.in/yaml.v3"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/policytest"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/stage"
 )
 
-// newPolicy decodes a policy YAML document strictly and builds it.
-func newPolicy(t testing.TB, src string) *policy.Policy {
-	t.Helper()
-	var c policy.Config
-	dec := yaml.NewDecoder(strings.NewReader(src))
-	dec.KnownFields(true)
-	if err := dec.Decode(&c); err != nil {
-		t.Fatalf("decode: %v\n%s", err, src)
-	}
-	p, err := policy.New(c, policy.Options{})
-	if err != nil {
-		t.Fatalf("policy.New: %v", err)
-	}
-	return p
-}
+// newPolicy reads src as a policy file and builds it.
+func newPolicy(t testing.TB, src string) *policy.Policy { return policytest.New(t, src) }
 
 // seen is what the test service saw of a call.
 type seen struct {
