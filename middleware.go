@@ -69,6 +69,36 @@ type RequestContext interface {
 // qualityKey is the context key of the quality level.
 type qualityKey struct{}
 
+// valueCtx carries one value of type V under the key type K: one
+// allocation, and valueFrom reads it without boxing V (context.WithValue
+// would box a float64 or a Hop in an interface).
+type valueCtx[K comparable, V any] struct {
+	context.Context
+	v V
+}
+
+func (c *valueCtx[K, V]) Value(key any) any {
+	if _, ok := key.(K); ok {
+		return c
+	}
+	return c.Context.Value(key)
+}
+
+// withValue returns a copy of ctx carrying v under K.
+func withValue[K comparable, V any](ctx context.Context, v V) context.Context {
+	return &valueCtx[K, V]{Context: ctx, v: v}
+}
+
+// valueFrom returns the value ctx carries under K, if any.
+func valueFrom[K comparable, V any](ctx context.Context) (V, bool) {
+	var k K
+	if c, ok := ctx.Value(k).(*valueCtx[K, V]); ok {
+		return c.v, true
+	}
+	var zero V
+	return zero, false
+}
+
 // ResponseHeaders is implemented by an Admission that adds header fields
 // to the response of the request it admitted (the policy package's: the
 // IETF RateLimit fields of a stage with ratelimit_headers). Middleware
@@ -78,24 +108,10 @@ type ResponseHeaders interface {
 	SetResponseHeaders(h http.Header)
 }
 
-// qualityCtx carries a quality level. It is one allocation, and QualityFrom
-// reads it without boxing the float.
-type qualityCtx struct {
-	context.Context
-	q float64
-}
-
-func (c *qualityCtx) Value(key any) any {
-	if _, ok := key.(qualityKey); ok {
-		return c
-	}
-	return c.Context.Value(key)
-}
-
 // WithQuality returns a copy of ctx carrying the quality level q, which
 // should be in (0, 1].
 func WithQuality(ctx context.Context, q float64) context.Context {
-	return &qualityCtx{Context: ctx, q: q}
+	return withValue[qualityKey](ctx, q)
 }
 
 // QualityFrom returns the quality level carried by ctx, or 1 (full
@@ -103,8 +119,8 @@ func WithQuality(ctx context.Context, q float64) context.Context {
 // QualityFrom(r.Context()) to degrade their work: a handler at quality 0.5
 // might return half the search results or skip an expensive rendering.
 func QualityFrom(ctx context.Context) float64 {
-	if c, ok := ctx.Value(qualityKey{}).(*qualityCtx); ok && c.q > 0 {
-		return c.q
+	if q, ok := valueFrom[qualityKey, float64](ctx); ok && q > 0 {
+		return q
 	}
 	return 1
 }

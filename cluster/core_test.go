@@ -409,9 +409,7 @@ func TestSharesSplitByClientDemand(t *testing.T) {
 
 // A reload keeps what the core knew: N, the mode and the peers.
 func TestNewCoreCarriesState(t *testing.T) {
-	r := &memRedis{ttl: 3 * time.Second}
-	a, b := &node{rate: 100}, &node{rate: 100}
-	a.core, b.core = NewCore(testConfig("a"), nil), NewCore(testConfig("b"), nil)
+	r, a, b := twoNodes()
 	step(t, r, t0, time.Second, 300, sluice.KindRate, a, b)
 	step(t, r, t0.Add(time.Second), time.Second, 300, sluice.KindRate, a, b)
 	r.down = true
@@ -427,12 +425,18 @@ func TestNewCoreCarriesState(t *testing.T) {
 	}
 }
 
+// twoNodes returns a Redis whose heartbeats live 3 s and two instances,
+// "a" and "b", each offered 100 req/s.
+func twoNodes() (*memRedis, *node, *node) {
+	a, b := &node{rate: 100}, &node{rate: 100}
+	a.core, b.core = NewCore(testConfig("a"), nil), NewCore(testConfig("b"), nil)
+	return &memRedis{ttl: 3 * time.Second}, a, b
+}
+
 // Instances configured with different budgets each split their own, and
 // the view says so.
 func TestMismatchWarning(t *testing.T) {
-	r := &memRedis{ttl: 3 * time.Second}
-	a, b := &node{rate: 100}, &node{rate: 100}
-	a.core, b.core = NewCore(testConfig("a"), nil), NewCore(testConfig("b"), nil)
+	r, a, b := twoNodes()
 	for k := range 2 {
 		now := t0.Add(time.Duration(k) * time.Second)
 		a.offered += 100
@@ -450,9 +454,7 @@ func TestMismatchWarning(t *testing.T) {
 // An instance that shuts down says so: the others stop counting it at
 // their next sync, before its heartbeat would expire.
 func TestLeaveStopsCountingAtOnce(t *testing.T) {
-	r := &memRedis{ttl: 3 * time.Second}
-	a, b := &node{rate: 100}, &node{rate: 100}
-	a.core, b.core = NewCore(testConfig("a"), nil), NewCore(testConfig("b"), nil)
+	r, a, b := twoNodes()
 	for k := range 2 {
 		step(t, r, t0.Add(time.Duration(k)*time.Second), time.Second, 300, sluice.KindRate, a, b)
 	}

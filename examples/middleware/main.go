@@ -106,7 +106,6 @@ func serve(ctx context.Context, ln net.Listener, cfg policy.Config, work time.Du
 	go pol.Run(runCtx)
 	go db.Run(runCtx)
 
-
 	app := http.NewServeMux()
 	app.HandleFunc("/search", func(w http.ResponseWriter, r *http.Request) {
 		q := sluice.QualityFrom(r.Context()) // 1 = full service
