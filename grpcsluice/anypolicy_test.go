@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
@@ -70,13 +69,7 @@ func TestServerTakesAnyPolicy(t *testing.T) {
 	if st.Code() != codes.ResourceExhausted {
 		t.Fatalf("refused call: %v, want RESOURCE_EXHAUSTED", err)
 	}
-	var delay time.Duration
-	for _, d := range st.Details() {
-		if ri, ok := d.(*errdetails.RetryInfo); ok {
-			delay = ri.GetRetryDelay().AsDuration()
-		}
-	}
-	if delay != 7*time.Second {
+	if delay := retryDelay(st); delay != 7*time.Second {
 		t.Errorf("pushback %v, want the policy's Retry-After 7s", delay)
 	}
 	pol.mu.Lock()

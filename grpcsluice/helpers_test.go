@@ -10,12 +10,14 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/sluicehq/sluice"
@@ -197,4 +199,15 @@ func contextWithTimeout(ctx context.Context, d time.Duration) (context.Context, 
 func totals(pol *policy.Policy, name string, c int) stage.ClassState {
 	pol.Step(time.Now().Add(time.Minute))
 	return pol.Stage(name).Totals(c)
+}
+
+// retryDelay returns the retry_delay of st's google.rpc.RetryInfo
+// detail (0: none).
+func retryDelay(st *status.Status) time.Duration {
+	for _, d := range st.Details() {
+		if ri, ok := d.(*errdetails.RetryInfo); ok {
+			return ri.GetRetryDelay().AsDuration()
+		}
+	}
+	return 0
 }
