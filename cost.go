@@ -14,17 +14,7 @@ type costKey struct{}
 // costCtx carries the cell a handler reports its request's cost into:
 // one allocation, made only for a request whose stage shares by
 // reported cost.
-type costCtx struct {
-	context.Context
-	ns atomic.Int64
-}
-
-func (c *costCtx) Value(key any) any {
-	if _, ok := key.(costKey); ok {
-		return c
-	}
-	return c.Context.Value(key)
-}
+type costCtx = valueCtx[costKey, atomic.Int64]
 
 // WithCostReport returns a copy of ctx that takes a cost report
 // (ReportCost) for its request, and the function that reads the last
@@ -33,7 +23,7 @@ func (c *costCtx) Value(key any) any {
 // (tenants.cost: reported).
 func WithCostReport(ctx context.Context) (context.Context, func() time.Duration) {
 	c := &costCtx{Context: ctx}
-	return c, func() time.Duration { return time.Duration(c.ns.Load()) }
+	return c, func() time.Duration { return time.Duration(c.v.Load()) }
 }
 
 // ReportCost tells sluice what the request of ctx cost the service, for
@@ -56,6 +46,6 @@ func ReportCost(ctx context.Context, cost time.Duration) bool {
 	if !ok || cost <= 0 {
 		return false
 	}
-	c.ns.Store(int64(cost))
+	c.v.Store(int64(cost))
 	return true
 }

@@ -62,7 +62,7 @@ type admission struct{ slot chan struct{} }
 
 func (a admission) Quality() float64 { return 1 }
 func (a admission) Stream()          { <-a.slot } // a stream holds no slot
-func (a admission) Done(ok bool) {
+func (a admission) Done(sluice.Outcome) {
 	select {
 	case <-a.slot:
 	default: // already released by Stream

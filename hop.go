@@ -73,35 +73,19 @@ type Hop struct {
 // hopKey is the context key of a Hop.
 type hopKey struct{}
 
-// hopCtx carries a Hop: one allocation, and HopFrom reads it without
-// boxing the struct.
-type hopCtx struct {
-	context.Context
-	h Hop
-}
-
-func (c *hopCtx) Value(key any) any {
-	if _, ok := key.(hopKey); ok {
-		return c
-	}
-	return c.Context.Value(key)
-}
-
 // WithHop returns a copy of ctx carrying h: what sluice's client side
 // (package client) stamps on the calls made with the context. The
 // middleware does it for every request it admits that has a priority or a
 // tenant.
 func WithHop(ctx context.Context, h Hop) context.Context {
-	return &hopCtx{Context: ctx, h: h}
+	return withValue[hopKey](ctx, h)
 }
 
 // HopFrom returns the Hop carried by ctx, or the zero Hop. The request's
 // deadline is ctx.Deadline().
 func HopFrom(ctx context.Context) Hop {
-	if c, ok := ctx.Value(hopKey{}).(*hopCtx); ok {
-		return c.h
-	}
-	return Hop{}
+	h, _ := valueFrom[hopKey, Hop](ctx)
+	return h
 }
 
 // ValidPriority reports whether p can name a priority: 1 to

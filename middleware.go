@@ -41,10 +41,12 @@ type Admission interface {
 	// will not be a response-time sample. Calls after the first have no
 	// effect.
 	Stream()
-	// Done ends the request. ok is false for a 5xx status, a transport
-	// failure (a failed write, a client that went away) or a panic. It must
-	// be called exactly once.
-	Done(ok bool)
+	// Done ends the request with its outcome: Failure for a 5xx
+	// status, a transport failure (a failed write, a client that went
+	// away) or a panic; Ignore for a request that says nothing about the
+	// service (neither a sample nor a failure); Success otherwise. It
+	// must be called exactly once.
+	Done(o Outcome)
 }
 
 // StreamDeadline is implemented by an Admission whose response becomes a
@@ -67,6 +69,36 @@ type RequestContext interface {
 // qualityKey is the context key of the quality level.
 type qualityKey struct{}
 
+// valueCtx carries one value of type V under the key type K: one
+// allocation, and valueFrom reads it without boxing V (context.WithValue
+// would box a float64 or a Hop in an interface).
+type valueCtx[K comparable, V any] struct {
+	context.Context
+	v V
+}
+
+func (c *valueCtx[K, V]) Value(key any) any {
+	if _, ok := key.(K); ok {
+		return c
+	}
+	return c.Context.Value(key)
+}
+
+// withValue returns a copy of ctx carrying v under K.
+func withValue[K comparable, V any](ctx context.Context, v V) context.Context {
+	return &valueCtx[K, V]{Context: ctx, v: v}
+}
+
+// valueFrom returns the value ctx carries under K, if any.
+func valueFrom[K comparable, V any](ctx context.Context) (V, bool) {
+	var k K
+	if c, ok := ctx.Value(k).(*valueCtx[K, V]); ok {
+		return c.v, true
+	}
+	var zero V
+	return zero, false
+}
+
 // ResponseHeaders is implemented by an Admission that adds header fields
 // to the response of the request it admitted (the policy package's: the
 // IETF RateLimit fields of a stage with ratelimit_headers). Middleware
@@ -76,24 +108,10 @@ type ResponseHeaders interface {
 	SetResponseHeaders(h http.Header)
 }
 
-// qualityCtx carries a quality level. It is one allocation, and QualityFrom
-// reads it without boxing the float.
-type qualityCtx struct {
-	context.Context
-	q float64
-}
-
-func (c *qualityCtx) Value(key any) any {
-	if _, ok := key.(qualityKey); ok {
-		return c
-	}
-	return c.Context.Value(key)
-}
-
 // WithQuality returns a copy of ctx carrying the quality level q, which
 // should be in (0, 1].
 func WithQuality(ctx context.Context, q float64) context.Context {
-	return &qualityCtx{Context: ctx, q: q}
+	return withValue[qualityKey](ctx, q)
 }
 
 // QualityFrom returns the quality level carried by ctx, or 1 (full
@@ -101,8 +119,8 @@ func WithQuality(ctx context.Context, q float64) context.Context {
 // QualityFrom(r.Context()) to degrade their work: a handler at quality 0.5
 // might return half the search results or skip an expensive rendering.
 func QualityFrom(ctx context.Context) float64 {
-	if c, ok := ctx.Value(qualityKey{}).(*qualityCtx); ok && c.q > 0 {
-		return c.q
+	if q, ok := valueFrom[qualityKey, float64](ctx); ok && q > 0 {
+		return q
 	}
 	return 1
 }
@@ -110,7 +128,7 @@ func QualityFrom(ctx context.Context) float64 {
 // Middleware returns net/http middleware that puts every request through
 // p: a rejected request is answered by p.Reject and never reaches the
 // handler; an admitted one is served by the handler and then finished with
-// Done, exactly once, even if the handler panics (Done(false), then the
+// Done, exactly once, even if the handler panics (Done(Failure), then the
 // panic continues).
 //
 // A quality level below 1 is put in the request context (read it with
@@ -118,13 +136,13 @@ func QualityFrom(ctx context.Context) float64 {
 // RequestContext: the policy package's carries the deadline of the
 // request's timeout header and its Hop (priority, tenant), which sluice's
 // client side stamps on the calls the handler makes with it. The handler's ResponseWriter is wrapped to see the status
-// (a 5xx is Done(false)), failed writes and long-lived responses: a
+// (a 5xx is Done(Failure)), failed writes and long-lived responses: a
 // hijacked connection, a 101 status, a text/event-stream Content-Type or a
 // response still being written after the admission's StreamDeadline (seen
 // at a Flush, or every 32 KiB written) call Admission.Stream. The wrapper implements http.Flusher, http.Hijacker,
 // io.ReaderFrom and Unwrap, so http.ResponseController reaches the
 // underlying writer for deadlines and full duplex. A request whose client
-// went away before the handler returned is Done(false).
+// went away before the handler returned is Done(Failure).
 //
 // A handler that returns without writing anything after its context
 // ended is answered for it, never with an empty 200: 503 through
@@ -178,7 +196,7 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	finished := false
 	defer func() {
 		if !finished { // the handler panicked or called runtime.Goexit
-			a.Done(false)
+			a.Done(Failure)
 		}
 	}()
 	m.next.ServeHTTP(rw, r)
@@ -187,7 +205,7 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	ok := rw.status < 500 && !rw.failed && r.Context().Err() == nil
 	finished = true
-	a.Done(ok)
+	a.Done(OutcomeOf(ok))
 	rw.reset(nil, nil)
 	writerPool.Put(rw)
 }

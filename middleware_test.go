@@ -21,27 +21,14 @@ import (
 	"testing/synctest"
 	"time"
 
-	"gopkg.in/yaml.v3"
-
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/policytest"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/stage"
 )
 
-func newPolicy(t testing.TB, src string) *policy.Policy {
-	t.Helper()
-	var c policy.Config
-	dec := yaml.NewDecoder(strings.NewReader(src))
-	dec.KnownFields(true)
-	if err := dec.Decode(&c); err != nil {
-		t.Fatal(err)
-	}
-	p, err := policy.New(c, policy.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
+// newPolicy reads src as a policy file and builds it.
+func newPolicy(t testing.TB, src string) *policy.Policy { return policytest.New(t, src) }
 
 // serve starts a real server on 127.0.0.1 whose panics are not logged.
 func serve(t testing.TB, h http.Handler) *httptest.Server {
@@ -382,7 +369,7 @@ func TestMiddlewareLongLivedFlush(t *testing.T) {
 	})
 }
 
-// A panicking handler is Done(false), its slot is released and the panic
+// A panicking handler is Done(Failure), its slot is released and the panic
 // goes on.
 func TestMiddlewarePanic(t *testing.T) {
 	p := newPolicy(t, concPolicy)
@@ -472,7 +459,7 @@ func TestMiddlewareClientCancelsLeakNothing(t *testing.T) {
 // countingPolicy records what the middleware does with each admission.
 type countingPolicy struct {
 	mu       sync.Mutex
-	done     []bool
+	done     []sluice.Outcome
 	streams  int
 	rejectOn bool
 }
@@ -496,9 +483,9 @@ func (a *countingAdmission) Stream() {
 	a.c.streams++
 	a.c.mu.Unlock()
 }
-func (a *countingAdmission) Done(ok bool) {
+func (a *countingAdmission) Done(o sluice.Outcome) {
 	a.c.mu.Lock()
-	a.c.done = append(a.c.done, ok)
+	a.c.done = append(a.c.done, o)
 	a.c.mu.Unlock()
 }
 
@@ -558,7 +545,7 @@ func TestMiddlewareDoneOnce(t *testing.T) {
 		fin := make(chan struct{})
 		go func() { defer close(fin); h.ServeHTTP(w, r) }() // Goexit ends only this goroutine
 		<-fin
-		if len(c.done) != 1 || c.done[0] != tc.ok || c.streams != tc.streams {
+		if len(c.done) != 1 || c.done[0] != sluice.OutcomeOf(tc.ok) || c.streams != tc.streams {
 			t.Errorf("%s: done %v streams %d, want [%v] %d", tc.name, c.done, c.streams, tc.ok, tc.streams)
 		}
 	}

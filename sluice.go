@@ -208,6 +208,27 @@ func (k Kind) String() string {
 	return "unknown"
 }
 
+// MarshalText returns the kind's name (String), so that JSON and YAML
+// carry "rate" or "concurrency" rather than a number.
+func (k Kind) MarshalText() ([]byte, error) {
+	if k > KindQuality {
+		return nil, fmt.Errorf("sluice: unknown kind %d", uint8(k))
+	}
+	return []byte(k.String()), nil
+}
+
+// UnmarshalText sets k from its name (String); an unknown name is an
+// error.
+func (k *Kind) UnmarshalText(b []byte) error {
+	for c := KindNone; c <= KindQuality; c++ {
+		if c.String() == string(b) {
+			*k = c
+			return nil
+		}
+	}
+	return fmt.Errorf("sluice: unknown kind %q (want none, rate, drop_probability, concurrency or quality)", b)
+}
+
 // Unit returns the unit of a setting of this kind.
 func (k Kind) Unit() string {
 	switch k {

@@ -7,8 +7,8 @@ import (
 	"math"
 	"time"
 
-	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/fielderr"
+	"github.com/sluicehq/sluice/internal/hopnames"
 	"github.com/sluicehq/sluice/internal/httpx"
 	"github.com/sluicehq/sluice/internal/mathx"
 )
@@ -265,15 +265,7 @@ func (c *Config) SetDefaults() {
 	if c.MinRemaining == 0 {
 		c.MinRemaining = DefaultMinRemaining
 	}
-	if c.PriorityHeader == "" {
-		c.PriorityHeader = sluice.PriorityHeader
-	}
-	if c.TenantHeader == "" {
-		c.TenantHeader = sluice.TenantHeader
-	}
-	if c.TimeoutHeader == "" {
-		c.TimeoutHeader = sluice.TimeoutHeader
-	}
+	hopnames.SetDefaults(&c.PriorityHeader, &c.TenantHeader, &c.TimeoutHeader)
 	if c.MaxDestinations == 0 {
 		c.MaxDestinations = DefaultMaxDestinations
 	}

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluicehq/sluice"
 )
 
 // Dest is the client side's state for one destination: the adaptive
@@ -211,6 +213,15 @@ func (s Stop) String() string {
 
 // Result is how an attempt ended, as the client side judges it.
 type Result struct {
+	// Outcome is the attempt's end in sluice's finishing vocabulary.
+	// sluice.Ignore is an attempt whose caller gave up (its context
+	// ended): the destination did not refuse it, it got no answer the
+	// destination chose, and the call stops (StopDone). Success and
+	// Failure (the zero value is Success) leave the judgement to the
+	// fields below, which say more than success or failure: whether the
+	// destination refused the attempt for overload, and whether a retry
+	// may help.
+	Outcome sluice.Outcome
 	// Status is the answer's status code (0: no answer, a transport
 	// failure or a timeout of the attempt).
 	Status int
@@ -303,8 +314,15 @@ func (c *Call) Attempts() int { return c.attempts }
 // StopRetry with the wait before the retry, which is then sent (Done has
 // taken its retry from the budget and let it through the throttle), or
 // why the call stops. It draws from rng for the jitter and the throttle.
+//
+// An attempt whose caller gave up (r.Outcome is sluice.Ignore) is
+// counted as accepted and not answered, draws nothing and stops the call.
 func (c *Call) Done(now time.Time, r Result, rng *rand.Rand) (Stop, time.Duration) {
 	d, cfg := c.d, &c.cfg.Retry
+	if r.Outcome == sluice.Ignore {
+		d.answered(now, true, false)
+		return StopDone, 0
+	}
 	d.answered(now, r.accepted(), r.answered())
 	switch {
 	case !r.retryable():
@@ -336,11 +354,6 @@ func (c *Call) Done(now time.Time, r Result, rng *rand.Rand) (Stop, time.Duratio
 	d.retries.Add(1)
 	return StopRetry, wait
 }
-
-// Abandon records at now that the last attempt ended because its caller
-// gave up (its context ended): the destination did not refuse it, and
-// the call stops.
-func (c *Call) Abandon(now time.Time) { c.d.answered(now, true, false) }
 
 // Backoff returns the wait before retry n (n ≥ 1 attempts made), with
 // full jitter: u·min(max, base·2^(n−1)), u in [0, 1).

@@ -226,6 +226,8 @@ func TestCallStops(t *testing.T) {
 		{"504 retried", true, time.Time{}, Result{Status: 504}, StopRetry},
 		{"429 retried", true, time.Time{}, Result{Status: 429}, StopRetry},
 		{"transport failure retried", true, time.Time{}, Result{}, StopRetry},
+		{"caller gave up: not retried", true, time.Time{}, Result{Outcome: sluice.Ignore}, StopDone},
+		{"caller gave up on a 503: not retried", true, time.Time{}, Result{Outcome: sluice.Ignore, Status: 503}, StopDone},
 		{"unsafe", false, time.Time{}, Result{Status: 503}, StopUnsafe},
 		{"Retry-After too long", true, time.Time{}, Result{Status: 503, RetryAfter: 6 * time.Second, HasRetryAfter: true}, StopRetryAfter},
 		{"Retry-After past the deadline", true, ms(1000), Result{Status: 503, RetryAfter: time.Second, HasRetryAfter: true}, StopDeadline},

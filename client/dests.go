@@ -178,14 +178,6 @@ func (c *LiveCall) Done(now time.Time, r Result) (Stop, time.Duration) {
 	return c.call.Done(now, r, c.ds.rng)
 }
 
-// Abandon records at now that the last attempt ended because its caller
-// gave up (see Call.Abandon).
-func (c *LiveCall) Abandon(now time.Time) {
-	c.ds.mu.Lock()
-	c.call.Abandon(now)
-	c.ds.mu.Unlock()
-}
-
 // Overran reports whether less than MinRemaining of the deadline is left
 // at now, after a wait for a retry; if so it counts the retry as not made
 // for want of time, and the last answer stands.

@@ -72,13 +72,11 @@ func TestThrottleForgetAfterCrowd(t *testing.T) {
 	}
 }
 
-// Attempts in flight when the run begins: after the same crowd, 60
-// attempts are sent before their answers come back, all accepted. At the
-// 10th accept the run holds 60 requests and 10 accepts, p = 40/61, more
-// than the window's (360 − 2·110)/361: no forget yet. At the j-th accept
-// the run's p is (60 − 2j)/61, below the window's (160 − 2j)/361 from
-// j = 20 on (20/61 against 120/361): the window is then the run's.
-func TestThrottleForgetInFlight(t *testing.T) {
+// afterCrowd returns a destination (MinRequests 1) after the crowd of
+// TestThrottleForgetAfterCrowd: 300 attempts, one in three accepted, the
+// last refused; with its random source (never refuses locally) and the
+// time of the last attempt.
+func afterCrowd() (*Dest, *rand.Rand, time.Time) {
 	d := NewDest(testConfig(func(c *Config) { c.Throttle.MinRequests = 1 }))
 	rng := rand.New(never{})
 	now := t0
@@ -87,6 +85,17 @@ func TestThrottleForgetInFlight(t *testing.T) {
 		d.admit(now, rng)
 		d.answered(now, i%3 == 0 && i != 299, true)
 	}
+	return d, rng, now
+}
+
+// Attempts in flight when the run begins: after the same crowd, 60
+// attempts are sent before their answers come back, all accepted. At the
+// 10th accept the run holds 60 requests and 10 accepts, p = 40/61, more
+// than the window's (360 − 2·110)/361: no forget yet. At the j-th accept
+// the run's p is (60 − 2j)/61, below the window's (160 − 2j)/361 from
+// j = 20 on (20/61 against 120/361): the window is then the run's.
+func TestThrottleForgetInFlight(t *testing.T) {
+	d, rng, now := afterCrowd()
 	for range 60 {
 		now = now.Add(time.Millisecond)
 		d.admit(now, rng)
@@ -107,18 +116,11 @@ func TestThrottleForgetInFlight(t *testing.T) {
 }
 
 // Only answers are evidence: after the same crowd, attempts that time
-// out (Status 0) or whose caller gives up (Abandon) are counted as
+// out (Status 0) or whose caller gives up (Outcome sluice.Ignore) are counted as
 // accepted, as the book counts them, but 30 of them in a row make no
 // run; 10 accepted answers after them do.
 func TestThrottleForgetNeedsAnswers(t *testing.T) {
-	d := NewDest(testConfig(func(c *Config) { c.Throttle.MinRequests = 1 }))
-	rng := rand.New(never{})
-	now := t0
-	for i := range 300 {
-		now = now.Add(time.Millisecond)
-		d.admit(now, rng)
-		d.answered(now, i%3 == 0 && i != 299, true)
-	}
+	d, rng, now := afterCrowd()
 	for i := range 30 {
 		now = now.Add(time.Millisecond)
 		var c Call
@@ -128,7 +130,7 @@ func TestThrottleForgetNeedsAnswers(t *testing.T) {
 		if i%2 == 0 {
 			c.Done(now, Result{}, rng)
 		} else {
-			c.Abandon(now)
+			c.Done(now, Result{Outcome: sluice.Ignore}, rng)
 		}
 	}
 	if p, f := d.ThrottleProbability(now), d.Counts().Forgets; f != 0 || !near(p, (330-2*130)/331.0) {

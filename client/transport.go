@@ -135,16 +135,17 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if err != nil && ctx.Err() != nil {
 			// The caller is gone or out of time: nothing to retry for,
 			// and nothing learnt of the destination.
-			call.Abandon(time.Now())
+			call.Done(time.Now(), Result{Outcome: sluice.Ignore})
 			if cancel != nil {
 				cancel()
 			}
 			return resp, err
 		}
 		now := time.Now()
-		res := Result{}
+		res := Result{Outcome: sluice.Failure}
 		if err == nil {
 			res.Status = resp.StatusCode
+			res.Outcome = sluice.OutcomeOf(resp.StatusCode < 500)
 			res.RetryAfter, res.HasRetryAfter = RetryAfter(resp.Header, now)
 		}
 		stop, wait := call.Done(now, res)

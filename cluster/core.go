@@ -8,17 +8,8 @@ import (
 	"sort"
 	"sync"
 	"time"
-)
 
-// Kind is the unit of a global budget.
-type Kind string
-
-const (
-	// KindRate is a static-rate stage's budget, in requests per second.
-	KindRate Kind = "rate"
-	// KindConcurrency is a static-concurrency stage's budget, in
-	// requests in flight (whole numbers, at least 1 per instance).
-	KindConcurrency Kind = "concurrency"
+	"github.com/sluicehq/sluice"
 )
 
 // Mode says where an instance's parts come from.
@@ -60,8 +51,10 @@ type LocalStage struct {
 	// Name is the stage's name: instances split the budgets of stages of
 	// the same name and kind.
 	Name string
-	// Kind is the budget's unit.
-	Kind Kind
+	// Kind is the budget's unit: sluice.KindRate (requests per second)
+	// or sluice.KindConcurrency (requests in flight, whole numbers, at
+	// least 1 per instance).
+	Kind sluice.Kind
 	// Global is the configured budget of the whole cluster (req/s or
 	// requests in flight).
 	Global float64
@@ -109,7 +102,7 @@ type Report struct {
 
 // StageReport is one budgeted stage in a Report.
 type StageReport struct {
-	Kind Kind `json:"kind"`
+	Kind sluice.Kind `json:"kind"`
 	// Global is the budget as this instance is configured.
 	Global float64 `json:"global"`
 	// Demand is the offered rate (req/s), Admitted the admitted rate over
@@ -172,7 +165,7 @@ type Assignment struct {
 // StagePart is this instance's part of one stage's budget.
 type StagePart struct {
 	Name   string
-	Kind   Kind
+	Kind   sluice.Kind
 	Global float64
 	Part   float64
 	// Reason is the decision's explanation, with the numbers used.
@@ -465,9 +458,9 @@ func (c *Core) Prime(l Local) Assignment {
 }
 
 // fallbackPart is G/N (concurrency: ⌊G/N⌋, at least 1).
-func fallbackPart(k Kind, global float64, n int) float64 {
+func fallbackPart(k sluice.Kind, global float64, n int) float64 {
 	p := global / float64(max(n, 1))
-	if k == KindConcurrency {
+	if k == sluice.KindConcurrency {
 		p = math.Max(1, math.Floor(p))
 	}
 	return p
@@ -524,7 +517,7 @@ func (c *Core) assignSynced() Assignment {
 		}
 		ms = c.withPhantoms(ms)
 		parts := split(s.Global, ms)
-		if s.Kind == KindConcurrency {
+		if s.Kind == sluice.KindConcurrency {
 			parts = wholeParts(s.Global, parts)
 		}
 		own, demand, total := 0.0, 0.0, 0.0

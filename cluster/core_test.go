@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -59,13 +61,13 @@ func testConfig(id string) Config {
 	return c
 }
 
-func (n *node) local(global float64, kind Kind) Local {
+func (n *node) local(global float64, kind sluice.Kind) Local {
 	return Local{Stages: []LocalStage{{Name: "api", Kind: kind, Global: global, Offered: uint64(n.offered), Admitted: uint64(n.offered)}}}
 }
 
 // step advances one period for every node in order: counts grow by
 // rate·period, each publishes and plans.
-func step(t *testing.T, r *memRedis, now time.Time, period time.Duration, global float64, kind Kind, nodes ...*node) {
+func step(t *testing.T, r *memRedis, now time.Time, period time.Duration, global float64, kind sluice.Kind, nodes ...*node) {
 	t.Helper()
 	for _, n := range nodes {
 		n.offered += n.rate * period.Seconds()
@@ -150,12 +152,12 @@ func TestUnevenDemandSplitsTheRate(t *testing.T) {
 		id string
 	}{{a, "a"}, {b, "b"}, {c, "c"}} {
 		n.n.core = NewCore(testConfig(n.id), nil)
-		if p := part(n.n.core.Prime(n.n.local(300, KindRate))); p != 300 {
+		if p := part(n.n.core.Prime(n.n.local(300, sluice.KindRate))); p != 300 {
 			t.Fatalf("%s primed with %g, want the whole 300 (initial_instances 1)", n.id, p)
 		}
 	}
 	for k := range 5 {
-		step(t, r, t0.Add(time.Duration(k)*time.Second), time.Second, 300, KindRate, a, b, c)
+		step(t, r, t0.Add(time.Duration(k)*time.Second), time.Second, 300, sluice.KindRate, a, b, c)
 	}
 	want := []float64{2 + 294*0.6, 2 + 294*0.3, 2 + 294*0.1}
 	sum := 0.0
@@ -193,11 +195,11 @@ func TestFallbackAndResync(t *testing.T) {
 	}
 	now := t0
 	for range 3 {
-		step(t, r, now, time.Second, 300, KindRate, a, b, c)
+		step(t, r, now, time.Second, 300, sluice.KindRate, a, b, c)
 		now = now.Add(time.Second)
 	}
 	r.down = true
-	step(t, r, now, time.Second, 300, KindRate, a, b, c)
+	step(t, r, now, time.Second, 300, sluice.KindRate, a, b, c)
 	for _, n := range []*node{a, b, c} {
 		if n.last.Mode != ModeFallback || !n.last.Changed || part(n.last) != 100 || n.last.Instances != 3 {
 			t.Fatalf("fallback: %+v", n.last)
@@ -211,7 +213,7 @@ func TestFallbackAndResync(t *testing.T) {
 	// budget while b and c have not re-registered yet.
 	for range 10 {
 		now = now.Add(time.Second)
-		step(t, r, now, time.Second, 300, KindRate, a, b, c)
+		step(t, r, now, time.Second, 300, sluice.KindRate, a, b, c)
 	}
 	if v := a.core.View(); v.Mode != ModeFallback || v.Failures != 11 || v.LastError == "" {
 		t.Fatalf("view during the outage: %+v", v)
@@ -219,7 +221,7 @@ func TestFallbackAndResync(t *testing.T) {
 	r.down, r.m = false, nil
 	now = now.Add(time.Second)
 	a.offered += a.rate
-	x, err := r.exchange(now, a.core.Report(now, a.local(300, KindRate)))
+	x, err := r.exchange(now, a.core.Report(now, a.local(300, sluice.KindRate)))
 	first := a.core.Plan(now, x, err)
 	if first.Mode != ModeSynced || !first.Changed || first.Instances != 3 {
 		t.Fatalf("rejoin: %+v", first)
@@ -230,11 +232,11 @@ func TestFallbackAndResync(t *testing.T) {
 	b.offered += b.rate
 	c.offered += c.rate
 	for _, n := range []*node{b, c} {
-		x, err := r.exchange(now, n.core.Report(now, n.local(300, KindRate)))
+		x, err := r.exchange(now, n.core.Report(now, n.local(300, sluice.KindRate)))
 		n.last = n.core.Plan(now, x, err)
 	}
 	now = now.Add(time.Second)
-	step(t, r, now, time.Second, 300, KindRate, a, b, c)
+	step(t, r, now, time.Second, 300, sluice.KindRate, a, b, c)
 	sum := part(a.last) + part(b.last) + part(c.last)
 	if !near(sum, 300, 1e-6) || a.last.Mode != ModeSynced {
 		t.Fatalf("after resync: parts sum to %g, %+v", sum, a.last)
@@ -252,14 +254,14 @@ func TestDeadInstanceExpires(t *testing.T) {
 	}
 	now := t0
 	for range 4 {
-		step(t, r, now, time.Second, 300, KindRate, a, b, c)
+		step(t, r, now, time.Second, 300, sluice.KindRate, a, b, c)
 		now = now.Add(time.Second)
 	}
 	died := now.Add(-time.Second) // c's last heartbeat
 	// c dies; its traffic moves to a and b (300 req/s each).
 	a.rate, b.rate = 300, 300
 	for now.Before(died.Add(ttl)) {
-		step(t, r, now, time.Second, 300, KindRate, a, b)
+		step(t, r, now, time.Second, 300, sluice.KindRate, a, b)
 		if a.last.Instances != 3 {
 			t.Fatalf("c stopped counting at %v, before its heartbeat expired at %v", now.Sub(t0), died.Add(ttl).Sub(t0))
 		}
@@ -269,13 +271,13 @@ func TestDeadInstanceExpires(t *testing.T) {
 	// and b; their demands, still rising after c's traffic moved to them,
 	// are one sync apart (b's as of its last report), so the sum is off by
 	// a little, and converges.
-	step(t, r, now, time.Second, 300, KindRate, a, b)
+	step(t, r, now, time.Second, 300, sluice.KindRate, a, b)
 	if a.last.Instances != 2 || !near(part(a.last)+part(b.last), 300, 0.03*300) {
 		t.Fatalf("after expiry: %v / %v", a.last, b.last)
 	}
 	for range 10 {
 		now = now.Add(time.Second)
-		step(t, r, now, time.Second, 300, KindRate, a, b)
+		step(t, r, now, time.Second, 300, sluice.KindRate, a, b)
 	}
 	if !near(part(a.last)+part(b.last), 300, 0.001*300) {
 		t.Fatalf("ten syncs after expiry: %v / %v", a.last, b.last)
@@ -289,17 +291,17 @@ func TestInitialInstances(t *testing.T) {
 	cfg.InitialInstances = 3
 	r := &memRedis{ttl: cfg.HeartbeatTTL}
 	a := &node{rate: 100, core: NewCore(cfg, nil)}
-	if p := part(a.core.Prime(a.local(300, KindRate))); p != 100 {
+	if p := part(a.core.Prime(a.local(300, sluice.KindRate))); p != 100 {
 		t.Fatalf("primed %g, want 100", p)
 	}
-	step(t, r, t0, time.Second, 300, KindRate, a)
+	step(t, r, t0, time.Second, 300, sluice.KindRate, a)
 	if a.last.Instances != 3 || !near(part(a.last), 100, 1e-9) {
 		t.Fatalf("first sync alone: %v", a.last)
 	}
 	if v := a.core.View(); v.Unseen != 2 {
 		t.Fatalf("view %+v", v)
 	}
-	step(t, r, t0.Add(cfg.HeartbeatTTL), time.Second, 300, KindRate, a)
+	step(t, r, t0.Add(cfg.HeartbeatTTL), time.Second, 300, sluice.KindRate, a)
 	if a.last.Instances != 1 || part(a.last) != 300 {
 		t.Fatalf("after the first TTL, alone: %v", a.last)
 	}
@@ -313,14 +315,14 @@ func TestConcurrencyParts(t *testing.T) {
 		n.core = NewCore(testConfig(string(rune('a'+i))), nil)
 	}
 	for k := range 3 {
-		step(t, r, t0.Add(time.Duration(k)*time.Second), time.Second, 20, KindConcurrency, a, b, c)
+		step(t, r, t0.Add(time.Duration(k)*time.Second), time.Second, 20, sluice.KindConcurrency, a, b, c)
 	}
 	pa, pb, pc := part(a.last), part(b.last), part(c.last)
 	if pa+pb+pc != 20 || pa != 10 || pb != 6 || pc != 4 {
 		t.Fatalf("parts %g %g %g, want 10 6 4", pa, pb, pc)
 	}
 	r.down = true
-	step(t, r, t0.Add(3*time.Second), time.Second, 20, KindConcurrency, a)
+	step(t, r, t0.Add(3*time.Second), time.Second, 20, sluice.KindConcurrency, a)
 	if part(a.last) != 6 {
 		t.Fatalf("fallback part %g, want ⌊20/3⌋ = 6", part(a.last))
 	}
@@ -407,37 +409,41 @@ func TestSharesSplitByClientDemand(t *testing.T) {
 
 // A reload keeps what the core knew: N, the mode and the peers.
 func TestNewCoreCarriesState(t *testing.T) {
-	r := &memRedis{ttl: 3 * time.Second}
-	a, b := &node{rate: 100}, &node{rate: 100}
-	a.core, b.core = NewCore(testConfig("a"), nil), NewCore(testConfig("b"), nil)
-	step(t, r, t0, time.Second, 300, KindRate, a, b)
-	step(t, r, t0.Add(time.Second), time.Second, 300, KindRate, a, b)
+	r, a, b := twoNodes()
+	step(t, r, t0, time.Second, 300, sluice.KindRate, a, b)
+	step(t, r, t0.Add(time.Second), time.Second, 300, sluice.KindRate, a, b)
 	r.down = true
-	step(t, r, t0.Add(2*time.Second), time.Second, 300, KindRate, a)
+	step(t, r, t0.Add(2*time.Second), time.Second, 300, sluice.KindRate, a)
 	next := NewCore(testConfig("a"), a.core)
-	p := next.Prime(a.local(300, KindRate))
+	p := next.Prime(a.local(300, sluice.KindRate))
 	if p.Mode != ModeFallback || p.Instances != 2 || part(p) != 150 {
 		t.Fatalf("after reload: %+v", p)
 	}
 	other := NewCore(testConfig("renamed"), a.core)
-	if p := other.Prime(a.local(300, KindRate)); p.Mode != ModeStarting || p.Instances != 1 {
+	if p := other.Prime(a.local(300, sluice.KindRate)); p.Mode != ModeStarting || p.Instances != 1 {
 		t.Fatalf("a new instance id starts afresh: %+v", p)
 	}
+}
+
+// twoNodes returns a Redis whose heartbeats live 3 s and two instances,
+// "a" and "b", each offered 100 req/s.
+func twoNodes() (*memRedis, *node, *node) {
+	a, b := &node{rate: 100}, &node{rate: 100}
+	a.core, b.core = NewCore(testConfig("a"), nil), NewCore(testConfig("b"), nil)
+	return &memRedis{ttl: 3 * time.Second}, a, b
 }
 
 // Instances configured with different budgets each split their own, and
 // the view says so.
 func TestMismatchWarning(t *testing.T) {
-	r := &memRedis{ttl: 3 * time.Second}
-	a, b := &node{rate: 100}, &node{rate: 100}
-	a.core, b.core = NewCore(testConfig("a"), nil), NewCore(testConfig("b"), nil)
+	r, a, b := twoNodes()
 	for k := range 2 {
 		now := t0.Add(time.Duration(k) * time.Second)
 		a.offered += 100
-		x, err := r.exchange(now, a.core.Report(now, a.local(300, KindRate)))
+		x, err := r.exchange(now, a.core.Report(now, a.local(300, sluice.KindRate)))
 		a.last = a.core.Plan(now, x, err)
 		b.offered += 100
-		x, err = r.exchange(now, b.core.Report(now, b.local(600, KindRate)))
+		x, err = r.exchange(now, b.core.Report(now, b.local(600, sluice.KindRate)))
 		b.last = b.core.Plan(now, x, err)
 	}
 	if w := a.core.View().Warnings; len(w) != 1 || !strings.Contains(w[0], "instance b has a global rate of 600") {
@@ -448,11 +454,9 @@ func TestMismatchWarning(t *testing.T) {
 // An instance that shuts down says so: the others stop counting it at
 // their next sync, before its heartbeat would expire.
 func TestLeaveStopsCountingAtOnce(t *testing.T) {
-	r := &memRedis{ttl: 3 * time.Second}
-	a, b := &node{rate: 100}, &node{rate: 100}
-	a.core, b.core = NewCore(testConfig("a"), nil), NewCore(testConfig("b"), nil)
+	r, a, b := twoNodes()
 	for k := range 2 {
-		step(t, r, t0.Add(time.Duration(k)*time.Second), time.Second, 300, KindRate, a, b)
+		step(t, r, t0.Add(time.Duration(k)*time.Second), time.Second, 300, sluice.KindRate, a, b)
 	}
 	if a.last.Instances != 2 {
 		t.Fatalf("%v", a.last)
@@ -462,7 +466,7 @@ func TestLeaveStopsCountingAtOnce(t *testing.T) {
 	if _, err := r.exchange(t0.Add(2*time.Second), bye); err != nil {
 		t.Fatal(err)
 	}
-	step(t, r, t0.Add(2*time.Second+100*time.Millisecond), 100*time.Millisecond, 300, KindRate, a)
+	step(t, r, t0.Add(2*time.Second+100*time.Millisecond), 100*time.Millisecond, 300, sluice.KindRate, a)
 	if a.last.Instances != 1 || part(a.last) != 300 {
 		t.Fatalf("after b left: %v", a.last)
 	}

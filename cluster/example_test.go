@@ -4,8 +4,9 @@ package cluster_test
 
 import (
 	"context"
-	"log/slog"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/control"
@@ -25,13 +26,14 @@ func ExampleNewRunner() {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
+	reg := prometheus.NewRegistry() // the runner's metrics (sluice_cluster_…)
+	// Every field left out is at its default.
 	ccfg := cluster.Config{Addrs: []string{"10.0.0.9:6379"}, Instance: "app-1", InitialInstances: 3}
-	ccfg.SetDefaults()
 	targets, err := cluster.PolicyTargets(pol, nil, nil) // static stages of pol; shares; local stages
 	if err != nil {
 		panic(err)
 	}
-	runner, err := cluster.NewRunner(ccfg, targets, cluster.RunnerOptions{Logger: slog.Default()})
+	runner, err := cluster.NewRunner(ccfg, targets, cluster.Options{Registerer: reg})
 	if err != nil {
 		panic(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/control"
 	"github.com/sluicehq/sluice/internal/mathx"
@@ -36,16 +37,21 @@ type Targets struct {
 	Shares *share.Shares
 }
 
-// RunnerOptions are a runner's inputs that are not configuration.
-type RunnerOptions struct {
+// Options are a runner's inputs that are not configuration.
+type Options struct {
 	// Previous is the runner of the configuration being replaced (a
 	// reload), or nil: its core's knowledge of the cluster carries over
 	// (NewCore). The caller stops Previous.
 	Previous *Runner
 	// Logger receives mode changes (warnings when falling back, info when
-	// synced again) and failed applications; nil discards them.
+	// synced again) and failed applications; nil: slog.Default().
 	Logger *slog.Logger
-	// Metrics, when set, receive the runner's syncs and view.
+	// Registerer, when set and Metrics is nil, gets the runner's metrics
+	// (NewMetrics); nil with Metrics nil: none.
+	Registerer prometheus.Registerer
+	// Metrics, when set, receive the runner's syncs and view: metrics
+	// registered once (NewMetrics) and handed to every runner of a
+	// process that reloads, in place of Registerer.
 	Metrics *Metrics
 }
 
@@ -60,7 +66,7 @@ type Runner struct {
 	core    *Core
 	store   *Store
 	targets Targets
-	kinds   []Kind
+	kinds   []sluice.Kind
 	log     *slog.Logger
 	m       *Metrics
 	leaving atomic.Bool
@@ -69,16 +75,18 @@ type Runner struct {
 	last Assignment
 }
 
-// NewRunner validates cfg (defaults set) and the targets and returns a
+// NewRunner gives cfg its defaults (SetDefaults, on a copy: a zero field
+// means its default), validates it and the targets and returns a
 // runner with its Redis client; it does not connect yet. Call Prime
 // before serving, then Run.
-func NewRunner(cfg Config, t Targets, opts RunnerOptions) (*Runner, error) {
+func NewRunner(cfg Config, t Targets, opts Options) (*Runner, error) {
+	cfg.SetDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	r := &Runner{cfg: cfg, targets: t, log: opts.Logger, m: opts.Metrics}
 	if r.log == nil {
-		r.log = slog.New(slog.DiscardHandler)
+		r.log = slog.Default()
 	}
 	for _, st := range t.Stages {
 		k, ok := st.Stage.Static()
@@ -88,17 +96,20 @@ func NewRunner(cfg Config, t Targets, opts RunnerOptions) (*Runner, error) {
 		if !mathx.Finite(st.Global) || st.Global <= 0 {
 			return nil, fmt.Errorf("cluster: stage %q: global budget %g is invalid", st.Stage.Name(), st.Global)
 		}
-		if k == sluice.KindRate {
-			r.kinds = append(r.kinds, KindRate)
-		} else {
-			r.kinds = append(r.kinds, KindConcurrency)
-		}
+		r.kinds = append(r.kinds, k)
 	}
 	var prev *Core
 	if opts.Previous != nil {
 		prev = opts.Previous.core
 	}
 	r.core = NewCore(cfg, prev)
+	if r.m == nil && opts.Registerer != nil {
+		m, err := NewMetrics(opts.Registerer)
+		if err != nil {
+			return nil, err
+		}
+		r.m = m
+	}
 	s, err := NewStore(cfg)
 	if err != nil {
 		return nil, err

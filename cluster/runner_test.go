@@ -76,7 +76,7 @@ func newInstance(t *testing.T, addr, id string, initial int) *instance {
 		t.Fatal(err)
 	}
 	in.r, err = NewRunner(cfg, Targets{Stages: []StageTarget{{Stage: st, Global: 100}}, Shares: sh},
-		RunnerOptions{Logger: slog.New(slog.NewTextHandler(in.log, nil)), Metrics: in.m})
+		Options{Logger: slog.New(slog.NewTextHandler(in.log, nil)), Metrics: in.m})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +234,7 @@ func TestNewRunnerRefusesBadTargets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := NewRunner(cfg, Targets{Stages: []StageTarget{{Stage: seda, Global: 5}}}, RunnerOptions{}); err == nil {
+	if _, err := NewRunner(cfg, Targets{Stages: []StageTarget{{Stage: seda, Global: 5}}}, Options{}); err == nil {
 		t.Fatal("a seda stage was accepted")
 	}
 	rc := control.StaticRateConfig{Rate: 10, Period: time.Second}
@@ -242,11 +242,11 @@ func TestNewRunnerRefusesBadTargets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := NewRunner(cfg, Targets{Stages: []StageTarget{{Stage: st, Global: -1}}}, RunnerOptions{}); err == nil {
+	if _, err := NewRunner(cfg, Targets{Stages: []StageTarget{{Stage: st, Global: -1}}}, Options{}); err == nil {
 		t.Fatal("a negative budget was accepted")
 	}
 	cfg.PasswordFile = "/nonexistent/pw"
-	if _, err := NewRunner(cfg, Targets{}, RunnerOptions{}); err == nil || !strings.Contains(err.Error(), "password_file") {
+	if _, err := NewRunner(cfg, Targets{}, Options{}); err == nil || !strings.Contains(err.Error(), "password_file") {
 		t.Fatalf("a missing password file: %v", err)
 	}
 }

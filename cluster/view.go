@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/sluicehq/sluice"
 )
 
 // This file is what the core shows of itself: the /state view of the
@@ -14,8 +16,8 @@ import (
 
 func fmtNum(v float64) string { return fmt.Sprintf("%.4g", v) }
 
-func fmtBudget(k Kind, v float64) string {
-	if k == KindConcurrency {
+func fmtBudget(k sluice.Kind, v float64) string {
+	if k == sluice.KindConcurrency {
 		return fmt.Sprintf("limit of %g", v)
 	}
 	return fmt.Sprintf("rate of %.4g req/s", v)
@@ -52,13 +54,13 @@ type View struct {
 // BudgetView is one global budget in a View. Cluster figures sum the
 // counted instances' last reports.
 type BudgetView struct {
-	Stage           string  `json:"stage"`
-	Kind            Kind    `json:"kind"`
-	Global          float64 `json:"global"`
-	Part            float64 `json:"part"`
-	Demand          float64 `json:"demand_rps"`
-	ClusterDemand   float64 `json:"cluster_demand_rps"`
-	ClusterAdmitted float64 `json:"cluster_admitted_rps"`
+	Stage           string      `json:"stage"`
+	Kind            sluice.Kind `json:"kind"`
+	Global          float64     `json:"global"`
+	Part            float64     `json:"part"`
+	Demand          float64     `json:"demand_rps"`
+	ClusterDemand   float64     `json:"cluster_demand_rps"`
+	ClusterAdmitted float64     `json:"cluster_admitted_rps"`
 	// ClusterParts sums the parts in force: this instance's now, the
 	// others' as of their last report (one sync old).
 	ClusterParts float64 `json:"cluster_parts"`

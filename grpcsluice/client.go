@@ -174,7 +174,7 @@ func (c *Client) unary(ctx context.Context, method string, req, reply any, cc *g
 		err := invoker(actx, method, req, reply, cc, opts...)
 		cancel()
 		if err != nil && ctx.Err() != nil {
-			call.Abandon(time.Now())
+			call.Done(time.Now(), client.Result{Outcome: sluice.Ignore})
 			return err
 		}
 		now := time.Now()
@@ -196,6 +196,7 @@ func Judge(err error, trailer metadata.MD) client.Result {
 	if err == nil {
 		return r
 	}
+	r.Outcome = sluice.OutcomeOf(succeeded(err))
 	st := status.Convert(err)
 	r.RetryAfter, r.HasRetryAfter = Pushback(st, trailer)
 	switch st.Code() {
@@ -305,7 +306,7 @@ func (s *clientStream) open() error {
 // call is retried (after its wait), else the error that ends it.
 func (s *clientStream) sequel(err error, trailer metadata.MD) error {
 	if s.ctx.Err() != nil {
-		s.call.Abandon(time.Now())
+		s.call.Done(time.Now(), client.Result{Outcome: sluice.Ignore})
 		return err
 	}
 	stop, wait := s.call.Done(time.Now(), Judge(err, trailer))
@@ -328,7 +329,7 @@ func (s *clientStream) end(err error, trailer metadata.MD) {
 	}
 	s.ended = true
 	if err != nil && s.ctx.Err() != nil {
-		s.call.Abandon(time.Now())
+		s.call.Done(time.Now(), client.Result{Outcome: sluice.Ignore})
 		return
 	}
 	s.call.Done(time.Now(), Judge(err, trailer))

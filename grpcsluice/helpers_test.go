@@ -6,40 +6,28 @@ import (
 	"context"
 	"io"
 	"net"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
-	"gopkg.in/yaml.v3"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/policytest"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/stage"
 )
 
-// newPolicy decodes a policy YAML document strictly and builds it.
-func newPolicy(t testing.TB, src string) *policy.Policy {
-	t.Helper()
-	var c policy.Config
-	dec := yaml.NewDecoder(strings.NewReader(src))
-	dec.KnownFields(true)
-	if err := dec.Decode(&c); err != nil {
-		t.Fatalf("decode: %v\n%s", err, src)
-	}
-	p, err := policy.New(c, policy.Options{})
-	if err != nil {
-		t.Fatalf("policy.New: %v", err)
-	}
-	return p
-}
+// newPolicy reads src as a policy file and builds it.
+func newPolicy(t testing.TB, src string) *policy.Policy { return policytest.New(t, src) }
 
 // seen is what the test service saw of a call.
 type seen struct {
@@ -211,4 +199,15 @@ func contextWithTimeout(ctx context.Context, d time.Duration) (context.Context, 
 func totals(pol *policy.Policy, name string, c int) stage.ClassState {
 	pol.Step(time.Now().Add(time.Minute))
 	return pol.Stage(name).Totals(c)
+}
+
+// retryDelay returns the retry_delay of st's google.rpc.RetryInfo
+// detail (0: none).
+func retryDelay(st *status.Status) time.Duration {
+	for _, d := range st.Details() {
+		if ri, ok := d.(*errdetails.RetryInfo); ok {
+			return ri.GetRetryDelay().AsDuration()
+		}
+	}
+	return 0
 }

@@ -48,9 +48,10 @@ type ServerOptions struct {
 }
 
 // Server is sluice's admission control for a gRPC server: its unary and
-// stream interceptors put every call through a *policy.Policy — the same
-// classification, stages, controllers, rejections and metrics as
-// sluice.Middleware — before the handler runs.
+// stream interceptors put every call through a sluice.Policy, the
+// interface sluice.Middleware takes — with package policy's, the same
+// classification, stages, controllers, rejections and metrics as the
+// middleware — before the handler runs.
 //
 // A call is read as the HTTP/2 request it is (the gRPC protocol):
 // method POST, path its full method name ("/pkg.Service/Method", which
@@ -73,18 +74,51 @@ type Server struct {
 
 // bound is a policy and what the interceptors read for it.
 type bound struct {
-	pol      *policy.Policy
-	hdr      []header // the headers the policy reads
-	needPeer bool     // class rules may read the peer
-	needHost bool     // stage rules read the host
+	pol      sluice.Policy
+	admitCtx ContextAdmitter // nil: Admit with a copy of the request
+	rej      Rejecter        // nil: read from the policy's HTTP answer
+	hdr      []header        // the headers the policy reads
+	all      bool            // the policy does not say: every metadata key
+	needPeer bool            // class rules may read the peer
+	needHost bool            // stage rules read the host
+}
+
+// RequestReader is implemented by a sluice.Policy that says what it
+// reads of a request (package policy's *Policy does): the canonical
+// names of the headers, whether it always reads the client's address
+// (RemoteAddr; it is also set whenever one of the headers is present),
+// and whether it reads the Host. The interceptors then fill in only
+// those. Without it, every key of a call's metadata becomes a header,
+// and the peer and the :authority are always read.
+type RequestReader interface {
+	ReadsRequest() (headers []string, remoteAddr, host bool)
+}
+
+// ContextAdmitter is implemented by a sluice.Policy that admits a
+// request with a context given beside it (package policy's AdmitContext),
+// saving the copy that r.WithContext makes. Without it, the interceptors
+// call Admit with the call's context on a copy of the request.
+type ContextAdmitter interface {
+	AdmitContext(ctx context.Context, r *http.Request) (sluice.Admission, error)
+}
+
+// Rejecter is implemented by a sluice.Policy that says what a rejection
+// says besides writing it (package policy's Rejection): the stage and
+// the class named in RESOURCE_EXHAUSTED's message, and the pushback.
+// Without it, the pushback is the Retry-After (whole seconds) of the
+// policy's HTTP answer (Reject), and the stage and class are "-".
+type Rejecter interface {
+	Rejection(r *http.Request) policy.Rejection
 }
 
 // header is a header name in its HTTP (canonical) and metadata (lower
 // case) forms.
 type header struct{ canon, md string }
 
-// NewServer returns a Server admitting calls through p, serving.
-func NewServer(p *policy.Policy, opts ServerOptions) *Server {
+// NewServer returns a Server admitting calls through p, serving. p is
+// any sluice.Policy, as sluice.Middleware takes; package policy's
+// *Policy also implements RequestReader, ContextAdmitter and Rejecter.
+func NewServer(p sluice.Policy, opts ServerOptions) *Server {
 	s := &Server{exempt: map[string]bool{}}
 	ex := opts.Exempt
 	if ex == nil {
@@ -100,14 +134,16 @@ func NewServer(p *policy.Policy, opts ServerOptions) *Server {
 
 // SetPolicy puts p into force for the calls that arrive from now on (a
 // reload).
-func (s *Server) SetPolicy(p *policy.Policy) {
-	cfg := p.Config()
-	b := &bound{pol: p, needPeer: len(cfg.Classes.Rules) > 0}
-	for _, st := range cfg.Stages {
-		b.needHost = b.needHost || st.Match.Host != ""
-	}
-	for _, n := range p.HeaderNames() {
-		b.hdr = append(b.hdr, header{canon: n, md: strings.ToLower(n)})
+func (s *Server) SetPolicy(p sluice.Policy) {
+	b := &bound{pol: p, all: true, needPeer: true, needHost: true}
+	b.admitCtx, _ = p.(ContextAdmitter)
+	b.rej, _ = p.(Rejecter)
+	if rr, ok := p.(RequestReader); ok {
+		names, peer, host := rr.ReadsRequest()
+		b.all, b.needPeer, b.needHost = false, peer, host
+		for _, n := range names {
+			b.hdr = append(b.hdr, header{canon: n, md: strings.ToLower(n)})
+		}
 	}
 	s.b.Store(b)
 }
@@ -151,7 +187,7 @@ func (s *Server) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo,
 	finished := false
 	defer func() {
 		if !finished { // the handler panicked
-			a.Done(false)
+			a.Done(sluice.Failure)
 		}
 	}()
 	resp, err := handler(hctx, req)
@@ -159,7 +195,7 @@ func (s *Server) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo,
 		resp, err = nil, cut
 	}
 	finished = true
-	a.Done(succeeded(err) && ctx.Err() == nil)
+	a.Done(sluice.OutcomeOf(succeeded(err) && ctx.Err() == nil))
 	return resp, err
 }
 
@@ -198,7 +234,7 @@ func (s *Server) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerIn
 	finished := false
 	defer func() {
 		if !finished {
-			end(false)
+			end(sluice.Failure)
 		}
 	}()
 	err = handler(srv, w)
@@ -206,14 +242,14 @@ func (s *Server) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerIn
 		err = cut
 	}
 	finished = true
-	end(succeeded(err) && ctx.Err() == nil)
+	end(sluice.OutcomeOf(succeeded(err) && ctx.Err() == nil))
 	return err
 }
 
 // watchLong makes a a stream once it is still open after its stream
 // deadline (the stage's long_lived), from a timer, and returns the
 // function that ends it: the timer never touches a after that.
-func (s *Server) watchLong(a sluice.Admission) func(ok bool) {
+func (s *Server) watchLong(a sluice.Admission) func(sluice.Outcome) {
 	var mu sync.Mutex
 	ended := false
 	var tm *time.Timer
@@ -228,14 +264,14 @@ func (s *Server) watchLong(a sluice.Admission) func(ok bool) {
 			})
 		}
 	}
-	return func(ok bool) {
+	return func(o sluice.Outcome) {
 		if tm != nil {
 			tm.Stop()
 		}
 		mu.Lock()
 		ended = true
 		mu.Unlock()
-		a.Done(ok)
+		a.Done(o)
 	}
 }
 
@@ -270,7 +306,7 @@ func (s *Server) admit(ctx context.Context, fullMethod string) (sluice.Admission
 	cr := requestPool.Get().(*callRequest)
 	md, tapped := s.tappedMetadata(ctx)
 	r := b.request(cr, ctx, fullMethod, md, tapped)
-	a, err := b.pol.AdmitContext(ctx, r)
+	a, err := b.admitWith(ctx, r)
 	if err != nil {
 		err = b.refusal(ctx, r, err)
 		b.release(cr)
@@ -300,6 +336,9 @@ func (b *bound) request(cr *callRequest, ctx context.Context, fullMethod string,
 	r.RequestURI = fullMethod
 	r.ProtoMajor, r.Proto = 2, "HTTP/2.0"
 	found := false
+	if b.all {
+		found = allHeaders(r.Header, ctx)
+	}
 	for _, h := range b.hdr {
 		if v := incoming(ctx, md, tapped, h.md); len(v) > 0 {
 			r.Header[h.canon] = v
@@ -346,7 +385,7 @@ func (b *bound) refusal(ctx context.Context, r *http.Request, err error) error {
 		}
 		return status.FromContextError(err).Err()
 	}
-	rj := b.pol.Rejection(r)
+	rj := b.rejection(r, err)
 	_ = grpc.SetTrailer(ctx, metadata.Pairs(PushbackTrailer, strconv.FormatInt(rj.RetryAfter.Milliseconds(), 10)))
 	return Overloaded(rj.Stage, rj.Class, rj.RetryAfter)
 }

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -45,12 +44,7 @@ reject: {retry_after: 2s, retry_after_max: 2s, retry_jitter: 1s}`)
 	if st.Code() != codes.ResourceExhausted {
 		t.Fatalf("second call: %v, want RESOURCE_EXHAUSTED", err)
 	}
-	var delay time.Duration
-	for _, d := range st.Details() {
-		if ri, ok := d.(*errdetails.RetryInfo); ok {
-			delay = ri.GetRetryDelay().AsDuration()
-		}
-	}
+	delay := retryDelay(st)
 	if delay < 2*time.Second || delay > 3*time.Second {
 		t.Errorf("RetryInfo delay %v, want within [2s, 3s] (details %v)", delay, st.Details())
 	}

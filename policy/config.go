@@ -151,9 +151,9 @@ type StageConfig struct {
 	// of Controller and Params: a pointer to one of the registered
 	// control.XConfig types, such as &auto.Config{...} (its
 	// registry name, ControllerName, is then the stage's Controller).
-	// It is used as given, a zero field being zero: start from the
-	// controller's defaults (auto.DefaultConfig() and the like)
-	// and set what differs. It is validated as params are, and its
+	// A field left at zero means its default (control.WithDefaults), so
+	// a literal sets only what differs from the controller's defaults,
+	// as params do. It is validated as params are, and its
 	// errors name the same paths ("stages[0].params.slo"). The
 	// configuration is copied when the policy is built. When it is nil,
 	// Controller and Params are resolved instead. A configuration file

@@ -123,36 +123,13 @@ func ExampleAuto() {
 	// Output: all 250ms 100ms
 }
 
-// shopPolicy is the policy of docs/middleware.md: a degrading search
-// stage and a per-class orders stage.
-const shopPolicy = `
-classes:
-  order: [interactive, batch]
-  default: interactive
-  rules:
-    - class: batch
-      header: {name: X-Batch, value: "1", trust: any}
-stages:
-  - name: search
-    match: {path_prefix: /search}
-    controller: seda
-    differentiate: false
-    params: {target: 100ms, nreq: 50, degrade: {enabled: true, quality_min: 0.2}}
-  - name: orders
-    match: {path_prefix: /orders, methods: [GET, POST]}
-    controller: seda
-    params: {target: 200ms}
-    class_targets: {batch: 1s}
-reject: {retry_after: 1s, retry_jitter: 2s}
-`
-
 // A service's own policy: read (Load from a file, or Parse), built, its
 // control loop run and its metrics registered, then every request of the
 // service's mux put through it.
 func ExampleNew() {
-	cfg, err := policy.Parse("policy.yaml", []byte(shopPolicy)) // or policy.Load("policy.yaml")
+	cfg, err := policy.Load("../examples/middleware/policy.yaml") // or policy.Parse(name, data)
 	if err != nil {
-		panic(err) // a *policy.ConfigError: "policy.yaml:15: stages[0].params.target: …"
+		panic(err) // a *policy.ConfigError: "…/policy.yaml:15: stages[0].params.target: …"
 	}
 	pol, err := policy.New(*cfg, policy.Options{Logger: slog.Default()})
 	if err != nil {

@@ -106,7 +106,7 @@ func TestHopsSpoofedPriorityIgnored(t *testing.T) {
 		if ctx := a.(sluice.RequestContext).Context(); ctx != nil {
 			t.Fatalf("request %d: handler context carries %+v", i, sluice.HopFrom(ctx))
 		}
-		a.Done(true)
+		a.Done(sluice.Success)
 	}
 	p.Step(time.Now().Add(time.Hour))
 	st := p.Stage("api")
@@ -197,7 +197,7 @@ func TestHopsDeadlineAtAdmission(t *testing.T) {
 	if h := sluice.HopFrom(ctx); h != (sluice.Hop{Priority: "silver", Tenant: "acme"}) {
 		t.Fatalf("hop %+v", h)
 	}
-	a.Done(true)
+	a.Done(sluice.Success)
 	if ctx.Err() == nil {
 		t.Fatal("the deadline's context outlived Done")
 	}
@@ -219,5 +219,5 @@ func TestHopsDeadlineAtAdmission(t *testing.T) {
 	if ctx := a.(sluice.RequestContext).Context(); ctx != nil {
 		t.Fatalf("a context without a hop: %v", ctx)
 	}
-	a.Done(true)
+	a.Done(sluice.Success)
 }

@@ -173,7 +173,7 @@ func TestLatencyAcrossReload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.Done(true)
+	a.Done(sluice.Success)
 	p.ClassifyRequest(request("GET", "/", "192.0.2.1:1"), time.Now()).Latency.Upstream(time.Second)
 	if h := histogram(t, reg, "sluice_upstream_duration_seconds", map[string]string{"stage": "api", "class": "bronze"}); h.GetSampleCount() != 1 || h.GetSampleSum() != 1 {
 		t.Errorf("upstream: %d observations summing %v, want the one of 1s", h.GetSampleCount(), h.GetSampleSum())
@@ -235,5 +235,31 @@ func BenchmarkLatency(b *testing.B) {
 				}
 			})
 		})
+	}
+}
+
+// The three outcomes of Admission.Done: a success is observed as ok, a
+// failure as error, and an ignored request (sluice.Ignore) in neither
+// histogram nor as a stage error, though it completed.
+func TestLatencyOutcomes(t *testing.T) {
+	p := build(t, latencyPolicy, Options{})
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(p.Collector())
+	for _, o := range []sluice.Outcome{sluice.Success, sluice.Failure, sluice.Ignore, sluice.Ignore} {
+		a, err := p.Admit(request("GET", "/conc/", "192.0.2.1:1"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.Done(o)
+	}
+	for outcome, want := range map[string]uint64{"ok": 1, "error": 1} {
+		if h := histogram(t, reg, "sluice_request_duration_seconds", map[string]string{"stage": "conc", "class": "bronze", "outcome": outcome}); h.GetSampleCount() != want {
+			t.Errorf("outcome %s: %d observations, want %d", outcome, h.GetSampleCount(), want)
+		}
+	}
+	st := p.Stage("conc")
+	st.Step(time.Now().Add(time.Minute))
+	if tot := st.Totals(1); tot.Completed != 4 || tot.Errors != 1 {
+		t.Errorf("completed %d errors %d, want 4 1", tot.Completed, tot.Errors)
 	}
 }

@@ -29,6 +29,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/classify"
 	"github.com/sluicehq/sluice/control"
@@ -52,9 +53,15 @@ type Options struct {
 	// is: its controller state, gate settings, counters and decision count
 	// carry over. The caller then cancels Previous's Run.
 	Previous *Policy
-	// Logger receives stage decisions (debug level) and warnings; nil
-	// discards them.
+	// Logger receives stage decisions (debug level) and warnings; nil:
+	// slog.Default().
 	Logger *slog.Logger
+	// Registerer, when set, gets the policy's metrics (Collector) at New;
+	// nil registers none (register Collector, or CollectorFor, yourself).
+	// A policy that replaces one registered with the same Registerer
+	// (Previous) takes its place there, so a reload keeps one set of
+	// metrics.
+	Registerer prometheus.Registerer
 	// Utilization binds a utilization source to a stage by name (the kihl
 	// and voigt-cpu controllers need one; without it they hold their
 	// setting). A reused stage keeps the source it was built with.
@@ -88,8 +95,12 @@ type Policy struct {
 	classes []string
 	reject  *rejecter
 	log     *slog.Logger
-	hops    *hopCounts   // shared with the successor on reload
-	lat     *latencyVecs // the latency histograms, shared with the successor on reload
+	// reg and registered: the Registerer of Options and the collector New
+	// registered there (nil: none).
+	reg        prometheus.Registerer
+	registered prometheus.Collector
+	hops       *hopCounts   // shared with the successor on reload
+	lat        *latencyVecs // the latency histograms, shared with the successor on reload
 	// defClass is the index of classes.default.
 	defClass int
 	// anyRateLimit: some stage has ratelimit_headers.
@@ -155,7 +166,7 @@ func New(cfg Config, opts Options) (*Policy, error) {
 	}
 	log := opts.Logger
 	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+		log = slog.Default()
 	}
 	p := &Policy{cfg: c, cls: cls, byName: map[string]*entry{}, classes: c.Classes.Order, reject: comp.reject, log: log,
 		hops: new(hopCounts), lat: newLatencyVecs()}
@@ -221,7 +232,27 @@ func New(cfg Config, opts Options) (*Policy, error) {
 	p.byName[e.name] = e
 	p.reject.bind(len(p.entries), len(p.classes), derive(opts.Rand))
 	p.bindLatency(opts.Previous, opts.RecordsUpstream)
+	if err := p.register(opts.Registerer, opts.Previous); err != nil {
+		return nil, err
+	}
 	return p, nil
+}
+
+// register registers p's collector with reg (nil: none), in place of
+// prev's when prev registered its own there.
+func (p *Policy) register(reg prometheus.Registerer, prev *Policy) error {
+	if reg == nil {
+		return nil
+	}
+	if prev != nil && prev.registered != nil && prev.reg == reg {
+		reg.Unregister(prev.registered)
+	}
+	c := p.Collector()
+	if err := reg.Register(c); err != nil {
+		return fmt.Errorf("policy: registering its metrics: %w", err)
+	}
+	p.reg, p.registered = reg, c
+	return nil
 }
 
 // derive returns a new source seeded from rng, or nil for nil: each stage
@@ -576,6 +607,18 @@ func (p *Policy) CountInvalid(h classify.HopHeader) { p.hops.add(&classify.HopIn
 // policy reads to classify a request (classify.Classifier.HeaderNames).
 func (p *Policy) HeaderNames() []string { return p.cls.HeaderNames() }
 
+// ReadsRequest returns what the policy reads of a request to decide it:
+// the canonical names of the headers (HeaderNames), whether it always
+// reads the client's address (class rules may), and whether it reads the
+// host (a stage matches by host). Package grpcsluice fills in only those
+// when it reads a gRPC call as an HTTP request.
+func (p *Policy) ReadsRequest() (headers []string, remoteAddr, host bool) {
+	for _, st := range p.cfg.Stages {
+		host = host || st.Match.Host != ""
+	}
+	return p.HeaderNames(), len(p.cfg.Classes.Rules) > 0, host
+}
+
 // Is reports whether err is a rejection by admission control (as opposed
 // to a client that gave up while queued).
 func Is(err error) bool { return errors.Is(err, sluice.ErrRejected) }
@@ -627,21 +670,22 @@ func (a *admission) Stream() {
 
 // Done records the request's end and recycles the admission. The
 // latency histograms take the request and its wait for admission unless
-// it became a stream before the stage's long_lived: an upgrade or an
-// event stream, whose length says nothing of latency.
-func (a *admission) Done(ok bool) {
+// it became a stream before the stage's long_lived (an upgrade or an
+// event stream, whose length says nothing of latency) or its outcome is
+// sluice.Ignore.
+func (a *admission) Done(oc sluice.Outcome) {
 	now := time.Now()
-	o := stage.Outcome{OK: ok}
+	o := stage.OutcomeOf(oc)
 	if a.cost != nil {
 		o.Cost = a.cost()
 	}
 	if !a.lc.Done(now, o) {
 		return
 	}
-	if !a.early {
+	if !a.early && oc != sluice.Ignore {
 		t := a.lc.Ticket()
 		o := LatencyOK
-		if !ok {
+		if oc == sluice.Failure {
 			o = LatencyError
 		}
 		a.lat.QueueWait(t.Start().Sub(t.Arrival()))

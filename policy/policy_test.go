@@ -129,11 +129,11 @@ stages:
 	if err != nil {
 		t.Fatalf("slot not free after Stream: %v", err)
 	}
-	a1.Done(true)
+	a1.Done(sluice.Success)
 	if inFlight() != 1 {
 		t.Fatalf("Done after Stream released a slot: in flight %d", inFlight())
 	}
-	a2.Done(false)
+	a2.Done(sluice.Failure)
 	if inFlight() != 0 {
 		t.Fatalf("in flight %d", inFlight())
 	}
@@ -159,7 +159,7 @@ stages: [{name: q, controller: static-concurrency, params: {limit: 1}, queue: {m
 	if _, err := p.Admit(r); !errors.Is(err, context.Canceled) || Is(err) {
 		t.Fatalf("got %v", err)
 	}
-	a.Done(true)
+	a.Done(sluice.Success)
 }
 
 func TestReject(t *testing.T) {
@@ -290,7 +290,7 @@ stages:
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.Done(true)
+	a.Done(sluice.Success)
 	if _, err := p.Admit(r); !Is(err) {
 		t.Fatalf("burst 1 at 1/s admitted twice: %v", err)
 	}
@@ -386,7 +386,7 @@ stages: [{name: api, controller: static-rate, params: {rate: 1}, burst: 1}]
 		if err != nil {
 			t.Fatalf("shadow mode rejected: %v", err)
 		}
-		a.Done(true)
+		a.Done(sluice.Success)
 	}
 	p.Step(time.Now().Add(time.Second))
 	if tot := p.Stage("api").Totals(0); tot.Admitted != 5 || tot.ShadowRejected != 4 || tot.Rejected != 0 {
@@ -415,7 +415,7 @@ func TestAdmitDoesNotAllocate(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			a.Done(true)
+			a.Done(sluice.Success)
 		}); n > c.allocs {
 			t.Fatalf("Admit+Done: %v allocs, want %v", n, c.allocs)
 		}
@@ -444,7 +444,7 @@ func TestRejectRetryAfterFromStage(t *testing.T) {
 		if err != nil {
 			t.Fatalf("rate %s: first request: %v", tc.rate, err)
 		}
-		a.Done(true)
+		a.Done(sluice.Success)
 		_, err = p.Admit(r)
 		if !Is(err) {
 			t.Fatalf("rate %s: second request: %v, want a rejection", tc.rate, err)

@@ -72,7 +72,7 @@ stages:
 				go func() {
 					a, err := p.Admit(request("GET", "/", fmt.Sprintf("192.0.2.%d:1", 10+i)))
 					if err == nil {
-						a.Done(true)
+						a.Done(sluice.Success)
 					}
 					done <- struct{}{}
 				}()
@@ -81,7 +81,7 @@ stages:
 			if got := p.Stage("s").Tenants(); got != tc.want {
 				t.Errorf("key %s: %d tenants queued, want %d", tc.key, got, tc.want)
 			}
-			first.Done(true)
+			first.Done(sluice.Success)
 			for range 3 {
 				<-done
 			}

@@ -58,9 +58,8 @@ func stageControl(p string, s *StageConfig) (control.Config, error) {
 	if v.IsNil() {
 		return nil, fieldErr(p+".controller", "Control is a nil %T", s.Control)
 	}
-	cp := reflect.New(v.Type().Elem())
-	cp.Elem().Set(v.Elem())
-	ctrl := cp.Interface().(control.Config)
+	// A copy, with every field left at zero at its default.
+	ctrl := control.WithDefaults(s.Control)
 	if seda, isSEDA := ctrl.(*control.SEDAConfig); isSEDA {
 		def := control.DefaultSEDAConfig()
 		if seda.Classes != def.Classes {
@@ -71,40 +70,6 @@ func stageControl(p string, s *StageConfig) (control.Config, error) {
 		}
 	}
 	return ctrl, nil
-}
-
-// typedHint adds to err, a validation error of the Go value Control, the
-// reason a sparse literal fails: a configuration given in Go is used as
-// given, and a field left at zero is zero, not its default.
-func typedHint(s *StageConfig, err error) error {
-	if s.Control == nil || err == nil {
-		return err
-	}
-	name, ok := ControllerName(s.Control)
-	if !ok {
-		return err
-	}
-	if zeroed := zeroedDefaults(s.Control, name); len(zeroed) > 0 {
-		return fmt.Errorf("%w (a controller configuration given in Go is used as given, and %s left at zero: start from the defaults of control.NewConfig(%q) or its Default…Config function)",
-			err, strings.Join(zeroed, ", "), name)
-	}
-	return err
-}
-
-// zeroedDefaults returns the YAML names of the fields of c that are zero
-// where the registry's default configuration of name is not.
-func zeroedDefaults(c control.Config, name string) []string {
-	def, err := control.NewConfig(name)
-	if err != nil {
-		return nil
-	}
-	var out []string
-	forFields(c, def, func(key string, got, want reflect.Value) {
-		if got.IsZero() && !want.IsZero() {
-			out = append(out, key)
-		}
-	})
-	return out
 }
 
 // forFields calls f with the YAML name of every exported field of the

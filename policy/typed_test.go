@@ -55,17 +55,7 @@ func TestTypedControllerEqualsYAML(t *testing.T) {
 		{&yaksha, "yaksha", "{tref: 200ms}", "yaksha"},
 		{&rate, "static-rate", "{rate: 300}", "static-rate"},
 	} {
-		typed, err := controllersOf(typedStage(c.ctrl))
-		if err != nil {
-			t.Fatalf("%s in Go: %v", c.name, err)
-		}
-		fromYAML, err := controllersOf(yamlStage(t, c.name, c.params))
-		if err != nil {
-			t.Fatalf("%s in YAML: %v", c.name, err)
-		}
-		if !reflect.DeepEqual(typed["api"], fromYAML["api"]) {
-			t.Errorf("%s: in Go %+v, in YAML %+v", c.name, typed["api"], fromYAML["api"])
-		}
+		sameInGoAndYAML(t, c.ctrl, c.name, c.params)
 		p, err := New(typedStage(c.ctrl), Options{})
 		if err != nil {
 			t.Fatal(err)
@@ -111,8 +101,7 @@ func TestTypedControllerErrors(t *testing.T) {
 		cfg       Config
 		path, msg string
 	}{
-		{"sparse literal", typedStage(&auto.Config{SLO: 250 * time.Millisecond}), "stages[0].params.period",
-			"a controller configuration given in Go is used as given, and period, initial_limit"},
+		{"sparse literal, invalid", typedStage(&auto.Config{SLO: -time.Second}), "stages[0].params.slo", "-1s"},
 		{"seda classes", typedStage(&seda), "stages[0].params.classes", "is set from classes.order"},
 		{"seda class targets", typedStage(&sedaTargets), "stages[0].params.class_targets", "class_targets (by class name)"},
 		{"params too", withParams, "stages[0].params", "give the controller's parameters one way"},
@@ -246,4 +235,41 @@ func fmtErr(err error) string {
 		return "<nil>"
 	}
 	return err.Error()
+}
+
+// sameInGoAndYAML fails t unless the stage of ctrl given in Go compiles
+// to the controller configuration of the stage with controller name and
+// params in YAML.
+func sameInGoAndYAML(t *testing.T, ctrl control.Config, name, params string) {
+	t.Helper()
+	typed, err := controllersOf(typedStage(ctrl))
+	if err != nil {
+		t.Fatalf("%s in Go: %v", name, err)
+	}
+	fromYAML, err := controllersOf(yamlStage(t, name, params))
+	if err != nil {
+		t.Fatalf("%s in YAML: %v", name, err)
+	}
+	if !reflect.DeepEqual(typed["api"], fromYAML["api"]) {
+		t.Errorf("%s: in Go %+v, in YAML %+v", name, typed["api"], fromYAML["api"])
+	}
+}
+
+// A Go literal with only the fields that matter is the controller's
+// defaults with those changed, as the same params in YAML are.
+func TestTypedSparseLiteral(t *testing.T) {
+	for _, c := range []struct {
+		ctrl         control.Config
+		name, params string
+	}{
+		{&control.StaticConcurrencyConfig{Limit: 8}, "static-concurrency", "{limit: 8}"},
+		{&control.StaticRateConfig{Rate: 300}, "static-rate", "{rate: 300}"},
+		{&control.SEDAConfig{Target: time.Second, TrackDemand: true, DecreaseHoldoff: true, RecoverToServed: true, LCReset: true, KeepFlagOverTarget: true,
+			Degrade: control.DegradeConfig{Admission: true}}, "seda", "{target: 1s}"},
+	} {
+		sameInGoAndYAML(t, c.ctrl, c.name, c.params)
+	}
+	if _, err := New(typedStage(&auto.Config{SLO: 250 * time.Millisecond}), Options{}); err != nil {
+		t.Errorf("auto told only an SLO: %v", err)
+	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/sluicehq/sluice/classify"
 	"github.com/sluicehq/sluice/control"
 	"github.com/sluicehq/sluice/internal/fielderr"
+	"github.com/sluicehq/sluice/internal/hopnames"
 	"github.com/sluicehq/sluice/internal/httpx"
 	"github.com/sluicehq/sluice/internal/netprefix"
 	"github.com/sluicehq/sluice/internal/strictyaml"
@@ -172,15 +173,7 @@ func (c *Config) SetDefaults() {
 		c.Degrade.Header = DefaultDegradeHeader
 	}
 	h := &c.Hops
-	if h.PriorityHeader == "" {
-		h.PriorityHeader = sluice.PriorityHeader
-	}
-	if h.TenantHeader == "" {
-		h.TenantHeader = sluice.TenantHeader
-	}
-	if h.TimeoutHeader == "" {
-		h.TimeoutHeader = sluice.TimeoutHeader
-	}
+	hopnames.SetDefaults(&h.PriorityHeader, &h.TenantHeader, &h.TimeoutHeader)
 	if h.MaxTimeout == 0 {
 		h.MaxTimeout = DefaultMaxTimeout
 	}
@@ -458,10 +451,10 @@ func compileStage(c *Config, i int, classes map[string]int) (compiledStage, clas
 		return compiledStage{}, rule, err
 	}
 	if err := ctrl.Validate(); err != nil {
-		return compiledStage{}, rule, controlErr(p, typedHint(&s, err), c.Classes.Order)
+		return compiledStage{}, rule, controlErr(p, err, c.Classes.Order)
 	}
 	if _, err := ctrl.New(); err != nil {
-		return compiledStage{}, rule, controlErr(p, typedHint(&s, err), c.Classes.Order)
+		return compiledStage{}, rule, controlErr(p, err, c.Classes.Order)
 	}
 	prio, err := compilePriority(p, &s, ctrl, n, differentiate)
 	if err != nil {

@@ -58,7 +58,7 @@ func (s *Server) newClusterRunner(g *generation, prev *generation, now time.Time
 	if err != nil {
 		return nil, err
 	}
-	opts := cluster.RunnerOptions{Logger: s.log, Metrics: s.clusterMetrics()}
+	opts := cluster.Options{Logger: s.log, Metrics: s.clusterMetrics()}
 	if prev != nil {
 		opts.Previous = prev.cluster
 	}

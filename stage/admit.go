@@ -701,13 +701,14 @@ func (s *Stage) await(ctx context.Context, lw *liveWait) (Ticket, error) {
 }
 
 // Admit is the stage API of the middleware: Enter plus a done function
-// that ends the request (successfully). Calling done more than once has no
-// further effect.
-func (s *Stage) Admit(ctx context.Context, class int) (done func(), err error) {
+// that ends the request with its outcome (sluice.Success, Failure or
+// Ignore, as Ticket.Done). Calling done more than once has no further
+// effect; after a rejection done does nothing.
+func (s *Stage) Admit(ctx context.Context, class int) (done func(sluice.Outcome), err error) {
 	t, err := s.Enter(ctx, class)
 	if err != nil {
-		return func() {}, err
+		return func(sluice.Outcome) {}, err
 	}
 	var once sync.Once
-	return func() { once.Do(func() { t.Done(true) }) }, nil
+	return func(o sluice.Outcome) { once.Do(func() { t.Done(o) }) }, nil
 }

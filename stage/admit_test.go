@@ -122,7 +122,7 @@ func TestOneQueueTimeoutError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer done()
+	defer done(sluice.Success)
 	if _, err := st.Admit(context.Background(), 0); !errors.Is(err, gate.ErrQueueTimeout) {
 		t.Errorf("a stage's queue timeout %v is not gate.ErrQueueTimeout", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/control"
 	"github.com/sluicehq/sluice/control/auto"
 	"github.com/sluicehq/sluice/gate"
@@ -37,7 +38,7 @@ func BenchmarkAdmissionAuto(b *testing.B) {
 		for pb.Next() {
 			tk, err := s.Enter(ctx, 0)
 			if err == nil {
-				tk.Done(true)
+				tk.Done(sluice.Success)
 			}
 		}
 	})
@@ -51,7 +52,7 @@ func BenchmarkAdmissionAutoSerial(b *testing.B) {
 	for b.Loop() {
 		tk, err := s.Enter(ctx, 0)
 		if err == nil {
-			tk.Done(true)
+			tk.Done(sluice.Success)
 		}
 	}
 }
@@ -65,7 +66,7 @@ func BenchmarkRejectionAuto(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer held.Done(true)
+	defer held.Done(sluice.Success)
 	s.conc.mu.Lock()
 	s.conc.drain = 1e-6 // any wait is predicted beyond the budget
 	s.conc.mu.Unlock()
@@ -91,7 +92,7 @@ func BenchmarkAdmissionAutoQueued(b *testing.B) {
 		for pb.Next() {
 			tk, err := s.Enter(ctx, 0)
 			if err == nil {
-				tk.Done(true)
+				tk.Done(sluice.Success)
 			}
 		}
 	})

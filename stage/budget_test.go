@@ -101,8 +101,8 @@ func TestSetStaticConcurrencyGrantsWaiters(t *testing.T) {
 	if l := s.State(0).InFlightLimited; l.Limit != 2 || l.InFlight != 2 || l.Queued != 0 {
 		t.Fatalf("limiter %+v", l)
 	}
-	tk.Done(true)
-	rec.t.Done(true)
+	tk.Done(sluice.Success)
+	rec.t.Done(sluice.Success)
 }
 
 // Adaptive controllers and none have no budget to set.

@@ -292,12 +292,12 @@ func TestStageEnterQueue(t *testing.T) {
 			tk, err := s.Enter(t.Context(), 0)
 			if err == nil {
 				time.Sleep(10 * time.Millisecond)
-				tk.Done(true)
+				tk.Done(sluice.Success)
 			}
 			got <- err
 		}()
 		time.Sleep(50 * time.Millisecond)
-		first.Done(true)
+		first.Done(sluice.Success)
 		if err := <-got; err != nil {
 			t.Fatalf("waiter: %v", err)
 		}
@@ -312,7 +312,7 @@ func TestStageEnterQueue(t *testing.T) {
 		if _, err := s.Enter(ctx, 0); !errors.Is(err, context.Canceled) {
 			t.Fatalf("cancelled: %v", err)
 		}
-		hold.Done(true)
+		hold.Done(sluice.Success)
 		if s.InFlight() != 0 || s.QueueLen() != 0 {
 			t.Fatalf("leak: in flight %d queue %d", s.InFlight(), s.QueueLen())
 		}

@@ -27,19 +27,21 @@ func ExampleStage_Admit() {
 	defer cancel()
 	go db.Run(ctx) // the control loop
 
-	query := func(ctx context.Context) error {
+	query := func(ctx context.Context) (err error) {
 		done, err := db.Admit(ctx, 0) // class 0 is the highest priority
 		if err != nil {
 			return err // wraps sluice.ErrRejected, or is ctx's error
 		}
-		defer done() // once; extra calls do nothing
-		return nil   // … the query …
+		// Success, Failure, or Ignore for a call that says nothing about
+		// the database; once: extra calls do nothing.
+		defer func() { done(sluice.OutcomeOf(err == nil)) }()
+		return nil // … the query …
 	}
 	fmt.Println(query(ctx))
 
 	done, _ := db.Admit(ctx, 0) // hold the only slot
 	err = query(ctx)
-	done()
+	done(sluice.Success)
 	fmt.Println(errors.Is(err, stage.ErrQueueTimeout), errors.Is(err, sluice.ErrRejected))
 	// Output:
 	// <nil>
@@ -58,7 +60,7 @@ func ExampleStage_Enter() {
 	if err != nil {
 		panic(err)
 	}
-	t.Done(false) // a failure: an error, a timeout, a caller that left
+	t.Done(sluice.Failure) // an error, a timeout, a caller that left
 
 	t, err = st.Enter(context.Background(), 0)
 	if err != nil {

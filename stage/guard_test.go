@@ -30,6 +30,15 @@ func guardSim(t *testing.T, cfg auto.Config, workers int, service time.Duration,
 
 func (c *tenantSim) reset() { c.ok[0], c.rej[0], c.rt[0], c.arrived = 0, 0, nil, 0 }
 
+// measure runs the simulation 5 s to settle, then 10 s counted afresh,
+// and returns the stage's state at the end.
+func (c *tenantSim) measure() State {
+	c.run(c.now.Add(5 * time.Second))
+	c.reset()
+	c.run(c.now.Add(10 * time.Second))
+	return c.st.State(0)
+}
+
 func (c *tenantSim) auto() *auto.Auto { return c.st.Controller().Unwrap().(*auto.Auto) }
 
 // min_rate: a small service (1 worker × 30 ms, 33 req/s) offered 50 req/s
@@ -41,10 +50,7 @@ func TestAutoMinRate(t *testing.T) {
 		cfg := auto.DefaultConfig()
 		cfg.SLO, cfg.MinRate = 250*time.Millisecond, minRate
 		c := guardSim(t, cfg, 1, 30*time.Millisecond, 50)
-		c.run(c.now.Add(5 * time.Second))
-		c.reset()
-		c.run(c.now.Add(10 * time.Second))
-		st := c.st.State(0)
+		st := c.measure()
 		t.Logf("min_rate %v: %d rejected of %d, state estimates %v", minRate, c.rej[0], c.rej[0]+c.ok[0], st.Estimates)
 		if minRate == 0 {
 			if c.rej[0] < 50 {
@@ -77,10 +83,7 @@ func TestAutoMaxRejectFraction(t *testing.T) {
 		cfg := auto.DefaultConfig()
 		cfg.SLO, cfg.MaxRejectFraction = 250*time.Millisecond, f
 		c := guardSim(t, cfg, 8, 10*time.Millisecond, 2400)
-		c.run(c.now.Add(5 * time.Second))
-		c.reset()
-		c.run(c.now.Add(10 * time.Second))
-		st := c.st.State(0)
+		st := c.measure()
 		frac := float64(c.rej[0]) / float64(c.arrived)
 		t.Logf("max_reject_fraction %v: rejected %.3f of the arrivals, %d admitted past the limit", f, frac, st.MaxRejectAdmitted)
 		if f == 0 {

@@ -253,7 +253,7 @@ func TestStageEnterDeadline(t *testing.T) {
 		if _, err := s.Enter(late, 0); !errors.Is(err, ErrDeadline) || time.Since(start) != 0 {
 			t.Fatalf("late request: %v after %v", err, time.Since(start))
 		}
-		hold.Done(true)
+		hold.Done(sluice.Success)
 		if tot := s.Totals(0); tot.Deadline != 2 {
 			t.Errorf("deadline rejections %d, want 2", tot.Deadline)
 		}

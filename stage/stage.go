@@ -39,7 +39,9 @@ type Options struct {
 	Name string
 	// Controller is the decoded controller configuration; nil means
 	// DefaultController with its default parameters (auto and its default
-	// SLO, as a policy stage without a controller).
+	// SLO, as a policy stage without a controller). A field left at zero
+	// where zero is not a valid setting means its default
+	// (control.WithDefaults).
 	Controller control.Config
 	// ClassNames names the request classes in priority order (index 0 is
 	// the highest). Empty means one class named "default".
@@ -247,6 +249,9 @@ func (opts *Options) setDefaults() error {
 		}
 		opts.Controller = c
 	}
+	// A field of the controller's configuration left at zero means its
+	// default (the caller's value is not modified).
+	opts.Controller = control.WithDefaults(opts.Controller)
 	if len(opts.ClassNames) == 0 {
 		opts.ClassNames = []string{"default"}
 	}

@@ -48,7 +48,7 @@ func TestStageSEDACutsRateUnderSlowResponses(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				time.Sleep(time.Second)
-				tk.Done(true)
+				tk.Done(sluice.Success)
 			}()
 			time.Sleep(11 * time.Millisecond) // under 100/s with burst 1
 		}
@@ -97,7 +97,7 @@ func TestStageRejectAndShadow(t *testing.T) {
 					rejected++
 					continue
 				}
-				tk.Done(true)
+				tk.Done(sluice.Success)
 			}
 			time.Sleep(time.Second)
 			s.Step(time.Now())
@@ -139,8 +139,8 @@ func TestStageConcurrency(t *testing.T) {
 		if !errors.Is(err, sluice.ErrRejected) {
 			t.Fatalf("queue timeout: %v", err)
 		}
-		a.Done(true)
-		b.Done(false)
+		a.Done(sluice.Success)
+		b.Done(sluice.Failure)
 		st := s.State(0)
 		if st.InFlightLimited.InFlight != 0 || st.InFlightLimited.Queued != 0 {
 			t.Fatalf("leaked: %+v", st.InFlightLimited)
@@ -165,7 +165,7 @@ func TestStageClassAware(t *testing.T) {
 				t.Fatal(err)
 			}
 			wg.Add(1)
-			go func() { defer wg.Done(); time.Sleep(time.Second); tk.Done(true) }()
+			go func() { defer wg.Done(); time.Sleep(time.Second); tk.Done(sluice.Success) }()
 			time.Sleep(11 * time.Millisecond)
 		}
 		wg.Wait()
@@ -218,8 +218,8 @@ func TestStageAdmitDoneOnceAndTarget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	done()
-	done()
+	done(sluice.Success)
+	done(sluice.Success)
 	s.Step(time.Now().Add(2 * time.Second))
 	if c := s.Totals(0).Completed; c != 1 {
 		t.Fatalf("completed %d", c)
@@ -249,8 +249,61 @@ func BenchmarkAdmissionStage(b *testing.B) {
 		for pb.Next() {
 			tk, err := s.Enter(ctx, 0)
 			if err == nil {
-				tk.Done(true)
+				tk.Done(sluice.Success)
 			}
 		}
 	})
+}
+
+// The three outcomes of the stage API: a success is a completion and a
+// response-time sample, a failure a failed completion (fast: no sample),
+// an ignored request a completion that is neither a sample nor a
+// failure.
+func TestStageAdmitOutcomes(t *testing.T) {
+	for _, tc := range []struct {
+		o               sluice.Outcome
+		samples, failed float64
+	}{
+		{sluice.Success, 1, 0},
+		{sluice.Failure, 0, 1},
+		{sluice.Ignore, 0, 0},
+	} {
+		synctest.Test(t, func(t *testing.T) {
+			s := sedaStage(t, nil, false)
+			done, err := s.Admit(t.Context(), 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(10 * time.Millisecond)
+			done(tc.o)
+			ds := s.Step(time.Now().Add(2 * time.Second))
+			if len(ds) != 1 {
+				t.Fatalf("%v: %d decisions", tc.o, len(ds))
+			}
+			in := ds[0].Inputs
+			if in.Completed != 1 || in.Samples != tc.samples || in.Failed != tc.failed {
+				t.Errorf("%v: completed %g samples %g failed %g, want 1 %g %g", tc.o, in.Completed, in.Samples, in.Failed, tc.samples, tc.failed)
+			}
+			if e := s.Totals(0).Errors; e != uint64(tc.failed) {
+				t.Errorf("%v: errors %d", tc.o, e)
+			}
+		})
+	}
+}
+
+// A controller given as a Go literal with only the fields that matter
+// gets the defaults of the others (control.WithDefaults), and the
+// caller's value is not modified.
+func TestStageSparseController(t *testing.T) {
+	ctrl := &control.StaticConcurrencyConfig{Limit: 3}
+	s, err := New(Options{Name: "db", Controller: ctrl}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, want := s.Period(), control.DefaultStaticConcurrencyConfig().Period; p != want {
+		t.Errorf("period %v, want the default %v", p, want)
+	}
+	if ctrl.Period != 0 {
+		t.Errorf("the caller's configuration was modified: period %v", ctrl.Period)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/control"
 )
 
@@ -43,7 +44,7 @@ func TestLifecycleStream(t *testing.T) {
 	if s.InFlight() != 1 || s.QueueLen() != 0 {
 		t.Fatalf("a stream's Done released a slot: in flight %d", s.InFlight())
 	}
-	t2.Done(true)
+	t2.Done(sluice.Success)
 	if s.InFlight() != 0 {
 		t.Fatalf("in flight %d", s.InFlight())
 	}

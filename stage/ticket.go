@@ -5,6 +5,8 @@ package stage
 import (
 	"sync/atomic"
 	"time"
+
+	"github.com/sluicehq/sluice"
 )
 
 // Ticket is an admitted request: the stage it entered, its class, when it
@@ -144,9 +146,17 @@ func (t Ticket) Finish(now time.Time, o Outcome) {
 	s.leaveService(t, now, spent{ok: !o.NoSample, success: o.OK, service: now.Sub(t.start) - o.Excluded, reported: o.Cost})
 }
 
-// Done is Finish at the wall clock's now with the given OK and no
-// excluded time: the stage API of code that is not an HTTP proxy.
-func (t Ticket) Done(ok bool) { t.Finish(time.Now(), Outcome{OK: ok}) }
+// Done is Finish at the wall clock's now with outcome o and no excluded
+// time: the stage API of code that is not an HTTP proxy.
+func (t Ticket) Done(o sluice.Outcome) { t.Finish(time.Now(), OutcomeOf(o)) }
+
+// OutcomeOf returns the stage's Outcome of a request that ended with o:
+// a failure is not OK; an ignored request is OK (not a failure) and no
+// sample (nor charged to its tenant), as the proxy counts a request its
+// client spoilt.
+func OutcomeOf(o sluice.Outcome) Outcome {
+	return Outcome{OK: o != sluice.Failure, NoSample: o == sluice.Ignore}
+}
 
 // Lifecycle is the state of one admitted request whose response may turn
 // into a long-lived stream (a WebSocket upgrade, an event stream, a

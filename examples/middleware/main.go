@@ -25,6 +25,7 @@ package main
 
 import (
 	"context"
+	_ "embed"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -46,32 +47,10 @@ import (
 	"github.com/sluicehq/sluice/stage"
 )
 
-// defaultPolicy is the example's admission policy.
-const defaultPolicy = `
-classes:
-  order: [interactive, batch]
-  default: interactive
-  rules:
-    - class: batch
-      header: {name: X-Batch, value: "1", trust: any}
-stages:
-  - name: search
-    match: {path_prefix: /search}
-    controller: seda
-    differentiate: false        # degradation uses one controller for all classes
-    params:
-      target: 100ms
-      nreq: 50
-      degrade: {enabled: true, quality_min: 0.2}
-  - name: orders
-    match: {path_prefix: /orders, methods: [GET, POST]}
-    controller: seda
-    params: {target: 200ms, nreq: 50}
-    class_targets: {batch: 1s}
-reject:
-  retry_after: 1s
-  retry_jitter: 2s
-`
+// defaultPolicy is the example's admission policy (policy.yaml).
+//
+//go:embed policy.yaml
+var defaultPolicy []byte
 
 func main() {
 	listen := flag.String("listen", "127.0.0.1:8080", "address to listen on")
@@ -79,7 +58,7 @@ func main() {
 	work := flag.Duration("work", 20*time.Millisecond, "simulated work of a request at full quality")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	name, src := "built-in policy", []byte(defaultPolicy)
+	name, src := "policy.yaml", defaultPolicy
 	if *cfgPath != "" {
 		b, err := os.ReadFile(*cfgPath)
 		if err != nil {
@@ -109,7 +88,8 @@ func main() {
 
 // serve runs the service on ln until ctx ends, then drains for up to 5 s.
 func serve(ctx context.Context, ln net.Listener, cfg policy.Config, work time.Duration, log *slog.Logger) error {
-	pol, err := policy.New(cfg, policy.Options{Logger: log})
+	reg := prometheus.NewRegistry()
+	pol, err := policy.New(cfg, policy.Options{Logger: log, Registerer: reg})
 	if err != nil {
 		return err
 	}
@@ -125,9 +105,6 @@ func serve(ctx context.Context, ln net.Listener, cfg policy.Config, work time.Du
 	defer cancel()
 	go pol.Run(runCtx)
 	go db.Run(runCtx)
-
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(pol.Collector())
 
 	app := http.NewServeMux()
 	app.HandleFunc("/search", func(w http.ResponseWriter, r *http.Request) {
@@ -145,10 +122,12 @@ func serve(ctx context.Context, ln net.Listener, cfg policy.Config, work time.Du
 			http.Error(w, "database busy", http.StatusServiceUnavailable)
 			return
 		}
-		defer done()
 		if !sleep(r.Context(), work) {
+			// The caller left: its wait says nothing about the database.
+			done(sluice.Ignore)
 			return
 		}
+		done(sluice.Success)
 		writeJSON(w, map[string]any{"order": "ok"})
 	})
 

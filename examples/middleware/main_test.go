@@ -63,7 +63,7 @@ func get(t *testing.T, url string, hdr ...string) (int, http.Header, string) {
 }
 
 func TestDefaultPolicyServes(t *testing.T) {
-	base := start(t, defaultPolicy)
+	base := start(t, string(defaultPolicy))
 	code, _, body := get(t, base+"/search?q=go")
 	var res struct {
 		Quality float64
@@ -92,7 +92,7 @@ func TestDefaultPolicyServes(t *testing.T) {
 // request is rejected with 503, Retry-After and (asked for) JSON; the
 // batch class is limited separately from the interactive one.
 func TestRejection(t *testing.T) {
-	base := start(t, strings.Replace(defaultPolicy, "params: {target: 200ms, nreq: 50}",
+	base := start(t, strings.Replace(string(defaultPolicy), "params: {target: 200ms, nreq: 50}",
 		"burst: 1\n    params: {target: 200ms, nreq: 50, initial_rate: 0.001, rate_min: 0.001}", 1))
 	if code, _, body := get(t, base+"/orders"); code != 200 {
 		t.Fatalf("first: %d %q", code, body)

@@ -41,6 +41,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/client"
 )
 
@@ -271,6 +272,6 @@ func (c *Call) Done(now time.Time, r client.Result, rng *rand.Rand) (client.Stop
 // gave up: the call stops, and nothing is learnt of the destination.
 func (c *Call) Abandon(now time.Time) {
 	if c.d.budget != nil {
-		c.inner.Abandon(now)
+		c.inner.Done(now, client.Result{Outcome: sluice.Ignore}, nil)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/lab/dist"
 	"github.com/sluicehq/sluice/lab/figure"
@@ -177,7 +178,9 @@ func (p *sluicePolicy) begin(now, deadline time.Time, rng *rand.Rand) client.Ver
 func (p *sluicePolicy) done(now time.Time, r client.Result, rng *rand.Rand) (client.Stop, time.Duration) {
 	return p.c.Done(now, r, rng)
 }
-func (p *sluicePolicy) abandon(now time.Time) { p.c.Abandon(now) }
+func (p *sluicePolicy) abandon(now time.Time) {
+	p.c.Done(now, client.Result{Outcome: sluice.Ignore}, nil)
+}
 
 // caller is one hop's side of its calls to the next: a destination's
 // state and how each call's attempts are bounded.

@@ -5,6 +5,7 @@ package simulated
 import (
 	"time"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/lab/figure"
 	"github.com/sluicehq/sluice/lab/peers"
@@ -220,7 +221,7 @@ func (k *hcall) stop(atDeadline bool) {
 		r := k.cur
 		k.cur = nil
 		if k.side.dest != nil {
-			k.call.Abandon(now)
+			k.call.Done(now, client.Result{Outcome: sluice.Ignore}, nil)
 		}
 		if k.side.cl != nil {
 			h.dispatch(k.side.cl.Received(now, k.pc, nil, peers.Canceled))
