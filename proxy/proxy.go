@@ -23,6 +23,7 @@ import (
 	sclient "github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/internal/httpx"
+	"github.com/sluicehq/sluice/internal/reject"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/proxy/internal/h1"
 	"github.com/sluicehq/sluice/proxy/internal/telemetry"
@@ -40,8 +41,8 @@ type generation struct {
 	degradeHeader string // canonical header name
 	overall       time.Duration
 	preserveHost  bool
-	ignoreAbort   bool // backends.ignore_client_abort
-	retryAfter    string
+	ignoreAbort   bool          // backends.ignore_client_abort
+	retryAfter    time.Duration // Retry-After of sluice's own refusals: reject.retry_after in whole seconds, at least 1
 	// The hop headers (canonical): removed from what the client sent,
 	// set from this hop's reading of the request.
 	priorityHeader, tenantHeader, timeoutHeader string
@@ -376,8 +377,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	h.offered.Add(1)
 	cr := g.pol.ClassifyRequest(r, arrival)
-	grpcCall := isGRPC(r)
-	if grpcCall {
+	proto := reject.ProtocolOf(r)
+	if proto == reject.GRPC {
 		cr.Deadline = grpcDeadline(g.pol, r, arrival, cr.Deadline)
 	}
 	st := cr.Stage
@@ -394,7 +395,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	t, err := st.EnterRequest(ctx, stage.Request{Class: cr.Class, Tenant: cr.Tenant, Arrival: arrival})
 	ob.decided(cr, t, err)
 	if err != nil {
-		o := h.refused(w, r, g, grpcCall, err)
+		o := h.refused(w, r, g, proto, err)
 		cr.Latency.Request(o, time.Since(arrival))
 		return
 	}
@@ -414,7 +415,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// says nothing about the backend: no sample (a queue timeout is
 		// not a response time).
 		t.Finish(time.Now(), stage.Outcome{OK: false, NoSample: true})
-		o := h.poolFailed(w, r, g, ob, grpcCall, err)
+		o := h.poolFailed(w, r, g, ob, proto, err)
 		cr.Latency.Request(o, time.Since(arrival))
 		return
 	}
@@ -501,59 +502,62 @@ func (h *Handler) beginShare(w http.ResponseWriter, r *http.Request, g *generati
 		t.Finish(time.Now(), stage.Outcome{OK: true, NoSample: true})
 		h.shed.Add(1)
 		ob.refused(refusedShare)
-		shareRejected(w, err)
+		shareRejected(w, r, err)
 	}
 	return res, err
 }
 
 // refused answers a request its stage refused (err wraps
 // sluice.ErrRejected), and returns its outcome: a request whose client
-// left while it queued gets no answer, an error.
-func (h *Handler) refused(w http.ResponseWriter, r *http.Request, g *generation, grpcCall bool, err error) policy.LatencyOutcome {
+// left while it queued gets no answer, an error. Over HTTP the answer is
+// the policy's (its reject section sets the status and the body).
+func (h *Handler) refused(w http.ResponseWriter, r *http.Request, g *generation, proto reject.Protocol, err error) policy.LatencyOutcome {
 	if !errors.Is(err, sluice.ErrRejected) {
 		return policy.LatencyError
 	}
 	h.shed.Add(1)
-	if grpcCall {
-		h.rejectGRPC(w, r, g, err)
-	} else {
+	if proto == reject.HTTP {
 		g.pol.Reject(w, r, err)
+		return policy.LatencyRejected
 	}
+	a := reject.Answer{Reason: reject.EarlyDiscard}
+	if !errors.Is(err, stage.ErrDeadline) {
+		rj := g.pol.Rejection(r)
+		a = reject.Answer{Reason: reject.Overloaded, Stage: rj.Stage, Class: rj.Class, RetryAfter: rj.RetryAfter}
+	}
+	reject.Write(w, r, proto, a)
 	return policy.LatencyRejected
 }
 
 // poolFailed answers a request the backend pool gave no slot (err is
 // Pool.Acquire's), and returns its outcome: a saturated pool is a
-// rejection (503, or RESOURCE_EXHAUSTED for a gRPC call), a deadline
-// that passed in its queue a 504, a client that left while queued no
-// answer at all.
-func (h *Handler) poolFailed(w http.ResponseWriter, r *http.Request, g *generation, ob *observation, grpcCall bool, err error) policy.LatencyOutcome {
-	if errors.Is(err, ErrPoolQueueFull) || errors.Is(err, ErrPoolQueueTimeout) {
+// rejection (503 with Retry-After, or RESOURCE_EXHAUSTED for a gRPC
+// call), a deadline that passed in its queue a 504 (DEADLINE_EXCEEDED), a
+// client that left while queued no answer at all.
+func (h *Handler) poolFailed(w http.ResponseWriter, r *http.Request, g *generation, ob *observation, proto reject.Protocol, err error) policy.LatencyOutcome {
+	if full := errors.Is(err, ErrPoolQueueFull); full || errors.Is(err, ErrPoolQueueTimeout) {
 		h.shed.Add(1)
-		if errors.Is(err, ErrPoolQueueFull) {
+		a, cause := reject.Answer{Reason: reject.PoolFull, RetryAfter: g.retryAfter}, "queue_full"
+		if full {
 			ob.refused(refusedPoolQueueFull)
 		} else {
 			ob.refused(refusedPoolQueueTimeout)
+			a.Reason, a.Detail, cause = reject.PoolTimeout, g.pool.timeout.String(), "queue_timeout"
 		}
-		if grpcCall {
-			h.poolRejectedGRPC(w, g, err)
-		} else {
-			h.poolRejected(w, g, err)
-		}
+		h.m.poolRejected.WithLabelValues(cause).Inc()
+		reject.Write(w, r, proto, a)
 		return policy.LatencyRejected
 	}
-	if errors.Is(err, context.DeadlineExceeded) && r.Context().Err() == nil {
-		ob.refused(refusedDeadline)
-	} else {
+	if !errors.Is(err, context.DeadlineExceeded) || r.Context().Err() != nil {
 		ob.refused(refusedClientGone)
+		return policy.LatencyError
 	}
-	switch {
-	case errors.Is(err, context.DeadlineExceeded) && r.Context().Err() == nil && grpcCall:
-		h.m.deadline.WithLabelValues("pool_queue").Inc()
-		writeGRPCStatus(w, grpcDeadlineExceeded, "sluice: the call's deadline passed while it waited for a backend", nil, "")
-	case errors.Is(err, context.DeadlineExceeded) && r.Context().Err() == nil:
-		h.deadlinePassed(w, "pool_queue", "sluice: the request's deadline passed while it waited for a backend\n")
+	ob.refused(refusedDeadline)
+	h.m.deadline.WithLabelValues("pool_queue").Inc()
+	if proto == reject.HTTP {
+		h.m.gatewayErrors.WithLabelValues("504").Inc()
 	}
+	reject.Write(w, r, proto, reject.Answer{Reason: reject.PoolDeadline})
 	return policy.LatencyError
 }
 
@@ -564,36 +568,6 @@ func latencyOutcome(o stage.Outcome) policy.LatencyOutcome {
 		return policy.LatencyOK
 	}
 	return policy.LatencyError
-}
-
-// deadlinePassed answers an admitted request whose deadline passed before
-// the backend answered it: 504, counted by where it passed.
-func (h *Handler) deadlinePassed(w http.ResponseWriter, where, msg string) {
-	h.m.deadline.WithLabelValues(where).Inc()
-	h.m.gatewayErrors.WithLabelValues("504").Inc()
-	hd := w.Header()
-	hd.Set("Content-Type", "text/plain; charset=utf-8")
-	hd.Set("Cache-Control", "no-store")
-	w.WriteHeader(http.StatusGatewayTimeout)
-	_, _ = io.WriteString(w, msg)
-}
-
-// poolRejected answers a request the stage admitted but the backend pool
-// could not take in time: 503 with Retry-After.
-func (h *Handler) poolRejected(w http.ResponseWriter, g *generation, err error) {
-	cause := "queue_full"
-	msg := "sluice: backend pool saturated: wait queue full\n"
-	if errors.Is(err, ErrPoolQueueTimeout) {
-		cause = "queue_timeout"
-		msg = "sluice: backend pool saturated: no server slot within " + g.pool.timeout.String() + "\n"
-	}
-	h.m.poolRejected.WithLabelValues(cause).Inc()
-	hd := w.Header()
-	hd.Set("Retry-After", g.retryAfter)
-	hd.Set("Content-Type", "text/plain; charset=utf-8")
-	hd.Set("Cache-Control", "no-store")
-	w.WriteHeader(http.StatusServiceUnavailable)
-	_, _ = io.WriteString(w, msg)
 }
 
 // rewrite builds the outbound request: the chosen server, the Host,
@@ -718,7 +692,7 @@ func (h *Handler) modifyResponse(res *http.Response) error {
 	if res.StatusCode != http.StatusSwitchingProtocols {
 		body := hasBody(res)
 		rs.upstream = upstreamBody{rs: rs, rc: res.Body}
-		if grpcContent(res.Header) {
+		if reject.GRPCContent(res.Header) {
 			rs.upstream.grpc = res
 		}
 		res.Body = &rs.upstream
@@ -744,7 +718,7 @@ func (genTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // roundTrip sends one attempt of rs's upstream request.
 func (rs *reqState) roundTrip(req *http.Request) (*http.Response, error) {
-	if grpcContent(req.Header) && req.ProtoMajor == 2 {
+	if reject.GRPCContent(req.Header) && req.ProtoMajor == 2 {
 		return rs.gen.pool.roundTripGRPC(req)
 	}
 	return rs.gen.pool.rt.RoundTrip(req)

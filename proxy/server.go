@@ -19,7 +19,6 @@ import (
 	"os"
 	"reflect"
 	"runtime"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -290,7 +289,7 @@ func (s *Server) newGeneration(cfg *Config, prev *generation) (*generation, erro
 		access:       newAccessLogSettings(cfg.AccessLog),
 		preserveHost: cfg.Backends.PreserveHost == nil || *cfg.Backends.PreserveHost,
 		ignoreAbort:  cfg.Backends.IgnoreClientAbort,
-		retryAfter:   strconv.Itoa(max(secs, 1)), version: s.version, loaded: time.Now()}
+		retryAfter:   time.Duration(max(secs, 1)) * time.Second, version: s.version, loaded: time.Now()}
 	if cfg.Degrade.Header != "" {
 		g.degradeHeader = textproto.CanonicalMIMEHeaderKey(cfg.Degrade.Header)
 	}
