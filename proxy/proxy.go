@@ -342,31 +342,16 @@ func (b *upstreamBody) Read(p []byte) (int, error) {
 
 func (b *upstreamBody) Close() error { return b.rc.Close() }
 
-// ServeHTTP proxies one request.
+// ServeHTTP proxies one request, in phases: the requests the proxy
+// answers itself (serveLocal), the request's reading (classify), its
+// admission (the stage, the client's share, a backend slot: admit,
+// acquire), and the exchange with the backend (forward).
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	arrival := time.Now()
 	h.active.Add(1)
 	defer h.active.Add(-1)
-	sc, _ := r.Context().Value(connKey{}).(*h1.ScanConn) // its verdict was checked by the listener's clientGuard
-	if r.Method == http.MethodOptions && r.RequestURI == "*" {
-		// "OPTIONS *" asks about the proxy itself (RFC 9110 §9.3.7).
-		w.Header().Set("Content-Length", "0")
-		w.WriteHeader(http.StatusOK)
-		return
-	}
 	g := h.gen.Load()
-	if pre := g.cfg.Health.ListenerPrefix; pre != "" && h.ready != nil && strings.HasPrefix(r.URL.Path, pre) {
-		switch r.URL.Path[len(pre):] {
-		case "/healthz":
-			serveHealthz(w, r)
-			return
-		case "/readyz":
-			h.ready.serve(w, r)
-			return
-		}
-	}
-	if g.isProbePath(r.URL.Path) {
-		h.serveProbe(w, r, g, arrival)
+	if h.serveLocal(w, r, g, arrival) {
 		return
 	}
 	var ob *observation // the span, the OTel metric and the access log's; nil when all are off
@@ -376,12 +361,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer h.observed(ob)
 	}
 	h.offered.Add(1)
-	cr := g.pol.ClassifyRequest(r, arrival)
-	proto := reject.ProtocolOf(r)
-	if proto == reject.GRPC {
-		cr.Deadline = grpcDeadline(g.pol, r, arrival, cr.Deadline)
-	}
-	st := cr.Stage
+	cr, proto := g.classify(r, arrival)
 	// The request's deadline (its timeout header's) bounds its waits here
 	// (the stage's queue, the pool's) and its upstream exchange.
 	ctx := r.Context()
@@ -392,21 +372,82 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			defer cancel()
 		}
 	}
-	t, err := st.EnterRequest(ctx, stage.Request{Class: cr.Class, Tenant: cr.Tenant, Arrival: arrival})
-	ob.decided(cr, t, err)
-	if err != nil {
-		o := h.refused(w, r, g, proto, err)
-		cr.Latency.Request(o, time.Since(arrival))
+	rs := h.admit(ctx, w, r, g, ob, &cr, proto, arrival)
+	if rs == nil {
 		return
+	}
+	h.forward(ctx, w, r, rs, cr.Stage)
+}
+
+// serveLocal answers the requests the proxy answers itself, never
+// admission controlled: "OPTIONS *", the health endpoints under
+// health.listener_prefix and the stages' probe paths. It reports whether
+// it answered r.
+func (h *Handler) serveLocal(w http.ResponseWriter, r *http.Request, g *generation, arrival time.Time) bool {
+	if r.Method == http.MethodOptions && r.RequestURI == "*" {
+		// "OPTIONS *" asks about the proxy itself (RFC 9110 §9.3.7).
+		w.Header().Set("Content-Length", "0")
+		w.WriteHeader(http.StatusOK)
+		return true
+	}
+	if pre := g.cfg.Health.ListenerPrefix; pre != "" && h.ready != nil && strings.HasPrefix(r.URL.Path, pre) {
+		switch r.URL.Path[len(pre):] {
+		case "/healthz":
+			serveHealthz(w, r)
+			return true
+		case "/readyz":
+			h.ready.serve(w, r)
+			return true
+		}
+	}
+	if g.isProbePath(r.URL.Path) {
+		h.serveProbe(w, r, g, arrival)
+		return true
+	}
+	return false
+}
+
+// classify reads r at arrival: its stage, class and hop headers (the
+// policy's reading), and its protocol; a gRPC call's grpc-timeout also
+// bounds its deadline.
+func (g *generation) classify(r *http.Request, arrival time.Time) (policy.Request, reject.Protocol) {
+	cr := g.pol.ClassifyRequest(r, arrival)
+	proto := reject.ProtocolOf(r)
+	if proto == reject.GRPC {
+		cr.Deadline = grpcDeadline(g.pol, r, arrival, cr.Deadline)
+	}
+	return cr, proto
+}
+
+// admit puts the request cr read through admission control: its stage
+// (within ctx, which carries its deadline), its client's bandwidth
+// share, then a backend slot (acquire). It answers a refusal itself and
+// returns nil; else the admitted request's state.
+func (h *Handler) admit(ctx context.Context, w http.ResponseWriter, r *http.Request, g *generation, ob *observation,
+	cr *policy.Request, proto reject.Protocol, arrival time.Time) *reqState {
+	st := cr.Stage
+	t, err := st.EnterRequest(ctx, stage.Request{Class: cr.Class, Tenant: cr.Tenant, Arrival: arrival})
+	ob.decided(*cr, t, err)
+	if err != nil {
+		cr.Latency.Request(h.refused(w, r, g, proto, err), time.Since(arrival))
+		return nil
 	}
 	g.pol.WriteRateLimit(w.Header(), st.Name(), time.Now())
 	var res share.Reservation
 	if g.shares != nil {
 		if res, err = h.beginShare(w, r, g, t, ob); err != nil {
 			cr.Latency.Request(policy.LatencyRejected, time.Since(arrival))
-			return
+			return nil
 		}
 	}
+	return h.acquire(ctx, w, r, g, ob, cr, proto, t, res, arrival)
+}
+
+// acquire takes a backend slot for the request the stage admitted with
+// t (and its client's share reserved with res), and returns its state;
+// or answers the pool's refusal and returns nil.
+func (h *Handler) acquire(ctx context.Context, w http.ResponseWriter, r *http.Request, g *generation, ob *observation,
+	cr *policy.Request, proto reject.Protocol, t stage.Ticket, res share.Reservation, arrival time.Time) *reqState {
 	b, granted, err := g.pool.acquireAt(ctx)
 	if err != nil {
 		res.Release()
@@ -415,23 +456,30 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// says nothing about the backend: no sample (a queue timeout is
 		// not a response time).
 		t.Finish(time.Now(), stage.Outcome{OK: false, NoSample: true})
-		o := h.poolFailed(w, r, g, ob, proto, err)
-		cr.Latency.Request(o, time.Since(arrival))
-		return
+		cr.Latency.Request(h.poolFailed(w, r, g, ob, proto, err), time.Since(arrival))
+		return nil
 	}
 	sent := t.Start() // the stage's grant (arrival when it admitted at once), unless the pool's came later
 	if !granted.IsZero() {
 		sent = granted
 	}
+	sc, _ := r.Context().Value(connKey{}).(*h1.ScanConn) // its verdict was checked by the listener's clientGuard
 	rs := &reqState{Context: r.Context(), h: h, gen: g, backend: b, sc: sc, arrival: arrival, wait: sent.Sub(arrival), lat: cr.Latency,
 		hop: cr.Hop, res: res, shareOn: g.shares != nil, in: r, writeWait0: ClientWriteWait(r)}
 	rs.poolHeld.Store(true)
 	rs.lc.Reset(t)
 	ob.admitted(rs)
-	if st.Degrading() {
-		rs.quality = st.Quality()
+	if cr.Stage.Degrading() {
+		rs.quality = cr.Stage.Quality()
 	}
-	uctx := rs.upstreamContext(ctx, st, t)
+	return rs
+}
+
+// forward sends the admitted request rs to its backend through the
+// reverse proxy, with the deadline ctx carries and its stage st's timers,
+// and finishes it once its answer was written or aborted.
+func (h *Handler) forward(ctx context.Context, w http.ResponseWriter, r *http.Request, rs *reqState, st *stage.Stage) {
+	uctx := rs.upstreamContext(ctx, st, rs.lc.Ticket())
 	completed := false
 	defer func() {
 		if !completed { // ReverseProxy aborted the response (panic)
