@@ -17,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/internal/fielderr"
 	"github.com/sluicehq/sluice/internal/secret"
 	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/proxy/buffer"
 	"github.com/sluicehq/sluice/share"
 )
 
@@ -46,12 +47,6 @@ const (
 	DefaultResponseHeader  = 30 * time.Second
 	DefaultIdleConnTimeout = 90 * time.Second
 	DefaultDrainTimeout    = 30 * time.Second
-	// Response buffering (ResponseBufferingConfig), in bytes.
-	DefaultResponseMemoryBytes    = 1 << 20 // one response in memory
-	DefaultResponseMaxMemoryBytes = 64 << 20
-	DefaultResponseMaxFileBytes   = 1 << 30 // nginx's proxy_max_temp_file_size 1024m
-	DefaultResponseMaxDiskBytes   = 4 << 30
-	DefaultConnectionMemoryBytes  = 48 << 10 // one client connection's own memory
 	// BalanceRoundRobin and BalanceLeastInFlight are the values of
 	// BackendsConfig.Balance.
 	BalanceRoundRobin    = "round-robin"
@@ -119,7 +114,7 @@ type Config struct {
 	// temporary files as fast as the backends send them, so that a slow
 	// client does not hold a backend (nginx's proxy_buffering). A reload
 	// applies changes.
-	ResponseBuffering ResponseBufferingConfig `yaml:"response_buffering"`
+	ResponseBuffering buffer.Config `yaml:"response_buffering"`
 	// Telemetry exports traces and metrics over OTLP beside Prometheus;
 	// without its otlp section nothing is exported. A reload applies
 	// changed otlp.headers (and headers_file); changing the rest needs a
@@ -503,7 +498,7 @@ func (c *Config) SetDefaults() {
 		c.DrainTimeout = DefaultDrainTimeout
 	}
 	c.Health.setDefaults()
-	c.ResponseBuffering.setDefaults()
+	c.ResponseBuffering.SetDefaults()
 	policySetDefaults(&c.Config)
 	c.setUpstreamClientDefaults()
 	c.setOverloadDefaults()
@@ -600,7 +595,7 @@ func (c *Config) Validate() error {
 	if err := c.Health.validate(); err != nil {
 		return err
 	}
-	if err := c.ResponseBuffering.validate(); err != nil {
+	if err := c.ResponseBuffering.Validate(); err != nil {
 		return err
 	}
 	if err := policyValidate(&c.Config); err != nil {

@@ -25,6 +25,7 @@ import (
 	"github.com/sluicehq/sluice/internal/httpx"
 	"github.com/sluicehq/sluice/internal/reject"
 	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/proxy/buffer"
 	"github.com/sluicehq/sluice/proxy/internal/h1"
 	"github.com/sluicehq/sluice/proxy/internal/telemetry"
 	"github.com/sluicehq/sluice/share"
@@ -48,7 +49,7 @@ type generation struct {
 	priorityHeader, tenantHeader, timeoutHeader string
 	reported                                    []reportedHeader // backend-reported utilization headers
 	shares                                      *share.Shares    // client bandwidth shares, or nil
-	buf                                         bufferPolicy     // response_buffering
+	buf                                         buffer.Policy    // response_buffering
 	access                                      *accessSettings  // access_log, or nil
 	cluster                                     *cluster.Runner  // cluster mode's runner, or nil
 	version                                     uint64
@@ -64,7 +65,7 @@ type generation struct {
 type Handler struct {
 	gen     atomic.Pointer[generation]
 	rp      *httputil.ReverseProxy
-	buf     *respBuffers       // response buffering's memory, files and counters
+	buf     *buffer.Buffers    // response buffering's memory, files and counters
 	client  *sclient.Transport // sluice's client side on the upstream calls
 	m       *metrics
 	cm      *clientMetrics // client-side refusals; nil in Check and benchmarks
@@ -96,8 +97,7 @@ var errOverallTimeout = errors.New("sluice: upstream overall timeout")
 
 func newHandler(m *metrics, log *slog.Logger) *Handler {
 	h := &Handler{m: m, log: log, warn: rate.Sometimes{Interval: time.Second}, alog: newAccessLog(log)}
-	chunks := newBufferPool(DefaultResponseMaxMemoryBytes)
-	h.buf = newRespBuffers(chunks, log)
+	h.buf = buffer.New(log)
 	// The upstream client side, for the handler's life: its destinations'
 	// counts survive reloads, which only change its settings (SetConfig).
 	// The proxy builds every outgoing request for one call, so the hop
@@ -119,7 +119,7 @@ func newHandler(m *metrics, log *slog.Logger) *Handler {
 		// proxy's CPU was in write syscalls under wrk -c64.
 		FlushInterval:  0,
 		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelDebug),
-		BufferPool:     chunks,
+		BufferPool:     h.buf.CopyBuffers(),
 		ModifyResponse: h.modifyResponse,
 		ErrorHandler:   h.errorHandler,
 	}
@@ -181,7 +181,7 @@ type reqState struct {
 	// spool is the response's buffer (buffering.go), or nil; buffered is
 	// set with it, before its filler starts. bpWait sums the filler's
 	// waits for the client, ns: with back-pressure, the client's time.
-	spool     *spool
+	spool     *buffer.Spool
 	buffered  bool
 	bpWait    atomic.Int64
 	longTimer *time.Timer
@@ -265,10 +265,17 @@ func (rs *reqState) outcome(aborted bool) stage.Outcome {
 // last bytes to a client that may be slow to read them.
 func (rs *reqState) upstreamDone() { rs.endUpstream(time.Now(), false) }
 
-// upstreamFailed ends the request's use of the backend when a buffered
+// UpstreamFailed ends the request's use of the backend when a buffered
 // response's body failed to read (its filler saw the error): the client
 // still gets what came before, and then its connection is aborted.
-func (rs *reqState) upstreamFailed() { rs.endUpstream(time.Now(), true) }
+func (rs *reqState) UpstreamFailed() { rs.endUpstream(time.Now(), true) }
+
+// ClientWait adds d to the time a buffered response's filler waited for
+// the client: with back-pressure, the client's time.
+func (rs *reqState) ClientWait(d time.Duration) { rs.bpWait.Add(int64(d)) }
+
+// LongLived reports whether the response became long-lived (stream ran).
+func (rs *reqState) LongLived() bool { return rs.streamed.Load() }
 
 // endUpstream ends the request's use of the backend at now, the first
 // time it is called: the backend slot goes back, the stage takes its
@@ -738,13 +745,16 @@ func (h *Handler) modifyResponse(res *http.Response) error {
 	// (a 101's body is the upgraded connection: left alone). Response
 	// buffering reads it as fast as the backend sends it.
 	if res.StatusCode != http.StatusSwitchingProtocols {
-		body := hasBody(res)
+		body := buffer.HasBody(res)
 		rs.upstream = upstreamBody{rs: rs, rc: res.Body}
 		if reject.GRPCContent(res.Header) {
 			rs.upstream.grpc = res
 		}
 		res.Body = &rs.upstream
-		rs.h.buf.buffer(rs, res, body)
+		if s := rs.h.buf.NewSpool(rs, &rs.gen.buf, rs.in, res, body, rs.lc.Streamed()); s != nil {
+			rs.spool, rs.buffered = s, true // before the spool's first read, which may end the exchange
+			s.Start(res)
+		}
 	}
 	return rs.shareBefore(res)
 }
