@@ -10,7 +10,6 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/classify"
-	"github.com/sluicehq/sluice/internal/reject"
 	"github.com/sluicehq/sluice/policy"
 )
 
@@ -35,9 +34,6 @@ import (
 //     be served;
 //   - stages select calls by service or method (match.grpc_service,
 //     match.grpc_method: the request path is the method's full name).
-
-// isGRPC reports whether r, as received, is a gRPC call.
-func isGRPC(r *http.Request) bool { return reject.ProtocolOf(r) == reject.GRPC }
 
 // grpcDeadline returns the earlier of d and the deadline r's grpc-timeout
 // gives at now (zero: none). A malformed grpc-timeout (one that does not
