@@ -178,7 +178,7 @@ type reqState struct {
 	writeWait0 time.Duration
 	// upstream wraps the backend's response body to see its end.
 	upstream upstreamBody
-	// spool is the response's buffer (buffering.go), or nil; buffered is
+	// spool is the response's buffer (package buffer), or nil; buffered is
 	// set with it, before its filler starts. bpWait sums the filler's
 	// waits for the client, ns: with back-pressure, the client's time.
 	spool     *buffer.Spool

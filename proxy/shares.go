@@ -44,7 +44,7 @@ import (
 // from admission to the last byte, the delay included) when it is
 // complete. The stage's own response-time sample excludes the injected
 // delay: it measures the backend, not the share policy. A buffered
-// response (buffering.go) is read from the backend while it waits for its
+// response (package buffer) is read from the backend while it waits for its
 // turn or its delay, and while it is paced (the pacing is on the client's
 // side of the buffer): its backend slot is given back when the backend is
 // done. A response that is not buffered keeps its slot while it is

@@ -8,7 +8,7 @@
 // that reads slowly keeps the backend's response unread, and with it the
 // backend's worker, the upstream connection, the pool slot, the stage's
 // concurrency and the response-time sample (which ends at the last byte
-// read from the backend, upstreamDone). A thousand slow readers of large
+// read from the backend). A thousand slow readers of large
 // responses hold every slot.
 //
 // With it, each response body is read from the backend by a filler of its
@@ -29,7 +29,7 @@
 // headers (every small one) is read whole there, with no goroutine and no
 // wait, at the cost of one copy.
 //
-// A response of known length over HTTP/1.x is primed in modifyResponse,
+// A response of known length over HTTP/1.x is primed when the proxy gets its headers (Start),
 // so that a client share's delay (the proxy's client shares) runs while the backend's
 // response is read; one that may carry trailers (chunked, HTTP/2) is
 // primed at ReverseProxy's first read of the body, after ReverseProxy has
