@@ -29,9 +29,10 @@
 // headers (every small one) is read whole there, with no goroutine and no
 // wait, at the cost of one copy.
 //
-// A response of known length over HTTP/1.x is primed when the proxy gets its headers (Start),
-// so that a client share's delay (the proxy's client shares) runs while the backend's
-// response is read; one that may carry trailers (chunked, HTTP/2) is
+// A response of known length over HTTP/1.x is primed as soon as the
+// proxy has its headers (Start), so that a client share's delay runs
+// while the backend's response is read; one that may carry trailers
+// (chunked, HTTP/2) is
 // primed at ReverseProxy's first read of the body, after ReverseProxy has
 // looked at its trailer keys: the filler fills the response's Trailer map
 // when it reaches the end, and ReverseProxy reads the map again only
