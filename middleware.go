@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/httpx"
+	"github.com/sluicehq/sluice/internal/reject"
 )
 
 // Policy decides admission for the HTTP middleware. The policy package
@@ -221,11 +222,7 @@ func (m *middleware) abandoned(w http.ResponseWriter, r *http.Request, ctx conte
 	case errors.Is(cause, ErrHog):
 		m.p.Reject(w, r, cause)
 	case errors.Is(cause, context.DeadlineExceeded):
-		h := w.Header()
-		h.Set("Content-Type", "text/plain; charset=utf-8")
-		h.Set("Cache-Control", "no-store")
-		w.WriteHeader(http.StatusGatewayTimeout)
-		_, _ = io.WriteString(w, "sluice: the request's deadline passed before its handler answered\n")
+		reject.Write(w, r, reject.HTTP, reject.Answer{Reason: reject.HandlerDeadline})
 	}
 }
 

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,6 +21,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/reject"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/stage"
 )
@@ -213,9 +213,9 @@ func cancelled(ctx, hctx context.Context, err error) error {
 	cause := context.Cause(hctx)
 	switch {
 	case errors.Is(cause, sluice.ErrHog):
-		return status.Error(codes.ResourceExhausted, "sluice: "+cause.Error())
+		return statusOf(reject.Answer{Reason: reject.Hog, Detail: cause.Error()}.GRPC())
 	case errors.Is(cause, context.DeadlineExceeded):
-		return status.Error(codes.DeadlineExceeded, "sluice: the call's deadline passed before its handler answered")
+		return statusOf(reject.Answer{Reason: reject.HandlerDeadline}.GRPC())
 	}
 	return nil
 }
@@ -378,7 +378,7 @@ func (b *bound) release(cr *callRequest) {
 func (b *bound) refusal(ctx context.Context, r *http.Request, err error) error {
 	switch {
 	case errors.Is(err, stage.ErrDeadline):
-		return status.Error(codes.DeadlineExceeded, "sluice: the call's deadline passes before it can be served")
+		return statusOf(reject.Answer{Reason: reject.EarlyDiscard}.GRPC())
 	case !errors.Is(err, sluice.ErrRejected):
 		if ce := ctx.Err(); ce != nil {
 			return status.FromContextError(ce).Err()
@@ -386,19 +386,29 @@ func (b *bound) refusal(ctx context.Context, r *http.Request, err error) error {
 		return status.FromContextError(err).Err()
 	}
 	rj := b.rejection(r, err)
-	_ = grpc.SetTrailer(ctx, metadata.Pairs(PushbackTrailer, strconv.FormatInt(rj.RetryAfter.Milliseconds(), 10)))
-	return Overloaded(rj.Stage, rj.Class, rj.RetryAfter)
+	st := reject.Answer{Reason: reject.Overloaded, Stage: rj.Stage, Class: rj.Class, RetryAfter: rj.RetryAfter}.GRPC()
+	_ = grpc.SetTrailer(ctx, metadata.Pairs(PushbackTrailer, st.Pushback))
+	return statusOf(st)
 }
 
 // Overloaded returns the status error of a call shed for overload:
 // RESOURCE_EXHAUSTED with a google.rpc.RetryInfo detail carrying
 // retryAfter. The message names the stage and the class.
 func Overloaded(stageName, className string, retryAfter time.Duration) error {
-	st := status.New(codes.ResourceExhausted, "sluice: overloaded (stage "+stageName+", class "+className+"): retry after "+retryAfter.String())
-	if d, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(retryAfter)}); err == nil {
-		st = d
+	return statusOf(reject.Answer{Reason: reject.Overloaded, Stage: stageName, Class: className, RetryAfter: retryAfter}.GRPC())
+}
+
+// statusOf is st as the status error a handler returns: its code and
+// message, and its RetryInfo as a detail when it has one (its pushback
+// goes in a trailer, which the caller sets).
+func statusOf(st reject.Status) error {
+	s := status.New(codes.Code(st.Code), st.Message)
+	if st.RetryInfo {
+		if d, err := s.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(st.RetryAfter)}); err == nil {
+			s = d
+		}
 	}
-	return st.Err()
+	return s.Err()
 }
 
 // succeeded reports whether a handler's error says the service did its

@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"text/template"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/reject"
 )
 
 // maxCachedRetry is the number of distinct Retry-After values whose bodies
@@ -155,15 +157,7 @@ func (r *rejecter) write(w http.ResponseWriter, req *http.Request, stageIdx int,
 	if prefersJSON(req.Header["Accept"], r.mediaType) {
 		data, ct = b.json, "application/json"
 	}
-	h := w.Header()
-	h.Set("Retry-After", b.secs)
-	h.Set("Content-Type", ct)
-	h.Set("Content-Length", strconv.Itoa(len(data)))
-	h.Set("Cache-Control", "no-store")
-	w.WriteHeader(r.status)
-	if req.Method != http.MethodHead {
-		_, _ = w.Write(data)
-	}
+	reject.WriteHTTP(w, req, r.status, b.secs, ct, data)
 }
 
 // prefersJSON reports whether the Accept header lines prefer

@@ -19,6 +19,7 @@ import (
 
 	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/internal/secret"
+	"github.com/sluicehq/sluice/proxy/buffer"
 	"github.com/sluicehq/sluice/share"
 	"github.com/sluicehq/sluice/stage"
 )
@@ -179,7 +180,7 @@ type StateDoc struct {
 	Cluster *cluster.View `json:"cluster,omitempty"`
 	// ResponseBuffering is the response buffers' memory and disk in use
 	// against their caps, and the open temporary files.
-	ResponseBuffering BufferState `json:"response_buffering"`
+	ResponseBuffering buffer.State `json:"response_buffering"`
 }
 
 // State returns the proxy's state with the last n decisions per stage,
@@ -188,7 +189,7 @@ func (s *Server) State(n int) StateDoc {
 	g := s.h.gen.Load()
 	doc := StateDoc{ConfigVersion: g.version, LoadedAt: g.loaded, ConfigFile: s.file, Shadow: g.cfg.Shadow,
 		InFlight: s.h.active.Load(), Streams: s.h.streams.Load(), Stages: g.pol.State(n), Backends: g.pool.State(),
-		Resources: s.ov.resourceStates(g, n), ResponseBuffering: s.h.buf.state(&g.buf)}
+		Resources: s.ov.resourceStates(g, n), ResponseBuffering: s.h.buf.State(&g.buf)}
 	sanitizeStages(doc.Stages)
 	if s.ov.pol != nil {
 		ps := s.ov.pol.state(n, s.ov.registry)

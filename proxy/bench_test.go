@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sluicehq/sluice/proxy/buffer"
 )
 
 // cannedTransport answers every request at once with a small 200, so
@@ -59,7 +60,7 @@ func BenchmarkHandler(b *testing.B) {
 		Transport: cannedTransport{}, FlushInterval: -1,
 	}
 	pooled := *bare
-	pooled.BufferPool = newBufferPool(DefaultResponseMaxMemoryBytes)
+	pooled.BufferPool = buffer.NewPool(buffer.DefaultMaxMemoryBytes)
 	cfg, err := Parse("bench.yaml", []byte(baseConfig("http://127.0.0.1:8081", sedaStage)))
 	if err != nil {
 		b.Fatal(err)

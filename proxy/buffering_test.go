@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -20,6 +19,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/proxy/buffer"
 )
 
 // pattern returns n bytes that are not all alike, so that a reordered or
@@ -50,7 +50,7 @@ func newBigBackend(t *testing.T, body []byte, chunked bool) *bigBackend {
 			w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 		}
 		if v := r.URL.Query().Get("accel"); v != "" {
-			w.Header().Set(HeaderAccelBuffering, v)
+			w.Header().Set(buffer.HeaderAccelBuffering, v)
 		}
 		if v := r.URL.Query().Get("type"); v != "" {
 			w.Header().Set("Content-Type", v)
@@ -145,7 +145,7 @@ func TestSlowReaderOfALargeResponseFreesTheBackend(t *testing.T) {
 				st := p.state(t)
 				return be.served.Load() == 1 && be.writing.Load() == 0 && st.Backends.InFlight == 0 && st.InFlight == 1
 			})
-			if st := p.state(t).ResponseBuffering; st.MemoryBytes > DefaultResponseMemoryBytes {
+			if st := p.state(t).ResponseBuffering; st.MemoryBytes > buffer.DefaultMemoryBytes {
 				t.Errorf("buffers while the client waits: %+v, want at most memory_bytes of memory", st)
 			}
 			// What the client has not read within parkAfter of the
@@ -214,9 +214,9 @@ func TestBufferTempFilesRemoved(t *testing.T) {
 	dir := t.TempDir()
 	dead := exec.Command("true")
 	must(t, dead.Run())
-	stale := filepath.Join(dir, fmt.Sprintf("%s%d-123", tempPrefix, dead.Process.Pid))
-	mine := filepath.Join(dir, fmt.Sprintf("%s%d-456", tempPrefix, os.Getpid()))
-	initPid := filepath.Join(dir, tempPrefix+"1-789")
+	stale := filepath.Join(dir, fmt.Sprintf("sluice-resp-%d-123", dead.Process.Pid))
+	mine := filepath.Join(dir, fmt.Sprintf("sluice-resp-%d-456", os.Getpid()))
+	initPid := filepath.Join(dir, "sluice-resp-1-789")
 	other := filepath.Join(dir, "unrelated")
 	for _, f := range []string{stale, mine, initPid, other} {
 		must(t, os.WriteFile(f, []byte("x"), 0o600))
@@ -295,7 +295,7 @@ func TestBufferDiskCapFallsBackToPassThrough(t *testing.T) {
 	first := newSlowClient(t, p.addr, "/1")
 	eventually(t, "the first response's memory and disk full", func() bool {
 		b := p.state(t).ResponseBuffering
-		return b.MemoryBytes+b.CopyBytes == 65536 && b.DiskBytes > 1<<20-bufChunk && b.Files == 1
+		return b.MemoryBytes+b.CopyBytes == 65536 && b.DiskBytes > 1<<20-32<<10 && b.Files == 1
 	})
 	second := newSlowClient(t, p.addr, "/2")
 	eventually(t, "both at the backend", func() bool { return be.writing.Load() == 2 })
@@ -432,31 +432,6 @@ func TestBufferManyAborts(t *testing.T) {
 	})
 }
 
-func TestResponseBufferingConfigErrors(t *testing.T) {
-	for _, tc := range []struct{ section, want string }{
-		{"  memory_bytes: 1000\n", "response_buffering.memory_bytes: 1000 is invalid"},
-		{"  max_memory_bytes: 40000\n", "response_buffering.max_memory_bytes: 40000 is invalid"},
-		{"  max_file_bytes: -2\n", "response_buffering.max_file_bytes: -2 is invalid"},
-		{"  max_disk_bytes: -1\n", "response_buffering.max_disk_bytes: -1 is invalid"},
-		{"  temp_dir: /nonexistent/dir\n", `response_buffering.temp_dir: "/nonexistent/dir" is invalid`},
-		{"  exclude_paths: [raw]\n", `response_buffering.exclude_paths[0]: "raw" is invalid`},
-		{"  exclude_content_types: [\" \"]\n", `response_buffering.exclude_content_types[0]: " " is invalid`},
-		{"  connection_memory_bytes: -2\n", "response_buffering.connection_memory_bytes: -2 is invalid"},
-		{"  soft_memory_limit_bytes: 1048576\n", "response_buffering.soft_memory_limit_bytes: 1048576 is invalid"},
-		{"  soft_memory_limit_bytes: -2\n", "response_buffering.soft_memory_limit_bytes: -2 is invalid"},
-		{"  bogus: 1\n", "bogus"},
-	} {
-		_, err := Parse("p.yaml", []byte(bufConfig("http://127.0.0.1:1", tc.section)))
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%q: %v, want %q", tc.section, err, tc.want)
-			continue
-		}
-		if !regexp.MustCompile(`^p\.yaml:\d+: `).MatchString(err.Error()) {
-			t.Errorf("%q: %v: no file:line", tc.section, err)
-		}
-	}
-}
-
 // A request's deadline (X-Sluice-Timeout) bounds the backend's side of a
 // buffered response, not the client's reading of it. A response the
 // backend finished in time reaches a client that starts to read after the
@@ -536,64 +511,6 @@ func TestBufferedResponseUnderDeadline(t *testing.T) {
 		st := r.state(t)
 		return st.InFlight == 0 && st.ResponseBuffering.MemoryBytes == 0 && st.ResponseBuffering.DiskBytes == 0
 	})
-}
-
-// ReverseProxy's copy buffers: 32 KiB while fewer than
-// maxLargeCopyBuffers are lent (slow readers hold theirs for as long as
-// they read), 4 KiB beyond; each comes back to its own pool and a large
-// one given back is lent again.
-func TestCopyBuffersBounded(t *testing.T) {
-	p := newBufferPool(DefaultResponseMaxMemoryBytes)
-	var lent [][]byte
-	for range maxLargeCopyBuffers {
-		b := p.Get()
-		if len(b) != copyBufferSize {
-			t.Fatalf("buffer %d: %d bytes, want %d", len(lent), len(b), copyBufferSize)
-		}
-		lent = append(lent, b)
-	}
-	small := p.Get()
-	if len(small) != smallCopyBufferSize {
-		t.Fatalf("beyond the cap: %d bytes, want %d", len(small), smallCopyBufferSize)
-	}
-	p.Put(small)
-	if got := p.large.Load(); got != maxLargeCopyBuffers {
-		t.Fatalf("a small buffer given back changed the large count: %d", got)
-	}
-	p.Put(lent[0])
-	if b := p.Get(); len(b) != copyBufferSize {
-		t.Fatalf("after one large buffer came back: %d bytes, want %d", len(b), copyBufferSize)
-	}
-	for _, b := range lent[1:] {
-		p.Put(b)
-	}
-	if got := p.large.Load(); got != 1 {
-		t.Fatalf("large buffers lent: %d, want 1", got)
-	}
-}
-
-// A body of known length that arrived with its headers is read whole by
-// prime on the handler's goroutine, with no filler goroutine, even from a
-// reader that gives its io.EOF only at the call after the last byte.
-func TestPrimeReadsASmallBodyWhole(t *testing.T) {
-	cfg := ResponseBufferingConfig{}
-	cfg.setDefaults()
-	p := newBufferPolicy(&cfg)
-	b := newRespBuffers(newBufferPool(DefaultResponseMaxMemoryBytes), testLogger(t))
-	s := &spool{b: b, p: &p, rs: &reqState{}, src: io.NopCloser(strings.NewReader("hello")), length: 5}
-	s.segs = s.segs0[:0]
-	s.prime()
-	if s.running || s.ready != nil || !s.done || s.err != io.EOF {
-		t.Fatalf("after prime: running %v, channels %v, done %v, err %v; want the body read whole", s.running, s.ready != nil, s.done, s.err)
-	}
-	got, err := io.ReadAll(s)
-	if err != nil || string(got) != "hello" {
-		t.Fatalf("read %q, %v", got, err)
-	}
-	must(t, s.Close())
-	if m := b.lent(); m != 0 {
-		t.Fatalf("memory held after close: %d", m)
-	}
 }
 
 // passedThroughWhole checks that two responses were passed through for

@@ -18,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice/internal/fielderr"
 	"github.com/sluicehq/sluice/internal/secret"
 	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/proxy/buffer"
 	"github.com/sluicehq/sluice/proxy/overload"
 )
 
@@ -47,12 +48,6 @@ const (
 	DefaultResponseHeader  = 30 * time.Second
 	DefaultIdleConnTimeout = 90 * time.Second
 	DefaultDrainTimeout    = 30 * time.Second
-	// Response buffering (ResponseBufferingConfig), in bytes.
-	DefaultResponseMemoryBytes    = 1 << 20 // one response in memory
-	DefaultResponseMaxMemoryBytes = 64 << 20
-	DefaultResponseMaxFileBytes   = 1 << 30 // nginx's proxy_max_temp_file_size 1024m
-	DefaultResponseMaxDiskBytes   = 4 << 30
-	DefaultConnectionMemoryBytes  = 48 << 10 // one client connection's own memory
 	// BalanceRoundRobin and BalanceLeastInFlight are the values of
 	// BackendsConfig.Balance.
 	BalanceRoundRobin    = "round-robin"
@@ -107,7 +102,7 @@ type Config struct {
 	// temporary files as fast as the backends send them, so that a slow
 	// client does not hold a backend (nginx's proxy_buffering). A reload
 	// applies changes.
-	ResponseBuffering ResponseBufferingConfig `yaml:"response_buffering"`
+	ResponseBuffering buffer.Config `yaml:"response_buffering"`
 	// Telemetry exports traces and metrics over OTLP beside Prometheus;
 	// without its otlp section nothing is exported. A reload applies
 	// changed otlp.headers (and headers_file); changing the rest needs a
@@ -362,7 +357,7 @@ func (c *Config) SetDefaults() {
 		c.DrainTimeout = DefaultDrainTimeout
 	}
 	c.Health.setDefaults()
-	c.ResponseBuffering.setDefaults()
+	c.ResponseBuffering.SetDefaults()
 	policySetDefaults(&c.Config)
 	c.setUpstreamClientDefaults()
 	c.OverloadConfig.SetDefaults(&c.Config)
@@ -488,7 +483,7 @@ func (c *Config) Validate() error {
 	}
 	for _, check := range []func() error{
 		c.Admin.validate, c.Backends.validate, c.validateBackendsTLS, c.validateTimes, c.Health.validate,
-		c.ResponseBuffering.validate, func() error { return policyValidate(&c.Config) }, c.validateClientCertKeys,
+		c.ResponseBuffering.Validate, func() error { return policyValidate(&c.Config) }, c.validateClientCertKeys,
 		c.validateUpstreamClient, c.validateCluster, c.Telemetry.validate, c.validateAccessLog,
 	} {
 		if err := check(); err != nil {

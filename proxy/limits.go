@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/reject"
 )
 
 // Request size limits. A listener's max_header_bytes is enforced here, in
@@ -103,13 +105,10 @@ func (g *clientGuard) checkHeaders(r *http.Request) (int, string, string) {
 // status the limit stands for.
 func (g *clientGuard) refuse(w http.ResponseWriter, r *http.Request, status int, reason, msg string) {
 	g.m.refused.WithLabelValues(fmt.Sprint(status), reason).Inc()
-	if isGRPC(r) {
-		writeGRPCStatus(w, grpcResourceExhausted, "sluice: "+msg, nil, noRetry)
-		return
+	proto := reject.ProtocolOf(r)
+	if proto == reject.HTTP {
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+		w.Header().Set("Connection", "close")
 	}
-	_ = http.NewResponseController(w).SetReadDeadline(time.Now())
-	h := w.Header()
-	h.Set("Connection", "close")
-	h.Set("Cache-Control", "no-store")
-	http.Error(w, "sluice: "+msg, status)
+	reject.Write(w, r, proto, reject.Answer{Reason: reject.Limit, Status: status, Detail: msg})
 }

@@ -7,6 +7,8 @@ import (
 	"os"
 	"runtime/debug"
 	"time"
+
+	"github.com/sluicehq/sluice/proxy/buffer"
 )
 
 // softLimitHeadroom is what the automatic soft memory limit adds to the
@@ -22,23 +24,23 @@ const softLimitHeadroom = 8 << 20
 // soft_memory_limit_bytes if set, else softLimitHeadroom + max(M, n·c)
 // with M max_memory_bytes, n the open connections and c
 // connection_memory_bytes. The connections' memory comes out of M first
-// (bufferPool), so that below M/c connections the process holds at most
+// (buffer.Pool), so that below M/c connections the process holds at most
 // its baseline plus M, and the garbage collector works to keep it there;
 // beyond, the connections' memory raises the limit, so that a proxy with
 // many clients does not collect garbage without end.
-func softMemoryLimit(p *bufferPolicy, conns int64) int64 {
+func softMemoryLimit(p *buffer.Policy, conns int64) int64 {
 	switch {
-	case !p.on || p.softMem < 0:
+	case !p.On || p.SoftMem < 0:
 		return -1
-	case p.softMem > 0:
-		return p.softMem
+	case p.SoftMem > 0:
+		return p.SoftMem
 	}
-	return softLimitHeadroom + max(p.maxMem, max(conns, 0)*max(p.connMem, 0))
+	return softLimitHeadroom + max(p.MaxMem, max(conns, 0)*max(p.ConnMem, 0))
 }
 
 // runMemLimit applies the soft memory limit every second (the open
 // connections change it) unless the environment sets GOMEMLIMIT, and
-// lets go of the idle response-buffer chunks (bufferPool.trim). When ctx
+// lets go of the idle response-buffer chunks (buffer.Buffers.Trim). When ctx
 // ends it puts back the limit the process had.
 func (s *Server) runMemLimit(ctx context.Context) {
 	env := os.Getenv("GOMEMLIMIT") != "" // "off" too: the user's choice
@@ -62,7 +64,7 @@ func (s *Server) runMemLimit(ctx context.Context) {
 				set = lim
 			}
 		}
-		s.h.buf.chunks.trim(time.Now())
+		s.h.buf.Trim(time.Now())
 		select {
 		case <-ctx.Done():
 			if set >= 0 && debug.SetMemoryLimit(-1) == set { // not changed by another since

@@ -5,22 +5,24 @@ package proxy
 import (
 	"runtime/debug"
 	"testing"
+
+	"github.com/sluicehq/sluice/proxy/buffer"
 )
 
 func TestSoftMemoryLimitOf(t *testing.T) {
-	on := bufferPolicy{on: true, maxMem: 64 << 20, connMem: 48 << 10}
+	on := buffer.Policy{On: true, MaxMem: 64 << 20, ConnMem: 48 << 10}
 	for _, tc := range []struct {
 		name  string
-		p     bufferPolicy
+		p     buffer.Policy
 		conns int64
 		want  int64
 	}{
 		{"automatic, few connections: the budget", on, 10, softLimitHeadroom + 64<<20},
 		{"automatic, connections beyond the budget", on, 2000, softLimitHeadroom + 2000*48<<10},
-		{"connections not counted", bufferPolicy{on: true, maxMem: 64 << 20, connMem: -1}, 5000, softLimitHeadroom + 64<<20},
-		{"set", bufferPolicy{on: true, maxMem: 64 << 20, softMem: 200 << 20}, 5000, 200 << 20},
-		{"none", bufferPolicy{on: true, maxMem: 64 << 20, softMem: -1}, 10, -1},
-		{"buffering off", bufferPolicy{maxMem: 64 << 20}, 10, -1},
+		{"connections not counted", buffer.Policy{On: true, MaxMem: 64 << 20, ConnMem: -1}, 5000, softLimitHeadroom + 64<<20},
+		{"set", buffer.Policy{On: true, MaxMem: 64 << 20, SoftMem: 200 << 20}, 5000, 200 << 20},
+		{"none", buffer.Policy{On: true, MaxMem: 64 << 20, SoftMem: -1}, 10, -1},
+		{"buffering off", buffer.Policy{MaxMem: 64 << 20}, 10, -1},
 	} {
 		if got := softMemoryLimit(&tc.p, tc.conns); got != tc.want {
 			t.Errorf("%s: %d, want %d", tc.name, got, tc.want)

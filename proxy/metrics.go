@@ -80,7 +80,7 @@ func (m *metrics) register(reg prometheus.Registerer, h *Handler, ov *overloadRu
 			return err
 		}
 	}
-	for _, c := range h.buf.collectors() {
+	for _, c := range h.buf.Collectors() {
 		if err := reg.Register(c); err != nil {
 			return err
 		}

@@ -23,7 +23,9 @@ import (
 	sclient "github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/internal/httpx"
+	"github.com/sluicehq/sluice/internal/reject"
 	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/proxy/buffer"
 	"github.com/sluicehq/sluice/proxy/internal/h1"
 	"github.com/sluicehq/sluice/proxy/internal/telemetry"
 	"github.com/sluicehq/sluice/share"
@@ -40,14 +42,14 @@ type generation struct {
 	degradeHeader string // canonical header name
 	overall       time.Duration
 	preserveHost  bool
-	ignoreAbort   bool // backends.ignore_client_abort
-	retryAfter    string
+	ignoreAbort   bool          // backends.ignore_client_abort
+	retryAfter    time.Duration // Retry-After of sluice's own refusals: reject.retry_after in whole seconds, at least 1
 	// The hop headers (canonical): removed from what the client sent,
 	// set from this hop's reading of the request.
 	priorityHeader, tenantHeader, timeoutHeader string
 	reported                                    []reportedHeader // backend-reported utilization headers
 	shares                                      *share.Shares    // client bandwidth shares, or nil
-	buf                                         bufferPolicy     // response_buffering
+	buf                                         buffer.Policy    // response_buffering
 	access                                      *accessSettings  // access_log, or nil
 	cluster                                     *cluster.Runner  // cluster mode's runner, or nil
 	version                                     uint64
@@ -63,7 +65,7 @@ type generation struct {
 type Handler struct {
 	gen     atomic.Pointer[generation]
 	rp      *httputil.ReverseProxy
-	buf     *respBuffers       // response buffering's memory, files and counters
+	buf     *buffer.Buffers    // response buffering's memory, files and counters
 	client  *sclient.Transport // sluice's client side on the upstream calls
 	m       *metrics
 	cm      *clientMetrics // client-side refusals; nil in Check and benchmarks
@@ -95,8 +97,7 @@ var errOverallTimeout = errors.New("sluice: upstream overall timeout")
 
 func newHandler(m *metrics, log *slog.Logger) *Handler {
 	h := &Handler{m: m, log: log, warn: rate.Sometimes{Interval: time.Second}, alog: newAccessLog(log)}
-	chunks := newBufferPool(DefaultResponseMaxMemoryBytes)
-	h.buf = newRespBuffers(chunks, log)
+	h.buf = buffer.New(log)
 	// The upstream client side, for the handler's life: its destinations'
 	// counts survive reloads, which only change its settings (SetConfig).
 	// The proxy builds every outgoing request for one call, so the hop
@@ -118,7 +119,7 @@ func newHandler(m *metrics, log *slog.Logger) *Handler {
 		// proxy's CPU was in write syscalls under wrk -c64.
 		FlushInterval:  0,
 		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelDebug),
-		BufferPool:     chunks,
+		BufferPool:     h.buf.CopyBuffers(),
 		ModifyResponse: h.modifyResponse,
 		ErrorHandler:   h.errorHandler,
 	}
@@ -177,10 +178,10 @@ type reqState struct {
 	writeWait0 time.Duration
 	// upstream wraps the backend's response body to see its end.
 	upstream upstreamBody
-	// spool is the response's buffer (buffering.go), or nil; buffered is
+	// spool is the response's buffer (package buffer), or nil; buffered is
 	// set with it, before its filler starts. bpWait sums the filler's
 	// waits for the client, ns: with back-pressure, the client's time.
-	spool     *spool
+	spool     *buffer.Spool
 	buffered  bool
 	bpWait    atomic.Int64
 	longTimer *time.Timer
@@ -264,10 +265,17 @@ func (rs *reqState) outcome(aborted bool) stage.Outcome {
 // last bytes to a client that may be slow to read them.
 func (rs *reqState) upstreamDone() { rs.endUpstream(time.Now(), false) }
 
-// upstreamFailed ends the request's use of the backend when a buffered
+// UpstreamFailed ends the request's use of the backend when a buffered
 // response's body failed to read (its filler saw the error): the client
 // still gets what came before, and then its connection is aborted.
-func (rs *reqState) upstreamFailed() { rs.endUpstream(time.Now(), true) }
+func (rs *reqState) UpstreamFailed() { rs.endUpstream(time.Now(), true) }
+
+// ClientWait adds d to the time a buffered response's filler waited for
+// the client: with back-pressure, the client's time.
+func (rs *reqState) ClientWait(d time.Duration) { rs.bpWait.Add(int64(d)) }
+
+// LongLived reports whether the response became long-lived (stream ran).
+func (rs *reqState) LongLived() bool { return rs.streamed.Load() }
 
 // endUpstream ends the request's use of the backend at now, the first
 // time it is called: the backend slot goes back, the stage takes its
@@ -341,31 +349,16 @@ func (b *upstreamBody) Read(p []byte) (int, error) {
 
 func (b *upstreamBody) Close() error { return b.rc.Close() }
 
-// ServeHTTP proxies one request.
+// ServeHTTP proxies one request, in phases: the requests the proxy
+// answers itself (serveLocal), the request's reading (classify), its
+// admission (the stage, the client's share, a backend slot: admit,
+// acquire), and the exchange with the backend (forward).
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	arrival := time.Now()
 	h.active.Add(1)
 	defer h.active.Add(-1)
-	sc, _ := r.Context().Value(connKey{}).(*h1.ScanConn) // its verdict was checked by the listener's clientGuard
-	if r.Method == http.MethodOptions && r.RequestURI == "*" {
-		// "OPTIONS *" asks about the proxy itself (RFC 9110 §9.3.7).
-		w.Header().Set("Content-Length", "0")
-		w.WriteHeader(http.StatusOK)
-		return
-	}
 	g := h.gen.Load()
-	if pre := g.cfg.Health.ListenerPrefix; pre != "" && h.ready != nil && strings.HasPrefix(r.URL.Path, pre) {
-		switch r.URL.Path[len(pre):] {
-		case "/healthz":
-			serveHealthz(w, r)
-			return
-		case "/readyz":
-			h.ready.serve(w, r)
-			return
-		}
-	}
-	if g.isProbePath(r.URL.Path) {
-		h.serveProbe(w, r, g, arrival)
+	if h.serveLocal(w, r, g, arrival) {
 		return
 	}
 	var ob *observation // the span, the OTel metric and the access log's; nil when all are off
@@ -375,12 +368,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer h.observed(ob)
 	}
 	h.offered.Add(1)
-	cr := g.pol.ClassifyRequest(r, arrival)
-	grpcCall := isGRPC(r)
-	if grpcCall {
-		cr.Deadline = grpcDeadline(g.pol, r, arrival, cr.Deadline)
-	}
-	st := cr.Stage
+	cr, proto := g.classify(r, arrival)
 	// The request's deadline (its timeout header's) bounds its waits here
 	// (the stage's queue, the pool's) and its upstream exchange.
 	ctx := r.Context()
@@ -391,21 +379,82 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			defer cancel()
 		}
 	}
-	t, err := st.EnterRequest(ctx, stage.Request{Class: cr.Class, Tenant: cr.Tenant, Arrival: arrival})
-	ob.decided(cr, t, err)
-	if err != nil {
-		o := h.refused(w, r, g, grpcCall, err)
-		cr.Latency.Request(o, time.Since(arrival))
+	rs := h.admit(ctx, w, r, g, ob, &cr, proto, arrival)
+	if rs == nil {
 		return
+	}
+	h.forward(ctx, w, r, rs, cr.Stage)
+}
+
+// serveLocal answers the requests the proxy answers itself, never
+// admission controlled: "OPTIONS *", the health endpoints under
+// health.listener_prefix and the stages' probe paths. It reports whether
+// it answered r.
+func (h *Handler) serveLocal(w http.ResponseWriter, r *http.Request, g *generation, arrival time.Time) bool {
+	if r.Method == http.MethodOptions && r.RequestURI == "*" {
+		// "OPTIONS *" asks about the proxy itself (RFC 9110 §9.3.7).
+		w.Header().Set("Content-Length", "0")
+		w.WriteHeader(http.StatusOK)
+		return true
+	}
+	if pre := g.cfg.Health.ListenerPrefix; pre != "" && h.ready != nil && strings.HasPrefix(r.URL.Path, pre) {
+		switch r.URL.Path[len(pre):] {
+		case "/healthz":
+			serveHealthz(w, r)
+			return true
+		case "/readyz":
+			h.ready.serve(w, r)
+			return true
+		}
+	}
+	if g.isProbePath(r.URL.Path) {
+		h.serveProbe(w, r, g, arrival)
+		return true
+	}
+	return false
+}
+
+// classify reads r at arrival: its stage, class and hop headers (the
+// policy's reading), and its protocol; a gRPC call's grpc-timeout also
+// bounds its deadline.
+func (g *generation) classify(r *http.Request, arrival time.Time) (policy.Request, reject.Protocol) {
+	cr := g.pol.ClassifyRequest(r, arrival)
+	proto := reject.ProtocolOf(r)
+	if proto == reject.GRPC {
+		cr.Deadline = grpcDeadline(g.pol, r, arrival, cr.Deadline)
+	}
+	return cr, proto
+}
+
+// admit puts the request cr read through admission control: its stage
+// (within ctx, which carries its deadline), its client's bandwidth
+// share, then a backend slot (acquire). It answers a refusal itself and
+// returns nil; else the admitted request's state.
+func (h *Handler) admit(ctx context.Context, w http.ResponseWriter, r *http.Request, g *generation, ob *observation,
+	cr *policy.Request, proto reject.Protocol, arrival time.Time) *reqState {
+	st := cr.Stage
+	t, err := st.EnterRequest(ctx, stage.Request{Class: cr.Class, Tenant: cr.Tenant, Arrival: arrival})
+	ob.decided(*cr, t, err)
+	if err != nil {
+		cr.Latency.Request(h.refused(w, r, g, proto, err), time.Since(arrival))
+		return nil
 	}
 	g.pol.WriteRateLimit(w.Header(), st.Name(), time.Now())
 	var res share.Reservation
 	if g.shares != nil {
 		if res, err = h.beginShare(w, r, g, t, ob); err != nil {
 			cr.Latency.Request(policy.LatencyRejected, time.Since(arrival))
-			return
+			return nil
 		}
 	}
+	return h.acquire(ctx, w, r, g, ob, cr, proto, t, res, arrival)
+}
+
+// acquire takes a backend slot for the request the stage admitted with
+// t (and its client's share reserved with res), and returns its state;
+// or answers the pool's refusal and returns nil.
+func (h *Handler) acquire(ctx context.Context, w http.ResponseWriter, r *http.Request, g *generation, ob *observation,
+	cr *policy.Request, proto reject.Protocol, t stage.Ticket, res share.Reservation, arrival time.Time) *reqState {
 	b, granted, err := g.pool.acquireAt(ctx)
 	if err != nil {
 		res.Release()
@@ -414,23 +463,30 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// says nothing about the backend: no sample (a queue timeout is
 		// not a response time).
 		t.Finish(time.Now(), stage.Outcome{OK: false, NoSample: true})
-		o := h.poolFailed(w, r, g, ob, grpcCall, err)
-		cr.Latency.Request(o, time.Since(arrival))
-		return
+		cr.Latency.Request(h.poolFailed(w, r, g, ob, proto, err), time.Since(arrival))
+		return nil
 	}
 	sent := t.Start() // the stage's grant (arrival when it admitted at once), unless the pool's came later
 	if !granted.IsZero() {
 		sent = granted
 	}
+	sc, _ := r.Context().Value(connKey{}).(*h1.ScanConn) // its verdict was checked by the listener's clientGuard
 	rs := &reqState{Context: r.Context(), h: h, gen: g, backend: b, sc: sc, arrival: arrival, wait: sent.Sub(arrival), lat: cr.Latency,
 		hop: cr.Hop, res: res, shareOn: g.shares != nil, in: r, writeWait0: ClientWriteWait(r)}
 	rs.poolHeld.Store(true)
 	rs.lc.Reset(t)
 	ob.admitted(rs)
-	if st.Degrading() {
-		rs.quality = st.Quality()
+	if cr.Stage.Degrading() {
+		rs.quality = cr.Stage.Quality()
 	}
-	uctx := rs.upstreamContext(ctx, st, t)
+	return rs
+}
+
+// forward sends the admitted request rs to its backend through the
+// reverse proxy, with the deadline ctx carries and its stage st's timers,
+// and finishes it once its answer was written or aborted.
+func (h *Handler) forward(ctx context.Context, w http.ResponseWriter, r *http.Request, rs *reqState, st *stage.Stage) {
+	uctx := rs.upstreamContext(ctx, st, rs.lc.Ticket())
 	completed := false
 	defer func() {
 		if !completed { // ReverseProxy aborted the response (panic)
@@ -501,59 +557,62 @@ func (h *Handler) beginShare(w http.ResponseWriter, r *http.Request, g *generati
 		t.Finish(time.Now(), stage.Outcome{OK: true, NoSample: true})
 		h.shed.Add(1)
 		ob.refused(refusedShare)
-		shareRejected(w, err)
+		shareRejected(w, r, err)
 	}
 	return res, err
 }
 
 // refused answers a request its stage refused (err wraps
 // sluice.ErrRejected), and returns its outcome: a request whose client
-// left while it queued gets no answer, an error.
-func (h *Handler) refused(w http.ResponseWriter, r *http.Request, g *generation, grpcCall bool, err error) policy.LatencyOutcome {
+// left while it queued gets no answer, an error. Over HTTP the answer is
+// the policy's (its reject section sets the status and the body).
+func (h *Handler) refused(w http.ResponseWriter, r *http.Request, g *generation, proto reject.Protocol, err error) policy.LatencyOutcome {
 	if !errors.Is(err, sluice.ErrRejected) {
 		return policy.LatencyError
 	}
 	h.shed.Add(1)
-	if grpcCall {
-		h.rejectGRPC(w, r, g, err)
-	} else {
+	if proto == reject.HTTP {
 		g.pol.Reject(w, r, err)
+		return policy.LatencyRejected
 	}
+	a := reject.Answer{Reason: reject.EarlyDiscard}
+	if !errors.Is(err, stage.ErrDeadline) {
+		rj := g.pol.Rejection(r)
+		a = reject.Answer{Reason: reject.Overloaded, Stage: rj.Stage, Class: rj.Class, RetryAfter: rj.RetryAfter}
+	}
+	reject.Write(w, r, proto, a)
 	return policy.LatencyRejected
 }
 
 // poolFailed answers a request the backend pool gave no slot (err is
 // Pool.Acquire's), and returns its outcome: a saturated pool is a
-// rejection (503, or RESOURCE_EXHAUSTED for a gRPC call), a deadline
-// that passed in its queue a 504, a client that left while queued no
-// answer at all.
-func (h *Handler) poolFailed(w http.ResponseWriter, r *http.Request, g *generation, ob *observation, grpcCall bool, err error) policy.LatencyOutcome {
-	if errors.Is(err, ErrPoolQueueFull) || errors.Is(err, ErrPoolQueueTimeout) {
+// rejection (503 with Retry-After, or RESOURCE_EXHAUSTED for a gRPC
+// call), a deadline that passed in its queue a 504 (DEADLINE_EXCEEDED), a
+// client that left while queued no answer at all.
+func (h *Handler) poolFailed(w http.ResponseWriter, r *http.Request, g *generation, ob *observation, proto reject.Protocol, err error) policy.LatencyOutcome {
+	if full := errors.Is(err, ErrPoolQueueFull); full || errors.Is(err, ErrPoolQueueTimeout) {
 		h.shed.Add(1)
-		if errors.Is(err, ErrPoolQueueFull) {
+		a, cause := reject.Answer{Reason: reject.PoolFull, RetryAfter: g.retryAfter}, "queue_full"
+		if full {
 			ob.refused(refusedPoolQueueFull)
 		} else {
 			ob.refused(refusedPoolQueueTimeout)
+			a.Reason, a.Detail, cause = reject.PoolTimeout, g.pool.timeout.String(), "queue_timeout"
 		}
-		if grpcCall {
-			h.poolRejectedGRPC(w, g, err)
-		} else {
-			h.poolRejected(w, g, err)
-		}
+		h.m.poolRejected.WithLabelValues(cause).Inc()
+		reject.Write(w, r, proto, a)
 		return policy.LatencyRejected
 	}
-	if errors.Is(err, context.DeadlineExceeded) && r.Context().Err() == nil {
-		ob.refused(refusedDeadline)
-	} else {
+	if !errors.Is(err, context.DeadlineExceeded) || r.Context().Err() != nil {
 		ob.refused(refusedClientGone)
+		return policy.LatencyError
 	}
-	switch {
-	case errors.Is(err, context.DeadlineExceeded) && r.Context().Err() == nil && grpcCall:
-		h.m.deadline.WithLabelValues("pool_queue").Inc()
-		writeGRPCStatus(w, grpcDeadlineExceeded, "sluice: the call's deadline passed while it waited for a backend", nil, "")
-	case errors.Is(err, context.DeadlineExceeded) && r.Context().Err() == nil:
-		h.deadlinePassed(w, "pool_queue", "sluice: the request's deadline passed while it waited for a backend\n")
+	ob.refused(refusedDeadline)
+	h.m.deadline.WithLabelValues("pool_queue").Inc()
+	if proto == reject.HTTP {
+		h.m.gatewayErrors.WithLabelValues("504").Inc()
 	}
+	reject.Write(w, r, proto, reject.Answer{Reason: reject.PoolDeadline})
 	return policy.LatencyError
 }
 
@@ -564,36 +623,6 @@ func latencyOutcome(o stage.Outcome) policy.LatencyOutcome {
 		return policy.LatencyOK
 	}
 	return policy.LatencyError
-}
-
-// deadlinePassed answers an admitted request whose deadline passed before
-// the backend answered it: 504, counted by where it passed.
-func (h *Handler) deadlinePassed(w http.ResponseWriter, where, msg string) {
-	h.m.deadline.WithLabelValues(where).Inc()
-	h.m.gatewayErrors.WithLabelValues("504").Inc()
-	hd := w.Header()
-	hd.Set("Content-Type", "text/plain; charset=utf-8")
-	hd.Set("Cache-Control", "no-store")
-	w.WriteHeader(http.StatusGatewayTimeout)
-	_, _ = io.WriteString(w, msg)
-}
-
-// poolRejected answers a request the stage admitted but the backend pool
-// could not take in time: 503 with Retry-After.
-func (h *Handler) poolRejected(w http.ResponseWriter, g *generation, err error) {
-	cause := "queue_full"
-	msg := "sluice: backend pool saturated: wait queue full\n"
-	if errors.Is(err, ErrPoolQueueTimeout) {
-		cause = "queue_timeout"
-		msg = "sluice: backend pool saturated: no server slot within " + g.pool.timeout.String() + "\n"
-	}
-	h.m.poolRejected.WithLabelValues(cause).Inc()
-	hd := w.Header()
-	hd.Set("Retry-After", g.retryAfter)
-	hd.Set("Content-Type", "text/plain; charset=utf-8")
-	hd.Set("Cache-Control", "no-store")
-	w.WriteHeader(http.StatusServiceUnavailable)
-	_, _ = io.WriteString(w, msg)
 }
 
 // rewrite builds the outbound request: the chosen server, the Host,
@@ -716,13 +745,16 @@ func (h *Handler) modifyResponse(res *http.Response) error {
 	// (a 101's body is the upgraded connection: left alone). Response
 	// buffering reads it as fast as the backend sends it.
 	if res.StatusCode != http.StatusSwitchingProtocols {
-		body := hasBody(res)
+		body := buffer.HasBody(res)
 		rs.upstream = upstreamBody{rs: rs, rc: res.Body}
-		if grpcContent(res.Header) {
+		if reject.GRPCContent(res.Header) {
 			rs.upstream.grpc = res
 		}
 		res.Body = &rs.upstream
-		rs.h.buf.buffer(rs, res, body)
+		if s := rs.h.buf.NewSpool(rs, &rs.gen.buf, rs.in, res, body, rs.lc.Streamed()); s != nil {
+			rs.spool, rs.buffered = s, true // before the spool's first read, which may end the exchange
+			s.Start(res)
+		}
 	}
 	return rs.shareBefore(res)
 }
@@ -744,7 +776,7 @@ func (genTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // roundTrip sends one attempt of rs's upstream request.
 func (rs *reqState) roundTrip(req *http.Request) (*http.Response, error) {
-	if grpcContent(req.Header) && req.ProtoMajor == 2 {
+	if reject.GRPCContent(req.Header) && req.ProtoMajor == 2 {
 		return rs.gen.pool.roundTripGRPC(req)
 	}
 	return rs.gen.pool.rt.RoundTrip(req)

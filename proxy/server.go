@@ -19,7 +19,6 @@ import (
 	"os"
 	"reflect"
 	"runtime"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,6 +32,7 @@ import (
 	"github.com/sluicehq/sluice/internal/strictyaml"
 	"github.com/sluicehq/sluice/policer/nft"
 	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/proxy/buffer"
 	"github.com/sluicehq/sluice/proxy/internal/dashboard"
 	"github.com/sluicehq/sluice/proxy/internal/h1"
 	"github.com/sluicehq/sluice/proxy/internal/telemetry"
@@ -184,8 +184,8 @@ func New(cfg *Config, opts Options) (*Server, error) {
 		s.h.alog.use(out)
 	}
 	s.h.gen.Store(g)
-	s.h.buf.use(&g.buf)
-	if n, err := sweepTempFiles(cfg.ResponseBuffering.TempDir); err != nil {
+	s.h.buf.Use(&g.buf)
+	if n, err := buffer.SweepTempFiles(cfg.ResponseBuffering.TempDir); err != nil {
 		logger.Warn("response buffering: cannot remove stale temporary files", "dir", cfg.ResponseBuffering.TempDir, "err", err)
 	} else if n > 0 {
 		logger.Info("response buffering: removed stale temporary files of processes no longer running", "files", n)
@@ -196,7 +196,7 @@ func New(cfg *Config, opts Options) (*Server, error) {
 	max, how := clientConnCap(cfg)
 	s.conns, s.connsFrom = newConnLimit(max), how
 	s.cm = newClientMetrics(func() *connLimit { return s.conns })
-	s.h.buf.chunks.conns = func() int64 { return s.conns.live.Load() }
+	s.h.buf.CountConnections(func() int64 { return s.conns.live.Load() })
 	s.h.cm = s.cm
 	for _, c := range s.cm.collectors() {
 		if err := reg.Register(c); err != nil {
@@ -313,11 +313,11 @@ func (s *Server) newGeneration(cfg *Config, prev *generation) (*generation, erro
 		return nil, err
 	}
 	g := &generation{cfg: cfg, pol: pol, pool: pool, shares: shares, reported: s.ov.reported, overall: cfg.Backends.Timeouts.Overall,
-		buf:          newBufferPolicy(&cfg.ResponseBuffering),
+		buf:          buffer.NewPolicy(&cfg.ResponseBuffering),
 		access:       newAccessLogSettings(cfg.AccessLog),
 		preserveHost: cfg.Backends.PreserveHost == nil || *cfg.Backends.PreserveHost,
 		ignoreAbort:  cfg.Backends.IgnoreClientAbort,
-		retryAfter:   strconv.Itoa(max(secs, 1)), version: s.version, loaded: time.Now()}
+		retryAfter:   time.Duration(max(secs, 1)) * time.Second, version: s.version, loaded: time.Now()}
 	if cfg.Degrade.Header != "" {
 		g.degradeHeader = textproto.CanonicalMIMEHeaderKey(cfg.Degrade.Header)
 	}
@@ -406,7 +406,7 @@ func (s *Server) applyFrom(next func(running *Config) *Config) error {
 		s.startRunners(g)
 	}
 	s.h.gen.Store(g)
-	s.h.buf.use(&g.buf)
+	s.h.buf.Use(&g.buf)
 	s.recheckTLS(g, old.pool == g.pool, time.Now())
 	if old.stop != nil {
 		old.stop()

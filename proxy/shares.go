@@ -6,14 +6,13 @@ import (
 	"context"
 	"errors"
 	"io"
-	"math"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/internal/httpx"
+	"github.com/sluicehq/sluice/internal/reject"
 	"github.com/sluicehq/sluice/share"
 )
 
@@ -45,7 +44,7 @@ import (
 // from admission to the last byte, the delay included) when it is
 // complete. The stage's own response-time sample excludes the injected
 // delay: it measures the backend, not the share policy. A buffered
-// response (buffering.go) is read from the backend while it waits for its
+// response (package buffer) is read from the backend while it waits for its
 // turn or its delay, and while it is paced (the pacing is on the client's
 // side of the buffer): its backend slot is given back when the backend is
 // done. A response that is not buffered keeps its slot while it is
@@ -62,19 +61,15 @@ func (g *generation) identify(r *http.Request) share.ClientID {
 }
 
 // shareRejected answers an explicit 503 for a share rejection, with
-// Retry-After from the rejection (at least 1 s).
-func shareRejected(w http.ResponseWriter, err error) {
-	retry, reason := time.Second, "rejected"
+// Retry-After from the rejection (at least 1 s). A gRPC call gets it as
+// HTTP too.
+func shareRejected(w http.ResponseWriter, r *http.Request, err error) {
+	a := reject.Answer{Reason: reject.ClientShare, RetryAfter: time.Second, Detail: "rejected"}
 	var re *share.RejectError
 	if errors.As(err, &re) {
-		retry, reason = re.RetryAfter, re.Reason.String()
+		a.RetryAfter, a.Detail = re.RetryAfter, re.Reason.String()
 	}
-	hd := w.Header()
-	hd.Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(retry.Seconds())))))
-	hd.Set("Content-Type", "text/plain; charset=utf-8")
-	hd.Set("Cache-Control", "no-store")
-	w.WriteHeader(http.StatusServiceUnavailable)
-	_, _ = io.WriteString(w, "sluice: client bandwidth share exceeded ("+reason+")\n")
+	reject.Write(w, r, reject.HTTP, a)
 }
 
 // shareBefore runs in modifyResponse: it delays a reply of known size, or

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	sclient "github.com/sluicehq/sluice/client"
+	"github.com/sluicehq/sluice/internal/reject"
 )
 
 // upstreamError classifies a transport error: the status to answer, a
@@ -83,7 +84,7 @@ func (h *Handler) errorHandler(w http.ResponseWriter, req *http.Request, err err
 		return
 	}
 	if rs.shareErr != nil {
-		shareRejected(w, rs.shareErr)
+		shareRejected(w, req, rs.shareErr)
 		return
 	}
 	if cerr := clientBodyError(req); cerr != nil {
@@ -107,14 +108,11 @@ func (h *Handler) errorHandler(w http.ResponseWriter, req *http.Request, err err
 		// The stage's hog rule cancelled the exchange: answered as the
 		// stage's rejection is, 503 with Retry-After (gRPC:
 		// RESOURCE_EXHAUSTED).
-		if isGRPC(req) {
-			writeGRPCStatus(w, grpcResourceExhausted, "sluice: "+msg, nil, "")
-			return
-		}
-		hd.Set("Retry-After", rs.gen.retryAfter)
+		reject.Write(w, req, reject.ProtocolOf(req), reject.Answer{Reason: reject.Hog, Detail: msg, RetryAfter: rs.gen.retryAfter})
+		return
 	case "throttled":
 		// A rejection, as the backend's own 503 would be: Retry-After.
-		hd.Set("Retry-After", rs.gen.retryAfter)
+		hd.Set("Retry-After", reject.Seconds(rs.gen.retryAfter))
 	case "deadline":
 		h.m.deadline.WithLabelValues("upstream").Inc()
 		h.m.gatewayErrors.WithLabelValues("504").Inc()

@@ -19,7 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluicehq/sluice/policy"
-	"github.com/sluicehq/sluice/proxy"
+	"github.com/sluicehq/sluice/proxy/buffer"
 )
 
 func TestProxyUsageErrors(t *testing.T) {
@@ -261,7 +261,7 @@ func TestProxyQuickStartResponseBuffering(t *testing.T) {
 		if got := cfg.ResponseBuffering.Enabled; got == nil || *got != want {
 			t.Errorf("%v: response_buffering.enabled %v, want %v", args, got, want)
 		}
-		if cfg.ResponseBuffering.MemoryBytes != proxy.DefaultResponseMemoryBytes {
+		if cfg.ResponseBuffering.MemoryBytes != buffer.DefaultMemoryBytes {
 			t.Errorf("%v: memory_bytes %d, want the default", args, cfg.ResponseBuffering.MemoryBytes)
 		}
 	}

@@ -301,7 +301,7 @@ func goTypes() []goType {
 			"ClientAuth": {Phrase: "require when ClientCA is set, else none", Check: checkClientAuthDefault}}}},
 		{"proxy", "UpstreamTLSConfig", "", &doccheck.Context{Root: v(*withTLS.Backends.TLS), Derived: map[string]doccheck.Derived{
 			"CA": {Phrase: "the system's roots"}, "ServerName": {Phrase: "each server URL's host"}}}},
-		{"proxy", "ResponseBufferingConfig", "", &doccheck.Context{Root: v(p.ResponseBuffering), Derived: map[string]doccheck.Derived{
+		{"proxy/buffer", "Config", "", &doccheck.Context{Root: v(p.ResponseBuffering), Derived: map[string]doccheck.Derived{
 			"TempDir": {Phrase: "the system's temporary directory"}}}},
 		{"proxy", "BackendsConfig", "", &doccheck.Context{Root: v(p.Backends), Derived: map[string]doccheck.Derived{
 			"MaxIdleConnsPerHost": {Phrase: "the largest max_concurrency", Check: func() error {

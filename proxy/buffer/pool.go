@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package proxy
+package buffer
 
 import (
 	"sync"
@@ -34,7 +34,7 @@ const idleTrim = 10 * time.Second
 // chunk is the unit of response-buffer memory: 32 KiB.
 type chunk = [copyBufferSize]byte
 
-// bufferPool lends the 32 KiB chunks of response buffers (take, give:
+// Pool lends the 32 KiB chunks of response buffers (take, give:
 // within a memory budget), ReverseProxy's copy buffers (Get, Put: 32 KiB
 // chunks within the same budget while fewer than maxLargeCopyBuffers are
 // out, else 4 KiB), and the chunks a filler needs whatever the budget
@@ -50,7 +50,7 @@ type chunk = [copyBufferSize]byte
 // the peak of the buffers stayed in the heap beside the buffers in use).
 // A chunk given back when lent plus idle would pass the budget goes to
 // the garbage collector.
-type bufferPool struct {
+type Pool struct {
 	small sync.Pool    // *[smallCopyBufferSize]byte
 	large atomic.Int64 // 32 KiB copy buffers lent by Get and not yet Put
 	limit atomic.Int64 // the budget of lent plus idle, bytes (max_memory_bytes)
@@ -68,10 +68,10 @@ type bufferPool struct {
 	now      func() time.Time
 }
 
-// newBufferPool returns a pool whose chunks stay within limit bytes
+// NewPool returns a pool whose chunks stay within limit bytes
 // (lent and idle together).
-func newBufferPool(limit int64) *bufferPool {
-	p := &bufferPool{small: sync.Pool{New: func() any { return new([smallCopyBufferSize]byte) }}, now: time.Now}
+func NewPool(limit int64) *Pool {
+	p := &Pool{small: sync.Pool{New: func() any { return new([smallCopyBufferSize]byte) }}, now: time.Now}
 	p.limit.Store(limit)
 	p.lastTrim = p.now()
 	return p
@@ -80,14 +80,14 @@ func newBufferPool(limit int64) *bufferPool {
 // setLimit makes limit the budget of lent plus idle chunks (a reload's
 // max_memory_bytes) and perConn each connection's part of it
 // (connection_memory_bytes; 0: none); idle chunks beyond it are let go.
-func (b *bufferPool) setLimit(limit, perConn int64) {
+func (b *Pool) setLimit(limit, perConn int64) {
 	b.limit.Store(limit)
 	b.perConn.Store(perConn)
 	b.trim(b.now())
 }
 
 // reserved returns the bytes of the budget the open connections take.
-func (b *bufferPool) reserved() int64 {
+func (b *Pool) reserved() int64 {
 	if b.conns == nil {
 		return 0
 	}
@@ -97,7 +97,7 @@ func (b *bufferPool) reserved() int64 {
 // take lends a budgeted chunk if the open connections' part and the
 // chunks lent stay within limit bytes (a generation's max_memory_bytes),
 // else returns nil.
-func (b *bufferPool) take(limit int64) *chunk {
+func (b *Pool) take(limit int64) *chunk {
 	res := b.reserved()
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -112,7 +112,7 @@ func (b *bufferPool) take(limit int64) *chunk {
 }
 
 // give takes back a chunk take lent.
-func (b *bufferPool) give(c *chunk) {
+func (b *Pool) give(c *chunk) {
 	res := b.reserved()
 	b.mu.Lock()
 	b.lent -= copyBufferSize
@@ -121,7 +121,7 @@ func (b *bufferPool) give(c *chunk) {
 }
 
 // getFree lends a chunk outside the budget: an idle one if there is one.
-func (b *bufferPool) getFree() *chunk {
+func (b *Pool) getFree() *chunk {
 	b.mu.Lock()
 	c := b.popIdleLocked()
 	b.mu.Unlock()
@@ -132,7 +132,7 @@ func (b *bufferPool) getFree() *chunk {
 }
 
 // putFree takes back a chunk getFree lent.
-func (b *bufferPool) putFree(c *chunk) {
+func (b *Pool) putFree(c *chunk) {
 	res := b.reserved()
 	b.mu.Lock()
 	b.keepLocked(c, res)
@@ -142,7 +142,7 @@ func (b *bufferPool) putFree(c *chunk) {
 // keepLocked keeps c for reuse if the connections' part res, lent and
 // idle stay within the limit, and lets go of the chunks idle since the
 // last trim. Called with b.mu held.
-func (b *bufferPool) keepLocked(c *chunk, res int64) {
+func (b *Pool) keepLocked(c *chunk, res int64) {
 	if res+b.lent+int64(len(b.idle)+1)*copyBufferSize <= b.limit.Load() {
 		b.idle = append(b.idle, c)
 	}
@@ -152,14 +152,14 @@ func (b *bufferPool) keepLocked(c *chunk, res int64) {
 // trim lets go of the idle chunks beyond the budget, and of those idle
 // throughout the last idleTrim; the proxy calls it every second, so that
 // chunks are let go when no response takes or gives one.
-func (b *bufferPool) trim(now time.Time) {
+func (b *Pool) trim(now time.Time) {
 	res := b.reserved()
 	b.mu.Lock()
 	b.trimLocked(now, res)
 	b.mu.Unlock()
 }
 
-func (b *bufferPool) trimLocked(now time.Time, res int64) {
+func (b *Pool) trimLocked(now time.Time, res int64) {
 	if over := res + b.lent + int64(len(b.idle))*copyBufferSize - b.limit.Load(); over > 0 {
 		b.dropIdleLocked(int((over + copyBufferSize - 1) / copyBufferSize))
 	}
@@ -169,7 +169,7 @@ func (b *bufferPool) trimLocked(now time.Time, res int64) {
 	}
 }
 
-func (b *bufferPool) popIdleLocked() *chunk {
+func (b *Pool) popIdleLocked() *chunk {
 	n := len(b.idle)
 	if n == 0 {
 		return nil
@@ -182,7 +182,7 @@ func (b *bufferPool) popIdleLocked() *chunk {
 }
 
 // dropIdleLocked lets go of the n idle chunks least recently given back.
-func (b *bufferPool) dropIdleLocked(n int) {
+func (b *Pool) dropIdleLocked(n int) {
 	n = min(n, len(b.idle))
 	if n == 0 {
 		return
@@ -194,7 +194,7 @@ func (b *bufferPool) dropIdleLocked(n int) {
 }
 
 // usage returns the bytes of budgeted chunks lent and of idle chunks.
-func (b *bufferPool) usage() (lent, idle int64) {
+func (b *Pool) usage() (lent, idle int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.lent, int64(len(b.idle)) * copyBufferSize
@@ -202,11 +202,11 @@ func (b *bufferPool) usage() (lent, idle int64) {
 
 // copyBytes returns the bytes of the 32 KiB copy buffers lent (a part
 // of usage's lent).
-func (b *bufferPool) copyBytes() int64 { return max(b.large.Load(), 0) * copyBufferSize }
+func (b *Pool) copyBytes() int64 { return max(b.large.Load(), 0) * copyBufferSize }
 
 // Get lends ReverseProxy a copy buffer: a 32 KiB chunk within the budget
 // while fewer than maxLargeCopyBuffers are lent, else 4 KiB.
-func (b *bufferPool) Get() []byte {
+func (b *Pool) Get() []byte {
 	if b.large.Add(1) <= maxLargeCopyBuffers {
 		if c := b.take(b.limit.Load()); c != nil {
 			return c[:]
@@ -217,7 +217,7 @@ func (b *bufferPool) Get() []byte {
 }
 
 // Put takes back a buffer Get lent.
-func (b *bufferPool) Put(x []byte) {
+func (b *Pool) Put(x []byte) {
 	switch {
 	case cap(x) >= copyBufferSize:
 		b.large.Add(-1)

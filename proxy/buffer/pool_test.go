@@ -1,10 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package proxy
+package buffer
 
 import (
-	"io"
-	"strings"
 	"testing"
 	"time"
 )
@@ -15,7 +13,7 @@ import (
 // idle throughout idleTrim are let go at the next use.
 func TestChunkBudgetCountsEveryChunk(t *testing.T) {
 	const n = 4
-	p := newBufferPool(n * copyBufferSize)
+	p := NewPool(n * copyBufferSize)
 	now := time.Unix(0, 0)
 	p.now = func() time.Time { return now }
 	p.lastTrim = now
@@ -67,40 +65,12 @@ func TestChunkBudgetCountsEveryChunk(t *testing.T) {
 	check("after the second idleTrim", 0, 1)
 }
 
-// A spool whose queue outgrows its first array leaves no chunk pointer
-// behind in it: segs0 lives as long as the response, and a chunk it
-// pointed to could never be collected, whether given back or not.
-func TestSpoolKeepsNoStaleChunk(t *testing.T) {
-	cfg := ResponseBufferingConfig{}
-	cfg.setDefaults()
-	p := newBufferPolicy(&cfg)
-	b := newRespBuffers(newBufferPool(DefaultResponseMaxMemoryBytes), testLogger(t))
-	body := strings.Repeat("x", 5*bufChunk)
-	s := &spool{b: b, p: &p, rs: &reqState{}, src: io.NopCloser(strings.NewReader(body)), length: int64(len(body))}
-	s.segs = s.segs0[:0]
-	for s.step() {
-	}
-	got, err := io.ReadAll(s)
-	if err != nil || len(got) != len(body) {
-		t.Fatalf("read %d bytes, %v", len(got), err)
-	}
-	for i, seg := range s.segs0 {
-		if seg.chunk != nil {
-			t.Errorf("segs0[%d] still points to a chunk after the queue moved", i)
-		}
-	}
-	must(t, s.Close())
-	if m := b.lent(); m != 0 {
-		t.Fatalf("memory lent after close: %d", m)
-	}
-}
-
 // The open connections' memory comes out of the budget first: with n
 // connections of c bytes each, chunks are lent up to the budget less
 // n·c, and none when the connections take it all.
 func TestChunkBudgetLessConnections(t *testing.T) {
 	var conns int64 = 2
-	p := newBufferPool(4 * copyBufferSize)
+	p := NewPool(4 * copyBufferSize)
 	p.conns = func() int64 { return conns }
 	p.setLimit(4*copyBufferSize, copyBufferSize)
 	a, b := p.take(4*copyBufferSize), p.take(4*copyBufferSize)
@@ -114,5 +84,39 @@ func TestChunkBudgetLessConnections(t *testing.T) {
 	}
 	if len(p.Get()) != smallCopyBufferSize {
 		t.Fatal("a large copy buffer lent beyond the budget")
+	}
+}
+
+// ReverseProxy's copy buffers: 32 KiB while fewer than
+// maxLargeCopyBuffers are lent (slow readers hold theirs for as long as
+// they read), 4 KiB beyond; each comes back to its own pool and a large
+// one given back is lent again.
+func TestCopyBuffersBounded(t *testing.T) {
+	p := NewPool(DefaultMaxMemoryBytes)
+	var lent [][]byte
+	for range maxLargeCopyBuffers {
+		b := p.Get()
+		if len(b) != copyBufferSize {
+			t.Fatalf("buffer %d: %d bytes, want %d", len(lent), len(b), copyBufferSize)
+		}
+		lent = append(lent, b)
+	}
+	small := p.Get()
+	if len(small) != smallCopyBufferSize {
+		t.Fatalf("beyond the cap: %d bytes, want %d", len(small), smallCopyBufferSize)
+	}
+	p.Put(small)
+	if got := p.large.Load(); got != maxLargeCopyBuffers {
+		t.Fatalf("a small buffer given back changed the large count: %d", got)
+	}
+	p.Put(lent[0])
+	if b := p.Get(); len(b) != copyBufferSize {
+		t.Fatalf("after one large buffer came back: %d bytes, want %d", len(b), copyBufferSize)
+	}
+	for _, b := range lent[1:] {
+		p.Put(b)
+	}
+	if got := p.large.Load(); got != 1 {
+		t.Fatalf("large buffers lent: %d, want 1", got)
 	}
 }

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package proxy
+package buffer
 
 import (
 	"errors"
@@ -19,65 +19,6 @@ import (
 
 	"github.com/sluicehq/sluice/internal/httpx"
 )
-
-// Response buffering (config section response_buffering, nginx's
-// proxy_buffering).
-//
-// Without it, ReverseProxy reads a backend's response 32 KiB at a time
-// and writes each piece to the client before it reads the next: a client
-// that reads slowly keeps the backend's response unread, and with it the
-// backend's worker, the upstream connection, the pool slot, the stage's
-// concurrency and the response-time sample (which ends at the last byte
-// read from the backend, upstreamDone). A thousand slow readers of large
-// responses hold every slot.
-//
-// With it, each response body is read from the backend by a filler of its
-// own, as fast as the backend sends it, into a spool: 32 KiB chunks of
-// memory (at most memory_bytes of one response, max_memory_bytes of all
-// of them), then an unlinked temporary file (at most max_file_bytes of
-// one response, max_disk_bytes of all). ReverseProxy reads the spool and
-// writes to the client at the client's pace, so the backend is released
-// when it has sent its last byte. A fast client reads the spool as fast
-// as it fills: memory is given back as the client reads, and the disk is
-// only used for what a slow client leaves behind. What a client has not
-// read within parkAfter of the backend's last byte moves from memory to
-// the file (park), so that slow readers do not keep the memory from the
-// clients that keep up.
-//
-// The filler is a goroutine, except that its first read is made by the
-// handler's goroutine (prime): a response whose body arrived with its
-// headers (every small one) is read whole there, with no goroutine and no
-// wait, at the cost of one copy.
-//
-// A response of known length over HTTP/1.x is primed in modifyResponse,
-// so that a client share's delay (shares.go) runs while the backend's
-// response is read; one that may carry trailers (chunked, HTTP/2) is
-// primed at ReverseProxy's first read of the body, after ReverseProxy has
-// looked at its trailer keys: the filler fills the response's Trailer map
-// when it reaches the end, and ReverseProxy reads the map again only
-// after the spool's end.
-//
-// When neither memory nor disk can be had within the caps, the filler
-// waits for the client to read what is already spooled (retrying the
-// caps every budgetRetry), and once the client has read it all, it reads
-// one piece at a time from the backend into a chunk of its own: the
-// pass-through of an unbuffered response, with back-pressure on the
-// backend. Nothing is refused, lost or answered 5xx because of
-// buffering. A response that falls back like this, or that finds no room
-// at all when it starts (it is then passed through without a spool), is
-// counted in proxy_responses_unbuffered_total{reason="budget"}; the time
-// its filler waited for the client is not the backend's (it is left out
-// of the response-time sample).
-//
-// A backend error in the middle of a body is handed to ReverseProxy
-// after the bytes that came before it, as it would be without buffering:
-// the client gets those bytes and then a connection closed before the
-// end of the body (never a complete-looking answer). The backend's slot
-// and the stage's sample are released when the error happens. A client
-// that goes away (send_timeout, a reset) ends its request: the spool's
-// memory and file are freed at once, or, while the filler is still
-// reading, as soon as the request's context ends and the filler's read
-// with it.
 
 // bufChunk is the unit of response-buffer memory and of a filler's reads
 // from a backend: 32 KiB, the size of ReverseProxy's copy buffers, with
@@ -114,24 +55,25 @@ const (
 
 var unbufNames = [unbufReasons]string{"stream", "header", "config", "budget"}
 
-// bufferPolicy is one generation's response_buffering.
-type bufferPolicy struct {
-	on      bool
-	mem     int64 // one response's memory, bytes
-	maxMem  int64 // every response's memory, bytes
-	file    int64 // one response's file, bytes; 0: no files
-	maxDisk int64 // every file, bytes
-	dir     string
+// Policy is a Config as the buffers apply it to a response.
+type Policy struct {
+	On      bool
+	Mem     int64 // one response's memory, bytes
+	MaxMem  int64 // every response's memory, bytes
+	File    int64 // one response's file, bytes; 0: no files
+	MaxDisk int64 // every file, bytes
+	Dir     string
+	ConnMem int64 // one client connection's part of MaxMem, bytes; -1: none
+	SoftMem int64 // the soft memory limit: 0 automatic, -1 none
 	paths   []string
 	ctypes  []string // lower-cased
-	connMem int64    // one client connection's part of maxMem, bytes; -1: none
-	softMem int64    // the soft memory limit: 0 automatic, -1 none
 }
 
-func newBufferPolicy(c *ResponseBufferingConfig) bufferPolicy {
-	p := bufferPolicy{on: c.Enabled == nil || *c.Enabled, mem: c.MemoryBytes, maxMem: c.MaxMemoryBytes,
-		file: max(c.MaxFileBytes, 0), maxDisk: c.MaxDiskBytes, dir: c.TempDir, paths: c.ExcludePaths,
-		connMem: c.ConnectionMemoryBytes, softMem: c.SoftMemoryLimitBytes}
+// NewPolicy returns the policy of c (with its defaults set).
+func NewPolicy(c *Config) Policy {
+	p := Policy{On: c.Enabled == nil || *c.Enabled, Mem: c.MemoryBytes, MaxMem: c.MaxMemoryBytes,
+		File: max(c.MaxFileBytes, 0), MaxDisk: c.MaxDiskBytes, Dir: c.TempDir, paths: c.ExcludePaths,
+		ConnMem: c.ConnectionMemoryBytes, SoftMem: c.SoftMemoryLimitBytes}
 	for _, t := range c.ExcludeContentTypes {
 		p.ctypes = append(p.ctypes, strings.ToLower(strings.TrimSpace(t)))
 	}
@@ -140,8 +82,8 @@ func newBufferPolicy(c *ResponseBufferingConfig) bufferPolicy {
 
 // excluded reports whether the configuration keeps res, the answer to
 // the client's request in, from being buffered.
-func (p *bufferPolicy) excluded(in *http.Request, res *http.Response) bool {
-	if !p.on {
+func (p *Policy) excluded(in *http.Request, res *http.Response) bool {
+	if !p.On {
 		return true
 	}
 	if len(p.paths) > 0 && in != nil {
@@ -163,18 +105,18 @@ func (p *bufferPolicy) excluded(in *http.Request, res *http.Response) bool {
 	return false
 }
 
-// respBuffers is the process's account of response buffers: the memory
+// Buffers is the process's account of response buffers: the memory
 // and disk in use (each generation's caps apply to its responses), the
 // temporary files, and the counters. It is safe for concurrent use.
-type respBuffers struct {
-	chunks *bufferPool // 32 KiB chunks and their budget, shared with ReverseProxy's copy buffers
-	prefix string      // tempPrefix + pid + "-"
+type Buffers struct {
+	chunks *Pool  // 32 KiB chunks and their budget, shared with ReverseProxy's copy buffers
+	prefix string // tempPrefix + pid + "-"
 	log    *slog.Logger
 	warn   rate.Sometimes // rate-limits temporary-file errors
 
 	disk  atomic.Int64 // bytes of temporary files
 	files atomic.Int64 // open temporary files
-	caps  atomic.Pointer[bufferPolicy]
+	caps  atomic.Pointer[Policy]
 
 	buffered   *prometheus.CounterVec // where = memory, disk
 	unbuffered *prometheus.CounterVec // reason
@@ -183,8 +125,10 @@ type respBuffers struct {
 	unbuf      [unbufReasons]prometheus.Counter
 }
 
-func newRespBuffers(chunks *bufferPool, log *slog.Logger) *respBuffers {
-	b := &respBuffers{chunks: chunks, prefix: tempPrefix + strconv.Itoa(os.Getpid()) + "-", log: log,
+// New returns the process's response buffers, which log to log; their
+// chunks' budget is DefaultMaxMemoryBytes until Use sets a policy's.
+func New(log *slog.Logger) *Buffers {
+	b := &Buffers{chunks: NewPool(DefaultMaxMemoryBytes), prefix: tempPrefix + strconv.Itoa(os.Getpid()) + "-", log: log,
 		warn: rate.Sometimes{Interval: 10 * time.Second}}
 	b.buffered = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "proxy_responses_buffered_total",
@@ -219,7 +163,7 @@ var (
 )
 
 // bufCollector reports the response buffers' gauges.
-type bufCollector struct{ b *respBuffers }
+type bufCollector struct{ b *Buffers }
 
 func (c bufCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descBufMem, descBufCopy, descBufIdle, descBufMemMax, descBufDisk, descBufDiskMax, descBufFiles} {
@@ -231,7 +175,7 @@ func (c bufCollector) Collect(ch chan<- prometheus.Metric) {
 	b := c.b
 	var memMax, diskMax float64
 	if p := b.caps.Load(); p != nil {
-		memMax, diskMax = float64(p.maxMem), float64(p.maxDisk)
+		memMax, diskMax = float64(p.MaxMem), float64(p.MaxDisk)
 	}
 	lent, idle := b.chunks.usage()
 	cp := b.chunks.copyBytes()
@@ -244,12 +188,25 @@ func (c bufCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descBufFiles, prometheus.GaugeValue, float64(b.files.Load()))
 }
 
-func (b *respBuffers) collectors() []prometheus.Collector {
+// CopyBuffers returns the pool of ReverseProxy's copy buffers, which
+// share the chunks' budget.
+func (b *Buffers) CopyBuffers() *Pool { return b.chunks }
+
+// CountConnections makes conns the count of open client connections,
+// whose memory (Policy.ConnMem each) comes out of the budget first.
+func (b *Buffers) CountConnections(conns func() int64) { b.chunks.conns = conns }
+
+// Trim lets go of the chunks that stayed idle throughout the last
+// interval of idleTrim.
+func (b *Buffers) Trim(now time.Time) { b.chunks.trim(now) }
+
+// Collectors returns the buffers' metrics.
+func (b *Buffers) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{b.buffered, b.unbuffered, bufCollector{b}}
 }
 
-// BufferState is the response buffers as GET /state shows them.
-type BufferState struct {
+// State is the response buffers as GET /state shows them.
+type State struct {
 	Enabled     bool  `json:"enabled"`
 	MemoryBytes int64 `json:"memory_bytes"`
 	// CopyBytes is the memory of the 32 KiB copy buffers lent to
@@ -264,23 +221,24 @@ type BufferState struct {
 	Files          int64 `json:"files"`
 }
 
-// use makes p's caps the ones the gauges report (the running
+// Use makes p's caps the ones the gauges report (the running
 // generation's), and its max_memory_bytes the budget of the chunks kept
 // for reuse.
-func (b *respBuffers) use(p *bufferPolicy) {
+func (b *Buffers) Use(p *Policy) {
 	b.caps.Store(p)
-	b.chunks.setLimit(p.maxMem, max(p.connMem, 0))
+	b.chunks.setLimit(p.MaxMem, max(p.ConnMem, 0))
 }
 
-func (b *respBuffers) state(p *bufferPolicy) BufferState {
+// State returns the buffers as GET /state shows them, under p.
+func (b *Buffers) State(p *Policy) State {
 	lent, idle := b.chunks.usage()
 	cp := b.chunks.copyBytes()
-	return BufferState{Enabled: p.on, MemoryBytes: lent - cp, CopyBytes: cp, IdleBytes: idle, MaxMemoryBytes: p.maxMem,
-		DiskBytes: b.disk.Load(), MaxDiskBytes: p.maxDisk, Files: b.files.Load()}
+	return State{Enabled: p.On, MemoryBytes: lent - cp, CopyBytes: cp, IdleBytes: idle, MaxMemoryBytes: p.MaxMem,
+		DiskBytes: b.disk.Load(), MaxDiskBytes: p.MaxDisk, Files: b.files.Load()}
 }
 
 // lent returns the bytes of budgeted chunks out.
-func (b *respBuffers) lent() int64 {
+func (b *Buffers) lent() int64 {
 	lent, _ := b.chunks.usage()
 	return lent
 }
@@ -303,7 +261,7 @@ func take(v *atomic.Int64, limit, n int64) bool {
 // temporary directory), as nginx does with its proxy temporary files: it
 // has no name while in use, and its space is freed when it is closed,
 // even if the process dies.
-func (b *respBuffers) tempFile(dir string) (*os.File, error) {
+func (b *Buffers) tempFile(dir string) (*os.File, error) {
 	f, err := os.CreateTemp(dir, b.prefix+"*")
 	if err != nil {
 		return nil, err
@@ -317,12 +275,12 @@ func (b *respBuffers) tempFile(dir string) (*os.File, error) {
 	return f, nil
 }
 
-// sweepTempFiles removes from dir ("" the system's temporary directory)
+// SweepTempFiles removes from dir ("" the system's temporary directory)
 // the temporary files of processes that no longer run (a crash between a
 // file's creation and its unlinking leaves one), and returns how many it
 // removed. It never removes a file of a running process, this one
 // included.
-func sweepTempFiles(dir string) (int, error) {
+func SweepTempFiles(dir string) (int, error) {
 	if dir == "" {
 		dir = os.TempDir()
 	}
@@ -360,8 +318,8 @@ func processAlive(pid int) bool {
 	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
-// hasBody reports whether res has a body to read.
-func hasBody(res *http.Response) bool {
+// HasBody reports whether res has a body to read.
+func HasBody(res *http.Response) bool {
 	if res.Body == nil || res.Body == http.NoBody || res.ContentLength == 0 {
 		return false
 	}
@@ -371,32 +329,41 @@ func hasBody(res *http.Response) bool {
 	return res.StatusCode != http.StatusNoContent && res.StatusCode != http.StatusNotModified
 }
 
-// buffer decides whether res (its body already rs.upstream) is buffered
-// and, if so, replaces its body by a spool. It runs in modifyResponse.
-func (b *respBuffers) buffer(rs *reqState, res *http.Response, hadBody bool) {
+// NewSpool decides whether res, the answer to the client's request in,
+// is buffered under p, and if so returns the spool of its body (read
+// from res.Body), for x; nil leaves it unbuffered. hadBody is
+// HasBody(res) before res.Body was wrapped; longLived is whether the
+// request already streams. Start puts the spool in place.
+func (b *Buffers) NewSpool(x Exchange, p *Policy, in *http.Request, res *http.Response, hadBody, longLived bool) *Spool {
 	if !hadBody {
-		return
+		return nil
 	}
-	p := &rs.gen.buf
 	accel := strings.ToLower(strings.TrimSpace(res.Header.Get(HeaderAccelBuffering)))
 	ct := res.Header.Get("Content-Type")
 	switch {
-	case rs.lc.Streamed() || httpx.IsEventStream(ct) || strings.HasPrefix(ct, "application/grpc"):
+	case longLived || httpx.IsEventStream(ct) || strings.HasPrefix(ct, "application/grpc"):
 		b.unbuf[unbufStream].Inc()
-		return
+		return nil
 	case accel == "no":
 		b.unbuf[unbufHeader].Inc()
-		return
-	case accel != "yes" && p.excluded(rs.in, res):
+		return nil
+	case accel != "yes" && p.excluded(in, res):
 		b.unbuf[unbufConfig].Inc()
-		return
-	case b.chunks.reserved()+b.lent()+bufChunk > p.maxMem && (p.file == 0 || b.disk.Load()+bufChunk > p.maxDisk):
+		return nil
+	case b.chunks.reserved()+b.lent()+bufChunk > p.MaxMem && (p.File == 0 || b.disk.Load()+bufChunk > p.MaxDisk):
 		b.unbuf[unbufBudget].Inc()
-		return
+		return nil
 	}
-	s := &spool{b: b, p: p, rs: rs, src: res.Body, length: res.ContentLength}
+	s := &Spool{b: b, p: p, x: x, src: res.Body, length: res.ContentLength}
 	s.segs = s.segs0[:0]
-	rs.spool, rs.buffered = s, true
+	return s
+}
+
+// Start makes s res's body. A body of known length over HTTP/1.x is
+// primed at once (its first read made on the calling goroutine), so that
+// a client share's delay runs while the backend's response is read; one
+// that may carry trailers at ReverseProxy's first read.
+func (s *Spool) Start(res *http.Response) {
 	res.Body = s
 	if res.ContentLength > 0 && res.ProtoMajor == 1 && res.Trailer == nil {
 		s.prime()

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package proxy
+package buffer
 
 import (
 	"fmt"
@@ -11,17 +11,31 @@ import (
 	"time"
 )
 
-// spool is one buffered response body: what its filler has read from
+// Exchange is the request a response buffer serves: what the buffer
+// tells it, and asks it, from the filler's goroutine.
+type Exchange interface {
+	// ClientWait adds d to the time the filler waited for the client to
+	// read: the client's time, not the backend's.
+	ClientWait(d time.Duration)
+	// UpstreamFailed ends the exchange with the backend early: its body
+	// failed to read (the client still gets what came before).
+	UpstreamFailed()
+	// LongLived reports whether the response became long-lived (the
+	// stage's long_lived): it is then streamed as it comes.
+	LongLived() bool
+}
+
+// Spool is one buffered response body: what its filler has read from
 // the backend and the client has not read yet, in order, in memory
 // chunks and ranges of one temporary file. ReverseProxy reads it (Read,
 // Close) on the handler's goroutine; its filler writes it, on a goroutine
 // of its own after the first read (prime). Either of them frees its
 // memory and file, whichever ends last.
-type spool struct {
-	b   *respBuffers
-	p   *bufferPolicy
-	rs  *reqState
-	src io.ReadCloser // the backend's body (rs.upstream); read by the filler only
+type Spool struct {
+	b   *Buffers
+	p   *Policy
+	x   Exchange
+	src io.ReadCloser // the backend's body; read by the filler only
 
 	// ready wakes the reader (data, or the end), space a waiting filler
 	// (the client read, or closed). Both are made when the filler
@@ -70,7 +84,7 @@ func signal(ch chan struct{}) {
 
 // prime makes the filler's first read on the calling goroutine, and
 // starts the filler if the body goes on.
-func (s *spool) prime() {
+func (s *Spool) prime() {
 	s.started = true
 	more := s.step()
 	if more && s.length > 0 && s.got >= s.length {
@@ -90,7 +104,7 @@ func (s *spool) prime() {
 }
 
 // fill is the filler's goroutine.
-func (s *spool) fill() {
+func (s *Spool) fill() {
 	for s.step() {
 	}
 	s.park()
@@ -105,7 +119,7 @@ func (s *spool) fill() {
 // every other response, however fast its client, would go through the
 // disk (1 MiB answers to fast clients took 3 ms more at the median and
 // 18 ms more at the 99th percentile under the slow-read attack).
-func (s *spool) park() {
+func (s *Spool) park() {
 	t := time.NewTimer(parkAfter)
 	defer t.Stop()
 	for {
@@ -128,7 +142,7 @@ func (s *spool) park() {
 // temporary file, within the disk caps, in place in the queue; the
 // chunks go back to the pool and the budget. Called by the filler after
 // the body's end.
-func (s *spool) spill() {
+func (s *Spool) spill() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i := range s.segs {
@@ -137,11 +151,11 @@ func (s *spool) spill() {
 			continue
 		}
 		n := seg.w - seg.r
-		if s.closed || s.noDisk || s.p.file == 0 || s.fileEnd+n > s.p.file || !take(&s.b.disk, s.p.maxDisk, n) {
+		if s.closed || s.noDisk || s.p.File == 0 || s.fileEnd+n > s.p.File || !take(&s.b.disk, s.p.MaxDisk, n) {
 			return
 		}
 		if s.f == nil {
-			f, err := s.b.tempFile(s.p.dir)
+			f, err := s.b.tempFile(s.p.Dir)
 			if err != nil {
 				s.noDisk = true
 				s.b.disk.Add(-n)
@@ -164,7 +178,7 @@ func (s *spool) spill() {
 
 // step reads one piece of the body from the backend into the spool,
 // waiting first for room if there is none, and reports whether to go on.
-func (s *spool) step() bool {
+func (s *Spool) step() bool {
 	s.mu.Lock()
 	var dst []byte
 	var toFile bool
@@ -188,7 +202,7 @@ func (s *spool) step() bool {
 		}
 		t.Stop()
 		// The client's time, not the backend's: left out of the sample.
-		s.rs.bpWait.Add(int64(time.Since(t0)))
+		s.x.ClientWait(time.Since(t0))
 		s.mu.Lock()
 	}
 	off := s.fileEnd
@@ -234,7 +248,7 @@ func (s *spool) step() bool {
 	if err != nil && err != io.EOF {
 		// The backend failed mid-body: release it now, not when the
 		// client has read what came before the failure.
-		s.rs.upstreamFailed()
+		s.x.UpstreamFailed()
 	}
 	return err == nil && !closed
 }
@@ -245,34 +259,34 @@ func (s *spool) step() bool {
 // and neither memory nor disk is left, a chunk of the pass-through's
 // own. wait is true when there is no room until the client reads.
 // Called with s.mu held.
-func (s *spool) placeLocked() (dst []byte, toFile, wait bool) {
+func (s *Spool) placeLocked() (dst []byte, toFile, wait bool) {
 	if k := len(s.segs); k > 0 {
 		if last := &s.segs[k-1]; last.chunk != nil && last.w < bufChunk {
 			return last.chunk[last.w:], false, false
 		}
 	}
-	if !s.streamed && s.rs.streamed.Load() {
+	if !s.streamed && s.x.LongLived() {
 		// Long-lived now (the stage's long_lived): stream it as it comes,
 		// without reading ahead of the client.
 		s.streamed = true
 		s.b.unbuf[unbufStream].Inc()
 	}
 	if !s.streamed {
-		if s.memHeld+bufChunk <= s.p.mem {
-			if c := s.b.chunks.take(s.p.maxMem); c != nil {
+		if s.memHeld+bufChunk <= s.p.Mem {
+			if c := s.b.chunks.take(s.p.MaxMem); c != nil {
 				s.memHeld += bufChunk
 				s.pushLocked(segment{chunk: c, budget: true})
 				return c[:], false, false
 			}
 		}
-		if !s.noDisk && s.p.file > 0 && s.fileEnd+bufChunk <= s.p.file && take(&s.b.disk, s.p.maxDisk, bufChunk) {
+		if !s.noDisk && s.p.File > 0 && s.fileEnd+bufChunk <= s.p.File && take(&s.b.disk, s.p.MaxDisk, bufChunk) {
 			if s.f == nil {
-				f, err := s.b.tempFile(s.p.dir)
+				f, err := s.b.tempFile(s.p.Dir)
 				if err != nil {
 					s.noDisk = true
 					s.b.disk.Add(-bufChunk)
 					s.b.warn.Do(func() {
-						s.b.log.Warn("response buffering: cannot create a temporary file; responses go on in memory and then pass through", "dir", s.p.dir, "err", err)
+						s.b.log.Warn("response buffering: cannot create a temporary file; responses go on in memory and then pass through", "dir", s.p.Dir, "err", err)
 					})
 				} else {
 					s.f = f
@@ -303,7 +317,7 @@ func (s *spool) placeLocked() (dst []byte, toFile, wait bool) {
 // reader's response lives for as long as it reads: 1,000 of them kept
 // 37 MB of chunks out of reach of the collector under the slow-read
 // attack of docs/reliability.md). Called with s.mu held.
-func (s *spool) pushLocked(seg segment) {
+func (s *Spool) pushLocked(seg segment) {
 	old := s.segs
 	s.segs = append(s.segs, seg)
 	if len(old) == cap(old) { // append moved the queue
@@ -313,7 +327,7 @@ func (s *spool) pushLocked(seg segment) {
 
 // fallBackLocked notes, once, that the response found no room within
 // the caps: from now on it waits for its client. Called with s.mu held.
-func (s *spool) fallBackLocked() {
+func (s *Spool) fallBackLocked() {
 	if !s.fellBack && !s.streamed {
 		s.fellBack = true
 		s.b.unbuf[unbufBudget].Inc()
@@ -323,7 +337,7 @@ func (s *spool) fallBackLocked() {
 // fillerDone ends the filler: it closes the backend's body, gives back
 // the chunk it staged file writes in, counts the response and, if the
 // request is over, frees the spool.
-func (s *spool) fillerDone() {
+func (s *Spool) fillerDone() {
 	s.mu.Lock()
 	s.running = false
 	closeSrc := !s.srcClosed
@@ -354,7 +368,7 @@ func (s *spool) fillerDone() {
 // Read returns the next bytes of the body, waiting for the filler when
 // the client has caught up with it; after the last byte, the backend's
 // io.EOF or error.
-func (s *spool) Read(p []byte) (int, error) {
+func (s *Spool) Read(p []byte) (int, error) {
 	if !s.started {
 		s.prime()
 	}
@@ -414,7 +428,7 @@ func (s *spool) Read(p []byte) (int, error) {
 // popLocked drops the segments read to their end that the filler will
 // not write to again: full chunks and file ranges (a later write to the
 // file starts a range of its own). Called with s.mu held.
-func (s *spool) popLocked() {
+func (s *Spool) popLocked() {
 	for len(s.segs) > 0 {
 		seg := &s.segs[0]
 		if seg.r < seg.w || seg.chunk != nil && seg.w < bufChunk && !s.done {
@@ -426,7 +440,7 @@ func (s *spool) popLocked() {
 
 // dropFirstLocked drops segs[0] and gives its chunk back. Called with
 // s.mu held.
-func (s *spool) dropFirstLocked() {
+func (s *Spool) dropFirstLocked() {
 	seg := s.segs[0]
 	switch {
 	case seg.chunk != nil && seg.budget:
@@ -442,7 +456,7 @@ func (s *spool) dropFirstLocked() {
 // Close ends the client's side: when the filler is not running, the
 // spool is freed now, else when the filler stops (at its next step, or
 // when the request's context ends its read from the backend).
-func (s *spool) Close() error {
+func (s *Spool) Close() error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -466,7 +480,7 @@ func (s *spool) Close() error {
 }
 
 // free gives back the spool's memory and closes its file, once.
-func (s *spool) free() {
+func (s *Spool) free() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.freed {

@@ -1,14 +1,25 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package proxy
+package buffer
 
 import (
 	"fmt"
 	"os"
 	"strings"
+
+	"github.com/sluicehq/sluice/internal/fielderr"
 )
 
-// ResponseBufferingConfig is response buffering (buffering.go): each
+// The defaults of Config, in bytes.
+const (
+	DefaultMemoryBytes           = 1 << 20 // one response in memory
+	DefaultMaxMemoryBytes        = 64 << 20
+	DefaultMaxFileBytes          = 1 << 30 // nginx's proxy_max_temp_file_size 1024m
+	DefaultMaxDiskBytes          = 4 << 30
+	DefaultConnectionMemoryBytes = 48 << 10 // one client connection's own memory
+)
+
+// Config is the proxy's response_buffering section: each
 // response is read from its backend as fast as the backend sends it,
 // into memory up to MemoryBytes and then into a temporary file, while
 // the proxy writes it to the client at the client's pace. The backend's
@@ -21,7 +32,7 @@ import (
 // memory and no disk is left within the caps, a response falls back to
 // pass-through with back-pressure (the backend waits for the client), as
 // without buffering; nothing is refused because of buffering.
-type ResponseBufferingConfig struct {
+type Config struct {
 	// Enabled buffers responses (default true; nginx's proxy_buffering
 	// on). false passes every response through.
 	Enabled *bool `yaml:"enabled"`
@@ -80,61 +91,64 @@ type ResponseBufferingConfig struct {
 	ExcludeContentTypes []string `yaml:"exclude_content_types,omitempty"`
 }
 
-func (b *ResponseBufferingConfig) setDefaults() {
+// SetDefaults fills the documented defaults of every unset field.
+func (b *Config) SetDefaults() {
 	if b.Enabled == nil {
 		t := true
 		b.Enabled = &t
 	}
 	if b.MemoryBytes == 0 {
-		b.MemoryBytes = DefaultResponseMemoryBytes
+		b.MemoryBytes = DefaultMemoryBytes
 	}
 	if b.MaxMemoryBytes == 0 {
-		b.MaxMemoryBytes = DefaultResponseMaxMemoryBytes
+		b.MaxMemoryBytes = DefaultMaxMemoryBytes
 	}
 	if b.MaxFileBytes == 0 {
-		b.MaxFileBytes = DefaultResponseMaxFileBytes
+		b.MaxFileBytes = DefaultMaxFileBytes
 	}
 	if b.MaxDiskBytes == 0 {
-		b.MaxDiskBytes = DefaultResponseMaxDiskBytes
+		b.MaxDiskBytes = DefaultMaxDiskBytes
 	}
 	if b.ConnectionMemoryBytes == 0 {
 		b.ConnectionMemoryBytes = DefaultConnectionMemoryBytes
 	}
 }
 
-func (b *ResponseBufferingConfig) validate() error {
+// Validate checks b (with its defaults set); an error is a FieldError
+// whose path starts with response_buffering.
+func (b *Config) Validate() error {
 	const p = "response_buffering."
 	if b.MemoryBytes < bufChunk {
-		return fieldErr(p+"memory_bytes", "%d is invalid: must be at least %d (one chunk of 32 KiB)", b.MemoryBytes, bufChunk)
+		return fielderr.Errorf(p+"memory_bytes", "%d is invalid: must be at least %d (one chunk of 32 KiB)", b.MemoryBytes, bufChunk)
 	}
 	if b.MaxMemoryBytes < b.MemoryBytes {
-		return fieldErr(p+"max_memory_bytes", "%d is invalid: must be at least memory_bytes (%d)", b.MaxMemoryBytes, b.MemoryBytes)
+		return fielderr.Errorf(p+"max_memory_bytes", "%d is invalid: must be at least memory_bytes (%d)", b.MaxMemoryBytes, b.MemoryBytes)
 	}
 	if b.MaxFileBytes < -1 {
-		return fieldErr(p+"max_file_bytes", "%d is invalid: must be > 0, or -1 for no temporary files", b.MaxFileBytes)
+		return fielderr.Errorf(p+"max_file_bytes", "%d is invalid: must be > 0, or -1 for no temporary files", b.MaxFileBytes)
 	}
 	if b.MaxDiskBytes < 0 {
-		return fieldErr(p+"max_disk_bytes", "%d is invalid: must be > 0", b.MaxDiskBytes)
+		return fielderr.Errorf(p+"max_disk_bytes", "%d is invalid: must be > 0", b.MaxDiskBytes)
 	}
 	if b.ConnectionMemoryBytes < -1 {
-		return fieldErr(p+"connection_memory_bytes", "%d is invalid: must be > 0, or -1 for not counted", b.ConnectionMemoryBytes)
+		return fielderr.Errorf(p+"connection_memory_bytes", "%d is invalid: must be > 0, or -1 for not counted", b.ConnectionMemoryBytes)
 	}
 	if b.SoftMemoryLimitBytes < -1 || b.SoftMemoryLimitBytes > 0 && b.SoftMemoryLimitBytes < b.MaxMemoryBytes {
-		return fieldErr(p+"soft_memory_limit_bytes", "%d is invalid: must be at least max_memory_bytes (%d), 0 for automatic, or -1 for none", b.SoftMemoryLimitBytes, b.MaxMemoryBytes)
+		return fielderr.Errorf(p+"soft_memory_limit_bytes", "%d is invalid: must be at least max_memory_bytes (%d), 0 for automatic, or -1 for none", b.SoftMemoryLimitBytes, b.MaxMemoryBytes)
 	}
 	if b.TempDir != "" {
 		if fi, err := os.Stat(b.TempDir); err != nil || !fi.IsDir() {
-			return fieldErr(p+"temp_dir", "%q is invalid: not a directory", b.TempDir)
+			return fielderr.Errorf(p+"temp_dir", "%q is invalid: not a directory", b.TempDir)
 		}
 	}
 	for i, x := range b.ExcludePaths {
 		if !strings.HasPrefix(x, "/") {
-			return fieldErr(fmt.Sprintf("%sexclude_paths[%d]", p, i), "%q is invalid: must be a path prefix starting with /", x)
+			return fielderr.Errorf(fmt.Sprintf("%sexclude_paths[%d]", p, i), "%q is invalid: must be a path prefix starting with /", x)
 		}
 	}
 	for i, x := range b.ExcludeContentTypes {
 		if strings.TrimSpace(x) == "" {
-			return fieldErr(fmt.Sprintf("%sexclude_content_types[%d]", p, i), "%q is invalid: must be a Content-Type prefix such as video/", x)
+			return fielderr.Errorf(fmt.Sprintf("%sexclude_content_types[%d]", p, i), "%q is invalid: must be a Content-Type prefix such as video/", x)
 		}
 	}
 	return nil
