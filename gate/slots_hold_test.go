@@ -8,9 +8,9 @@ import (
 // SetHold on a hand-worked trace: limit 2, fair queueing, tenant h held.
 // Two slots held; h1 (tag 1) and l1 (tag 2) queue. A release grants l1
 // although h1's tag is smaller; the next release finds only h1 and keeps
-// the slot free. l2 arrives: only held waiters are ahead, so it takes
-// the free slot at once. h2 arrives with... no slot free: it queues. With
-// h no longer held, Next grants h1, then nothing (limit reached).
+// the slot free. h2, held, queues although a slot is free; l2 arrives
+// with only held waiters ahead and takes the free slot at once. With h
+// no longer held, a release grants h1, and Next nothing (limit reached).
 func TestSlotsHold(t *testing.T) {
 	now := time.Unix(0, 0)
 	s, err := NewSlots[string](2, 10)
@@ -20,8 +20,10 @@ func TestSlotsHold(t *testing.T) {
 	s.SetFair(true)
 	hold := true
 	s.SetHold(func(w string) bool { return hold && w[0] == 'h' })
-	if !s.TryAdmit() || !s.TryAdmit() {
-		t.Fatal("two free slots refused")
+	for i := range 2 {
+		if !s.TryAdmit() {
+			t.Fatalf("free slot %d refused", i+1)
+		}
 	}
 	if o, _, _ := s.ArriveTagged(now, "h1", 0, 1, time.Time{}); o != Queued {
 		t.Fatalf("h1: %v, want queued", o)
