@@ -448,7 +448,7 @@ func (s *Slots[T]) Standing(now time.Time) bool {
 // TryAdmit takes a slot if one is free and nobody waits (no barging past
 // the queue), and reports whether it did.
 func (s *Slots[T]) TryAdmit() bool {
-	if (s.n == 0 || s.onlyHeld(len(s.classes)-1)) && s.inFlight < s.limit {
+	if s.inFlight < s.limit && (s.n == 0 || s.onlyHeld(len(s.classes)-1)) {
 		s.inFlight++
 		return true
 	}
