@@ -290,6 +290,8 @@ type Slots[T comparable] struct {
 
 	// fair: within a class, serve the smallest tag first (SetFair).
 	fair bool
+	// hold: waiters that may not take a slot now (SetHold; nil: none).
+	hold func(T) bool
 }
 
 // NewSlots returns an empty single-class Slots with the given concurrency
@@ -440,7 +442,7 @@ func (s *Slots[T]) Standing(now time.Time) bool {
 // TryAdmit takes a slot if one is free and nobody waits (no barging past
 // the queue), and reports whether it did.
 func (s *Slots[T]) TryAdmit() bool {
-	if s.n == 0 && s.inFlight < s.limit {
+	if s.inFlight < s.limit && (s.n == 0 || s.onlyHeld(len(s.classes)-1)) {
 		s.inFlight++
 		return true
 	}
@@ -456,7 +458,7 @@ func (s *Slots[T]) TryAdmitClass(c int) bool {
 		return s.TryAdmit()
 	}
 	c = s.clampClass(c)
-	if s.inFlight < s.thr[c] && s.Ahead(c) == 0 {
+	if s.inFlight < s.thr[c] && (s.Ahead(c) == 0 || s.onlyHeld(c)) {
 		s.inFlight++
 		return true
 	}
@@ -528,7 +530,7 @@ func (s *Slots[T]) ArriveClass(now time.Time, t T, c int, deadline time.Time) (o
 func (s *Slots[T]) ArriveTagged(now time.Time, t T, c int, tag float64, deadline time.Time) (o Outcome, victim T, evicted bool) {
 	s.noteEmpty(now)
 	c = s.clampClass(c)
-	if s.TryAdmitClass(c) {
+	if !s.held(t) && s.TryAdmitClass(c) {
 		return Admitted, victim, false
 	}
 	if s.n >= s.maxQueue {
@@ -628,7 +630,11 @@ func (s *Slots[T]) Next(now time.Time) (next T, ok bool) {
 		var e slotEntry[T]
 		switch {
 		case s.fair:
-			i := r.minTag()
+			i := s.minTagFree(r)
+			if i < 0 {
+				// Every waiter of the class is held (SetHold).
+				return next, false
+			}
 			e = r.at(i)
 			r.removeAt(i)
 		case standing && s.disc.LIFO:

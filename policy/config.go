@@ -249,6 +249,13 @@ type TenantsConfig struct {
 	// the cost its handler reports (sluice.ReportCost; the middleware and
 	// grpcsluice only), else its service time. See stage.CostMeasure.
 	Cost string `yaml:"cost"`
+	// SlotShare bounds the slots each tenant holds by its max-min fair
+	// share of the concurrency limit over the tenants' peak demands in
+	// the last control period (default false): a tenant whose requests
+	// hold their slots long (a costly API, or one waiting on a slow
+	// service behind this one) cannot take the slots another tenant's
+	// bursts need. See stage.Tenants.SlotShare.
+	SlotShare bool `yaml:"slot_share"`
 	// IPv4Prefix and IPv6Prefix are the prefix lengths of the client
 	// address that name its tenant under key client (default 32 and
 	// 128: one tenant per address; 24 and 64 put a subnet in one).

@@ -3,6 +3,7 @@
 package policy
 
 import (
+	"fmt"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -71,6 +72,25 @@ stages:
 		}
 		if took[false] != 40 || costs["/heavy"] >= 0.005 {
 			t.Errorf("service_time: took %v, estimates %v; want the reports dropped and the service time charged", took, costs)
+		}
+	}
+}
+
+// tenants.slot_share reaches the stage: compiled, the stage's tenants
+// have it on, and off by default.
+func TestTenantSlotShare(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		c := parse(t, fmt.Sprintf(`
+stages:
+  - {name: api, controller: auto, tenants: {fair: true, key: path, cost: service_time, slot_share: %v}}
+`, on))
+		c.SetDefaults()
+		if err := c.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		cs, _, err := compileStage(&c, 0, map[string]int{})
+		if err != nil || cs.fp.tenants.SlotShare != on {
+			t.Errorf("slot_share %v: compiled %+v, %v", on, cs.fp.tenants, err)
 		}
 	}
 }

@@ -514,7 +514,10 @@ func compileTenants(p string, s *StageConfig, ctrl control.Config) (stage.Tenant
 	if cost != stage.CostRequests && !tc.Fair {
 		return stage.Tenants{}, fieldErr(p+".tenants.cost", "%q needs fair: true", tc.Cost)
 	}
-	return stage.Tenants{Fair: tc.Fair, Weights: maps.Clone(tc.Weights), DefaultWeight: tc.DefaultWeight, Cost: cost}, nil
+	if tc.SlotShare && !tc.Fair {
+		return stage.Tenants{}, fieldErr(p+".tenants.slot_share", "needs fair: true")
+	}
+	return stage.Tenants{Fair: tc.Fair, Weights: maps.Clone(tc.Weights), DefaultWeight: tc.DefaultWeight, Cost: cost, SlotShare: tc.SlotShare}, nil
 }
 
 // compileTenantKey checks a stage's tenants.key and its prefix lengths.

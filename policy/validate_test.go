@@ -128,6 +128,8 @@ reject: {content_type: "text/"}`, "reject.content_type", `"text/"`},
 stages: [{name: a, tenants: {fair: true, cost: cpu}}]`, "stages[0].tenants.cost", `"cpu" must be requests, service_time, reported`},
 		{"tenant cost without fair queueing", `
 stages: [{name: a, tenants: {cost: service_time}}]`, "stages[0].tenants.cost", `"service_time" needs fair: true`},
+		{"slot share without fair queueing", `
+stages: [{name: a, tenants: {slot_share: true}}]`, "stages[0].tenants.slot_share", `needs fair: true`},
 		{"path key without fair queueing", `
 stages: [{name: a, tenants: {key: path}}]`, "stages[0].tenants.key", `"path" needs fair: true`},
 		{"bad degrade header", `

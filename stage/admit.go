@@ -88,6 +88,7 @@ func (c *concGate) apply(now time.Time, d sluice.Decision) (granted, evicted []*
 		c.setLimit = int(d.New)
 		_ = c.slots.SetLimit(c.setLimit)
 	}
+	c.fair.reshare(c.setLimit)
 	switch {
 	case d.MaxWait > 0:
 		c.wait = d.MaxWait
@@ -284,7 +285,8 @@ func (c *concGate) arrive(now time.Time, r Request, w *Wait, mk func() *Wait, ma
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	class := r.Class
-	if c.slots.TryAdmitClass(class) {
+	if !c.fair.holds(r.Tenant) && c.slots.TryAdmitClass(class) {
+		c.fair.took(r.Tenant)
 		v.held = true
 		return v
 	}
@@ -517,6 +519,7 @@ func (s *Stage) leaveService(t Ticket, now time.Time, cost spent) {
 	if charge {
 		c.charge(t, cost)
 	}
+	c.fair.released(t.tenant)
 	next, ok := c.slots.Release(now)
 	if ok {
 		c.left(next, true)

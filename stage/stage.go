@@ -299,6 +299,9 @@ func (s *Stage) initConcurrency(opts Options, c sluice.Controller, shed bool, re
 	if opts.Tenants.Fair {
 		s.conc.fair = newFairQueue(opts.Tenants, len(opts.ClassNames), opts.MaxQueue)
 		s.conc.slots.SetFair(true)
+		if f := s.conc.fair; opts.Tenants.SlotShare {
+			s.conc.slots.SetHold(func(w *Wait) bool { return f.holds(w.Tenant) })
+		}
 	}
 	s.setBurst()
 	if granted, _ := s.conc.apply(now, c.Current()); len(granted) > 0 {

@@ -84,6 +84,13 @@ type Tenants struct {
 	// Cost is what one request costs its tenant ("" is CostRequests, one
 	// per request).
 	Cost CostMeasure
+	// SlotShare bounds the slots each tenant holds by its max-min fair
+	// share of the concurrency limit over the tenants' peak demands in
+	// the last control period (see slotShare), so that a tenant whose
+	// requests hold their slots long cannot take the slots another
+	// tenant's bursts need. Off by default: fair queueing alone is
+	// work-conserving.
+	SlotShare bool
 }
 
 // validate checks the weights and fills the default.
@@ -133,6 +140,7 @@ type fairQueue struct {
 	burst    time.Duration // wait allowed behind another tenant (0: none)
 	costs    *costTable    // per-tenant cost estimates (nil: one per request)
 	reported bool          // Cost is CostReported
+	share    *slotShare    // Tenants.SlotShare (nil: off)
 	// Successful completions since the last step, counted and weighted
 	// by their tenants' relative cost (see weighted).
 	okN, okW float64
@@ -144,6 +152,9 @@ func newFairQueue(t Tenants, classes, maxQueue int) *fairQueue {
 	if t.Cost.measured() {
 		f.costs = newCostTable()
 		f.reported = t.Cost == CostReported
+	}
+	if t.SlotShare {
+		f.share = newSlotShare(f.weight)
 	}
 	return f
 }
@@ -207,6 +218,9 @@ func (f *fairQueue) weighted() (n, w float64) {
 
 // queued records a waiter that the queue took.
 func (f *fairQueue) queued(w *Wait) {
+	if f.share != nil {
+		f.share.add(f.share.queued, w.Tenant, 1)
+	}
 	k := flowKey{w.Class, w.Tenant}
 	fl := f.flows[k]
 	fl.n++
@@ -225,6 +239,12 @@ func (f *fairQueue) queued(w *Wait) {
 // further ahead of the class's virtual time, lose more waiters to
 // expiry for it, and end up never served.
 func (f *fairQueue) left(w *Wait, served bool) {
+	if f.share != nil {
+		f.share.add(f.share.queued, w.Tenant, -1)
+		if served {
+			f.took(w.Tenant)
+		}
+	}
 	if served && w.tag > f.vtime[w.Class] {
 		f.vtime[w.Class] = w.tag
 	}

@@ -76,6 +76,7 @@ var registry = map[string]func(ctx context.Context, env *Env) (*figure.Result, e
 	"graph-hotel":           runGraphHotel,
 	"peers":                 runPeers,
 	"cluster":               runCluster,
+	"costly":                runCostly,
 }
 
 // All returns every registered experiment, in the figure registry's order.

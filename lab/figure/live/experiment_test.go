@@ -24,7 +24,7 @@ import (
 
 func TestRegistry(t *testing.T) {
 	want := []string{"kihl-step", "kihl-distribution", "yaksha-load-sweep", "yaksha-workload-shift", "seda-spike", "seda-classes",
-		"seda-degradation", "voigt-sweep", "voigt-step", "voigt-bandwidth", "lijamin-epochs", "adaptive", "graph", "graph-crowd", "graph-recover", "graph-hotel", "tenants", "cluster", "peers"}
+		"seda-degradation", "voigt-sweep", "voigt-step", "voigt-bandwidth", "lijamin-epochs", "adaptive", "graph", "graph-crowd", "graph-recover", "graph-hotel", "tenants", "costly", "cluster", "peers"}
 	got := Names()
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("Names() = %v, want %v", got, want)
@@ -52,13 +52,8 @@ func TestRegistry(t *testing.T) {
 			t.Errorf("%s has no simulator scenario of the same name", e.Name)
 		}
 	}
-	// simOnly are the simulator scenarios without a live twin yet, each
-	// with what stands in for it on real sockets.
-	simOnly := map[string]string{
-		"costly": "cost-fair queueing and the hog rule across hops: cancel_test.go, grpcsluice/cancel_test.go, proxy/hog_test.go",
-	}
 	for n := range sims {
-		if !live[n] && simOnly[n] == "" {
+		if !live[n] {
 			t.Errorf("simulator scenario %s has no live experiment of the same name", n)
 		}
 	}

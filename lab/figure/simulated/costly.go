@@ -55,15 +55,16 @@ func costlyScenario(ps *Params) RunFunc {
 	return func(env Env) (*figure.Result, error) { return runCostly(env, c) }
 }
 
-// costlyRow is one way of running the leaf: its queue's cost measure
+// costlyRow is one way of running the hops: their queues' cost measure
 // ("" for FIFO), whether deadlines and the hog rule cancel calls in
-// service, and the hog rule.
+// service, the leaf's hog rule, and the slot share among tenants.
 type costlyRow struct {
 	name   string
 	cost   stage.CostMeasure
 	fifo   bool
 	cancel bool
 	hog    stage.Hog
+	share  bool // tenants.slot_share at both hops
 }
 
 var costlyRows = []costlyRow{
@@ -72,6 +73,7 @@ var costlyRows = []costlyRow{
 	{name: "service_time", cost: stage.CostServiceTime, cancel: true},
 	{name: "service_time_hog", cost: stage.CostServiceTime, cancel: true, hog: stage.Hog{OverShare: true}},
 	{name: "service_time_nocancel", cost: stage.CostServiceTime},
+	{name: "service_time_share", cost: stage.CostServiceTime, cancel: true, share: true},
 }
 
 func runCostly(env Env, c costlyParams) (*figure.Result, error) {
@@ -164,7 +166,7 @@ func runCostlyOne(seed uint64, c costlyParams, factor float64, row costlyRow) (f
 		done: func(r *sim.Request, w float64) { r.Data.(*costlyCall).leafWork += w }}
 	leafOpts := stage.Options{Name: "leaf", Controller: auto(), MaxQueue: 4096, Hog: row.hog}
 	if !row.fifo {
-		leafOpts.Tenants = stage.Tenants{Fair: true, Cost: row.cost}
+		leafOpts.Tenants = stage.Tenants{Fair: true, Cost: row.cost, SlotShare: row.share}
 	}
 	leaf, err := newStaged(e, leafOpts, leafHop, nil)
 	if err != nil {
