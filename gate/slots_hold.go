@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package gate
 
 // SetHold gives a fair-queueing Slots (SetFair) a test of the waiters that
