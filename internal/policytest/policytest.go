@@ -5,14 +5,19 @@
 package policytest
 
 import (
-	"testing"
-
 	"github.com/sluicehq/sluice/policy"
 )
 
+// TB is the part of testing.TB New uses (so that the product's packages
+// do not depend on package testing: scripts/check-lean.sh).
+type TB interface {
+	Helper()
+	Fatalf(format string, args ...any)
+}
+
 // New reads src as a policy file (policy.Parse: unknown keys are errors)
 // and builds it with no options, failing t on any error.
-func New(t testing.TB, src string) *policy.Policy {
+func New(t TB, src string) *policy.Policy {
 	t.Helper()
 	cfg, err := policy.Parse("test.yaml", []byte(src))
 	if err != nil {
