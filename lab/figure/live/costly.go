@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -21,6 +22,7 @@ import (
 	"github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/lab/figure"
 	"github.com/sluicehq/sluice/lab/report"
+	"github.com/sluicehq/sluice/lab/tick"
 	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/policy"
 )
@@ -300,6 +302,10 @@ func (pl costlyPlan) run(ctx context.Context, env *Env, factor float64, row stri
 	id := uint64(0)
 	start := time.Now()
 	end := pl.warm + pl.length
+	var answered, missed atomic.Int64 // calls ended, for the progress lines
+	stopProgress := make(chan struct{})
+	defer close(stopProgress)
+	go costlyProgress(env, start, end, &answered, &missed, stopProgress)
 	for api := range figure.CostlyAPIs {
 		rate := loads[api] / means[api].Seconds()
 		rng := rand.New(rand.NewPCG(env.Seed, uint64(api)+1))
@@ -325,6 +331,11 @@ func (pl costlyPlan) run(ctx context.Context, env *Env, factor float64, row stri
 					defer wg.Done()
 					c := costlyCall{id: cid, api: api, sent: sent, demand: demand}
 					c.ok, c.lat = costlyDo(ctx, users, entryURL+"/"+figure.CostlyAPIs[api], cid, demand)
+					if c.ok {
+						answered.Add(1)
+					} else {
+						missed.Add(1)
+					}
 					mu.Lock()
 					calls = append(calls, c)
 					mu.Unlock()
@@ -340,6 +351,17 @@ func (pl costlyPlan) run(ctx context.Context, env *Env, factor float64, row stri
 		return out, ctx.Err()
 	}
 	return pl.analyse(calls, leaf), nil
+}
+
+// costlyProgress prints one line per second until stop is closed: the
+// calls answered within their deadline and the others in that second.
+func costlyProgress(env *Env, start time.Time, length time.Duration, answered, missed *atomic.Int64, stop <-chan struct{}) {
+	var lastOK, lastMissed int64
+	tick.Every(stop, time.Second, func() {
+		ok, miss := answered.Load(), missed.Load()
+		env.Logf("%-14s %3.0fs/%.0fs  ok %4d/s  refused or late %4d/s", "costly", time.Since(start).Seconds(), length.Seconds(), ok-lastOK, miss-lastMissed)
+		lastOK, lastMissed = ok, miss
+	})
 }
 
 // costlyDo makes one call with its deadline; ok when answered 200 in
