@@ -3,6 +3,7 @@
 package client
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"time"
@@ -225,50 +226,24 @@ func (c *Config) SetDefaults() {
 		on := true
 		t.Enabled = &on
 	}
-	if t.K == 0 {
-		t.K = DefaultK
-	}
-	if t.Window == 0 {
-		t.Window = DefaultThrottleWindow
-	}
-	if t.MinRequests == 0 {
-		t.MinRequests = DefaultMinRequests
-	}
-	if t.Forget == "" {
-		t.Forget = ForgetAccepts
-	}
+	t.K = cmp.Or(t.K, DefaultK)
+	t.Window = cmp.Or(t.Window, DefaultThrottleWindow)
+	t.MinRequests = cmp.Or(t.MinRequests, DefaultMinRequests)
+	t.Forget = cmp.Or(t.Forget, ForgetAccepts)
 	if t.ForgetRun == 0 {
 		t.ForgetRun = defaultForgetRun(t.K)
 	}
 	r := &c.Retry
-	if r.MaxAttempts == 0 {
-		r.MaxAttempts = DefaultMaxAttempts
-	}
-	if r.BudgetMinPerSecond == 0 {
-		r.BudgetMinPerSecond = DefaultBudgetMinPerSecond
-	}
-	if r.BudgetRatio == 0 {
-		r.BudgetRatio = DefaultBudgetRatio
-	}
-	if r.BudgetWindow == 0 {
-		r.BudgetWindow = DefaultBudgetWindow
-	}
-	if r.Backoff == 0 {
-		r.Backoff = DefaultBackoff
-	}
-	if r.MaxBackoff == 0 {
-		r.MaxBackoff = DefaultMaxBackoff
-	}
-	if r.MaxRetryAfter == 0 {
-		r.MaxRetryAfter = DefaultMaxRetryAfter
-	}
-	if c.MinRemaining == 0 {
-		c.MinRemaining = DefaultMinRemaining
-	}
+	r.MaxAttempts = cmp.Or(r.MaxAttempts, DefaultMaxAttempts)
+	r.BudgetMinPerSecond = cmp.Or(r.BudgetMinPerSecond, DefaultBudgetMinPerSecond)
+	r.BudgetRatio = cmp.Or(r.BudgetRatio, DefaultBudgetRatio)
+	r.BudgetWindow = cmp.Or(r.BudgetWindow, DefaultBudgetWindow)
+	r.Backoff = cmp.Or(r.Backoff, DefaultBackoff)
+	r.MaxBackoff = cmp.Or(r.MaxBackoff, DefaultMaxBackoff)
+	r.MaxRetryAfter = cmp.Or(r.MaxRetryAfter, DefaultMaxRetryAfter)
+	c.MinRemaining = cmp.Or(c.MinRemaining, DefaultMinRemaining)
 	hopnames.SetDefaults(&c.PriorityHeader, &c.TenantHeader, &c.TimeoutHeader)
-	if c.MaxDestinations == 0 {
-		c.MaxDestinations = DefaultMaxDestinations
-	}
+	c.MaxDestinations = cmp.Or(c.MaxDestinations, DefaultMaxDestinations)
 }
 
 // Validate reports the first invalid field as a *sluice.FieldError naming

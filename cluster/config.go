@@ -3,6 +3,7 @@
 package cluster
 
 import (
+	"cmp"
 	"fmt"
 	"net"
 	"os"
@@ -129,21 +130,15 @@ func (c *Config) SetDefaults() {
 	if c.Instance == "" {
 		c.Instance = DefaultInstance()
 	}
-	if c.Prefix == "" {
-		c.Prefix = DefaultPrefix
-	}
-	if c.Period == 0 {
-		c.Period = DefaultPeriod
-	}
+	c.Prefix = cmp.Or(c.Prefix, DefaultPrefix)
+	c.Period = cmp.Or(c.Period, DefaultPeriod)
 	if c.Timeout == 0 {
 		c.Timeout = c.Period / 4
 	}
 	if c.HeartbeatTTL == 0 {
 		c.HeartbeatTTL = DefaultTTLPeriods * c.Period
 	}
-	if c.InitialInstances == 0 {
-		c.InitialInstances = 1
-	}
+	c.InitialInstances = cmp.Or(c.InitialInstances, 1)
 	if c.TLS != nil && c.TLS.MinVersion == "" {
 		c.TLS.MinVersion = DefaultTLSMinVersion
 	}

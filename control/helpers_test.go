@@ -3,6 +3,7 @@
 package control
 
 import (
+	"cmp"
 	"math"
 	"strconv"
 	"testing"
@@ -36,9 +37,7 @@ func runTimeline(t *testing.T, c sluice.Controller, steps []step) []sluice.Decis
 	t.Helper()
 	var out []sluice.Decision
 	for i, s := range steps {
-		if s.m.Elapsed == 0 {
-			s.m.Elapsed = time.Second
-		}
+		s.m.Elapsed = cmp.Or(s.m.Elapsed, time.Second)
 		d := c.Update(at(i+1), s.m)
 		near(t, "step "+strconv.Itoa(i+1)+" ("+d.Reason+")", d.New, s.want)
 		if d.Acted != s.acted {

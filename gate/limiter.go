@@ -3,6 +3,7 @@
 package gate
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sync"
@@ -123,9 +124,7 @@ func (l *Limiter) Acquire(ctx context.Context, timeout time.Duration) error {
 		l.mu.Unlock()
 		return err
 	}
-	if timeout == 0 {
-		timeout = l.timeout
-	}
+	timeout = cmp.Or(timeout, l.timeout)
 	w := l.getWaiter()
 	now := l.clock()
 	// Without a discipline, waiters carry no deadline in Slots: the timer

@@ -3,6 +3,7 @@
 package policy
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"maps"
@@ -110,21 +111,11 @@ func (c *Config) SetDefaults() {
 				s.Controller = name
 			}
 		}
-		if s.Burst == 0 {
-			s.Burst = DefaultBurst
-		}
-		if s.Window == 0 {
-			s.Window = DefaultWindow
-		}
-		if s.Queue.Max == 0 {
-			s.Queue.Max = DefaultQueueMax
-		}
-		if s.Queue.Timeout == 0 {
-			s.Queue.Timeout = DefaultQueueTimeout
-		}
-		if s.LongLived == 0 {
-			s.LongLived = DefaultLongLived
-		}
+		s.Burst = cmp.Or(s.Burst, DefaultBurst)
+		s.Window = cmp.Or(s.Window, DefaultWindow)
+		s.Queue.Max = cmp.Or(s.Queue.Max, DefaultQueueMax)
+		s.Queue.Timeout = cmp.Or(s.Queue.Timeout, DefaultQueueTimeout)
+		s.LongLived = cmp.Or(s.LongLived, DefaultLongLived)
 		if s.Differentiate == nil {
 			t := true
 			s.Differentiate = &t
@@ -135,48 +126,26 @@ func (c *Config) SetDefaults() {
 				s.Priority.Shed = &shed
 			}
 		}
-		if s.Priority.Reserve == 0 {
-			s.Priority.Reserve = DefaultReserve
-		}
-		if s.Tenants.DefaultWeight == 0 {
-			s.Tenants.DefaultWeight = stage.DefaultTenantWeight
-		}
-		if s.Tenants.Key == "" {
-			s.Tenants.Key = TenantKeyHop
-		}
+		s.Priority.Reserve = cmp.Or(s.Priority.Reserve, DefaultReserve)
+		s.Tenants.DefaultWeight = cmp.Or(s.Tenants.DefaultWeight, stage.DefaultTenantWeight)
+		s.Tenants.Key = cmp.Or(s.Tenants.Key, TenantKeyHop)
 		if s.Tenants.Cost == "" {
 			s.Tenants.Cost = string(stage.CostRequests)
 		}
-		if s.Tenants.IPv4Prefix == 0 {
-			s.Tenants.IPv4Prefix = 32
-		}
-		if s.Tenants.IPv6Prefix == 0 {
-			s.Tenants.IPv6Prefix = 128
-		}
+		s.Tenants.IPv4Prefix = cmp.Or(s.Tenants.IPv4Prefix, 32)
+		s.Tenants.IPv6Prefix = cmp.Or(s.Tenants.IPv6Prefix, 128)
 	}
-	if c.Reject.Status == 0 {
-		c.Reject.Status = DefaultRejectStatus
-	}
-	if c.Reject.RetryAfter == 0 {
-		c.Reject.RetryAfter = DefaultRetryAfter
-	}
+	c.Reject.Status = cmp.Or(c.Reject.Status, DefaultRejectStatus)
+	c.Reject.RetryAfter = cmp.Or(c.Reject.RetryAfter, DefaultRetryAfter)
 	if c.Reject.RetryAfterMax == 0 {
 		c.Reject.RetryAfterMax = max(DefaultRetryAfterMax, c.Reject.RetryAfter)
 	}
-	if c.Reject.ContentType == "" {
-		c.Reject.ContentType = DefaultContentType
-	}
-	if c.Reject.Body == "" {
-		c.Reject.Body = DefaultRejectBody
-	}
-	if c.Degrade.Header == "" {
-		c.Degrade.Header = DefaultDegradeHeader
-	}
+	c.Reject.ContentType = cmp.Or(c.Reject.ContentType, DefaultContentType)
+	c.Reject.Body = cmp.Or(c.Reject.Body, DefaultRejectBody)
+	c.Degrade.Header = cmp.Or(c.Degrade.Header, DefaultDegradeHeader)
 	h := &c.Hops
 	hopnames.SetDefaults(&h.PriorityHeader, &h.TenantHeader, &h.TimeoutHeader)
-	if h.MaxTimeout == 0 {
-		h.MaxTimeout = DefaultMaxTimeout
-	}
+	h.MaxTimeout = cmp.Or(h.MaxTimeout, DefaultMaxTimeout)
 }
 
 // Validate reports the first invalid setting as a *sluice.FieldError naming its
@@ -482,9 +451,7 @@ func compileStage(c *Config, i int, classes map[string]int) (compiledStage, clas
 // fair-queueing options.
 func compileTenants(p string, s *StageConfig, ctrl control.Config) (stage.Tenants, error) {
 	tc := s.Tenants
-	if tc.DefaultWeight == 0 {
-		tc.DefaultWeight = stage.DefaultTenantWeight
-	}
+	tc.DefaultWeight = cmp.Or(tc.DefaultWeight, stage.DefaultTenantWeight)
 	if !(tc.DefaultWeight > 0) || math.IsInf(tc.DefaultWeight, 0) {
 		return stage.Tenants{}, fieldErr(p+".tenants.default_weight", "%v must be a finite weight > 0, such as 1", s.Tenants.DefaultWeight)
 	}
@@ -501,9 +468,7 @@ func compileTenants(p string, s *StageConfig, ctrl control.Config) (stage.Tenant
 		return stage.Tenants{}, fieldErr(p+".tenants.weights", "weights need fair: true")
 	}
 	cost := stage.CostMeasure(tc.Cost)
-	if cost == "" {
-		cost = stage.CostRequests
-	}
+	cost = cmp.Or(cost, stage.CostRequests)
 	if !slices.Contains(stage.CostMeasures, cost) {
 		names := make([]string, len(stage.CostMeasures))
 		for i, m := range stage.CostMeasures {
@@ -524,15 +489,9 @@ func compileTenants(p string, s *StageConfig, ctrl control.Config) (stage.Tenant
 func compileTenantKey(p string, s *StageConfig) (tenantKey, error) {
 	tc := &s.Tenants
 	key, v4, v6 := tc.Key, tc.IPv4Prefix, tc.IPv6Prefix
-	if key == "" {
-		key = TenantKeyHop
-	}
-	if v4 == 0 {
-		v4 = 32
-	}
-	if v6 == 0 {
-		v6 = 128
-	}
+	key = cmp.Or(key, TenantKeyHop)
+	v4 = cmp.Or(v4, 32)
+	v6 = cmp.Or(v6, 128)
 	k, ok := parseTenantKey(key, v4, v6)
 	if !ok {
 		return tenantKey{}, fieldErr(p+".tenants.key", "%q must be hop, client, client-cert, path or header:<Name> (Name an HTTP header name, e.g. header:X-Customer)", tc.Key)

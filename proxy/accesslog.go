@@ -4,6 +4,7 @@ package proxy
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -76,15 +77,9 @@ const (
 )
 
 func (c *AccessLogConfig) setDefaults() {
-	if c.Format == "" {
-		c.Format = DefaultAccessLogFormat
-	}
-	if c.Path == "" {
-		c.Path = DefaultAccessLogPath
-	}
-	if c.RequestIDHeader == "" {
-		c.RequestIDHeader = DefaultRequestIDHeader
-	}
+	c.Format = cmp.Or(c.Format, DefaultAccessLogFormat)
+	c.Path = cmp.Or(c.Path, DefaultAccessLogPath)
+	c.RequestIDHeader = cmp.Or(c.RequestIDHeader, DefaultRequestIDHeader)
 	if c.Sample == nil {
 		s := DefaultAccessLogSample
 		c.Sample = &s

@@ -3,6 +3,7 @@
 package proxy
 
 import (
+	"cmp"
 	"fmt"
 	"net"
 	"net/netip"
@@ -353,9 +354,7 @@ func (c *Config) SetDefaults() {
 	}
 	c.Admin.setDefaults()
 	c.Backends.setDefaults()
-	if c.DrainTimeout == 0 {
-		c.DrainTimeout = DefaultDrainTimeout
-	}
+	c.DrainTimeout = cmp.Or(c.DrainTimeout, DefaultDrainTimeout)
 	c.Health.setDefaults()
 	c.ResponseBuffering.SetDefaults()
 	policySetDefaults(&c.Config)
@@ -368,43 +367,21 @@ func (c *Config) SetDefaults() {
 
 // setDefaults fills a listener's defaults.
 func (l *ListenerConfig) setDefaults() {
-	if l.ReadHeaderTimeout == 0 {
-		l.ReadHeaderTimeout = DefaultReadHeaderTimeout
-	}
-	if l.IdleTimeout == 0 {
-		l.IdleTimeout = DefaultIdleTimeout
-	}
-	if l.MaxHeaderBytes == 0 {
-		l.MaxHeaderBytes = DefaultMaxHeaderBytes
-	}
-	if l.ReadBodyTimeout == 0 {
-		l.ReadBodyTimeout = DefaultReadBodyTimeout
-	}
-	if l.ReadBodyMinRate == 0 {
-		l.ReadBodyMinRate = DefaultReadBodyMinRate
-	}
-	if l.SendTimeout == 0 {
-		l.SendTimeout = DefaultSendTimeout
-	}
-	if l.MaxHeaderLineBytes == 0 {
-		l.MaxHeaderLineBytes = DefaultMaxHeaderLineBytes
-	}
-	if l.MaxURIBytes == 0 {
-		l.MaxURIBytes = DefaultMaxURIBytes
-	}
-	if l.MaxHeaders == 0 {
-		l.MaxHeaders = DefaultMaxHeaders
-	}
+	l.ReadHeaderTimeout = cmp.Or(l.ReadHeaderTimeout, DefaultReadHeaderTimeout)
+	l.IdleTimeout = cmp.Or(l.IdleTimeout, DefaultIdleTimeout)
+	l.MaxHeaderBytes = cmp.Or(l.MaxHeaderBytes, DefaultMaxHeaderBytes)
+	l.ReadBodyTimeout = cmp.Or(l.ReadBodyTimeout, DefaultReadBodyTimeout)
+	l.ReadBodyMinRate = cmp.Or(l.ReadBodyMinRate, DefaultReadBodyMinRate)
+	l.SendTimeout = cmp.Or(l.SendTimeout, DefaultSendTimeout)
+	l.MaxHeaderLineBytes = cmp.Or(l.MaxHeaderLineBytes, DefaultMaxHeaderLineBytes)
+	l.MaxURIBytes = cmp.Or(l.MaxURIBytes, DefaultMaxURIBytes)
+	l.MaxHeaders = cmp.Or(l.MaxHeaders, DefaultMaxHeaders)
 	if l.RequestBuffering == nil {
 		t := true
 		l.RequestBuffering = &t
 	}
-	if l.RequestBufferBytes == 0 {
-		l.RequestBufferBytes = DefaultRequestBufferBytes
-	}
-	if l.MaxRequestBodyBytes == 0 {
-		l.MaxRequestBodyBytes = DefaultMaxRequestBodyBytes
-	}
+	l.RequestBufferBytes = cmp.Or(l.RequestBufferBytes, DefaultRequestBufferBytes)
+	l.MaxRequestBodyBytes = cmp.Or(l.MaxRequestBodyBytes, DefaultMaxRequestBodyBytes)
 	l.ProxyProtocol.setDefaults()
 	l.TLS.setDefaults()
 }
@@ -412,9 +389,7 @@ func (l *ListenerConfig) setDefaults() {
 // setDefaults fills the admin listener's defaults.
 func (a *AdminConfig) setDefaults() {
 	a.TLS.setDefaults()
-	if a.Addr == "" {
-		a.Addr = DefaultAdminAddr
-	}
+	a.Addr = cmp.Or(a.Addr, DefaultAdminAddr)
 }
 
 // setDefaults fills the pool's defaults but the upstream client side's
@@ -427,33 +402,19 @@ func (b *BackendsConfig) setDefaults() {
 		}
 		maxConc = max(maxConc, b.Servers[i].MaxConcurrency)
 	}
-	if b.Balance == "" {
-		b.Balance = BalanceLeastInFlight
-	}
+	b.Balance = cmp.Or(b.Balance, BalanceLeastInFlight)
 	if b.Queue.Max == nil {
 		n := DefaultQueueMax
 		b.Queue.Max = &n
 	}
-	if b.Queue.Discipline == "" {
-		b.Queue.Discipline = DisciplineFIFO
-	}
+	b.Queue.Discipline = cmp.Or(b.Queue.Discipline, DisciplineFIFO)
 	if b.Queue.Discipline != DisciplineFIFO {
-		if b.Queue.CoDelTarget == 0 {
-			b.Queue.CoDelTarget = gate.DefaultCoDelTarget
-		}
-		if b.Queue.CoDelInterval == 0 {
-			b.Queue.CoDelInterval = gate.DefaultCoDelInterval
-		}
+		b.Queue.CoDelTarget = cmp.Or(b.Queue.CoDelTarget, gate.DefaultCoDelTarget)
+		b.Queue.CoDelInterval = cmp.Or(b.Queue.CoDelInterval, gate.DefaultCoDelInterval)
 	}
-	if b.Queue.Timeout == 0 {
-		b.Queue.Timeout = DefaultQueueTimeout
-	}
-	if b.Timeouts.Dial == 0 {
-		b.Timeouts.Dial = DefaultDialTimeout
-	}
-	if b.Timeouts.ResponseHeader == 0 {
-		b.Timeouts.ResponseHeader = DefaultResponseHeader
-	}
+	b.Queue.Timeout = cmp.Or(b.Queue.Timeout, DefaultQueueTimeout)
+	b.Timeouts.Dial = cmp.Or(b.Timeouts.Dial, DefaultDialTimeout)
+	b.Timeouts.ResponseHeader = cmp.Or(b.Timeouts.ResponseHeader, DefaultResponseHeader)
 	if b.PreserveHost == nil {
 		t := true
 		b.PreserveHost = &t
@@ -461,9 +422,7 @@ func (b *BackendsConfig) setDefaults() {
 	if b.MaxIdleConnsPerHost == 0 {
 		b.MaxIdleConnsPerHost = max(maxConc, 1)
 	}
-	if b.IdleConnTimeout == 0 {
-		b.IdleConnTimeout = DefaultIdleConnTimeout
-	}
+	b.IdleConnTimeout = cmp.Or(b.IdleConnTimeout, DefaultIdleConnTimeout)
 	b.TLS.setDefaults()
 }
 

@@ -3,6 +3,7 @@
 package proxy
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -86,22 +87,14 @@ func (h *HealthConfig) setDefaults() {
 	if h.BackendPaths == nil {
 		h.BackendPaths = append([]string(nil), DefaultBackendProbePaths...)
 	}
-	if h.CheckInterval == 0 {
-		h.CheckInterval = DefaultHealthCheckInterval
-	}
+	h.CheckInterval = cmp.Or(h.CheckInterval, DefaultHealthCheckInterval)
 	if r := h.ReadyShed; r != nil {
-		if r.Above == 0 {
-			r.Above = DefaultReadyShedAbove
-		}
-		if r.For == 0 {
-			r.For = DefaultReadyShedFor
-		}
+		r.Above = cmp.Or(r.Above, DefaultReadyShedAbove)
+		r.For = cmp.Or(r.For, DefaultReadyShedFor)
 		if r.Below == 0 {
 			r.Below = r.Above / 2
 		}
-		if r.ClearFor == 0 {
-			r.ClearFor = r.For
-		}
+		r.ClearFor = cmp.Or(r.ClearFor, r.For)
 	}
 }
 

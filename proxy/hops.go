@@ -3,6 +3,8 @@
 package proxy
 
 import (
+	"cmp"
+
 	sclient "github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/internal/fielderr"
 )
@@ -25,18 +27,10 @@ func (c *Config) setUpstreamClientDefaults() {
 		off := false
 		u.Throttle.Enabled = &off
 	}
-	if u.Retry.MaxAttempts == 0 {
-		u.Retry.MaxAttempts = 1
-	}
-	if u.PriorityHeader == "" {
-		u.PriorityHeader = c.Hops.PriorityHeader
-	}
-	if u.TenantHeader == "" {
-		u.TenantHeader = c.Hops.TenantHeader
-	}
-	if u.TimeoutHeader == "" {
-		u.TimeoutHeader = c.Hops.TimeoutHeader
-	}
+	u.Retry.MaxAttempts = cmp.Or(u.Retry.MaxAttempts, 1)
+	u.PriorityHeader = cmp.Or(u.PriorityHeader, c.Hops.PriorityHeader)
+	u.TenantHeader = cmp.Or(u.TenantHeader, c.Hops.TenantHeader)
+	u.TimeoutHeader = cmp.Or(u.TimeoutHeader, c.Hops.TimeoutHeader)
 	u.SetDefaults()
 }
 

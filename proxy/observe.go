@@ -3,6 +3,7 @@
 package proxy
 
 import (
+	"cmp"
 	"errors"
 	"net/http"
 	"sync"
@@ -156,9 +157,7 @@ func (ob *observation) WriteHeader(code int) {
 
 // Write counts the body bytes sent.
 func (ob *observation) Write(p []byte) (int, error) {
-	if ob.status == 0 {
-		ob.status = http.StatusOK
-	}
+	ob.status = cmp.Or(ob.status, http.StatusOK)
 	n, err := ob.w.Write(p)
 	ob.bytes += int64(n)
 	return n, err

@@ -3,6 +3,7 @@
 package proxy
 
 import (
+	"cmp"
 	"math"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -93,9 +94,7 @@ func sanitizeStages(sts []stage.State) {
 			if l := sts[i].Classes[j].Last; l != nil && !mathx.Finite(l.Queue) {
 				cp := *l
 				cp.Queue = 0
-				if cp.SensorError == "" {
-					cp.SensorError = "queue sensor: no reading in the period"
-				}
+				cp.SensorError = cmp.Or(cp.SensorError, "queue sensor: no reading in the period")
 				sts[i].Classes[j].Last = &cp
 			}
 		}

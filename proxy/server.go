@@ -4,6 +4,7 @@ package proxy
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
@@ -83,9 +84,7 @@ type BuildInfo struct {
 // withDefaults fills what b leaves empty: version "(unknown)" and the
 // running Go version.
 func (b BuildInfo) withDefaults() BuildInfo {
-	if b.Version == "" {
-		b.Version = "(unknown)"
-	}
+	b.Version = cmp.Or(b.Version, "(unknown)")
 	if b.GoVersion == "" {
 		b.GoVersion = runtime.Version()
 	}

@@ -3,6 +3,7 @@
 package proxy
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -86,9 +87,7 @@ func (t *TelemetryConfig) setDefaults() {
 	if o == nil {
 		return
 	}
-	if o.Interval == 0 {
-		o.Interval = DefaultOTLPInterval
-	}
+	o.Interval = cmp.Or(o.Interval, DefaultOTLPInterval)
 	if o.SampleRatio == nil {
 		r := DefaultOTLPSampleRatio
 		o.SampleRatio = &r

@@ -3,6 +3,7 @@
 package proxy
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
@@ -112,9 +113,7 @@ func (c *TLSConfig) setDefaults() {
 	if c == nil {
 		return
 	}
-	if c.MinVersion == "" {
-		c.MinVersion = DefaultTLSMinVersion
-	}
+	c.MinVersion = cmp.Or(c.MinVersion, DefaultTLSMinVersion)
 	if c.Watch == nil {
 		d := DefaultTLSWatch
 		c.Watch = &d
@@ -131,9 +130,7 @@ func (c *UpstreamTLSConfig) setDefaults() {
 	if c == nil {
 		return
 	}
-	if c.MinVersion == "" {
-		c.MinVersion = DefaultTLSMinVersion
-	}
+	c.MinVersion = cmp.Or(c.MinVersion, DefaultTLSMinVersion)
 	if c.Watch == nil {
 		d := DefaultTLSWatch
 		c.Watch = &d

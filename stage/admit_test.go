@@ -3,6 +3,7 @@
 package stage
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"testing"
@@ -55,9 +56,7 @@ func TestArriveOutcomes(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := &scripted{cur: limitDecision(1, tc.maxWait, tc.drain)}
 			mq := tc.maxQueue
-			if mq == 0 {
-				mq = 16
-			}
+			mq = cmp.Or(mq, 16)
 			s, err := New(Options{Name: "c", Controller: scriptedConfig{c}, ClassNames: []string{"gold", "bronze"},
 				MaxQueue: mq, Shadow: tc.shadow}, t0)
 			if err != nil {

@@ -3,6 +3,7 @@
 package stage
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -83,9 +84,7 @@ type Priority struct {
 // resolve returns whether the stage sheds by priority and its reserve.
 func (p Priority) resolve(cfg control.Config, classes int) (bool, float64, error) {
 	r := p.Reserve
-	if r == 0 {
-		r = DefaultPriorityReserve
-	}
+	r = cmp.Or(r, DefaultPriorityReserve)
 	if !(r > 0 && r < 1) {
 		return false, 0, fmt.Errorf("priority reserve %v must be within (0, 1)", p.Reserve)
 	}

@@ -3,6 +3,7 @@
 package stage
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -255,21 +256,11 @@ func (opts *Options) setDefaults() error {
 	if len(opts.ClassNames) == 0 {
 		opts.ClassNames = []string{"default"}
 	}
-	if opts.Burst == 0 {
-		opts.Burst = DefaultBurst
-	}
-	if opts.Window == 0 {
-		opts.Window = DefaultWindow
-	}
-	if opts.History == 0 {
-		opts.History = DefaultHistory
-	}
-	if opts.MaxQueue == 0 {
-		opts.MaxQueue = DefaultMaxQueue
-	}
-	if opts.QueueTimeout == 0 {
-		opts.QueueTimeout = DefaultQueueTimeout
-	}
+	opts.Burst = cmp.Or(opts.Burst, DefaultBurst)
+	opts.Window = cmp.Or(opts.Window, DefaultWindow)
+	opts.History = cmp.Or(opts.History, DefaultHistory)
+	opts.MaxQueue = cmp.Or(opts.MaxQueue, DefaultMaxQueue)
+	opts.QueueTimeout = cmp.Or(opts.QueueTimeout, DefaultQueueTimeout)
 	if err := opts.Tenants.validate(); err != nil {
 		return fmt.Errorf("stage %q: %w", opts.Name, err)
 	}

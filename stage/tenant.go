@@ -3,6 +3,7 @@
 package stage
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"sort"
@@ -95,9 +96,7 @@ type Tenants struct {
 
 // validate checks the weights and fills the default.
 func (t *Tenants) validate() error {
-	if t.DefaultWeight == 0 {
-		t.DefaultWeight = DefaultTenantWeight
-	}
+	t.DefaultWeight = cmp.Or(t.DefaultWeight, DefaultTenantWeight)
 	if !mathx.Finite(t.DefaultWeight) || t.DefaultWeight <= 0 {
 		return fmt.Errorf("tenant default weight %v must be > 0", t.DefaultWeight)
 	}

@@ -3,6 +3,7 @@
 package auto
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 
@@ -107,9 +108,7 @@ func (a *Auto) littleCut(w window, x float64) (string, bool) {
 	old := a.limit
 	a.limit = mathx.Clamp(a.limit*a.cfg.SLO.Seconds()/(4*r), math.Max(a.cfg.MinLimit, a.limit/2), a.cfg.MaxLimit)
 	a.phase, a.cut = phaseBase1, true
-	if a.cutFrom == 0 {
-		a.cutFrom = old
-	}
+	a.cutFrom = cmp.Or(a.cutFrom, old)
 	return fmt.Sprintf("L %.4g → %.4g: base %g: service time %s is over SLO/4 (%.4g req/s)", old, a.limit, w.limit, ctl.FmtSec(r), x), true
 }
 

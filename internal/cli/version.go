@@ -3,6 +3,7 @@
 package cli
 
 import (
+	"cmp"
 	"fmt"
 	"runtime/debug"
 	"strings"
@@ -89,9 +90,7 @@ func buildInfoOf(bi *debug.BuildInfo, linkVersion, linkCommit string) BuildInfo 
 			b.Commit += "-dirty"
 		}
 	}
-	if b.Commit == "" {
-		b.Commit = linkCommit
-	}
+	b.Commit = cmp.Or(b.Commit, linkCommit)
 	switch {
 	case linkVersion != "":
 		b.Version = linkVersion

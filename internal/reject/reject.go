@@ -18,6 +18,7 @@
 package reject
 
 import (
+	"cmp"
 	"net/http"
 	"strconv"
 	"strings"
@@ -174,12 +175,8 @@ func (a Answer) HTTP() (status int, retryAfter, contentType string, body []byte)
 	default: // Limit
 		code, msg = http.StatusBadRequest, a.Detail
 	}
-	if status == 0 {
-		status = code
-	}
-	if contentType == "" {
-		contentType = textPlain
-	}
+	status = cmp.Or(status, code)
+	contentType = cmp.Or(contentType, textPlain)
 	if body == nil {
 		body = []byte("sluice: " + msg + "\n")
 	}

@@ -8,6 +8,7 @@
 package strictyaml
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"reflect"
@@ -176,9 +177,7 @@ func DecodeError(err error, path string, lines map[int]string) error {
 	if m := yamlLine.FindStringSubmatch(msg); m != nil {
 		line, _ := strconv.Atoi(m[1])
 		p := lines[line]
-		if p == "" {
-			p = path
-		}
+		p = cmp.Or(p, path)
 		return &sluice.FieldError{Path: p, Line: line, Msg: typeMsg(m[2])}
 	}
 	return &sluice.FieldError{Path: path, Msg: strings.TrimPrefix(msg, "yaml: ")}

@@ -3,6 +3,7 @@
 package buffer
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"strings"
@@ -97,21 +98,11 @@ func (b *Config) SetDefaults() {
 		t := true
 		b.Enabled = &t
 	}
-	if b.MemoryBytes == 0 {
-		b.MemoryBytes = DefaultMemoryBytes
-	}
-	if b.MaxMemoryBytes == 0 {
-		b.MaxMemoryBytes = DefaultMaxMemoryBytes
-	}
-	if b.MaxFileBytes == 0 {
-		b.MaxFileBytes = DefaultMaxFileBytes
-	}
-	if b.MaxDiskBytes == 0 {
-		b.MaxDiskBytes = DefaultMaxDiskBytes
-	}
-	if b.ConnectionMemoryBytes == 0 {
-		b.ConnectionMemoryBytes = DefaultConnectionMemoryBytes
-	}
+	b.MemoryBytes = cmp.Or(b.MemoryBytes, DefaultMemoryBytes)
+	b.MaxMemoryBytes = cmp.Or(b.MaxMemoryBytes, DefaultMaxMemoryBytes)
+	b.MaxFileBytes = cmp.Or(b.MaxFileBytes, DefaultMaxFileBytes)
+	b.MaxDiskBytes = cmp.Or(b.MaxDiskBytes, DefaultMaxDiskBytes)
+	b.ConnectionMemoryBytes = cmp.Or(b.ConnectionMemoryBytes, DefaultConnectionMemoryBytes)
 }
 
 // Validate checks b (with its defaults set); an error is a FieldError

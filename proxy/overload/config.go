@@ -7,6 +7,7 @@
 package overload
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"runtime"
@@ -238,9 +239,7 @@ func IsUtilizationSource(s string) bool { return slices.Contains(utilizationSour
 
 // setDefaults fills a utilization sensor's defaults.
 func (u *UtilizationConfig) setDefaults() {
-	if u.Source == "" {
-		u.Source = UtilizationNone
-	}
+	u.Source = cmp.Or(u.Source, UtilizationNone)
 	if u.Source == UtilizationBackendHeader && u.Header == "" {
 		u.Header = DefaultUtilizationHeader
 	}
@@ -252,14 +251,10 @@ func (u *UtilizationConfig) setDefaults() {
 // setDefaults fills a resource sensor's defaults.
 func (s *SensorConfig) setDefaults() {
 	if s.Source == SensorOutQueue || s.Source == SensorBandwidth {
-		if s.Scale == 0 {
-			s.Scale = monitor.DefaultQueueScale
-		}
+		s.Scale = cmp.Or(s.Scale, monitor.DefaultQueueScale)
 	}
 	if s.Source == SensorOutQueue {
-		if s.SamplesPerPeriod == 0 {
-			s.SamplesPerPeriod = monitor.DefaultSamplesPerPeriod
-		}
+		s.SamplesPerPeriod = cmp.Or(s.SamplesPerPeriod, monitor.DefaultSamplesPerPeriod)
 		if s.Mode == "" {
 			s.Mode = string(monitor.QueueUnsent)
 		}
@@ -268,9 +263,7 @@ func (s *SensorConfig) setDefaults() {
 }
 
 func (k *KihlTuningConfig) setDefaults() {
-	if k.Tuning == "" {
-		k.Tuning = KihlTuningParams
-	}
+	k.Tuning = cmp.Or(k.Tuning, KihlTuningParams)
 	if k.Tuning != KihlTuningAuto {
 		return
 	}
@@ -282,12 +275,8 @@ func (k *KihlTuningConfig) setDefaults() {
 		v := DefaultKihlA2
 		k.A2 = &v
 	}
-	if k.EstimatePeriods == 0 {
-		k.EstimatePeriods = DefaultKihlEstimatePeriods
-	}
-	if k.MinUtilization == 0 {
-		k.MinUtilization = DefaultKihlMinUtilization
-	}
+	k.EstimatePeriods = cmp.Or(k.EstimatePeriods, DefaultKihlEstimatePeriods)
+	k.MinUtilization = cmp.Or(k.MinUtilization, DefaultKihlMinUtilization)
 }
 
 // cpuRuleRef returns the utilization reference in percent of the first
@@ -341,27 +330,13 @@ func (c *Config) SetDefaults(pol *policy.Config) {
 // share.DefaultConfig (total_bandwidth and clients have no default).
 func setShareDefaults(s *share.Config) {
 	d := share.DefaultConfig()
-	if s.Alpha == 0 {
-		s.Alpha = d.Alpha
-	}
-	if s.Period == 0 {
-		s.Period = d.Period
-	}
-	if s.StandbyLimit == 0 {
-		s.StandbyLimit = d.StandbyLimit
-	}
-	if s.MaxDelay == 0 {
-		s.MaxDelay = d.MaxDelay
-	}
-	if s.CacheSize == 0 {
-		s.CacheSize = d.CacheSize
-	}
-	if s.ClientHeader == "" {
-		s.ClientHeader = d.ClientHeader
-	}
-	if s.APIKeyHeader == "" {
-		s.APIKeyHeader = d.APIKeyHeader
-	}
+	s.Alpha = cmp.Or(s.Alpha, d.Alpha)
+	s.Period = cmp.Or(s.Period, d.Period)
+	s.StandbyLimit = cmp.Or(s.StandbyLimit, d.StandbyLimit)
+	s.MaxDelay = cmp.Or(s.MaxDelay, d.MaxDelay)
+	s.CacheSize = cmp.Or(s.CacheSize, d.CacheSize)
+	s.ClientHeader = cmp.Or(s.ClientHeader, d.ClientHeader)
+	s.APIKeyHeader = cmp.Or(s.APIKeyHeader, d.APIKeyHeader)
 }
 
 // validate checks a utilization sensor at path ("utilization",

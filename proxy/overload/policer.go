@@ -3,6 +3,7 @@
 package overload
 
 import (
+	"cmp"
 	"math"
 	"strings"
 
@@ -68,50 +69,26 @@ func (p *PolicerConfig) UnmarshalYAML(n *yaml.Node) error {
 // the first CPU rule in percent (0 when there is none).
 func (p *PolicerConfig) setDefaults(utilRef float64) {
 	d := policer.DefaultConfig()
-	if p.Rate == 0 {
-		p.Rate = d.Rate
-	}
-	if p.Burst == 0 {
-		p.Burst = d.Burst
-	}
-	if p.Sources.MaxTracked == 0 {
-		p.Sources.MaxTracked = d.Sources.MaxTracked
-	}
-	if p.Controller == "" {
-		p.Controller = PolicerControllerVoigtQueue
-	}
-	if p.Kernel == "" {
-		p.Kernel = PolicerKernelAuto
-	}
+	p.Rate = cmp.Or(p.Rate, d.Rate)
+	p.Burst = cmp.Or(p.Burst, d.Burst)
+	p.Sources.MaxTracked = cmp.Or(p.Sources.MaxTracked, d.Sources.MaxTracked)
+	p.Controller = cmp.Or(p.Controller, PolicerControllerVoigtQueue)
+	p.Kernel = cmp.Or(p.Kernel, PolicerKernelAuto)
 	q := control.DefaultVoigtQueueConfig()
 	c := &p.Control
-	if c.Period == 0 {
-		c.Period = q.Period
-	}
-	if c.QRef == 0 {
-		c.QRef = q.QRef
-	}
-	if c.Kp == 0 {
-		c.Kp = q.Kp
-	}
-	if c.MinRate == 0 {
-		c.MinRate = q.MinRate
-	}
-	if c.MaxRate == 0 {
-		c.MaxRate = q.MaxRate
-	}
-	if c.InitialRate == 0 {
-		c.InitialRate = p.Rate
-	}
+	c.Period = cmp.Or(c.Period, q.Period)
+	c.QRef = cmp.Or(c.QRef, q.QRef)
+	c.Kp = cmp.Or(c.Kp, q.Kp)
+	c.MinRate = cmp.Or(c.MinRate, q.MinRate)
+	c.MaxRate = cmp.Or(c.MaxRate, q.MaxRate)
+	c.InitialRate = cmp.Or(c.InitialRate, p.Rate)
 	if c.UtilRef == 0 {
 		c.UtilRef = q.UtilRef
 		if utilRef > 0 {
 			c.UtilRef = utilRef
 		}
 	}
-	if c.History == 0 {
-		c.History = DefaultPolicerHistory
-	}
+	c.History = cmp.Or(c.History, DefaultPolicerHistory)
 }
 
 func (p *PolicerConfig) validate() error {

@@ -4,6 +4,7 @@ package h1
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -235,9 +236,7 @@ func (t *Transport) hostOf(u *url.URL) *host {
 		return v.(*host)
 	}
 	port := u.Port()
-	if port == "" {
-		port = "80"
-	}
+	port = cmp.Or(port, "80")
 	v, _ := t.hosts.LoadOrStore(u.Host, &host{t: t, addr: net.JoinHostPort(u.Hostname(), port)})
 	return v.(*host)
 }

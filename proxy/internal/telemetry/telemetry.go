@@ -22,6 +22,7 @@
 package telemetry
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -218,9 +219,7 @@ func Endpoint(endpoint string, traces, metrics bool) string {
 		return withoutUser(endpoint)
 	}
 	base := os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT")
-	if base == "" {
-		base = "http://localhost:4318"
-	}
+	base = cmp.Or(base, "http://localhost:4318")
 	var out []string
 	for _, s := range []struct {
 		on        bool
