@@ -20,7 +20,8 @@ type SEDAConfig struct {
 	// covers every class).
 	Target time.Duration `yaml:"target" json:"target"`
 	// Classes is the number of request classes, in priority order (class 0
-	// is the highest). Default 1, or len(ClassTargets) when those are set.
+	// is the highest). Default 1, or len(ClassTargets) when those are set;
+	// at most MaxSEDAClasses.
 	Classes int `yaml:"classes" json:"classes"`
 	// ClassTargets optionally gives each class its own p90 target, highest
 	// priority first; a zero entry means Target.
@@ -190,11 +191,19 @@ func (c *SEDAConfig) Validate() error {
 	)
 }
 
+// MaxSEDAClasses bounds SEDAConfig.Classes: the controller keeps state per
+// class, so a mistyped count (classes: 1000000000) is refused at
+// validation instead of being allocated and walked.
+const MaxSEDAClasses = 1024
+
 // validateTargets reports the first invalid field of the classes and their
 // p90 targets.
 func (c *SEDAConfig) validateTargets() error {
 	if c.Classes < 1 {
 		return badField("classes", c.Classes, "must be ≥ 1")
+	}
+	if c.Classes > MaxSEDAClasses {
+		return badField("classes", c.Classes, fmt.Sprintf("must be ≤ %d", MaxSEDAClasses))
 	}
 	if len(c.ClassTargets) > 0 && c.Classes > 1 && len(c.ClassTargets) != c.Classes {
 		return badField("class_targets", fmt.Sprint(c.ClassTargets), fmt.Sprintf("must have one entry per class (%d)", c.Classes))

@@ -36,6 +36,7 @@ func TestValidateNamesField(t *testing.T) {
 		{"yaksha max_drop", "max_drop", func() Config { c := DefaultYakshaConfig(); c.Tref = time.Second; c.MaxDrop = 0; return &c }()},
 		{"seda target missing", "target", func() Config { c := DefaultSEDAConfig(); return &c }()},
 		{"seda classes", "classes", func() Config { c := DefaultSEDAConfig(); c.Target = time.Second; c.Classes = 0; return &c }()},
+		{"seda classes huge", "classes", func() Config { c := DefaultSEDAConfig(); c.Target = time.Second; c.Classes = 1_000_000_000; return &c }()},
 		{"seda class_targets length", "class_targets", func() Config {
 			c := DefaultSEDAConfig()
 			c.Target, c.Classes, c.ClassTargets = time.Second, 3, []time.Duration{time.Second, time.Second}
