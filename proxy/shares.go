@@ -60,16 +60,18 @@ func (g *generation) identify(r *http.Request) share.ClientID {
 	return m.Match(id)
 }
 
-// shareRejected answers an explicit 503 for a share rejection, with
-// Retry-After from the rejection (at least 1 s). A gRPC call gets it as
-// HTTP too.
+// shareRejected answers a share rejection explicitly: a 503 with
+// Retry-After from the rejection (at least 1 s), or, to a gRPC call,
+// RESOURCE_EXHAUSTED with that delay as its RetryInfo and pushback (an
+// HTTP 503 would reach a gRPC client as UNAVAILABLE, which it retries at
+// once).
 func shareRejected(w http.ResponseWriter, r *http.Request, err error) {
 	a := reject.Answer{Reason: reject.ClientShare, RetryAfter: time.Second, Detail: "rejected"}
 	var re *share.RejectError
 	if errors.As(err, &re) {
 		a.RetryAfter, a.Detail = re.RetryAfter, re.Reason.String()
 	}
-	reject.Write(w, r, reject.HTTP, a)
+	reject.Write(w, r, reject.ProtocolOf(r), a)
 }
 
 // shareBefore runs in modifyResponse: it delays a reply of known size, or

@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"strconv"
 	"strings"
@@ -332,5 +333,29 @@ func TestShareConfigErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: got %v, want %q", tc.cfg, err, tc.want)
 		}
+	}
+}
+
+// TestShareRejectionShapedAsGRPC: a gRPC call refused by its client's
+// share gets a gRPC status (RESOURCE_EXHAUSTED with the delay as its
+// pushback), as a stage's refusal does, not an HTTP 503 its client
+// would read as UNAVAILABLE; an HTTP request keeps its 503.
+func TestShareRejectionShapedAsGRPC(t *testing.T) {
+	err := &share.RejectError{Client: "a", Reason: share.RejectStandby, RetryAfter: 1500 * time.Millisecond}
+	call := httptest.NewRequest(http.MethodPost, "/grpc.testing.TestService/EmptyCall", nil)
+	call.ProtoMajor, call.ProtoMinor = 2, 0
+	call.Header.Set("Content-Type", "application/grpc")
+	rec := httptest.NewRecorder()
+	shareRejected(rec, call, err)
+	res := rec.Result()
+	if res.StatusCode != http.StatusOK || res.Header.Get("Grpc-Status") != "8" ||
+		res.Header.Get("Grpc-Retry-Pushback-Ms") != "1500" {
+		t.Errorf("gRPC call: HTTP %d, grpc-status %q, pushback %q; want 200, 8 (RESOURCE_EXHAUSTED), 1500",
+			res.StatusCode, res.Header.Get("Grpc-Status"), res.Header.Get("Grpc-Retry-Pushback-Ms"))
+	}
+	rec = httptest.NewRecorder()
+	shareRejected(rec, httptest.NewRequest(http.MethodGet, "/", nil), err)
+	if res := rec.Result(); res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("Retry-After") != "2" {
+		t.Errorf("HTTP request: %d Retry-After %q; want 503, 2", res.StatusCode, res.Header.Get("Retry-After"))
 	}
 }
