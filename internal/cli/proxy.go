@@ -19,7 +19,6 @@ import (
 	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/control"
 	"github.com/sluicehq/sluice/control/auto"
-	"github.com/sluicehq/sluice/internal/secret"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/proxy"
 )
@@ -252,16 +251,11 @@ func (f *proxyFlags) quickStart(cmd *cobra.Command) (*proxy.Config, error) {
 		Listeners: []proxy.ListenerConfig{{Addr: f.listen}},
 		Admin:     proxy.AdminConfig{Addr: f.admin, Pprof: f.pprof},
 	}
-	if f.adminTokenFile != "" {
-		b, err := os.ReadFile(f.adminTokenFile)
-		if err != nil {
-			return nil, usagef("--admin-token-file: %v", err)
-		}
-		line, _, _ := strings.Cut(string(b), "\n")
-		cfg.Admin.Token = secret.String(strings.TrimSpace(line))
-		if cfg.Admin.Token == "" {
-			return nil, usagef("--admin-token-file %s: the file is empty: put the token on its first line", f.adminTokenFile)
-		}
+	// The token file is read as a configuration file's admin.token_file
+	// is (internal/secret: its first line, never the placeholder).
+	cfg.Admin.TokenFile = f.adminTokenFile
+	if err := cfg.ResolveSecrets(); err != nil {
+		return nil, usageError{quickStartError(err)}
 	}
 	for _, b := range f.backends {
 		cfg.Backends.Servers = append(cfg.Backends.Servers, proxy.ServerConfig{URL: b})

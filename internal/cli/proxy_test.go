@@ -12,12 +12,14 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/sluicehq/sluice/internal/secret"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/proxy/buffer"
 )
@@ -42,6 +44,12 @@ func TestProxyUsageErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(empty, []byte("\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// A token file that holds what GET /config prints, as a config
+	// file's admin.token_file may not.
+	placeholder := filepath.Join(t.TempDir(), "placeholder")
+	if err := os.WriteFile(placeholder, []byte(secret.Redacted+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	cases := []struct {
@@ -69,9 +77,10 @@ func TestProxyUsageErrors(t *testing.T) {
 		{[]string{"proxy", "--config", filepath.Join(t.TempDir(), "missing.yaml")}, "missing.yaml: open"},
 		{[]string{"proxy", "--log-level", "loud", "--config", bad}, "--log-level"},
 		{[]string{"proxy", "--log-format", "xml", "--config", bad}, `--log-format "xml" is invalid: must be text or json`},
-		{[]string{"proxy", "--listen", "127.0.0.1:0", "--backend", "http://127.0.0.1:1", "--admin-token-file", short}, "--admin-token-file: admin.token: too short"},
-		{[]string{"proxy", "--listen", "127.0.0.1:0", "--backend", "http://127.0.0.1:1", "--admin-token-file", empty}, "the file is empty"},
-		{[]string{"proxy", "--listen", "127.0.0.1:0", "--backend", "http://127.0.0.1:1", "--admin-token-file", filepath.Join(t.TempDir(), "none")}, "--admin-token-file: open"},
+		{[]string{"proxy", "--listen", "127.0.0.1:0", "--backend", "http://127.0.0.1:1", "--admin-token-file", short}, "--admin-token-file: admin.token_file: the token in " + strconv.Quote(short) + " is invalid: too short"},
+		{[]string{"proxy", "--listen", "127.0.0.1:0", "--backend", "http://127.0.0.1:1", "--admin-token-file", placeholder}, "holds the placeholder"},
+		{[]string{"proxy", "--listen", "127.0.0.1:0", "--backend", "http://127.0.0.1:1", "--admin-token-file", empty}, "--admin-token-file: admin.token_file: " + strconv.Quote(empty) + " is empty"},
+		{[]string{"proxy", "--listen", "127.0.0.1:0", "--backend", "http://127.0.0.1:1", "--admin-token-file", filepath.Join(t.TempDir(), "none")}, "--admin-token-file: admin.token_file: "},
 		{[]string{"proxy", "--config", bad, "--admin-token-file", short}, "--admin-token-file is a quick-start flag"},
 		{[]string{"proxy", "--listen", "127.0.0.1:0", "--backend", "http://127.0.0.1:1", "--cluster-instance", "a"}, "--cluster-instance needs --cluster-redis"},
 		{[]string{"proxy", "--listen", "127.0.0.1:0", "--backend", "http://127.0.0.1:1", "--cluster-redis", "redis"}, `cluster.addrs[0]: "redis" is invalid`},
