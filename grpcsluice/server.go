@@ -4,6 +4,7 @@ package grpcsluice
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"net/http"
 	"net/url"
@@ -15,6 +16,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
@@ -85,8 +87,9 @@ type bound struct {
 
 // RequestReader is implemented by a sluice.Policy that says what it
 // reads of a request (package policy's *Policy does): the canonical
-// names of the headers, whether it always reads the client's address
-// (RemoteAddr; it is also set whenever one of the headers is present),
+// names of the headers, whether it always reads the client's connection
+// (RemoteAddr, and TLS when the call came over TLS: the verified client
+// certificate; both are also set whenever one of the headers is present),
 // and whether it reads the Host. The interceptors then fill in only
 // those. Without it, every key of a call's metadata becomes a header,
 // and the peer and the :authority are always read.
@@ -285,8 +288,9 @@ func (w *serverStream) Context() context.Context { return w.ctx }
 
 // callRequest is the HTTP view of a call, pooled.
 type callRequest struct {
-	r http.Request
-	u url.URL
+	r   http.Request
+	u   url.URL
+	tls tls.ConnectionState // r.TLS, when the call came over TLS
 }
 
 var requestPool = sync.Pool{New: func() any {
@@ -351,8 +355,16 @@ func (b *bound) request(cr *callRequest, ctx context.Context, fullMethod string,
 		}
 	}
 	if found || b.needPeer {
-		if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
-			r.RemoteAddr = p.Addr.String()
+		if p, ok := peer.FromContext(ctx); ok {
+			if p.Addr != nil {
+				r.RemoteAddr = p.Addr.String()
+			}
+			// The TLS client certificate grpc-go verified, for the
+			// class rules and tenant key that read it (client-cert).
+			if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok {
+				cr.tls = ti.State
+				r.TLS = &cr.tls
+			}
 		}
 	}
 	return r
@@ -370,7 +382,7 @@ func incoming(ctx context.Context, md metadata.MD, tapped bool, key string) []st
 // release recycles cr.
 func (b *bound) release(cr *callRequest) {
 	clear(cr.r.Header)
-	cr.r.Host, cr.r.RemoteAddr = "", ""
+	cr.r.Host, cr.r.RemoteAddr, cr.r.TLS, cr.tls = "", "", nil, tls.ConnectionState{}
 	requestPool.Put(cr)
 }
 

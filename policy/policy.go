@@ -610,14 +610,20 @@ func (p *Policy) HeaderNames() []string { return p.cls.HeaderNames() }
 
 // ReadsRequest returns what the policy reads of a request to decide it:
 // the canonical names of the headers (HeaderNames), whether it always
-// reads the client's address (class rules may), and whether it reads the
-// host (a stage matches by host). Package grpcsluice fills in only those
-// when it reads a gRPC call as an HTTP request.
+// reads the client's connection — its address and its TLS client
+// certificate (class rules may; so does a stage whose tenants.key is
+// client or client-cert) —, and whether it reads the host (a stage
+// matches by host). Package grpcsluice fills in only those when it reads
+// a gRPC call as an HTTP request.
 func (p *Policy) ReadsRequest() (headers []string, remoteAddr, host bool) {
+	remoteAddr = len(p.cfg.Classes.Rules) > 0
 	for _, st := range p.cfg.Stages {
 		host = host || st.Match.Host != ""
 	}
-	return p.HeaderNames(), len(p.cfg.Classes.Rules) > 0, host
+	for _, e := range p.entries {
+		remoteAddr = remoteAddr || e.tenantKey.kind == tenantClient || e.tenantKey.kind == tenantClientCert
+	}
+	return p.HeaderNames(), remoteAddr, host
 }
 
 // Is reports whether err is a rejection by admission control (as opposed

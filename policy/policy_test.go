@@ -45,6 +45,26 @@ func TestClassifyAndClientIP(t *testing.T) {
 	}
 }
 
+// ReadsRequest says the client's connection is read whenever a class
+// rule or a stage's tenant key (client, client-cert) reads it, so that
+// grpcsluice fills in the peer's address and certificate for them.
+func TestReadsRequestConnection(t *testing.T) {
+	for _, c := range []struct {
+		src  string
+		want bool
+	}{
+		{"stages: [{name: a, match: {path_prefix: /}}]", false},
+		{"stages: [{name: a, match: {path_prefix: /}, tenants: {fair: true, key: path}}]", false},
+		{"stages: [{name: a, match: {path_prefix: /}, tenants: {fair: true, key: client}}]", true},
+		{"stages: [{name: a, match: {path_prefix: /}, tenants: {fair: true, key: client-cert}}]", true},
+		{"classes: {order: [gold, default], rules: [{class: gold, client_cert: {}}]}", true},
+	} {
+		if _, conn, _ := build(t, c.src, Options{}).ReadsRequest(); conn != c.want {
+			t.Errorf("%s: ReadsRequest connection %v, want %v", c.src, conn, c.want)
+		}
+	}
+}
+
 // A stage whose controller cut its rate keeps it across a reload that
 // does not change it; a changed stage starts over.
 func TestReloadReusesUnchangedStages(t *testing.T) {
