@@ -98,13 +98,13 @@ func (a *AdminConfig) validate() error {
 		return fieldErr("admin.token", "%v", err)
 	}
 	if a.TLS != nil {
-		if err := a.TLS.validate("admin.tls"); err != nil {
+		if err := a.TLS.Validate("admin.tls"); err != nil {
 			return err
 		}
 	}
 	// A verified client certificate (admin.tls.client_auth: require)
 	// authenticates every admin request as a token does.
-	if !a.Token.IsSet() && !isLoopbackAddr(a.Addr) && !a.TLS.requiresClientCert() {
+	if !a.Token.IsSet() && !isLoopbackAddr(a.Addr) && !a.TLS.RequiresClientCert() {
 		return fieldErr("admin.token", "required when admin.addr (%q) is not a loopback address: "+
 			"every admin endpoint but /healthz and /readyz needs it there; %s", a.Addr, fixAdminBinding)
 	}

@@ -383,12 +383,12 @@ func (l *ListenerConfig) setDefaults() {
 	l.RequestBufferBytes = cmp.Or(l.RequestBufferBytes, DefaultRequestBufferBytes)
 	l.MaxRequestBodyBytes = cmp.Or(l.MaxRequestBodyBytes, DefaultMaxRequestBodyBytes)
 	l.ProxyProtocol.setDefaults()
-	l.TLS.setDefaults()
+	l.TLS.SetDefaults()
 }
 
 // setDefaults fills the admin listener's defaults.
 func (a *AdminConfig) setDefaults() {
-	a.TLS.setDefaults()
+	a.TLS.SetDefaults()
 	a.Addr = cmp.Or(a.Addr, DefaultAdminAddr)
 }
 
@@ -423,7 +423,7 @@ func (b *BackendsConfig) setDefaults() {
 		b.MaxIdleConnsPerHost = max(maxConc, 1)
 	}
 	b.IdleConnTimeout = cmp.Or(b.IdleConnTimeout, DefaultIdleConnTimeout)
-	b.TLS.setDefaults()
+	b.TLS.SetDefaults()
 }
 
 // Validate reports the first invalid field as a *sluice.FieldError naming its
@@ -469,7 +469,11 @@ func (c *Config) validateBackendsTLS() error {
 	if c.Backends.TLS == nil {
 		return nil
 	}
-	return c.Backends.TLS.validate("backends.tls", c.Backends.Servers)
+	urls := make([]string, len(c.Backends.Servers))
+	for i, s := range c.Backends.Servers {
+		urls[i] = s.URL
+	}
+	return c.Backends.TLS.Validate("backends.tls", urls)
 }
 
 // validateTimes checks drain_timeout and watch_config.
@@ -518,7 +522,7 @@ func (c *Config) validateListeners() (map[string]string, error) {
 // address.
 func (l *ListenerConfig) validate(p string) error {
 	if l.TLS != nil {
-		if err := l.TLS.validate(p + ".tls"); err != nil {
+		if err := l.TLS.Validate(p + ".tls"); err != nil {
 			return err
 		}
 	}
