@@ -21,7 +21,6 @@ import (
 	"reflect"
 	"runtime"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -33,6 +32,7 @@ import (
 	"github.com/sluicehq/sluice/internal/strictyaml"
 	"github.com/sluicehq/sluice/policer/nft"
 	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/proxy/admin"
 	"github.com/sluicehq/sluice/proxy/buffer"
 	"github.com/sluicehq/sluice/proxy/internal/dashboard"
 	"github.com/sluicehq/sluice/proxy/internal/h1"
@@ -112,7 +112,8 @@ type Server struct {
 	ov     *overloadRun // sensors, resource rules and the connection policer
 	kernel *nft.Table   // the policer's kernel path (proxy/kernel.go), or nil
 
-	dash      *dashboard.Dashboard // the live dashboard (internal/dashboard; its view: dashboard.go)
+	adm       *admin.API           // the admin API (package admin; its view of the server: admin.go)
+	dash      *dashboard.Dashboard // the live dashboard (adm's; its view: dashboard.go)
 	conns     *connLimit           // the cap on client connections
 	connsFrom string               // where the cap comes from
 	cm        *clientMetrics       // client-side refusals and connections
@@ -122,9 +123,6 @@ type Server struct {
 	ppRejected *prometheus.CounterVec // proxy_proxy_protocol_rejected_total (proxyproto.go)
 	tlsm       *tlsconf.Metrics       // the TLS settings' metrics (package tlsconf)
 	tlsw       []*tlsconf.Watch       // the listeners' and the admin listener's TLS, after Listen
-	// auth is the admin token of the running configuration, built once
-	// per generation (adminauth.go).
-	auth atomic.Pointer[adminAuth]
 
 	watchMu sync.Mutex
 	fileSum [sha256.Size]byte    // digest of the file content last read by a reload or the watch
@@ -166,7 +164,9 @@ func New(cfg *Config, opts Options) (*Server, error) {
 	s := &Server{h: newHandler(m, logger), m: m, reg: reg, gath: gath, log: logger, file: opts.ConfigFile, adjust: opts.Adjust,
 		tlsm: tlsconf.NewMetrics()}
 	s.h.ready = &s.ready
-	s.dash = dashboard.New(dashView{s}, dashboard.Options{Access: dashAccess{s}, Error: adminError, Logger: logger})
+	s.adm = admin.New(adminServer{s}, admin.Options{Logger: logger, Gatherer: gath, MetricsLog: serverLog(logger),
+		Healthz: http.HandlerFunc(serveHealthz), Readyz: http.HandlerFunc(s.ready.serve), View: dashView{s}})
+	s.dash = s.adm.Dashboard()
 	ov, err := buildOverload(cfg, s.h, logger, time.Now())
 	if err != nil {
 		return nil, err
@@ -579,7 +579,7 @@ func (s *Server) Listen() error {
 		return fail(err)
 	}
 	s.lns, s.adminLn, s.tlsw = lns, aln, watches
-	s.admin = &http.Server{Handler: s.adminHandler(cfg.Admin.Pprof), ReadHeaderTimeout: DefaultReadHeaderTimeout,
+	s.admin = &http.Server{Handler: s.adm.Handler(cfg.Admin.Pprof), ReadHeaderTimeout: DefaultReadHeaderTimeout,
 		IdleTimeout: DefaultIdleTimeout, ErrorLog: serverLog(s.log)}
 	return nil
 }
