@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/sluicehq/sluice/proxy/admin"
 )
 
 // attackRequests is how many unauthenticated requests the attack test
@@ -49,16 +51,16 @@ func adminStateOf(s *Server) adminState {
 
 // attackRequest is one unauthenticated request: a route of the table
 // (or a path near one), any method, a bad credential, any body.
-func attackRequest(r *rand.Rand, base string, routes []adminRoute, cookie string) (*http.Request, string) {
+func attackRequest(r *rand.Rand, base string, routes []admin.Route, cookie string) (*http.Request, string) {
 	rt := routes[r.IntN(len(routes))]
-	path := strings.ReplaceAll(strings.ReplaceAll(rt.path, "{name}", "api"), "{$}", "")
+	path := strings.ReplaceAll(strings.ReplaceAll(rt.Path, "{name}", "api"), "{$}", "")
 	switch r.IntN(8) {
 	case 0:
 		path += []string{"x", "/", "/../shadow", "%2e%2e/reload", "?token=wrong-token-0123456789", "?format=json&decisions=-1"}[r.IntN(6)]
 	case 1:
 		path = []string{"//shadow", "/SHADOW", "/stages/api%2Ftarget", "/stages//target", "/debug/pprof/cmdline", "/ui/../reload", "/ui?token="}[r.IntN(7)]
 	}
-	method := rt.methods[r.IntN(len(rt.methods))]
+	method := rt.Methods[r.IntN(len(rt.Methods))]
 	if r.IntN(3) == 0 {
 		method = []string{"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "PROPFIND", "TRACE"}[r.IntN(9)]
 	}
@@ -95,13 +97,13 @@ func attackRequest(r *rand.Rand, base string, routes []adminRoute, cookie string
 	case 4:
 		req.Header.Set("Authorization", "Bearer "+cookie) // the cookie's value is no token
 	case 5:
-		req.Header.Set("Cookie", uiCookie+"="+strings.Repeat("0", 64))
+		req.Header.Set("Cookie", admin.SessionCookie+"="+strings.Repeat("0", 64))
 	case 6:
-		req.Header.Set("Cookie", uiCookie+"="+wrong+"; "+uiCookie+"=")
+		req.Header.Set("Cookie", admin.SessionCookie+"="+wrong+"; "+admin.SessionCookie+"=")
 	case 7:
-		if rt.auth != authUI && !strings.HasPrefix(path, "/ui") {
+		if rt.Auth != admin.AuthUI && !strings.HasPrefix(path, "/ui") {
 			// The real dashboard cookie, where it is no credential.
-			req.Header.Set("Cookie", uiCookie+"="+cookie)
+			req.Header.Set("Cookie", admin.SessionCookie+"="+cookie)
 		}
 	}
 	return req, fmt.Sprintf("%s %s with %s, Authorization %q, Cookie %q", method, path, what, req.Header.Get("Authorization"), req.Header.Get("Cookie"))
@@ -124,7 +126,7 @@ func TestAdminUnauthenticatedAttack(t *testing.T) {
 	resp, _ := call(t, http.MethodGet, p.admin+"/ui?token="+canaryToken, "", nil)
 	_, cookie, _ := strings.Cut(strings.Split(resp.Header.Get("Set-Cookie"), ";")[0], "=")
 	before := adminStateOf(p.srv)
-	routes := p.srv.adminRoutes(true)
+	routes := p.srv.adm.Routes(true)
 	open := map[string]bool{"/healthz": true, "/readyz": true, "/metrics": true}
 
 	hc := &http.Client{Timeout: testTimeout, Transport: &http.Transport{MaxIdleConnsPerHost: 16},
@@ -179,4 +181,38 @@ func TestAdminUnauthenticatedAttack(t *testing.T) {
 		}
 	})
 	t.Logf("%d requests in %v; answers by status: %v %v", total, elapsed.Round(time.Millisecond), keys, codes)
+}
+
+// With the token, a malformed, oversized or misdirected request gets its
+// 4xx and changes nothing.
+func TestAdminBadInputChangesNothing(t *testing.T) {
+	be := backend(t, echoHeaders)
+	p := startProxy(t, strings.Replace(baseConfig(be.URL, sedaStage), "admin:\n  addr: 127.0.0.1:0\n",
+		"admin:\n  addr: 127.0.0.1:0\n  token: "+oldToken+"\n", 1))
+	before := adminStateOf(p.srv)
+	big := strings.Repeat(" ", MaxAdminBodyBytes) + `{"shadow":true}`
+	for _, tc := range []struct {
+		method, path, body string
+		status             int
+	}{
+		{"PUT", "/shadow", big, 413},
+		{"PUT", "/shadow", `{"shadow":true} {"shadow":false}`, 400},
+		{"PUT", "/shadow", `{"shadow":true,"x":1}`, 400},
+		{"PUT", "/shadow", `{"shadow":"yes"}`, 400},
+		{"PUT", "/stages/api/target", `{"target":"300ms"}x`, 400},
+		{"PUT", "/stages/api/target", strings.Repeat(" ", MaxAdminBodyBytes) + `{"target":"300ms"}`, 413},
+		{"PUT", "/stages/nosuch/target", `{"target":"300ms"}`, 404},
+		{"POST", "/reload", big, 413},
+		{"POST", "/shadow", `{"shadow":true}`, 405},
+		{"DELETE", "/stages/api/target", ``, 405},
+		{"GET", "/state?decisions=1001", ``, 400},
+		{"GET", "/state", big, 413},
+	} {
+		if code, body := doAuth(t, tc.method, p.admin+tc.path, tc.body, oldToken); code != tc.status {
+			t.Errorf("%s %s %.40q: %d %s, want %d", tc.method, tc.path, tc.body, code, body, tc.status)
+		}
+	}
+	if after := adminStateOf(p.srv); after != before {
+		t.Errorf("the state changed: before %+v, after %+v", before, after)
+	}
 }

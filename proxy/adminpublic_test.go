@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/proxy/admin"
 )
 
 // admin.public takes the names of read endpoints only; a bad entry is an
@@ -56,22 +58,22 @@ func TestAdminRouteTable(t *testing.T) {
 	p := startProxy(t, strings.Replace(baseConfig(be.URL, ""), "admin:\n", "admin:\n  pprof: true\n", 1))
 	var read []string
 	_, _, index := get(t, p.admin+"/", nil)
-	for _, rt := range p.srv.adminRoutes(true) {
-		if rt.auth == authRead || rt.auth == authUI {
-			if !slices.Contains(read, rt.name) {
-				read = append(read, rt.name)
+	for _, rt := range p.srv.adm.Routes(true) {
+		if rt.Auth == admin.AuthRead || rt.Auth == admin.AuthUI {
+			if !slices.Contains(read, rt.Name) {
+				read = append(read, rt.Name)
 			}
 		}
-		if rt.auth == authNone && rt.path != "/healthz" && rt.path != "/readyz" {
-			t.Errorf("%s is open to anyone", rt.path)
+		if rt.Auth == admin.AuthNone && rt.Path != "/healthz" && rt.Path != "/readyz" {
+			t.Errorf("%s is open to anyone", rt.Path)
 		}
-		if rt.doc != "" && !strings.Contains(index, strings.TrimSuffix(rt.path, "{$}")) {
-			t.Errorf("the index page lacks %s:\n%s", rt.path, index)
+		if rt.Doc != "" && !strings.Contains(index, strings.TrimSuffix(rt.Path, "{$}")) {
+			t.Errorf("the index page lacks %s:\n%s", rt.Path, index)
 		}
 	}
 	slices.Sort(read)
-	if !slices.Equal(read, publicEndpoints) {
-		t.Errorf("read endpoints %v, admin.public takes %v", read, publicEndpoints)
+	if !slices.Equal(read, admin.PublicEndpoints()) {
+		t.Errorf("read endpoints %v, admin.public takes %v", read, admin.PublicEndpoints())
 	}
 }
 

@@ -6,26 +6,24 @@ import (
 	"cmp"
 	"fmt"
 	"net"
-	"net/netip"
 	"net/url"
 	"os"
 	"reflect"
-	"strings"
 	"time"
 
 	sclient "github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/gate"
 	"github.com/sluicehq/sluice/internal/fielderr"
-	"github.com/sluicehq/sluice/internal/secret"
 	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/proxy/admin"
 	"github.com/sluicehq/sluice/proxy/buffer"
 	"github.com/sluicehq/sluice/proxy/overload"
 )
 
 // Defaults of Config. Durations are wall-clock time.
 const (
-	DefaultAdminAddr         = "127.0.0.1:9901"
+	DefaultAdminAddr         = admin.DefaultAddr
 	DefaultReadHeaderTimeout = 10 * time.Second
 	DefaultIdleTimeout       = 75 * time.Second
 	DefaultMaxHeaderBytes    = 32 << 10
@@ -190,49 +188,10 @@ type ListenerConfig struct {
 	ProxyProtocol *ProxyProtocolConfig `yaml:"proxy_protocol,omitempty"`
 }
 
-// AdminConfig is the admin listener: /metrics, /state, /config, /reload,
-// /stages/{name}/target, /shadow, the dashboard /ui and optionally
-// /debug/pprof (admin.go has the route table).
-type AdminConfig struct {
-	// Addr is host:port (default 127.0.0.1:9901). A non-loopback address
-	// is refused unless AllowPublic is true and Token is set. Changing it
-	// needs a restart.
-	Addr string `yaml:"addr"`
-	// AllowPublic permits a non-loopback admin address (default false).
-	// The admin API can change targets and reload the configuration:
-	// there it needs Token too.
-	AllowPublic bool `yaml:"allow_public"`
-	// Token is a bearer token (at least 16 printable ASCII characters
-	// without spaces), a secret: shown as <redacted> everywhere. When
-	// set, every endpoint but GET /healthz and GET /readyz needs it
-	// (Authorization: Bearer TOKEN), except the read endpoints listed in
-	// Public; the dashboard's session cookie lets a browser that opened
-	// /ui with it back into /ui and /ui/events. Required when Addr is not
-	// loopback; optional (default none) on loopback. A reload applies a
-	// changed token at once.
-	Token secret.String `yaml:"token,omitempty"`
-	// TokenFile names a file whose first line is the token, read at start
-	// and on every reload (a mounted Kubernetes Secret keeps the token
-	// out of a ConfigMap, and rotates without a restart); exclusive with
-	// Token (default none).
-	TokenFile string `yaml:"token_file,omitempty"`
-	// Public names read endpoints that answer without the token when one
-	// is set (default none): "metrics" (GET /metrics, for a Prometheus
-	// scrape without credentials), "state" (GET /state), "config" (GET
-	// /config, secrets still redacted), "ui" (the dashboard /ui and
-	// /ui/events; its changes still need the token) and "index" (GET /).
-	// Changes (PUT, POST) and /debug/pprof always need the token. A
-	// reload applies changes.
-	Public []string `yaml:"public,omitempty"`
-	// Pprof serves net/http/pprof under /debug/pprof/ (default false).
-	// Changing it needs a restart.
-	Pprof bool `yaml:"pprof"`
-	// TLS, when set, serves the admin API over HTTPS, as a listener's
-	// tls does (TLSConfig). With client_auth require, a verified client
-	// certificate is enough to serve a non-loopback Addr without Token
-	// (AllowPublic is still needed). Default none: plaintext.
-	TLS *TLSConfig `yaml:"tls,omitempty"`
-}
+// AdminConfig is the admin listener (package admin): /metrics, /state,
+// /config, /reload, /stages/{name}/target, /shadow, the dashboard /ui
+// and optionally /debug/pprof.
+type AdminConfig = admin.Config
 
 // BackendsConfig is the upstream pool: servers, balancing, the bounded
 // wait queue in front of them and the upstream transport.
@@ -352,7 +311,7 @@ func (c *Config) SetDefaults() {
 	for i := range c.Listeners {
 		c.Listeners[i].setDefaults()
 	}
-	c.Admin.setDefaults()
+	c.Admin.SetDefaults()
 	c.Backends.setDefaults()
 	c.DrainTimeout = cmp.Or(c.DrainTimeout, DefaultDrainTimeout)
 	c.Health.setDefaults()
@@ -383,13 +342,7 @@ func (l *ListenerConfig) setDefaults() {
 	l.RequestBufferBytes = cmp.Or(l.RequestBufferBytes, DefaultRequestBufferBytes)
 	l.MaxRequestBodyBytes = cmp.Or(l.MaxRequestBodyBytes, DefaultMaxRequestBodyBytes)
 	l.ProxyProtocol.setDefaults()
-	l.TLS.setDefaults()
-}
-
-// setDefaults fills the admin listener's defaults.
-func (a *AdminConfig) setDefaults() {
-	a.TLS.setDefaults()
-	a.Addr = cmp.Or(a.Addr, DefaultAdminAddr)
+	l.TLS.SetDefaults()
 }
 
 // setDefaults fills the pool's defaults but the upstream client side's
@@ -423,7 +376,7 @@ func (b *BackendsConfig) setDefaults() {
 		b.MaxIdleConnsPerHost = max(maxConc, 1)
 	}
 	b.IdleConnTimeout = cmp.Or(b.IdleConnTimeout, DefaultIdleConnTimeout)
-	b.TLS.setDefaults()
+	b.TLS.SetDefaults()
 }
 
 // Validate reports the first invalid field as a *sluice.FieldError naming its
@@ -441,7 +394,7 @@ func (c *Config) Validate() error {
 		return err
 	}
 	for _, check := range []func() error{
-		c.Admin.validate, c.Backends.validate, c.validateBackendsTLS, c.validateTimes, c.Health.validate,
+		c.Admin.Validate, c.Backends.validate, c.validateBackendsTLS, c.validateTimes, c.Health.validate,
 		c.ResponseBuffering.Validate, func() error { return policyValidate(&c.Config) }, c.validateClientCertKeys,
 		c.validateUpstreamClient, c.validateCluster, c.Telemetry.validate, c.validateAccessLog,
 	} {
@@ -469,7 +422,11 @@ func (c *Config) validateBackendsTLS() error {
 	if c.Backends.TLS == nil {
 		return nil
 	}
-	return c.Backends.TLS.validate("backends.tls", c.Backends.Servers)
+	urls := make([]string, len(c.Backends.Servers))
+	for i, s := range c.Backends.Servers {
+		urls[i] = s.URL
+	}
+	return c.Backends.TLS.Validate("backends.tls", urls)
 }
 
 // validateTimes checks drain_timeout and watch_config.
@@ -518,7 +475,7 @@ func (c *Config) validateListeners() (map[string]string, error) {
 // address.
 func (l *ListenerConfig) validate(p string) error {
 	if l.TLS != nil {
-		if err := l.TLS.validate(p + ".tls"); err != nil {
+		if err := l.TLS.Validate(p + ".tls"); err != nil {
 			return err
 		}
 	}
@@ -661,20 +618,6 @@ func checkHostPort(addr string) error {
 func anyPort(addr string) bool {
 	_, port, err := net.SplitHostPort(addr)
 	return err == nil && port == "0"
-}
-
-// isLoopbackAddr reports whether host:port names only loopback
-// interfaces ("localhost", 127.0.0.0/8, ::1).
-func isLoopbackAddr(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.IsLoopback()
 }
 
 // restartField returns the YAML path of the first field that differs

@@ -3,7 +3,6 @@
 package proxy
 
 import (
-	"net/http"
 	"sync"
 
 	"github.com/sluicehq/sluice/control"
@@ -12,9 +11,9 @@ import (
 )
 
 // The proxy's side of the live dashboard (internal/dashboard): the view
-// of the server it reads, its guard, and what the proxy knows of each
-// stage's controller that /state does not say. The routes are the admin
-// API's (admin.go).
+// of the server it reads, and what the proxy knows of each stage's
+// controller that /state does not say. The routes and their guard are
+// the admin API's (package admin).
 
 // dashView is the dashboard's read-only view of the server
 // (dashboard.View): the readings of GET /state as typed values, with
@@ -60,20 +59,6 @@ func (v dashView) State(n int) dashboard.State {
 	out.Sensors = doc.Sensors
 	return out
 }
-
-// dashAccess guards the dashboard with the running configuration's
-// admin token (dashboard.Access): without a token configured, or with
-// "ui" in admin.public, everyone may see it; with one, a request that
-// carries it (Authorization header, the session cookie, or for the page
-// itself ?token=). The admin router's guard asks the same question first
-// (adminAuth.ui).
-type dashAccess struct{ s *Server }
-
-var _ dashboard.Access = dashAccess{}
-
-func (d dashAccess) Allowed(r *http.Request, page bool) bool { return d.s.adminAuth().ui(r, page) }
-
-func (d dashAccess) Grant(w http.ResponseWriter) { d.s.adminAuth().setSession(w) }
 
 // objectiveOf returns the statistic a stage's response-time target holds
 // (control.ObjectiveOf).

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/proxy/admin"
 	"github.com/sluicehq/sluice/proxy/internal/dashboard"
 	"github.com/sluicehq/sluice/stage"
 )
@@ -25,6 +26,9 @@ const uiToken = "0123456789abcdef-test"
 
 // openEvents opens /ui/events with the given headers and returns the
 // response and a reader of its events.
+// uiCookie is the dashboard's session cookie.
+const uiCookie = admin.SessionCookie
+
 func openEvents(t *testing.T, url string, hdr map[string]string) (*http.Response, *dashboard.EventReader) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, url, nil)

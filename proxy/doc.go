@@ -35,8 +35,10 @@
 //
 // Config is the YAML file (docs/config.md documents every field); Server
 // runs the listeners, the admin API (/metrics, /state, /config, /reload,
-// /stages/{name}/target, /shadow; admin.go) and swaps configurations
-// atomically on reload.
+// /stages/{name}/target, /shadow; package admin, which reads and changes
+// the server through admin.go) and swaps configurations atomically on
+// reload. Package tlsconf is the TLS of the listeners, of the admin
+// listener and of backends.tls.
 //
 // Internal packages hold what the proxy core only calls:
 //
@@ -53,7 +55,7 @@
 //     (proxy_ui_history_bytes, proxy_stage_target_seconds, …). It reads
 //     the server only through a read-only view of typed values that
 //     dashboard.go fills from the readings of /state, and the admin
-//     token guards it (adminauth.go).
+//     token guards it (package admin).
 //   - internal/proxyproto, the PROXY protocol on a listener
 //     (listeners[].proxy_protocol; proxyproto.go wires it): the header
 //     believed only from trusted load balancers, read by each

@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/gate"
 	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/proxy/internal/h1"
+	"github.com/sluicehq/sluice/proxy/tlsconf"
 )
 
 // Backend is one upstream server of a Pool. Its counters are safe for
@@ -57,7 +58,7 @@ type Pool struct {
 	h1        *h1.Transport     // the common request's transport, falling back to transport
 	rt        http.RoundTripper // h1, or a stand-in in benchmarks
 	h2c       h2cTransport      // gRPC calls to http:// servers (grpc.go)
-	tls       *upstreamTLS      // backends.tls (tls_server.go), or nil
+	tls       *tlsconf.Upstream // backends.tls (package tlsconf), or nil
 	cfg       BackendsConfig
 	busy      *monitor.Busy // busy time of the slots, when a pool-busy sensor reads it
 
@@ -105,10 +106,10 @@ func NewPool(cfg BackendsConfig) (*Pool, error) {
 	p.lim = lim
 	p.transport = NewTransport(cfg)
 	if cfg.TLS != nil {
-		if p.tls, err = newUpstreamTLS(cfg.TLS, cfg.Timeouts.Dial, time.Now()); err != nil {
+		if p.tls, err = tlsconf.NewUpstream(cfg.TLS, cfg.Timeouts.Dial, time.Now()); err != nil {
 			return nil, err
 		}
-		p.transport.DialTLSContext = p.tls.dialTLS
+		p.transport.DialTLSContext = p.tls.DialTLS
 	}
 	p.h1 = newH1Transport(cfg, p.transport)
 	p.rt = p.h1

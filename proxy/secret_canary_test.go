@@ -25,6 +25,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/internal/secret"
+	"github.com/sluicehq/sluice/proxy/admin"
 )
 
 // Secrets for the tests: every one unlike any other text, so that
@@ -194,10 +195,10 @@ func response(resp *http.Response, body []byte) string {
 
 // routeURL is a request target for a route of the table: wildcards get a
 // value, and the profiler's timed endpoints one second.
-func routeURL(t *testing.T, rt adminRoute) string {
-	p := strings.ReplaceAll(strings.ReplaceAll(rt.path, "{name}", "api"), "{$}", "")
+func routeURL(t *testing.T, rt admin.Route) string {
+	p := strings.ReplaceAll(strings.ReplaceAll(rt.Path, "{name}", "api"), "{$}", "")
 	if strings.Contains(p, "{") {
-		t.Fatalf("route %s: the test has no value for its wildcard", rt.path)
+		t.Fatalf("route %s: the test has no value for its wildcard", rt.Path)
 	}
 	if strings.HasSuffix(p, "/profile") || strings.HasSuffix(p, "/trace") {
 		p += "?seconds=1"
@@ -207,9 +208,9 @@ func routeURL(t *testing.T, rt adminRoute) string {
 
 // routeBody is a valid body for a route (the table's doc of a PUT is its
 // example body).
-func routeBody(rt adminRoute, method string) string {
+func routeBody(rt admin.Route, method string) string {
 	if method == http.MethodPut {
-		return rt.doc
+		return rt.Doc
 	}
 	return ""
 }
@@ -261,9 +262,9 @@ func TestSecretsNeverShown(t *testing.T) {
 		t.Fatalf("GET /ui?token=: %d, cookie %q", resp.StatusCode, cookie)
 	}
 
-	routes := p.srv.adminRoutes(true)
+	routes := p.srv.adm.Routes(true)
 	for _, rt := range routes {
-		methods := slices.Clone(rt.methods)
+		methods := slices.Clone(rt.Methods)
 		if slices.Contains(methods, http.MethodGet) {
 			methods = append(methods, http.MethodHead)
 		}
@@ -276,11 +277,11 @@ func TestSecretsNeverShown(t *testing.T) {
 				resp, body := call(t, m, url, routeBody(rt, m), who.hdr)
 				where := fmt.Sprintf("%s %s with %s", m, url, who.name)
 				lc.check(where, response(resp, body))
-				allowed := rt.auth == authNone || who.name == "the token" || (who.name != "nobody" && rt.auth == authUI)
+				allowed := rt.Auth == admin.AuthNone || who.name == "the token" || (who.name != "nobody" && rt.Auth == admin.AuthUI)
 				switch {
 				case !allowed && resp.StatusCode != http.StatusUnauthorized:
 					t.Errorf("%s: %d, want 401", where, resp.StatusCode)
-				case allowed && resp.StatusCode >= 400 && !(rt.path == "/readyz" && resp.StatusCode == 503):
+				case allowed && resp.StatusCode >= 400 && !(rt.Path == "/readyz" && resp.StatusCode == 503):
 					t.Errorf("%s: %d, want success: %s", where, resp.StatusCode, body)
 				}
 			}

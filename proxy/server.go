@@ -21,7 +21,6 @@ import (
 	"reflect"
 	"runtime"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -33,10 +32,12 @@ import (
 	"github.com/sluicehq/sluice/internal/strictyaml"
 	"github.com/sluicehq/sluice/policer/nft"
 	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/proxy/admin"
 	"github.com/sluicehq/sluice/proxy/buffer"
 	"github.com/sluicehq/sluice/proxy/internal/dashboard"
 	"github.com/sluicehq/sluice/proxy/internal/h1"
 	"github.com/sluicehq/sluice/proxy/internal/telemetry"
+	"github.com/sluicehq/sluice/proxy/tlsconf"
 	"github.com/sluicehq/sluice/share"
 )
 
@@ -111,7 +112,8 @@ type Server struct {
 	ov     *overloadRun // sensors, resource rules and the connection policer
 	kernel *nft.Table   // the policer's kernel path (proxy/kernel.go), or nil
 
-	dash      *dashboard.Dashboard // the live dashboard (internal/dashboard; its view: dashboard.go)
+	adm       *admin.API           // the admin API (package admin; its view of the server: admin.go)
+	dash      *dashboard.Dashboard // the live dashboard (adm's; its view: dashboard.go)
 	conns     *connLimit           // the cap on client connections
 	connsFrom string               // where the cap comes from
 	cm        *clientMetrics       // client-side refusals and connections
@@ -119,11 +121,8 @@ type Server struct {
 	ready     readiness            // what /readyz answers (health.go)
 
 	ppRejected *prometheus.CounterVec // proxy_proxy_protocol_rejected_total (proxyproto.go)
-	tlsm       *tlsMetrics            // the TLS settings' metrics (tls_watch.go)
-	tlsw       []*tlsWatch            // the listeners' and the admin listener's TLS, after Listen
-	// auth is the admin token of the running configuration, built once
-	// per generation (adminauth.go).
-	auth atomic.Pointer[adminAuth]
+	tlsm       *tlsconf.Metrics       // the TLS settings' metrics (package tlsconf)
+	tlsw       []*tlsconf.Watch       // the listeners' and the admin listener's TLS, after Listen
 
 	watchMu sync.Mutex
 	fileSum [sha256.Size]byte    // digest of the file content last read by a reload or the watch
@@ -163,9 +162,11 @@ func New(cfg *Config, opts Options) (*Server, error) {
 	}
 	m := newMetrics()
 	s := &Server{h: newHandler(m, logger), m: m, reg: reg, gath: gath, log: logger, file: opts.ConfigFile, adjust: opts.Adjust,
-		tlsm: newTLSMetrics()}
+		tlsm: tlsconf.NewMetrics()}
 	s.h.ready = &s.ready
-	s.dash = dashboard.New(dashView{s}, dashboard.Options{Access: dashAccess{s}, Error: adminError, Logger: logger})
+	s.adm = admin.New(adminServer{s}, admin.Options{Logger: logger, Gatherer: gath, MetricsLog: serverLog(logger),
+		Healthz: http.HandlerFunc(serveHealthz), Readyz: http.HandlerFunc(s.ready.serve), View: dashView{s}})
+	s.dash = s.adm.Dashboard()
 	ov, err := buildOverload(cfg, s.h, logger, time.Now())
 	if err != nil {
 		return nil, err
@@ -202,7 +203,7 @@ func New(cfg *Config, opts Options) (*Server, error) {
 			return nil, fmt.Errorf("proxy: metrics: %w", err)
 		}
 	}
-	if err := s.tlsm.register(reg); err != nil {
+	if err := s.tlsm.Register(reg); err != nil {
 		return nil, fmt.Errorf("proxy: metrics: %w", err)
 	}
 	if err := reg.Register(readyCollector{&s.ready}); err != nil {
@@ -275,7 +276,7 @@ func (s *Server) newGeneration(cfg *Config, prev *generation) (*generation, erro
 			return nil, err
 		}
 		if pool.tls != nil {
-			pool.tls.w.setOutputs(s.log, s.tlsm)
+			pool.tls.Watch().SetOutputs(s.log, s.tlsm)
 		}
 		if s.ov.busy {
 			if err := pool.trackBusy(time.Now()); err != nil {
@@ -477,7 +478,7 @@ func (s *Server) startRunners(g *generation) {
 		s.runs.Go(func() { g.cluster.Run(ctx) })
 	}
 	if g.pool.tls != nil {
-		s.runs.Go(func() { g.pool.tls.w.Run(ctx) })
+		s.runs.Go(func() { g.pool.tls.Watch().Run(ctx) })
 	}
 }
 
@@ -492,7 +493,7 @@ func (s *Server) Listen() error {
 	cfg := s.h.gen.Load().cfg
 	var lns []net.Listener
 	var bound []net.Addr // the client listeners' addresses, for the kernel path
-	var watches []*tlsWatch
+	var watches []*tlsconf.Watch
 	fail := func(err error) error {
 		for _, l := range lns {
 			l.Close()
@@ -525,7 +526,7 @@ func (s *Server) Listen() error {
 			watches = append(watches, w)
 			// TLS is terminated in the listener: HTTP/1.1 over TLS is
 			// scanned too (internal/h1, tlsscan.go).
-			ln = h1.NewTLSListener(ln, w.serverConfig(), lc.ReadHeaderTimeout)
+			ln = h1.NewTLSListener(ln, w.ServerConfig(), lc.ReadHeaderTimeout)
 		}
 		lns = append(lns, ln)
 		srv := &http.Server{
@@ -571,14 +572,14 @@ func (s *Server) Listen() error {
 			return fail(err)
 		}
 		watches = append(watches, w)
-		aln = tls.NewListener(aln, w.serverConfig())
+		aln = tls.NewListener(aln, w.ServerConfig())
 	}
 	if err := s.startKernel(bound); err != nil {
 		aln.Close()
 		return fail(err)
 	}
 	s.lns, s.adminLn, s.tlsw = lns, aln, watches
-	s.admin = &http.Server{Handler: s.adminHandler(cfg.Admin.Pprof), ReadHeaderTimeout: DefaultReadHeaderTimeout,
+	s.admin = &http.Server{Handler: s.adm.Handler(cfg.Admin.Pprof), ReadHeaderTimeout: DefaultReadHeaderTimeout,
 		IdleTimeout: DefaultIdleTimeout, ErrorLog: serverLog(s.log)}
 	return nil
 }

@@ -3,386 +3,40 @@
 package proxy
 
 import (
-	"cmp"
-	"crypto/sha256"
-	"crypto/tls"
-	"crypto/x509"
-	"errors"
 	"fmt"
-	"strings"
-	"time"
 
-	"github.com/sluicehq/sluice/internal/tlsfile"
 	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/proxy/tlsconf"
 )
 
-// Defaults of TLSConfig and UpstreamTLSConfig.
+// TLSConfig is the TLS of a client listener or of the admin listener
+// (package tlsconf): the certificates it serves, chosen by SNI and
+// re-read when their files change, and the verification of client
+// certificates (mutual TLS).
+type TLSConfig = tlsconf.Config
+
+// CertKeyConfig names a PEM certificate chain and its private key.
+type CertKeyConfig = tlsconf.CertKeyConfig
+
+// UpstreamTLSConfig is how the proxy speaks TLS to https:// servers
+// (package tlsconf).
+type UpstreamTLSConfig = tlsconf.UpstreamConfig
+
+// Defaults of TLSConfig and UpstreamTLSConfig (package tlsconf).
 const (
 	// DefaultTLSWatch is how often the files of a TLS setting are read to
 	// see whether they changed.
-	DefaultTLSWatch = 10 * time.Second
+	DefaultTLSWatch = tlsconf.DefaultWatch
 	// DefaultTLSMinVersion is the oldest TLS version accepted.
-	DefaultTLSMinVersion = "1.2"
+	DefaultTLSMinVersion = tlsconf.DefaultMinVersion
 )
 
-// The values of TLSConfig.ClientAuth.
+// The values of TLSConfig.ClientAuth (package tlsconf).
 const (
-	// ClientAuthNone asks for no client certificate.
-	ClientAuthNone = "none"
-	// ClientAuthRequest asks for one and verifies it when the client
-	// sends one; a client without one is served too, without an identity.
-	ClientAuthRequest = "request"
-	// ClientAuthRequire refuses the handshake of a client without a
-	// certificate that ClientCA verifies.
-	ClientAuthRequire = "require"
+	ClientAuthNone    = tlsconf.ClientAuthNone
+	ClientAuthRequest = tlsconf.ClientAuthRequest
+	ClientAuthRequire = tlsconf.ClientAuthRequire
 )
-
-// TLSConfig is the TLS of a client listener or of the admin listener:
-// the certificates it serves, chosen by SNI and re-read when their files
-// change, and the verification of client certificates (mutual TLS).
-//
-// Certificates rotate without a restart: every Watch, and on every
-// reload, the files are read again; when their contents changed (a
-// digest of the bytes, so that a Kubernetes Secret's symlink swap and an
-// in-place write are both seen) they are parsed and served to new
-// handshakes, while open connections keep theirs. New contents that do
-// not load keep the certificates in service: a warning names the file
-// and sluice_tls_reloads_total{result="error"} counts it. Changing the
-// settings themselves (a path, client_auth, min_version) needs a
-// restart.
-type TLSConfig struct {
-	// Cert and Key name a PEM certificate chain (leaf first) and the
-	// PEM private key of its leaf: the listener's first certificate
-	// (default none; at least one of Cert and Certificates is required).
-	Cert string `yaml:"cert,omitempty"`
-	Key  string `yaml:"key,omitempty"`
-	// Certificates are further certificates. A handshake gets the first
-	// certificate (Cert first, then these in order) whose DNS names
-	// (wildcards included) match the client's SNI and whose key type the
-	// client supports; when none matches, or the client sent no SNI, the
-	// first certificate.
-	Certificates []CertKeyConfig `yaml:"certificates,omitempty"`
-	// MinVersion is the oldest TLS version accepted: "1.2" (default) or
-	// "1.3".
-	MinVersion string `yaml:"min_version"`
-	// Watch is how often the files are read to see whether they changed
-	// (default 10s; 0s: only on reload).
-	Watch *time.Duration `yaml:"watch"`
-	// ClientCA names a PEM bundle of the CAs that client certificates
-	// must chain to (default none).
-	ClientCA string `yaml:"client_ca,omitempty"`
-	// ClientAuth is "none" (no client certificate is asked for),
-	// "request" (a certificate is asked for and verified against
-	// ClientCA when the client sends one) or "require" (the handshake
-	// fails without one) (default: require when ClientCA is set, else
-	// none).
-	ClientAuth string `yaml:"client_auth"`
-}
-
-// CertKeyConfig names a PEM certificate chain and its private key.
-type CertKeyConfig struct {
-	Cert string `yaml:"cert"`
-	Key  string `yaml:"key"`
-}
-
-// UpstreamTLSConfig is how the proxy speaks TLS to https:// servers:
-// whom it trusts, the client certificate it shows, the name it asks for
-// and verifies. Its files are re-read every Watch and on reload, as a
-// listener's are; a new CA bundle or client certificate applies to new
-// upstream connections.
-type UpstreamTLSConfig struct {
-	// CA names a PEM bundle of the CAs that servers' certificates must
-	// chain to (default: the system's roots).
-	CA string `yaml:"ca,omitempty"`
-	// Cert and Key name a client certificate chain and its private key,
-	// shown to servers that ask for one (default none).
-	Cert string `yaml:"cert,omitempty"`
-	Key  string `yaml:"key,omitempty"`
-	// ServerName is the name sent as SNI and verified in the servers'
-	// certificates (default: each server URL's host).
-	ServerName string `yaml:"server_name,omitempty"`
-	// MinVersion is the oldest TLS version accepted: "1.2" (default) or
-	// "1.3".
-	MinVersion string `yaml:"min_version"`
-	// Watch is how often the files are read to see whether they changed
-	// (default 10s; 0s: only on reload).
-	Watch *time.Duration `yaml:"watch"`
-}
-
-func (c *TLSConfig) setDefaults() {
-	if c == nil {
-		return
-	}
-	c.MinVersion = cmp.Or(c.MinVersion, DefaultTLSMinVersion)
-	if c.Watch == nil {
-		d := DefaultTLSWatch
-		c.Watch = &d
-	}
-	if c.ClientAuth == "" {
-		c.ClientAuth = ClientAuthNone
-		if c.ClientCA != "" {
-			c.ClientAuth = ClientAuthRequire
-		}
-	}
-}
-
-func (c *UpstreamTLSConfig) setDefaults() {
-	if c == nil {
-		return
-	}
-	c.MinVersion = cmp.Or(c.MinVersion, DefaultTLSMinVersion)
-	if c.Watch == nil {
-		d := DefaultTLSWatch
-		c.Watch = &d
-	}
-}
-
-// verifiesClients reports whether c verifies client certificates (a
-// nil c does not).
-func (c *TLSConfig) verifiesClients() bool {
-	return c != nil && (c.ClientAuth == ClientAuthRequest || c.ClientAuth == ClientAuthRequire)
-}
-
-// requiresClientCert reports whether c refuses clients without a
-// verified certificate.
-func (c *TLSConfig) requiresClientCert() bool { return c != nil && c.ClientAuth == ClientAuthRequire }
-
-func watchOf(d *time.Duration) time.Duration {
-	if d == nil {
-		return DefaultTLSWatch
-	}
-	return *d
-}
-
-// tlsFile is one file of a TLS setting: the YAML path of the field that
-// names it, and its name.
-type tlsFile struct{ field, name string }
-
-// files lists c's files at path p: each certificate's chain and key,
-// then the client CA bundle.
-func (c *TLSConfig) files(p string) []tlsFile {
-	var out []tlsFile
-	if c.Cert != "" || c.Key != "" {
-		out = append(out, tlsFile{p + ".cert", c.Cert}, tlsFile{p + ".key", c.Key})
-	}
-	for i, ck := range c.Certificates {
-		q := fmt.Sprintf("%s.certificates[%d]", p, i)
-		out = append(out, tlsFile{q + ".cert", ck.Cert}, tlsFile{q + ".key", ck.Key})
-	}
-	if c.ClientCA != "" {
-		out = append(out, tlsFile{p + ".client_ca", c.ClientCA})
-	}
-	return out
-}
-
-func (c *UpstreamTLSConfig) files(p string) []tlsFile {
-	var out []tlsFile
-	if c.CA != "" {
-		out = append(out, tlsFile{p + ".ca", c.CA})
-	}
-	if c.Cert != "" || c.Key != "" {
-		out = append(out, tlsFile{p + ".cert", c.Cert}, tlsFile{p + ".key", c.Key})
-	}
-	return out
-}
-
-// validate checks c's settings (at path p) and that its files load.
-func (c *TLSConfig) validate(p string) error {
-	if c.Cert == "" && c.Key == "" && len(c.Certificates) == 0 {
-		return fieldErr(p, "needs a certificate: cert and key, or certificates")
-	}
-	if err := checkPairNames(p, c.Cert, c.Key); err != nil {
-		return err
-	}
-	for i, ck := range c.Certificates {
-		if err := checkPairNames(fmt.Sprintf("%s.certificates[%d]", p, i), ck.Cert, ck.Key); err != nil {
-			return err
-		}
-		if ck.Cert == "" && ck.Key == "" {
-			return fieldErr(fmt.Sprintf("%s.certificates[%d]", p, i), "needs cert and key")
-		}
-	}
-	if _, err := tlsfile.ParseVersion(c.MinVersion); err != nil {
-		return fieldErr(p+".min_version", "%v", err)
-	}
-	if err := checkWatch(p, c.Watch); err != nil {
-		return err
-	}
-	switch c.ClientAuth {
-	case ClientAuthNone:
-		if c.ClientCA != "" {
-			return fieldErr(p+".client_auth", "%q with client_ca set: say request or require, or remove client_ca", c.ClientAuth)
-		}
-	case ClientAuthRequest, ClientAuthRequire:
-		if c.ClientCA == "" {
-			return fieldErr(p+".client_ca", "is required with client_auth %s: the PEM bundle of the CAs client certificates must chain to", c.ClientAuth)
-		}
-	default:
-		return fieldErr(p+".client_auth", "%q is invalid: must be %s, %s or %s", c.ClientAuth, ClientAuthNone, ClientAuthRequest, ClientAuthRequire)
-	}
-	_, _, err := loadServerTLS(p, c)
-	return err
-}
-
-func (c *UpstreamTLSConfig) validate(p string, servers []ServerConfig) error {
-	if err := checkPairNames(p, c.Cert, c.Key); err != nil {
-		return err
-	}
-	if _, err := tlsfile.ParseVersion(c.MinVersion); err != nil {
-		return fieldErr(p+".min_version", "%v", err)
-	}
-	if err := checkWatch(p, c.Watch); err != nil {
-		return err
-	}
-	if c.ServerName != "" && strings.ContainsAny(c.ServerName, " /:") {
-		return fieldErr(p+".server_name", "%q is invalid: a host name such as api.internal, without port", c.ServerName)
-	}
-	https := false
-	for _, s := range servers {
-		https = https || strings.HasPrefix(strings.ToLower(s.URL), "https://")
-	}
-	if !https {
-		return fieldErr(p, "is set but no server is https://: the upstream connections would not use it")
-	}
-	_, _, err := loadUpstreamTLS(p, c)
-	return err
-}
-
-func checkPairNames(p, cert, key string) error {
-	switch {
-	case cert != "" && key == "":
-		return fieldErr(p+".key", "is required with cert: the PEM private key of the certificate")
-	case cert == "" && key != "":
-		return fieldErr(p+".cert", "is required with key: the PEM certificate chain of the key")
-	}
-	return nil
-}
-
-func checkWatch(p string, d *time.Duration) error {
-	if d != nil && *d < 0 {
-		return fieldErr(p+".watch", "%v is invalid: must be a positive duration, or 0s for only on reload", *d)
-	}
-	return nil
-}
-
-// readTLSFiles reads files together (tlsfile.Read), the error naming
-// the field of the file that could not be read.
-func readTLSFiles(files []tlsFile) ([][]byte, [sha256.Size]byte, error) {
-	names := make([]string, len(files))
-	for i, f := range files {
-		names[i] = f.name
-	}
-	data, sum, err := tlsfile.Read(names)
-	var re *tlsfile.ReadError
-	if errors.As(err, &re) {
-		return nil, sum, fieldErr(files[re.Index].field, "%v", err)
-	}
-	return data, sum, err
-}
-
-// fileErr places a tlsfile error about file f.
-func fileErr(f tlsFile, err error) error {
-	var te *tlsfile.Error
-	if errors.As(err, &te) {
-		return fieldErr(f.field, "%q: %s", f.name, te.Msg)
-	}
-	return fieldErr(f.field, "%q: %v", f.name, err)
-}
-
-// parsePairs parses the certificate pairs of files (cert, key, cert,
-// key, ...) from data.
-func parsePairs(files []tlsFile, data [][]byte) ([]tls.Certificate, error) {
-	var out []tls.Certificate
-	for i := 0; i+1 < len(files); i += 2 {
-		pair, err := tlsfile.ParsePair(data[i], data[i+1])
-		if err != nil {
-			var te *tlsfile.Error
-			if errors.As(err, &te) && te.Input == tlsfile.InputKey {
-				return nil, fileErr(files[i+1], err)
-			}
-			return nil, fileErr(files[i], err)
-		}
-		out = append(out, pair)
-	}
-	return out, nil
-}
-
-// clientAuthType maps TLSConfig.ClientAuth to crypto/tls's.
-func clientAuthType(s string) tls.ClientAuthType {
-	switch s {
-	case ClientAuthRequest:
-		return tls.VerifyClientCertIfGiven
-	case ClientAuthRequire:
-		return tls.RequireAndVerifyClientCert
-	}
-	return tls.NoClientCert
-}
-
-// loadServerTLS reads and parses the files of c (at path p) and returns
-// the configuration a handshake uses, and the digest of the files.
-func loadServerTLS(p string, c *TLSConfig) (*tls.Config, [sha256.Size]byte, error) {
-	files := c.files(p)
-	data, sum, err := readTLSFiles(files)
-	if err != nil {
-		return nil, sum, err
-	}
-	conf, err := buildServerTLS(c, files, data)
-	return conf, sum, err
-}
-
-func buildServerTLS(c *TLSConfig, files []tlsFile, data [][]byte) (*tls.Config, error) {
-	n := len(files)
-	var pool *x509.CertPool
-	if c.ClientCA != "" {
-		n--
-		var err error
-		if pool, _, err = tlsfile.ParseCAs(data[n]); err != nil {
-			return nil, fileErr(files[n], err)
-		}
-	}
-	certs, err := parsePairs(files[:n], data[:n])
-	if err != nil {
-		return nil, err
-	}
-	minV, err := tlsfile.ParseVersion(c.MinVersion)
-	if err != nil {
-		return nil, err
-	}
-	return &tls.Config{Certificates: certs, MinVersion: minV, NextProtos: []string{"h2", "http/1.1"},
-		ClientCAs: pool, ClientAuth: clientAuthType(c.ClientAuth)}, nil
-}
-
-// loadUpstreamTLS reads and parses the files of c (at path p) and
-// returns the configuration upstream handshakes start from (ServerName
-// still to set when c has none), and the digest of the files.
-func loadUpstreamTLS(p string, c *UpstreamTLSConfig) (*tls.Config, [sha256.Size]byte, error) {
-	files := c.files(p)
-	data, sum, err := readTLSFiles(files)
-	if err != nil {
-		return nil, sum, err
-	}
-	conf, err := buildUpstreamTLS(c, files, data)
-	return conf, sum, err
-}
-
-func buildUpstreamTLS(c *UpstreamTLSConfig, files []tlsFile, data [][]byte) (*tls.Config, error) {
-	minV, err := tlsfile.ParseVersion(c.MinVersion)
-	if err != nil {
-		return nil, err
-	}
-	conf := &tls.Config{MinVersion: minV, ServerName: c.ServerName, NextProtos: []string{"h2", "http/1.1"}}
-	i := 0
-	if c.CA != "" {
-		if conf.RootCAs, _, err = tlsfile.ParseCAs(data[0]); err != nil {
-			return nil, fileErr(files[0], err)
-		}
-		i = 1
-	}
-	if conf.Certificates, err = parsePairs(files[i:], data[i:]); err != nil {
-		return nil, err
-	}
-	return conf, nil
-}
 
 // validateClientCertKeys checks that a policy keying on the client
 // certificate's identity (a class rule's client_cert, a stage's
@@ -390,7 +44,7 @@ func buildUpstreamTLS(c *UpstreamTLSConfig, files []tlsFile, data [][]byte) (*tl
 // certificates: without one every request would lack an identity.
 func (c *Config) validateClientCertKeys() error {
 	for _, l := range c.Listeners {
-		if l.TLS.verifiesClients() {
+		if l.TLS.VerifiesClients() {
 			return nil
 		}
 	}

@@ -135,7 +135,7 @@ func TestUpstreamTLS(t *testing.T) {
 			// Rotate the client certificate: new connections show it.
 			d.UpdatePair(proxyCA.Issue(t, testcert.Leaf{CommonName: "sluice-2", Client: true}), backendCA)
 			pool := p.srv.h.gen.Load().pool
-			if changed, err := pool.tls.w.Check(time.Now()); !changed || err != nil {
+			if changed, err := pool.tls.Watch().Check(time.Now()); !changed || err != nil {
 				t.Fatalf("client certificate rotation: %v %v", changed, err)
 			}
 			pool.transport.CloseIdleConnections()
@@ -143,7 +143,7 @@ func TestUpstreamTLS(t *testing.T) {
 				t.Errorf("after the rotation the backend saw %q", h.Get("X-Client"))
 			}
 			d.UpdatePair(proxyCA.Issue(t, testcert.Leaf{CommonName: "sluice-1", Client: true}), backendCA)
-			_, _ = pool.tls.w.Check(time.Now())
+			_, _ = pool.tls.Watch().Check(time.Now())
 
 			// The URL's address is not a name of the backend's certificate.
 			q := startProxy(t, text(""))

@@ -3,14 +3,12 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptrace"
 	"os"
@@ -19,10 +17,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"testing/synctest"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/internal/fielderr"
 	"github.com/sluicehq/sluice/internal/testcert"
@@ -152,126 +147,6 @@ func TestSNIChoosesCertificate(t *testing.T) {
 	if m := metricsOf(t, p.srv); !strings.Contains(m, `sluice_tls_certificate_expiration_timestamp_seconds{cert="`+aCert+`",source="listeners[0].tls"}`) {
 		t.Errorf("expiry metric:\n%s", grepLines(m, "sluice_tls"))
 	}
-}
-
-// The watch's step, driven with its time argument: nothing changes while
-// the files do not; a kubelet-style swap puts the new certificate in
-// service at the next step; a broken new version keeps the certificate
-// in service, is logged once naming the file and never its bytes, and is
-// counted; the fixed version is served.
-func TestTLSWatchCheck(t *testing.T) {
-	ca := testcert.NewCA(t, "CA")
-	d := testcert.NewSecretDir(t)
-	p1 := serverLeaf(t, ca, "one")
-	d.UpdatePair(p1, nil)
-	cfg := &TLSConfig{Cert: d.Path("tls.crt"), Key: d.Path("tls.key")}
-	cfg.setDefaults()
-	t0 := time.Unix(1_700_000_000, 0)
-	w, err := newServerTLS("listeners[0].tls", cfg, t0)
-	must(t, err)
-	var logs bytes.Buffer
-	m := newTLSMetrics()
-	w.setOutputs(slog.New(slog.NewTextHandler(&logs, nil)), m)
-	reg := prometheus.NewRegistry()
-	must(t, m.register(reg))
-	served := func() string { return w.config().Certificates[0].Leaf.Subject.CommonName }
-
-	if changed, err := w.Check(t0.Add(10 * time.Second)); changed || err != nil || served() != "one" {
-		t.Fatalf("unchanged files: changed %v, err %v, served %s", changed, err, served())
-	}
-	p2 := serverLeaf(t, ca, "two")
-	d.UpdatePair(p2, nil)
-	if changed, err := w.Check(t0.Add(20 * time.Second)); !changed || err != nil || served() != "two" {
-		t.Fatalf("after the swap: changed %v, err %v, served %s", changed, err, served())
-	}
-	if !w.loaded.Equal(t0.Add(20 * time.Second)) {
-		t.Errorf("loaded at %v, want the step's time", w.loaded)
-	}
-
-	bad := serverLeaf(t, ca, "three")
-	d.Update(map[string][]byte{"tls.crt": bad.CertPEM, "tls.key": p1.KeyPEM}) // the key of another certificate
-	for i := range 3 {
-		changed, err := w.Check(t0.Add(time.Duration(30+10*i) * time.Second))
-		if changed || err == nil || fielderr.Path(err) != "listeners[0].tls.key" || served() != "two" {
-			t.Fatalf("broken version, step %d: changed %v, err %v, served %s", i, changed, err, served())
-		}
-	}
-	if n := strings.Count(logs.String(), "new TLS files refused"); n != 1 {
-		t.Errorf("%d warnings for one broken version, want 1:\n%s", n, logs.String())
-	}
-	if !strings.Contains(logs.String(), d.Path("tls.key")) {
-		t.Errorf("the warning does not name the file:\n%s", logs.String())
-	}
-	for _, k := range [][]byte{p1.KeyPEM, bad.KeyPEM} {
-		if line := bytes.Split(k, []byte("\n"))[1]; bytes.Contains(logs.Bytes(), line[:20]) {
-			t.Fatalf("a key's bytes were logged:\n%s", logs.String())
-		}
-	}
-	d.UpdatePair(bad, nil)
-	if changed, err := w.Check(t0.Add(time.Minute)); !changed || err != nil || served() != "three" {
-		t.Fatalf("fixed version: changed %v, err %v, served %s", changed, err, served())
-	}
-	text := gatherText(t, reg)
-	for _, want := range []string{`sluice_tls_reloads_total{result="ok",source="listeners[0].tls"} 2`,
-		`sluice_tls_reloads_total{result="error",source="listeners[0].tls"} 1`} {
-		if !strings.Contains(text, want) {
-			t.Errorf("missing %s in\n%s", want, text)
-		}
-	}
-}
-
-// gatherText gathers reg as "name{labels} value" lines.
-func gatherText(t *testing.T, reg *prometheus.Registry) string {
-	t.Helper()
-	mfs, err := reg.Gather()
-	must(t, err)
-	var b strings.Builder
-	for _, mf := range mfs {
-		for _, m := range mf.GetMetric() {
-			var ls []string
-			for _, l := range m.GetLabel() {
-				ls = append(ls, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
-			}
-			v := m.GetCounter().GetValue() + m.GetGauge().GetValue()
-			fmt.Fprintf(&b, "%s{%s} %v\n", mf.GetName(), strings.Join(ls, ","), v)
-		}
-	}
-	return b.String()
-}
-
-// The live loop, in virtual time: a swapped certificate is in service
-// one watch period after the swap at the latest, and not before the
-// period's tick.
-func TestTLSWatchRunServesWithinOnePeriod(t *testing.T) {
-	ca := testcert.NewCA(t, "CA")
-	p1, p2 := serverLeaf(t, ca, "one"), serverLeaf(t, ca, "two")
-	d := testcert.NewSecretDir(t)
-	d.UpdatePair(p1, nil)
-	synctest.Test(t, func(t *testing.T) {
-		period := 10 * time.Second
-		cfg := &TLSConfig{Cert: d.Path("tls.crt"), Key: d.Path("tls.key"), Watch: &period}
-		cfg.setDefaults()
-		w, err := newServerTLS("listeners[0].tls", cfg, time.Now())
-		must(t, err)
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { w.Run(ctx); close(done) }()
-		time.Sleep(3 * time.Second) // the swap lands mid-period
-		d.UpdatePair(p2, nil)
-		swapped := time.Now()
-		time.Sleep(6 * time.Second)
-		synctest.Wait()
-		if cn := w.config().Certificates[0].Leaf.Subject.CommonName; cn != "one" {
-			t.Fatalf("served %s before the period's tick", cn)
-		}
-		time.Sleep(period - 6*time.Second)
-		synctest.Wait()
-		if cn := w.config().Certificates[0].Leaf.Subject.CommonName; cn != "two" || time.Since(swapped) > period {
-			t.Fatalf("served %s %v after the swap (period %v)", cn, time.Since(swapped), period)
-		}
-		cancel()
-		<-done
-	})
 }
 
 // A certificate rotated (kubelet's ..data swap) while clients hammer the

@@ -45,7 +45,7 @@ import (
 const root = "../.."
 
 // goPackages are the packages whose comments are checked, by directory.
-var goPackages = []string{"client", "cluster", "control", "control/auto", "gate", "monitor", "policer", "policy", "proxy", "proxy/overload", "share", "stage"}
+var goPackages = []string{"client", "cluster", "control", "control/auto", "gate", "monitor", "policer", "policy", "proxy", "proxy/admin", "proxy/overload", "proxy/tlsconf", "share", "stage"}
 
 // knownDrift lists defaults stated wrongly in the files offLimits names,
 // whose owners fix them: each entry is a finding as it stands (file, key,
@@ -296,10 +296,10 @@ func goTypes() []goType {
 			Roots:   map[string]reflect.Value{"ProxyProtocol": v(plain.Listeners[0])},
 			Derived: map[string]doccheck.Derived{"RequestBufferDir": {Phrase: "the system's temporary directory"}}}},
 		{"proxy", "ProxyProtocolConfig", "", ctxOf(*p.Listeners[0].ProxyProtocol)},
-		{"proxy", "AdminConfig", "", ctxOf(p.Admin)},
-		{"proxy", "TLSConfig", "", &doccheck.Context{Root: v(*withTLS.Listeners[0].TLS), Derived: map[string]doccheck.Derived{
+		{"proxy/admin", "Config", "", ctxOf(p.Admin)},
+		{"proxy/tlsconf", "Config", "", &doccheck.Context{Root: v(*withTLS.Listeners[0].TLS), Derived: map[string]doccheck.Derived{
 			"ClientAuth": {Phrase: "require when ClientCA is set, else none", Check: checkClientAuthDefault}}}},
-		{"proxy", "UpstreamTLSConfig", "", &doccheck.Context{Root: v(*withTLS.Backends.TLS), Derived: map[string]doccheck.Derived{
+		{"proxy/tlsconf", "UpstreamConfig", "", &doccheck.Context{Root: v(*withTLS.Backends.TLS), Derived: map[string]doccheck.Derived{
 			"CA": {Phrase: "the system's roots"}, "ServerName": {Phrase: "each server URL's host"}}}},
 		{"proxy/buffer", "Config", "", &doccheck.Context{Root: v(p.ResponseBuffering), Derived: map[string]doccheck.Derived{
 			"TempDir": {Phrase: "the system's temporary directory"}}}},

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package proxy
+package tlsconf
 
 import (
 	"errors"
@@ -23,8 +23,8 @@ func FuzzServerTLSFiles(f *testing.F) {
 	f.Add(p.CertPEM, q.KeyPEM, ca.PEM)
 	f.Add(p.CertPEM, p.KeyPEM, p.KeyPEM)
 	f.Add([]byte("junk"), []byte{}, []byte("-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----\n"))
-	cfg := &TLSConfig{Cert: "c.pem", Key: "k.pem", ClientCA: "ca.pem"}
-	cfg.setDefaults()
+	cfg := &Config{Cert: "c.pem", Key: "k.pem", ClientCA: "ca.pem"}
+	cfg.SetDefaults()
 	const path = "listeners[0].tls"
 	files := cfg.files(path)
 	f.Fuzz(func(t *testing.T, cert, key, clientCA []byte) {

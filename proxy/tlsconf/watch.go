@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package proxy
+package tlsconf
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// tlsWatch keeps the configuration of one TLS setting (a listener's, the
+// Watch keeps the configuration of one TLS setting (a listener's, the
 // admin listener's, the upstream one) in step with its files. The
 // configuration in service sits behind an atomic pointer that every
 // handshake reads (tls.Config.GetConfigForClient on a listener, the
@@ -23,8 +23,8 @@ import (
 // Open connections keep the configuration of their handshake.
 //
 // Check is the step, with the time as an argument; Run is the live loop
-// that calls it every period. A tlsWatch is safe for concurrent use.
-type tlsWatch struct {
+// that calls it every period. A Watch is safe for concurrent use.
+type Watch struct {
 	source string        // the setting's path: "listeners[0].tls"
 	files  []tlsFile     // what it reads
 	period time.Duration // Run's period; 0: Run only waits for ctx
@@ -32,7 +32,7 @@ type tlsWatch struct {
 	cur    atomic.Pointer[tls.Config]
 
 	log *slog.Logger // nil: discarded
-	m   *tlsMetrics  // nil: none
+	m   *Metrics     // nil: none
 
 	mu      sync.Mutex // serialises Check
 	sum     [sha256.Size]byte
@@ -42,21 +42,21 @@ type tlsWatch struct {
 	loaded  time.Time         // when the contents in service were loaded (a Check's now)
 }
 
-// newTLSWatch returns a watch serving conf, built from files whose
+// newWatch returns a watch serving conf, built from files whose
 // digest is sum, at now.
-func newTLSWatch(source string, files []tlsFile, period time.Duration, conf *tls.Config, sum [sha256.Size]byte,
-	build func([][]byte) (*tls.Config, error), now time.Time) *tlsWatch {
-	w := &tlsWatch{source: source, files: files, period: period, build: build, sum: sum, loaded: now}
+func newWatch(source string, files []tlsFile, period time.Duration, conf *tls.Config, sum [sha256.Size]byte,
+	build func([][]byte) (*tls.Config, error), now time.Time) *Watch {
+	w := &Watch{source: source, files: files, period: period, build: build, sum: sum, loaded: now}
 	w.cur.Store(conf)
 	return w
 }
 
-// config returns the configuration in service.
-func (w *tlsWatch) config() *tls.Config { return w.cur.Load() }
+// Config returns the configuration in service.
+func (w *Watch) Config() *tls.Config { return w.cur.Load() }
 
-// setOutputs sets where Check reports (before the watch is used), and
+// SetOutputs sets where Check reports (before the watch is used), and
 // reports the certificates in service.
-func (w *tlsWatch) setOutputs(log *slog.Logger, m *tlsMetrics) {
+func (w *Watch) SetOutputs(log *slog.Logger, m *Metrics) {
 	w.log, w.m = log, m
 	w.m.served(w.source, w.files, w.cur.Load())
 }
@@ -68,7 +68,7 @@ func (w *tlsWatch) setOutputs(log *slog.Logger, m *tlsMetrics) {
 // distinct contents, and sluice_tls_reloads_total{result="error"}
 // counts it). A file that cannot be read (a swap in progress, a removed
 // file) keeps the configuration in service the same way.
-func (w *tlsWatch) Check(now time.Time) (changed bool, err error) {
+func (w *Watch) Check(now time.Time) (changed bool, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	data, sum, err := readTLSFiles(w.files)
@@ -104,7 +104,7 @@ func (w *tlsWatch) Check(now time.Time) (changed bool, err error) {
 	return true, nil
 }
 
-func (w *tlsWatch) warn(msg string, err error) {
+func (w *Watch) warn(msg string, err error) {
 	if w.log != nil {
 		// err names the field and the file (fileErr), never their bytes.
 		w.log.Warn(msg, "tls", w.source, "err", err)
@@ -113,7 +113,7 @@ func (w *tlsWatch) warn(msg string, err error) {
 
 // Run calls Check every period until ctx ends; with period 0 it only
 // waits for ctx.
-func (w *tlsWatch) Run(ctx context.Context) {
+func (w *Watch) Run(ctx context.Context) {
 	if w.period <= 0 {
 		return
 	}
@@ -129,15 +129,17 @@ func (w *tlsWatch) Run(ctx context.Context) {
 	}
 }
 
-// tlsMetrics are the TLS settings' metrics. A nil *tlsMetrics records
+// Metrics are the TLS settings' metrics. A nil *Metrics records
 // nothing.
-type tlsMetrics struct {
+type Metrics struct {
 	reloads *prometheus.CounterVec // {source, result}
 	expiry  *prometheus.GaugeVec   // {source, cert}
 }
 
-func newTLSMetrics() *tlsMetrics {
-	return &tlsMetrics{
+// NewMetrics returns the metrics sluice_tls_reloads_total and
+// sluice_tls_certificate_expiration_timestamp_seconds, to register once.
+func NewMetrics() *Metrics {
+	return &Metrics{
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_tls_reloads_total",
 			Help: "Changed TLS files of a TLS setting (source: its configuration path), put in service (result ok) or refused (error: the certificates in service stay)."},
 			[]string{"source", "result"}),
@@ -147,7 +149,8 @@ func newTLSMetrics() *tlsMetrics {
 	}
 }
 
-func (m *tlsMetrics) register(reg prometheus.Registerer) error {
+// Register registers m's collectors with reg.
+func (m *Metrics) Register(reg prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{m.reloads, m.expiry} {
 		if err := reg.Register(c); err != nil {
 			return err
@@ -156,7 +159,7 @@ func (m *tlsMetrics) register(reg prometheus.Registerer) error {
 	return nil
 }
 
-func (m *tlsMetrics) reload(source string, ok bool) {
+func (m *Metrics) reload(source string, ok bool) {
 	if m == nil {
 		return
 	}
@@ -169,7 +172,7 @@ func (m *tlsMetrics) reload(source string, ok bool) {
 
 // served records the expiry of conf's certificates, whose chain files
 // are files' every other one (cert, key, cert, key, ...).
-func (m *tlsMetrics) served(source string, files []tlsFile, conf *tls.Config) {
+func (m *Metrics) served(source string, files []tlsFile, conf *tls.Config) {
 	if m == nil || conf == nil {
 		return
 	}
