@@ -327,16 +327,12 @@ func (c *Config) SetDefaults(pol *policy.Config) {
 }
 
 // setShareDefaults fills the zero fields of a share configuration from
-// share.DefaultConfig (total_bandwidth and clients have no default).
+// share.DefaultConfig (total_bandwidth and clients have no default, and
+// reply_buffer none in the proxy, which never buffers a reply).
 func setShareDefaults(s *share.Config) {
 	d := share.DefaultConfig()
-	s.Alpha = cmp.Or(s.Alpha, d.Alpha)
-	s.Period = cmp.Or(s.Period, d.Period)
-	s.StandbyLimit = cmp.Or(s.StandbyLimit, d.StandbyLimit)
-	s.MaxDelay = cmp.Or(s.MaxDelay, d.MaxDelay)
-	s.CacheSize = cmp.Or(s.CacheSize, d.CacheSize)
-	s.ClientHeader = cmp.Or(s.ClientHeader, d.ClientHeader)
-	s.APIKeyHeader = cmp.Or(s.APIKeyHeader, d.APIKeyHeader)
+	d.ReplyBuffer = 0
+	fillZero(s, d)
 }
 
 // validate checks a utilization sensor at path ("utilization",
