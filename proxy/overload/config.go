@@ -1,9 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 
-// Package overload is the proxy's overload configuration: the
-// utilization sensor, the resource rules (Voigt & Gunningberg) with their
-// sensors and Kihl auto tuning, the connection policer and the client
-// shares, with their defaults and validation. Package proxy runs them.
+// Package overload is the proxy's overload control: the utilization
+// sensor, the resource rules (Voigt & Gunningberg) with their sensors and
+// Kihl auto tuning, the connection policer and the client shares, with
+// their defaults and validation (Config), and the runtime that runs
+// them (Runtime: the live sensors, the stages' wiring to them, the
+// policer's control loop and its nftables kernel path, their /state and
+// metrics; RunMemLimit, the soft memory limit). The runtime reads the
+// proxy only through Host and MemoryHost, which package proxy
+// implements, so it does not import the proxy.
 package overload
 
 import (
