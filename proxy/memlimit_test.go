@@ -6,36 +6,15 @@ import (
 	"runtime/debug"
 	"testing"
 
-	"github.com/sluicehq/sluice/proxy/buffer"
+	"github.com/sluicehq/sluice/proxy/overload"
 )
-
-func TestSoftMemoryLimitOf(t *testing.T) {
-	on := buffer.Policy{On: true, MaxMem: 64 << 20, ConnMem: 48 << 10}
-	for _, tc := range []struct {
-		name  string
-		p     buffer.Policy
-		conns int64
-		want  int64
-	}{
-		{"automatic, few connections: the budget", on, 10, softLimitHeadroom + 64<<20},
-		{"automatic, connections beyond the budget", on, 2000, softLimitHeadroom + 2000*48<<10},
-		{"connections not counted", buffer.Policy{On: true, MaxMem: 64 << 20, ConnMem: -1}, 5000, softLimitHeadroom + 64<<20},
-		{"set", buffer.Policy{On: true, MaxMem: 64 << 20, SoftMem: 200 << 20}, 5000, 200 << 20},
-		{"none", buffer.Policy{On: true, MaxMem: 64 << 20, SoftMem: -1}, 10, -1},
-		{"buffering off", buffer.Policy{MaxMem: 64 << 20}, 10, -1},
-	} {
-		if got := softMemoryLimit(&tc.p, tc.conns); got != tc.want {
-			t.Errorf("%s: %d, want %d", tc.name, got, tc.want)
-		}
-	}
-}
 
 // The proxy sets the soft memory limit from max_memory_bytes while it
 // serves and puts the process's back when it stops; never when the
 // environment sets GOMEMLIMIT.
 func TestSoftMemoryLimitSet(t *testing.T) {
 	orig := debug.SetMemoryLimit(-1)
-	want := int64(softLimitHeadroom + 48<<20)
+	want := int64(overload.SoftLimitHeadroom + 48<<20)
 	for _, env := range []string{"", "1GiB", "off"} {
 		t.Run("GOMEMLIMIT="+env, func(t *testing.T) {
 			t.Setenv("GOMEMLIMIT", env) // read at start by the proxy, not by the runtime (started already)

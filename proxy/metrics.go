@@ -75,7 +75,7 @@ func newMetrics() *metrics {
 func (m *metrics) register(reg prometheus.Registerer, h *Handler, ov *overloadRun) error {
 	for _, c := range []prometheus.Collector{m.upstreamErrors, m.gatewayErrors, m.poolRejected, m.badRequests,
 		m.reloads, m.targetChanges, m.deadline, m.probes, h.client.Collector(""), &stateCollector{h: h}, policy.CollectorFor(h.policy),
-		overloadCollector{h: h, ov: ov}, sharesCollector{h: h}, targetCollector{h: h}} {
+		ov.Runtime, sharesCollector{h: h}, targetCollector{h: h}} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}

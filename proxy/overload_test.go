@@ -177,9 +177,9 @@ policer:
 `, url)
 	p := startManual(t, cfg)
 	pr := p.srv.ov.pol
-	rep := p.srv.ov.reported[0].rep
-	if pr.cfg.Control.UtilRef != 90 {
-		t.Fatalf("util_ref %v, want the CPU rule's 90", pr.cfg.Control.UtilRef)
+	rep := p.srv.ov.Reported()[0].Rep
+	if pr.Config().Control.UtilRef != 90 {
+		t.Fatalf("util_ref %v, want the CPU rule's 90", pr.Config().Control.UtilRef)
 	}
 	send := func(n int) {
 		for range n {
@@ -204,7 +204,7 @@ policer:
 	if d.New != 144.5 {
 		t.Fatalf("CPU 50%%: rate %v → %v (%s); want 144.5", d.Old, d.New, d.Reason)
 	}
-	if r := pr.p.Rate(); r != 144.5 {
+	if r := pr.Policer().Rate(); r != 144.5 {
 		t.Errorf("policer rate in force %v, want 144.5", r)
 	}
 	// The "queue unchanged" guard: below q_ref and unchanged, the rate
@@ -235,7 +235,7 @@ stages:
 resources:
   - {stage: cgi, resource: cpu}
 `))
-	rep := p.srv.ov.reported[0].rep
+	rep := p.srv.ov.Reported()[0].Rep
 	g := p.srv.h.gen.Load()
 	t0 := time.Now()
 	for range 3 {
@@ -269,7 +269,7 @@ func TestReloadRefusesPolicerChange(t *testing.T) {
 	if code != 400 || !strings.Contains(body, "policer") {
 		t.Errorf("reload: %d %s", code, body)
 	}
-	if r := p.srv.ov.pol.p.Rate(); r != 500 {
+	if r := p.srv.ov.Policer().Policer().Rate(); r != 500 {
 		t.Errorf("rate %v after a refused reload", r)
 	}
 }
@@ -396,7 +396,7 @@ policer:
 			rateUp = append(rateUp, d.Reason)
 		}
 		setting := cgiStage.State(0).Setting
-		rejected := pr.p.Stats().Rejected()
+		rejected := pr.Policer().Stats().Rejected()
 		if cgiMin < 0 && setting == 10 {
 			cgiMin = k
 			if rejected != 0 {
@@ -408,7 +408,7 @@ policer:
 		}
 		if k%5 == 0 || firstReject == k || cgiMin == k {
 			t.Logf("step %2d: offered %d conn/s, cgi rate %.4g, queue %d, policer rate %.4g, reset %d",
-				k, n*10, setting, g.pool.QueueLen(), pr.p.Rate(), rejected)
+				k, n*10, setting, g.pool.QueueLen(), pr.Policer().Rate(), rejected)
 		}
 	}
 	// The loop ends at the step that counted the first reset, and its

@@ -28,6 +28,7 @@ import (
 	"github.com/sluicehq/sluice/proxy/buffer"
 	"github.com/sluicehq/sluice/proxy/internal/h1"
 	"github.com/sluicehq/sluice/proxy/internal/telemetry"
+	"github.com/sluicehq/sluice/proxy/overload"
 	"github.com/sluicehq/sluice/share"
 	"github.com/sluicehq/sluice/stage"
 )
@@ -720,14 +721,7 @@ func (h *Handler) modifyResponse(res *http.Response) error {
 		// wrote anything), not a copy of the backend's echo beside it.
 		delete(res.Header, a.idHeader)
 	}
-	for _, rh := range rs.gen.reported {
-		if v, ok := res.Header[rh.header]; ok && len(v) > 0 {
-			delete(res.Header, rh.header)
-			if u, err := strconv.ParseFloat(strings.TrimSpace(v[0]), 64); err == nil {
-				_ = rh.rep.Report(u) // values outside [0, 1] are ignored
-			}
-		}
-	}
+	overload.ReportedHeaders(rs.gen.reported).Take(res.Header)
 	switch {
 	case res.StatusCode >= 500:
 		rs.failed.Store(true)

@@ -30,7 +30,6 @@ import (
 	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/internal/fielderr"
 	"github.com/sluicehq/sluice/internal/strictyaml"
-	"github.com/sluicehq/sluice/policer/nft"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/proxy/admin"
 	"github.com/sluicehq/sluice/proxy/buffer"
@@ -109,8 +108,7 @@ type Server struct {
 
 	adjust func(*Config) error // Options.Adjust
 
-	ov     *overloadRun // sensors, resource rules and the connection policer
-	kernel *nft.Table   // the policer's kernel path (proxy/kernel.go), or nil
+	ov *overloadRun // sensors, resource rules, the connection policer and its kernel path (package overload)
 
 	adm       *admin.API           // the admin API (package admin; its view of the server: admin.go)
 	dash      *dashboard.Dashboard // the live dashboard (adm's; its view: dashboard.go)
@@ -278,7 +276,7 @@ func (s *Server) newGeneration(cfg *Config, prev *generation) (*generation, erro
 		if pool.tls != nil {
 			pool.tls.Watch().SetOutputs(s.log, s.tlsm)
 		}
-		if s.ov.busy {
+		if s.ov.TracksBusy() {
 			if err := pool.trackBusy(time.Now()); err != nil {
 				return nil, err
 			}
@@ -303,16 +301,16 @@ func (s *Server) newGeneration(cfg *Config, prev *generation) (*generation, erro
 		}
 		return 0
 	}
-	pol, err := buildPolicy(cfg.Config, prevPol, s.log, queue, s.ov)
+	pol, err := s.ov.NewPolicy(cfg.Config, prevPol, s.log, queue)
 	if err != nil {
 		return nil, err
 	}
 	s.version++
 	secs := int(math.Ceil(cfg.Reject.RetryAfter.Seconds()))
-	if err := s.ov.checkPeriods(pol); err != nil {
+	if err := s.ov.CheckPeriods(pol); err != nil {
 		return nil, err
 	}
-	g := &generation{cfg: cfg, pol: pol, pool: pool, shares: shares, reported: s.ov.reported, overall: cfg.Backends.Timeouts.Overall,
+	g := &generation{cfg: cfg, pol: pol, pool: pool, shares: shares, reported: s.ov.Reported(), overall: cfg.Backends.Timeouts.Overall,
 		buf:          buffer.NewPolicy(&cfg.ResponseBuffering),
 		access:       newAccessLogSettings(cfg.AccessLog),
 		preserveHost: cfg.Backends.PreserveHost == nil || *cfg.Backends.PreserveHost,
@@ -626,7 +624,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	g := s.h.gen.Load()
 	s.startRunners(g)
 	if !s.manual {
-		s.ov.run(runCtx, &s.runs)
+		s.ov.Run(runCtx, &s.runs)
 		s.runs.Go(func() { s.dash.Run(runCtx) })
 		for _, w := range s.tlsw {
 			s.runs.Go(func() { w.Run(runCtx) })

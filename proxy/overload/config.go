@@ -1,9 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 
-// Package overload is the proxy's overload configuration: the
-// utilization sensor, the resource rules (Voigt & Gunningberg) with their
-// sensors and Kihl auto tuning, the connection policer and the client
-// shares, with their defaults and validation. Package proxy runs them.
+// Package overload is the proxy's overload control: the utilization
+// sensor, the resource rules (Voigt & Gunningberg) with their sensors and
+// Kihl auto tuning, the connection policer and the client shares, with
+// their defaults and validation (Config), and the runtime that runs
+// them (Runtime: the live sensors, the stages' wiring to them, the
+// policer's control loop and its nftables kernel path, their /state and
+// metrics; RunMemLimit, the soft memory limit). The runtime reads the
+// proxy only through Host and MemoryHost, which package proxy
+// implements, so it does not import the proxy.
 package overload
 
 import (
@@ -327,16 +332,12 @@ func (c *Config) SetDefaults(pol *policy.Config) {
 }
 
 // setShareDefaults fills the zero fields of a share configuration from
-// share.DefaultConfig (total_bandwidth and clients have no default).
+// share.DefaultConfig (total_bandwidth and clients have no default, and
+// reply_buffer none in the proxy, which never buffers a reply).
 func setShareDefaults(s *share.Config) {
 	d := share.DefaultConfig()
-	s.Alpha = cmp.Or(s.Alpha, d.Alpha)
-	s.Period = cmp.Or(s.Period, d.Period)
-	s.StandbyLimit = cmp.Or(s.StandbyLimit, d.StandbyLimit)
-	s.MaxDelay = cmp.Or(s.MaxDelay, d.MaxDelay)
-	s.CacheSize = cmp.Or(s.CacheSize, d.CacheSize)
-	s.ClientHeader = cmp.Or(s.ClientHeader, d.ClientHeader)
-	s.APIKeyHeader = cmp.Or(s.APIKeyHeader, d.APIKeyHeader)
+	d.ReplyBuffer = 0
+	fillZero(s, d)
 }
 
 // validate checks a utilization sensor at path ("utilization",

@@ -68,27 +68,17 @@ func (p *PolicerConfig) UnmarshalYAML(n *yaml.Node) error {
 // setDefaults fills the policer's defaults; utilRef is the reference of
 // the first CPU rule in percent (0 when there is none).
 func (p *PolicerConfig) setDefaults(utilRef float64) {
-	d := policer.DefaultConfig()
-	p.Rate = cmp.Or(p.Rate, d.Rate)
-	p.Burst = cmp.Or(p.Burst, d.Burst)
-	p.Sources.MaxTracked = cmp.Or(p.Sources.MaxTracked, d.Sources.MaxTracked)
+	fillZero(&p.Config, policer.DefaultConfig())
 	p.Controller = cmp.Or(p.Controller, PolicerControllerVoigtQueue)
 	p.Kernel = cmp.Or(p.Kernel, PolicerKernelAuto)
 	q := control.DefaultVoigtQueueConfig()
-	c := &p.Control
-	c.Period = cmp.Or(c.Period, q.Period)
-	c.QRef = cmp.Or(c.QRef, q.QRef)
-	c.Kp = cmp.Or(c.Kp, q.Kp)
-	c.MinRate = cmp.Or(c.MinRate, q.MinRate)
-	c.MaxRate = cmp.Or(c.MaxRate, q.MaxRate)
-	c.InitialRate = cmp.Or(c.InitialRate, p.Rate)
-	if c.UtilRef == 0 {
-		c.UtilRef = q.UtilRef
-		if utilRef > 0 {
-			c.UtilRef = utilRef
-		}
+	q.Kd = 0               // kd: 0 turns the derivative off (an absent kd is set by UnmarshalYAML)
+	q.InitialRate = p.Rate // the controller starts from the bucket's rate
+	if utilRef > 0 {
+		q.UtilRef = utilRef
 	}
-	c.History = cmp.Or(c.History, DefaultPolicerHistory)
+	fillZero(&p.Control.VoigtQueueConfig, q)
+	p.Control.History = cmp.Or(p.Control.History, DefaultPolicerHistory)
 }
 
 func (p *PolicerConfig) validate() error {

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package proxy
+package overload
 
 import (
 	"context"
@@ -13,11 +13,10 @@ import (
 	"github.com/sluicehq/sluice/internal/mathx"
 	"github.com/sluicehq/sluice/policer"
 	"github.com/sluicehq/sluice/proxy/internal/dashboard"
-	"github.com/sluicehq/sluice/proxy/overload"
 	"github.com/sluicehq/sluice/stage"
 )
 
-// policerRunner drives the connection policer: the policer steps its own
+// PolicerRunner drives the connection policer: the policer steps its own
 // control loop (policer.Policer.Step: every control period it collects
 // what it saw, reads the backend pool's wait queue, the papers' listen
 // queue, and the CPU guard's utilization, runs the voigt-queue controller,
@@ -32,28 +31,29 @@ import (
 // below util_ref. An unavailable CPU reading is passed as NaN, which the
 // controller reads as "no guard" for that period; the sensor's error is
 // shown in /state. Step is safe for concurrent use (calls are serialised).
-type policerRunner struct {
+type PolicerRunner struct {
 	p     *policer.Policer
 	ctrl  *control.Logged // nil for controller: none
-	guard *sensor         // CPU guard, nil for none
-	h     *Handler
-	cfg   *overload.PolicerConfig
-	path  string // where the global rate is enforced, for /state (set by Listen)
+	guard *Sensor         // CPU guard, nil for none
+	h     Host
+	reg   *policer.Registry // the live connections, for /state
+	cfg   *PolicerConfig
+	path  string // where the global rate is enforced, for /state (set by StartKernel)
 
 	decisions atomic.Uint64
 }
 
-func newPolicerRunner(cfg *overload.PolicerConfig, guard *sensor, h *Handler, now time.Time) (*policerRunner, error) {
+func newPolicerRunner(cfg *PolicerConfig, guard *Sensor, h Host, reg *policer.Registry, now time.Time) (*PolicerRunner, error) {
 	p, err := policer.New(cfg.Config, now)
 	if err != nil {
 		return nil, err
 	}
-	r := &policerRunner{p: p, guard: guard, h: h, cfg: cfg}
+	r := &PolicerRunner{p: p, guard: guard, h: h, reg: reg, cfg: cfg}
 	ctl := policer.Control{Period: cfg.Control.Period, Queue: r.queueLen}
 	if guard != nil {
 		ctl.Utilization = guard
 	}
-	if cfg.Controller == overload.PolicerControllerVoigtQueue {
+	if cfg.Controller == PolicerControllerVoigtQueue {
 		c, err := control.NewVoigtQueue(cfg.Control.VoigtQueueConfig)
 		if err != nil {
 			return nil, err
@@ -69,22 +69,23 @@ func newPolicerRunner(cfg *overload.PolicerConfig, guard *sensor, h *Handler, no
 	return r, nil
 }
 
+// Policer returns the policer the runner drives.
+func (r *PolicerRunner) Policer() *policer.Policer { return r.p }
+
+// Config returns the policer's section, with its defaults.
+func (r *PolicerRunner) Config() *PolicerConfig { return r.cfg }
+
 // queueLen is the backend pool's wait queue of the running generation.
-func (r *policerRunner) queueLen() float64 {
-	if g := r.h.gen.Load(); g != nil {
-		return float64(g.pool.QueueLen())
-	}
-	return 0
-}
+func (r *PolicerRunner) queueLen() float64 { return float64(r.h.QueueLen()) }
 
 // runner is the policer's stage.Runner: it counts the decisions.
-func (r *policerRunner) runner() stage.Runner {
+func (r *PolicerRunner) runner() stage.Runner {
 	return stage.Runner{Stepper: r.p, OnStep: func(_ time.Time, ds []sluice.Decision) { r.decisions.Add(uint64(len(ds))) }}
 }
 
 // Step ends a control period at now and applies the controller's
 // decision. Without a controller it only collects the period.
-func (r *policerRunner) Step(now time.Time) (sluice.Decision, bool) {
+func (r *PolicerRunner) Step(now time.Time) (sluice.Decision, bool) {
 	ds := r.runner().Step(now)
 	if len(ds) == 0 {
 		return sluice.Decision{}, false
@@ -93,7 +94,7 @@ func (r *policerRunner) Step(now time.Time) (sluice.Decision, bool) {
 }
 
 // run steps every control period until ctx ends.
-func (r *policerRunner) run(ctx context.Context) { r.runner().Run(ctx) }
+func (r *PolicerRunner) run(ctx context.Context) { r.runner().Run(ctx) }
 
 // PolicerState is the connection policer as /state shows it.
 type PolicerState struct {
@@ -135,7 +136,9 @@ type PolicerState struct {
 // unavailable). The dashboard carries the same type to the page.
 type PolicerPeriod = dashboard.PolicerPeriod
 
-func (r *policerRunner) state(n int, reg *policer.Registry) PolicerState {
+// State returns the policer as /state shows it, with its last n
+// decisions.
+func (r *PolicerRunner) State(n int) PolicerState {
 	st := r.p.Stats()
 	ps := PolicerState{Controller: r.cfg.Controller, Rate: st.Rate, Burst: st.Burst, Offered: st.Offered,
 		Admitted: st.Admitted, RejectedRate: st.RejectedRate, RejectedSource: st.RejectedSource,
@@ -144,8 +147,8 @@ func (r *policerRunner) state(n int, reg *policer.Registry) PolicerState {
 	if math.IsInf(ps.Rate, 1) {
 		ps.Rate = math.MaxFloat64 // JSON has no +Inf
 	}
-	if reg != nil {
-		ps.LiveConns = reg.Len()
+	if r.reg != nil {
+		ps.LiveConns = r.reg.Len()
 	}
 	if r.guard != nil {
 		ps.Guard = r.guard.name

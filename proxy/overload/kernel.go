@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package proxy
+package overload
 
 import (
 	"net"
@@ -8,25 +8,25 @@ import (
 
 	"github.com/sluicehq/sluice/internal/netprefix"
 	"github.com/sluicehq/sluice/policer/nft"
-	"github.com/sluicehq/sluice/proxy/overload"
 )
 
-// startKernel puts the connection policer's global rate into the kernel
+// StartKernel puts the connection policer's global rate into the kernel
 // (package policer/nft: an nftables table of sluice's own dropping excess
-// SYNs to the client listeners addrs) when policer.kernel is auto or on,
-// and says once in the log which path is in force. With auto, a kernel
-// path that is unavailable (another system, no nf_tables, no
-// CAP_NET_ADMIN) leaves the user-space reset at accept; with on it is an
-// error. Called by Listen with s.mu held, before anything is served.
-func (s *Server) startKernel(addrs []net.Addr) error {
-	pc := s.h.gen.Load().cfg.Policer
-	if s.ov.pol == nil || pc == nil {
+// SYNs to the client listeners addrs) when pc.Kernel is auto or on, and
+// says once in the log which path is in force. With auto, a kernel path
+// that is unavailable (another system, no nf_tables, no CAP_NET_ADMIN)
+// leaves the user-space reset at accept; with on it is an error. pc is
+// the policer section in force (nil: none). The proxy calls it once its
+// client listeners are bound, before anything is served; StopKernel
+// undoes it.
+func (o *Runtime) StartKernel(pc *PolicerConfig, addrs []net.Addr) error {
+	if o.pol == nil || pc == nil {
 		return nil
 	}
-	p := s.ov.pol.p
-	if pc.Kernel == overload.PolicerKernelOff {
-		s.ov.pol.path = "user space (policer.kernel: off)"
-		s.log.Info("connection policer: user-space reset at accept", "policer.kernel", pc.Kernel)
+	p := o.pol.p
+	if pc.Kernel == PolicerKernelOff {
+		o.pol.path = "user space (policer.kernel: off)"
+		o.log.Info("connection policer: user-space reset at accept", "policer.kernel", pc.Kernel)
 		return nil
 	}
 	var lns []netip.AddrPort
@@ -56,15 +56,15 @@ func (s *Server) startKernel(addrs []net.Addr) error {
 		}
 	}
 	if err != nil {
-		if pc.Kernel == overload.PolicerKernelOn {
+		if pc.Kernel == PolicerKernelOn {
 			return fieldErr("policer.kernel", "on, but the kernel path is unavailable: %v", err)
 		}
-		s.ov.pol.path = "user space: " + err.Error()
-		s.log.Info("connection policer: user-space reset at accept (kernel early discard unavailable)", "policer.kernel", pc.Kernel, "reason", err.Error())
+		o.pol.path = "user space: " + err.Error()
+		o.log.Info("connection policer: user-space reset at accept (kernel early discard unavailable)", "policer.kernel", pc.Kernel, "reason", err.Error())
 		return nil
 	}
-	s.kernel = t
-	s.ov.pol.path = "kernel: nftables table inet " + t.Name()
+	o.kernel = t
+	o.pol.path = "kernel: nftables table inet " + t.Name()
 	sources := "none"
 	switch {
 	case srcInKernel:
@@ -72,18 +72,18 @@ func (s *Server) startKernel(addrs []net.Addr) error {
 	case len(pc.Sources.Rules) > 0 || pc.Sources.Default != nil:
 		sources = "user space (per-address buckets)"
 	}
-	s.log.Info("connection policer: kernel early discard (excess SYNs dropped by nftables)", "table", "inet "+t.Name(),
+	o.log.Info("connection policer: kernel early discard (excess SYNs dropped by nftables)", "table", "inet "+t.Name(),
 		"listeners", len(lns), "rate", p.Rate(), "burst", p.Burst(), "sources", sources)
 	return nil
 }
 
-// stopKernel deletes the policer's nftables table, if any.
-func (s *Server) stopKernel() {
-	if s.kernel == nil {
+// StopKernel deletes the policer's nftables table, if any.
+func (o *Runtime) StopKernel() {
+	if o.kernel == nil {
 		return
 	}
-	if err := s.kernel.Close(); err != nil {
-		s.log.Warn("connection policer: deleting the kernel table", "err", err)
+	if err := o.kernel.Close(); err != nil {
+		o.log.Warn("connection policer: deleting the kernel table", "err", err)
 	}
-	s.kernel = nil
+	o.kernel = nil
 }

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package proxy
+package overload
 
 import (
 	"cmp"
@@ -10,7 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice/control"
 	"github.com/sluicehq/sluice/internal/mathx"
-	"github.com/sluicehq/sluice/proxy/overload"
+	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/stage"
 )
 
@@ -39,9 +39,9 @@ type ResourceState struct {
 	Decisions   []stage.DecisionState    `json:"decisions"`
 }
 
-// resourceStates returns the rules' states with their last n decisions,
-// from the stages of g.
-func (o *overloadRun) resourceStates(g *generation, n int) []ResourceState {
+// ResourceStates returns the rules' states with their last n decisions,
+// from the stages of pol.
+func (o *Runtime) ResourceStates(pol *policy.Policy, n int) []ResourceState {
 	var out []ResourceState
 	for _, r := range o.rules {
 		rs := ResourceState{Stage: r.cfg.Stage, Resource: r.cfg.Resource}
@@ -52,7 +52,7 @@ func (o *overloadRun) resourceStates(g *generation, n int) []ResourceState {
 			k := r.tune.State()
 			rs.Kihl = &k
 		}
-		if st := g.pol.Stage(r.cfg.Stage); st != nil {
+		if st := pol.Stage(r.cfg.Stage); st != nil {
 			s := st.State(n)
 			rs.Controller, rs.Rate, rs.Decisions = s.Controller, s.Setting, s.Decisions
 			for _, c := range s.Classes {
@@ -65,17 +65,17 @@ func (o *overloadRun) resourceStates(g *generation, n int) []ResourceState {
 					switch {
 					case l.SensorError != "":
 						rs.SensorError = l.SensorError
-					case r.cfg.Resource == overload.ResourceCPU && l.Utilization != nil:
+					case r.cfg.Resource == ResourceCPU && l.Utilization != nil:
 						v := *l.Utilization
 						rs.Input = &v
-					case r.cfg.Resource == overload.ResourceBandwidth && mathx.Finite(l.Queue):
+					case r.cfg.Resource == ResourceBandwidth && mathx.Finite(l.Queue):
 						v := l.Queue
 						rs.Input = &v
 					}
 				}
 			}
-			if r.cfg.Resource == overload.ResourceBandwidth && rs.Input == nil && r.sensor != nil {
-				if ss := r.sensor.state(); ss.Error != "" {
+			if r.cfg.Resource == ResourceBandwidth && rs.Input == nil && r.sensor != nil {
+				if ss := r.sensor.State(); ss.Error != "" {
 					rs.SensorError = ss.Error
 				}
 			}
@@ -85,10 +85,10 @@ func (o *overloadRun) resourceStates(g *generation, n int) []ResourceState {
 	return out
 }
 
-// sanitizeStages replaces a NaN queue (a bandwidth rule's sensor without
+// SanitizeStages replaces a NaN queue (a bandwidth rule's sensor without
 // a reading) in the stages' last periods, which JSON cannot carry, by 0
 // with the reason in sensor_error.
-func sanitizeStages(sts []stage.State) {
+func SanitizeStages(sts []stage.State) {
 	for i := range sts {
 		for j := range sts[i].Classes {
 			if l := sts[i].Classes[j].Last; l != nil && !mathx.Finite(l.Queue) {
@@ -151,14 +151,9 @@ var (
 		[]string{"stage", "param"}, nil)
 )
 
-// overloadCollector reports the policer, the sensors and the resource
-// rules.
-type overloadCollector struct {
-	h  *Handler
-	ov *overloadRun
-}
-
-func (c overloadCollector) Describe(ch chan<- *prometheus.Desc) {
+// Describe implements prometheus.Collector: the runtime reports the
+// policer, the sensors and the resource rules.
+func (o *Runtime) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descPolicerRate, descPolicerBurst, descPolicerOffered, descPolicerAdmitted,
 		descPolicerRejected, descPolicerAcceptErrors, descPolicerTracked, descPolicerEvictions, descPolicerDecisions,
 		descPolicerQueue, descPolicerUtil, descLiveConns, descSensorValue, descSensorBytes, descSensorErrors,
@@ -167,8 +162,9 @@ func (c overloadCollector) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
-func (c overloadCollector) Collect(ch chan<- prometheus.Metric) {
-	o := c.ov
+// Collect implements prometheus.Collector; the rules are read from the
+// policy in force (none before the first).
+func (o *Runtime) Collect(ch chan<- prometheus.Metric) {
 	gauge := func(d *prometheus.Desc, v float64, l ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, l...)
 	}
@@ -198,7 +194,7 @@ func (c overloadCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	for _, s := range o.sensors {
-		st := s.state()
+		st := s.State()
 		v := math.NaN()
 		if st.Value != nil {
 			v = *st.Value
@@ -209,11 +205,11 @@ func (c overloadCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		count(descSensorErrors, st.Errors, s.name, s.source)
 	}
-	g := c.h.gen.Load()
-	if g == nil {
+	pol := o.host.Policy()
+	if pol == nil {
 		return
 	}
-	for _, rs := range o.resourceStates(g, 0) {
+	for _, rs := range o.ResourceStates(pol, 0) {
 		gauge(descRuleRate, rs.Rate, rs.Stage, rs.Resource)
 		gauge(descRuleHits, rs.HitsPerSec, rs.Stage, rs.Resource)
 		count(descRuleOffered, rs.Offered, rs.Stage, rs.Resource)
