@@ -8,6 +8,7 @@ import (
 	"github.com/sluicehq/sluice/cluster"
 	"github.com/sluicehq/sluice/proxy/admin"
 	"github.com/sluicehq/sluice/proxy/buffer"
+	"github.com/sluicehq/sluice/proxy/overload"
 	"github.com/sluicehq/sluice/share"
 	"github.com/sluicehq/sluice/stage"
 )
@@ -63,14 +64,14 @@ func (s *Server) State(n int) StateDoc {
 	g := s.h.gen.Load()
 	doc := StateDoc{ConfigVersion: g.version, LoadedAt: g.loaded, ConfigFile: s.file, Shadow: g.cfg.Shadow,
 		InFlight: s.h.active.Load(), Streams: s.h.streams.Load(), Stages: g.pol.State(n), Backends: g.pool.State(),
-		Resources: s.ov.resourceStates(g, n), ResponseBuffering: s.h.buf.State(&g.buf)}
-	sanitizeStages(doc.Stages)
-	if s.ov.pol != nil {
-		ps := s.ov.pol.state(n, s.ov.registry)
+		Resources: s.ov.ResourceStates(g.pol, n), ResponseBuffering: s.h.buf.State(&g.buf)}
+	overload.SanitizeStages(doc.Stages)
+	if pr := s.ov.Policer(); pr != nil {
+		ps := pr.State(n)
 		doc.Policer = &ps
 	}
-	for _, sn := range s.ov.sensors {
-		doc.Sensors = append(doc.Sensors, sn.state())
+	for _, sn := range s.ov.Sensors() {
+		doc.Sensors = append(doc.Sensors, sn.State())
 	}
 	if g.shares != nil {
 		snap := g.shares.Snapshot()

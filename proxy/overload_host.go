@@ -13,7 +13,6 @@ import (
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/proxy/buffer"
 	"github.com/sluicehq/sluice/proxy/overload"
-	"github.com/sluicehq/sluice/stage"
 )
 
 // The overload runtime (sensors, resource rules, the connection policer
@@ -36,30 +35,15 @@ type PolicerPeriod = overload.PolicerPeriod
 // SensorState is a sensor as /state shows it (overload.SensorState).
 type SensorState = overload.SensorState
 
-// reportedHeader is a backend-header sensor (overload.ReportedHeader).
-type reportedHeader = overload.ReportedHeader
-
 // overloadRun is the server's overload runtime with the handles its
-// listeners (accept, registry) and /state (pol, sensors) read.
+// listeners take: accept wraps the client listeners (nil for none),
+// registry holds the live client connections (nil when nothing needs
+// them).
 type overloadRun struct {
 	*overload.Runtime
-	accept   *policer.Policer  // wraps the client listeners, nil for none
-	registry *policer.Registry // the live client connections, nil when nothing needs them
-	pol      *policerView      // nil without policer
-	sensors  []sensorView
+	accept   *policer.Policer
+	registry *policer.Registry
 }
-
-// policerView is the connection policer's runner as /state reads it.
-type policerView struct{ *overload.PolicerRunner }
-
-// state returns the policer's state with its last n decisions; the live
-// connections are counted in the runtime's registry, reg.
-func (v *policerView) state(n int, _ *policer.Registry) PolicerState { return v.State(n) }
-
-// sensorView is a sensor as /state reads it.
-type sensorView struct{ *overload.Sensor }
-
-func (v sensorView) state() SensorState { return v.State() }
 
 // buildOverload builds the overload runtime of cfg (validated, with
 // defaults) at now; the runtime reads the running generation through h.
@@ -70,24 +54,8 @@ func buildOverload(cfg *Config, h *Handler, log *slog.Logger, now time.Time) (*o
 	}
 	o := &overloadRun{Runtime: rt}
 	o.accept, o.registry = rt.Listener()
-	if pr := rt.Policer(); pr != nil {
-		o.pol = &policerView{pr}
-	}
-	for _, s := range rt.Sensors() {
-		o.sensors = append(o.sensors, sensorView{s})
-	}
 	return o, nil
 }
-
-// resourceStates returns the resource rules' states with their last n
-// decisions, from the stages of g.
-func (o *overloadRun) resourceStates(g *generation, n int) []ResourceState {
-	return o.ResourceStates(g.pol, n)
-}
-
-// sanitizeStages makes the stages' last periods JSON-safe
-// (overload.SanitizeStages).
-func sanitizeStages(sts []stage.State) { overload.SanitizeStages(sts) }
 
 // overloadHost is the running generation as the overload runtime reads
 // it.

@@ -176,7 +176,7 @@ policer:
   control: {q_ref: 100, kp: 1, kd: 0.25}
 `, url)
 	p := startManual(t, cfg)
-	pr := p.srv.ov.pol
+	pr := p.srv.ov.Policer()
 	rep := p.srv.ov.Reported()[0].Rep
 	if pr.Config().Control.UtilRef != 90 {
 		t.Fatalf("util_ref %v, want the CPU rule's 90", pr.Config().Control.UtilRef)
@@ -335,7 +335,7 @@ policer:
   kernel: off # the test watches for the user-space reset
 `, b.URL)
 	p := startManual(t, cfg)
-	pr := p.srv.ov.pol
+	pr := p.srv.ov.Policer()
 	g := p.srv.h.gen.Load()
 	cgiStage := g.pol.Stage("cgi")
 

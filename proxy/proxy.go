@@ -48,11 +48,11 @@ type generation struct {
 	// The hop headers (canonical): removed from what the client sent,
 	// set from this hop's reading of the request.
 	priorityHeader, tenantHeader, timeoutHeader string
-	reported                                    []reportedHeader // backend-reported utilization headers
-	shares                                      *share.Shares    // client bandwidth shares, or nil
-	buf                                         buffer.Policy    // response_buffering
-	access                                      *accessSettings  // access_log, or nil
-	cluster                                     *cluster.Runner  // cluster mode's runner, or nil
+	reported                                    []overload.ReportedHeader // backend-reported utilization headers
+	shares                                      *share.Shares             // client bandwidth shares, or nil
+	buf                                         buffer.Policy             // response_buffering
+	access                                      *accessSettings           // access_log, or nil
+	cluster                                     *cluster.Runner           // cluster mode's runner, or nil
 	version                                     uint64
 	loaded                                      time.Time
 	stop                                        context.CancelFunc // stops the policy's runners; nil until started
