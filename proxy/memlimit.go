@@ -53,7 +53,7 @@ func (s *Server) runMemLimit(ctx context.Context) {
 		if !env {
 			var conns int64
 			if s.conns != nil {
-				conns = s.conns.live.Load()
+				conns = s.conns.Live()
 			}
 			if lim := softMemoryLimit(&g.buf, conns); lim != set {
 				if lim < 0 {
