@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"os"
 	"reflect"
 	"time"
 
@@ -18,28 +17,16 @@ import (
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/proxy/admin"
 	"github.com/sluicehq/sluice/proxy/buffer"
+	"github.com/sluicehq/sluice/proxy/guard"
 	"github.com/sluicehq/sluice/proxy/overload"
 )
 
 // Defaults of Config. Durations are wall-clock time.
 const (
 	DefaultAdminAddr         = admin.DefaultAddr
-	DefaultReadHeaderTimeout = 10 * time.Second
-	DefaultIdleTimeout       = 75 * time.Second
-	DefaultMaxHeaderBytes    = 32 << 10
-	// Client-side limits, in line with nginx's defaults (named after each).
-	DefaultMaxHeaderLineBytes  = 8 << 10          // large_client_header_buffers 4 8k
-	DefaultMaxURIBytes         = 8 << 10          // large_client_header_buffers: 414 beyond
-	DefaultMaxHeaders          = 100              // Apache's LimitRequestFields (nginx: 32 KiB in all)
-	DefaultReadBodyTimeout     = 60 * time.Second // client_body_timeout
-	DefaultReadBodyMinRate     = 500              // bytes/s, Apache mod_reqtimeout's MinRate
-	DefaultSendTimeout         = 60 * time.Second // send_timeout
-	DefaultRequestBufferBytes  = 16 << 10         // client_body_buffer_size
-	DefaultMaxRequestBodyBytes = 1 << 20          // client_max_body_size
-	// ReservedFDs is the number of file descriptors the automatic
-	// max_client_connections keeps back besides the upstream connections:
-	// listeners, the admin API, sensors, temporary files and logs.
-	ReservedFDs            = 128
+	DefaultReadHeaderTimeout = guard.DefaultReadHeaderTimeout // a listener's and the admin listener's
+	DefaultIdleTimeout       = guard.DefaultIdleTimeout       // a listener's and the admin listener's
+	// A listener's other defaults are package guard's, as is ReservedFDs.
 	DefaultMaxConcurrency  = 256
 	DefaultQueueMax        = 1024
 	DefaultQueueTimeout    = time.Second
@@ -79,7 +66,7 @@ type Config struct {
 	Cluster *cluster.Config `yaml:"cluster,omitempty"`
 	// MaxClientConnections caps the client connections of all listeners
 	// together (default 0: the process's file-descriptor limit less the
-	// upstream connections and ReservedFDs). At the cap an idle
+	// upstream connections and guard.ReservedFDs). At the cap an idle
 	// keep-alive connection is closed to make room, else the new
 	// connection is reset at accept. Changing it needs a restart.
 	MaxClientConnections int `yaml:"max_client_connections"`
@@ -121,6 +108,11 @@ type Config struct {
 // are its fields.
 type OverloadConfig = overload.Config
 
+// GuardConfig names a listener's guard settings (package guard) where
+// ListenerConfig embeds them: ListenerConfig.ReadTimeout,
+// ListenerConfig.RequestBuffering and the others are its fields.
+type GuardConfig = guard.Config
+
 // ListenerConfig is one client-facing listener.
 type ListenerConfig struct {
 	// Addr is host:port, e.g. "0.0.0.0:8080" or "127.0.0.1:8080"
@@ -130,57 +122,9 @@ type ListenerConfig struct {
 	// their files change) and optionally verifies client certificates;
 	// it enables HTTP/2 (negotiated by ALPN). Default none: plaintext.
 	TLS *TLSConfig `yaml:"tls,omitempty"`
-	// ReadHeaderTimeout bounds the time to read a request's headers
-	// (default 10s).
-	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"`
-	// ReadTimeout bounds the time to read a whole request including its
-	// body (default 0: no limit, so that uploads can stream).
-	ReadTimeout time.Duration `yaml:"read_timeout"`
-	// ReadBodyTimeout bounds the wait for the next bytes of a request
-	// body (default 60s; 0 in a file means the default). It is also the
-	// grace period of ReadBodyMinRate.
-	ReadBodyTimeout time.Duration `yaml:"read_body_timeout"`
-	// ReadBodyMinRate is the slowest a request body may arrive, in bytes
-	// per second: the body must be complete within ReadBodyTimeout plus
-	// its size divided by this rate (default 500; -1 none).
-	ReadBodyMinRate float64 `yaml:"read_body_min_rate"`
-	// WriteTimeout bounds the time to write a response (default 0: no
-	// limit, so that streams and server-sent events work).
-	WriteTimeout time.Duration `yaml:"write_timeout"`
-	// SendTimeout bounds each write to the client: a client that reads
-	// nothing for this long is disconnected (default 60s, nginx's
-	// send_timeout).
-	SendTimeout time.Duration `yaml:"send_timeout"`
-	// IdleTimeout bounds how long an idle keep-alive connection is kept
-	// (default 75s).
-	IdleTimeout time.Duration `yaml:"idle_timeout"`
-	// MaxHeaderBytes bounds the size of a request's line and header
-	// block in bytes (default 32 KiB; 431 beyond).
-	MaxHeaderBytes int `yaml:"max_header_bytes"`
-	// MaxHeaderLineBytes bounds one header line "Name: value" in bytes
-	// (default 8 KiB; 431 beyond).
-	MaxHeaderLineBytes int `yaml:"max_header_line_bytes"`
-	// MaxURIBytes bounds the request target in bytes (default 8 KiB; 414
-	// beyond).
-	MaxURIBytes int `yaml:"max_uri_bytes"`
-	// MaxHeaders bounds the number of header lines (default 100; 431
-	// beyond).
-	MaxHeaders int `yaml:"max_headers"`
-	// RequestBuffering reads each request body completely before the
-	// request enters admission control, so that a slow upload never holds
-	// a backend slot (default true; nginx's proxy_request_buffering).
-	// Requests with Content-Type application/grpc are never buffered.
-	RequestBuffering *bool `yaml:"request_buffering"`
-	// RequestBufferBytes is how much of a buffered body is kept in memory,
-	// in bytes; the rest goes to an unlinked temporary file (default 16
-	// KiB).
-	RequestBufferBytes int64 `yaml:"request_buffer_bytes"`
-	// RequestBufferDir is the directory of those files (default: the
-	// system's temporary directory).
-	RequestBufferDir string `yaml:"request_buffer_dir,omitempty"`
-	// MaxRequestBodyBytes bounds a request body in bytes (default 1 MiB,
-	// nginx's client_max_body_size; -1 no limit; 413 beyond).
-	MaxRequestBodyBytes int64 `yaml:"max_request_body_bytes"`
+	// GuardConfig is, inline, the listener's guard (package guard): its
+	// timeouts, request size limits and request buffering.
+	GuardConfig `yaml:",inline"`
 	// ProxyProtocol, when set, reads the PROXY protocol header (v1 and
 	// v2) that trusted load balancers send before each connection's
 	// bytes, and takes its client address (ProxyProtocolConfig); nil
@@ -326,21 +270,7 @@ func (c *Config) SetDefaults() {
 
 // setDefaults fills a listener's defaults.
 func (l *ListenerConfig) setDefaults() {
-	l.ReadHeaderTimeout = cmp.Or(l.ReadHeaderTimeout, DefaultReadHeaderTimeout)
-	l.IdleTimeout = cmp.Or(l.IdleTimeout, DefaultIdleTimeout)
-	l.MaxHeaderBytes = cmp.Or(l.MaxHeaderBytes, DefaultMaxHeaderBytes)
-	l.ReadBodyTimeout = cmp.Or(l.ReadBodyTimeout, DefaultReadBodyTimeout)
-	l.ReadBodyMinRate = cmp.Or(l.ReadBodyMinRate, DefaultReadBodyMinRate)
-	l.SendTimeout = cmp.Or(l.SendTimeout, DefaultSendTimeout)
-	l.MaxHeaderLineBytes = cmp.Or(l.MaxHeaderLineBytes, DefaultMaxHeaderLineBytes)
-	l.MaxURIBytes = cmp.Or(l.MaxURIBytes, DefaultMaxURIBytes)
-	l.MaxHeaders = cmp.Or(l.MaxHeaders, DefaultMaxHeaders)
-	if l.RequestBuffering == nil {
-		t := true
-		l.RequestBuffering = &t
-	}
-	l.RequestBufferBytes = cmp.Or(l.RequestBufferBytes, DefaultRequestBufferBytes)
-	l.MaxRequestBodyBytes = cmp.Or(l.MaxRequestBodyBytes, DefaultMaxRequestBodyBytes)
+	l.GuardConfig.SetDefaults()
 	l.ProxyProtocol.setDefaults()
 	l.TLS.SetDefaults()
 }
@@ -479,38 +409,8 @@ func (l *ListenerConfig) validate(p string) error {
 			return err
 		}
 	}
-	for _, d := range []struct {
-		name string
-		v    time.Duration
-	}{{"read_header_timeout", l.ReadHeaderTimeout}, {"read_timeout", l.ReadTimeout},
-		{"read_body_timeout", l.ReadBodyTimeout}, {"write_timeout", l.WriteTimeout},
-		{"send_timeout", l.SendTimeout}, {"idle_timeout", l.IdleTimeout}} {
-		if d.v < 0 {
-			return fieldErr(p+"."+d.name, "%v is invalid: must be a positive duration or 0", d.v)
-		}
-	}
-	for _, n := range []struct {
-		name string
-		v    int64
-	}{{"max_header_bytes", int64(l.MaxHeaderBytes)}, {"max_header_line_bytes", int64(l.MaxHeaderLineBytes)},
-		{"max_uri_bytes", int64(l.MaxURIBytes)}, {"max_headers", int64(l.MaxHeaders)}} {
-		if n.v < 0 {
-			return fieldErr(p+"."+n.name, "%d is invalid: must be > 0", n.v)
-		}
-	}
-	if l.ReadBodyMinRate < 0 && l.ReadBodyMinRate != -1 {
-		return fieldErr(p+".read_body_min_rate", "%v is invalid: must be a rate in bytes per second > 0, or -1 for none", l.ReadBodyMinRate)
-	}
-	if l.RequestBufferBytes < 0 {
-		return fieldErr(p+".request_buffer_bytes", "%d is invalid: must be > 0", l.RequestBufferBytes)
-	}
-	if l.MaxRequestBodyBytes < -1 {
-		return fieldErr(p+".max_request_body_bytes", "%d is invalid: must be > 0, or -1 for no limit", l.MaxRequestBodyBytes)
-	}
-	if l.RequestBufferDir != "" {
-		if fi, err := os.Stat(l.RequestBufferDir); err != nil || !fi.IsDir() {
-			return fieldErr(p+".request_buffer_dir", "%q is invalid: not a directory", l.RequestBufferDir)
-		}
+	if err := fielderr.Under(p, l.GuardConfig.Validate()); err != nil {
+		return err
 	}
 	return l.ProxyProtocol.validate(p + ".proxy_protocol")
 }

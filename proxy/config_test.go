@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/testconf"
+	"github.com/sluicehq/sluice/proxy/guard"
 )
 
 const goodHead = testconf.Head
@@ -117,7 +118,7 @@ func TestDefaults(t *testing.T) {
 		{"read_header_timeout", l.ReadHeaderTimeout, DefaultReadHeaderTimeout},
 		{"idle_timeout", l.IdleTimeout, DefaultIdleTimeout},
 		{"read_timeout", l.ReadTimeout, time.Duration(0)},
-		{"max_header_bytes", l.MaxHeaderBytes, DefaultMaxHeaderBytes},
+		{"max_header_bytes", l.MaxHeaderBytes, guard.DefaultMaxHeaderBytes},
 		{"admin.addr", cfg.Admin.Addr, DefaultAdminAddr},
 		{"admin.pprof", cfg.Admin.Pprof, false},
 		{"max_concurrency", b.Servers[0].MaxConcurrency, DefaultMaxConcurrency},

@@ -12,7 +12,7 @@
 // by a voigt-queue controller on the backend wait queue, allowed to rise
 // only while the CPU rule's utilization is below its reference), then the
 // cap on client connections (max_client_connections). A request then goes
-// through the client-side protection (client.go: the smuggling guard,
+// through the client-side protection (package guard: the smuggling guard,
 // which fails closed, size limits, the request body read before admission
 // with timeouts and a minimum rate), the policy's classification into a
 // stage and class, the stage's admission
@@ -43,7 +43,7 @@
 // Internal packages hold what the proxy core only calls:
 //
 //   - internal/h1, the HTTP/1 protocol code, on the standard library
-//     alone: the smuggling scanner that client.go's guard asks for its
+//     alone: the smuggling scanner that package guard asks for its
 //     verdicts (h1.ScanConn), TLS terminated in the listener so that
 //     HTTP/1.1 over TLS is scanned too (h1.NewTLSListener), and the
 //     pool's upstream transport, which sends the common request on the

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/proxy/guard"
 )
 
 // Defaults of HealthConfig and ReadyShedConfig.
@@ -319,7 +321,7 @@ func (h *Handler) serveProbe(w http.ResponseWriter, r *http.Request, g *generati
 	h.m.probes.Inc()
 	bs := g.pool.Backends()
 	b := bs[int(g.pool.rr.Add(1)%uint64(len(bs)))]
-	rs := &reqState{Context: r.Context(), h: h, gen: g, backend: b, arrival: arrival, in: r, writeWait0: ClientWriteWait(r)}
+	rs := &reqState{Context: r.Context(), h: h, gen: g, backend: b, arrival: arrival, in: r, writeWait0: guard.ClientWriteWait(r)}
 	completed := false
 	defer func() {
 		if !completed {

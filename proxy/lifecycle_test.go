@@ -4,18 +4,14 @@ package proxy
 
 import (
 	"context"
-	"errors"
 	"io"
-	"log"
 	"net"
 	"net/http"
 	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -387,51 +383,6 @@ func TestOverloadControlLoopSheds(t *testing.T) {
 	if st.Setting >= 1000 {
 		t.Errorf("rate setting %v, want below its initial 1000 req/s", st.Setting)
 	}
-}
-
-// emfileListener fails every Accept with EMFILE, as a process out of file
-// descriptors does, and counts the calls.
-type emfileListener struct {
-	calls  atomic.Int64
-	closed chan struct{}
-	once   sync.Once
-}
-
-func (l *emfileListener) Accept() (net.Conn, error) {
-	select {
-	case <-l.closed:
-		return nil, net.ErrClosed
-	default:
-	}
-	l.calls.Add(1)
-	return nil, &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", syscall.EMFILE)}
-}
-func (l *emfileListener) Close() error { l.once.Do(func() { close(l.closed) }); return nil }
-func (l *emfileListener) Addr() net.Addr {
-	return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)}
-}
-
-func TestAcceptErrorsBackOff(t *testing.T) {
-	// http.Server.Serve retries temporary accept errors (EMFILE is one)
-	// after 5 ms, doubling to at most 1 s. Over 10 s of (virtual) time
-	// that is about 15 attempts, not a spin; the clientListener wrapper
-	// must keep the error intact for this to work.
-	synctest.Test(t, func(t *testing.T) {
-		l := &emfileListener{closed: make(chan struct{})}
-		srv := &http.Server{Handler: http.NotFoundHandler(), ErrorLog: log.New(io.Discard, "", 0)}
-		done := make(chan error)
-		go func() { done <- srv.Serve(&clientListener{Listener: l, lim: newConnLimit(100), scan: true}) }()
-		time.Sleep(10 * time.Second)
-		n := l.calls.Load()
-		_ = srv.Close()
-		l.Close()
-		if err := <-done; !errors.Is(err, http.ErrServerClosed) {
-			t.Errorf("Serve: %v", err)
-		}
-		if n < 5 || n > 40 {
-			t.Errorf("%d accept attempts in 10 s, want a back-off (about 15)", n)
-		}
-	})
 }
 
 func TestServeTwiceAndCheck(t *testing.T) {

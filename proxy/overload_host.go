@@ -103,7 +103,7 @@ func (m memoryHost) BufferPolicy() *buffer.Policy { return &m.s.h.gen.Load().buf
 
 func (m memoryHost) LiveConns() int64 {
 	if m.s.conns != nil {
-		return m.s.conns.live.Load()
+		return m.s.conns.Live()
 	}
 	return 0
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/sluicehq/sluice/internal/reject"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/proxy/buffer"
+	"github.com/sluicehq/sluice/proxy/guard"
 	"github.com/sluicehq/sluice/proxy/internal/h1"
 	"github.com/sluicehq/sluice/proxy/internal/telemetry"
 	"github.com/sluicehq/sluice/proxy/overload"
@@ -69,7 +70,7 @@ type Handler struct {
 	buf     *buffer.Buffers    // response buffering's memory, files and counters
 	client  *sclient.Transport // sluice's client side on the upstream calls
 	m       *metrics
-	cm      *clientMetrics // client-side refusals; nil in Check and benchmarks
+	cm      *guard.Metrics // client-side refusals; nil in Check and benchmarks
 	log     *slog.Logger
 	warn    rate.Sometimes // rate-limits upstream error logs
 	streams atomic.Int64   // long-lived responses in progress
@@ -90,9 +91,6 @@ type Handler struct {
 
 // stateKey finds a request's *reqState in its context.
 type stateKey struct{}
-
-// connKey finds the request's *h1.ScanConn in its context.
-type connKey struct{}
 
 var errOverallTimeout = errors.New("sluice: upstream overall timeout")
 
@@ -245,11 +243,11 @@ func (rs *reqState) outcome(aborted bool) stage.Outcome {
 	} else {
 		excluded = time.Duration(rs.shareDelay.Load())
 		if rs.in != nil {
-			excluded += ClientWriteWait(rs.in) - rs.writeWait0
+			excluded += guard.ClientWriteWait(rs.in) - rs.writeWait0
 		}
 	}
 	if rs.in != nil {
-		excluded += ClientReadWait(rs.in)
+		excluded += guard.ClientReadWait(rs.in)
 	}
 	if rs.clientFault.Load() {
 		return stage.Outcome{OK: true, NoSample: true, Excluded: excluded}
@@ -471,9 +469,9 @@ func (h *Handler) acquire(ctx context.Context, w http.ResponseWriter, r *http.Re
 	if !granted.IsZero() {
 		sent = granted
 	}
-	sc, _ := r.Context().Value(connKey{}).(*h1.ScanConn) // its verdict was checked by the listener's clientGuard
+	sc := guard.ScanConnOf(r.Context()) // its verdict was checked by the listener's guard
 	rs := &reqState{Context: r.Context(), h: h, gen: g, backend: b, sc: sc, arrival: arrival, wait: sent.Sub(arrival), lat: cr.Latency,
-		hop: cr.Hop, res: res, shareOn: g.shares != nil, in: r, writeWait0: ClientWriteWait(r)}
+		hop: cr.Hop, res: res, shareOn: g.shares != nil, in: r, writeWait0: guard.ClientWriteWait(r)}
 	rs.poolHeld.Store(true)
 	rs.lc.Reset(t)
 	ob.admitted(rs)

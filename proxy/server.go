@@ -33,6 +33,7 @@ import (
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/proxy/admin"
 	"github.com/sluicehq/sluice/proxy/buffer"
+	"github.com/sluicehq/sluice/proxy/guard"
 	"github.com/sluicehq/sluice/proxy/internal/dashboard"
 	"github.com/sluicehq/sluice/proxy/internal/h1"
 	"github.com/sluicehq/sluice/proxy/internal/telemetry"
@@ -112,9 +113,9 @@ type Server struct {
 
 	adm       *admin.API           // the admin API (package admin; its view of the server: admin.go)
 	dash      *dashboard.Dashboard // the live dashboard (adm's; its view: dashboard.go)
-	conns     *connLimit           // the cap on client connections
+	conns     *guard.Conns         // the cap on client connections
 	connsFrom string               // where the cap comes from
-	cm        *clientMetrics       // client-side refusals and connections
+	cm        *guard.Metrics       // client-side refusals and connections
 	clm       *cluster.Metrics     // cluster mode's metrics, registered on first use
 	ready     readiness            // what /readyz answers (health.go)
 
@@ -192,11 +193,11 @@ func New(cfg *Config, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("proxy: metrics: %w", err)
 	}
 	max, how := clientConnCap(cfg)
-	s.conns, s.connsFrom = newConnLimit(max), how
-	s.cm = newClientMetrics(func() *connLimit { return s.conns })
-	s.h.buf.CountConnections(func() int64 { return s.conns.live.Load() })
+	s.conns, s.connsFrom = guard.NewConns(max), how
+	s.cm = guard.NewMetrics(func() *guard.Conns { return s.conns })
+	s.h.buf.CountConnections(s.conns.Live)
 	s.h.cm = s.cm
-	for _, c := range s.cm.collectors() {
+	for _, c := range s.cm.Collectors() {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("proxy: metrics: %w", err)
 		}
@@ -498,7 +499,7 @@ func (s *Server) Listen() error {
 		}
 		return err
 	}
-	s.log.Info("client connection cap", "max_client_connections", s.conns.max, "from", s.connsFrom)
+	s.log.Info("client connection cap", "max_client_connections", s.conns.Max(), "from", s.connsFrom)
 	for i, lc := range cfg.Listeners {
 		ln, err := net.Listen("tcp", lc.Addr)
 		if err != nil {
@@ -514,7 +515,7 @@ func (s *Server) Listen() error {
 		if ln, err = s.withProxyProtocol(ln, i, &lc); err != nil {
 			return fail(err)
 		}
-		ln = &clientListener{Listener: ln, lim: s.conns, send: lc.SendTimeout, scan: lc.TLS == nil}
+		ln = s.conns.Wrap(ln, lc.SendTimeout, lc.TLS == nil)
 		if lc.TLS != nil {
 			w, err := s.newServerTLS(fmt.Sprintf("listeners[%d].tls", i), lc.TLS)
 			if err != nil {
@@ -528,27 +529,16 @@ func (s *Server) Listen() error {
 		}
 		lns = append(lns, ln)
 		srv := &http.Server{
-			Handler:                      &clientGuard{next: s.h, lim: limitsOf(&lc), m: s.cm, bad: s.m.badRequests},
+			Handler:                      guard.New(s.h, &lc.GuardConfig, s.cm, s.m.badRequests),
 			ReadHeaderTimeout:            lc.ReadHeaderTimeout,
 			ReadTimeout:                  lc.ReadTimeout,
 			WriteTimeout:                 lc.WriteTimeout,
 			IdleTimeout:                  lc.IdleTimeout,
-			MaxHeaderBytes:               transportHeaderBytes(lc.MaxHeaderBytes), // max_header_bytes itself: the guard (limits.go)
-			DisableGeneralOptionsHandler: true,                                    // OPTIONS * reaches the handler: one handler call per request
+			MaxHeaderBytes:               guard.TransportHeaderBytes(lc.MaxHeaderBytes), // max_header_bytes itself: the guard (package guard)
+			DisableGeneralOptionsHandler: true,                                          // OPTIONS * reaches the handler: one handler call per request
 			ErrorLog:                     serverLog(s.log),
-			ConnState:                    s.conns.state,
-			ConnContext: func(ctx context.Context, c net.Conn) context.Context {
-				if sc, ok := c.(*h1.ScanConn); ok {
-					ctx = context.WithValue(ctx, connKey{}, sc)
-					if st := sc.TLSState(); st != nil {
-						ctx = h1.WithTLSState(ctx, st)
-					}
-				}
-				if cc := clientConnOf(c); cc != nil {
-					ctx = context.WithValue(ctx, clientConnKey{}, cc)
-				}
-				return ctx
-			},
+			ConnState:                    s.conns.State,
+			ConnContext:                  guard.ConnContext,
 		}
 		if lc.TLS != nil {
 			// Only to make Serve set up HTTP/2 for the *tls.Conns the

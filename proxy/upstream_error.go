@@ -17,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice"
 	sclient "github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/internal/reject"
+	"github.com/sluicehq/sluice/proxy/guard"
 )
 
 // upstreamError classifies a transport error: the status to answer, a
@@ -87,12 +88,12 @@ func (h *Handler) errorHandler(w http.ResponseWriter, req *http.Request, err err
 		shareRejected(w, req, rs.shareErr)
 		return
 	}
-	if cerr := clientBodyError(req); cerr != nil {
+	if cerr := guard.BodyError(req); cerr != nil {
 		// The request body failed to read: the client's fault, not the
 		// backend's (RFC 9112 §7.1: a malformed chunked body); neither a
 		// failure nor a sample for the stage.
 		rs.clientFault.Store(true)
-		h.clientBodyFailed(w, cerr)
+		h.cm.BodyFailed(w, cerr)
 		return
 	}
 	status, cause, msg := upstreamError(err, rs, req)

@@ -45,7 +45,7 @@ import (
 const root = "../.."
 
 // goPackages are the packages whose comments are checked, by directory.
-var goPackages = []string{"client", "cluster", "control", "control/auto", "gate", "monitor", "policer", "policy", "proxy", "proxy/admin", "proxy/buffer", "proxy/overload", "proxy/tlsconf", "share", "stage"}
+var goPackages = []string{"client", "cluster", "control", "control/auto", "gate", "monitor", "policer", "policy", "proxy", "proxy/admin", "proxy/buffer", "proxy/guard", "proxy/overload", "proxy/tlsconf", "share", "stage"}
 
 // knownDrift lists defaults stated wrongly in the files offLimits names,
 // whose owners fix them: each entry is a finding as it stands (file, key,
@@ -66,7 +66,7 @@ func offLimits(file string) bool {
 	case file == "control/seda.go", strings.HasPrefix(file, "stage/"), strings.HasPrefix(file, "policer/"):
 		return true
 	case strings.HasPrefix(file, "proxy/"):
-		return file != "proxy/config.go" && !strings.HasPrefix(file, "proxy/overload/")
+		return file != "proxy/config.go" && !strings.HasPrefix(file, "proxy/overload/") && !strings.HasPrefix(file, "proxy/guard/")
 	}
 	return false
 }
@@ -293,7 +293,8 @@ func goTypes() []goType {
 		{"proxy", "OTLPConfig", "", ctxOf(*p.Telemetry.OTLP)},
 		{"proxy", "AccessLogConfig", "", ctxOf(*p.AccessLog)},
 		{"proxy", "ListenerConfig", "", &doccheck.Context{Root: v(p.Listeners[0]),
-			Roots:   map[string]reflect.Value{"ProxyProtocol": v(plain.Listeners[0])},
+			Roots: map[string]reflect.Value{"ProxyProtocol": v(plain.Listeners[0])}}},
+		{"proxy/guard", "Config", "", &doccheck.Context{Root: v(p.Listeners[0].GuardConfig),
 			Derived: map[string]doccheck.Derived{"RequestBufferDir": {Phrase: "the system's temporary directory"}}}},
 		{"proxy", "ProxyProtocolConfig", "", ctxOf(*p.Listeners[0].ProxyProtocol)},
 		{"proxy/admin", "Config", "", ctxOf(p.Admin)},

@@ -257,18 +257,12 @@ func take(v *atomic.Int64, limit, n int64) bool {
 	}
 }
 
-// tempFile creates an unlinked temporary file in dir ("" the system's
-// temporary directory), as nginx does with its proxy temporary files: it
-// has no name while in use, and its space is freed when it is closed,
-// even if the process dies.
+// tempFile creates an unlinked temporary file of a response in dir (""
+// the system's temporary directory), named sluice-resp-PID-* (createTemp),
+// and counts it.
 func (b *Buffers) tempFile(dir string) (*os.File, error) {
-	f, err := os.CreateTemp(dir, b.prefix+"*")
+	f, err := createTemp(dir, b.prefix)
 	if err != nil {
-		return nil, err
-	}
-	if err := os.Remove(f.Name()); err != nil {
-		_ = f.Close()
-		_ = os.Remove(f.Name())
 		return nil, err
 	}
 	b.files.Add(1)

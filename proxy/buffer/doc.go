@@ -61,4 +61,11 @@
 // memory and file are freed at once, or, while the filler is still
 // reading, as soon as the request's context ends and the filler's read
 // with it.
+//
+// Store is the other direction's spool, simpler because nothing reads it
+// while it fills: a request body that the downstream guard (package
+// proxy/guard, request_buffering) reads whole before admission, its
+// first bytes in memory and the rest in an unlinked temporary file
+// created by the same function as the responses' files (named
+// sluice-body-*, beside the responses' sluice-resp-PID-*).
 package buffer

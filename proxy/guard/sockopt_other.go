@@ -2,7 +2,7 @@
 
 //go:build !linux
 
-package proxy
+package guard
 
 import "net"
 

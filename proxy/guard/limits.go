@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package proxy
+package guard
 
 import (
 	"fmt"
@@ -16,7 +16,7 @@ import (
 // a 431 or a connection error (HTTP/2), which a gRPC client can only read
 // as UNKNOWN or UNAVAILABLE. So the server's own limit (http.Server's
 // MaxHeaderBytes, which is also the HTTP/2 SETTINGS_MAX_HEADER_LIST_SIZE
-// it advertises, plus 320 bytes) is transportHeaderBytes — twice
+// it advertises, plus 320 bytes) is TransportHeaderBytes — twice
 // max_header_bytes — and a request between the two reaches the guard,
 // which measures it and answers 431, or RESOURCE_EXHAUSTED for a gRPC
 // call. The cost of a request the guard refuses is bounded by the
@@ -25,10 +25,10 @@ import (
 // INTERNAL "header list size to send violates the maximum size … set by
 // server" without sending it).
 
-// transportHeaderBytes is the http.Server MaxHeaderBytes for a listener
+// TransportHeaderBytes is the http.Server MaxHeaderBytes for a listener
 // whose max_header_bytes is n: 2n, or n itself from 1 GiB on (no
 // overflow, and HTTP/2's limit is 32 bits).
-func transportHeaderBytes(n int) int {
+func TransportHeaderBytes(n int) int {
 	if n >= 1<<30 {
 		return n
 	}
@@ -66,7 +66,7 @@ func headerBytes(r *http.Request) int {
 
 // checkHeaders applies max_header_bytes, max_headers and
 // max_header_line_bytes.
-func (g *clientGuard) checkHeaders(r *http.Request) (int, string, string) {
+func (g *Guard) checkHeaders(r *http.Request) (int, string, string) {
 	n := 1 // Host
 	if g.lim.maxLine > 0 && len("Host: ")+len(r.Host) > g.lim.maxLine {
 		return http.StatusRequestHeaderFieldsTooLarge, "header_line_too_long",
@@ -103,7 +103,7 @@ func (g *clientGuard) checkHeaders(r *http.Request) (int, string, string) {
 // refused again); its stream is reset after the answer, and the
 // connection's other calls go on. The refusal is counted under the HTTP
 // status the limit stands for.
-func (g *clientGuard) refuse(w http.ResponseWriter, r *http.Request, status int, reason, msg string) {
+func (g *Guard) refuse(w http.ResponseWriter, r *http.Request, status int, reason, msg string) {
 	g.m.refused.WithLabelValues(fmt.Sprint(status), reason).Inc()
 	proto := reject.ProtocolOf(r)
 	if proto == reject.HTTP {

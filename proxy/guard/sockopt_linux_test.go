@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package proxy
+package guard
 
 import (
 	"net"
@@ -15,7 +15,7 @@ import (
 func TestClientConnectionsLimitUnsent(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	must(t, err)
-	cl := &clientListener{Listener: ln, lim: newConnLimit(10)}
+	cl := NewConns(10).Wrap(ln, 0, false)
 	defer cl.Close()
 	c, err := net.Dial("tcp", ln.Addr().String())
 	must(t, err)

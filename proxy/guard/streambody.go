@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package proxy
+package guard
 
 import (
 	"io"
@@ -10,7 +10,7 @@ import (
 )
 
 // guardedBody is a request body streamed upstream: each read has the
-// body deadlines (clientLimits.deadline), and a failure is recorded as
+// body deadlines (limits.deadline), and a failure is recorded as
 // the client's fault.
 //
 // Over HTTP/1 the deadline is the connection's read deadline, set before
@@ -25,7 +25,7 @@ import (
 type guardedBody struct {
 	rc    io.ReadCloser
 	ctl   *http.ResponseController
-	lim   *clientLimits
+	lim   *limits
 	start time.Time
 	h2    bool // HTTP/2: the timer watches the deadline
 
@@ -127,4 +127,36 @@ func (b *guardedBody) handlerDone() {
 	b.done = true
 	b.end()
 	b.mu.Unlock()
+}
+
+// bodyKey finds a streamed request's *guardedBody in its context
+// (ReverseProxy wraps the body it sends upstream).
+type bodyKey struct{}
+
+// BodyError returns the error with which the body of req failed to read
+// while it streamed upstream, or nil: the client's fault, to answer with
+// Metrics.BodyFailed.
+func BodyError(req *http.Request) error {
+	b, ok := req.Context().Value(bodyKey{}).(*guardedBody)
+	if !ok {
+		return nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.err
+}
+
+// ClientReadWait returns how long the proxy has spent waiting for the
+// request body of r while it streamed upstream (request_buffering:
+// false), or 0 (a buffered body was read before the request started).
+// Subtracted from a response time, it leaves the time spent on the
+// backend rather than on a slow uploader.
+func ClientReadWait(r *http.Request) time.Duration {
+	b, ok := r.Context().Value(bodyKey{}).(*guardedBody)
+	if !ok {
+		return 0
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.wait
 }
