@@ -168,7 +168,7 @@ func tcpDial(t testing.TB, srv *Server, svc *service, dopts ...grpc.DialOption) 
 
 // tcpDialOpts serves svc with opts on a loopback TCP listener and
 // returns a connection to it.
-func tcpDialOpts(t testing.TB, opts []grpc.ServerOption, svc *service, dopts ...grpc.DialOption) *grpc.ClientConn {
+func tcpDialOpts(t testing.TB, opts []grpc.ServerOption, svc testpb.TestServiceServer, dopts ...grpc.DialOption) *grpc.ClientConn {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
