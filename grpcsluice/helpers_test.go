@@ -184,6 +184,18 @@ func tcpDialOpts(t testing.TB, opts []grpc.ServerOption, svc testpb.TestServiceS
 	return cc
 }
 
+// holdSlot starts a UnaryCall on tc and returns once st has it in
+// service (the service blocks it); the call's error arrives on the
+// channel when it ends.
+func holdSlot(ctx context.Context, tc testpb.TestServiceClient, st *stage.Stage) <-chan error {
+	done := make(chan error, 1)
+	go func() { _, err := tc.UnaryCall(ctx, &testpb.SimpleRequest{}); done <- err }()
+	for st.InFlight() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	return done
+}
+
 func ctxT(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	t.Cleanup(cancel)
