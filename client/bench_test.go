@@ -69,17 +69,23 @@ func BenchmarkTransport(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			base := newBase()
 			defer base.CloseIdleConnections()
-			var rt http.RoundTripper = base
-			if bc.wrap {
-				t, err := New(base, DefaultConfig(), Options{StampInPlace: bc.inPlace})
-				if err != nil {
-					b.Fatal(err)
-				}
-				rt = t
-			}
+			rt := wrapped(b, base, bc.wrap, bc.inPlace)
 			run(b, rt, bc.ctx, bc.headers)
 		})
 	}
+}
+
+// wrapped returns base itself (wrap false) or a Transport with the
+// default configuration over it.
+func wrapped(b *testing.B, base http.RoundTripper, wrap, inPlace bool) http.RoundTripper {
+	if !wrap {
+		return base
+	}
+	t, err := New(base, DefaultConfig(), Options{StampInPlace: inPlace})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return t
 }
 
 // BenchmarkDecisions is the client side's own work per successful call,
@@ -128,14 +134,7 @@ func BenchmarkOverhead(b *testing.B) {
 		{"client-stamped-in-place", true, true, ctx},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			var rt http.RoundTripper = base
-			if bc.wrap {
-				t, err := New(base, DefaultConfig(), Options{StampInPlace: bc.inPlace})
-				if err != nil {
-					b.Fatal(err)
-				}
-				rt = t
-			}
+			rt := wrapped(b, base, bc.wrap, bc.inPlace)
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
 				// One request per goroutine, sent again and again (in

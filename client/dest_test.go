@@ -28,6 +28,16 @@ func testConfig(mod func(*Config)) *Config {
 	return &c
 }
 
+// exchange sends one unsafe call without a deadline to d at now and
+// ends it with status, whatever Begin decided; it returns Begin's
+// verdict.
+func exchange(d *Dest, now time.Time, status int, rng *rand.Rand) Verdict {
+	var c Call
+	v := c.Begin(d, now, false, time.Time{}, rng)
+	c.Done(now, Result{Status: status}, rng)
+	return v
+}
+
 func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
 
 // The SRE formula, p = max(0, (requests − K·accepts)/(requests + 1)),
@@ -41,15 +51,13 @@ func TestThrottleProbability(t *testing.T) {
 	}
 	// 10 attempts, 4 accepted: (10 − 8)/11.
 	for i := range 10 {
-		var c Call
-		if v := c.Begin(d, ms(i), false, time.Time{}, rng); v != Send {
-			t.Fatalf("attempt %d: %v", i, v)
-		}
 		st := 503
 		if i < 4 {
 			st = 200
 		}
-		c.Done(ms(i), Result{Status: st}, rng)
+		if v := exchange(d, ms(i), st, rng); v != Send {
+			t.Fatalf("attempt %d: %v", i, v)
+		}
 	}
 	if p := d.ThrottleProbability(ms(10)); !near(p, 2.0/11) {
 		t.Fatalf("p = %v, want 2/11", p)
@@ -57,29 +65,23 @@ func TestThrottleProbability(t *testing.T) {
 	// Fewer than MinRequests (20 by default): nothing refused yet.
 	dm := NewDest(testConfig(nil))
 	for i := range 19 {
-		var c Call
-		c.Begin(dm, ms(i), false, time.Time{}, rng)
-		c.Done(ms(i), Result{Status: 503}, rng)
+		exchange(dm, ms(i), 503, rng)
 	}
 	if p := dm.ThrottleProbability(ms(19)); p != 0 {
 		t.Fatalf("19 requests: p = %v", p)
 	}
-	var c20 Call
-	c20.Begin(dm, ms(19), false, time.Time{}, rng)
-	c20.Done(ms(19), Result{Status: 503}, rng)
+	exchange(dm, ms(19), 503, rng)
 	if p := dm.ThrottleProbability(ms(20)); !near(p, 20.0/21) {
 		t.Fatalf("20 refused requests: p = %v, want 20/21", p)
 	}
 	// Half accepted: p = 0.
 	d2 := NewDest(testConfig(exact))
 	for i := range 10 {
-		var c Call
-		c.Begin(d2, ms(i), false, time.Time{}, rng)
 		st := 503
 		if i%2 == 0 {
 			st = 200
 		}
-		c.Done(ms(i), Result{Status: st}, rng)
+		exchange(d2, ms(i), st, rng)
 	}
 	if p := d2.ThrottleProbability(ms(10)); p != 0 {
 		t.Fatalf("half accepted: p = %v, want 0", p)
@@ -87,9 +89,7 @@ func TestThrottleProbability(t *testing.T) {
 	// A transport failure and a 500 are accepted (not overload); 429 is not.
 	d3 := NewDest(testConfig(exact))
 	for _, st := range []int{0, 500, 429} {
-		var c Call
-		c.Begin(d3, t0, false, time.Time{}, rng)
-		c.Done(t0, Result{Status: st}, rng)
+		exchange(d3, t0, st, rng)
 	}
 	if p := d3.ThrottleProbability(t0); !near(p, (3-2*2)/4.0) && p != 0 {
 		t.Fatalf("p = %v", p)
@@ -104,11 +104,8 @@ func TestThrottleProbability(t *testing.T) {
 	// Off: always 0.
 	off := false
 	d4 := NewDest(testConfig(func(c *Config) { c.Throttle.Enabled = &off }))
-	for i := range 10 {
-		var c Call
-		c.Begin(d4, t0, false, time.Time{}, rng)
-		c.Done(t0, Result{Status: 503}, rng)
-		_ = i
+	for range 10 {
+		exchange(d4, t0, 503, rng)
 	}
 	if p := d4.ThrottleProbability(t0); p != 0 {
 		t.Fatalf("off: p = %v", p)

@@ -138,9 +138,7 @@ func TestThrottleForgetNeedsAnswers(t *testing.T) {
 	}
 	for range 10 {
 		now = now.Add(time.Millisecond)
-		var c Call
-		c.Begin(d, now, false, time.Time{}, rng)
-		c.Done(now, Result{Status: 200}, rng)
+		exchange(d, now, 200, rng)
 	}
 	if p, f := d.ThrottleProbability(now), d.Counts().Forgets; f != 1 || p != 0 {
 		t.Fatalf("after 10 answers: p = %v, %d forgets; want 0 and 1", p, f)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/ctxsleep"
+	"github.com/sluicehq/sluice/internal/httpx"
 )
 
 // Errors of RoundTrip that no attempt was sent for.
@@ -118,17 +119,17 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	cfg := call.Config()
 	switch v {
 	case Throttled:
-		closeBody(req)
+		httpx.CloseRequestBody(req)
 		return nil, ErrThrottled
 	case Late:
-		closeBody(req)
+		httpx.CloseRequestBody(req)
 		return nil, ErrDeadline
 	}
 	hop := sluice.HopFrom(ctx)
 	for first := true; ; first = false {
 		out, cancel, err := t.attempt(cfg, req, first, hop, deadline)
 		if err != nil {
-			closeBody(req)
+			httpx.CloseRequestBody(req)
 			return nil, err
 		}
 		resp, err := t.base.RoundTrip(out)
@@ -152,7 +153,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if stop != StopRetry || !ctxsleep.Sleep(ctx, wait) {
 			if cancel != nil {
 				if resp != nil {
-					resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: cancel}
+					resp.Body = httpx.CancelOnClose(resp.Body, cancel)
 				} else {
 					cancel()
 				}
@@ -162,7 +163,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if call.Overran(time.Now()) {
 			// The wait overran: the last answer stands.
 			if cancel != nil {
-				resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: cancel}
+				resp.Body = httpx.CancelOnClose(resp.Body, cancel)
 			}
 			return resp, err
 		}
@@ -241,27 +242,6 @@ func (t *Transport) attempt(cfg *Config, req *http.Request, first bool, hop slui
 		}
 	}
 	return out, cancel, nil
-}
-
-// closeBody closes the body of a request that is not sent, as a
-// RoundTripper must.
-func closeBody(req *http.Request) {
-	if req.Body != nil {
-		_ = req.Body.Close()
-	}
-}
-
-// cancelBody ends a per-try timeout's context when the answer's body is
-// closed.
-type cancelBody struct {
-	io.ReadCloser
-	cancel context.CancelFunc
-}
-
-func (b *cancelBody) Close() error {
-	err := b.ReadCloser.Close()
-	b.cancel()
-	return err
 }
 
 // drainBytes is how much of a retried answer's body is read so that its

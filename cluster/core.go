@@ -313,6 +313,19 @@ func (r *rateState) observe(a, b uint64, dt float64) {
 	r.a, r.b, r.seen = a, b, true
 }
 
+// observe updates the state of name in m (created at its first
+// observation) with the counts a and b, dt seconds after the previous
+// observation, and returns it.
+func observe(m map[string]*rateState, name string, a, b uint64, dt float64) *rateState {
+	r := m[name]
+	if r == nil {
+		r = &rateState{}
+		m[name] = r
+	}
+	r.observe(a, b, dt)
+	return r
+}
+
 // Report records what the runner read at now and returns what this
 // instance publishes: its demand per budgeted stage and per client
 // (rates since the previous Report, smoothed from the second rate on),
@@ -332,23 +345,13 @@ func (c *Core) Report(now time.Time, l Local) Report {
 		rep.Stages = make(map[string]StageReport, len(l.Stages))
 	}
 	for _, s := range l.Stages {
-		r := c.stages[s.Name]
-		if r == nil {
-			r = &rateState{}
-			c.stages[s.Name] = r
-		}
-		r.observe(s.Offered, s.Admitted, dt)
+		r := observe(c.stages, s.Name, s.Offered, s.Admitted, dt)
 		rep.Stages[s.Name] = StageReport{Kind: s.Kind, Global: s.Global, Demand: r.demand, Admitted: r.rateB, Part: c.partOf(s)}
 	}
 	if sh := l.Shares; sh != nil {
 		sr := &SharesReport{Total: sh.Total, Clients: make(map[string]ClientReport, len(sh.Clients))}
 		for i, cl := range sh.Clients {
-			r := c.clients[cl.Name]
-			if r == nil {
-				r = &rateState{}
-				c.clients[cl.Name] = r
-			}
-			r.observe(cl.Arrivals, cl.Bytes, dt)
+			r := observe(c.clients, cl.Name, cl.Arrivals, cl.Bytes, dt)
 			part := cl.Share / 100 * sh.Total / float64(max(c.n, 1))
 			if c.shares != nil && i < len(c.shares.Alloc) {
 				part = c.shares.Alloc[i]

@@ -55,6 +55,13 @@ type node struct {
 	last    Assignment
 }
 
+// threeNodes returns instances a, b and c offered ra, rb and rc req/s,
+// each with a fresh Core.
+func threeNodes(ra, rb, rc float64) (a, b, c *node) {
+	n := func(id string, rate float64) *node { return &node{rate: rate, core: NewCore(testConfig(id), nil)} }
+	return n("a", ra), n("b", rb), n("c", rc)
+}
+
 func testConfig(id string) Config {
 	c := Config{Addrs: []string{"127.0.0.1:6379"}, Instance: id}
 	c.SetDefaults()
@@ -146,12 +153,11 @@ func TestWholeParts(t *testing.T) {
 // traffic, with FloorFraction evenly.
 func TestUnevenDemandSplitsTheRate(t *testing.T) {
 	r := &memRedis{ttl: 3 * time.Second}
-	a, b, c := &node{rate: 360}, &node{rate: 180}, &node{rate: 60}
+	a, b, c := threeNodes(360, 180, 60)
 	for _, n := range []struct {
 		n  *node
 		id string
 	}{{a, "a"}, {b, "b"}, {c, "c"}} {
-		n.n.core = NewCore(testConfig(n.id), nil)
 		if p := part(n.n.core.Prime(n.n.local(300, sluice.KindRate))); p != 300 {
 			t.Fatalf("%s primed with %g, want the whole 300 (initial_instances 1)", n.id, p)
 		}
@@ -189,10 +195,7 @@ func TestUnevenDemandSplitsTheRate(t *testing.T) {
 // demand again.
 func TestFallbackAndResync(t *testing.T) {
 	r := &memRedis{ttl: 3 * time.Second}
-	a, b, c := &node{rate: 360}, &node{rate: 180}, &node{rate: 60}
-	for i, n := range []*node{a, b, c} {
-		n.core = NewCore(testConfig(string(rune('a'+i))), nil)
-	}
+	a, b, c := threeNodes(360, 180, 60)
 	now := t0
 	for range 3 {
 		step(t, r, now, time.Second, 300, sluice.KindRate, a, b, c)
@@ -248,10 +251,7 @@ func TestFallbackAndResync(t *testing.T) {
 func TestDeadInstanceExpires(t *testing.T) {
 	ttl := 3 * time.Second
 	r := &memRedis{ttl: ttl}
-	a, b, c := &node{rate: 200}, &node{rate: 200}, &node{rate: 200}
-	for i, n := range []*node{a, b, c} {
-		n.core = NewCore(testConfig(string(rune('a'+i))), nil)
-	}
+	a, b, c := threeNodes(200, 200, 200)
 	now := t0
 	for range 4 {
 		step(t, r, now, time.Second, 300, sluice.KindRate, a, b, c)
@@ -310,10 +310,7 @@ func TestInitialInstances(t *testing.T) {
 // A concurrency budget is split into whole parts that sum to it.
 func TestConcurrencyParts(t *testing.T) {
 	r := &memRedis{ttl: 3 * time.Second}
-	a, b, c := &node{rate: 500}, &node{rate: 300}, &node{rate: 200}
-	for i, n := range []*node{a, b, c} {
-		n.core = NewCore(testConfig(string(rune('a'+i))), nil)
-	}
+	a, b, c := threeNodes(500, 300, 200)
 	for k := range 3 {
 		step(t, r, t0.Add(time.Duration(k)*time.Second), time.Second, 20, sluice.KindConcurrency, a, b, c)
 	}

@@ -30,14 +30,7 @@ func newBBR(t *testing.T, edit func(*BBRConfig)) *BBR {
 	t.Helper()
 	cfg := DefaultBBRConfig()
 	cfg.CPUDecay = 0 // the tests below read the CPU condition directly
-	if edit != nil {
-		edit(&cfg)
-	}
-	b, err := NewBBR(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	return build(t, cfg, edit, NewBBR)
 }
 
 // bbrStep is one Update: the measurements, then the limit and whether the
@@ -214,21 +207,13 @@ func TestBBRMonotoneInCPU(t *testing.T) {
 }
 
 func TestBBRValidateNamesField(t *testing.T) {
-	cases := []struct {
-		field string
-		edit  func(*BBRConfig)
-	}{
+	checkFieldErrors(t, DefaultBBRConfig, []fieldCase[BBRConfig]{
 		{"period", func(c *BBRConfig) { c.Period = 0 }},
 		{"window", func(c *BBRConfig) { c.Window = 50 * time.Millisecond }},
 		{"cpu_threshold", func(c *BBRConfig) { c.CPUThreshold = 80 }},
 		{"cpu_threshold", func(c *BBRConfig) { c.CPUThreshold = nan() }},
 		{"cpu_decay", func(c *BBRConfig) { c.CPUDecay = 1 }},
-	}
-	for _, tc := range cases {
-		cfg := DefaultBBRConfig()
-		tc.edit(&cfg)
-		checkFieldError(t, &cfg, tc.field)
-	}
+	})
 }
 
 func FuzzBBR(f *testing.F) { fuzzController(f, "bbr") }

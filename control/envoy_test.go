@@ -46,15 +46,7 @@ func runEnvoy(t *testing.T, e *EnvoyGradient, start time.Time, steps []envoyStep
 
 func newEnvoy(t *testing.T, edit func(*EnvoyGradientConfig)) *EnvoyGradient {
 	t.Helper()
-	cfg := DefaultEnvoyGradientConfig()
-	if edit != nil {
-		edit(&cfg)
-	}
-	e, err := NewEnvoyGradient(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return e
+	return build(t, DefaultEnvoyGradientConfig(), edit, NewEnvoyGradient)
 }
 
 // The controller starts inside a minRTT window pinned at probe_concurrency
@@ -239,10 +231,7 @@ func TestEnvoyMonotoneInLatency(t *testing.T) {
 }
 
 func TestEnvoyValidateNamesField(t *testing.T) {
-	cases := []struct {
-		field string
-		edit  func(*EnvoyGradientConfig)
-	}{
+	checkFieldErrors(t, DefaultEnvoyGradientConfig, []fieldCase[EnvoyGradientConfig]{
 		{"concurrency_update_interval", func(c *EnvoyGradientConfig) { c.ConcurrencyUpdateInterval = 0 }},
 		{"min_rtt_calc_interval", func(c *EnvoyGradientConfig) { c.MinRTTCalcInterval = time.Microsecond }},
 		{"request_count", func(c *EnvoyGradientConfig) { c.RequestCount = 0 }},
@@ -253,12 +242,7 @@ func TestEnvoyValidateNamesField(t *testing.T) {
 		{"max_concurrency", func(c *EnvoyGradientConfig) { c.MaxConcurrency = 2 }},
 		{"probe_concurrency", func(c *EnvoyGradientConfig) { c.ProbeConcurrency = 0 }},
 		{"probe_concurrency", func(c *EnvoyGradientConfig) { c.ProbeConcurrency = 2000 }},
-	}
-	for _, tc := range cases {
-		cfg := DefaultEnvoyGradientConfig()
-		tc.edit(&cfg)
-		checkFieldError(t, &cfg, tc.field)
-	}
+	})
 }
 
 func FuzzEnvoyGradient(f *testing.F) { fuzzController(f, "envoy-gradient") }

@@ -20,15 +20,7 @@ func g2win(mean float64, inflight float64) sluice.Measurements {
 
 func newGradient2(t *testing.T, edit func(*Gradient2Config)) *Gradient2 {
 	t.Helper()
-	cfg := DefaultGradient2Config()
-	if edit != nil {
-		edit(&cfg)
-	}
-	g, err := NewGradient2(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return g
+	return build(t, DefaultGradient2Config(), edit, NewGradient2)
 }
 
 // Hand-computed from Gradient2Limit with the defaults (limit 20 in
@@ -186,10 +178,7 @@ func TestGradient2MonotoneInLatency(t *testing.T) {
 }
 
 func TestGradient2ValidateNamesField(t *testing.T) {
-	cases := []struct {
-		field string
-		edit  func(*Gradient2Config)
-	}{
+	checkFieldErrors(t, DefaultGradient2Config, []fieldCase[Gradient2Config]{
 		{"period", func(c *Gradient2Config) { c.Period = 0 }},
 		{"min_limit", func(c *Gradient2Config) { c.MinLimit = 0 }},
 		{"max_concurrency", func(c *Gradient2Config) { c.MaxConcurrency = 10 }},
@@ -202,28 +191,7 @@ func TestGradient2ValidateNamesField(t *testing.T) {
 		{"max_window_time", func(c *Gradient2Config) { c.MaxWindowTime = 500 * time.Millisecond }},
 		{"window_size", func(c *Gradient2Config) { c.WindowSize = 5 }},
 		{"min_rtt_threshold", func(c *Gradient2Config) { c.MinRTTThreshold = -1 }},
-	}
-	for _, tc := range cases {
-		cfg := DefaultGradient2Config()
-		tc.edit(&cfg)
-		checkFieldError(t, &cfg, tc.field)
-	}
-}
-
-// checkFieldError fails unless cfg is rejected, by Validate and New, with
-// an error that names field.
-func checkFieldError(t *testing.T, cfg Config, field string) {
-	t.Helper()
-	err := cfg.Validate()
-	if err == nil {
-		t.Fatalf("%s: accepted", field)
-	}
-	if FieldOf(err) != field || !strings.HasPrefix(err.Error(), field+":") {
-		t.Fatalf("error names %q, want %q: %v", FieldOf(err), field, err)
-	}
-	if _, err := cfg.New(); err == nil {
-		t.Fatalf("%s: New accepted an invalid config", field)
-	}
+	})
 }
 
 func FuzzGradient2(f *testing.F) { fuzzController(f, "gradient2") }

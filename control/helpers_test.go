@@ -6,6 +6,7 @@ import (
 	"cmp"
 	"math"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -55,3 +56,53 @@ func runTimeline(t *testing.T, c sluice.Controller, steps []step) []sluice.Decis
 }
 
 func nan() float64 { return math.NaN() }
+
+// build returns the controller newFn makes of cfg after edit (nil: cfg as
+// it is), failing t if it refuses the configuration.
+func build[C, T any](t *testing.T, cfg C, edit func(*C), newFn func(C) (T, error)) T {
+	t.Helper()
+	if edit != nil {
+		edit(&cfg)
+	}
+	c, err := newFn(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// checkFieldError fails unless cfg is rejected, by Validate and New, with
+// an error that names field.
+func checkFieldError(t *testing.T, cfg Config, field string) {
+	t.Helper()
+	err := cfg.Validate()
+	if err == nil {
+		t.Fatalf("%s: accepted", field)
+	}
+	if FieldOf(err) != field || !strings.HasPrefix(err.Error(), field+":") {
+		t.Fatalf("error names %q, want %q: %v", FieldOf(err), field, err)
+	}
+	if _, err := cfg.New(); err == nil {
+		t.Fatalf("%s: New accepted an invalid config", field)
+	}
+}
+
+// fieldCase is one invalid configuration: edit breaks field.
+type fieldCase[C any] struct {
+	field string
+	edit  func(*C)
+}
+
+// checkFieldErrors applies each case's edit to a fresh def() and checks
+// that the result is rejected naming the case's field (checkFieldError).
+func checkFieldErrors[C any, P interface {
+	*C
+	Config
+}](t *testing.T, def func() C, cases []fieldCase[C]) {
+	t.Helper()
+	for _, tc := range cases {
+		cfg := def()
+		tc.edit(&cfg)
+		checkFieldError(t, P(&cfg), tc.field)
+	}
+}

@@ -12,10 +12,7 @@ import (
 // Paper parameters K = 20, Ti = 2.8 s, h = 1 s, ρ_ref = 0.8, I(0) = 0.
 // K·h/Ti = 20/2.8 = 7.142857143.
 func TestKihlTimeline(t *testing.T) {
-	k, err := NewKihl(DefaultKihlConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
+	k := build(t, DefaultKihlConfig(), nil, NewKihl)
 	runTimeline(t, k, []step{
 		// e = 0.8; u = 20·0.8 + 0 = 16; I = 0 + 7.142857143·0.8 = 5.714285714
 		{sluice.Measurements{Utilization: 0, Arrivals: 100}, 16, true},

@@ -181,10 +181,7 @@ func TestObjectiveAndFloorOfEveryController(t *testing.T) {
 	}
 	sc := DefaultSEDAConfig()
 	sc.Target, sc.Degrade.Enabled = time.Second, true
-	d, err := NewDegrader(sc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := build(t, sc, nil, NewDegrader)
 	if got := ObjectiveOf(d); got != "p90" {
 		t.Errorf("degrader: objective %q, want p90", got)
 	}

@@ -91,10 +91,7 @@ func TestSEDAOffIsThePaper(t *testing.T) {
 		if r.IntN(3) == 0 {
 			cfg.Alpha = 0
 		}
-		s, err := NewSEDA(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := build(t, cfg, nil, NewSEDA)
 		p := newPaperSEDA(cfg)
 		now := at(1)
 		for i := range 300 {
@@ -148,10 +145,7 @@ func TestSEDALCReset(t *testing.T) {
 	for _, on := range []bool{true, false} {
 		cfg := sedaCfg(time.Second, 0.5)
 		cfg.Classes, cfg.LCThresh, cfg.Alpha, cfg.LCReset = 2, 3, 0, on
-		s, err := NewSEDA(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := build(t, cfg, nil, NewSEDA)
 		p := newPaperSEDA(cfg)
 		want5 := 0.5
 		if !on {
@@ -181,10 +175,7 @@ func TestSEDAKeepFlagOverTarget(t *testing.T) {
 	for _, on := range []bool{true, false} {
 		cfg := sedaCfg(time.Second, 100)
 		cfg.Classes, cfg.Alpha, cfg.KeepFlagOverTarget = 2, 0, on
-		s, err := NewSEDA(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := build(t, cfg, nil, NewSEDA)
 		p := newPaperSEDA(cfg)
 		want3 := 10 / 1.2
 		if !on {

@@ -26,10 +26,7 @@ func sedaCfg(target time.Duration, initial float64) SEDAConfig {
 
 // Target 1 s, α = 0.7, initial rate 100 req/s.
 func TestSEDATimeline(t *testing.T) {
-	s, err := NewSEDA(sedaCfg(time.Second, 100))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := build(t, sedaCfg(time.Second, 100), nil, NewSEDA)
 	if s.TriggerSamples() != 100 || s.Period() != time.Second {
 		t.Fatal("trigger")
 	}
@@ -65,10 +62,7 @@ func TestSEDARateBounds(t *testing.T) {
 func TestSEDAClassesTimeline(t *testing.T) {
 	cfg := sedaCfg(time.Second, 100)
 	cfg.Classes, cfg.LCThresh = 2, 3
-	s, err := NewSEDA(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := build(t, cfg, nil, NewSEDA)
 	check := func(step string, d sluice.Decision, r0, r1 float64) {
 		t.Helper()
 		if len(d.ClassRates) != 2 {
@@ -110,10 +104,7 @@ func TestSEDAClassesTimeline(t *testing.T) {
 func TestSEDAClassTargets(t *testing.T) {
 	cfg := sedaCfg(time.Second, 100)
 	cfg.ClassTargets = []time.Duration{time.Second, 4 * time.Second}
-	s, err := NewSEDA(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := build(t, cfg, nil, NewSEDA)
 	d := s.Update(at(1), p90(1, 2))
 	if d.New != 100 {
 		t.Fatalf("class 1 at half its target should hold, got %v (%s)", d.New, d.Reason)
@@ -176,10 +167,7 @@ func TestDegraderTimeline(t *testing.T) {
 func TestDegraderAlone(t *testing.T) {
 	cfg := sedaCfg(time.Second, 100)
 	cfg.Degrade.Enabled, cfg.Degrade.Admission = true, false
-	g, err := NewDegrader(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := build(t, cfg, nil, NewDegrader)
 	for i := 1; i <= 40; i++ {
 		d := g.Update(at(i), sluice.Measurements{Samples: 100, P90RT: 3, Completed: 10})
 		if !d.GateOff {
@@ -336,10 +324,7 @@ func recoverSEDA(t *testing.T, recoverToServed bool) *SEDA {
 	t.Helper()
 	cfg := sedaCfg(time.Second, 100)
 	cfg.DecreaseHoldoff, cfg.RecoverToServed = true, recoverToServed
-	s, err := NewSEDA(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := build(t, cfg, nil, NewSEDA)
 	return s
 }
 
@@ -382,10 +367,7 @@ func TestSEDARecoverFactor(t *testing.T) {
 		cfg := DefaultSEDAConfig()
 		cfg.Target, cfg.InitialRate, cfg.RateMax = time.Second, start, 1e6
 		cfg.DecreaseHoldoff, cfg.RecoverToServed, cfg.RecoverFactor = false, false, f
-		s, err := NewSEDA(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := build(t, cfg, nil, NewSEDA)
 		rate := start
 		for i := 1; i <= 10; i++ {
 			// p90 0.1 s against 1 s (err −0.9 after smoothing settles),
@@ -419,10 +401,7 @@ func TestSEDADrainedReset(t *testing.T) {
 		cfg := DefaultSEDAConfig()
 		cfg.Target, cfg.InitialRate, cfg.RateMax = 200*time.Millisecond, 300, 1e6
 		cfg.DrainedReset = reset
-		s, err := NewSEDA(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := build(t, cfg, nil, NewSEDA)
 		run := func(i int, p90 float64) sluice.Decision {
 			return s.Update(at(i), sluice.Measurements{Elapsed: time.Second, Samples: 100, P90RT: p90,
 				Arrivals: 300, Admitted: 300, Completed: 100})

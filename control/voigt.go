@@ -76,13 +76,19 @@ type VoigtCPU struct {
 
 var _ sluice.Controller = (*VoigtCPU)(nil)
 
+// initialRate is the first decision of a Voigt controller: the initial
+// rate in req/s.
+func initialRate(controller string, rate float64) sluice.Decision {
+	return sluice.Decision{Controller: controller, Kind: sluice.KindRate, Old: rate, New: rate,
+		Reason: "initial: rate " + fmtRate(rate)}
+}
+
 // NewVoigtCPU returns a CPU controller for a validated copy of cfg.
 func NewVoigtCPU(cfg VoigtCPUConfig) (*VoigtCPU, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &VoigtCPU{cfg: cfg, cur: sluice.Decision{Controller: "voigt-cpu", Kind: sluice.KindRate,
-		Old: cfg.InitialRate, New: cfg.InitialRate, Reason: "initial: rate " + fmtRate(cfg.InitialRate)}}, nil
+	return &VoigtCPU{cfg: cfg, cur: initialRate("voigt-cpu", cfg.InitialRate)}, nil
 }
 
 // Period returns the control period.
@@ -191,8 +197,7 @@ func NewVoigtQueue(cfg VoigtQueueConfig) (*VoigtQueue, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &VoigtQueue{cfg: cfg, cur: sluice.Decision{Controller: "voigt-queue", Kind: sluice.KindRate,
-		Old: cfg.InitialRate, New: cfg.InitialRate, Reason: "initial: rate " + fmtRate(cfg.InitialRate)}}, nil
+	return &VoigtQueue{cfg: cfg, cur: initialRate("voigt-queue", cfg.InitialRate)}, nil
 }
 
 // Period returns the control period.

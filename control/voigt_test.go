@@ -15,10 +15,7 @@ func cpu(util, hits float64) sluice.Measurements {
 
 // util_ref 90 %, Kp 1/5, initial rate 100, min 10.
 func TestVoigtCPUTimeline(t *testing.T) {
-	v, err := NewVoigtCPU(DefaultVoigtCPUConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
+	v := build(t, DefaultVoigtCPUConfig(), nil, NewVoigtCPU)
 	runTimeline(t, v, []step{
 		// e = 90 − 95 = −5: 100 + 0.2·(−5) = 99
 		{cpu(0.95, 100), 99, true},
@@ -49,10 +46,7 @@ func queue(q float64) sluice.Measurements {
 
 // Connection policer: q_ref 100, Kp 1/16, Kd 1/4, initial 1000/s.
 func TestVoigtQueueTimeline(t *testing.T) {
-	v, err := NewVoigtQueue(DefaultVoigtQueueConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
+	v := build(t, DefaultVoigtQueueConfig(), nil, NewVoigtQueue)
 	runTimeline(t, v, []step{
 		// q = 0 = q(−1) < q_ref: unchanged-queue guard
 		{queue(0), 1000, false},

@@ -21,10 +21,7 @@ func rt(mean float64) sluice.Measurements {
 func TestYakshaStaticTimeline(t *testing.T) {
 	cfg := DefaultYakshaConfig()
 	cfg.Tref, cfg.Lambda0, cfg.SelfTuning, cfg.Smoothing = 150*time.Millisecond, 50, false, 0
-	y, err := NewYaksha(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	y := build(t, cfg, nil, NewYaksha)
 	g := y.Gains()
 	near(t, "A", g.A, 0.704410774)
 	near(t, "B", g.B, 0.552667949)

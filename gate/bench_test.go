@@ -30,10 +30,7 @@ func BenchmarkAdmissionTokenBucketAdmitAllSerial(b *testing.B) {
 // benchTokenBucket measures AllowAt(time.Now()) on a bucket of rate and
 // burst, from every core (parallel) or from one goroutine.
 func benchTokenBucket(b *testing.B, rate float64, burst int, parallel bool) {
-	tb, err := NewTokenBucket(rate, burst)
-	if err != nil {
-		b.Fatal(err)
-	}
+	tb := newBucket(b, rate, burst)
 	b.ReportAllocs()
 	if parallel {
 		b.RunParallel(func(pb *testing.PB) {

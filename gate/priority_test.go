@@ -210,7 +210,7 @@ func TestSlotsReserveCrowd(t *testing.T) {
 // AllowAheadAt: a request may take a token the bucket holds only ahead
 // from now; the debt is repaid by later AllowAt requests.
 func TestTokenBucketAllowAhead(t *testing.T) {
-	b, _ := NewTokenBucket(10, 1) // T = 100 ms, τ = 0
+	b := newBucket(t, 10, 1) // T = 100 ms, τ = 0
 	if !b.AllowAt(t0) {
 		t.Fatal("full bucket refused")
 	}
@@ -239,7 +239,7 @@ func TestTokenBucketAllowAhead(t *testing.T) {
 // low one none. Under a low crowd the high class keeps its requests and
 // the total stays at the rate.
 func TestTokenBucketAheadCrowd(t *testing.T) {
-	b, _ := NewTokenBucket(100, 5)
+	b := newBucket(t, 100, 5)
 	rng := rand.New(rand.NewPCG(3, 4))
 	var offered, admitted [2]int
 	now := t0

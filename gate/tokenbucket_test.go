@@ -15,6 +15,17 @@ import (
 
 var t0 = time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
 
+// newBucket returns NewTokenBucket(r, burst), failing tb if it refuses
+// them.
+func newBucket(tb testing.TB, r float64, burst int) *TokenBucket {
+	tb.Helper()
+	b, err := NewTokenBucket(r, burst)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
+}
+
 func ms(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
 
 // bucketStep is one scripted call on a TokenBucket at t0 + at.
@@ -88,10 +99,7 @@ func TestTokenBucketScripts(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			b, err := NewTokenBucket(tt.rate, tt.burst)
-			if err != nil {
-				t.Fatal(err)
-			}
+			b := newBucket(t, tt.rate, tt.burst)
 			for i, s := range tt.steps {
 				now := ms(s.at)
 				switch s.op {
@@ -128,10 +136,7 @@ func TestTokenBucketScripts(t *testing.T) {
 }
 
 func TestTokenBucketTokensAt(t *testing.T) {
-	b, err := NewTokenBucket(10, 5)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := newBucket(t, 10, 5)
 	for range 5 {
 		b.AllowAt(t0)
 	}
@@ -176,10 +181,8 @@ func TestTokenBucketInvalid(t *testing.T) {
 			} else {
 				checkErr(t, err, tt.wantField, tt.wantValue)
 			}
-			b, err := NewTokenBucket(7, 3)
-			if err != nil {
-				t.Fatal(err)
-			}
+			b := newBucket(t, 7, 3)
+			var err error
 			if tt.wantField == "rate" {
 				err = b.SetRateAt(t0, tt.rate)
 			} else {
@@ -211,10 +214,7 @@ func TestTokenBucketMatchesRateLimiter(t *testing.T) {
 	for seed := range uint64(20) {
 		rng := rand.New(rand.NewPCG(seed, 42))
 		r0 := float64(1 + rng.IntN(200))
-		b, err := NewTokenBucket(r0, 1+rng.IntN(5))
-		if err != nil {
-			t.Fatal(err)
-		}
+		b := newBucket(t, r0, 1+rng.IntN(5))
 		ref := rate.NewLimiter(rate.Limit(r0), b.Burst())
 		now := t0
 		for i := range 20000 {
@@ -243,10 +243,7 @@ func TestTokenBucketMatchesRateLimiter(t *testing.T) {
 
 func TestTokenBucketConcurrent(t *testing.T) {
 	// All goroutines ask at the same instant: exactly burst are admitted.
-	b, err := NewTokenBucket(1, 50)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := newBucket(t, 1, 50)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	admitted := 0
@@ -278,10 +275,7 @@ func TestTokenBucketConcurrent(t *testing.T) {
 // setter's instant (5 here), without refill among themselves. And a rate
 // set again unchanged (a static rate, every period) changes nothing.
 func TestTokenBucketSetterAheadOfAdmissions(t *testing.T) {
-	b, err := NewTokenBucket(100000, 5)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := newBucket(t, 100000, 5)
 	set := ms(3_600_000) // an hour ahead
 	if err := b.SetRateAt(set, 1000); err != nil {
 		t.Fatal(err)
@@ -295,7 +289,7 @@ func TestTokenBucketSetterAheadOfAdmissions(t *testing.T) {
 	if admitted != 5 {
 		t.Fatalf("admitted %d stamped before the setter, want the 5 tokens it had", admitted)
 	}
-	b2, _ := NewTokenBucket(100000, 5)
+	b2 := newBucket(t, 100000, 5)
 	if err := b2.SetRateAt(set, 100000); err != nil { // unchanged
 		t.Fatal(err)
 	}
@@ -316,10 +310,7 @@ func TestTokenBucketStaleClockReadingDecidedAtLatest(t *testing.T) {
 	// its own older one: the same decisions as a bucket given the running
 	// maximum of the times. Decided at its stale instant it would find
 	// (latest − t)·rate fewer tokens and be refused at high rates.
-	b, err := NewTokenBucket(1000, 5)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := newBucket(t, 1000, 5)
 	for range 5 {
 		b.AllowAt(t0) // empty the bucket
 	}
@@ -340,8 +331,8 @@ func TestTokenBucketStaleClockReadingDecidedAtLatest(t *testing.T) {
 		rng := rand.New(rand.NewPCG(seed, 7))
 		r := float64(100 + rng.IntN(100_000))
 		burst := 1 + rng.IntN(8)
-		got, _ := NewTokenBucket(r, burst)
-		want, _ := NewTokenBucket(r, burst)
+		got := newBucket(t, r, burst)
+		want := newBucket(t, r, burst)
 		got.AllowAt(t0) // the same first instant: the same float base
 		want.AllowAt(t0)
 		latest := t0
@@ -361,10 +352,7 @@ func TestTokenBucketStaleClockReadingDecidedAtLatest(t *testing.T) {
 // token, then the refill time of the missing token, less a class's ahead.
 func TestTokenBucketWaitAt(t *testing.T) {
 	t0 := time.Unix(1000, 0)
-	b, err := NewTokenBucket(4, 2) // T = 250 ms, τ = 250 ms
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := newBucket(t, 4, 2) // T = 250 ms, τ = 250 ms
 	if w := b.WaitAt(t0, 0); w != 0 {
 		t.Errorf("full bucket: WaitAt = %v, want 0", w)
 	}
@@ -395,7 +383,7 @@ func TestTokenBucketWaitAt(t *testing.T) {
 	if w := b.WaitAt(t0, 0); w != time.Duration(math.MaxInt64) {
 		t.Errorf("rate 0: WaitAt = %v, want forever", w)
 	}
-	inf, _ := NewTokenBucket(math.Inf(1), 1)
+	inf := newBucket(t, math.Inf(1), 1)
 	if w := inf.WaitAt(t0, 0); w != 0 {
 		t.Errorf("rate +Inf: WaitAt = %v", w)
 	}

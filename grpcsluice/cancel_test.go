@@ -4,13 +4,11 @@ package grpcsluice
 
 import (
 	"context"
-	"net"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/status"
 
@@ -50,25 +48,12 @@ func (s *relayService) UnaryCall(ctx context.Context, in *testpb.SimpleRequest) 
 func serveHop(t *testing.T, src string, svc testpb.TestServiceServer) *grpc.ClientConn {
 	t.Helper()
 	sl := NewServer(newPolicy(t, src), ServerOptions{})
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := grpc.NewServer(grpc.ChainUnaryInterceptor(sl.UnaryInterceptor()))
-	testpb.RegisterTestServiceServer(g, svc)
-	go func() { _ = g.Serve(lis) }()
-	t.Cleanup(g.Stop)
 	cl, err := NewClient(client.DefaultConfig(), client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+	return tcpDialOpts(t, []grpc.ServerOption{grpc.ChainUnaryInterceptor(sl.UnaryInterceptor())}, svc,
 		grpc.WithChainUnaryInterceptor(cl.UnaryInterceptor()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cc.Close() })
-	return cc
 }
 
 const cancelPolicy = `
@@ -123,21 +108,9 @@ stages: [{name: api, controller: static-concurrency, params: {limit: 10, period:
 	go pol.Run(ctx)
 	leaf := &leafService{ended: make(chan time.Time, 1)}
 	sl := NewServer(pol, ServerOptions{})
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := grpc.NewServer(grpc.ChainUnaryInterceptor(sl.UnaryInterceptor()))
-	testpb.RegisterTestServiceServer(g, leaf)
-	go func() { _ = g.Serve(lis) }()
-	defer g.Stop()
-	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
+	cc := tcpDialOpts(t, []grpc.ServerOption{grpc.ChainUnaryInterceptor(sl.UnaryInterceptor())}, leaf)
 	start := time.Now()
-	_, err = testpb.NewTestServiceClient(cc).UnaryCall(ctxT(t), &testpb.SimpleRequest{})
+	_, err := testpb.NewTestServiceClient(cc).UnaryCall(ctxT(t), &testpb.SimpleRequest{})
 	<-leaf.ended
 	t.Logf("after %v: %v", time.Since(start).Round(time.Millisecond), err)
 	if status.Code(err) != codes.ResourceExhausted {

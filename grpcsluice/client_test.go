@@ -55,11 +55,7 @@ reject: {retry_after: 100ms, retry_jitter: 0s}`)
 	cc := bufDial(t, NewServer(pol, ServerOptions{}), svc, dopts...)
 	tc := testpb.NewTestServiceClient(cc)
 	ctx := ctxT(t)
-	done := make(chan error, 1)
-	go func() { _, err := tc.UnaryCall(ctx, &testpb.SimpleRequest{}); done <- err }()
-	for pol.Stage("api").InFlight() == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	done := holdSlot(ctx, tc, pol.Stage("api"))
 	// The slot is held: this call is shed, then retried after ≥ 100 ms,
 	// by which time the slot is free.
 	time.AfterFunc(50*time.Millisecond, func() { close(svc.block) })

@@ -168,7 +168,7 @@ func tcpDial(t testing.TB, srv *Server, svc *service, dopts ...grpc.DialOption) 
 
 // tcpDialOpts serves svc with opts on a loopback TCP listener and
 // returns a connection to it.
-func tcpDialOpts(t testing.TB, opts []grpc.ServerOption, svc *service, dopts ...grpc.DialOption) *grpc.ClientConn {
+func tcpDialOpts(t testing.TB, opts []grpc.ServerOption, svc testpb.TestServiceServer, dopts ...grpc.DialOption) *grpc.ClientConn {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -182,6 +182,18 @@ func tcpDialOpts(t testing.TB, opts []grpc.ServerOption, svc *service, dopts ...
 	}
 	t.Cleanup(func() { _ = cc.Close() })
 	return cc
+}
+
+// holdSlot starts a UnaryCall on tc and returns once st has it in
+// service (the service blocks it); the call's error arrives on the
+// channel when it ends.
+func holdSlot(ctx context.Context, tc testpb.TestServiceClient, st *stage.Stage) <-chan error {
+	done := make(chan error, 1)
+	go func() { _, err := tc.UnaryCall(ctx, &testpb.SimpleRequest{}); done <- err }()
+	for st.InFlight() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	return done
 }
 
 func ctxT(t testing.TB) context.Context {

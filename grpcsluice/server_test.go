@@ -160,11 +160,7 @@ stages: [{name: q, match: {grpc_service: grpc.testing.TestService}, controller: 
 	cc := bufDial(t, NewServer(pol, ServerOptions{}), svc)
 	tc := testpb.NewTestServiceClient(cc)
 	ctx := ctxT(t)
-	done := make(chan error, 1)
-	go func() { _, err := tc.UnaryCall(ctx, &testpb.SimpleRequest{}); done <- err }()
-	for pol.Stage("q").InFlight() == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	done := holdSlot(ctx, tc, pol.Stage("q"))
 	short, cancel := contextWithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
 	_, err := tc.UnaryCall(short, &testpb.SimpleRequest{})

@@ -10,39 +10,10 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/metrictest"
 )
-
-// histogram returns the histogram of the family name whose labels are
-// want, or nil.
-func histogram(t testing.TB, reg *prometheus.Registry, name string, want map[string]string) *dto.Histogram {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	metrics:
-		for _, m := range mf.GetMetric() {
-			got := map[string]string{}
-			for _, l := range m.GetLabel() {
-				got[l.GetName()] = l.GetValue()
-			}
-			for k, v := range want {
-				if got[k] != v {
-					continue metrics
-				}
-			}
-			return m.GetHistogram()
-		}
-	}
-	return nil
-}
 
 const latencyPolicy = `
 classes: {order: [gold, bronze]}
@@ -71,7 +42,7 @@ func TestLatencyHistograms(t *testing.T) {
 	for _, stage := range []string{"conc", "api", ImplicitStage} {
 		for _, class := range []string{"gold", "bronze"} {
 			for _, o := range []string{"ok", "error", "rejected"} {
-				h := histogram(t, reg, "sluice_request_duration_seconds", map[string]string{"stage": stage, "class": class, "outcome": o})
+				h := metrictest.Histogram(t, reg, "sluice_request_duration_seconds", map[string]string{"stage": stage, "class": class, "outcome": o})
 				if h == nil || h.GetSampleCount() != 0 {
 					t.Fatalf("%s/%s/%s before any request: %v", stage, class, o, h)
 				}
@@ -101,7 +72,7 @@ func TestLatencyHistograms(t *testing.T) {
 		return m
 	}
 	for o, want := range map[string]uint64{"ok": 1, "error": 1, "rejected": 1} {
-		h := histogram(t, reg, "sluice_request_duration_seconds", with(o))
+		h := metrictest.Histogram(t, reg, "sluice_request_duration_seconds", with(o))
 		if h.GetSampleCount() != want {
 			t.Errorf("outcome %s: %d observations, want %d", o, h.GetSampleCount(), want)
 		}
@@ -109,23 +80,23 @@ func TestLatencyHistograms(t *testing.T) {
 			t.Errorf("outcome %s: %vs, less than the handler's %v", o, h.GetSampleSum(), work)
 		}
 	}
-	if up := histogram(t, reg, "sluice_upstream_duration_seconds", nil); up != nil {
+	if up := metrictest.Histogram(t, reg, "sluice_upstream_duration_seconds", nil); up != nil {
 		t.Errorf("behind the middleware, sluice_upstream_duration_seconds has a series: %v", up)
 	}
-	if qw := histogram(t, reg, "sluice_queue_wait_seconds", map[string]string{"stage": "api"}); qw != nil {
+	if qw := metrictest.Histogram(t, reg, "sluice_queue_wait_seconds", map[string]string{"stage": "api"}); qw != nil {
 		t.Errorf("a rate-gated stage has queue-wait series: %v", qw)
 	}
-	qw := histogram(t, reg, "sluice_queue_wait_seconds", map[string]string{"stage": "conc", "class": "bronze"})
+	qw := metrictest.Histogram(t, reg, "sluice_queue_wait_seconds", map[string]string{"stage": "conc", "class": "bronze"})
 	if qw.GetSampleCount() != 2 || qw.GetSampleSum() >= work.Seconds() {
 		t.Errorf("queue wait: %d observations summing %vs, want 2 with no wait", qw.GetSampleCount(), qw.GetSampleSum())
 	}
-	if h := histogram(t, reg, "sluice_request_duration_seconds", map[string]string{"stage": "conc", "class": "bronze", "outcome": "ok"}); h.GetSampleCount() != 2 {
+	if h := metrictest.Histogram(t, reg, "sluice_request_duration_seconds", map[string]string{"stage": "conc", "class": "bronze", "outcome": "ok"}); h.GetSampleCount() != 2 {
 		t.Errorf("stage conc: %d observations, want 2", h.GetSampleCount())
 	}
-	if gold := histogram(t, reg, "sluice_request_duration_seconds", map[string]string{"stage": "api", "class": "gold", "outcome": "ok"}); gold.GetSampleCount() != 0 {
+	if gold := metrictest.Histogram(t, reg, "sluice_request_duration_seconds", map[string]string{"stage": "api", "class": "gold", "outcome": "ok"}); gold.GetSampleCount() != 0 {
 		t.Errorf("class gold observed %d requests of class bronze", gold.GetSampleCount())
 	}
-	h := histogram(t, reg, "sluice_request_duration_seconds", with("ok"))
+	h := metrictest.Histogram(t, reg, "sluice_request_duration_seconds", with("ok"))
 	if h.GetSchema() != 3 || len(h.GetPositiveSpan()) == 0 {
 		t.Errorf("not a native histogram of schema 3: schema %d, spans %v", h.GetSchema(), h.GetPositiveSpan())
 	}
@@ -153,10 +124,10 @@ func TestLatencySkipsEventStreams(t *testing.T) {
 	if rec.Body.String() != "data: x\n\n" {
 		t.Fatalf("the stream was not served: %d %q", rec.Code, rec.Body)
 	}
-	if h := histogram(t, reg, "sluice_request_duration_seconds", map[string]string{"stage": "api", "class": "bronze", "outcome": "ok"}); h.GetSampleCount() != 0 {
+	if h := metrictest.Histogram(t, reg, "sluice_request_duration_seconds", map[string]string{"stage": "api", "class": "bronze", "outcome": "ok"}); h.GetSampleCount() != 0 {
 		t.Errorf("an event stream was observed: %d", h.GetSampleCount())
 	}
-	if h := histogram(t, reg, "sluice_request_duration_seconds", map[string]string{"stage": "api", "class": "bronze", "outcome": "error"}); h.GetSampleCount() != 0 {
+	if h := metrictest.Histogram(t, reg, "sluice_request_duration_seconds", map[string]string{"stage": "api", "class": "bronze", "outcome": "error"}); h.GetSampleCount() != 0 {
 		t.Errorf("an event stream was observed as an error: %d", h.GetSampleCount())
 	}
 }
@@ -175,7 +146,7 @@ func TestLatencyAcrossReload(t *testing.T) {
 	}
 	a.Done(sluice.Success)
 	p.ClassifyRequest(request("GET", "/", "192.0.2.1:1"), time.Now()).Latency.Upstream(time.Second)
-	if h := histogram(t, reg, "sluice_upstream_duration_seconds", map[string]string{"stage": "api", "class": "bronze"}); h.GetSampleCount() != 1 || h.GetSampleSum() != 1 {
+	if h := metrictest.Histogram(t, reg, "sluice_upstream_duration_seconds", map[string]string{"stage": "api", "class": "bronze"}); h.GetSampleCount() != 1 || h.GetSampleSum() != 1 {
 		t.Errorf("upstream: %d observations summing %v, want the one of 1s", h.GetSampleCount(), h.GetSampleSum())
 	}
 	next := build(t, `
@@ -189,19 +160,19 @@ stages:
     match: {path_prefix: /web/}
 `, Options{Previous: p, RecordsUpstream: true})
 	p = next
-	if h := histogram(t, reg, "sluice_request_duration_seconds", map[string]string{"stage": "api", "class": "bronze", "outcome": "ok"}); h.GetSampleCount() != 1 {
+	if h := metrictest.Histogram(t, reg, "sluice_request_duration_seconds", map[string]string{"stage": "api", "class": "bronze", "outcome": "ok"}); h.GetSampleCount() != 1 {
 		t.Errorf("after the reload: %d observations, want the 1 before it", h.GetSampleCount())
 	}
-	if h := histogram(t, reg, "sluice_queue_wait_seconds", map[string]string{"stage": "web", "class": "gold"}); h == nil {
+	if h := metrictest.Histogram(t, reg, "sluice_queue_wait_seconds", map[string]string{"stage": "web", "class": "gold"}); h == nil {
 		t.Error("the new stage has no series")
 	}
 	p = build(t, `classes: {order: [bronze]}`, Options{Previous: next, RecordsUpstream: true})
 	for _, gone := range []map[string]string{{"stage": "api"}, {"stage": "web"}, {"class": "gold"}} {
-		if h := histogram(t, reg, "sluice_upstream_duration_seconds", gone); h != nil {
+		if h := metrictest.Histogram(t, reg, "sluice_upstream_duration_seconds", gone); h != nil {
 			t.Errorf("series of %v kept after the reload that removed it", gone)
 		}
 	}
-	if h := histogram(t, reg, "sluice_upstream_duration_seconds", map[string]string{"stage": ImplicitStage, "class": "bronze"}); h == nil {
+	if h := metrictest.Histogram(t, reg, "sluice_upstream_duration_seconds", map[string]string{"stage": ImplicitStage, "class": "bronze"}); h == nil {
 		t.Error("the implicit stage's series were dropped")
 	}
 }
@@ -253,7 +224,7 @@ func TestLatencyOutcomes(t *testing.T) {
 		a.Done(o)
 	}
 	for outcome, want := range map[string]uint64{"ok": 1, "error": 1} {
-		if h := histogram(t, reg, "sluice_request_duration_seconds", map[string]string{"stage": "conc", "class": "bronze", "outcome": outcome}); h.GetSampleCount() != want {
+		if h := metrictest.Histogram(t, reg, "sluice_request_duration_seconds", map[string]string{"stage": "conc", "class": "bronze", "outcome": outcome}); h.GetSampleCount() != want {
 			t.Errorf("outcome %s: %d observations, want %d", outcome, h.GetSampleCount(), want)
 		}
 	}

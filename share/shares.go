@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/ctxsleep"
 	"github.com/sluicehq/sluice/internal/enum"
 )
 
@@ -649,15 +650,8 @@ func Wait(ctx context.Context, d time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if d <= 0 {
-		return nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
+	if !ctxsleep.Sleep(ctx, d) {
 		return ctx.Err()
 	}
+	return nil
 }

@@ -57,11 +57,8 @@ func TestArriveOutcomes(t *testing.T) {
 			c := &scripted{cur: limitDecision(1, tc.maxWait, tc.drain)}
 			mq := tc.maxQueue
 			mq = cmp.Or(mq, 16)
-			s, err := New(Options{Name: "c", Controller: scriptedConfig{c}, ClassNames: []string{"gold", "bronze"},
+			s := newStage(t, Options{Name: "c", Controller: scriptedConfig{c}, ClassNames: []string{"gold", "bronze"},
 				MaxQueue: mq, Shadow: tc.shadow}, t0)
-			if err != nil {
-				t.Fatal(err)
-			}
 			if !tc.free {
 				if _, o := s.Arrive(at(0), 0, nil); o != gate.Admitted {
 					t.Fatalf("holding the slot: %v", o)
@@ -113,10 +110,7 @@ func TestArriveOutcomes(t *testing.T) {
 func TestOneQueueTimeoutError(t *testing.T) {
 	ctrl := control.DefaultStaticConcurrencyConfig()
 	ctrl.Limit = 1
-	st, err := New(Options{Name: "db", Controller: &ctrl, MaxQueue: 1, QueueTimeout: time.Millisecond}, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := newStage(t, Options{Name: "db", Controller: &ctrl, MaxQueue: 1, QueueTimeout: time.Millisecond}, time.Now())
 	done, err := st.Admit(context.Background(), 0)
 	if err != nil {
 		t.Fatal(err)

@@ -20,11 +20,22 @@ func autoStage(b *testing.B, limit float64) *Stage {
 	b.Helper()
 	cfg := auto.DefaultConfig()
 	cfg.InitialLimit, cfg.MaxLimit = limit, limit
-	s, err := New(Options{Name: "b", Controller: &cfg}, time.Now())
-	if err != nil {
-		b.Fatal(err)
-	}
+	s := newStage(b, Options{Name: "b", Controller: &cfg}, time.Now())
 	return s
+}
+
+// admitParallel measures Enter and, when it admits, Done(sluice.Success)
+// on b's parallel goroutines.
+func admitParallel(b *testing.B, s *Stage) {
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if tk, err := s.Enter(ctx, 0); err == nil {
+				tk.Done(sluice.Success)
+			}
+		}
+	})
 }
 
 // BenchmarkAdmissionAuto is auto's admission decision and the end of the
@@ -32,16 +43,15 @@ func autoStage(b *testing.B, limit float64) *Stage {
 // default mode.
 func BenchmarkAdmissionAuto(b *testing.B) {
 	s := autoStage(b, 1e4)
-	ctx := context.Background()
-	b.ReportAllocs()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			tk, err := s.Enter(ctx, 0)
-			if err == nil {
-				tk.Done(sluice.Success)
-			}
-		}
-	})
+	admitParallel(b, s)
+}
+
+// BenchmarkAdmissionStage is the same under SEDA, a rate gate: an Enter
+// the rate refuses ends there.
+func BenchmarkAdmissionStage(b *testing.B) {
+	cfg := control.DefaultSEDAConfig()
+	cfg.Target = time.Second
+	admitParallel(b, newStage(b, Options{Name: "b", Controller: &cfg}, time.Now()))
 }
 
 // BenchmarkAdmissionAutoSerial is the same on one goroutine.
@@ -85,17 +95,8 @@ func BenchmarkRejectionAuto(b *testing.B) {
 // it by the one before (pooled waiters: no allocation).
 func BenchmarkAdmissionAutoQueued(b *testing.B) {
 	s := autoStage(b, 1)
-	ctx := context.Background()
-	b.ReportAllocs()
 	b.SetParallelism(4)
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			tk, err := s.Enter(ctx, 0)
-			if err == nil {
-				tk.Done(sluice.Success)
-			}
-		}
-	})
+	admitParallel(b, s)
 }
 
 // BenchmarkAdmissionTenants is the admission decision of a fair-queueing
@@ -127,10 +128,7 @@ func BenchmarkAdmissionTenants(b *testing.B) {
 func benchTenants(b *testing.B, predicted bool) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	cfg := control.StaticConcurrencyConfig{Limit: 64, Period: time.Hour}
-	s, err := New(Options{Name: "b", Controller: &cfg, MaxQueue: 128, QueueTimeout: time.Hour, Tenants: Tenants{Fair: true}}, now)
-	if err != nil {
-		b.Fatal(err)
-	}
+	s := newStage(b, Options{Name: "b", Controller: &cfg, MaxQueue: 128, QueueTimeout: time.Hour, Tenants: Tenants{Fair: true}}, now)
 	if predicted {
 		// 64 slots of 10 ms: 6,400 req/s; an hour's wait never binds.
 		s.conc.drain = 6400

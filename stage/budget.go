@@ -48,13 +48,7 @@ func (s *Stage) SetStatic(now time.Time, value float64, reason string) error {
 	}
 	s.ctrl.History.Add(d)
 	if s.conc != nil {
-		granted, evicted := s.conc.apply(now, d)
-		for _, w := range evicted {
-			s.drop(w, true, true)
-		}
-		for _, w := range granted {
-			s.grant(w, now)
-		}
+		s.applyLimit(now, d)
 	}
 	return nil
 }

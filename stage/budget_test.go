@@ -19,10 +19,7 @@ import (
 // and every collected one.
 func TestSetStaticRate(t *testing.T) {
 	cfg := control.StaticRateConfig{Rate: 100, Period: time.Second}
-	s, err := New(Options{Name: "r", Controller: &cfg, Burst: 1}, t0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := newStage(t, Options{Name: "r", Controller: &cfg, Burst: 1}, t0)
 	if k, ok := s.Static(); !ok || k != sluice.KindRate {
 		t.Fatalf("Static() = %v, %v", k, ok)
 	}
@@ -77,10 +74,7 @@ func TestSetStaticRate(t *testing.T) {
 // waiters it lets in at once; a fractional limit is refused.
 func TestSetStaticConcurrencyGrantsWaiters(t *testing.T) {
 	cfg := control.StaticConcurrencyConfig{Limit: 1, Period: time.Second}
-	s, err := New(Options{Name: "c", Controller: &cfg, MaxQueue: 4}, t0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := newStage(t, Options{Name: "c", Controller: &cfg, MaxQueue: 4}, t0)
 	tk, o := s.Arrive(t0, 0, nil)
 	if o != gate.Admitted {
 		t.Fatal("first request not admitted")
@@ -114,10 +108,7 @@ func TestSetStaticRefusesOtherControllers(t *testing.T) {
 	if err := s.SetStatic(t0, 5, "x"); err == nil {
 		t.Fatal("SetStatic on seda accepted")
 	}
-	none, err := New(Options{Name: "n", Controller: &control.NoneConfig{Period: time.Second}}, t0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	none := newStage(t, Options{Name: "n", Controller: &control.NoneConfig{Period: time.Second}}, t0)
 	if _, ok := none.Static(); ok {
 		t.Fatal("none reported as a budget")
 	}

@@ -15,10 +15,7 @@ import (
 func TestCensoredSamples(t *testing.T) {
 	cfg := control.DefaultSEDAConfig()
 	cfg.Target = 100 * time.Millisecond
-	s, err := New(Options{Name: "api", Controller: &cfg}, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := newStage(t, Options{Name: "api", Controller: &cfg}, time.Now())
 	for _, c := range []struct {
 		rt     time.Duration
 		ok     bool
@@ -67,10 +64,7 @@ func TestTriggerCountsSamples(t *testing.T) {
 	cfg := control.DefaultSEDAConfig()
 	cfg.Target, cfg.NReq = 100*time.Millisecond, 10
 	now := time.Now()
-	s, err := New(Options{Name: "t", Controller: &cfg, Burst: 1000}, now)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := newStage(t, Options{Name: "t", Controller: &cfg, Burst: 1000}, now)
 	for i := 0; i < 50; i++ { // fast failures: completions, no samples
 		tk, err := s.Enter(t.Context(), 0)
 		if err != nil {
@@ -96,10 +90,7 @@ func TestTriggerCountsSamples(t *testing.T) {
 func TestDueToleratesEarlyTick(t *testing.T) {
 	cfg := control.DefaultKihlConfig()
 	now := time.Now()
-	s, err := New(Options{Name: "k", Controller: &cfg}, now)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := newStage(t, Options{Name: "k", Controller: &cfg}, now)
 	if ds := s.Step(now.Add(999 * time.Millisecond)); len(ds) != 1 {
 		t.Fatalf("tick 1 ms early skipped: %d decisions", len(ds))
 	}

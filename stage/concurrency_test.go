@@ -47,10 +47,7 @@ func limitDecision(limit float64, maxWait time.Duration, drain float64) sluice.D
 
 func concStage(t *testing.T, c *scripted, classes []string) *Stage {
 	t.Helper()
-	s, err := New(Options{Name: "c", Controller: scriptedConfig{c}, ClassNames: classes, MaxQueue: 16}, t0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := newStage(t, Options{Name: "c", Controller: scriptedConfig{c}, ClassNames: classes, MaxQueue: 16}, t0)
 	return s
 }
 
@@ -172,10 +169,7 @@ func TestStageNoQueue(t *testing.T) {
 // the lower class.
 func TestStageClassPriorityQueue(t *testing.T) {
 	c := &scripted{cur: limitDecision(1, time.Second, 0)}
-	s, err := New(Options{Name: "c", Controller: scriptedConfig{c}, ClassNames: []string{"gold", "bronze"}, MaxQueue: 2}, t0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := newStage(t, Options{Name: "c", Controller: scriptedConfig{c}, ClassNames: []string{"gold", "bronze"}, MaxQueue: 2}, t0)
 	first, _ := s.Arrive(at(0), 1, nil)
 	lo1, rlo1 := waitFor(1)
 	lo2, rlo2 := waitFor(1)
@@ -251,10 +245,7 @@ func TestStageServiceTailIgnoresFences(t *testing.T) {
 		if tail {
 			cfg = tailConfig{scriptedConfig{c}}
 		}
-		s, err := New(Options{Name: "c", Controller: cfg, MaxQueue: 16}, t0)
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := newStage(t, Options{Name: "c", Controller: cfg, MaxQueue: 16}, t0)
 		long, _ := s.Arrive(at(0), 0, nil)
 		s.Step(at(1000)) // the fence
 		short, _ := s.Arrive(at(1000), 0, nil)
@@ -279,10 +270,7 @@ func TestStageServiceTailIgnoresFences(t *testing.T) {
 func TestStageEnterQueue(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := &scripted{cur: limitDecision(1, 100*time.Millisecond, 0)}
-		s, err := New(Options{Name: "c", Controller: scriptedConfig{c}, MaxQueue: 8}, time.Now())
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := newStage(t, Options{Name: "c", Controller: scriptedConfig{c}, MaxQueue: 8}, time.Now())
 		first, err := s.Enter(t.Context(), 0)
 		if err != nil {
 			t.Fatal(err)

@@ -193,10 +193,7 @@ func TestStageTenantsCostFair(t *testing.T) {
 				// throughput (in units of the mean cost) is too noisy for
 				// the probes (the CPU 0.83–0.91 busy instead of 0.91–0.98).
 				cfg.MinCompletions = 1000
-				st, err := New(Options{Name: "api", Controller: &cfg, Tenants: Tenants{Fair: true, Cost: cost}}, t0)
-				if err != nil {
-					t.Fatal(err)
-				}
+				st := newStage(t, Options{Name: "api", Controller: &cfg, Tenants: Tenants{Fair: true, Cost: cost}}, t0)
 				c := newCostSim(t, st, cores, seed, ten)
 				c.runCost()
 				const secs = 20.0
@@ -248,11 +245,8 @@ func (w *traceWaiter) Dropped(error) { *w.granted = append(*w.granted, "dropped:
 func costTrace(t *testing.T, cost CostMeasure) (st *Stage, now time.Time, order *[]string, tickets map[string]Ticket, blocker Ticket) {
 	t.Helper()
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	st, err := New(Options{Name: "trace", Controller: &control.StaticConcurrencyConfig{Limit: 1, Period: 100 * time.Millisecond},
+	st = newStage(t, Options{Name: "trace", Controller: &control.StaticConcurrencyConfig{Limit: 1, Period: 100 * time.Millisecond},
 		QueueTimeout: time.Minute, Tenants: Tenants{Fair: true, Cost: cost}}, t0)
-	if err != nil {
-		t.Fatal(err)
-	}
 	now = t0
 	for _, r := range []struct {
 		tenant string
@@ -376,11 +370,8 @@ func TestStageTenantsExpiredGiveBack(t *testing.T) {
 	const cores = 8.0
 	mean := 10 * time.Millisecond
 	for _, cost := range []CostMeasure{CostRequests, CostServiceTime} {
-		st, err := New(Options{Name: "flood", Controller: &control.StaticConcurrencyConfig{Limit: 8, Period: 100 * time.Millisecond},
+		st := newStage(t, Options{Name: "flood", Controller: &control.StaticConcurrencyConfig{Limit: 8, Period: 100 * time.Millisecond},
 			QueueTimeout: 500 * time.Millisecond, Tenants: Tenants{Fair: true, Cost: cost}}, t0)
-		if err != nil {
-			t.Fatal(err)
-		}
 		c := newCostSim(t, st, cores, 3, []costTenant{
 			{name: "a", rate: 3 * cores / mean.Seconds(), mean: mean},
 			{name: "b", rate: 1.5 * cores / mean.Seconds(), mean: mean}})

@@ -158,10 +158,7 @@ func (c *crowdSim) run(until time.Time) {
 func TestStagePriorityUnderCrowd(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	run := func(cfg control.Config, p Priority) (high, lowRPS float64) {
-		st, err := New(Options{Name: "crowd", Controller: cfg, ClassNames: []string{"high", "low"}, Priority: p}, t0)
-		if err != nil {
-			t.Fatal(err)
-		}
+		st := newStage(t, Options{Name: "crowd", Controller: cfg, ClassNames: []string{"high", "low"}, Priority: p}, t0)
 		c := &crowdSim{st: st, now: t0, workers: 8, service: 10 * time.Millisecond,
 			rates: [2]float64{200, 100}, rng: rand.New(rand.NewPCG(31, 32))}
 		c.run(t0.Add(10 * time.Second)) // settle

@@ -39,10 +39,7 @@ func TestStageDeadlinePassed(t *testing.T) {
 		t.Errorf("totals %+v", tot)
 	}
 	// Shadow mode admits a late request and counts it once.
-	sh, err := New(Options{Name: "s", Controller: scriptedConfig{&scripted{cur: limitDecision(1, time.Second, 0)}}, Shadow: true}, t0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sh := newStage(t, Options{Name: "s", Controller: scriptedConfig{&scripted{cur: limitDecision(1, time.Second, 0)}}, Shadow: true}, t0)
 	sh.Arrive(at(0), 0, nil) // the one slot
 	if _, o, err := sh.ArriveRequest(at(10), Request{Deadline: at(5)}, nil); o != gate.Admitted || err != nil {
 		t.Fatalf("shadow, late and no slot: %v, %v", o, err)
@@ -53,10 +50,7 @@ func TestStageDeadlinePassed(t *testing.T) {
 	// A rate stage rejects a late request too, without taking a token.
 	rc := control.DefaultStaticRateConfig()
 	rc.Rate = 1
-	rs, err := New(Options{Name: "r", Controller: &rc, Burst: 1}, t0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rs := newStage(t, Options{Name: "r", Controller: &rc, Burst: 1}, t0)
 	if _, o, err := rs.ArriveRequest(at(1), Request{Deadline: at(0)}, nil); o != gate.Rejected || !errors.Is(err, ErrDeadline) {
 		t.Fatalf("rate stage, late: %v, %v", o, err)
 	}
@@ -145,10 +139,7 @@ func TestStageDeadlineQueued(t *testing.T) {
 // rejected.
 func TestStageNeverGrantsAfterDeadline(t *testing.T) {
 	c := &scripted{cur: limitDecision(3, 2*time.Second, 0)}
-	s, err := New(Options{Name: "c", Controller: scriptedConfig{c}, ClassNames: []string{"hi", "lo"}, MaxQueue: 1000}, t0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := newStage(t, Options{Name: "c", Controller: scriptedConfig{c}, ClassNames: []string{"hi", "lo"}, MaxQueue: 1000}, t0)
 	rng := rand.New(rand.NewPCG(7, 8))
 	type waiter struct {
 		w        *Wait
@@ -232,10 +223,7 @@ func TestStageNeverGrantsAfterDeadline(t *testing.T) {
 func TestStageEnterDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := &scripted{cur: limitDecision(1, time.Second, 0)}
-		s, err := New(Options{Name: "c", Controller: scriptedConfig{c}, MaxQueue: 8}, time.Now())
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := newStage(t, Options{Name: "c", Controller: scriptedConfig{c}, MaxQueue: 8}, time.Now())
 		hold, err := s.Enter(t.Context(), 0)
 		if err != nil {
 			t.Fatal(err)
@@ -276,10 +264,7 @@ func TestStageAwaitDeadlineAtRelease(t *testing.T) {
 		ready := 0
 		for i := range 200 {
 			c := &scripted{cur: limitDecision(1, time.Second, 0)}
-			s, err := New(Options{Name: "c", Controller: scriptedConfig{c}, MaxQueue: 8}, t0)
-			if err != nil {
-				t.Fatal(err)
-			}
+			s := newStage(t, Options{Name: "c", Controller: scriptedConfig{c}, MaxQueue: 8}, t0)
 			hold, o, _, err := s.arrive(t0, Request{}, nil, s.mkWait)
 			if o != gate.Admitted || err != nil {
 				t.Fatalf("first request: %v, %v", o, err)
@@ -358,10 +343,7 @@ func TestStagePriorityDefaults(t *testing.T) {
 // classes then).
 func TestStagePriorityReserveFollowsQueue(t *testing.T) {
 	c := &scripted{cur: limitDecision(10, -1, 0), next: []sluice.Decision{limitDecision(10, time.Second, 0)}}
-	s, err := New(Options{Name: "c", Controller: scriptedConfig{c}, ClassNames: []string{"hi", "lo"}, MaxQueue: 4}, t0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := newStage(t, Options{Name: "c", Controller: scriptedConfig{c}, ClassNames: []string{"hi", "lo"}, MaxQueue: 4}, t0)
 	for i := range 10 {
 		if _, o := s.Arrive(at(0), 1, nil); o != gate.Admitted {
 			t.Fatalf("low %d: %v", i, o)
@@ -407,10 +389,7 @@ func TestStagePriorityRate(t *testing.T) {
 	run := func(p Priority) (high float64) {
 		rc := control.DefaultStaticRateConfig()
 		rc.Rate = 100
-		s, err := New(Options{Name: "r", Controller: &rc, ClassNames: []string{"hi", "lo"}, Priority: p}, t0)
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := newStage(t, Options{Name: "r", Controller: &rc, ClassNames: []string{"hi", "lo"}, Priority: p}, t0)
 		rng := rand.New(rand.NewPCG(9, 10))
 		now := t0
 		var offered, admitted [2]int
@@ -472,10 +451,7 @@ func TestStagePriorityDrops(t *testing.T) {
 	// In a stage, yaksha's stage sheds by priority only when asked.
 	yc := control.DefaultYakshaConfig()
 	yc.Tref = 100 * time.Millisecond
-	s, err := New(Options{Name: "y", Controller: &yc, ClassNames: []string{"hi", "lo"}}, t0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := newStage(t, Options{Name: "y", Controller: &yc, ClassNames: []string{"hi", "lo"}}, t0)
 	if s.State(0).Priority != nil || s.shedMix {
 		t.Fatal("yaksha sheds by priority by default")
 	}
@@ -487,10 +463,7 @@ func TestStagePriorityDrops(t *testing.T) {
 
 func TestStageClassFrom(t *testing.T) {
 	cfg := control.DefaultNoneConfig()
-	s, err := New(Options{Name: "x", Controller: &cfg, ClassNames: []string{"gold", "silver", "bronze"}}, t0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := newStage(t, Options{Name: "x", Controller: &cfg, ClassNames: []string{"gold", "silver", "bronze"}}, t0)
 	ctx := context.Background()
 	for _, c := range []struct {
 		p    string

@@ -185,10 +185,7 @@ func TestOvertakeMeterOnlyWhenNeeded(t *testing.T) {
 			HighProbe: 1.5, LowProbe: 1.5, MinCompletions: 10, MaxWindow: time.Second, Knee: auto.KneeProbes}, false},
 		{&control.StaticConcurrencyConfig{Limit: 4, Period: time.Second}, false},
 	} {
-		st, err := New(Options{Name: "s", Controller: tc.cfg}, t0)
-		if err != nil {
-			t.Fatal(err)
-		}
+		st := newStage(t, Options{Name: "s", Controller: tc.cfg}, t0)
 		if got := st.otk != nil; got != tc.want {
 			t.Errorf("%T %+v: meter %v, want %v", tc.cfg, tc.cfg, got, tc.want)
 		}

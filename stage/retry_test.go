@@ -24,10 +24,7 @@ func TestStageRetryAfter(t *testing.T) {
 	t.Run("static-rate: time to the next token", func(t *testing.T) {
 		cfg := control.DefaultStaticRateConfig()
 		cfg.Rate = 2 // T = 500 ms
-		s, err := New(Options{Name: "api", Controller: &cfg, Burst: 1}, t0)
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := newStage(t, Options{Name: "api", Controller: &cfg, Burst: 1}, t0)
 		if got := s.RetryAfter(t0, 0); got != 0 {
 			t.Errorf("token in the bucket: RetryAfter = %v, want 0", got)
 		}
@@ -45,10 +42,7 @@ func TestStageRetryAfter(t *testing.T) {
 	t.Run("static-concurrency: drain time of the queue ahead", func(t *testing.T) {
 		cfg := control.DefaultStaticConcurrencyConfig()
 		cfg.Limit = 2
-		s, err := New(Options{Name: "api", Controller: &cfg, MaxQueue: 10, QueueTimeout: time.Minute}, t0)
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := newStage(t, Options{Name: "api", Controller: &cfg, MaxQueue: 10, QueueTimeout: time.Minute}, t0)
 		// Two requests served in 400 ms each measure the service time.
 		for range 2 {
 			tk, o := s.Arrive(t0, 0, nil)
@@ -100,10 +94,7 @@ func TestStageRetryAfter(t *testing.T) {
 		}()},
 	} {
 		t.Run(tc.name+": time to the next adjustment", func(t *testing.T) {
-			s, err := New(Options{Name: "api", Controller: tc.cfg}, t0)
-			if err != nil {
-				t.Fatal(err)
-			}
+			s := newStage(t, Options{Name: "api", Controller: tc.cfg}, t0)
 			if _, ok := s.Controller().Unwrap().(sluice.RetryAdvisor); !ok {
 				t.Fatalf("%T is not a RetryAdvisor", s.Controller().Unwrap())
 			}

@@ -16,10 +16,7 @@ import (
 func TestRunnerStepsStage(t *testing.T) {
 	rate := control.DefaultStaticRateConfig()
 	rate.Rate = 10
-	s, err := New(Options{Name: "r", Controller: &rate}, t0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := newStage(t, Options{Name: "r", Controller: &rate}, t0)
 	if s.Poll() != s.Period() {
 		t.Errorf("poll %v, want the period %v", s.Poll(), s.Period())
 	}

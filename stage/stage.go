@@ -555,15 +555,22 @@ func (s *Stage) decide(now time.Time, input int, m sluice.Measurements) sluice.D
 	}
 	if s.conc != nil && d.Kind == sluice.KindConcurrency {
 		s.setBurst()
-		granted, evicted := s.conc.apply(now, d)
-		for _, w := range evicted {
-			s.drop(w, true, true)
-		}
-		for _, w := range granted {
-			s.grant(w, now)
-		}
+		s.applyLimit(now, d)
 	}
 	return d
+}
+
+// applyLimit applies d to the concurrency limit and settles the queue: the
+// waiters the new limit evicts are dropped, those it has room for are
+// granted their slot. The caller holds the stage's lock.
+func (s *Stage) applyLimit(now time.Time, d sluice.Decision) {
+	granted, evicted := s.conc.apply(now, d)
+	for _, w := range evicted {
+		s.drop(w, true, true)
+	}
+	for _, w := range granted {
+		s.grant(w, now)
+	}
 }
 
 // QueueLen returns the number of requests waiting for a concurrency slot

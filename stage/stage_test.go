@@ -16,6 +16,16 @@ import (
 	"github.com/sluicehq/sluice/control"
 )
 
+// newStage returns New(opts, now), failing tb if New refuses opts.
+func newStage(tb testing.TB, opts Options, now time.Time) *Stage {
+	tb.Helper()
+	s, err := New(opts, now)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s
+}
+
 func sedaStage(t *testing.T, classes []string, shadow bool) *Stage {
 	t.Helper()
 	cfg := control.DefaultSEDAConfig()
@@ -23,10 +33,7 @@ func sedaStage(t *testing.T, classes []string, shadow bool) *Stage {
 	if len(classes) > 1 {
 		cfg.Classes = len(classes)
 	}
-	s, err := New(Options{Name: "api", Controller: &cfg, ClassNames: classes, Shadow: shadow, Burst: 1}, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := newStage(t, Options{Name: "api", Controller: &cfg, ClassNames: classes, Shadow: shadow, Burst: 1}, time.Now())
 	return s
 }
 
@@ -86,10 +93,7 @@ func TestStageRejectAndShadow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		for _, shadow := range []bool{false, true} {
 			cfg := control.StaticRateConfig{Rate: 10, Period: time.Second}
-			s, err := New(Options{Name: "x", Controller: &cfg, Burst: 1, Shadow: shadow}, time.Now())
-			if err != nil {
-				t.Fatal(err)
-			}
+			s := newStage(t, Options{Name: "x", Controller: &cfg, Burst: 1, Shadow: shadow}, time.Now())
 			var rejected int
 			for i := 0; i < 5; i++ {
 				tk, err := s.Enter(t.Context(), 0)
@@ -117,10 +121,7 @@ func TestStageRejectAndShadow(t *testing.T) {
 func TestStageConcurrency(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cfg := control.StaticConcurrencyConfig{Limit: 2, Period: time.Second}
-		s, err := New(Options{Name: "c", Controller: &cfg, MaxQueue: 4, QueueTimeout: 500 * time.Millisecond}, time.Now())
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := newStage(t, Options{Name: "c", Controller: &cfg, MaxQueue: 4, QueueTimeout: 500 * time.Millisecond}, time.Now())
 		a, _ := s.Enter(t.Context(), 0)
 		b, _ := s.Enter(t.Context(), 0)
 		ctx, cancel := context.WithCancel(t.Context())
@@ -135,7 +136,7 @@ func TestStageConcurrency(t *testing.T) {
 			t.Fatalf("cancelled waiter: %v", err)
 		}
 		// Queue timeout: 500 ms without a free slot → rejected.
-		_, err = s.Enter(t.Context(), 0)
+		_, err := s.Enter(t.Context(), 0)
 		if !errors.Is(err, sluice.ErrRejected) {
 			t.Fatalf("queue timeout: %v", err)
 		}
@@ -192,10 +193,7 @@ func TestStageClassAware(t *testing.T) {
 func TestStageSensorError(t *testing.T) {
 	cfg := control.DefaultKihlConfig()
 	now := time.Now()
-	s, err := New(Options{Name: "k", Controller: &cfg, Utilization: failing{}}, now)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := newStage(t, Options{Name: "k", Controller: &cfg, Utilization: failing{}}, now)
 	ds := s.Step(now.Add(time.Second))
 	if len(ds) != 1 || ds[0].Acted || !math.IsNaN(ds[0].Inputs.Utilization) {
 		t.Fatalf("decision %+v", ds)
@@ -234,25 +232,6 @@ func TestStageAdmitDoneOnceAndTarget(t *testing.T) {
 	if _, err := New(Options{Name: "bad", Controller: &control.SEDAConfig{}}, time.Now()); err == nil {
 		t.Fatal("invalid controller accepted")
 	}
-}
-
-func BenchmarkAdmissionStage(b *testing.B) {
-	cfg := control.DefaultSEDAConfig()
-	cfg.Target = time.Second
-	s, err := New(Options{Name: "b", Controller: &cfg}, time.Now())
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx := context.Background()
-	b.ReportAllocs()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			tk, err := s.Enter(ctx, 0)
-			if err == nil {
-				tk.Done(sluice.Success)
-			}
-		}
-	})
 }
 
 // The three outcomes of the stage API: a success is a completion and a
@@ -296,10 +275,7 @@ func TestStageAdmitOutcomes(t *testing.T) {
 // caller's value is not modified.
 func TestStageSparseController(t *testing.T) {
 	ctrl := &control.StaticConcurrencyConfig{Limit: 3}
-	s, err := New(Options{Name: "db", Controller: ctrl}, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := newStage(t, Options{Name: "db", Controller: ctrl}, time.Now())
 	if p, want := s.Period(), control.DefaultStaticConcurrencyConfig().Period; p != want {
 		t.Errorf("period %v, want the default %v", p, want)
 	}

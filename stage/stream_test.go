@@ -17,10 +17,7 @@ func TestLifecycleStream(t *testing.T) {
 	cfg := control.DefaultStaticConcurrencyConfig()
 	cfg.Limit = 1
 	now := time.Now()
-	s, err := New(Options{Name: "ws", Controller: &cfg, MaxQueue: 1, QueueTimeout: time.Millisecond}, now)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := newStage(t, Options{Name: "ws", Controller: &cfg, MaxQueue: 1, QueueTimeout: time.Millisecond}, now)
 	ctx := context.Background()
 	t1, err := s.Enter(ctx, 0)
 	if err != nil || !t1.Held() || s.InFlight() != 1 {

@@ -114,11 +114,8 @@ func (w *evictWaiter) Dropped(err error) { w.err = err }
 func TestStageTenantsFullQueueEvictsLongestBacklog(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	cfg := control.StaticConcurrencyConfig{Limit: 1, Period: time.Second}
-	st, err := New(Options{Name: "evict", Controller: &cfg, MaxQueue: 3, QueueTimeout: time.Second,
+	st := newStage(t, Options{Name: "evict", Controller: &cfg, MaxQueue: 3, QueueTimeout: time.Second,
 		Tenants: Tenants{Fair: true}}, t0)
-	if err != nil {
-		t.Fatal(err)
-	}
 	if _, o, _ := st.ArriveRequest(t0, Request{Tenant: "heavy"}, nil); o != gate.Admitted {
 		t.Fatalf("first request: %v, want admitted", o)
 	}

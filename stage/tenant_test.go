@@ -129,10 +129,7 @@ func TestStageTenantsFairUnderOverload(t *testing.T) {
 	run := func(fair bool) *tenantSim {
 		cfg := auto.DefaultConfig()
 		cfg.SLO = 250 * time.Millisecond
-		st, err := New(Options{Name: "tenants", Controller: &cfg, Tenants: Tenants{Fair: fair}}, t0)
-		if err != nil {
-			t.Fatal(err)
-		}
+		st := newStage(t, Options{Name: "tenants", Controller: &cfg, Tenants: Tenants{Fair: fair}}, t0)
 		c := &tenantSim{crowdSim: crowdSim{st: st, now: t0, service: 10 * time.Millisecond, rng: rand.New(rand.NewPCG(7, 8))},
 			tenants: []string{"heavy", "a", "b", "c"}, rates: []float64{10 * light, light, light, light},
 			ok: make([]int, 4), rej: make([]int, 4), rt: make([][]time.Duration, 4)}
@@ -192,11 +189,8 @@ func (w *floodWaiter) Dropped(error)    { w.waiting = false }
 func TestStageTenantsBounded(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	cfg := control.StaticConcurrencyConfig{Limit: 4, Period: time.Second}
-	st, err := New(Options{Name: "flood", Controller: &cfg, MaxQueue: 64, QueueTimeout: time.Second,
+	st := newStage(t, Options{Name: "flood", Controller: &cfg, MaxQueue: 64, QueueTimeout: time.Second,
 		Tenants: Tenants{Fair: true}}, t0)
-	if err != nil {
-		t.Fatal(err)
-	}
 	n := 1_000_000
 	if raceEnabled {
 		// One goroutine: nothing for the detector to find, and 1,000,000

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Package httpx holds the small HTTP helpers sluice's packages share: the
-// token grammar of header names and methods, and the test for a
-// server-sent event stream.
+// token grammar of header names and methods, the test for a server-sent
+// event stream, and the body handling of a RoundTripper that retries.
 package httpx
 
 import "strings"

@@ -110,7 +110,7 @@ func StartWith(opts Options) (*Server, error) {
 	}
 	var last error
 	for range 5 { // a port picked free can be taken before the server binds it
-		port, err := freePort()
+		port, err := FreePort()
 		if err != nil {
 			os.RemoveAll(dir)
 			return nil, err
@@ -164,7 +164,10 @@ func ForTestWith(t TB, opts Options) *Server {
 	return s
 }
 
-func freePort() (int, error) {
+// FreePort returns a TCP port of 127.0.0.1 that was free when it was
+// asked for (the kernel's choice for port 0), for a process the caller
+// starts next: another process may take it in between.
+func FreePort() (int, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
@@ -218,7 +221,7 @@ func (s *Server) args() []string {
 	}
 	if s.opts.Cluster {
 		// The cluster bus listens on port+10000: a free port below 55536
-		// is needed, which freePort's range (Linux: 32768–60999) mostly
+		// is needed, which FreePort's range (Linux: 32768–60999) mostly
 		// gives; start retries another port otherwise.
 		// A lone node never learns its address from a peer: announce it,
 		// or CLUSTER SLOTS names the node by an empty host.

@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"iter"
 	"os"
 	"strings"
 )
@@ -126,13 +127,7 @@ func ParseCerts(input string, data []byte) ([]*x509.Certificate, error) {
 // and its key in one file, which nginx and HAProxy accept).
 func parseCerts(input string, data []byte, skipKeys bool) ([]*x509.Certificate, error) {
 	var out []*x509.Certificate
-	rest := data
-	for i := 1; ; i++ {
-		var b *pem.Block
-		b, rest = pem.Decode(rest)
-		if b == nil {
-			break
-		}
+	for i, b := range pemBlocks(data) {
 		if skipKeys && strings.HasSuffix(b.Type, "PRIVATE KEY") {
 			continue
 		}
@@ -149,6 +144,20 @@ func parseCerts(input string, data []byte, skipKeys bool) ([]*x509.Certificate, 
 		return nil, errorf(input, "holds no PEM CERTIFICATE block")
 	}
 	return out, nil
+}
+
+// pemBlocks yields the PEM blocks of data with their number, counted
+// from 1; text between blocks is skipped.
+func pemBlocks(data []byte) iter.Seq2[int, *pem.Block] {
+	return func(yield func(int, *pem.Block) bool) {
+		rest := data
+		for i := 1; ; i++ {
+			var b *pem.Block
+			if b, rest = pem.Decode(rest); b == nil || !yield(i, b) {
+				return
+			}
+		}
+	}
 }
 
 // blockType names a PEM block's type for a message: a key as a key, a
@@ -191,13 +200,7 @@ func ParsePair(certPEM, keyPEM []byte) (tls.Certificate, error) {
 		return tls.Certificate{}, err
 	}
 	var keyBlock *pem.Block
-	rest := keyPEM
-	for i := 1; ; i++ {
-		var b *pem.Block
-		b, rest = pem.Decode(rest)
-		if b == nil {
-			break
-		}
+	for i, b := range pemBlocks(keyPEM) {
 		if b.Type == "CERTIFICATE" {
 			continue
 		}

@@ -383,9 +383,17 @@ const GraphStage = "chain"
 // priority the edge decided travels on, and one stage, auto told SLO,
 // with the default wait queue.
 func (c GraphParams) Policy() (policy.Config, error) {
+	return hopPolicy(GraphStage, c.SLO)
+}
+
+// hopPolicy is the policy of a sluice hop in the lab's graphs: classes
+// high and low, high by GraphClassHeader believed from anyone and the
+// rest low, 127.0.0.1 trusted, and one stage named stage for every path,
+// auto told slo and nothing else.
+func hopPolicy(stage string, slo time.Duration) (policy.Config, error) {
 	ac := auto.DefaultConfig()
-	ac.SLO = c.SLO
-	st := policy.StageConfig{Name: GraphStage, Match: policy.MatchConfig{PathPrefix: "/"}, Control: &ac}
+	ac.SLO = slo
+	st := policy.StageConfig{Name: stage, Match: policy.MatchConfig{PathPrefix: "/"}, Control: &ac}
 	cfg := policy.Config{
 		Classes: policy.ClassesConfig{Order: []string{"high", "low"}, Default: "low",
 			Rules:          []policy.ClassRule{{Class: "high", Header: &policy.HeaderMatch{Name: GraphClassHeader, Value: "high", Trust: "any"}}},

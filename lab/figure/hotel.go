@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluicehq/sluice/control/auto"
 	"github.com/sluicehq/sluice/lab/dist"
 	"github.com/sluicehq/sluice/policy"
 )
@@ -613,18 +612,5 @@ func (c HotelParams) PolicyConfig() (policy.Config, error) {
 		}
 		return *pc, nil
 	}
-	ac := auto.DefaultConfig()
-	ac.SLO = c.SLO
-	st := policy.StageConfig{Name: HotelStage, Match: policy.MatchConfig{PathPrefix: "/"}, Control: &ac}
-	cfg := policy.Config{
-		Classes: policy.ClassesConfig{Order: HotelClasses, Default: HotelClasses[1],
-			Rules:          []policy.ClassRule{{Class: HotelClasses[0], Header: &policy.HeaderMatch{Name: GraphClassHeader, Value: HotelClasses[0], Trust: "any"}}},
-			TrustedProxies: []string{"127.0.0.1"}},
-		Stages: []policy.StageConfig{st},
-	}
-	cfg.SetDefaults()
-	if err := cfg.Validate(); err != nil {
-		return policy.Config{}, err
-	}
-	return cfg, nil
+	return hopPolicy(HotelStage, c.SLO)
 }

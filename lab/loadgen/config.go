@@ -3,6 +3,7 @@
 package loadgen
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"net/http"
@@ -196,21 +197,15 @@ var outcomeNames = [...]string{
 // SetDefaults fills the optional fields left at their zero value: Timeout,
 // MaxInflight and MaxConns (open loop), ClassHeader and ClientHeader.
 func (c *Config) SetDefaults() {
-	if c.Timeout == 0 {
-		c.Timeout = DefaultTimeout
-	}
+	c.Timeout = cmp.Or(c.Timeout, DefaultTimeout)
 	if c.MaxInflight == 0 && c.Mode == ModeOpen {
 		c.MaxInflight = DefaultMaxInflight
 	}
 	if c.MaxConns == 0 && c.Mode == ModeOpen {
 		c.MaxConns = min(DefaultMaxConns, c.MaxInflight)
 	}
-	if c.ClassHeader == "" {
-		c.ClassHeader = DefaultClassHeader
-	}
-	if c.ClientHeader == "" {
-		c.ClientHeader = DefaultClientHeader
-	}
+	c.ClassHeader = cmp.Or(c.ClassHeader, DefaultClassHeader)
+	c.ClientHeader = cmp.Or(c.ClientHeader, DefaultClientHeader)
 }
 
 // fieldErr returns a *sluice.FieldError naming a Config field.

@@ -30,15 +30,7 @@ func failureKinds(t *testing.T, cfg Config) map[string]int {
 // TestFailureKindResponse: against a server that never answers, the
 // requests time out waiting for their responses.
 func TestFailureKindResponse(t *testing.T) {
-	release := make(chan struct{})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case <-release:
-		case <-r.Context().Done():
-		}
-	}))
-	defer srv.Close()
-	defer close(release)
+	srv := stallingServer(t)
 	cfg := Config{Target: srv.URL, Mode: ModeOpen, Duration: 200 * time.Millisecond, Seed: 1, Timeout: 300 * time.Millisecond,
 		Workload: mustURLs(t, "/x"), Arrivals: mustConstant(t, "20")}
 	kinds := failureKinds(t, cfg)

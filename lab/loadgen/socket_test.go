@@ -257,7 +257,10 @@ func TestRealSocketStallShowsInLatency(t *testing.T) {
 	}
 }
 
-func TestRealSocketCancelAbortsInflight(t *testing.T) {
+// stallingServer answers no request: each waits until its client goes
+// away or the test ends.
+func stallingServer(t *testing.T) *httptest.Server {
+	t.Helper()
 	release := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
@@ -265,8 +268,13 @@ func TestRealSocketCancelAbortsInflight(t *testing.T) {
 		case <-r.Context().Done():
 		}
 	}))
-	defer srv.Close()
-	defer close(release)
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(release) })
+	return srv
+}
+
+func TestRealSocketCancelAbortsInflight(t *testing.T) {
+	srv := stallingServer(t)
 	for _, mode := range []Mode{ModeOpen, ModeClosed} {
 		cfg := Config{Target: srv.URL, Mode: mode, Duration: 10 * time.Second, Seed: 1, Workload: mustURLs(t, "/")}
 		if mode == ModeOpen {

@@ -35,6 +35,7 @@
 package retry
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -99,27 +100,13 @@ type Config struct {
 
 // SetDefaults fills the fields whose zero value means a default.
 func (c *Config) SetDefaults() {
-	if c.Kind == "" {
-		c.Kind = Naive
-	}
-	if c.MaxAttempts == 0 {
-		c.MaxAttempts = DefaultMaxAttempts
-	}
-	if c.BudgetRatio == 0 {
-		c.BudgetRatio = DefaultBudgetRatio
-	}
-	if c.BudgetMinPerSecond == 0 {
-		c.BudgetMinPerSecond = DefaultBudgetMinPerSecond
-	}
-	if c.BudgetWindow == 0 {
-		c.BudgetWindow = DefaultBudgetWindow
-	}
-	if c.MaxTokens == 0 {
-		c.MaxTokens = DefaultMaxTokens
-	}
-	if c.TokenRatio == 0 {
-		c.TokenRatio = DefaultTokenRatio
-	}
+	c.Kind = cmp.Or(c.Kind, Naive)
+	c.MaxAttempts = cmp.Or(c.MaxAttempts, DefaultMaxAttempts)
+	c.BudgetRatio = cmp.Or(c.BudgetRatio, DefaultBudgetRatio)
+	c.BudgetMinPerSecond = cmp.Or(c.BudgetMinPerSecond, DefaultBudgetMinPerSecond)
+	c.BudgetWindow = cmp.Or(c.BudgetWindow, DefaultBudgetWindow)
+	c.MaxTokens = cmp.Or(c.MaxTokens, DefaultMaxTokens)
+	c.TokenRatio = cmp.Or(c.TokenRatio, DefaultTokenRatio)
 }
 
 // Validate reports the first invalid field (call SetDefaults first).

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/internal/ctxsleep"
+	"github.com/sluicehq/sluice/internal/httpx"
 )
 
 // Transport is an http.RoundTripper that sends each request under a
@@ -92,7 +93,7 @@ func (t *Transport) Dest(host string) *Dest {
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ds, err := t.dest(req.URL.Host)
 	if err != nil {
-		closeBody(req)
+		httpx.CloseRequestBody(req)
 		return nil, err
 	}
 	ctx := req.Context()
@@ -104,7 +105,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	for first := true; ; first = false {
 		out, cancel, err := t.attempt(req, first)
 		if err != nil {
-			closeBody(req)
+			httpx.CloseRequestBody(req)
 			return nil, err
 		}
 		t.attempts.Add(1)
@@ -128,7 +129,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		ds.mu.Unlock()
 		if stop != client.StopRetry || !canRetry || !ctxsleep.Sleep(ctx, wait) {
 			if resp != nil {
-				resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: cancel}
+				resp.Body = httpx.CancelOnClose(resp.Body, cancel)
 			} else {
 				cancel()
 			}
@@ -159,22 +160,4 @@ func (t *Transport) attempt(req *http.Request, first bool) (*http.Request, conte
 		out.Body = body
 	}
 	return out, cancel, nil
-}
-
-func closeBody(req *http.Request) {
-	if req.Body != nil {
-		_ = req.Body.Close()
-	}
-}
-
-// cancelBody ends an attempt's context when the answer's body is closed.
-type cancelBody struct {
-	io.ReadCloser
-	cancel context.CancelFunc
-}
-
-func (b *cancelBody) Close() error {
-	err := b.ReadCloser.Close()
-	b.cancel()
-	return err
 }

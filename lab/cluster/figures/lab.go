@@ -126,15 +126,6 @@ type labSpec struct {
 	prefix  string
 }
 
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
-
 // startLab starts everything and waits until every proxy is synced with
 // all the others.
 func startLab(ctx context.Context, s labSpec) (_ *lab, err error) {
@@ -191,11 +182,11 @@ func startLab(ctx context.Context, s labSpec) (_ *lab, err error) {
 }
 
 func (l *lab) startInstance(s labSpec, i int, backendURL string) (*Instance, error) {
-	lp, err := freePort()
+	lp, err := localredis.FreePort()
 	if err != nil {
 		return nil, err
 	}
-	ap, err := freePort()
+	ap, err := localredis.FreePort()
 	if err != nil {
 		return nil, err
 	}
