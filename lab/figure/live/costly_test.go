@@ -31,7 +31,11 @@ func TestLiveCostlyQuick(t *testing.T) {
 
 // Every row's stage is a valid policy for both hops.
 func TestCostlyPolicies(t *testing.T) {
-	for _, row := range planCostly(&Env{}).rows {
+	pl, err := planCostly(&Env{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range pl.rows {
 		for _, hop := range []string{"entry", "leaf"} {
 			if _, err := newCostlyPolicy(costlyStage(hop, row)); err != nil {
 				t.Errorf("%s %s: %v", row, hop, err)
