@@ -15,9 +15,11 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/gate"
 	"github.com/sluicehq/sluice/lab/figure"
 	"github.com/sluicehq/sluice/lab/tick"
 	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/stage"
 )
 
 // Where the costly figure's calls end: every call's last loss (or none),
@@ -96,13 +98,28 @@ func (g *costlyGate) Admit(r *http.Request) (sluice.Admission, error) {
 	switch {
 	case err == nil:
 	case errors.Is(err, sluice.ErrRejected) && time.Since(t0) < costlyQueued:
-		g.tr.mark(r, g.refused)
+		g.tr.mark(r, g.refused+costlyWhy(err))
 	case errors.Is(err, sluice.ErrRejected):
-		g.tr.mark(r, g.dropped)
+		g.tr.mark(r, g.dropped+costlyWhy(err))
 	default:
 		g.tr.mark(r, g.gone)
 	}
 	return a, err
+}
+
+// costlyWhy names a stage's refusal: its deadline would pass first
+// (predicted), the queue was full or its wait ran out, or else the limit
+// with a predicted wait beyond the allowed one.
+func costlyWhy(err error) string {
+	switch {
+	case errors.Is(err, stage.ErrDeadline):
+		return " (deadline)"
+	case errors.Is(err, gate.ErrQueueFull):
+		return " (queue full)"
+	case errors.Is(err, gate.ErrQueueTimeout):
+		return " (queue timeout)"
+	}
+	return " (no room: predicted wait)"
 }
 
 // gates returns the entry's and the leaf's policies with their losses
@@ -177,8 +194,10 @@ func (tr *costlyTrace) report(env *Env, pl costlyPlan, calls []costlyCall, cpu *
 	for api, name := range figure.CostlyAPIs {
 		var parts []string
 		for _, k := range costlyLosses {
-			if n := lost[api][k]; n > 0 {
-				parts = append(parts, fmt.Sprintf("%s %d", k, n))
+			for _, w := range slices.Sorted(maps.Keys(lost[api])) {
+				if n := lost[api][w]; n > 0 && (w == k || strings.HasPrefix(w, k+" (")) {
+					parts = append(parts, fmt.Sprintf("%s %d", w, n))
+				}
 			}
 		}
 		env.Logf("%s: %d calls sent; lost: %s", name, sent[api], strings.Join(parts, ", "))
