@@ -50,6 +50,7 @@ const (
 	costlySlice    = time.Millisecond
 	costlyCallHdr  = "X-Lab-Call"
 	costlyWorkHdr  = "X-Lab-Work"
+	costlyCPUHdr   = "X-Lab-Cpu"
 	costlyOverload = 8.0
 	costlyLightLd  = 0.4
 )
@@ -70,13 +71,13 @@ type costlyPlan struct {
 
 func planCostly(env *Env) (costlyPlan, error) {
 	pl := costlyPlan{warm: 8 * time.Second, length: 16 * time.Second, factors: []float64{10, 50},
-		rows: []string{"requests", "service_time", "service_time_share"}}
+		rows: []string{"requests", "service_time", "service_time_share", "reported"}}
 	if env.Quick {
 		pl = costlyPlan{warm: time.Second, length: 2 * time.Second, factors: []float64{50}, rows: []string{"service_time_share"}}
 	}
 	for _, r := range env.Rows {
 		if costlyTenants[r] == "" {
-			return pl, fmt.Errorf("row %q: want some of requests, service_time, service_time_share", r)
+			return pl, fmt.Errorf("row %q: want some of requests, service_time, service_time_share, reported", r)
 		}
 	}
 	if len(env.Rows) > 0 {
@@ -99,6 +100,7 @@ var costlyTenants = map[string]string{
 	"requests":           "{fair: true, key: path}",
 	"service_time":       "{fair: true, key: path, cost: service_time}",
 	"service_time_share": "{fair: true, key: path, cost: service_time, slot_share: true}",
+	"reported":           "{fair: true, key: path, cost: reported}",
 }
 
 // costlyStage is the YAML of one hop's stage in a row.
@@ -198,6 +200,11 @@ func (l *costlyLeaf) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		l.tr.mark(r, lostLeafWork)
 		return // the middleware answers a request whose context ended
 	}
+	// The CPU time spent is the call's cost, for a stage that shares by
+	// reported cost (the reported row), here and, in a header, at the
+	// entry.
+	sluice.ReportCost(r.Context(), done)
+	w.Header().Set(costlyCPUHdr, strconv.FormatInt(int64(done), 10))
 	_, _ = io.WriteString(w, "ok\n")
 }
 
@@ -233,6 +240,11 @@ func (e *costlyEntry) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer resp.Body.Close()
+	if cpu, err := strconv.ParseInt(resp.Header.Get(costlyCPUHdr), 10, 64); err == nil && cpu > 0 {
+		// What the call cost the leaf is its cost here too (the
+		// reported row).
+		sluice.ReportCost(r.Context(), time.Duration(cpu))
+	}
 	w.WriteHeader(resp.StatusCode)
 	_, _ = io.Copy(w, resp.Body)
 }
@@ -315,7 +327,7 @@ func runCostly(ctx context.Context, env *Env) (*figure.Result, error) {
 			fmt.Sprintf("Leaf: an HTTP server behind the sluice middleware, a processor-sharing CPU of %d cores emulated in %v slices; the light API's calls take %v of CPU, the costly API's ×10 and ×50 (exponential), and a call whose context ends stops at its next slice.", costlyCores, costlySlice, costlyLight),
 			"Entry: an HTTP server behind the sluice middleware that calls the leaf with its request's context through sluice's client.Transport (the deadline travels in X-Sluice-Timeout, the API as the hop's tenant in X-Sluice-Tenant); a call the client side refuses is answered 503.",
 			fmt.Sprintf("Load: two open-loop Poisson clients through client.Transport, %g× the leaf's CPU capacity in all, the light API %g× of it; every call's deadline %v, its API its hop tenant. Both client sides' throttle.scope: %s.", costlyOverload, costlyLightLd, costlyDeadline, pl.scope),
-			fmt.Sprintf("Both hops: auto told the SLO %v with tail_guard, and the row's tenants (key: path); times are the simulator's × %g.", costlySLO, costlyScale),
+			fmt.Sprintf("Both hops: auto told the SLO %v with tail_guard, and the row's tenants (key: path); times are the simulator's × %g. The reported row (cost: reported) charges each call the leaf's CPU time, which the leaf reports (sluice.ReportCost) and returns in a header that the entry reports in turn.", costlySLO, costlyScale),
 			fmt.Sprintf("Measured: the calls sent in [%v, %v); goodput and wasted work in the leaf's CPU seconds per second.", pl.warm, pl.warm+pl.length),
 		}
 		return nil
