@@ -2,7 +2,18 @@
 
 package live
 
-import "testing"
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/client"
+	"github.com/sluicehq/sluice/gate"
+	"github.com/sluicehq/sluice/stage"
+)
 
 // The costly figure's short form on real sockets (about 5 s): at 50×,
 // with the slot share at both hops, both APIs get some of the leaf's CPU
@@ -40,6 +51,34 @@ func TestCostlyPolicies(t *testing.T) {
 			if _, err := newCostlyPolicy(costlyStage(hop, row)); err != nil {
 				t.Errorf("%s %s: %v", row, hop, err)
 			}
+		}
+	}
+}
+
+// Where a call was lost: a hop's refusal is named by the stage's error,
+// and the caller's side overrides the hops' record only for its own
+// throttle and for a late answer.
+func TestCostlyTraceLosses(t *testing.T) {
+	for err, want := range map[error]string{
+		stage.ErrDeadline:    " (deadline)",
+		gate.ErrQueueFull:    " (queue full)",
+		gate.ErrQueueTimeout: " (queue timeout)",
+		sluice.ErrRejected:   " (no room: predicted wait)",
+		fmt.Errorf("stage \"entry\": %w", sluice.ErrRejected): " (no room: predicted wait)",
+	} {
+		if got := costlyWhy(err); got != want {
+			t.Errorf("%v: %q, want %q", err, got, want)
+		}
+	}
+	tr := newCostlyTrace()
+	tr.markID(1, lostEntryDropped)
+	tr.callEnd(1, fmt.Errorf("get: %w", context.DeadlineExceeded), 0, costlyDeadline)
+	tr.markID(2, lostEntryRefused)
+	tr.callEnd(2, client.ErrThrottled, 0, time.Millisecond)
+	tr.callEnd(3, nil, http.StatusOK, costlyDeadline+time.Millisecond)
+	for id, want := range map[uint64]string{1: lostEntryDropped, 2: lostUsersThrottle, 3: lostLate} {
+		if got := tr.lost[id]; got != want {
+			t.Errorf("call %d: %q, want %q", id, got, want)
 		}
 	}
 }
