@@ -110,6 +110,18 @@ type ThrottleConfig struct {
 	// attempt; with K = 1 the throttle holds the destination to what it
 	// accepts, a run says nothing, and it stays 0: never.
 	ForgetRun int `yaml:"forget_run" json:"forget_run"`
+	// Scope is what the throttle counts apart: ScopeDestination
+	// ("destination", the default) one window per destination, as the
+	// SRE book's throttle is per backend; ScopeHop ("hop") one window per
+	// destination and call's hop priority and tenant (sluice.Hop, what
+	// the next hop's stage sheds and shares by), so that a destination
+	// refusing one tenant or class over its share does not get the
+	// others' calls refused by the caller (the book keeps the throttle's
+	// statistics per criticality for the same reason). With "hop" each
+	// such pair also has its own retry budget, floor included, and
+	// counts against MaxDestinations; the metrics still sum by
+	// destination.
+	Scope string `yaml:"scope" json:"scope"`
 }
 
 // The values of ThrottleConfig.Forget.
@@ -118,6 +130,14 @@ const (
 	ForgetAccepts = "accepts"
 	// ForgetWindow: the SRE book's window, which forgets only with time.
 	ForgetWindow = "window"
+)
+
+// The values of ThrottleConfig.Scope.
+const (
+	// ScopeDestination: one throttle window per destination (the default).
+	ScopeDestination = "destination"
+	// ScopeHop: one per destination, hop priority and hop tenant.
+	ScopeHop = "hop"
 )
 
 // forgetBits is the evidence, in bits, that an accept run must carry
@@ -208,7 +228,8 @@ const (
 )
 
 // DefaultConfig returns the defaults: Throttle.Enabled true, K 2, Window
-// 10s, MinRequests 20, Forget "accepts", ForgetRun 10; Retry.MaxAttempts 3, BudgetRatio 0.1,
+// 10s, MinRequests 20, Forget "accepts", ForgetRun 10, Scope
+// "destination"; Retry.MaxAttempts 3, BudgetRatio 0.1,
 // BudgetMinPerSecond 10, BudgetWindow 10s, Backoff 25ms, MaxBackoff
 // 250ms, MaxRetryAfter 5s, PerTryTimeout 0; MinRemaining 1ms;
 // PriorityHeader X-Sluice-Priority, TenantHeader X-Sluice-Tenant,
@@ -230,6 +251,7 @@ func (c *Config) SetDefaults() {
 	t.Window = cmp.Or(t.Window, DefaultThrottleWindow)
 	t.MinRequests = cmp.Or(t.MinRequests, DefaultMinRequests)
 	t.Forget = cmp.Or(t.Forget, ForgetAccepts)
+	t.Scope = cmp.Or(t.Scope, ScopeDestination)
 	if t.ForgetRun == 0 {
 		t.ForgetRun = defaultForgetRun(t.K)
 	}
@@ -260,6 +282,8 @@ func (c *Config) Validate() error {
 		return bad("throttle.min_requests", t.MinRequests, "must be ≥ 1")
 	case t.Forget != ForgetAccepts && t.Forget != ForgetWindow:
 		return bad("throttle.forget", t.Forget, fmt.Sprintf("must be %q (the default) or %q (the SRE book's window)", ForgetAccepts, ForgetWindow))
+	case t.Scope != ScopeDestination && t.Scope != ScopeHop:
+		return bad("throttle.scope", t.Scope, fmt.Sprintf("must be %q (the default) or %q (per hop priority and tenant)", ScopeDestination, ScopeHop))
 	case t.ForgetRun < 0 || t.ForgetRun > maxForgetRun:
 		return bad("throttle.forget_run", t.ForgetRun, fmt.Sprintf("must be within [1, %d] accepts in a row (0: the default from throttle.k)", maxForgetRun))
 	case r.MaxAttempts < 1 || r.MaxAttempts > 10:

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice"
 )
 
 // Dests is a client side's state for all its destinations: one Dest per
@@ -23,7 +25,7 @@ type Dests struct {
 	cfg atomic.Pointer[Config]
 
 	mu     sync.RWMutex
-	dests  map[string]*destState
+	dests  map[destKey]*destState
 	others *destState
 	seedMu sync.Mutex
 	seed   *rand.Rand
@@ -43,7 +45,7 @@ type destState struct {
 // metrics of Options.Registerer, labelled with Options.Name);
 // opts.StampInPlace is Transport's alone.
 func NewDests(cfg Config, opts Options) (*Dests, error) {
-	d := &Dests{dests: map[string]*destState{}, seed: opts.Rand}
+	d := &Dests{dests: map[destKey]*destState{}, seed: opts.Rand}
 	if err := d.SetConfig(cfg); err != nil {
 		return nil, err
 	}
@@ -88,33 +90,54 @@ func (d *Dests) newDest(name string) *destState {
 	return &destState{name: name, d: NewDest(d.cfg.Load()), rng: rand.New(rand.NewPCG(a, b))}
 }
 
-// dest returns the state of destination name, making it if there is room.
-func (d *Dests) dest(name string) *destState {
+// destKey is what a state counts: a destination, and with
+// Throttle.Scope "hop" the calls' hop priority and tenant.
+type destKey struct{ dest, priority, tenant string }
+
+// key is the key of dest's state for a call carrying hop.
+func (d *Dests) key(dest string, hop sluice.Hop) destKey {
+	if d.cfg.Load().Throttle.Scope == ScopeHop {
+		return destKey{dest, hop.Priority, hop.Tenant}
+	}
+	return destKey{dest: dest}
+}
+
+// dest returns the state under key (a destination, or a destination
+// and a hop: BeginHop), named name in the metrics, making it if there is
+// room.
+func (d *Dests) dest(key destKey, name string) *destState {
 	d.mu.RLock()
-	ds, ok := d.dests[name]
+	ds, ok := d.dests[key]
 	d.mu.RUnlock()
 	if ok {
 		return ds
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if ds, ok := d.dests[name]; ok {
+	if ds, ok := d.dests[key]; ok {
 		return ds
 	}
 	if len(d.dests) >= d.cfg.Load().MaxDestinations {
 		return d.others
 	}
 	ds = d.newDest(name)
-	d.dests[name] = ds
+	d.dests[key] = ds
 	return ds
 }
 
 // Dest returns the state of destination name, for tests and reports; nil
-// when it has none of its own.
-func (d *Dests) Dest(name string) *Dest {
+// when it has none of its own. With Throttle.Scope "hop" it is the state
+// of the calls that carry no hop priority nor tenant (DestHop).
+func (d *Dests) Dest(name string) *Dest { return d.DestHop(name, sluice.Hop{}) }
+
+// DestHop returns the state that counts the calls to destination name
+// that carry hop (with Throttle.Scope "hop", that hop's priority and
+// tenant; otherwise the destination's); nil when it has none of its own.
+func (d *Dests) DestHop(name string, hop sluice.Hop) *Dest {
+	key := d.key(name, hop)
 	d.mu.RLock()
 	defer d.mu.RUnlock()
-	if ds, ok := d.dests[name]; ok {
+	if ds, ok := d.dests[key]; ok {
 		return ds.d
 	}
 	return nil
@@ -162,7 +185,15 @@ type LiveCall struct {
 // says whether it may be sent twice, deadline is the caller's (zero:
 // none).
 func (d *Dests) Begin(c *LiveCall, dest string, now time.Time, safe bool, deadline time.Time) Verdict {
-	c.ds = d.dest(dest)
+	return d.BeginHop(c, dest, sluice.Hop{}, now, safe, deadline)
+}
+
+// BeginHop is Begin for a call that carries hop (the priority and tenant
+// it stamps): with Throttle.Scope "hop" the call is counted in the
+// state of dest and hop's priority and tenant, apart from the calls of
+// other priorities and tenants; with "destination", in dest's.
+func (d *Dests) BeginHop(c *LiveCall, dest string, hop sluice.Hop, now time.Time, safe bool, deadline time.Time) Verdict {
+	c.ds = d.dest(d.key(dest, hop), dest)
 	c.ds.mu.Lock()
 	c.ds.sync(d.cfg.Load())
 	v := c.call.Begin(c.ds.d, now, safe, deadline, c.ds.rng)

@@ -35,18 +35,41 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	// The states of one destination (one per hop with Throttle.Scope
+	// "hop") sum into its series; its probability is their highest.
+	type sums struct {
+		Counts
+		name string
+	}
+	var order []*sums
+	byName := map[string]*sums{}
 	for _, ds := range c.d.states() {
 		n := ds.d.Counts()
 		if ds == c.d.others && n.Attempts+n.Throttled+n.Deadline == 0 {
 			continue
 		}
+		s := byName[ds.name]
+		if s == nil {
+			s = &sums{name: ds.name}
+			byName[ds.name] = s
+			order = append(order, s)
+		}
+		s.Attempts += n.Attempts
+		s.Retries += n.Retries
+		s.Throttled += n.Throttled
+		s.BudgetExhausted += n.BudgetExhausted
+		s.Deadline += n.Deadline
+		s.ThrottleProbability = max(s.ThrottleProbability, n.ThrottleProbability)
+	}
+	for _, s := range order {
+		n := s.Counts
 		for _, m := range []struct {
 			d *prometheus.Desc
 			v uint64
 		}{{c.attempts, n.Attempts}, {c.retries, n.Retries}, {c.throttled, n.Throttled},
 			{c.exhausted, n.BudgetExhausted}, {c.deadline, n.Deadline}} {
-			ch <- prometheus.MustNewConstMetric(m.d, prometheus.CounterValue, float64(m.v), ds.name)
+			ch <- prometheus.MustNewConstMetric(m.d, prometheus.CounterValue, float64(m.v), s.name)
 		}
-		ch <- prometheus.MustNewConstMetric(c.prob, prometheus.GaugeValue, n.ThrottleProbability, ds.name)
+		ch <- prometheus.MustNewConstMetric(c.prob, prometheus.GaugeValue, n.ThrottleProbability, s.name)
 	}
 }

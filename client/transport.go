@@ -114,8 +114,9 @@ func canonical(cfg Config) Config {
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	deadline, _ := ctx.Deadline()
+	hop := sluice.HopFrom(ctx)
 	var call LiveCall
-	v := t.Begin(&call, req.URL.Host, time.Now(), safeToRetry(req), deadline)
+	v := t.BeginHop(&call, req.URL.Host, hop, time.Now(), safeToRetry(req), deadline)
 	cfg := call.Config()
 	switch v {
 	case Throttled:
@@ -125,7 +126,6 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		httpx.CloseRequestBody(req)
 		return nil, ErrDeadline
 	}
-	hop := sluice.HopFrom(ctx)
 	for first := true; ; first = false {
 		out, cancel, err := t.attempt(cfg, req, first, hop, deadline)
 		if err != nil {

@@ -4,6 +4,7 @@ package gate
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -143,5 +144,44 @@ func BenchmarkSlotsArriveRelease(b *testing.B) {
 		i++
 		s.Arrive(t0, i, t0.Add(time.Hour))
 		s.Release(t0)
+	}
+}
+
+// BenchmarkSlotsHeldQueue is the slot share's worst case (SetHold): a
+// queue of waiters that are all held (a costly tenant at its share) and
+// a free slot kept for the others; an arrival that is not held checks
+// every waiter before it takes the slot (onlyHeld), and its release
+// checks them again for one to grant (minTagFree). Both are linear in
+// the queue, as fair queueing's grant (minTag) already is. Reported per
+// arrival and release, with n waiters.
+func BenchmarkSlotsHeldQueue(b *testing.B) {
+	for _, n := range []int{16, 128, 1024} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			s, err := NewSlots[int](2, n+1)
+			if err != nil {
+				b.Fatal(err)
+			}
+			s.SetFair(true)
+			held := map[bool]bool{true: true}
+			s.SetHold(func(w int) bool { return held[w < 0] })
+			t0 := time.Unix(0, 0)
+			if !s.TryAdmit() {
+				b.Fatal("first slot refused")
+			}
+			for i := range n {
+				if o, _, _ := s.ArriveTagged(t0, -1-i, 0, float64(i), time.Time{}); o != Queued {
+					b.Fatalf("held waiter %d: %v", i, o)
+				}
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if o, _, _ := s.ArriveTagged(t0, 1, 0, 0, time.Time{}); o != Admitted {
+					b.Fatalf("arrival behind held waiters: %v", o)
+				}
+				if _, ok := s.Release(t0); ok {
+					b.Fatal("a held waiter was granted")
+				}
+			}
+		})
 	}
 }

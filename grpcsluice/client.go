@@ -123,7 +123,7 @@ func (c *Client) StreamInterceptor() grpc.StreamClientInterceptor { return c.str
 // begin starts a call: its verdict as an error, or the stamped context.
 func (c *Client) begin(call *client.LiveCall, ctx context.Context, target string) (context.Context, error) {
 	deadline, _ := ctx.Deadline()
-	switch c.Begin(call, target, time.Now(), true, deadline) {
+	switch c.BeginHop(call, target, sluice.HopFrom(ctx), time.Now(), true, deadline) {
 	case client.Throttled:
 		return nil, errThrottled
 	case client.Late:

@@ -4,6 +4,7 @@ package live
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -22,7 +23,6 @@ import (
 	"github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/lab/figure"
 	"github.com/sluicehq/sluice/lab/report"
-	"github.com/sluicehq/sluice/lab/tick"
 	"github.com/sluicehq/sluice/monitor"
 	"github.com/sluicehq/sluice/policy"
 )
@@ -50,6 +50,7 @@ const (
 	costlySlice    = time.Millisecond
 	costlyCallHdr  = "X-Lab-Call"
 	costlyWorkHdr  = "X-Lab-Work"
+	costlyCPUHdr   = "X-Lab-Cpu"
 	costlyOverload = 8.0
 	costlyLightLd  = 0.4
 )
@@ -65,23 +66,46 @@ type costlyPlan struct {
 	warm, length time.Duration
 	factors      []float64
 	rows         []string
+	scope        string // the client sides' throttle.scope
 }
 
-func planCostly(env *Env) costlyPlan {
+func planCostly(env *Env) (costlyPlan, error) {
+	pl := costlyPlan{warm: 8 * time.Second, length: 16 * time.Second, factors: []float64{10, 50},
+		rows: []string{"requests", "service_time", "service_time_share", "reported"}}
 	if env.Quick {
-		return costlyPlan{warm: time.Second, length: 2 * time.Second, factors: []float64{50}, rows: []string{"service_time_share"}}
+		pl = costlyPlan{warm: time.Second, length: 2 * time.Second, factors: []float64{50}, rows: []string{"service_time_share"}}
 	}
-	return costlyPlan{warm: 8 * time.Second, length: 16 * time.Second, factors: []float64{10, 50},
-		rows: []string{"requests", "service_time", "service_time_share"}}
+	for _, r := range env.Rows {
+		if costlyTenants[r] == "" {
+			return pl, fmt.Errorf("row %q: want some of requests, service_time, service_time_share, reported", r)
+		}
+	}
+	if len(env.Rows) > 0 {
+		pl.rows = env.Rows
+	}
+	ps := figure.NewParams("costly")
+	ps.Floats(&pl.factors, "factors", pl.factors, 1, 1000, "the costly API's cost ÷ the light one's, one run each")
+	ps.Duration(&pl.warm, "warm", pl.warm, 0, time.Hour, "time before the measurement")
+	ps.Duration(&pl.length, "length", pl.length, time.Second, time.Hour, "time measured")
+	ps.Choice(&pl.scope, "throttle_scope", client.ScopeHop, []string{client.ScopeHop, client.ScopeDestination},
+		"the client sides' throttle.scope: hop (a window per API, the calls' hop tenant) or destination (one per destination)")
+	if err := ps.SetAll(env.Sets); err != nil {
+		return pl, err
+	}
+	return pl, ps.Err()
+}
+
+// costlyTenants is each row's tenants section at both hops.
+var costlyTenants = map[string]string{
+	"requests":           "{fair: true, key: path}",
+	"service_time":       "{fair: true, key: path, cost: service_time}",
+	"service_time_share": "{fair: true, key: path, cost: service_time, slot_share: true}",
+	"reported":           "{fair: true, key: path, cost: reported}",
 }
 
 // costlyStage is the YAML of one hop's stage in a row.
 func costlyStage(name, row string) string {
-	ten := map[string]string{
-		"requests":           "{fair: true, key: path}",
-		"service_time":       "{fair: true, key: path, cost: service_time}",
-		"service_time_share": "{fair: true, key: path, cost: service_time, slot_share: true}",
-	}[row]
+	ten := costlyTenants[row]
 	return fmt.Sprintf(`classes: {trusted_proxies: [127.0.0.1/32]}
 stages:
   - name: %s
@@ -104,9 +128,21 @@ func newCostlyPolicy(src string) (*policy.Policy, error) {
 // costlyCPU is a processor-sharing CPU of n cores emulated in slices: a
 // call takes a core for a slice (a channel send: waiting senders are
 // served in order, so the cores go round the calls), sleeps it, gives
-// the core back, and checks its context before the next.
+// the core back, and checks its context before the next. A slice's work
+// is the time its sleep took (at most what the call has left), so that
+// late timer wake-ups do not take capacity from the CPU.
 type costlyCPU struct {
 	cores chan struct{}
+	// nominal and wall sum the slices' CPU time and the wall time their
+	// sleeps took, in nanoseconds; held sums the time a core was held.
+	nominal, wall, held atomic.Int64
+}
+
+// stretch describes how much longer than their CPU time the slices took.
+func (c *costlyCPU) stretch() string {
+	n := float64(max(1, c.nominal.Load()))
+	return fmt.Sprintf("slices' sleeps took %.2f× their CPU time, cores held %.2f× it (%.1f s of CPU)",
+		float64(c.wall.Load())/n, float64(c.held.Load())/n, n/1e9)
 }
 
 // work does demand of CPU time unless ctx ends first, and returns the
@@ -120,9 +156,19 @@ func (c *costlyCPU) work(ctx context.Context, demand time.Duration) (time.Durati
 			return done, ctx.Err()
 		}
 		d := min(costlySlice, demand-done)
+		t0 := time.Now()
 		time.Sleep(d)
+		slept := time.Since(t0)
 		<-c.cores
-		done += d
+		c.held.Add(int64(time.Since(t0)))
+		c.wall.Add(int64(slept))
+		c.nominal.Add(int64(d))
+		// The core was held for as long as the sleep took, past the
+		// slice when the timer fired late (a loaded machine wakes a
+		// 1 ms sleep 1–2 ms late): the call did that much work, or the
+		// emulated CPU would lose the overshoot and deliver fewer cores
+		// than it has.
+		done += min(slept, demand-done)
 		if ctx.Err() != nil {
 			return done, ctx.Err()
 		}
@@ -133,6 +179,7 @@ func (c *costlyCPU) work(ctx context.Context, demand time.Duration) (time.Durati
 // costlyLeaf is the leaf's handler and its per-call bookkeeping.
 type costlyLeaf struct {
 	cpu  costlyCPU
+	tr   *costlyTrace
 	mu   sync.Mutex
 	work map[uint64]time.Duration // CPU time spent, by call
 	late map[uint64]bool          // finished after its deadline
@@ -150,8 +197,14 @@ func (l *costlyLeaf) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	l.mu.Unlock()
 	if err != nil {
+		l.tr.mark(r, lostLeafWork)
 		return // the middleware answers a request whose context ended
 	}
+	// The CPU time spent is the call's cost, for a stage that shares by
+	// reported cost (the reported row), here and, in a header, at the
+	// entry.
+	sluice.ReportCost(r.Context(), done)
+	w.Header().Set(costlyCPUHdr, strconv.FormatInt(int64(done), 10))
 	_, _ = io.WriteString(w, "ok\n")
 }
 
@@ -160,6 +213,7 @@ func (l *costlyLeaf) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 type costlyEntry struct {
 	leaf string
 	hc   *http.Client
+	tr   *costlyTrace
 }
 
 func (e *costlyEntry) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -171,10 +225,26 @@ func (e *costlyEntry) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	req.Header.Set(costlyCallHdr, r.Header.Get(costlyCallHdr))
 	req.Header.Set(costlyWorkHdr, r.Header.Get(costlyWorkHdr))
 	resp, err := e.hc.Do(req)
-	if err != nil {
+	switch {
+	case err == nil:
+	case r.Context().Err() != nil:
+		return // the middleware answers a request whose context ended
+	case errors.Is(err, sluice.ErrRejected):
+		// The client side refused the call to the leaf (its throttle):
+		// a refusal, as the leaf's own would be.
+		e.tr.mark(r, lostEntryThrottle)
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return
+	default:
+		w.WriteHeader(http.StatusBadGateway)
 		return
 	}
 	defer resp.Body.Close()
+	if cpu, err := strconv.ParseInt(resp.Header.Get(costlyCPUHdr), 10, 64); err == nil && cpu > 0 {
+		// What the call cost the leaf is its cost here too (the
+		// reported row).
+		sluice.ReportCost(r.Context(), time.Duration(cpu))
+	}
 	w.WriteHeader(resp.StatusCode)
 	_, _ = io.Copy(w, resp.Body)
 }
@@ -191,11 +261,13 @@ func costlyServe(h http.Handler) (string, func(), error) {
 }
 
 // costlyClient is sluice's client side over a transport with room for
-// the open loops' connections.
-func costlyClient() (*http.Client, error) {
+// the open loops' connections, its throttle of the given scope.
+func costlyClient(scope string) (*http.Client, error) {
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	base.MaxIdleConns, base.MaxIdleConnsPerHost = 4096, 4096
-	rt, err := client.New(base, client.DefaultConfig(), client.Options{})
+	cfg := client.DefaultConfig()
+	cfg.Throttle.Scope = scope
+	rt, err := client.New(base, cfg, client.Options{})
 	if err != nil {
 		return nil, err
 	}
@@ -213,7 +285,10 @@ type costlyCall struct {
 }
 
 func runCostly(ctx context.Context, env *Env) (*figure.Result, error) {
-	pl := planCostly(env)
+	pl, err := planCostly(env)
+	if err != nil {
+		return nil, err
+	}
 	runs := map[string]figure.CostlyRun{}
 	for _, f := range pl.factors {
 		for _, row := range pl.rows {
@@ -250,9 +325,9 @@ func runCostly(ctx context.Context, env *Env) (*figure.Result, error) {
 		r.Checks, r.Key = checks, key
 		r.Setup = []string{
 			fmt.Sprintf("Leaf: an HTTP server behind the sluice middleware, a processor-sharing CPU of %d cores emulated in %v slices; the light API's calls take %v of CPU, the costly API's ×10 and ×50 (exponential), and a call whose context ends stops at its next slice.", costlyCores, costlySlice, costlyLight),
-			"Entry: an HTTP server behind the sluice middleware that calls the leaf with its request's context through sluice's client.Transport (the deadline travels in X-Sluice-Timeout).",
-			fmt.Sprintf("Load: two open-loop Poisson clients through client.Transport, %g× the leaf's CPU capacity in all, the light API %g× of it; every call's deadline %v.", costlyOverload, costlyLightLd, costlyDeadline),
-			fmt.Sprintf("Both hops: auto told the SLO %v with tail_guard, and the row's tenants (key: path); times are the simulator's × %g.", costlySLO, costlyScale),
+			"Entry: an HTTP server behind the sluice middleware that calls the leaf with its request's context through sluice's client.Transport (the deadline travels in X-Sluice-Timeout, the API as the hop's tenant in X-Sluice-Tenant); a call the client side refuses is answered 503.",
+			fmt.Sprintf("Load: two open-loop Poisson clients through client.Transport, %g× the leaf's CPU capacity in all, the light API %g× of it; every call's deadline %v, its API its hop tenant. Both client sides' throttle.scope: %s.", costlyOverload, costlyLightLd, costlyDeadline, pl.scope),
+			fmt.Sprintf("Both hops: auto told the SLO %v with tail_guard, and the row's tenants (key: path); times are the simulator's × %g. The reported row (cost: reported) charges each call the leaf's CPU time, which the leaf reports (sluice.ReportCost) and returns in a header that the entry reports in turn.", costlySLO, costlyScale),
 			fmt.Sprintf("Measured: the calls sent in [%v, %v); goodput and wasted work in the leaf's CPU seconds per second.", pl.warm, pl.warm+pl.length),
 		}
 		return nil
@@ -274,22 +349,24 @@ func (pl costlyPlan) run(ctx context.Context, env *Env, factor float64, row stri
 	}
 	go leafPol.Run(ctx)
 	go entryPol.Run(ctx)
-	leaf := &costlyLeaf{cpu: costlyCPU{cores: make(chan struct{}, costlyCores)}, work: map[uint64]time.Duration{}, late: map[uint64]bool{}}
-	leafURL, stopLeaf, err := costlyServe(sluice.Middleware(leafPol)(leaf))
+	tr := newCostlyTrace()
+	entryGate, leafGate := tr.gates(entryPol, leafPol)
+	leaf := &costlyLeaf{cpu: costlyCPU{cores: make(chan struct{}, costlyCores)}, tr: tr, work: map[uint64]time.Duration{}, late: map[uint64]bool{}}
+	leafURL, stopLeaf, err := costlyServe(sluice.Middleware(leafGate)(leaf))
 	if err != nil {
 		return out, err
 	}
 	defer stopLeaf()
-	hc, err := costlyClient()
+	hc, err := costlyClient(pl.scope)
 	if err != nil {
 		return out, err
 	}
-	entryURL, stopEntry, err := costlyServe(sluice.Middleware(entryPol)(&costlyEntry{leaf: leafURL, hc: hc}))
+	entryURL, stopEntry, err := costlyServe(sluice.Middleware(entryGate)(&costlyEntry{leaf: leafURL, hc: hc, tr: tr}))
 	if err != nil {
 		return out, err
 	}
 	defer stopEntry()
-	users, err := costlyClient()
+	users, err := costlyClient(pl.scope)
 	if err != nil {
 		return out, err
 	}
@@ -300,18 +377,17 @@ func (pl costlyPlan) run(ctx context.Context, env *Env, factor float64, row stri
 	var wg sync.WaitGroup
 	var next sync.Mutex
 	id := uint64(0)
-	start := time.Now()
 	end := pl.warm + pl.length
-	var answered, missed atomic.Int64 // calls ended, for the progress lines
-	stopProgress := make(chan struct{})
-	defer close(stopProgress)
-	go costlyProgress(env, start, end, &answered, &missed, stopProgress)
+	rec := &recorder{base: time.Now()}
+	start := rec.base
+	stop := make(chan struct{})
+	var bg sync.WaitGroup
+	bg.Go(func() { (&phase{name: "costly", length: end}).progress(env, rec, stop) })
+	bg.Go(func() { tr.sample(start, pl.warm, [2]*policy.Policy{entryPol, leafPol}, stop) })
 	for api := range figure.CostlyAPIs {
 		rate := loads[api] / means[api].Seconds()
 		rng := rand.New(rand.NewPCG(env.Seed, uint64(api)+1))
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			at := time.Duration(0)
 			for {
 				at += time.Duration(rng.ExpFloat64() / rate * 1e9)
@@ -326,64 +402,70 @@ func (pl costlyPlan) run(ctx context.Context, env *Env, factor float64, row stri
 				id++
 				cid := id
 				next.Unlock()
-				wg.Add(1)
-				go func(sent time.Duration) {
-					defer wg.Done()
+				sent := at
+				wg.Go(func() {
 					c := costlyCall{id: cid, api: api, sent: sent, demand: demand}
-					c.ok, c.lat = costlyDo(ctx, users, entryURL+"/"+figure.CostlyAPIs[api], cid, demand)
-					if c.ok {
-						answered.Add(1)
-					} else {
-						missed.Add(1)
-					}
+					var q record
+					c.ok, c.lat, q = costlyDo(ctx, users, entryURL+"/"+figure.CostlyAPIs[api], sluice.Hop{Tenant: figure.CostlyAPIs[api]}, cid, demand, tr)
+					q.group, q.intended, q.done = uint8(api), sent, time.Since(start)
+					rec.mu.Lock()
+					rec.recs = append(rec.recs, q)
+					rec.mu.Unlock()
 					mu.Lock()
 					calls = append(calls, c)
 					mu.Unlock()
-				}(at)
+				})
 			}
-		}()
+		})
 	}
 	// Every call ends by its deadline; the leaf's last slices end soon
 	// after.
 	wg.Wait()
+	close(stop)
+	bg.Wait()
 	time.Sleep(100 * time.Millisecond)
 	if ctx.Err() != nil {
 		return out, ctx.Err()
 	}
+	tr.report(env, pl, calls, &leaf.cpu)
 	return pl.analyse(calls, leaf), nil
 }
 
-// costlyProgress prints one line per second until stop is closed: the
-// calls answered within their deadline and the others in that second.
-func costlyProgress(env *Env, start time.Time, length time.Duration, answered, missed *atomic.Int64, stop <-chan struct{}) {
-	var lastOK, lastMissed int64
-	tick.Every(stop, time.Second, func() {
-		ok, miss := answered.Load(), missed.Load()
-		env.Logf("%-14s %3.0fs/%.0fs  ok %4d/s  refused or late %4d/s", "costly", time.Since(start).Seconds(), length.Seconds(), ok-lastOK, miss-lastMissed)
-		lastOK, lastMissed = ok, miss
-	})
-}
-
-// costlyDo makes one call with its deadline; ok when answered 200 in
-// time.
-func costlyDo(ctx context.Context, hc *http.Client, url string, id uint64, demand time.Duration) (bool, time.Duration) {
+// costlyDo makes one call with its deadline and hop (the API as its
+// tenant, which the next hops carry on); ok when answered 200 in time. It returns the call's progress record (outcome and latency) and
+// tells tr how the caller's side ended.
+func costlyDo(ctx context.Context, hc *http.Client, url string, hop sluice.Hop, id uint64, demand time.Duration, tr *costlyTrace) (bool, time.Duration, record) {
 	ctx, cancel := context.WithTimeout(ctx, costlyDeadline)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	req, err := http.NewRequestWithContext(sluice.WithHop(ctx, hop), http.MethodGet, url, nil)
 	if err != nil {
-		return false, 0
+		return false, 0, record{out: outError}
 	}
 	req.Header.Set(costlyCallHdr, strconv.FormatUint(id, 10))
 	req.Header.Set(costlyWorkHdr, strconv.FormatInt(int64(demand), 10))
 	t0 := time.Now()
 	resp, err := hc.Do(req)
-	if err != nil {
-		return false, time.Since(t0)
+	status := 0
+	if err == nil {
+		status = resp.StatusCode
+		_, err = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
 	}
-	_, err = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
 	lat := time.Since(t0)
-	return err == nil && resp.StatusCode == http.StatusOK && lat <= costlyDeadline, lat
+	tr.callEnd(id, err, status, lat)
+	ok := err == nil && status == http.StatusOK && lat <= costlyDeadline
+	q := record{lat: lat, fail: failIndex(err)}
+	switch {
+	case ok:
+		q.out = outOK
+	case errors.Is(err, sluice.ErrRejected) || status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests:
+		q.out = outRejected
+	case errors.Is(err, context.DeadlineExceeded) || status == http.StatusGatewayTimeout || lat > costlyDeadline:
+		q.out = outTimeout
+	default:
+		q.out = outError
+	}
+	return ok, lat, q
 }
 
 // analyse measures the calls sent in [warm, warm + length): each API's

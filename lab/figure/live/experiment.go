@@ -142,8 +142,8 @@ type Options struct {
 	// admin listener's /state (`sluice-lab experiment` sets it unless
 	// told --proxy-process=false). Other experiments ignore it.
 	ProxyProcess bool
-	// Rows, when set, runs only these rows of the peers, the adaptive
-	// or the graph-hotel experiment (its system names, in its order), each
+	// Rows, when set, runs only these rows of the peers, the adaptive,
+	// the graph-hotel or the costly experiment (its system names), each
 	// still on a fresh backend, proxy and load generator (graph-hotel:
 	// fresh service processes); the checks about the rows left out report
 	// n/a (peers) or are not made (adaptive: the comparisons with nginx
@@ -162,8 +162,9 @@ type Options struct {
 	// CGIWorkCount; other experiments ignore it.
 	CGIWork string
 	// Sets are "key=value" parameters of the experiments that take them
-	// (graph-hotel: figure.DeclareHotel's, as sluice-lab sim --set);
-	// other experiments ignore them.
+	// (graph-hotel: figure.DeclareHotel's, as sluice-lab sim --set;
+	// costly: factors, warm, length, throttle_scope); other experiments
+	// ignore them.
 	Sets []string
 	// Seed seeds the load generator and the backends' random draws.
 	Seed uint64
