@@ -180,6 +180,8 @@ type Auto struct {
 	queue   queueState
 	cutFrom float64 // L before the latest run of Little's-law cuts (0: none; uncut.go)
 	cut     bool    // the window just judged made a Little's-law cut
+
+	early earlySum // the early cut's sum (early.go)
 }
 
 // tailMargin is the relative error of R̂99 that a burst's wait leaves
@@ -195,7 +197,7 @@ func New(cfg Config) (*Auto, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	a := &Auto{cfg: cfg, limit: cfg.InitialLimit, gain: cfg.HighProbe, est: newEstimates()}
+	a := &Auto{cfg: cfg, limit: cfg.InitialLimit, gain: cfg.HighProbe, est: newEstimates(), early: earlySum{r: math.NaN()}}
 	a.win.limit = a.windowLimit()
 	a.cur = sluice.Decision{Controller: "auto", Kind: sluice.KindConcurrency, Old: a.win.limit, New: a.win.limit,
 		MaxWait: cfg.SLO / 2, Acted: true,
@@ -232,7 +234,7 @@ func (a *Auto) Limit() float64 { return a.limit }
 // running mean and p99 service times in seconds (NaN while unknown).
 func (a *Auto) Estimates() map[string]float64 {
 	e := map[string]float64{"limit": a.limit, "throughput_rps": a.base.x(),
-		"service_mean_s": a.est.rMean, "service_p99_s": a.est.rP99, "cut_from": a.cutFrom}
+		"service_mean_s": a.est.rMean, "service_p99_s": a.est.rP99, "cut_from": a.cutFrom, "little_r_s": a.early.r}
 	a.guard.estimates(&a.cfg, e)
 	if a.cfg.BurstWindow > 0 {
 		e["burst_left_s"] = a.queue.burstLeft
@@ -279,11 +281,15 @@ func (a *Auto) gateOpen(now time.Time, m sluice.Measurements, old, el float64) s
 }
 
 // advance moves the window in progress by one step of el seconds: the
-// uncut may restart it at a higher limit, else it settles or measures,
+// early cut may restart it at a lower limit (early.go), the uncut at a
+// higher one, else it settles or measures,
 // and a measured window that is complete is judged. It returns the
 // reason and whether the window's measurement starts now (the stage's
 // fence).
 func (a *Auto) advance(m sluice.Measurements, el float64) (why string, fence bool) {
+	if why, ok := a.earlyCut(m, el); ok {
+		return why, false
+	}
 	if why, ok := a.uncut(m); ok {
 		return why, false
 	}
