@@ -301,15 +301,26 @@ func (a *Auto) advance(m sluice.Measurements, el float64) (why string, fence boo
 
 // settle runs a step of a window's settling part: the number in service
 // reaches the new limit (requests admitted under the old one leave), for
-// at least one service time and one step. It reports whether the window
-// settled (and its measurement starts).
+// at least one service time and one step, or MaxWindow has passed. It
+// reports whether the window settled (and its measurement starts).
+//
+// The bound: the number in service may stay above the window's limit for
+// good. A stage with several classes lets the highest class past a
+// limit that rejects at once (stage.Priority's reserve, L + ⌈0.3·L⌉
+// while auto's SLO leaves no time to wait), and under a steady flow of
+// that class the peak never comes down to L. A window that waited for it
+// froze auto: in virtual time, in graph-hotel's cost-10 (one API's calls
+// ten times costlier), the shared backend's limit sat at 4 with 6 calls
+// in its worker queue, settling, for the whole 20 s (lab/NOTEBOOK.md,
+// graph-hotel).
 func (a *Auto) settle(m sluice.Measurements, el float64) (string, bool) {
 	a.win.elapsed += el
 	settle := a.cfg.Period.Seconds()
 	if mathx.Usable(a.est.rMean) {
 		settle = math.Max(settle, a.est.rMean)
 	}
-	drained := !mathx.Usable(m.MaxInFlight) || m.MaxInFlight <= a.withDeck(a.win.limit)
+	drained := !mathx.Usable(m.MaxInFlight) || m.MaxInFlight <= a.withDeck(a.win.limit) ||
+		a.win.elapsed >= a.cfg.MaxWindow.Seconds()-1e-9
 	if a.win.elapsed >= settle-1e-9 && drained {
 		a.win = window{limit: a.win.limit, settled: true}
 		return fmt.Sprintf("window %g settled; measuring", a.win.limit), true
