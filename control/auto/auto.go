@@ -47,7 +47,11 @@ import (
 // queues inside the service. The cut comes back when its cause is gone:
 // a step whose tail estimate T is below SLO/4 raises L ← min(L₀,
 // n̄·(SLO/4)/T) towards the limit L₀ it cut from, n̄ the step's mean in
-// service (uncut.go). The thresholds are a fixed fraction of the change
+// service (uncut.go). Between windows, Little's law on every 10
+// completions, R = ∫n dt / completions, cuts L ← max(X·SLO/4, n̄/2) when
+// R is over SLO/4, twice R̂ and R̂99 while R̂ is over SLO/8: a queue
+// growing inside a service that just slowed down, which the completions
+// show only later (early.go). The thresholds are a fixed fraction of the change
 // each probe could make, so the same test works whatever the service's
 // speed, and a change of capacity between two windows moves both ratios
 // the same way. At equilibrium L sits between √b·W and b·W: the low probe
