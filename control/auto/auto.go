@@ -47,7 +47,11 @@ import (
 // queues inside the service. The cut comes back when its cause is gone:
 // a step whose tail estimate T is below SLO/4 raises L ← min(L₀,
 // n̄·(SLO/4)/T) towards the limit L₀ it cut from, n̄ the step's mean in
-// service (uncut.go). The thresholds are a fixed fraction of the change
+// service (uncut.go). Between windows, Little's law on every 10
+// completions, R = ∫n dt / completions, cuts L ← max(X·SLO/4, n̄/2) when
+// R is over SLO/4, twice R̂ and R̂99 while R̂ is over SLO/8: a queue
+// growing inside a service that just slowed down, which the completions
+// show only later (early.go). The thresholds are a fixed fraction of the change
 // each probe could make, so the same test works whatever the service's
 // speed, and a change of capacity between two windows moves both ratios
 // the same way. At equilibrium L sits between √b·W and b·W: the low probe
@@ -180,6 +184,8 @@ type Auto struct {
 	queue   queueState
 	cutFrom float64 // L before the latest run of Little's-law cuts (0: none; uncut.go)
 	cut     bool    // the window just judged made a Little's-law cut
+
+	early earlySum // the early cut's sum (early.go)
 }
 
 // tailMargin is the relative error of R̂99 that a burst's wait leaves
@@ -195,7 +201,7 @@ func New(cfg Config) (*Auto, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	a := &Auto{cfg: cfg, limit: cfg.InitialLimit, gain: cfg.HighProbe, est: newEstimates()}
+	a := &Auto{cfg: cfg, limit: cfg.InitialLimit, gain: cfg.HighProbe, est: newEstimates(), early: earlySum{r: math.NaN()}}
 	a.win.limit = a.windowLimit()
 	a.cur = sluice.Decision{Controller: "auto", Kind: sluice.KindConcurrency, Old: a.win.limit, New: a.win.limit,
 		MaxWait: cfg.SLO / 2, Acted: true,
@@ -232,7 +238,7 @@ func (a *Auto) Limit() float64 { return a.limit }
 // running mean and p99 service times in seconds (NaN while unknown).
 func (a *Auto) Estimates() map[string]float64 {
 	e := map[string]float64{"limit": a.limit, "throughput_rps": a.base.x(),
-		"service_mean_s": a.est.rMean, "service_p99_s": a.est.rP99, "cut_from": a.cutFrom}
+		"service_mean_s": a.est.rMean, "service_p99_s": a.est.rP99, "cut_from": a.cutFrom, "little_r_s": a.early.r}
 	a.guard.estimates(&a.cfg, e)
 	if a.cfg.BurstWindow > 0 {
 		e["burst_left_s"] = a.queue.burstLeft
@@ -279,11 +285,15 @@ func (a *Auto) gateOpen(now time.Time, m sluice.Measurements, old, el float64) s
 }
 
 // advance moves the window in progress by one step of el seconds: the
-// uncut may restart it at a higher limit, else it settles or measures,
+// early cut may restart it at a lower limit (early.go), the uncut at a
+// higher one, else it settles or measures,
 // and a measured window that is complete is judged. It returns the
 // reason and whether the window's measurement starts now (the stage's
 // fence).
 func (a *Auto) advance(m sluice.Measurements, el float64) (why string, fence bool) {
+	if why, ok := a.earlyCut(m, el); ok {
+		return why, false
+	}
 	if why, ok := a.uncut(m); ok {
 		return why, false
 	}
@@ -295,15 +305,26 @@ func (a *Auto) advance(m sluice.Measurements, el float64) (why string, fence boo
 
 // settle runs a step of a window's settling part: the number in service
 // reaches the new limit (requests admitted under the old one leave), for
-// at least one service time and one step. It reports whether the window
-// settled (and its measurement starts).
+// at least one service time and one step, or MaxWindow has passed. It
+// reports whether the window settled (and its measurement starts).
+//
+// The bound: the number in service may stay above the window's limit for
+// good. A stage with several classes lets the highest class past a
+// limit that rejects at once (stage.Priority's reserve, L + ⌈0.3·L⌉
+// while auto's SLO leaves no time to wait), and under a steady flow of
+// that class the peak never comes down to L. A window that waited for it
+// froze auto: in virtual time, in graph-hotel's cost-10 (one API's calls
+// ten times costlier), the shared backend's limit sat at 4 with 6 calls
+// in its worker queue, settling, for the whole 20 s (lab/NOTEBOOK.md,
+// graph-hotel).
 func (a *Auto) settle(m sluice.Measurements, el float64) (string, bool) {
 	a.win.elapsed += el
 	settle := a.cfg.Period.Seconds()
 	if mathx.Usable(a.est.rMean) {
 		settle = math.Max(settle, a.est.rMean)
 	}
-	drained := !mathx.Usable(m.MaxInFlight) || m.MaxInFlight <= a.withDeck(a.win.limit)
+	drained := !mathx.Usable(m.MaxInFlight) || m.MaxInFlight <= a.withDeck(a.win.limit) ||
+		a.win.elapsed >= a.cfg.MaxWindow.Seconds()-1e-9
 	if a.win.elapsed >= settle-1e-9 && drained {
 		a.win = window{limit: a.win.limit, settled: true}
 		return fmt.Sprintf("window %g settled; measuring", a.win.limit), true

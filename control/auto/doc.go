@@ -23,6 +23,7 @@
 // phase, and Little's-law cut), estimate.go and tail.go (the service-time
 // estimates R̂, R̂99 and R̂99ᴾ), queue.go (the wait queue), guardrails.go
 // (MinRate, Warmup, MaxHealthyLatency and the tail guard), uncut.go (the
-// cut undone), and the named options overtake.go (the knee from
+// cut undone), early.go (the early cut: Little's law on the latest
+// completions), and the named options overtake.go (the knee from
 // overtakes) and median.go (the median test).
 package auto

@@ -60,7 +60,7 @@ import (
 func (a *Auto) uncut(m sluice.Measurements) (string, bool) {
 	quarter := a.cfg.SLO.Seconds() / 4
 	t := a.est.tailNow
-	if a.cutFrom <= a.limit || !(m.ServiceSamples > 0) || !mathx.Usable(t) || t <= 0 || t >= quarter || !a.mayRaise() {
+	if a.cutFrom <= a.limit || !(m.ServiceSamples > 0) || !mathx.Usable(t) || t <= 0 || t >= quarter || !a.mayRaise() || a.earlyHolds() {
 		return "", false
 	}
 	n := m.InFlight
