@@ -14,36 +14,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
-)
 
-// histogramOf returns the histogram of the family name in reg whose
-// labels include want, or nil.
-func histogramOf(t *testing.T, reg prometheus.Gatherer, name string, want map[string]string) *dto.Histogram {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	metrics:
-		for _, m := range mf.GetMetric() {
-			got := map[string]string{}
-			for _, l := range m.GetLabel() {
-				got[l.GetName()] = l.GetValue()
-			}
-			for k, v := range want {
-				if got[k] != v {
-					continue metrics
-				}
-			}
-			return m.GetHistogram()
-		}
-	}
-	return nil
-}
+	"github.com/sluicehq/sluice/internal/metrictest"
+)
 
 // Every request through the proxy is observed once in
 // sluice_request_duration_seconds with its stage, class and outcome: a
@@ -101,7 +74,7 @@ stages:
 		return map[string]string{"stage": "api", "class": "default", "outcome": outcome}
 	}
 	eventually(t, "the last request observed", func() bool {
-		return countOf(histogramOf(t, reg, "sluice_request_duration_seconds", api("rejected"))) == 1
+		return countOf(metrictest.Histogram(t, reg, "sluice_request_duration_seconds", api("rejected"))) == 1
 	})
 	for _, c := range []struct {
 		labels map[string]string
@@ -112,13 +85,13 @@ stages:
 		{map[string]string{"stage": "hold", "outcome": "ok"}, 1},
 		{map[string]string{"stage": "hold", "outcome": "error"}, 0},
 	} {
-		if got := countOf(histogramOf(t, reg, "sluice_request_duration_seconds", c.labels)); got != c.count {
+		if got := countOf(metrictest.Histogram(t, reg, "sluice_request_duration_seconds", c.labels)); got != c.count {
 			t.Errorf("sluice_request_duration_seconds%v: %d observations, want %d", c.labels, got, c.count)
 		}
 	}
-	ok := histogramOf(t, reg, "sluice_request_duration_seconds", api("ok"))
-	up := histogramOf(t, reg, "sluice_upstream_duration_seconds", map[string]string{"stage": "api"})
-	wait := histogramOf(t, reg, "sluice_queue_wait_seconds", map[string]string{"stage": "api"})
+	ok := metrictest.Histogram(t, reg, "sluice_request_duration_seconds", api("ok"))
+	up := metrictest.Histogram(t, reg, "sluice_upstream_duration_seconds", map[string]string{"stage": "api"})
+	wait := metrictest.Histogram(t, reg, "sluice_queue_wait_seconds", map[string]string{"stage": "api"})
 	// Two exchanges (the event stream is not observed): the slow one's
 	// time is in both the request's and the upstream's, none of it waits.
 	if countOf(up) != 2 || countOf(wait) != 2 {
@@ -141,7 +114,7 @@ func TestLatencyHistogramGatewayError(t *testing.T) {
 	if code, _, _ := get(t, p.url+"/", nil); code != http.StatusBadGateway {
 		t.Fatalf("unreachable backend: %d, want 502", code)
 	}
-	h := histogramOf(t, p.srv.Gatherer(), "sluice_request_duration_seconds", map[string]string{"outcome": "error"})
+	h := metrictest.Histogram(t, p.srv.Gatherer(), "sluice_request_duration_seconds", map[string]string{"outcome": "error"})
 	if countOf(h) != 1 {
 		t.Errorf("502: %d error observations, want 1", countOf(h))
 	}
