@@ -230,6 +230,19 @@ func readResponse(t *testing.T, br *bufio.Reader) (*http.Response, string) {
 	return resp, string(b)
 }
 
+// apiRateStage is a stages section with one static-rate stage, api, on
+// every path, at a rate (100000 req/s) no test reaches.
+const apiRateStage = `stages:
+  - name: api
+    match: {path_prefix: /}
+    controller: static-rate
+    params: {rate: 100000}
+`
+
+// stepPolicy runs r's policy for the control period that ends at now: the
+// step a proxy started with startManual takes only when the test says.
+func (r *running) stepPolicy(now time.Time) { r.srv.h.gen.Load().pol.Step(now) }
+
 // metricsText fetches /metrics.
 func (r *running) metricsText(t *testing.T) string {
 	t.Helper()
