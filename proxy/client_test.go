@@ -343,12 +343,7 @@ func TestTLSHTTP1IsScanned(t *testing.T) {
 		rec.handler(w, r)
 	})
 	certFile, keyFile, pool := selfSigned(t)
-	p := startProxy(t, withBackend(fmt.Sprintf(`listeners:
-  - addr: 127.0.0.1:0
-    tls: {cert: %s, key: %s}
-admin: {addr: 127.0.0.1:0}
-backends: {servers: [{url: BACKEND}]}
-`, certFile, keyFile), be.URL))
+	p := startProxy(t, tlsListenerConfig(certFile, keyFile, be.URL))
 	send := func(req string) []string {
 		c, err := tls.Dial("tcp", p.addr, &tls.Config{RootCAs: pool, NextProtos: []string{"http/1.1"}})
 		must(t, err)

@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -228,6 +229,18 @@ func readResponse(t *testing.T, br *bufio.Reader) (*http.Response, string) {
 		t.Fatalf("reading body: %v", err)
 	}
 	return resp, string(b)
+}
+
+// tlsListenerConfig is a configuration with one TLS listener, serving the
+// certificate and key in certFile and keyFile, and one backend server at
+// backendURL.
+func tlsListenerConfig(certFile, keyFile, backendURL string) string {
+	return withBackend(fmt.Sprintf(`listeners:
+  - addr: 127.0.0.1:0
+    tls: {cert: %s, key: %s}
+admin: {addr: 127.0.0.1:0}
+backends: {servers: [{url: BACKEND}]}
+`, certFile, keyFile), backendURL)
 }
 
 // apiRateStage is a stages section with one static-rate stage, api, on
