@@ -24,11 +24,11 @@ import (
 
 const uiToken = "0123456789abcdef-test"
 
-// openEvents opens /ui/events with the given headers and returns the
-// response and a reader of its events.
 // uiCookie is the dashboard's session cookie.
 const uiCookie = admin.SessionCookie
 
+// openEvents opens /ui/events with the given headers and returns the
+// response and a reader of its events.
 func openEvents(t *testing.T, url string, hdr map[string]string) (*http.Response, *dashboard.EventReader) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, url, nil)
