@@ -54,16 +54,26 @@ func sendRaw(t *testing.T, addr, req string) []int {
 		t.Fatal(err)
 	}
 	var codes []int
+	for _, resp := range readResponses(br) {
+		codes = append(codes, resp.StatusCode)
+	}
+	return codes
+}
+
+// readResponses reads responses from br, their bodies discarded, until
+// one closes the connection or none can be read.
+func readResponses(br *bufio.Reader) []*http.Response {
+	var out []*http.Response
 	for {
 		resp, err := http.ReadResponse(br, nil)
 		if err != nil {
-			return codes
+			return out
 		}
 		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
-		codes = append(codes, resp.StatusCode)
+		out = append(out, resp)
 		if resp.Close {
-			return codes
+			return out
 		}
 	}
 }
@@ -351,20 +361,11 @@ func TestTLSHTTP1IsScanned(t *testing.T) {
 		_ = c.SetDeadline(time.Now().Add(testTimeout))
 		_, err = io.WriteString(c, req)
 		must(t, err)
-		br := bufio.NewReader(c)
 		var out []string
-		for {
-			resp, err := http.ReadResponse(br, nil)
-			if err != nil {
-				return out
-			}
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
+		for _, resp := range readResponses(bufio.NewReader(c)) {
 			out = append(out, fmt.Sprintf("%d %s", resp.StatusCode, resp.Header.Get("X-Got-Proto")))
-			if resp.Close {
-				return out
-			}
 		}
+		return out
 	}
 	if got := send("GET /ok HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n"); len(got) != 1 || got[0] != "200 https" {
 		t.Errorf("plain request over TLS: %q, want [200 https]", got)
