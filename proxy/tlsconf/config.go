@@ -117,11 +117,7 @@ func (c *Config) SetDefaults() {
 	if c == nil {
 		return
 	}
-	c.MinVersion = cmp.Or(c.MinVersion, DefaultMinVersion)
-	if c.Watch == nil {
-		d := DefaultWatch
-		c.Watch = &d
-	}
+	setSharedDefaults(&c.MinVersion, &c.Watch)
 	if c.ClientAuth == "" {
 		c.ClientAuth = ClientAuthNone
 		if c.ClientCA != "" {
@@ -136,10 +132,16 @@ func (c *UpstreamConfig) SetDefaults() {
 	if c == nil {
 		return
 	}
-	c.MinVersion = cmp.Or(c.MinVersion, DefaultMinVersion)
-	if c.Watch == nil {
+	setSharedDefaults(&c.MinVersion, &c.Watch)
+}
+
+// setSharedDefaults fills the defaults of the two fields a listener's
+// and the upstream TLS setting share: min_version and watch.
+func setSharedDefaults(minVersion *string, watch **time.Duration) {
+	*minVersion = cmp.Or(*minVersion, DefaultMinVersion)
+	if *watch == nil {
 		d := DefaultWatch
-		c.Watch = &d
+		*watch = &d
 	}
 }
 
