@@ -231,16 +231,22 @@ func readResponse(t *testing.T, br *bufio.Reader) (*http.Response, string) {
 	return resp, string(b)
 }
 
-// tlsListenerConfig is a configuration with one TLS listener, serving the
-// certificate and key in certFile and keyFile, and one backend server at
-// backendURL.
-func tlsListenerConfig(certFile, keyFile, backendURL string) string {
-	return withBackend(fmt.Sprintf(`listeners:
-  - addr: 127.0.0.1:0
-    tls: {cert: %s, key: %s}
+// listenerConfig is a configuration with one listener, on a free port
+// of 127.0.0.1, that has the settings in listener (YAML flow-mapping
+// entries: "send_timeout: 300ms, max_headers: 10"), and one backend
+// server at backendURL.
+func listenerConfig(listener, backendURL string) string {
+	return withBackend(`listeners:
+  - {addr: 127.0.0.1:0, `+listener+`}
 admin: {addr: 127.0.0.1:0}
 backends: {servers: [{url: BACKEND}]}
-`, certFile, keyFile), backendURL)
+`, backendURL)
+}
+
+// tlsListenerConfig is listenerConfig of a TLS listener serving the
+// certificate and key in certFile and keyFile.
+func tlsListenerConfig(certFile, keyFile, backendURL string) string {
+	return listenerConfig(fmt.Sprintf("tls: {cert: %s, key: %s}", certFile, keyFile), backendURL)
 }
 
 // apiRateStage is a stages section with one static-rate stage, api, on
