@@ -46,6 +46,11 @@ func backend(t *testing.T, h http.HandlerFunc) *httptest.Server {
 	return s
 }
 
+// okBackend is a backend that answers every request 200 "ok".
+func okBackend(t *testing.T) *httptest.Server {
+	return backend(t, func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
+}
+
 // rawBackend serves each connection to a listener on 127.0.0.1 with
 // serve, in a goroutine of its own that closes the connection after,
 // until the test ends; it returns the listener's address.
