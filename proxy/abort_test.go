@@ -148,15 +148,9 @@ func TestSlowReaderIsNotTheBackendsTime(t *testing.T) {
 		_, _ = io.WriteString(w, body)
 		finished.Store(time.Now().UnixNano())
 	})
-	r := startManual(t, baseConfig(be.URL, `stages:
-  - name: api
-    match: {path_prefix: /}
-    controller: static-rate
-    params: {rate: 100000}
-`))
-	step := func(now time.Time) { r.srv.h.gen.Load().pol.Step(now) }
+	r := startManual(t, baseConfig(be.URL, apiRateStage))
 	t0 := time.Now().Add(time.Hour)
-	step(t0)
+	r.stepPolicy(t0)
 	c, err := net.Dial("tcp", r.addr)
 	if err != nil {
 		t.Fatal(err)
@@ -182,7 +176,7 @@ func TestSlowReaderIsNotTheBackendsTime(t *testing.T) {
 	if st := r.state(t); st.Backends.InFlight != 0 {
 		t.Fatalf("backend slot still held: %+v", st.Backends)
 	}
-	step(t0.Add(2 * time.Second))
+	r.stepPolicy(t0.Add(2 * time.Second))
 	for _, st := range r.state(t).Stages {
 		if st.Name != "api" {
 			continue

@@ -80,18 +80,9 @@ func (c *AccessLogConfig) setDefaults() {
 	c.Format = cmp.Or(c.Format, DefaultAccessLogFormat)
 	c.Path = cmp.Or(c.Path, DefaultAccessLogPath)
 	c.RequestIDHeader = cmp.Or(c.RequestIDHeader, DefaultRequestIDHeader)
-	if c.Sample == nil {
-		s := DefaultAccessLogSample
-		c.Sample = &s
-	}
-	if c.MaxPerSecond == nil {
-		n := DefaultAccessLogMaxPerSecond
-		c.MaxPerSecond = &n
-	}
-	if c.RejectedPerSecond == nil {
-		n := DefaultAccessLogRejectedPerSecond
-		c.RejectedPerSecond = &n
-	}
+	setPtrDefault(&c.Sample, DefaultAccessLogSample)
+	setPtrDefault(&c.MaxPerSecond, DefaultAccessLogMaxPerSecond)
+	setPtrDefault(&c.RejectedPerSecond, DefaultAccessLogRejectedPerSecond)
 }
 
 func (c *AccessLogConfig) validate() error {

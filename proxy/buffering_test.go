@@ -456,15 +456,9 @@ func TestBufferedResponseUnderDeadline(t *testing.T) {
 		}
 		_, _ = w.Write(body)
 	})
-	r := startManual(t, baseConfig(be.URL, `stages:
-  - name: api
-    match: {path_prefix: /}
-    controller: static-rate
-    params: {rate: 100000}
-`))
-	step := func(now time.Time) { r.srv.h.gen.Load().pol.Step(now) }
+	r := startManual(t, baseConfig(be.URL, apiRateStage))
 	t0 := time.Now().Add(time.Hour)
-	step(t0)
+	r.stepPolicy(t0)
 	send := func(path string, timeout time.Duration) *slowClient {
 		c, err := net.Dial("tcp", r.addr)
 		must(t, err)
@@ -492,7 +486,7 @@ func TestBufferedResponseUnderDeadline(t *testing.T) {
 	if err != nil || resp.StatusCode != 200 || !bytes.Equal(got, body) {
 		t.Fatalf("a response finished before its deadline: %v, %d bytes (equal %v), %v", resp, len(got), bytes.Equal(got, body), err)
 	}
-	step(t0.Add(2 * time.Second))
+	r.stepPolicy(t0.Add(2 * time.Second))
 	last := r.state(t).Stages[0].Classes[0].Last
 	if last == nil || last.Samples != 1 || last.P50MS >= float64(whole/time.Millisecond) {
 		t.Fatalf("last period %+v: want one sample of the backend's time, under the %v deadline", last, whole)

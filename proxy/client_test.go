@@ -54,16 +54,26 @@ func sendRaw(t *testing.T, addr, req string) []int {
 		t.Fatal(err)
 	}
 	var codes []int
+	for _, resp := range readResponses(br) {
+		codes = append(codes, resp.StatusCode)
+	}
+	return codes
+}
+
+// readResponses reads responses from br, their bodies discarded, until
+// one closes the connection or none can be read.
+func readResponses(br *bufio.Reader) []*http.Response {
+	var out []*http.Response
 	for {
 		resp, err := http.ReadResponse(br, nil)
 		if err != nil {
-			return codes
+			return out
 		}
 		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
-		codes = append(codes, resp.StatusCode)
+		out = append(out, resp)
 		if resp.Close {
-			return codes
+			return out
 		}
 	}
 }
@@ -112,11 +122,7 @@ backends: {servers: [{url: BACKEND}]}
 func TestSizeLimits(t *testing.T) {
 	rec := &recorder{}
 	be := backend(t, rec.handler)
-	p := startProxy(t, withBackend(`listeners:
-  - {addr: 127.0.0.1:0, max_uri_bytes: 100, max_header_line_bytes: 200, max_headers: 10, max_header_bytes: 1000, max_request_body_bytes: 1000}
-admin: {addr: 127.0.0.1:0}
-backends: {servers: [{url: BACKEND}]}
-`, be.URL))
+	p := startProxy(t, listenerConfig("max_uri_bytes: 100, max_header_line_bytes: 200, max_headers: 10, max_header_bytes: 1000, max_request_body_bytes: 1000", be.URL))
 	many := ""
 	for i := range 12 {
 		many += fmt.Sprintf("X-%d: v\r\n", i)
@@ -302,11 +308,7 @@ func TestConnectionCapReclaimsIdleThenResets(t *testing.T) {
 func TestSendTimeoutDisconnectsANonReader(t *testing.T) {
 	big := strings.Repeat("z", 8<<20)
 	be := backend(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, big) })
-	p := startProxy(t, withBackend(`listeners:
-  - {addr: 127.0.0.1:0, send_timeout: 300ms}
-admin: {addr: 127.0.0.1:0}
-backends: {servers: [{url: BACKEND}]}
-`, be.URL))
+	p := startProxy(t, listenerConfig("send_timeout: 300ms", be.URL))
 	c, _ := rawConn(t, p.addr)
 	if tc, ok := c.(*net.TCPConn); ok {
 		_ = tc.SetReadBuffer(4096)
@@ -343,12 +345,7 @@ func TestTLSHTTP1IsScanned(t *testing.T) {
 		rec.handler(w, r)
 	})
 	certFile, keyFile, pool := selfSigned(t)
-	p := startProxy(t, withBackend(fmt.Sprintf(`listeners:
-  - addr: 127.0.0.1:0
-    tls: {cert: %s, key: %s}
-admin: {addr: 127.0.0.1:0}
-backends: {servers: [{url: BACKEND}]}
-`, certFile, keyFile), be.URL))
+	p := startProxy(t, tlsListenerConfig(certFile, keyFile, be.URL))
 	send := func(req string) []string {
 		c, err := tls.Dial("tcp", p.addr, &tls.Config{RootCAs: pool, NextProtos: []string{"http/1.1"}})
 		must(t, err)
@@ -356,20 +353,11 @@ backends: {servers: [{url: BACKEND}]}
 		_ = c.SetDeadline(time.Now().Add(testTimeout))
 		_, err = io.WriteString(c, req)
 		must(t, err)
-		br := bufio.NewReader(c)
 		var out []string
-		for {
-			resp, err := http.ReadResponse(br, nil)
-			if err != nil {
-				return out
-			}
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
+		for _, resp := range readResponses(bufio.NewReader(c)) {
 			out = append(out, fmt.Sprintf("%d %s", resp.StatusCode, resp.Header.Get("X-Got-Proto")))
-			if resp.Close {
-				return out
-			}
 		}
+		return out
 	}
 	if got := send("GET /ok HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n"); len(got) != 1 || got[0] != "200 https" {
 		t.Errorf("plain request over TLS: %q, want [200 https]", got)
@@ -393,11 +381,7 @@ backends: {servers: [{url: BACKEND}]}
 // dripping the rest of a declared body.
 func TestRefusalDoesNotWaitForTheBody(t *testing.T) {
 	be := backend(t, echoHeaders)
-	p := startProxy(t, withBackend(`listeners:
-  - {addr: 127.0.0.1:0, max_request_body_bytes: 10, read_body_timeout: 200ms}
-admin: {addr: 127.0.0.1:0}
-backends: {servers: [{url: BACKEND}]}
-`, be.URL))
+	p := startProxy(t, listenerConfig("max_request_body_bytes: 10, read_body_timeout: 200ms", be.URL))
 	for _, req := range []string{
 		"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 1000\r\n\r\nabc",                                             // 413 before reading
 		"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n20\r\n" + strings.Repeat("x", 32) + "\r\n", // 413 while reading
@@ -421,11 +405,7 @@ backends: {servers: [{url: BACKEND}]}
 // connection deadline read_timeout set, so they include it.
 func TestReadTimeoutStillBoundsTheBody(t *testing.T) {
 	be := backend(t, echoHeaders)
-	p := startProxy(t, withBackend(`listeners:
-  - {addr: 127.0.0.1:0, read_timeout: 500ms}
-admin: {addr: 127.0.0.1:0}
-backends: {servers: [{url: BACKEND}]}
-`, be.URL))
+	p := startProxy(t, listenerConfig("read_timeout: 500ms", be.URL))
 	c, br := rawConn(t, p.addr)
 	_, err := io.WriteString(c, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nab")
 	must(t, err)

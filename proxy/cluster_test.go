@@ -60,6 +60,27 @@ cluster:
 `, addr, id))
 }
 
+// startClusterPair starts proxies a and b (clusterProxyConfig) on a
+// Redis of their own and waits until both are synced with 2 live
+// instances. config gives the configuration of instance id.
+func startClusterPair(t *testing.T) (a, b *running, config func(id string) string) {
+	t.Helper()
+	rs := localredis.ForTest(t)
+	be := backend(t, func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(204) })
+	config = func(id string) string { return clusterProxyConfig(be.URL, rs.Addr, id) }
+	a, b = startProxy(t, config("a")), startProxy(t, config("b"))
+	eventually(t, "both proxies synced with 2 instances", func() bool {
+		for _, p := range []*running{a, b} {
+			c := p.state(t).Cluster
+			if c == nil || c.Mode != cluster.ModeSynced || c.Instances != 2 || len(c.Live) != 2 {
+				return false
+			}
+		}
+		return true
+	})
+	return a, b, config
+}
+
 func stageSetting(st StateDoc, name string) float64 {
 	for _, s := range st.Stages {
 		if s.Name == name {
@@ -73,19 +94,7 @@ func stageSetting(st StateDoc, name string) float64 {
 // alone, show the cluster in /state and /metrics; when one shuts down
 // the other takes the whole budget.
 func TestClusterTwoProxies(t *testing.T) {
-	rs := localredis.ForTest(t)
-	be := backend(t, func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(204) })
-	a := startProxy(t, clusterProxyConfig(be.URL, rs.Addr, "a"))
-	b := startProxy(t, clusterProxyConfig(be.URL, rs.Addr, "b"))
-	eventually(t, "both proxies synced with 2 instances", func() bool {
-		for _, p := range []*running{a, b} {
-			c := p.state(t).Cluster
-			if c == nil || c.Mode != cluster.ModeSynced || c.Instances != 2 || len(c.Live) != 2 {
-				return false
-			}
-		}
-		return true
-	})
+	a, b, _ := startClusterPair(t)
 	sa, sb := a.state(t), b.state(t)
 	if sum := stageSetting(sa, "api") + stageSetting(sb, "api"); sum < 99.9 || sum > 100.1 {
 		t.Fatalf("api parts sum to %g, want 100", sum)
@@ -155,16 +164,9 @@ func freeClosedAddr(t *testing.T) string {
 // (no return to initial_instances), applies the new global budget, and
 // the old one stops.
 func TestClusterReload(t *testing.T) {
-	rs := localredis.ForTest(t)
-	be := backend(t, func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(204) })
-	a := startProxy(t, clusterProxyConfig(be.URL, rs.Addr, "a"))
-	b := startProxy(t, clusterProxyConfig(be.URL, rs.Addr, "b"))
-	eventually(t, "synced with 2", func() bool {
-		c := a.state(t).Cluster
-		return c != nil && c.Mode == cluster.ModeSynced && c.Instances == 2
-	})
+	a, _, config := startClusterPair(t)
 	old := a.srv.h.gen.Load().cluster
-	next := strings.Replace(clusterProxyConfig(be.URL, rs.Addr, "a"), "rate: 100}", "rate: 300}", 1)
+	next := strings.Replace(config("a"), "rate: 100}", "rate: 300}", 1)
 	cfg, err := Parse("next.yaml", []byte(next))
 	if err != nil {
 		t.Fatal(err)
@@ -192,5 +194,4 @@ func TestClusterReload(t *testing.T) {
 	if old.View().Syncs != syncs {
 		t.Fatal("the old runner still syncs after the reload")
 	}
-	_ = b
 }

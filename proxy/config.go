@@ -275,6 +275,15 @@ func (l *ListenerConfig) setDefaults() {
 	l.TLS.SetDefaults()
 }
 
+// setPtrDefault sets *p to a pointer to its own copy of def when *p is
+// nil: the default of a setting kept as a pointer because its zero value
+// is itself a choice (false, 0). A set *p is left as it is.
+func setPtrDefault[T any](p **T, def T) {
+	if *p == nil {
+		*p = &def
+	}
+}
+
 // setDefaults fills the pool's defaults but the upstream client side's
 // (Config.setUpstreamClientDefaults, which needs the hops section).
 func (b *BackendsConfig) setDefaults() {
@@ -286,10 +295,7 @@ func (b *BackendsConfig) setDefaults() {
 		maxConc = max(maxConc, b.Servers[i].MaxConcurrency)
 	}
 	b.Balance = cmp.Or(b.Balance, BalanceLeastInFlight)
-	if b.Queue.Max == nil {
-		n := DefaultQueueMax
-		b.Queue.Max = &n
-	}
+	setPtrDefault(&b.Queue.Max, DefaultQueueMax)
 	b.Queue.Discipline = cmp.Or(b.Queue.Discipline, DisciplineFIFO)
 	if b.Queue.Discipline != DisciplineFIFO {
 		b.Queue.CoDelTarget = cmp.Or(b.Queue.CoDelTarget, gate.DefaultCoDelTarget)
@@ -298,10 +304,7 @@ func (b *BackendsConfig) setDefaults() {
 	b.Queue.Timeout = cmp.Or(b.Queue.Timeout, DefaultQueueTimeout)
 	b.Timeouts.Dial = cmp.Or(b.Timeouts.Dial, DefaultDialTimeout)
 	b.Timeouts.ResponseHeader = cmp.Or(b.Timeouts.ResponseHeader, DefaultResponseHeader)
-	if b.PreserveHost == nil {
-		t := true
-		b.PreserveHost = &t
-	}
+	setPtrDefault(&b.PreserveHost, true)
 	if b.MaxIdleConnsPerHost == 0 {
 		b.MaxIdleConnsPerHost = max(maxConc, 1)
 	}

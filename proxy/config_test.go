@@ -254,23 +254,22 @@ func TestPoolCoDelLIFO(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		old := make(chan error, 1)
-		go func() {
-			b, err := p.Acquire(t.Context())
-			if err == nil {
-				p.Release(b)
-			}
-			old <- err
-		}()
+		// waiter queues a request for a slot, released as soon as it
+		// has one, and says how its wait ended.
+		waiter := func() <-chan error {
+			res := make(chan error, 1)
+			go func() {
+				b, err := p.Acquire(t.Context())
+				if err == nil {
+					p.Release(b)
+				}
+				res <- err
+			}()
+			return res
+		}
+		old := waiter()
 		time.Sleep(150 * time.Millisecond) // the queue stands
-		young := make(chan error, 1)
-		go func() {
-			b, err := p.Acquire(t.Context())
-			if err == nil {
-				p.Release(b)
-			}
-			young <- err
-		}()
+		young := waiter()
 		synctest.Wait()
 		p.Release(b)
 		if err := <-young; err != nil {

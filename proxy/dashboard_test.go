@@ -24,11 +24,11 @@ import (
 
 const uiToken = "0123456789abcdef-test"
 
-// openEvents opens /ui/events with the given headers and returns the
-// response and a reader of its events.
 // uiCookie is the dashboard's session cookie.
 const uiCookie = admin.SessionCookie
 
+// openEvents opens /ui/events with the given headers and returns the
+// response and a reader of its events.
 func openEvents(t *testing.T, url string, hdr map[string]string) (*http.Response, *dashboard.EventReader) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, url, nil)
@@ -178,16 +178,20 @@ func TestUIEventsFromServer(t *testing.T) {
 	}
 }
 
-// uiEverySection is the part of a configuration, after the backend's
-// max_concurrency, that gives the dashboard every section beside the
-// stages: a cpu resource rule on a stage "cgi" with its sensor, a policer
-// and client shares.
-const uiEverySection = `resources:
+// uiEveryConfig is the part of a configuration after the backend's URL
+// that gives the dashboard every section: a backend max_concurrency of
+// 8, a cpu resource rule on stage "cgi" with its sensor, a policer,
+// client shares, and the stages cgi (voigt-cpu) and web (seda).
+const uiEveryConfig = `      max_concurrency: 8
+resources:
   - {stage: cgi, resource: cpu, sensor: {source: pool-busy}}
 policer: {rate: 100000, burst: 1000, control: {q_ref: 100}}
 shares:
   total_bandwidth: 100MB
   clients: [{name: local, share: 50, cidrs: [127.0.0.1]}]
+stages:
+  - {name: cgi, match: {path_prefix: /cgi}, controller: voigt-cpu}
+  - {name: web, match: {path_prefix: /}, controller: seda, params: {target: 100ms}}
 `
 
 // Sealing re-encodes a sample through dashboard.Sample: every field of a
@@ -196,15 +200,11 @@ shares:
 // decisions: the dashboard's TestSampleReencodesExactly.)
 func TestSampleReencodesExactly(t *testing.T) {
 	be := backend(t, func(w http.ResponseWriter, _ *http.Request) {})
-	r := startManual(t, baseConfig(be.URL, `      max_concurrency: 8
-`+uiEverySection+`stages:
-  - {name: cgi, match: {path_prefix: /cgi}, controller: voigt-cpu}
-  - {name: web, match: {path_prefix: /}, controller: seda, params: {target: 100ms}}
-`))
+	r := startManual(t, baseConfig(be.URL, uiEveryConfig))
 	now := time.Now()
 	var b []byte
 	for i := range 3 {
-		r.srv.h.gen.Load().pol.Step(now.Add(time.Duration(i) * time.Second))
+		r.stepPolicy(now.Add(time.Duration(i) * time.Second))
 		_, b = r.srv.dash.SampleAt(now.Add(time.Duration(i) * time.Second))
 	}
 	var smp dashboard.Sample
@@ -230,16 +230,10 @@ func TestSampleReencodesExactly(t *testing.T) {
 // two samples, in a manually stepped proxy.
 func TestHistoryRates(t *testing.T) {
 	be := backend(t, func(w http.ResponseWriter, _ *http.Request) {})
-	r := startManual(t, baseConfig(be.URL, `stages:
-  - name: api
-    match: {path_prefix: /}
-    controller: static-rate
-    params: {rate: 100000}
-`))
+	r := startManual(t, baseConfig(be.URL, apiRateStage))
 	d := r.srv.dash
-	step := func(now time.Time) { r.srv.h.gen.Load().pol.Step(now) }
 	t0 := time.Now().Add(time.Hour) // past the first period, whatever the clock did
-	step(t0)
+	r.stepPolicy(t0)
 	d.SampleAt(t0)
 	for range 30 {
 		code, _, _ := get(t, r.url+"/x", nil)
@@ -251,7 +245,7 @@ func TestHistoryRates(t *testing.T) {
 	// the request: wait for the proxy.
 	eventually(t, "the proxy to finish the requests", func() bool { return r.srv.h.active.Load() == 0 })
 	t1 := t0.Add(2 * time.Second)
-	step(t1)
+	r.stepPolicy(t1)
 	s, _ := d.SampleAt(t1.Add(100 * time.Millisecond))
 	var c dashboard.SampleClass
 	for _, st := range s.Stages {
@@ -378,13 +372,9 @@ func TestUISamplerNoLeak(t *testing.T) {
 // JSON names, which the page shows.
 func TestDashViewIsState(t *testing.T) {
 	be := backend(t, func(w http.ResponseWriter, _ *http.Request) {})
-	r := startManual(t, baseConfig(be.URL, `      max_concurrency: 8
-`+uiEverySection+`stages:
-  - {name: cgi, match: {path_prefix: /cgi}, controller: voigt-cpu}
-  - {name: web, match: {path_prefix: /}, controller: seda, params: {target: 100ms}}
-`))
+	r := startManual(t, baseConfig(be.URL, uiEveryConfig))
 	now := time.Now()
-	r.srv.h.gen.Load().pol.Step(now)
+	r.stepPolicy(now)
 	doc := r.srv.State(3)
 	st := dashView{r.srv}.State(3)
 	if st.ConfigVersion != doc.ConfigVersion || st.Shadow != doc.Shadow || st.Token || len(st.Stages) != len(doc.Stages) ||

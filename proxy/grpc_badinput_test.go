@@ -25,11 +25,7 @@ import (
 // and the connection goes on serving.
 func TestGRPCOversizeMetadata(t *testing.T) {
 	b, url := startGRPCBackend(t)
-	p := startProxy(t, withBackend(`listeners:
-  - {addr: 127.0.0.1:0, max_header_bytes: 8192, max_header_line_bytes: 4096}
-admin: {addr: 127.0.0.1:0}
-backends: {servers: [{url: BACKEND}]}
-`, url))
+	p := startProxy(t, listenerConfig("max_header_bytes: 8192, max_header_line_bytes: 4096", url))
 	tc := grpcThrough(t, p.addr)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -17,11 +17,7 @@ import (
 // after about read_body_timeout.
 func TestGRPCStreamBodyTimeout(t *testing.T) {
 	_, url := startGRPCBackend(t)
-	p := startProxy(t, withBackend(`listeners:
-  - {addr: 127.0.0.1:0, read_body_timeout: 300ms, read_body_min_rate: -1}
-admin: {addr: 127.0.0.1:0}
-backends: {servers: [{url: BACKEND}]}
-`, url))
+	p := startProxy(t, listenerConfig("read_body_timeout: 300ms, read_body_min_rate: -1", url))
 	tc := grpcThrough(t, p.addr)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -7,7 +7,6 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -272,15 +271,7 @@ func TestGRPCThroughProxyTLS(t *testing.T) {
 	testpb.RegisterTestServiceServer(g, &grpcBackend{left: make(chan time.Duration, 100)})
 	go func() { _ = g.Serve(lis) }()
 	t.Cleanup(g.Stop)
-	p := startProxy(t, withBackend(fmt.Sprintf(`listeners:
-  - addr: 127.0.0.1:0
-    tls: {cert: %s, key: %s}
-admin:
-  addr: 127.0.0.1:0
-backends:
-  servers:
-    - url: BACKEND
-`, certFile, keyFile), "https://"+lis.Addr().String()))
+	p := startProxy(t, tlsListenerConfig(certFile, keyFile, "https://"+lis.Addr().String()))
 	// The test's own CA for the upstream, as a system CA would be.
 	p.srv.h.gen.Load().pool.transport.TLSClientConfig = &tls.Config{RootCAs: pool}
 	cc, err := grpc.NewClient(p.addr, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: pool})))

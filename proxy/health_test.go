@@ -228,16 +228,15 @@ func TestDemandRatioMetric(t *testing.T) {
     burst: 1000
     params: {rate: 5, period: 2s}
 `))
-	step := func(now time.Time) { r.srv.h.gen.Load().pol.Step(now) }
 	t0 := time.Now().Add(time.Hour)
-	step(t0)
+	r.stepPolicy(t0)
 	if m := r.metricsText(t); !strings.Contains(m, `sluice_demand_ratio{stage="api"} 0`+"\n") {
 		t.Fatalf("sluice_demand_ratio is not 0 after an idle period:\n%s", grepLines(m, "sluice_demand_ratio"))
 	}
 	for range 40 {
 		get(t, r.url+"/x", nil)
 	}
-	step(t0.Add(2 * time.Second))
+	r.stepPolicy(t0.Add(2 * time.Second))
 	if m := r.metricsText(t); !strings.Contains(m, `sluice_demand_ratio{stage="api"} 4`+"\n") {
 		t.Fatalf("sluice_demand_ratio is not 4:\n%s", grepLines(m, "sluice_demand_ratio"))
 	}

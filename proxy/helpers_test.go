@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -43,6 +44,11 @@ func backend(t *testing.T, h http.HandlerFunc) *httptest.Server {
 	s := httptest.NewServer(h)
 	t.Cleanup(s.Close)
 	return s
+}
+
+// okBackend is a backend that answers every request 200 "ok".
+func okBackend(t *testing.T) *httptest.Server {
+	return backend(t, func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
 }
 
 // rawBackend serves each connection to a listener on 127.0.0.1 with
@@ -229,6 +235,37 @@ func readResponse(t *testing.T, br *bufio.Reader) (*http.Response, string) {
 	}
 	return resp, string(b)
 }
+
+// listenerConfig is a configuration with one listener, on a free port
+// of 127.0.0.1, that has the settings in listener (YAML flow-mapping
+// entries: "send_timeout: 300ms, max_headers: 10"), and one backend
+// server at backendURL.
+func listenerConfig(listener, backendURL string) string {
+	return withBackend(`listeners:
+  - {addr: 127.0.0.1:0, `+listener+`}
+admin: {addr: 127.0.0.1:0}
+backends: {servers: [{url: BACKEND}]}
+`, backendURL)
+}
+
+// tlsListenerConfig is listenerConfig of a TLS listener serving the
+// certificate and key in certFile and keyFile.
+func tlsListenerConfig(certFile, keyFile, backendURL string) string {
+	return listenerConfig(fmt.Sprintf("tls: {cert: %s, key: %s}", certFile, keyFile), backendURL)
+}
+
+// apiRateStage is a stages section with one static-rate stage, api, on
+// every path, at a rate (100000 req/s) no test reaches.
+const apiRateStage = `stages:
+  - name: api
+    match: {path_prefix: /}
+    controller: static-rate
+    params: {rate: 100000}
+`
+
+// stepPolicy runs r's policy for the control period that ends at now: the
+// step a proxy started with startManual takes only when the test says.
+func (r *running) stepPolicy(now time.Time) { r.srv.h.gen.Load().pol.Step(now) }
 
 // metricsText fetches /metrics.
 func (r *running) metricsText(t *testing.T) string {

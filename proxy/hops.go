@@ -23,10 +23,7 @@ import (
 // defaults.
 func (c *Config) setUpstreamClientDefaults() {
 	u := &c.Backends.Client
-	if u.Throttle.Enabled == nil {
-		off := false
-		u.Throttle.Enabled = &off
-	}
+	setPtrDefault(&u.Throttle.Enabled, false)
 	u.Retry.MaxAttempts = cmp.Or(u.Retry.MaxAttempts, 1)
 	u.PriorityHeader = cmp.Or(u.PriorityHeader, c.Hops.PriorityHeader)
 	u.TenantHeader = cmp.Or(u.TenantHeader, c.Hops.TenantHeader)

@@ -6,9 +6,7 @@ package proxy
 
 import (
 	"errors"
-	"io"
 	"net"
-	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -24,7 +22,7 @@ import (
 // (counted in /state and /metrics), an admitted connection is served, and
 // the table is gone when the server stops.
 func TestPolicerKernelPath(t *testing.T) {
-	b := backend(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") })
+	b := okBackend(t)
 	p := startManual(t, baseConfig(b.URL, "policer:\n  rate: 5\n  burst: 3\n  controller: none\n"))
 	st := p.state(t).Policer
 	name, ok := strings.CutPrefix(st.Path, "kernel: nftables table inet ")
@@ -76,7 +74,7 @@ func TestPolicerKernelPath(t *testing.T) {
 // a SYN from the denied source gets no answer and is counted as a kernel
 // drop, another source is served.
 func TestPolicerKernelSourceRule(t *testing.T) {
-	b := backend(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") })
+	b := okBackend(t)
 	p := startManual(t, strings.Replace(baseConfig(b.URL, `policer:
   controller: none
   sources:

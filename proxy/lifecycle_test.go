@@ -18,7 +18,7 @@ import (
 )
 
 func TestReloadUnderLoadLosesNothing(t *testing.T) {
-	be := backend(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") })
+	be := okBackend(t)
 	p := startProxy(t, baseConfig(be.URL, sedaStage))
 	orig, err := os.ReadFile(p.file)
 	must(t, err)

@@ -84,7 +84,7 @@ func TestKihlAutoTuning(t *testing.T) {
 // TestKihlAutoFixedSigmaInProxy: with a configured σ the gains are placed
 // at start, logged, shown in /state and used by the stage.
 func TestKihlAutoFixedSigmaInProxy(t *testing.T) {
-	b := backend(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") })
+	b := okBackend(t)
 	p := startManual(t, baseConfig(b.URL, `stages:
   - name: pi
     controller: kihl

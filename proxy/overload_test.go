@@ -103,7 +103,7 @@ func TestPolicerResetsBeforeHTTP(t *testing.T) {
 // TestPolicerPerSourceRule: a source address with its own rate 0 is
 // reset while another address passes (network-level differentiation).
 func TestPolicerPerSourceRule(t *testing.T) {
-	b := backend(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") })
+	b := okBackend(t)
 	p := startManual(t, strings.Replace(baseConfig(b.URL, `policer:
   controller: none
   kernel: off # the user-space reset (kernel_linux_test.go has the kernel's)
@@ -225,7 +225,7 @@ policer:
 // rate, the rate is kept; with the CPU above util_ref it falls by
 // kp·(util − util_ref).
 func TestCPURuleHitsGuardInProxy(t *testing.T) {
-	b := backend(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") })
+	b := okBackend(t)
 	p := startManual(t, baseConfig(b.URL, `utilization: {source: backend-header}
 stages:
   - name: cgi
@@ -261,7 +261,7 @@ resources:
 // TestReloadRefusesPolicerChange: the policer, like the listeners, needs a
 // restart; the running configuration stays.
 func TestReloadRefusesPolicerChange(t *testing.T) {
-	b := backend(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") })
+	b := okBackend(t)
 	cfg := baseConfig(b.URL, "policer: {rate: 500}\n")
 	p := startManual(t, cfg)
 	must(t, os.WriteFile(p.file, []byte(strings.Replace(cfg, "rate: 500", "rate: 600", 1)), 0o644))

@@ -499,15 +499,7 @@ func selfSigned(t *testing.T) (certFile, keyFile string, pool *x509.CertPool) {
 func TestHTTP2OverTLS(t *testing.T) {
 	be := backend(t, echoHeaders)
 	certFile, keyFile, pool := selfSigned(t)
-	p := startProxy(t, withBackend(fmt.Sprintf(`listeners:
-  - addr: 127.0.0.1:0
-    tls: {cert: %s, key: %s}
-admin:
-  addr: 127.0.0.1:0
-backends:
-  servers:
-    - url: BACKEND
-`, certFile, keyFile), be.URL))
+	p := startProxy(t, tlsListenerConfig(certFile, keyFile, be.URL))
 	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, ForceAttemptHTTP2: true}
 	defer tr.CloseIdleConnections()
 	c := &http.Client{Transport: tr, Timeout: testTimeout}

@@ -167,15 +167,8 @@ func TestSharesLiveThroughProxy(t *testing.T) {
 // TestShareStandbyRejection: a client with its standby slot taken gets an
 // immediate 503 with Retry-After, and the backend is not asked.
 func TestShareStandbyRejection(t *testing.T) {
-	release := make(chan struct{})
-	var hits atomic.Int64
-	b := backend(t, func(w http.ResponseWriter, r *http.Request) {
-		hits.Add(1)
-		<-release
-		w.Header().Set("Content-Length", "2")
-		_, _ = io.WriteString(w, "ok")
-	})
-	p := startProxy(t, sharesConfig(b.URL, 1e6, 0, "  standby_limit: 1\n"))
+	url, release, hits := blockingBackend(t)
+	p := startProxy(t, sharesConfig(url, 1e6, 0, "  standby_limit: 1\n"))
 	first := make(chan int, 1)
 	go func() {
 		code, _, _ := get(t, p.url+"/slow", map[string]string{share.DefaultClientHeader: "a"})
@@ -189,7 +182,7 @@ func TestShareStandbyRejection(t *testing.T) {
 	// Another client is not affected.
 	go func() { _, _, _ = get(t, p.url+"/other", map[string]string{share.DefaultClientHeader: "b"}) }()
 	eventually(t, "b's request at the backend", func() bool { return hits.Load() == 2 })
-	close(release)
+	release()
 	if c := <-first; c != 200 {
 		t.Errorf("first request: %d", c)
 	}

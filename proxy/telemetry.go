@@ -88,10 +88,7 @@ func (t *TelemetryConfig) setDefaults() {
 		return
 	}
 	o.Interval = cmp.Or(o.Interval, DefaultOTLPInterval)
-	if o.SampleRatio == nil {
-		r := DefaultOTLPSampleRatio
-		o.SampleRatio = &r
-	}
+	setPtrDefault(&o.SampleRatio, DefaultOTLPSampleRatio)
 }
 
 func (t *TelemetryConfig) validate() error {

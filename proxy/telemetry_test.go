@@ -61,28 +61,29 @@ func newOTLPReceiver(t *testing.T) *otlpReceiver {
 		defer rc.mu.Unlock()
 		rc.paths[r.URL.Path]++
 		rc.headers = append(rc.headers, r.Header.Clone())
+		var req, resp proto.Message
 		switch r.URL.Path {
 		case "/v1/traces":
-			var req coltracepb.ExportTraceServiceRequest
-			if err := proto.Unmarshal(data, &req); err != nil {
-				http.Error(w, err.Error(), 400)
-				return
-			}
+			req, resp = &coltracepb.ExportTraceServiceRequest{}, &coltracepb.ExportTraceServiceResponse{}
+		case "/v1/metrics":
+			req, resp = &colmetricpb.ExportMetricsServiceRequest{}, &colmetricpb.ExportMetricsServiceResponse{}
+		default:
+			http.NotFound(w, r)
+			return
+		}
+		if err := proto.Unmarshal(data, req); err != nil {
+			http.Error(w, err.Error(), 400)
+			return
+		}
+		switch req := req.(type) {
+		case *coltracepb.ExportTraceServiceRequest:
 			for _, rs := range req.ResourceSpans {
 				rc.resources = append(rc.resources, stringAttrs(rs.GetResource().GetAttributes()))
 				for _, ss := range rs.ScopeSpans {
 					rc.spans = append(rc.spans, ss.Spans...)
 				}
 			}
-			out, _ := proto.Marshal(&coltracepb.ExportTraceServiceResponse{})
-			w.Header().Set("Content-Type", "application/x-protobuf")
-			_, _ = w.Write(out)
-		case "/v1/metrics":
-			var req colmetricpb.ExportMetricsServiceRequest
-			if err := proto.Unmarshal(data, &req); err != nil {
-				http.Error(w, err.Error(), 400)
-				return
-			}
+		case *colmetricpb.ExportMetricsServiceRequest:
 			rc.metrics = nil
 			for _, rm := range req.ResourceMetrics {
 				rc.resources = append(rc.resources, stringAttrs(rm.GetResource().GetAttributes()))
@@ -90,12 +91,10 @@ func newOTLPReceiver(t *testing.T) *otlpReceiver {
 					rc.metrics = append(rc.metrics, sm.Metrics...)
 				}
 			}
-			out, _ := proto.Marshal(&colmetricpb.ExportMetricsServiceResponse{})
-			w.Header().Set("Content-Type", "application/x-protobuf")
-			_, _ = w.Write(out)
-		default:
-			http.NotFound(w, r)
 		}
+		out, _ := proto.Marshal(resp)
+		w.Header().Set("Content-Type", "application/x-protobuf")
+		_, _ = w.Write(out)
 	}))
 	t.Cleanup(rc.srv.Close)
 	return rc

@@ -117,11 +117,7 @@ func (c *Config) SetDefaults() {
 	if c == nil {
 		return
 	}
-	c.MinVersion = cmp.Or(c.MinVersion, DefaultMinVersion)
-	if c.Watch == nil {
-		d := DefaultWatch
-		c.Watch = &d
-	}
+	setSharedDefaults(&c.MinVersion, &c.Watch)
 	if c.ClientAuth == "" {
 		c.ClientAuth = ClientAuthNone
 		if c.ClientCA != "" {
@@ -136,10 +132,16 @@ func (c *UpstreamConfig) SetDefaults() {
 	if c == nil {
 		return
 	}
-	c.MinVersion = cmp.Or(c.MinVersion, DefaultMinVersion)
-	if c.Watch == nil {
+	setSharedDefaults(&c.MinVersion, &c.Watch)
+}
+
+// setSharedDefaults fills the defaults of the two fields a listener's
+// and the upstream TLS setting share: min_version and watch.
+func setSharedDefaults(minVersion *string, watch **time.Duration) {
+	*minVersion = cmp.Or(*minVersion, DefaultMinVersion)
+	if *watch == nil {
 		d := DefaultWatch
-		c.Watch = &d
+		*watch = &d
 	}
 }
 
@@ -228,7 +230,7 @@ func (c *Config) Validate(p string) error {
 	default:
 		return fieldErr(p+".client_auth", "%q is invalid: must be %s, %s or %s", c.ClientAuth, ClientAuthNone, ClientAuthRequest, ClientAuthRequire)
 	}
-	_, _, err := loadServerTLS(p, c)
+	_, _, err := loadTLS(serverBuild(p, c))
 	return err
 }
 
@@ -256,7 +258,7 @@ func (c *UpstreamConfig) Validate(p string, serverURLs []string) error {
 	if !https {
 		return fieldErr(p, "is set but no server is https://: the upstream connections would not use it")
 	}
-	_, _, err := loadUpstreamTLS(p, c)
+	_, _, err := loadTLS(upstreamBuild(p, c))
 	return err
 }
 
@@ -330,16 +332,27 @@ func clientAuthType(s string) tls.ClientAuthType {
 	return tls.NoClientCert
 }
 
-// loadServerTLS reads and parses the files of c (at path p) and returns
-// the configuration a handshake uses, and the digest of the files.
-func loadServerTLS(p string, c *Config) (*tls.Config, [sha256.Size]byte, error) {
-	files := c.files(p)
+// tlsBuild makes a configuration from the contents of a setting's files.
+type tlsBuild func(data [][]byte) (*tls.Config, error)
+
+// loadTLS reads files together and builds the configuration from their
+// contents, returning it with the digest of the files.
+func loadTLS(files []tlsFile, build tlsBuild) (*tls.Config, [sha256.Size]byte, error) {
 	data, sum, err := readTLSFiles(files)
 	if err != nil {
 		return nil, sum, err
 	}
-	conf, err := buildServerTLS(c, files, data)
+	conf, err := build(data)
 	return conf, sum, err
+}
+
+// serverBuild returns the files of c (at path p) and the build of the
+// configuration a handshake uses from their contents; the build keeps a
+// copy of c.
+func serverBuild(p string, c *Config) ([]tlsFile, tlsBuild) {
+	cc := *c
+	files := cc.files(p)
+	return files, func(data [][]byte) (*tls.Config, error) { return buildServerTLS(&cc, files, data) }
 }
 
 func buildServerTLS(c *Config, files []tlsFile, data [][]byte) (*tls.Config, error) {
@@ -364,17 +377,13 @@ func buildServerTLS(c *Config, files []tlsFile, data [][]byte) (*tls.Config, err
 		ClientCAs: pool, ClientAuth: clientAuthType(c.ClientAuth)}, nil
 }
 
-// loadUpstreamTLS reads and parses the files of c (at path p) and
-// returns the configuration upstream handshakes start from (ServerName
-// still to set when c has none), and the digest of the files.
-func loadUpstreamTLS(p string, c *UpstreamConfig) (*tls.Config, [sha256.Size]byte, error) {
-	files := c.files(p)
-	data, sum, err := readTLSFiles(files)
-	if err != nil {
-		return nil, sum, err
-	}
-	conf, err := buildUpstreamTLS(c, files, data)
-	return conf, sum, err
+// upstreamBuild returns the files of c (at path p) and the build of the
+// configuration upstream handshakes start from (ServerName still to set
+// when c has none) from their contents; the build keeps a copy of c.
+func upstreamBuild(p string, c *UpstreamConfig) ([]tlsFile, tlsBuild) {
+	cc := *c
+	files := cc.files(p)
+	return files, func(data [][]byte) (*tls.Config, error) { return buildUpstreamTLS(&cc, files, data) }
 }
 
 func buildUpstreamTLS(c *UpstreamConfig, files []tlsFile, data [][]byte) (*tls.Config, error) {

@@ -14,13 +14,11 @@ import (
 // path p ("listeners[0].tls", "admin.tls"), at now, and returns the
 // watch that serves them. c must have its defaults (SetDefaults).
 func NewServerWatch(p string, c *Config, now time.Time) (*Watch, error) {
-	conf, sum, err := loadServerTLS(p, c)
+	files, build := serverBuild(p, c)
+	conf, sum, err := loadTLS(files, build)
 	if err != nil {
 		return nil, err
 	}
-	cc := *c
-	files := cc.files(p)
-	build := func(data [][]byte) (*tls.Config, error) { return buildServerTLS(&cc, files, data) }
 	return newWatch(p, files, watchOf(c.Watch), conf, sum, build, now), nil
 }
 
@@ -50,13 +48,11 @@ type Upstream struct {
 // defaults (SetDefaults).
 func NewUpstream(c *UpstreamConfig, dial time.Duration, now time.Time) (*Upstream, error) {
 	const p = "backends.tls"
-	conf, sum, err := loadUpstreamTLS(p, c)
+	files, build := upstreamBuild(p, c)
+	conf, sum, err := loadTLS(files, build)
 	if err != nil {
 		return nil, err
 	}
-	cc := *c
-	files := cc.files(p)
-	build := func(data [][]byte) (*tls.Config, error) { return buildUpstreamTLS(&cc, files, data) }
 	return &Upstream{w: newWatch(p, files, watchOf(c.Watch), conf, sum, build, now),
 		dialer: &net.Dialer{Timeout: dial, KeepAlive: 30 * time.Second}, timeout: dial}, nil
 }

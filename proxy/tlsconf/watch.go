@@ -28,7 +28,7 @@ type Watch struct {
 	source string        // the setting's path: "listeners[0].tls"
 	files  []tlsFile     // what it reads
 	period time.Duration // Run's period; 0: Run only waits for ctx
-	build  func(data [][]byte) (*tls.Config, error)
+	build  tlsBuild
 	cur    atomic.Pointer[tls.Config]
 
 	log *slog.Logger // nil: discarded
@@ -45,7 +45,7 @@ type Watch struct {
 // newWatch returns a watch serving conf, built from files whose
 // digest is sum, at now.
 func newWatch(source string, files []tlsFile, period time.Duration, conf *tls.Config, sum [sha256.Size]byte,
-	build func([][]byte) (*tls.Config, error), now time.Time) *Watch {
+	build tlsBuild, now time.Time) *Watch {
 	w := &Watch{source: source, files: files, period: period, build: build, sum: sum, loaded: now}
 	w.cur.Store(conf)
 	return w
