@@ -168,12 +168,33 @@ func ForTestWith(t TB, opts Options) *Server {
 // asked for (the kernel's choice for port 0), for a process the caller
 // starts next: another process may take it in between.
 func FreePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := FreePorts(1)
 	if err != nil {
 		return 0, err
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
+	return ports[0], nil
+}
+
+// FreePorts returns n distinct ports as FreePort does: all n are held
+// open until each is known, as two calls of FreePort may return the
+// same port (the kernel may hand a port just closed out again).
+func FreePorts(n int) ([]int, error) {
+	var lns []net.Listener
+	defer func() {
+		for _, ln := range lns {
+			_ = ln.Close()
+		}
+	}()
+	ports := make([]int, 0, n)
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		lns = append(lns, ln)
+		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
 }
 
 // client returns the TLS configuration of PING.

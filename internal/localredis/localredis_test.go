@@ -105,3 +105,18 @@ func TestTLSServerWithUsers(t *testing.T) {
 		t.Fatalf("after a restart: %q %v", line, err)
 	}
 }
+
+// FreePorts hands out distinct ports: each is held until all are known.
+func TestFreePortsDistinct(t *testing.T) {
+	ports, err := FreePorts(16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int]bool{}
+	for _, p := range ports {
+		if p <= 0 || seen[p] {
+			t.Fatalf("ports %v: %d repeated or invalid", ports, p)
+		}
+		seen[p] = true
+	}
+}

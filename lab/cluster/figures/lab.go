@@ -182,14 +182,11 @@ func startLab(ctx context.Context, s labSpec) (_ *lab, err error) {
 }
 
 func (l *lab) startInstance(s labSpec, i int, backendURL string) (*Instance, error) {
-	lp, err := localredis.FreePort()
+	ports, err := localredis.FreePorts(2)
 	if err != nil {
 		return nil, err
 	}
-	ap, err := localredis.FreePort()
-	if err != nil {
-		return nil, err
-	}
+	lp, ap := ports[0], ports[1]
 	id := string(rune('a' + i))
 	in := &Instance{ID: id, Addr: "127.0.0.1:" + strconv.Itoa(lp), Admin: "http://127.0.0.1:" + strconv.Itoa(ap), done: make(chan struct{})}
 	pc := &proxy.Config{

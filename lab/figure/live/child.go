@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/localredis"
 	"github.com/sluicehq/sluice/lab/child"
 	"github.com/sluicehq/sluice/lab/testbed"
 	"github.com/sluicehq/sluice/proxy"
@@ -154,15 +155,11 @@ type childProxy struct {
 // ports (host:port, returned) and writes dir/proxy-NAME.yaml with the
 // configuration conf gives for them.
 func writeProxyFile(dir, name string, conf func(listen, admin string) ([]byte, error)) (file, listen, admin string, err error) {
-	lp, err := freeLoopbackPort()
+	ports, err := localredis.FreePorts(2)
 	if err != nil {
 		return "", "", "", err
 	}
-	ap, err := freeLoopbackPort()
-	if err != nil {
-		return "", "", "", err
-	}
-	listen, admin = "127.0.0.1:"+strconv.Itoa(lp), "127.0.0.1:"+strconv.Itoa(ap)
+	listen, admin = "127.0.0.1:"+strconv.Itoa(ports[0]), "127.0.0.1:"+strconv.Itoa(ports[1])
 	b, err := conf(listen, admin)
 	if err != nil {
 		return "", "", "", err
