@@ -12,11 +12,12 @@
 #     plainly, and plainly too the few tests of the race packages that
 #     mean nothing under -race (PLAIN_ONLY in the Makefile: allocation
 #     counts, the full 10,000-request attack on the admin API);
-#   - the lab's tests, the chart's and alert rules' (lab/deploy), the
-#     lab's concurrent packages under the race detector;
-#   - the live figures of cluster mode, last and alone, so that no other
-#     package's tests share the CPUs with them; then the bookstore on a
-#     real PostgreSQL (scripts/test-postgres.sh).
+#   - the lab's tests, the lab's concurrent packages under the race
+#     detector;
+#   - the live figures of cluster mode, last, with no other package's Go
+#     tests beside them: only the chart's and alert rules' tests
+#     (lab/deploy) and the bookstore on a real PostgreSQL
+#     (scripts/test-postgres.sh), which are not timed, run meanwhile.
 #
 # The image's podman test loads an image of this machine's architecture
 # alone (SLUICE_IMAGE_ARCHES=native): cross-compiling the product for the
@@ -71,10 +72,24 @@ await_deps
 	step env SLUICE_REQUIRE_REDIS=1 $GO test -run "$PLAIN_ONLY" $PLAIN_ONLY_PKGS
 	step env SLUICE_REQUIRE_BROWSER=1 SLUICE_REQUIRE_REDIS=1 SLUICE_REQUIRE_PODMAN=1 SLUICE_IMAGE_ARCHES=native \
 		$GO -C lab test -artifacts -outputdir "$PWD/out/test" -skip '^TestLiveClusterFigure' ./...
-	step env SLUICE_REQUIRE_PROMTOOL=1 $GO -C lab/deploy test ./...
 	step env SLUICE_REQUIRE_REDIS=1 $GO test -race $RACE_PKGS
 	step env SLUICE_REQUIRE_REDIS=1 $GO -C lab test -race $LAB_RACE_PKGS
+	# The cluster figures mostly wait on the clock (a few hundred
+	# requests a second for about a minute): the chart's tests and the
+	# PostgreSQL bookstore, which are not timed, run beside them.
+	side_log=out/test-side.log
+	(
+		step env SLUICE_REQUIRE_PROMTOOL=1 $GO -C lab/deploy test ./...
+		step ./scripts/test-postgres.sh
+	) >"$side_log" 2>&1 &
+	side=$!
 	step env SLUICE_REQUIRE_REDIS=1 $GO -C lab test -count=1 -v -run '^TestLiveClusterFigure' ./cluster/figures
-	step ./scripts/test-postgres.sh
+	side_rc=0
+	wait "$side" || side_rc=$?
+	cat "$side_log"
+	if [ "$side_rc" -ne 0 ]; then
+		echo "test: the chart's or the bookstore's tests failed (exit $side_rc)" >&2
+		exit "$side_rc"
+	fi
 }
 echo "test: all passed in $((SECONDS - start)) s"
