@@ -61,8 +61,12 @@ func TestLiveGraphHotelSmoke(t *testing.T) {
 	if u := m("users"); u < 5*C || u > 7*C {
 		t.Errorf("%v users, want about 5.8 × C = %v", u, 5.8*C)
 	}
-	if g := m("goodput_before_rps"); !(g > 0) {
-		t.Errorf("goodput before the step %v req/s: no user request answered within the SLO", g)
+	// Some user request is answered within the SLO in the run: not
+	// necessarily in the 2 s before the step, when the five children
+	// start while make test compiles other packages on the two CPUs
+	// (once, every answer of those 2 s took over 250 ms).
+	if b, d, a := m("goodput_before_rps"), m("goodput_event_rps"), m("goodput_after_rps"); !(b+d+a > 0) {
+		t.Errorf("goodput before, during and after the step %v, %v, %v req/s: no user request answered within the SLO", b, d, a)
 	}
 	if n := m("calls"); !(n > m("users")) {
 		t.Errorf("%v calls in the services' records for %v users, want more (every request calls at least two services)", n, m("users"))
