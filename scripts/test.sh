@@ -5,8 +5,9 @@
 #
 #   - the Debian packages the tests need (scripts/test-deps.sh), installed
 #     in the background while Go compiles, awaited before the first test;
-#   - formatting, vet and staticcheck in every module, the import groups
-#     and the product's leanness (make fmt-check vet lint);
+#   - formatting and vet in every module, staticcheck over the product,
+#     the import groups and the product's leanness (make fmt-check vet
+#     lint-product);
 #   - the product's tests: the packages with goroutines, locks or atomics
 #     (RACE_PKGS in the Makefile) under the race detector only, the rest
 #     plainly, and plainly too the few tests of the race packages that
@@ -16,8 +17,9 @@
 #     detector;
 #   - the live figures of cluster mode, last, with no other package's Go
 #     tests beside them: only the chart's and alert rules' tests
-#     (lab/deploy) and the bookstore on a real PostgreSQL
-#     (scripts/test-postgres.sh), which are not timed, run meanwhile.
+#     (lab/deploy), the bookstore on a real PostgreSQL
+#     (scripts/test-postgres.sh) and staticcheck over the lab (make
+#     lint-lab, niced), which are not timed, run meanwhile.
 #
 # The image's podman test loads an image of this machine's architecture
 # alone (SLUICE_IMAGE_ARCHES=native): cross-compiling the product for the
@@ -64,7 +66,7 @@ PLAIN_ONLY_PKGS=$(make_vars PLAIN_ONLY_PKGS)
 # shellcheck disable=SC2086 # word splitting of package lists is meant
 plain_pkgs=$(comm -23 <($GO list ./... | sort) <($GO list $RACE_PKGS | sort))
 
-step make -s --no-print-directory fmt-check vet lint
+step make -s --no-print-directory fmt-check vet lint-product
 await_deps
 # shellcheck disable=SC2086
 {
@@ -75,12 +77,14 @@ await_deps
 	step env SLUICE_REQUIRE_REDIS=1 $GO test -race $RACE_PKGS
 	step env SLUICE_REQUIRE_REDIS=1 $GO -C lab test -race $LAB_RACE_PKGS
 	# The cluster figures mostly wait on the clock (a few hundred
-	# requests a second for about a minute): the chart's tests and the
-	# PostgreSQL bookstore, which are not timed, run beside them.
+	# requests a second for about a minute): the chart's tests, the
+	# PostgreSQL bookstore and the lab's staticcheck (niced), which are
+	# not timed, run beside them.
 	side_log=out/test-side.log
 	(
 		step env SLUICE_REQUIRE_PROMTOOL=1 $GO -C lab/deploy test ./...
 		step ./scripts/test-postgres.sh
+		step nice -n 10 make -s --no-print-directory lint-lab
 	) >"$side_log" 2>&1 &
 	side=$!
 	step env SLUICE_REQUIRE_REDIS=1 $GO -C lab test -count=1 -v -run '^TestLiveClusterFigure' ./cluster/figures
@@ -88,7 +92,7 @@ await_deps
 	wait "$side" || side_rc=$?
 	cat "$side_log"
 	if [ "$side_rc" -ne 0 ]; then
-		echo "test: the chart's or the bookstore's tests failed (exit $side_rc)" >&2
+		echo "test: the chart's or the bookstore's tests, or the lab's staticcheck, failed (exit $side_rc)" >&2
 		exit "$side_rc"
 	fi
 }
