@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -14,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/localredis"
 )
 
 // peerProcPrepare and peerProcSignal are the platform's process handling:
@@ -68,12 +69,11 @@ func startPeerProc(ctx context.Context, name string, conf func(port int) ([]stri
 
 // freeLoopbackPort returns a port free on 127.0.0.1 a moment ago.
 func freeLoopbackPort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := localredis.FreePort()
 	if err != nil {
 		return 0, fmt.Errorf("finding a free port: %w", err)
 	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	return port, ln.Close()
+	return port, nil
 }
 
 func launchPeerProc(ctx context.Context, name string, argv []string, url string) (*peerProc, error) {
