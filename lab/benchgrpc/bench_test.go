@@ -79,11 +79,19 @@ func TestCPUOf(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Spin until the kernel has counted a clock tick more: on a loaded
+	// machine 100 ms of wall time may not be one tick of this process's
+	// CPU. The bound keeps a broken cpuOf from hanging the test.
+	var b time.Duration
 	x := 0
-	for end := time.Now().Add(100 * time.Millisecond); time.Now().Before(end); {
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); {
 		x++
+		if x%(1<<20) == 0 {
+			if b, err = cpuOf(os.Getpid()); err != nil || b > a {
+				break
+			}
+		}
 	}
-	b, err := cpuOf(os.Getpid())
 	if err != nil || b <= a {
 		t.Errorf("CPU %v then %v (%v), want it to grow", a, b, err)
 	}
