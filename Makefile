@@ -11,7 +11,7 @@ GO ?= go
 RACE_PKGS = . ./gate/... ./monitor/... ./control/... ./stage/... ./policer/... ./policy/... ./classify/... ./share/... ./client/... ./grpcsluice/... ./proxy/... ./cluster ./internal/localredis
 LAB_RACE_PKGS = ./reliability/... ./dashboard/...
 
-.PHONY: all build lab image release release-check test vet lint lint-product lint-lab lint-all fmt-check demo bench reliability clean manifests
+.PHONY: all build lab image release release-check test vet vet-modules vet-tools lint lint-product lint-lab lint-all fmt-check demo bench reliability clean manifests
 
 all: build lab
 
@@ -72,9 +72,17 @@ PLAIN_ONLY_PKGS = ./proxy ./classify ./grpcsluice ./stage
 print-%:
 	@echo '$($*)'
 
-vet:
+## vet: go vet in the four modules. vet-modules is the product's and the
+## lab's, vet-tools the two tool modules' (lab/tools/peerref, lab/deploy):
+## make test runs the latter beside the cluster figures, where compiling
+## Helm and Kubernetes for the chart's tests is paid once.
+vet: vet-modules vet-tools
+
+vet-modules:
 	$(GO) vet ./...
 	$(GO) -C lab vet ./...
+
+vet-tools:
 	$(GO) -C lab/tools/peerref vet ./...
 	$(GO) -C lab/deploy vet ./...
 
@@ -85,8 +93,9 @@ vet:
 ## get go vet in make test and staticcheck in lint-all: staticcheck
 ## analyses every dependency, and Helm's and Kubernetes' cost a fresh CI
 ## machine a minute of its ten. lint-product and lint-lab are its two
-## halves: make test runs the lab's at the end, beside the cluster
-## figures, which wait on the clock.
+## halves: make test runs both at the end, beside the cluster figures,
+## which wait on the clock (staticcheck's analysis of every dependency
+## is most of a cold lint's time).
 lint: lint-product lint-lab
 
 lint-product: bin/staticcheck

@@ -5,9 +5,16 @@
 #
 #   - the Debian packages the tests need (scripts/test-deps.sh), installed
 #     in the background while Go compiles, awaited before the first test;
-#   - formatting and vet in every module, staticcheck over the product,
-#     the import groups and the product's leanness (make fmt-check vet
-#     lint-product);
+#   - formatting, and vet in the product and the lab (make fmt-check
+#     vet-modules), which also compiles what the tests need;
+#   - from then on, at the lowest priority (nice 19) in the background,
+#     so that it uses only the CPU the tests leave idle while they wait
+#     on the clock: staticcheck over the product with its import groups
+#     and leanness (make lint-product), vet in the two tool modules (make
+#     vet-tools, which compiles Helm and Kubernetes for the chart's
+#     tests) and staticcheck over the lab (make lint-lab). Staticcheck
+#     analyses every dependency: on a fresh machine that is minutes of
+#     CPU, which the foreground would otherwise wait for;
 #   - the product's tests: the packages with goroutines, locks or atomics
 #     (RACE_PKGS in the Makefile) under the race detector only, the rest
 #     plainly, and plainly too the few tests of the race packages that
@@ -16,10 +23,10 @@
 #   - the lab's tests, the lab's concurrent packages under the race
 #     detector;
 #   - the live figures of cluster mode, last, with no other package's Go
-#     tests beside them: only the chart's and alert rules' tests
-#     (lab/deploy), the bookstore on a real PostgreSQL
-#     (scripts/test-postgres.sh) and staticcheck over the lab (make
-#     lint-lab, niced), which are not timed, run meanwhile.
+#     tests beside them: only untimed jobs run meanwhile, the chart's and
+#     alert rules' tests (lab/deploy) and the bookstore on a real
+#     PostgreSQL (scripts/test-postgres.sh);
+#   - the background lint's end, awaited and its output shown.
 #
 # The image's podman test loads an image of this machine's architecture
 # alone (SLUICE_IMAGE_ARCHES=native): cross-compiling the product for the
@@ -66,7 +73,34 @@ PLAIN_ONLY_PKGS=$(make_vars PLAIN_ONLY_PKGS)
 # shellcheck disable=SC2086 # word splitting of package lists is meant
 plain_pkgs=$(comm -23 <($GO list ./... | sort) <($GO list $RACE_PKGS | sort))
 
-step make -s --no-print-directory fmt-check vet lint-product
+# bg NAME CMD...: runs CMD in the background, its output in
+# out/test-NAME.log; bg_wait NAME awaits it, shows the log and fails if
+# it failed.
+declare -A bg_pid
+trap 'kill $(jobs -p) 2>/dev/null || true' EXIT
+bg() {
+	local name=$1
+	shift
+	("$@") >"out/test-$name.log" 2>&1 &
+	bg_pid[$name]=$!
+}
+bg_wait() {
+	local rc=0
+	wait "${bg_pid[$1]}" || rc=$?
+	cat "out/test-$1.log"
+	if [ "$rc" -ne 0 ]; then
+		echo "test: the background job $1 failed (exit $rc)" >&2
+		exit "$rc"
+	fi
+}
+
+step make -s --no-print-directory fmt-check vet-modules
+lint_jobs() {
+	step nice -n 19 make -s --no-print-directory lint-product
+	step nice -n 19 make -s --no-print-directory vet-tools
+	step nice -n 19 make -s --no-print-directory lint-lab
+}
+bg lint lint_jobs
 await_deps
 # shellcheck disable=SC2086
 {
@@ -77,23 +111,15 @@ await_deps
 	step env SLUICE_REQUIRE_REDIS=1 $GO test -race $RACE_PKGS
 	step env SLUICE_REQUIRE_REDIS=1 $GO -C lab test -race $LAB_RACE_PKGS
 	# The cluster figures mostly wait on the clock (a few hundred
-	# requests a second for about a minute): the chart's tests, the
-	# PostgreSQL bookstore and the lab's staticcheck (niced), which are
-	# not timed, run beside them.
-	side_log=out/test-side.log
-	(
+	# requests a second for about a minute): the untimed jobs run beside
+	# them.
+	side_jobs() {
 		step env SLUICE_REQUIRE_PROMTOOL=1 $GO -C lab/deploy test ./...
 		step ./scripts/test-postgres.sh
-		step nice -n 10 make -s --no-print-directory lint-lab
-	) >"$side_log" 2>&1 &
-	side=$!
+	}
+	bg side side_jobs
 	step env SLUICE_REQUIRE_REDIS=1 $GO -C lab test -count=1 -v -run '^TestLiveClusterFigure' ./cluster/figures
-	side_rc=0
-	wait "$side" || side_rc=$?
-	cat "$side_log"
-	if [ "$side_rc" -ne 0 ]; then
-		echo "test: the chart's or the bookstore's tests, or the lab's staticcheck, failed (exit $side_rc)" >&2
-		exit "$side_rc"
-	fi
+	bg_wait side
+	bg_wait lint
 }
 echo "test: all passed in $((SECONDS - start)) s"
