@@ -166,27 +166,24 @@ var (
 // bufCollector reports the response buffers' gauges.
 type bufCollector struct{ b *Buffers }
 
+// bufDescs are the gauges in the order of bufCollector.Collect's values.
+var bufDescs = []*prometheus.Desc{descBufMem, descBufCopy, descBufIdle, descBufMemMax, descBufDisk, descBufDiskMax, descBufFiles}
+
 func (c bufCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descBufMem, descBufCopy, descBufIdle, descBufMemMax, descBufDisk, descBufDiskMax, descBufFiles} {
+	for _, d := range bufDescs {
 		ch <- d
 	}
 }
 
 func (c bufCollector) Collect(ch chan<- prometheus.Metric) {
-	b := c.b
-	var memMax, diskMax float64
-	if p := b.caps.Load(); p != nil {
-		memMax, diskMax = float64(p.MaxMem), float64(p.MaxDisk)
+	p := c.b.caps.Load()
+	if p == nil {
+		p = &Policy{} // no generation yet: no caps
 	}
-	lent, idle := b.chunks.usage()
-	cp := b.chunks.copyBytes()
-	ch <- prometheus.MustNewConstMetric(descBufMem, prometheus.GaugeValue, float64(lent-cp))
-	ch <- prometheus.MustNewConstMetric(descBufCopy, prometheus.GaugeValue, float64(cp))
-	ch <- prometheus.MustNewConstMetric(descBufIdle, prometheus.GaugeValue, float64(idle))
-	ch <- prometheus.MustNewConstMetric(descBufMemMax, prometheus.GaugeValue, memMax)
-	ch <- prometheus.MustNewConstMetric(descBufDisk, prometheus.GaugeValue, float64(b.disk.Load()))
-	ch <- prometheus.MustNewConstMetric(descBufDiskMax, prometheus.GaugeValue, diskMax)
-	ch <- prometheus.MustNewConstMetric(descBufFiles, prometheus.GaugeValue, float64(b.files.Load()))
+	st := c.b.State(p)
+	for i, v := range []int64{st.MemoryBytes, st.CopyBytes, st.IdleBytes, st.MaxMemoryBytes, st.DiskBytes, st.MaxDiskBytes, st.Files} {
+		ch <- prometheus.MustNewConstMetric(bufDescs[i], prometheus.GaugeValue, float64(v))
+	}
 }
 
 // CopyBuffers returns the pool of ReverseProxy's copy buffers, which
