@@ -11,7 +11,7 @@ const bodyPrefix = "sluice-body-"
 // NewBody returns the spool of a request body of length bytes (-1:
 // unknown), which Fill fills whole before it is read: its first memory
 // bytes (> 0) in memory of its own, taken as it fills (length or 512
-// bytes first, then as much again as it holds: no copy as it grows), the
+// bytes first, then as much again as it holds, without copying), the
 // rest in an unlinked temporary file in dir ("" the system's temporary
 // directory) named sluice-body-*, written 32 KiB at a time. Neither
 // comes out of the response buffers' budget or caps: a request body's
@@ -30,9 +30,12 @@ type bodyAccount struct {
 }
 
 func (a *bodyAccount) memory(held, length int64) []byte {
-	n := held
-	if held == 0 {
+	n := held // as much again as it holds
+	switch {
+	case held == 0:
 		n = max(length, 512)
+	case length >= 0 && held >= length:
+		n = 512 // for the read that finds the end
 	}
 	if n = min(n, a.mem-held); n <= 0 {
 		return nil
