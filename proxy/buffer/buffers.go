@@ -44,13 +44,16 @@ const tempPrefix = "sluice-resp-"
 const HeaderAccelBuffering = "X-Accel-Buffering"
 
 // Why a response is not buffered (proxy_responses_unbuffered_total's
-// reason).
+// reason), then where a buffered one was (proxy_responses_buffered_total's).
 const (
 	unbufStream = iota // an upgrade, event stream, gRPC, or long-lived response
 	unbufHeader        // X-Accel-Buffering: no
 	unbufConfig        // response_buffering.enabled false, or excluded
 	unbufBudget        // no memory and no disk within the caps
-	unbufReasons
+	countMemory        // buffered whole in memory
+	countDisk          // buffered, partly in its temporary file
+	countKinds
+	unbufReasons = countMemory
 )
 
 var unbufNames = [unbufReasons]string{"stream", "header", "config", "budget"}
@@ -118,11 +121,9 @@ type Buffers struct {
 	files atomic.Int64 // open temporary files
 	caps  atomic.Pointer[Policy]
 
-	buffered   *prometheus.CounterVec // where = memory, disk
-	unbuffered *prometheus.CounterVec // reason
-	inMem      prometheus.Counter
-	onDisk     prometheus.Counter
-	unbuf      [unbufReasons]prometheus.Counter
+	buffered   *prometheus.CounterVec         // where = memory, disk
+	unbuffered *prometheus.CounterVec         // reason
+	counts     [countKinds]prometheus.Counter // unbuffered's by reason, then buffered's: countMemory, countDisk
 }
 
 // New returns the process's response buffers, which log to log; their
@@ -138,10 +139,10 @@ func New(log *slog.Logger) *Buffers {
 		Name: "proxy_responses_unbuffered_total",
 		Help: "Responses with a body passed through without buffering, whole or in part, by reason: stream (upgrade, event stream, gRPC, long-lived), header (X-Accel-Buffering: no), config (response_buffering disabled or excluded), budget (no memory and no disk within the caps: back-pressure on the backend).",
 	}, []string{"reason"})
-	b.inMem, b.onDisk = b.buffered.WithLabelValues("memory"), b.buffered.WithLabelValues("disk")
 	for i, n := range unbufNames {
-		b.unbuf[i] = b.unbuffered.WithLabelValues(n)
+		b.counts[i] = b.unbuffered.WithLabelValues(n)
 	}
+	b.counts[countMemory], b.counts[countDisk] = b.buffered.WithLabelValues("memory"), b.buffered.WithLabelValues("disk")
 	return b
 }
 
@@ -165,27 +166,24 @@ var (
 // bufCollector reports the response buffers' gauges.
 type bufCollector struct{ b *Buffers }
 
+// bufDescs are the gauges in the order of bufCollector.Collect's values.
+var bufDescs = []*prometheus.Desc{descBufMem, descBufCopy, descBufIdle, descBufMemMax, descBufDisk, descBufDiskMax, descBufFiles}
+
 func (c bufCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descBufMem, descBufCopy, descBufIdle, descBufMemMax, descBufDisk, descBufDiskMax, descBufFiles} {
+	for _, d := range bufDescs {
 		ch <- d
 	}
 }
 
 func (c bufCollector) Collect(ch chan<- prometheus.Metric) {
-	b := c.b
-	var memMax, diskMax float64
-	if p := b.caps.Load(); p != nil {
-		memMax, diskMax = float64(p.MaxMem), float64(p.MaxDisk)
+	p := c.b.caps.Load()
+	if p == nil {
+		p = &Policy{} // no generation yet: no caps
 	}
-	lent, idle := b.chunks.usage()
-	cp := b.chunks.copyBytes()
-	ch <- prometheus.MustNewConstMetric(descBufMem, prometheus.GaugeValue, float64(lent-cp))
-	ch <- prometheus.MustNewConstMetric(descBufCopy, prometheus.GaugeValue, float64(cp))
-	ch <- prometheus.MustNewConstMetric(descBufIdle, prometheus.GaugeValue, float64(idle))
-	ch <- prometheus.MustNewConstMetric(descBufMemMax, prometheus.GaugeValue, memMax)
-	ch <- prometheus.MustNewConstMetric(descBufDisk, prometheus.GaugeValue, float64(b.disk.Load()))
-	ch <- prometheus.MustNewConstMetric(descBufDiskMax, prometheus.GaugeValue, diskMax)
-	ch <- prometheus.MustNewConstMetric(descBufFiles, prometheus.GaugeValue, float64(b.files.Load()))
+	st := c.b.State(p)
+	for i, v := range []int64{st.MemoryBytes, st.CopyBytes, st.IdleBytes, st.MaxMemoryBytes, st.DiskBytes, st.MaxDiskBytes, st.Files} {
+		ch <- prometheus.MustNewConstMetric(bufDescs[i], prometheus.GaugeValue, float64(v))
+	}
 }
 
 // CopyBuffers returns the pool of ReverseProxy's copy buffers, which
@@ -257,18 +255,6 @@ func take(v *atomic.Int64, limit, n int64) bool {
 	}
 }
 
-// tempFile creates an unlinked temporary file of a response in dir (""
-// the system's temporary directory), named sluice-resp-PID-* (createTemp),
-// and counts it.
-func (b *Buffers) tempFile(dir string) (*os.File, error) {
-	f, err := createTemp(dir, b.prefix)
-	if err != nil {
-		return nil, err
-	}
-	b.files.Add(1)
-	return f, nil
-}
-
 // SweepTempFiles removes from dir ("" the system's temporary directory)
 // the temporary files of processes that no longer run (a crash between a
 // file's creation and its unlinking leaves one), and returns how many it
@@ -336,20 +322,20 @@ func (b *Buffers) NewSpool(x Exchange, p *Policy, in *http.Request, res *http.Re
 	ct := res.Header.Get("Content-Type")
 	switch {
 	case longLived || httpx.IsEventStream(ct) || strings.HasPrefix(ct, "application/grpc"):
-		b.unbuf[unbufStream].Inc()
+		b.counts[unbufStream].Inc()
 		return nil
 	case accel == "no":
-		b.unbuf[unbufHeader].Inc()
+		b.counts[unbufHeader].Inc()
 		return nil
 	case accel != "yes" && p.excluded(in, res):
-		b.unbuf[unbufConfig].Inc()
+		b.counts[unbufConfig].Inc()
 		return nil
 	case b.chunks.reserved()+b.lent()+bufChunk > p.MaxMem && (p.File == 0 || b.disk.Load()+bufChunk > p.MaxDisk):
-		b.unbuf[unbufBudget].Inc()
+		b.counts[unbufBudget].Inc()
 		return nil
 	}
-	s := &Spool{b: b, p: p, x: x, src: res.Body, length: res.ContentLength}
-	s.segs = s.segs0[:0]
+	s := &Spool{x: x, src: res.Body, length: res.ContentLength, resp: respAccount{b, p}}
+	s.a, s.segs = &s.resp, s.segs0[:0]
 	return s
 }
 
@@ -363,3 +349,57 @@ func (s *Spool) Start(res *http.Response) {
 		s.prime()
 	}
 }
+
+// respAccount is a response spool's account: the chunks' budget and the
+// disk of the response buffers b, within the caps of the generation's
+// policy p, and their counters.
+type respAccount struct {
+	b *Buffers
+	p *Policy
+}
+
+func (a *respAccount) memory(held, _ int64) []byte {
+	if held+bufChunk <= a.p.Mem {
+		if c := a.b.chunks.take(a.p.MaxMem); c != nil {
+			return c[:]
+		}
+	}
+	return nil
+}
+
+func (a *respAccount) spare() *chunk { return a.b.chunks.getFree() }
+
+func (a *respAccount) release(buf []byte, budget bool) { a.b.chunks.give((*chunk)(buf), budget) }
+
+func (a *respAccount) disk(end, n int64) bool {
+	if n <= 0 {
+		a.b.disk.Add(n)
+		return true
+	}
+	return a.p.File > 0 && end+n <= a.p.File && take(&a.b.disk, a.p.MaxDisk, n)
+}
+
+// create creates a response's file, named sluice-resp-PID-*, and counts
+// it.
+func (a *respAccount) create() (*os.File, error) {
+	f, err := createTemp(a.p.Dir, a.b.prefix)
+	if err == nil {
+		a.b.files.Add(1)
+	}
+	return f, err
+}
+
+func (a *respAccount) closeFile(f *os.File, size int64) {
+	_ = f.Close()
+	a.b.files.Add(-1)
+	a.b.disk.Add(-size)
+}
+
+func (a *respAccount) fileFailed(err error) bool {
+	a.b.warn.Do(func() {
+		a.b.log.Warn("response buffering: a temporary file failed; this response goes on in memory, then passes through", "dir", a.p.Dir, "err", err)
+	})
+	return true
+}
+
+func (a *respAccount) count(what int) { a.b.counts[what].Inc() }

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 
-// Package buffer is the proxy's response buffering (its config section
-// response_buffering, nginx's proxy_buffering) and the memory it lends:
-// the 32 KiB chunks of response buffers and of ReverseProxy's copy
-// buffers, within one budget (Pool).
+// Package buffer is the proxy's spooler (Spool): bodies held in memory,
+// then in an unlinked temporary file, for response buffering (its config
+// section response_buffering, nginx's proxy_buffering) and for request
+// buffering (the downstream guard's request_buffering); and the memory
+// of responses: 32 KiB chunks shared with ReverseProxy's copy buffers,
+// within one budget (Pool).
 //
 // Without it, ReverseProxy reads a backend's response 32 KiB at a time
 // and writes each piece to the client before it reads the next: a client
@@ -62,10 +64,10 @@
 // reading, as soon as the request's context ends and the filler's read
 // with it.
 //
-// Store is the other direction's spool, simpler because nothing reads it
-// while it fills: a request body that the downstream guard (package
-// proxy/guard, request_buffering) reads whole before admission, its
-// first bytes in memory and the rest in an unlinked temporary file
-// created by the same function as the responses' files (named
-// sluice-body-*, beside the responses' sluice-resp-PID-*).
+// A request body that the downstream guard (package proxy/guard,
+// request_buffering) reads whole before admission is the same spool,
+// filled whole by Fill on the guard's goroutine before anything reads
+// it: request_buffer_bytes in memory of its own (not the responses'
+// budget: neither direction can starve the other), the rest in a file
+// named sluice-body-* (the responses' are sluice-resp-PID-*).
 package buffer

@@ -38,7 +38,7 @@ type chunk = [copyBufferSize]byte
 // within a memory budget), ReverseProxy's copy buffers (Get, Put: 32 KiB
 // chunks within the same budget while fewer than maxLargeCopyBuffers are
 // out, else 4 KiB), and the chunks a filler needs whatever the budget
-// (getFree, putFree: the staging chunk of writes to a temporary file,
+// (getFree, give: the staging chunk of writes to a temporary file,
 // the pass-through's chunk). It is safe for concurrent use.
 //
 // Every chunk it keeps is counted: lent (budgeted chunks out) plus idle
@@ -111,11 +111,13 @@ func (b *Pool) take(limit int64) *chunk {
 	return new(chunk)
 }
 
-// give takes back a chunk take lent.
-func (b *Pool) give(c *chunk) {
+// give takes back a chunk take lent (budget) or getFree lent.
+func (b *Pool) give(c *chunk, budget bool) {
 	res := b.reserved()
 	b.mu.Lock()
-	b.lent -= copyBufferSize
+	if budget {
+		b.lent -= copyBufferSize
+	}
 	b.keepLocked(c, res)
 	b.mu.Unlock()
 }
@@ -129,14 +131,6 @@ func (b *Pool) getFree() *chunk {
 		c = new(chunk)
 	}
 	return c
-}
-
-// putFree takes back a chunk getFree lent.
-func (b *Pool) putFree(c *chunk) {
-	res := b.reserved()
-	b.mu.Lock()
-	b.keepLocked(c, res)
-	b.mu.Unlock()
 }
 
 // keepLocked keeps c for reuse if the connections' part res, lent and
@@ -221,7 +215,7 @@ func (b *Pool) Put(x []byte) {
 	switch {
 	case cap(x) >= copyBufferSize:
 		b.large.Add(-1)
-		b.give((*chunk)(x[:copyBufferSize]))
+		b.give((*chunk)(x[:copyBufferSize]), true)
 	case cap(x) >= smallCopyBufferSize:
 		b.small.Put((*[smallCopyBufferSize]byte)(x[:smallCopyBufferSize]))
 	}

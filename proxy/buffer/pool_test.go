@@ -45,23 +45,23 @@ func TestChunkBudgetCountsEveryChunk(t *testing.T) {
 	free := p.getFree() // a staging chunk: outside the budget
 	p.Put(cb)
 	for _, c := range out {
-		p.give(c)
+		p.give(c, true)
 	}
 	check("all given back", 0, n)
-	p.putFree(free) // would pass the budget with the idle ones: let go
+	p.give(free, false) // would pass the budget with the idle ones: let go
 	check("a free chunk given back beyond the budget", 0, n)
 	if c := p.take(n * copyBufferSize); c != out[len(out)-1] {
 		t.Fatal("an idle chunk was not reused")
 	} else {
-		p.give(c)
+		p.give(c, true)
 	}
 	p.setLimit(2*copyBufferSize, 0)
 	check("budget lowered by a reload", 0, 2)
 	now = now.Add(idleTrim)
-	p.give(p.take(2 * copyBufferSize)) // both were given back in this interval: kept
+	p.give(p.take(2*copyBufferSize), true) // both were given back in this interval: kept
 	check("after the first idleTrim", 0, 2)
 	now = now.Add(idleTrim)
-	p.give(p.take(2 * copyBufferSize)) // one used, one idle throughout
+	p.give(p.take(2*copyBufferSize), true) // one used, one idle throughout
 	check("after the second idleTrim", 0, 1)
 }
 
@@ -78,7 +78,7 @@ func TestChunkBudgetLessConnections(t *testing.T) {
 		t.Fatal("with 2 connections of one chunk each, 2 of 4 chunks must be lent, and no third")
 	}
 	conns = 4
-	p.give(a) // the connections take the whole budget: not kept
+	p.give(a, true) // the connections take the whole budget: not kept
 	if _, idle := p.usage(); idle != 0 {
 		t.Fatalf("idle %d bytes with the budget taken by connections", idle)
 	}

@@ -25,52 +25,85 @@ type Exchange interface {
 	LongLived() bool
 }
 
-// Spool is one buffered response body: what its filler has read from
-// the backend and the client has not read yet, in order, in memory
-// chunks and ranges of one temporary file. ReverseProxy reads it (Read,
-// Close) on the handler's goroutine; its filler writes it, on a goroutine
-// of its own after the first read (prime). Either of them frees its
-// memory and file, whichever ends last.
+// account lends a spool its memory and its temporary file within its
+// caps, and counts its outcome: the response buffers' (respAccount) or a
+// request body's own (bodyAccount). The spool calls it with its lock held.
+type account interface {
+	// memory lends the next piece of memory to a spool holding held bytes
+	// of a body of length bytes (-1: unknown); nil when the caps leave none.
+	memory(held, length int64) []byte
+	// spare lends a 32 KiB chunk outside the caps (the staging chunk of
+	// file writes, the pass-through's); release takes back memory (budget)
+	// or a spare chunk.
+	spare() *chunk
+	release(buf []byte, budget bool)
+	// disk reserves n bytes more for a file of end bytes, within the caps,
+	// and reports whether it did; n < 0 gives back -n.
+	disk(end, n int64) bool
+	// create creates the unlinked temporary file; closeFile closes it and
+	// gives back its size bytes.
+	create() (*os.File, error)
+	closeFile(f *os.File, size int64)
+	// fileFailed reports whether the spool goes on without its file after
+	// err (in memory, then passed through) rather than end with err.
+	fileFailed(err error) bool
+	// count counts an outcome: unbufStream, unbufBudget, countMemory or
+	// countDisk.
+	count(what int)
+}
+
+// Spool is one body, held in order as memory segments and ranges of one
+// unlinked temporary file, from the time its filler reads it from its
+// source to the time its reader reads it, once. A response body
+// (Buffers.NewSpool) is read by ReverseProxy (Read, Close) on the
+// handler's goroutine while its filler writes it, on a goroutine of its
+// own after the first read (prime), within the response buffers' budget
+// and caps. A request body (NewBody) is filled whole by Fill on the
+// calling goroutine, then read. Either side frees the memory and the
+// file, whichever ends last.
 type Spool struct {
-	b   *Buffers
-	p   *Policy
-	x   Exchange
-	src io.ReadCloser // the backend's body; read by the filler only
+	a   account
+	x   Exchange      // the request a response serves; nil for a request body
+	src io.ReadCloser // the body's source; read by the filler only
+
+	// The account a points to, allocated with the spool.
+	resp respAccount
+	body bodyAccount
 
 	// ready wakes the reader (data, or the end), space a waiting filler
 	// (the client read, or closed). Both are made when the filler
-	// goroutine starts: a response read whole by prime needs neither.
+	// goroutine starts: a body read whole by prime or Fill needs neither.
 	ready chan struct{}
 	space chan struct{}
 
-	started bool  // primed; touched by the handler's goroutine only
+	started bool  // primed or filled; touched by the reader's goroutine only
 	length  int64 // the body's Content-Length, or -1
 
 	mu        sync.Mutex
 	segs      []segment // unread data in order; segs[0] is read next
-	got       int64     // bytes read from the backend
-	memHeld   int64     // bytes of budgeted chunks in segs
+	got       int64     // bytes read from the source
+	memHeld   int64     // bytes of memory lent by a.memory in segs
 	f         *os.File  // the temporary file, once needed
 	fileEnd   int64     // bytes written to f (its size)
 	noDisk    bool      // f failed: memory only from now on
-	stage     *[bufChunk]byte
-	running   bool // the filler goroutine runs
+	stage     *chunk    // the staging chunk of writes to f
+	running   bool      // the filler goroutine runs
 	srcClosed bool
-	done      bool  // the backend's body ended: err is io.EOF or why not
+	done      bool  // the source ended: err is io.EOF or why not
 	err       error // with done
-	closed    bool  // ReverseProxy closed the body (or the request ended)
+	closed    bool  // the reader closed the body (or the request ended)
 	freed     bool
-	segs0     [2]segment // segs's first array: a small response allocates none
+	segs0     [2]segment // segs's first array: a small body allocates none
 	spilled   bool       // some of the body went to f
 	fellBack  bool       // waited for the client for lack of memory and disk
 	streamed  bool       // became long-lived: pass-through from then on
 }
 
-// segment is a range of unread bytes: chunk[r:w] of a memory chunk, or
-// the file's bytes [r, w) when chunk is nil.
+// segment is a range of unread bytes: buf[r:w] of a piece of memory
+// (buf[w:] is free), or the file's bytes [r, w) when buf is nil.
 type segment struct {
-	chunk  *[bufChunk]byte
-	budget bool // chunk is counted in the memory budget (else it is the pass-through's own)
+	buf    []byte
+	budget bool // buf was lent by account.memory (else by spare)
 	r, w   int64
 }
 
@@ -111,6 +144,20 @@ func (s *Spool) fill() {
 	s.fillerDone()
 }
 
+// Fill reads src to its end into s on the calling goroutine, before
+// anything reads s, which then reads from the first byte. It returns
+// nil at src's io.EOF, else src's error or the file's (close s then).
+func (s *Spool) Fill(src io.Reader) error {
+	s.src, s.started = io.NopCloser(src), true
+	for s.step() {
+	}
+	s.fillerDone()
+	if s.err == io.EOF {
+		return nil
+	}
+	return s.err
+}
+
 // park keeps the filler, once the backend's body has ended, until the
 // client has read what the response holds in memory, for at most
 // parkAfter; then it moves what is left to the temporary file. Memory
@@ -138,75 +185,60 @@ func (s *Spool) park() {
 	}
 }
 
-// spill moves the unread bytes of the budgeted memory chunks to the
-// temporary file, within the disk caps, in place in the queue; the
-// chunks go back to the pool and the budget. Called by the filler after
-// the body's end.
+// spill moves the unread bytes of the budgeted memory to the temporary
+// file, within the disk caps, in place in the queue; the memory goes
+// back to the account. Called by the filler after the body's end.
 func (s *Spool) spill() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i := range s.segs {
 		seg := &s.segs[i]
-		if seg.chunk == nil || !seg.budget || seg.r >= seg.w {
+		if seg.buf == nil || !seg.budget || seg.r >= seg.w {
 			continue
 		}
 		n := seg.w - seg.r
-		if s.closed || s.noDisk || s.p.File == 0 || s.fileEnd+n > s.p.File || !take(&s.b.disk, s.p.MaxDisk, n) {
+		if s.closed || s.noDisk || !s.a.disk(s.fileEnd, n) {
 			return
 		}
-		if s.f == nil {
-			f, err := s.b.tempFile(s.p.Dir)
-			if err != nil {
-				s.noDisk = true
-				s.b.disk.Add(-n)
-				return
-			}
-			s.f = f
+		err := s.openLocked()
+		if err == nil {
+			_, err = s.f.WriteAt(seg.buf[seg.r:seg.w], s.fileEnd)
 		}
-		if _, err := s.f.WriteAt(seg.chunk[seg.r:seg.w], s.fileEnd); err != nil {
-			s.noDisk = true
-			s.b.disk.Add(-n)
+		if err != nil {
+			s.a.disk(0, -n)
+			s.noDisk = s.a.fileFailed(err)
 			return
 		}
-		s.memHeld -= bufChunk
-		s.b.chunks.give(seg.chunk)
+		s.memHeld -= int64(len(seg.buf))
+		s.a.release(seg.buf, true)
 		*seg = segment{r: s.fileEnd, w: s.fileEnd + n}
 		s.fileEnd += n
 		s.spilled = true
 	}
 }
 
-// step reads one piece of the body from the backend into the spool,
+// openLocked creates the temporary file if there is none yet. Called
+// with s.mu held.
+func (s *Spool) openLocked() error {
+	if s.f != nil {
+		return nil
+	}
+	f, err := s.a.create()
+	s.f = f
+	return err
+}
+
+// step reads one piece of the body from the source into the spool,
 // waiting first for room if there is none, and reports whether to go on.
 func (s *Spool) step() bool {
 	s.mu.Lock()
-	var dst []byte
-	var toFile bool
-	for {
-		if s.closed {
-			s.mu.Unlock()
-			return false
-		}
-		var wait bool
-		dst, toFile, wait = s.placeLocked()
-		if !wait {
-			break
-		}
-		s.fallBackLocked()
-		s.mu.Unlock()
-		t0 := time.Now()
-		t := time.NewTimer(budgetRetry)
-		select {
-		case <-s.space:
-		case <-t.C:
-		}
-		t.Stop()
-		// The client's time, not the backend's: left out of the sample.
-		s.x.ClientWait(time.Since(t0))
-		s.mu.Lock()
-	}
+	dst, toFile := s.roomLocked()
 	off := s.fileEnd
 	s.mu.Unlock()
+	if dst == nil {
+		signal(s.ready)
+		return false
+	}
 
 	n, err := s.src.Read(dst)
 	var werr error
@@ -217,18 +249,18 @@ func (s *Spool) step() bool {
 	s.mu.Lock()
 	switch {
 	case toFile && werr != nil:
+		s.a.disk(0, -bufChunk)
+		if s.noDisk = s.a.fileFailed(werr); !s.noDisk {
+			err = werr
+			break
+		}
 		// Keep the bytes read in memory and stop using the disk.
-		s.noDisk = true
-		s.b.disk.Add(-bufChunk)
-		s.pushLocked(segment{chunk: s.stage, w: int64(n)})
+		s.pushLocked(segment{buf: s.stage[:], w: int64(n)})
 		s.stage = nil
-		s.b.warn.Do(func() {
-			s.b.log.Warn("response buffering: temporary file write failed; this response goes on in memory", "err", werr)
-		})
 	case toFile:
-		s.b.disk.Add(int64(n) - bufChunk) // the reservation was a whole chunk
+		s.a.disk(0, int64(n)-bufChunk) // the reservation was a whole chunk
 		if n > 0 {
-			if k := len(s.segs); k > 0 && s.segs[k-1].chunk == nil && s.segs[k-1].w == off {
+			if k := len(s.segs); k > 0 && s.segs[k-1].buf == nil && s.segs[k-1].w == off {
 				s.segs[k-1].w += int64(n)
 			} else {
 				s.pushLocked(segment{r: off, w: off + int64(n)})
@@ -245,7 +277,7 @@ func (s *Spool) step() bool {
 	closed := s.closed
 	s.mu.Unlock()
 	signal(s.ready)
-	if err != nil && err != io.EOF {
+	if err != nil && err != io.EOF && s.x != nil {
 		// The backend failed mid-body: release it now, not when the
 		// client has read what came before the failure.
 		s.x.UpstreamFailed()
@@ -253,70 +285,81 @@ func (s *Spool) step() bool {
 	return err == nil && !closed
 }
 
-// placeLocked returns where the filler's next read goes: the free end of
-// the last memory chunk, a new budgeted chunk, the staging chunk of a
-// write to the file (toFile), or, when the client has read everything
-// and neither memory nor disk is left, a chunk of the pass-through's
-// own. wait is true when there is no room until the client reads.
+// roomLocked returns where the filler's next read goes: the free end of
+// the last memory segment, new memory from the account, the staging
+// chunk of a write to the file (toFile), or, when the reader has read
+// everything and neither memory nor disk is left, a chunk of the
+// pass-through's own. Else it waits for the reader, retrying the caps
+// every budgetRetry, with s.mu released. dst is nil when the spool is
+// closed, or ended by its file (its account does not go on without it).
 // Called with s.mu held.
-func (s *Spool) placeLocked() (dst []byte, toFile, wait bool) {
-	if k := len(s.segs); k > 0 {
-		if last := &s.segs[k-1]; last.chunk != nil && last.w < bufChunk {
-			return last.chunk[last.w:], false, false
-		}
-	}
-	if !s.streamed && s.x.LongLived() {
-		// Long-lived now (the stage's long_lived): stream it as it comes,
-		// without reading ahead of the client.
-		s.streamed = true
-		s.b.unbuf[unbufStream].Inc()
-	}
-	if !s.streamed {
-		if s.memHeld+bufChunk <= s.p.Mem {
-			if c := s.b.chunks.take(s.p.MaxMem); c != nil {
-				s.memHeld += bufChunk
-				s.pushLocked(segment{chunk: c, budget: true})
-				return c[:], false, false
+func (s *Spool) roomLocked() (dst []byte, toFile bool) {
+	for !s.closed {
+		if k := len(s.segs); k > 0 {
+			if last := &s.segs[k-1]; last.buf != nil && last.w < int64(len(last.buf)) {
+				return last.buf[last.w:], false
 			}
 		}
-		if !s.noDisk && s.p.File > 0 && s.fileEnd+bufChunk <= s.p.File && take(&s.b.disk, s.p.MaxDisk, bufChunk) {
-			if s.f == nil {
-				f, err := s.b.tempFile(s.p.Dir)
-				if err != nil {
-					s.noDisk = true
-					s.b.disk.Add(-bufChunk)
-					s.b.warn.Do(func() {
-						s.b.log.Warn("response buffering: cannot create a temporary file; responses go on in memory and then pass through", "dir", s.p.Dir, "err", err)
-					})
-				} else {
-					s.f = f
+		if !s.streamed && s.x != nil && s.x.LongLived() {
+			// Long-lived now (the stage's long_lived): stream it as it
+			// comes, without reading ahead of the client.
+			s.streamed = true
+			s.a.count(unbufStream)
+		}
+		if !s.streamed {
+			if m := s.a.memory(s.memHeld, s.length); m != nil {
+				s.memHeld += int64(len(m))
+				s.pushLocked(segment{buf: m, budget: true})
+				return m, false
+			}
+			if !s.noDisk && s.a.disk(s.fileEnd, bufChunk) {
+				err := s.openLocked()
+				if err == nil {
+					if s.stage == nil {
+						s.stage = s.a.spare()
+					}
+					s.spilled = true
+					return s.stage[:], true
+				}
+				s.a.disk(0, -bufChunk)
+				if s.noDisk = s.a.fileFailed(err); !s.noDisk {
+					s.done, s.err = true, err
+					return nil, false
 				}
 			}
-			if s.f != nil {
-				if s.stage == nil {
-					s.stage = s.b.chunks.getFree()
-				}
-				s.spilled = true
-				return s.stage[:], true, false
-			}
 		}
+		if !s.fellBack && !s.streamed { // no room within the caps: counted once
+			s.fellBack = true
+			s.a.count(unbufBudget)
+		}
+		if len(s.segs) == 0 {
+			c := s.a.spare()
+			s.pushLocked(segment{buf: c[:]})
+			return c[:], false
+		}
+		s.mu.Unlock()
+		t0 := time.Now()
+		t := time.NewTimer(budgetRetry)
+		select {
+		case <-s.space:
+		case <-t.C:
+		}
+		t.Stop()
+		if s.x != nil { // the client's time, not the backend's: left out of the sample
+			s.x.ClientWait(time.Since(t0))
+		}
+		s.mu.Lock()
 	}
-	if len(s.segs) == 0 {
-		s.fallBackLocked()
-		c := s.b.chunks.getFree()
-		s.pushLocked(segment{chunk: c})
-		return c[:], false, false
-	}
-	return nil, false, true
+	return nil, false
 }
 
 // pushLocked appends seg to the queue. When the queue moves to a larger
 // array, the old one is cleared: the first is segs0, which lives as long
-// as the spool, and the chunk pointers left in it would keep 64 KiB of
-// chunks alive per response, given back to the pool or not (a slow
-// reader's response lives for as long as it reads: 1,000 of them kept
-// 37 MB of chunks out of reach of the collector under the slow-read
-// attack of docs/reliability.md). Called with s.mu held.
+// as the spool, and the memory left in it would keep 64 KiB of chunks
+// alive per response, given back to the pool or not (a slow reader's
+// response lives for as long as it reads: 1,000 of them kept 37 MB of
+// chunks out of reach of the collector under the slow-read attack of
+// docs/reliability.md). Called with s.mu held.
 func (s *Spool) pushLocked(seg segment) {
 	old := s.segs
 	s.segs = append(s.segs, seg)
@@ -325,40 +368,29 @@ func (s *Spool) pushLocked(seg segment) {
 	}
 }
 
-// fallBackLocked notes, once, that the response found no room within
-// the caps: from now on it waits for its client. Called with s.mu held.
-func (s *Spool) fallBackLocked() {
-	if !s.fellBack && !s.streamed {
-		s.fellBack = true
-		s.b.unbuf[unbufBudget].Inc()
-	}
-}
-
-// fillerDone ends the filler: it closes the backend's body, gives back
-// the chunk it staged file writes in, counts the response and, if the
-// request is over, frees the spool.
+// fillerDone ends the filler: it closes the source, gives back the
+// chunk it staged file writes in, counts the body and, if the reader is
+// done, frees the spool.
 func (s *Spool) fillerDone() {
 	s.mu.Lock()
 	s.running = false
 	closeSrc := !s.srcClosed
 	s.srcClosed = true
 	free := s.closed
-	complete := s.done && s.err == io.EOF
-	stage := s.stage // the file writes' chunk: not needed any more
-	s.stage = nil
-	s.mu.Unlock()
-	if stage != nil {
-		s.b.chunks.putFree(stage)
+	if s.stage != nil { // the file writes' chunk: not needed any more
+		s.a.release(s.stage[:], false)
+		s.stage = nil
 	}
+	if s.done && s.err == io.EOF && !s.fellBack && !s.streamed {
+		what := countMemory
+		if s.spilled {
+			what = countDisk
+		}
+		s.a.count(what)
+	}
+	s.mu.Unlock()
 	if closeSrc {
 		_ = s.src.Close()
-	}
-	if complete && !s.fellBack && !s.streamed {
-		if s.spilled {
-			s.b.onDisk.Inc()
-		} else {
-			s.b.inMem.Inc()
-		}
 	}
 	if free {
 		s.free()
@@ -366,7 +398,7 @@ func (s *Spool) fillerDone() {
 }
 
 // Read returns the next bytes of the body, waiting for the filler when
-// the client has caught up with it; after the last byte, the backend's
+// the reader has caught up with it; after the last byte, the source's
 // io.EOF or error.
 func (s *Spool) Read(p []byte) (int, error) {
 	if !s.started {
@@ -376,15 +408,15 @@ func (s *Spool) Read(p []byte) (int, error) {
 		return 0, nil
 	}
 	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return 0, http.ErrBodyReadAfterClose
-	}
 	for {
+		if s.closed {
+			s.mu.Unlock()
+			return 0, http.ErrBodyReadAfterClose
+		}
 		if len(s.segs) > 0 {
 			seg := &s.segs[0]
-			if seg.r < seg.w && seg.chunk != nil {
-				n := copy(p, seg.chunk[seg.r:seg.w])
+			if seg.r < seg.w && seg.buf != nil {
+				n := copy(p, seg.buf[seg.r:seg.w])
 				seg.r += int64(n)
 				s.popLocked()
 				s.mu.Unlock()
@@ -397,19 +429,21 @@ func (s *Spool) Read(p []byte) (int, error) {
 				s.mu.Unlock()
 				m, err := f.ReadAt(p[:n], off)
 				s.mu.Lock()
-				s.segs[0].r += int64(m)
-				s.popLocked()
+				if !s.closed { // else the queue may be gone (Close frees it)
+					s.segs[0].r += int64(m)
+					s.popLocked()
+				}
 				s.mu.Unlock()
 				signal(s.space)
 				if m < int(n) {
 					if err == nil || err == io.EOF {
 						err = io.ErrUnexpectedEOF
 					}
-					return m, fmt.Errorf("sluice: response buffer file: %w", err)
+					return m, fmt.Errorf("sluice: buffer file: %w", err)
 				}
 				return m, nil
 			}
-			if s.done && len(s.segs) > 0 {
+			if s.done {
 				s.dropFirstLocked()
 				continue
 			}
@@ -426,34 +460,33 @@ func (s *Spool) Read(p []byte) (int, error) {
 }
 
 // popLocked drops the segments read to their end that the filler will
-// not write to again: full chunks and file ranges (a later write to the
+// not write to again: full memory and file ranges (a later write to the
 // file starts a range of its own). Called with s.mu held.
 func (s *Spool) popLocked() {
 	for len(s.segs) > 0 {
 		seg := &s.segs[0]
-		if seg.r < seg.w || seg.chunk != nil && seg.w < bufChunk && !s.done {
+		if seg.r < seg.w || seg.buf != nil && seg.w < int64(len(seg.buf)) && !s.done {
 			return
 		}
 		s.dropFirstLocked()
 	}
 }
 
-// dropFirstLocked drops segs[0] and gives its chunk back. Called with
+// dropFirstLocked drops segs[0] and gives its memory back. Called with
 // s.mu held.
 func (s *Spool) dropFirstLocked() {
 	seg := s.segs[0]
-	switch {
-	case seg.chunk != nil && seg.budget:
-		s.memHeld -= bufChunk
-		s.b.chunks.give(seg.chunk)
-	case seg.chunk != nil:
-		s.b.chunks.putFree(seg.chunk)
+	if seg.buf != nil {
+		if seg.budget {
+			s.memHeld -= int64(len(seg.buf))
+		}
+		s.a.release(seg.buf, seg.budget)
 	}
 	s.segs[0] = segment{}
 	s.segs = s.segs[1:]
 }
 
-// Close ends the client's side: when the filler is not running, the
+// Close ends the reader's side: when the filler is not running, the
 // spool is freed now, else when the filler stops (at its next step, or
 // when the request's context ends its read from the backend).
 func (s *Spool) Close() error {
@@ -464,7 +497,7 @@ func (s *Spool) Close() error {
 	}
 	s.closed = true
 	running := s.running
-	closeSrc := !running && !s.srcClosed
+	closeSrc := !running && !s.srcClosed && s.src != nil
 	if closeSrc {
 		s.srcClosed = true
 	}
@@ -491,14 +524,8 @@ func (s *Spool) free() {
 		s.dropFirstLocked()
 	}
 	s.segs = nil
-	if s.stage != nil {
-		s.b.chunks.putFree(s.stage)
-		s.stage = nil
-	}
 	if s.f != nil {
-		_ = s.f.Close()
+		s.a.closeFile(s.f, s.fileEnd)
 		s.f = nil
-		s.b.files.Add(-1)
-		s.b.disk.Add(-s.fileEnd)
 	}
 }

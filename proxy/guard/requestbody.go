@@ -11,10 +11,6 @@ import (
 	"github.com/sluicehq/sluice/proxy/internal/h1"
 )
 
-// bodyChunk is the size of each read of a buffered body past
-// request_buffer_bytes, written to its temporary file.
-const bodyChunk = 32 << 10
-
 // deadline returns when the next body read must end: body_timeout after
 // the last bytes, and no later than body_timeout plus got/min_rate after
 // the body started; the zero time without a timeout.
@@ -52,67 +48,68 @@ func later(a, b time.Time) time.Time {
 	return b
 }
 
-// buffer reads r's body completely into a buffer.Store (memory up to
-// request_buffer_bytes, then an unlinked temporary file) and replaces it
-// with the copy. The returned body is closed when the request ends.
+// buffer reads r's body completely into a spool of package buffer
+// (memory up to request_buffer_bytes, then an unlinked temporary file)
+// and replaces it with the spool. The returned body is closed when the
+// request ends.
 func (g *Guard) buffer(r *http.Request, rc *http.ResponseController, sc *h1.ScanConn, ord uint64) (io.ReadCloser, error) {
-	lim := &g.lim
-	start := time.Now()
-	last := start
-	var got int64
-	st := buffer.NewStore(buffer.StoreConfig{Dir: lim.tmpDir, Memory: lim.bufMem,
-		Initial: min(max(r.ContentLength, 512), lim.bufMem), Chunk: bodyChunk})
-	fail := func(err error) (io.ReadCloser, error) {
+	br := &bodyReader{r: r, rc: rc, lim: &g.lim, sc: sc, ord: ord, start: time.Now()}
+	br.last = br.start
+	sp := buffer.NewBody(g.lim.tmpDir, g.lim.bufMem, r.ContentLength)
+	if err := sp.Fill(br); err != nil {
 		// The connection is closed after the answer: end any read the
 		// server would make to discard the rest of the body.
 		_ = rc.SetReadDeadline(time.Now())
-		_ = st.Close()
+		_ = sp.Close()
 		return nil, &bodyError{err}
-	}
-	for {
-		now := time.Now()
-		d, err := lim.deadline(start, last, now, got)
-		if err != nil {
-			return fail(err)
-		}
-		if r.ContentLength > 0 && got == r.ContentLength {
-			d = time.Time{} // only EOF is left: no network read
-		}
-		_ = rc.SetReadDeadline(d) // ErrNotSupported: no timeout
-		n, err := r.Body.Read(st.Next())
-		if n > 0 {
-			got += int64(n)
-			last = time.Now()
-			if lim.maxBody > 0 && got > lim.maxBody {
-				return fail(errBodyTooLarge)
-			}
-			if werr := st.Commit(n); werr != nil {
-				return fail(werr)
-			}
-		}
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return fail(err)
-		}
-		if sc != nil && sc.BodyFault(ord) != "" {
-			return fail(errBodyFraming) // no need to wait for the rest
-		}
 	}
 	_ = rc.SetReadDeadline(time.Time{})
 	_ = r.Body.Close()
-	if err := st.Rewind(); err != nil {
-		return fail(err)
-	}
 	// Forward a complete body of known length, without the trailer
 	// section if it had one (as nginx does).
-	r.Body = st
-	r.ContentLength = got
+	r.Body = sp
+	r.ContentLength = br.got
 	r.TransferEncoding = nil
 	r.Trailer = nil
-	if got == 0 {
+	if br.got == 0 {
 		r.Body = http.NoBody
 	}
-	return st, nil
+	return sp, nil
+}
+
+// bodyReader reads a request body for buffering within the listener's
+// limits: each read by its deadline, the body within
+// max_request_body_bytes, and its framing sound (sc: a fault ends the
+// read without waiting for the rest).
+type bodyReader struct {
+	r           *http.Request
+	rc          *http.ResponseController
+	lim         *limits
+	sc          *h1.ScanConn
+	ord         uint64
+	start, last time.Time // of the body, of its last bytes
+	got         int64     // bytes read
+}
+
+func (b *bodyReader) Read(p []byte) (int, error) {
+	d, err := b.lim.deadline(b.start, b.last, time.Now(), b.got)
+	if err != nil {
+		return 0, err
+	}
+	if b.r.ContentLength > 0 && b.got == b.r.ContentLength {
+		d = time.Time{} // only EOF is left: no network read
+	}
+	_ = b.rc.SetReadDeadline(d) // ErrNotSupported: no timeout
+	n, err := b.r.Body.Read(p)
+	if n > 0 {
+		b.got += int64(n)
+		b.last = time.Now()
+		if b.lim.maxBody > 0 && b.got > b.lim.maxBody {
+			return n, errBodyTooLarge
+		}
+	}
+	if err == nil && b.sc != nil && b.sc.BodyFault(b.ord) != "" {
+		return n, errBodyFraming
+	}
+	return n, err
 }
