@@ -147,16 +147,8 @@ func TestHogOverShare(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h := newHogSim(st, []string{"costly", "light"}, []time.Duration{300 * time.Millisecond, 20 * time.Millisecond},
-			[]time.Duration{30 * time.Second, 10 * time.Millisecond})
-		h.v.run(t0.Add(10 * time.Second))
-		h.ok[1], h.rej[1] = 0, 0
-		h.v.run(t0.Add(40 * time.Second))
-		t.Logf("over_share %v: costly cancelled %d; light served %d, refused %d of 1500", on, h.cancels[0], h.ok[1], h.rej[1])
+		h := costlyBesideLight(t, st, 30*time.Second, "over_share", on)
 		if !on {
-			if h.ok[1] > 750 {
-				t.Errorf("without the rule the light tenant got %d of 1500: the test needs the rule", h.ok[1])
-			}
 			continue
 		}
 		if h.ok[1] < 1425 {
@@ -172,6 +164,27 @@ func TestHogOverShare(t *testing.T) {
 			}
 		}
 	}
+}
+
+// costlyBesideLight runs a costly tenant (a request every 300 ms, each
+// taking costly) beside a light one (a request every 20 ms, each taking
+// 10 ms) through st for 40 s of virtual time, and returns the sim with its
+// served and refused counts of the last 30 s (1500 light requests
+// offered). Without the setting under test (on false), the light tenant
+// must get at most half of its requests served: else the scenario would
+// not need the setting.
+func costlyBesideLight(t *testing.T, st *Stage, costly time.Duration, setting string, on bool) *hogSim {
+	t.Helper()
+	h := newHogSim(st, []string{"costly", "light"}, []time.Duration{300 * time.Millisecond, 20 * time.Millisecond},
+		[]time.Duration{costly, 10 * time.Millisecond})
+	h.v.run(st.created.Add(10 * time.Second))
+	h.ok[0], h.ok[1], h.rej[1] = 0, 0, 0
+	h.v.run(st.created.Add(40 * time.Second))
+	t.Logf("%s %v: light served %d, refused %d of 1500; costly served %d, cancelled %d", setting, on, h.ok[1], h.rej[1], h.ok[0], h.cancels[0])
+	if !on && h.ok[1] > 750 {
+		t.Errorf("without %s the light tenant got %d of 1500: the test needs %[1]s", setting, h.ok[1])
+	}
+	return h
 }
 
 // A hog rule's settings are checked: over_share needs fair queueing and

@@ -90,16 +90,8 @@ func TestStageSlotShare(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h := newHogSim(st, []string{"costly", "light"}, []time.Duration{300 * time.Millisecond, 20 * time.Millisecond},
-			[]time.Duration{5 * time.Second, 10 * time.Millisecond})
-		h.v.run(t0.Add(10 * time.Second))
-		h.ok[0], h.ok[1], h.rej[1] = 0, 0, 0
-		h.v.run(t0.Add(40 * time.Second))
-		t.Logf("slot_share %v: light served %d, refused %d of 1500; costly served %d", on, h.ok[1], h.rej[1], h.ok[0])
+		h := costlyBesideLight(t, st, 5*time.Second, "slot_share", on)
 		if !on {
-			if h.ok[1] > 750 {
-				t.Errorf("without the slot share the light tenant got %d of 1500: the test needs the share", h.ok[1])
-			}
 			continue
 		}
 		if h.ok[1] < 1485 {
