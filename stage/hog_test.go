@@ -139,15 +139,8 @@ func TestHogMaxServiceTime(t *testing.T) {
 // (2 of 4) and beyond min_service_time (1 s) is cancelled at each step:
 // the light tenant is served, and the costly one keeps its share.
 func TestHogOverShare(t *testing.T) {
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	for _, on := range []bool{false, true} {
-		st, err := New(Options{Name: "hog", Controller: &control.StaticConcurrencyConfig{Limit: 4, Period: 100 * time.Millisecond},
-			QueueTimeout: 500 * time.Millisecond, Tenants: Tenants{Fair: true},
-			Hog: Hog{OverShare: on, MinService: time.Second}}, t0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		h := costlyBesideLight(t, st, 30*time.Second, "over_share", on)
+		st, h := costlyBesideLight(t, "over_share", on, 30*time.Second, Tenants{}, Hog{OverShare: on, MinService: time.Second})
 		if !on {
 			continue
 		}
@@ -168,13 +161,18 @@ func TestHogOverShare(t *testing.T) {
 
 // costlyBesideLight runs a costly tenant (a request every 300 ms, each
 // taking costly) beside a light one (a request every 20 ms, each taking
-// 10 ms) through st for 40 s of virtual time, and returns the sim with its
-// served and refused counts of the last 30 s (1500 light requests
-// offered). Without the setting under test (on false), the light tenant
-// must get at most half of its requests served: else the scenario would
-// not need the setting.
-func costlyBesideLight(t *testing.T, st *Stage, costly time.Duration, setting string, on bool) *hogSim {
+// 10 ms) for 40 s of virtual time through a stage of a concurrency limit
+// of 4 and a queue timeout of 500 ms, with fair queueing among tenants
+// (tenants, its Fair set) and the hog rule hog. It returns the stage and
+// the sim with its served and refused counts of the last 30 s (1500
+// light requests offered). Without the setting under test (on false),
+// the light tenant must get at most half of its requests served: else
+// the scenario would not need the setting.
+func costlyBesideLight(t *testing.T, setting string, on bool, costly time.Duration, tenants Tenants, hog Hog) (*Stage, *hogSim) {
 	t.Helper()
+	tenants.Fair = true
+	st := newStage(t, Options{Name: "costly-beside-light", Controller: &control.StaticConcurrencyConfig{Limit: 4, Period: 100 * time.Millisecond},
+		QueueTimeout: 500 * time.Millisecond, Tenants: tenants, Hog: hog}, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	h := newHogSim(st, []string{"costly", "light"}, []time.Duration{300 * time.Millisecond, 20 * time.Millisecond},
 		[]time.Duration{costly, 10 * time.Millisecond})
 	h.v.run(st.created.Add(10 * time.Second))
@@ -184,7 +182,7 @@ func costlyBesideLight(t *testing.T, st *Stage, costly time.Duration, setting st
 	if !on && h.ok[1] > 750 {
 		t.Errorf("without %s the light tenant got %d of 1500: the test needs %[1]s", setting, h.ok[1])
 	}
-	return h
+	return st, h
 }
 
 // A hog rule's settings are checked: over_share needs fair queueing and

@@ -7,8 +7,6 @@ import (
 	"maps"
 	"testing"
 	"time"
-
-	"github.com/sluicehq/sluice/control"
 )
 
 // The slot share's water-filling on hand-worked cases. Limit 10, light
@@ -83,14 +81,8 @@ func TestSlotShareTrace(t *testing.T) {
 // (4 less the light tenant's peak of 1) and the light tenant is served;
 // the costly one keeps 3 slots, not zero.
 func TestStageSlotShare(t *testing.T) {
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	for _, on := range []bool{false, true} {
-		st, err := New(Options{Name: "share", Controller: &control.StaticConcurrencyConfig{Limit: 4, Period: 100 * time.Millisecond},
-			QueueTimeout: 500 * time.Millisecond, Tenants: Tenants{Fair: true, Cost: CostServiceTime, SlotShare: on}}, t0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		h := costlyBesideLight(t, st, 5*time.Second, "slot_share", on)
+		_, h := costlyBesideLight(t, "slot_share", on, 5*time.Second, Tenants{Cost: CostServiceTime, SlotShare: on}, Hog{})
 		if !on {
 			continue
 		}
