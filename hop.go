@@ -170,20 +170,12 @@ func ParseTimeout(s string) (d time.Duration, ok bool) {
 		return 0, false
 	}
 	var unit time.Duration
-	switch s[len(s)-1] {
-	case 'H':
-		unit = time.Hour
-	case 'M':
-		unit = time.Minute
-	case 'S':
-		unit = time.Second
-	case 'm':
-		unit = time.Millisecond
-	case 'u':
-		unit = time.Microsecond
-	case 'n':
-		unit = time.Nanosecond
-	default:
+	for _, u := range timeoutUnits {
+		if u.c == s[len(s)-1] {
+			unit = u.d
+		}
+	}
+	if unit == 0 {
 		return 0, false
 	}
 	const limit = math.MaxInt64

@@ -678,11 +678,7 @@ func CookieValue(h http.Header, name string) (string, bool) {
 	for _, line := range h["Cookie"] {
 		for line != "" {
 			var part string
-			if i := strings.IndexByte(line, ';'); i >= 0 {
-				part, line = line[:i], line[i+1:]
-			} else {
-				part, line = line, ""
-			}
+			part, line, _ = strings.Cut(line, ";")
 			part = trimOWS(part)
 			eq := strings.IndexByte(part, '=')
 			if eq < 0 || part[:eq] != name {

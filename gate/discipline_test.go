@@ -188,8 +188,7 @@ func TestLimiterCoDelDropsAtOnce(t *testing.T) {
 			old <- res{err, time.Since(start)}
 		}()
 		time.Sleep(150 * time.Millisecond) // the queue now stands
-		young := make(chan error, 1)
-		go func() { young <- l.Acquire(ctx, 0) }()
+		young := acquireAsync(ctx, l)
 		synctest.Wait()
 		l.Release() // standing: LIFO serves the young waiter, CoDel drops the old one
 		if err := <-young; err != nil {

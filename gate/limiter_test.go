@@ -23,6 +23,25 @@ func newLimiter(t *testing.T, limit, maxQueue int, timeout time.Duration) *Limit
 	return l
 }
 
+// heldLimiter returns a Limiter of one slot, already held, and a queue
+// of maxQueue with the given timeout: every Acquire waits or is refused.
+func heldLimiter(t *testing.T, maxQueue int, timeout time.Duration) *Limiter {
+	t.Helper()
+	l := newLimiter(t, 1, maxQueue, timeout)
+	if !l.TryAcquire() {
+		t.Fatal("the one slot of a new limiter is not free")
+	}
+	return l
+}
+
+// acquireAsync calls l.Acquire(ctx, 0) on a new goroutine and returns the
+// channel its result arrives on.
+func acquireAsync(ctx context.Context, l *Limiter) <-chan error {
+	errc := make(chan error, 1)
+	go func() { errc <- l.Acquire(ctx, 0) }()
+	return errc
+}
+
 func checkCounts(t *testing.T, l *Limiter, inFlight, queue int) {
 	t.Helper()
 	if l.InFlight() != inFlight || l.QueueLen() != queue {
@@ -106,10 +125,7 @@ func TestLimiterQueueTimeout(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				l := newLimiter(t, 1, 4, 100*time.Millisecond)
-				if !l.TryAcquire() {
-					t.Fatal("first slot not free")
-				}
+				l := heldLimiter(t, 4, 100*time.Millisecond)
 				start := time.Now()
 				err := l.Acquire(context.Background(), tt.timeout)
 				if !errors.Is(err, ErrQueueTimeout) || !errors.Is(err, sluice.ErrRejected) {
@@ -128,8 +144,7 @@ func TestLimiterQueueTimeout(t *testing.T) {
 
 func TestLimiterQueueFull(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := newLimiter(t, 1, 2, time.Second)
-		l.TryAcquire()
+		l := heldLimiter(t, 2, time.Second)
 		var wg sync.WaitGroup
 		for range 2 {
 			wg.Go(func() {
@@ -156,11 +171,9 @@ func TestLimiterQueueFull(t *testing.T) {
 
 func TestLimiterCancel(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := newLimiter(t, 1, 4, time.Hour)
-		l.TryAcquire()
+		l := heldLimiter(t, 4, time.Hour)
 		ctx, cancel := context.WithCancel(context.Background())
-		errc := make(chan error)
-		go func() { errc <- l.Acquire(ctx, 0) }()
+		errc := acquireAsync(ctx, l)
 		synctest.Wait()
 		checkCounts(t, l, 1, 1)
 		cancel()
@@ -187,8 +200,7 @@ func TestLimiterCancel(t *testing.T) {
 func TestLimiterFIFOWakeOrder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const n = 6
-		l := newLimiter(t, 1, n, time.Hour)
-		l.TryAcquire()
+		l := heldLimiter(t, n, time.Hour)
 		var mu sync.Mutex
 		var order []int
 		var wg sync.WaitGroup
@@ -220,8 +232,7 @@ func TestLimiterFIFOWakeOrder(t *testing.T) {
 
 func TestLimiterSetLimitWakesWaiters(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := newLimiter(t, 1, 10, time.Hour)
-		l.TryAcquire()
+		l := heldLimiter(t, 10, time.Hour)
 		got := make(chan int, 4)
 		for i := range 4 {
 			go func() {
@@ -277,14 +288,11 @@ func TestLimiterGrantRacesGiveUp(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				l := newLimiter(t, 1, 2, time.Hour)
-				l.TryAcquire()
+				l := heldLimiter(t, 2, time.Hour)
 				ctx, cancel := context.WithCancel(context.Background())
-				errc := make(chan error)
-				go func() { errc <- l.Acquire(ctx, 0) }()
+				errc := acquireAsync(ctx, l)
 				synctest.Wait()
-				second := make(chan error)
-				go func() { second <- l.Acquire(context.Background(), 0) }()
+				second := acquireAsync(context.Background(), l)
 				synctest.Wait()
 				checkCounts(t, l, 1, 2)
 

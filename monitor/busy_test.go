@@ -3,7 +3,6 @@
 package monitor
 
 import (
-	"errors"
 	"math"
 	"sync"
 	"testing"
@@ -55,9 +54,7 @@ func TestBusyTimeline(t *testing.T) {
 	if b.InFlight() != 0 {
 		t.Errorf("InFlight() = %d, want 0", b.InFlight())
 	}
-	if _, err := b.Utilization(at(10000)); !errors.Is(err, ErrNoTimeElapsed) {
-		t.Errorf("empty interval: err = %v, want ErrNoTimeElapsed", err)
-	}
+	wantNoTimeElapsed(t, "empty interval", b, at(10000))
 	if got := b.Describe(); got != "busy time of 2 servers" {
 		t.Errorf("Describe() = %q", got)
 	}
@@ -98,9 +95,7 @@ func TestBusyConcurrent(t *testing.T) {
 	if b.InFlight() != 0 {
 		t.Errorf("InFlight() = %d after balanced calls", b.InFlight())
 	}
-	if u, err := b.Utilization(t0.Add(2 * time.Second)); err != nil || !near(u, 0.5) {
-		t.Errorf("Utilization = %v, %v; want 0.5", u, err)
-	}
+	wantUtilization(t, "after balanced calls", b, t0.Add(2*time.Second), 0.5)
 }
 
 func TestReported(t *testing.T) {

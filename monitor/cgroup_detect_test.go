@@ -79,13 +79,7 @@ func TestDetectCgroupFixtures(t *testing.T) {
 			if err := os.WriteFile(usage, []byte(next), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			got, err := c.Utilization(t0.Add(time.Second))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if want := min(1, 0.9/tc.capacity); !near(got, want) {
-				t.Errorf("Utilization = %v, want %v", got, want)
-			}
+			wantUtilization(t, "0.9 CPU-seconds later", c, t0.Add(time.Second), min(1, 0.9/tc.capacity))
 			// The override replaces the limits.
 			o, err := NewCgroupAt(p, 3, t0)
 			if err != nil {

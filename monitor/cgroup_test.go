@@ -3,7 +3,6 @@
 package monitor
 
 import (
-	"errors"
 	"path/filepath"
 	"runtime"
 	"testing"
@@ -48,17 +47,8 @@ func TestCgroupFixtures(t *testing.T) {
 				t.Errorf("Describe() = %q, want %q", got, want)
 			}
 			stage(t, dir, map[string]string{"cpu.stat": "cgroup/cpu.stat.t1"})
-			got, err := c.Utilization(t0.Add(tc.wall))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !near(got, tc.want) {
-				t.Errorf("Utilization = %v, want %v", got, tc.want)
-			}
-			// Nothing used in the next second.
-			if got, err := c.Utilization(t0.Add(tc.wall + time.Second)); err != nil || got != 0 {
-				t.Errorf("idle second: Utilization = %v, %v; want 0", got, err)
-			}
+			wantUtilization(t, "t1", c, t0.Add(tc.wall), tc.want)
+			wantUtilization(t, "idle second", c, t0.Add(tc.wall+time.Second), 0)
 		})
 	}
 }
@@ -107,18 +97,14 @@ func TestCgroupTimeAndCounterErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Utilization(t0); !errors.Is(err, ErrNoTimeElapsed) {
-		t.Errorf("same now: err = %v, want ErrNoTimeElapsed", err)
-	}
+	wantNoTimeElapsed(t, "same now", c, t0)
 	// The group is re-created: usage_usec restarts lower.
 	stage(t, dir, map[string]string{"cpu.stat": "cgroup/cpu.stat.t0"})
 	_, err = c.Utilization(t0.Add(time.Second))
 	wantErr(t, "usage backwards", err, filepath.Join(dir, "cpu.stat"), "backwards")
 	// The lower value is the new baseline.
 	stage(t, dir, map[string]string{"cpu.stat": "cgroup/cpu.stat.t1"})
-	if got, err := c.Utilization(t0.Add(2 * time.Second)); err != nil || !near(got, 0.6) {
-		t.Errorf("after re-baseline: Utilization = %v, %v; want 0.6", got, err)
-	}
+	wantUtilization(t, "after re-baseline", c, t0.Add(2*time.Second), 0.6)
 	// A limit file that breaks later is reported too.
 	writeFile(t, dir, "cpu.max", "garbage")
 	_, err = c.Utilization(t0.Add(3 * time.Second))

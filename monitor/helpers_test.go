@@ -3,11 +3,13 @@
 package monitor
 
 import (
+	"errors"
 	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // stage copies fixture files into dir: files maps a destination relative
@@ -52,3 +54,21 @@ func wantErr(t *testing.T, what string, err error, fragments ...string) {
 }
 
 func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
+
+// wantUtilization fails t unless s.Utilization(now) returns want (within
+// 1e-9) and no error; what names the reading.
+func wantUtilization(t *testing.T, what string, s UtilizationSource, now time.Time, want float64) {
+	t.Helper()
+	if got, err := s.Utilization(now); err != nil || !near(got, want) {
+		t.Errorf("%s: Utilization = %v, %v; want %v", what, got, err, want)
+	}
+}
+
+// wantNoTimeElapsed fails t unless s.Utilization(now) returns an error
+// wrapping ErrNoTimeElapsed; what names the reading.
+func wantNoTimeElapsed(t *testing.T, what string, s UtilizationSource, now time.Time) {
+	t.Helper()
+	if _, err := s.Utilization(now); !errors.Is(err, ErrNoTimeElapsed) {
+		t.Errorf("%s: err = %v, want ErrNoTimeElapsed", what, err)
+	}
+}

@@ -35,9 +35,9 @@ import (
 // QueuedBytes is safe for concurrent use (calls are serialised) and does
 // not allocate once its snapshot buffer has grown to the set's size.
 type SocketQueue struct {
-	set  SocketSet
-	mode QueueMode
-	req  uint
+	set   SocketSet
+	mode  QueueMode
+	ioctl queueIoctl
 
 	mu     sync.Mutex
 	buf    []syscall.RawConn
@@ -54,15 +54,11 @@ func NewSocketQueue(set SocketSet, mode QueueMode) (*SocketQueue, error) {
 	if set == nil {
 		return nil, errors.New("monitor: outgoing queue sensor: no socket set")
 	}
-	q := &SocketQueue{set: set, mode: mode}
-	switch mode {
-	case QueueUnsent:
-		q.req = unix.SIOCOUTQNSD
-	case QueueUnacked:
-		q.req = unix.SIOCOUTQ
-	default:
+	ioctl, ok := queueIoctls[mode]
+	if !ok {
 		return nil, fmt.Errorf("monitor: outgoing queue sensor: mode %q is invalid: must be %q or %q", mode, QueueUnsent, QueueUnacked)
 	}
+	q := &SocketQueue{set: set, mode: mode, ioctl: ioctl}
 	if err := q.probe(); err != nil {
 		return nil, err
 	}
@@ -77,24 +73,29 @@ func (q *SocketQueue) probe() error {
 		fd, err = unix.Socket(unix.AF_INET6, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	}
 	if err != nil {
-		return fmt.Errorf("monitor: outgoing queue sensor (%s): cannot open a TCP socket to probe the ioctl: %w", q.ioctlName(), err)
+		return fmt.Errorf("monitor: outgoing queue sensor (%s): cannot open a TCP socket to probe the ioctl: %w", q.ioctl.name, err)
 	}
 	defer unix.Close(fd)
-	if _, err := unix.IoctlGetInt(fd, q.req); err != nil {
-		return fmt.Errorf("monitor: outgoing queue sensor (%s): the kernel does not answer the ioctl on a TCP socket: %w", q.ioctlName(), err)
+	if _, err := unix.IoctlGetInt(fd, q.ioctl.req); err != nil {
+		return fmt.Errorf("monitor: outgoing queue sensor (%s): the kernel does not answer the ioctl on a TCP socket: %w", q.ioctl.name, err)
 	}
 	return nil
 }
 
-func (q *SocketQueue) ioctlName() string {
-	if q.mode == QueueUnacked {
-		return "SIOCOUTQ"
-	}
-	return "SIOCOUTQNSD"
+// queueIoctl is the ioctl that reads a QueueMode's byte count.
+type queueIoctl struct {
+	req  uint
+	name string
+}
+
+// queueIoctls are the ioctls of the queue modes.
+var queueIoctls = map[QueueMode]queueIoctl{
+	QueueUnsent:  {unix.SIOCOUTQNSD, "SIOCOUTQNSD"},
+	QueueUnacked: {unix.SIOCOUTQ, "SIOCOUTQ"},
 }
 
 func (q *SocketQueue) control(fd uintptr) {
-	q.cur, q.curErr = unix.IoctlGetInt(int(fd), q.req)
+	q.cur, q.curErr = unix.IoctlGetInt(int(fd), q.ioctl.req)
 }
 
 // QueuedBytes returns the sum, over the sockets of the set, of their
@@ -112,10 +113,10 @@ func (q *SocketQueue) QueuedBytes() (int64, error) {
 			if errors.Is(err, net.ErrClosed) {
 				continue
 			}
-			return 0, fmt.Errorf("%s: %w", q.ioctlName(), err)
+			return 0, fmt.Errorf("%s: %w", q.ioctl.name, err)
 		}
 		if q.curErr != nil {
-			return 0, fmt.Errorf("%s: %w", q.ioctlName(), q.curErr)
+			return 0, fmt.Errorf("%s: %w", q.ioctl.name, q.curErr)
 		}
 		total += int64(q.cur)
 	}
@@ -125,5 +126,5 @@ func (q *SocketQueue) QueuedBytes() (int64, error) {
 // Describe returns "unsent bytes (SIOCOUTQNSD) of client sockets" or the
 // unacked equivalent.
 func (q *SocketQueue) Describe() string {
-	return fmt.Sprintf("%s bytes (%s) of client sockets", q.mode, q.ioctlName())
+	return fmt.Sprintf("%s bytes (%s) of client sockets", q.mode, q.ioctl.name)
 }

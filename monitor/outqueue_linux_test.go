@@ -72,18 +72,25 @@ func tcpPair(t *testing.T) (server, client *net.TCPConn) {
 	return server, client
 }
 
+// socketQueue returns a SocketQueue of c alone in the given mode.
+func socketQueue(t *testing.T, c syscall.Conn, mode QueueMode) *SocketQueue {
+	t.Helper()
+	raw, err := c.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := NewSocketQueue(sockets{raw}, mode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
+}
+
 func TestSocketQueueOnLoopback(t *testing.T) {
 	for _, mode := range []QueueMode{QueueUnsent, QueueUnacked} {
 		t.Run(string(mode), func(t *testing.T) {
 			server, client := tcpPair(t)
-			raw, err := server.SyscallConn()
-			if err != nil {
-				t.Fatal(err)
-			}
-			q, err := NewSocketQueue(sockets{raw}, mode)
-			if err != nil {
-				t.Fatal(err)
-			}
+			q := socketQueue(t, server, mode)
 			if n, err := q.QueuedBytes(); err != nil || n != 0 {
 				t.Fatalf("idle connection: QueuedBytes = %d, %v; want 0", n, err)
 			}
@@ -167,14 +174,7 @@ func TestSocketQueueErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer uc.Close()
-	raw, err := uc.SyscallConn()
-	if err != nil {
-		t.Fatal(err)
-	}
-	q, err := NewSocketQueue(sockets{raw}, QueueUnsent)
-	if err != nil {
-		t.Fatal(err)
-	}
+	q := socketQueue(t, uc, QueueUnsent)
 	_, err = q.QueuedBytes()
 	wantErr(t, "QueuedBytes on UDP", err, "SIOCOUTQNSD")
 	if d := q.Describe(); d != "unsent bytes (SIOCOUTQNSD) of client sockets" {

@@ -5,6 +5,8 @@ package monitor
 import (
 	"context"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/ctxsleep"
 )
 
 // RunOutQueueSampler is the outgoing-queue sensor's sampling loop: it calls
@@ -14,14 +16,6 @@ import (
 // succeeded), not returned. Run it in its own goroutine; it is the only
 // part of the sensor that uses timers.
 func RunOutQueueSampler(ctx context.Context, q *OutQueue) error {
-	t := time.NewTicker(q.cfg.SampleInterval())
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		case now := <-t.C:
-			_ = q.Sample(now)
-		}
-	}
+	ctxsleep.Every(ctx, q.cfg.SampleInterval(), func(now time.Time) { _ = q.Sample(now) })
+	return context.Cause(ctx)
 }

@@ -3,7 +3,6 @@
 package monitor
 
 import (
-	"errors"
 	"math"
 	"os"
 	"path/filepath"
@@ -38,13 +37,7 @@ func TestProcessFixtures(t *testing.T) {
 				t.Fatal(err)
 			}
 			stage(t, root, map[string]string{"4242/stat": "proc/t1/4242/stat"})
-			got, err := p.Utilization(t0.Add(tc.wall))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !near(got, tc.want) {
-				t.Errorf("Utilization = %v, want %v", got, tc.want)
-			}
+			wantUtilization(t, "t1", p, t0.Add(tc.wall), tc.want)
 		})
 	}
 }
@@ -68,9 +61,7 @@ func TestProcessErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.Utilization(t0); !errors.Is(err, ErrNoTimeElapsed) {
-		t.Errorf("same now: err = %v, want ErrNoTimeElapsed", err)
-	}
+	wantNoTimeElapsed(t, "same now", p, t0)
 	// The pid is reused by another process.
 	stage(t, root, map[string]string{"4242/stat": "proc/replaced/4242/stat"})
 	_, err = p.Utilization(t0.Add(time.Second))

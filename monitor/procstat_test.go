@@ -44,18 +44,9 @@ func TestProcStatFixtures(t *testing.T) {
 				t.Errorf("Describe() = %q, want %q", got, want)
 			}
 			// Same file again: the counters have not moved.
-			_, err = p.Utilization(t0)
-			if !errors.Is(err, ErrNoTimeElapsed) {
-				t.Fatalf("unchanged counters: err = %v, want ErrNoTimeElapsed", err)
-			}
+			wantNoTimeElapsed(t, "unchanged counters", p, t0)
 			stage(t, root, map[string]string{"stat": "proc/t1/stat"})
-			got, err := p.Utilization(t0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !near(got, tc.want) {
-				t.Errorf("Utilization = %v, want %v", got, tc.want)
-			}
+			wantUtilization(t, "t1", p, t0, tc.want)
 		})
 	}
 }
@@ -72,9 +63,7 @@ func TestProcStatCountersBackwards(t *testing.T) {
 	wantErr(t, "backwards", err, filepath.Join(root, "stat"), "backwards")
 	// t0 is the new baseline, so t1 now gives the fixture's utilization.
 	stage(t, root, map[string]string{"stat": "proc/t1/stat"})
-	if got, err := p.Utilization(t0); err != nil || !near(got, 0.475) {
-		t.Errorf("after re-baseline: Utilization = %v, %v; want 0.475", got, err)
-	}
+	wantUtilization(t, "after re-baseline", p, t0, 0.475)
 }
 
 func TestProcStatErrors(t *testing.T) {

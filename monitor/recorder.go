@@ -137,10 +137,7 @@ func (r *Recorder) CollectStats(now time.Time) (sluice.Measurements, WindowStats
 	r.mu.Lock()
 	defer r.mu.Unlock()
 
-	elapsed := now.Sub(r.last)
-	if elapsed < 0 {
-		elapsed = 0
-	}
+	elapsed := max(now.Sub(r.last), 0)
 	r.last = now
 
 	m := sluice.Measurements{

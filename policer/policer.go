@@ -231,10 +231,7 @@ func (p *Policer) Stats() Stats {
 func (p *Policer) Collect(now time.Time) sluice.Measurements {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	elapsed := now.Sub(p.last)
-	if elapsed < 0 {
-		elapsed = 0
-	}
+	elapsed := max(now.Sub(p.last), 0)
 	p.last = now
 	k, _ := p.kernelDropped() // on error: the last count, caught up next period
 	cur := [3]uint64{p.offered.Load() + k, p.admitted.Load(), p.rejRate.Load() + p.rejSource.Load() + k}

@@ -176,11 +176,7 @@ func prefersJSON(accept []string, text string) bool {
 	for _, line := range accept {
 		for line != "" {
 			var part string
-			if i := strings.IndexByte(line, ','); i >= 0 {
-				part, line = line[:i], line[i+1:]
-			} else {
-				part, line = line, ""
-			}
+			part, line, _ = strings.Cut(line, ",")
 			mr, q := parseRange(part)
 			if mr == "" {
 				continue

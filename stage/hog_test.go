@@ -139,24 +139,9 @@ func TestHogMaxServiceTime(t *testing.T) {
 // (2 of 4) and beyond min_service_time (1 s) is cancelled at each step:
 // the light tenant is served, and the costly one keeps its share.
 func TestHogOverShare(t *testing.T) {
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	for _, on := range []bool{false, true} {
-		st, err := New(Options{Name: "hog", Controller: &control.StaticConcurrencyConfig{Limit: 4, Period: 100 * time.Millisecond},
-			QueueTimeout: 500 * time.Millisecond, Tenants: Tenants{Fair: true},
-			Hog: Hog{OverShare: on, MinService: time.Second}}, t0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		h := newHogSim(st, []string{"costly", "light"}, []time.Duration{300 * time.Millisecond, 20 * time.Millisecond},
-			[]time.Duration{30 * time.Second, 10 * time.Millisecond})
-		h.v.run(t0.Add(10 * time.Second))
-		h.ok[1], h.rej[1] = 0, 0
-		h.v.run(t0.Add(40 * time.Second))
-		t.Logf("over_share %v: costly cancelled %d; light served %d, refused %d of 1500", on, h.cancels[0], h.ok[1], h.rej[1])
+		st, h := costlyBesideLight(t, "over_share", on, 30*time.Second, Tenants{}, Hog{OverShare: on, MinService: time.Second})
 		if !on {
-			if h.ok[1] > 750 {
-				t.Errorf("without the rule the light tenant got %d of 1500: the test needs the rule", h.ok[1])
-			}
 			continue
 		}
 		if h.ok[1] < 1425 {
@@ -172,6 +157,32 @@ func TestHogOverShare(t *testing.T) {
 			}
 		}
 	}
+}
+
+// costlyBesideLight runs a costly tenant (a request every 300 ms, each
+// taking costly) beside a light one (a request every 20 ms, each taking
+// 10 ms) for 40 s of virtual time through a stage of a concurrency limit
+// of 4 and a queue timeout of 500 ms, with fair queueing among tenants
+// (tenants, its Fair set) and the hog rule hog. It returns the stage and
+// the sim with its served and refused counts of the last 30 s (1500
+// light requests offered). Without the setting under test (on false),
+// the light tenant must get at most half of its requests served: else
+// the scenario would not need the setting.
+func costlyBesideLight(t *testing.T, setting string, on bool, costly time.Duration, tenants Tenants, hog Hog) (*Stage, *hogSim) {
+	t.Helper()
+	tenants.Fair = true
+	st := newStage(t, Options{Name: "costly-beside-light", Controller: &control.StaticConcurrencyConfig{Limit: 4, Period: 100 * time.Millisecond},
+		QueueTimeout: 500 * time.Millisecond, Tenants: tenants, Hog: hog}, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	h := newHogSim(st, []string{"costly", "light"}, []time.Duration{300 * time.Millisecond, 20 * time.Millisecond},
+		[]time.Duration{costly, 10 * time.Millisecond})
+	h.v.run(st.created.Add(10 * time.Second))
+	h.ok[0], h.ok[1], h.rej[1] = 0, 0, 0
+	h.v.run(st.created.Add(40 * time.Second))
+	t.Logf("%s %v: light served %d, refused %d of 1500; costly served %d, cancelled %d", setting, on, h.ok[1], h.rej[1], h.ok[0], h.cancels[0])
+	if !on && h.ok[1] > 750 {
+		t.Errorf("without %s the light tenant got %d of 1500: the test needs %[1]s", setting, h.ok[1])
+	}
+	return st, h
 }
 
 // A hog rule's settings are checked: over_share needs fair queueing and

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/ctxsleep"
 )
 
 // Runner drives a sluice.Stepper (a Stage, the connection policer) with
@@ -26,16 +27,7 @@ type Runner struct {
 
 // Run steps until ctx ends, every Stepper.Poll() of the wall clock.
 func (r Runner) Run(ctx context.Context) {
-	tick := time.NewTicker(r.Stepper.Poll())
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-tick.C:
-			r.Step(now)
-		}
-	}
+	ctxsleep.Every(ctx, r.Stepper.Poll(), func(now time.Time) { r.Step(now) })
 }
 
 // Step runs one step at now, as Run does on each tick, and returns its

@@ -7,8 +7,6 @@ import (
 	"maps"
 	"testing"
 	"time"
-
-	"github.com/sluicehq/sluice/control"
 )
 
 // The slot share's water-filling on hand-worked cases. Limit 10, light
@@ -83,23 +81,9 @@ func TestSlotShareTrace(t *testing.T) {
 // (4 less the light tenant's peak of 1) and the light tenant is served;
 // the costly one keeps 3 slots, not zero.
 func TestStageSlotShare(t *testing.T) {
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	for _, on := range []bool{false, true} {
-		st, err := New(Options{Name: "share", Controller: &control.StaticConcurrencyConfig{Limit: 4, Period: 100 * time.Millisecond},
-			QueueTimeout: 500 * time.Millisecond, Tenants: Tenants{Fair: true, Cost: CostServiceTime, SlotShare: on}}, t0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		h := newHogSim(st, []string{"costly", "light"}, []time.Duration{300 * time.Millisecond, 20 * time.Millisecond},
-			[]time.Duration{5 * time.Second, 10 * time.Millisecond})
-		h.v.run(t0.Add(10 * time.Second))
-		h.ok[0], h.ok[1], h.rej[1] = 0, 0, 0
-		h.v.run(t0.Add(40 * time.Second))
-		t.Logf("slot_share %v: light served %d, refused %d of 1500; costly served %d", on, h.ok[1], h.rej[1], h.ok[0])
+		_, h := costlyBesideLight(t, "slot_share", on, 5*time.Second, Tenants{Cost: CostServiceTime, SlotShare: on}, Hog{})
 		if !on {
-			if h.ok[1] > 750 {
-				t.Errorf("without the slot share the light tenant got %d of 1500: the test needs the share", h.ok[1])
-			}
 			continue
 		}
 		if h.ok[1] < 1485 {

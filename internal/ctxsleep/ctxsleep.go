@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 
-// Package ctxsleep waits for a duration or a context, whichever ends
-// first: the back-off wait of the client side (package client, its gRPC
-// interceptors in grpcsluice, and the lab's retry policies).
+// Package ctxsleep waits on the wall clock for as long as a context
+// lives. Sleep waits once, for a duration: the back-off of the client side
+// (package client, its gRPC interceptors in grpcsluice, the lab's retry
+// policies) and a share's delay. Every calls a function every period: the
+// loop of the live drivers (a stage's runner, the outgoing-queue sampler),
+// whose functions the simulator calls at its own clock instead.
 package ctxsleep
 
 import (
@@ -24,5 +27,23 @@ func Sleep(ctx context.Context, d time.Duration) bool {
 		return true
 	case <-ctx.Done():
 		return false
+	}
+}
+
+// Every calls f with each tick's time, every period d of the wall clock,
+// until ctx ends; it then returns at once, without a last call. The first
+// call comes after d, not at once. d must be positive (time.NewTicker
+// panics otherwise). f runs on the caller's goroutine, one call at a time;
+// ticks that come while f runs are dropped, as time.Ticker drops them.
+func Every(ctx context.Context, d time.Duration, f func(now time.Time)) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			f(now)
+		}
 	}
 }

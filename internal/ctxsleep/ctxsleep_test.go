@@ -4,6 +4,7 @@ package ctxsleep
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -26,6 +27,24 @@ func TestSleep(t *testing.T) {
 		}
 		if Sleep(ctx, 0) {
 			t.Error("d = 0 with an ended context: want false")
+		}
+	})
+}
+
+// In virtual time: the calls come at d, 2d, 3d with the tick's time, none
+// at once, and none after ctx ends; Every returns when it ends.
+func TestEvery(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(3500*time.Millisecond, cancel)
+		var got []time.Duration
+		Every(ctx, time.Second, func(now time.Time) { got = append(got, now.Sub(start)) })
+		if want := []time.Duration{time.Second, 2 * time.Second, 3 * time.Second}; !slices.Equal(got, want) {
+			t.Errorf("calls at %v, want %v", got, want)
+		}
+		if since := time.Since(start); since != 3500*time.Millisecond {
+			t.Errorf("returned after %v, want when ctx ended (3.5s)", since)
 		}
 	})
 }

@@ -4,6 +4,7 @@ package doccheck_test
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -205,14 +206,11 @@ func algorithmsRules() map[string]*doccheck.Rule {
 	// The lab's peers state their defaults as `key` value pairs; their
 	// code is in the lab module, which this one cannot import, so
 	// lab/peers's docs test holds them to it.
-	labPeers := &doccheck.Rule{NoPairs: true}
-	return map[string]*doccheck.Rule{
-		"Peers for service graphs (lab): Breakwater, DAGOR, Rajomon, TopFull": labPeers,
-		"Breakwater (Cho et al., OSDI 2020)":                                  labPeers,
-		"DAGOR (Zhou et al., SoCC 2018)":                                      labPeers,
-		"Rajomon (Xing et al., NSDI 2025)":                                    labPeers,
-		"TopFull (Park et al., SIGCOMM 2024)":                                 labPeers,
-		"Tuning: each peer at its best":                                       labPeers,
+	out := sameRule(&doccheck.Rule{NoPairs: true},
+		"Peers for service graphs (lab): Breakwater, DAGOR, Rajomon, TopFull", "Breakwater (Cho et al., OSDI 2020)",
+		"DAGOR (Zhou et al., SoCC 2018)", "Rajomon (Xing et al., NSDI 2025)", "TopFull (Park et al., SIGCOMM 2024)",
+		"Tuning: each peer at its best")
+	maps.Copy(out, map[string]*doccheck.Rule{
 		"The five designs, as equations": ctx("", map[string][]string{
 			"h": {"kihl.period", "yaksha.period", "voigt-cpu.period", "voigt-queue.period"}}, nil),
 		"1. Resource-based admission control with early discard": ctx("", map[string][]string{
@@ -238,26 +236,32 @@ func algorithmsRules() map[string]*doccheck.Rule {
 		"10. Client-side adaptive throttling, and the accept run that forgets a storm": {Context: &doccheck.Context{
 			Root: v(client.DefaultConfig()), Prefix: "throttle.",
 			Ignore: map[string]string{"`forget_run` 2": "a test's setting, not a default"}}},
-	}
+	})
+	return out
 }
 
 // middlewareRules: the middleware's document uses the policy's keys.
 func middlewareRules() map[string]*doccheck.Rule {
 	pol := &doccheck.Context{Root: v(policyConfig())}
-	r := &doccheck.Rule{Context: pol}
-	return map[string]*doccheck.Rule{
-		"sluice inside a Go service: the middleware and the stage API": r,
-		"The middleware":                   r,
-		"Long-lived responses":             r,
-		"The response writer":              r,
-		"Cost":                             r,
-		"The quality level":                r,
-		"The stage API":                    r,
-		"Writing your own Policy":          r,
-		"Reloading":                        r,
-		"Several instances of the service": r,
-		"Metrics":                          {Context: pol, NoPairs: true},
+	out := sameRule(&doccheck.Rule{Context: pol}, "sluice inside a Go service: the middleware and the stage API",
+		"The middleware", "Long-lived responses", "The response writer", "Cost", "The quality level",
+		"The stage API", "Writing your own Policy", "Reloading", "Several instances of the service")
+	out["Metrics"] = &doccheck.Rule{Context: pol, NoPairs: true}
+	return out
+}
+
+// sameRule returns the rules of sections that all check with r.
+func sameRule(r *doccheck.Rule, sections ...string) map[string]*doccheck.Rule {
+	out := make(map[string]*doccheck.Rule, len(sections))
+	for _, s := range sections {
+		out[s] = r
 	}
+	return out
+}
+
+// clientRule checks a section against package client's defaults.
+func clientRule() *doccheck.Rule {
+	return &doccheck.Rule{Context: &doccheck.Context{Root: v(client.DefaultConfig())}}
 }
 
 type mdDoc struct {
@@ -270,29 +274,23 @@ type mdDoc struct {
 // stages' priority and of the proxy's upstream client side, by their
 // paths in the proxy's configuration.
 func hopsRules() map[string]*doccheck.Rule {
-	r := &doccheck.Rule{Context: &doccheck.Context{Root: v(proxyConfig())}}
-	out := map[string]*doccheck.Rule{}
-	for _, s := range []string{"sluice at every hop: priorities, deadlines and a client side across services",
+	out := sameRule(&doccheck.Rule{Context: &doccheck.Context{Root: v(proxyConfig())}},
+		"sluice at every hop: priorities, deadlines and a client side across services",
 		"What travels with a request", "Trust", "Shedding the lowest priority first", "Deadlines at a hop",
-		"What to set where", "How the pieces interact", "A chain of quick starts", "Sources"} {
-		out[s] = r
-	}
+		"What to set where", "How the pieces interact", "A chain of quick starts", "Sources")
 	// The client side as package client has it (the proxy's upstream
 	// turns its throttle and retries off).
-	out["The client side"] = &doccheck.Rule{Context: &doccheck.Context{Root: v(client.DefaultConfig())}}
+	out["The client side"] = clientRule()
 	return out
 }
 
 // grpcRules: docs/grpc.md states the policy's defaults on the server
 // side and package client's on the client side.
 func grpcRules() map[string]*doccheck.Rule {
-	r := &doccheck.Rule{Context: &doccheck.Context{Root: v(policyConfig())}}
-	out := map[string]*doccheck.Rule{}
-	for _, s := range []string{"sluice with gRPC", "The server side", "Which status, and what the caller should do",
-		"What travels", "Streams, exemptions, failures", "Through the proxy", "Test service and load"} {
-		out[s] = r
-	}
-	out["The client side"] = &doccheck.Rule{Context: &doccheck.Context{Root: v(client.DefaultConfig())}}
+	out := sameRule(&doccheck.Rule{Context: &doccheck.Context{Root: v(policyConfig())}},
+		"sluice with gRPC", "The server side", "Which status, and what the caller should do",
+		"What travels", "Streams, exemptions, failures", "Through the proxy", "Test service and load")
+	out["The client side"] = clientRule()
 	return out
 }
 

@@ -30,6 +30,20 @@ func pingOK(addr string, d time.Duration) bool {
 	return err == nil && line == "+PONG\r\n"
 }
 
+// wantAnswer fails t unless s, in the given state, answers a plaintext
+// PING on its address within 2 s or, when answers is false, does not
+// within 300 ms.
+func wantAnswer(t *testing.T, s *Server, state string, answers bool) {
+	t.Helper()
+	wait := 300 * time.Millisecond
+	if answers {
+		wait = 2 * time.Second
+	}
+	if pingOK(s.Addr, wait) != answers {
+		t.Errorf("a %s server answered PING on %s: %v, want %v", state, s.Addr, !answers, answers)
+	}
+}
+
 // A real redis-server through its life: started on a loopback port,
 // paused (connections hang), resumed, killed (nothing listens), restarted
 // on the same address, stopped with its directory removed.
@@ -44,15 +58,11 @@ func TestServerLifecycle(t *testing.T) {
 	if err := s.Pause(); err != nil {
 		t.Fatal(err)
 	}
-	if pingOK(s.Addr, 300*time.Millisecond) {
-		t.Error("a paused server answered")
-	}
+	wantAnswer(t, s, "paused", false)
 	if err := s.Resume(); err != nil {
 		t.Fatal(err)
 	}
-	if !pingOK(s.Addr, 2*time.Second) {
-		t.Error("a resumed server does not answer")
-	}
+	wantAnswer(t, s, "resumed", true)
 	pid := s.PID()
 	if err := s.Kill(); err != nil {
 		t.Fatal(err)
@@ -60,15 +70,11 @@ func TestServerLifecycle(t *testing.T) {
 	if s.PID() != 0 || syscall.Kill(pid, 0) == nil {
 		t.Errorf("process %d still there after Kill", pid)
 	}
-	if pingOK(s.Addr, 300*time.Millisecond) {
-		t.Error("a killed server answered")
-	}
+	wantAnswer(t, s, "killed", false)
 	if err := s.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	if !pingOK(s.Addr, 2*time.Second) {
-		t.Error("a restarted server does not answer on its address")
-	}
+	wantAnswer(t, s, "restarted", true)
 	dir := s.dir
 	if err := s.Stop(); err != nil {
 		t.Fatal(err)
@@ -92,9 +98,7 @@ func TestTLSServerWithUsers(t *testing.T) {
 	if line, err := s.command("AUTH bob pw"); err != nil || line != "+OK" {
 		t.Fatalf("AUTH bob: %q %v", line, err)
 	}
-	if pingOK(s.Addr, 300*time.Millisecond) {
-		t.Error("a TLS-only server answered a plaintext PING")
-	}
+	wantAnswer(t, s, "TLS-only", false) // to a plaintext PING
 	if err := s.Kill(); err != nil {
 		t.Fatal(err)
 	}

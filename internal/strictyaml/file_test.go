@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"gopkg.in/yaml.v3"
 
@@ -56,31 +55,23 @@ func TestLineOf(t *testing.T) {
 	}
 }
 
-type fileCfg struct {
-	Name    string           `yaml:"name"`
-	Inner   inner            `yaml:"inner"`
-	List    []inner          `yaml:"list"`
-	ByName  map[string]inner `yaml:"by_name"`
-	Timeout time.Duration    `yaml:"timeout"`
-}
-
 func TestDecodeFileErrors(t *testing.T) {
 	for _, c := range []struct{ doc, want string }{
 		{"", "f.yaml: the file is empty: name is required"},
 		{"- a\n", "f.yaml:1: the top level must be a mapping: name is required"},
-		{"name: x\nnope: 1\n", `f.yaml:2: nope: unknown field "nope" (valid here: by_name, inner, list, name, timeout)`},
-		{"name: x\ntimeout: 5\n", `f.yaml:2: timeout: 5 has no unit: write a duration such as "5s" or "250ms"`},
+		{"name: x\nnope: 1\n", `f.yaml:2: nope: unknown field "nope" (valid here: by_name, inner, list, name, raw, shared)`},
+		{"name: x\ninner:\n  timeout: 5\n", `f.yaml:3: inner.timeout: 5 has no unit: write a duration such as "5s" or "250ms"`},
 		{"name: x\ninner:\n  limit: many\n", `f.yaml:3: inner.limit: cannot unmarshal "many" (a string) into an integer`},
 		{"name: [\n", "f.yaml:1: did not find expected node content"},
 	} {
-		var v fileCfg
+		var v outer
 		_, err := DecodeFile("f.yaml", []byte(c.doc), &v, "name is required")
 		var fe *FileError
 		if !errors.As(err, &fe) || err.Error() != c.want {
 			t.Errorf("%q: %v, want %s", c.doc, err, c.want)
 		}
 	}
-	var v fileCfg
+	var v outer
 	root, err := DecodeFile("f.yaml", []byte("name: x\nlist:\n  - limit: 1\n  - limit: 2\n"), &v, "")
 	if err != nil || v.Name != "x" || len(v.List) != 2 {
 		t.Fatalf("a good file: %+v, %v", v, err)
