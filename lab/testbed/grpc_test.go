@@ -36,12 +36,39 @@ func grpcQueue(t *testing.T, cfg QueueConfig) (*Queue, testpb.TestServiceClient,
 	}
 	g := NewGRPCServer(q)
 	go func() { _ = g.Serve(lis) }()
-	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	t.Cleanup(func() { g.Stop(); q.Close() })
+	cc := dialGRPC(t, lis.Addr().String())
+	return q, testpb.NewTestServiceClient(cc), cc
+}
+
+// dialGRPC returns a plaintext client connection to addr, closed when the
+// test ends.
+func dialGRPC(t *testing.T, addr string) *grpc.ClientConn {
+	t.Helper()
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cc.Close(); g.Stop(); q.Close() })
-	return q, testpb.NewTestServiceClient(cc), cc
+	t.Cleanup(func() { cc.Close() })
+	return cc
+}
+
+// serveH2C serves h over HTTP/1.1 and unencrypted HTTP/2 (gRPC and the
+// control endpoints on one port, as the testbed command serves them) on
+// a loopback port until the test ends, and returns its address.
+func serveH2C(t *testing.T, h http.Handler) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p http.Protocols
+	p.SetHTTP1(true)
+	p.SetUnencryptedHTTP2(true)
+	srv := &http.Server{Handler: h, Protocols: &p, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(func() { srv.Close() })
+	return lis.Addr().String()
 }
 
 // Every call shape is served through the Queue's model and counted: a
@@ -182,24 +209,10 @@ func TestGRPCHandlerRecordsAndControl(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer q.Close()
 	g := NewGRPCServer(q)
-	defer g.Stop()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var p http.Protocols
-	p.SetHTTP1(true)
-	p.SetUnencryptedHTTP2(true)
-	srv := &http.Server{Handler: GRPCHandler(q, g), Protocols: &p, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = srv.Serve(lis) }()
-	defer srv.Close()
-	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
+	t.Cleanup(func() { g.Stop(); q.Close() })
+	addr := serveH2C(t, GRPCHandler(q, g))
+	cc := dialGRPC(t, addr)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	user := time.Now().Add(3 * time.Second).Truncate(time.Microsecond)
@@ -207,7 +220,7 @@ func TestGRPCHandlerRecordsAndControl(t *testing.T) {
 	if _, err := testpb.NewTestServiceClient(cc).UnaryCall(md, &testpb.SimpleRequest{}); err != nil {
 		t.Fatal(err)
 	}
-	base := "http://" + lis.Addr().String()
+	base := "http://" + addr
 	for _, c := range []struct{ method, path string }{{http.MethodGet, "/healthz"}, {http.MethodPost, "/_scale?factor=2"}} {
 		req, _ := http.NewRequestWithContext(ctx, c.method, base+c.path, nil)
 		res, err := http.DefaultClient.Do(req)
