@@ -5,12 +5,12 @@ package loadgen
 import (
 	"context"
 	"io"
-	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/lab/internal/grpctest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
@@ -76,16 +76,10 @@ func (s *classService) FullDuplexCall(st testpb.TestService_FullDuplexCallServer
 
 func startClassService(t *testing.T) (*classService, string) {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	svc := &classService{class: map[string]int{}}
 	g := grpc.NewServer()
 	testpb.RegisterTestServiceServer(g, svc)
-	go func() { _ = g.Serve(lis) }()
-	t.Cleanup(g.Stop)
-	return svc, "http://" + lis.Addr().String()
+	return svc, "http://" + grpctest.Serve(t, g)
 }
 
 // Open loop over gRPC: every call is counted by its status (OK, a

@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/lab/internal/grpctest"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
@@ -30,27 +30,9 @@ func grpcQueue(t *testing.T, cfg QueueConfig) (*Queue, testpb.TestServiceClient,
 	if err != nil {
 		t.Fatal(err)
 	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := NewGRPCServer(q)
-	go func() { _ = g.Serve(lis) }()
-	t.Cleanup(func() { g.Stop(); q.Close() })
-	cc := dialGRPC(t, lis.Addr().String())
+	t.Cleanup(func() { q.Close() })
+	cc := grpctest.Dial(t, grpctest.Serve(t, NewGRPCServer(q)))
 	return q, testpb.NewTestServiceClient(cc), cc
-}
-
-// dialGRPC returns a plaintext client connection to addr, closed when the
-// test ends.
-func dialGRPC(t *testing.T, addr string) *grpc.ClientConn {
-	t.Helper()
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cc.Close() })
-	return cc
 }
 
 // serveH2C serves h over HTTP/1.1 and unencrypted HTTP/2 (gRPC and the
@@ -212,7 +194,7 @@ func TestGRPCHandlerRecordsAndControl(t *testing.T) {
 	g := NewGRPCServer(q)
 	t.Cleanup(func() { g.Stop(); q.Close() })
 	addr := serveH2C(t, GRPCHandler(q, g))
-	cc := dialGRPC(t, addr)
+	cc := grpctest.Dial(t, addr)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	user := time.Now().Add(3 * time.Second).Truncate(time.Microsecond)

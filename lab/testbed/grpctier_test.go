@@ -4,7 +4,6 @@ package testbed
 
 import (
 	"context"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -20,6 +19,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/sluicehq/sluice/client"
+	"github.com/sluicehq/sluice/lab/internal/grpctest"
 	"github.com/sluicehq/sluice/policy"
 )
 
@@ -48,22 +48,16 @@ func (h *grpcHop) UnaryCall(ctx context.Context, _ *testpb.SimpleRequest) (*test
 // serveGRPCHop serves svc (a TestService) over h2c on a loopback port.
 func serveGRPCHop(t *testing.T, svc testpb.TestServiceServer, g *grpc.Server) string {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	if g == nil {
 		g = grpc.NewServer()
 		testpb.RegisterTestServiceServer(g, svc)
 	}
-	go func() { _ = g.Serve(lis) }()
-	t.Cleanup(g.Stop)
-	return lis.Addr().String()
+	return grpctest.Serve(t, g)
 }
 
 func dialGRPCHop(t *testing.T, addr string) testpb.TestServiceClient {
 	t.Helper()
-	return testpb.NewTestServiceClient(dialGRPC(t, addr))
+	return testpb.NewTestServiceClient(grpctest.Dial(t, addr))
 }
 
 // In grpc-go mode the tier's calls are retried by grpc-go as it ships:

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	"gopkg.in/yaml.v3"
 
+	"github.com/sluicehq/sluice/lab/internal/grpctest"
 	"github.com/sluicehq/sluice/lab/peers/breakwater"
 	"github.com/sluicehq/sluice/policy"
 )
@@ -66,7 +67,7 @@ func TestHotelServiceChain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fc, rc := dialGRPC(t, serveHotel(t, front)), dialGRPC(t, rateAddr)
+	fc, rc := grpctest.Dial(t, serveHotel(t, front)), grpctest.Dial(t, rateAddr)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	call := func(i string) error {
@@ -145,7 +146,7 @@ func TestHotelServiceModes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cc := dialGRPC(t, serveHotel(t, s))
+	cc := grpctest.Dial(t, serveHotel(t, s))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	m := HotelMethod("rate", "search")
@@ -169,7 +170,7 @@ func TestHotelServiceModes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bc := dialGRPC(t, serveHotel(t, bw))
+	bc := grpctest.Dial(t, serveHotel(t, bw))
 	if err := bc.Invoke(ctx, HotelMethod("frontend", "search"), &emptypb.Empty{}, &emptypb.Empty{}); err != nil {
 		t.Errorf("breakwater's server side with its initial credits: %v", err)
 	}
