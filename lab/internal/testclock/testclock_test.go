@@ -7,19 +7,15 @@ import (
 	"time"
 )
 
-func TestMs(t *testing.T) {
-	for _, c := range []struct {
-		n    float64
-		want time.Duration
-	}{{0, 0}, {1, time.Millisecond}, {0.5, 500 * time.Microsecond}, {2.25, 2250 * time.Microsecond}, {-3, -3 * time.Millisecond}} {
-		if got := Ms(c.n); got != c.want {
-			t.Errorf("Ms(%v) = %v, want %v", c.n, got, c.want)
-		}
+// Ms keeps the fraction of a millisecond; T0 is the start of 2026 in UTC.
+func TestMsAndT0(t *testing.T) {
+	if got := Ms(2.25); got != 2250*time.Microsecond {
+		t.Errorf("Ms(2.25) = %v, want 2.25ms", got)
 	}
-}
-
-func TestT0(t *testing.T) {
-	if T0.Location() != time.UTC || T0.Year() != 2026 || T0.YearDay() != 1 || T0.Hour() != 0 || T0.Minute() != 0 || T0.Nanosecond() != 0 {
-		t.Errorf("T0 = %v, want 2026-01-01 00:00 UTC", T0)
+	if got := Ms(-3); got != -3*time.Millisecond {
+		t.Errorf("Ms(-3) = %v, want -3ms", got)
+	}
+	if want := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC); !T0.Equal(want) || T0.Location() != time.UTC {
+		t.Errorf("T0 = %v, want %v", T0, want)
 	}
 }
