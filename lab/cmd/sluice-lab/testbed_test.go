@@ -43,11 +43,7 @@ func TestTestbedUsageErrors(t *testing.T) {
 		{[]string{"testbed", "queue", "--workers", "many"}, "invalid argument"},
 	}
 	for _, tt := range tests {
-		var out, errOut bytes.Buffer
-		code := run(tt.args, &out, &errOut)
-		if code != 2 || !strings.Contains(errOut.String(), tt.want) {
-			t.Errorf("%q: exit %d, stderr %q; want exit 2 mentioning %q", tt.args, code, errOut.String(), tt.want)
-		}
+		wantUsageError(t, tt.args, tt.want)
 	}
 }
 
