@@ -10,12 +10,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/lab/internal/grpctest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+
+	"github.com/sluicehq/sluice/lab/internal/grpctest"
 )
 
 // classService answers by the call's x-sluice-priority metadata: "low" is

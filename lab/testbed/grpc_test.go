@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/lab/internal/grpctest"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -20,6 +19,8 @@ import (
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+
+	"github.com/sluicehq/sluice/lab/internal/grpctest"
 )
 
 // grpcQueue serves a Queue with cfg over gRPC on a loopback TCP port and
