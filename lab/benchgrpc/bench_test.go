@@ -10,12 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/status"
 
+	"github.com/sluicehq/sluice/lab/internal/grpctest"
 	"github.com/sluicehq/sluice/proxy"
 )
 
@@ -37,12 +36,7 @@ func TestPlainH2CForwardsGRPC(t *testing.T) {
 	}
 	go func() { _ = srv.Serve(lis) }()
 	defer srv.Close()
-	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
-	tc := testpb.NewTestServiceClient(cc)
+	tc := testpb.NewTestServiceClient(grpctest.Dial(t, lis.Addr().String()))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	res, err := tc.UnaryCall(ctx, &testpb.SimpleRequest{ResponseSize: 100})

@@ -435,6 +435,17 @@ func (c HotelParams) Scenario(name string) (HotelScenario, error) {
 	return s, nil
 }
 
+// ScenarioStreams returns the named scenario's shape and its streams on
+// g: Scenario, then Streams, as every driver of the figure starts a run.
+func (c HotelParams) ScenarioStreams(g *HotelGraph, name string) (HotelScenario, []HotelStream, error) {
+	s, err := c.Scenario(name)
+	if err != nil {
+		return s, nil, err
+	}
+	st, err := c.Streams(g, s)
+	return s, st, err
+}
+
 // Factor returns, for scenario s at time t, the factor by which the work
 // of API api at service svc is multiplied (for a call arriving then).
 func (s HotelScenario) Factor(g *HotelGraph, api, svc int, t time.Duration) float64 {

@@ -282,11 +282,7 @@ func HotelResult(res *Result, c HotelParams, g *HotelGraph, runs []*HotelRun) er
 		"leaf_wasted_s")
 	figs := map[string]*report.Figure{}
 	for _, run := range runs {
-		scn, err := c.Scenario(run.Scenario)
-		if err != nil {
-			return err
-		}
-		streams, err := c.Streams(g, scn)
+		scn, streams, err := c.ScenarioStreams(g, run.Scenario)
 		if err != nil {
 			return err
 		}

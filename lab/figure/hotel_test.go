@@ -42,11 +42,7 @@ func TestHotelCapacity(t *testing.T) {
 		HotelCost50: 87.5 + 0.65/0.8,
 	}
 	for scn, want := range cases {
-		s, err := c.Scenario(scn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		st, err := c.Streams(g, s)
+		s, st, err := c.ScenarioStreams(g, scn)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -61,29 +61,7 @@ func TestFailureKindConnectTimeout(t *testing.T) {
 // sclient aborts them, instead of waiting for TCP's 1 s retransmission
 // and the request deadline.
 func TestRealSocketConnectTimeout(t *testing.T) {
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(fd)
-	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Listen(fd, 0); err != nil {
-		t.Fatal(err)
-	}
-	sa, err := unix.Getsockname(fd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := sa.(*unix.SockaddrInet4).Port
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	// Fill the accept queue.
-	for range 3 {
-		if c, err := net.DialTimeout("tcp", addr, 300*time.Millisecond); err == nil {
-			defer c.Close()
-		}
-	}
+	addr := fullAcceptQueue(t)
 	cfg := Config{Target: "http://" + addr, Mode: ModeOpen, Duration: time.Second, Seed: 1, Timeout: 3 * time.Second,
 		ConnectTimeout: 300 * time.Millisecond, Workload: mustURLs(t, "/x"), Arrivals: mustConstant(t, "10")}
 	start := time.Now()

@@ -5,7 +5,6 @@ package loadgen
 import (
 	"context"
 	"io"
-	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,6 +15,8 @@ import (
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+
+	"github.com/sluicehq/sluice/lab/internal/grpctest"
 )
 
 // classService answers by the call's x-sluice-priority metadata: "low" is
@@ -76,16 +77,10 @@ func (s *classService) FullDuplexCall(st testpb.TestService_FullDuplexCallServer
 
 func startClassService(t *testing.T) (*classService, string) {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	svc := &classService{class: map[string]int{}}
 	g := grpc.NewServer()
 	testpb.RegisterTestServiceServer(g, svc)
-	go func() { _ = g.Serve(lis) }()
-	t.Cleanup(g.Stop)
-	return svc, "http://" + lis.Addr().String()
+	return svc, "http://" + grpctest.Serve(t, g)
 }
 
 // Open loop over gRPC: every call is counted by its status (OK, a

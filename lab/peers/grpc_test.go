@@ -4,7 +4,6 @@ package peers_test
 
 import (
 	"context"
-	"net"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -13,11 +12,11 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/sluicehq/sluice/lab/internal/grpctest"
 	"github.com/sluicehq/sluice/lab/peers"
 	"github.com/sluicehq/sluice/lab/peers/breakwater"
 	"github.com/sluicehq/sluice/lab/peers/dagor"
@@ -45,31 +44,19 @@ func (s *service) UnaryCall(ctx context.Context, _ *testpb.SimpleRequest) (*test
 // returns its address.
 func serve(t *testing.T, ls *peers.LiveServer, handle func(ctx context.Context) error) string {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var opts []grpc.ServerOption
 	if ls != nil {
 		opts = append(opts, grpc.UnaryInterceptor(ls.UnaryServerInterceptor()))
 	}
 	srv := grpc.NewServer(opts...)
 	testpb.RegisterTestServiceServer(srv, &service{handle: handle})
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
-	return lis.Addr().String()
+	return grpctest.Serve(t, srv)
 }
 
 // dial returns a TestService client through the peer's client side.
 func dial(t *testing.T, addr string, lc *peers.LiveClient) testpb.TestServiceClient {
 	t.Helper()
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithUnaryInterceptor(lc.UnaryClientInterceptor()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cc.Close() })
-	return testpb.NewTestServiceClient(cc)
+	return testpb.NewTestServiceClient(grpctest.Dial(t, addr, grpc.WithUnaryInterceptor(lc.UnaryClientInterceptor())))
 }
 
 func liveServer(t *testing.T, s peers.Server) *peers.LiveServer {

@@ -6,12 +6,11 @@ import (
 	"math"
 	"runtime/metrics"
 	"testing"
-	"time"
+
+	"github.com/sluicehq/sluice/lab/internal/testclock"
 )
 
-var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-
-func ms(n float64) time.Duration { return time.Duration(n * float64(time.Millisecond)) }
+var t0, ms = testclock.T0, testclock.Ms
 
 // The queue's signal: the period's largest wait or the oldest waiter's
 // age, the mean wait of those that began, and how many began.

@@ -12,9 +12,10 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/client"
+	"github.com/sluicehq/sluice/lab/internal/testclock"
 )
 
-var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+var t0 = testclock.T0
 
 func newDest(t *testing.T, cfg Config) *Dest {
 	t.Helper()

@@ -309,10 +309,7 @@ func (b *Bookstore) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if serveMeta(w, r, b.Meta) {
 		return
 	}
-	b.meter.enter(time.Now())
-	status := b.serve(w, r)
-	b.meter.leave(time.Now())
-	b.ctr.count(status)
+	b.meter.metered(&b.ctr, func() int { return b.serve(w, r) })
 }
 
 func (b *Bookstore) serve(w http.ResponseWriter, r *http.Request) int {

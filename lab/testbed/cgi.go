@@ -213,10 +213,7 @@ func (c *CGI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if serveMeta(w, r, c.Meta) {
 		return
 	}
-	c.meter.enter(time.Now())
-	status := c.serve(w, r)
-	c.meter.leave(time.Now())
-	c.ctr.count(status)
+	c.meter.metered(&c.ctr, func() int { return c.serve(w, r) })
 }
 
 func (c *CGI) serve(w http.ResponseWriter, r *http.Request) int {

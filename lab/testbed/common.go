@@ -301,6 +301,16 @@ func (m *loadMeter) leave(now time.Time) {
 	m.mu.Unlock()
 }
 
+// metered runs serve, which returns the status it answered, as one
+// request of the meter (between enter and leave) and counts that status
+// in c.
+func (m *loadMeter) metered(c *counters, serve func() int) {
+	m.enter(time.Now())
+	status := serve()
+	m.leave(time.Now())
+	c.count(status)
+}
+
 // utilization returns the windowed busy fraction at now.
 func (m *loadMeter) utilization(now time.Time) float64 {
 	m.mu.Lock()

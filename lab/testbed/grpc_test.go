@@ -15,11 +15,12 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+
+	"github.com/sluicehq/sluice/lab/internal/grpctest"
 )
 
 // grpcQueue serves a Queue with cfg over gRPC on a loopback TCP port and
@@ -30,18 +31,27 @@ func grpcQueue(t *testing.T, cfg QueueConfig) (*Queue, testpb.TestServiceClient,
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { q.Close() })
+	cc := grpctest.Dial(t, grpctest.Serve(t, NewGRPCServer(q)))
+	return q, testpb.NewTestServiceClient(cc), cc
+}
+
+// serveH2C serves h over HTTP/1.1 and unencrypted HTTP/2 (gRPC and the
+// control endpoints on one port, as the testbed command serves them) on
+// a loopback port until the test ends, and returns its address.
+func serveH2C(t *testing.T, h http.Handler) string {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := NewGRPCServer(q)
-	go func() { _ = g.Serve(lis) }()
-	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cc.Close(); g.Stop(); q.Close() })
-	return q, testpb.NewTestServiceClient(cc), cc
+	var p http.Protocols
+	p.SetHTTP1(true)
+	p.SetUnencryptedHTTP2(true)
+	srv := &http.Server{Handler: h, Protocols: &p, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(func() { srv.Close() })
+	return lis.Addr().String()
 }
 
 // Every call shape is served through the Queue's model and counted: a
@@ -182,24 +192,10 @@ func TestGRPCHandlerRecordsAndControl(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer q.Close()
 	g := NewGRPCServer(q)
-	defer g.Stop()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var p http.Protocols
-	p.SetHTTP1(true)
-	p.SetUnencryptedHTTP2(true)
-	srv := &http.Server{Handler: GRPCHandler(q, g), Protocols: &p, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = srv.Serve(lis) }()
-	defer srv.Close()
-	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
+	t.Cleanup(func() { g.Stop(); q.Close() })
+	addr := serveH2C(t, GRPCHandler(q, g))
+	cc := grpctest.Dial(t, addr)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	user := time.Now().Add(3 * time.Second).Truncate(time.Microsecond)
@@ -207,7 +203,7 @@ func TestGRPCHandlerRecordsAndControl(t *testing.T) {
 	if _, err := testpb.NewTestServiceClient(cc).UnaryCall(md, &testpb.SimpleRequest{}); err != nil {
 		t.Fatal(err)
 	}
-	base := "http://" + lis.Addr().String()
+	base := "http://" + addr
 	for _, c := range []struct{ method, path string }{{http.MethodGet, "/healthz"}, {http.MethodPost, "/_scale?factor=2"}} {
 		req, _ := http.NewRequestWithContext(ctx, c.method, base+c.path, nil)
 		res, err := http.DefaultClient.Do(req)

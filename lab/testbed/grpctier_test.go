@@ -4,7 +4,6 @@ package testbed
 
 import (
 	"context"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -14,13 +13,13 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"gopkg.in/yaml.v3"
 
 	"github.com/sluicehq/sluice/client"
+	"github.com/sluicehq/sluice/lab/internal/grpctest"
 	"github.com/sluicehq/sluice/policy"
 )
 
@@ -49,27 +48,16 @@ func (h *grpcHop) UnaryCall(ctx context.Context, _ *testpb.SimpleRequest) (*test
 // serveGRPCHop serves svc (a TestService) over h2c on a loopback port.
 func serveGRPCHop(t *testing.T, svc testpb.TestServiceServer, g *grpc.Server) string {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	if g == nil {
 		g = grpc.NewServer()
 		testpb.RegisterTestServiceServer(g, svc)
 	}
-	go func() { _ = g.Serve(lis) }()
-	t.Cleanup(g.Stop)
-	return lis.Addr().String()
+	return grpctest.Serve(t, g)
 }
 
 func dialGRPCHop(t *testing.T, addr string) testpb.TestServiceClient {
 	t.Helper()
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cc.Close() })
-	return testpb.NewTestServiceClient(cc)
+	return testpb.NewTestServiceClient(grpctest.Dial(t, addr))
 }
 
 // In grpc-go mode the tier's calls are retried by grpc-go as it ships:
@@ -154,23 +142,14 @@ func TestGRPCTierHandler(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tier.Close()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var p http.Protocols
-	p.SetHTTP1(true)
-	p.SetUnencryptedHTTP2(true)
-	srv := &http.Server{Handler: tier.Handler(), Protocols: &p, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = srv.Serve(lis) }()
-	defer srv.Close()
+	t.Cleanup(func() { tier.Close() })
+	addr := serveH2C(t, tier.Handler())
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := dialGRPCHop(t, lis.Addr().String()).UnaryCall(ctx, &testpb.SimpleRequest{}); err != nil {
+	if _, err := dialGRPCHop(t, addr).UnaryCall(ctx, &testpb.SimpleRequest{}); err != nil {
 		t.Fatal(err)
 	}
-	res, err := http.Get("http://" + lis.Addr().String() + "/healthz")
+	res, err := http.Get("http://" + addr + "/healthz")
 	if err != nil {
 		t.Fatal(err)
 	}

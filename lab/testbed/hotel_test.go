@@ -12,13 +12,13 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	"gopkg.in/yaml.v3"
 
+	"github.com/sluicehq/sluice/lab/internal/grpctest"
 	"github.com/sluicehq/sluice/lab/peers/breakwater"
 	"github.com/sluicehq/sluice/policy"
 )
@@ -35,16 +35,6 @@ func serveHotel(t *testing.T, s *HotelService) string {
 	go func() { _ = s.Server().Serve(lis); close(done) }()
 	t.Cleanup(func() { s.Close(); <-done })
 	return lis.Addr().String()
-}
-
-func dialHotel(t *testing.T, addr string) *grpc.ClientConn {
-	t.Helper()
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cc.Close() })
-	return cc
 }
 
 func hotelRecords(t *testing.T, ctx context.Context, cc *grpc.ClientConn) []HotelRecord {
@@ -77,7 +67,7 @@ func TestHotelServiceChain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fc, rc := dialHotel(t, serveHotel(t, front)), dialHotel(t, rateAddr)
+	fc, rc := grpctest.Dial(t, serveHotel(t, front)), grpctest.Dial(t, rateAddr)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	call := func(i string) error {
@@ -156,7 +146,7 @@ func TestHotelServiceModes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cc := dialHotel(t, serveHotel(t, s))
+	cc := grpctest.Dial(t, serveHotel(t, s))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	m := HotelMethod("rate", "search")
@@ -180,7 +170,7 @@ func TestHotelServiceModes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bc := dialHotel(t, serveHotel(t, bw))
+	bc := grpctest.Dial(t, serveHotel(t, bw))
 	if err := bc.Invoke(ctx, HotelMethod("frontend", "search"), &emptypb.Empty{}, &emptypb.Empty{}); err != nil {
 		t.Errorf("breakwater's server side with its initial credits: %v", err)
 	}

@@ -7,11 +7,11 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/lab/internal/testclock"
 )
 
-var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-
-func ms(n float64) time.Duration { return time.Duration(n * float64(time.Millisecond)) }
+var t0, ms = testclock.T0, testclock.Ms
 
 // coreEvent is one step of a scripted queueCore timeline: at At, either a
 // job arrives with Demand (Arrive true) or the core is advanced.

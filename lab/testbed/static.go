@@ -384,11 +384,11 @@ func (s *Static) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if serveMeta(w, r, s.Meta) {
 		return
 	}
-	s.meter.enter(time.Now())
-	rec := &StatusRecorder{ResponseWriter: w}
-	s.serve(rec, r)
-	s.meter.leave(time.Now())
-	s.ctr.count(rec.Code())
+	s.meter.metered(&s.ctr, func() int {
+		rec := &StatusRecorder{ResponseWriter: w}
+		s.serve(rec, r)
+		return rec.Code()
+	})
 }
 
 func (s *Static) serve(w http.ResponseWriter, r *http.Request) {

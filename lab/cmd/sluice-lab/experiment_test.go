@@ -14,21 +14,6 @@ import (
 	"github.com/sluicehq/sluice/lab/report"
 )
 
-func TestExperimentList(t *testing.T) {
-	code, out, errOut := runCLI(t, "experiment", "--list")
-	if code != 0 {
-		t.Fatalf("exit %d, stderr %q", code, errOut)
-	}
-	for _, name := range live.Names() {
-		if !strings.Contains(out, name+" ") {
-			t.Errorf("--list lacks %s:\n%s", name, out)
-		}
-	}
-	if n := strings.Count(strings.TrimSpace(out), "\n") + 1; n != len(live.Names()) {
-		t.Errorf("--list printed %d lines, want %d", n, len(live.Names()))
-	}
-}
-
 func TestExperimentUsageErrors(t *testing.T) {
 	cases := []struct {
 		args []string
@@ -48,16 +33,7 @@ func TestExperimentUsageErrors(t *testing.T) {
 		{[]string{"demo", "--nosuch"}, "unknown flag"},
 	}
 	for _, c := range cases {
-		code, out, errOut := runCLI(t, c.args...)
-		if code != 2 {
-			t.Errorf("%q: exit %d, want 2 (stderr %q)", c.args, code, errOut)
-		}
-		if !strings.Contains(errOut, c.want) {
-			t.Errorf("%q: stderr %q, want it to contain %q", c.args, errOut, c.want)
-		}
-		if out != "" {
-			t.Errorf("%q: unexpected stdout %q", c.args, out)
-		}
+		wantUsageError(t, c.args, c.want)
 	}
 }
 

@@ -54,10 +54,7 @@ func TestLoadFlagErrors(t *testing.T) {
 		{[]string{"load", tgt, "--rate", "1", "--bogus"}, "unknown flag"},
 	}
 	for _, c := range cases {
-		code, _, errOut := runCLI(t, c.args...)
-		if code != 2 || !strings.Contains(errOut, c.want) {
-			t.Errorf("%q: exit %d stderr %q, want exit 2 and %q", c.args, code, errOut, c.want)
-		}
+		wantUsageError(t, c.args, c.want)
 	}
 }
 

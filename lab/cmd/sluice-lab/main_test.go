@@ -17,6 +17,25 @@ func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	return code, out.String(), errOut.String()
 }
 
+// wantUsageError runs the command line args and wants the exit status of
+// bad usage or configuration (2), every one of want in stderr and nothing
+// on stdout.
+func wantUsageError(t *testing.T, args []string, want ...string) {
+	t.Helper()
+	code, out, errOut := runCLI(t, args...)
+	if code != 2 {
+		t.Errorf("%q: exit %d, want 2 (stderr %q)", args, code, errOut)
+	}
+	for _, w := range want {
+		if !strings.Contains(errOut, w) {
+			t.Errorf("%q: stderr %q, want it to contain %q", args, errOut, w)
+		}
+	}
+	if out != "" {
+		t.Errorf("%q: unexpected stdout %q", args, out)
+	}
+}
+
 func TestRootHelpListsLabCommands(t *testing.T) {
 	code, out, errOut := runCLI(t, "--help")
 	if code != 0 {

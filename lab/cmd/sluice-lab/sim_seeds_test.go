@@ -94,9 +94,6 @@ func TestSimSeedsUsage(t *testing.T) {
 		{"sim", "kihl-step", "--seed", "2", "--seeds", "1-3"},
 		{"sim", "kihl-step", "--seeds", "3-1"},
 	} {
-		code, _, errOut := runCLI(t, args...)
-		if code != 2 || !strings.Contains(errOut, "--seed") {
-			t.Errorf("%q: exit %d, stderr %q; want 2 and a message naming the flag", args, code, errOut)
-		}
+		wantUsageError(t, args, "--seed")
 	}
 }

@@ -8,22 +8,27 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluicehq/sluice/lab/figure/live"
 	"github.com/sluicehq/sluice/lab/figure/simulated"
 	"github.com/sluicehq/sluice/lab/report"
 )
 
-func TestSimList(t *testing.T) {
-	code, out, errOut := runCLI(t, "sim", "--list")
-	if code != 0 {
-		t.Fatalf("exit %d, stderr %q", code, errOut)
-	}
-	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != len(simulated.Names()) {
-		t.Errorf("%d lines for %d scenarios:\n%s", len(lines), len(simulated.Names()), out)
-	}
-	for i, name := range simulated.Names() {
-		if i < len(lines) && !strings.HasPrefix(lines[i], name+" ") {
-			t.Errorf("line %d = %q, want the scenario %s with its description", i, lines[i], name)
+// sim --list and experiment --list print one line for each figure of
+// their mode, in registry order: its name, then its description.
+func TestList(t *testing.T) {
+	for cmd, names := range map[string][]string{"sim": simulated.Names(), "experiment": live.Names()} {
+		code, out, errOut := runCLI(t, cmd, "--list")
+		if code != 0 {
+			t.Fatalf("%s: exit %d, stderr %q", cmd, code, errOut)
+		}
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if len(lines) != len(names) {
+			t.Errorf("%s: %d lines for %d figures:\n%s", cmd, len(lines), len(names), out)
+		}
+		for i, name := range names {
+			if i < len(lines) && !strings.HasPrefix(lines[i], name+" ") {
+				t.Errorf("%s: line %d = %q, want the figure %s with its description", cmd, i, lines[i], name)
+			}
 		}
 	}
 }
@@ -105,15 +110,7 @@ func TestSimUsageErrors(t *testing.T) {
 		{[]string{"sim", "kihl-step", "--bogus"}, []string{"unknown flag: --bogus"}},
 	}
 	for _, c := range cases {
-		code, _, errOut := runCLI(t, c.args...)
-		if code != 2 {
-			t.Errorf("%q: exit %d, want 2 (stderr %q)", c.args, code, errOut)
-		}
-		for _, w := range c.want {
-			if !strings.Contains(errOut, w) {
-				t.Errorf("%q: stderr %q lacks %q", c.args, errOut, w)
-			}
-		}
+		wantUsageError(t, c.args, c.want...)
 	}
 }
 

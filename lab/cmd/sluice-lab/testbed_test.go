@@ -14,11 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/sluicehq/sluice/lab/internal/grpctest"
 	"github.com/sluicehq/sluice/lab/testbed"
 )
 
@@ -44,11 +43,7 @@ func TestTestbedUsageErrors(t *testing.T) {
 		{[]string{"testbed", "queue", "--workers", "many"}, "invalid argument"},
 	}
 	for _, tt := range tests {
-		var out, errOut bytes.Buffer
-		code := run(tt.args, &out, &errOut)
-		if code != 2 || !strings.Contains(errOut.String(), tt.want) {
-			t.Errorf("%q: exit %d, stderr %q; want exit 2 mentioning %q", tt.args, code, errOut.String(), tt.want)
-		}
+		wantUsageError(t, tt.args, tt.want)
 	}
 }
 
@@ -136,11 +131,7 @@ func testbedGRPCServes(t *testing.T, extra []string) {
 	if m == nil {
 		t.Fatalf("first line %q", lines.Text())
 	}
-	cc, err := grpc.NewClient(m[1], grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
+	cc := grpctest.Dial(t, m[1])
 	if _, err := testpb.NewTestServiceClient(cc).UnaryCall(ctx, &testpb.SimpleRequest{ResponseSize: 8}); err != nil {
 		t.Fatal(err)
 	}
@@ -230,11 +221,7 @@ func TestTestbedTierGRPC(t *testing.T) {
 		if m == nil {
 			t.Fatalf("%s tier's first line %q", mode, first)
 		}
-		cc, err := grpc.NewClient(m[1], grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cc.Close()
+		cc := grpctest.Dial(t, m[1])
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		md := metadata.AppendToOutgoingContext(ctx, "x-lab-deadline", "1000000000")

@@ -317,11 +317,7 @@ func (h *hotelProcs) records(ctx context.Context, s int) ([]testbed.HotelRecord,
 // collects the records of both ends.
 func (pl hotelPlan) runRow(ctx context.Context, env *Env, dir, scn, row string) (run *figure.HotelRun, err error) {
 	c, g := pl.c, pl.g
-	s, err := c.Scenario(scn)
-	if err != nil {
-		return nil, err
-	}
-	streams, err := c.Streams(g, s)
+	s, streams, err := c.ScenarioStreams(g, scn)
 	if err != nil {
 		return nil, err
 	}

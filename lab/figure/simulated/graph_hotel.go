@@ -101,11 +101,7 @@ func hotelSetup(c figure.HotelParams, g *figure.HotelGraph) []string {
 // when not nil, is a peer's point (the search's); otherwise the row
 // runs c.PeerPoint.
 func RunHotel(seed uint64, c figure.HotelParams, g *figure.HotelGraph, scn, row string, point tune.Point) (*figure.HotelRun, error) {
-	s, err := c.Scenario(scn)
-	if err != nil {
-		return nil, err
-	}
-	streams, err := c.Streams(g, s)
+	s, streams, err := c.ScenarioStreams(g, scn)
 	if err != nil {
 		return nil, err
 	}

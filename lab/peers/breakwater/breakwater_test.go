@@ -8,12 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/lab/internal/testclock"
 	"github.com/sluicehq/sluice/lab/peers"
 )
 
-var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-
-func ms(n float64) time.Duration { return time.Duration(n * float64(time.Millisecond)) }
+var t0, ms = testclock.T0, testclock.Ms
 
 // testConfig has round numbers: d_t 10 ms, AQM at 20 ms, α 0.5, β 0.2.
 func testConfig() Config {

@@ -8,10 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/lab/internal/testclock"
 	"github.com/sluicehq/sluice/lab/peers"
 )
 
-var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+var t0 = testclock.T0
 
 // small has 2 business × 4 user priorities: level = 4·(B−1) + U.
 func small() Config {

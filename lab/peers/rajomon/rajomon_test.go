@@ -7,12 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/lab/internal/testclock"
 	"github.com/sluicehq/sluice/lab/peers"
 )
 
-var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-
-func ms(n float64) time.Duration { return time.Duration(n * float64(time.Millisecond)) }
+var t0, ms = testclock.T0, testclock.Ms
 
 func newServer(t *testing.T, edit func(*Config)) (*Server, *Table) {
 	t.Helper()

@@ -8,12 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/lab/internal/testclock"
 	"github.com/sluicehq/sluice/lab/peers"
 )
 
-var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-
-func ms(n float64) time.Duration { return time.Duration(n * float64(time.Millisecond)) }
+var t0, ms = testclock.T0, testclock.Ms
 
 func newEntry(t *testing.T, paths map[string][]string, business map[string]int) *Entry {
 	t.Helper()

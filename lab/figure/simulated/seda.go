@@ -261,3 +261,270 @@ func controllerFigure(steps []step, target time.Duration, title string) *report.
 			Series: []report.Series{{Label: "admission rate", X: x, Y: r}}},
 	}}
 }
+
+// seda-classes reproduces Welsh & Culler's Figs. 14 and 15
+// (docs/algorithms.md §5): 128 low-priority users load one bottleneck
+// stage; 128 high-priority users join at t = 100 s and leave at t = 200 s.
+// With service differentiation the stage runs SEDA's multiclass controller
+// (one token bucket per class, lower classes cut first); without it, one
+// controller and one bucket serve everybody.
+
+type sedaClassesParams struct {
+	stage figure.SEDAStageParams
+	figure.SEDAClassesLoad
+}
+
+// sedaClasses declares the parameters of seda-classes and returns its run.
+func sedaClasses(ps *Params) RunFunc {
+	var c sedaClassesParams
+	figure.DeclareSEDAStage(ps, &c.stage, figure.SEDAClassesStage)
+	figure.DeclareSEDAClassesLoad(ps, &c.SEDAClassesLoad)
+	return func(env Env) (*figure.Result, error) { return runSEDAClasses(env, c) }
+}
+
+func runSEDAClasses(env Env, c sedaClassesParams) (*figure.Result, error) {
+	if c.HighEnd <= c.HighStart {
+		return nil, paramErrorf("high_end %v must be after high_start %v", c.HighEnd, c.HighStart)
+	}
+	low, err := dist.ConstantSchedule(float64(c.Users))
+	if err != nil {
+		return nil, err
+	}
+	high, err := dist.NewSchedule(dist.Segment{Start: 0, Rate: 0}, dist.Segment{Start: c.HighStart, Rate: float64(c.Users)},
+		dist.Segment{Start: c.HighEnd, Rate: 0})
+	if err != nil {
+		return nil, err
+	}
+	// Class 0 is the highest priority.
+	groups := []userGroup{{name: "high", class: 0, count: high}, {name: "low", class: 1, count: low}}
+	vars := []*sedaVariant{
+		{name: "differentiated", label: "with service differentiation"},
+		{name: "undifferentiated", suffix: "_nodiff", label: "without differentiation"},
+	}
+	// The stage has both classes either way: with differentiation its
+	// controller has a rate per class; without, one controller and one
+	// bucket see every request (the stage feeds it both classes' samples).
+	names := []string{"high", "low"}
+	if err := runSEDAVariants(env.Seed, c.stage, vars, func(v *sedaVariant) control.Config {
+		cfg := sedaConfig(c.stage)
+		if v.name == "differentiated" {
+			cfg.Classes = 2
+			cfg.ClassTargets = []time.Duration{c.stage.Target, c.stage.Target}
+		}
+		return &cfg
+	}, names, groups, false, c.Duration); err != nil {
+		return nil, err
+	}
+
+	res := newResult(env)
+	s := res.Summary
+	ts := report.NewTable("variant", "class", "time_s", "users", "offered", "admitted", "rejected", "completed",
+		"mean_rt_ms", "p90_rt_ms", "rate_rps")
+	for _, v := range vars {
+		steps := v.run.loop.steps
+		for cl := range names {
+			rows := v.run.seconds(cl)
+			k := 0
+			rate := c.stage.InitialRate
+			var offered, rejected float64
+			for _, w := range rows {
+				for k < len(steps) && steps[k].end() <= w.end {
+					d := steps[k].Decision
+					if d.ClassRates != nil {
+						rate = d.ClassRates[cl]
+					} else {
+						rate = d.New
+					}
+					k++
+				}
+				users := int(groups[cl].count.At(w.start))
+				if err := ts.Append(v.name, names[cl], w.end.Seconds(), users, w.offered, w.admitted, w.rejected, w.completed,
+					ms(w.meanRT), ms(w.p90RT), rate); err != nil {
+					return nil, err
+				}
+				if w.start >= c.HighStart && w.end <= c.HighEnd {
+					offered += float64(w.offered)
+					rejected += float64(w.rejected)
+				}
+			}
+			s.Set("reject_"+names[cl]+v.suffix, ratio(rejected, offered))
+			rts := v.run.log.completed(cl, c.HighStart, c.HighEnd)
+			s.Set("p90_ms_"+names[cl]+v.suffix, ms(monitor.Percentile(rts, 0.9)))
+		}
+		s.Set("reject_diff"+v.suffix, s.Metric("reject_low"+v.suffix)-s.Metric("reject_high"+v.suffix))
+	}
+	s.Set("target_ms", ms(c.stage.Target.Seconds()))
+	res.AddTable("timeseries.csv", ts)
+	res.AddTable("controller.csv", controllerTable(vars[0].run.loop.steps))
+	res.Key = []string{"reject_low", "reject_high", "reject_diff", "reject_diff_nodiff"}
+	res.Checks = figure.SEDAClassesChecks(s)
+
+	fig := &report.Figure{PanelHeight: 3}
+	for _, v := range vars {
+		rej := report.Panel{Title: fmt.Sprintf("%s: rejected %s (low) / %s (high) while both active", v.label,
+			pct(s.Metric("reject_low"+v.suffix)), pct(s.Metric("reject_high"+v.suffix))),
+			XLabel: "time (s)", YLabel: "fraction rejected (5 s)", YMin: 0, YMax: 1.35,
+			VLines: []report.RefLine{{Value: c.HighStart.Seconds()}, {Value: c.HighEnd.Seconds()}}}
+		p90 := report.Panel{XLabel: "time (s)", YLabel: "p90 RT (ms)", LogY: true, LegendBottom: true,
+			HLines: []report.RefLine{{Value: ms(c.stage.Target.Seconds()), Label: fmt.Sprintf("target %v", c.stage.Target)}},
+			VLines: []report.RefLine{{Value: c.HighStart.Seconds()}, {Value: c.HighEnd.Seconds()}}}
+		for cl := range names {
+			x, y, p := fiveSecond(v.run.seconds(cl))
+			rej.Series = append(rej.Series, report.Series{Label: names[cl] + " priority", X: x, Y: y})
+			p90.Series = append(p90.Series, report.Series{Label: names[cl] + " priority", X: x, Y: p})
+		}
+		fig.Panels = append(fig.Panels, rej, p90)
+	}
+	res.AddFigure("classes.png", fig)
+	return res, nil
+}
+
+// fiveSecond aggregates 1 s rows into 5 s buckets: the bucket's end time,
+// its fraction rejected and the largest per-second p90 in it (ms).
+func fiveSecond(rows []second) (x, rej, p90 []float64) {
+	for i := 0; i < len(rows); i += 5 {
+		var off, r float64
+		p := -1.0
+		for _, w := range rows[i:min(i+5, len(rows))] {
+			off += float64(w.offered)
+			r += float64(w.rejected)
+			if finite(w.p90RT) && ms(w.p90RT) > p {
+				p = ms(w.p90RT)
+			}
+		}
+		if p < 0 {
+			p = nan()
+		}
+		x = append(x, rows[min(i+5, len(rows))-1].end.Seconds())
+		rej = append(rej, ratio(r, off))
+		p90 = append(p90, p)
+	}
+	return x, rej, p90
+}
+
+func pct(x float64) string { return fmt.Sprintf("%.1f%%", 100*x) }
+
+// seda-degradation reproduces Welsh & Culler's Figs. 12 and 13
+// (docs/algorithms.md §5): a single CPU-bound bottleneck stage whose work
+// per request scales with a quality level the controller sets, under a
+// spike of 3 → 1000 users; no control, degradation alone, and degradation
+// that re-enables admission control at the lowest quality.
+
+type sedaDegradeParams struct {
+	figure.SEDASpikeLoad
+	stage figure.SEDAStageParams
+	qmin  float64
+}
+
+// sedaDegradation declares the parameters of seda-degradation and returns its run.
+func sedaDegradation(ps *Params) RunFunc {
+	var c sedaDegradeParams
+	figure.DeclareSEDAStage(ps, &c.stage, figure.SEDADegradationStage)
+	ps.Float(&c.qmin, "quality_min", 0.1, 0.001, 0.999, "lowest quality level q_min (controller default 0.1)")
+	figure.DeclareSEDASpikeLoad(ps, &c.SEDASpikeLoad)
+	return func(env Env) (*figure.Result, error) { return runSEDADegradation(env, c) }
+}
+
+func runSEDADegradation(env Env, c sedaDegradeParams) (*figure.Result, error) {
+	end := c.End()
+	users, err := c.Schedule()
+	if err != nil {
+		return nil, err
+	}
+	groups := []userGroup{{name: "users", count: users}}
+	vars := []*sedaVariant{
+		{name: "none", suffix: "_none", label: "no control"},
+		{name: "degrade", suffix: "_degrade_only", label: "degradation alone"},
+		{name: "degrade_admission", label: "degradation + admission control"},
+	}
+	if err := runSEDAVariants(env.Seed, c.stage, vars, func(v *sedaVariant) control.Config {
+		if v.name == "none" {
+			none := control.DefaultNoneConfig()
+			return &none
+		}
+		sc := sedaConfig(c.stage)
+		sc.Degrade.Enabled = true
+		sc.Degrade.QualityMin = c.qmin
+		sc.Degrade.Admission = v.name == "degrade_admission"
+		return &sc
+	}, nil, groups, true, end); err != nil {
+		return nil, err
+	}
+
+	res := newResult(env)
+	s := res.Summary
+	from, to := c.SpikeStart, c.SpikeStart+c.SpikeLen
+	ts := report.NewTable("variant", "time_s", "users", "offered", "admitted", "rejected", "completed",
+		"mean_rt_ms", "p90_rt_ms", "utilization", "queue", "quality", "gate_on", "rate_rps")
+	for _, v := range vars {
+		rows, steps, g := v.run.seconds(-1), v.run.loop.steps, v.run.gauges
+		k := 0
+		q, gateOn, rate := 1.0, false, 0.0
+		var qSum, qN, offered, rejected float64
+		for i, w := range rows {
+			for k < len(steps) && steps[k].end() <= w.end {
+				d := steps[k].Decision
+				if d.Quality > 0 {
+					q = d.Quality
+				}
+				gateOn = !d.GateOff
+				rate = d.New
+				if d.GateOff {
+					rate = 0
+				}
+				k++
+			}
+			if err := ts.Append(v.name, w.end.Seconds(), int(users.At(w.start)), w.offered, w.admitted, w.rejected, w.completed,
+				ms(w.meanRT), ms(w.p90RT), g.at(i).util, g.at(i).queue, q, gateOn, rate); err != nil {
+				return nil, err
+			}
+			if w.start >= from && w.end <= to {
+				qSum += q
+				qN++
+				offered += float64(w.offered)
+				rejected += float64(w.rejected)
+			}
+		}
+		s.Set("quality_mean"+v.suffix, ratio(qSum, qN))
+		v.setSpikeMetrics(s, "", from, to, c.stage.Target, rejected, offered)
+	}
+	s.Set("target_ms", ms(c.stage.Target.Seconds()))
+	res.AddTable("timeseries.csv", ts)
+	res.AddTable("controller.csv", controllerTable(vars[2].run.loop.steps))
+	res.Key = []string{"p90_ms", "p90_ms_degrade_only", "p90_ms_none", "reject_fraction", "quality_mean"}
+	res.Checks = figure.SEDADegradationChecks(s, time.Minute)
+
+	p90 := report.Panel{Title: fmt.Sprintf("service degradation under a %d → %d user spike", c.BaseUsers, c.SpikeUsers),
+		XLabel: "time (s)", YLabel: "p90 RT (ms)", LogY: true, LegendBottom: true,
+		HLines: []report.RefLine{{Value: ms(c.stage.Target.Seconds()), Label: fmt.Sprintf("target %v", c.stage.Target)}},
+		VLines: []report.RefLine{{Value: from.Seconds()}, {Value: to.Seconds()}}}
+	qual := report.Panel{XLabel: "time (s)", YLabel: "quality level", YMin: 0, YMax: 1.4,
+		VLines: []report.RefLine{{Value: from.Seconds()}, {Value: to.Seconds()}}}
+	rej := report.Panel{XLabel: "time (s)", YLabel: "fraction rejected", YMin: 0, YMax: 1.3,
+		VLines: []report.RefLine{{Value: from.Seconds()}, {Value: to.Seconds()}}}
+	for _, v := range vars {
+		var x, y, r []float64
+		for _, w := range v.run.seconds(-1) {
+			x = append(x, w.end.Seconds())
+			y = append(y, ms(w.p90RT))
+			r = append(r, ratio(float64(w.rejected), float64(w.offered)))
+		}
+		p90.Series = append(p90.Series, report.Series{Label: v.label, X: x, Y: y})
+		if v.name != "none" {
+			var qx, qy []float64
+			for _, st := range v.run.loop.steps {
+				qx = append(qx, st.end().Seconds())
+				qy = append(qy, st.Decision.Quality)
+			}
+			qual.Series = append(qual.Series, report.Series{Label: v.label, X: qx, Y: qy})
+		}
+		if v.name == "degrade_admission" {
+			rej.Series = append(rej.Series, report.Series{Label: v.label, X: x, Y: r})
+		}
+	}
+	// Keep the colours of the p90 panel: pad the other panels' series.
+	qual.Series = append([]report.Series{{}}, qual.Series...)
+	rej.Series = append([]report.Series{{}, {}}, rej.Series...)
+	res.AddFigure("degradation.png", &report.Figure{PanelHeight: 3, Panels: []report.Panel{p90, qual, rej}})
+	return res, nil
+}
