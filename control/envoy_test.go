@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/control/internal/ctltest"
 )
 
 // samp is a step with n service-time samples whose p50 is p50 seconds (p90
@@ -46,7 +47,7 @@ func runEnvoy(t *testing.T, e *EnvoyGradient, start time.Time, steps []envoyStep
 
 func newEnvoy(t *testing.T, edit func(*EnvoyGradientConfig)) *EnvoyGradient {
 	t.Helper()
-	return build(t, DefaultEnvoyGradientConfig(), edit, NewEnvoyGradient)
+	return ctltest.Build(t, DefaultEnvoyGradientConfig(), edit, NewEnvoyGradient)
 }
 
 // The controller starts inside a minRTT window pinned at probe_concurrency
@@ -60,7 +61,7 @@ func TestEnvoyTimeline(t *testing.T) {
 	if d := e.Current(); d.New != 3 || !d.Fence || !e.InWindow() || e.TriggerSamples() != 50 {
 		t.Fatalf("initial %+v, trigger %d", d, e.TriggerSamples())
 	}
-	now := runEnvoy(t, e, t0, []envoyStep{
+	now := runEnvoy(t, e, ctltest.T0, []envoyStep{
 		{samp(20, 0.010), 3, false, false},
 	})
 	if got := e.TriggerSamples(); got != 30 {
@@ -70,7 +71,7 @@ func TestEnvoyTimeline(t *testing.T) {
 		// 50 samples: minRTT = (20·0.010 + 30·0.020)/50 = 0.016; limit back to 3.
 		{samp(30, 0.020), 3, true, false},
 	})
-	near(t, "minRTT", e.MinRTT(), 0.016)
+	ctltest.Near(t, "minRTT", e.MinRTT(), 0.016)
 	if e.InWindow() || e.TriggerSamples() != 0 {
 		t.Fatal("window still open")
 	}
@@ -100,13 +101,13 @@ func TestEnvoyTimeline(t *testing.T) {
 		t.Fatal("five intervals at the floor did not open a minRTT window")
 	}
 	runEnvoy(t, e, now, []envoyStep{{samp(50, 0.05), 3, true, false}})
-	near(t, "new minRTT", e.MinRTT(), 0.05)
+	ctltest.Near(t, "new minRTT", e.MinRTT(), 0.05)
 }
 
 // max_concurrency caps ⌊L′ + √L′⌋.
 func TestEnvoyMaxClamp(t *testing.T) {
 	e := newEnvoy(t, func(c *EnvoyGradientConfig) { c.MaxConcurrency = 20 })
-	runEnvoy(t, e, t0, []envoyStep{
+	runEnvoy(t, e, ctltest.T0, []envoyStep{
 		{samp(50, 0.016), 3, true, false},
 		{samp(40, 0.016), 5, true, false},
 		{samp(40, 0.016), 8, true, false},
@@ -124,7 +125,7 @@ func TestEnvoyFloorIsNotProbe(t *testing.T) {
 	if e.Current().New != 2 {
 		t.Fatalf("first window pinned at %v, want probe 2", e.Current().New)
 	}
-	runEnvoy(t, e, t0, []envoyStep{
+	runEnvoy(t, e, ctltest.T0, []envoyStep{
 		{samp(50, 0.01), 2, true, false}, // closes: back to the saved 2
 		{samp(40, 0.01), 5, true, false}, // ⌊2.5+1.58⌋ = 4 → floor 5
 		{samp(40, 1), 5, true, false},    // at the floor: 1
@@ -141,7 +142,7 @@ func TestEnvoyFloorIsNotProbe(t *testing.T) {
 // elapses; that step's samples predate the fence and are dropped.
 func TestEnvoyWindowNeverRaisesLimit(t *testing.T) {
 	e := newEnvoy(t, func(c *EnvoyGradientConfig) { c.MinConcurrency, c.ProbeConcurrency = 1, 10 })
-	runEnvoy(t, e, t0, []envoyStep{
+	runEnvoy(t, e, ctltest.T0, []envoyStep{
 		{samp(50, 0.01), 10, true, false},
 		{samp(40, 1), 7, true, false},
 		{samp(40, 1), 5, true, false},
@@ -163,7 +164,7 @@ func TestEnvoyWindowNeverRaisesLimit(t *testing.T) {
 func TestEnvoyJitterSeeded(t *testing.T) {
 	schedule := func(seed uint64) []time.Duration {
 		e := newEnvoy(t, func(c *EnvoyGradientConfig) { c.Seed = seed })
-		now := t0
+		now := ctltest.T0
 		var out []time.Duration
 		for i := 0; i < 5; i++ {
 			now = now.Add(100 * time.Millisecond)
@@ -191,8 +192,8 @@ func TestEnvoyJitterSeeded(t *testing.T) {
 		t.Fatalf("only %d distinct delays in 100 draws", len(distinct))
 	}
 	e := newEnvoy(t, func(c *EnvoyGradientConfig) { c.Jitter = 0 })
-	e.Update(t0, samp(50, 0.01))
-	if got := e.NextWindow().Sub(t0); got != 60*time.Second {
+	e.Update(ctltest.T0, samp(50, 0.01))
+	if got := e.NextWindow().Sub(ctltest.T0); got != 60*time.Second {
 		t.Fatalf("no jitter: next window after %s, want 60s", got)
 	}
 }
@@ -204,8 +205,8 @@ func TestEnvoyPercentile(t *testing.T) {
 		want float64
 	}{{50, 0.01}, {90, 0.02}, {99, 0.03}} {
 		e := newEnvoy(t, func(c *EnvoyGradientConfig) { c.Percentile = tc.p })
-		d := e.Update(t0, samp(60, 0.01))
-		near(t, fmt.Sprintf("p%d minRTT", tc.p), e.MinRTT(), tc.want)
+		d := e.Update(ctltest.T0, samp(60, 0.01))
+		ctltest.Near(t, fmt.Sprintf("p%d minRTT", tc.p), e.MinRTT(), tc.want)
 		if !strings.Contains(d.Reason, fmt.Sprintf("p%d", tc.p)) {
 			t.Fatalf("reason does not name p%d: %s", tc.p, d.Reason)
 		}
@@ -217,7 +218,7 @@ func TestEnvoyMonotoneInLatency(t *testing.T) {
 	prev := 1e9
 	for _, p := range []float64{0.001, 0.005, 0.01, 0.0125, 0.02, 0.05, 1} {
 		e := newEnvoy(t, nil)
-		now := runEnvoy(t, e, t0, []envoyStep{{samp(50, 0.01), 3, true, false}})
+		now := runEnvoy(t, e, ctltest.T0, []envoyStep{{samp(50, 0.01), 3, true, false}})
 		for i := 0; i < 6; i++ {
 			now = now.Add(100 * time.Millisecond)
 			e.Update(now, samp(40, 0.01))
@@ -231,17 +232,17 @@ func TestEnvoyMonotoneInLatency(t *testing.T) {
 }
 
 func TestEnvoyValidateNamesField(t *testing.T) {
-	checkFieldErrors(t, DefaultEnvoyGradientConfig, []fieldCase[EnvoyGradientConfig]{
-		{"concurrency_update_interval", func(c *EnvoyGradientConfig) { c.ConcurrencyUpdateInterval = 0 }},
-		{"min_rtt_calc_interval", func(c *EnvoyGradientConfig) { c.MinRTTCalcInterval = time.Microsecond }},
-		{"request_count", func(c *EnvoyGradientConfig) { c.RequestCount = 0 }},
-		{"jitter", func(c *EnvoyGradientConfig) { c.Jitter = 150 }},
-		{"buffer", func(c *EnvoyGradientConfig) { c.Buffer = -5 }},
-		{"percentile", func(c *EnvoyGradientConfig) { c.Percentile = 95 }},
-		{"min_concurrency", func(c *EnvoyGradientConfig) { c.MinConcurrency = 0 }},
-		{"max_concurrency", func(c *EnvoyGradientConfig) { c.MaxConcurrency = 2 }},
-		{"probe_concurrency", func(c *EnvoyGradientConfig) { c.ProbeConcurrency = 0 }},
-		{"probe_concurrency", func(c *EnvoyGradientConfig) { c.ProbeConcurrency = 2000 }},
+	ctltest.CheckFieldErrors(t, DefaultEnvoyGradientConfig, []ctltest.FieldCase[EnvoyGradientConfig]{
+		{Field: "concurrency_update_interval", Edit: func(c *EnvoyGradientConfig) { c.ConcurrencyUpdateInterval = 0 }},
+		{Field: "min_rtt_calc_interval", Edit: func(c *EnvoyGradientConfig) { c.MinRTTCalcInterval = time.Microsecond }},
+		{Field: "request_count", Edit: func(c *EnvoyGradientConfig) { c.RequestCount = 0 }},
+		{Field: "jitter", Edit: func(c *EnvoyGradientConfig) { c.Jitter = 150 }},
+		{Field: "buffer", Edit: func(c *EnvoyGradientConfig) { c.Buffer = -5 }},
+		{Field: "percentile", Edit: func(c *EnvoyGradientConfig) { c.Percentile = 95 }},
+		{Field: "min_concurrency", Edit: func(c *EnvoyGradientConfig) { c.MinConcurrency = 0 }},
+		{Field: "max_concurrency", Edit: func(c *EnvoyGradientConfig) { c.MaxConcurrency = 2 }},
+		{Field: "probe_concurrency", Edit: func(c *EnvoyGradientConfig) { c.ProbeConcurrency = 0 }},
+		{Field: "probe_concurrency", Edit: func(c *EnvoyGradientConfig) { c.ProbeConcurrency = 2000 }},
 	})
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/control/internal/ctltest"
 )
 
 // g2win is a one-second step that closes a default window: n samples of
@@ -20,7 +21,7 @@ func g2win(mean float64, inflight float64) sluice.Measurements {
 
 func newGradient2(t *testing.T, edit func(*Gradient2Config)) *Gradient2 {
 	t.Helper()
-	return build(t, DefaultGradient2Config(), edit, NewGradient2)
+	return ctltest.Build(t, DefaultGradient2Config(), edit, NewGradient2)
 }
 
 // Hand-computed from Gradient2Limit with the defaults (limit 20 in
@@ -47,7 +48,7 @@ func TestGradient2Timeline(t *testing.T) {
 		// newLimit = 20.672·0.5 + 4 = 14.336; 0.8·20.672 + 0.2·14.336 = 19.4048 → min_limit 20.
 		{g2win(5.0, 30), 20, true},
 	})
-	near(t, "longRtt", g.LongRTT(), 1.26)
+	ctltest.Near(t, "longRtt", g.LongRTT(), 1.26)
 }
 
 // With smoothing 1 the gradient's floor of 0.5 shows directly: a latency
@@ -67,7 +68,7 @@ func TestGradient2ShrinksAtMostHalf(t *testing.T) {
 		step{g2win(10, 200), 26, true},
 	)
 	runTimeline(t, g, steps)
-	near(t, "longRtt", g.LongRTT(), 0.165780549)
+	ctltest.Near(t, "longRtt", g.LongRTT(), 0.165780549)
 }
 
 // After the warm-up, a longRtt more than twice the window's RTT drains by
@@ -75,18 +76,18 @@ func TestGradient2ShrinksAtMostHalf(t *testing.T) {
 func TestGradient2LongRTTDrain(t *testing.T) {
 	g := newGradient2(t, nil)
 	for i := 1; i <= 10; i++ {
-		g.Update(at(i), g2win(1.0, 100))
+		g.Update(ctltest.At(i), g2win(1.0, 100))
 	}
-	near(t, "warm-up mean", g.LongRTT(), 1.0)
+	ctltest.Near(t, "warm-up mean", g.LongRTT(), 1.0)
 	// longRtt = 1·(1−α) + 0.1·α = 0.997005 with α = 2/601; 9.97 > 2 → ×0.95.
-	d := g.Update(at(11), g2win(0.1, 100))
-	near(t, "after one drain", g.LongRTT(), 0.947154742)
+	d := g.Update(ctltest.At(11), g2win(0.1, 100))
+	ctltest.Near(t, "after one drain", g.LongRTT(), 0.947154742)
 	if !strings.Contains(d.Reason, "drained") {
 		t.Fatalf("reason does not mention the drain: %s", d.Reason)
 	}
 	// 0.947155·(1−α) + 0.1·α = 0.944336, ×0.95.
-	g.Update(at(12), g2win(0.1, 100))
-	near(t, "after two drains", g.LongRTT(), 0.897118812)
+	g.Update(ctltest.At(12), g2win(0.1, 100))
+	ctltest.Near(t, "after two drains", g.LongRTT(), 0.897118812)
 }
 
 // The limit stays within [min_limit, max_concurrency].
@@ -113,12 +114,12 @@ func TestGradient2WindowAccumulates(t *testing.T) {
 		{thin(0.02), 20, false}, // 8 of 10
 		{thin(0.04), 20.8, true},
 	})
-	near(t, "window mean", g.LongRTT(), (0.01+0.02+0.04)/3)
+	ctltest.Near(t, "window mean", g.LongRTT(), (0.01+0.02+0.04)/3)
 
 	// Ten 100 ms steps of 3 samples make one 1 s window.
 	g = newGradient2(t, nil)
 	for i := 1; i <= 10; i++ {
-		d := g.Update(t0.Add(time.Duration(i)*100*time.Millisecond), sluice.Measurements{
+		d := g.Update(ctltest.T0.Add(time.Duration(i)*100*time.Millisecond), sluice.Measurements{
 			Elapsed: 100 * time.Millisecond, ServiceSamples: 3, ServiceMean: 0.02, ServiceMin: 0.015, MaxInFlight: 25})
 		if d.Acted != (i == 10) {
 			t.Fatalf("step %d: acted %v (%s)", i, d.Acted, d.Reason)
@@ -130,16 +131,16 @@ func TestGradient2WindowAccumulates(t *testing.T) {
 // gives no samples; its peak in flight still counts.
 func TestGradient2RTTThreshold(t *testing.T) {
 	g := newGradient2(t, nil)
-	d := g.Update(at(1), sluice.Measurements{Elapsed: time.Second, ServiceSamples: 100, ServiceMean: 50e-6, ServiceMin: 10e-6, MaxInFlight: 30})
+	d := g.Update(ctltest.At(1), sluice.Measurements{Elapsed: time.Second, ServiceSamples: 100, ServiceMean: 50e-6, ServiceMin: 10e-6, MaxInFlight: 30})
 	if d.Acted || !strings.Contains(d.Reason, "discarded") {
 		t.Fatalf("fast step was used: %+v", d)
 	}
-	d = g.Update(at(2), sluice.Measurements{Elapsed: time.Second, ServiceSamples: 12, ServiceMean: 0.01, ServiceMin: 0.008, MaxInFlight: 5})
+	d = g.Update(ctltest.At(2), sluice.Measurements{Elapsed: time.Second, ServiceSamples: 12, ServiceMean: 0.01, ServiceMin: 0.008, MaxInFlight: 5})
 	if !d.Acted {
 		t.Fatalf("window did not close: %s", d.Reason)
 	}
-	near(t, "longRtt ignores the fast step", g.LongRTT(), 0.01)
-	near(t, "peak 30 from the fast step keeps it from app-limited", d.New, 20.8)
+	ctltest.Near(t, "longRtt ignores the fast step", g.LongRTT(), 0.01)
+	ctltest.Near(t, "peak 30 from the fast step keeps it from app-limited", d.New, 20.8)
 }
 
 // The next window lasts 2 × the previous window's smallest service time,
@@ -149,7 +150,7 @@ func TestGradient2WindowLength(t *testing.T) {
 	m := sluice.Measurements{Elapsed: 100 * time.Millisecond, ServiceSamples: 10, ServiceMean: 0.5, ServiceMin: 0.4, MaxInFlight: 20}
 	var acted []int
 	for i := 1; i <= 12; i++ {
-		if g.Update(t0.Add(time.Duration(i)*100*time.Millisecond), m).Acted {
+		if g.Update(ctltest.T0.Add(time.Duration(i)*100*time.Millisecond), m).Acted {
 			acted = append(acted, i)
 		}
 	}
@@ -166,9 +167,9 @@ func TestGradient2MonotoneInLatency(t *testing.T) {
 		for _, x := range []float64{0.5, 1, 1.5, 2, 4, 8} {
 			g := newGradient2(t, func(c *Gradient2Config) { c.MinLimit = 1 })
 			for i := 1; i <= 15; i++ {
-				g.Update(at(i), g2win(base, 100))
+				g.Update(ctltest.At(i), g2win(base, 100))
 			}
-			d := g.Update(at(16), g2win(base*x, 100))
+			d := g.Update(ctltest.At(16), g2win(base*x, 100))
 			if d.New > prev+1e-9 {
 				t.Fatalf("base %v: RTT ×%v gave limit %v > %v", base, x, d.New, prev)
 			}
@@ -178,19 +179,19 @@ func TestGradient2MonotoneInLatency(t *testing.T) {
 }
 
 func TestGradient2ValidateNamesField(t *testing.T) {
-	checkFieldErrors(t, DefaultGradient2Config, []fieldCase[Gradient2Config]{
-		{"period", func(c *Gradient2Config) { c.Period = 0 }},
-		{"min_limit", func(c *Gradient2Config) { c.MinLimit = 0 }},
-		{"max_concurrency", func(c *Gradient2Config) { c.MaxConcurrency = 10 }},
-		{"initial_limit", func(c *Gradient2Config) { c.InitialLimit = 300 }},
-		{"smoothing", func(c *Gradient2Config) { c.Smoothing = 0 }},
-		{"queue_size", func(c *Gradient2Config) { c.QueueSize = -1 }},
-		{"long_window", func(c *Gradient2Config) { c.LongWindow = 0 }},
-		{"rtt_tolerance", func(c *Gradient2Config) { c.RTTTolerance = 0.9 }},
-		{"min_window_time", func(c *Gradient2Config) { c.MinWindowTime = 50 * time.Millisecond }},
-		{"max_window_time", func(c *Gradient2Config) { c.MaxWindowTime = 500 * time.Millisecond }},
-		{"window_size", func(c *Gradient2Config) { c.WindowSize = 5 }},
-		{"min_rtt_threshold", func(c *Gradient2Config) { c.MinRTTThreshold = -1 }},
+	ctltest.CheckFieldErrors(t, DefaultGradient2Config, []ctltest.FieldCase[Gradient2Config]{
+		{Field: "period", Edit: func(c *Gradient2Config) { c.Period = 0 }},
+		{Field: "min_limit", Edit: func(c *Gradient2Config) { c.MinLimit = 0 }},
+		{Field: "max_concurrency", Edit: func(c *Gradient2Config) { c.MaxConcurrency = 10 }},
+		{Field: "initial_limit", Edit: func(c *Gradient2Config) { c.InitialLimit = 300 }},
+		{Field: "smoothing", Edit: func(c *Gradient2Config) { c.Smoothing = 0 }},
+		{Field: "queue_size", Edit: func(c *Gradient2Config) { c.QueueSize = -1 }},
+		{Field: "long_window", Edit: func(c *Gradient2Config) { c.LongWindow = 0 }},
+		{Field: "rtt_tolerance", Edit: func(c *Gradient2Config) { c.RTTTolerance = 0.9 }},
+		{Field: "min_window_time", Edit: func(c *Gradient2Config) { c.MinWindowTime = 50 * time.Millisecond }},
+		{Field: "max_window_time", Edit: func(c *Gradient2Config) { c.MaxWindowTime = 500 * time.Millisecond }},
+		{Field: "window_size", Edit: func(c *Gradient2Config) { c.WindowSize = 5 }},
+		{Field: "min_rtt_threshold", Edit: func(c *Gradient2Config) { c.MinRTTThreshold = -1 }},
 	})
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/control/internal/ctltest"
 	"github.com/sluicehq/sluice/internal/fielderr"
 )
 
@@ -49,14 +50,7 @@ func newAuto(t *testing.T, edit func(*Config)) *Auto {
 	t.Helper()
 	cfg := DefaultConfig()
 	cfg.SLO = 250 * time.Millisecond
-	if edit != nil {
-		edit(&cfg)
-	}
-	a, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return a
+	return ctltest.Build(t, cfg, edit, New)
 }
 
 // From its initial limit of 16 on a service of parallelism 4, auto's low
@@ -64,7 +58,7 @@ func newAuto(t *testing.T, edit func(*Config)) *Auto {
 // knee, within [√1.5·W, 1.5·W] give or take a step.
 func TestAutoFindsTheKneeFromAbove(t *testing.T) {
 	a := newAuto(t, nil)
-	now := t0
+	now := ctltest.T0
 	drive(a, plant{w: 4, s: 0.010}, &now, 60*time.Second)
 	if l := a.Limit(); l < 4 || l > 7 {
 		t.Fatalf("limit %.3g after 60 s on W = 4, want within [4, 7]", l)
@@ -77,7 +71,7 @@ func TestAutoFindsTheKneeFromAbove(t *testing.T) {
 // on the way, so the service stays busy.
 func TestAutoFollowsParallelism(t *testing.T) {
 	a := newAuto(t, nil)
-	now := t0
+	now := ctltest.T0
 	drive(a, plant{w: 4, s: 0.010}, &now, 30*time.Second)
 	start := now
 	p := plant{w: 16, s: 0.010}
@@ -123,7 +117,7 @@ func (p capped) step(limit float64, h time.Duration) sluice.Measurements {
 // phase (d) settled in 3–6 s instead of 1–2).
 func TestAutoTakesAnUnfilledProbeThatGrew(t *testing.T) {
 	a := newAuto(t, nil)
-	now := t0
+	now := ctltest.T0
 	drive(a, plant{w: 4, s: 0.010}, &now, 60*time.Second)
 	if l := a.Limit(); l > 7 {
 		t.Fatalf("limit %.3g on W = 4, want ≤ 7 before the change", l)
@@ -153,7 +147,7 @@ func TestAutoTakesAnUnfilledProbeThatGrew(t *testing.T) {
 
 	// max_healthy_latency below the service's p99 holds L there too.
 	g := newAuto(t, func(c *Config) { c.MaxHealthyLatency = 5 * time.Millisecond })
-	now = t0
+	now = ctltest.T0
 	drive(g, plant{w: 4, s: 0.010}, &now, 60*time.Second)
 	before := g.Limit()
 	for end := now.Add(10 * time.Second); now.Before(end); {
@@ -168,7 +162,7 @@ func TestAutoTakesAnUnfilledProbeThatGrew(t *testing.T) {
 // needs no new limit: the concurrency limit follows it by itself.
 func TestAutoHoldsThroughCapacityChanges(t *testing.T) {
 	a := newAuto(t, nil)
-	now := t0
+	now := ctltest.T0
 	drive(a, plant{w: 4, s: 0.010}, &now, 60*time.Second)
 	for _, s := range []float64{0.020, 0.005, 0.010} {
 		before := a.Limit()
@@ -183,7 +177,7 @@ func TestAutoHoldsThroughCapacityChanges(t *testing.T) {
 // in a row are, and the step is the measured gain.
 func TestAutoGrowthNeedsConfirmation(t *testing.T) {
 	a := newAuto(t, func(c *Config) { c.InitialLimit = 8 })
-	now := t0
+	now := ctltest.T0
 	p := plant{w: 64, s: 0.010}
 	var reasons []string
 	for i := 0; i < 400 && a.Limit() == 8; i++ {
@@ -241,7 +235,7 @@ func TestAutoNoiseDoesNotRatchetTheLimitDown(t *testing.T) {
 
 func TestAutoCutsServiceTimeOverSLO(t *testing.T) {
 	a := newAuto(t, func(c *Config) { c.InitialLimit = 64 })
-	now := t0
+	now := ctltest.T0
 	// W = 4, s = 10 ms: at 64 in service R = 160 ms > SLO/4 = 62.5 ms.
 	d := drive(a, plant{w: 4, s: 0.010}, &now, 3*time.Second)
 	if a.Limit() >= 64 {
@@ -253,7 +247,7 @@ func TestAutoCutsServiceTimeOverSLO(t *testing.T) {
 // holds: it never drifts to its floor for lack of samples.
 func TestAutoHoldsWithoutEvidence(t *testing.T) {
 	a := newAuto(t, nil)
-	now := t0
+	now := ctltest.T0
 	for i := 0; i < 300; i++ {
 		now = now.Add(a.Period())
 		d := a.Update(now, sluice.Measurements{Elapsed: a.Period(), ServiceMean: math.NaN(), InFlight: 16, MaxInFlight: 16})
@@ -283,7 +277,7 @@ func TestAutoQueuePolicy(t *testing.T) {
 	if d := a.Current(); d.MaxWait != 125*time.Millisecond || d.Drain != 0 {
 		t.Fatalf("initial wait %v drain %v, want SLO/2 and none", d.MaxWait, d.Drain)
 	}
-	now := t0.Add(100 * time.Millisecond)
+	now := ctltest.T0.Add(100 * time.Millisecond)
 	// A quiet step: mean 10 ms, p99 30 ms; the queue emptied.
 	m := sluice.Measurements{Elapsed: 100 * time.Millisecond, Arrivals: 10, Completed: 10, ServiceSamples: 10,
 		ServiceMean: 0.010, ServiceP99: 0.030, InFlight: 1, MaxInFlight: 2, QueueWaitMin: 0}
@@ -334,41 +328,32 @@ func TestAutoQueuePolicy(t *testing.T) {
 }
 
 func TestAutoConfigValidate(t *testing.T) {
-	for _, c := range []struct {
-		field string
-		edit  func(*Config)
-	}{
-		{"slo", func(c *Config) { c.SLO = 0 }},
-		{"period", func(c *Config) { c.Period = 0 }},
-		{"min_limit", func(c *Config) { c.MinLimit = 0.5 }},
-		{"max_limit", func(c *Config) { c.MaxLimit = 0 }},
-		{"initial_limit", func(c *Config) { c.InitialLimit = 1e9 }},
-		{"high_probe", func(c *Config) { c.HighProbe = 1 }},
-		{"low_probe", func(c *Config) { c.LowProbe = math.NaN() }},
-		{"min_completions", func(c *Config) { c.MinCompletions = 0 }},
-		{"max_window", func(c *Config) { c.MaxWindow = time.Millisecond }},
-		{"standing_wait", func(c *Config) { c.StandingWait = time.Second }},
-		{"burst_window", func(c *Config) { c.BurstWindow = -time.Second }},
-		{"burst_window", func(c *Config) { c.BurstWindow = time.Hour }},
-		{"tail_pool", func(c *Config) { c.TailPool = 50 }},
-		{"tail_pool", func(c *Config) { c.TailPool = -1 }},
-		{"tail_pool", func(c *Config) { c.TailPool = 2000000 }},
-		{"min_rate", func(c *Config) { c.MinRate = -1 }},
-		{"min_rate", func(c *Config) { c.MinRate = math.Inf(1) }},
-		{"max_reject_fraction", func(c *Config) { c.MaxRejectFraction = 1.5 }},
-		{"max_reject_fraction", func(c *Config) { c.MaxRejectFraction = -0.1 }},
-		{"warmup", func(c *Config) { c.Warmup = -time.Second }},
-		{"max_healthy_latency", func(c *Config) { c.MaxHealthyLatency = -time.Millisecond }},
-		{"knee", func(c *Config) { c.Knee = "overtake" }},
-		{"knee_tolerance", func(c *Config) { c.KneeTolerance = -time.Millisecond }},
-		{"knee_tolerance", func(c *Config) { c.KneeTolerance = c.SLO }},
-	} {
-		cfg := DefaultConfig()
-		c.edit(&cfg)
-		if err := cfg.Validate(); fielderr.Path(err) != c.field {
-			t.Errorf("%s: Validate() = %v, want an error naming it", c.field, err)
-		}
-	}
+	ctltest.CheckFieldErrors(t, DefaultConfig, []ctltest.FieldCase[Config]{
+		{Field: "slo", Edit: func(c *Config) { c.SLO = 0 }},
+		{Field: "period", Edit: func(c *Config) { c.Period = 0 }},
+		{Field: "min_limit", Edit: func(c *Config) { c.MinLimit = 0.5 }},
+		{Field: "max_limit", Edit: func(c *Config) { c.MaxLimit = 0 }},
+		{Field: "initial_limit", Edit: func(c *Config) { c.InitialLimit = 1e9 }},
+		{Field: "high_probe", Edit: func(c *Config) { c.HighProbe = 1 }},
+		{Field: "low_probe", Edit: func(c *Config) { c.LowProbe = math.NaN() }},
+		{Field: "min_completions", Edit: func(c *Config) { c.MinCompletions = 0 }},
+		{Field: "max_window", Edit: func(c *Config) { c.MaxWindow = time.Millisecond }},
+		{Field: "standing_wait", Edit: func(c *Config) { c.StandingWait = time.Second }},
+		{Field: "burst_window", Edit: func(c *Config) { c.BurstWindow = -time.Second }},
+		{Field: "burst_window", Edit: func(c *Config) { c.BurstWindow = time.Hour }},
+		{Field: "tail_pool", Edit: func(c *Config) { c.TailPool = 50 }},
+		{Field: "tail_pool", Edit: func(c *Config) { c.TailPool = -1 }},
+		{Field: "tail_pool", Edit: func(c *Config) { c.TailPool = 2000000 }},
+		{Field: "min_rate", Edit: func(c *Config) { c.MinRate = -1 }},
+		{Field: "min_rate", Edit: func(c *Config) { c.MinRate = math.Inf(1) }},
+		{Field: "max_reject_fraction", Edit: func(c *Config) { c.MaxRejectFraction = 1.5 }},
+		{Field: "max_reject_fraction", Edit: func(c *Config) { c.MaxRejectFraction = -0.1 }},
+		{Field: "warmup", Edit: func(c *Config) { c.Warmup = -time.Second }},
+		{Field: "max_healthy_latency", Edit: func(c *Config) { c.MaxHealthyLatency = -time.Millisecond }},
+		{Field: "knee", Edit: func(c *Config) { c.Knee = "overtake" }},
+		{Field: "knee_tolerance", Edit: func(c *Config) { c.KneeTolerance = -time.Millisecond }},
+		{Field: "knee_tolerance", Edit: func(c *Config) { c.KneeTolerance = c.SLO }},
+	})
 	a := newAuto(t, nil)
 	if err := a.SetTarget(-time.Second); fielderr.Path(err) != "slo" {
 		t.Errorf("SetTarget(-1s) = %v", err)
