@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/control/auto"
+	"github.com/sluicehq/sluice/internal/fielderr"
 )
 
 // Targeted is implemented by controllers whose response-time target can be
@@ -26,10 +27,7 @@ var (
 )
 
 func checkTarget(target time.Duration) error {
-	if target <= 0 {
-		return badField("target", target, "must be a positive duration such as 500ms")
-	}
-	return nil
+	return fielderr.PositiveDuration("target", target, "500ms")
 }
 
 // SetTarget sets the p90 target of every class.
