@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/internal/fielderr"
 	"github.com/sluicehq/sluice/internal/mathx"
 )
 
@@ -56,7 +55,7 @@ func (c *BBRConfig) Validate() error {
 		invalidIf(c.Window < c.Period, "window", c.Window, fmt.Sprintf("must be a duration ≥ period (%s) such as 10s", c.Period)),
 		invalidIf(!mathx.Finite(c.CPUThreshold) || c.CPUThreshold < 0 || c.CPUThreshold > 1, "cpu_threshold", c.CPUThreshold,
 			"must be a utilization within [0, 1] (0: always shed above maxInFlight)"),
-		fielderr.Within("cpu_decay", c.CPUDecay, '[', 0, 1, ')'),
+		checkWithin("cpu_decay", c.CPUDecay, '[', 0, 1, ')'),
 	)
 }
 

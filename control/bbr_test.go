@@ -10,11 +10,10 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/control/internal/ctltest"
 )
 
-// tb returns ctltest.T0 + k buckets of 100 ms.
-func tb(k int) time.Time { return ctltest.T0.Add(time.Duration(k) * 100 * time.Millisecond) }
+// tb returns t0 + k buckets of 100 ms.
+func tb(k int) time.Time { return t0.Add(time.Duration(k) * 100 * time.Millisecond) }
 
 // bucket is a 100 ms step with done completions of mean service time rt
 // (seconds; NaN: no samples), CPU util and rejected gate refusals.
@@ -31,7 +30,7 @@ func newBBR(t *testing.T, edit func(*BBRConfig)) *BBR {
 	t.Helper()
 	cfg := DefaultBBRConfig()
 	cfg.CPUDecay = 0 // the tests below read the CPU condition directly
-	return ctltest.Build(t, cfg, edit, NewBBR)
+	return build(t, cfg, edit, NewBBR)
 }
 
 // bbrStep is one Update: the measurements, then the limit and whether the
@@ -175,13 +174,13 @@ func TestBBRNoCPUSensor(t *testing.T) {
 func TestBBRCPUSmoothing(t *testing.T) {
 	b := newBBR(t, func(c *BBRConfig) { c.CPUDecay = 0.95 })
 	b.Update(tb(1), bucket(10, 0.04, 1, 0))
-	ctltest.Near(t, "100 ms", b.CPU(), 0.010206218)
+	near(t, "100 ms", b.CPU(), 0.010206218)
 	m := bucket(10, 0.04, 1, 0)
 	m.Elapsed = 500 * time.Millisecond
 	b.Update(tb(6), m)
-	ctltest.Near(t, "500 ms", b.CPU(), 0.059695907)
+	near(t, "500 ms", b.CPU(), 0.059695907)
 	b.Update(tb(7), bucket(10, 0.04, nan(), 0))
-	ctltest.Near(t, "NaN", b.CPU(), 0.059695907)
+	near(t, "NaN", b.CPU(), 0.059695907)
 }
 
 // From the same history, a hotter CPU never loosens the gate.
@@ -208,7 +207,7 @@ func TestBBRMonotoneInCPU(t *testing.T) {
 }
 
 func TestBBRValidateNamesField(t *testing.T) {
-	ctltest.CheckFieldErrors(t, DefaultBBRConfig, []ctltest.FieldCase[BBRConfig]{
+	checkFieldErrors(t, DefaultBBRConfig, []fieldCase[BBRConfig]{
 		{Field: "period", Edit: func(c *BBRConfig) { c.Period = 0 }},
 		{Field: "window", Edit: func(c *BBRConfig) { c.Window = 50 * time.Millisecond }},
 		{Field: "cpu_threshold", Edit: func(c *BBRConfig) { c.CPUThreshold = 80 }},

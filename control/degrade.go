@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/internal/fielderr"
 	"github.com/sluicehq/sluice/internal/mathx"
 )
 
@@ -36,9 +35,9 @@ func DefaultDegradeConfig() DegradeConfig {
 
 func (c *DegradeConfig) validate() error {
 	return firstError(
-		fielderr.Within("degrade.quality_min", c.QualityMin, '(', 0, 1, ')'),
+		checkWithin("degrade.quality_min", c.QualityMin, '(', 0, 1, ')'),
 		invalidIf(!mathx.Finite(c.QualityDown) || c.QualityDown <= 1, "degrade.quality_down", c.QualityDown, "must be a finite factor > 1"),
-		fielderr.Within("degrade.quality_up", c.QualityUp, '(', 0, 1, ']'),
+		checkWithin("degrade.quality_up", c.QualityUp, '(', 0, 1, ']'),
 	)
 }
 

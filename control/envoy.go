@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/internal/fielderr"
 	"github.com/sluicehq/sluice/internal/mathx"
 )
 
@@ -76,12 +75,12 @@ func (c *EnvoyGradientConfig) Validate() error {
 	return firstError(
 		checkPeriod("concurrency_update_interval", c.ConcurrencyUpdateInterval),
 		invalidIf(c.MinRTTCalcInterval < time.Millisecond, "min_rtt_calc_interval", c.MinRTTCalcInterval, "must be a duration ≥ 1ms such as 60s"),
-		fielderr.AtLeast("request_count", c.RequestCount, 1),
+		checkAtLeast("request_count", c.RequestCount, 1),
 		invalidIf(!mathx.Finite(c.Jitter) || c.Jitter < 0 || c.Jitter > 100, "jitter", c.Jitter, "must be a percentage within [0, 100]"),
 		invalidIf(!mathx.Finite(c.Buffer) || c.Buffer < 0, "buffer", c.Buffer, "must be a finite percentage ≥ 0"),
 		invalidIf(c.Percentile != 50 && c.Percentile != 90 && c.Percentile != 99, "percentile", c.Percentile,
 			"must be 50, 90 or 99 (the percentiles the runner measures)"),
-		fielderr.AtLeast("min_concurrency", c.MinConcurrency, 1),
+		checkAtLeast("min_concurrency", c.MinConcurrency, 1),
 		invalidIf(c.MaxConcurrency < c.MinConcurrency, "max_concurrency", c.MaxConcurrency, fmt.Sprintf("must be ≥ min_concurrency (%d)", c.MinConcurrency)),
 		invalidIf(c.ProbeConcurrency < 1 || c.ProbeConcurrency > c.MaxConcurrency, "probe_concurrency", c.ProbeConcurrency,
 			fmt.Sprintf("must be within [1, max_concurrency] = [1, %d]", c.MaxConcurrency)),

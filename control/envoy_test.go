@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/control/internal/ctltest"
 )
 
 // samp is a step with n service-time samples whose p50 is p50 seconds (p90
@@ -47,7 +46,7 @@ func runEnvoy(t *testing.T, e *EnvoyGradient, start time.Time, steps []envoyStep
 
 func newEnvoy(t *testing.T, edit func(*EnvoyGradientConfig)) *EnvoyGradient {
 	t.Helper()
-	return ctltest.Build(t, DefaultEnvoyGradientConfig(), edit, NewEnvoyGradient)
+	return build(t, DefaultEnvoyGradientConfig(), edit, NewEnvoyGradient)
 }
 
 // The controller starts inside a minRTT window pinned at probe_concurrency
@@ -61,7 +60,7 @@ func TestEnvoyTimeline(t *testing.T) {
 	if d := e.Current(); d.New != 3 || !d.Fence || !e.InWindow() || e.TriggerSamples() != 50 {
 		t.Fatalf("initial %+v, trigger %d", d, e.TriggerSamples())
 	}
-	now := runEnvoy(t, e, ctltest.T0, []envoyStep{
+	now := runEnvoy(t, e, t0, []envoyStep{
 		{samp(20, 0.010), 3, false, false},
 	})
 	if got := e.TriggerSamples(); got != 30 {
@@ -71,7 +70,7 @@ func TestEnvoyTimeline(t *testing.T) {
 		// 50 samples: minRTT = (20·0.010 + 30·0.020)/50 = 0.016; limit back to 3.
 		{samp(30, 0.020), 3, true, false},
 	})
-	ctltest.Near(t, "minRTT", e.MinRTT(), 0.016)
+	near(t, "minRTT", e.MinRTT(), 0.016)
 	if e.InWindow() || e.TriggerSamples() != 0 {
 		t.Fatal("window still open")
 	}
@@ -101,13 +100,13 @@ func TestEnvoyTimeline(t *testing.T) {
 		t.Fatal("five intervals at the floor did not open a minRTT window")
 	}
 	runEnvoy(t, e, now, []envoyStep{{samp(50, 0.05), 3, true, false}})
-	ctltest.Near(t, "new minRTT", e.MinRTT(), 0.05)
+	near(t, "new minRTT", e.MinRTT(), 0.05)
 }
 
 // max_concurrency caps ⌊L′ + √L′⌋.
 func TestEnvoyMaxClamp(t *testing.T) {
 	e := newEnvoy(t, func(c *EnvoyGradientConfig) { c.MaxConcurrency = 20 })
-	runEnvoy(t, e, ctltest.T0, []envoyStep{
+	runEnvoy(t, e, t0, []envoyStep{
 		{samp(50, 0.016), 3, true, false},
 		{samp(40, 0.016), 5, true, false},
 		{samp(40, 0.016), 8, true, false},
@@ -125,7 +124,7 @@ func TestEnvoyFloorIsNotProbe(t *testing.T) {
 	if e.Current().New != 2 {
 		t.Fatalf("first window pinned at %v, want probe 2", e.Current().New)
 	}
-	runEnvoy(t, e, ctltest.T0, []envoyStep{
+	runEnvoy(t, e, t0, []envoyStep{
 		{samp(50, 0.01), 2, true, false}, // closes: back to the saved 2
 		{samp(40, 0.01), 5, true, false}, // ⌊2.5+1.58⌋ = 4 → floor 5
 		{samp(40, 1), 5, true, false},    // at the floor: 1
@@ -142,7 +141,7 @@ func TestEnvoyFloorIsNotProbe(t *testing.T) {
 // elapses; that step's samples predate the fence and are dropped.
 func TestEnvoyWindowNeverRaisesLimit(t *testing.T) {
 	e := newEnvoy(t, func(c *EnvoyGradientConfig) { c.MinConcurrency, c.ProbeConcurrency = 1, 10 })
-	runEnvoy(t, e, ctltest.T0, []envoyStep{
+	runEnvoy(t, e, t0, []envoyStep{
 		{samp(50, 0.01), 10, true, false},
 		{samp(40, 1), 7, true, false},
 		{samp(40, 1), 5, true, false},
@@ -164,7 +163,7 @@ func TestEnvoyWindowNeverRaisesLimit(t *testing.T) {
 func TestEnvoyJitterSeeded(t *testing.T) {
 	schedule := func(seed uint64) []time.Duration {
 		e := newEnvoy(t, func(c *EnvoyGradientConfig) { c.Seed = seed })
-		now := ctltest.T0
+		now := t0
 		var out []time.Duration
 		for i := 0; i < 5; i++ {
 			now = now.Add(100 * time.Millisecond)
@@ -192,8 +191,8 @@ func TestEnvoyJitterSeeded(t *testing.T) {
 		t.Fatalf("only %d distinct delays in 100 draws", len(distinct))
 	}
 	e := newEnvoy(t, func(c *EnvoyGradientConfig) { c.Jitter = 0 })
-	e.Update(ctltest.T0, samp(50, 0.01))
-	if got := e.NextWindow().Sub(ctltest.T0); got != 60*time.Second {
+	e.Update(t0, samp(50, 0.01))
+	if got := e.NextWindow().Sub(t0); got != 60*time.Second {
 		t.Fatalf("no jitter: next window after %s, want 60s", got)
 	}
 }
@@ -205,8 +204,8 @@ func TestEnvoyPercentile(t *testing.T) {
 		want float64
 	}{{50, 0.01}, {90, 0.02}, {99, 0.03}} {
 		e := newEnvoy(t, func(c *EnvoyGradientConfig) { c.Percentile = tc.p })
-		d := e.Update(ctltest.T0, samp(60, 0.01))
-		ctltest.Near(t, fmt.Sprintf("p%d minRTT", tc.p), e.MinRTT(), tc.want)
+		d := e.Update(t0, samp(60, 0.01))
+		near(t, fmt.Sprintf("p%d minRTT", tc.p), e.MinRTT(), tc.want)
 		if !strings.Contains(d.Reason, fmt.Sprintf("p%d", tc.p)) {
 			t.Fatalf("reason does not name p%d: %s", tc.p, d.Reason)
 		}
@@ -218,7 +217,7 @@ func TestEnvoyMonotoneInLatency(t *testing.T) {
 	prev := 1e9
 	for _, p := range []float64{0.001, 0.005, 0.01, 0.0125, 0.02, 0.05, 1} {
 		e := newEnvoy(t, nil)
-		now := runEnvoy(t, e, ctltest.T0, []envoyStep{{samp(50, 0.01), 3, true, false}})
+		now := runEnvoy(t, e, t0, []envoyStep{{samp(50, 0.01), 3, true, false}})
 		for i := 0; i < 6; i++ {
 			now = now.Add(100 * time.Millisecond)
 			e.Update(now, samp(40, 0.01))
@@ -232,7 +231,7 @@ func TestEnvoyMonotoneInLatency(t *testing.T) {
 }
 
 func TestEnvoyValidateNamesField(t *testing.T) {
-	ctltest.CheckFieldErrors(t, DefaultEnvoyGradientConfig, []ctltest.FieldCase[EnvoyGradientConfig]{
+	checkFieldErrors(t, DefaultEnvoyGradientConfig, []fieldCase[EnvoyGradientConfig]{
 		{Field: "concurrency_update_interval", Edit: func(c *EnvoyGradientConfig) { c.ConcurrencyUpdateInterval = 0 }},
 		{Field: "min_rtt_calc_interval", Edit: func(c *EnvoyGradientConfig) { c.MinRTTCalcInterval = time.Microsecond }},
 		{Field: "request_count", Edit: func(c *EnvoyGradientConfig) { c.RequestCount = 0 }},

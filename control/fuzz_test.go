@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/control/internal/ctltest"
 )
 
 // fuzzController feeds a controller a short alternating sequence of two
@@ -29,7 +28,7 @@ func fuzzController(f *testing.F, name string) {
 			if i%2 == 0 {
 				m = m2
 			}
-			checkBounded(t, name, c.Update(ctltest.At(i), m))
+			checkBounded(t, name, c.Update(at(i), m))
 		}
 	})
 }

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/internal/fielderr"
 	"github.com/sluicehq/sluice/internal/mathx"
 )
 
@@ -80,12 +79,12 @@ func DefaultGradient2Config() Gradient2Config {
 func (c *Gradient2Config) Validate() error {
 	return firstError(
 		checkPeriod("period", c.Period),
-		fielderr.AtLeast("min_limit", c.MinLimit, 1),
+		checkAtLeast("min_limit", c.MinLimit, 1),
 		invalidIf(c.MaxConcurrency < c.MinLimit, "max_concurrency", c.MaxConcurrency, fmt.Sprintf("must be ≥ min_limit (%d)", c.MinLimit)),
 		invalidIf(c.InitialLimit < c.MinLimit || c.InitialLimit > c.MaxConcurrency, "initial_limit", c.InitialLimit,
 			fmt.Sprintf("must be within [min_limit, max_concurrency] = [%d, %d]", c.MinLimit, c.MaxConcurrency)),
-		fielderr.Within("smoothing", c.Smoothing, '(', 0, 1, ']'),
-		fielderr.AtLeast("queue_size", c.QueueSize, 0),
+		checkWithin("smoothing", c.Smoothing, '(', 0, 1, ']'),
+		checkAtLeast("queue_size", c.QueueSize, 0),
 		invalidIf(c.LongWindow < 1, "long_window", c.LongWindow, "must be ≥ 1 window"),
 		invalidIf(!mathx.Finite(c.RTTTolerance) || c.RTTTolerance < 1, "rtt_tolerance", c.RTTTolerance, "must be a finite number ≥ 1"),
 		invalidIf(c.MinWindowTime < 100*time.Millisecond, "min_window_time", c.MinWindowTime, "must be ≥ 100ms (as in WindowedLimit)"),

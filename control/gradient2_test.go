@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/control/internal/ctltest"
 )
 
 // g2win is a one-second step that closes a default window: n samples of
@@ -21,7 +20,7 @@ func g2win(mean float64, inflight float64) sluice.Measurements {
 
 func newGradient2(t *testing.T, edit func(*Gradient2Config)) *Gradient2 {
 	t.Helper()
-	return ctltest.Build(t, DefaultGradient2Config(), edit, NewGradient2)
+	return build(t, DefaultGradient2Config(), edit, NewGradient2)
 }
 
 // Hand-computed from Gradient2Limit with the defaults (limit 20 in
@@ -48,7 +47,7 @@ func TestGradient2Timeline(t *testing.T) {
 		// newLimit = 20.672·0.5 + 4 = 14.336; 0.8·20.672 + 0.2·14.336 = 19.4048 → min_limit 20.
 		{g2win(5.0, 30), 20, true},
 	})
-	ctltest.Near(t, "longRtt", g.LongRTT(), 1.26)
+	near(t, "longRtt", g.LongRTT(), 1.26)
 }
 
 // With smoothing 1 the gradient's floor of 0.5 shows directly: a latency
@@ -68,7 +67,7 @@ func TestGradient2ShrinksAtMostHalf(t *testing.T) {
 		step{g2win(10, 200), 26, true},
 	)
 	runTimeline(t, g, steps)
-	ctltest.Near(t, "longRtt", g.LongRTT(), 0.165780549)
+	near(t, "longRtt", g.LongRTT(), 0.165780549)
 }
 
 // After the warm-up, a longRtt more than twice the window's RTT drains by
@@ -76,18 +75,18 @@ func TestGradient2ShrinksAtMostHalf(t *testing.T) {
 func TestGradient2LongRTTDrain(t *testing.T) {
 	g := newGradient2(t, nil)
 	for i := 1; i <= 10; i++ {
-		g.Update(ctltest.At(i), g2win(1.0, 100))
+		g.Update(at(i), g2win(1.0, 100))
 	}
-	ctltest.Near(t, "warm-up mean", g.LongRTT(), 1.0)
+	near(t, "warm-up mean", g.LongRTT(), 1.0)
 	// longRtt = 1·(1−α) + 0.1·α = 0.997005 with α = 2/601; 9.97 > 2 → ×0.95.
-	d := g.Update(ctltest.At(11), g2win(0.1, 100))
-	ctltest.Near(t, "after one drain", g.LongRTT(), 0.947154742)
+	d := g.Update(at(11), g2win(0.1, 100))
+	near(t, "after one drain", g.LongRTT(), 0.947154742)
 	if !strings.Contains(d.Reason, "drained") {
 		t.Fatalf("reason does not mention the drain: %s", d.Reason)
 	}
 	// 0.947155·(1−α) + 0.1·α = 0.944336, ×0.95.
-	g.Update(ctltest.At(12), g2win(0.1, 100))
-	ctltest.Near(t, "after two drains", g.LongRTT(), 0.897118812)
+	g.Update(at(12), g2win(0.1, 100))
+	near(t, "after two drains", g.LongRTT(), 0.897118812)
 }
 
 // The limit stays within [min_limit, max_concurrency].
@@ -114,12 +113,12 @@ func TestGradient2WindowAccumulates(t *testing.T) {
 		{thin(0.02), 20, false}, // 8 of 10
 		{thin(0.04), 20.8, true},
 	})
-	ctltest.Near(t, "window mean", g.LongRTT(), (0.01+0.02+0.04)/3)
+	near(t, "window mean", g.LongRTT(), (0.01+0.02+0.04)/3)
 
 	// Ten 100 ms steps of 3 samples make one 1 s window.
 	g = newGradient2(t, nil)
 	for i := 1; i <= 10; i++ {
-		d := g.Update(ctltest.T0.Add(time.Duration(i)*100*time.Millisecond), sluice.Measurements{
+		d := g.Update(t0.Add(time.Duration(i)*100*time.Millisecond), sluice.Measurements{
 			Elapsed: 100 * time.Millisecond, ServiceSamples: 3, ServiceMean: 0.02, ServiceMin: 0.015, MaxInFlight: 25})
 		if d.Acted != (i == 10) {
 			t.Fatalf("step %d: acted %v (%s)", i, d.Acted, d.Reason)
@@ -131,16 +130,16 @@ func TestGradient2WindowAccumulates(t *testing.T) {
 // gives no samples; its peak in flight still counts.
 func TestGradient2RTTThreshold(t *testing.T) {
 	g := newGradient2(t, nil)
-	d := g.Update(ctltest.At(1), sluice.Measurements{Elapsed: time.Second, ServiceSamples: 100, ServiceMean: 50e-6, ServiceMin: 10e-6, MaxInFlight: 30})
+	d := g.Update(at(1), sluice.Measurements{Elapsed: time.Second, ServiceSamples: 100, ServiceMean: 50e-6, ServiceMin: 10e-6, MaxInFlight: 30})
 	if d.Acted || !strings.Contains(d.Reason, "discarded") {
 		t.Fatalf("fast step was used: %+v", d)
 	}
-	d = g.Update(ctltest.At(2), sluice.Measurements{Elapsed: time.Second, ServiceSamples: 12, ServiceMean: 0.01, ServiceMin: 0.008, MaxInFlight: 5})
+	d = g.Update(at(2), sluice.Measurements{Elapsed: time.Second, ServiceSamples: 12, ServiceMean: 0.01, ServiceMin: 0.008, MaxInFlight: 5})
 	if !d.Acted {
 		t.Fatalf("window did not close: %s", d.Reason)
 	}
-	ctltest.Near(t, "longRtt ignores the fast step", g.LongRTT(), 0.01)
-	ctltest.Near(t, "peak 30 from the fast step keeps it from app-limited", d.New, 20.8)
+	near(t, "longRtt ignores the fast step", g.LongRTT(), 0.01)
+	near(t, "peak 30 from the fast step keeps it from app-limited", d.New, 20.8)
 }
 
 // The next window lasts 2 × the previous window's smallest service time,
@@ -150,7 +149,7 @@ func TestGradient2WindowLength(t *testing.T) {
 	m := sluice.Measurements{Elapsed: 100 * time.Millisecond, ServiceSamples: 10, ServiceMean: 0.5, ServiceMin: 0.4, MaxInFlight: 20}
 	var acted []int
 	for i := 1; i <= 12; i++ {
-		if g.Update(ctltest.T0.Add(time.Duration(i)*100*time.Millisecond), m).Acted {
+		if g.Update(t0.Add(time.Duration(i)*100*time.Millisecond), m).Acted {
 			acted = append(acted, i)
 		}
 	}
@@ -167,9 +166,9 @@ func TestGradient2MonotoneInLatency(t *testing.T) {
 		for _, x := range []float64{0.5, 1, 1.5, 2, 4, 8} {
 			g := newGradient2(t, func(c *Gradient2Config) { c.MinLimit = 1 })
 			for i := 1; i <= 15; i++ {
-				g.Update(ctltest.At(i), g2win(base, 100))
+				g.Update(at(i), g2win(base, 100))
 			}
-			d := g.Update(ctltest.At(16), g2win(base*x, 100))
+			d := g.Update(at(16), g2win(base*x, 100))
 			if d.New > prev+1e-9 {
 				t.Fatalf("base %v: RTT ×%v gave limit %v > %v", base, x, d.New, prev)
 			}
@@ -179,7 +178,7 @@ func TestGradient2MonotoneInLatency(t *testing.T) {
 }
 
 func TestGradient2ValidateNamesField(t *testing.T) {
-	ctltest.CheckFieldErrors(t, DefaultGradient2Config, []ctltest.FieldCase[Gradient2Config]{
+	checkFieldErrors(t, DefaultGradient2Config, []fieldCase[Gradient2Config]{
 		{Field: "period", Edit: func(c *Gradient2Config) { c.Period = 0 }},
 		{Field: "min_limit", Edit: func(c *Gradient2Config) { c.MinLimit = 0 }},
 		{Field: "max_concurrency", Edit: func(c *Gradient2Config) { c.MaxConcurrency = 10 }},

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/control/internal/ctltest"
 )
 
 func TestHistoryRing(t *testing.T) {
@@ -48,7 +47,7 @@ func TestLoggedRecordsAndIsSafe(t *testing.T) {
 		}
 	}()
 	for i := 1; i <= 200; i++ {
-		l.Update(ctltest.At(i), p90(0, 2))
+		l.Update(at(i), p90(0, 2))
 	}
 	wg.Wait()
 	last := l.History.Last(4)

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/internal/fielderr"
 	"github.com/sluicehq/sluice/internal/mathx"
 )
 
@@ -40,9 +39,9 @@ func (c *KihlConfig) Validate() error {
 	uMax := c.MaxRate * c.Period.Seconds()
 	return firstError(
 		checkPeriod("period", c.Period),
-		fielderr.Within("rho_ref", c.RhoRef, '(', 0, 1, ']'),
+		checkWithin("rho_ref", c.RhoRef, '(', 0, 1, ']'),
 		checkPositive("k", c.K),
-		fielderr.PositiveDuration("ti", c.Ti, "2.8s"),
+		checkPositiveDuration("ti", c.Ti, "2.8s"),
 		checkPositive("max_rate", c.MaxRate),
 		invalidIf(!mathx.Finite(c.InitialIntegral) || c.InitialIntegral < 0 || c.InitialIntegral > uMax, "initial_integral", c.InitialIntegral,
 			fmt.Sprintf("must be within [0, max_rate·period] = [0, %g]", uMax)),

@@ -7,13 +7,12 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/control/internal/ctltest"
 )
 
 // Paper parameters K = 20, Ti = 2.8 s, h = 1 s, ρ_ref = 0.8, I(0) = 0.
 // K·h/Ti = 20/2.8 = 7.142857143.
 func TestKihlTimeline(t *testing.T) {
-	k := ctltest.Build(t, DefaultKihlConfig(), nil, NewKihl)
+	k := build(t, DefaultKihlConfig(), nil, NewKihl)
 	runTimeline(t, k, []step{
 		// e = 0.8; u = 20·0.8 + 0 = 16; I = 0 + 7.142857143·0.8 = 5.714285714
 		{sluice.Measurements{Utilization: 0, Arrivals: 100}, 16, true},
@@ -28,7 +27,7 @@ func TestKihlTimeline(t *testing.T) {
 		// e = 0; u = I = 7.428571429 − 1.428571429 = 6
 		{sluice.Measurements{Utilization: 0.8, Arrivals: 100}, 6, true},
 	})
-	ctltest.Near(t, "integral", k.Integral(), 6)
+	near(t, "integral", k.Integral(), 6)
 }
 
 // Anti-windup at u = 0: with I(0) = 0 and ρ = 1 the output saturates at 0
@@ -50,7 +49,7 @@ func TestKihlAntiWindupAtArrivals(t *testing.T) {
 	light := sluice.Measurements{Utilization: 0.2, Arrivals: 5}
 	// e = 0.6: u = 12 + 0 each step.
 	runTimeline(t, k, []step{{light, 12, true}, {light, 12, true}, {light, 12, true}})
-	ctltest.Near(t, "integral", k.Integral(), 0)
+	near(t, "integral", k.Integral(), 0)
 }
 
 // Saturation at max_rate: MaxRate 10/s, h = 1 s → u ≤ 10; the integrator
@@ -63,7 +62,7 @@ func TestKihlAntiWindupAtMax(t *testing.T) {
 		{sluice.Measurements{Utilization: 0, Arrivals: 100}, 10, true},
 		{sluice.Measurements{Utilization: 0, Arrivals: 100}, 10, true},
 	})
-	ctltest.Near(t, "integral", k.Integral(), 0)
+	near(t, "integral", k.Integral(), 0)
 }
 
 // With h = 2 s the decision is a rate u/h: e = 0.8, u = 16 per period →
@@ -72,9 +71,9 @@ func TestKihlRateIsUOverH(t *testing.T) {
 	cfg := DefaultKihlConfig()
 	cfg.Period = 2 * time.Second
 	k, _ := NewKihl(cfg)
-	d := k.Update(ctltest.At(2), sluice.Measurements{Elapsed: 2 * time.Second, Utilization: 0, Arrivals: 100})
-	ctltest.Near(t, "rate", d.New, 8)
-	ctltest.Near(t, "integral", k.Integral(), 11.428571429)
+	d := k.Update(at(2), sluice.Measurements{Elapsed: 2 * time.Second, Utilization: 0, Arrivals: 100})
+	near(t, "rate", d.New, 8)
+	near(t, "integral", k.Integral(), 11.428571429)
 	if k.Period() != 2*time.Second {
 		t.Fatal("period")
 	}

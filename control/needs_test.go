@@ -10,7 +10,6 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/control/auto"
-	"github.com/sluicehq/sluice/control/internal/ctltest"
 )
 
 // What each registered controller says it needs. A new controller fails
@@ -182,7 +181,7 @@ func TestObjectiveAndFloorOfEveryController(t *testing.T) {
 	}
 	sc := DefaultSEDAConfig()
 	sc.Target, sc.Degrade.Enabled = time.Second, true
-	d := ctltest.Build(t, sc, nil, NewDegrader)
+	d := build(t, sc, nil, NewDegrader)
 	if got := ObjectiveOf(d); got != "p90" {
 		t.Errorf("degrader: objective %q, want p90", got)
 	}

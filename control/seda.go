@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/internal/fielderr"
 	"github.com/sluicehq/sluice/internal/mathx"
 )
 
@@ -174,7 +173,7 @@ func (c *SEDAConfig) targetOf(i int) float64 {
 func (c *SEDAConfig) Validate() error {
 	return firstError(
 		c.validateTargets(),
-		fielderr.AtLeast("nreq", c.NReq, 1),
+		checkAtLeast("nreq", c.NReq, 1),
 		checkPeriod("timeout", c.Timeout),
 		invalidIf(!mathx.Finite(c.Alpha) || c.Alpha < 0 || c.Alpha > 0.999999, "alpha", c.Alpha, "must be within [0, 1)"),
 		invalidIf(!mathx.Finite(c.ErrI), "err_i", c.ErrI, "must be finite"),
@@ -187,7 +186,7 @@ func (c *SEDAConfig) Validate() error {
 		invalidIf(!mathx.Finite(c.AdjLoD) || c.AdjLoD <= 1, "adjlo_d", c.AdjLoD, "must be a finite factor > 1"),
 		invalidIf(!mathx.Finite(c.RecoverFactor) || c.RecoverFactor < 0 || c.RecoverFactor > 10, "recover_factor", c.RecoverFactor,
 			"must be within [0, 10] (0: the paper's additive increase)"),
-		fielderr.AtLeast("lc_thresh", c.LCThresh, 1),
+		checkAtLeast("lc_thresh", c.LCThresh, 1),
 		c.validateDegrade(),
 	)
 }

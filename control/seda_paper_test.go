@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/control/internal/ctltest"
 )
 
 // paperSEDA is Welsh & Culler's law written out from the paper's text
@@ -92,9 +91,9 @@ func TestSEDAOffIsThePaper(t *testing.T) {
 		if r.IntN(3) == 0 {
 			cfg.Alpha = 0
 		}
-		s := ctltest.Build(t, cfg, nil, NewSEDA)
+		s := build(t, cfg, nil, NewSEDA)
 		p := newPaperSEDA(cfg)
-		now := ctltest.At(1)
+		now := at(1)
 		for i := range 300 {
 			el := time.Duration(1+r.IntN(2000)) * time.Millisecond
 			now = now.Add(el)
@@ -146,17 +145,17 @@ func TestSEDALCReset(t *testing.T) {
 	for _, on := range []bool{true, false} {
 		cfg := sedaCfg(time.Second, 0.5)
 		cfg.Classes, cfg.LCThresh, cfg.Alpha, cfg.LCReset = 2, 3, 0, on
-		s := ctltest.Build(t, cfg, nil, NewSEDA)
+		s := build(t, cfg, nil, NewSEDA)
 		p := newPaperSEDA(cfg)
 		want5 := 0.5
 		if !on {
 			want5 = 0.5 / 1.2
 		}
 		for i, x := range []struct{ p90, high, low float64 }{{2, 0.5, 0.05}, {2, 0.5, 0.05}, {2, 0.5, 0.05}, {0.8, 0.5, 0.05}, {2, want5, 0.05}} {
-			d := s.Update(ctltest.At(i+1), p90(0, x.p90))
+			d := s.Update(at(i+1), p90(0, x.p90))
 			p.run(0, x.p90)
-			ctltest.Near(t, d.Reason, d.ClassRates[0], x.high)
-			ctltest.Near(t, d.Reason, d.ClassRates[1], x.low)
+			near(t, d.Reason, d.ClassRates[0], x.high)
+			near(t, d.Reason, d.ClassRates[1], x.low)
 			if !on && (d.ClassRates[0] != p.rate[0] || d.ClassRates[1] != p.rate[1]) {
 				t.Fatalf("lc_reset off, run %d: %v, the paper's %v", i+1, d.ClassRates, p.rate)
 			}
@@ -176,7 +175,7 @@ func TestSEDAKeepFlagOverTarget(t *testing.T) {
 	for _, on := range []bool{true, false} {
 		cfg := sedaCfg(time.Second, 100)
 		cfg.Classes, cfg.Alpha, cfg.KeepFlagOverTarget = 2, 0, on
-		s := ctltest.Build(t, cfg, nil, NewSEDA)
+		s := build(t, cfg, nil, NewSEDA)
 		p := newPaperSEDA(cfg)
 		want3 := 10 / 1.2
 		if !on {
@@ -186,9 +185,9 @@ func TestSEDAKeepFlagOverTarget(t *testing.T) {
 			class     int
 			p90, want float64
 		}{{0, 2, 100}, {1, 2, 10 / 1.2}, {1, 0.1, want3}} {
-			d := s.Update(ctltest.At(i+1), p90(x.class, x.p90))
+			d := s.Update(at(i+1), p90(x.class, x.p90))
 			p.run(x.class, x.p90)
-			ctltest.Near(t, d.Reason, d.New, x.want)
+			near(t, d.Reason, d.New, x.want)
 			if !on && d.New != p.rate[x.class] {
 				t.Fatalf("keep_flag_over_target off, run %d: %v, the paper's %v", i+1, d.New, p.rate[x.class])
 			}

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/control/internal/ctltest"
 )
 
 func p90(class int, p float64) sluice.Measurements {
@@ -27,7 +26,7 @@ func sedaCfg(target time.Duration, initial float64) SEDAConfig {
 
 // Target 1 s, α = 0.7, initial rate 100 req/s.
 func TestSEDATimeline(t *testing.T) {
-	s := ctltest.Build(t, sedaCfg(time.Second, 100), nil, NewSEDA)
+	s := build(t, sedaCfg(time.Second, 100), nil, NewSEDA)
 	if s.TriggerSamples() != 100 || s.Period() != time.Second {
 		t.Fatal("trigger")
 	}
@@ -63,41 +62,41 @@ func TestSEDARateBounds(t *testing.T) {
 func TestSEDAClassesTimeline(t *testing.T) {
 	cfg := sedaCfg(time.Second, 100)
 	cfg.Classes, cfg.LCThresh = 2, 3
-	s := ctltest.Build(t, cfg, nil, NewSEDA)
+	s := build(t, cfg, nil, NewSEDA)
 	check := func(step string, d sluice.Decision, r0, r1 float64) {
 		t.Helper()
 		if len(d.ClassRates) != 2 {
 			t.Fatalf("%s: ClassRates %v", step, d.ClassRates)
 		}
-		ctltest.Near(t, step+" class 0", d.ClassRates[0], r0)
-		ctltest.Near(t, step+" class 1", d.ClassRates[1], r1)
+		near(t, step+" class 0", d.ClassRates[0], r0)
+		near(t, step+" class 1", d.ClassRates[1], r1)
 	}
 	// High class over target (cur 2 s): low class ÷ adjlo_d 10 → 10; high keeps 100.
-	check("1", s.Update(ctltest.At(1), p90(0, 2)), 100, 10)
+	check("1", s.Update(at(1), p90(0, 2)), 100, 10)
 	// Low class well under target (err −0.9) but flagged: no increase this run.
-	d := s.Update(ctltest.At(2), p90(1, 0.1))
+	d := s.Update(at(2), p90(1, 0.1))
 	check("2", d, 100, 10)
 	if d.Class != 1 || d.New != 10 {
 		t.Fatalf("decision for class 1: %+v", d)
 	}
 	// Flag consumed: cur = 0.1, err −0.9 → +(0.9 − 0.1)·2 = 1.6 → 11.6.
-	check("3", s.Update(ctltest.At(3), p90(1, 0.1)), 100, 11.6)
+	check("3", s.Update(at(3), p90(1, 0.1)), 100, 11.6)
 	// High class stays over target (cur 2): low ÷10 → 1.16 → 0.116 → 0.05 (rate_min).
-	check("4", s.Update(ctltest.At(4), p90(0, 2)), 100, 1.16)
-	check("5", s.Update(ctltest.At(5), p90(0, 2)), 100, 0.116)
-	check("6", s.Update(ctltest.At(6), p90(0, 2)), 100, 0.05)
+	check("4", s.Update(at(4), p90(0, 2)), 100, 1.16)
+	check("5", s.Update(at(5), p90(0, 2)), 100, 0.116)
+	check("6", s.Update(at(6), p90(0, 2)), 100, 0.05)
 	// All lower classes at rate_min: lc 1, 2 keep the high rate; lc 3 ≥ 3 → 100/1.2.
-	check("7", s.Update(ctltest.At(7), p90(0, 2)), 100, 0.05)
-	check("8", s.Update(ctltest.At(8), p90(0, 2)), 100, 0.05)
-	check("9", s.Update(ctltest.At(9), p90(0, 2)), 83.333333333, 0.05)
+	check("7", s.Update(at(7), p90(0, 2)), 100, 0.05)
+	check("8", s.Update(at(8), p90(0, 2)), 100, 0.05)
+	check("9", s.Update(at(9), p90(0, 2)), 83.333333333, 0.05)
 	// Still over: lc 4 ≥ 3 → ÷1.2 again.
-	check("10", s.Update(ctltest.At(10), p90(0, 2)), 69.444444444, 0.05)
+	check("10", s.Update(at(10), p90(0, 2)), 69.444444444, 0.05)
 	// High class back under target (cur = 0.7·2 + 0.3·0 = 1.4 is still over;
 	// feed zeros until under): cur 1.4 → ÷1.2; cur 0.98 → within band, lc reset.
-	check("11", s.Update(ctltest.At(11), p90(0, 0)), 57.870370370, 0.05)
-	check("12", s.Update(ctltest.At(12), p90(0, 0)), 57.870370370, 0.05)
+	check("11", s.Update(at(11), p90(0, 0)), 57.870370370, 0.05)
+	check("12", s.Update(at(12), p90(0, 0)), 57.870370370, 0.05)
 	// Over again (cur = 0.686 + 0.3·5 = 2.186): lower at min, lc restarted at 1 → no cut.
-	check("13", s.Update(ctltest.At(13), p90(0, 5)), 57.870370370, 0.05)
+	check("13", s.Update(at(13), p90(0, 5)), 57.870370370, 0.05)
 }
 
 // Per-class targets: class 1 has target 4 s, so a p90 of 2 s is under
@@ -105,13 +104,13 @@ func TestSEDAClassesTimeline(t *testing.T) {
 func TestSEDAClassTargets(t *testing.T) {
 	cfg := sedaCfg(time.Second, 100)
 	cfg.ClassTargets = []time.Duration{time.Second, 4 * time.Second}
-	s := ctltest.Build(t, cfg, nil, NewSEDA)
-	d := s.Update(ctltest.At(1), p90(1, 2))
+	s := build(t, cfg, nil, NewSEDA)
+	d := s.Update(at(1), p90(1, 2))
 	if d.New != 100 {
 		t.Fatalf("class 1 at half its target should hold, got %v (%s)", d.New, d.Reason)
 	}
-	d = s.Update(ctltest.At(2), p90(0, 2))
-	ctltest.Near(t, "class 1 cut", d.ClassRates[1], 10)
+	d = s.Update(at(2), p90(0, 2))
+	near(t, "class 1 cut", d.ClassRates[1], 10)
 }
 
 // Degradation: target 1 s, α = 0 (cur = samp), q_min 0.1, quality ÷1.2 per
@@ -132,50 +131,50 @@ func TestDegraderTimeline(t *testing.T) {
 	var d sluice.Decision
 	q := 1.0
 	for i := 1; i <= 13; i++ {
-		d = g.Update(ctltest.At(i), over)
+		d = g.Update(at(i), over)
 		q = max(q/1.2, 0.1)
-		ctltest.Near(t, "quality run "+d.Reason, d.Quality, q)
+		near(t, "quality run "+d.Reason, d.Quality, q)
 		if !d.GateOff {
 			t.Fatalf("run %d: gate on before q_min", i)
 		}
 	}
-	ctltest.Near(t, "q_min reached", d.Quality, 0.1)
+	near(t, "q_min reached", d.Quality, 0.1)
 	// At q_min, still over target: admission on at throughput 50/s ÷ 1.2.
-	d = g.Update(ctltest.At(14), over)
+	d = g.Update(at(14), over)
 	if d.GateOff {
 		t.Fatalf("admission not re-enabled: %s", d.Reason)
 	}
-	ctltest.Near(t, "rate on", d.New, 41.666666667)
+	near(t, "rate on", d.New, 41.666666667)
 	// Over again: SEDA decrease 41.666666667/1.2 = 34.722222222.
-	d = g.Update(ctltest.At(15), over)
-	ctltest.Near(t, "rate cut", d.New, 34.722222222)
+	d = g.Update(at(15), over)
+	near(t, "rate cut", d.New, 34.722222222)
 	// Well under target but still rejecting: SEDA increase
 	// −(−0.8 + 0.1)·2 = +1.4 → 36.122222222; quality stays at q_min.
-	d = g.Update(ctltest.At(16), sluice.Measurements{Elapsed: time.Second, Samples: 100, P90RT: 0.2, Rejected: 5})
-	ctltest.Near(t, "rate up", d.New, 36.122222222)
-	ctltest.Near(t, "quality held", d.Quality, 0.1)
+	d = g.Update(at(16), sluice.Measurements{Elapsed: time.Second, Samples: 100, P90RT: 0.2, Rejected: 5})
+	near(t, "rate up", d.New, 36.122222222)
+	near(t, "quality held", d.Quality, 0.1)
 	// Well under target, nothing rejected: admission off.
-	d = g.Update(ctltest.At(17), sluice.Measurements{Elapsed: time.Second, Samples: 100, P90RT: 0.2})
+	d = g.Update(at(17), sluice.Measurements{Elapsed: time.Second, Samples: 100, P90RT: 0.2})
 	if !d.GateOff {
 		t.Fatalf("admission should be off: %s", d.Reason)
 	}
 	// Under target (err −0.5 < 0): quality rises slowly, +0.02.
-	d = g.Update(ctltest.At(18), sluice.Measurements{Elapsed: time.Second, Samples: 100, P90RT: 0.5})
-	ctltest.Near(t, "quality up", d.Quality, 0.12)
+	d = g.Update(at(18), sluice.Measurements{Elapsed: time.Second, Samples: 100, P90RT: 0.5})
+	near(t, "quality up", d.Quality, 0.12)
 }
 
 // Degradation alone (admission: false) never turns the gate on.
 func TestDegraderAlone(t *testing.T) {
 	cfg := sedaCfg(time.Second, 100)
 	cfg.Degrade.Enabled, cfg.Degrade.Admission = true, false
-	g := ctltest.Build(t, cfg, nil, NewDegrader)
+	g := build(t, cfg, nil, NewDegrader)
 	for i := 1; i <= 40; i++ {
-		d := g.Update(ctltest.At(i), sluice.Measurements{Samples: 100, P90RT: 3, Completed: 10})
+		d := g.Update(at(i), sluice.Measurements{Samples: 100, P90RT: 3, Completed: 10})
 		if !d.GateOff {
 			t.Fatalf("run %d: gate on with admission disabled", i)
 		}
 	}
-	ctltest.Near(t, "q", g.Quality(), 0.1)
+	near(t, "q", g.Quality(), 0.1)
 }
 
 func admittedP90(class int, p float64, admitted float64) sluice.Measurements {
@@ -216,10 +215,10 @@ func TestSEDATrackDemandClasses(t *testing.T) {
 	cfg := sedaCfg(time.Second, 100)
 	cfg.Classes = 2
 	s, _ := NewSEDA(cfg)
-	s.Update(ctltest.At(1), admittedP90(1, 0.5, 40)) // within band: hold, demand 40
-	d := s.Update(ctltest.At(2), admittedP90(0, 2, 100))
-	ctltest.Near(t, "class 1", d.ClassRates[1], 4)
-	ctltest.Near(t, "class 0", d.ClassRates[0], 100)
+	s.Update(at(1), admittedP90(1, 0.5, 40)) // within band: hold, demand 40
+	d := s.Update(at(2), admittedP90(0, 2, 100))
+	near(t, "class 1", d.ClassRates[1], 4)
+	near(t, "class 0", d.ClassRates[0], 100)
 }
 
 // decrease_holdoff (default): within cur seconds of a cut, a class over
@@ -234,20 +233,20 @@ func TestSEDADecreaseHoldoff(t *testing.T) {
 	cfg := sedaCfg(time.Second, 100)
 	cfg.DecreaseHoldoff = true
 	s, _ := NewSEDA(cfg)
-	ms := func(d time.Duration) time.Time { return ctltest.At(1).Add(d) }
+	ms := func(d time.Duration) time.Time { return at(1).Add(d) }
 	d := s.Update(ms(0), p90(0, 3))
-	ctltest.Near(t, "first cut", d.New, 83.333333333)
+	near(t, "first cut", d.New, 83.333333333)
 	d = s.Update(ms(500*time.Millisecond), p90(0, 2.5))
-	ctltest.Near(t, "held", d.New, 83.333333333)
+	near(t, "held", d.New, 83.333333333)
 	if !d.Acted || d.Reason == "" {
 		t.Fatalf("hold should be a run with a reason: %+v", d)
 	}
 	d = s.Update(ms(800*time.Millisecond), p90(0, 3.2))
-	ctltest.Near(t, "not falling: cut", d.New, 69.444444444)
+	near(t, "not falling: cut", d.New, 69.444444444)
 	d = s.Update(ms(time.Second), p90(0, 3.1))
-	ctltest.Near(t, "falling: held", d.New, 69.444444444)
+	near(t, "falling: held", d.New, 69.444444444)
 	d = s.Update(ms(5*time.Second), p90(0, 3.0))
-	ctltest.Near(t, "beyond cur: cut", d.New, 57.870370370)
+	near(t, "beyond cur: cut", d.New, 57.870370370)
 	// Increases are not held: from cur 2.99895, zero samples give cur
 	// 2.0993, 1.4695, 1.0286 (over, falling: hold), 0.7200, 0.5040 (band),
 	// 0.35282 (err −0.64718 < err_i) → +(0.64718 − 0.1)·2 = +1.09436 →
@@ -255,14 +254,14 @@ func TestSEDADecreaseHoldoff(t *testing.T) {
 	for i := 0; i < 6; i++ {
 		d = s.Update(ms(5*time.Second+time.Duration(i+1)*10*time.Millisecond), p90(0, 0))
 	}
-	ctltest.Near(t, "increase", d.New, 58.964734)
+	near(t, "increase", d.New, 58.964734)
 
 	// A run whose own p90 is within target does not cut, however high the
 	// smoothed value: cur 0.7·3 + 0.3·0.5 = 2.25 > 1 s, samp 0.5 s ≤ 1 s.
 	s2, _ := NewSEDA(cfg)
 	s2.Update(ms(0), p90(0, 3))
 	d = s2.Update(ms(10*time.Second), p90(0, 0.5))
-	ctltest.Near(t, "lagging cur, no cut", d.New, 83.333333333)
+	near(t, "lagging cur, no cut", d.New, 83.333333333)
 }
 
 // recover_to_served (default): the first increase after a cut of the
@@ -280,9 +279,9 @@ func TestSEDADecreaseHoldoff(t *testing.T) {
 func TestSEDARecoverToServed(t *testing.T) {
 	for _, on := range []bool{true, false} {
 		s, m := recoverSEDA(t, on), completions
-		now := ctltest.At(1)
+		now := at(1)
 		d := s.Update(now, m(100, 3, time.Second))
-		ctltest.Near(t, "cut", d.New, 83.333333333)
+		near(t, "cut", d.New, 83.333333333)
 		served, span := 0.0, 0.0
 		for _, r := range []struct {
 			n, p float64
@@ -291,7 +290,7 @@ func TestSEDARecoverToServed(t *testing.T) {
 			now = now.Add(r.el)
 			served, span = served+r.n, span+r.el.Seconds()
 			d = s.Update(now, m(r.n, r.p, r.el))
-			ctltest.Near(t, "held", d.New, 83.333333333)
+			near(t, "held", d.New, 83.333333333)
 		}
 		var inc sluice.Decision
 		for i := 0; i < 20; i++ {
@@ -303,7 +302,7 @@ func TestSEDARecoverToServed(t *testing.T) {
 			}
 		}
 		if on {
-			ctltest.Near(t, "recovered", inc.New, 0.9*served/span)
+			near(t, "recovered", inc.New, 0.9*served/span)
 			if inc.New < 0.9*100 {
 				t.Fatalf("recovered to %v, want about 0.9 × %v", inc.New, served/span)
 			}
@@ -325,7 +324,7 @@ func recoverSEDA(t *testing.T, recoverToServed bool) *SEDA {
 	t.Helper()
 	cfg := sedaCfg(time.Second, 100)
 	cfg.DecreaseHoldoff, cfg.RecoverToServed = true, recoverToServed
-	s := ctltest.Build(t, cfg, nil, NewSEDA)
+	s := build(t, cfg, nil, NewSEDA)
 	return s
 }
 
@@ -344,16 +343,16 @@ func completions(n, p float64, el time.Duration) sluice.Measurements {
 // the second cut would give 0.9 × 300 = 270).
 func TestSEDARecoverFromFirstCut(t *testing.T) {
 	s, m := recoverSEDA(t, true), completions
-	now := ctltest.At(1)
-	ctltest.Near(t, "first cut", s.Update(now, m(100, 3, time.Second)).New, 83.333333333)
+	now := at(1)
+	near(t, "first cut", s.Update(now, m(100, 3, time.Second)).New, 83.333333333)
 	now = now.Add(500 * time.Millisecond)
-	ctltest.Near(t, "second cut", s.Update(now, m(300, 3, 500*time.Millisecond)).New, 69.444444444)
+	near(t, "second cut", s.Update(now, m(300, 3, 500*time.Millisecond)).New, 69.444444444)
 	var d sluice.Decision
 	for i := 0; i < 6; i++ {
 		now = now.Add(500 * time.Millisecond)
 		d = s.Update(now, m(150, 0.05, 500*time.Millisecond))
 	}
-	ctltest.Near(t, "recovered", d.New, 0.9*1200/3.5)
+	near(t, "recovered", d.New, 0.9*1200/3.5)
 }
 
 // recover_factor: a rate cut to the floor by a stall climbs back
@@ -368,12 +367,12 @@ func TestSEDARecoverFactor(t *testing.T) {
 		cfg := DefaultSEDAConfig()
 		cfg.Target, cfg.InitialRate, cfg.RateMax = time.Second, start, 1e6
 		cfg.DecreaseHoldoff, cfg.RecoverToServed, cfg.RecoverFactor = false, false, f
-		s := ctltest.Build(t, cfg, nil, NewSEDA)
+		s := build(t, cfg, nil, NewSEDA)
 		rate := start
 		for i := 1; i <= 10; i++ {
 			// p90 0.1 s against 1 s (err −0.9 after smoothing settles),
 			// the gate binding: everything the rate allows is admitted.
-			d := s.Update(ctltest.At(i), sluice.Measurements{Elapsed: time.Second, Samples: 100, P90RT: 0.1,
+			d := s.Update(at(i), sluice.Measurements{Elapsed: time.Second, Samples: 100, P90RT: 0.1,
 				Arrivals: 10 * rate, Admitted: rate, Rejected: 9 * rate, Completed: rate})
 			rate = d.New
 		}
@@ -402,9 +401,9 @@ func TestSEDADrainedReset(t *testing.T) {
 		cfg := DefaultSEDAConfig()
 		cfg.Target, cfg.InitialRate, cfg.RateMax = 200*time.Millisecond, 300, 1e6
 		cfg.DrainedReset = reset
-		s := ctltest.Build(t, cfg, nil, NewSEDA)
+		s := build(t, cfg, nil, NewSEDA)
 		run := func(i int, p90 float64) sluice.Decision {
-			return s.Update(ctltest.At(i), sluice.Measurements{Elapsed: time.Second, Samples: 100, P90RT: p90,
+			return s.Update(at(i), sluice.Measurements{Elapsed: time.Second, Samples: 100, P90RT: p90,
 				Arrivals: 300, Admitted: 300, Completed: 100})
 		}
 		var cut float64

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/internal/fielderr"
 	"github.com/sluicehq/sluice/internal/mathx"
 )
 
@@ -54,7 +53,7 @@ func DefaultStaticConcurrencyConfig() StaticConcurrencyConfig {
 
 // Validate reports the first invalid field.
 func (c *StaticConcurrencyConfig) Validate() error {
-	return firstError(fielderr.AtLeast("limit", c.Limit, 1), checkPeriod("period", c.Period))
+	return firstError(checkAtLeast("limit", c.Limit, 1), checkPeriod("period", c.Period))
 }
 
 // New validates the configuration and returns a controller.

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/control/internal/ctltest"
 	"github.com/sluicehq/sluice/internal/mathx"
 )
 
@@ -123,7 +122,7 @@ func TestSuiteBoundedOutputs(t *testing.T) {
 			checkBounded(t, name, c.Current())
 			r := rand.New(rand.NewPCG(1, 2))
 			for i := 1; i <= 2000; i++ {
-				d := c.Update(ctltest.At(i), randomMeasurements(r, 3))
+				d := c.Update(at(i), randomMeasurements(r, 3))
 				checkBounded(t, name, d)
 			}
 			// Each weird value alone in every field.
@@ -132,7 +131,7 @@ func TestSuiteBoundedOutputs(t *testing.T) {
 					Samples: w, MeanRT: w, P90RT: w, Utilization: w, Queue: w,
 					Failed: w, InFlight: w, MaxInFlight: w, ServiceSamples: w, ServiceMean: w, ServiceP50: w,
 					ServiceP90: w, ServiceP99: w, ServiceMin: w, QueueWaitMean: w, QueueWaitMin: w, Expired: w}
-				checkBounded(t, name, c.Update(ctltest.At(5000), m))
+				checkBounded(t, name, c.Update(at(5000), m))
 			}
 		})
 	}
@@ -197,16 +196,16 @@ func TestSuiteMonotoneInLoad(t *testing.T) {
 				}
 				light, heavy := mk(), mk()
 				for i, m := range hist {
-					light.Update(ctltest.At(i+1), m)
-					heavy.Update(ctltest.At(i+1), m)
+					light.Update(at(i+1), m)
+					heavy.Update(at(i+1), m)
 				}
 				x1, x2 := r.Float64()*3, r.Float64()*3
 				if x1 > x2 {
 					x1, x2 = x2, x1
 				}
 				class := r.IntN(3)
-				dl := light.Update(ctltest.At(n+1), load(x1, class))
-				dh := heavy.Update(ctltest.At(n+1), load(x2, class))
+				dl := light.Update(at(n+1), load(x1, class))
+				dh := heavy.Update(at(n+1), load(x2, class))
 				if !tighter(dh, dl) {
 					t.Fatalf("trial %d: load %.3f gave a looser gate than load %.3f:\nheavy %+v\nlight %+v", trial, x2, x1, dh, dl)
 				}
@@ -224,7 +223,7 @@ func TestSuiteDeterministic(t *testing.T) {
 				r := rand.New(rand.NewPCG(42, 42))
 				var out []sluice.Decision
 				for i := 1; i <= 500; i++ {
-					out = append(out, c.Update(ctltest.At(i), randomMeasurements(r, 3)))
+					out = append(out, c.Update(at(i), randomMeasurements(r, 3)))
 				}
 				return out
 			}

@@ -8,7 +8,6 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/control/auto"
-	"github.com/sluicehq/sluice/internal/fielderr"
 )
 
 // Targeted is implemented by controllers whose response-time target can be
@@ -27,7 +26,7 @@ var (
 )
 
 func checkTarget(target time.Duration) error {
-	return fielderr.PositiveDuration("target", target, "500ms")
+	return checkPositiveDuration("target", target, "500ms")
 }
 
 // SetTarget sets the p90 target of every class.

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/control/internal/ctltest"
 )
 
 func TestSetTarget(t *testing.T) {
@@ -17,7 +16,7 @@ func TestSetTarget(t *testing.T) {
 	}
 	// p90 1.5 s is over a 1 s target but under a 4 s target (err −0.625 → increase).
 	_ = s.SetTarget(4 * time.Second)
-	d := s.Update(ctltest.At(1), p90(0, 1.5))
+	d := s.Update(at(1), p90(0, 1.5))
 	if d.New <= 100 || s.Target() != 4*time.Second {
 		t.Fatalf("new target not used: %s", d.Reason)
 	}
@@ -30,6 +29,6 @@ func TestSetTarget(t *testing.T) {
 	if err := y.SetTarget(300 * time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
-	d = y.Update(ctltest.At(1), sluice.Measurements{Samples: 10, MeanRT: 0.6, Completed: 10})
-	ctltest.Near(t, "pd", d.New, 0.052830808)
+	d = y.Update(at(1), sluice.Measurements{Samples: 10, MeanRT: 0.6, Completed: 10})
+	near(t, "pd", d.New, 0.052830808)
 }

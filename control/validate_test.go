@@ -6,8 +6,6 @@ import (
 	"math"
 	"testing"
 	"time"
-
-	"github.com/sluicehq/sluice/control/internal/ctltest"
 )
 
 // Each bad config is rejected with an error that names exactly the field.
@@ -93,7 +91,7 @@ func TestValidateNamesField(t *testing.T) {
 		{"none period", "period", func() Config { c := DefaultNoneConfig(); c.Period = 0; return &c }()},
 	}
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) { ctltest.CheckFieldError(t, tc.cfg, tc.field) })
+		t.Run(tc.name, func(t *testing.T) { checkFieldError(t, tc.cfg, tc.field) })
 	}
 }
 

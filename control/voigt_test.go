@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/control/internal/ctltest"
 )
 
 func cpu(util, hits float64) sluice.Measurements {
@@ -16,7 +15,7 @@ func cpu(util, hits float64) sluice.Measurements {
 
 // util_ref 90 %, Kp 1/5, initial rate 100, min 10.
 func TestVoigtCPUTimeline(t *testing.T) {
-	v := ctltest.Build(t, DefaultVoigtCPUConfig(), nil, NewVoigtCPU)
+	v := build(t, DefaultVoigtCPUConfig(), nil, NewVoigtCPU)
 	runTimeline(t, v, []step{
 		// e = 90 − 95 = −5: 100 + 0.2·(−5) = 99
 		{cpu(0.95, 100), 99, true},
@@ -47,7 +46,7 @@ func queue(q float64) sluice.Measurements {
 
 // Connection policer: q_ref 100, Kp 1/16, Kd 1/4, initial 1000/s.
 func TestVoigtQueueTimeline(t *testing.T) {
-	v := ctltest.Build(t, DefaultVoigtQueueConfig(), nil, NewVoigtQueue)
+	v := build(t, DefaultVoigtQueueConfig(), nil, NewVoigtQueue)
 	runTimeline(t, v, []step{
 		// q = 0 = q(−1) < q_ref: unchanged-queue guard
 		{queue(0), 1000, false},
@@ -75,11 +74,11 @@ func TestVoigtQueueTimeline(t *testing.T) {
 // give 1000 − 12.5 + 75 = 1062.5, raising the rate while the queue builds.
 func TestVoigtQueueDerivativeSignErratum(t *testing.T) {
 	v, _ := NewVoigtQueue(DefaultVoigtQueueConfig())
-	d := v.Update(ctltest.At(1), queue(300))
+	d := v.Update(at(1), queue(300))
 	if d.New >= 1000 {
 		t.Fatalf("rate rose to %v while the queue grew", d.New)
 	}
-	ctltest.Near(t, "rate", d.New, 912.5)
+	near(t, "rate", d.New, 912.5)
 }
 
 // The unchanged-queue guard is the one designed exception to monotonicity
@@ -88,13 +87,13 @@ func TestVoigtQueueDerivativeSignErratum(t *testing.T) {
 func TestVoigtQueueUnchangedGuard(t *testing.T) {
 	a, _ := NewVoigtQueue(DefaultVoigtQueueConfig())
 	b, _ := NewVoigtQueue(DefaultVoigtQueueConfig())
-	same := a.Update(ctltest.At(1), queue(0))
-	moved := b.Update(ctltest.At(1), queue(1))
+	same := a.Update(at(1), queue(0))
+	moved := b.Update(at(1), queue(1))
 	if same.Acted || same.New != 1000 {
 		t.Fatalf("unchanged queue should hold: %+v", same)
 	}
 	// P = 99/16 = 6.1875; D = −1/4 → 1005.9375
-	ctltest.Near(t, "moved", moved.New, 1005.9375)
+	near(t, "moved", moved.New, 1005.9375)
 }
 
 func TestVoigtQueueBandwidth(t *testing.T) {

@@ -9,7 +9,6 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/control/design"
-	"github.com/sluicehq/sluice/internal/fielderr"
 	"github.com/sluicehq/sluice/internal/mathx"
 )
 
@@ -70,9 +69,9 @@ func (c *YakshaConfig) Validate() error {
 		invalidIf(!c.SelfTuning && c.Lambda0 == 0, "lambda0", c.Lambda0,
 			"must be > 0 when self_tuning is false (the static design needs a nominal rate)"),
 		invalidIf(!mathx.Finite(c.Pole) || c.Pole >= 0, "pole", c.Pole, "must be a finite negative number (1/s), e.g. -0.1"),
-		fielderr.PositiveDuration("tune_window", c.TuneWindow, "10s"),
-		fielderr.Within("smoothing", c.Smoothing, '[', 0, 1, ')'),
-		fielderr.Within("max_drop", c.MaxDrop, '(', 0, 1, ']'),
+		checkPositiveDuration("tune_window", c.TuneWindow, "10s"),
+		checkWithin("smoothing", c.Smoothing, '[', 0, 1, ')'),
+		checkWithin("max_drop", c.MaxDrop, '(', 0, 1, ']'),
 	)
 }
 

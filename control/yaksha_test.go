@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/control/internal/ctltest"
 )
 
 func rt(mean float64) sluice.Measurements {
@@ -22,10 +21,10 @@ func rt(mean float64) sluice.Measurements {
 func TestYakshaStaticTimeline(t *testing.T) {
 	cfg := DefaultYakshaConfig()
 	cfg.Tref, cfg.Lambda0, cfg.SelfTuning, cfg.Smoothing = 150*time.Millisecond, 50, false, 0
-	y := ctltest.Build(t, cfg, nil, NewYaksha)
+	y := build(t, cfg, nil, NewYaksha)
 	g := y.Gains()
-	ctltest.Near(t, "A", g.A, 0.704410774)
-	ctltest.Near(t, "B", g.B, 0.552667949)
+	near(t, "A", g.A, 0.704410774)
+	near(t, "B", g.B, 0.552667949)
 	runTimeline(t, y, []step{
 		// T(−1) = Tref: pd = 0 + A·0.15 − B·0 = 0.105661616
 		{rt(0.30), 0.105661616, true},
@@ -49,11 +48,11 @@ func TestYakshaTustinErratum(t *testing.T) {
 	cfg := DefaultYakshaConfig()
 	cfg.Tref, cfg.Lambda0, cfg.SelfTuning, cfg.Smoothing, cfg.Period = 150*time.Millisecond, 50, false, 0, 2*time.Second
 	y, _ := NewYaksha(cfg)
-	ctltest.Near(t, "A", y.Gains().A, 0.780282186)
-	ctltest.Near(t, "B", y.Gains().B, 0.476796536)
-	d1 := y.Update(ctltest.At(2), rt(0.30))
-	d2 := y.Update(ctltest.At(4), rt(0.30))
-	ctltest.Near(t, "increment", d2.New-d1.New, 0.045522847)
+	near(t, "A", y.Gains().A, 0.780282186)
+	near(t, "B", y.Gains().B, 0.476796536)
+	d1 := y.Update(at(2), rt(0.30))
+	d2 := y.Update(at(4), rt(0.30))
+	near(t, "increment", d2.New-d1.New, 0.045522847)
 }
 
 // Self-tuning with λ0 = 50, tune_window 10 s → α = e^−0.1 = 0.904837418.
@@ -66,8 +65,8 @@ func TestYakshaSelfTuningTimeline(t *testing.T) {
 	cfg.Tref, cfg.Lambda0, cfg.Smoothing = 150*time.Millisecond, 50, 0
 	y, _ := NewYaksha(cfg)
 	runTimeline(t, y, []step{{rt(0.30), 0.105661616, true}, {rt(0.30), 0.128194173, true}})
-	ctltest.Near(t, "pa_avg", y.AdmitAverage(), 0.989944968)
-	ctltest.Near(t, "Kg", y.Gains().Kg, 1.136426808)
+	near(t, "pa_avg", y.AdmitAverage(), 0.989944968)
+	near(t, "Kg", y.Gains().Kg, 1.136426808)
 }
 
 // Auto λ0: the first measured throughput (50 completions in 1 s) becomes
@@ -76,11 +75,11 @@ func TestYakshaAutoLambda0(t *testing.T) {
 	cfg := DefaultYakshaConfig()
 	cfg.Tref, cfg.Smoothing = 150*time.Millisecond, 0
 	y, _ := NewYaksha(cfg)
-	d := y.Update(ctltest.At(1), sluice.Measurements{Elapsed: time.Second, Samples: 50, MeanRT: 0.30, Completed: 50})
-	ctltest.Near(t, "pd", d.New, 0.105661616)
+	d := y.Update(at(1), sluice.Measurements{Elapsed: time.Second, Samples: 50, MeanRT: 0.30, Completed: 50})
+	near(t, "pd", d.New, 0.105661616)
 	// Without throughput there is no λ0 yet: hold.
 	y2, _ := NewYaksha(cfg)
-	d = y2.Update(ctltest.At(1), sluice.Measurements{Elapsed: time.Second, Samples: 5, MeanRT: 0.30})
+	d = y2.Update(at(1), sluice.Measurements{Elapsed: time.Second, Samples: 5, MeanRT: 0.30})
 	if d.Acted || d.New != 0 {
 		t.Fatalf("expected hold without throughput, got %+v", d)
 	}
@@ -102,7 +101,7 @@ func TestYakshaMaxDrop(t *testing.T) {
 	y, _ := NewYaksha(cfg)
 	var d sluice.Decision
 	for i := 1; i <= 20; i++ {
-		d = y.Update(ctltest.At(i), rt(60))
+		d = y.Update(at(i), rt(60))
 	}
 	if d.New != 0.99 || math.IsNaN(d.New) {
 		t.Fatalf("pd = %v, want 0.99", d.New)

@@ -58,7 +58,7 @@ func newAuto(t *testing.T, edit func(*Config)) *Auto {
 // knee, within [√1.5·W, 1.5·W] give or take a step.
 func TestAutoFindsTheKneeFromAbove(t *testing.T) {
 	a := newAuto(t, nil)
-	now := ctltest.T0
+	now := t0
 	drive(a, plant{w: 4, s: 0.010}, &now, 60*time.Second)
 	if l := a.Limit(); l < 4 || l > 7 {
 		t.Fatalf("limit %.3g after 60 s on W = 4, want within [4, 7]", l)
@@ -71,7 +71,7 @@ func TestAutoFindsTheKneeFromAbove(t *testing.T) {
 // on the way, so the service stays busy.
 func TestAutoFollowsParallelism(t *testing.T) {
 	a := newAuto(t, nil)
-	now := ctltest.T0
+	now := t0
 	drive(a, plant{w: 4, s: 0.010}, &now, 30*time.Second)
 	start := now
 	p := plant{w: 16, s: 0.010}
@@ -117,7 +117,7 @@ func (p capped) step(limit float64, h time.Duration) sluice.Measurements {
 // phase (d) settled in 3–6 s instead of 1–2).
 func TestAutoTakesAnUnfilledProbeThatGrew(t *testing.T) {
 	a := newAuto(t, nil)
-	now := ctltest.T0
+	now := t0
 	drive(a, plant{w: 4, s: 0.010}, &now, 60*time.Second)
 	if l := a.Limit(); l > 7 {
 		t.Fatalf("limit %.3g on W = 4, want ≤ 7 before the change", l)
@@ -147,7 +147,7 @@ func TestAutoTakesAnUnfilledProbeThatGrew(t *testing.T) {
 
 	// max_healthy_latency below the service's p99 holds L there too.
 	g := newAuto(t, func(c *Config) { c.MaxHealthyLatency = 5 * time.Millisecond })
-	now = ctltest.T0
+	now = t0
 	drive(g, plant{w: 4, s: 0.010}, &now, 60*time.Second)
 	before := g.Limit()
 	for end := now.Add(10 * time.Second); now.Before(end); {
@@ -162,7 +162,7 @@ func TestAutoTakesAnUnfilledProbeThatGrew(t *testing.T) {
 // needs no new limit: the concurrency limit follows it by itself.
 func TestAutoHoldsThroughCapacityChanges(t *testing.T) {
 	a := newAuto(t, nil)
-	now := ctltest.T0
+	now := t0
 	drive(a, plant{w: 4, s: 0.010}, &now, 60*time.Second)
 	for _, s := range []float64{0.020, 0.005, 0.010} {
 		before := a.Limit()
@@ -177,7 +177,7 @@ func TestAutoHoldsThroughCapacityChanges(t *testing.T) {
 // in a row are, and the step is the measured gain.
 func TestAutoGrowthNeedsConfirmation(t *testing.T) {
 	a := newAuto(t, func(c *Config) { c.InitialLimit = 8 })
-	now := ctltest.T0
+	now := t0
 	p := plant{w: 64, s: 0.010}
 	var reasons []string
 	for i := 0; i < 400 && a.Limit() == 8; i++ {
@@ -235,7 +235,7 @@ func TestAutoNoiseDoesNotRatchetTheLimitDown(t *testing.T) {
 
 func TestAutoCutsServiceTimeOverSLO(t *testing.T) {
 	a := newAuto(t, func(c *Config) { c.InitialLimit = 64 })
-	now := ctltest.T0
+	now := t0
 	// W = 4, s = 10 ms: at 64 in service R = 160 ms > SLO/4 = 62.5 ms.
 	d := drive(a, plant{w: 4, s: 0.010}, &now, 3*time.Second)
 	if a.Limit() >= 64 {
@@ -247,7 +247,7 @@ func TestAutoCutsServiceTimeOverSLO(t *testing.T) {
 // holds: it never drifts to its floor for lack of samples.
 func TestAutoHoldsWithoutEvidence(t *testing.T) {
 	a := newAuto(t, nil)
-	now := ctltest.T0
+	now := t0
 	for i := 0; i < 300; i++ {
 		now = now.Add(a.Period())
 		d := a.Update(now, sluice.Measurements{Elapsed: a.Period(), ServiceMean: math.NaN(), InFlight: 16, MaxInFlight: 16})
@@ -277,7 +277,7 @@ func TestAutoQueuePolicy(t *testing.T) {
 	if d := a.Current(); d.MaxWait != 125*time.Millisecond || d.Drain != 0 {
 		t.Fatalf("initial wait %v drain %v, want SLO/2 and none", d.MaxWait, d.Drain)
 	}
-	now := ctltest.T0.Add(100 * time.Millisecond)
+	now := t0.Add(100 * time.Millisecond)
 	// A quiet step: mean 10 ms, p99 30 ms; the queue emptied.
 	m := sluice.Measurements{Elapsed: 100 * time.Millisecond, Arrivals: 10, Completed: 10, ServiceSamples: 10,
 		ServiceMean: 0.010, ServiceP99: 0.030, InFlight: 1, MaxInFlight: 2, QueueWaitMin: 0}

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/control/internal/ctltest"
 )
 
 // worker is one worker serving its queue in order, behind a stage that
@@ -109,7 +108,7 @@ func (w *worker) run(a *Auto, now *time.Time, d time.Duration) []string {
 // half the SLO in service.
 func TestAutoEarlyCut(t *testing.T) {
 	a := newAuto(t, nil)
-	now := ctltest.T0
+	now := t0
 	w := &worker{rate: 110, s: 0.0064}
 	w.run(a, &now, 5*time.Second)
 	if a.Limit() != 16 {
@@ -154,7 +153,7 @@ func TestAutoEarlyCut(t *testing.T) {
 // left would be held by the stuck requests and the fast ones starve.
 func TestAutoEarlyCutNeedsSlowCompletions(t *testing.T) {
 	a := newAuto(t, nil)
-	now := ctltest.T0
+	now := t0
 	for range 30 {
 		now = now.Add(a.Period())
 		// 10 fast completions of 9 ms a step and 6 requests stuck in

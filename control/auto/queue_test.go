@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/control/internal/ctltest"
 )
 
 // The burst allowance: a queue that stands in an overload's first
@@ -26,7 +25,7 @@ func TestAutoBurstWindow(t *testing.T) {
 	stands := calm
 	stands.QueueWaitMin = 0.005 // the queue did not empty, at 100 req/s
 	type step struct {
-		at   time.Duration // since ctltest.T0
+		at   time.Duration // since t0
 		m    sluice.Measurements
 		wait time.Duration
 		left float64 // burst_left_s
@@ -66,7 +65,7 @@ func TestAutoBurstWindow(t *testing.T) {
 			// Hold the running means at the step's values.
 			a.est.rMean, a.est.rP99 = s.m.ServiceMean, s.m.ServiceP99
 			a.est.ring = tailRing{}
-			d := a.Update(ctltest.T0.Add(s.at), s.m)
+			d := a.Update(t0.Add(s.at), s.m)
 			if d.MaxWait != s.wait {
 				t.Errorf("%s, %v: wait %v, want %v (%s)", c.name, s.at, d.MaxWait, s.wait, d.Reason)
 			}

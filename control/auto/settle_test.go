@@ -6,8 +6,6 @@ import (
 	"math"
 	"strings"
 	"testing"
-
-	"github.com/sluicehq/sluice/control/internal/ctltest"
 )
 
 // A stage with several classes lets its highest class past a limit that
@@ -20,7 +18,7 @@ import (
 // settles after MaxWindow, is measured and judged, and the cut comes.
 func TestAutoSettleIsBounded(t *testing.T) {
 	a := newAuto(t, func(c *Config) { c.InitialLimit = 8 })
-	now := ctltest.T0
+	now := t0
 	var why []string
 	for range 50 {
 		now = now.Add(a.Period())

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/control/internal/ctltest"
 )
 
 // The pooled p99 from per-period p99s: a period of fewer than 100
@@ -132,7 +131,7 @@ func TestAutoTailPoolEstimates(t *testing.T) {
 		a := newAuto(t, func(c *Config) { c.TailPool = pool })
 		m := sluice.Measurements{Elapsed: 100 * time.Millisecond, Arrivals: 10, Completed: 10, ServiceSamples: 10,
 			ServiceMean: 0.010, ServiceP50: 0.008, ServiceP99: 0.030, InFlight: 1, MaxInFlight: 2}
-		a.Update(ctltest.T0.Add(100*time.Millisecond), m)
+		a.Update(t0.Add(100*time.Millisecond), m)
 		e := a.Estimates()
 		_, ok := e["service_p99_pooled_s"]
 		_, ok2 := e["service_median_shift"]

@@ -6,8 +6,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/sluicehq/sluice/control/internal/ctltest"
 )
 
 // A service of parallelism 8 whose service time goes from 20 to 100 ms
@@ -22,7 +20,7 @@ import (
 // nothing back: its limit does not bind.
 func TestAutoUncut(t *testing.T) {
 	a := newAuto(t, nil)
-	now := ctltest.T0
+	now := t0
 	fast, slow := plant{w: 8, s: 0.020}, plant{w: 8, s: 0.100}
 	drive(a, fast, &now, 60*time.Second)
 	before := a.Limit()
@@ -50,7 +48,7 @@ func TestAutoUncut(t *testing.T) {
 	// A first cut, and then a fast service under a demand of 2 in
 	// service, below the cut limit: the limit is not raised.
 	c := newAuto(t, nil)
-	now = ctltest.T0
+	now = t0
 	drive(c, fast, &now, 60*time.Second)
 	for i := 0; i < 100 && c.Limit() >= before; i++ {
 		drive(c, slow, &now, c.Period())
@@ -71,7 +69,7 @@ func TestAutoUncut(t *testing.T) {
 	// The probes' evidence replaces the cut's: a cut followed by a
 	// shrinking low probe is not undone to the pre-cut limit.
 	b := newAuto(t, func(c *Config) { c.InitialLimit = 64 })
-	now = ctltest.T0
+	now = t0
 	drive(b, plant{w: 4, s: 0.010}, &now, 60*time.Second)
 	if b.Estimates()["cut_from"] != 0 {
 		t.Fatalf("cut_from %v after the probes found W = 4 from 64, want 0", b.Estimates()["cut_from"])
