@@ -131,7 +131,7 @@ func (c *Config) Validate() error {
 		ctl.CheckPeriod("period", c.Period),
 		fielderr.If(!mathx.Finite(c.MinLimit) || c.MinLimit < 1, "min_limit", c.MinLimit, "must be ≥ 1"),
 		fielderr.If(!mathx.Finite(c.MaxLimit) || c.MaxLimit < c.MinLimit, "max_limit", c.MaxLimit, fmt.Sprintf("must be ≥ min_limit (%g)", c.MinLimit)),
-		ctl.CheckRange("initial_limit", c.InitialLimit, c.MinLimit, c.MaxLimit),
+		fielderr.Within("initial_limit", c.InitialLimit, '[', c.MinLimit, c.MaxLimit, ']'),
 		fielderr.Within("high_probe", c.HighProbe, '(', 1, 4, ']'),
 		fielderr.Within("low_probe", c.LowProbe, '(', 1, 4, ']'),
 		fielderr.AtLeast("min_completions", c.MinCompletions, 1),

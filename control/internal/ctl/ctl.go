@@ -36,8 +36,3 @@ func FmtSec(s float64) string {
 func CheckPeriod(field string, d time.Duration) error {
 	return fielderr.PositiveDuration(field, d, "1s")
 }
-
-// CheckRange reports an error naming field unless lo ≤ x ≤ hi (x finite).
-func CheckRange(field string, x, lo, hi float64) error {
-	return fielderr.Within(field, x, '[', lo, hi, ']')
-}
