@@ -83,34 +83,35 @@ func TestMiddlewareDelaysBufferedReply(t *testing.T) {
 	})
 }
 
-func TestMiddlewareContentLengthIsNotBuffered(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		s, a, mw := middlewareFixture(t, func(c *Config) { c.ReplyBuffer = 10 })
-		rec, got := serve(mw, bodyHandler(1200, 100, true))
-		if got != delayFor(1200) {
-			t.Fatalf("reply took %v, want the delay for Content-Length 1200: %v", got, delayFor(1200))
-		}
-		// setAvg recorded 250 bytes before.
-		if rec.Body.Len() != 1200 || s.Snapshot().Clients[a].Bytes != 250+1200 {
-			t.Fatalf("body %d, recorded %d bytes", rec.Body.Len(), s.Snapshot().Clients[a].Bytes-250)
-		}
-	})
-}
-
-func TestMiddlewareOverflowStreamsAfterDelay(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		s, a, mw := middlewareFixture(t, func(c *Config) { c.ReplyBuffer = 100 })
-		rec, got := serve(mw, bodyHandler(1000, 100, false))
-		// The first 100 bytes fit; the second write overflows: the delay is
-		// computed for the 200 bytes known then, the rest streams.
-		if got != delayFor(200) {
-			t.Fatalf("reply took %v, want %v", got, delayFor(200))
-		}
-		snap := s.Snapshot().Clients[a]
-		if rec.Body.Len() != 1000 || snap.Bytes != 250+1000 || snap.Replies != 2 { // setAvg: 250 bytes, 1 reply
-			t.Fatalf("body %d, recorded %d bytes in %d replies", rec.Body.Len(), snap.Bytes-250, snap.Replies)
-		}
-	})
+// A reply that is not buffered whole is delayed for the bytes known when
+// its delay is taken, and its body streams after it: with Content-Length,
+// the header's size (the body is never buffered); without, the bytes that
+// fit in reply_buffer plus the write that overflows it (here 100 + 100).
+func TestMiddlewareUnbufferedReplyDelay(t *testing.T) {
+	for _, c := range []struct {
+		name          string
+		buffer        int  // reply_buffer
+		size, chunk   int  // the handler's body and its writes
+		contentLength bool // the handler sets Content-Length
+		delayedFor    int  // the bytes the delay is computed for
+	}{
+		{"content-length", 10, 1200, 100, true, 1200},
+		{"overflow", 100, 1000, 100, false, 200},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s, a, mw := middlewareFixture(t, func(cfg *Config) { cfg.ReplyBuffer = c.buffer })
+				rec, got := serve(mw, bodyHandler(c.size, c.chunk, c.contentLength))
+				if got != delayFor(c.delayedFor) {
+					t.Fatalf("reply took %v, want the delay for %d bytes: %v", got, c.delayedFor, delayFor(c.delayedFor))
+				}
+				snap := s.Snapshot().Clients[a]
+				if rec.Body.Len() != c.size || snap.Bytes != 250+uint64(c.size) || snap.Replies != 2 { // setAvg: 250 bytes, 1 reply
+					t.Fatalf("body %d, recorded %d bytes in %d replies", rec.Body.Len(), snap.Bytes-250, snap.Replies)
+				}
+			})
+		})
+	}
 }
 
 func TestMiddlewareFlushSendsAfterDelay(t *testing.T) {
