@@ -271,41 +271,31 @@ func (c *Config) SetDefaults() {
 // Validate reports the first invalid field as a *sluice.FieldError naming
 // its YAML path (call SetDefaults first).
 func (c *Config) Validate() error {
-	bad := fielderr.Invalid
 	t, r := &c.Throttle, &c.Retry
-	switch {
-	case !mathx.Finite(t.K) || t.K < 1:
-		return bad("throttle.k", t.K, "must be ≥ 1 (2 is the SRE book's)")
-	case t.Window <= 0:
-		return bad("throttle.window", t.Window, "must be a positive duration such as 10s")
-	case t.MinRequests < 1:
-		return bad("throttle.min_requests", t.MinRequests, "must be ≥ 1")
-	case t.Forget != ForgetAccepts && t.Forget != ForgetWindow:
-		return bad("throttle.forget", t.Forget, fmt.Sprintf("must be %q (the default) or %q (the SRE book's window)", ForgetAccepts, ForgetWindow))
-	case t.Scope != ScopeDestination && t.Scope != ScopeHop:
-		return bad("throttle.scope", t.Scope, fmt.Sprintf("must be %q (the default) or %q (per hop priority and tenant)", ScopeDestination, ScopeHop))
-	case t.ForgetRun < 0 || t.ForgetRun > maxForgetRun:
-		return bad("throttle.forget_run", t.ForgetRun, fmt.Sprintf("must be within [1, %d] accepts in a row (0: the default from throttle.k)", maxForgetRun))
-	case r.MaxAttempts < 1 || r.MaxAttempts > 10:
-		return bad("retry.max_attempts", r.MaxAttempts, "must be within [1, 10] (1: no retries)")
-	case !mathx.Finite(r.BudgetRatio) || r.BudgetRatio <= 0 || r.BudgetRatio > 1:
-		return bad("retry.budget_ratio", r.BudgetRatio, "must be within (0, 1], such as 0.1")
-	case !mathx.Finite(r.BudgetMinPerSecond) || r.BudgetMinPerSecond < 0:
-		return bad("retry.budget_min_per_second", r.BudgetMinPerSecond, "must be a finite number ≥ 0")
-	case r.BudgetWindow <= 0:
-		return bad("retry.budget_window", r.BudgetWindow, "must be a positive duration such as 10s")
-	case r.Backoff <= 0:
-		return bad("retry.backoff", r.Backoff, "must be a positive duration such as 25ms")
-	case r.MaxBackoff < r.Backoff:
-		return bad("retry.max_backoff", r.MaxBackoff, fmt.Sprintf("must be ≥ retry.backoff (%v)", r.Backoff))
-	case r.MaxRetryAfter <= 0:
-		return bad("retry.max_retry_after", r.MaxRetryAfter, "must be a positive duration such as 5s")
-	case r.PerTryTimeout < 0:
-		return bad("retry.per_try_timeout", r.PerTryTimeout, "must be a positive duration, or 0 for none")
-	case c.MinRemaining < 0:
-		return bad("min_remaining", c.MinRemaining, "must be a duration ≥ 0 such as 1ms")
-	case c.MaxDestinations < 1:
-		return bad("max_destinations", c.MaxDestinations, "must be ≥ 1")
+	if err := fielderr.First(
+		fielderr.If(!mathx.Finite(t.K) || t.K < 1, "throttle.k", t.K, "must be ≥ 1 (2 is the SRE book's)"),
+		fielderr.PositiveDuration("throttle.window", t.Window, "10s"),
+		fielderr.AtLeast("throttle.min_requests", t.MinRequests, 1),
+		fielderr.If(t.Forget != ForgetAccepts && t.Forget != ForgetWindow, "throttle.forget", t.Forget,
+			fmt.Sprintf("must be %q (the default) or %q (the SRE book's window)", ForgetAccepts, ForgetWindow)),
+		fielderr.If(t.Scope != ScopeDestination && t.Scope != ScopeHop, "throttle.scope", t.Scope,
+			fmt.Sprintf("must be %q (the default) or %q (per hop priority and tenant)", ScopeDestination, ScopeHop)),
+		fielderr.If(t.ForgetRun < 0 || t.ForgetRun > maxForgetRun, "throttle.forget_run", t.ForgetRun,
+			fmt.Sprintf("must be within [1, %d] accepts in a row (0: the default from throttle.k)", maxForgetRun)),
+		fielderr.If(r.MaxAttempts < 1 || r.MaxAttempts > 10, "retry.max_attempts", r.MaxAttempts, "must be within [1, 10] (1: no retries)"),
+		fielderr.If(!mathx.Finite(r.BudgetRatio) || r.BudgetRatio <= 0 || r.BudgetRatio > 1, "retry.budget_ratio", r.BudgetRatio,
+			"must be within (0, 1], such as 0.1"),
+		fielderr.If(!mathx.Finite(r.BudgetMinPerSecond) || r.BudgetMinPerSecond < 0, "retry.budget_min_per_second", r.BudgetMinPerSecond,
+			"must be a finite number ≥ 0"),
+		fielderr.PositiveDuration("retry.budget_window", r.BudgetWindow, "10s"),
+		fielderr.PositiveDuration("retry.backoff", r.Backoff, "25ms"),
+		fielderr.If(r.MaxBackoff < r.Backoff, "retry.max_backoff", r.MaxBackoff, fmt.Sprintf("must be ≥ retry.backoff (%v)", r.Backoff)),
+		fielderr.PositiveDuration("retry.max_retry_after", r.MaxRetryAfter, "5s"),
+		fielderr.If(r.PerTryTimeout < 0, "retry.per_try_timeout", r.PerTryTimeout, "must be a positive duration, or 0 for none"),
+		fielderr.If(c.MinRemaining < 0, "min_remaining", c.MinRemaining, "must be a duration ≥ 0 such as 1ms"),
+		fielderr.AtLeast("max_destinations", c.MaxDestinations, 1),
+	); err != nil {
+		return err
 	}
 	for _, h := range []struct{ path, v string }{{"priority_header", c.PriorityHeader},
 		{"tenant_header", c.TenantHeader}, {"timeout_header", c.TimeoutHeader}} {

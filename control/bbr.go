@@ -55,7 +55,7 @@ func (c *BBRConfig) Validate() error {
 		invalidIf(c.Window < c.Period, "window", c.Window, fmt.Sprintf("must be a duration ≥ period (%s) such as 10s", c.Period)),
 		invalidIf(!mathx.Finite(c.CPUThreshold) || c.CPUThreshold < 0 || c.CPUThreshold > 1, "cpu_threshold", c.CPUThreshold,
 			"must be a utilization within [0, 1] (0: always shed above maxInFlight)"),
-		invalidIf(!mathx.Finite(c.CPUDecay) || c.CPUDecay < 0 || c.CPUDecay >= 1, "cpu_decay", c.CPUDecay, "must be within [0, 1)"),
+		checkWithin("cpu_decay", c.CPUDecay, '[', 0, 1, ')'),
 	)
 }
 

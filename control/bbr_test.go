@@ -208,11 +208,11 @@ func TestBBRMonotoneInCPU(t *testing.T) {
 
 func TestBBRValidateNamesField(t *testing.T) {
 	checkFieldErrors(t, DefaultBBRConfig, []fieldCase[BBRConfig]{
-		{"period", func(c *BBRConfig) { c.Period = 0 }},
-		{"window", func(c *BBRConfig) { c.Window = 50 * time.Millisecond }},
-		{"cpu_threshold", func(c *BBRConfig) { c.CPUThreshold = 80 }},
-		{"cpu_threshold", func(c *BBRConfig) { c.CPUThreshold = nan() }},
-		{"cpu_decay", func(c *BBRConfig) { c.CPUDecay = 1 }},
+		{Field: "period", Edit: func(c *BBRConfig) { c.Period = 0 }},
+		{Field: "window", Edit: func(c *BBRConfig) { c.Window = 50 * time.Millisecond }},
+		{Field: "cpu_threshold", Edit: func(c *BBRConfig) { c.CPUThreshold = 80 }},
+		{Field: "cpu_threshold", Edit: func(c *BBRConfig) { c.CPUThreshold = nan() }},
+		{Field: "cpu_decay", Edit: func(c *BBRConfig) { c.CPUDecay = 1 }},
 	})
 }
 

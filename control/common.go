@@ -43,6 +43,22 @@ func checkNonNegative(field string, x float64) error {
 // checkPeriod reports an error unless d > 0.
 func checkPeriod(field string, d time.Duration) error { return ctl.CheckPeriod(field, d) }
 
+// checkPositiveDuration reports an error unless d > 0; example is a valid
+// value to show, such as "10s" (fielderr.PositiveDuration).
+func checkPositiveDuration(field string, d time.Duration, example string) error {
+	return fielderr.PositiveDuration(field, d, example)
+}
+
+// checkAtLeast reports an error unless n ≥ lo (fielderr.AtLeast).
+func checkAtLeast(field string, n, lo int) error { return fielderr.AtLeast(field, n, lo) }
+
+// checkWithin reports an error unless x is finite and between lo and hi,
+// each end open or closed as its bracket says: '(' and ')' open, '[' and
+// ']' closed (fielderr.Within).
+func checkWithin(field string, x float64, open byte, lo, hi float64, close byte) error {
+	return fielderr.Within(field, x, open, lo, hi, close)
+}
+
 // checkRateBounds validates a [min, max] rate pair and an initial rate
 // inside it.
 func checkRateBounds(minField string, lo float64, maxField string, hi float64, initField string, init float64) error {

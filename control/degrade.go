@@ -35,9 +35,9 @@ func DefaultDegradeConfig() DegradeConfig {
 
 func (c *DegradeConfig) validate() error {
 	return firstError(
-		invalidIf(!mathx.Finite(c.QualityMin) || c.QualityMin <= 0 || c.QualityMin >= 1, "degrade.quality_min", c.QualityMin, "must be within (0, 1)"),
+		checkWithin("degrade.quality_min", c.QualityMin, '(', 0, 1, ')'),
 		invalidIf(!mathx.Finite(c.QualityDown) || c.QualityDown <= 1, "degrade.quality_down", c.QualityDown, "must be a finite factor > 1"),
-		invalidIf(!mathx.Finite(c.QualityUp) || c.QualityUp <= 0 || c.QualityUp > 1, "degrade.quality_up", c.QualityUp, "must be within (0, 1]"),
+		checkWithin("degrade.quality_up", c.QualityUp, '(', 0, 1, ']'),
 	)
 }
 

@@ -232,16 +232,16 @@ func TestEnvoyMonotoneInLatency(t *testing.T) {
 
 func TestEnvoyValidateNamesField(t *testing.T) {
 	checkFieldErrors(t, DefaultEnvoyGradientConfig, []fieldCase[EnvoyGradientConfig]{
-		{"concurrency_update_interval", func(c *EnvoyGradientConfig) { c.ConcurrencyUpdateInterval = 0 }},
-		{"min_rtt_calc_interval", func(c *EnvoyGradientConfig) { c.MinRTTCalcInterval = time.Microsecond }},
-		{"request_count", func(c *EnvoyGradientConfig) { c.RequestCount = 0 }},
-		{"jitter", func(c *EnvoyGradientConfig) { c.Jitter = 150 }},
-		{"buffer", func(c *EnvoyGradientConfig) { c.Buffer = -5 }},
-		{"percentile", func(c *EnvoyGradientConfig) { c.Percentile = 95 }},
-		{"min_concurrency", func(c *EnvoyGradientConfig) { c.MinConcurrency = 0 }},
-		{"max_concurrency", func(c *EnvoyGradientConfig) { c.MaxConcurrency = 2 }},
-		{"probe_concurrency", func(c *EnvoyGradientConfig) { c.ProbeConcurrency = 0 }},
-		{"probe_concurrency", func(c *EnvoyGradientConfig) { c.ProbeConcurrency = 2000 }},
+		{Field: "concurrency_update_interval", Edit: func(c *EnvoyGradientConfig) { c.ConcurrencyUpdateInterval = 0 }},
+		{Field: "min_rtt_calc_interval", Edit: func(c *EnvoyGradientConfig) { c.MinRTTCalcInterval = time.Microsecond }},
+		{Field: "request_count", Edit: func(c *EnvoyGradientConfig) { c.RequestCount = 0 }},
+		{Field: "jitter", Edit: func(c *EnvoyGradientConfig) { c.Jitter = 150 }},
+		{Field: "buffer", Edit: func(c *EnvoyGradientConfig) { c.Buffer = -5 }},
+		{Field: "percentile", Edit: func(c *EnvoyGradientConfig) { c.Percentile = 95 }},
+		{Field: "min_concurrency", Edit: func(c *EnvoyGradientConfig) { c.MinConcurrency = 0 }},
+		{Field: "max_concurrency", Edit: func(c *EnvoyGradientConfig) { c.MaxConcurrency = 2 }},
+		{Field: "probe_concurrency", Edit: func(c *EnvoyGradientConfig) { c.ProbeConcurrency = 0 }},
+		{Field: "probe_concurrency", Edit: func(c *EnvoyGradientConfig) { c.ProbeConcurrency = 2000 }},
 	})
 }
 

@@ -79,12 +79,12 @@ func DefaultGradient2Config() Gradient2Config {
 func (c *Gradient2Config) Validate() error {
 	return firstError(
 		checkPeriod("period", c.Period),
-		invalidIf(c.MinLimit < 1, "min_limit", c.MinLimit, "must be ≥ 1"),
+		checkAtLeast("min_limit", c.MinLimit, 1),
 		invalidIf(c.MaxConcurrency < c.MinLimit, "max_concurrency", c.MaxConcurrency, fmt.Sprintf("must be ≥ min_limit (%d)", c.MinLimit)),
 		invalidIf(c.InitialLimit < c.MinLimit || c.InitialLimit > c.MaxConcurrency, "initial_limit", c.InitialLimit,
 			fmt.Sprintf("must be within [min_limit, max_concurrency] = [%d, %d]", c.MinLimit, c.MaxConcurrency)),
-		invalidIf(!mathx.Finite(c.Smoothing) || c.Smoothing <= 0 || c.Smoothing > 1, "smoothing", c.Smoothing, "must be within (0, 1]"),
-		invalidIf(c.QueueSize < 0, "queue_size", c.QueueSize, "must be ≥ 0"),
+		checkWithin("smoothing", c.Smoothing, '(', 0, 1, ']'),
+		checkAtLeast("queue_size", c.QueueSize, 0),
 		invalidIf(c.LongWindow < 1, "long_window", c.LongWindow, "must be ≥ 1 window"),
 		invalidIf(!mathx.Finite(c.RTTTolerance) || c.RTTTolerance < 1, "rtt_tolerance", c.RTTTolerance, "must be a finite number ≥ 1"),
 		invalidIf(c.MinWindowTime < 100*time.Millisecond, "min_window_time", c.MinWindowTime, "must be ≥ 100ms (as in WindowedLimit)"),

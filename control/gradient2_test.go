@@ -179,18 +179,18 @@ func TestGradient2MonotoneInLatency(t *testing.T) {
 
 func TestGradient2ValidateNamesField(t *testing.T) {
 	checkFieldErrors(t, DefaultGradient2Config, []fieldCase[Gradient2Config]{
-		{"period", func(c *Gradient2Config) { c.Period = 0 }},
-		{"min_limit", func(c *Gradient2Config) { c.MinLimit = 0 }},
-		{"max_concurrency", func(c *Gradient2Config) { c.MaxConcurrency = 10 }},
-		{"initial_limit", func(c *Gradient2Config) { c.InitialLimit = 300 }},
-		{"smoothing", func(c *Gradient2Config) { c.Smoothing = 0 }},
-		{"queue_size", func(c *Gradient2Config) { c.QueueSize = -1 }},
-		{"long_window", func(c *Gradient2Config) { c.LongWindow = 0 }},
-		{"rtt_tolerance", func(c *Gradient2Config) { c.RTTTolerance = 0.9 }},
-		{"min_window_time", func(c *Gradient2Config) { c.MinWindowTime = 50 * time.Millisecond }},
-		{"max_window_time", func(c *Gradient2Config) { c.MaxWindowTime = 500 * time.Millisecond }},
-		{"window_size", func(c *Gradient2Config) { c.WindowSize = 5 }},
-		{"min_rtt_threshold", func(c *Gradient2Config) { c.MinRTTThreshold = -1 }},
+		{Field: "period", Edit: func(c *Gradient2Config) { c.Period = 0 }},
+		{Field: "min_limit", Edit: func(c *Gradient2Config) { c.MinLimit = 0 }},
+		{Field: "max_concurrency", Edit: func(c *Gradient2Config) { c.MaxConcurrency = 10 }},
+		{Field: "initial_limit", Edit: func(c *Gradient2Config) { c.InitialLimit = 300 }},
+		{Field: "smoothing", Edit: func(c *Gradient2Config) { c.Smoothing = 0 }},
+		{Field: "queue_size", Edit: func(c *Gradient2Config) { c.QueueSize = -1 }},
+		{Field: "long_window", Edit: func(c *Gradient2Config) { c.LongWindow = 0 }},
+		{Field: "rtt_tolerance", Edit: func(c *Gradient2Config) { c.RTTTolerance = 0.9 }},
+		{Field: "min_window_time", Edit: func(c *Gradient2Config) { c.MinWindowTime = 50 * time.Millisecond }},
+		{Field: "max_window_time", Edit: func(c *Gradient2Config) { c.MaxWindowTime = 500 * time.Millisecond }},
+		{Field: "window_size", Edit: func(c *Gradient2Config) { c.WindowSize = 5 }},
+		{Field: "min_rtt_threshold", Edit: func(c *Gradient2Config) { c.MinRTTThreshold = -1 }},
 	})
 }
 

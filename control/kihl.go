@@ -39,9 +39,9 @@ func (c *KihlConfig) Validate() error {
 	uMax := c.MaxRate * c.Period.Seconds()
 	return firstError(
 		checkPeriod("period", c.Period),
-		invalidIf(!mathx.Finite(c.RhoRef) || c.RhoRef <= 0 || c.RhoRef > 1, "rho_ref", c.RhoRef, "must be within (0, 1]"),
+		checkWithin("rho_ref", c.RhoRef, '(', 0, 1, ']'),
 		checkPositive("k", c.K),
-		invalidIf(c.Ti <= 0, "ti", c.Ti, "must be a positive duration such as 2.8s"),
+		checkPositiveDuration("ti", c.Ti, "2.8s"),
 		checkPositive("max_rate", c.MaxRate),
 		invalidIf(!mathx.Finite(c.InitialIntegral) || c.InitialIntegral < 0 || c.InitialIntegral > uMax, "initial_integral", c.InitialIntegral,
 			fmt.Sprintf("must be within [0, max_rate·period] = [0, %g]", uMax)),

@@ -173,7 +173,7 @@ func (c *SEDAConfig) targetOf(i int) float64 {
 func (c *SEDAConfig) Validate() error {
 	return firstError(
 		c.validateTargets(),
-		invalidIf(c.NReq < 1, "nreq", c.NReq, "must be ≥ 1"),
+		checkAtLeast("nreq", c.NReq, 1),
 		checkPeriod("timeout", c.Timeout),
 		invalidIf(!mathx.Finite(c.Alpha) || c.Alpha < 0 || c.Alpha > 0.999999, "alpha", c.Alpha, "must be within [0, 1)"),
 		invalidIf(!mathx.Finite(c.ErrI), "err_i", c.ErrI, "must be finite"),
@@ -186,7 +186,7 @@ func (c *SEDAConfig) Validate() error {
 		invalidIf(!mathx.Finite(c.AdjLoD) || c.AdjLoD <= 1, "adjlo_d", c.AdjLoD, "must be a finite factor > 1"),
 		invalidIf(!mathx.Finite(c.RecoverFactor) || c.RecoverFactor < 0 || c.RecoverFactor > 10, "recover_factor", c.RecoverFactor,
 			"must be within [0, 10] (0: the paper's additive increase)"),
-		invalidIf(c.LCThresh < 1, "lc_thresh", c.LCThresh, "must be ≥ 1"),
+		checkAtLeast("lc_thresh", c.LCThresh, 1),
 		c.validateDegrade(),
 	)
 }

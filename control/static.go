@@ -53,7 +53,7 @@ func DefaultStaticConcurrencyConfig() StaticConcurrencyConfig {
 
 // Validate reports the first invalid field.
 func (c *StaticConcurrencyConfig) Validate() error {
-	return firstError(invalidIf(c.Limit < 1, "limit", c.Limit, "must be ≥ 1"), checkPeriod("period", c.Period))
+	return firstError(checkAtLeast("limit", c.Limit, 1), checkPeriod("period", c.Period))
 }
 
 // New validates the configuration and returns a controller.

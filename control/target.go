@@ -26,10 +26,7 @@ var (
 )
 
 func checkTarget(target time.Duration) error {
-	if target <= 0 {
-		return badField("target", target, "must be a positive duration such as 500ms")
-	}
-	return nil
+	return checkPositiveDuration("target", target, "500ms")
 }
 
 // SetTarget sets the p90 target of every class.

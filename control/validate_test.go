@@ -4,7 +4,6 @@ package control
 
 import (
 	"math"
-	"strings"
 	"testing"
 	"time"
 )
@@ -92,21 +91,7 @@ func TestValidateNamesField(t *testing.T) {
 		{"none period", "period", func() Config { c := DefaultNoneConfig(); c.Period = 0; return &c }()},
 	}
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			err := tc.cfg.Validate()
-			if err == nil {
-				t.Fatal("accepted")
-			}
-			if got := FieldOf(err); got != tc.field {
-				t.Fatalf("error names field %q, want %q: %v", got, tc.field, err)
-			}
-			if !strings.HasPrefix(err.Error(), tc.field+":") {
-				t.Fatalf("message does not start with the field: %v", err)
-			}
-			if _, err := tc.cfg.New(); err == nil {
-				t.Fatal("New accepted an invalid config")
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { checkFieldError(t, tc.cfg, tc.field) })
 	}
 }
 

@@ -69,9 +69,9 @@ func (c *YakshaConfig) Validate() error {
 		invalidIf(!c.SelfTuning && c.Lambda0 == 0, "lambda0", c.Lambda0,
 			"must be > 0 when self_tuning is false (the static design needs a nominal rate)"),
 		invalidIf(!mathx.Finite(c.Pole) || c.Pole >= 0, "pole", c.Pole, "must be a finite negative number (1/s), e.g. -0.1"),
-		invalidIf(c.TuneWindow <= 0, "tune_window", c.TuneWindow, "must be a positive duration such as 10s"),
-		invalidIf(!mathx.Finite(c.Smoothing) || c.Smoothing < 0 || c.Smoothing >= 1, "smoothing", c.Smoothing, "must be within [0, 1)"),
-		invalidIf(!mathx.Finite(c.MaxDrop) || c.MaxDrop <= 0 || c.MaxDrop > 1, "max_drop", c.MaxDrop, "must be within (0, 1]"),
+		checkPositiveDuration("tune_window", c.TuneWindow, "10s"),
+		checkWithin("smoothing", c.Smoothing, '[', 0, 1, ')'),
+		checkWithin("max_drop", c.MaxDrop, '(', 0, 1, ']'),
 	)
 }
 

@@ -126,44 +126,72 @@ func (s *Shares) Snapshot() Snapshot {
 	return out
 }
 
-// Metric descriptors. The client label takes the configured names plus
-// "others", so the label set is bounded by the configuration.
-var (
-	descShare = prometheus.NewDesc("sluice_share_allocation_ratio",
-		"Configured share of the total bandwidth B, as a fraction.", []string{"client"}, nil)
-	descAllocated = prometheus.NewDesc("sluice_share_allocated_bytes_per_second",
-		"Allocated bandwidth b_i.", []string{"client"}, nil)
-	descMeasured = prometheus.NewDesc("sluice_share_measured_bytes_per_second",
-		"Measured bandwidth avg_i (EWMA of bytes/response time per reply).", []string{"client"}, nil)
-	descAvailable = prometheus.NewDesc("sluice_share_available_bytes_per_second",
-		"Available bandwidth d_i as computed at scrape time (0: requests are rejected).", []string{"client"}, nil)
-	descDelayPerKB = prometheus.NewDesc("sluice_share_delay_per_kb_seconds",
-		"Delay a 1000-byte reply would get at scrape time, (1/d_i - 1/Â)*1000; +Inf when d_i = 0.", []string{"client"}, nil)
-	descLastDelay = prometheus.NewDesc("sluice_share_last_delay_seconds",
-		"Last delay computed for the client.", []string{"client"}, nil)
-	descStandby = prometheus.NewDesc("sluice_share_standby",
-		"Standby slots in use (requests waiting in the share mechanism).", []string{"client"}, nil)
-	descReplies = prometheus.NewDesc("sluice_share_replies_total",
-		"Completed replies.", []string{"client"}, nil)
-	descBytes = prometheus.NewDesc("sluice_share_bytes_total",
-		"Body bytes of completed replies.", []string{"client"}, nil)
-	descRejections = prometheus.NewDesc("sluice_share_rejections_total",
-		"Rejected requests by reason (standby, no_bandwidth, max_delay).", []string{"client", "reason"}, nil)
-	descCancellations = prometheus.NewDesc("sluice_share_cancellations_total",
-		"Requests whose client went away while delayed.", []string{"client"}, nil)
-	descTotal = prometheus.NewDesc("sluice_share_total_bytes_per_second",
-		"Configured total bandwidth B.", nil, nil)
-	descMaxMeasured = prometheus.NewDesc("sluice_share_max_measured_bytes_per_second",
-		"Maximum measured bandwidth Â = max(Â, sum of avg_j).", nil, nil)
-	descUtilized = prometheus.NewDesc("sluice_share_utilized_bytes_per_second",
-		"Sum of the measured bandwidths avg_j.", nil, nil)
-	descUnsatisfied = prometheus.NewDesc("sluice_share_unsatisfied",
-		"1 when some active client is below its allocation, else 0.", nil, nil)
-)
+// shareMetric is one of the metrics, sluice_share_*: its descriptor,
+// its type, and its value in a client's snapshot (the per-client
+// metrics, label client) or in the whole snapshot (the others).
+type shareMetric[S any] struct {
+	desc  *prometheus.Desc
+	kind  prometheus.ValueType
+	value func(S) float64
+}
 
-var shareDescs = []*prometheus.Desc{descShare, descAllocated, descMeasured, descAvailable, descDelayPerKB,
-	descLastDelay, descStandby, descReplies, descBytes, descRejections, descCancellations,
-	descTotal, descMaxMeasured, descUtilized, descUnsatisfied}
+// The client label takes the configured names plus "others", so the
+// label set is bounded by the configuration.
+var clientLabel = []string{"client"}
+
+// clientMetrics are the per-client metrics but the rejections, which
+// carry a reason label as well (descRejections).
+var clientMetrics = []shareMetric[ClientSnapshot]{
+	{prometheus.NewDesc("sluice_share_allocation_ratio", "Configured share of the total bandwidth B, as a fraction.", clientLabel, nil),
+		prometheus.GaugeValue, func(c ClientSnapshot) float64 { return c.Share / 100 }},
+	{prometheus.NewDesc("sluice_share_allocated_bytes_per_second", "Allocated bandwidth b_i.", clientLabel, nil),
+		prometheus.GaugeValue, func(c ClientSnapshot) float64 { return c.Allocation }},
+	{prometheus.NewDesc("sluice_share_measured_bytes_per_second",
+		"Measured bandwidth avg_i (EWMA of bytes/response time per reply).", clientLabel, nil),
+		prometheus.GaugeValue, func(c ClientSnapshot) float64 { return c.Measured }},
+	{prometheus.NewDesc("sluice_share_available_bytes_per_second",
+		"Available bandwidth d_i as computed at scrape time (0: requests are rejected).", clientLabel, nil),
+		prometheus.GaugeValue, func(c ClientSnapshot) float64 { return c.Available }},
+	{prometheus.NewDesc("sluice_share_delay_per_kb_seconds",
+		"Delay a 1000-byte reply would get at scrape time, (1/d_i - 1/Â)*1000; +Inf when d_i = 0.", clientLabel, nil),
+		prometheus.GaugeValue, func(c ClientSnapshot) float64 {
+			if c.Rejecting {
+				return math.Inf(1)
+			}
+			return c.DelayPerKB
+		}},
+	{prometheus.NewDesc("sluice_share_last_delay_seconds", "Last delay computed for the client.", clientLabel, nil),
+		prometheus.GaugeValue, func(c ClientSnapshot) float64 { return c.LastDelay }},
+	{prometheus.NewDesc("sluice_share_standby", "Standby slots in use (requests waiting in the share mechanism).", clientLabel, nil),
+		prometheus.GaugeValue, func(c ClientSnapshot) float64 { return float64(c.Standby) }},
+	{prometheus.NewDesc("sluice_share_replies_total", "Completed replies.", clientLabel, nil),
+		prometheus.CounterValue, func(c ClientSnapshot) float64 { return float64(c.Replies) }},
+	{prometheus.NewDesc("sluice_share_bytes_total", "Body bytes of completed replies.", clientLabel, nil),
+		prometheus.CounterValue, func(c ClientSnapshot) float64 { return float64(c.Bytes) }},
+	{prometheus.NewDesc("sluice_share_cancellations_total", "Requests whose client went away while delayed.", clientLabel, nil),
+		prometheus.CounterValue, func(c ClientSnapshot) float64 { return float64(c.Cancellations) }},
+}
+
+// descRejections is the per-client, per-reason count of rejections.
+var descRejections = prometheus.NewDesc("sluice_share_rejections_total",
+	"Rejected requests by reason (standby, no_bandwidth, max_delay).", []string{"client", "reason"}, nil)
+
+// totalMetrics are the metrics of the whole mechanism (no labels).
+var totalMetrics = []shareMetric[Snapshot]{
+	{prometheus.NewDesc("sluice_share_total_bytes_per_second", "Configured total bandwidth B.", nil, nil),
+		prometheus.GaugeValue, func(s Snapshot) float64 { return s.TotalBandwidth }},
+	{prometheus.NewDesc("sluice_share_max_measured_bytes_per_second", "Maximum measured bandwidth Â = max(Â, sum of avg_j).", nil, nil),
+		prometheus.GaugeValue, func(s Snapshot) float64 { return s.MaxMeasured }},
+	{prometheus.NewDesc("sluice_share_utilized_bytes_per_second", "Sum of the measured bandwidths avg_j.", nil, nil),
+		prometheus.GaugeValue, func(s Snapshot) float64 { return s.Utilized }},
+	{prometheus.NewDesc("sluice_share_unsatisfied", "1 when some active client is below its allocation, else 0.", nil, nil),
+		prometheus.GaugeValue, func(s Snapshot) float64 {
+			if s.Unsatisfied {
+				return 1
+			}
+			return 0
+		}},
+}
 
 // Collector reports a Shares' state as Prometheus metrics (names
 // sluice_share_*). It registers nothing itself: pass it to a registry.
@@ -183,46 +211,27 @@ func Register(reg prometheus.Registerer, s *Shares) (*Collector, error) {
 
 // Describe sends the descriptors of every metric.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range shareDescs {
-		ch <- d
+	for _, m := range clientMetrics {
+		ch <- m.desc
+	}
+	ch <- descRejections
+	for _, m := range totalMetrics {
+		ch <- m.desc
 	}
 }
 
 // Collect sends the current values, taken from one Snapshot.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	snap := c.s.Snapshot()
-	g := func(d *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
-	}
-	ctr := func(d *prometheus.Desc, v uint64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
-	}
 	for _, cl := range snap.Clients {
-		n := cl.Name
-		g(descShare, cl.Share/100, n)
-		g(descAllocated, cl.Allocation, n)
-		g(descMeasured, cl.Measured, n)
-		g(descAvailable, cl.Available, n)
-		if cl.Rejecting {
-			g(descDelayPerKB, math.Inf(1), n)
-		} else {
-			g(descDelayPerKB, cl.DelayPerKB, n)
+		for _, m := range clientMetrics {
+			ch <- prometheus.MustNewConstMetric(m.desc, m.kind, m.value(cl), cl.Name)
 		}
-		g(descLastDelay, cl.LastDelay, n)
-		g(descStandby, float64(cl.Standby), n)
-		ctr(descReplies, cl.Replies, n)
-		ctr(descBytes, cl.Bytes, n)
 		for _, r := range reasons {
-			ctr(descRejections, cl.Rejections[r.String()], n, r.String())
+			ch <- prometheus.MustNewConstMetric(descRejections, prometheus.CounterValue, float64(cl.Rejections[r.String()]), cl.Name, r.String())
 		}
-		ctr(descCancellations, cl.Cancellations, n)
 	}
-	g(descTotal, snap.TotalBandwidth)
-	g(descMaxMeasured, snap.MaxMeasured)
-	g(descUtilized, snap.Utilized)
-	u := 0.0
-	if snap.Unsatisfied {
-		u = 1
+	for _, m := range totalMetrics {
+		ch <- prometheus.MustNewConstMetric(m.desc, m.kind, m.value(snap))
 	}
-	g(descUnsatisfied, u)
 }

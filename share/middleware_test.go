@@ -51,13 +51,19 @@ func middlewareFixture(t *testing.T, mod func(*Config)) (*Shares, ClientID, func
 	return s, a, Middleware(s, func(*http.Request) ClientID { return a })
 }
 
+// serve sends a GET / through mw to h and returns the recorded reply and
+// how long ServeHTTP took (virtual time, inside synctest.Test).
+func serve(mw func(http.Handler) http.Handler, h http.Handler) (*httptest.ResponseRecorder, time.Duration) {
+	rec := httptest.NewRecorder()
+	start := time.Now()
+	mw(h).ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+	return rec, time.Since(start)
+}
+
 func TestMiddlewareDelaysBufferedReply(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s, a, mw := middlewareFixture(t, nil)
-		rec := httptest.NewRecorder()
-		start := time.Now()
-		mw(bodyHandler(1000, 300, false)).ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
-		elapsed := time.Since(start)
+		rec, elapsed := serve(mw, bodyHandler(1000, 300, false))
 		// d_a = 150, Â = 1000: delay = (1/150 − 1/1000)·1000 = 5.6667 s.
 		if elapsed != delayFor(1000) {
 			t.Fatalf("reply took %v, want the delay %v", elapsed, delayFor(1000))
@@ -77,38 +83,35 @@ func TestMiddlewareDelaysBufferedReply(t *testing.T) {
 	})
 }
 
-func TestMiddlewareContentLengthIsNotBuffered(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		s, a, mw := middlewareFixture(t, func(c *Config) { c.ReplyBuffer = 10 })
-		rec := httptest.NewRecorder()
-		start := time.Now()
-		mw(bodyHandler(1200, 100, true)).ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
-		if got := time.Since(start); got != delayFor(1200) {
-			t.Fatalf("reply took %v, want the delay for Content-Length 1200: %v", got, delayFor(1200))
-		}
-		// setAvg recorded 250 bytes before.
-		if rec.Body.Len() != 1200 || s.Snapshot().Clients[a].Bytes != 250+1200 {
-			t.Fatalf("body %d, recorded %d bytes", rec.Body.Len(), s.Snapshot().Clients[a].Bytes-250)
-		}
-	})
-}
-
-func TestMiddlewareOverflowStreamsAfterDelay(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		s, a, mw := middlewareFixture(t, func(c *Config) { c.ReplyBuffer = 100 })
-		rec := httptest.NewRecorder()
-		start := time.Now()
-		mw(bodyHandler(1000, 100, false)).ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
-		// The first 100 bytes fit; the second write overflows: the delay is
-		// computed for the 200 bytes known then, the rest streams.
-		if got := time.Since(start); got != delayFor(200) {
-			t.Fatalf("reply took %v, want %v", got, delayFor(200))
-		}
-		snap := s.Snapshot().Clients[a]
-		if rec.Body.Len() != 1000 || snap.Bytes != 250+1000 || snap.Replies != 2 { // setAvg: 250 bytes, 1 reply
-			t.Fatalf("body %d, recorded %d bytes in %d replies", rec.Body.Len(), snap.Bytes-250, snap.Replies)
-		}
-	})
+// A reply that is not buffered whole is delayed for the bytes known when
+// its delay is taken, and its body streams after it: with Content-Length,
+// the header's size (the body is never buffered); without, the bytes that
+// fit in reply_buffer plus the write that overflows it (here 100 + 100).
+func TestMiddlewareUnbufferedReplyDelay(t *testing.T) {
+	for _, c := range []struct {
+		name          string
+		buffer        int  // reply_buffer
+		size, chunk   int  // the handler's body and its writes
+		contentLength bool // the handler sets Content-Length
+		delayedFor    int  // the bytes the delay is computed for
+	}{
+		{"content-length", 10, 1200, 100, true, 1200},
+		{"overflow", 100, 1000, 100, false, 200},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s, a, mw := middlewareFixture(t, func(cfg *Config) { cfg.ReplyBuffer = c.buffer })
+				rec, got := serve(mw, bodyHandler(c.size, c.chunk, c.contentLength))
+				if got != delayFor(c.delayedFor) {
+					t.Fatalf("reply took %v, want the delay for %d bytes: %v", got, c.delayedFor, delayFor(c.delayedFor))
+				}
+				snap := s.Snapshot().Clients[a]
+				if rec.Body.Len() != c.size || snap.Bytes != 250+uint64(c.size) || snap.Replies != 2 { // setAvg: 250 bytes, 1 reply
+					t.Fatalf("body %d, recorded %d bytes in %d replies", rec.Body.Len(), snap.Bytes-250, snap.Replies)
+				}
+			})
+		})
+	}
 }
 
 func TestMiddlewareFlushSendsAfterDelay(t *testing.T) {
@@ -157,8 +160,7 @@ func TestMiddlewareCancelDuringDelayReleasesAtOnce(t *testing.T) {
 		}
 		// The 11th request is rejected at once, without running the handler.
 		var ran atomic.Bool
-		rec := httptest.NewRecorder()
-		mw(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { ran.Store(true) })).ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+		rec, _ := serve(mw, http.HandlerFunc(func(http.ResponseWriter, *http.Request) { ran.Store(true) }))
 		if rec.Code != 503 || rec.Header().Get("Retry-After") == "" || ran.Load() {
 			t.Fatalf("request over the standby limit: %d, Retry-After %q, handler ran %v", rec.Code, rec.Header().Get("Retry-After"), ran.Load())
 		}
@@ -192,8 +194,7 @@ func TestMiddlewareCancelDuringDelayReleasesAtOnce(t *testing.T) {
 func TestMiddlewareMaxDelayRejects(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s, a, mw := middlewareFixture(t, func(c *Config) { c.MaxDelay = time.Second })
-		rec := httptest.NewRecorder()
-		mw(bodyHandler(1000, 1000, false)).ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+		rec, _ := serve(mw, bodyHandler(1000, 1000, false))
 		// delay 5.67 s > max_delay 1 s: 503, the handler's headers dropped.
 		if rec.Code != 503 || rec.Header().Get("X-Handler") != "" || rec.Header().Get("Retry-After") != "1" {
 			t.Fatalf("got %d, X-Handler %q, Retry-After %q", rec.Code, rec.Header().Get("X-Handler"), rec.Header().Get("Retry-After"))
@@ -294,20 +295,17 @@ func TestMiddlewareRateLimitHeaders(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const policy, limit = `"a";q=100;qu="content-bytes";w=1`, `"a";r=100;t=1`
 		_, _, mw := middlewareFixture(t, func(c *Config) { c.RateLimitHeaders = true })
-		rec := httptest.NewRecorder()
-		mw(bodyHandler(10, 10, true)).ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+		rec, _ := serve(mw, bodyHandler(10, 10, true))
 		if rec.Code != 200 || rec.Header().Get("RateLimit-Policy") != policy || rec.Header().Get("RateLimit") != limit {
 			t.Errorf("sent: %d RateLimit-Policy %q RateLimit %q", rec.Code, rec.Header().Get("RateLimit-Policy"), rec.Header().Get("RateLimit"))
 		}
 		_, _, mw = middlewareFixture(t, func(c *Config) { c.RateLimitHeaders, c.MaxDelay = true, time.Second })
-		rec = httptest.NewRecorder()
-		mw(bodyHandler(1000, 1000, false)).ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+		rec, _ = serve(mw, bodyHandler(1000, 1000, false))
 		if rec.Code != 503 || rec.Header().Get("RateLimit-Policy") != policy || rec.Header().Get("RateLimit") != limit {
 			t.Errorf("rejected: %d RateLimit-Policy %q RateLimit %q", rec.Code, rec.Header().Get("RateLimit-Policy"), rec.Header().Get("RateLimit"))
 		}
 		_, _, mw = middlewareFixture(t, nil)
-		rec = httptest.NewRecorder()
-		mw(bodyHandler(10, 10, true)).ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+		rec, _ = serve(mw, bodyHandler(10, 10, true))
 		if rec.Header().Get("RateLimit") != "" || rec.Header().Get("RateLimit-Policy") != "" {
 			t.Errorf("off by default: %v", rec.Header())
 		}

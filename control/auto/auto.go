@@ -220,8 +220,8 @@ func (a *Auto) Target() time.Duration { return a.cfg.SLO }
 
 // SetTarget sets the SLO from the next step on.
 func (a *Auto) SetTarget(slo time.Duration) error {
-	if slo <= 0 {
-		return fielderr.Invalid("slo", slo, "must be a positive duration such as 250ms")
+	if err := fielderr.PositiveDuration("slo", slo, "250ms"); err != nil {
+		return err
 	}
 	if a.cfg.StandingWait >= slo {
 		return fielderr.Invalid("slo", slo, fmt.Sprintf("must be above standing_wait (%v)", a.cfg.StandingWait))

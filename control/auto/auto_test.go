@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/control/internal/ctltest"
 	"github.com/sluicehq/sluice/internal/fielderr"
 )
 
@@ -49,14 +50,7 @@ func newAuto(t *testing.T, edit func(*Config)) *Auto {
 	t.Helper()
 	cfg := DefaultConfig()
 	cfg.SLO = 250 * time.Millisecond
-	if edit != nil {
-		edit(&cfg)
-	}
-	a, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return a
+	return ctltest.Build(t, cfg, edit, New)
 }
 
 // From its initial limit of 16 on a service of parallelism 4, auto's low
@@ -334,41 +328,32 @@ func TestAutoQueuePolicy(t *testing.T) {
 }
 
 func TestAutoConfigValidate(t *testing.T) {
-	for _, c := range []struct {
-		field string
-		edit  func(*Config)
-	}{
-		{"slo", func(c *Config) { c.SLO = 0 }},
-		{"period", func(c *Config) { c.Period = 0 }},
-		{"min_limit", func(c *Config) { c.MinLimit = 0.5 }},
-		{"max_limit", func(c *Config) { c.MaxLimit = 0 }},
-		{"initial_limit", func(c *Config) { c.InitialLimit = 1e9 }},
-		{"high_probe", func(c *Config) { c.HighProbe = 1 }},
-		{"low_probe", func(c *Config) { c.LowProbe = math.NaN() }},
-		{"min_completions", func(c *Config) { c.MinCompletions = 0 }},
-		{"max_window", func(c *Config) { c.MaxWindow = time.Millisecond }},
-		{"standing_wait", func(c *Config) { c.StandingWait = time.Second }},
-		{"burst_window", func(c *Config) { c.BurstWindow = -time.Second }},
-		{"burst_window", func(c *Config) { c.BurstWindow = time.Hour }},
-		{"tail_pool", func(c *Config) { c.TailPool = 50 }},
-		{"tail_pool", func(c *Config) { c.TailPool = -1 }},
-		{"tail_pool", func(c *Config) { c.TailPool = 2000000 }},
-		{"min_rate", func(c *Config) { c.MinRate = -1 }},
-		{"min_rate", func(c *Config) { c.MinRate = math.Inf(1) }},
-		{"max_reject_fraction", func(c *Config) { c.MaxRejectFraction = 1.5 }},
-		{"max_reject_fraction", func(c *Config) { c.MaxRejectFraction = -0.1 }},
-		{"warmup", func(c *Config) { c.Warmup = -time.Second }},
-		{"max_healthy_latency", func(c *Config) { c.MaxHealthyLatency = -time.Millisecond }},
-		{"knee", func(c *Config) { c.Knee = "overtake" }},
-		{"knee_tolerance", func(c *Config) { c.KneeTolerance = -time.Millisecond }},
-		{"knee_tolerance", func(c *Config) { c.KneeTolerance = c.SLO }},
-	} {
-		cfg := DefaultConfig()
-		c.edit(&cfg)
-		if err := cfg.Validate(); fielderr.Path(err) != c.field {
-			t.Errorf("%s: Validate() = %v, want an error naming it", c.field, err)
-		}
-	}
+	ctltest.CheckFieldErrors(t, DefaultConfig, []ctltest.FieldCase[Config]{
+		{Field: "slo", Edit: func(c *Config) { c.SLO = 0 }},
+		{Field: "period", Edit: func(c *Config) { c.Period = 0 }},
+		{Field: "min_limit", Edit: func(c *Config) { c.MinLimit = 0.5 }},
+		{Field: "max_limit", Edit: func(c *Config) { c.MaxLimit = 0 }},
+		{Field: "initial_limit", Edit: func(c *Config) { c.InitialLimit = 1e9 }},
+		{Field: "high_probe", Edit: func(c *Config) { c.HighProbe = 1 }},
+		{Field: "low_probe", Edit: func(c *Config) { c.LowProbe = math.NaN() }},
+		{Field: "min_completions", Edit: func(c *Config) { c.MinCompletions = 0 }},
+		{Field: "max_window", Edit: func(c *Config) { c.MaxWindow = time.Millisecond }},
+		{Field: "standing_wait", Edit: func(c *Config) { c.StandingWait = time.Second }},
+		{Field: "burst_window", Edit: func(c *Config) { c.BurstWindow = -time.Second }},
+		{Field: "burst_window", Edit: func(c *Config) { c.BurstWindow = time.Hour }},
+		{Field: "tail_pool", Edit: func(c *Config) { c.TailPool = 50 }},
+		{Field: "tail_pool", Edit: func(c *Config) { c.TailPool = -1 }},
+		{Field: "tail_pool", Edit: func(c *Config) { c.TailPool = 2000000 }},
+		{Field: "min_rate", Edit: func(c *Config) { c.MinRate = -1 }},
+		{Field: "min_rate", Edit: func(c *Config) { c.MinRate = math.Inf(1) }},
+		{Field: "max_reject_fraction", Edit: func(c *Config) { c.MaxRejectFraction = 1.5 }},
+		{Field: "max_reject_fraction", Edit: func(c *Config) { c.MaxRejectFraction = -0.1 }},
+		{Field: "warmup", Edit: func(c *Config) { c.Warmup = -time.Second }},
+		{Field: "max_healthy_latency", Edit: func(c *Config) { c.MaxHealthyLatency = -time.Millisecond }},
+		{Field: "knee", Edit: func(c *Config) { c.Knee = "overtake" }},
+		{Field: "knee_tolerance", Edit: func(c *Config) { c.KneeTolerance = -time.Millisecond }},
+		{Field: "knee_tolerance", Edit: func(c *Config) { c.KneeTolerance = c.SLO }},
+	})
 	a := newAuto(t, nil)
 	if err := a.SetTarget(-time.Second); fielderr.Path(err) != "slo" {
 		t.Errorf("SetTarget(-1s) = %v", err)

@@ -127,14 +127,14 @@ func DefaultConfig() Config {
 // Validate reports the first invalid field.
 func (c *Config) Validate() error {
 	return fielderr.First(
-		fielderr.If(c.SLO <= 0, "slo", c.SLO, "must be a positive duration such as 250ms"),
+		fielderr.PositiveDuration("slo", c.SLO, "250ms"),
 		ctl.CheckPeriod("period", c.Period),
 		fielderr.If(!mathx.Finite(c.MinLimit) || c.MinLimit < 1, "min_limit", c.MinLimit, "must be ≥ 1"),
 		fielderr.If(!mathx.Finite(c.MaxLimit) || c.MaxLimit < c.MinLimit, "max_limit", c.MaxLimit, fmt.Sprintf("must be ≥ min_limit (%g)", c.MinLimit)),
-		ctl.CheckRange("initial_limit", c.InitialLimit, c.MinLimit, c.MaxLimit),
-		fielderr.If(!mathx.Finite(c.HighProbe) || c.HighProbe <= 1 || c.HighProbe > 4, "high_probe", c.HighProbe, "must be within (1, 4]"),
-		fielderr.If(!mathx.Finite(c.LowProbe) || c.LowProbe <= 1 || c.LowProbe > 4, "low_probe", c.LowProbe, "must be within (1, 4]"),
-		fielderr.If(c.MinCompletions < 1, "min_completions", c.MinCompletions, "must be ≥ 1"),
+		fielderr.Within("initial_limit", c.InitialLimit, '[', c.MinLimit, c.MaxLimit, ']'),
+		fielderr.Within("high_probe", c.HighProbe, '(', 1, 4, ']'),
+		fielderr.Within("low_probe", c.LowProbe, '(', 1, 4, ']'),
+		fielderr.AtLeast("min_completions", c.MinCompletions, 1),
 		fielderr.If(c.MaxWindow < c.Period, "max_window", c.MaxWindow, fmt.Sprintf("must be ≥ period (%v)", c.Period)),
 		// The queue's, the guardrails' and the knee's settings.
 		fielderr.If(c.StandingWait < 0 || c.StandingWait >= c.SLO, "standing_wait", c.StandingWait, "must be ≥ 0 and below slo"),

@@ -2,7 +2,7 @@
 
 package auto
 
-import "time"
+import "github.com/sluicehq/sluice/control/internal/ctltest"
 
 // t0 is the start of every test's virtual clock.
-var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+var t0 = ctltest.T0

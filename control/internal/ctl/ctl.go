@@ -14,7 +14,6 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/fielderr"
-	"github.com/sluicehq/sluice/internal/mathx"
 )
 
 // Decision fills the fields every decision carries.
@@ -35,16 +34,5 @@ func FmtSec(s float64) string {
 
 // CheckPeriod reports an error naming field unless d > 0.
 func CheckPeriod(field string, d time.Duration) error {
-	if d <= 0 {
-		return fielderr.Invalid(field, d, "must be a positive duration such as 1s")
-	}
-	return nil
-}
-
-// CheckRange reports an error naming field unless lo ≤ x ≤ hi (x finite).
-func CheckRange(field string, x, lo, hi float64) error {
-	if !mathx.Finite(x) || x < lo || x > hi {
-		return fielderr.Invalid(field, x, fmt.Sprintf("must be within [%g, %g]", lo, hi))
-	}
-	return nil
+	return fielderr.PositiveDuration(field, d, "1s")
 }
