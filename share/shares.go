@@ -496,16 +496,8 @@ func (s *Shares) Period() time.Duration { return s.period }
 // is done, then returns ctx.Err(). It is the live driver of the manager;
 // run it in its own goroutine. The simulator calls Tick instead.
 func (s *Shares) Run(ctx context.Context) error {
-	t := time.NewTicker(s.period)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case now := <-t.C:
-			s.Tick(now)
-		}
-	}
+	ctxsleep.Every(ctx, s.period, s.Tick)
+	return ctx.Err()
 }
 
 // Available returns client c's available bandwidth d_i now, in bytes per
