@@ -338,17 +338,10 @@ func (c *ScanConn) stepRequestLine(x byte) {
 		}
 		c.phase, c.protoN = 1, 0
 		fallthrough
-	case 1: // method
+	case 1, 2: // method, then target: each ends at its space
 		switch x {
 		case ' ':
-			c.phase = 2
-		case '\r', '\n':
-			c.poison("malformed request line")
-		}
-	case 2: // target
-		switch x {
-		case ' ':
-			c.phase = 3
+			c.phase++
 		case '\r', '\n':
 			c.poison("malformed request line")
 		}
@@ -359,14 +352,22 @@ func (c *ScanConn) stepRequestLine(x byte) {
 		case '\n':
 			c.endLine()
 		default:
-			if c.protoN == len(c.proto) {
+			if !push(c.proto[:], &c.protoN, x) {
 				c.poison("malformed HTTP version")
-				return
 			}
-			c.proto[c.protoN] = x
-			c.protoN++
 		}
 	}
+}
+
+// push stores x at buf[*n] and advances *n, or reports false when buf
+// is full.
+func push(buf []byte, n *int, x byte) bool {
+	if *n == len(buf) {
+		return false
+	}
+	buf[*n] = x
+	*n++
+	return true
 }
 
 // stepName follows a header name up to its colon.
@@ -386,15 +387,12 @@ func (c *ScanConn) stepName(x byte) {
 	case ' ', '\t', '\r', '\n':
 		c.poison("malformed header line")
 	default:
-		if c.nameN == len(c.name) {
-			c.nameCut = true
-			return
-		}
 		if 'A' <= x && x <= 'Z' {
 			x += 'a' - 'A'
 		}
-		c.name[c.nameN] = x
-		c.nameN++
+		if !push(c.name[:], &c.nameN, x) {
+			c.nameCut = true
+		}
 	}
 }
 
