@@ -26,9 +26,7 @@ import (
 func TestGRPCOversizeMetadata(t *testing.T) {
 	b, url := startGRPCBackend(t)
 	p := startProxy(t, listenerConfig("max_header_bytes: 8192, max_header_line_bytes: 4096", url))
-	tc := grpcThrough(t, p.addr)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	tc, ctx := grpcThrough(t, p.addr, 10*time.Second)
 	// A first call: the client has the proxy's SETTINGS before the
 	// oversize ones.
 	if _, err := tc.EmptyCall(ctx, &testpb.Empty{}); err != nil {
@@ -91,9 +89,7 @@ func TestGRPCMalformedPriorityCounted(t *testing.T) {
 stages:
   - {name: api, match: {grpc_service: grpc.testing.TestService}, controller: static-rate, params: {rate: 100000}}
 `))
-	tc := grpcThrough(t, p.addr)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
+	tc, ctx := grpcThrough(t, p.addr, 5*time.Second)
 	bad := metadata.AppendToOutgoingContext(ctx, "x-sluice-priority", "no such class", "x-sluice-timeout", "12 parsecs")
 	if _, err := tc.EmptyCall(bad, &testpb.Empty{}); err != nil {
 		t.Fatalf("a call with malformed hop metadata: %v, want it served", err)

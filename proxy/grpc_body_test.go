@@ -3,7 +3,6 @@
 package proxy
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -18,9 +17,7 @@ import (
 func TestGRPCStreamBodyTimeout(t *testing.T) {
 	_, url := startGRPCBackend(t)
 	p := startProxy(t, listenerConfig("read_body_timeout: 300ms, read_body_min_rate: -1", url))
-	tc := grpcThrough(t, p.addr)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	tc, ctx := grpcThrough(t, p.addr, 10*time.Second)
 	msg := &testpb.StreamingInputCallRequest{Payload: &testpb.Payload{Body: make([]byte, 10)}}
 
 	st, err := tc.StreamingInputCall(ctx)

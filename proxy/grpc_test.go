@@ -110,15 +110,18 @@ func startGRPCBackend(t *testing.T) (*grpcBackend, string) {
 	return b, "http://" + lis.Addr().String()
 }
 
-// grpcThrough returns a client of the proxy's listener over h2c.
-func grpcThrough(t *testing.T, addr string) testpb.TestServiceClient {
+// grpcThrough returns a client of the proxy's listener over h2c and a
+// context for its calls that ends after d (or with the test).
+func grpcThrough(t *testing.T, addr string, d time.Duration) (testpb.TestServiceClient, context.Context) {
 	t.Helper()
 	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cc.Close() })
-	return testpb.NewTestServiceClient(cc)
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return testpb.NewTestServiceClient(cc), ctx
 }
 
 // The proxy forwards gRPC over h2c on both sides: all four call shapes,
@@ -127,9 +130,7 @@ func grpcThrough(t *testing.T, addr string) testpb.TestServiceClient {
 func TestGRPCThroughProxyH2C(t *testing.T) {
 	be, url := startGRPCBackend(t)
 	p := startProxy(t, baseConfig(url, ""))
-	tc := grpcThrough(t, p.addr)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
+	tc, ctx := grpcThrough(t, p.addr, 5*time.Second)
 
 	resp, err := tc.UnaryCall(ctx, &testpb.SimpleRequest{ResponseSize: 1000})
 	if err != nil || len(resp.GetPayload().GetBody()) != 1000 {
@@ -220,9 +221,7 @@ func TestGRPCRejectionShapedAsGRPC(t *testing.T) {
   - {name: empty, match: {grpc_method: /grpc.testing.TestService/EmptyCall}, controller: static-rate, params: {rate: 0.001}, burst: 1}
 reject: {retry_after: 2s, retry_after_max: 2s, retry_jitter: 0s}
 `))
-	tc := grpcThrough(t, p.addr)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
+	tc, ctx := grpcThrough(t, p.addr, 5*time.Second)
 	if _, err := tc.EmptyCall(ctx, &testpb.Empty{}); err != nil {
 		t.Fatalf("first call: %v", err)
 	}
@@ -326,9 +325,8 @@ func grpcHeaders(t *testing.T, extra ...string) []byte {
 // stillServes checks that the proxy answers a gRPC call.
 func stillServes(t *testing.T, addr string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if _, err := grpcThrough(t, addr).EmptyCall(ctx, &testpb.Empty{}); err != nil {
+	tc, ctx := grpcThrough(t, addr, 5*time.Second)
+	if _, err := tc.EmptyCall(ctx, &testpb.Empty{}); err != nil {
 		t.Fatalf("the proxy no longer serves: %v", err)
 	}
 }
@@ -403,9 +401,7 @@ func TestGRPCStatusIsTheOutcome(t *testing.T) {
 	p := startProxy(t, baseConfig(url, `stages:
   - {name: api, match: {grpc_service: grpc.testing.TestService}, controller: static-rate, params: {rate: 100000}}
 `))
-	tc := grpcThrough(t, p.addr)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
+	tc, ctx := grpcThrough(t, p.addr, 5*time.Second)
 	for _, c := range []codes.Code{codes.Internal, codes.Unavailable, codes.NotFound, codes.OK} {
 		req := &testpb.SimpleRequest{}
 		if c != codes.OK {
