@@ -15,6 +15,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -163,6 +165,64 @@ func get(t *testing.T, url string, hdr map[string]string) (int, http.Header, str
 		t.Fatalf("GET %s: body: %v", url, err)
 	}
 	return resp.StatusCode, resp.Header, string(b)
+}
+
+// blockingBackend holds every request until release is called (or its
+// client goes), then answers "ok"; arrived counts the requests that
+// reached it. The test's cleanup releases it.
+func blockingBackend(t *testing.T) (url string, release func(), arrived *atomic.Int64) {
+	ch := make(chan struct{})
+	var n atomic.Int64
+	b := backend(t, func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		select {
+		case <-ch:
+		case <-r.Context().Done():
+		}
+		_, _ = io.WriteString(w, "ok")
+	})
+	var once sync.Once
+	rel := func() { once.Do(func() { close(ch) }) }
+	t.Cleanup(rel)
+	return b.URL, rel, &n
+}
+
+// answer is what a request sent by goDo got: its status and body, or
+// code 0 and the error when no answer came (err is also the body's read
+// error).
+type answer struct {
+	code int
+	body string
+	err  error
+}
+
+// goDo sends req through client on a goroutine of its own, for a
+// request that waits at the backend while the test goes on, and delivers
+// its answer, the body read in full.
+func goDo(req *http.Request) <-chan answer {
+	ch := make(chan answer, 1)
+	go func() {
+		resp, err := client.Do(req)
+		if err != nil {
+			ch <- answer{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		ch <- answer{code: resp.StatusCode, body: string(b), err: err}
+	}()
+	return ch
+}
+
+// goGet is goDo of a GET of url.
+func goGet(url string) <-chan answer {
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		ch := make(chan answer, 1)
+		ch <- answer{err: err}
+		return ch
+	}
+	return goDo(req)
 }
 
 // state fetches GET /state.

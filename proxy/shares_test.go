@@ -215,14 +215,7 @@ func TestShareClientGoneWhileDelayed(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, "GET", p.url+"/file", nil)
 	req.Header.Set(share.DefaultClientHeader, "a")
-	done := make(chan error, 1)
-	go func() {
-		resp, err := client.Do(req)
-		if err == nil {
-			resp.Body.Close()
-		}
-		done <- err
-	}()
+	done := goDo(req)
 	clientA := func() share.ClientSnapshot {
 		for _, c := range p.state(t).Shares.Clients {
 			if c.Name == "a" {
@@ -235,8 +228,8 @@ func TestShareClientGoneWhileDelayed(t *testing.T) {
 	eventually(t, "a delayed", func() bool { c := clientA(); return c.Standby == 1 && c.LastDelay > 10 })
 	start := time.Now()
 	cancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Fatalf("client: %v", err)
+	if a := <-done; a.code != 0 || !errors.Is(a.err, context.Canceled) {
+		t.Fatalf("client: %d (%v), want no answer, canceled", a.code, a.err)
 	}
 	eventually(t, "slot freed", func() bool { c := clientA(); return c.Standby == 0 && c.Cancellations == 1 })
 	if waited := time.Since(start); waited > 10*time.Second {
