@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/proxy/internal/proxytest"
 )
 
 // readLines returns the lines of file.
@@ -330,7 +331,7 @@ func TestAccessLogAllow(t *testing.T) {
 // interval without drops says nothing.
 func TestAccessLogSummary(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rec := &logRecorder{}
+		rec := &proxytest.LogRecorder{}
 		a := newAccessLog(slog.New(rec))
 		a.use(nopCloser{io.Discard})
 		ctx, cancel := context.WithCancel(context.Background())
@@ -345,7 +346,7 @@ func TestAccessLogSummary(t *testing.T) {
 		synctest.Wait()
 		cancel()
 		<-done
-		msgs := rec.all()
+		msgs := rec.Messages()
 		if len(msgs) != 1 || !strings.Contains(msgs[0], "rejections_limited=2") || !strings.Contains(msgs[0], "queue_full=1") {
 			t.Errorf("summaries %q, want one with rejections_limited=2 and queue_full=1", msgs)
 		}
@@ -407,35 +408,6 @@ func TestValidRequestID(t *testing.T) {
 			t.Errorf("validRequestID(%q) = %v, want %v", id, got, want)
 		}
 	}
-}
-
-// logRecorder is a slog.Handler that keeps each message with its
-// attributes.
-type logRecorder struct {
-	mu   sync.Mutex
-	msgs []string
-}
-
-func (r *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
-func (r *logRecorder) WithAttrs([]slog.Attr) slog.Handler       { return r }
-func (r *logRecorder) WithGroup(string) slog.Handler            { return r }
-func (r *logRecorder) Handle(_ context.Context, rec slog.Record) error {
-	var b strings.Builder
-	b.WriteString(rec.Message)
-	rec.Attrs(func(a slog.Attr) bool {
-		b.WriteString(" " + a.Key + "=" + a.Value.String())
-		return true
-	})
-	r.mu.Lock()
-	r.msgs = append(r.msgs, b.String())
-	r.mu.Unlock()
-	return nil
-}
-
-func (r *logRecorder) all() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]string(nil), r.msgs...)
 }
 
 // An upgrade passes through the access log's writer (it hijacks the

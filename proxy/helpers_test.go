@@ -23,11 +23,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/internal/testconf"
+	"github.com/sluicehq/sluice/proxy/internal/proxytest"
 )
 
 // testTimeout bounds every wait in these tests; it is generous on
 // purpose (machines are noisy) and only reached when something hangs.
-const testTimeout = 20 * time.Second
+const testTimeout = proxytest.Timeout
 
 // running is a proxy started for a test.
 type running struct {
@@ -248,17 +249,9 @@ func (r *running) bearer() map[string]string {
 	return nil
 }
 
-// eventually polls cond until it holds or testTimeout passes.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(testTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
+// eventually polls cond until it holds, and fails the test when it has
+// not held within testTimeout.
+var eventually = proxytest.Eventually
 
 // rawConn opens a TCP connection to addr with a deadline.
 func rawConn(t *testing.T, addr string) (net.Conn, *bufio.Reader) {

@@ -17,22 +17,12 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/proxy/internal/proxytest"
 )
 
 // testTimeout bounds every wait of these tests.
-const testTimeout = 20 * time.Second
-
-// eventually waits until cond holds, at most testTimeout.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(testTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
+const testTimeout = proxytest.Timeout
 
 // newTestH1 returns a transport with the limits the proxy's backends
 // configuration has by default for one server (when these tests were
@@ -377,11 +367,11 @@ func TestH1IdleConnectionsClose(t *testing.T) {
 	t.Cleanup(s.Close)
 	tr := newTestH1(t, func(o *Options) { o.IdleTimeout = 50 * time.Millisecond })
 	roundTrip(t, tr, newReq(t, "GET", s.URL, nil))
-	eventually(t, "the idle connection to close after idle_conn_timeout", func() bool { return open.Load() == 0 })
+	proxytest.Eventually(t, "the idle connection to close after idle_conn_timeout", func() bool { return open.Load() == 0 })
 	tr = newTestH1(t, nil)
 	roundTrip(t, tr, newReq(t, "GET", s.URL, nil))
 	tr.Close()
-	eventually(t, "the idle connection to close on Close", func() bool { return open.Load() == 0 })
+	proxytest.Eventually(t, "the idle connection to close on Close", func() bool { return open.Load() == 0 })
 	roundTrip(t, tr, newReq(t, "GET", s.URL, nil)) // still works, keeps nothing idle
-	eventually(t, "a closed transport to keep nothing idle", func() bool { return open.Load() == 0 })
+	proxytest.Eventually(t, "a closed transport to keep nothing idle", func() bool { return open.Load() == 0 })
 }
