@@ -303,9 +303,7 @@ func (c *ScanConn) step(x byte) {
 		}
 		c.state, c.phase, c.lineLen = scanChunkSize, 0, 0
 	case scanTrailerStart, scanTrailerLine:
-		c.lineLen++
-		if c.lineLen > maxTrailer {
-			c.poison("chunked trailer section too long")
+		if !c.countLine(maxTrailer, "chunked trailer section too long") {
 			return
 		}
 		switch {
@@ -357,6 +355,18 @@ func (c *ScanConn) stepRequestLine(x byte) {
 			}
 		}
 	}
+}
+
+// countLine counts a byte of the current chunk line or trailer section
+// and, past most bytes, poisons the connection with why and reports
+// false.
+func (c *ScanConn) countLine(most int, why string) bool {
+	c.lineLen++
+	if c.lineLen > most {
+		c.poison(why)
+		return false
+	}
+	return true
 }
 
 // push stores x at buf[*n] and advances *n, or reports false when buf
@@ -458,9 +468,7 @@ func (c *ScanConn) stepValue(x byte) {
 // removeChunkExtension and parseHexUint). Whitespace after the digits,
 // which net/http trims but RFC 9112 §7.1 does not allow, poisons.
 func (c *ScanConn) stepChunkSize(x byte) {
-	c.lineLen++
-	if c.lineLen > maxChunkLine {
-		c.poison("chunk-size line too long")
+	if !c.countLine(maxChunkLine, "chunk-size line too long") {
 		return
 	}
 	switch {
