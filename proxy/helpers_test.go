@@ -15,8 +15,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -166,26 +164,6 @@ func get(t *testing.T, url string, hdr map[string]string) (int, http.Header, str
 		t.Fatalf("GET %s: body: %v", url, err)
 	}
 	return resp.StatusCode, resp.Header, string(b)
-}
-
-// blockingBackend holds every request until release is called (or its
-// client goes), then answers "ok"; arrived counts the requests that
-// reached it. The test's cleanup releases it.
-func blockingBackend(t *testing.T) (url string, release func(), arrived *atomic.Int64) {
-	ch := make(chan struct{})
-	var n atomic.Int64
-	b := backend(t, func(w http.ResponseWriter, r *http.Request) {
-		n.Add(1)
-		select {
-		case <-ch:
-		case <-r.Context().Done():
-		}
-		_, _ = io.WriteString(w, "ok")
-	})
-	var once sync.Once
-	rel := func() { once.Do(func() { close(ch) }) }
-	t.Cleanup(rel)
-	return b.URL, rel, &n
 }
 
 // answer is what a request sent by goDo got: its status and body, or

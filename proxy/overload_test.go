@@ -131,6 +131,26 @@ func TestPolicerPerSourceRule(t *testing.T) {
 	}
 }
 
+// blockingBackend holds every request until release is called (or its
+// client goes), then answers "ok"; arrived counts the requests that
+// reached it. The test's cleanup releases it.
+func blockingBackend(t *testing.T) (url string, release func(), arrived *atomic.Int64) {
+	ch := make(chan struct{})
+	var n atomic.Int64
+	b := backend(t, func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		select {
+		case <-ch:
+		case <-r.Context().Done():
+		}
+		_, _ = io.WriteString(w, "ok")
+	})
+	var once sync.Once
+	rel := func() { once.Do(func() { close(ch) }) }
+	t.Cleanup(rel)
+	return b.URL, rel, &n
+}
+
 // TestPolicerRateRisesOnlyWhileCPUBelowRef is the policer's guard of §1
 // through the real wiring: the backend pool's wait queue changes below
 // q_ref, so the PD law would raise the rate, but while the CPU rule's
