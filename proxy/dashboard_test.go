@@ -32,7 +32,7 @@ const uiCookie = admin.SessionCookie
 // response and a reader of its events.
 func openEvents(t *testing.T, url string, hdr map[string]string) (*http.Response, *dashboard.EventReader) {
 	t.Helper()
-	resp := proxytest.Open(t, client, url, hdr)
+	resp := proxytest.Send(t, client, http.MethodGet, url, nil, hdr)
 	return resp, dashboard.NewEventReader(resp.Body)
 }
 

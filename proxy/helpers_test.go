@@ -147,23 +147,7 @@ var client = &http.Client{Timeout: testTimeout, Transport: &http.Transport{MaxId
 // get fetches url and returns the status and body.
 func get(t *testing.T, url string, hdr map[string]string) (int, http.Header, string) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range hdr {
-		req.Header.Set(k, v)
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		t.Fatalf("GET %s: %v", url, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("GET %s: body: %v", url, err)
-	}
-	return resp.StatusCode, resp.Header, string(b)
+	return proxytest.Fetch(t, client, http.MethodGet, url, nil, hdr)
 }
 
 // answer is what a request sent by goDo got: its status and body, or

@@ -199,7 +199,7 @@ type sseEvent struct {
 // of its events.
 func openEvents(t *testing.T, url string, hdr map[string]string) (*http.Response, func() (sseEvent, error)) {
 	t.Helper()
-	resp := proxytest.Open(t, client, url, hdr)
+	resp := proxytest.Send(t, client, http.MethodGet, url, nil, hdr)
 	er := NewEventReader(resp.Body)
 	next := func() (sseEvent, error) {
 		id, smp, err := er.Next()

@@ -2,11 +2,12 @@
 
 // Package proxytest holds what the tests of the proxy's packages share:
 // waiting for a condition, a slog handler that records what is logged,
-// and a GET whose response the test reads as it comes.
+// and an HTTP request whose answer the test reads whole or as it comes.
 package proxytest
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -32,11 +33,12 @@ func Eventually(t testing.TB, what string, cond func() bool) {
 	}
 }
 
-// Open sends a GET of url with the headers hdr through c and returns the
-// response, its body unread; the test's cleanup closes the body.
-func Open(t testing.TB, c *http.Client, url string, hdr map[string]string) *http.Response {
+// Send sends a request (method, url, body: nil for none, and the headers
+// hdr) through c and returns the response, its body unread; the test's
+// cleanup closes the body. A request that gets no answer fails t.
+func Send(t testing.TB, c *http.Client, method, url string, body io.Reader, hdr map[string]string) *http.Response {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, url, nil)
+	req, err := http.NewRequest(method, url, body)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,6 +51,18 @@ func Open(t testing.TB, c *http.Client, url string, hdr map[string]string) *http
 	}
 	t.Cleanup(func() { resp.Body.Close() })
 	return resp
+}
+
+// Fetch is Send that reads the answer whole: its status, headers and
+// body. A body that cannot be read fails t.
+func Fetch(t testing.TB, c *http.Client, method, url string, body io.Reader, hdr map[string]string) (int, http.Header, string) {
+	t.Helper()
+	resp := Send(t, c, method, url, body, hdr)
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("%s %s: body: %v", method, url, err)
+	}
+	return resp.StatusCode, resp.Header, string(b)
 }
 
 // LogRecorder is a slog.Handler that keeps every record as one line:

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -20,15 +21,21 @@ func TestEventuallyPollsUntilTheConditionHolds(t *testing.T) {
 	}
 }
 
-func TestOpenSendsTheHeadersAndLeavesTheBody(t *testing.T) {
+func TestSendAndFetchSendTheRequestAsGiven(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.WriteString(w, r.Method+" "+r.URL.Path+" "+r.Header.Get("X-A"))
+		b, _ := io.ReadAll(r.Body)
+		w.Header().Set("X-B", "c")
+		_, _ = io.WriteString(w, r.Method+" "+r.URL.Path+" "+r.Header.Get("X-A")+" "+string(b))
 	}))
 	defer srv.Close()
-	resp := Open(t, srv.Client(), srv.URL+"/p", map[string]string{"X-A": "b"})
+	resp := Send(t, srv.Client(), http.MethodGet, srv.URL+"/p", nil, map[string]string{"X-A": "b"})
 	b, err := io.ReadAll(resp.Body)
-	if err != nil || string(b) != "GET /p b" {
-		t.Errorf("body %q (%v), want the request echoed", b, err)
+	if err != nil || string(b) != "GET /p b " {
+		t.Errorf("Send: body %q (%v), want the request echoed", b, err)
+	}
+	code, h, body := Fetch(t, srv.Client(), http.MethodPut, srv.URL+"/q", strings.NewReader("x"), nil)
+	if code != 200 || h.Get("X-B") != "c" || body != "PUT /q  x" {
+		t.Errorf("Fetch: %d %q %q, want 200, the header and the request echoed", code, h.Get("X-B"), body)
 	}
 }
 
