@@ -188,6 +188,22 @@ func goGet(url string) <-chan answer {
 	return goDo(req)
 }
 
+// badConfig is text added to the base configuration (7 lines) and a part
+// of the error its parse must give.
+type badConfig struct{ text, want string }
+
+// parseFails parses the base configuration followed by each case's text
+// and wants an error that contains the case's want.
+func parseFails(t *testing.T, cases []badConfig) {
+	t.Helper()
+	head := baseConfig("http://127.0.0.1:1", "")
+	for _, c := range cases {
+		if _, err := Parse("p.yaml", []byte(head+c.text)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: got %v\nwant %q", c.text, err, c.want)
+		}
+	}
+}
+
 // state fetches GET /state.
 func (r *running) state(t *testing.T) StateDoc {
 	t.Helper()

@@ -312,20 +312,14 @@ func TestShareMetricsStateAndReload(t *testing.T) {
 }
 
 func TestShareConfigErrors(t *testing.T) {
-	head := baseConfig("http://127.0.0.1:1", "")
-	for _, tc := range []struct{ cfg, want string }{
+	parseFails(t, []badConfig{
 		{"shares:\n  clients: [{name: a, share: 10}]\n", "p.yaml:8: shares.total_bandwidth"},
 		{"shares:\n  total_bandwidth: 10kb\n", "p.yaml:9: shares.total_bandwidth"},
 		{"shares:\n  total_bandwidth: 1MB\n  clients: [{name: a, share: 120}]\n", "shares.clients[0].share"},
 		{"shares:\n  total_bandwidth: 1MB\n  reply_buffer: 100\n", "p.yaml:10: shares.reply_buffer"},
 		{"shares:\n  total_bandwidth: 1MB\n  alpha: 0.9\n", "p.yaml:10: shares.alpha"},
 		{"shares:\n  total_bandwidth: 1MB\n  nope: 1\n", "p.yaml:10: shares.nope: unknown field"},
-	} {
-		_, err := Parse("p.yaml", []byte(head+tc.cfg))
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%q: got %v, want %q", tc.cfg, err, tc.want)
-		}
-	}
+	})
 }
 
 // TestShareRejectionShapedAsGRPC: a gRPC call refused by its client's
