@@ -54,18 +54,11 @@ func TestClientAbort(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.url+"/first", nil)
 			must(t, err)
-			errc := make(chan error, 1)
-			go func() {
-				resp, err := client.Do(req)
-				if err == nil {
-					resp.Body.Close()
-				}
-				errc <- err
-			}()
+			first := goDo(req)
 			waitFor(t, entered, "the first request at the backend")
 			cancel()
-			if err := <-errc; err == nil {
-				t.Fatal("the canceled client got an answer")
+			if a := <-first; a.code != 0 {
+				t.Fatalf("the canceled client got an answer: %d", a.code)
 			}
 
 			if !ignore {
@@ -86,17 +79,7 @@ func TestClientAbort(t *testing.T) {
 				t.Fatalf("backend: %s before it was released; want its request kept", got)
 			default:
 			}
-			second := make(chan string, 1)
-			go func() { // no t.Fatal off the test goroutine
-				resp, err := client.Get(p.url + "/second")
-				if err != nil {
-					second <- err.Error()
-					return
-				}
-				defer resp.Body.Close()
-				body, err := io.ReadAll(resp.Body)
-				second <- fmt.Sprintf("%d %s%v", resp.StatusCode, body, errOrEmpty(err))
-			}()
+			second := goGet(p.url + "/second")
 			eventually(t, "the second request queued behind the held slot", func() bool {
 				m := p.metricsText(t)
 				return strings.Contains(m, "proxy_queue_length 1") && strings.Contains(m, "proxy_pool_in_flight 1")
@@ -106,8 +89,8 @@ func TestClientAbort(t *testing.T) {
 				t.Fatalf("backend: %s, want released", got)
 			}
 			waitFor(t, entered, "the second request at the backend")
-			if got := waitFor(t, second, "the second answer"); got != "200 done" {
-				t.Fatalf("second request: %q, want 200 done", got)
+			if a := waitFor(t, second, "the second answer"); a.code != 200 || a.body != "done" || a.err != nil {
+				t.Fatalf("second request: %d %q (%v), want 200 done", a.code, a.body, a.err)
 			}
 		})
 	}
@@ -123,13 +106,6 @@ func waitFor[T any](t *testing.T, ch <-chan T, what string) T {
 		t.Fatalf("timed out waiting for %s", what)
 		panic("unreachable")
 	}
-}
-
-func errOrEmpty(err error) string {
-	if err == nil {
-		return ""
-	}
-	return " (" + err.Error() + ")"
 }
 
 // A slow reader is the client's time, not the backend's: the stage's

@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/sluicehq/sluice/policy"
+	"github.com/sluicehq/sluice/proxy/internal/proxytest"
 )
 
 // readLines returns the lines of file.
@@ -330,7 +331,7 @@ func TestAccessLogAllow(t *testing.T) {
 // interval without drops says nothing.
 func TestAccessLogSummary(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rec := &logRecorder{}
+		rec := &proxytest.LogRecorder{}
 		a := newAccessLog(slog.New(rec))
 		a.use(nopCloser{io.Discard})
 		ctx, cancel := context.WithCancel(context.Background())
@@ -345,7 +346,7 @@ func TestAccessLogSummary(t *testing.T) {
 		synctest.Wait()
 		cancel()
 		<-done
-		msgs := rec.all()
+		msgs := rec.Messages()
 		if len(msgs) != 1 || !strings.Contains(msgs[0], "rejections_limited=2") || !strings.Contains(msgs[0], "queue_full=1") {
 			t.Errorf("summaries %q, want one with rejections_limited=2 and queue_full=1", msgs)
 		}
@@ -378,19 +379,15 @@ func TestAccessLogReopenOnReload(t *testing.T) {
 // Bad access_log settings fail with file:line and the field; a file that
 // cannot be opened fails at start naming access_log.path.
 func TestAccessLogConfigErrors(t *testing.T) {
-	head := baseConfig("http://127.0.0.1:1", "")
-	for _, tc := range []struct{ cfg, want string }{
+	parseFails(t, []badConfig{
 		{"access_log: {format: xml}\n", "p.yaml:8: access_log.format: \"xml\" is invalid"},
 		{"access_log:\n  sample: 0\n", "p.yaml:9: access_log.sample: 0 is invalid"},
 		{"access_log:\n  max_per_second: -1\n", "p.yaml:9: access_log.max_per_second: -1 is invalid"},
 		{"access_log:\n  rejected_per_second: -5\n", "p.yaml:9: access_log.rejected_per_second: -5 is invalid"},
 		{"access_log:\n  request_id_header: \"a b\"\n", "p.yaml:9: access_log.request_id_header: \"a b\" is not a header name"},
 		{"access_log:\n  paths: stdout\n", "p.yaml:9: access_log.paths: unknown field"},
-	} {
-		if _, err := Parse("p.yaml", []byte(head+tc.cfg)); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%q: got %v\nwant %q", tc.cfg, err, tc.want)
-		}
-	}
+	})
+	head := baseConfig("http://127.0.0.1:1", "")
 	cfg, err := Parse("p.yaml", []byte(head+"access_log: {path: "+filepath.Join(t.TempDir(), "no", "such", "dir.log")+"}\n"))
 	if err != nil {
 		t.Fatal(err)
@@ -407,35 +404,6 @@ func TestValidRequestID(t *testing.T) {
 			t.Errorf("validRequestID(%q) = %v, want %v", id, got, want)
 		}
 	}
-}
-
-// logRecorder is a slog.Handler that keeps each message with its
-// attributes.
-type logRecorder struct {
-	mu   sync.Mutex
-	msgs []string
-}
-
-func (r *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
-func (r *logRecorder) WithAttrs([]slog.Attr) slog.Handler       { return r }
-func (r *logRecorder) WithGroup(string) slog.Handler            { return r }
-func (r *logRecorder) Handle(_ context.Context, rec slog.Record) error {
-	var b strings.Builder
-	b.WriteString(rec.Message)
-	rec.Attrs(func(a slog.Attr) bool {
-		b.WriteString(" " + a.Key + "=" + a.Value.String())
-		return true
-	})
-	r.mu.Lock()
-	r.msgs = append(r.msgs, b.String())
-	r.mu.Unlock()
-	return nil
-}
-
-func (r *logRecorder) all() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]string(nil), r.msgs...)
 }
 
 // An upgrade passes through the access log's writer (it hijacks the

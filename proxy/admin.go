@@ -58,6 +58,21 @@ type StateDoc struct {
 	ResponseBuffering buffer.State `json:"response_buffering"`
 }
 
+// ResourceState is one resource rule as /state shows it
+// (overload.ResourceState).
+type ResourceState = overload.ResourceState
+
+// PolicerState is the connection policer as /state shows it
+// (overload.PolicerState).
+type PolicerState = overload.PolicerState
+
+// PolicerPeriod is the input of the policer's last control step
+// (overload.PolicerPeriod).
+type PolicerPeriod = overload.PolicerPeriod
+
+// SensorState is a sensor as /state shows it (overload.SensorState).
+type SensorState = overload.SensorState
+
 // State returns the proxy's state with the last n decisions per stage,
 // rule and policer.
 func (s *Server) State(n int) StateDoc {

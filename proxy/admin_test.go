@@ -4,11 +4,12 @@ package proxy
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/proxy/internal/proxytest"
 )
 
 const sedaStage = `stages:
@@ -23,14 +24,8 @@ const sedaStage = `stages:
 
 func do(t *testing.T, method, url, body string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequest(method, url, strings.NewReader(body))
-	must(t, err)
-	resp, err := client.Do(req)
-	must(t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	must(t, err)
-	return resp.StatusCode, string(b)
+	code, _, b := proxytest.Fetch(t, client, method, url, strings.NewReader(body), nil)
+	return code, b
 }
 
 func TestAdminState(t *testing.T) {

@@ -47,6 +47,28 @@ func (w *discardWriter) Write(b []byte) (int, error) { return len(b), nil }
 func (w *discardWriter) WriteHeader(int)             {}
 func (w *discardWriter) Flush()                      {}
 
+// benchServer is a Server of the configuration text, made with opts.
+func benchServer(b *testing.B, text string, opts Options) *Server {
+	b.Helper()
+	cfg, err := Parse("bench.yaml", []byte(text))
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv, err := New(cfg, opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return srv
+}
+
+// cannedServer is a Server of a SEDA stage that admits everything, with
+// extra added to its configuration, over a canned transport.
+func cannedServer(b *testing.B, extra string) *Server {
+	srv := benchServer(b, baseConfig("http://127.0.0.1:8081", sedaStage+extra), Options{Registerer: prometheus.NewRegistry()})
+	srv.h.gen.Load().pool.rt = cannedTransport{}
+	return srv
+}
+
 // BenchmarkHandler compares a bare httputil.ReverseProxy with sluice's
 // handler (a SEDA stage that admits everything, the pool, measurement),
 // both over a canned transport.
@@ -62,44 +84,18 @@ func BenchmarkHandler(b *testing.B) {
 	}
 	pooled := *bare
 	pooled.BufferPool = buffer.NewPool(buffer.DefaultMaxMemoryBytes)
-	cfg, err := Parse("bench.yaml", []byte(baseConfig("http://127.0.0.1:8081", sedaStage)))
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv, err := New(cfg, Options{Registerer: prometheus.NewRegistry()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv.h.gen.Load().pool.rt = cannedTransport{}
+	srv := cannedServer(b, "")
 	// The same with OTLP traces on (every request sampled), exported to a
 	// receiver that discards them: the cost of tracing; "sluice-seda" is
 	// the telemetry-off path.
 	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.Copy(io.Discard, r.Body) }))
 	defer sink.Close()
-	tcfg, err := Parse("bench.yaml", []byte(baseConfig("http://127.0.0.1:8081", sedaStage+
-		"telemetry:\n  otlp: {endpoint: "+sink.URL+", traces: true}\n")))
-	if err != nil {
-		b.Fatal(err)
-	}
-	traced, err := New(tcfg, Options{Registerer: prometheus.NewRegistry()})
-	if err != nil {
-		b.Fatal(err)
-	}
+	traced := cannedServer(b, "telemetry:\n  otlp: {endpoint: "+sink.URL+", traces: true}\n")
 	defer func() { _ = traced.tel.Shutdown(b.Context()) }()
-	traced.h.gen.Load().pool.rt = cannedTransport{}
 	// The same with the access log on (to /dev/null, its writer running):
 	// every request formats its line (the bench's requests carry no
 	// request id, so each gets a new one), up to max_per_second.
-	lcfg, err := Parse("bench.yaml", []byte(baseConfig("http://127.0.0.1:8081", sedaStage+
-		"access_log: {path: "+os.DevNull+", max_per_second: 0}\n")))
-	if err != nil {
-		b.Fatal(err)
-	}
-	logged, err := New(lcfg, Options{Registerer: prometheus.NewRegistry()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	logged.h.gen.Load().pool.rt = cannedTransport{}
+	logged := cannedServer(b, "access_log: {path: "+os.DevNull+", max_per_second: 0}\n")
 	lctx, stopLog := context.WithCancel(b.Context())
 	defer stopLog()
 	go logged.h.alog.run(lctx)

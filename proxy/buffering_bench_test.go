@@ -28,15 +28,7 @@ func BenchmarkLargeResponse(b *testing.B) {
 	for _, c := range []struct{ name, extra string }{
 		{"buffering-on", ""}, {"buffering-off", "response_buffering:\n  enabled: false\n"}} {
 		b.Run(c.name, func(b *testing.B) {
-			cfg, err := Parse("bench.yaml", []byte(baseConfig(be.URL, sedaStage+c.extra)))
-			if err != nil {
-				b.Fatal(err)
-			}
-			srv, err := New(cfg, Options{Registerer: prometheus.NewRegistry()})
-			if err != nil {
-				b.Fatal(err)
-			}
-			h := srv.Handler()
+			h := benchServer(b, baseConfig(be.URL, sedaStage+c.extra), Options{Registerer: prometheus.NewRegistry()}).Handler()
 			req := benchRequest()
 			b.SetBytes(int64(len(body)))
 			b.ReportAllocs()

@@ -39,14 +39,7 @@ func BenchmarkClusterAdmission(b *testing.B) {
 				defer rs.Stop()
 				text += fmt.Sprintf("cluster: {addrs: [%s], instance: bench, period: 100ms}\n", rs.Addr)
 			}
-			cfg, err := Parse("bench.yaml", []byte(text))
-			if err != nil {
-				b.Fatal(err)
-			}
-			srv, err := New(cfg, Options{Registerer: prometheus.NewRegistry(), Logger: slog.New(slog.DiscardHandler)})
-			if err != nil {
-				b.Fatal(err)
-			}
+			srv := benchServer(b, text, Options{Registerer: prometheus.NewRegistry(), Logger: slog.New(slog.DiscardHandler)})
 			g := srv.h.gen.Load()
 			g.pool.rt = cannedTransport{}
 			if g.cluster != nil {

@@ -18,7 +18,7 @@ import (
 // operation is the CPU the dashboard takes per second whatever the number
 // of viewers (each of whom then costs one write of the encoded bytes).
 func BenchmarkUISample(b *testing.B) {
-	srv := benchServer(b, Options{})
+	srv := benchServer(b, uiBenchConfig, Options{})
 	now := time.Now().Add(time.Hour)
 	srv.h.gen.Load().pol.Step(now)
 	var size int
@@ -36,7 +36,7 @@ func BenchmarkUISample(b *testing.B) {
 // second of wall time (sampler, encoding and the five writes, plus the
 // five readers' own work, which in production is the browsers').
 func BenchmarkUIFiveViewers(b *testing.B) {
-	srv := benchServer(b, Options{Logger: slog.New(slog.DiscardHandler)})
+	srv := benchServer(b, uiBenchConfig, Options{Logger: slog.New(slog.DiscardHandler)})
 	srv.manual = true // the benchmark takes the samples
 	if err := srv.Listen(); err != nil {
 		b.Fatal(err)
@@ -79,22 +79,10 @@ func BenchmarkUIFiveViewers(b *testing.B) {
 	}
 }
 
-// benchServer is a server, made with opts, of a proxy with three stages
-// (seda, yaksha, static-rate) and the implicit one; its backend is never
-// contacted.
-func benchServer(b *testing.B, opts Options) *Server {
-	b.Helper()
-	c, err := Parse("bench.yaml", []byte(baseConfig("http://127.0.0.1:1", `stages:
+// uiBenchConfig is a proxy with three stages (seda, yaksha, static-rate)
+// and the implicit one; its backend is never contacted.
+var uiBenchConfig = baseConfig("http://127.0.0.1:1", `stages:
   - {name: web, match: {path_prefix: /web}, controller: seda, params: {target: 100ms}}
   - {name: api, match: {path_prefix: /api}, controller: yaksha, params: {tref: 100ms}}
   - {name: st, match: {path_prefix: /st}, controller: static-rate, params: {rate: 100}}
-`)))
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv, err := New(c, opts)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return srv
-}
+`)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/sluicehq/sluice/proxy/admin"
 	"github.com/sluicehq/sluice/proxy/internal/dashboard"
+	"github.com/sluicehq/sluice/proxy/internal/proxytest"
 	"github.com/sluicehq/sluice/stage"
 )
 
@@ -31,14 +32,7 @@ const uiCookie = admin.SessionCookie
 // response and a reader of its events.
 func openEvents(t *testing.T, url string, hdr map[string]string) (*http.Response, *dashboard.EventReader) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, url, nil)
-	must(t, err)
-	for k, v := range hdr {
-		req.Header.Set(k, v)
-	}
-	resp, err := client.Do(req)
-	must(t, err)
-	t.Cleanup(func() { resp.Body.Close() })
+	resp := proxytest.Send(t, client, http.MethodGet, url, nil, hdr)
 	return resp, dashboard.NewEventReader(resp.Body)
 }
 

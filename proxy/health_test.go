@@ -57,33 +57,19 @@ func TestHealthzAndReadyz(t *testing.T) {
 }
 
 func TestReadyzDrains(t *testing.T) {
-	release := make(chan struct{})
-	entered := make(chan struct{}, 1)
-	be := backend(t, func(w http.ResponseWriter, r *http.Request) {
-		entered <- struct{}{}
-		<-release
-	})
-	r := startProxy(t, baseConfig(be.URL, "health:\n  check_interval: 20ms\n"))
+	url, release, arrived := blockingBackend(t)
+	r := startProxy(t, baseConfig(url, "health:\n  check_interval: 20ms\n"))
 	eventually(t, "ready", func() bool { c, _, _ := get(t, r.admin+"/readyz", nil); return c == 200 })
-	done := make(chan int, 1)
-	go func() {
-		resp, err := client.Get(r.url + "/slow")
-		if err != nil {
-			done <- 0
-			return
-		}
-		resp.Body.Close()
-		done <- resp.StatusCode
-	}()
-	<-entered
+	done := goGet(r.url + "/slow")
+	eventually(t, "the request at the backend", func() bool { return arrived.Load() == 1 })
 	r.cancel() // SIGTERM: drain the request in flight
 	eventually(t, "/readyz draining", func() bool {
 		code, _, body := get(t, r.admin+"/readyz", nil)
 		return code == 503 && strings.Contains(body, "draining")
 	})
-	close(release)
-	if c := <-done; c != 200 {
-		t.Fatalf("the request in flight during the drain got %d", c)
+	release()
+	if a := <-done; a.code != 200 {
+		t.Fatalf("the request in flight during the drain got %d (%v)", a.code, a.err)
 	}
 }
 

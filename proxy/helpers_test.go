@@ -21,11 +21,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/internal/testconf"
+	"github.com/sluicehq/sluice/proxy/internal/proxytest"
 )
 
 // testTimeout bounds every wait in these tests; it is generous on
 // purpose (machines are noisy) and only reached when something hangs.
-const testTimeout = 20 * time.Second
+const testTimeout = proxytest.Timeout
 
 // running is a proxy started for a test.
 type running struct {
@@ -146,23 +147,61 @@ var client = &http.Client{Timeout: testTimeout, Transport: &http.Transport{MaxId
 // get fetches url and returns the status and body.
 func get(t *testing.T, url string, hdr map[string]string) (int, http.Header, string) {
 	t.Helper()
+	return proxytest.Fetch(t, client, http.MethodGet, url, nil, hdr)
+}
+
+// answer is what a request sent by goDo got: its status and body, or
+// code 0 and the error when no answer came (err is also the body's read
+// error).
+type answer struct {
+	code int
+	body string
+	err  error
+}
+
+// goDo sends req through client on a goroutine of its own, for a
+// request that waits at the backend while the test goes on, and delivers
+// its answer, the body read in full.
+func goDo(req *http.Request) <-chan answer {
+	ch := make(chan answer, 1)
+	go func() {
+		resp, err := client.Do(req)
+		if err != nil {
+			ch <- answer{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		ch <- answer{code: resp.StatusCode, body: string(b), err: err}
+	}()
+	return ch
+}
+
+// goGet is goDo of a GET of url.
+func goGet(url string) <-chan answer {
 	req, err := http.NewRequest(http.MethodGet, url, nil)
 	if err != nil {
-		t.Fatal(err)
+		ch := make(chan answer, 1)
+		ch <- answer{err: err}
+		return ch
 	}
-	for k, v := range hdr {
-		req.Header.Set(k, v)
+	return goDo(req)
+}
+
+// badConfig is text added to the base configuration (7 lines) and a part
+// of the error its parse must give.
+type badConfig struct{ text, want string }
+
+// parseFails parses the base configuration followed by each case's text
+// and wants an error that contains the case's want.
+func parseFails(t *testing.T, cases []badConfig) {
+	t.Helper()
+	head := baseConfig("http://127.0.0.1:1", "")
+	for _, c := range cases {
+		if _, err := Parse("p.yaml", []byte(head+c.text)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: got %v\nwant %q", c.text, err, c.want)
+		}
 	}
-	resp, err := client.Do(req)
-	if err != nil {
-		t.Fatalf("GET %s: %v", url, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("GET %s: body: %v", url, err)
-	}
-	return resp.StatusCode, resp.Header, string(b)
 }
 
 // state fetches GET /state.
@@ -188,17 +227,9 @@ func (r *running) bearer() map[string]string {
 	return nil
 }
 
-// eventually polls cond until it holds or testTimeout passes.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(testTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
+// eventually polls cond until it holds, and fails the test when it has
+// not held within testTimeout.
+var eventually = proxytest.Eventually
 
 // rawConn opens a TCP connection to addr with a deadline.
 func rawConn(t *testing.T, addr string) (net.Conn, *bufio.Reader) {

@@ -168,11 +168,7 @@ func TestDeadlineInPoolQueue(t *testing.T) {
 	})
 	defer close(release)
 	p := startProxy(t, baseConfig(srv.URL+"\n      max_concurrency: 1\n", ""))
-	go func() {
-		if resp, err := client.Get(p.url + "/hold"); err == nil {
-			resp.Body.Close()
-		}
-	}()
+	goGet(p.url + "/hold")
 	eventually(t, "the slot held", func() bool { return got.Load() == 1 })
 	start := time.Now()
 	code, _, body := get(t, p.url+"/late", map[string]string{sluice.TimeoutHeader: "50m"})

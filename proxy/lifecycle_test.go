@@ -95,26 +95,10 @@ func TestReloadKeepsUnchangedStageState(t *testing.T) {
 }
 
 func TestGracefulDrain(t *testing.T) {
-	release := make(chan struct{})
-	started := make(chan struct{}, 1)
-	be := backend(t, func(w http.ResponseWriter, r *http.Request) {
-		started <- struct{}{}
-		<-release
-		_, _ = io.WriteString(w, "finished")
-	})
-	p := startProxy(t, baseConfig(be.URL, "drain_timeout: 20s\n"))
-	res := make(chan string, 1)
-	go func() {
-		resp, err := client.Get(p.url + "/slow")
-		if err != nil {
-			res <- "error: " + err.Error()
-			return
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		res <- resp.Status + " " + string(b)
-	}()
-	<-started
+	url, release, arrived := blockingBackend(t)
+	p := startProxy(t, baseConfig(url, "drain_timeout: 20s\n"))
+	res := goGet(p.url + "/slow")
+	eventually(t, "the request at the backend", func() bool { return arrived.Load() == 1 })
 	p.cancel() // what SIGTERM does
 	// The listener stops accepting while the request is in flight.
 	eventually(t, "the listener to close", func() bool {
@@ -130,9 +114,9 @@ func TestGracefulDrain(t *testing.T) {
 		t.Fatalf("Serve returned %v before the in-flight request finished", r)
 	default:
 	}
-	close(release)
-	if r := <-res; r != "200 OK finished" {
-		t.Errorf("in-flight request: %s", r)
+	release()
+	if a := <-res; a.code != 200 || a.body != "ok" || a.err != nil {
+		t.Errorf("in-flight request: %d %q (%v)", a.code, a.body, a.err)
 	}
 	select {
 	case err := <-p.done:
@@ -146,27 +130,10 @@ func TestGracefulDrain(t *testing.T) {
 }
 
 func TestDrainTimeoutClosesWhatIsLeft(t *testing.T) {
-	hang := make(chan struct{})
-	t.Cleanup(func() { close(hang) })
-	started := make(chan struct{}, 1)
-	be := backend(t, func(w http.ResponseWriter, r *http.Request) {
-		started <- struct{}{}
-		select {
-		case <-hang:
-		case <-r.Context().Done():
-		}
-	})
-	p := startProxy(t, baseConfig(be.URL, "drain_timeout: 100ms\n"))
-	errc := make(chan error, 1)
-	go func() {
-		resp, err := client.Get(p.url + "/forever")
-		if err == nil {
-			_, err = io.ReadAll(resp.Body)
-			resp.Body.Close()
-		}
-		errc <- err
-	}()
-	<-started
+	url, _, arrived := blockingBackend(t)
+	p := startProxy(t, baseConfig(url, "drain_timeout: 100ms\n"))
+	forever := goGet(p.url + "/forever")
+	eventually(t, "the request at the backend", func() bool { return arrived.Load() == 1 })
 	p.cancel()
 	select {
 	case err := <-p.done:
@@ -177,7 +144,7 @@ func TestDrainTimeoutClosesWhatIsLeft(t *testing.T) {
 	case <-time.After(testTimeout):
 		t.Fatal("Serve did not return after drain_timeout")
 	}
-	if err := <-errc; err == nil {
+	if a := <-forever; a.err == nil {
 		t.Error("the request cut at drain_timeout reported success")
 	}
 }

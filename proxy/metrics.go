@@ -97,34 +97,51 @@ func buildInfo(b BuildInfo) prometheus.Collector {
 	return g
 }
 
+// The backend pool's servers, one series per server (label backend).
 var (
 	descBackendInFlight = prometheus.NewDesc("proxy_backend_in_flight",
 		"Requests in flight to each upstream server.", []string{"backend"}, nil)
 	descBackendMax = prometheus.NewDesc("proxy_backend_max_concurrency",
 		"Configured concurrency limit of each upstream server.", []string{"backend"}, nil)
-	descQueueLen = prometheus.NewDesc("proxy_queue_length",
-		"Requests waiting in the backend pool's queue for a server slot (the listen queue).", nil, nil)
-	descQueueMax = prometheus.NewDesc("proxy_queue_max",
-		"Bound of the backend pool's wait queue.", nil, nil)
-	descPoolInFlight = prometheus.NewDesc("proxy_pool_in_flight",
-		"Requests holding a backend pool slot.", nil, nil)
-	descStreams = prometheus.NewDesc("proxy_streams_in_flight",
-		"Long-lived responses in progress (upgrades, event streams, responses beyond long_lived); they hold no slot.", nil, nil)
-	descActive = prometheus.NewDesc("proxy_requests_in_flight",
-		"Requests being handled by the proxy, including queued ones.", nil, nil)
-	descVersion = prometheus.NewDesc("proxy_config_version",
-		"Generation of the running configuration (1 at start, +1 per successful reload).", nil, nil)
-	descLoaded = prometheus.NewDesc("proxy_config_loaded_timestamp_seconds",
-		"Unix time the running configuration was applied.", nil, nil)
 )
+
+// stateGauge is a gauge without labels that stateCollector reads at each
+// scrape: its description and its value in the running generation g of
+// the handler h.
+type stateGauge struct {
+	desc  *prometheus.Desc
+	value func(h *Handler, g *generation) float64
+}
+
+// stateGauges are the unlabelled gauges of the running generation.
+var stateGauges = []stateGauge{
+	{prometheus.NewDesc("proxy_queue_length",
+		"Requests waiting in the backend pool's queue for a server slot (the listen queue).", nil, nil),
+		func(_ *Handler, g *generation) float64 { return float64(g.pool.QueueLen()) }},
+	{prometheus.NewDesc("proxy_queue_max", "Bound of the backend pool's wait queue.", nil, nil),
+		func(_ *Handler, g *generation) float64 { return float64(g.pool.maxQueue) }},
+	{prometheus.NewDesc("proxy_pool_in_flight", "Requests holding a backend pool slot.", nil, nil),
+		func(_ *Handler, g *generation) float64 { return float64(g.pool.InFlight()) }},
+	{prometheus.NewDesc("proxy_streams_in_flight",
+		"Long-lived responses in progress (upgrades, event streams, responses beyond long_lived); they hold no slot.", nil, nil),
+		func(h *Handler, _ *generation) float64 { return float64(h.streams.Load()) }},
+	{prometheus.NewDesc("proxy_requests_in_flight", "Requests being handled by the proxy, including queued ones.", nil, nil),
+		func(h *Handler, _ *generation) float64 { return float64(h.active.Load()) }},
+	{prometheus.NewDesc("proxy_config_version",
+		"Generation of the running configuration (1 at start, +1 per successful reload).", nil, nil),
+		func(_ *Handler, g *generation) float64 { return float64(g.version) }},
+	{prometheus.NewDesc("proxy_config_loaded_timestamp_seconds", "Unix time the running configuration was applied.", nil, nil),
+		func(_ *Handler, g *generation) float64 { return float64(g.loaded.UnixNano()) / 1e9 }},
+}
 
 // stateCollector reads the running generation's gauges at scrape time.
 type stateCollector struct{ h *Handler }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descBackendInFlight, descBackendMax, descQueueLen, descQueueMax,
-		descPoolInFlight, descStreams, descActive, descVersion, descLoaded} {
-		ch <- d
+	ch <- descBackendInFlight
+	ch <- descBackendMax
+	for _, m := range stateGauges {
+		ch <- m.desc
 	}
 }
 
@@ -137,13 +154,9 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descBackendInFlight, prometheus.GaugeValue, float64(b.InFlight()), b.Name)
 		ch <- prometheus.MustNewConstMetric(descBackendMax, prometheus.GaugeValue, float64(b.max), b.Name)
 	}
-	ch <- prometheus.MustNewConstMetric(descQueueLen, prometheus.GaugeValue, float64(g.pool.QueueLen()))
-	ch <- prometheus.MustNewConstMetric(descQueueMax, prometheus.GaugeValue, float64(g.pool.maxQueue))
-	ch <- prometheus.MustNewConstMetric(descPoolInFlight, prometheus.GaugeValue, float64(g.pool.InFlight()))
-	ch <- prometheus.MustNewConstMetric(descStreams, prometheus.GaugeValue, float64(c.h.streams.Load()))
-	ch <- prometheus.MustNewConstMetric(descActive, prometheus.GaugeValue, float64(c.h.active.Load()))
-	ch <- prometheus.MustNewConstMetric(descVersion, prometheus.GaugeValue, float64(g.version))
-	ch <- prometheus.MustNewConstMetric(descLoaded, prometheus.GaugeValue, float64(g.loaded.UnixNano())/1e9)
+	for _, m := range stateGauges {
+		ch <- prometheus.MustNewConstMetric(m.desc, prometheus.GaugeValue, m.value(c.h, g))
+	}
 }
 
 // What the dashboard, the Grafana dashboard and the alert rules need

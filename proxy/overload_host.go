@@ -20,21 +20,6 @@ import (
 // file is the proxy's side of it: what the runtime reads of the running
 // generation, and the handles the server's listeners and /state take.
 
-// ResourceState is one resource rule as /state shows it
-// (overload.ResourceState).
-type ResourceState = overload.ResourceState
-
-// PolicerState is the connection policer as /state shows it
-// (overload.PolicerState).
-type PolicerState = overload.PolicerState
-
-// PolicerPeriod is the input of the policer's last control step
-// (overload.PolicerPeriod).
-type PolicerPeriod = overload.PolicerPeriod
-
-// SensorState is a sensor as /state shows it (overload.SensorState).
-type SensorState = overload.SensorState
-
 // overloadRun is the server's overload runtime with the handles its
 // listeners take: accept wraps the client listeners (nil for none),
 // registry holds the live client connections (nil when nothing needs

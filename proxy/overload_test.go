@@ -131,8 +131,9 @@ func TestPolicerPerSourceRule(t *testing.T) {
 	}
 }
 
-// blockingBackend holds every request until release is closed and
-// reports the utilization given by util in X-Sluice-Utilization.
+// blockingBackend holds every request until release is called (or its
+// client goes), then answers "ok"; arrived counts the requests that
+// reached it. The test's cleanup releases it.
 func blockingBackend(t *testing.T) (url string, release func(), arrived *atomic.Int64) {
 	ch := make(chan struct{})
 	var n atomic.Int64

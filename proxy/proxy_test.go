@@ -16,6 +16,7 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/http/httptrace"
 	"net/textproto"
 	"os"
@@ -128,18 +129,28 @@ backends:
 	}
 }
 
-func TestStreamingFlushesPassThrough(t *testing.T) {
-	release := make(chan struct{})
-	be := backend(t, func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.WriteString(w, "first\n")
+// heldStream is a backend that answers with first, flushed, and holds
+// the response open until release is closed, then writes rest (or until
+// the client goes).
+func heldStream(t *testing.T, contentType, first, rest string) (be *httptest.Server, release chan struct{}) {
+	release = make(chan struct{})
+	be = backend(t, func(w http.ResponseWriter, r *http.Request) {
+		if contentType != "" {
+			w.Header().Set("Content-Type", contentType)
+		}
+		_, _ = io.WriteString(w, first)
 		http.NewResponseController(w).Flush()
 		select {
 		case <-release:
+			_, _ = io.WriteString(w, rest)
 		case <-r.Context().Done():
-			return
 		}
-		_, _ = io.WriteString(w, "second\n")
 	})
+	return be, release
+}
+
+func TestStreamingFlushesPassThrough(t *testing.T) {
+	be, release := heldStream(t, "", "first\n", "second\n")
 	p := startProxy(t, baseConfig(be.URL, ""))
 	resp, err := client.Get(p.url + "/stream")
 	must(t, err)
@@ -159,16 +170,7 @@ func TestStreamingFlushesPassThrough(t *testing.T) {
 }
 
 func TestEventStreamIsLongLived(t *testing.T) {
-	release := make(chan struct{})
-	be := backend(t, func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/event-stream")
-		_, _ = io.WriteString(w, "data: hello\n\n")
-		http.NewResponseController(w).Flush()
-		select {
-		case <-release:
-		case <-r.Context().Done():
-		}
-	})
+	be, release := heldStream(t, "text/event-stream", "data: hello\n\n", "")
 	p := startProxy(t, baseConfig(be.URL, `stages:
   - name: events
     match: {path_prefix: /events}
@@ -211,15 +213,7 @@ func TestEventStreamIsLongLived(t *testing.T) {
 }
 
 func TestLongLivedBeyondStageLimit(t *testing.T) {
-	release := make(chan struct{})
-	be := backend(t, func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.WriteString(w, "tick\n")
-		http.NewResponseController(w).Flush()
-		select {
-		case <-release:
-		case <-r.Context().Done():
-		}
-	})
+	be, release := heldStream(t, "", "tick\n", "")
 	p := startProxy(t, baseConfig(be.URL, `stages:
   - name: slow
     match: {path_prefix: /}
@@ -527,24 +521,15 @@ func TestPoolQueueTimeoutIs503(t *testing.T) {
 	})
 	cfg := baseConfig(be.URL, "      max_concurrency: 1\n  queue: {max: 1, timeout: 50ms}\n")
 	p := startProxy(t, cfg)
-	first := make(chan int, 1)
-	go func() {
-		resp, err := client.Get(p.url + "/hold")
-		if err != nil {
-			first <- -1
-			return
-		}
-		resp.Body.Close()
-		first <- resp.StatusCode
-	}()
+	first := goGet(p.url + "/hold")
 	eventually(t, "the first request to hold the only slot", func() bool { return p.state(t).Backends.InFlight == 1 })
 	code, h, body := get(t, p.url+"/wait", nil)
 	if code != 503 || h.Get("Retry-After") == "" || !strings.Contains(body, "backend pool saturated") {
 		t.Errorf("queued request: %d %q Retry-After %q", code, body, h.Get("Retry-After"))
 	}
 	once.Do(func() { close(release) })
-	if c := <-first; c != 200 {
-		t.Errorf("first request: %d", c)
+	if a := <-first; a.code != 200 {
+		t.Errorf("first request: %d (%v)", a.code, a.err)
 	}
 	m := p.metricsText(t)
 	if !strings.Contains(m, `proxy_pool_rejected_total{cause="queue_timeout"} 1`) {

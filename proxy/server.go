@@ -295,14 +295,7 @@ func (s *Server) newGeneration(cfg *Config, prev *generation) (*generation, erro
 	if prev != nil {
 		prevPol = prev.pol
 	}
-	h := s.h
-	queue := func() float64 {
-		if g := h.gen.Load(); g != nil {
-			return float64(g.pool.QueueLen())
-		}
-		return 0
-	}
-	pol, err := s.ov.NewPolicy(cfg.Config, prevPol, s.log, queue)
+	pol, err := s.ov.NewPolicy(cfg.Config, prevPol, s.log)
 	if err != nil {
 		return nil, err
 	}

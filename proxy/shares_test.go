@@ -215,14 +215,7 @@ func TestShareClientGoneWhileDelayed(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, "GET", p.url+"/file", nil)
 	req.Header.Set(share.DefaultClientHeader, "a")
-	done := make(chan error, 1)
-	go func() {
-		resp, err := client.Do(req)
-		if err == nil {
-			resp.Body.Close()
-		}
-		done <- err
-	}()
+	done := goDo(req)
 	clientA := func() share.ClientSnapshot {
 		for _, c := range p.state(t).Shares.Clients {
 			if c.Name == "a" {
@@ -235,8 +228,8 @@ func TestShareClientGoneWhileDelayed(t *testing.T) {
 	eventually(t, "a delayed", func() bool { c := clientA(); return c.Standby == 1 && c.LastDelay > 10 })
 	start := time.Now()
 	cancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Fatalf("client: %v", err)
+	if a := <-done; a.code != 0 || !errors.Is(a.err, context.Canceled) {
+		t.Fatalf("client: %d (%v), want no answer, canceled", a.code, a.err)
 	}
 	eventually(t, "slot freed", func() bool { c := clientA(); return c.Standby == 0 && c.Cancellations == 1 })
 	if waited := time.Since(start); waited > 10*time.Second {
@@ -319,20 +312,14 @@ func TestShareMetricsStateAndReload(t *testing.T) {
 }
 
 func TestShareConfigErrors(t *testing.T) {
-	head := baseConfig("http://127.0.0.1:1", "")
-	for _, tc := range []struct{ cfg, want string }{
+	parseFails(t, []badConfig{
 		{"shares:\n  clients: [{name: a, share: 10}]\n", "p.yaml:8: shares.total_bandwidth"},
 		{"shares:\n  total_bandwidth: 10kb\n", "p.yaml:9: shares.total_bandwidth"},
 		{"shares:\n  total_bandwidth: 1MB\n  clients: [{name: a, share: 120}]\n", "shares.clients[0].share"},
 		{"shares:\n  total_bandwidth: 1MB\n  reply_buffer: 100\n", "p.yaml:10: shares.reply_buffer"},
 		{"shares:\n  total_bandwidth: 1MB\n  alpha: 0.9\n", "p.yaml:10: shares.alpha"},
 		{"shares:\n  total_bandwidth: 1MB\n  nope: 1\n", "p.yaml:10: shares.nope: unknown field"},
-	} {
-		_, err := Parse("p.yaml", []byte(head+tc.cfg))
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%q: got %v, want %q", tc.cfg, err, tc.want)
-		}
-	}
+	})
 }
 
 // TestShareRejectionShapedAsGRPC: a gRPC call refused by its client's

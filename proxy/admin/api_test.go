@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/secret"
 	"github.com/sluicehq/sluice/proxy/internal/dashboard"
+	"github.com/sluicehq/sluice/proxy/internal/proxytest"
 )
 
 const testToken = "0123456789abcdef-test"
@@ -98,20 +99,11 @@ func serve(t *testing.T, cfg *Config) (*fakeServer, string) {
 
 func call(t *testing.T, method, url, body, token string) (int, http.Header, string) {
 	t.Helper()
-	req, err := http.NewRequest(method, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
+	var hdr map[string]string
 	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
+		hdr = map[string]string{"Authorization": "Bearer " + token}
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, resp.Header, string(b)
+	return proxytest.Fetch(t, http.DefaultClient, method, url, strings.NewReader(body), hdr)
 }
 
 // The guard reads the admin section the server runs now: a new section

@@ -14,6 +14,16 @@ import (
 // is valid, strict JSON with nothing after it, and says the same when
 // encoded again; their errors quote at most a clipped value.
 
+// refused reports whether a parser refused its input (err is not nil),
+// and fails t when the error is longer than most bytes.
+func refused(t *testing.T, err error, most int) bool {
+	t.Helper()
+	if err != nil && len(err.Error()) > most {
+		t.Fatalf("error of %d bytes", len(err.Error()))
+	}
+	return err != nil
+}
+
 func FuzzTargetBody(f *testing.F) {
 	for _, s := range []string{`{"target":"300ms"}`, `{"target":"1h"}`, `{}`, `{"target":300}`, `{"target":"1s"} x`,
 		`{"target":"1s"}{"target":"2s"}`, `{"target":"1s","x":1}`, ``, `null`, `{"target":null}`, `[`, `{"target":"-1s"}`,
@@ -22,10 +32,7 @@ func FuzzTargetBody(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		d, err := parseTargetBody(b)
-		if err != nil {
-			if len(err.Error()) > 400 {
-				t.Fatalf("error of %d bytes", len(err.Error()))
-			}
+		if refused(t, err, 400) {
 			return
 		}
 		if d <= 0 || !json.Valid(b) {
@@ -45,10 +52,7 @@ func FuzzShadowBody(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		on, err := parseShadowBody(b)
-		if err != nil {
-			if len(err.Error()) > 400 {
-				t.Fatalf("error of %d bytes", len(err.Error()))
-			}
+		if refused(t, err, 400) {
 			return
 		}
 		if !json.Valid(b) {
@@ -67,10 +71,7 @@ func FuzzDecisions(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		n, err := parseDecisions(s)
-		if err != nil {
-			if len(err.Error()) > 200 {
-				t.Fatalf("error of %d bytes", len(err.Error()))
-			}
+		if refused(t, err, 200) {
 			return
 		}
 		if n < 0 || n > MaxStateDecisions {

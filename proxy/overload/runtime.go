@@ -300,11 +300,11 @@ func (o *Runtime) Run(ctx context.Context, wg *sync.WaitGroup) {
 //     rule's utilization (and the pool's queue), a bandwidth rule's
 //     normalised outgoing queue; a kihl stage with tuning: auto gets the
 //     auto-tuning controller;
-//   - any other stage gets the backend pool's wait queue (queue) as its
-//     queue signal unless its controller reports its own (OwnQueue), and
+//   - any other stage gets the backend pool's wait queue (Host.QueueLen)
+//     as its queue signal unless its controller reports its own (OwnQueue), and
 //     the top-level utilization sensor, when there is one, if its
 //     controller reads a utilization.
-func (o *Runtime) NewPolicy(cfg policy.Config, prev *policy.Policy, logger *slog.Logger, queue func() float64) (*policy.Policy, error) {
+func (o *Runtime) NewPolicy(cfg policy.Config, prev *policy.Policy, logger *slog.Logger) (*policy.Policy, error) {
 	ctrls, err := cfg.StageControllers()
 	if err != nil {
 		return nil, err
@@ -317,7 +317,7 @@ func (o *Runtime) NewPolicy(cfg policy.Config, prev *policy.Policy, logger *slog
 				opts.Queue[st.Name] = rule.sensor.queue
 				continue
 			}
-			opts.Queue[st.Name] = queue
+			opts.Queue[st.Name] = o.queueLen
 			opts.Utilization[st.Name] = rule.sensor
 			if rule.tune != nil {
 				if kc, ok := ctrls[st.Name].(*control.KihlConfig); ok {
@@ -329,7 +329,7 @@ func (o *Runtime) NewPolicy(cfg policy.Config, prev *policy.Policy, logger *slog
 		}
 		needs := control.NeedsOf(ctrls[st.Name])
 		if !needs.OwnQueue {
-			opts.Queue[st.Name] = queue
+			opts.Queue[st.Name] = o.queueLen
 		}
 		if needs.Utilization != control.NeedNone && o.util != nil {
 			opts.Utilization[st.Name] = o.util
@@ -337,3 +337,7 @@ func (o *Runtime) NewPolicy(cfg policy.Config, prev *policy.Policy, logger *slog
 	}
 	return policy.New(cfg, opts)
 }
+
+// queueLen is the backend pool's wait queue in requests, as a stage's
+// queue signal.
+func (o *Runtime) queueLen() float64 { return float64(o.host.QueueLen()) }

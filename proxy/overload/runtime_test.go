@@ -138,7 +138,7 @@ policer: {rate: 50, control: {q_ref: 100, kp: 1, kd: 0}}
 	if n := testutil.CollectAndCount(rt, "proxy_resource_rate"); n != 0 {
 		t.Errorf("%d rule series before a policy is in force", n)
 	}
-	pol, err := rt.NewPolicy(*pc, nil, slog.New(slog.DiscardHandler), func() float64 { return float64(h.QueueLen()) })
+	pol, err := rt.NewPolicy(*pc, nil, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -101,63 +101,67 @@ func SanitizeStages(sts []stage.State) {
 	}
 }
 
+// runtimeDescs are the descriptions of the runtime's metrics, in the
+// order Describe sends them: newDesc adds each as it is made.
+var runtimeDescs []*prometheus.Desc
+
+// newDesc returns the description of one of the runtime's metrics (no
+// constant labels) and adds it to runtimeDescs.
+func newDesc(name, help string, labels ...string) *prometheus.Desc {
+	d := prometheus.NewDesc(name, help, labels, nil)
+	runtimeDescs = append(runtimeDescs, d)
+	return d
+}
+
 var (
-	descPolicerRate = prometheus.NewDesc("proxy_policer_rate",
-		"Token rate of the connection policer (connections per second).", nil, nil)
-	descPolicerBurst = prometheus.NewDesc("proxy_policer_burst",
-		"Bucket size of the connection policer (connections).", nil, nil)
-	descPolicerOffered = prometheus.NewDesc("proxy_policer_offered_total",
-		"Connections offered to the connection policer (the paper's hits).", nil, nil)
-	descPolicerAdmitted = prometheus.NewDesc("proxy_policer_admitted_total",
-		"Connections the connection policer admitted.", nil, nil)
-	descPolicerRejected = prometheus.NewDesc("proxy_policer_rejected_total",
-		"Connections refused by the connection policer, by reason (rate: reset at accept, the global bucket was empty; source: reset at accept, the source address's bucket; kernel: SYNs dropped by the kernel path, retransmissions included).",
-		[]string{"reason"}, nil)
-	descPolicerAcceptErrors = prometheus.NewDesc("proxy_policer_accept_errors_total",
-		"Errors returned by accept(2) on the policed listeners.", nil, nil)
-	descPolicerTracked = prometheus.NewDesc("proxy_policer_tracked_sources",
-		"Per-address buckets held by the connection policer.", nil, nil)
-	descPolicerEvictions = prometheus.NewDesc("proxy_policer_source_evictions_total",
-		"Reuses of the per-address bucket table's slots (lossy: the bucket was not full).", []string{"kind"}, nil)
-	descPolicerDecisions = prometheus.NewDesc("proxy_policer_decisions_total",
-		"Control steps of the connection policer's controller.", nil, nil)
-	descPolicerQueue = prometheus.NewDesc("proxy_policer_queue",
-		"Backend pool wait queue fed to the policer's controller at its last step (requests).", nil, nil)
-	descPolicerUtil = prometheus.NewDesc("proxy_policer_utilization",
-		"CPU utilization (0–1) fed to the policer's guard at its last step (NaN when unavailable).", nil, nil)
-	descLiveConns = prometheus.NewDesc("proxy_client_connections",
-		"Client connections admitted and not yet closed (tracked when a policer or network sensor is configured).", nil, nil)
-	descSensorValue = prometheus.NewDesc("proxy_sensor_value",
-		"Last reading of a sensor: utilization (0–1) or normalised queue (NaN when the last reading failed).",
-		[]string{"sensor", "source", "unit"}, nil)
-	descSensorBytes = prometheus.NewDesc("proxy_sensor_bytes",
-		"Last reading of a network sensor in bytes: mean queued bytes (outqueue) or bytes per second (bandwidth).",
-		[]string{"sensor", "source"}, nil)
-	descSensorErrors = prometheus.NewDesc("proxy_sensor_errors_total",
-		"Failed readings of a sensor.", []string{"sensor", "source"}, nil)
-	descRuleRate = prometheus.NewDesc("proxy_resource_rate",
-		"Token rate of a resource rule's stage (requests per second).", []string{"stage", "resource"}, nil)
-	descRuleHits = prometheus.NewDesc("proxy_resource_hits_per_second",
-		"Requests offered to a resource rule per second over its last period.", []string{"stage", "resource"}, nil)
-	descRuleOffered = prometheus.NewDesc("proxy_resource_offered_total",
-		"Requests offered to a resource rule (totals advance each period).", []string{"stage", "resource"}, nil)
-	descRuleRejected = prometheus.NewDesc("proxy_resource_rejected_total",
-		"Requests a resource rule rejected (totals advance each period).", []string{"stage", "resource"}, nil)
-	descRuleInput = prometheus.NewDesc("proxy_resource_input",
-		"Sensor value a resource rule was fed at its last period: utilization (0–1) or normalised queue (NaN without a reading).",
-		[]string{"stage", "resource"}, nil)
-	descKihlGain = prometheus.NewDesc("proxy_kihl_auto",
-		"Auto tuning of a kihl stage: sigma (requests per period), K and ti_seconds (0 until sigma is known).",
-		[]string{"stage", "param"}, nil)
+	descPolicerRate = newDesc("proxy_policer_rate",
+		"Token rate of the connection policer (connections per second).")
+	descPolicerBurst = newDesc("proxy_policer_burst",
+		"Bucket size of the connection policer (connections).")
+	descPolicerOffered = newDesc("proxy_policer_offered_total",
+		"Connections offered to the connection policer (the paper's hits).")
+	descPolicerAdmitted = newDesc("proxy_policer_admitted_total",
+		"Connections the connection policer admitted.")
+	descPolicerRejected = newDesc("proxy_policer_rejected_total",
+		"Connections refused by the connection policer, by reason (rate: reset at accept, the global bucket was empty; source: reset at accept, the source address's bucket; kernel: SYNs dropped by the kernel path, retransmissions included).", "reason")
+	descPolicerAcceptErrors = newDesc("proxy_policer_accept_errors_total",
+		"Errors returned by accept(2) on the policed listeners.")
+	descPolicerTracked = newDesc("proxy_policer_tracked_sources",
+		"Per-address buckets held by the connection policer.")
+	descPolicerEvictions = newDesc("proxy_policer_source_evictions_total",
+		"Reuses of the per-address bucket table's slots (lossy: the bucket was not full).", "kind")
+	descPolicerDecisions = newDesc("proxy_policer_decisions_total",
+		"Control steps of the connection policer's controller.")
+	descPolicerQueue = newDesc("proxy_policer_queue",
+		"Backend pool wait queue fed to the policer's controller at its last step (requests).")
+	descPolicerUtil = newDesc("proxy_policer_utilization",
+		"CPU utilization (0–1) fed to the policer's guard at its last step (NaN when unavailable).")
+	descLiveConns = newDesc("proxy_client_connections",
+		"Client connections admitted and not yet closed (tracked when a policer or network sensor is configured).")
+	descSensorValue = newDesc("proxy_sensor_value",
+		"Last reading of a sensor: utilization (0–1) or normalised queue (NaN when the last reading failed).", "sensor", "source", "unit")
+	descSensorBytes = newDesc("proxy_sensor_bytes",
+		"Last reading of a network sensor in bytes: mean queued bytes (outqueue) or bytes per second (bandwidth).", "sensor", "source")
+	descSensorErrors = newDesc("proxy_sensor_errors_total",
+		"Failed readings of a sensor.", "sensor", "source")
+	descRuleRate = newDesc("proxy_resource_rate",
+		"Token rate of a resource rule's stage (requests per second).", "stage", "resource")
+	descRuleHits = newDesc("proxy_resource_hits_per_second",
+		"Requests offered to a resource rule per second over its last period.", "stage", "resource")
+	descRuleOffered = newDesc("proxy_resource_offered_total",
+		"Requests offered to a resource rule (totals advance each period).", "stage", "resource")
+	descRuleRejected = newDesc("proxy_resource_rejected_total",
+		"Requests a resource rule rejected (totals advance each period).", "stage", "resource")
+	descRuleInput = newDesc("proxy_resource_input",
+		"Sensor value a resource rule was fed at its last period: utilization (0–1) or normalised queue (NaN without a reading).", "stage", "resource")
+	descKihlGain = newDesc("proxy_kihl_auto",
+		"Auto tuning of a kihl stage: sigma (requests per period), K and ti_seconds (0 until sigma is known).", "stage", "param")
 )
 
 // Describe implements prometheus.Collector: the runtime reports the
 // policer, the sensors and the resource rules.
 func (o *Runtime) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descPolicerRate, descPolicerBurst, descPolicerOffered, descPolicerAdmitted,
-		descPolicerRejected, descPolicerAcceptErrors, descPolicerTracked, descPolicerEvictions, descPolicerDecisions,
-		descPolicerQueue, descPolicerUtil, descLiveConns, descSensorValue, descSensorBytes, descSensorErrors,
-		descRuleRate, descRuleHits, descRuleOffered, descRuleRejected, descRuleInput, descKihlGain} {
+	for _, d := range runtimeDescs {
 		ch <- d
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/sluicehq/sluice/proxy/internal/proxytest"
 	"github.com/sluicehq/sluice/share"
 	"github.com/sluicehq/sluice/stage"
 )
@@ -198,14 +199,7 @@ type sseEvent struct {
 // of its events.
 func openEvents(t *testing.T, url string, hdr map[string]string) (*http.Response, func() (sseEvent, error)) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, url, nil)
-	must(t, err)
-	for k, v := range hdr {
-		req.Header.Set(k, v)
-	}
-	resp, err := client.Do(req)
-	must(t, err)
-	t.Cleanup(func() { resp.Body.Close() })
+	resp := proxytest.Send(t, client, http.MethodGet, url, nil, hdr)
 	er := NewEventReader(resp.Body)
 	next := func() (sseEvent, error) {
 		id, smp, err := er.Next()

@@ -405,45 +405,48 @@ func putNamed(out map[string]float64, prefix, name string, v float64) map[string
 // periodNumbers returns the numeric fields of a class's last period by
 // JSON name, its elapsed time in milliseconds (elapsed_ms).
 func periodNumbers(p *stage.Period) map[string]float64 {
-	if !finite(p.Offered, p.Admitted, p.Rejected, p.Completed, p.MeanMS, p.P50MS, p.P90MS, p.P99MS, p.Queue, p.ThroughputPS) ||
-		p.Utilization != nil && !finite(*p.Utilization) {
-		return nil
-	}
-	out := make(map[string]float64, 13)
-	out["elapsed_ms"] = float64(p.Elapsed) / 1e6
-	out["offered"] = p.Offered
-	out["admitted"] = p.Admitted
-	out["rejected"] = p.Rejected
-	out["completed"] = p.Completed
-	out["samples"] = float64(p.Samples)
-	out["mean_ms"] = p.MeanMS
-	out["p50_ms"] = p.P50MS
-	out["p90_ms"] = p.P90MS
-	out["p99_ms"] = p.P99MS
-	if p.Utilization != nil {
-		out["utilization"] = *p.Utilization
-	}
-	out["queue"] = p.Queue
-	out["throughput_rps"] = p.ThroughputPS
-	return out
+	return lastNumbers(p.Elapsed, "utilization", p.Utilization, []namedNumber{
+		{"offered", p.Offered}, {"admitted", p.Admitted}, {"rejected", p.Rejected},
+		{"completed", p.Completed}, {"samples", float64(p.Samples)},
+		{"mean_ms", p.MeanMS}, {"p50_ms", p.P50MS}, {"p90_ms", p.P90MS}, {"p99_ms", p.P99MS},
+		{"queue", p.Queue}, {"throughput_rps", p.ThroughputPS},
+	})
 }
 
 // policerNumbers returns the numeric fields of the policer's last period
 // by the JSON names of the proxy's /state, its elapsed time in
 // milliseconds (elapsed_ms).
 func policerNumbers(p *PolicerPeriod) map[string]float64 {
-	if !finite(p.HitsPerSec, p.Admitted, p.Rejected, p.Queue) || p.Utilization != nil && !finite(*p.Utilization) {
-		return nil
+	return lastNumbers(p.Elapsed, "utilization_percent", p.Utilization, []namedNumber{
+		{"hits_per_second", p.HitsPerSec}, {"admitted", p.Admitted}, {"rejected", p.Rejected}, {"queue", p.Queue},
+	})
+}
+
+// namedNumber is one numeric field of a period and its JSON name.
+type namedNumber struct {
+	name string
+	v    float64
+}
+
+// lastNumbers returns a period's fields by name, with elapsed in
+// milliseconds (elapsed_ms) and, when util is not nil, *util under
+// utilName; it returns nil when any value is NaN or infinite, which JSON
+// cannot carry.
+func lastNumbers(elapsed time.Duration, utilName string, util *float64, fields []namedNumber) map[string]float64 {
+	out := make(map[string]float64, len(fields)+2)
+	for _, f := range fields {
+		if !finite(f.v) {
+			return nil
+		}
+		out[f.name] = f.v
 	}
-	out := make(map[string]float64, 6)
-	out["elapsed_ms"] = float64(p.Elapsed) / 1e6
-	out["hits_per_second"] = p.HitsPerSec
-	out["admitted"] = p.Admitted
-	out["rejected"] = p.Rejected
-	out["queue"] = p.Queue
-	if p.Utilization != nil {
-		out["utilization_percent"] = *p.Utilization
+	if util != nil {
+		if !finite(*util) {
+			return nil
+		}
+		out[utilName] = *util
 	}
+	out["elapsed_ms"] = float64(elapsed) / 1e6
 	return out
 }
 

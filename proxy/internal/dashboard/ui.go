@@ -50,26 +50,15 @@ const uiWriteTimeout = 10 * time.Second
 const uiWriteChunk = 64 << 10
 
 var uiPage = sync.OnceValues(func() (string, error) {
-	read := func(name string) (string, error) {
+	var files [4]string // the page, uPlot's script, its style sheet, its licence
+	for i, name := range []string{"ui/index.html", "ui/vendor/uplot/uPlot.iife.min.js", "ui/vendor/uplot/uPlot.min.css", "ui/vendor/uplot/LICENSE"} {
 		b, err := uiFiles.ReadFile(name)
-		return string(b), err
+		if err != nil {
+			return "", err
+		}
+		files[i] = string(b)
 	}
-	page, err := read("ui/index.html")
-	if err != nil {
-		return "", err
-	}
-	js, err := read("ui/vendor/uplot/uPlot.iife.min.js")
-	if err != nil {
-		return "", err
-	}
-	css, err := read("ui/vendor/uplot/uPlot.min.css")
-	if err != nil {
-		return "", err
-	}
-	lic, err := read("ui/vendor/uplot/LICENSE")
-	if err != nil {
-		return "", err
-	}
+	page, js, css, lic := files[0], files[1], files[2], files[3]
 	if strings.Contains(strings.ToLower(js), "</script") || strings.Contains(strings.ToLower(css), "</style") {
 		return "", fmt.Errorf("the vendored uPlot cannot be inlined: it contains a closing tag")
 	}

@@ -303,9 +303,7 @@ func (c *ScanConn) step(x byte) {
 		}
 		c.state, c.phase, c.lineLen = scanChunkSize, 0, 0
 	case scanTrailerStart, scanTrailerLine:
-		c.lineLen++
-		if c.lineLen > maxTrailer {
-			c.poison("chunked trailer section too long")
+		if !c.countLine(maxTrailer, "chunked trailer section too long") {
 			return
 		}
 		switch {
@@ -338,17 +336,10 @@ func (c *ScanConn) stepRequestLine(x byte) {
 		}
 		c.phase, c.protoN = 1, 0
 		fallthrough
-	case 1: // method
+	case 1, 2: // method, then target: each ends at its space
 		switch x {
 		case ' ':
-			c.phase = 2
-		case '\r', '\n':
-			c.poison("malformed request line")
-		}
-	case 2: // target
-		switch x {
-		case ' ':
-			c.phase = 3
+			c.phase++
 		case '\r', '\n':
 			c.poison("malformed request line")
 		}
@@ -359,14 +350,34 @@ func (c *ScanConn) stepRequestLine(x byte) {
 		case '\n':
 			c.endLine()
 		default:
-			if c.protoN == len(c.proto) {
+			if !push(c.proto[:], &c.protoN, x) {
 				c.poison("malformed HTTP version")
-				return
 			}
-			c.proto[c.protoN] = x
-			c.protoN++
 		}
 	}
+}
+
+// countLine counts a byte of the current chunk line or trailer section
+// and, past most bytes, poisons the connection with why and reports
+// false.
+func (c *ScanConn) countLine(most int, why string) bool {
+	c.lineLen++
+	if c.lineLen > most {
+		c.poison(why)
+		return false
+	}
+	return true
+}
+
+// push stores x at buf[*n] and advances *n, or reports false when buf
+// is full.
+func push(buf []byte, n *int, x byte) bool {
+	if *n == len(buf) {
+		return false
+	}
+	buf[*n] = x
+	*n++
+	return true
 }
 
 // stepName follows a header name up to its colon.
@@ -386,15 +397,12 @@ func (c *ScanConn) stepName(x byte) {
 	case ' ', '\t', '\r', '\n':
 		c.poison("malformed header line")
 	default:
-		if c.nameN == len(c.name) {
-			c.nameCut = true
-			return
-		}
 		if 'A' <= x && x <= 'Z' {
 			x += 'a' - 'A'
 		}
-		c.name[c.nameN] = x
-		c.nameN++
+		if !push(c.name[:], &c.nameN, x) {
+			c.nameCut = true
+		}
 	}
 }
 
@@ -460,9 +468,7 @@ func (c *ScanConn) stepValue(x byte) {
 // removeChunkExtension and parseHexUint). Whitespace after the digits,
 // which net/http trims but RFC 9112 §7.1 does not allow, poisons.
 func (c *ScanConn) stepChunkSize(x byte) {
-	c.lineLen++
-	if c.lineLen > maxChunkLine {
-		c.poison("chunk-size line too long")
+	if !c.countLine(maxChunkLine, "chunk-size line too long") {
 		return
 	}
 	switch {

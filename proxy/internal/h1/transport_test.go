@@ -17,22 +17,12 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/proxy/internal/proxytest"
 )
 
 // testTimeout bounds every wait of these tests.
-const testTimeout = 20 * time.Second
-
-// eventually waits until cond holds, at most testTimeout.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(testTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
+const testTimeout = proxytest.Timeout
 
 // newTestH1 returns a transport with the limits the proxy's backends
 // configuration has by default for one server (when these tests were
@@ -157,6 +147,33 @@ func rawBackend(t *testing.T, fn func(c net.Conn, br *bufio.Reader)) string {
 	return "http://" + ln.Addr().String()
 }
 
+// rawAnswers is a raw backend that answers each request of a connection
+// with answers[path], bytes as they are (answers["*"] for any other
+// path; none when it is missing too), and closes the connection after an
+// answer that says Connection: close. accepted, when not nil, counts the
+// connections.
+func rawAnswers(t *testing.T, accepted *atomic.Int64, answers map[string]string) string {
+	return rawBackend(t, func(c net.Conn, br *bufio.Reader) {
+		if accepted != nil {
+			accepted.Add(1)
+		}
+		for {
+			req, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			a, ok := answers[req.URL.Path]
+			if !ok {
+				a = answers["*"]
+			}
+			_, _ = io.WriteString(c, a)
+			if strings.Contains(a, "\r\nConnection: close\r\n") {
+				return
+			}
+		}
+	})
+}
+
 const okAnswer = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
 
 // A server that closes each connection after one answer, without saying
@@ -244,21 +261,10 @@ func TestH1TimeoutsAndCancellation(t *testing.T) {
 // overtake meter orders requests by the one and measures their time in
 // the backend up to the other); more than five, or a 101 nobody asked for, fail the request.
 func TestH1InformationalAnswers(t *testing.T) {
-	url := rawBackend(t, func(c net.Conn, br *bufio.Reader) {
-		for {
-			req, err := http.ReadRequest(br)
-			if err != nil {
-				return
-			}
-			switch req.URL.Path {
-			case "/hints":
-				_, _ = io.WriteString(c, "HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n"+okAnswer)
-			case "/many":
-				_, _ = io.WriteString(c, strings.Repeat("HTTP/1.1 102 Processing\r\n\r\n", 6)+okAnswer)
-			case "/switch":
-				_, _ = io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\nConnection: Upgrade\r\n\r\n")
-			}
-		}
+	url := rawAnswers(t, nil, map[string]string{
+		"/hints":  "HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n" + okAnswer,
+		"/many":   strings.Repeat("HTTP/1.1 102 Processing\r\n\r\n", 6) + okAnswer,
+		"/switch": "HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\nConnection: Upgrade\r\n\r\n",
 	})
 	tr := newTestH1(t, nil)
 	var got []string
@@ -291,27 +297,12 @@ func TestH1InformationalAnswers(t *testing.T) {
 // before its end. Trailers of a chunked answer arrive.
 func TestH1ReuseRules(t *testing.T) {
 	var accepted atomic.Int64
-	url := rawBackend(t, func(c net.Conn, br *bufio.Reader) {
-		accepted.Add(1)
-		for {
-			req, err := http.ReadRequest(br)
-			if err != nil {
-				return
-			}
-			switch req.URL.Path {
-			case "/close":
-				_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok")
-				return
-			case "/junk":
-				_, _ = io.WriteString(c, okAnswer+"HTTP/1.1 200 OK\r\n")
-			case "/big":
-				_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n"+strings.Repeat("x", 100000))
-			case "/chunked":
-				_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-Sum\r\n\r\n2\r\nok\r\n0\r\nX-Sum: 42\r\n\r\n")
-			default:
-				_, _ = io.WriteString(c, okAnswer)
-			}
-		}
+	url := rawAnswers(t, &accepted, map[string]string{
+		"/close":   "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok",
+		"/junk":    okAnswer + "HTTP/1.1 200 OK\r\n",
+		"/big":     "HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n" + strings.Repeat("x", 100000),
+		"/chunked": "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-Sum\r\n\r\n2\r\nok\r\n0\r\nX-Sum: 42\r\n\r\n",
+		"*":        okAnswer,
 	})
 	tr := newTestH1(t, nil)
 	step := func(path string, want int64) {
@@ -377,11 +368,11 @@ func TestH1IdleConnectionsClose(t *testing.T) {
 	t.Cleanup(s.Close)
 	tr := newTestH1(t, func(o *Options) { o.IdleTimeout = 50 * time.Millisecond })
 	roundTrip(t, tr, newReq(t, "GET", s.URL, nil))
-	eventually(t, "the idle connection to close after idle_conn_timeout", func() bool { return open.Load() == 0 })
+	proxytest.Eventually(t, "the idle connection to close after idle_conn_timeout", func() bool { return open.Load() == 0 })
 	tr = newTestH1(t, nil)
 	roundTrip(t, tr, newReq(t, "GET", s.URL, nil))
 	tr.Close()
-	eventually(t, "the idle connection to close on Close", func() bool { return open.Load() == 0 })
+	proxytest.Eventually(t, "the idle connection to close on Close", func() bool { return open.Load() == 0 })
 	roundTrip(t, tr, newReq(t, "GET", s.URL, nil)) // still works, keeps nothing idle
-	eventually(t, "a closed transport to keep nothing idle", func() bool { return open.Load() == 0 })
+	proxytest.Eventually(t, "a closed transport to keep nothing idle", func() bool { return open.Load() == 0 })
 }

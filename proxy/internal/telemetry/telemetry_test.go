@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/proxy/internal/proxytest"
 )
 
 func TestNewNeedsASignal(t *testing.T) {
@@ -28,39 +30,6 @@ func TestNewNeedsASignal(t *testing.T) {
 	}
 }
 
-// recorder is a slog.Handler that keeps the messages and their err
-// attributes.
-type recorder struct {
-	mu   sync.Mutex
-	msgs []string
-}
-
-func (r *recorder) Enabled(context.Context, slog.Level) bool { return true }
-func (r *recorder) WithAttrs([]slog.Attr) slog.Handler       { return r }
-func (r *recorder) WithGroup(string) slog.Handler            { return r }
-func (r *recorder) Handle(_ context.Context, rec slog.Record) error {
-	msg := rec.Level.String() + " " + rec.Message
-	rec.Attrs(func(a slog.Attr) bool {
-		msg += " " + a.Key + "=" + a.Value.String()
-		return true
-	})
-	r.mu.Lock()
-	r.msgs = append(r.msgs, msg)
-	r.mu.Unlock()
-	return nil
-}
-
-func (r *recorder) find(sub string) string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, m := range r.msgs {
-		if strings.Contains(m, sub) {
-			return m
-		}
-	}
-	return ""
-}
-
 // A collector that refuses the exports: the failure reaches the proxy's
 // logger as a warning naming the endpoint, not the standard log package.
 func TestExportErrorsGoToTheLogger(t *testing.T) {
@@ -72,7 +41,7 @@ func TestExportErrorsGoToTheLogger(t *testing.T) {
 		http.Error(w, "no", http.StatusBadRequest) // not retryable
 	}))
 	defer col.Close()
-	rec := &recorder{}
+	rec := &proxytest.LogRecorder{}
 	reg := prometheus.NewRegistry()
 	c := prometheus.NewCounter(prometheus.CounterOpts{Name: "x_total", Help: "x"})
 	reg.MustRegister(c)
@@ -84,14 +53,8 @@ func TestExportErrorsGoToTheLogger(t *testing.T) {
 	}
 	defer func() { _ = tel.Shutdown(context.Background()) }()
 	posts.Wait()
-	deadline := time.Now().Add(10 * time.Second)
-	for rec.find("opentelemetry export failed") == "" && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	m := rec.find("opentelemetry export failed")
-	if m == "" {
-		t.Fatalf("no warning logged; got %q", rec.msgs)
-	}
+	proxytest.Eventually(t, "the export's failure in the log", func() bool { return rec.Find("opentelemetry export failed") != "" })
+	m := rec.Find("opentelemetry export failed")
 	if !strings.HasPrefix(m, "WARN") || !strings.Contains(m, "endpoint="+col.URL) || !strings.Contains(m, "400") {
 		t.Errorf("warning %q: want WARN, the endpoint and the collector's status", m)
 	}
