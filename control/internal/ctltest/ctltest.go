@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package ctltest holds the test helpers that the tests of the
 // controllers' packages (control and control/auto) share: the start of
 // their virtual clock, a tolerant comparison of numbers, building a
