@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/internal/ctxsleep"
 )
 
 // Watch keeps the configuration of one TLS setting (a listener's, the
@@ -111,22 +113,13 @@ func (w *Watch) warn(msg string, err error) {
 	}
 }
 
-// Run calls Check every period until ctx ends; with period 0 it only
-// waits for ctx.
+// Run calls Check every period until ctx ends; with period 0 (the
+// setting not watched) it returns at once.
 func (w *Watch) Run(ctx context.Context) {
 	if w.period <= 0 {
 		return
 	}
-	t := time.NewTicker(w.period)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-t.C:
-			_, _ = w.Check(now)
-		}
-	}
+	ctxsleep.Every(ctx, w.period, func(now time.Time) { _, _ = w.Check(now) })
 }
 
 // Metrics are the TLS settings' metrics. A nil *Metrics records

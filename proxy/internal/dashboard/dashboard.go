@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"net/http"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/ctxsleep"
 )
 
 // Dashboard is the live dashboard of one server: the history its sampler
@@ -70,17 +72,8 @@ func New(v View, opts Options) *Dashboard {
 // stream. Call it once, on its own goroutine.
 func (d *Dashboard) Run(ctx context.Context) {
 	defer d.hist.close()
-	t := time.NewTicker(HistoryInterval)
-	defer t.Stop()
 	d.SampleAt(time.Now())
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-t.C:
-			d.SampleAt(now)
-		}
-	}
+	ctxsleep.Every(ctx, HistoryInterval, func(now time.Time) { d.SampleAt(now) })
 }
 
 // SampleAt takes the sample of time now from the view, encodes it, keeps
