@@ -3,8 +3,6 @@
 package policy
 
 import (
-	"os"
-
 	"github.com/sluicehq/sluice/internal/strictyaml"
 )
 
@@ -19,11 +17,7 @@ type ConfigError = strictyaml.FileError
 // decoded, defaulted and validated, as Parse does. Every error is a
 // *ConfigError naming the file.
 func Load(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, &ConfigError{File: path, Msg: err.Error()}
-	}
-	return Parse(path, data)
+	return strictyaml.ReadFile(path, Parse)
 }
 
 // Parse decodes data, the YAML of a policy (classes, stages, reject,

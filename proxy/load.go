@@ -24,11 +24,7 @@ type ConfigError = strictyaml.FileError
 // LoadFile reads, decodes, defaults and validates the configuration file
 // at path. Every error is a *ConfigError naming the file, line and field.
 func LoadFile(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, &ConfigError{File: path, Msg: err.Error()}
-	}
-	return Parse(path, data)
+	return strictyaml.ReadFile(path, Parse)
 }
 
 // Parse decodes data (the contents of the file called name) strictly:

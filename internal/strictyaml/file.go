@@ -4,6 +4,7 @@ package strictyaml
 
 import (
 	"errors"
+	"os"
 	"reflect"
 	"strconv"
 	"strings"
@@ -73,6 +74,19 @@ func DecodeFile(name string, data []byte, v any, want string) (*yaml.Node, error
 		return nil, fileError(name, DecodeError(err, "", lines))
 	}
 	return root, nil
+}
+
+// ReadFile reads the file at path and hands its contents to parse, with
+// path as the file's name: the Load of every sluice file (a proxy
+// configuration, a policy). An error reading the file is a *FileError
+// naming it; parse's errors are returned as they are.
+func ReadFile[T any](path string, parse func(name string, data []byte) (T, error)) (T, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		var zero T
+		return zero, &FileError{File: path, Msg: err.Error()}
+	}
+	return parse(path, data)
 }
 
 // ParseRoot returns the top-level node of data, or nil when data is not a

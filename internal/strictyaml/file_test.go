@@ -5,6 +5,8 @@ package strictyaml
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -121,5 +123,30 @@ func TestKeys(t *testing.T) {
 	}
 	if Keys(scalar) != nil || Keys(nil) != nil {
 		t.Error("Keys of a scalar or nil is not nil")
+	}
+}
+
+// ReadFile hands parse the file's name and contents, and names the file
+// in the error of a file it cannot read.
+func TestReadFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "p.yaml")
+	if err := os.WriteFile(path, []byte("a: 1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadFile(path, func(name string, data []byte) (string, error) {
+		return name + "|" + string(data), nil
+	})
+	if err != nil || got != path+"|a: 1\n" {
+		t.Errorf("ReadFile = %q, %v; want the name and the contents", got, err)
+	}
+	missing := filepath.Join(dir, "missing.yaml")
+	_, err = ReadFile(missing, func(string, []byte) (int, error) {
+		t.Error("parse called for a file that cannot be read")
+		return 0, nil
+	})
+	var fe *FileError
+	if !errors.As(err, &fe) || fe.File != missing || !strings.Contains(fe.Msg, "no such file") {
+		t.Errorf("error %v (%T), want a *FileError naming %s", err, err, missing)
 	}
 }
