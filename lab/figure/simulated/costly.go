@@ -35,6 +35,7 @@ type costlyParams struct {
 	factors           []float64
 	service           string
 	tailGuard         bool
+	entryTailGuard    bool
 	minCompletions    int
 	rows              []string
 	leafMedian        bool
@@ -49,7 +50,8 @@ func costlyScenario(ps *Params) RunFunc {
 	ps.Duration(&c.light, "light", time.Millisecond, time.Microsecond, time.Minute, "the light API's mean CPU time at the leaf (exponential)")
 	ps.Floats(&c.factors, "factors", []float64{10, 50}, 1, 1000, "the costly API's cost ÷ the light one's, one run each")
 	ps.Choice(&c.service, "service", "exp", []string{"exp", "det"}, "the calls' CPU time: exponential or deterministic about each API's mean")
-	ps.Bool(&c.tailGuard, "tail_guard", true, "auto's tail guard at every hop (auto.tail_guard): the costly API's calls are the tail")
+	ps.Bool(&c.tailGuard, "tail_guard", true, "auto's tail guard at the leaf (auto.tail_guard): the costly API's calls are the tail")
+	ps.Bool(&c.entryTailGuard, "entry_tail_guard", true, "auto's tail guard at the entry hop too")
 	ps.Int(&c.minCompletions, "min_completions", 200, 1, 1000000, "auto's throughput window at every hop (auto.min_completions)")
 	ps.Float(&c.overload, "overload", 8, 0, 1000, "offered CPU demand of both APIs at the leaf, × its capacity")
 	ps.Float(&c.lightLd, "light_load", 0.4, 0, 1000, "the light API's part of it, × capacity (the costly one sends the rest)")
@@ -220,7 +222,9 @@ func runCostlyOne(seed uint64, c costlyParams, factor float64, row costlyRow) (f
 	entryHop := &cpuHop{e: e, cpu: entryCPU, work: func(*sim.Request) float64 { return c.entryWork.Seconds() }, next: leaf.entry, cancel: row.cancel}
 	// The entry hop's stage sees each call's whole time, the leaf's
 	// included, and queues the APIs as the leaf does.
-	entry, err := newStaged(e, stage.Options{Name: "entry", Controller: auto(), MaxQueue: 4096, Tenants: entryTenants}, entryHop, nil)
+	entryAuto := auto()
+	entryAuto.TailGuard = c.tailGuard && c.entryTailGuard
+	entry, err := newStaged(e, stage.Options{Name: "entry", Controller: entryAuto, MaxQueue: 4096, Tenants: entryTenants}, entryHop, nil)
 	if err != nil {
 		return run, err
 	}
