@@ -256,6 +256,12 @@ type TenantsConfig struct {
 	// service behind this one) cannot take the slots another tenant's
 	// bursts need. See stage.Tenants.SlotShare.
 	SlotShare bool `yaml:"slot_share"`
+	// DeadlineBudget, when > 0, starts a request only while what is
+	// left of its deadline exceeds DeadlineBudget × its tenant's
+	// estimated service time at the stage; otherwise it is refused
+	// (outcome deadline) before it takes a slot (default 0: off). Needs
+	// cost service_time. See stage.Tenants.DeadlineBudget.
+	DeadlineBudget float64 `yaml:"deadline_budget"`
 	// IPv4Prefix and IPv6Prefix are the prefix lengths of the client
 	// address that name its tenant under key client (default 32 and
 	// 128: one tenant per address; 24 and 64 put a subnet in one).

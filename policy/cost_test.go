@@ -94,3 +94,22 @@ stages:
 		}
 	}
 }
+
+// tenants.deadline_budget reaches the stage: compiled, the stage's
+// tenants have it, and 0 (off) by default.
+func TestTenantDeadlineBudget(t *testing.T) {
+	for _, b := range []float64{0, 2} {
+		c := parse(t, fmt.Sprintf(`
+stages:
+  - {name: api, controller: auto, tenants: {fair: true, key: path, cost: service_time, deadline_budget: %v}}
+`, b))
+		c.SetDefaults()
+		if err := c.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		cs, _, err := compileStage(&c, 0, map[string]int{})
+		if err != nil || cs.fp.tenants.DeadlineBudget != b {
+			t.Errorf("deadline_budget %v: compiled %+v, %v", b, cs.fp.tenants, err)
+		}
+	}
+}

@@ -482,7 +482,11 @@ func compileTenants(p string, s *StageConfig, ctrl control.Config) (stage.Tenant
 	if tc.SlotShare && !tc.Fair {
 		return stage.Tenants{}, fieldErr(p+".tenants.slot_share", "needs fair: true")
 	}
-	return stage.Tenants{Fair: tc.Fair, Weights: maps.Clone(tc.Weights), DefaultWeight: tc.DefaultWeight, Cost: cost, SlotShare: tc.SlotShare}, nil
+	if b := tc.DeadlineBudget; b != 0 && (!(b > 0) || math.IsInf(b, 0) || cost != stage.CostServiceTime) {
+		return stage.Tenants{}, fieldErr(p+".tenants.deadline_budget", "%v must be a finite multiple ≥ 0 of the tenant's service time, such as 1, and needs cost: service_time", b)
+	}
+	return stage.Tenants{Fair: tc.Fair, Weights: maps.Clone(tc.Weights), DefaultWeight: tc.DefaultWeight, Cost: cost, SlotShare: tc.SlotShare,
+		DeadlineBudget: tc.DeadlineBudget}, nil
 }
 
 // compileTenantKey checks a stage's tenants.key and its prefix lengths.

@@ -130,6 +130,10 @@ stages: [{name: a, tenants: {fair: true, cost: cpu}}]`, "stages[0].tenants.cost"
 stages: [{name: a, tenants: {cost: service_time}}]`, "stages[0].tenants.cost", `"service_time" needs fair: true`},
 		{"slot share without fair queueing", `
 stages: [{name: a, tenants: {slot_share: true}}]`, "stages[0].tenants.slot_share", `needs fair: true`},
+		{"deadline budget without service time", `
+stages: [{name: a, tenants: {fair: true, deadline_budget: 1}}]`, "stages[0].tenants.deadline_budget", `needs cost: service_time`},
+		{"negative deadline budget", `
+stages: [{name: a, tenants: {fair: true, cost: service_time, deadline_budget: -1}}]`, "stages[0].tenants.deadline_budget", `-1 must be`},
 		{"path key without fair queueing", `
 stages: [{name: a, tenants: {key: path}}]`, "stages[0].tenants.key", `"path" needs fair: true`},
 		{"bad degrade header", `

@@ -280,11 +280,19 @@ type slotVerdict struct {
 // the request is offered to the queue, as w or, when w is nil, a waiter
 // from mk, which the queue may refuse when full or take by evicting a
 // lower-class waiter. It waits until the end of the allowed wait or its
-// deadline, whichever comes first.
+// deadline, whichever comes first. With a deadline budget
+// (Tenants.DeadlineBudget) the deadline is held less its tenant's
+// need_t, here and in the queue, and a request with no more than need_t
+// left is refused before it takes even a free slot.
 func (c *concGate) arrive(now time.Time, r Request, w *Wait, mk func() *Wait, mayWait bool) (v slotVerdict) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	class := r.Class
+	need := c.fair.need(r.Tenant)
+	if c.overBudget(now, r, need) {
+		v.tooLong, v.deadline = true, true
+		return v
+	}
 	if !c.fair.holds(r.Tenant) && c.slots.TryAdmitClass(class) {
 		c.fair.took(r.Tenant)
 		v.held = true
@@ -301,7 +309,7 @@ func (c *concGate) arrive(now time.Time, r Request, w *Wait, mk func() *Wait, ma
 	}
 	wait, byDeadline := allowed, false
 	if !r.Deadline.IsZero() {
-		if left := r.Deadline.Sub(now); left < wait {
+		if left := r.Deadline.Sub(now) - need; left < wait {
 			wait, byDeadline = left, true
 		}
 	}

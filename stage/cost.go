@@ -108,10 +108,13 @@ type costTable struct {
 	all      float64 // estimate over every completion (0: none yet)
 	period   map[string]costSum
 	allSum   costSum
+	// fresh holds the tenants with completions in the last period
+	// folded (for the deadline budget, see need).
+	fresh map[string]bool
 }
 
 func newCostTable() *costTable {
-	return &costTable{cur: make(map[string]float64), period: make(map[string]costSum)}
+	return &costTable{cur: make(map[string]float64), period: make(map[string]costSum), fresh: make(map[string]bool)}
 }
 
 // estimate returns tenant's estimated cost in seconds.
@@ -163,7 +166,9 @@ func (t *costTable) fold() {
 		}
 		t.allSum = costSum{}
 	}
+	clear(t.fresh)
 	for tenant, s := range t.period {
+		t.fresh[tenant] = true
 		m := s.sum / float64(s.n)
 		v, ok := t.cur[tenant]
 		if !ok {

@@ -92,6 +92,15 @@ type Tenants struct {
 	// tenant's bursts need. Off by default: fair queueing alone is
 	// work-conserving.
 	SlotShare bool
+	// DeadlineBudget, when > 0, starts a request only while what is
+	// left of its deadline exceeds DeadlineBudget × its tenant's
+	// estimated service time at the stage (see need): it is refused on
+	// arrival, or leaves the queue, once it does not. 1 budgets one mean
+	// service time; a heavy-tailed service time needs more (an
+	// exponential one, about 5 for the calls started to lose ≤ 4 % of
+	// their work to their deadline). Needs Cost CostServiceTime.
+	// Default 0: off.
+	DeadlineBudget float64
 }
 
 // validate checks the weights and fills the default.
@@ -102,6 +111,12 @@ func (t *Tenants) validate() error {
 	}
 	if err := validateCost(t.Cost); err != nil {
 		return err
+	}
+	if !mathx.Finite(t.DeadlineBudget) || t.DeadlineBudget < 0 {
+		return fmt.Errorf("tenant deadline budget %v must be ≥ 0", t.DeadlineBudget)
+	}
+	if t.DeadlineBudget > 0 && t.Cost != CostServiceTime {
+		return errBudgetCost
 	}
 	names := make([]string, 0, len(t.Weights))
 	for k := range t.Weights {
@@ -140,6 +155,7 @@ type fairQueue struct {
 	costs    *costTable    // per-tenant cost estimates (nil: one per request)
 	reported bool          // Cost is CostReported
 	share    *slotShare    // Tenants.SlotShare (nil: off)
+	budget   float64       // Tenants.DeadlineBudget (0: off)
 	// Successful completions since the last step, counted and weighted
 	// by their tenants' relative cost (see weighted).
 	okN, okW float64
@@ -155,6 +171,7 @@ func newFairQueue(t Tenants, classes, maxQueue int) *fairQueue {
 	if t.SlotShare {
 		f.share = newSlotShare(f.weight)
 	}
+	f.budget = t.DeadlineBudget
 	return f
 }
 

@@ -13,7 +13,9 @@ import (
 // 10× (and 50×) costlier per call, at 8× the leaf's capacity; a row per
 // way of running the leaf's stage (FIFO; fair queueing charged per
 // request; fair queueing charged by service time, with and without the
-// hog rule; by service time with cancellation off). Goodput is counted in
+// hog rule; by service time with cancellation off; with the slot share,
+// the deadline budget at the leaf, and the leaf's limit bounded near its
+// cores). Goodput is counted in
 // the leaf's CPU seconds per second of the calls answered within their
 // deadline, so that the shares are the cost measure's, and wasted work is
 // the leaf's CPU time spent on calls that were not answered in time.
@@ -47,9 +49,12 @@ type CostlyRun struct {
 
 // costlyChecked are the rows held to the figure's checks: sluice's
 // configuration for costly APIs (tenants.cost: service_time), with and
-// without the hog rule, and the live figure's reported row (tenants.cost:
-// reported, the leaf's CPU time carried back to the entry).
-var costlyChecked = map[string]bool{"service_time": true, "service_time_hog": true, "service_time_share": true, "reported": true}
+// without the hog rule, with the slot share, the deadline budget and the
+// leaf's limit near its cores, and the live figure's reported row
+// (tenants.cost: reported, the leaf's CPU time carried back to the
+// entry).
+var costlyChecked = map[string]bool{"service_time": true, "service_time_hog": true, "service_time_share": true, "reported": true,
+	"service_time_share_budget": true, "service_time_share_cores": true, "service_time_share_cores_budget": true}
 
 // CostlyChecks records the row (its name, and factor the costly API's
 // cost ÷ the light one's) in s, as <metric>_<row>_x<factor>[_<api>], and

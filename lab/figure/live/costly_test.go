@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -46,12 +47,20 @@ func TestCostlyPolicies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, row := range pl.rows {
+	for _, row := range append(pl.rows, "service_time_share_cores") {
 		for _, hop := range []string{"entry", "leaf"} {
 			if _, err := newCostlyPolicy(costlyStage(hop, row)); err != nil {
 				t.Errorf("%s %s: %v", row, hop, err)
 			}
 		}
+	}
+	// The bounded row: the leaf's limit at most 6, without the slot
+	// share; the entry with it, without the tail guard.
+	if leaf := costlyStage("leaf", "service_time_share_cores"); !strings.Contains(leaf, "max_limit: 6,") || strings.Contains(leaf, "slot_share") {
+		t.Errorf("bounded leaf: %s", leaf)
+	}
+	if entry := costlyStage("entry", "service_time_share_cores"); !strings.Contains(entry, "tail_guard: false") || !strings.Contains(entry, "slot_share: true") {
+		t.Errorf("bounded row's entry: %s", entry)
 	}
 }
 

@@ -4,6 +4,8 @@ package simulated
 
 import (
 	"fmt"
+	"math"
+	"slices"
 	"time"
 
 	"github.com/sluicehq/sluice/control/auto"
@@ -33,7 +35,13 @@ type costlyParams struct {
 	factors           []float64
 	service           string
 	tailGuard         bool
+	entryTailGuard    bool
 	minCompletions    int
+	rows              []string
+	leafMedian        bool
+	budget            float64
+	leafShare         bool
+	leafLimit         float64
 }
 
 func costlyScenario(ps *Params) RunFunc {
@@ -42,7 +50,8 @@ func costlyScenario(ps *Params) RunFunc {
 	ps.Duration(&c.light, "light", time.Millisecond, time.Microsecond, time.Minute, "the light API's mean CPU time at the leaf (exponential)")
 	ps.Floats(&c.factors, "factors", []float64{10, 50}, 1, 1000, "the costly API's cost ÷ the light one's, one run each")
 	ps.Choice(&c.service, "service", "exp", []string{"exp", "det"}, "the calls' CPU time: exponential or deterministic about each API's mean")
-	ps.Bool(&c.tailGuard, "tail_guard", true, "auto's tail guard at every hop (auto.tail_guard): the costly API's calls are the tail")
+	ps.Bool(&c.tailGuard, "tail_guard", true, "auto's tail guard at the leaf (auto.tail_guard): the costly API's calls are the tail")
+	ps.Bool(&c.entryTailGuard, "entry_tail_guard", true, "auto's tail guard at the entry hop too")
 	ps.Int(&c.minCompletions, "min_completions", 200, 1, 1000000, "auto's throughput window at every hop (auto.min_completions)")
 	ps.Float(&c.overload, "overload", 8, 0, 1000, "offered CPU demand of both APIs at the leaf, × its capacity")
 	ps.Float(&c.lightLd, "light_load", 0.4, 0, 1000, "the light API's part of it, × capacity (the costly one sends the rest)")
@@ -52,12 +61,22 @@ func costlyScenario(ps *Params) RunFunc {
 	ps.Duration(&c.deadline, "deadline", 500*time.Millisecond, time.Millisecond, time.Hour, "the client's deadline, travelling with each call")
 	ps.Duration(&c.warm, "warm", 10*time.Second, 0, time.Hour, "time before the measurement")
 	ps.Duration(&c.length, "length", 20*time.Second, time.Second, time.Hour, "time measured")
+	names := make([]string, len(costlyRows))
+	for i, r := range costlyRows {
+		names[i] = r.name
+	}
+	ps.Subset(&c.rows, "rows", names, names, "the rows to run, in the order given")
+	ps.Float(&c.budget, "budget", 3, 0, 100, "the deadline budget at the leaf in the *_budget rows (tenants.deadline_budget), × the tenant's mean service time there")
+	ps.Float(&c.leafLimit, "leaf_limit", 1.5, 0.25, 100, "the bound on the leaf's auto limit in the *_cores rows (auto.max_limit), × its cores")
+	ps.Bool(&c.leafShare, "leaf_share", false, "the slot share at the leaf too in the *_cores rows (at the entry only by default)")
+	ps.Bool(&c.leafMedian, "leaf_median_probe", false, "auto's median probe at the leaf (auto.median_probe), in every row")
 	return func(env Env) (*figure.Result, error) { return runCostly(env, c) }
 }
 
 // costlyRow is one way of running the hops: their queues' cost measure
 // ("" for FIFO), whether deadlines and the hog rule cancel calls in
-// service, the leaf's hog rule, and the slot share among tenants.
+// service, the leaf's hog rule, the slot share among tenants, the
+// deadline budget, and a bound on the leaf's limit.
 type costlyRow struct {
 	name   string
 	cost   stage.CostMeasure
@@ -65,6 +84,13 @@ type costlyRow struct {
 	cancel bool
 	hog    stage.Hog
 	share  bool // tenants.slot_share at both hops
+	budget bool // tenants.deadline_budget at the leaf
+	// cores bounds the leaf's auto limit near its cores (auto.max_limit,
+	// leaf_limit × cores): a processor-sharing CPU serves no more past
+	// them, it only stretches every call. The slot share is then at the
+	// entry only (leaf_share): at the leaf, a few slots split by peak
+	// demand leave the costly API too few.
+	cores bool
 }
 
 var costlyRows = []costlyRow{
@@ -74,6 +100,9 @@ var costlyRows = []costlyRow{
 	{name: "service_time_hog", cost: stage.CostServiceTime, cancel: true, hog: stage.Hog{OverShare: true}},
 	{name: "service_time_nocancel", cost: stage.CostServiceTime},
 	{name: "service_time_share", cost: stage.CostServiceTime, cancel: true, share: true},
+	{name: "service_time_share_budget", cost: stage.CostServiceTime, cancel: true, share: true, budget: true},
+	{name: "service_time_share_cores", cost: stage.CostServiceTime, cancel: true, share: true, cores: true},
+	{name: "service_time_share_cores_budget", cost: stage.CostServiceTime, cancel: true, share: true, cores: true, budget: true},
 }
 
 func runCostly(env Env, c costlyParams) (*figure.Result, error) {
@@ -81,6 +110,9 @@ func runCostly(env Env, c costlyParams) (*figure.Result, error) {
 	tab := figure.NewCostlyTable()
 	for _, f := range c.factors {
 		for _, row := range costlyRows {
+			if !slices.Contains(c.rows, row.name) {
+				continue
+			}
 			m, err := runCostlyOne(env.Seed, c, f, row)
 			if err != nil {
 				return nil, fmt.Errorf("x%g %s: %w", f, row.name, err)
@@ -164,9 +196,23 @@ func runCostlyOne(seed uint64, c costlyParams, factor float64, row costlyRow) (f
 	var run figure.CostlyRun
 	leafHop := &cpuHop{e: e, cpu: leafCPU, work: sim.Demand, cancel: row.cancel,
 		done: func(r *sim.Request, w float64) { r.Data.(*costlyCall).leafWork += w }}
-	leafOpts := stage.Options{Name: "leaf", Controller: auto(), MaxQueue: 4096, Hog: row.hog}
+	leafAuto := auto()
+	leafAuto.MedianProbe = c.leafMedian
+	if row.cores {
+		leafAuto.MaxLimit = math.Round(c.leafLimit * c.cores)
+		leafAuto.InitialLimit = min(leafAuto.InitialLimit, leafAuto.MaxLimit)
+		leafAuto.MinLimit = min(leafAuto.MinLimit, leafAuto.MaxLimit)
+	}
+	leafOpts := stage.Options{Name: "leaf", Controller: leafAuto, MaxQueue: 4096, Hog: row.hog}
 	if !row.fifo {
 		leafOpts.Tenants = stage.Tenants{Fair: true, Cost: row.cost, SlotShare: row.share}
+	}
+	entryTenants := leafOpts.Tenants
+	if row.budget {
+		leafOpts.Tenants.DeadlineBudget = c.budget
+	}
+	if row.cores && !c.leafShare {
+		leafOpts.Tenants.SlotShare = false
 	}
 	leaf, err := newStaged(e, leafOpts, leafHop, nil)
 	if err != nil {
@@ -176,7 +222,9 @@ func runCostlyOne(seed uint64, c costlyParams, factor float64, row costlyRow) (f
 	entryHop := &cpuHop{e: e, cpu: entryCPU, work: func(*sim.Request) float64 { return c.entryWork.Seconds() }, next: leaf.entry, cancel: row.cancel}
 	// The entry hop's stage sees each call's whole time, the leaf's
 	// included, and queues the APIs as the leaf does.
-	entry, err := newStaged(e, stage.Options{Name: "entry", Controller: auto(), MaxQueue: 4096, Tenants: leafOpts.Tenants}, entryHop, nil)
+	entryAuto := auto()
+	entryAuto.TailGuard = c.tailGuard && c.entryTailGuard
+	entry, err := newStaged(e, stage.Options{Name: "entry", Controller: entryAuto, MaxQueue: 4096, Tenants: entryTenants}, entryHop, nil)
 	if err != nil {
 		return run, err
 	}

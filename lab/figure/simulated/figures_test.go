@@ -570,11 +570,14 @@ func TestTenants(t *testing.T) {
 // it. At 50×, cancellation at the deadline is what keeps every answer in
 // time and halves the wasted work, and the slot share among tenants at
 // the hops (tenants.slot_share) is what keeps the light API's share: the
-// costly calls can no longer hold every slot of the entry hop. Wasted work
-// at 50× is not within 2 % yet (docs/experiments.md). One seed and a 10 s
-// interval keep the test short.
+// costly calls can no longer hold every slot of the entry hop. Bounding
+// the leaf's limit near its cores (auto.max_limit, the row
+// service_time_share_cores) cuts the wasted work at 50× to a fraction of
+// the slot share's alone; with exponential CPU times it is not within
+// 2 % on every seed yet (lab/NOTEBOOK.md). One seed, a 10 s interval and
+// only the rows checked keep the test short.
 func TestCostly(t *testing.T) {
-	s := run(t, "costly", 1, "factors=10", "warm=5s", "length=10s")
+	s := run(t, "costly", 1, "factors=10", "warm=5s", "length=10s", "rows=fifo,requests,service_time,service_time_hog")
 	for _, row := range []string{"service_time", "service_time_hog"} {
 		k := row + "_x10"
 		within(t, s, "goodput_cpu_"+k+"_light", 0.95*s.Metric("fair_share_cpu_"+k+"_light"), 1.01*s.Metric("fair_share_cpu_"+k+"_light"))
@@ -586,7 +589,7 @@ func TestCostly(t *testing.T) {
 		k := row + "_x10"
 		within(t, s, "goodput_cpu_"+k+"_light", 0, 0.3*s.Metric("fair_share_cpu_"+k+"_light"))
 	}
-	s = run(t, "costly", 1, "factors=50", "warm=5s", "length=10s")
+	s = run(t, "costly", 1, "factors=50", "warm=5s", "length=10s", "rows=service_time,service_time_nocancel,service_time_share,service_time_share_cores")
 	within(t, s, "late_service_time_x50", 0, 0)
 	within(t, s, "late_service_time_nocancel_x50", 1, 1e9)
 	within(t, s, "wasted_fraction_service_time_x50", 0, 0.6*s.Metric("wasted_fraction_service_time_nocancel_x50"))
@@ -594,4 +597,11 @@ func TestCostly(t *testing.T) {
 	within(t, s, "goodput_cpu_"+k+"_light", 0.95*s.Metric("fair_share_cpu_"+k+"_light"), 1.01*s.Metric("fair_share_cpu_"+k+"_light"))
 	within(t, s, "goodput_cpu_"+k+"_costly", 0.5*s.Metric("fair_share_cpu_"+k+"_costly"), 4)
 	within(t, s, "late_"+k, 0, 0)
+	// The leaf's limit bounded near its cores: a processor-sharing CPU no
+	// longer stretches the costly calls past their deadline, and the
+	// wasted work falls to a fraction of the slot share's alone.
+	c := "service_time_share_cores_x50"
+	within(t, s, "wasted_fraction_"+c, 0, 0.4*s.Metric("wasted_fraction_"+k))
+	within(t, s, "goodput_cpu_"+c+"_costly", 0.8*s.Metric("fair_share_cpu_"+c+"_costly"), 4)
+	within(t, s, "late_"+c, 0, 0)
 }
