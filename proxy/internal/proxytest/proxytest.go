@@ -12,9 +12,18 @@ import (
 	"net/http"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 )
+
+// TB is what the helpers need of a test (testing.TB has it): an
+// interface of their own, so that this package does not import testing,
+// which no package of the product may (scripts/check-lean.sh).
+type TB interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+	Cleanup(func())
+}
 
 // Timeout bounds every wait of these helpers: generous, so that a loaded
 // machine does not fail a test that would pass.
@@ -22,7 +31,7 @@ const Timeout = 20 * time.Second
 
 // Eventually polls cond every 5ms until it holds, and fails t when it
 // has not held within Timeout; what names the awaited condition.
-func Eventually(t testing.TB, what string, cond func() bool) {
+func Eventually(t TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(Timeout)
 	for !cond() {
@@ -36,7 +45,7 @@ func Eventually(t testing.TB, what string, cond func() bool) {
 // Send sends a request (method, url, body: nil for none, and the headers
 // hdr) through c and returns the response, its body unread; the test's
 // cleanup closes the body. A request that gets no answer fails t.
-func Send(t testing.TB, c *http.Client, method, url string, body io.Reader, hdr map[string]string) *http.Response {
+func Send(t TB, c *http.Client, method, url string, body io.Reader, hdr map[string]string) *http.Response {
 	t.Helper()
 	req, err := http.NewRequest(method, url, body)
 	if err != nil {
@@ -55,7 +64,7 @@ func Send(t testing.TB, c *http.Client, method, url string, body io.Reader, hdr 
 
 // Fetch is Send that reads the answer whole: its status, headers and
 // body. A body that cannot be read fails t.
-func Fetch(t testing.TB, c *http.Client, method, url string, body io.Reader, hdr map[string]string) (int, http.Header, string) {
+func Fetch(t TB, c *http.Client, method, url string, body io.Reader, hdr map[string]string) (int, http.Header, string) {
 	t.Helper()
 	resp := Send(t, c, method, url, body, hdr)
 	b, err := io.ReadAll(resp.Body)
