@@ -289,7 +289,7 @@ func (c *concGate) arrive(now time.Time, r Request, w *Wait, mk func() *Wait, ma
 	defer c.mu.Unlock()
 	class := r.Class
 	need := c.fair.need(r.Tenant)
-	if c.overBudget(now, r, need) {
+	if overBudget(now, r, need) {
 		v.tooLong, v.deadline = true, true
 		return v
 	}

@@ -17,8 +17,10 @@ import (
 // tenant's expected service time at this hop against the deadline
 // before the request starts:
 //
-//	need_t = ĉ_t  (the tenant's estimated service time, Tenants.Cost
-//	               service_time; before any completion NominalCost)
+//	need_t = k · ĉ_t  (k = Tenants.DeadlineBudget; ĉ_t the tenant's
+//	                  estimated service time, Tenants.Cost service_time;
+//	                  0 for a tenant with no completion in the last
+//	                  control period, see below)
 //	refuse at arrival        ⇔  deadline − now ≤ need_t
 //	wait in the queue until     deadline − need_t
 //	                           (or the allowed wait, if that ends first)
@@ -66,9 +68,9 @@ func (f *fairQueue) need(tenant string) time.Duration {
 	return time.Duration(f.budget * f.costs.estimate(tenant) * float64(time.Second))
 }
 
-// overBudget reports, under c's lock, whether request r arriving at now
-// has no more time before its deadline than its tenant's expected
-// service time (need > 0), and so is refused at once.
-func (c *concGate) overBudget(now time.Time, r Request, need time.Duration) bool {
+// overBudget reports whether request r arriving at now has no more time
+// before its deadline than its tenant's expected service time (need >
+// 0), and so is refused at once.
+func overBudget(now time.Time, r Request, need time.Duration) bool {
 	return need > 0 && !r.Deadline.IsZero() && r.Deadline.Sub(now) <= need
 }
