@@ -281,6 +281,17 @@ func HotelResult(res *Result, c HotelParams, g *HotelGraph, runs []*HotelRun) er
 		"p99_ms", "high_goodput_rps", "low_goodput_rps", "light_goodput_rps", "heavy_goodput_rps", "leaf_work_s",
 		"leaf_wasted_s")
 	figs := map[string]*report.Figure{}
+	for _, scn := range c.Scenarios {
+		sc, streams, err := c.ScenarioStreams(g, scn)
+		if err != nil {
+			return err
+		}
+		b, err := c.stormBound(g, sc, streams)
+		if err != nil {
+			return err
+		}
+		s.Set(HotelBoundMetric(scn), b)
+	}
 	for _, run := range runs {
 		scn, streams, err := c.ScenarioStreams(g, run.Scenario)
 		if err != nil {
@@ -359,6 +370,11 @@ func hotelFigure(s HotelScenario, xs, capacity []float64) *report.Figure {
 	}}
 }
 
+// HotelBoundMetric returns the name of scenario scn's storm goodput
+// bound (the mean of GoodputBoundAt over the storm goodput's window,
+// requests/s): storm_goodput_bound_rps_step_3.
+func HotelBoundMetric(scn string) string { return "storm_goodput_bound_rps_" + HotelTag(scn) }
+
 // HotelBestPeer returns the peer row with the highest storm goodput in
 // scenario scn among those in s, and its value (NaN and "" if none).
 func HotelBestPeer(s *report.Summary, scn string) (string, float64) {
@@ -388,8 +404,12 @@ func HotelChecks(s *report.Summary, c HotelParams) []Check {
 		}
 		metric := func(base string) string { return HotelMetric(base, scn, row) }
 		if best, bv := HotelBestPeer(s, scn); best != "" {
+			bound := ""
+			if b, ok := s.Get(HotelBoundMetric(scn)); ok {
+				bound = fmt.Sprintf("; no controller can serve more than %s req/s here", Num(b))
+			}
 			cs = append(cs,
-				AtLeast(s, fmt.Sprintf("%s: sluice's goodput within the SLO over the event and the 10 s after ≥ 1.2× the best tuned peer's (%s, %s req/s)", scn, best, Num(bv)),
+				AtLeast(s, fmt.Sprintf("%s: sluice's goodput within the SLO over the event and the 10 s after ≥ 1.2× the best tuned peer's (%s, %s req/s%s)", scn, best, Num(bv), bound),
 					metric("storm_goodput_rps"), 1.2*bv),
 				AtLeast(s, fmt.Sprintf("%s (moonshot): … ≥ 1.5× the best tuned peer's", scn), metric("storm_goodput_rps"), 1.5*bv))
 		}

@@ -213,3 +213,53 @@ func TestHotelPeerConfig(t *testing.T) {
 		t.Errorf("defaults: %v %v", p, ok)
 	}
 }
+
+// The goodput bound, worked by hand: rate (1 s of CPU per second) is the
+// bottleneck, a search costs it 4 ms and a reserve 16 ms, so the bound
+// serves searches first. Before the event all that is offered fits
+// (0.7·C); during it, e.g. step-1.4 serves all 175 searches (0.7 s/s)
+// and 0.3/0.016 = 18.75 reserves, step-3 250 searches and no reserve.
+func TestHotelGoodputBound(t *testing.T) {
+	c := DefaultHotel()
+	g := HotelGraphSmall()
+	cases := map[string]float64{
+		HotelStep14: 175 + 18.75, HotelStep3: 250, HotelStep8: 250,
+		// Every call to rate costs 3×: 1/12 ms of searches.
+		HotelDrop: 1000.0 / 12,
+		// The crowd is searches (prefetch, 4 ms at rate) beside the
+		// high class's: 250 of them, no reserve.
+		HotelCrowd: 250,
+		// All 87.5 searches, then reserves at 160 ms (800 ms) at rate.
+		HotelCost10: 87.5 + 0.65/0.16, HotelCost50: 87.5 + 0.65/0.8,
+	}
+	for scn, want := range cases {
+		s, st, err := c.ScenarioStreams(g, scn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := c.GoodputBoundAt(g, s, st, s.Start+time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if math.Abs(got-want) > 1e-6 {
+			t.Errorf("%s: bound during the event %v, want %v", scn, got, want)
+		}
+		if got, err := c.GoodputBoundAt(g, s, st, 0); err != nil || math.Abs(got-0.7*156.25) > 1e-6 {
+			t.Errorf("%s: bound before the event %v (%v), want what is offered, %v", scn, got, err, 0.7*156.25)
+		}
+		// Never below the fair share's capacity, which is one of the
+		// allocations the bound maximises over.
+		if capa := c.CapacityAt(g, s, st, s.Start+time.Second); got < capa-1e-6 {
+			t.Errorf("%s: bound %v below the fair capacity %v", scn, got, capa)
+		}
+	}
+	// Over the storm window: step-3's 15 s at 250 and 10 s after at
+	// what is offered (109.375).
+	s, st, err := c.ScenarioStreams(g, HotelStep3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := c.stormBound(g, s, st); err != nil || math.Abs(got-(15*250+10*109.375)/25) > 1e-6 {
+		t.Errorf("step-3: storm bound %v (%v), want %v", got, err, (15*250+10*109.375)/25)
+	}
+}

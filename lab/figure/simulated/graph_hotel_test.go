@@ -74,6 +74,15 @@ func TestHotelPeersRun(t *testing.T) {
 	res := runShortHotel(t, 1, "scenarios=step-3", "step_len=5s", "peer_params=defaults")
 	s := res.Summary
 	none := s.Metric(figure.HotelMetric("storm_goodput_rps", figure.HotelStep3, figure.HotelNone))
+	// No row serves more than the goodput bound (the linear program's
+	// most over the window; a call sent in its last half second may be
+	// served after it, hence 2 %).
+	bound := s.Metric(figure.HotelBoundMetric(figure.HotelStep3))
+	for _, row := range figure.HotelRows {
+		if g := s.Metric(figure.HotelMetric("storm_goodput_rps", figure.HotelStep3, row)); !(g <= 1.02*bound) {
+			t.Errorf("%s: storm goodput %.1f req/s against the bound %.1f", row, g, bound)
+		}
+	}
 	for _, p := range figure.HotelPeers {
 		g := s.Metric(figure.HotelMetric("storm_goodput_rps", figure.HotelStep3, p))
 		if s.Metric(figure.HotelMetric("users", figure.HotelStep3, p)) < 1000 {
