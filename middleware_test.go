@@ -30,9 +30,6 @@ import (
 // newPolicy reads src as a policy file and builds it.
 func newPolicy(t testing.TB, src string) *policy.Policy { return policytest.New(t, src) }
 
-// runningPolicy is newPolicy with the control loop running until t ends.
-func runningPolicy(t testing.TB, src string) *policy.Policy { return policytest.Running(t, src) }
-
 // serve starts a real server on 127.0.0.1 whose panics are not logged.
 func serve(t testing.TB, h http.Handler) *httptest.Server {
 	t.Helper()
@@ -567,7 +564,7 @@ func panicOrExit() { runtime.Goexit() }
 // time, so no real-time assertion).
 func TestMiddlewareSEDACutsRateUnderOverload(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p := runningPolicy(t, `
+		p := policytest.Running(t, `
 stages: [{name: api, controller: seda, burst: 2, params: {target: 100ms, nreq: 20, initial_rate: 200}}]
 `)
 		h := sluice.Middleware(p)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -607,7 +604,7 @@ stages: [{name: api, controller: seda, burst: 2, params: {target: 100ms, nreq: 2
 // at once, answers stay within the SLO, and the high class is shed last.
 func TestMiddlewareAutoUnderOverload(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p := runningPolicy(t, `
+		p := policytest.Running(t, `
 classes:
   order: [gold, bronze]
   rules: [{class: gold, header: {name: X-Tier, value: gold, trust: any}}]
@@ -721,7 +718,7 @@ func BenchmarkMiddleware(b *testing.B) {
 		w.WriteHeader(200)
 		w.Write([]byte("ok"))
 	})
-	p := runningPolicy(b, benchPolicy)
+	p := policytest.Running(b, benchPolicy)
 	// A degrading stage below full quality adds the quality to the
 	// request context (two allocations: the context and the request copy).
 	deg := newPolicy(b, strings.Replace(benchPolicy, "params: {target: 1s, rate_max: 1e9, initial_rate: 1e9}",

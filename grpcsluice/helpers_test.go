@@ -29,9 +29,6 @@ import (
 // newPolicy reads src as a policy file and builds it.
 func newPolicy(t testing.TB, src string) *policy.Policy { return policytest.New(t, src) }
 
-// runningPolicy is newPolicy with the control loop running until t ends.
-func runningPolicy(t testing.TB, src string) *policy.Policy { return policytest.Running(t, src) }
-
 // seen is what the test service saw of a call.
 type seen struct {
 	hop      sluice.Hop
