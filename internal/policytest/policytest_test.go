@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/internal/metrictest"
 )
 
 // A policy file is read strictly and built.
@@ -26,18 +28,7 @@ func TestRunning(t *testing.T) {
 		time.Sleep(3 * time.Second)
 		reg := prometheus.NewPedanticRegistry()
 		reg.MustRegister(p.Collector())
-		mfs, err := reg.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		steps := -1.0
-		for _, mf := range mfs {
-			for _, m := range mf.GetMetric() {
-				if mf.GetName() == "sluice_controller_decisions_total" && m.GetLabel()[0].GetValue() == "api" {
-					steps = m.GetCounter().GetValue()
-				}
-			}
-		}
+		steps := metrictest.Metric(t, reg, "sluice_controller_decisions_total", map[string]string{"stage": "api"}).GetCounter().GetValue()
 		t.Logf("stage api: %v steps in 3 s", steps)
 		if steps < 1 {
 			t.Errorf("stage api took %v steps in 3 s, want its control loop running", steps)
