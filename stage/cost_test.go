@@ -41,21 +41,6 @@ type costSim struct {
 	rt       [][]time.Duration
 }
 
-type costWaiter struct {
-	Wait
-	c     *costSim
-	i     int
-	timer *vevent
-}
-
-func (w *costWaiter) Granted(t Ticket) { w.timer.cancel(&w.c.v); w.c.serve(t, w.i) }
-func (w *costWaiter) Dropped(error) {
-	w.timer.cancel(&w.c.v)
-	if w.c.counting {
-		w.c.rej[w.i]++
-	}
-}
-
 func newCostSim(t *testing.T, st *Stage, cores float64, seed uint64, tenants []costTenant) *costSim {
 	t.Helper()
 	n := len(tenants)
@@ -74,23 +59,11 @@ func newCostSim(t *testing.T, st *Stage, cores float64, seed uint64, tenants []c
 func (c *costSim) arrive(i int) {
 	c.v.at(c.v.now.Add(time.Duration(c.rng.ExpFloat64()/c.tenants[i].rate*1e9)), func() {
 		c.arrive(i)
-		w := &costWaiter{c: c, i: i}
-		w.Notify = w
-		tk, o, _ := c.st.ArriveRequest(c.v.now, Request{Tenant: c.tenants[i].name}, &w.Wait)
-		switch o {
-		case gate.Admitted:
-			c.serve(tk, i)
-		case gate.Rejected:
+		vArrive(&c.v, c.st, Request{Tenant: c.tenants[i].name}, func(tk Ticket) { c.serve(tk, i) }, func() {
 			if c.counting {
 				c.rej[i]++
 			}
-		default:
-			w.timer = c.v.at(w.Deadline, func() {
-				if c.st.Leave(c.v.now, &w.Wait, true) && c.counting {
-					c.rej[i]++
-				}
-			})
-		}
+		})
 	})
 }
 
