@@ -127,7 +127,6 @@ func maxMin(capacity float64, demands []float64) []float64 {
 // charged per request (the default, the control), the light API gets far
 // less.
 func TestStageTenantsCostFair(t *testing.T) {
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	const cores = 8.0
 	light := 2 * time.Millisecond
 	type scenario struct {
@@ -217,7 +216,6 @@ func (w *traceWaiter) Dropped(error) { *w.granted = append(*w.granted, "dropped:
 // with a blocker, and queues heavy, twelve lights and heavy again.
 func costTrace(t *testing.T, cost CostMeasure) (st *Stage, now time.Time, order *[]string, tickets map[string]Ticket, blocker Ticket) {
 	t.Helper()
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	st = newStage(t, Options{Name: "trace", Controller: &control.StaticConcurrencyConfig{Limit: 1, Period: 100 * time.Millisecond},
 		QueueTimeout: time.Minute, Tenants: Tenants{Fair: true, Cost: cost}}, t0)
 	now = t0
@@ -339,7 +337,6 @@ func TestStageTenantsExpiredGiveBack(t *testing.T) {
 	if raceEnabled {
 		t.Skip("one goroutine in virtual time: nothing for the race detector, and minutes under it; runs without -race")
 	}
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	const cores = 8.0
 	mean := 10 * time.Millisecond
 	for _, cost := range []CostMeasure{CostRequests, CostServiceTime} {

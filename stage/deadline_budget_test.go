@@ -27,7 +27,6 @@ import (
 //	           budget that refused all of x would never refresh it):
 //	           E, 50 ms left, takes the free slot.
 func TestDeadlineBudget(t *testing.T) {
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 	for _, budget := range []float64{0, 1} {
 		st, err := New(Options{Name: "budget", Controller: &control.StaticConcurrencyConfig{Limit: 1, Period: ms(100)},

@@ -74,7 +74,6 @@ func (h *hogSim) serve(tk Ticket, i int) {
 // after it got its slot, with a HogError naming the reason, and the
 // others are served.
 func TestHogMaxServiceTime(t *testing.T) {
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	for _, max := range []time.Duration{0, time.Second} {
 		st, err := New(Options{Name: "hog", Controller: &control.StaticConcurrencyConfig{Limit: 2, Period: 100 * time.Millisecond},
 			QueueTimeout: time.Second, Hog: Hog{MaxService: max}}, t0)
@@ -163,7 +162,6 @@ func costlyBesideLight(t *testing.T, setting string, on bool, costly time.Durati
 // A hog rule's settings are checked: over_share needs fair queueing and
 // a min service time (auto's SLO by default), durations are ≥ 0.
 func TestHogSettings(t *testing.T) {
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	static := &control.StaticConcurrencyConfig{Limit: 2, Period: time.Second}
 	for _, tc := range []struct {
 		name string

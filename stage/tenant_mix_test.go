@@ -27,7 +27,6 @@ type tenantResult struct {
 // 10 s to settle, 20 s measured.
 func runTenantMix(t *testing.T, names []string, rates []float64, classes []int, weights map[string]float64) []tenantResult {
 	t.Helper()
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	cfg := auto.DefaultConfig()
 	cfg.SLO = 250 * time.Millisecond
 	opts := Options{Name: "mix", Controller: &cfg, Tenants: Tenants{Fair: true, Weights: weights}}
@@ -103,7 +102,6 @@ func TestStageTenantsWithinClass(t *testing.T) {
 // proxy's 503 with Retry-After) and counted as a rejection of its own
 // kind (FairEvicted), and the light tenant's request waits.
 func TestStageTenantsFullQueueEvictsLongestBacklog(t *testing.T) {
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	cfg := control.StaticConcurrencyConfig{Limit: 1, Period: time.Second}
 	st := newStage(t, Options{Name: "evict", Controller: &cfg, MaxQueue: 3, QueueTimeout: time.Second,
 		Tenants: Tenants{Fair: true}}, t0)
