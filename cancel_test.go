@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/client"
+	"github.com/sluicehq/sluice/internal/policytest"
 )
 
 const cancelHopPolicy = `
@@ -130,12 +131,9 @@ func TestCancellationCrossesTwoHops(t *testing.T) {
 // with Retry-After) from the middleware. A handler whose deadline passes
 // before it answers gets 504, not an empty 200.
 func TestMiddlewareAnswersCancelledRequests(t *testing.T) {
-	p := newPolicy(t, `
+	p := policytest.Running(t, `
 stages: [{name: api, controller: static-concurrency, params: {limit: 10, period: 50ms}, hog: {max_service_time: 200ms}}]
 `)
-	ctx, stop := context.WithCancel(context.Background())
-	defer stop()
-	go p.Run(ctx)
 	ended := make(chan workEnd, 2)
 	srv := serve(t, sluice.Middleware(p)(leaf(ended)))
 	var hogs atomic.Int64

@@ -564,12 +564,9 @@ func panicOrExit() { runtime.Goexit() }
 // time, so no real-time assertion).
 func TestMiddlewareSEDACutsRateUnderOverload(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p := newPolicy(t, `
+		p := policytest.Running(t, `
 stages: [{name: api, controller: seda, burst: 2, params: {target: 100ms, nreq: 20, initial_rate: 200}}]
 `)
-		ctx, cancel := context.WithCancel(t.Context())
-		defer cancel()
-		go p.Run(ctx)
 		h := sluice.Middleware(p)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			time.Sleep(time.Second)
 		}))
@@ -607,15 +604,12 @@ stages: [{name: api, controller: seda, burst: 2, params: {target: 100ms, nreq: 2
 // at once, answers stay within the SLO, and the high class is shed last.
 func TestMiddlewareAutoUnderOverload(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p := newPolicy(t, `
+		p := policytest.Running(t, `
 classes:
   order: [gold, bronze]
   rules: [{class: gold, header: {name: X-Tier, value: gold, trust: any}}]
 stages: [{name: api, controller: auto, params: {slo: 250ms}}]
 `)
-		ctx, cancel := context.WithCancel(t.Context())
-		defer cancel()
-		go p.Run(ctx)
 		workers := make(chan struct{}, 4)
 		var inService, peak atomic.Int64
 		h := sluice.Middleware(p)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -724,10 +718,7 @@ func BenchmarkMiddleware(b *testing.B) {
 		w.WriteHeader(200)
 		w.Write([]byte("ok"))
 	})
-	p := newPolicy(b, benchPolicy)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go p.Run(ctx)
+	p := policytest.Running(b, benchPolicy)
 	// A degrading stage below full quality adds the quality to the
 	// request context (two allocations: the context and the request copy).
 	deg := newPolicy(b, strings.Replace(benchPolicy, "params: {target: 1s, rate_max: 1e9, initial_rate: 1e9}",

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc"
@@ -20,6 +20,8 @@ import (
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+
+	"github.com/sluicehq/sluice/internal/metrictest"
 )
 
 // Malformed hop metadata from a trusted peer (a priority that names no
@@ -38,15 +40,13 @@ stages: [{name: api, match: {grpc_service: grpc.testing.TestService}, controller
 	if a := totals(pol, "api", 0).Admitted; a != 1 {
 		t.Errorf("default class admitted %d, want 1", a)
 	}
-	want := `
-# HELP sluice_hop_invalid_total Hop headers (priority, tenant, timeout) that were malformed and treated as absent.
-# TYPE sluice_hop_invalid_total counter
-sluice_hop_invalid_total{header="priority"} 1
-sluice_hop_invalid_total{header="tenant"} 0
-sluice_hop_invalid_total{header="timeout"} 1
-`
-	if err := testutil.CollectAndCompare(pol.Collector(), strings.NewReader(want), "sluice_hop_invalid_total"); err != nil {
-		t.Error(err)
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(pol.Collector())
+	for h, want := range map[string]float64{"priority": 1, "tenant": 0, "timeout": 1} {
+		m := metrictest.Metric(t, reg, "sluice_hop_invalid_total", map[string]string{"header": h})
+		if m == nil || m.GetCounter().GetValue() != want {
+			t.Errorf("sluice_hop_invalid_total{header=%q}: %v, want %v", h, m, want)
+		}
 	}
 }
 

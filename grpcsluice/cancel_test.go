@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sluicehq/sluice/client"
+	"github.com/sluicehq/sluice/internal/policytest"
 )
 
 // leafService works on each UnaryCall until its context ends (at most a
@@ -100,12 +101,9 @@ func TestCancellationCrossesTwoGRPCHops(t *testing.T) {
 // A call a stage's hog rule cancels is answered RESOURCE_EXHAUSTED, with
 // the rule's reason, and counted; its handler saw its context end.
 func TestHogCancelledCallIsResourceExhausted(t *testing.T) {
-	pol := newPolicy(t, `
+	pol := policytest.Running(t, `
 stages: [{name: api, controller: static-concurrency, params: {limit: 10, period: 50ms}, hog: {max_service_time: 200ms}}]
 `)
-	ctx, stop := context.WithCancel(context.Background())
-	defer stop()
-	go pol.Run(ctx)
 	leaf := &leafService{ended: make(chan time.Time, 1)}
 	sl := NewServer(pol, ServerOptions{})
 	cc := tcpDialOpts(t, []grpc.ServerOption{grpc.ChainUnaryInterceptor(sl.UnaryInterceptor())}, leaf)

@@ -3,7 +3,6 @@
 package policy
 
 import (
-	"fmt"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -76,40 +75,29 @@ stages:
 	}
 }
 
-// tenants.slot_share reaches the stage: compiled, the stage's tenants
-// have it on, and off by default.
-func TestTenantSlotShare(t *testing.T) {
-	for _, on := range []bool{false, true} {
-		c := parse(t, fmt.Sprintf(`
+// tenants.slot_share and tenants.deadline_budget reach the stage:
+// compiled, the stage's tenants have them, and off (false, 0) by default.
+func TestTenantSlotShareAndDeadlineBudget(t *testing.T) {
+	for _, tc := range []struct {
+		set       string // added to the stage's tenants section
+		slotShare bool
+		budget    float64
+	}{
+		{"", false, 0},
+		{", slot_share: true", true, 0},
+		{", deadline_budget: 2", false, 2},
+	} {
+		c := parse(t, `
 stages:
-  - {name: api, controller: auto, tenants: {fair: true, key: path, cost: service_time, slot_share: %v}}
-`, on))
+  - {name: api, controller: auto, tenants: {fair: true, key: path, cost: service_time`+tc.set+`}}
+`)
 		c.SetDefaults()
 		if err := c.Validate(); err != nil {
 			t.Fatal(err)
 		}
 		cs, _, err := compileStage(&c, 0, map[string]int{})
-		if err != nil || cs.fp.tenants.SlotShare != on {
-			t.Errorf("slot_share %v: compiled %+v, %v", on, cs.fp.tenants, err)
-		}
-	}
-}
-
-// tenants.deadline_budget reaches the stage: compiled, the stage's
-// tenants have it, and 0 (off) by default.
-func TestTenantDeadlineBudget(t *testing.T) {
-	for _, b := range []float64{0, 2} {
-		c := parse(t, fmt.Sprintf(`
-stages:
-  - {name: api, controller: auto, tenants: {fair: true, key: path, cost: service_time, deadline_budget: %v}}
-`, b))
-		c.SetDefaults()
-		if err := c.Validate(); err != nil {
-			t.Fatal(err)
-		}
-		cs, _, err := compileStage(&c, 0, map[string]int{})
-		if err != nil || cs.fp.tenants.DeadlineBudget != b {
-			t.Errorf("deadline_budget %v: compiled %+v, %v", b, cs.fp.tenants, err)
+		if err != nil || cs.fp.tenants.SlotShare != tc.slotShare || cs.fp.tenants.DeadlineBudget != tc.budget {
+			t.Errorf("%q: compiled %+v, %v; want slot_share %v, deadline_budget %v", tc.set, cs.fp.tenants, err, tc.slotShare, tc.budget)
 		}
 	}
 }

@@ -126,7 +126,7 @@ func BenchmarkAdmissionTenants(b *testing.B) {
 }
 
 func benchTenants(b *testing.B, predicted bool) {
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	now := t0
 	cfg := control.StaticConcurrencyConfig{Limit: 64, Period: time.Hour}
 	s := newStage(b, Options{Name: "b", Controller: &cfg, MaxQueue: 128, QueueTimeout: time.Hour, Tenants: Tenants{Fair: true}}, now)
 	if predicted {

@@ -41,21 +41,6 @@ type costSim struct {
 	rt       [][]time.Duration
 }
 
-type costWaiter struct {
-	Wait
-	c     *costSim
-	i     int
-	timer *vevent
-}
-
-func (w *costWaiter) Granted(t Ticket) { w.timer.cancel(&w.c.v); w.c.serve(t, w.i) }
-func (w *costWaiter) Dropped(error) {
-	w.timer.cancel(&w.c.v)
-	if w.c.counting {
-		w.c.rej[w.i]++
-	}
-}
-
 func newCostSim(t *testing.T, st *Stage, cores float64, seed uint64, tenants []costTenant) *costSim {
 	t.Helper()
 	n := len(tenants)
@@ -74,23 +59,11 @@ func newCostSim(t *testing.T, st *Stage, cores float64, seed uint64, tenants []c
 func (c *costSim) arrive(i int) {
 	c.v.at(c.v.now.Add(time.Duration(c.rng.ExpFloat64()/c.tenants[i].rate*1e9)), func() {
 		c.arrive(i)
-		w := &costWaiter{c: c, i: i}
-		w.Notify = w
-		tk, o, _ := c.st.ArriveRequest(c.v.now, Request{Tenant: c.tenants[i].name}, &w.Wait)
-		switch o {
-		case gate.Admitted:
-			c.serve(tk, i)
-		case gate.Rejected:
+		vArrive(&c.v, c.st, Request{Tenant: c.tenants[i].name}, func(tk Ticket) { c.serve(tk, i) }, func() {
 			if c.counting {
 				c.rej[i]++
 			}
-		default:
-			w.timer = c.v.at(w.Deadline, func() {
-				if c.st.Leave(c.v.now, &w.Wait, true) && c.counting {
-					c.rej[i]++
-				}
-			})
-		}
+		})
 	})
 }
 
@@ -154,7 +127,6 @@ func maxMin(capacity float64, demands []float64) []float64 {
 // charged per request (the default, the control), the light API gets far
 // less.
 func TestStageTenantsCostFair(t *testing.T) {
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	const cores = 8.0
 	light := 2 * time.Millisecond
 	type scenario struct {
@@ -244,7 +216,6 @@ func (w *traceWaiter) Dropped(error) { *w.granted = append(*w.granted, "dropped:
 // with a blocker, and queues heavy, twelve lights and heavy again.
 func costTrace(t *testing.T, cost CostMeasure) (st *Stage, now time.Time, order *[]string, tickets map[string]Ticket, blocker Ticket) {
 	t.Helper()
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	st = newStage(t, Options{Name: "trace", Controller: &control.StaticConcurrencyConfig{Limit: 1, Period: 100 * time.Millisecond},
 		QueueTimeout: time.Minute, Tenants: Tenants{Fair: true, Cost: cost}}, t0)
 	now = t0
@@ -366,7 +337,6 @@ func TestStageTenantsExpiredGiveBack(t *testing.T) {
 	if raceEnabled {
 		t.Skip("one goroutine in virtual time: nothing for the race detector, and minutes under it; runs without -race")
 	}
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	const cores = 8.0
 	mean := 10 * time.Millisecond
 	for _, cost := range []CostMeasure{CostRequests, CostServiceTime} {

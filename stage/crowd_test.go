@@ -156,7 +156,6 @@ func (c *crowdSim) run(until time.Time) {
 // capacity, not zero. Without priority shedding, gradient2 loses high
 // requests about as often as low ones.
 func TestStagePriorityUnderCrowd(t *testing.T) {
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	run := func(cfg control.Config, p Priority) (high, lowRPS float64) {
 		st := newStage(t, Options{Name: "crowd", Controller: cfg, ClassNames: []string{"high", "low"}, Priority: p}, t0)
 		c := &crowdSim{st: st, now: t0, workers: 8, service: 10 * time.Millisecond,

@@ -11,16 +11,6 @@ import (
 	"github.com/sluicehq/sluice/gate"
 )
 
-// budgetWaiter records how its request left the queue.
-type budgetWaiter struct {
-	Wait
-	granted bool
-	err     error
-}
-
-func (w *budgetWaiter) Granted(Ticket)    { w.granted = true }
-func (w *budgetWaiter) Dropped(err error) { w.err = err }
-
 // The deadline budget by hand, one slot, tenant x's service time 100 ms
 // (one completion folded by a step), budget 1 (100 ms) or off:
 //
@@ -37,7 +27,6 @@ func (w *budgetWaiter) Dropped(err error) { w.err = err }
 //	           budget that refused all of x would never refresh it):
 //	           E, 50 ms left, takes the free slot.
 func TestDeadlineBudget(t *testing.T) {
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 	for _, budget := range []float64{0, 1} {
 		st, err := New(Options{Name: "budget", Controller: &control.StaticConcurrencyConfig{Limit: 1, Period: ms(100)},
@@ -53,7 +42,8 @@ func TestDeadlineBudget(t *testing.T) {
 		st.Step(t0.Add(ms(100)))
 		t1 := t0.Add(ms(200))
 
-		b, o, err := st.ArriveRequest(t1, Request{Tenant: "x", Deadline: t1.Add(ms(90))}, &(&budgetWaiter{}).Wait)
+		bw, _ := waitFor(0)
+		b, o, err := st.ArriveRequest(t1, Request{Tenant: "x", Deadline: t1.Add(ms(90))}, bw)
 		switch {
 		case budget > 0 && (o != gate.Rejected || !errors.Is(err, ErrDeadline)):
 			t.Errorf("budget %g: B with 90 ms left of a 100 ms budget: %v, %v; want refused, ErrDeadline", budget, o, err)
@@ -63,21 +53,21 @@ func TestDeadlineBudget(t *testing.T) {
 			b.Finish(t1, Outcome{OK: false, NoSample: true})
 		}
 
-		c, o, err := st.ArriveRequest(t1, Request{Tenant: "x", Deadline: t1.Add(ms(150))}, &(&budgetWaiter{}).Wait)
+		cw, _ := waitFor(0)
+		c, o, err := st.ArriveRequest(t1, Request{Tenant: "x", Deadline: t1.Add(ms(150))}, cw)
 		if o != gate.Admitted {
 			t.Fatalf("budget %g: C with 150 ms left: %v, %v; want admitted", budget, o, err)
 		}
-		d := &budgetWaiter{}
-		d.Notify = d
-		if _, o, err = st.ArriveRequest(t1, Request{Tenant: "x", Deadline: t1.Add(ms(250))}, &d.Wait); o != gate.Queued {
+		dw, d := waitFor(0)
+		if _, o, err = st.ArriveRequest(t1, Request{Tenant: "x", Deadline: t1.Add(ms(250))}, dw); o != gate.Queued {
 			t.Fatalf("budget %g: D with 250 ms left: %v, %v; want queued", budget, o, err)
 		}
 		want := t1.Add(ms(250))
 		if budget > 0 {
 			want = t1.Add(ms(150))
 		}
-		if !d.Deadline.Equal(want) {
-			t.Errorf("budget %g: D waits until %v after t1, want %v", budget, d.Deadline.Sub(t1), want.Sub(t1))
+		if !dw.Deadline.Equal(want) {
+			t.Errorf("budget %g: D waits until %v after t1, want %v", budget, dw.Deadline.Sub(t1), want.Sub(t1))
 		}
 		c.Finish(t1.Add(ms(180)), Outcome{OK: true})
 		if budget > 0 {

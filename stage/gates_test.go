@@ -11,6 +11,7 @@ import (
 	"github.com/sluicehq/sluice/control"
 )
 
+// t0 is where the tests' clocks start.
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 func TestGatesRateFollowsDecisions(t *testing.T) {

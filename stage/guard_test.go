@@ -18,7 +18,6 @@ import (
 // given mean, in virtual time.
 func guardSim(t *testing.T, cfg auto.Config, workers int, service time.Duration, rate float64) *tenantSim {
 	t.Helper()
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	st := newStage(t, Options{Name: "guard", Controller: &cfg}, t0)
 	c := &tenantSim{crowdSim: crowdSim{st: st, now: t0, service: service, workers: workers, rng: rand.New(rand.NewPCG(5, 6))},
 		tenants: []string{""}, rates: []float64{rate}, ok: make([]int, 1), rej: make([]int, 1), rt: make([][]time.Duration, 1)}

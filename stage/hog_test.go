@@ -11,7 +11,6 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/control"
 	"github.com/sluicehq/sluice/control/auto"
-	"github.com/sluicehq/sluice/gate"
 )
 
 // hogSim sends requests of several tenants through a stage to a service
@@ -30,16 +29,6 @@ type hogSim struct {
 	causes  []error
 }
 
-type hogWaiter struct {
-	Wait
-	h     *hogSim
-	i     int
-	timer *vevent
-}
-
-func (w *hogWaiter) Granted(t Ticket) { w.timer.cancel(&w.h.v); w.h.serve(t, w.i) }
-func (w *hogWaiter) Dropped(error)    { w.timer.cancel(&w.h.v); w.h.rej[w.i]++ }
-
 func newHogSim(st *Stage, tenants []string, every, takes []time.Duration) *hogSim {
 	n := len(tenants)
 	h := &hogSim{st: st, tenants: tenants, every: every, takes: takes,
@@ -55,21 +44,7 @@ func newHogSim(st *Stage, tenants []string, every, takes []time.Duration) *hogSi
 func (h *hogSim) arrive(i int) {
 	h.v.at(h.v.now.Add(h.every[i]), func() {
 		h.arrive(i)
-		w := &hogWaiter{h: h, i: i}
-		w.Notify = w
-		tk, o, _ := h.st.ArriveRequest(h.v.now, Request{Tenant: h.tenants[i]}, &w.Wait)
-		switch o {
-		case gate.Admitted:
-			h.serve(tk, i)
-		case gate.Rejected:
-			h.rej[i]++
-		default:
-			w.timer = h.v.at(w.Deadline, func() {
-				if h.st.Leave(h.v.now, &w.Wait, true) {
-					h.rej[i]++
-				}
-			})
-		}
+		vArrive(&h.v, h.st, Request{Tenant: h.tenants[i]}, func(tk Ticket) { h.serve(tk, i) }, func() { h.rej[i]++ })
 	})
 }
 
@@ -99,7 +74,6 @@ func (h *hogSim) serve(tk Ticket, i int) {
 // after it got its slot, with a HogError naming the reason, and the
 // others are served.
 func TestHogMaxServiceTime(t *testing.T) {
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	for _, max := range []time.Duration{0, time.Second} {
 		st, err := New(Options{Name: "hog", Controller: &control.StaticConcurrencyConfig{Limit: 2, Period: 100 * time.Millisecond},
 			QueueTimeout: time.Second, Hog: Hog{MaxService: max}}, t0)
@@ -188,7 +162,6 @@ func costlyBesideLight(t *testing.T, setting string, on bool, costly time.Durati
 // A hog rule's settings are checked: over_share needs fair queueing and
 // a min service time (auto's SLO by default), durations are ≥ 0.
 func TestHogSettings(t *testing.T) {
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	static := &control.StaticConcurrencyConfig{Limit: 2, Period: time.Second}
 	for _, tc := range []struct {
 		name string

@@ -16,7 +16,6 @@ import (
 // The meter counts, at each completion, the requests still in service
 // that entered it earlier, and reports the largest count per interval.
 func TestOvertakeMeter(t *testing.T) {
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	o := newOvertakeMeter(0)
 	if v, _ := o.collect(t0); v != 0 {
 		t.Fatalf("no completion: %v, want 0", v)
@@ -41,7 +40,6 @@ func TestOvertakeMeter(t *testing.T) {
 // A request takes its place in the order when it is handed to the
 // service (Ticket.Sent), not when it was admitted.
 func TestOvertakeMeterSent(t *testing.T) {
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	o := newOvertakeMeter(0)
 	a, b := o.begin(t0), o.begin(t0)
 	o.sent(b, t0.Add(time.Millisecond), 0) // b reaches the service first
@@ -61,7 +59,6 @@ func TestOvertakeMeterSent(t *testing.T) {
 // a fast server overtakes a slow one's whatever their workers, and the
 // reading is the sum over the servers of their largest count plus one.
 func TestOvertakeMeterServers(t *testing.T) {
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	ms := func(n float64) time.Time { return t0.Add(time.Duration(n * float64(time.Millisecond))) }
 	o := newOvertakeMeter(0)
 	// Server 1 is slow: a and b, sent first, are still in service when
@@ -103,7 +100,6 @@ func TestOvertakeMeterServers(t *testing.T) {
 // answer's first byte, over admission to completion, for the requests
 // that reported both.
 func TestOvertakeMeterBackendShare(t *testing.T) {
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	ms := func(n float64) time.Time { return t0.Add(time.Duration(n * float64(time.Millisecond))) }
 	o := newOvertakeMeter(0)
 	a, b, c := o.begin(ms(0)), o.begin(ms(0)), o.begin(ms(0))
@@ -129,7 +125,6 @@ func TestOvertakeMeterBackendShare(t *testing.T) {
 // before it; a count is final τ after its request left; and τ is at most
 // half the mean time between completions.
 func TestOvertakeMeterTolerance(t *testing.T) {
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	ms := func(n float64) time.Time { return t0.Add(time.Duration(n * float64(time.Millisecond))) }
 	o := newOvertakeMeter(2 * time.Millisecond)
 	a := o.begin(ms(0))
@@ -172,7 +167,6 @@ func TestOvertakeMeterTolerance(t *testing.T) {
 
 // Only a controller that reads Parallel costs the stage its meter.
 func TestOvertakeMeterOnlyWhenNeeded(t *testing.T) {
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	for _, tc := range []struct {
 		cfg  control.Config
 		want bool

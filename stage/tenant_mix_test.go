@@ -27,7 +27,6 @@ type tenantResult struct {
 // 10 s to settle, 20 s measured.
 func runTenantMix(t *testing.T, names []string, rates []float64, classes []int, weights map[string]float64) []tenantResult {
 	t.Helper()
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	cfg := auto.DefaultConfig()
 	cfg.SLO = 250 * time.Millisecond
 	opts := Options{Name: "mix", Controller: &cfg, Tenants: Tenants{Fair: true, Weights: weights}}
@@ -97,38 +96,28 @@ func TestStageTenantsWithinClass(t *testing.T) {
 	}
 }
 
-type evictWaiter struct {
-	Wait
-	granted bool
-	err     error
-}
-
-func (w *evictWaiter) Granted(Ticket)    { w.granted = true }
-func (w *evictWaiter) Dropped(err error) { w.err = err }
-
 // A full queue under fair queueing evicts the waiter furthest ahead in
 // virtual time, the heavy tenant's newest, for a light tenant's arrival:
 // the evicted waiter is told it was rejected (a queue timeout: the
 // proxy's 503 with Retry-After) and counted as a rejection of its own
 // kind (FairEvicted), and the light tenant's request waits.
 func TestStageTenantsFullQueueEvictsLongestBacklog(t *testing.T) {
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	cfg := control.StaticConcurrencyConfig{Limit: 1, Period: time.Second}
 	st := newStage(t, Options{Name: "evict", Controller: &cfg, MaxQueue: 3, QueueTimeout: time.Second,
 		Tenants: Tenants{Fair: true}}, t0)
 	if _, o, _ := st.ArriveRequest(t0, Request{Tenant: "heavy"}, nil); o != gate.Admitted {
 		t.Fatalf("first request: %v, want admitted", o)
 	}
-	heavy := make([]evictWaiter, 3)
+	var heavy [3]*recorder
 	for i := range heavy {
-		heavy[i].Notify = &heavy[i]
-		if _, o, _ := st.ArriveRequest(t0, Request{Tenant: "heavy"}, &heavy[i].Wait); o != gate.Queued {
+		var w *Wait
+		w, heavy[i] = waitFor(0)
+		if _, o, _ := st.ArriveRequest(t0, Request{Tenant: "heavy"}, w); o != gate.Queued {
 			t.Fatalf("heavy waiter %d: %v, want queued", i, o)
 		}
 	}
-	light := &evictWaiter{}
-	light.Notify = light
-	if _, o, _ := st.ArriveRequest(t0, Request{Tenant: "light"}, &light.Wait); o != gate.Queued {
+	light, _ := waitFor(0)
+	if _, o, _ := st.ArriveRequest(t0, Request{Tenant: "light"}, light); o != gate.Queued {
 		t.Fatalf("light tenant's request on a full queue: %v, want queued", o)
 	}
 	if !errors.Is(heavy[2].err, ErrQueueTimeout) || heavy[0].err != nil || heavy[1].err != nil {
@@ -139,9 +128,8 @@ func TestStageTenantsFullQueueEvictsLongestBacklog(t *testing.T) {
 	}
 	// A second heavy arrival finds the queue full and its tag the largest:
 	// it is rejected itself, and nothing more is evicted.
-	again := &evictWaiter{}
-	again.Notify = again
-	if _, o, _ := st.ArriveRequest(t0, Request{Tenant: "heavy"}, &again.Wait); o != gate.Rejected {
+	again, _ := waitFor(0)
+	if _, o, _ := st.ArriveRequest(t0, Request{Tenant: "heavy"}, again); o != gate.Rejected {
 		t.Errorf("heavy arrival on a full queue: %v, want rejected", o)
 	}
 	if got := st.Totals(0).FairEvicted; got != 1 {

@@ -123,7 +123,6 @@ func (c *tenantSim) run(until time.Time) {
 // heavy tenant gets the rest, not zero; FIFO (the test's control) gives
 // the light tenants about a third of their demand.
 func TestStageTenantsFairUnderOverload(t *testing.T) {
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	const capacity = 800.0
 	light := 3 * capacity / 13
 	run := func(fair bool) *tenantSim {
@@ -187,7 +186,6 @@ func (w *floodWaiter) Dropped(error)    { w.waiting = false }
 // requests of distinct tenants through a queue of 64 leave at most 64
 // tenants known at any time and the heap where it was.
 func TestStageTenantsBounded(t *testing.T) {
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	cfg := control.StaticConcurrencyConfig{Limit: 4, Period: time.Second}
 	st := newStage(t, Options{Name: "flood", Controller: &cfg, MaxQueue: 64, QueueTimeout: time.Second,
 		Tenants: Tenants{Fair: true}}, t0)

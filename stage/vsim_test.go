@@ -6,6 +6,8 @@ import (
 	"container/heap"
 	"math"
 	"time"
+
+	"github.com/sluicehq/sluice/gate"
 )
 
 // vsim is a small discrete-event engine for this package's virtual-time
@@ -69,6 +71,41 @@ func (v *vsim) run(until time.Time) {
 		e.fn()
 	}
 	v.now = until
+}
+
+// vWaiter is a queued request of a simulation on a vsim: granted, it is
+// served; dropped, or out of time when its wait's deadline comes (the
+// timer), it is refused.
+type vWaiter struct {
+	Wait
+	v      *vsim
+	timer  *vevent
+	serve  func(Ticket)
+	refuse func()
+}
+
+func (w *vWaiter) Granted(t Ticket) { w.timer.cancel(w.v); w.serve(t) }
+func (w *vWaiter) Dropped(error)    { w.timer.cancel(w.v); w.refuse() }
+
+// vArrive offers r to st at v's clock: admitted, it is served at once;
+// rejected, refused; queued, it waits until its slot (served), its drop
+// or its wait's deadline, at which it leaves the queue (refused).
+func vArrive(v *vsim, st *Stage, r Request, serve func(Ticket), refuse func()) {
+	w := &vWaiter{v: v, serve: serve, refuse: refuse}
+	w.Notify = w
+	tk, o, _ := st.ArriveRequest(v.now, r, &w.Wait)
+	switch o {
+	case gate.Admitted:
+		serve(tk)
+	case gate.Rejected:
+		refuse()
+	default:
+		w.timer = v.at(w.Deadline, func() {
+			if st.Leave(v.now, &w.Wait, true) {
+				refuse()
+			}
+		})
+	}
 }
 
 // psServer is a CPU of `cores` cores under processor sharing, as a Go

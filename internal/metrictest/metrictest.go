@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Package metrictest reads metrics back from a Prometheus gatherer, for
-// the tests of the packages that export them (policy, the proxy).
+// the tests of the packages that export or serve them (policy, the proxy,
+// grpcsluice).
 package metrictest
 
 import (
@@ -9,18 +10,19 @@ import (
 	dto "github.com/prometheus/client_model/go"
 )
 
-// TB is the part of testing.TB Histogram uses (so that the product's
-// packages do not depend on package testing: scripts/check-lean.sh).
+// TB is the part of testing.TB Metric and Histogram use (so that the
+// product's packages do not depend on package testing:
+// scripts/check-lean.sh).
 type TB interface {
 	Helper()
 	Fatal(args ...any)
 }
 
-// Histogram returns the histogram of the family name in g whose labels
-// include want (a label want names and the metric lacks counts as ""), or
-// nil when no metric of the family has them. It fails t if g cannot be
+// Metric returns the series of the family name in g whose labels include
+// want (a label want names and the series lacks counts as ""), or nil
+// when no series of the family has them. It fails t if g cannot be
 // gathered.
-func Histogram(t TB, g prometheus.Gatherer, name string, want map[string]string) *dto.Histogram {
+func Metric(t TB, g prometheus.Gatherer, name string, want map[string]string) *dto.Metric {
 	t.Helper()
 	mfs, err := g.Gather()
 	if err != nil {
@@ -32,11 +34,17 @@ func Histogram(t TB, g prometheus.Gatherer, name string, want map[string]string)
 		}
 		for _, m := range mf.GetMetric() {
 			if hasLabels(m, want) {
-				return m.GetHistogram()
+				return m
 			}
 		}
 	}
 	return nil
+}
+
+// Histogram is Metric's histogram, or nil.
+func Histogram(t TB, g prometheus.Gatherer, name string, want map[string]string) *dto.Histogram {
+	t.Helper()
+	return Metric(t, g, name, want).GetHistogram()
 }
 
 // hasLabels reports whether each label of want has its value in m.

@@ -48,3 +48,21 @@ func TestHistogram(t *testing.T) {
 		}
 	}
 }
+
+// Metric finds a counter's series by its labels, and nil for a label
+// value that is not there.
+func TestMetric(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hops_total", Help: "Hops."}, []string{"header"})
+	reg.MustRegister(c)
+	c.WithLabelValues("priority").Add(2)
+	c.WithLabelValues("timeout").Inc()
+	for h, want := range map[string]float64{"priority": 2, "timeout": 1} {
+		if got := Metric(t, reg, "hops_total", map[string]string{"header": h}).GetCounter().GetValue(); got != want {
+			t.Errorf("%s: %v, want %v", h, got, want)
+		}
+	}
+	if m := Metric(t, reg, "hops_total", map[string]string{"header": "tenant"}); m != nil {
+		t.Errorf("tenant: found %v", m)
+	}
+}

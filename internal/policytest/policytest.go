@@ -5,14 +5,18 @@
 package policytest
 
 import (
+	"context"
+
 	"github.com/sluicehq/sluice/policy"
 )
 
-// TB is the part of testing.TB New uses (so that the product's packages
-// do not depend on package testing: scripts/check-lean.sh).
+// TB is the part of testing.TB New and Running use (so that the
+// product's packages do not depend on package testing:
+// scripts/check-lean.sh).
 type TB interface {
 	Helper()
 	Fatalf(format string, args ...any)
+	Cleanup(func())
 }
 
 // New reads src as a policy file (policy.Parse: unknown keys are errors)
@@ -27,5 +31,16 @@ func New(t TB, src string) *policy.Policy {
 	if err != nil {
 		t.Fatalf("policy.New: %v", err)
 	}
+	return p
+}
+
+// Running is New with the policy's control loop (Policy.Run) running
+// until t and its subtests end.
+func Running(t TB, src string) *policy.Policy {
+	t.Helper()
+	p := New(t, src)
+	ctx, stop := context.WithCancel(context.Background())
+	t.Cleanup(stop)
+	go p.Run(ctx)
 	return p
 }
