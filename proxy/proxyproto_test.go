@@ -265,7 +265,7 @@ func isTimeoutErr(err error) bool {
 // sees the believed address too.
 func TestProxyProtocolTLSAndHTTP2(t *testing.T) {
 	be := backend(t, echoHeaders)
-	certFile, keyFile, pool := selfSigned(t)
+	certFile, keyFile, pool := localhostCert(t)
 	tlsCfg := strings.Replace(ppConfig, "    proxy_protocol:", fmt.Sprintf("    tls: {cert: %s, key: %s}\n    proxy_protocol:", certFile, keyFile), 1)
 	dial := func(header []byte) func(ctx context.Context, network, addr string) (net.Conn, error) {
 		return func(ctx context.Context, network, addr string) (net.Conn, error) {
