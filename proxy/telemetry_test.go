@@ -18,7 +18,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	colmetricpb "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
@@ -551,7 +550,7 @@ func TestOTLPDisabledByEnvironment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(cfg, Options{Logger: testLogger(t), Registerer: prometheus.NewRegistry()})
+	s, err := New(cfg, testOptions(t))
 	if err != nil || s.h.tel != nil {
 		t.Fatalf("with OTEL_SDK_DISABLED: %v, telemetry %v", err, s.h.tel)
 	}

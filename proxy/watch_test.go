@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/sluicehq/sluice/internal/testcert"
 )
 
@@ -43,7 +41,9 @@ func TestWatchConfigFollowsConfigMapSwap(t *testing.T) {
 	file := cm.path()
 	c, err := LoadFile(file)
 	must(t, err)
-	srv, err := New(c, Options{ConfigFile: file, Logger: testLogger(t), Registerer: prometheus.NewRegistry()})
+	opts := testOptions(t)
+	opts.ConfigFile = file
+	srv, err := New(c, opts)
 	must(t, err)
 	must(t, srv.Listen())
 	ctx, cancel := context.WithCancel(context.Background())
