@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/testcert"
+	"github.com/sluicehq/sluice/proxy/internal/proxytest"
 )
 
 // testTimeout bounds every wait; it is reached only when something hangs.
@@ -69,14 +70,7 @@ func serve(t *testing.T, timeout time.Duration, wrap func(net.Listener) net.List
 // dial connects from the local address from.
 func (s *server) dial(t *testing.T, from string) net.Conn {
 	t.Helper()
-	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}, Timeout: testTimeout}
-	c, err := d.Dial("tcp", s.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	_ = c.SetDeadline(time.Now().Add(testTimeout))
-	return c
+	return proxytest.DialFrom(t, from, s.addr)
 }
 
 // exchange sends b, then a request, in one write, and returns the

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -18,6 +19,23 @@ func TestEventuallyPollsUntilTheConditionHolds(t *testing.T) {
 	Eventually(t, "three polls", func() bool { n++; return n == 3 })
 	if n != 3 {
 		t.Errorf("cond called %d times, want 3", n)
+	}
+}
+
+func TestDialFromUsesTheLocalAddress(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c := DialFrom(t, "127.0.0.2", ln.Addr().String())
+	sc, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Close()
+	if got := sc.RemoteAddr().(*net.TCPAddr).IP.String(); got != "127.0.0.2" || c.LocalAddr().String() != sc.RemoteAddr().String() {
+		t.Errorf("the listener saw %v (the dialer's address %v), want 127.0.0.2", sc.RemoteAddr(), c.LocalAddr())
 	}
 }
 
