@@ -12,8 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/nftables"
 	"golang.org/x/sys/unix"
+
+	"github.com/sluicehq/sluice/policer/nft"
 )
 
 // TestPolicerKernelPath: with policer.kernel auto, as root on Linux, the
@@ -29,7 +30,7 @@ func TestPolicerKernelPath(t *testing.T) {
 	if !ok {
 		t.Skipf("kernel path not in force: %s", st.Path)
 	}
-	if !slices.Contains(inetTables(t), name) {
+	if !inKernel(t, name) {
 		t.Fatalf("table %s not in the kernel", name)
 	}
 	if code, _, body := get(t, p.url+"/", nil); code != 200 || body != "ok" {
@@ -65,7 +66,7 @@ func TestPolicerKernelPath(t *testing.T) {
 	p.cancel()
 	err := <-p.done
 	p.done <- err // for the cleanup's wait
-	if slices.Contains(inetTables(t), name) {
+	if inKernel(t, name) {
 		t.Fatalf("table %s left behind after the server stopped", name)
 	}
 }
@@ -98,19 +99,10 @@ func TestPolicerKernelSourceRule(t *testing.T) {
 	}
 }
 
-func inetTables(t *testing.T) []string {
+// inKernel reports whether the kernel holds the inet table name.
+func inKernel(t *testing.T, name string) bool {
 	t.Helper()
-	c, err := nftables.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts, err := c.ListTablesOfFamily(nftables.TableFamilyINet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, x := range ts {
-		out = append(out, x.Name)
-	}
-	return out
+	names, err := nft.TableNames()
+	must(t, err)
+	return slices.Contains(names, name)
 }

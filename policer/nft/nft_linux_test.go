@@ -65,18 +65,14 @@ func open(t *testing.T, cfg Config) *Table {
 	return tb
 }
 
-// tableNames returns the names of the inet tables.
+// tableNames returns the names of the inet tables (TableNames).
 func tableNames(t *testing.T) []string {
 	t.Helper()
-	_, ts, err := inetTables()
+	names, err := TableNames()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []string
-	for _, x := range ts {
-		out = append(out, x.Name)
-	}
-	return out
+	return names
 }
 
 // limitOf reads the table's limit object back from the kernel.
