@@ -5,7 +5,6 @@
 package proxy
 
 import (
-	"errors"
 	"net"
 	"slices"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sluicehq/sluice/policer/nft"
+	"github.com/sluicehq/sluice/policer/nft/nfttest"
 )
 
 // TestPolicerKernelPath: with policer.kernel auto, as root on Linux, the
@@ -37,19 +37,7 @@ func TestPolicerKernelPath(t *testing.T) {
 		t.Fatalf("an admitted connection: %d %q", code, body)
 	}
 	const n = 100
-	a := p.srv.Addrs()[0].(*net.TCPAddr).AddrPort()
-	sa := &unix.SockaddrInet4{Port: int(a.Port()), Addr: a.Addr().As4()}
-	var fds []int
-	for range n {
-		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fds = append(fds, fd)
-		if err := unix.Connect(fd, sa); err != nil && !errors.Is(err, unix.EINPROGRESS) {
-			t.Fatal(err)
-		}
-	}
+	fds := nfttest.SYNBurst(t, p.srv.Addrs()[0].(*net.TCPAddr).AddrPort(), n)
 	time.Sleep(300 * time.Millisecond)
 	for _, fd := range fds {
 		unix.Close(fd)
