@@ -344,7 +344,7 @@ func TestTLSHTTP1IsScanned(t *testing.T) {
 		w.Header().Set("X-Got-Proto", r.Header.Get("X-Forwarded-Proto"))
 		rec.handler(w, r)
 	})
-	certFile, keyFile, pool := selfSigned(t)
+	certFile, keyFile, pool := localhostCert(t)
 	p := startProxy(t, tlsListenerConfig(certFile, keyFile, be.URL))
 	send := func(req string) []string {
 		c, err := tls.Dial("tcp", p.addr, &tls.Config{RootCAs: pool, NextProtos: []string{"http/1.1"}})

@@ -262,7 +262,7 @@ reject: {retry_after: 2s, retry_after_max: 2s, retry_jitter: 0s}
 
 // The proxy forwards gRPC over TLS on both sides (ALPN h2).
 func TestGRPCThroughProxyTLS(t *testing.T) {
-	certFile, keyFile, pool := selfSigned(t)
+	certFile, keyFile, pool := localhostCert(t)
 	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
 	must(t, err)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")

@@ -86,7 +86,7 @@ func baseConfig(backendURL, extra string) string { return testconf.Base(backendU
 // ends.
 func startProxy(t *testing.T, cfg string) *running {
 	t.Helper()
-	return startProxyWith(t, cfg, Options{Logger: testLogger(t), Registerer: prometheus.NewRegistry()})
+	return startProxyWith(t, cfg, testOptions(t))
 }
 
 // startProxyWith is startProxy with opts (its ConfigFile is the file
@@ -126,6 +126,12 @@ func startProxyWith(t *testing.T, cfg string, opts Options, setup ...func(*Serve
 		}
 	})
 	return r
+}
+
+// testOptions are the options of a test's server: its log goes to the
+// test output (testLogger), its metrics to a registry of its own.
+func testOptions(t *testing.T) Options {
+	return Options{Logger: testLogger(t), Registerer: prometheus.NewRegistry()}
 }
 
 // testLogger logs to the test output at debug level.

@@ -328,14 +328,9 @@ func TestUpstreamClientConfig(t *testing.T) {
 		u.Retry.BudgetRatio != 0.1 || u.MinRemaining != time.Millisecond {
 		t.Fatalf("defaults %+v", u)
 	}
-	for _, tc := range []struct{ extra, path string }{
+	parseFails(t, []badConfig{
 		{"  client: {retry: {max_attempts: 20}}\n", "backends.client.retry.max_attempts"},
 		{"  client: {throttle: {k: 0.5}}\n", "backends.client.throttle.k"},
 		{"  client: {min_remaining: -1ms}\n", "backends.client.min_remaining"},
-	} {
-		_, err := Parse("p.yaml", []byte(baseConfig("http://127.0.0.1:1", "")+tc.extra))
-		if err == nil || !strings.Contains(err.Error(), tc.path) {
-			t.Errorf("%s: %v", tc.path, err)
-		}
-	}
+	})
 }

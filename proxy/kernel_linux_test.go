@@ -5,15 +5,16 @@
 package proxy
 
 import (
-	"errors"
 	"net"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/google/nftables"
 	"golang.org/x/sys/unix"
+
+	"github.com/sluicehq/sluice/policer/nft"
+	"github.com/sluicehq/sluice/policer/nft/nfttest"
 )
 
 // TestPolicerKernelPath: with policer.kernel auto, as root on Linux, the
@@ -29,26 +30,14 @@ func TestPolicerKernelPath(t *testing.T) {
 	if !ok {
 		t.Skipf("kernel path not in force: %s", st.Path)
 	}
-	if !slices.Contains(inetTables(t), name) {
+	if !inKernel(t, name) {
 		t.Fatalf("table %s not in the kernel", name)
 	}
 	if code, _, body := get(t, p.url+"/", nil); code != 200 || body != "ok" {
 		t.Fatalf("an admitted connection: %d %q", code, body)
 	}
 	const n = 100
-	a := p.srv.Addrs()[0].(*net.TCPAddr).AddrPort()
-	sa := &unix.SockaddrInet4{Port: int(a.Port()), Addr: a.Addr().As4()}
-	var fds []int
-	for range n {
-		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fds = append(fds, fd)
-		if err := unix.Connect(fd, sa); err != nil && !errors.Is(err, unix.EINPROGRESS) {
-			t.Fatal(err)
-		}
-	}
+	fds := nfttest.SYNBurst(t, p.srv.Addrs()[0].(*net.TCPAddr).AddrPort(), n)
 	time.Sleep(300 * time.Millisecond)
 	for _, fd := range fds {
 		unix.Close(fd)
@@ -65,7 +54,7 @@ func TestPolicerKernelPath(t *testing.T) {
 	p.cancel()
 	err := <-p.done
 	p.done <- err // for the cleanup's wait
-	if slices.Contains(inetTables(t), name) {
+	if inKernel(t, name) {
 		t.Fatalf("table %s left behind after the server stopped", name)
 	}
 }
@@ -98,19 +87,10 @@ func TestPolicerKernelSourceRule(t *testing.T) {
 	}
 }
 
-func inetTables(t *testing.T) []string {
+// inKernel reports whether the kernel holds the inet table name.
+func inKernel(t *testing.T, name string) bool {
 	t.Helper()
-	c, err := nftables.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts, err := c.ListTablesOfFamily(nftables.TableFamilyINet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, x := range ts {
-		out = append(out, x.Name)
-	}
-	return out
+	names, err := nft.TableNames()
+	must(t, err)
+	return slices.Contains(names, name)
 }

@@ -13,8 +13,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 func TestReloadUnderLoadLosesNothing(t *testing.T) {
@@ -359,7 +357,7 @@ func TestServeTwiceAndCheck(t *testing.T) {
 	if err := Check(cfg); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := New(cfg, Options{Registerer: prometheus.NewRegistry(), Logger: testLogger(t)})
+	srv, err := New(cfg, testOptions(t))
 	must(t, err)
 	if err := srv.Reload(); err == nil || !strings.Contains(err.Error(), "no configuration file") {
 		t.Errorf("Reload without a file: %v", err)

@@ -18,8 +18,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // startManual is startProxy with every control loop left to the test:
@@ -27,8 +25,7 @@ import (
 // Step (with its own now). Sensor sampling loops do not run either.
 func startManual(t *testing.T, cfg string) *running {
 	t.Helper()
-	return startProxyWith(t, cfg, Options{Logger: testLogger(t), Registerer: prometheus.NewRegistry()},
-		func(s *Server) { s.manual = true })
+	return startProxyWith(t, cfg, testOptions(t), func(s *Server) { s.manual = true })
 }
 
 // rejectedRaw dials addr, writes an HTTP request and reads: it reports

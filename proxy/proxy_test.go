@@ -4,27 +4,21 @@ package proxy
 
 import (
 	"bufio"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
 	"net/textproto"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/testcert"
 )
 
 // echoHeaders is a backend that reports the request it got.
@@ -465,34 +459,18 @@ backends: {servers: [{url: BACKEND}]}
 	}
 }
 
-// selfSigned writes a self-signed certificate for 127.0.0.1 and returns
-// the file names and a pool that trusts it.
-func selfSigned(t *testing.T) (certFile, keyFile string, pool *x509.CertPool) {
+// localhostCert writes a server certificate (serverLeaf) signed by a new
+// test CA and returns the file names and a pool that trusts the CA.
+func localhostCert(t *testing.T) (certFile, keyFile string, pool *x509.CertPool) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	must(t, err)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "sluice test"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	must(t, err)
-	kb, err := x509.MarshalECPrivateKey(key)
-	must(t, err)
-	dir := t.TempDir()
-	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	must(t, os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600))
-	must(t, os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600))
-	cert, err := x509.ParseCertificate(der)
-	must(t, err)
-	pool = x509.NewCertPool()
-	pool.AddCert(cert)
-	return certFile, keyFile, pool
+	ca := testcert.NewCA(t, "sluice test CA")
+	certFile, keyFile = serverLeaf(t, ca, "sluice test").Write(t, t.TempDir(), "server")
+	return certFile, keyFile, ca.Pool()
 }
 
 func TestHTTP2OverTLS(t *testing.T) {
 	be := backend(t, echoHeaders)
-	certFile, keyFile, pool := selfSigned(t)
+	certFile, keyFile, pool := localhostCert(t)
 	p := startProxy(t, tlsListenerConfig(certFile, keyFile, be.URL))
 	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, ForceAttemptHTTP2: true}
 	defer tr.CloseIdleConnections()

@@ -15,7 +15,8 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/sluicehq/sluice/proxy/internal/proxytest"
 )
 
 // The trusted load balancer is 127.0.0.1; direct clients connect from
@@ -51,23 +52,12 @@ func ppV1(src string, port int) []byte {
 	return fmt.Appendf(nil, "PROXY %s %s %s %d 443\r\n", fam, src, dst, port)
 }
 
-// ppDial connects to addr from the local address from.
-func ppDial(t *testing.T, from, addr string) net.Conn {
-	t.Helper()
-	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}, Timeout: testTimeout}
-	c, err := d.Dial("tcp", addr)
-	must(t, err)
-	t.Cleanup(func() { c.Close() })
-	_ = c.SetDeadline(time.Now().Add(testTimeout))
-	return c
-}
-
 // ppGet sends header, then a GET with the extra header lines, on a new
 // connection from from, and returns the answer (nil if the proxy closed
 // the connection without one).
 func ppGet(t *testing.T, from, addr string, header []byte, extra string) *http.Response {
 	t.Helper()
-	c := ppDial(t, from, addr)
+	c := proxytest.DialFrom(t, from, addr)
 	req := "GET /x HTTP/1.1\r\nHost: example.test\r\n" + extra + "Connection: close\r\n\r\n"
 	if _, err := c.Write(append(append([]byte(nil), header...), req...)); err != nil {
 		t.Fatal(err)
@@ -189,7 +179,7 @@ stages:
     tenants: {fair: true, key: client}
 `, be.URL))
 	send := func(header []byte, path string) {
-		c := ppDial(t, ppBalancer, p.addr)
+		c := proxytest.DialFrom(t, ppBalancer, p.addr)
 		_, err := c.Write(append(header, "GET "+path+" HTTP/1.1\r\nHost: x\r\n\r\n"...))
 		must(t, err)
 	}
@@ -229,14 +219,14 @@ func TestProxyProtocolRefusals(t *testing.T) {
 		}
 	}
 	// Truncated: the connection ends inside the header.
-	tc := ppDial(t, ppBalancer, p.addr)
+	tc := proxytest.DialFrom(t, ppBalancer, p.addr)
 	_, _ = tc.Write(ppV2("2001:db8::7", 1)[:30])
 	must(t, tc.(*net.TCPConn).CloseWrite())
 	if n, err := tc.Read(make([]byte, 64)); n != 0 || err == nil {
 		t.Errorf("truncated header: read %d, %v", n, err)
 	}
 	// Slow: nothing within header_timeout.
-	sc := ppDial(t, ppBalancer, p.addr)
+	sc := proxytest.DialFrom(t, ppBalancer, p.addr)
 	if n, err := sc.Read(make([]byte, 64)); n != 0 || err == nil || isTimeoutErr(err) {
 		t.Errorf("silent connection: read %d, %v; want closed by the proxy", n, err)
 	}
@@ -265,7 +255,7 @@ func isTimeoutErr(err error) bool {
 // sees the believed address too.
 func TestProxyProtocolTLSAndHTTP2(t *testing.T) {
 	be := backend(t, echoHeaders)
-	certFile, keyFile, pool := selfSigned(t)
+	certFile, keyFile, pool := localhostCert(t)
 	tlsCfg := strings.Replace(ppConfig, "    proxy_protocol:", fmt.Sprintf("    tls: {cert: %s, key: %s}\n    proxy_protocol:", certFile, keyFile), 1)
 	dial := func(header []byte) func(ctx context.Context, network, addr string) (net.Conn, error) {
 		return func(ctx context.Context, network, addr string) (net.Conn, error) {

@@ -5,7 +5,6 @@ package proxy
 import (
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -29,18 +28,18 @@ func statusOf(t *testing.T, url, token string) int {
 // rotatingSetup serves a configuration whose admin token and OTLP header
 // come from files in Kubernetes Secret volumes (rotated by a symlink
 // swap), with extra configuration text.
-func rotatingSetup(t *testing.T, extra string) (p *running, token, headers *configMapDir, col *collector) {
+func rotatingSetup(t *testing.T, extra string) (p *running, token, headers mountedFile, col *collector) {
 	be := backend(t, echoHeaders)
 	col = newCollector(t)
-	token = newConfigMapDir(t, "token", oldToken+"\n")
-	headers = newConfigMapDir(t, "headers", "api-key=key-one\n")
+	token = newMountedFile(t, "token", oldToken+"\n")
+	headers = newMountedFile(t, "headers", "api-key=key-one\n")
 	cfg := strings.Replace(baseConfig(be.URL, extra+`telemetry:
   otlp:
     endpoint: `+col.srv.URL+`
     metrics: true
     interval: 1s
-    headers_file: `+filepath.Join(headers.dir, "headers")+`
-`), "admin:\n  addr: 127.0.0.1:0\n", "admin:\n  addr: 127.0.0.1:0\n  token_file: "+filepath.Join(token.dir, "token")+"\n", 1)
+    headers_file: `+headers.path()+`
+`), "admin:\n  addr: 127.0.0.1:0\n", "admin:\n  addr: 127.0.0.1:0\n  token_file: "+token.path()+"\n", 1)
 	return startProxy(t, cfg), token, headers, col
 }
 
@@ -58,8 +57,8 @@ func TestTokenRotationOnReload(t *testing.T) {
 	eventually(t, "an export with key-one", func() bool { return col.saw("key-one") })
 	addr := p.srv.AdminAddr().String()
 
-	token.update("token", newToken+"\n")
-	headers.update("headers", "api-key=key-two\n")
+	token.update(newToken + "\n")
+	headers.update("api-key=key-two\n")
 	code, body := doAuth(t, http.MethodPost, p.admin+"/reload", "", oldToken)
 	if code != 200 {
 		t.Fatalf("POST /reload after the rotation: %d %s", code, body)
@@ -90,7 +89,7 @@ func TestTokenRotationByWatch(t *testing.T) {
 	if statusOf(t, state, oldToken) != 200 {
 		t.Fatal("the old token before the rotation")
 	}
-	token.update("token", newToken+"\n")
+	token.update(newToken + "\n")
 	eventually(t, "the new token", func() bool { return statusOf(t, state, newToken) == 200 })
 	if statusOf(t, state, oldToken) != 401 {
 		t.Error("the old token after the rotation")
@@ -104,7 +103,7 @@ func TestTokenRotationByWatch(t *testing.T) {
 		t.Error("the configuration was reloaded without a change")
 	}
 	// A file swapped half-written (empty) keeps the running token.
-	token.update("token", "")
+	token.update("")
 	if tried, err := p.srv.watchStep(); !tried || err == nil || !strings.Contains(err.Error(), "admin.token_file") {
 		t.Errorf("an empty token file: tried %v, %v", tried, err)
 	}

@@ -18,7 +18,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	colmetricpb "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
@@ -442,23 +441,17 @@ func hexOf(b []byte) string {
 
 // Bad telemetry settings fail validation with file:line and the field.
 func TestTelemetryConfigErrors(t *testing.T) {
-	head := baseConfig("http://127.0.0.1:1", "")
-	// head has 7 lines: telemetry: is on line 8, otlp: on 9, its fields from 10 (a flow mapping on 9).
-	for _, tc := range []struct{ name, cfg, want string }{
-		{"bad scheme", "  otlp:\n    endpoint: grpc://127.0.0.1:4317\n    traces: true\n", "p.yaml:10: telemetry.otlp.endpoint: \"grpc://127.0.0.1:4317\" is invalid"},
-		{"nothing on", "  otlp:\n    endpoint: http://127.0.0.1:4318\n", "telemetry.otlp.traces: neither traces nor metrics"},
-		{"short interval", "  otlp:\n    endpoint: http://127.0.0.1:4318\n    metrics: true\n    interval: 10ms\n", "p.yaml:12: telemetry.otlp.interval: 10ms is invalid"},
-		{"ratio", "  otlp:\n    endpoint: http://127.0.0.1:4318\n    traces: true\n    sample_ratio: 1.5\n", "p.yaml:12: telemetry.otlp.sample_ratio: 1.5 is invalid"},
-		{"header name", "  otlp:\n    endpoint: http://127.0.0.1:4318\n    traces: true\n    headers: {\"bad key\": x}\n", "telemetry.otlp.headers: \"bad key\" is not a header name"},
-		{"unknown key", "  otlp:\n    endpoint: http://127.0.0.1:4318\n    trace: true\n", "p.yaml:11: telemetry.otlp.trace: unknown field"},
-	} {
-		_, err := Parse("p.yaml", []byte(head+"telemetry:\n"+tc.cfg))
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: got %v\nwant %q", tc.name, err, tc.want)
-		}
-	}
+	// The base has 7 lines: telemetry: is on line 8, otlp: on 9, its fields from 10 (a flow mapping on 9).
+	parseFails(t, []badConfig{
+		{"telemetry:\n  otlp:\n    endpoint: grpc://127.0.0.1:4317\n    traces: true\n", "p.yaml:10: telemetry.otlp.endpoint: \"grpc://127.0.0.1:4317\" is invalid"},
+		{"telemetry:\n  otlp:\n    endpoint: http://127.0.0.1:4318\n", "telemetry.otlp.traces: neither traces nor metrics"},
+		{"telemetry:\n  otlp:\n    endpoint: http://127.0.0.1:4318\n    metrics: true\n    interval: 10ms\n", "p.yaml:12: telemetry.otlp.interval: 10ms is invalid"},
+		{"telemetry:\n  otlp:\n    endpoint: http://127.0.0.1:4318\n    traces: true\n    sample_ratio: 1.5\n", "p.yaml:12: telemetry.otlp.sample_ratio: 1.5 is invalid"},
+		{"telemetry:\n  otlp:\n    endpoint: http://127.0.0.1:4318\n    traces: true\n    headers: {\"bad key\": x}\n", "telemetry.otlp.headers: \"bad key\" is not a header name"},
+		{"telemetry:\n  otlp:\n    endpoint: http://127.0.0.1:4318\n    trace: true\n", "p.yaml:11: telemetry.otlp.trace: unknown field"},
+	})
 	// Off by default: no section, no exporter.
-	cfg, err := Parse("p.yaml", []byte(head))
+	cfg, err := Parse("p.yaml", []byte(baseConfig("http://127.0.0.1:1", "")))
 	if err != nil || cfg.Telemetry.OTLP != nil {
 		t.Fatalf("default: %v %+v", err, cfg.Telemetry)
 	}
@@ -551,7 +544,7 @@ func TestOTLPDisabledByEnvironment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(cfg, Options{Logger: testLogger(t), Registerer: prometheus.NewRegistry()})
+	s, err := New(cfg, testOptions(t))
 	if err != nil || s.h.tel != nil {
 		t.Fatalf("with OTEL_SDK_DISABLED: %v, telemetry %v", err, s.h.tel)
 	}

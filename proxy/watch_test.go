@@ -6,54 +6,44 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sluicehq/sluice/internal/testcert"
 )
 
-// configMapDir lays out a directory the way kubelet mounts a ConfigMap:
-// the file is a symlink through ..data, a symlink to a timestamped
-// directory that holds the content; an update writes a new directory and
-// renames a new ..data over the old one (atomic_writer.go in kubelet).
-type configMapDir struct {
-	t   *testing.T
-	dir string
-	n   int
+// mountedFile is a file in a directory laid out the way kubelet mounts
+// a ConfigMap or Secret volume (testcert.SecretDir): an update swaps in a
+// new version atomically, at the same path.
+type mountedFile struct {
+	dir  *testcert.SecretDir
+	name string
 }
 
-func newConfigMapDir(t *testing.T, name, content string) *configMapDir {
-	d := &configMapDir{t: t, dir: t.TempDir()}
-	d.update(name, content)
-	must(t, os.Symlink(filepath.Join("..data", name), filepath.Join(d.dir, name)))
-	return d
+func newMountedFile(t *testing.T, name, content string) mountedFile {
+	f := mountedFile{testcert.NewSecretDir(t), name}
+	f.update(content)
+	return f
 }
 
-// update swaps in a new version of the ConfigMap holding name.
-func (d *configMapDir) update(name, content string) {
-	d.n++
-	ts := fmt.Sprintf("..2026_11_27_04_00_%02d.%d", d.n, d.n)
-	must(d.t, os.Mkdir(filepath.Join(d.dir, ts), 0o755))
-	must(d.t, os.WriteFile(filepath.Join(d.dir, ts, name), []byte(content), 0o644))
-	tmp := filepath.Join(d.dir, "..data_tmp")
-	must(d.t, os.Symlink(ts, tmp))
-	old, _ := os.Readlink(filepath.Join(d.dir, "..data"))
-	must(d.t, os.Rename(tmp, filepath.Join(d.dir, "..data")))
-	if old != "" {
-		must(d.t, os.RemoveAll(filepath.Join(d.dir, old)))
-	}
+func (f mountedFile) path() string { return f.dir.Path(f.name) }
+
+// update swaps in a new version of the volume holding content.
+func (f mountedFile) update(content string) {
+	f.dir.Update(map[string][]byte{f.name: []byte(content)})
 }
 
 func TestWatchConfigFollowsConfigMapSwap(t *testing.T) {
 	be := backend(t, nil)
 	base := baseConfig(be.URL, "watch_config: 20ms\n")
-	cm := newConfigMapDir(t, "sluice.yaml", base)
-	file := filepath.Join(cm.dir, "sluice.yaml")
+	cm := newMountedFile(t, "sluice.yaml", base)
+	file := cm.path()
 	c, err := LoadFile(file)
 	must(t, err)
-	srv, err := New(c, Options{ConfigFile: file, Logger: testLogger(t), Registerer: prometheus.NewRegistry()})
+	opts := testOptions(t)
+	opts.ConfigFile = file
+	srv, err := New(c, opts)
 	must(t, err)
 	must(t, srv.Listen())
 	ctx, cancel := context.WithCancel(context.Background())
@@ -67,11 +57,11 @@ func TestWatchConfigFollowsConfigMapSwap(t *testing.T) {
 	if v := version(); v != 1 {
 		t.Fatalf("config version %d before any change, want 1", v)
 	}
-	cm.update("sluice.yaml", base+"shadow: true\n")
+	cm.update(base + "shadow: true\n")
 	eventually(t, "the swapped ConfigMap applied", func() bool { return version() == 2 && srv.Config().Shadow })
 
 	// An invalid version keeps the running configuration, once.
-	cm.update("sluice.yaml", base+"shadow: maybe\n")
+	cm.update(base + "shadow: maybe\n")
 	eventually(t, "the invalid version refused", func() bool {
 		return strings.Contains(metricsOf(t, srv), `proxy_reloads_total{result="error"} 1`)
 	})
@@ -80,7 +70,7 @@ func TestWatchConfigFollowsConfigMapSwap(t *testing.T) {
 		t.Fatalf("after an invalid version: config version %d (want 2), reload errors:\n%s", v, grepLines(metricsOf(t, srv), "proxy_reloads_total"))
 	}
 	// Fixed: applied.
-	cm.update("sluice.yaml", base+"shadow: false\n")
+	cm.update(base + "shadow: false\n")
 	eventually(t, "the fixed ConfigMap applied", func() bool { return version() == 3 && !srv.Config().Shadow })
 }
 

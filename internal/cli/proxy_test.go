@@ -106,73 +106,97 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
+// proxyCmd is `sluice proxy` running in the test, and a client for it.
+type proxyCmd struct {
+	errOut bytes.Buffer // the command's standard error: its log
+	cancel context.CancelFunc
+	done   chan error
+	c      *http.Client
+}
+
+// startProxyCmd runs `sluice proxy` with args until stop (or the end of
+// the test).
+func startProxyCmd(t *testing.T, args ...string) *proxyCmd {
+	p := &proxyCmd{done: make(chan error, 1), c: &http.Client{Timeout: 10 * time.Second}}
+	root := NewRootCmd(io.Discard, &p.errOut)
+	root.SetArgs(append([]string{"proxy"}, args...))
+	ctx, cancel := context.WithCancel(context.Background())
+	p.cancel = cancel
+	t.Cleanup(cancel)
+	go func() { p.done <- root.ExecuteContext(ctx) }()
+	return p
+}
+
+// get sends GET url and returns the answer's status and body.
+func (p *proxyCmd) get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := p.c.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// getWhenUp is get's body, the request retried every 10ms until the
+// proxy listens (20s at most).
+func (p *proxyCmd) getWhenUp(t *testing.T, url string) string {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := p.c.Get(url)
+		if err == nil {
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			return string(b)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("proxy did not come up: %v\n%s", err, p.errOut.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// stop cancels the command and returns what it returned.
+func (p *proxyCmd) stop(t *testing.T) error {
+	t.Helper()
+	p.cancel()
+	select {
+	case err := <-p.done:
+		return err
+	case <-time.After(30 * time.Second):
+		t.Fatal("proxy did not stop")
+		return nil
+	}
+}
+
 func TestProxyQuickStartServesAndStops(t *testing.T) {
 	be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, "hello from the backend")
 	}))
 	defer be.Close()
 	listen, admin := freeAddr(t), freeAddr(t)
-	var out, errOut bytes.Buffer
-	root := NewRootCmd(&out, &errOut)
-	root.SetArgs([]string{"proxy", "--listen", listen, "--backend", be.URL, "--admin", admin, "--pprof"})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- root.ExecuteContext(ctx) }()
-	c := &http.Client{Timeout: 10 * time.Second}
-	var body string
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		resp, err := c.Get("http://" + listen + "/")
-		if err == nil {
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			body = string(b)
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("proxy did not come up: %v\n%s", err, errOut.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if body != "hello from the backend" {
+	p := startProxyCmd(t, "--listen", listen, "--backend", be.URL, "--admin", admin, "--pprof")
+	if body := p.getWhenUp(t, "http://"+listen+"/"); body != "hello from the backend" {
 		t.Errorf("body %q", body)
 	}
-	resp, err := c.Get("http://" + admin + "/state")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
 	// With no other flag the quick start runs auto at its default SLO.
-	if !strings.Contains(string(b), `"controller": "auto"`) || !strings.Contains(string(b), `"target": "500ms"`) {
+	if _, b := p.get(t, "http://"+admin+"/state"); !strings.Contains(b, `"controller": "auto"`) || !strings.Contains(b, `"target": "500ms"`) {
 		t.Errorf("state: %s", b)
 	}
 	// sluice_build_info says what `sluice version` says.
-	if resp, err = c.Get("http://" + admin + "/metrics"); err != nil {
-		t.Fatal(err)
-	}
-	b, _ = io.ReadAll(resp.Body)
-	resp.Body.Close()
 	v := Version()
-	if want := `sluice_build_info{goversion="` + v.GoVersion + `",revision="` + v.Commit + `",version="` + v.Version + `"} 1`; !strings.Contains(string(b), want) {
+	want := `sluice_build_info{goversion="` + v.GoVersion + `",revision="` + v.Commit + `",version="` + v.Version + `"} 1`
+	if _, m := p.get(t, "http://"+admin+"/metrics"); !strings.Contains(m, want) {
 		t.Errorf("/metrics lacks %s", want)
 	}
 	// --pprof serves the profiler on the admin address.
-	if resp, err = c.Get("http://" + admin + "/debug/pprof/cmdline"); err != nil {
-		t.Fatal(err)
+	if code, _ := p.get(t, "http://"+admin+"/debug/pprof/cmdline"); code != http.StatusOK {
+		t.Errorf("--pprof: /debug/pprof/cmdline answered %d", code)
 	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Errorf("--pprof: /debug/pprof/cmdline answered %d", resp.StatusCode)
-	}
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("proxy returned %v, want nil after a clean stop", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("proxy did not stop")
+	if err := p.stop(t); err != nil {
+		t.Errorf("proxy returned %v, want nil after a clean stop", err)
 	}
 }
 
@@ -182,36 +206,13 @@ func TestProxyLogFormatJSON(t *testing.T) {
 	be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	defer be.Close()
 	listen, admin := freeAddr(t), freeAddr(t)
-	var out, errOut bytes.Buffer
-	root := NewRootCmd(&out, &errOut)
-	root.SetArgs([]string{"proxy", "--listen", listen, "--backend", be.URL, "--admin", admin, "--log-format", "json"})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- root.ExecuteContext(ctx) }()
-	c := &http.Client{Timeout: 10 * time.Second}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		resp, err := c.Get("http://" + admin + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("proxy did not come up: %v", err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("proxy did not stop")
+	p := startProxyCmd(t, "--listen", listen, "--backend", be.URL, "--admin", admin, "--log-format", "json")
+	p.getWhenUp(t, "http://"+admin+"/healthz")
+	if err := p.stop(t); err != nil {
+		t.Fatal(err)
 	}
 	msgs := map[string]bool{}
-	for _, line := range strings.Split(strings.TrimSpace(errOut.String()), "\n") {
+	for _, line := range strings.Split(strings.TrimSpace(p.errOut.String()), "\n") {
 		var rec map[string]any
 		if err := json.Unmarshal([]byte(line), &rec); err != nil {
 			t.Fatalf("not a JSON line: %q: %v", line, err)
@@ -226,7 +227,7 @@ func TestProxyLogFormatJSON(t *testing.T) {
 	}
 	for _, m := range []string{"sluice proxy serving", "stopped"} {
 		if !msgs[m] {
-			t.Errorf("no %q line in %s", m, errOut.String())
+			t.Errorf("no %q line in %s", m, p.errOut.String())
 		}
 	}
 }

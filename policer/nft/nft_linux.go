@@ -404,6 +404,20 @@ func RemoveStale() ([]string, error) {
 	return stale, nil
 }
 
+// TableNames returns the names of the inet tables in the kernel: this
+// package's (TablePrefix…), live or stale, and any other's.
+func TableNames() ([]string, error) {
+	_, ts, err := inetTables()
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, len(ts))
+	for i, t := range ts {
+		names[i] = t.Name
+	}
+	return names, nil
+}
+
 // inetTables opens a netlink connection and lists the inet tables through
 // it.
 func inetTables() (*nftables.Conn, []*nftables.Table, error) {

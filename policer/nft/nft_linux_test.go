@@ -21,6 +21,8 @@ import (
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
+
+	"github.com/sluicehq/sluice/policer/nft/nfttest"
 )
 
 // TestMain doubles as the helper process of TestCrashLeavesNoTable: with
@@ -65,18 +67,14 @@ func open(t *testing.T, cfg Config) *Table {
 	return tb
 }
 
-// tableNames returns the names of the inet tables.
+// tableNames returns the names of the inet tables (TableNames).
 func tableNames(t *testing.T) []string {
 	t.Helper()
-	_, ts, err := inetTables()
+	names, err := TableNames()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []string
-	for _, x := range ts {
-		out = append(out, x.Name)
-	}
-	return out
+	return names
 }
 
 // limitOf reads the table's limit object back from the kernel.
@@ -287,7 +285,7 @@ func TestSYNFlood(t *testing.T) {
 		}
 	}()
 	start := time.Now()
-	fds := synBurst(t, ln.Addr().(*net.TCPAddr).AddrPort(), n)
+	fds := nfttest.SYNBurst(t, ln.Addr().(*net.TCPAddr).AddrPort(), n)
 	time.Sleep(200 * time.Millisecond) // let the handshakes that passed complete
 	elapsed := time.Since(start)
 	for _, fd := range fds {
@@ -310,24 +308,6 @@ func TestSYNFlood(t *testing.T) {
 	if got > limit || got < 1 {
 		t.Errorf("accepted %d connections, want within [1, %d]", got, limit)
 	}
-}
-
-// synBurst starts n non-blocking connects to a and returns their sockets.
-func synBurst(t *testing.T, a netip.AddrPort, n int) []int {
-	t.Helper()
-	var fds []int
-	sa := &unix.SockaddrInet4{Port: int(a.Port()), Addr: a.Addr().As4()}
-	for range n {
-		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fds = append(fds, fd)
-		if err := unix.Connect(fd, sa); err != nil && !errors.Is(err, unix.EINPROGRESS) {
-			t.Fatalf("connect: %v", err)
-		}
-	}
-	return fds
 }
 
 func TestKernelRate(t *testing.T) {

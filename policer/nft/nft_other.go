@@ -18,6 +18,9 @@ func Open(Config) (*Table, error) {
 // RemoveStale does nothing on this system.
 func RemoveStale() ([]string, error) { return nil, nil }
 
+// TableNames returns no names: there are no nftables on this system.
+func TableNames() ([]string, error) { return nil, nil }
+
 // Name returns "".
 func (*Table) Name() string { return "" }
 

@@ -5,21 +5,19 @@ package proxyproto
 import (
 	"bufio"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"errors"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"net/netip"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/testcert"
+	"github.com/sluicehq/sluice/proxy/internal/proxytest"
 )
 
 // testTimeout bounds every wait; it is reached only when something hangs.
@@ -72,14 +70,7 @@ func serve(t *testing.T, timeout time.Duration, wrap func(net.Listener) net.List
 // dial connects from the local address from.
 func (s *server) dial(t *testing.T, from string) net.Conn {
 	t.Helper()
-	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}, Timeout: testTimeout}
-	c, err := d.Dial("tcp", s.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	_ = c.SetDeadline(time.Now().Add(testTimeout))
-	return c
+	return proxytest.DialFrom(t, from, s.addr)
 }
 
 // exchange sends b, then a request, in one write, and returns the
@@ -288,7 +279,7 @@ func TestOwnerDeadlineBoundsHeader(t *testing.T) {
 // The header comes before the TLS handshake: a TLS listener over the
 // Listener sees the believed address.
 func TestBeforeTLS(t *testing.T) {
-	cert, pool := selfSigned(t)
+	cert, pool := localhostCert(t)
 	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"h2", "http/1.1"}}
 	s := serve(t, testTimeout, func(ln net.Listener) net.Listener { return tls.NewListener(ln, cfg) }, nil)
 	for _, h2 := range []bool{false, true} {
@@ -352,27 +343,10 @@ func get(t *testing.T, tr *http.Transport, url string) (body, proto string) {
 	return string(b), resp.Header.Get("X-Proto")
 }
 
-// selfSigned returns a certificate for 127.0.0.1 and a pool that trusts
-// it.
-func selfSigned(t *testing.T) (tls.Certificate, *x509.CertPool) {
+// localhostCert returns a certificate for 127.0.0.1, signed by a new test
+// CA, and a pool that trusts the CA.
+func localhostCert(t *testing.T) (tls.Certificate, *x509.CertPool) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "proxyproto test"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaf, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(leaf)
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}, pool
+	ca := testcert.NewCA(t, "proxyproto test CA")
+	return ca.Issue(t, testcert.Leaf{CommonName: "proxyproto test", IPs: []string{"127.0.0.1"}}).TLS(t), ca.Pool()
 }

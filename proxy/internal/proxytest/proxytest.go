@@ -2,13 +2,15 @@
 
 // Package proxytest holds what the tests of the proxy's packages share:
 // waiting for a condition, a slog handler that records what is logged,
-// and an HTTP request whose answer the test reads whole or as it comes.
+// a connection from a chosen loopback address, and an HTTP request whose
+// answer the test reads whole or as it comes.
 package proxytest
 
 import (
 	"context"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -40,6 +42,21 @@ func Eventually(t TB, what string, cond func() bool) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// DialFrom connects to addr over TCP from the local address from (an IP
+// address: on loopback, any of 127.0.0.0/8), with Timeout as the
+// connection's deadline; the test's cleanup closes it.
+func DialFrom(t TB, from, addr string) net.Conn {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}, Timeout: Timeout}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	_ = c.SetDeadline(time.Now().Add(Timeout))
+	return c
 }
 
 // Send sends a request (method, url, body: nil for none, and the headers

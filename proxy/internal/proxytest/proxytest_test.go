@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -18,6 +19,18 @@ func TestEventuallyPollsUntilTheConditionHolds(t *testing.T) {
 	Eventually(t, "three polls", func() bool { n++; return n == 3 })
 	if n != 3 {
 		t.Errorf("cond called %d times, want 3", n)
+	}
+}
+
+func TestDialFromUsesTheLocalAddress(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c := DialFrom(t, "127.0.0.2", ln.Addr().String())
+	if got := c.LocalAddr().(*net.TCPAddr).IP.String(); got != "127.0.0.2" {
+		t.Errorf("connected from %s, want 127.0.0.2", got)
 	}
 }
 

@@ -1,0 +1,17 @@
+// SPDX-License-Identifier: Apache-2.0
+
+// Package nfttest holds what the tests of the kernel path share (package
+// nft's and the proxy's): a burst of connection requests, each a bare SYN
+// from a non-blocking socket, so that what the kernel drops is seen before
+// any handshake completes. Linux only, like the kernel path; nothing here
+// is for production.
+package nfttest
+
+// TB is the part of testing.TB the helpers use (declared here so that the
+// package does not import testing, which no package of the product may:
+// scripts/check-lean.sh).
+type TB interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+}
