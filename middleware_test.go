@@ -436,8 +436,11 @@ func TestMiddlewareClientCancelsLeakNothing(t *testing.T) {
 	}
 	cancel()
 	wg.Wait()
-	for (inFlight(p, "c") != 0 || p.Stage("c").State(0).InFlightLimited.Queued != 0) && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond) // the server notices closed connections
+	// The server notices closed connections one by one: wait (bounded)
+	// until every request offered has been admitted or refused.
+	settled := func() bool { tot := totals(p, "c", 0); return tot.Admitted+tot.Rejected == clients }
+	for (inFlight(p, "c") != 0 || p.Stage("c").State(0).InFlightLimited.Queued != 0 || !settled()) && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
 	}
 	handlers.Wait()
 	st := p.Stage("c").State(0)
