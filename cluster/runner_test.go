@@ -68,8 +68,11 @@ func newInstance(t *testing.T, addr, id string, initial int) *instance {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A Redis exchange gets 250 ms (the default, a quarter of the
+	// period, would be 25 ms at a 100 ms period: under the race detector
+	// on a loaded machine a healthy local Redis misses that).
 	cfg := Config{Addrs: []string{addr}, Instance: id, Prefix: "test-" + strings.ReplaceAll(t.Name(), "/", "_"),
-		Period: 100 * time.Millisecond, InitialInstances: initial}
+		Period: 300 * time.Millisecond, Timeout: 250 * time.Millisecond, InitialInstances: initial}
 	cfg.SetDefaults()
 	in := &instance{st: st, sh: sh, log: &syncLog{}, reg: prometheus.NewRegistry()}
 	if in.m, err = NewMetrics(in.reg); err != nil {
