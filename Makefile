@@ -14,7 +14,7 @@ RACE_PKGS = . ./gate/... ./monitor/... ./control/... ./stage/... ./policer/... .
 # SQLite with the detector for nothing: minutes of a fresh machine's CPU.)
 LAB_RACE_PKGS = ./reliability/...
 
-.PHONY: all build lab image release release-check test vet vet-modules vet-tools lint lint-product lint-lab lint-all fmt-check demo bench reliability clean manifests
+.PHONY: all build lab image release release-check test vet vet-modules vet-tools vet-peerref vet-deploy lint lint-product lint-lab lint-all fmt-check demo bench reliability clean manifests
 
 all: build lab
 
@@ -76,17 +76,22 @@ print-%:
 	@echo '$($*)'
 
 ## vet: go vet in the four modules. vet-modules is the product's and the
-## lab's, vet-tools the two tool modules' (lab/tools/peerref, lab/deploy):
-## make test runs the latter beside the cluster figures, where compiling
-## Helm and Kubernetes for the chart's tests is paid once.
+## lab's, vet-tools the two tool modules' (vet-peerref: lab/tools/peerref;
+## vet-deploy: lab/deploy). make test runs vet-peerref in the background
+## with the lint, and vet-deploy beside the cluster figures right after
+## the chart's tests, which have compiled Helm and Kubernetes for it.
 vet: vet-modules vet-tools
 
 vet-modules:
 	$(GO) vet ./...
 	$(GO) -C lab vet ./...
 
-vet-tools:
+vet-tools: vet-peerref vet-deploy
+
+vet-peerref:
 	$(GO) -C lab/tools/peerref vet ./...
+
+vet-deploy:
 	$(GO) -C lab/deploy vet ./...
 
 ## lint: staticcheck (pinned in lab/go.mod as a tool) over the product

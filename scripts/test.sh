@@ -10,22 +10,25 @@
 #   - from then on, at the lowest priority (nice 19) in the background,
 #     so that it uses only the CPU the tests leave idle while they wait
 #     on the clock: staticcheck over the product with its import groups
-#     and leanness (make lint-product), vet in the two tool modules (make
-#     vet-tools, which compiles Helm and Kubernetes for the chart's
-#     tests) and staticcheck over the lab (make lint-lab). Staticcheck
-#     analyses every dependency: on a fresh machine that is minutes of
-#     CPU, which the foreground would otherwise wait for;
+#     and leanness (make lint-product), vet in the peer-reference tool
+#     module (make vet-peerref) and staticcheck over the lab (make
+#     lint-lab). Staticcheck analyses every dependency: on a fresh
+#     machine that is minutes of CPU, which the foreground would
+#     otherwise wait for;
 #   - the product's tests: the packages with goroutines, locks or atomics
 #     (RACE_PKGS in the Makefile) under the race detector only, the rest
 #     plainly, and plainly too the few tests of the race packages that
 #     mean nothing under -race (PLAIN_ONLY in the Makefile: allocation
 #     counts, the full 10,000-request attack on the admin API);
-#   - the lab's tests, the lab's concurrent packages under the race
-#     detector;
+#   - the lab's tests, its concurrent packages (LAB_RACE_PKGS) under the
+#     race detector only, as the product's;
 #   - the live figures of cluster mode, last, with no other package's Go
 #     tests beside them: only untimed jobs run meanwhile, the chart's and
-#     alert rules' tests (lab/deploy) and the bookstore on a real
-#     PostgreSQL (scripts/test-postgres.sh);
+#     alert rules' tests (lab/deploy) and vet in that module (make
+#     vet-deploy, which reuses the Helm and Kubernetes the tests
+#     compiled: niced in the background from the start it starved and
+#     ended last), and the bookstore on a real PostgreSQL
+#     (scripts/test-postgres.sh);
 #   - the background lint's end, awaited and its output shown.
 #
 # The image's podman test loads an image of this machine's architecture
@@ -72,6 +75,8 @@ PLAIN_ONLY=$(make_vars PLAIN_ONLY)
 PLAIN_ONLY_PKGS=$(make_vars PLAIN_ONLY_PKGS)
 # shellcheck disable=SC2086 # word splitting of package lists is meant
 plain_pkgs=$(comm -23 <($GO list ./... | sort) <($GO list $RACE_PKGS | sort))
+# shellcheck disable=SC2086
+lab_plain_pkgs=$(comm -23 <($GO -C lab list ./... | sort) <($GO -C lab list $LAB_RACE_PKGS | sort))
 
 # bg NAME CMD...: runs CMD in the background, its output in
 # out/test-NAME.log; bg_wait NAME awaits it, shows the log and fails if
@@ -97,7 +102,7 @@ bg_wait() {
 step make -s --no-print-directory fmt-check vet-modules
 lint_jobs() {
 	step nice -n 19 make -s --no-print-directory lint-product
-	step nice -n 19 make -s --no-print-directory vet-tools
+	step nice -n 19 make -s --no-print-directory vet-peerref
 	step nice -n 19 make -s --no-print-directory lint-lab
 }
 bg lint lint_jobs
@@ -107,7 +112,7 @@ await_deps
 	step env SLUICE_REQUIRE_PROMTOOL=1 SLUICE_REQUIRE_REDIS=1 $GO test $plain_pkgs
 	step env SLUICE_REQUIRE_REDIS=1 $GO test -run "$PLAIN_ONLY" $PLAIN_ONLY_PKGS
 	step env SLUICE_REQUIRE_BROWSER=1 SLUICE_REQUIRE_REDIS=1 SLUICE_REQUIRE_PODMAN=1 SLUICE_IMAGE_ARCHES=native \
-		$GO -C lab test -artifacts -outputdir "$PWD/out/test" -skip '^TestLiveClusterFigure' ./...
+		$GO -C lab test -artifacts -outputdir "$PWD/out/test" -skip '^TestLiveClusterFigure' $lab_plain_pkgs
 	step env SLUICE_REQUIRE_REDIS=1 $GO test -race $RACE_PKGS
 	step env SLUICE_REQUIRE_REDIS=1 $GO -C lab test -race $LAB_RACE_PKGS
 	# The cluster figures mostly wait on the clock (a few hundred
@@ -115,6 +120,7 @@ await_deps
 	# them.
 	side_jobs() {
 		step env SLUICE_REQUIRE_PROMTOOL=1 $GO -C lab/deploy test ./...
+		step make -s --no-print-directory vet-deploy
 		step ./scripts/test-postgres.sh
 	}
 	bg side side_jobs
