@@ -77,9 +77,9 @@ print-%:
 
 ## vet: go vet in the four modules. vet-modules is the product's and the
 ## lab's, vet-tools the two tool modules' (vet-peerref: lab/tools/peerref;
-## vet-deploy: lab/deploy). make test runs vet-peerref in the background
-## with the lint, and vet-deploy beside the cluster figures right after
-## the chart's tests, which have compiled Helm and Kubernetes for it.
+## vet-deploy: lab/deploy). make test runs both in the background with
+## the lint; vet-deploy last, compiling Helm and Kubernetes for the
+## chart's tests, which run beside the cluster figures.
 vet: vet-modules vet-tools
 
 vet-modules:

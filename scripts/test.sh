@@ -11,10 +11,11 @@
 #     so that it uses only the CPU the tests leave idle while they wait
 #     on the clock: staticcheck over the product with its import groups
 #     and leanness (make lint-product), vet in the peer-reference tool
-#     module (make vet-peerref) and staticcheck over the lab (make
-#     lint-lab). Staticcheck analyses every dependency: on a fresh
-#     machine that is minutes of CPU, which the foreground would
-#     otherwise wait for;
+#     module (make vet-peerref), staticcheck over the lab (make
+#     lint-lab), then vet in lab/deploy (make vet-deploy, which compiles
+#     Helm and Kubernetes for the chart's tests too). Staticcheck
+#     analyses every dependency: on a fresh machine that is minutes of
+#     CPU, which the foreground would otherwise wait for;
 #   - the product's tests: the packages with goroutines, locks or atomics
 #     (RACE_PKGS in the Makefile) under the race detector only, the rest
 #     plainly, and plainly too the few tests of the race packages that
@@ -23,12 +24,10 @@
 #   - the lab's tests, its concurrent packages (LAB_RACE_PKGS) under the
 #     race detector only, as the product's;
 #   - the live figures of cluster mode, last, with no other package's Go
-#     tests beside them: only untimed jobs run meanwhile, the chart's and
-#     alert rules' tests (lab/deploy) and vet in that module (make
-#     vet-deploy, which reuses the Helm and Kubernetes the tests
-#     compiled: niced in the background from the start it starved and
-#     ended last), and the bookstore on a real PostgreSQL
-#     (scripts/test-postgres.sh);
+#     tests beside them: only untimed jobs run meanwhile, the bookstore
+#     on a real PostgreSQL (scripts/test-postgres.sh) and the chart's
+#     and alert rules' tests (lab/deploy), once vet-deploy has compiled
+#     what they need;
 #   - the background lint's end, awaited and its output shown.
 #
 # The image's podman test loads an image of this machine's architecture
@@ -100,10 +99,16 @@ bg_wait() {
 }
 
 step make -s --no-print-directory fmt-check vet-modules
+# vet-deploy compiles Helm and Kubernetes, which the chart's tests beside
+# the cluster figures need too: it holds out/deploy.lock while it runs,
+# and the tests take the lock, so that whichever comes first compiles
+# them and the other finds them built.
+deploy_lock=out/deploy.lock
 lint_jobs() {
 	step nice -n 19 make -s --no-print-directory lint-product
 	step nice -n 19 make -s --no-print-directory vet-peerref
 	step nice -n 19 make -s --no-print-directory lint-lab
+	step flock "$deploy_lock" nice -n 19 make -s --no-print-directory vet-deploy
 }
 bg lint lint_jobs
 await_deps
@@ -119,9 +124,8 @@ await_deps
 	# requests a second for about a minute): the untimed jobs run beside
 	# them.
 	side_jobs() {
-		step env SLUICE_REQUIRE_PROMTOOL=1 $GO -C lab/deploy test ./...
-		step make -s --no-print-directory vet-deploy
 		step ./scripts/test-postgres.sh
+		step flock "$deploy_lock" env SLUICE_REQUIRE_PROMTOOL=1 $GO -C lab/deploy test ./...
 	}
 	bg side side_jobs
 	step env SLUICE_REQUIRE_REDIS=1 $GO -C lab test -count=1 -v -run '^TestLiveClusterFigure' ./cluster/figures
