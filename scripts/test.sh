@@ -11,9 +11,10 @@
 #     so that it uses only the CPU the tests leave idle while they wait
 #     on the clock: staticcheck over the product with its import groups
 #     and leanness (make lint-product), vet in the peer-reference tool
-#     module (make vet-peerref), staticcheck over the lab (make
-#     lint-lab), then vet in lab/deploy (make vet-deploy, which compiles
-#     Helm and Kubernetes for the chart's tests too). Staticcheck
+#     module (make vet-peerref) and staticcheck over the lab (make
+#     lint-lab), and beside them vet in lab/deploy (make vet-deploy,
+#     which compiles Helm and Kubernetes for the chart's tests too; last
+#     in the same queue it ended the run). Staticcheck
 #     analyses every dependency: on a fresh machine that is minutes of
 #     CPU, which the foreground would otherwise wait for;
 #   - the product's tests: the packages with goroutines, locks or atomics
@@ -108,9 +109,9 @@ lint_jobs() {
 	step nice -n 19 make -s --no-print-directory lint-product
 	step nice -n 19 make -s --no-print-directory vet-peerref
 	step nice -n 19 make -s --no-print-directory lint-lab
-	step flock "$deploy_lock" nice -n 19 make -s --no-print-directory vet-deploy
 }
 bg lint lint_jobs
+bg deployvet step flock "$deploy_lock" nice -n 19 make -s --no-print-directory vet-deploy
 await_deps
 # shellcheck disable=SC2086
 {
@@ -130,6 +131,7 @@ await_deps
 	bg side side_jobs
 	step env SLUICE_REQUIRE_REDIS=1 $GO -C lab test -count=1 -v -run '^TestLiveClusterFigure' ./cluster/figures
 	bg_wait side
+	bg_wait deployvet
 	bg_wait lint
 }
 echo "test: all passed in $((SECONDS - start)) s"
