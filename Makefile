@@ -67,7 +67,7 @@ test:
 # measure through the proxy runs without it only). internal/doccheck holds this
 # list to the tests that read raceEnabled. scripts/test.sh runs them, in PLAIN_ONLY_PKGS, without -race; the
 # rest of RACE_PKGS runs under -race only.
-PLAIN_ONLY = ^(TestAdminUnauthenticatedAttack|TestClassifyDoesNotAllocate|TestTapHandleAllocations|TestStageTenantsBounded|TestStageTenantsCostFair|TestStageTenantsExpiredGiveBack)$$
+PLAIN_ONLY = ^(TestAdminUnauthenticatedAttack|TestSharesLiveThroughProxy|TestClassifyDoesNotAllocate|TestTapHandleAllocations|TestStageTenantsBounded|TestStageTenantsCostFair|TestStageTenantsExpiredGiveBack)$$
 PLAIN_ONLY_PKGS = ./proxy ./classify ./grpcsluice ./stage
 
 # print-VAR prints a variable of this file (scripts/test.sh reads the

@@ -59,7 +59,8 @@ func sizedBackend(t *testing.T, n int) (*atomic.Int64, string) {
 // its allocation and the total within 10 % of B; then a and b go idle
 // and c and d must take up the slack (each above its allocation, the
 // total not above B). About 20 s of real time, without the race
-// detector (whose pacing it slows), and only when SLUICE_LIVE_SHARES=1:
+// detector (whose pacing it slows: make test's PLAIN_ONLY), and only
+// when SLUICE_LIVE_SHARES=1:
 // make test measures the same live in package share
 // (TestLiveLoopbackShares, on loopback) and through the proxy in the
 // lab (lijamin-epochs' quick figure), and the other share tests here
