@@ -4,6 +4,7 @@ package figure
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"gonum.org/v1/gonum/mat"
@@ -68,8 +69,7 @@ func (c HotelParams) GoodputBoundAt(g *HotelGraph, s HotelScenario, streams []Ho
 // storm goodput counts (the event and HotelStormSettle after it),
 // sampled at each second's middle as the capacity series is.
 func (c HotelParams) stormBound(g *HotelGraph, s HotelScenario, streams []HotelStream) (float64, error) {
-	from, to := int(s.Start/time.Second), int((s.End+HotelStormSettle)/time.Second)
-	to = min(to, int(s.Stop/time.Second))
+	from, to := s.stormWindow()
 	sum := 0.0
 	for i := from; i < to; i++ {
 		v, err := c.GoodputBoundAt(g, s, streams, time.Duration(i)*time.Second+time.Second/2)
@@ -79,4 +79,12 @@ func (c HotelParams) stormBound(g *HotelGraph, s HotelScenario, streams []HotelS
 		sum += v
 	}
 	return sum / float64(max(to-from, 1)), nil
+}
+
+// stormWindow returns the seconds, [from, to), over which the storm
+// goodput and its bound are averaged: from the event's start to
+// HotelStormSettle after its end, within the run's seconds.
+func (s HotelScenario) stormWindow() (from, to int) {
+	n := int(math.Ceil(s.Stop.Seconds()))
+	return int(s.Start / time.Second), min(int((s.End+HotelStormSettle)/time.Second), n)
 }

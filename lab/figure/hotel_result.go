@@ -191,7 +191,8 @@ func (c HotelParams) metrics(g *HotelGraph, s HotelScenario, streams []HotelStre
 		m.phaseP99[p] = monitor.Percentile(lat[p], 0.99) / float64(time.Millisecond)
 	}
 	m.p99 = monitor.Percentile(all, 0.99) / float64(time.Millisecond)
-	m.storm = mean(h.good, sec(s.Start), sec(s.End+HotelStormSettle))
+	from, to := s.stormWindow()
+	m.storm = mean(h.good, from, to)
 	m.heavyEvent = mean(h.heavy, sec(s.Start), sec(s.End))
 	m.lightEvent = mean(h.light, sec(s.Start), sec(s.End))
 	m.capEvent = mean(h.capacity, sec(s.Start), sec(s.End))
