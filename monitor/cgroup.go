@@ -53,9 +53,8 @@ type Cgroup struct {
 	paths CgroupPaths
 	cpus  float64 // capacity override in CPUs, 0 for the group's limits
 
-	mu        sync.Mutex
-	prevUsage int64 // CPU time at prevAt, nanoseconds
-	prevAt    time.Time
+	mu    sync.Mutex
+	meter cpuMeter // the group's CPU time (usage) at the previous reading
 }
 
 // CgroupPaths locates the CPU files of one cgroup.
@@ -119,7 +118,7 @@ func NewCgroupAt(p CgroupPaths, cpus float64, now time.Time) (*Cgroup, error) {
 	if _, err := c.Capacity(); err != nil {
 		return nil, err
 	}
-	c.prevUsage, c.prevAt = usage, now
+	c.meter = cpuMeter{used: time.Duration(usage), at: now}
 	return c, nil
 }
 
@@ -310,18 +309,15 @@ func (c *Cgroup) Utilization(now time.Time) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	wall := now.Sub(c.prevAt)
-	if wall <= 0 {
-		return 0, fmt.Errorf("monitor: cgroup %s: %w (now %v, previous %v)", c.paths.Dir, ErrNoTimeElapsed, now, c.prevAt)
+	prev := c.meter.used
+	u, back, err := c.meter.next(time.Duration(usage), now, capacity)
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("monitor: cgroup %s: %w", c.paths.Dir, err)
+	case back:
+		return 0, fmt.Errorf("monitor: cgroup: %s: the CPU usage went backwards (%d ns → %d ns); taking a new baseline", c.usagePath(), int64(prev), usage)
 	}
-	dUsage := usage - c.prevUsage
-	if dUsage < 0 {
-		err := fmt.Errorf("monitor: cgroup: %s: the CPU usage went backwards (%d ns → %d ns); taking a new baseline", c.usagePath(), c.prevUsage, usage)
-		c.prevUsage, c.prevAt = usage, now
-		return 0, err
-	}
-	c.prevUsage, c.prevAt = usage, now
-	return clamp01(float64(dUsage) / (float64(wall) * capacity)), nil
+	return u, nil
 }
 
 // usagePath is the file the usage is read from.

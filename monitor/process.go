@@ -41,8 +41,7 @@ type Process struct {
 	cpus    float64
 	started uint64 // start time in clock ticks after boot
 	mu      sync.Mutex
-	prevCPU float64 // utime+stime in seconds at prevAt
-	prevAt  time.Time
+	meter   cpuMeter // utime+stime at the previous reading
 }
 
 // NewProcess returns a source for process pid under procRoot (usually
@@ -70,7 +69,7 @@ func NewProcess(procRoot string, pid int, cpus float64, now time.Time) (*Process
 	if err != nil {
 		return nil, err
 	}
-	p.started, p.prevCPU, p.prevAt = st.Starttime, st.CPUTime(), now
+	p.started, p.meter = st.Starttime, cpuMeter{used: cpuTime(st), at: now}
 	return p, nil
 }
 
@@ -125,14 +124,20 @@ func (p *Process) Utilization(now time.Time) (float64, error) {
 	if st.Starttime != p.started {
 		return 0, fmt.Errorf("monitor: process %d: %s belongs to a different process now (start time %d, expected %d)", p.pid, p.path, st.Starttime, p.started)
 	}
-	wall := now.Sub(p.prevAt)
-	if wall <= 0 {
-		return 0, fmt.Errorf("monitor: process %d: %w (now %v, previous %v)", p.pid, ErrNoTimeElapsed, now, p.prevAt)
+	// The kernel never lets a process's utime+stime go backwards, so a
+	// counter that went back is not reported: it reads 0 and becomes the
+	// new baseline.
+	u, _, err := p.meter.next(cpuTime(st), now, p.cpus)
+	if err != nil {
+		return 0, fmt.Errorf("monitor: process %d: %w", p.pid, err)
 	}
-	cpu := st.CPUTime()
-	used := cpu - p.prevCPU
-	p.prevCPU, p.prevAt = cpu, now
-	return clamp01(used / (wall.Seconds() * p.cpus)), nil
+	return u, nil
+}
+
+// cpuTime returns the process's utime+stime, which procfs gives in
+// seconds (whole clock ticks), to the nanosecond.
+func cpuTime(st procfs.ProcStat) time.Duration {
+	return time.Duration(math.Round(st.CPUTime() * float64(time.Second)))
 }
 
 // Describe returns "process <pid> (<path>)", with the pidfile if any.

@@ -4,6 +4,7 @@ package monitor
 
 import (
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -53,4 +54,43 @@ func clamp01(x float64) float64 {
 		return 1
 	}
 	return x
+}
+
+// cpuMeter holds the previous reading of a cumulative CPU-time counter and
+// turns the next one into the utilization over the wall-clock time between
+// the two:
+//
+//	utilization = Δused / (Δwall · capacity)
+//
+// clamped to [0, 1], where used is CPU time and capacity is in CPUs. Cgroup
+// and Process measure with one. (ProcStat does not: there the kernel's
+// counters measure the interval themselves.) The owner sets the first
+// reading when it is created, so its first Utilization call covers
+// [creation, now].
+//
+// A cpuMeter is not safe for concurrent use: its owner holds one lock
+// around reading the counter and calling next, so that the readings reach
+// next in the order they were taken.
+type cpuMeter struct {
+	used time.Duration // the counter at at
+	at   time.Time
+}
+
+// next returns the utilization from the previous reading to used at now on
+// capacity CPUs, and makes (used, now) the previous reading. If now is not
+// after the previous reading, it returns an error wrapping ErrNoTimeElapsed
+// that gives both instants, and keeps the previous reading. If used is below
+// the previous reading (the counter restarted), it returns 0 and back =
+// true, and (used, now) becomes the new baseline.
+func (m *cpuMeter) next(used time.Duration, now time.Time, capacity float64) (u float64, back bool, err error) {
+	wall := now.Sub(m.at)
+	if wall <= 0 {
+		return 0, false, fmt.Errorf("%w (now %v, previous %v)", ErrNoTimeElapsed, now, m.at)
+	}
+	d := used - m.used
+	m.used, m.at = used, now
+	if d < 0 {
+		return 0, true, nil
+	}
+	return clamp01(float64(d) / (float64(wall) * capacity)), false, nil
 }
