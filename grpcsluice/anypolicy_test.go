@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/grpctest"
 )
 
 // byHeader is a hand-written sluice.Policy (none of the optional
@@ -69,7 +70,7 @@ func TestServerTakesAnyPolicy(t *testing.T) {
 	if st.Code() != codes.ResourceExhausted {
 		t.Fatalf("refused call: %v, want RESOURCE_EXHAUSTED", err)
 	}
-	if delay := retryDelay(st); delay != 7*time.Second {
+	if delay := grpctest.RetryDelay(st); delay != 7*time.Second {
 		t.Errorf("pushback %v, want the policy's Retry-After 7s", delay)
 	}
 	pol.mu.Lock()

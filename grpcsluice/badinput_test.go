@@ -3,24 +3,19 @@
 package grpcsluice
 
 import (
-	"bytes"
-	"errors"
-	"io"
-	"net"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/sluicehq/sluice/internal/grpctest"
 	"github.com/sluicehq/sluice/internal/metrictest"
 )
 
@@ -85,53 +80,14 @@ stages: [{name: api, match: {grpc_service: grpc.testing.TestService}, controller
 func TestMalformedGRPCTimeoutIsGRPCGos(t *testing.T) {
 	pol := newPolicy(t, `
 stages: [{name: api, match: {grpc_service: grpc.testing.TestService}, controller: static-rate, params: {rate: 1000}}]`)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	lis := grpctest.Listen(t)
 	svc := &service{}
-	serve(t, lis, NewServer(pol, ServerOptions{}), svc)
-	c, err := net.DialTimeout("tcp", lis.Addr().String(), time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	t.Cleanup(grpctest.Serve(lis, svc, interceptors(NewServer(pol, ServerOptions{}))...).Stop)
+	c, fr := grpctest.H2C(t, lis.Addr().String())
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-	if _, err := io.WriteString(c, http2.ClientPreface); err != nil {
-		t.Fatal(err)
-	}
-	fr := http2.NewFramer(c, c)
-	var block bytes.Buffer
-	enc := hpack.NewEncoder(&block)
-	for _, kv := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":authority", "svc"},
-		{":path", "/grpc.testing.TestService/EmptyCall"}, {"content-type", "application/grpc"}, {"te", "trailers"},
-		{"grpc-timeout", "1x"}} {
-		_ = enc.WriteField(hpack.HeaderField{Name: kv[0], Value: kv[1]})
-	}
-	if err := errors.Join(fr.WriteSettings(),
-		fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block.Bytes(), EndHeaders: true}),
-		fr.WriteData(1, true, []byte{0, 0, 0, 0, 0})); err != nil {
-		t.Fatal(err)
-	}
-	dec := hpack.NewDecoder(4096, nil)
-	got := ""
-	for got == "" {
-		f, err := fr.ReadFrame()
-		if err != nil {
-			t.Fatalf("reading the answer: %v", err)
-		}
-		if hf, ok := f.(*http2.HeadersFrame); ok {
-			fields, err := dec.DecodeFull(hf.HeaderBlockFragment())
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, f := range fields {
-				if f.Name == "grpc-status" {
-					got = f.Value
-				}
-			}
-		}
-	}
+	grpctest.WriteCall(t, fr, 1, grpctest.Headers(t, "svc", "grpc-timeout", "1x"))
+	got := grpctest.ReadStatus(t, fr)
 	if got != strconv.Itoa(int(codes.Internal)) {
 		t.Errorf("grpc-status %s, want %d (INTERNAL)", got, codes.Internal)
 	}

@@ -4,23 +4,18 @@ package grpcsluice
 
 import (
 	"context"
-	"io"
 	"net"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/health"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/grpctest"
 	"github.com/sluicehq/sluice/internal/policytest"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/stage"
@@ -88,19 +83,7 @@ func (s *service) FullDuplexCall(st testpb.TestService_FullDuplexCallServer) err
 			return err
 		}
 	}
-	for {
-		in, err := st.Recv()
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		out := &testpb.StreamingOutputCallResponse{Payload: in.GetPayload()}
-		if err := st.Send(out); err != nil {
-			return err
-		}
-	}
+	return grpctest.Echo(st)
 }
 
 // plainService answers EmptyCall and nothing else, recording nothing:
@@ -113,73 +96,50 @@ func (*plainService) EmptyCall(context.Context, *testpb.Empty) (*testpb.Empty, e
 	return &testpb.Empty{}, nil
 }
 
-// serve starts a gRPC server with srv's interceptors (nil: none), the
-// test service and the health service, on lis; it stops with the test.
-func serve(t testing.TB, lis net.Listener, srv *Server, svc testpb.TestServiceServer) {
-	t.Helper()
-	var opts []grpc.ServerOption
-	if srv != nil {
-		opts = append(opts, grpc.ChainUnaryInterceptor(srv.UnaryInterceptor()), grpc.ChainStreamInterceptor(srv.StreamInterceptor()))
+// interceptors returns srv's unary and stream interceptors as server
+// options (nil: none).
+func interceptors(srv *Server) []grpc.ServerOption {
+	if srv == nil {
+		return nil
 	}
-	serveOpts(t, lis, opts, svc)
-}
-
-// serveOpts is serve with server options.
-func serveOpts(t testing.TB, lis net.Listener, opts []grpc.ServerOption, svc testpb.TestServiceServer) {
-	t.Helper()
-	g := grpc.NewServer(opts...)
-	testpb.RegisterTestServiceServer(g, svc)
-	healthpb.RegisterHealthServer(g, health.NewServer())
-	go func() { _ = g.Serve(lis) }()
-	t.Cleanup(g.Stop)
+	return []grpc.ServerOption{grpc.ChainUnaryInterceptor(srv.UnaryInterceptor()), grpc.ChainStreamInterceptor(srv.StreamInterceptor())}
 }
 
 // bufDial starts a server on an in-memory listener and returns a client
 // connection to it with the given dial options.
 func bufDial(t testing.TB, srv *Server, svc testpb.TestServiceServer, dopts ...grpc.DialOption) *grpc.ClientConn {
 	t.Helper()
-	var opts []grpc.ServerOption
-	if srv != nil {
-		opts = append(opts, grpc.ChainUnaryInterceptor(srv.UnaryInterceptor()), grpc.ChainStreamInterceptor(srv.StreamInterceptor()))
-	}
-	return bufDialOpts(t, opts, svc, dopts...)
+	return bufDialOpts(t, interceptors(srv), svc, dopts...)
 }
 
 // bufDialOpts is bufDial with server options.
 func bufDialOpts(t testing.TB, opts []grpc.ServerOption, svc testpb.TestServiceServer, dopts ...grpc.DialOption) *grpc.ClientConn {
 	t.Helper()
 	lis := bufconn.Listen(1 << 20)
-	serveOpts(t, lis, opts, svc)
-	dopts = append(dopts, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }))
-	cc, err := grpc.NewClient("passthrough:///bufnet", dopts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cc.Close() })
-	return cc
+	t.Cleanup(grpctest.Serve(lis, svc, opts...).Stop)
+	dopts = append(dopts, grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }))
+	return dial(t, "passthrough:///bufnet", dopts...)
 }
 
 // tcpDial is bufDial over a real loopback TCP socket.
 func tcpDial(t testing.TB, srv *Server, svc *service, dopts ...grpc.DialOption) *grpc.ClientConn {
 	t.Helper()
-	return tcpDialOpts(t, []grpc.ServerOption{grpc.ChainUnaryInterceptor(srv.UnaryInterceptor()), grpc.ChainStreamInterceptor(srv.StreamInterceptor())}, svc, dopts...)
+	return tcpDialOpts(t, interceptors(srv), svc, dopts...)
 }
 
 // tcpDialOpts serves svc with opts on a loopback TCP listener and
 // returns a connection to it.
 func tcpDialOpts(t testing.TB, opts []grpc.ServerOption, svc testpb.TestServiceServer, dopts ...grpc.DialOption) *grpc.ClientConn {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	serveOpts(t, lis, opts, svc)
-	dopts = append(dopts, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	cc, err := grpc.NewClient(lis.Addr().String(), dopts...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	lis := grpctest.Listen(t)
+	t.Cleanup(grpctest.Serve(lis, svc, opts...).Stop)
+	return dial(t, lis.Addr().String(), dopts...)
+}
+
+// dial is grpctest.Dial, the connection closed when t ends.
+func dial(t testing.TB, target string, dopts ...grpc.DialOption) *grpc.ClientConn {
+	t.Helper()
+	cc := grpctest.Dial(t, target, dopts...)
 	t.Cleanup(func() { _ = cc.Close() })
 	return cc
 }
@@ -211,15 +171,4 @@ func contextWithTimeout(ctx context.Context, d time.Duration) (context.Context, 
 func totals(pol *policy.Policy, name string, c int) stage.ClassState {
 	pol.Step(time.Now().Add(time.Minute))
 	return pol.Stage(name).Totals(c)
-}
-
-// retryDelay returns the retry_delay of st's google.rpc.RetryInfo
-// detail (0: none).
-func retryDelay(st *status.Status) time.Duration {
-	for _, d := range st.Details() {
-		if ri, ok := d.(*errdetails.RetryInfo); ok {
-			return ri.GetRetryDelay().AsDuration()
-		}
-	}
-	return 0
 }

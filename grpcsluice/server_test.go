@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/grpctest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -44,7 +45,7 @@ reject: {retry_after: 2s, retry_after_max: 2s, retry_jitter: 1s}`)
 	if st.Code() != codes.ResourceExhausted {
 		t.Fatalf("second call: %v, want RESOURCE_EXHAUSTED", err)
 	}
-	delay := retryDelay(st)
+	delay := grpctest.RetryDelay(st)
 	if delay < 2*time.Second || delay > 3*time.Second {
 		t.Errorf("RetryInfo delay %v, want within [2s, 3s] (details %v)", delay, st.Details())
 	}

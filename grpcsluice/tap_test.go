@@ -69,7 +69,7 @@ func TestTapHandleHostRule(t *testing.T) {
 		pol := newPolicy(t, `
 stages: [{name: byhost, match: {host: bufnet}, controller: static-rate, params: {rate: 0.001}, burst: 1}]`)
 		sl := NewServer(pol, ServerOptions{})
-		opts := []grpc.ServerOption{grpc.ChainUnaryInterceptor(sl.UnaryInterceptor()), grpc.ChainStreamInterceptor(sl.StreamInterceptor())}
+		opts := interceptors(sl)
 		if tapped {
 			opts = sl.ServerOptions()
 		}

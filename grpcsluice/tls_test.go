@@ -4,7 +4,6 @@ package grpcsluice
 
 import (
 	"crypto/tls"
-	"net"
 	"strings"
 	"testing"
 
@@ -14,6 +13,7 @@ import (
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/status"
 
+	"github.com/sluicehq/sluice/internal/grpctest"
 	"github.com/sluicehq/sluice/internal/testcert"
 )
 
@@ -31,24 +31,17 @@ classes:
   rules:
     - {class: mesh, client_cert: {value: "spiffe://corp/ns/shop/sa/api"}}
 stages: [{name: api, match: {path_prefix: /}, controller: static-rate, params: {rate: 0.001}, burst: 1}]`)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	lis := grpctest.Listen(t)
 	creds := credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{srvCert}, ClientCAs: clients.Pool(),
 		ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS13})
-	serveOpts(t, lis, append(NewServer(pol, ServerOptions{}).ServerOptions(), grpc.Creds(creds)), &service{})
-	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(credentials.NewTLS(
+	t.Cleanup(grpctest.Serve(lis, &service{}, append(NewServer(pol, ServerOptions{}).ServerOptions(), grpc.Creds(creds))...).Stop)
+	cc := dial(t, lis.Addr().String(), grpc.WithTransportCredentials(credentials.NewTLS(
 		&tls.Config{RootCAs: ca.Pool(), Certificates: []tls.Certificate{api}, MinVersion: tls.VersionTLS13})))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cc.Close() })
 	tc := testpb.NewTestServiceClient(cc)
 	if _, err := tc.UnaryCall(ctxT(t), &testpb.SimpleRequest{}); err != nil {
 		t.Fatalf("first call: %v", err)
 	}
-	_, err = tc.UnaryCall(ctxT(t), &testpb.SimpleRequest{})
+	_, err := tc.UnaryCall(ctxT(t), &testpb.SimpleRequest{})
 	if st := status.Convert(err); st.Code() != codes.ResourceExhausted || !strings.Contains(st.Message(), "class mesh") {
 		t.Errorf("second call: %v; want RESOURCE_EXHAUSTED naming class mesh (the certificate's class)", err)
 	}

@@ -3,27 +3,24 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
-	"errors"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/hpack"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/insecure"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+
+	"github.com/sluicehq/sluice/internal/grpctest"
 )
 
 // grpcBackend is grpc-go's interop TestService: it echoes, streams, and
@@ -82,32 +79,15 @@ func (b *grpcBackend) StreamingInputCall(st testpb.TestService_StreamingInputCal
 }
 
 func (b *grpcBackend) FullDuplexCall(st testpb.TestService_FullDuplexCallServer) error {
-	for {
-		in, err := st.Recv()
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if err := st.Send(&testpb.StreamingOutputCallResponse{Payload: in.GetPayload()}); err != nil {
-			return err
-		}
-	}
+	return grpctest.Echo(st)
 }
 
 // startGRPCBackend serves a grpcBackend over h2c on loopback.
 func startGRPCBackend(t *testing.T) (*grpcBackend, string) {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	lis := grpctest.Listen(t)
 	b := &grpcBackend{left: make(chan time.Duration, 100)}
-	g := grpc.NewServer()
-	testpb.RegisterTestServiceServer(g, b)
-	go func() { _ = g.Serve(lis) }()
-	t.Cleanup(g.Stop)
+	t.Cleanup(grpctest.Serve(lis, b).Stop)
 	return b, "http://" + lis.Addr().String()
 }
 
@@ -115,10 +95,7 @@ func startGRPCBackend(t *testing.T) (*grpcBackend, string) {
 // context for its calls that ends after d (or with the test).
 func grpcThrough(t *testing.T, addr string, d time.Duration) (testpb.TestServiceClient, context.Context) {
 	t.Helper()
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cc := grpctest.Dial(t, addr)
 	t.Cleanup(func() { cc.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
@@ -232,13 +209,7 @@ reject: {retry_after: 2s, retry_after_max: 2s, retry_jitter: 0s}
 	if st.Code() != codes.ResourceExhausted {
 		t.Fatalf("refused call: %v, want RESOURCE_EXHAUSTED", err)
 	}
-	var delay time.Duration
-	for _, d := range st.Details() {
-		if ri, ok := d.(*errdetails.RetryInfo); ok {
-			delay = ri.GetRetryDelay().AsDuration()
-		}
-	}
-	if delay != 2*time.Second {
+	if delay := grpctest.RetryDelay(st); delay != 2*time.Second {
 		t.Errorf("RetryInfo delay %v, want 2s (details %v)", delay, st.Details())
 	}
 	if v := tr.Get("grpc-retry-pushback-ms"); len(v) != 1 || v[0] != "2000" {
@@ -257,7 +228,6 @@ reject: {retry_after: 2s, retry_after_max: 2s, retry_jitter: 0s}
 	if _, err := tc.UnaryCall(short, &testpb.SimpleRequest{}); status.Code(err) != codes.DeadlineExceeded {
 		t.Errorf("expired call: %v", err)
 	}
-	_ = errors.New
 }
 
 // The proxy forwards gRPC over TLS on both sides (ALPN h2).
@@ -265,17 +235,13 @@ func TestGRPCThroughProxyTLS(t *testing.T) {
 	certFile, keyFile, pool := localhostCert(t)
 	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
 	must(t, err)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	must(t, err)
-	g := grpc.NewServer(grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{cert}})))
-	testpb.RegisterTestServiceServer(g, &grpcBackend{left: make(chan time.Duration, 100)})
-	go func() { _ = g.Serve(lis) }()
-	t.Cleanup(g.Stop)
+	lis := grpctest.Listen(t)
+	t.Cleanup(grpctest.Serve(lis, &grpcBackend{left: make(chan time.Duration, 100)},
+		grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{cert}}))).Stop)
 	p := startProxy(t, tlsListenerConfig(certFile, keyFile, "https://"+lis.Addr().String()))
 	// The test's own CA for the upstream, as a system CA would be.
 	p.srv.h.gen.Load().pool.transport.TLSClientConfig = &tls.Config{RootCAs: pool}
-	cc, err := grpc.NewClient(p.addr, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: pool})))
-	must(t, err)
+	cc := grpctest.Dial(t, p.addr, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: pool})))
 	defer cc.Close()
 	tc := testpb.NewTestServiceClient(cc)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -297,32 +263,6 @@ func TestGRPCThroughProxyTLS(t *testing.T) {
 	}
 }
 
-// h2cConn opens a raw HTTP/2 connection with prior knowledge to addr: the
-// preface, an empty SETTINGS, and a Framer on it.
-func h2cConn(t *testing.T, addr string) (net.Conn, *http2.Framer) {
-	t.Helper()
-	c, err := net.DialTimeout("tcp", addr, time.Second)
-	must(t, err)
-	t.Cleanup(func() { c.Close() })
-	_, err = io.WriteString(c, http2.ClientPreface)
-	must(t, err)
-	fr := http2.NewFramer(c, c)
-	must(t, fr.WriteSettings())
-	return c, fr
-}
-
-// grpcHeaders is the HPACK block of a gRPC call's request headers.
-func grpcHeaders(t *testing.T, extra ...string) []byte {
-	var buf bytes.Buffer
-	enc := hpack.NewEncoder(&buf)
-	kv := append([]string{":method", "POST", ":scheme", "http", ":authority", "proxy", ":path", "/grpc.testing.TestService/EmptyCall",
-		"content-type", "application/grpc", "te", "trailers"}, extra...)
-	for i := 0; i+1 < len(kv); i += 2 {
-		must(t, enc.WriteField(hpack.HeaderField{Name: kv[i], Value: kv[i+1]}))
-	}
-	return buf.Bytes()
-}
-
 // stillServes checks that the proxy answers a gRPC call.
 func stillServes(t *testing.T, addr string) {
 	t.Helper()
@@ -339,8 +279,9 @@ func stillServes(t *testing.T, addr string) {
 func TestH2CRapidResetSurvived(t *testing.T) {
 	_, url := startGRPCBackend(t)
 	p := startProxy(t, baseConfig(url, ""))
-	c, fr := h2cConn(t, p.addr)
-	block := grpcHeaders(t)
+	c, fr := grpctest.H2C(t, p.addr)
+	defer c.Close()
+	block := grpctest.Headers(t, "proxy")
 	deadline := time.Now().Add(2 * time.Second)
 	_ = c.SetWriteDeadline(deadline)
 	sent := 0
@@ -361,9 +302,10 @@ func TestH2CRapidResetSurvived(t *testing.T) {
 func TestH2CContinuationFloodCut(t *testing.T) {
 	_, url := startGRPCBackend(t)
 	p := startProxy(t, baseConfig(url, ""))
-	c, fr := h2cConn(t, p.addr)
-	must(t, fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: grpcHeaders(t), EndHeaders: false}))
-	junk := grpcHeaders(t, "x-junk", strings.Repeat("j", 4000))
+	c, fr := grpctest.H2C(t, p.addr)
+	defer c.Close()
+	must(t, fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: grpctest.Headers(t, "proxy"), EndHeaders: false}))
+	junk := grpctest.Headers(t, "proxy", "x-junk", strings.Repeat("j", 4000))
 	deadline := time.Now().Add(3 * time.Second)
 	_ = c.SetDeadline(deadline)
 	written := 0
@@ -425,29 +367,11 @@ func TestGRPCStatusIsTheOutcome(t *testing.T) {
 func TestGRPCMalformedTimeoutCounted(t *testing.T) {
 	_, url := startGRPCBackend(t)
 	p := startProxy(t, baseConfig(url, ""))
-	c, fr := h2cConn(t, p.addr)
+	c, fr := grpctest.H2C(t, p.addr)
+	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-	must(t, fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: grpcHeaders(t, "grpc-timeout", "1x"), EndHeaders: true}))
-	// One empty message: the 5-byte gRPC frame header of a zero-length
-	// Empty.
-	must(t, fr.WriteData(1, true, []byte{0, 0, 0, 0, 0}))
-	dec := hpack.NewDecoder(4096, nil)
-	var grpcStatus string
-	for grpcStatus == "" {
-		f, err := fr.ReadFrame()
-		if err != nil {
-			t.Fatalf("reading the answer: %v", err)
-		}
-		if hf, ok := f.(*http2.HeadersFrame); ok {
-			fields, err := dec.DecodeFull(hf.HeaderBlockFragment())
-			must(t, err)
-			for _, f := range fields {
-				if f.Name == "grpc-status" {
-					grpcStatus = f.Value
-				}
-			}
-		}
-	}
+	grpctest.WriteCall(t, fr, 1, grpctest.Headers(t, "proxy", "grpc-timeout", "1x"))
+	grpcStatus := grpctest.ReadStatus(t, fr)
 	if grpcStatus != "0" {
 		t.Errorf("grpc-status %q, want 0: a malformed grpc-timeout is no deadline", grpcStatus)
 	}
