@@ -4,6 +4,7 @@ package stage
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -312,5 +313,23 @@ func TestRunnerStepsStage(t *testing.T) {
 	}
 	if len(seen) != 1 || !seen[0].Equal(t0.Add(s.Period())) {
 		t.Errorf("OnStep saw %v", seen)
+	}
+}
+
+// A class's totals (ClassTotals, embedded in ClassState) stand in the
+// admin API's class object under their own names, between the class's
+// name and its deadline and fair-eviction counts, as before they had a
+// type of their own: a JSON name on the embedded field would nest them.
+func TestClassStateJSON(t *testing.T) {
+	cs := ClassState{Name: "gold", ClassTotals: ClassTotals{Offered: 1, Admitted: 2, Rejected: 3, ShadowRejected: 4,
+		Completed: 5, Errors: 6}, Deadline: 7, FairEvicted: 8}
+	got, err := json.Marshal(cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = `{"name":"gold","offered":1,"admitted":2,"rejected":3,"shadow_rejected":4,"completed":5,"errors":6,` +
+		`"rejected_deadline":7,"rejected_fair_evicted":8}`
+	if string(got) != want {
+		t.Fatalf("ClassState JSON\n%s\nwant\n%s", got, want)
 	}
 }

@@ -79,18 +79,29 @@ type PriorityState struct {
 	ClassDrops []float64 `json:"class_drop_probabilities,omitempty"`
 }
 
-// ClassState holds one class's totals since start and its last period.
-type ClassState struct {
-	Name           string `json:"name"`
+// ClassTotals are a class's request totals since start: the requests
+// offered to its gate, admitted, rejected, rejected in shadow mode (and
+// admitted all the same), completed, and completed with an error.
+// Offered, Admitted, Rejected and Completed advance at each control
+// period; ShadowRejected and Errors as they happen.
+type ClassTotals struct {
 	Offered        uint64 `json:"offered"`
 	Admitted       uint64 `json:"admitted"`
 	Rejected       uint64 `json:"rejected"`
 	ShadowRejected uint64 `json:"shadow_rejected"`
 	Completed      uint64 `json:"completed"`
 	Errors         uint64 `json:"errors"`
+}
+
+// ClassState holds one class's totals since start and its last period.
+// ClassTotals is embedded without a JSON name, so that its fields stand
+// in the admin API's class object beside the name, as they always have.
+type ClassState struct {
+	Name string `json:"name"`
+	ClassTotals
 	// Deadline counts the rejections (also in Rejected) of requests whose
 	// deadline had passed, or would pass before they got service; unlike
-	// the other totals it is counted as they happen.
+	// the totals collected each period it is counted as they happen.
 	Deadline uint64 `json:"rejected_deadline"`
 	// FairEvicted counts the waiters (also in Rejected) evicted under fair
 	// queueing (stage.Tenants) to make room for a tenant behind them in
@@ -116,9 +127,9 @@ type DecisionState struct {
 // period), for metrics.
 func (s *Stage) Totals(c int) ClassState {
 	cs := s.classes[c]
-	return ClassState{Name: cs.name, Offered: cs.offered.Load(), Admitted: cs.admitted.Load(),
+	return ClassState{Name: cs.name, ClassTotals: ClassTotals{Offered: cs.offered.Load(), Admitted: cs.admitted.Load(),
 		Rejected: cs.rejected.Load(), ShadowRejected: cs.shadowRejected.Load(),
-		Completed: cs.completed.Load(), Errors: cs.errors.Load(), Deadline: cs.deadline.Load(), FairEvicted: cs.fairEvicted.Load(), Last: cs.last.Load()}
+		Completed: cs.completed.Load(), Errors: cs.errors.Load()}, Deadline: cs.deadline.Load(), FairEvicted: cs.fairEvicted.Load(), Last: cs.last.Load()}
 }
 
 // State returns the stage's current state with its last n decisions.

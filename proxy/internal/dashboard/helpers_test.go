@@ -122,8 +122,8 @@ func everySection(now time.Time) State {
 			SensorError: "", ThroughputPS: off - 2}
 	}
 	class := func(name string, off uint64) stage.ClassState {
-		return stage.ClassState{Name: name, Offered: off, Admitted: off - 10, Rejected: 10, ShadowRejected: 1,
-			Completed: off - 12, Errors: 2, Last: period(float64(off) / 10)}
+		return stage.ClassState{Name: name, ClassTotals: stage.ClassTotals{Offered: off, Admitted: off - 10, Rejected: 10, ShadowRejected: 1,
+			Completed: off - 12, Errors: 2}, Last: period(float64(off) / 10)}
 	}
 	return State{ConfigVersion: 3, Shadow: true, InFlight: 5, Streams: 1, Token: true,
 		Stages: []Stage{

@@ -71,19 +71,9 @@ type SampleStage struct {
 // (Last: p50_ms, p90_ms, p99_ms, mean_ms, queue, …).
 type SampleClass struct {
 	Name   string             `json:"name"`
-	Totals ClassCounts        `json:"totals"`
+	Totals stage.ClassTotals  `json:"totals"`
 	Rates  ClassRates         `json:"rates"`
 	Last   map[string]float64 `json:"last,omitempty"`
-}
-
-// ClassCounts are a class's request totals.
-type ClassCounts struct {
-	Offered        uint64 `json:"offered"`
-	Admitted       uint64 `json:"admitted"`
-	Rejected       uint64 `json:"rejected"`
-	ShadowRejected uint64 `json:"shadow_rejected"`
-	Completed      uint64 `json:"completed"`
-	Errors         uint64 `json:"errors"`
 }
 
 // ClassRates are a class's requests per second.
@@ -167,7 +157,7 @@ type prevSample struct {
 
 type classPrev struct {
 	end    time.Time
-	totals ClassCounts
+	totals stage.ClassTotals
 	rates  ClassRates
 }
 
@@ -263,8 +253,7 @@ func (h *history) take(v View, now time.Time) *Sample {
 // sampleClass returns a class's sample and what the next sample needs of
 // it, given the classes of the previous sample.
 func sampleClass(c *stage.ClassState, prevs map[classKey]classPrev, k classKey) (SampleClass, classPrev) {
-	tot := ClassCounts{Offered: c.Offered, Admitted: c.Admitted, Rejected: c.Rejected,
-		ShadowRejected: c.ShadowRejected, Completed: c.Completed, Errors: c.Errors}
+	tot := c.ClassTotals
 	cp := classPrev{totals: tot}
 	sc := SampleClass{Name: c.Name, Totals: tot}
 	if c.Last != nil {
