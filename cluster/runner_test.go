@@ -3,11 +3,9 @@
 package cluster
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +16,7 @@ import (
 
 	"github.com/sluicehq/sluice/control"
 	"github.com/sluicehq/sluice/internal/localredis"
+	"github.com/sluicehq/sluice/internal/testkit"
 	"github.com/sluicehq/sluice/policy"
 	"github.com/sluicehq/sluice/share"
 	"github.com/sluicehq/sluice/stage"
@@ -25,31 +24,13 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// syncLog is a concurrency-safe log buffer.
-type syncLog struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *syncLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *syncLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // instance is a runner with a static-rate stage of global rate 100 and
 // client shares of B = 30 KB/s (a 10 %, b 20 %, others 70 %).
 type instance struct {
 	r   *Runner
 	st  *stage.Stage
 	sh  *share.Shares
-	log *syncLog
+	log *testkit.SyncBuffer
 	m   *Metrics
 	reg *prometheus.Registry
 }
@@ -74,7 +55,7 @@ func newInstance(t *testing.T, addr, id string, initial int) *instance {
 	cfg := Config{Addrs: []string{addr}, Instance: id, Prefix: "test-" + strings.ReplaceAll(t.Name(), "/", "_"),
 		Period: 300 * time.Millisecond, Timeout: 250 * time.Millisecond, InitialInstances: initial}
 	cfg.SetDefaults()
-	in := &instance{st: st, sh: sh, log: &syncLog{}, reg: prometheus.NewRegistry()}
+	in := &instance{st: st, sh: sh, log: &testkit.SyncBuffer{}, reg: prometheus.NewRegistry()}
 	if in.m, err = NewMetrics(in.reg); err != nil {
 		t.Fatal(err)
 	}

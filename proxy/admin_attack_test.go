@@ -18,6 +18,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/sluicehq/sluice/internal/testkit"
 	"github.com/sluicehq/sluice/proxy/admin"
 )
 
@@ -120,7 +121,7 @@ func TestAdminUnauthenticatedAttack(t *testing.T) {
 	cs := newCanarySetup(t)
 	text := strings.NewReplacer("BACKEND", be.URL, "COLLECTOR", col.srv.URL, "ADDR", freeClosedAddr(t)).Replace(cs.text)
 	text = strings.Replace(text, "  pprof: true\n", "  pprof: true\n  public: [metrics]\n", 1)
-	var logs syncBuffer
+	var logs testkit.SyncBuffer
 	p := startLogged(t, text, &logs)
 	lc := newLeakCheck(t, p.srv.Config())
 	resp, _ := call(t, http.MethodGet, p.admin+"/ui?token="+canaryToken, "", nil)

@@ -3,7 +3,6 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/hex"
@@ -25,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/internal/secret"
+	"github.com/sluicehq/sluice/internal/testkit"
 	"github.com/sluicehq/sluice/proxy/admin"
 )
 
@@ -121,24 +121,6 @@ func (c *collector) saw(key string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return slices.Contains(c.keys, key)
-}
-
-// syncBuffer is a log destination safe for concurrent writers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // startLogged writes cfg to a file and serves it with every log line, at
@@ -249,7 +231,7 @@ func TestSecretsNeverShown(t *testing.T) {
 	col := newCollector(t)
 	cs := newCanarySetup(t)
 	text := strings.NewReplacer("BACKEND", be.URL, "COLLECTOR", col.srv.URL, "ADDR", freeClosedAddr(t)).Replace(cs.text)
-	var logs syncBuffer
+	var logs testkit.SyncBuffer
 	p := startLogged(t, text, &logs)
 	lc := newLeakCheck(t, p.srv.Config())
 	bearer := http.Header{"Authorization": {"Bearer " + canaryToken}}

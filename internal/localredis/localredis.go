@@ -24,6 +24,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/testkit"
 )
 
 // RequireEnv is the environment variable that makes ForTest fail rather
@@ -124,27 +126,15 @@ func StartWith(opts Options) (*Server, error) {
 	return nil, last
 }
 
-// TB is the part of testing.TB that ForTest uses; *testing.T and
-// *testing.B satisfy it. (It is declared here so that this package does
-// not import testing.)
-type TB interface {
-	Helper()
-	Fatal(args ...any)
-	Fatalf(format string, args ...any)
-	Skipf(format string, args ...any)
-	Errorf(format string, args ...any)
-	Cleanup(func())
-}
-
 // ForTest starts a server for t and stops it when t ends. Without
 // redis-server it skips t, or fails it when RequireEnv is set.
-func ForTest(t TB) *Server {
+func ForTest(t testkit.TB) *Server {
 	t.Helper()
 	return ForTestWith(t, Options{})
 }
 
 // ForTestWith is ForTest with opts.
-func ForTestWith(t TB, opts Options) *Server {
+func ForTestWith(t testkit.TB, opts Options) *Server {
 	t.Helper()
 	if _, err := Path(); err != nil {
 		if os.Getenv(RequireEnv) != "" {

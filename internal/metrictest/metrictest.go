@@ -8,21 +8,15 @@ package metrictest
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
-)
 
-// TB is the part of testing.TB Metric and Histogram use (so that the
-// product's packages do not depend on package testing:
-// scripts/check-lean.sh).
-type TB interface {
-	Helper()
-	Fatal(args ...any)
-}
+	"github.com/sluicehq/sluice/internal/testkit"
+)
 
 // Metric returns the series of the family name in g whose labels include
 // want (a label want names and the series lacks counts as ""), or nil
 // when no series of the family has them. It fails t if g cannot be
 // gathered.
-func Metric(t TB, g prometheus.Gatherer, name string, want map[string]string) *dto.Metric {
+func Metric(t testkit.TB, g prometheus.Gatherer, name string, want map[string]string) *dto.Metric {
 	t.Helper()
 	mfs, err := g.Gather()
 	if err != nil {
@@ -42,7 +36,7 @@ func Metric(t TB, g prometheus.Gatherer, name string, want map[string]string) *d
 }
 
 // Histogram is Metric's histogram, or nil.
-func Histogram(t TB, g prometheus.Gatherer, name string, want map[string]string) *dto.Histogram {
+func Histogram(t testkit.TB, g prometheus.Gatherer, name string, want map[string]string) *dto.Histogram {
 	t.Helper()
 	return Metric(t, g, name, want).GetHistogram()
 }

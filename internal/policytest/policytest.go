@@ -7,21 +7,13 @@ package policytest
 import (
 	"context"
 
+	"github.com/sluicehq/sluice/internal/testkit"
 	"github.com/sluicehq/sluice/policy"
 )
 
-// TB is the part of testing.TB New and Running use (so that the
-// product's packages do not depend on package testing:
-// scripts/check-lean.sh).
-type TB interface {
-	Helper()
-	Fatalf(format string, args ...any)
-	Cleanup(func())
-}
-
 // New reads src as a policy file (policy.Parse: unknown keys are errors)
 // and builds it with no options, failing t on any error.
-func New(t TB, src string) *policy.Policy {
+func New(t testkit.TB, src string) *policy.Policy {
 	t.Helper()
 	cfg, err := policy.Parse("test.yaml", []byte(src))
 	if err != nil {
@@ -36,7 +28,7 @@ func New(t TB, src string) *policy.Policy {
 
 // Running is New with the policy's control loop (Policy.Run) running
 // until t and its subtests end.
-func Running(t TB, src string) *policy.Policy {
+func Running(t testkit.TB, src string) *policy.Policy {
 	t.Helper()
 	p := New(t, src)
 	ctx, stop := context.WithCancel(context.Background())

@@ -25,15 +25,9 @@ import (
 	"path/filepath"
 	"sync/atomic"
 	"time"
-)
 
-// TB is the part of testing.TB that this package uses (declared here so
-// that it does not import testing).
-type TB interface {
-	Helper()
-	Fatalf(format string, args ...any)
-	TempDir() string
-}
+	"github.com/sluicehq/sluice/internal/testkit"
+)
 
 var serial atomic.Int64
 
@@ -46,7 +40,7 @@ type CA struct {
 }
 
 // NewCA returns a new CA named cn, valid from an hour ago for a day.
-func NewCA(t TB, cn string) *CA {
+func NewCA(t testkit.TB, cn string) *CA {
 	t.Helper()
 	key := newKey(t)
 	tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial.Add(1)), Subject: pkix.Name{CommonName: cn},
@@ -72,7 +66,7 @@ func (ca *CA) Pool() *x509.CertPool {
 
 // WriteCA writes the CA certificate to a new file in a temporary
 // directory of t and returns its name.
-func (ca *CA) WriteCA(t TB) string {
+func (ca *CA) WriteCA(t testkit.TB) string {
 	t.Helper()
 	name := filepath.Join(t.TempDir(), "ca.pem")
 	write(t, name, ca.PEM)
@@ -104,7 +98,7 @@ type Pair struct {
 }
 
 // Issue signs a certificate for l.
-func (ca *CA) Issue(t TB, l Leaf) *Pair {
+func (ca *CA) Issue(t testkit.TB, l Leaf) *Pair {
 	t.Helper()
 	key := newKey(t)
 	notAfter := l.NotAfter
@@ -149,7 +143,7 @@ func (ca *CA) Issue(t TB, l Leaf) *Pair {
 
 // TLS returns the pair as a tls.Certificate (for a client or a server
 // made in the test).
-func (p *Pair) TLS(t TB) tls.Certificate {
+func (p *Pair) TLS(t testkit.TB) tls.Certificate {
 	t.Helper()
 	c, err := tls.X509KeyPair(p.CertPEM, p.KeyPEM)
 	if err != nil {
@@ -160,7 +154,7 @@ func (p *Pair) TLS(t TB) tls.Certificate {
 
 // Write writes the pair to name.crt and name.key in dir and returns the
 // file names.
-func (p *Pair) Write(t TB, dir, name string) (certFile, keyFile string) {
+func (p *Pair) Write(t testkit.TB, dir, name string) (certFile, keyFile string) {
 	t.Helper()
 	certFile, keyFile = filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")
 	write(t, certFile, p.CertPEM)
@@ -168,7 +162,7 @@ func (p *Pair) Write(t TB, dir, name string) (certFile, keyFile string) {
 	return certFile, keyFile
 }
 
-func newKey(t TB) *ecdsa.PrivateKey {
+func newKey(t testkit.TB) *ecdsa.PrivateKey {
 	t.Helper()
 	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -177,7 +171,7 @@ func newKey(t TB) *ecdsa.PrivateKey {
 	return k
 }
 
-func write(t TB, name string, b []byte) {
+func write(t testkit.TB, name string, b []byte) {
 	t.Helper()
 	if err := os.WriteFile(name, b, 0o600); err != nil {
 		t.Fatalf("testcert: %v", err)
@@ -191,14 +185,14 @@ func write(t TB, name string, b []byte) {
 // (kubelet's atomic writer), so a reader sees either every old file or
 // every new one, at unchanged paths.
 type SecretDir struct {
-	t   TB
+	t   testkit.TB
 	Dir string
 	n   int
 }
 
 // NewSecretDir returns an empty secret directory in a temporary directory
 // of t.
-func NewSecretDir(t TB) *SecretDir { return &SecretDir{t: t, Dir: t.TempDir()} }
+func NewSecretDir(t testkit.TB) *SecretDir { return &SecretDir{t: t, Dir: t.TempDir()} }
 
 // Path returns the path of file name in the directory (its symlink).
 func (d *SecretDir) Path(name string) string { return filepath.Join(d.Dir, name) }

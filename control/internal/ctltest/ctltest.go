@@ -15,16 +15,8 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/fielderr"
+	"github.com/sluicehq/sluice/internal/testkit"
 )
-
-// TB is the part of testing.TB the helpers use; *testing.T and
-// *testing.B are TBs. (The package does not import testing, which the
-// product's non-test packages may not: scripts/check-lean.sh.)
-type TB interface {
-	Helper()
-	Fatal(args ...any)
-	Fatalf(format string, args ...any)
-}
 
 // T0 is the start of every test's virtual clock: 2026-01-01 00:00 UTC.
 var T0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -34,7 +26,7 @@ func At(k int) time.Time { return T0.Add(time.Duration(k) * time.Second) }
 
 // Near fails t unless got is within 1e-6 of want, relative to the larger
 // of 1 and |want|; what names the value in the failure.
-func Near(t TB, what string, got, want float64) {
+func Near(t testkit.TB, what string, got, want float64) {
 	t.Helper()
 	if math.Abs(got-want) > 1e-6*math.Max(1, math.Abs(want)) {
 		t.Fatalf("%s: got %.9g, want %.9g", what, got, want)
@@ -43,7 +35,7 @@ func Near(t TB, what string, got, want float64) {
 
 // Build returns the controller newFn makes of cfg after edit (nil: cfg as
 // it is), failing t if it refuses the configuration.
-func Build[C, T any](t TB, cfg C, edit func(*C), newFn func(C) (T, error)) T {
+func Build[C, T any](t testkit.TB, cfg C, edit func(*C), newFn func(C) (T, error)) T {
 	t.Helper()
 	if edit != nil {
 		edit(&cfg)
@@ -64,7 +56,7 @@ type Config interface {
 // CheckFieldError fails t unless cfg is rejected, by Validate and by New,
 // with an error that names field: its FieldError path is field and its
 // message begins "field:".
-func CheckFieldError(t TB, cfg Config, field string) {
+func CheckFieldError(t testkit.TB, cfg Config, field string) {
 	t.Helper()
 	err := cfg.Validate()
 	if err == nil {
@@ -89,7 +81,7 @@ type FieldCase[C any] struct {
 func CheckFieldErrors[C any, P interface {
 	*C
 	Config
-}](t TB, def func() C, cases []FieldCase[C]) {
+}](t testkit.TB, def func() C, cases []FieldCase[C]) {
 	t.Helper()
 	for _, tc := range cases {
 		cfg := def()

@@ -10,12 +10,17 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/fielderr"
+	"github.com/sluicehq/sluice/internal/testkit"
 )
 
-// recorder is a TB whose Fatal and Fatalf record the failure and stop the
-// helper (by panicking with errFailed), so that a test can check that a
-// helper fails.
-type recorder struct{ failed string }
+// recorder is a testkit.TB whose Fatal and Fatalf record the failure and
+// stop the helper (by panicking with errFailed), so that a test can check
+// that a helper fails. The helpers call no other method of TB; the
+// embedded nil TB stands for them (calling one panics).
+type recorder struct {
+	testkit.TB
+	failed string
+}
 
 var errFailed = errors.New("failed")
 
@@ -33,7 +38,7 @@ func (r *recorder) Fatalf(format string, args ...any) {
 
 // fails runs f with a recorder and returns its failure message ("" if f
 // did not fail).
-func fails(f func(t TB)) (msg string) {
+func fails(f func(t testkit.TB)) (msg string) {
 	r := &recorder{}
 	defer func() {
 		if p := recover(); p != nil && p != errFailed {
@@ -61,17 +66,17 @@ func (c *config) New() (sluice.Controller, error) {
 
 func TestCheckFieldErrors(t *testing.T) {
 	def := func() config { return config{limit: 2} }
-	if msg := fails(func(t TB) {
+	if msg := fails(func(t testkit.TB) {
 		CheckFieldErrors(t, def, []FieldCase[config]{{Field: "limit", Edit: func(c *config) { c.limit = 0 }}})
 	}); msg != "" {
 		t.Errorf("a refused field failed the check: %s", msg)
 	}
-	if msg := fails(func(t TB) {
+	if msg := fails(func(t testkit.TB) {
 		CheckFieldErrors(t, def, []FieldCase[config]{{Field: "limit", Edit: func(c *config) { c.limit = 5 }}})
 	}); msg != "limit: accepted" {
 		t.Errorf("an accepted config: failure %q, want %q", msg, "limit: accepted")
 	}
-	if msg := fails(func(t TB) {
+	if msg := fails(func(t testkit.TB) {
 		CheckFieldErrors(t, def, []FieldCase[config]{{Field: "period", Edit: func(c *config) { c.limit = 0 }}})
 	}); msg != `error names "limit", want "period": limit: 0 is invalid: must be ≥ 1` {
 		t.Errorf("another field refused: failure %q", msg)
@@ -79,10 +84,10 @@ func TestCheckFieldErrors(t *testing.T) {
 }
 
 func TestNearAndBuild(t *testing.T) {
-	if msg := fails(func(t TB) { Near(t, "x", 1+1e-7, 1) }); msg != "" {
+	if msg := fails(func(t testkit.TB) { Near(t, "x", 1+1e-7, 1) }); msg != "" {
 		t.Errorf("within tolerance: %s", msg)
 	}
-	if msg := fails(func(t TB) { Near(t, "x", 1.01, 1) }); msg != "x: got 1.01, want 1" {
+	if msg := fails(func(t testkit.TB) { Near(t, "x", 1.01, 1) }); msg != "x: got 1.01, want 1" {
 		t.Errorf("beyond tolerance: failure %q", msg)
 	}
 	if got := At(3); got != T0.Add(3*time.Second) {
@@ -92,7 +97,7 @@ func TestNearAndBuild(t *testing.T) {
 	if got := Build(t, config{limit: 1}, func(c *config) { c.limit = 7 }, newFn); got != 7 {
 		t.Errorf("Build with an edit = %d, want 7", got)
 	}
-	if msg := fails(func(t TB) { Build(t, config{}, nil, newFn) }); msg != "limit: 0 is invalid: must be ≥ 1" {
+	if msg := fails(func(t testkit.TB) { Build(t, config{}, nil, newFn) }); msg != "limit: 0 is invalid: must be ≥ 1" {
 		t.Errorf("Build of a refused config: failure %q", msg)
 	}
 }

@@ -6,12 +6,3 @@
 // any handshake completes. Linux only, like the kernel path; nothing here
 // is for production.
 package nfttest
-
-// TB is the part of testing.TB the helpers use (declared here so that the
-// package does not import testing, which no package of the product may:
-// scripts/check-lean.sh).
-type TB interface {
-	Helper()
-	Fatal(args ...any)
-	Fatalf(format string, args ...any)
-}

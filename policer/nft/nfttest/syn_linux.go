@@ -9,13 +9,15 @@ import (
 	"net/netip"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sluicehq/sluice/internal/testkit"
 )
 
 // SYNBurst starts n non-blocking TCP connects to the IPv4 address a and
 // returns their sockets without waiting for any handshake: n SYNs sent at
 // once. The caller closes the sockets (unix.Close) when it has counted
 // what passed.
-func SYNBurst(t TB, a netip.AddrPort, n int) []int {
+func SYNBurst(t testkit.TB, a netip.AddrPort, n int) []int {
 	t.Helper()
 	var fds []int
 	sa := &unix.SockaddrInet4{Port: int(a.Port()), Addr: a.Addr().As4()}

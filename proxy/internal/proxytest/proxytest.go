@@ -15,17 +15,9 @@ import (
 	"strings"
 	"sync"
 	"time"
-)
 
-// TB is what the helpers need of a test (testing.TB has it): an
-// interface of their own, so that this package does not import testing,
-// which no package of the product may (scripts/check-lean.sh).
-type TB interface {
-	Helper()
-	Fatal(args ...any)
-	Fatalf(format string, args ...any)
-	Cleanup(func())
-}
+	"github.com/sluicehq/sluice/internal/testkit"
+)
 
 // Timeout bounds every wait of these helpers: generous, so that a loaded
 // machine does not fail a test that would pass.
@@ -33,7 +25,7 @@ const Timeout = 20 * time.Second
 
 // Eventually polls cond every 5ms until it holds, and fails t when it
 // has not held within Timeout; what names the awaited condition.
-func Eventually(t TB, what string, cond func() bool) {
+func Eventually(t testkit.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(Timeout)
 	for !cond() {
@@ -47,7 +39,7 @@ func Eventually(t TB, what string, cond func() bool) {
 // DialFrom connects to addr over TCP from the local address from (an IP
 // address: on loopback, any of 127.0.0.0/8), with Timeout as the
 // connection's deadline; the test's cleanup closes it.
-func DialFrom(t TB, from, addr string) net.Conn {
+func DialFrom(t testkit.TB, from, addr string) net.Conn {
 	t.Helper()
 	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}, Timeout: Timeout}
 	c, err := d.Dial("tcp", addr)
@@ -62,7 +54,7 @@ func DialFrom(t TB, from, addr string) net.Conn {
 // Send sends a request (method, url, body: nil for none, and the headers
 // hdr) through c and returns the response, its body unread; the test's
 // cleanup closes the body. A request that gets no answer fails t.
-func Send(t TB, c *http.Client, method, url string, body io.Reader, hdr map[string]string) *http.Response {
+func Send(t testkit.TB, c *http.Client, method, url string, body io.Reader, hdr map[string]string) *http.Response {
 	t.Helper()
 	req, err := http.NewRequest(method, url, body)
 	if err != nil {
@@ -81,7 +73,7 @@ func Send(t TB, c *http.Client, method, url string, body io.Reader, hdr map[stri
 
 // Fetch is Send that reads the answer whole: its status, headers and
 // body. A body that cannot be read fails t.
-func Fetch(t TB, c *http.Client, method, url string, body io.Reader, hdr map[string]string) (int, http.Header, string) {
+func Fetch(t testkit.TB, c *http.Client, method, url string, body io.Reader, hdr map[string]string) (int, http.Header, string) {
 	t.Helper()
 	resp := Send(t, c, method, url, body, hdr)
 	b, err := io.ReadAll(resp.Body)
