@@ -8,7 +8,7 @@
 # as it is here. Every target below covers both.
 GO ?= go
 # Packages with goroutines, locks or atomics run under the race detector.
-RACE_PKGS = . ./gate/... ./monitor/... ./control/... ./stage/... ./policer/... ./policy/... ./classify/... ./share/... ./client/... ./grpcsluice/... ./proxy/... ./cluster ./internal/localredis
+RACE_PKGS = . ./gate/... ./monitor/... ./control/... ./stage/... ./policer/... ./policy/... ./classify/... ./share/... ./client/... ./grpcsluice/... ./proxy/... ./cluster ./internal/localredis ./internal/grpctest ./internal/testkit
 # (Not lab/dashboard: its one test, the dashboard in Chromium, skips
 # under -race, and its race build compiles chromedp and the testbed's
 # SQLite with the detector for nothing: minutes of a fresh machine's CPU.)
