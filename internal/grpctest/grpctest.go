@@ -7,7 +7,7 @@
 // the way a client library never would and reads back its grpc-status.
 //
 // It does not import package testing (the product's packages may not:
-// scripts/check-lean.sh); its helpers take a TB, return after its Fatalf
+// scripts/check-lean.sh); its helpers take a testkit.TB, return after its Fatalf
 // (one that does not stop the goroutine gets zero values), and leave
 // closing what they open to the caller (t.Cleanup, defer).
 package grpctest
@@ -27,17 +27,13 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/status"
-)
 
-// TB is the part of testing.TB the helpers use.
-type TB interface {
-	Helper()
-	Fatalf(format string, args ...any)
-}
+	"github.com/sluicehq/sluice/internal/testkit"
+)
 
 // Listen returns a TCP listener on a free port of 127.0.0.1, failing t if
 // there is none. The server Serve starts on it closes it when stopped.
-func Listen(t TB) net.Listener {
+func Listen(t testkit.TB) net.Listener {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -62,7 +58,7 @@ func Serve(lis net.Listener, svc testpb.TestServiceServer, opts ...grpc.ServerOp
 // (h2c), unless dopts, which come after it, give transport credentials of
 // their own. It fails t if grpc.NewClient refuses target or dopts; the
 // caller closes the connection.
-func Dial(t TB, target string, dopts ...grpc.DialOption) *grpc.ClientConn {
+func Dial(t testkit.TB, target string, dopts ...grpc.DialOption) *grpc.ClientConn {
 	t.Helper()
 	dopts = append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, dopts...)
 	cc, err := grpc.NewClient(target, dopts...)
@@ -107,7 +103,7 @@ func RetryDelay(st *status.Status) time.Duration {
 // ReadFrame decodes header blocks (an *http2.MetaHeadersFrame, with the
 // connection's HPACK state), as ReadStatus needs. It fails t if addr does
 // not answer; the caller closes the connection.
-func H2C(t TB, addr string) (net.Conn, *http2.Framer) {
+func H2C(t testkit.TB, addr string) (net.Conn, *http2.Framer) {
 	t.Helper()
 	c, err := net.DialTimeout("tcp", addr, time.Second)
 	if err != nil {
@@ -132,7 +128,7 @@ func H2C(t TB, addr string) (net.Conn, *http2.Framer) {
 // Headers returns the HPACK block of the request headers of an EmptyCall
 // of the interop TestService over h2c to authority, with extra's name,
 // value pairs after them (a name without a value is dropped).
-func Headers(t TB, authority string, extra ...string) []byte {
+func Headers(t testkit.TB, authority string, extra ...string) []byte {
 	t.Helper()
 	var buf bytes.Buffer
 	enc := hpack.NewEncoder(&buf)
@@ -149,7 +145,7 @@ func Headers(t TB, authority string, extra ...string) []byte {
 // WriteCall sends a whole call on stream id of fr: a HEADERS frame of
 // block (Headers') and one DATA frame, which ends the stream, of an empty
 // message (the 5-byte gRPC message header of a zero-length Empty).
-func WriteCall(t TB, fr *http2.Framer, id uint32, block []byte) {
+func WriteCall(t testkit.TB, fr *http2.Framer, id uint32, block []byte) {
 	t.Helper()
 	if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block, EndHeaders: true}); err != nil {
 		t.Fatalf("HEADERS of stream %d: %v", id, err)
@@ -164,7 +160,7 @@ func WriteCall(t TB, fr *http2.Framer, id uint32, block []byte) {
 // grpc-status, of any stream, and returns its value; it fails t if the
 // connection fails or ends first ("reading the answer") or fr does not
 // decode header blocks.
-func ReadStatus(t TB, fr *http2.Framer) string {
+func ReadStatus(t testkit.TB, fr *http2.Framer) string {
 	t.Helper()
 	if fr.ReadMetaHeaders == nil {
 		t.Fatalf("ReadStatus needs a Framer that decodes header blocks (H2C's)")

@@ -22,6 +22,8 @@ import (
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/sluicehq/sluice/internal/testkit"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -118,8 +120,12 @@ func TestH2CReadStatus(t *testing.T) {
 	}
 }
 
-// fatalTB records a Fatalf and returns (the goroutine goes on).
-type fatalTB struct{ msg string }
+// fatalTB records a Fatalf and returns (the goroutine goes on); the
+// helpers call no other method of testkit.TB but Helper.
+type fatalTB struct {
+	testkit.TB
+	msg string
+}
 
 func (*fatalTB) Helper() {}
 func (f *fatalTB) Fatalf(format string, args ...any) {
