@@ -238,9 +238,11 @@ func (f *proxyFlags) quickStart(cmd *cobra.Command) (*proxy.Config, error) {
 	if f.listen == "" || len(f.backends) == 0 {
 		return nil, usagef("give --config FILE, or --listen ADDR and --backend URL for the quick start (see sluice proxy --help)")
 	}
-	for flag, ctrl := range map[string]string{"slo": "auto", "target-p90": "seda", "target-mean": "yaksha"} {
-		if cmd.Flags().Changed(flag) && f.controller != ctrl {
-			return nil, usagef("--%s is for --controller %s, not %s", flag, ctrl, f.controller)
+	// In a fixed order, so that two misplaced objective flags name the
+	// same one on every run.
+	for _, o := range []struct{ flag, ctrl string }{{"slo", "auto"}, {"target-p90", "seda"}, {"target-mean", "yaksha"}} {
+		if cmd.Flags().Changed(o.flag) && f.controller != o.ctrl {
+			return nil, usagef("--%s is for --controller %s, not %s", o.flag, o.ctrl, f.controller)
 		}
 	}
 	ctrl, err := f.quickStartControl()

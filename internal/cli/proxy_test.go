@@ -94,6 +94,19 @@ func TestProxyUsageErrors(t *testing.T) {
 	}
 }
 
+// Two objective flags that are both for other controllers: the error
+// names the first of slo, target-p90, target-mean, on every run (the
+// check once ranged over a map, and named either at random).
+func TestQuickStartMisplacedObjectivesInOrder(t *testing.T) {
+	for range 16 {
+		code, _, errOut := runCLI(t, "proxy", "--listen", "127.0.0.1:0", "--backend", "http://127.0.0.1:1",
+			"--controller", "bbr", "--target-mean", "1s", "--target-p90", "1s", "--slo", "1s")
+		if want := "--slo is for --controller auto, not bbr"; code != 2 || !strings.Contains(errOut, want) {
+			t.Fatalf("exit %d, stderr %q; want 2 with %q", code, errOut, want)
+		}
+	}
+}
+
 // freeAddr returns a loopback address with a port that was free a moment
 // ago.
 func freeAddr(t *testing.T) string {
