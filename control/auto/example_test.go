@@ -17,7 +17,8 @@ import (
 // time grows by Little's law), its probes find the knee from the initial
 // limit of 16: the limit settles near the service's parallelism. The
 // queue stands (three arrivals for each completion), so a new arrival
-// may wait only the standing wait (StandingWait, 25 ms by default).
+// may wait only the standing wait (StandingWait; by default the longer
+// of one mean service time and SLO/10: 25 ms here).
 func ExampleNew() {
 	cfg := auto.DefaultConfig()
 	cfg.SLO = 250 * time.Millisecond
